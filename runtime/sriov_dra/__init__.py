@@ -1,0 +1,7 @@
+"""sriov-dra: automatic SR-IOV secondary networking for Kubernetes with DRA and Multus.
+
+Layers (ARCHITECTURE.md §3), arrows pointing down only:
+``lab``/``cli`` > ``driver``/``guard``/``operator`` > ``kube``/``host``/``kubeletapi`` > ``core``.
+"""
+
+__version__ = "0.1.0"

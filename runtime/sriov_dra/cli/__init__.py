@@ -1,0 +1,1 @@
+"""Admin commands: ``sriov-dra inspect``, ``preflight``, ``orphans``, ``lab``."""

@@ -1,0 +1,1 @@
+"""The DRA kubelet plugin for SR-IOV VFs (``sriov-dra-plugin``)."""

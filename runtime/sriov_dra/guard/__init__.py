@@ -1,0 +1,1 @@
+"""The Multus guard (``multus-guard``): live checks before Multus ADD, verification after."""

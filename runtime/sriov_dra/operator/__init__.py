@@ -1,0 +1,1 @@
+"""The operator (``sriov-dra-operator``): SriovNetwork and node-policy DRA mappings."""
