@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
 cache=${SRIOV_DRA_CACHE:-$HOME/.cache/sriov-dra}
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
-recipe_rev=3   # bump when the recipe below changes in a way that must rebuild
+recipe_rev=4   # bump when the recipe below changes in a way that must rebuild
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 die() { printf '[tools] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -55,7 +55,8 @@ build_kubernetes() {
   local gomod
   gomod=$(go mod download -json "k8s.io/kubernetes@$v" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])') \
     || die "cannot download module k8s.io/kubernetes@$v"
-  local mods; mods=$(grep -oE 'k8s\.io/[a-z0-9-]+ v0\.0\.0' "$gomod" | cut -d' ' -f1 | sort -u)
+  # Exactly the staging modules: required at the placeholder v0.0.0 (not pseudo-versions v0.0.0-<date>-<sha>).
+  local mods; mods=$(grep -oE '^[[:space:]]*k8s\.io/[a-z0-9-]+ v0\.0\.0$' "$gomod" | awk '{print $1}' | sort -u)
   [ -n "$mods" ] || die "no v0.0.0 staging requirements found in the go.mod of k8s.io/kubernetes@$v"
   local m args=()
   for m in $mods; do args+=("-replace=$m=$m@$staging"); done
@@ -73,7 +74,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
-  (cd "$src" && go get "k8s.io/kubernetes@$v" && go mod tidy -e >/dev/null) \
+  (cd "$src" && go get "k8s.io/kubernetes@$v" && go mod tidy) \
     || die "cannot resolve k8s.io/kubernetes@$v with staging modules at $staging"
   local ld=""
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -114,53 +115,52 @@ GO
   stamp etcd "$v"
 }
 
-# go_install COMPONENT VERSION MODULE PKG... : go install packages of one module at one version.
-go_install() {
-  local name=$1 v=$2 mod=$3; shift 3
-  local bin; bin=$(component_dir "$name" "$v"); mkdir -p "$bin"
-  local ld=${GO_INSTALL_LDFLAGS:-}
-  for p in "$@"; do
-    log "$name $v: building ${p##*/}"
-    GOBIN="$bin" go install -trimpath -ldflags "-s -w $ld" "$mod/$p@$v" || die "building $mod/$p@$v failed"
+# wrapper_build COMPONENT VERSION MODULE LDFLAGS PKG:BIN... : build main packages of one module at one
+# version through a wrapper module that requires it. A wrapper (rather than `go install pkg@version`)
+# also works for modules whose version list the proxy does not serve, and can carry replace
+# directives that `go install` refuses (set WRAPPER_REPLACES to "old=new@ver ...").
+wrapper_build() {
+  local name=$1 v=$2 mod=$3 ld=$4; shift 4
+  local bin src; bin=$(component_dir "$name" "$v"); src="$cache/src/$name-$v"
+  wrapper_module "$src" "sriov-dra.local/${name}build"
+  {
+    printf '//go:build tools\n\n// Package tools pins the %s commands that tools/build-binaries.sh builds.\npackage tools\n\nimport (\n' "$name"
+    local spec; for spec in "$@"; do printf '\t_ "%s/%s"\n' "$mod" "${spec%%:*}"; done
+    printf ')\n'
+  } > "$src/tools.go"
+  local r; for r in ${WRAPPER_REPLACES:-}; do (cd "$src" && go mod edit "-replace=$r"); done
+  log "$name $v: resolving $mod@$v"
+  (cd "$src" && go mod edit "-require=$mod@$v" && go mod tidy && go mod download "$mod") \
+    || die "cannot resolve module $mod@$v"
+  mkdir -p "$bin"
+  for spec in "$@"; do
+    log "$name $v: building ${spec##*:}"
+    (cd "$src" && go build -trimpath -ldflags "-s -w $ld" -o "$bin/${spec##*:}" "$mod/${spec%%:*}") \
+      || die "building $mod/${spec%%:*}@$v failed"
   done
+  stamp "$name" "$v"
 }
 
 build_multus() {
   local v=$MULTUS_VERSION mod=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
   if fresh multus "$v" multus multus-shim multus-daemon; then log "multus $v: cached"; return; fi
-  GO_INSTALL_LDFLAGS="-X $mod/pkg/multus.version=$v -X $mod/pkg/multus.releaseStatus=released" \
-    go_install multus "$v" "$mod" cmd/multus cmd/multus-shim cmd/multus-daemon
-  stamp multus "$v"
+  wrapper_build multus "$v" "$mod" "-X $mod/pkg/multus.version=$v -X $mod/pkg/multus.releaseStatus=released" \
+    cmd/multus:multus cmd/multus-shim:multus-shim cmd/multus-daemon:multus-daemon
 }
 
 build_cni_plugins() {
   local v=$CNI_PLUGINS_VERSION mod=github.com/containernetworking/plugins
-  local bins=(host-local static tuning bridge loopback macvlan)
-  if fresh cni-plugins "$v" "${bins[@]}"; then log "cni-plugins $v: cached"; return; fi
-  go_install cni-plugins "$v" "$mod" plugins/ipam/host-local plugins/ipam/static plugins/meta/tuning \
-    plugins/main/bridge plugins/main/loopback plugins/main/macvlan
-  stamp cni-plugins "$v"
+  if fresh cni-plugins "$v" host-local static tuning bridge loopback macvlan; then log "cni-plugins $v: cached"; return; fi
+  wrapper_build cni-plugins "$v" "$mod" "" plugins/ipam/host-local:host-local plugins/ipam/static:static \
+    plugins/meta/tuning:tuning plugins/main/bridge:bridge plugins/main/loopback:loopback plugins/main/macvlan:macvlan
 }
 
 build_whereabouts() {
   local v=$WHEREABOUTS_VERSION mod=github.com/k8snetworkplumbingwg/whereabouts
   if fresh whereabouts "$v" whereabouts; then log "whereabouts $v: cached"; return; fi
-  local bin src; bin=$(component_dir whereabouts "$v"); src="$cache/src/whereabouts-$v"
-  log "whereabouts $v: building (its go.mod replaces gogo/protobuf, so a wrapper module carries the same replace)"
-  wrapper_module "$src" sriov-dra.local/wabuild
-  cat > "$src/tools.go" <<GO
-//go:build tools
-
-// Package tools pins the whereabouts IPAM plugin that tools/build-binaries.sh builds.
-package tools
-
-import _ "$mod/cmd"
-GO
-  (cd "$src" && go mod edit -replace=github.com/gogo/protobuf=github.com/gogo/protobuf@v1.3.2 \
-     && go get "$mod@$v" && go mod tidy -e >/dev/null) || die "cannot resolve $mod@$v"
-  mkdir -p "$bin"
-  (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$bin/whereabouts" "$mod/cmd") || die "building $mod/cmd@$v failed"
-  stamp whereabouts "$v"
+  # whereabouts' own go.mod replaces gogo/protobuf; a wrapper must carry the same replace.
+  WRAPPER_REPLACES="github.com/gogo/protobuf=github.com/gogo/protobuf@v1.3.2" \
+    wrapper_build whereabouts "$v" "$mod" "" cmd:whereabouts
 }
 
 want=${*:-kubernetes etcd multus cni-plugins whereabouts}

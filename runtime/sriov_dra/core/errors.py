@@ -1,0 +1,153 @@
+"""Typed errors shared by every part, carrying the spec's reason names.
+
+Every error raised by ``sriov_dra.core`` is a :class:`SriovDraError` with a :class:`Reason` (a
+CamelCase word that becomes an Event reason, a metric label value and a CNI error detail) and a
+message that names the object, the field, the bad value and what to change. Callers decide retry
+versus permanent failure from the class, never from the message text.
+
+This module owns no behaviour beyond formatting; it must never import anything but the standard
+library.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+class Reason(enum.StrEnum):
+    """Bounded reason names (spec §5, §6, §8, §9, §10.3, §12.2.6, §18.2).
+
+    The values are the persisted and published strings; they are part of the contract and must
+    not be renamed. Add new members at the end of their group.
+    """
+
+    # Input and contract validation.
+    INVALID_SPEC = "InvalidSpec"
+    CONTRACT_VIOLATION = "ContractViolation"
+    UNSUPPORTED_VERSION = "UnsupportedVersion"
+    # Templates, rendering and resolution (spec §5, §7).
+    MISSING_NETWORK_TEMPLATE = "MissingNetworkTemplate"
+    INVALID_NETWORK_TEMPLATE = "InvalidNetworkTemplate"
+    UNSUPPORTED_NETWORK_TEMPLATE = "UnsupportedNetworkTemplate"
+    CONFLICTING_NETWORK_REFERENCE = "ConflictingNetworkReference"
+    INVALID_VF_CONFIG = "InvalidVfConfig"
+    INVALID_PCI_ADDRESS = "InvalidPciAddress"
+    SOURCE_ACCESS_DENIED = "SourceAccessDenied"
+    # Consumer verification and claims (spec §6.1, §6.2).
+    UNSUPPORTED_MANAGED_CLAIM_KIND = "UnsupportedManagedClaimKind"
+    UNSUPPORTED_MANAGED_SELECTOR = "UnsupportedManagedSelector"
+    INVALID_CONSUMER = "InvalidConsumer"
+    DEVICE_NOT_ELIGIBLE = "DeviceNotEligible"
+    CONFLICTING_DEVICE_REQUIREMENTS = "ConflictingDeviceRequirements"
+    # Interfaces and selections (spec §6.5, §9).
+    INVALID_INTERFACE_NAME = "InvalidInterfaceName"
+    DUPLICATE_INTERFACE_NAME = "DuplicateInterfaceName"
+    INVALID_NETWORKS_ANNOTATION = "InvalidNetworksAnnotation"
+    MANUAL_SELECTION_CONFLICTS_WITH_MANAGED_TEMPLATE = "ManualSelectionConflictsWithManagedTemplate"
+    OWNERSHIP_CONFLICT = "OwnershipConflict"
+    ANNOTATION_TOO_LARGE = "AnnotationTooLarge"
+    # Lifecycle (spec §6.3, §8).
+    CLAIM_RELEASE_IN_PROGRESS = "ClaimReleaseInProgress"
+    SHADOW_DELETION_PENDING = "ShadowDeletionPending"
+    SHADOW_CONFLICT = "ShadowConflict"
+    # Attributes and policies (spec §5.3, §12.2).
+    INVALID_ATTRIBUTE = "InvalidAttribute"
+    RESERVED_ATTRIBUTE = "ReservedAttribute"
+    CONFLICTING_DRA_MAPPING = "ConflictingDRAMapping"
+    UNSUPPORTED_RESOURCE_FILTER = "UnsupportedResourceFilter"
+    SRIOV_NETWORK_NOT_FOUND = "SriovNetworkNotFound"
+    SRIOV_NETWORK_NOT_READY = "SriovNetworkNotReady"
+    # Host: discovery and VF driver binding (spec §8.1 step 2, D3, D11).
+    HOST_READ_FAILED = "HostReadFailed"
+    UNSUPPORTED_VF_DRIVER = "UnsupportedVfDriver"
+    VF_BIND_FAILED = "VfBindFailed"
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem at one field path.
+
+    Shapes: ``path`` is a dotted/indexed path such as ``spec.config.plugins[1].type`` or
+    ``metadata.annotations["k8s.v1.cni.cncf.io/networks"][2].name``; ``message`` says what is
+    wrong and what to change.
+    """
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class SriovDraError(Exception):
+    """Base of every error this project raises on purpose.
+
+    Carries a :class:`Reason` and zero or more :class:`FieldError` entries so that one failed
+    validation reports every problem at once (STYLE.md §1 "validators return every problem").
+    ``str(err)`` is the full actionable message.
+    """
+
+    default_reason: Reason = Reason.INVALID_SPEC
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: Reason | None = None,
+        errors: Sequence[FieldError] = (),
+    ) -> None:
+        self.reason: Reason = reason if reason is not None else self.default_reason
+        self.errors: tuple[FieldError, ...] = tuple(errors)
+        self.summary = message
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        if not self.errors:
+            return f"{self.reason}: {self.summary}"
+        details = "; ".join(str(e) for e in self.errors)
+        return f"{self.reason}: {self.summary}: {details}"
+
+
+class InvalidSpec(SriovDraError):
+    """User- or administrator-supplied input is malformed or unsupported; fix the input."""
+
+    default_reason = Reason.INVALID_SPEC
+
+
+class ContractViolation(SriovDraError):
+    """Data written by one of our own parts (annotation, registry, checkpoint) is not valid.
+
+    Never guessed past: the caller stops and reports, nothing is deleted or overwritten.
+    """
+
+    default_reason = Reason.CONTRACT_VIOLATION
+
+
+class Conflict(SriovDraError):
+    """Two valid inputs disagree (a mapping, an ownership, a name); a person must choose."""
+
+    default_reason = Reason.OWNERSHIP_CONFLICT
+
+
+class LifecycleBlocked(SriovDraError):
+    """The operation must wait for another lifecycle step (e.g. ``ClaimReleaseInProgress``)."""
+
+    default_reason = Reason.CLAIM_RELEASE_IN_PROGRESS
+
+
+def raise_if_any(
+    errors: Iterable[FieldError],
+    message: str,
+    *,
+    cls: type[SriovDraError] = InvalidSpec,
+    reason: Reason | None = None,
+) -> None:
+    """Raise ``cls(message, errors=...)`` when ``errors`` is non-empty, else return.
+
+    Raises: ``cls`` carrying every collected :class:`FieldError`.
+    """
+    collected = list(errors)
+    if collected:
+        raise cls(message, reason=reason, errors=collected)
