@@ -1,0 +1,246 @@
+"""Shared constant names of the cross-part contracts, and the format validators they rely on.
+
+This module owns every annotation, label, finalizer and attribute key that the plugin, the guard
+and the operator must spell identically (ARCHITECTURE.md §4), the driver name, the contract
+versions, and the small predicates that decide whether a string is a UUID, a full SHA-256 hex
+digest, a DNS-1123 label or subdomain, a DRA pool name, a plain PCI BDF or a Linux interface name.
+Validators return ``None`` for a valid value or a short actionable problem phrase; callers wrap it
+in a :class:`~sriov_dra.core.errors.FieldError` with the field path.
+
+It must never do I/O, import anything but the standard library and ``sriov_dra.core.errors``, or
+change a value's spelling: constants here are persisted and published strings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Final
+
+# --- Driver identity (spec §6.2, §6.4; upstream dra-driver-sriov compatibility) -----------------
+
+DOMAIN: Final = "sriovnetwork.k8snetworkplumbingwg.io"
+"""Domain of every key this project owns; also the DRA driver name."""
+
+DRIVER_NAME: Final = DOMAIN
+"""DRA driver name published in ResourceSlices and matched in claim allocation results."""
+
+PROTOCOL_VERSION: Final = 1
+"""Version of the binding-identity encoding (spec §6.2); part of every attachmentID."""
+
+BINDING_VERSION: Final = 1
+"""Version of the shadow ``binding`` annotation JSON (spec §6.4)."""
+
+REGISTRY_VERSION: Final = 1
+"""Version of the Pod ``managed-networks`` registry JSON (spec §6.4)."""
+
+# --- Annotations -------------------------------------------------------------------------------
+
+BINDING_ANNOTATION: Final = f"{DOMAIN}/binding"
+"""Shadow NAD annotation carrying the binding provenance (compact JSON, version 1)."""
+
+MANAGED_NETWORKS_ANNOTATION: Final = f"{DOMAIN}/managed-networks"
+"""Pod annotation carrying the registry of driver-owned network selections (version 1)."""
+
+NETWORKS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/networks"
+"""Multus network-selection annotation on the Pod (user entries plus managed entries)."""
+
+NETWORK_STATUS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/network-status"
+"""Multus network-status annotation on the Pod (written by Multus, read by the guard)."""
+
+RESOURCE_NAME_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"
+"""Device-plugin lookup key on a NAD; must be absent (not empty) on every shadow (spec §7 step 10)."""
+
+DEFAULT_NETWORK_ANNOTATION: Final = "v1.multus-cni.io/default-network"
+"""Multus Pod annotation replacing the cluster network (delegate 0)."""
+
+# --- Labels, finalizer, device attributes ------------------------------------------------------
+
+LABEL_MANAGED_BY: Final = f"{DOMAIN}/managed-by"
+LABEL_POD_UID: Final = f"{DOMAIN}/pod-uid"
+LABEL_CLAIM_UID: Final = f"{DOMAIN}/claim-uid"
+LABEL_NODE_UID: Final = f"{DOMAIN}/node-uid"
+
+MANAGED_BY_VALUE: Final = "sriov-dra-plugin"
+"""Value of :data:`LABEL_MANAGED_BY` on every shadow NAD (the part that creates them)."""
+
+FINALIZER_ATTACHMENT_PROTECTION: Final = f"{DOMAIN}/attachment-protection"
+"""Finalizer present in the shadow's create call; removed only after ReleaseComplete (spec §8.4)."""
+
+ATTR_NET_ATTACH_DEF_NAME: Final = f"{DOMAIN}/netAttachDefName"
+ATTR_NET_ATTACH_DEF_NAMESPACE: Final = f"{DOMAIN}/netAttachDefNamespace"
+
+# --- Generated names ---------------------------------------------------------------------------
+
+SHADOW_NAME_PREFIX: Final = "dra-sriov-"
+"""Prefix of every shadow NAD name; followed by 32 lowercase hex characters (spec §6.2)."""
+
+SHADOW_NAME_HEX_CHARS: Final = 32
+
+MANAGED_IFNAME_PREFIX: Final = "dra"
+"""Managed interfaces are ``dra0``, ``dra1``, ... (spec §6.5)."""
+
+DEFAULT_PRIMARY_IFNAME: Final = "eth0"
+"""The runtime's ``CNI_IFNAME`` for the cluster network, unless configured otherwise."""
+
+IFNAME_MAX_BYTES: Final = 15
+"""Linux ``IFNAMSIZ`` (16) minus the terminating NUL."""
+
+DNS1123_LABEL_MAX: Final = 63
+DNS1123_SUBDOMAIN_MAX: Final = 253
+POOL_NAME_MAX: Final = 253
+
+_UUID_RE: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_HEX64_RE: Final = re.compile(r"[0-9a-f]{64}")
+_LABEL_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_PCI_RE: Final = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]")
+
+
+def uuid_problem(value: object) -> str | None:
+    """Say why ``value`` is not a canonical lowercase UUID, or return ``None``.
+
+    Shapes: ``8-4-4-4-12`` lowercase hex digits, 36 characters, as Kubernetes writes
+    ``metadata.uid``. Upper case is rejected so that UIDs compare exactly.
+    """
+    if not isinstance(value, str):
+        return f"must be a string UUID, got {type(value).__name__}"
+    if not _UUID_RE.fullmatch(value):
+        return f"{value!r} is not a lowercase UUID like 11111111-2222-3333-4444-555555555555"
+    return None
+
+
+def hex64_problem(value: object) -> str | None:
+    """Say why ``value`` is not a full SHA-256 digest in lowercase hex, or return ``None``.
+
+    Shapes: exactly 64 characters ``[0-9a-f]``; truncated or upper-case digests are rejected.
+    """
+    if not isinstance(value, str):
+        return f"must be a string of 64 lowercase hex characters, got {type(value).__name__}"
+    if not _HEX64_RE.fullmatch(value):
+        return f"{value!r} is not 64 lowercase hex characters (a full SHA-256 digest)"
+    return None
+
+
+def dns1123_label_problem(value: object) -> str | None:
+    """Say why ``value`` is not a DNS-1123 label, or return ``None``.
+
+    Shapes: 1-63 characters of ``[a-z0-9-]``, starting and ending alphanumeric.
+    Source: Kubernetes ``IsDNS1123Label``.
+    """
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    if not value:
+        return "must not be empty"
+    if len(value) > DNS1123_LABEL_MAX:
+        return f"{value!r} is {len(value)} characters, max {DNS1123_LABEL_MAX}"
+    if not _LABEL_RE.fullmatch(value):
+        return f"{value!r} must be lowercase alphanumerics or '-', starting and ending alphanumeric"
+    return None
+
+
+def dns1123_subdomain_problem(value: object) -> str | None:
+    """Say why ``value`` is not a DNS-1123 subdomain, or return ``None``.
+
+    Shapes: 1-253 characters; dot-separated DNS-1123 labels. Source: Kubernetes
+    ``IsDNS1123Subdomain`` (object names such as NADs and Nodes).
+    """
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    if not value:
+        return "must not be empty"
+    if len(value) > DNS1123_SUBDOMAIN_MAX:
+        return f"{value!r} is {len(value)} characters, max {DNS1123_SUBDOMAIN_MAX}"
+    if not all(_LABEL_RE.fullmatch(part) for part in value.split(".")):
+        return f"{value!r} must be dot-separated lowercase alphanumeric labels ('-' inside a label)"
+    return None
+
+
+def pool_name_problem(value: object) -> str | None:
+    """Say why ``value`` is not a DRA pool name, or return ``None``.
+
+    Shapes: 1-253 characters; one or more DNS-1123 subdomains separated by ``/``.
+    Source: ``resource.k8s.io/v1`` ResourcePool.name validation.
+    """
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    if not value:
+        return "must not be empty"
+    if len(value) > POOL_NAME_MAX:
+        return f"{value!r} is {len(value)} characters, max {POOL_NAME_MAX}"
+    for part in value.split("/"):
+        if dns1123_subdomain_problem(part) is not None:
+            return f"{value!r} must be DNS-1123 subdomains separated by '/'"
+    return None
+
+
+def pci_address_problem(value: object) -> str | None:
+    """Say why ``value`` is not a plain normalized PCI BDF, or return ``None``.
+
+    Shapes: ``dddd:bb:dd.f`` in lowercase hex (domain 4, bus 2, device 00-1f, function 0-7), e.g.
+    ``0000:03:00.1``; no ``pci:`` prefix. Source: spec §7 step 7.
+    """
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    if not _PCI_RE.fullmatch(value):
+        return f"{value!r} is not a lowercase PCI address like 0000:03:00.1 (no 'pci:' prefix)"
+    return None
+
+
+def ifname_problem(value: object) -> str | None:
+    """Say why ``value`` is not a valid Linux interface name, or return ``None``.
+
+    Shapes: 1-15 bytes of UTF-8; not ``.`` or ``..``; no ``/``, ``:``, NUL or whitespace. The rule
+    is the kernel's (``dev_valid_name``), not DNS-1123: ``uplink_p0`` and ``flannel.1`` are valid.
+    Source: spec §6.5; handed case C06 (multus-cni #213, PR #1243).
+    """
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    size = len(value.encode("utf-8"))
+    if size == 0:
+        return "interface name must not be empty"
+    if size > IFNAME_MAX_BYTES:
+        return f"interface name {_quote(value)} is {size} bytes, max {IFNAME_MAX_BYTES}"
+    if value in (".", ".."):
+        return f"interface name {_quote(value)} is reserved; choose another name"
+    bad = sorted({c for c in value if c in "/:\0" or c.isspace()})
+    if bad:
+        return (
+            f"interface name {_quote(value)} contains {_quote(''.join(bad))}; "
+            "'/', ':', NUL and whitespace are not allowed"
+        )
+    return None
+
+
+def _quote(value: str) -> str:
+    """Quote ``value`` with double quotes and escapes, as in JSON, for error messages."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def is_uuid(value: object) -> bool:
+    """Return whether ``value`` is a canonical lowercase UUID (see :func:`uuid_problem`)."""
+    return uuid_problem(value) is None
+
+
+def is_hex64(value: object) -> bool:
+    """Return whether ``value`` is 64 lowercase hex characters (see :func:`hex64_problem`)."""
+    return hex64_problem(value) is None
+
+
+def is_dns1123_label(value: object) -> bool:
+    """Return whether ``value`` is a DNS-1123 label (see :func:`dns1123_label_problem`)."""
+    return dns1123_label_problem(value) is None
+
+
+def is_dns1123_subdomain(value: object) -> bool:
+    """Return whether ``value`` is a DNS-1123 subdomain (see :func:`dns1123_subdomain_problem`)."""
+    return dns1123_subdomain_problem(value) is None
+
+
+def is_pci_address(value: object) -> bool:
+    """Return whether ``value`` is a plain lowercase PCI BDF (see :func:`pci_address_problem`)."""
+    return pci_address_problem(value) is None
+
+
+def is_ifname(value: object) -> bool:
+    """Return whether ``value`` is a valid Linux interface name (see :func:`ifname_problem`)."""
+    return ifname_problem(value) is None
