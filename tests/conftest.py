@@ -115,3 +115,13 @@ def namespace(api: object, request: pytest.FixtureRequest) -> Iterator[str]:
         yield name
     finally:
         core.delete_namespace(name, propagation_policy="Background")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any process started by the tests (in any process group) survived them."""
+    from sriov_dra.lab import processes
+
+    left = processes.survivors()
+    if left:
+        print("\nprocesses started by the tests are still running:\n  " + "\n  ".join(left))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

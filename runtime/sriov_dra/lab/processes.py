@@ -46,6 +46,34 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(data[-lines:])
 
 
+#: Process-group IDs of every child started in this interpreter (each child leads its own group).
+STARTED_GROUPS: set[int] = set()
+
+
+def survivors() -> list[str]:
+    """Processes still alive in any group this interpreter started, as ``"pid cmdline"`` lines.
+
+    Reads ``/proc/<pid>/stat`` (field 5 is the process group) so that grandchildren count too.
+    """
+    found: list[str] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            pgrp = int(stat.rsplit(")", 1)[1].split()[2])
+            state = stat.rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError, ValueError):
+            continue
+        if pgrp in STARTED_GROUPS and state != "Z":
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                cmd = "?"
+            found.append(f"{entry.name} {cmd[:200]}")
+    return found
+
+
 class ProcessFailed(RuntimeError):
     """A child exited or never became ready; the message carries its log tail."""
 
@@ -87,6 +115,7 @@ class Process:
                 )
             except OSError as exc:
                 raise ProcessFailed(f"cannot start {self.name} ({self.argv[0]}): {exc}") from exc
+        STARTED_GROUPS.add(self.popen.pid)
 
     @property
     def pid(self) -> int | None:
@@ -104,7 +133,8 @@ class Process:
         code = self.popen.poll()
         if code is not None:
             raise ProcessFailed(
-                f"{self.name} exited with status {code}; last lines of {self.log_path}:\n{tail(self.log_path)}"
+                f"{self.name} exited with status {code}; "
+                f"last lines of {self.log_path}:\n{tail(self.log_path)}"
             )
 
     def stop(self) -> None:

@@ -1,0 +1,56 @@
+# sriov-dra: the two commands a newcomer needs are `make lab` (main job) and `make test` (all tiers).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup deps venv binaries test lint typecheck unit lab bench clean-cache help
+
+help:
+	@echo "make setup   - Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI binaries"
+	@echo "make test    - lint, type checks and every test tier (unit, host, cluster, cni, e2e, ansible)"
+	@echo "make lab     - the main job: the local lab (see README.md)"
+	@echo "make bench   - benchmarks under bench/ (ratios measured in one run)"
+
+setup: deps venv binaries
+	@echo "[setup] done: venv in $(VENV), binaries under $${SRIOV_DRA_CACHE:-$$HOME/.cache/sriov-dra}"
+
+deps:
+	@bash tools/install-debian-deps.sh
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+	@echo "[setup] Python venv ready"
+
+binaries:
+	@bash tools/build-binaries.sh
+
+lint: venv
+	$(VENV)/bin/ruff check runtime tests bench tools
+	$(VENV)/bin/ruff format --check runtime tests bench tools
+	$(VENV)/bin/lint-imports
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(VENV)/bin/pytest -m unit $(PYTEST_ARGS)
+
+test: lint typecheck
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lab: setup
+	$(VENV)/bin/sriov-dra lab demo
+
+bench: venv
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean-cache:
+	rm -rf $${SRIOV_DRA_CACHE:-$$HOME/.cache/sriov-dra}

@@ -1,0 +1,54 @@
+"""Layering rules that must hold for every module (ARCHITECTURE.md §3, STYLE.md §2)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "runtime" / "sriov_dra"
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import: stays inside the package
+                found.append((node.lineno, "sriov_dra.core." + (node.module or "")))
+            else:
+                found.append((node.lineno, node.module or ""))
+    return found
+
+
+CORE_FILES = sorted((PACKAGE / "core").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=[p.name for p in CORE_FILES])
+def test_core_module_imports_only_stdlib_and_core(path: Path) -> None:
+    bad = [
+        f"{path.name}:{line}: {mod}"
+        for line, mod in imported_modules(path)
+        if mod.split(".")[0] not in sys.stdlib_module_names
+        and mod != "sriov_dra.core"
+        and not mod.startswith("sriov_dra.core.")
+    ]
+    assert not bad, f"sriov_dra.core must import only the standard library and itself: {bad}"
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=[p.name for p in CORE_FILES])
+def test_core_module_does_no_io_or_clock(path: Path) -> None:
+    forbidden = {"os", "io", "socket", "subprocess", "time", "datetime", "pathlib", "random", "threading"}
+    bad = [f"{path.name}:{line}: {mod}" for line, mod in imported_modules(path) if mod.split(".")[0] in forbidden]
+    assert not bad, f"sriov_dra.core is pure (no I/O, no clock, no randomness): {bad}"
+
+
+def test_import_linter_contracts_are_kept() -> None:
+    exe = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run([str(exe)], capture_output=True, text=True, cwd=PACKAGE.parents[1], check=False)
+    assert result.returncode == 0, result.stdout + result.stderr

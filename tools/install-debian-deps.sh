@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install the Debian packages the tests and the lab need, only when something is missing.
+# iproute2: network namespaces and veth; python3-venv: the project venv; git: the Go module
+# proxy fallbacks and ansible-galaxy; golang is NOT taken from Debian (bookworm's 1.19 is too old):
+# the Go toolchain >= 1.26 must already be on PATH.
+set -euo pipefail
+need=()
+command -v ip >/dev/null || need+=(iproute2)
+command -v git >/dev/null || need+=(git)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+command -v nsenter >/dev/null || need+=(util-linux)
+if [ ${#need[@]} -eq 0 ]; then
+  echo "[setup] Debian packages present"
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "[setup] ERROR: missing Debian packages (${need[*]}); install them as root: apt-get install ${need[*]}" >&2
+  exit 1
+fi
+echo "[setup] installing Debian packages: ${need[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
