@@ -44,7 +44,9 @@ def test_core_module_imports_only_stdlib_and_core(path: Path) -> None:
 @pytest.mark.parametrize("path", CORE_FILES, ids=[p.name for p in CORE_FILES])
 def test_core_module_does_no_io_or_clock(path: Path) -> None:
     forbidden = {"os", "io", "socket", "subprocess", "time", "datetime", "pathlib", "random", "threading"}
-    bad = [f"{path.name}:{line}: {mod}" for line, mod in imported_modules(path) if mod.split(".")[0] in forbidden]
+    bad = [
+        f"{path.name}:{line}: {mod}" for line, mod in imported_modules(path) if mod.split(".")[0] in forbidden
+    ]
     assert not bad, f"sriov_dra.core is pure (no I/O, no clock, no randomness): {bad}"
 
 
