@@ -1,0 +1,168 @@
+"""Kubernetes object-metadata limits, computed exactly as the API server computes them.
+
+Owns the size rule for ``metadata.annotations`` (the sum of the UTF-8 byte lengths of every key
+and value must not exceed 256 KiB), the shapes of qualified names (annotation and label keys),
+label values, DNS-1123 labels and subdomains. Callers use these before they publish metadata so
+that a write is refused here with an actionable message instead of half-applied or rejected late
+by admission.
+
+This module must never do I/O or import anything but the standard library and ``core.errors``.
+
+Source: kubernetes ``staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go``
+(``ValidateAnnotations``, ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``) and
+``pkg/util/validation/validation.go`` (``IsQualifiedName``, ``IsValidLabelValue``,
+``IsDNS1123Label``, ``IsDNS1123Subdomain``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from sriov_dra.core import errors
+
+TOTAL_ANNOTATION_SIZE_LIMIT_B = 256 * 1024
+"""Largest allowed sum of ``len(key) + len(value)`` over all annotations, in bytes (inclusive)."""
+
+QUALIFIED_NAME_MAX_LEN = 63
+LABEL_VALUE_MAX_LEN = 63
+DNS1123_LABEL_MAX_LEN = 63
+DNS1123_SUBDOMAIN_MAX_LEN = 253
+
+_QUALIFIED_NAME_RE = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_LABEL_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+
+
+def byte_len(text: str) -> int:
+    """Length of ``text`` in UTF-8 bytes, as Go's ``len(string)`` counts it.
+
+    Units: bytes. Lone surrogates (impossible in API data, possible in arbitrary Python strings)
+    count as three bytes each instead of raising.
+    """
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def annotations_size(annotations: Mapping[str, str]) -> int:
+    """Total annotation size the API server compares against the 256 KiB limit.
+
+    Units: bytes; the sum over all entries of ``len(key) + len(value)`` in UTF-8.
+    Source: ``ValidateAnnotationsSize``.
+    """
+    return sum(byte_len(k) + byte_len(v) for k, v in annotations.items())
+
+
+def check_annotations_size(annotations: Mapping[str, str], *, obj: str) -> None:
+    """Refuse a complete annotation map the API server would reject as too large.
+
+    ``obj`` names the object for the message (``Pod ns/name``). The map must be the complete
+    intended ``metadata.annotations`` (every existing annotation plus the ones being written).
+
+    Units: bytes; the limit is inclusive (exactly 262144 bytes is accepted).
+    Raises: InvalidSpec with reason ``AnnotationTooLarge`` naming the total, the limit and the
+    three largest annotations.
+    Source: spec §9 rule 8; ``ValidateAnnotationsSize``.
+    """
+    total = annotations_size(annotations)
+    if total <= TOTAL_ANNOTATION_SIZE_LIMIT_B:
+        return
+    largest = sorted(annotations.items(), key=lambda kv: byte_len(kv[0]) + byte_len(kv[1]), reverse=True)[:3]
+    detail = ", ".join(f"{k!r} ({byte_len(k) + byte_len(v)} bytes)" for k, v in largest)
+    raise errors.InvalidSpec(
+        f"{obj}: metadata.annotations would total {total} bytes, over the Kubernetes limit of "
+        f"{TOTAL_ANNOTATION_SIZE_LIMIT_B} bytes (sum of key and value lengths); largest: {detail}. "
+        "Nothing was written; reduce the number of managed devices for this Pod or remove "
+        "large annotations",
+        reason=errors.Reason.ANNOTATION_TOO_LARGE,
+    )
+
+
+def dns1123_label_errors(value: str) -> list[str]:
+    """Problems that make ``value`` an invalid DNS-1123 label (namespace, Service name).
+
+    Shapes: 1–63 characters of ``[a-z0-9-]``, starting and ending alphanumeric.
+    Source: ``IsDNS1123Label``.
+    """
+    problems: list[str] = []
+    if len(value) > DNS1123_LABEL_MAX_LEN:
+        problems.append(f"must be no more than {DNS1123_LABEL_MAX_LEN} characters (is {len(value)})")
+    if not _DNS1123_LABEL_RE.fullmatch(value):
+        problems.append(
+            "must consist of lower case alphanumeric characters or '-', and must start and end "
+            "with an alphanumeric character (e.g. 'my-name')"
+        )
+    return problems
+
+
+def dns1123_subdomain_errors(value: str) -> list[str]:
+    """Problems that make ``value`` an invalid DNS-1123 subdomain (most object names).
+
+    Shapes: 1–253 characters; dot-separated DNS-1123 labels.
+    Source: ``IsDNS1123Subdomain``.
+    """
+    problems: list[str] = []
+    if len(value) > DNS1123_SUBDOMAIN_MAX_LEN:
+        problems.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX_LEN} characters (is {len(value)})")
+    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+        problems.append(
+            "must consist of lower case alphanumeric characters, '-' or '.', and must start and "
+            "end with an alphanumeric character (e.g. 'example.com')"
+        )
+    return problems
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """Problems that make ``value`` an invalid qualified name (label or annotation key).
+
+    Shapes: ``[prefix/]name``; prefix a DNS-1123 subdomain; name 1–63 characters of
+    ``[A-Za-z0-9-_.]`` starting and ending alphanumeric.
+    Source: ``IsQualifiedName``.
+    """
+    parts = value.split("/")
+    if len(parts) == 1:
+        prefix, name = "", parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return ["prefix part must be non-empty"]
+    else:
+        return ["a qualified name must be 'name' or 'prefix/name' with at most one '/'"]
+    problems = [f"prefix part {msg}" for msg in dns1123_subdomain_errors(prefix)] if prefix else []
+    if not name:
+        problems.append("name part must be non-empty")
+        return problems
+    if len(name) > QUALIFIED_NAME_MAX_LEN:
+        problems.append(
+            f"name part must be no more than {QUALIFIED_NAME_MAX_LEN} characters (is {len(name)})"
+        )
+    if not _QUALIFIED_NAME_RE.fullmatch(name):
+        problems.append(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+            "and end with an alphanumeric character"
+        )
+    return problems
+
+
+def annotation_key_errors(key: str) -> list[str]:
+    """Problems that make ``key`` an invalid annotation key (a qualified name, case-insensitive).
+
+    Source: ``ValidateAnnotations`` (lower-cases the key, then ``IsQualifiedName``).
+    """
+    return qualified_name_errors(key.lower())
+
+
+def label_value_errors(value: str) -> list[str]:
+    """Problems that make ``value`` an invalid label value.
+
+    Shapes: empty, or 1–63 characters of ``[A-Za-z0-9-_.]`` starting and ending alphanumeric.
+    Source: ``IsValidLabelValue``.
+    """
+    problems: list[str] = []
+    if len(value) > LABEL_VALUE_MAX_LEN:
+        problems.append(f"must be no more than {LABEL_VALUE_MAX_LEN} characters (is {len(value)})")
+    if value and not _QUALIFIED_NAME_RE.fullmatch(value):
+        problems.append(
+            "a valid label value must be empty or consist of alphanumeric characters, '-', '_' "
+            "or '.', and must start and end with an alphanumeric character"
+        )
+    return problems
