@@ -1,0 +1,58 @@
+"""The ``sriov-dra`` command: admin and lab subcommands.
+
+Owns argument parsing and the mapping of subcommands to the modules that implement them. Exits
+non-zero with a one-line actionable message on failure; never prints a traceback for expected
+errors (missing binaries, a component that did not start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from sriov_dra.lab import binaries, processes
+
+
+def _lab_up(args: argparse.Namespace) -> int:
+    from sriov_dra.lab import session
+
+    return session.up(workdir=args.workdir, nodes=args.nodes, hold=not args.no_hold)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand (also used by the tests)."""
+    parser = argparse.ArgumentParser(prog="sriov-dra", description=__doc__.splitlines()[0])
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    lab = sub.add_parser("lab", help="the local lab: a real control plane and simulated SR-IOV nodes")
+    lab_sub = lab.add_subparsers(dest="lab_command", required=True)
+    up = lab_sub.add_parser(
+        "up", help="start the control plane and the simulated nodes, print how to reach them"
+    )
+    up.add_argument("--workdir", default=".lab", help="where PKI, logs and kubeconfig go (default: .lab)")
+    up.add_argument("--nodes", type=int, default=2, help="number of simulated nodes (default: 2)")
+    up.add_argument("--no-hold", action="store_true", help="stop again right after a successful start")
+    up.set_defaults(func=_lab_up)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``sriov-dra``; returns the process exit status."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        status: int = args.func(args)
+    except binaries.BinaryMissing as exc:
+        print(f"sriov-dra: {exc}", file=sys.stderr)
+        return 2
+    except processes.ProcessFailed as exc:
+        print(f"sriov-dra: {exc}", file=sys.stderr)
+        return 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
