@@ -1,0 +1,274 @@
+"""Strict JSON decoding and deterministic encoding for CNI configuration text (spec §7 step 2, 8, 9).
+
+The CNI JSON of a source NetworkAttachmentDefinition is administrator input that this project
+copies into every shadow and hashes. This module turns that text into plain Python values without
+losing anything a CNI plugin could see, and turns the values back into one canonical text:
+
+* **Duplicate keys are rejected everywhere.** The object-pair pass sees every ``key: value``
+  token pair in document order (the Python equivalent of the token-validation pass that spec §7
+  asks for, because a plain map decode keeps only one of two equal keys). A duplicate is
+  ambiguous (Go's decoder keeps the last, others keep the first), so re-serialising it would be a
+  silent choice; every duplicate is reported with its path.
+* **Integers stay exact.** Integer literals become Python ``int`` (arbitrary precision, never a
+  float); they are re-emitted in canonical decimal form, so ``-0`` becomes ``0`` and nothing else
+  changes.
+* **Other numbers are kept as written.** A literal with a fraction or exponent (``1.50``,
+  ``1e3``) becomes a :class:`RawNumber` holding the exact source text and is emitted unchanged;
+  no value ever passes through a binary float.
+* **Non-JSON is rejected:** ``NaN``/``Infinity``, malformed syntax, a byte-order mark, control
+  characters inside strings, lone UTF-16 surrogate escapes (they cannot be written as UTF-8 and
+  Go would silently replace them) and integers over Python's digit limit.
+* **Key order and unknown fields are kept**, so a plugin extension survives untouched.
+
+Encoding is compact (``,`` and ``:`` separators, no spaces), keeps non-ASCII characters as UTF-8,
+and is a pure function of the value: encoding the same value twice gives identical bytes.
+
+This module owns only the JSON text <-> value mapping and field-path spelling. It must never
+interpret CNI semantics, perform I/O, or accept a float into a value it encodes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Final, TypeAlias, Union
+
+from sriov_dra.core import errors
+
+# Union is needed here: a recursive alias spelled with "|" cannot use forward references.
+JsonValue: TypeAlias = Union[dict[str, "JsonValue"], list["JsonValue"], str, int, bool, "RawNumber", None]
+"""A decoded JSON value: objects are insertion-ordered ``dict``, numbers are ``int`` or RawNumber."""
+
+_NUMBER_LITERAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_PLAIN_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A \uD800-\uDFFF escape; only a lone one survives decoding as a surrogate code point.
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+@dataclass(frozen=True, slots=True)
+class RawNumber:
+    """A JSON number with a fraction or exponent, kept exactly as written in the source text.
+
+    Shapes: ``literal`` is a valid JSON number literal such as ``"1.50"`` or ``"1e3"``.
+    Raises: ValueError if ``literal`` is not a JSON number literal.
+    """
+
+    literal: str
+
+    def __post_init__(self) -> None:
+        if _NUMBER_LITERAL.fullmatch(self.literal) is None:
+            raise ValueError(f"{self.literal!r} is not a JSON number literal")
+
+
+class _NonJsonConstant(ValueError):
+    """Raised from the decoder hook for ``NaN``, ``Infinity`` and ``-Infinity``."""
+
+
+class _NeedsExactEncoder(TypeError):
+    """Raised from the fast encoder's ``default`` hook when the value holds a RawNumber."""
+
+
+class _FastEncoder(json.JSONEncoder):
+    """The C-accelerated encoder with our canonical settings; gives up on a RawNumber."""
+
+    def __init__(self) -> None:
+        super().__init__(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+    def default(self, o: object) -> object:
+        if isinstance(o, RawNumber):
+            raise _NeedsExactEncoder
+        raise TypeError(f"{type(o).__name__} is not a JSON value")
+
+
+_ENCODER: Final = _FastEncoder()
+
+
+def key_path(base: str, key: str) -> str:
+    """Return the field path of ``key`` inside the object at ``base``.
+
+    Shapes: ``base.key`` when ``key`` is an identifier-like word, else ``base["key"]`` with
+    ``key`` JSON-quoted (``metadata.annotations["k8s.v1.cni.cncf.io/networks"]``).
+    """
+    if _PLAIN_KEY.fullmatch(key) is not None:
+        return f"{base}.{key}"
+    return f"{base}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def index_path(base: str, index: int) -> str:
+    """Return the field path of element ``index`` of the array at ``base`` (``base[3]``)."""
+    return f"{base}[{index}]"
+
+
+def decode(text: str, *, path: str = "$") -> JsonValue:
+    """Decode strict JSON text into plain values, reporting every problem found with its path.
+
+    Shapes: objects become ``dict`` in document key order, arrays ``list``, integers ``int``,
+    other numbers :class:`RawNumber`, plus ``str``/``bool``/``None``. ``path`` names the text
+    in error paths (``spec.config`` gives ``spec.config.plugins[1].type``).
+    Raises: errors.InvalidSpec (reason ``InvalidSpec``) carrying one FieldError per problem:
+    malformed JSON (with line and column), a non-JSON constant, an oversized integer, lone
+    surrogates, or each duplicate key. The root may be any JSON value; callers check its kind.
+    Source: spec §7 step 2; RFC 8259 §4 (duplicate names are not interoperable).
+    """
+    duplicates: list[tuple[dict[str, JsonValue], list[str]]] = []
+
+    def object_pairs(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen: set[str] = set()
+            repeated: dict[str, None] = {}
+            for k, _ in pairs:
+                if k in seen:
+                    repeated[k] = None
+                seen.add(k)
+            duplicates.append((obj, list(repeated)))
+        return obj
+
+    def reject_constant(name: str) -> JsonValue:
+        raise _NonJsonConstant(name)
+
+    problem: str | None = None
+    value: JsonValue = None
+    try:
+        value = json.loads(
+            text, object_pairs_hook=object_pairs, parse_float=RawNumber, parse_constant=reject_constant
+        )
+    except json.JSONDecodeError as exc:
+        problem = (
+            f"malformed JSON at line {exc.lineno} column {exc.colno} (offset {exc.pos}): {exc.msg}; "
+            "fix the JSON syntax"
+        )
+    except _NonJsonConstant as exc:
+        problem = f"{exc} is not a JSON number; use a finite number literal"
+    except ValueError as exc:
+        problem = f"number not accepted ({exc}); use a shorter number"
+    if problem is not None:
+        raise errors.InvalidSpec("text is not strict JSON", errors=[errors.FieldError(path, problem)])
+    found: list[errors.FieldError] = []
+    if duplicates:
+        found.extend(_duplicate_errors(value, duplicates, path))
+    if _SURROGATE_ESCAPE.search(text) is not None:
+        found.extend(_surrogate_errors(value, path))
+    errors.raise_if_any(found, "text is not strict JSON")
+    return value
+
+
+def encode(value: JsonValue) -> str:
+    """Serialise ``value`` to compact canonical JSON text.
+
+    Shapes: no whitespace between tokens, object keys in the value's order, non-ASCII kept
+    as-is, integers in canonical decimal form, RawNumber literals verbatim. The same value
+    always gives the same text.
+    Raises: TypeError for anything that is not a :data:`JsonValue` (a float, a tuple, ...).
+    """
+    try:
+        return _ENCODER.encode(value)
+    except _NeedsExactEncoder:
+        parts: list[str] = []
+        _emit(value, parts)
+        return "".join(parts)
+
+
+def encode_bytes(value: JsonValue, *, path: str = "$") -> bytes:
+    """Serialise ``value`` like :func:`encode` and return the exact UTF-8 bytes.
+
+    Raises: errors.InvalidSpec naming each string or key at or under ``path`` that holds a
+    lone surrogate (it has no UTF-8 form); TypeError as :func:`encode`.
+    """
+    text = encode(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        errors.raise_if_any(_surrogate_errors(value, path), "value has no UTF-8 form")
+        raise
+
+
+def _emit(value: JsonValue, parts: list[str]) -> None:
+    """Append the canonical text of ``value``; identical output to the fast C encoder."""
+    if value is None:
+        parts.append("null")
+    elif value is True:
+        parts.append("true")
+    elif value is False:
+        parts.append("false")
+    elif isinstance(value, str):
+        parts.append(_ENCODER.encode(value))
+    elif isinstance(value, int):
+        parts.append(int.__repr__(value))
+    elif isinstance(value, RawNumber):
+        parts.append(value.literal)
+    elif isinstance(value, dict):
+        parts.append("{")
+        for i, (k, v) in enumerate(value.items()):
+            if not isinstance(k, str):
+                raise TypeError(f"object key {k!r} is not a string")
+            if i:
+                parts.append(",")
+            parts.append(_ENCODER.encode(k))
+            parts.append(":")
+            _emit(v, parts)
+        parts.append("}")
+    elif isinstance(value, list):
+        parts.append("[")
+        for i, v in enumerate(value):
+            if i:
+                parts.append(",")
+            _emit(v, parts)
+        parts.append("]")
+    else:
+        raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def _walk(value: JsonValue, path: str) -> list[tuple[JsonValue, str]]:
+    """Every container and scalar under ``value`` with its path, in document order."""
+    out: list[tuple[JsonValue, str]] = []
+    stack: list[tuple[JsonValue, str]] = [(value, path)]
+    while stack:
+        node, node_path = stack.pop()
+        out.append((node, node_path))
+        if isinstance(node, dict):
+            stack.extend((v, key_path(node_path, k)) for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend((v, index_path(node_path, i)) for i, v in reversed(list(enumerate(node))))
+    return out
+
+
+def _duplicate_errors(
+    value: JsonValue, duplicates: list[tuple[dict[str, JsonValue], list[str]]], path: str
+) -> list[errors.FieldError]:
+    nodes = [(node, node_path) for node, node_path in _walk(value, path) if isinstance(node, dict)]
+    paths = {id(node): node_path for node, node_path in nodes}
+    order = {id(node): i for i, (node, _) in enumerate(nodes)}
+    found: list[errors.FieldError] = []
+    for obj, keys in sorted(duplicates, key=lambda item: order[id(item[0])]):
+        for key in keys:
+            found.append(
+                errors.FieldError(
+                    key_path(paths[id(obj)], key),
+                    f"duplicate key {json.dumps(key, ensure_ascii=False)} in one object (readers disagree on which value wins); "
+                    "keep exactly one",
+                )
+            )
+    return found
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _surrogate_errors(value: JsonValue, path: str) -> list[errors.FieldError]:
+    found: list[errors.FieldError] = []
+    fix = "contains a lone UTF-16 surrogate, which has no UTF-8 form; use a valid character or pair"
+    for node, node_path in _walk(value, path):
+        if isinstance(node, dict):
+            found.extend(
+                errors.FieldError(key_path(node_path, k), f"key {fix}") for k in node if _has_surrogate(k)
+            )
+        elif isinstance(node, str) and _has_surrogate(node):
+            found.append(errors.FieldError(node_path, f"string {fix}"))
+    return found
