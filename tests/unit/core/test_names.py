@@ -1,0 +1,199 @@
+"""Tests for sriov_dra.core.names: contract key spellings and format validators."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sriov_dra.core import names
+
+
+@pytest.mark.parametrize(
+    ("constant", "expected"),
+    [
+        (names.DRIVER_NAME, "sriovnetwork.k8snetworkplumbingwg.io"),
+        (names.BINDING_ANNOTATION, "sriovnetwork.k8snetworkplumbingwg.io/binding"),
+        (names.MANAGED_NETWORKS_ANNOTATION, "sriovnetwork.k8snetworkplumbingwg.io/managed-networks"),
+        (names.NETWORKS_ANNOTATION, "k8s.v1.cni.cncf.io/networks"),
+        (names.LABEL_MANAGED_BY, "sriovnetwork.k8snetworkplumbingwg.io/managed-by"),
+        (names.LABEL_POD_UID, "sriovnetwork.k8snetworkplumbingwg.io/pod-uid"),
+        (names.LABEL_CLAIM_UID, "sriovnetwork.k8snetworkplumbingwg.io/claim-uid"),
+        (names.LABEL_NODE_UID, "sriovnetwork.k8snetworkplumbingwg.io/node-uid"),
+        (names.FINALIZER_ATTACHMENT_PROTECTION, "sriovnetwork.k8snetworkplumbingwg.io/attachment-protection"),
+        (names.ATTR_NET_ATTACH_DEF_NAME, "sriovnetwork.k8snetworkplumbingwg.io/netAttachDefName"),
+        (names.ATTR_NET_ATTACH_DEF_NAMESPACE, "sriovnetwork.k8snetworkplumbingwg.io/netAttachDefNamespace"),
+        (names.RESOURCE_NAME_ANNOTATION, "k8s.v1.cni.cncf.io/resourceName"),
+        (names.SHADOW_NAME_PREFIX, "dra-sriov-"),
+        (names.PROTOCOL_VERSION, 1),
+        (names.BINDING_VERSION, 1),
+        (names.REGISTRY_VERSION, 1),
+    ],
+    ids=[
+        "driver-name",
+        "binding-annotation",
+        "registry-annotation",
+        "multus-networks-annotation",
+        "label-managed-by",
+        "label-pod-uid",
+        "label-claim-uid",
+        "label-node-uid",
+        "protection-finalizer",
+        "attr-nad-name",
+        "attr-nad-namespace",
+        "resource-name-annotation",
+        "shadow-prefix",
+        "identity-protocol-version-1",
+        "binding-version-1",
+        "registry-version-1",
+    ],
+)
+def test_contract_constant_is_spelled_as_the_spec_says(constant: object, expected: object) -> None:
+    assert constant == expected
+
+
+def test_managed_by_value_is_a_valid_label_value() -> None:
+    assert re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", names.MANAGED_BY_VALUE)
+    assert len(names.MANAGED_BY_VALUE) <= 63
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("uplink_p0", None),
+        ("flannel.1", None),
+        ("dra0", None),
+        ("a" * 15, None),
+        ("averyveryverylongif", 'interface name "averyveryverylongif" is 19 bytes, max 15'),
+        ("eth/1", "'/', ':', NUL and whitespace are not allowed"),
+        ("..", "is reserved"),
+        (".", "is reserved"),
+        ("", "must not be empty"),
+        ("net 1", "not allowed"),
+        ("net:1", "not allowed"),
+        ("net\t1", "not allowed"),
+        ("nul\x00", "not allowed"),
+        ("é" * 8, "is 16 bytes, max 15"),
+        (7, "must be a string"),
+    ],
+    ids=[
+        "underscore-accepted-C06",
+        "dot-accepted-C06",
+        "managed-name",
+        "exactly-15-bytes",
+        "19-bytes-rejected-C06",
+        "slash-rejected-C06",
+        "dotdot-rejected-C06",
+        "dot-rejected",
+        "empty-rejected",
+        "space-rejected",
+        "colon-rejected",
+        "tab-rejected",
+        "nul-rejected",
+        "limit-counts-utf8-bytes",
+        "non-string-rejected",
+    ],
+)
+def test_ifname_follows_linux_rules_not_dns(value: object, problem: str | None) -> None:
+    got = names.ifname_problem(value)
+    if problem is None:
+        assert got is None
+        assert names.is_ifname(value)
+    else:
+        assert got is not None and problem in got
+        assert not names.is_ifname(value)
+
+
+@pytest.mark.parametrize(
+    ("check", "value", "ok"),
+    [
+        (names.is_uuid, "11111111-2222-3333-4444-555555555555", True),
+        (names.is_uuid, "11111111-2222-3333-4444-55555555555A", False),
+        (names.is_uuid, "11111111222233334444555555555555", False),
+        (names.is_uuid, None, False),
+        (names.is_hex64, "ab" * 32, True),
+        (names.is_hex64, "ab" * 16, False),
+        (names.is_hex64, "AB" * 32, False),
+        (names.is_hex64, "ab" * 32 + "\n", False),
+        (names.is_dns1123_label, "rail-a-net", True),
+        (names.is_dns1123_label, "a" * 63, True),
+        (names.is_dns1123_label, "a" * 64, False),
+        (names.is_dns1123_label, "-rail", False),
+        (names.is_dns1123_label, "Rail", False),
+        (names.is_dns1123_label, "rail.a", False),
+        (names.is_dns1123_subdomain, "worker-a.example.com", True),
+        (names.is_dns1123_subdomain, "worker-a..example", False),
+        (names.is_dns1123_subdomain, "a." * 126 + "a", True),
+        (names.is_dns1123_subdomain, "a." * 127, False),
+        (names.is_pci_address, "0000:03:00.1", True),
+        (names.is_pci_address, "0000:81:1f.7", True),
+        (names.is_pci_address, "pci:0000:03:00.1", False),
+        (names.is_pci_address, "0000:03:20.1", False),
+        (names.is_pci_address, "0000:03:00.8", False),
+        (names.is_pci_address, "0000:0A:00.1", False),
+    ],
+    ids=[
+        "uuid-lowercase",
+        "uuid-uppercase-rejected",
+        "uuid-without-dashes-rejected",
+        "uuid-none-rejected",
+        "hex64-ok",
+        "hex64-truncated-rejected",
+        "hex64-uppercase-rejected",
+        "hex64-trailing-newline-rejected",
+        "label-ok",
+        "label-63-ok",
+        "label-64-rejected",
+        "label-leading-dash-rejected",
+        "label-uppercase-rejected",
+        "label-dot-rejected",
+        "subdomain-fqdn-ok",
+        "subdomain-empty-label-rejected",
+        "subdomain-253-ok",
+        "subdomain-254-rejected",
+        "pci-ok",
+        "pci-max-device-function-ok",
+        "pci-prefix-rejected",
+        "pci-device-over-1f-rejected",
+        "pci-function-over-7-rejected",
+        "pci-uppercase-rejected",
+    ],
+)
+def test_format_validators(check: object, value: object, ok: bool) -> None:
+    assert callable(check)
+    assert check(value) is ok
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("worker-a", True),
+        ("region-1/worker-a.example.com", True),
+        ("worker-a/", False),
+        ("/worker-a", False),
+        ("x" * 254, False),
+    ],
+    ids=["single-subdomain", "slash-separated-subdomains", "trailing-slash", "leading-slash", "too-long"],
+)
+def test_pool_name_is_subdomains_joined_by_slash(value: str, ok: bool) -> None:
+    assert (names.pool_name_problem(value) is None) is ok
+
+
+_LABEL_CHARS = st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+@given(st.text(alphabet=_LABEL_CHARS, min_size=0, max_size=70))
+def test_label_validator_matches_its_definition(value: str) -> None:
+    expected = 0 < len(value) <= 63 and value[0] != "-" and value[-1] != "-"
+    assert names.is_dns1123_label(value) is expected
+
+
+@given(st.text(max_size=20))
+def test_valid_ifname_always_fits_ifnamsiz(value: str) -> None:
+    if names.is_ifname(value):
+        raw = value.encode("utf-8")
+        assert 1 <= len(raw) <= 15
+        assert value not in (".", "..")
+        assert not any(c in "/:\0" or c.isspace() for c in value)
