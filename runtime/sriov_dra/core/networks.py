@@ -3,62 +3,37 @@
 Owns the one rule, shared by the plugin's selection merger and the Multus guard, that turns the
 annotation text into an ordered tuple of :class:`Selection`: the JSON-list form and the comma form
 (``name``, ``ns/name``, ``name@if``, ``ns/name@if``), namespace defaulting to the Pod namespace,
-strict element validation, and the interface names Multus will give each selection. Each JSON
-element keeps its exact source text and decoded object, so a writer can re-emit unrelated entries
-byte for byte (unknown-but-valid fields, key order, number spelling).
+and strict element validation. Each JSON element keeps its exact source text and decoded object,
+so a writer can re-emit unrelated entries byte for byte (unknown-but-valid fields, key order,
+number spelling). The interface names Multus then assigns are ``core.ifnames``'s job.
 
 Where we differ from Multus on purpose (handed cases C01–C04, C06): we never treat a broken
 annotation as empty. Malformed JSON, a non-object element, an unknown or case-variant key (Go's
 decoder matches keys case-insensitively), a duplicate key, a wrong type, an empty comma entry,
 ``@`` with no interface, ``NaN``/``Infinity`` and the deprecated ``interfaceRequest`` key are all
 ``InvalidSpec`` with reason ``InvalidNetworksAnnotation`` and a path naming the element and field.
+The per-field rules live in :mod:`core.selection_fields`.
 
 This module must never do I/O, never return a partial result, and never raise anything but the
 typed errors of ``core.errors``.
 
-Source: spec §9 rules 1–3, §6.5; ``../reference/multus.md`` §3 (``parsePodNetworkAnnotation``,
-``parsePodNetworkObjectName``, ``NetworkSelectionElement``, ``getIfname``).
+Source: spec §9 rules 1–3; ``../reference/multus.md`` §3 (``parsePodNetworkAnnotation``,
+``parsePodNetworkObjectName``, ``NetworkSelectionElement``).
 """
 
 from __future__ import annotations
 
-import difflib
 import enum
-import ipaddress
 import json
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sriov_dra.core import errors, names
+from sriov_dra.core import errors, names, selection_fields
 
-KNOWN_KEYS: Final = frozenset(
-    {
-        "name",
-        "namespace",
-        "ips",
-        "mac",
-        "infiniband-guid",
-        "interface",
-        "portMappings",
-        "bandwidth",
-        "deviceID",
-        "cni-args",
-        "default-route",
-        "ipam-claim-reference",
-    }
-)
-"""Keys of Multus's ``NetworkSelectionElement`` plus ``ipam-claim-reference`` (multi-net-spec and
-NAD client v1.7; Multus ignores it). ``interfaceRequest`` is deliberately absent (deprecated)."""
-
-_PORT_MAPPING_KEYS: Final = {"hostPort": int, "containerPort": int, "protocol": str, "hostIP": str}
-_BANDWIDTH_KEYS: Final = ("ingressRate", "ingressBurst", "egressRate", "egressBurst")
 _JSON_MARKERS: Final = frozenset('[{"')
 _COMMA_NAME_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_MAC_COLON_RE: Final = re.compile(r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(?:\1[0-9A-Fa-f]{2})*")
-_MAC_DOT_RE: Final = re.compile(r"[0-9A-Fa-f]{4}(?:\.[0-9A-Fa-f]{4})*")
-_MAC_BYTES: Final = (6, 8, 20)
 _JSON_WS: Final = " \t\n\r"
 
 
@@ -156,70 +131,6 @@ def compact_json(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def effective_interface_names(
-    selections: Sequence[Selection], *, default_network_count: int = 0
-) -> tuple[str, ...]:
-    """Interface name Multus gives each selection, in order.
-
-    An explicit ``interface`` wins; otherwise ``net<idx>`` where idx is the position in the full
-    delegate list: the cluster network is 0, ``defaultNetworks`` take 1..N, and annotation entry
-    ``i`` is ``N + 1 + i`` (explicitly named entries still take their position).
-
-    Source: multus ``getIfname``; ``../reference/multus.md`` §3 (``a@foo,b`` → ``foo``, ``net2``).
-    """
-    return tuple(
-        s.interface if s.interface is not None else f"net{default_network_count + 1 + pos}"
-        for pos, s in enumerate(selections)
-    )
-
-
-def interface_collisions(
-    selections: Sequence[Selection],
-    *,
-    default_network_count: int = 0,
-    primary_interface: str = names.DEFAULT_PRIMARY_IFNAME,
-    involving: Collection[int] | None = None,
-) -> list[errors.FieldError]:
-    """Every pair of delegates that would end up with the same interface name in the Pod.
-
-    Names come from :func:`effective_interface_names`; the cluster network holds
-    ``primary_interface`` and ``defaultNetworks`` hold ``net1``..``net<N>``. With ``involving``
-    (selection indexes), only collisions in which at least one of those selections takes part
-    are reported (the merger checks its managed entries; the guard checks everything).
-
-    Shapes: one FieldError per colliding selection, naming both parties and the fix.
-    Source: spec §6.5 (final collision check), handed case C15.
-    """
-    holders: dict[str, str] = {primary_interface: "the cluster network"}
-    for n in range(1, default_network_count + 1):
-        holders.setdefault(f"net{n}", f"defaultNetworks[{n - 1}]")
-    found: list[errors.FieldError] = []
-    owner_index: dict[str, int] = {}
-    for sel, ifname in zip(
-        selections,
-        effective_interface_names(selections, default_network_count=default_network_count),
-        strict=True,
-    ):
-        how = "requests" if sel.interface is not None else "is auto-named"
-        if ifname in holders:
-            other = owner_index.get(ifname)
-            relevant = (
-                involving is None or sel.index in involving or (other is not None and other in involving)
-            )
-            if relevant:
-                found.append(
-                    errors.FieldError(
-                        field_path(sel.index, "interface"),
-                        f"entry {sel.namespace}/{sel.name} {how} interface {ifname!r}, which "
-                        f"{holders[ifname]} already uses; give one of them another interface name",
-                    )
-                )
-            continue
-        holders[ifname] = f"entry [{sel.index}] {sel.namespace}/{sel.name}"
-        owner_index[ifname] = sel.index
-    return found
-
-
 # --- JSON form -------------------------------------------------------------------------------
 
 
@@ -260,7 +171,8 @@ def _parse_json(value: str, pod_namespace: str) -> tuple[list[Selection], list[e
     if not isinstance(decoded, list):
         return [], [
             errors.FieldError(
-                field_path(), f"must be a JSON list of objects, got a JSON {_json_type(decoded)}"
+                field_path(),
+                f"must be a JSON list of objects, got a JSON {selection_fields.json_type(decoded)}",
             )
         ]
     texts = _element_texts(value)
@@ -269,7 +181,9 @@ def _parse_json(value: str, pod_namespace: str) -> tuple[list[Selection], list[e
     for index, (element, text) in enumerate(zip(decoded, texts, strict=True)):
         if not isinstance(element, dict):
             problems.append(
-                errors.FieldError(field_path(index), f"must be a JSON object, got {_json_type(element)}")
+                errors.FieldError(
+                    field_path(index), f"must be a JSON object, got {selection_fields.json_type(element)}"
+                )
             )
             continue
         found = _element_problems(index, element)
@@ -314,32 +228,12 @@ def _skip_ws(value: str, pos: int) -> int:
     return pos
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    return "object"
-
-
 def _element_problems(index: int, element: dict[str, Any]) -> list[errors.FieldError]:
     problems = [errors.FieldError(path, msg) for path, msg in _duplicate_keys(index, element)]
-    for key in element:
-        if key not in KNOWN_KEYS:
-            problems.append(errors.FieldError(field_path(index, key), _unknown_key_message(key)))
-    if "name" not in element:
-        problems.append(errors.FieldError(field_path(index, "name"), "is required: the NAD name to attach"))
-    for key, check in _FIELD_CHECKS.items():
-        if key in element:
-            problem = check(element[key])
-            if problem is not None:
-                problems.append(errors.FieldError(field_path(index, key), problem))
+    problems += [
+        errors.FieldError(field_path(index, key), msg)
+        for key, msg in selection_fields.element_problems(element)
+    ]
     return problems
 
 
@@ -359,158 +253,6 @@ def _duplicate_keys(index: int, element: dict[str, Any]) -> list[tuple[str, str]
         elif isinstance(node, list):
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
     return found
-
-
-def _unknown_key_message(key: str) -> str:
-    if key == "interfaceRequest":
-        return 'unknown key "interfaceRequest" (removed from Multus); did you mean "interface"?'
-    folded = [k for k in KNOWN_KEYS if k.lower() == key.lower()]
-    if folded:
-        return (
-            f"unknown key {key!r}; keys are case-sensitive here (Go's decoder would silently read it "
-            f"as {folded[0]!r}): write {folded[0]!r}"
-        )
-    close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1)
-    hint = f'; did you mean "{close[0]}"?' if close else f"; known keys: {', '.join(sorted(KNOWN_KEYS))}"
-    return f"unknown key {key!r} would be ignored by Multus{hint}"
-
-
-def _expect_str(value: Any) -> str | None:
-    if isinstance(value, str):
-        return None
-    return f"expected string, got {_json_type(value)}"
-
-
-def _check_name(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return f"expected non-empty string, got {_json_type(value)}"
-    if not value:
-        return "must not be empty: the NAD name to attach"
-    return names.dns1123_subdomain_problem(value)
-
-
-def _check_namespace(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return f"expected string, got {_json_type(value)}"
-    return names.dns1123_label_problem(value) if value else None
-
-
-def _check_interface(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return f"expected string, got {_json_type(value)}"
-    return names.ifname_problem(value) if value else None
-
-
-def _check_mac(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return f"expected string, got {_json_type(value)}"
-    return None if value == "" or mac_is_valid(value) else f"{value!r} is not a MAC/EUI-64/IPoIB address"
-
-
-def _check_str_list(value: Any, item_check: Callable[[str], str | None]) -> str | None:
-    if not isinstance(value, list):
-        return f"expected list of strings, got {_json_type(value)}"
-    for i, item in enumerate(value):
-        if not isinstance(item, str):
-            return f"[{i}]: expected string, got {_json_type(item)}"
-        problem = item_check(item)
-        if problem is not None:
-            return f"[{i}]: {problem}"
-    return None
-
-
-def _ip_or_cidr_problem(text: str) -> str | None:
-    if "/" in text:
-        return None if cidr_is_valid(text) else f"{text!r} is not an IP address with a prefix length"
-    return None if ip_is_valid(text) else f"{text!r} is not an IP address"
-
-
-def _ip_problem(text: str) -> str | None:
-    return None if ip_is_valid(text) else f"{text!r} is not an IP address (no prefix length here)"
-
-
-def _check_int(value: Any, *, maximum: int | None = None) -> str | None:
-    if type(value) is not int:
-        return f"expected integer, got {_json_type(value)}"
-    if value < 0 or (maximum is not None and value > maximum):
-        return f"{value} is out of range 0..{maximum if maximum is not None else 'max'}"
-    return None
-
-
-def _check_port_mappings(value: Any) -> str | None:
-    if not isinstance(value, list):
-        return f"expected list of objects, got {_json_type(value)}"
-    for i, entry in enumerate(value):
-        if not isinstance(entry, dict):
-            return f"[{i}]: expected object, got {_json_type(entry)}"
-        for key, item in entry.items():
-            if key not in _PORT_MAPPING_KEYS:
-                return f"[{i}]: unknown key {key!r}; known keys: {', '.join(_PORT_MAPPING_KEYS)}"
-            problem = _check_int(item, maximum=65535) if _PORT_MAPPING_KEYS[key] is int else _expect_str(item)
-            if problem is not None:
-                return f"[{i}].{key}: {problem}"
-    return None
-
-
-def _check_bandwidth(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return f"expected object, got {_json_type(value)}"
-    for key, item in value.items():
-        if key not in _BANDWIDTH_KEYS:
-            return f"unknown key {key!r}; known keys: {', '.join(_BANDWIDTH_KEYS)}"
-        problem = _check_int(item, maximum=2**63 - 1)
-        if problem is not None:
-            return f"{key}: {problem}"
-    return None
-
-
-def _check_object(value: Any) -> str | None:
-    return None if isinstance(value, dict) else f"expected object, got {_json_type(value)}"
-
-
-_FIELD_CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
-    "name": _check_name,
-    "namespace": _check_namespace,
-    "interface": _check_interface,
-    "ips": lambda v: _check_str_list(v, _ip_or_cidr_problem),
-    "mac": _check_mac,
-    "infiniband-guid": _check_mac,
-    "default-route": lambda v: _check_str_list(v, _ip_problem),
-    "portMappings": _check_port_mappings,
-    "bandwidth": _check_bandwidth,
-    "cni-args": _check_object,
-    "deviceID": _expect_str,
-    "ipam-claim-reference": _expect_str,
-}
-
-
-def ip_is_valid(text: str) -> bool:
-    """Whether Go's ``net.ParseIP`` accepts ``text``: IPv4 dotted decimal or IPv6, no zone."""
-    if "%" in text:
-        return False
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
-def cidr_is_valid(text: str) -> bool:
-    """Whether Go's ``net.ParseCIDR`` accepts ``text``: an address, ``/``, a decimal prefix length."""
-    addr, _, prefix = text.partition("/")
-    if not ip_is_valid(addr) or not prefix.isascii() or not prefix.isdigit():
-        return False
-    bits = 32 if ipaddress.ip_address(addr).version == 4 else 128
-    return int(prefix) <= bits
-
-
-def mac_is_valid(text: str) -> bool:
-    """Whether Go's ``net.ParseMAC`` accepts ``text`` (6, 8 or 20 bytes; ``:``, ``-`` or ``.`` form)."""
-    if _MAC_COLON_RE.fullmatch(text):
-        return (len(text) + 1) // 3 in _MAC_BYTES
-    if _MAC_DOT_RE.fullmatch(text):
-        return 2 * (len(text) + 1) // 5 in _MAC_BYTES
-    return False
 
 
 # --- Comma form ------------------------------------------------------------------------------
