@@ -1,0 +1,273 @@
+"""SR-IOV VF discovery: the node's VFs with upstream dra-driver-sriov's attribute set.
+
+This module owns turning a sysfs tree into the list of :class:`DiscoveredVf` values that the
+plugin advertises (after policy filtering) in its ResourceSlice. Device names, attribute names,
+types and value formats are upstream's (reference dra-driver-sriov.md §3.1–§3.2, §9 item 4) so
+that existing DeviceClass CEL, SriovResourcePolicy and Multus keep working:
+
+- device name = VF BDF with ``:`` and ``.`` replaced by ``-`` (``0000-03-02-0``);
+- the 14 discovery-owned attributes of ``attributes.RESERVED_ATTRIBUTES``, with ``vfID`` and
+  ``dra.net/numaNode`` ints, ``rdmaCapable`` a bool and the rest strings; ``vendor`` is the PF
+  vendor and ``deviceID`` the VF device ID, as upstream;
+- ``EswitchMode`` comes from the injected devlink source, else the fake-sysfs file, else
+  ``legacy`` (upstream's fallback for a devlink error or empty answer);
+- NUMA rule: ``dra.net/numaNode`` is always published, from the PF's ``numa_node``, and is
+  ``-1`` when the kernel reports no affinity or the file is missing or unreadable (upstream
+  main, dranet/dracpu compatibility key). The standard ``resource.kubernetes.io/numaNode`` is
+  not published (upstream main does not; its open PR #147 would, and must omit it for ``-1``);
+- deviation from upstream: ``resource.kubernetes.io/pcieRoot`` is computed for the VF itself
+  with the Kubernetes helper rules (:mod:`sriov_dra.host.pcieroot`) and is **omitted** with a
+  warning when it cannot be computed, never published as ``""`` (reference §8.1, spec §14.2).
+
+It must never write to the host, never invent a value for a hardware fact (a missing fact is
+omitted or takes upstream's documented default), and never read policy: eligibility is the
+driver's business.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sriov_dra.core import attributes, identities, names
+from sriov_dra.host import pcieroot
+from sriov_dra.host import sysfs as sysfs_mod
+
+LOG = logging.getLogger(__name__)
+
+_D = names.DOMAIN
+VENDOR = f"{_D}/vendor"
+DEVICE_ID = f"{_D}/deviceID"
+PF_DEVICE_ID = f"{_D}/pfDeviceID"
+PCI_ADDRESS = f"{_D}/pciAddress"
+MULTUS_DEVICE_ID = "k8s.cni.cncf.io/deviceID"
+PF_NAME = f"{_D}/PFName"
+ESWITCH_MODE = f"{_D}/EswitchMode"
+VF_ID = f"{_D}/vfID"
+PCIE_ROOT = pcieroot.ATTRIBUTE
+PF_PCI_ADDRESS = f"{_D}/pfPciAddress"
+PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
+LINK_TYPE = f"{_D}/linkType"
+RDMA_CAPABLE = f"{_D}/rdmaCapable"
+NUMA_NODE = "dra.net/numaNode"
+
+DISCOVERY_ATTRIBUTES = frozenset(
+    {
+        VENDOR,
+        DEVICE_ID,
+        PF_DEVICE_ID,
+        PCI_ADDRESS,
+        MULTUS_DEVICE_ID,
+        PF_NAME,
+        ESWITCH_MODE,
+        VF_ID,
+        PCIE_ROOT,
+        PF_PCI_ADDRESS,
+        PCI_BUS_ID,
+        LINK_TYPE,
+        RDMA_CAPABLE,
+        NUMA_NODE,
+    }
+)
+"""Every key discovery may publish; equal to ``attributes.RESERVED_ATTRIBUTES`` (a test checks)."""
+
+
+class EswitchModeSource(Protocol):
+    """Asks the kernel (devlink) for a PF's eswitch mode; None when it cannot tell.
+
+    The production source lives with the netlink gate (``host/netlink.py``); discovery works
+    without one, falling back to the fake-sysfs file and then ``legacy``.
+    """
+
+    def __call__(self, pf_bdf: identities.PciAddress) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class DiscoveredVf:
+    """One VF as discovered, with the attributes the plugin publishes for it.
+
+    Shapes: ``name`` is the DRA device name (:func:`device_name`); IDs are lowercase hex without
+    ``0x``; ``numa_node`` is the PF's node or ``-1``; ``pcie_root`` is None when it could not be
+    computed (then absent from ``attributes``); ``driver`` None when unbound; ``netdev`` set
+    only while a netdevice driver is bound; ``attributes`` is read-only and holds exactly the
+    published keys. Facts are a snapshot of discovery time, not live state.
+    """
+
+    name: str
+    pci_address: identities.PciAddress
+    vf_id: int
+    vendor: str
+    device_id: str
+    pf_device_id: str
+    pf_name: str
+    pf_pci_address: identities.PciAddress
+    eswitch_mode: sysfs_mod.EswitchMode
+    link_type: sysfs_mod.LinkType
+    numa_node: int
+    pcie_root: str | None
+    rdma_capable: bool
+    driver: str | None
+    netdev: str | None
+    driver_override: str | None
+    attributes: Mapping[str, attributes.AttributeValue] = field(hash=False)
+
+
+def device_name(bdf: str) -> str:
+    """DRA device name of a VF: its BDF with every ``:`` and ``.`` replaced by ``-``.
+
+    Shapes: ``0000:03:02.0`` → ``0000-03-02-0`` (a DNS label for any valid BDF).
+    Source: upstream ``discovery.go`` (reference dra-driver-sriov.md §3.1 step 8).
+    """
+    return bdf.replace(":", "-").replace(".", "-")
+
+
+def build_attributes(
+    *,
+    vf: sysfs_mod.VfInfo,
+    pf: sysfs_mod.PfInfo,
+    eswitch_mode: sysfs_mod.EswitchMode,
+    pcie_root: str | None,
+) -> Mapping[str, attributes.AttributeValue]:
+    """The published attribute map of one VF (13 keys, 14 with a ``pcieRoot``).
+
+    Shapes: read-only mapping, keys sorted; types per reference dra-driver-sriov.md §3.2.
+    """
+    s, i = attributes.string_value, attributes.int_value
+    values: dict[str, attributes.AttributeValue] = {
+        VENDOR: s(pf.vendor),
+        DEVICE_ID: s(vf.device_id),
+        PF_DEVICE_ID: s(pf.device_id),
+        PCI_ADDRESS: s(vf.bdf),
+        MULTUS_DEVICE_ID: s(vf.bdf),
+        PF_NAME: s(pf.ifname),
+        ESWITCH_MODE: s(eswitch_mode.value),
+        VF_ID: i(vf.index),
+        PF_PCI_ADDRESS: s(pf.bdf),
+        PCI_BUS_ID: s(vf.bdf),
+        LINK_TYPE: s(pf.link_type.value),
+        RDMA_CAPABLE: attributes.bool_value(bool(vf.rdma_devices)),
+        NUMA_NODE: i(pf.numa_node),
+    }
+    if pcie_root:
+        values[PCIE_ROOT] = s(pcie_root)
+    return types.MappingProxyType(dict(sorted(values.items())))
+
+
+def discover(
+    sysfs: sysfs_mod.Sysfs,
+    *,
+    eswitch_modes: EswitchModeSource | None = None,
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger] = LOG,
+) -> tuple[DiscoveredVf, ...]:
+    """Discover every VF of every SR-IOV PF with a netdev, sorted by device name.
+
+    A PF without a netdev, a VF link whose target is not a plain BDF and a second VF with an
+    already-seen name are skipped with a log line; a VF whose ``pcieRoot`` cannot be computed is
+    kept without that attribute (warning ``pcieRoot omitted`` with the reason).
+    Raises: sysfs.SysfsReadError if ``sys/bus/pci/devices`` or a PF directory is unreadable
+    (upstream fails discovery then, and so does this).
+    Source: reference dra-driver-sriov.md §3.1–§3.2; spec §12.2.5 item 3 (keep full inventory).
+    """
+    found: dict[str, DiscoveredVf] = {}
+    for bdf in sysfs.pci_devices():
+        if not sysfs.is_sriov_pf(bdf):
+            continue
+        pf = sysfs.pf_info(bdf)
+        if pf is None:
+            log.info("pf skipped: no netdev", extra={"pci": bdf, "op": "discovery"})
+            continue
+        mode = _eswitch_mode(pf, eswitch_modes, log)
+        pf_root = pcieroot.pcie_root(sysfs, pf.bdf)
+        for link in sysfs.virtfns(pf.bdf):
+            if not names.is_pci_address(link.bdf):
+                log.warning(
+                    "vf skipped: bad address",
+                    extra={"pci": link.bdf, "pf": pf.ifname, "vf_id": link.index, "op": "discovery"},
+                )
+                continue
+            vf = sysfs.vf_info(pf, link)
+            name = device_name(vf.bdf)
+            if name in found:
+                log.warning(
+                    "vf skipped: duplicate", extra={"pci": vf.bdf, "pf": pf.ifname, "op": "discovery"}
+                )
+                continue
+            found[name] = _discovered(sysfs, pf, vf, mode, pf_root, log)
+    log.info("discovery completed", extra={"op": "discovery", "outcome": f"{len(found)} vfs"})
+    return tuple(found[n] for n in sorted(found))
+
+
+def by_name(vfs: tuple[DiscoveredVf, ...]) -> Mapping[str, DiscoveredVf]:
+    """Index discovered VFs by device name (read-only)."""
+    return types.MappingProxyType({vf.name: vf for vf in vfs})
+
+
+def _discovered(
+    sysfs: sysfs_mod.Sysfs,
+    pf: sysfs_mod.PfInfo,
+    vf: sysfs_mod.VfInfo,
+    mode: sysfs_mod.EswitchMode,
+    pf_root: str | None,
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger],
+) -> DiscoveredVf:
+    root = pcieroot.resolve(sysfs, vf.bdf)
+    if root.root is None:
+        log.warning(
+            "pcieRoot omitted",
+            extra={
+                "pci": vf.bdf,
+                "pf": pf.ifname,
+                "vf_id": vf.index,
+                "op": "discovery",
+                "reason": root.problem,
+            },
+        )
+    elif pf_root is not None and pf_root != root.root:
+        log.warning(
+            "pcieRoot differs from pf",
+            extra={"pci": vf.bdf, "pf": pf.ifname, "op": "discovery", "reason": f"{root.root} != {pf_root}"},
+        )
+    return DiscoveredVf(
+        name=device_name(vf.bdf),
+        pci_address=vf.bdf,
+        vf_id=vf.index,
+        vendor=pf.vendor,
+        device_id=vf.device_id,
+        pf_device_id=pf.device_id,
+        pf_name=pf.ifname,
+        pf_pci_address=pf.bdf,
+        eswitch_mode=mode,
+        link_type=pf.link_type,
+        numa_node=pf.numa_node,
+        pcie_root=root.root,
+        rdma_capable=bool(vf.rdma_devices),
+        driver=vf.driver,
+        netdev=vf.netdev,
+        driver_override=vf.driver_override,
+        attributes=build_attributes(vf=vf, pf=pf, eswitch_mode=mode, pcie_root=root.root),
+    )
+
+
+def _eswitch_mode(
+    pf: sysfs_mod.PfInfo,
+    source: EswitchModeSource | None,
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger],
+) -> sysfs_mod.EswitchMode:
+    """devlink source, then the fake-sysfs file, then ``legacy`` (upstream's fallback)."""
+    if source is not None:
+        raw = source(pf.bdf)
+        if raw:
+            try:
+                return sysfs_mod.EswitchMode(raw)
+            except ValueError:
+                log.warning(
+                    "eswitch mode unknown: using legacy",
+                    extra={"pci": pf.bdf, "pf": pf.ifname, "op": "discovery", "reason": raw},
+                )
+                return sysfs_mod.EswitchMode.LEGACY
+    if pf.eswitch_mode is not None:
+        return pf.eswitch_mode
+    return sysfs_mod.EswitchMode.LEGACY
