@@ -18,13 +18,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core import errors
+from sriov_dra.core import errors, names
 
-DRIVER_DOMAIN = "sriovnetwork.k8snetworkplumbingwg.io"
+DRIVER_DOMAIN = names.DOMAIN
 """Driver name and attribute domain of upstream dra-driver-sriov (reference §2.1)."""
 
-NAD_NAME_KEY = f"{DRIVER_DOMAIN}/netAttachDefName"
-NAD_NAMESPACE_KEY = f"{DRIVER_DOMAIN}/netAttachDefNamespace"
+NAD_NAME_KEY = names.ATTR_NET_ATTACH_DEF_NAME
+NAD_NAMESPACE_KEY = names.ATTR_NET_ATTACH_DEF_NAMESPACE
 NAD_REFERENCE_KEYS = frozenset({NAD_NAME_KEY, NAD_NAMESPACE_KEY})
 
 RESERVED_ATTRIBUTES = frozenset(
@@ -51,14 +51,9 @@ MAX_ATTRIBUTES_PER_DEVICE = 32
 MAX_VALUE_BYTES = 64
 MAX_DOMAIN_LENGTH = 63
 MAX_ID_LENGTH = 32
-MAX_NAMESPACE_LENGTH = 63
-MAX_SUBDOMAIN_LENGTH = 253
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
-_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-_DNS_LABEL_RE = re.compile(_LABEL)
-_DNS_SUBDOMAIN_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 _C_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUM = r"(?:0|[1-9][0-9]*)"
 _PRE = r"(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)"
@@ -132,16 +127,6 @@ class NadReference:
         return f"{self.namespace if self.namespace is not None else '<pod namespace>'}/{self.name}"
 
 
-def is_dns1123_label(value: str) -> bool:
-    """True if ``value`` is a lowercase RFC 1123 label of at most 63 characters."""
-    return len(value) <= MAX_NAMESPACE_LENGTH and _DNS_LABEL_RE.fullmatch(value) is not None
-
-
-def is_dns1123_subdomain(value: str, max_length: int = MAX_SUBDOMAIN_LENGTH) -> bool:
-    """True if ``value`` is a lowercase RFC 1123 subdomain of at most ``max_length`` characters."""
-    return 0 < len(value) <= max_length and _DNS_SUBDOMAIN_RE.fullmatch(value) is not None
-
-
 def is_c_identifier(value: str) -> bool:
     """True if ``value`` is a C identifier (``[A-Za-z_][A-Za-z0-9_]*``)."""
     return _C_IDENTIFIER_RE.fullmatch(value) is not None
@@ -165,7 +150,7 @@ def qualified_name_problems(name: str, *, require_domain: bool = False) -> list[
             problems.append(f"qualified name {name!r} has an empty domain before '/'")
         elif len(domain) > MAX_DOMAIN_LENGTH:
             problems.append(f"domain {domain!r} is {len(domain)} characters, max {MAX_DOMAIN_LENGTH}")
-        elif not is_dns1123_subdomain(domain):
+        elif not names.is_dns1123_subdomain(domain):
             problems.append(f"domain {domain!r} must be a lowercase DNS subdomain such as 'example.com'")
     else:
         ident = parts[0]
@@ -344,7 +329,7 @@ def nad_reference(
             problems.append(
                 errors.FieldError(name_path, "must be a nonempty NetworkAttachmentDefinition name")
             )
-        elif not is_dns1123_subdomain(name):
+        elif not names.is_dns1123_subdomain(name):
             problems.append(
                 errors.FieldError(name_path, f"{name!r} is not a valid NAD name (DNS-1123 subdomain)")
             )
@@ -355,7 +340,7 @@ def nad_reference(
                 errors.FieldError(ns_path, f"must be a string attribute, got {ns_value.type.value}")
             )
         elif ns_value.value:
-            if is_dns1123_label(ns_value.value):
+            if names.is_dns1123_label(ns_value.value):
                 namespace = ns_value.value
             else:
                 problems.append(

@@ -20,14 +20,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core import attributes, errors
+from sriov_dra.core import attributes, errors, names
 
-DRIVER_NAME = attributes.DRIVER_DOMAIN
-API_VERSION = f"{attributes.DRIVER_DOMAIN}/v1alpha1"
+DRIVER_NAME = names.DRIVER_NAME
+API_VERSION = f"{names.DOMAIN}/v1alpha1"
 KIND = "VfConfig"
 _FIELDS = ("driver", "addVhostMount", "ifName", "netAttachDefName", "netAttachDefNamespace")
 _DRIVER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_IFNAME_MAX_BYTES = 15
 _DEFAULT_PATH = "status.allocation.devices.config"
 
 
@@ -389,23 +388,16 @@ def _value_problems(values: Mapping[str, str], path: str) -> list[errors.FieldEr
     if driver and (_DRIVER_RE.fullmatch(driver) is None or driver in (".", "..")):
         problems.append(errors.FieldError(f"{path}.driver", f"{driver!r} is not a kernel driver name"))
     if_name = values.get("ifName", "")
-    if if_name:
-        size = len(if_name.encode("utf-8"))
-        bad = if_name in (".", "..") or any(c in if_name for c in "/:") or any(c.isspace() for c in if_name)
-        if size > _IFNAME_MAX_BYTES or bad:
-            problems.append(
-                errors.FieldError(
-                    f"{path}.ifName",
-                    f"{if_name!r} is not a Linux interface name (1-15 bytes, no '/', ':' or whitespace)",
-                )
-            )
+    if_name_problem = names.ifname_problem(if_name) if if_name else None
+    if if_name_problem:
+        problems.append(errors.FieldError(f"{path}.ifName", if_name_problem))
     name = values.get("netAttachDefName", "")
-    if name and not attributes.is_dns1123_subdomain(name):
+    if name and not names.is_dns1123_subdomain(name):
         problems.append(
             errors.FieldError(f"{path}.netAttachDefName", f"{name!r} is not a DNS-1123 subdomain")
         )
     namespace = values.get("netAttachDefNamespace", "")
-    if namespace and not attributes.is_dns1123_label(namespace):
+    if namespace and not names.is_dns1123_label(namespace):
         problems.append(
             errors.FieldError(f"{path}.netAttachDefNamespace", f"{namespace!r} is not a DNS-1123 label")
         )

@@ -1,0 +1,191 @@
+"""Label selectors and node selectors as SriovResourcePolicy uses them.
+
+This module owns two matchers: ``metav1.LabelSelector`` (a policy config's
+``deviceAttributesSelector``) with Kubernetes semantics, and ``core/v1 NodeSelector`` (a policy's
+``spec.nodeSelector``) evaluated the way upstream dra-driver-sriov does, which differs from
+Kubernetes (reference dra-driver-sriov.md §2.2): ``matchFields`` is ignored, an empty term or an
+empty term list matches every node, and a term with ``Gt``/``Lt`` or an invalid requirement never
+matches. Every construct on which upstream and Kubernetes disagree is reported as unsupported so
+that managed mode can refuse it (spec §5.3) while compatibility mode keeps upstream's answer.
+
+It must never do I/O and never guess a match for an invalid selector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sriov_dra.core import errors, limits
+
+_SET_OPS = frozenset({"In", "NotIn"})
+_EXIST_OPS = frozenset({"Exists", "DoesNotExist"})
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One label requirement; ``values`` is empty for ``Exists``/``DoesNotExist``."""
+
+    key: str
+    operator: str
+    values: frozenset[str]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Kubernetes ``labels.Requirement.Matches`` for the four set-based operators."""
+        if self.operator == "In":
+            return self.key in labels and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return self.key not in labels or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        return self.key not in labels
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """A parsed label selector; no requirements (``{}``) selects everything."""
+
+    requirements: tuple[Requirement, ...]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """True when every requirement holds."""
+        return all(r.matches(labels) for r in self.requirements)
+
+
+def parse_requirement(raw: object, path: str) -> tuple[Requirement | None, list[errors.FieldError]]:
+    """Parse one ``matchExpressions`` entry with operators In, NotIn, Exists, DoesNotExist.
+
+    Shapes: key a qualified label key; In/NotIn need at least one value, Exists/DoesNotExist none;
+    values are label values.
+    Source: Kubernetes ``labels.NewRequirement``.
+    """
+    if not isinstance(raw, Mapping):
+        return None, [errors.FieldError(path, "must be an object with key, operator and values")]
+    key, op, values = raw.get("key"), raw.get("operator"), raw.get("values")
+    problems: list[errors.FieldError] = []
+    if not isinstance(key, str) or not key:
+        problems.append(errors.FieldError(f"{path}.key", "must be a nonempty label key"))
+    else:
+        problems.extend(errors.FieldError(f"{path}.key", m) for m in limits.qualified_name_errors(key))
+    vals = [] if values is None else values
+    if not isinstance(vals, list) or not all(isinstance(v, str) for v in vals):
+        problems.append(errors.FieldError(f"{path}.values", "must be a list of strings"))
+        vals = []
+    for v in vals:
+        problems.extend(errors.FieldError(f"{path}.values", m) for m in limits.label_value_errors(v))
+    if op in _SET_OPS:
+        if not vals:
+            problems.append(errors.FieldError(f"{path}.values", f"operator {op} needs at least one value"))
+    elif op in _EXIST_OPS:
+        if vals:
+            problems.append(errors.FieldError(f"{path}.values", f"operator {op} takes no values"))
+    else:
+        problems.append(
+            errors.FieldError(
+                f"{path}.operator", f"{op!r} is not supported; use In, NotIn, Exists or DoesNotExist"
+            )
+        )
+    if problems:
+        return None, problems
+    return Requirement(str(key), str(op), frozenset(vals)), []
+
+
+def parse_label_selector(raw: object, path: str) -> tuple[LabelSelector | None, list[errors.FieldError]]:
+    """Parse a ``metav1.LabelSelector``; ``(None, problems)`` when it is invalid.
+
+    Source: Kubernetes ``metav1.LabelSelectorAsSelector``.
+    """
+    if not isinstance(raw, Mapping):
+        return None, [errors.FieldError(path, "must be a label selector object")]
+    problems: list[errors.FieldError] = []
+    reqs: list[Requirement] = []
+    match_labels = raw.get("matchLabels") or {}
+    if not isinstance(match_labels, Mapping):
+        problems.append(errors.FieldError(f"{path}.matchLabels", "must map label keys to values"))
+        match_labels = {}
+    for key in sorted(match_labels, key=str):
+        req, req_problems = parse_requirement(
+            {"key": key, "operator": "In", "values": [match_labels[key]]}, f'{path}.matchLabels["{key}"]'
+        )
+        problems.extend(req_problems)
+        if req is not None:
+            reqs.append(req)
+    expressions = raw.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        problems.append(errors.FieldError(f"{path}.matchExpressions", "must be a list"))
+        expressions = []
+    for index, expr in enumerate(expressions):
+        req, req_problems = parse_requirement(expr, f"{path}.matchExpressions[{index}]")
+        problems.extend(req_problems)
+        if req is not None:
+            reqs.append(req)
+    for key in sorted(set(map(str, raw)) - {"matchLabels", "matchExpressions"}):
+        problems.append(errors.FieldError(f"{path}.{key}", "unknown label selector field"))
+    if problems:
+        return None, problems
+    return LabelSelector(tuple(reqs)), []
+
+
+@dataclass(frozen=True)
+class NodeSelection:
+    """Upstream's answer for one node, plus what upstream and Kubernetes would decide differently.
+
+    ``malformed`` lists shapes the schema forbids (not objects or lists where required).
+    """
+
+    applies: bool
+    unsupported: tuple[errors.FieldError, ...] = ()
+    malformed: tuple[errors.FieldError, ...] = ()
+
+
+def evaluate_node_selector(raw: object, node_labels: Mapping[str, str], path: str) -> NodeSelection:
+    """Evaluate a policy's ``spec.nodeSelector`` against this node's labels, as upstream does.
+
+    ``None`` applies to every node. Terms are ORed; a term's ``matchExpressions`` are ANDed.
+    Source: upstream ``matchesNodeSelector`` (reference dra-driver-sriov.md §2.2); spec §5.3.
+    """
+    if raw is None:
+        return NodeSelection(True)
+    terms = raw.get("nodeSelectorTerms") if isinstance(raw, Mapping) else None
+    if not isinstance(raw, Mapping) or not isinstance(terms, (list, type(None))):
+        return NodeSelection(False, malformed=(errors.FieldError(path, "must be a core/v1 NodeSelector"),))
+    if not terms:
+        note = errors.FieldError(
+            f"{path}.nodeSelectorTerms",
+            "is empty (upstream selects every node, Kubernetes none); remove nodeSelector to select every node",
+        )
+        return NodeSelection(True, unsupported=(note,))
+    applies = False
+    unsupported: list[errors.FieldError] = []
+    malformed: list[errors.FieldError] = []
+    for index, term in enumerate(terms):
+        term_path = f"{path}.nodeSelectorTerms[{index}]"
+        if not isinstance(term, Mapping):
+            malformed.append(errors.FieldError(term_path, "must be an object"))
+            continue
+        if term.get("matchFields"):
+            unsupported.append(
+                errors.FieldError(f"{term_path}.matchFields", "is ignored by upstream; use matchExpressions")
+            )
+        expressions = term.get("matchExpressions") or []
+        if not isinstance(expressions, list):
+            malformed.append(errors.FieldError(f"{term_path}.matchExpressions", "must be a list"))
+            continue
+        if not expressions:
+            if not term.get("matchFields"):
+                unsupported.append(
+                    errors.FieldError(
+                        term_path, "an empty term selects every node upstream, none in Kubernetes"
+                    )
+                )
+            applies = True
+            continue
+        reqs: list[Requirement] = []
+        for e_index, expr in enumerate(expressions):
+            req, problems = parse_requirement(expr, f"{term_path}.matchExpressions[{e_index}]")
+            unsupported.extend(problems)
+            if req is not None:
+                reqs.append(req)
+        if len(reqs) == len(expressions) and all(r.matches(node_labels) for r in reqs):
+            applies = True
+    return NodeSelection(applies and not malformed, tuple(unsupported), tuple(malformed))
