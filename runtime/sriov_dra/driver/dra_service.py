@@ -1,0 +1,262 @@
+"""The DRA node services the kubelet calls: DRAPlugin v1 and v1beta1, and the health stream.
+
+Caller: the kubelet, over the plugin's DRA socket. Deadline: 45 s per NodePrepare/NodeUnprepare
+call; a call that runs past it fails the Pod sync and is retried on a later sync. Both calls
+must be idempotent: the kubelet repeats them after its own restarts and may unprepare claims
+that are no longer prepared.
+
+Owns the per-claim result contract between the kubelet and the driver layer's
+:class:`ClaimHandler`: exactly one response entry per requested claim UID, an empty request
+answered without calling the handler, and a failure of one claim (an error value or an exception
+raised while handling it) reported in that claim's ``error`` string without failing the others.
+The RPC itself never returns a gRPC error for a claim failure, because the kubelet would then
+discard every claim's result. The v1beta1 service converts its messages and delegates to the
+same handler. This module never touches sockets, files or the API server.
+
+Source: /work/shared/reference/dra-protocol.md §1.2, §2.4, §9.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Protocol
+
+from sriov_dra.kubeletapi import dra_v1_pb2, dra_v1beta1_pb2, drahealth_v1alpha1_pb2, messages
+
+LOG = logging.getLogger(__name__)
+
+PrepareValue = messages.Prepared | messages.ClaimError | Exception
+UnprepareValue = messages.ClaimError | Exception | None
+
+
+class ClaimHandler(Protocol):
+    """What the driver layer implements to prepare and unprepare claims.
+
+    Each method gets the distinct claims of one kubelet call (never an empty list) and returns a
+    mapping keyed by claim UID. A value may be an ``Exception`` instead of a ``ClaimError``; it is
+    reported as that claim's error. A missing entry is reported as an error for that claim. If
+    the method raises, the batch is re-run one claim at a time (the calls are idempotent), so an
+    exception lands on the claim that caused it.
+    """
+
+    def prepare_resources(self, claims: Sequence[messages.ClaimRef]) -> Mapping[str, PrepareValue]:
+        """Prepare ``claims``; ``Prepared`` (with devices) or an error per claim UID."""
+        ...
+
+    def unprepare_resources(self, claims: Sequence[messages.ClaimRef]) -> Mapping[str, UnprepareValue]:
+        """Unprepare ``claims``; ``None`` (success) or an error per claim UID."""
+        ...
+
+
+HealthSource = Callable[[], Iterable[messages.DeviceId]]
+"""Returns every device the driver currently offers; the stream reports each one HEALTHY."""
+
+
+def _distinct(claims: Iterable[messages.ClaimRef]) -> list[messages.ClaimRef]:
+    seen: dict[str, messages.ClaimRef] = {}
+    for claim in claims:
+        first = seen.setdefault(claim.uid, claim)
+        if first != claim:
+            LOG.warning(
+                "kubelet sent claim UID %s twice with different names (%s, %s)", claim.uid, first, claim
+            )
+    return list(seen.values())
+
+
+class ClaimDispatcher:
+    """Runs a :class:`ClaimHandler` under the per-claim result contract.
+
+    With ``serialize=True`` (the default, as in the Go helper) at most one handler call runs at a
+    time, prepare and unprepare alike; the kubelet may call concurrently for different Pods.
+    """
+
+    def __init__(self, handler: ClaimHandler, *, serialize: bool = True) -> None:
+        self._handler = handler
+        self._lock: AbstractContextManager[Any] = threading.Lock() if serialize else nullcontext()
+
+    def prepare(self, claims: Iterable[messages.ClaimRef]) -> dict[str, messages.PrepareOutcome]:
+        """Prepare ``claims`` and return exactly one outcome per distinct claim UID.
+
+        Shapes: ``{claim_uid: Prepared | ClaimError}``; ``{}`` for an empty request.
+        """
+        return self._dispatch("prepare", claims, self._handler.prepare_resources, _as_prepare_outcome)
+
+    def unprepare(self, claims: Iterable[messages.ClaimRef]) -> dict[str, messages.UnprepareOutcome]:
+        """Unprepare ``claims`` and return exactly one outcome per distinct claim UID.
+
+        Shapes: ``{claim_uid: None | ClaimError}``; ``{}`` for an empty request.
+        """
+        return self._dispatch("unprepare", claims, self._handler.unprepare_resources, _as_unprepare_outcome)
+
+    def _dispatch(
+        self,
+        verb: str,
+        claims: Iterable[messages.ClaimRef],
+        call: Callable[[Sequence[messages.ClaimRef]], Mapping[str, Any]],
+        convert: Callable[[messages.ClaimRef, Any], Any],
+    ) -> dict[str, Any]:
+        wanted = _distinct(claims)
+        if not wanted:
+            return {}
+        with self._lock:
+            try:
+                return _collect(verb, wanted, call(wanted), convert)
+            except Exception as exc:
+                if len(wanted) == 1:
+                    LOG.exception("%s handler raised for %s", verb, wanted[0])
+                    return {wanted[0].uid: messages.ClaimError.from_exception(exc)}
+                LOG.exception(
+                    "%s handler raised for a batch of %d claims; retrying each alone", verb, len(wanted)
+                )
+            outcomes: dict[str, Any] = {}
+            for claim in wanted:
+                try:
+                    outcomes.update(_collect(verb, [claim], call([claim]), convert))
+                except Exception as exc:
+                    LOG.exception("%s handler raised for %s", verb, claim)
+                    outcomes[claim.uid] = messages.ClaimError.from_exception(exc)
+            return outcomes
+
+
+def _collect(
+    verb: str,
+    wanted: Sequence[messages.ClaimRef],
+    results: Mapping[str, Any],
+    convert: Callable[[messages.ClaimRef, Any], Any],
+) -> dict[str, Any]:
+    unknown = set(results) - {c.uid for c in wanted}
+    if unknown:
+        LOG.warning(
+            "%s handler returned results for unrequested claim UIDs %s; dropped", verb, sorted(unknown)
+        )
+    outcomes: dict[str, Any] = {}
+    for claim in wanted:
+        if claim.uid not in results:
+            outcomes[claim.uid] = messages.ClaimError(
+                f"the driver returned no {verb} result for {claim}; this is a driver bug, the kubelet will retry"
+            )
+        else:
+            outcomes[claim.uid] = convert(claim, results[claim.uid])
+    return outcomes
+
+
+def _as_prepare_outcome(claim: messages.ClaimRef, value: object) -> messages.PrepareOutcome:
+    if isinstance(value, messages.Prepared | messages.ClaimError):
+        return value
+    if isinstance(value, Exception):
+        return messages.ClaimError.from_exception(value)
+    return messages.ClaimError(
+        f"the driver returned {type(value).__name__} instead of Prepared or ClaimError for {claim}"
+    )
+
+
+def _as_unprepare_outcome(claim: messages.ClaimRef, value: object) -> messages.UnprepareOutcome:
+    if value is None or isinstance(value, messages.ClaimError):
+        return value
+    if isinstance(value, Exception):
+        return messages.ClaimError.from_exception(value)
+    return messages.ClaimError(
+        f"the driver returned {type(value).__name__} instead of None or ClaimError for {claim}"
+    )
+
+
+class DraV1Servicer:
+    """``k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin`` backed by a :class:`ClaimDispatcher`."""
+
+    def __init__(self, dispatcher: ClaimDispatcher) -> None:
+        self._dispatcher = dispatcher
+
+    def NodePrepareResources(
+        self, request: dra_v1_pb2.NodePrepareResourcesRequest, context: Any
+    ) -> dra_v1_pb2.NodePrepareResourcesResponse:
+        claims = [messages.claim_from_wire(c) for c in request.claims]
+        return messages.prepare_response_v1(self._dispatcher.prepare(claims))
+
+    def NodeUnprepareResources(
+        self, request: dra_v1_pb2.NodeUnprepareResourcesRequest, context: Any
+    ) -> dra_v1_pb2.NodeUnprepareResourcesResponse:
+        claims = [messages.claim_from_wire(c) for c in request.claims]
+        return messages.unprepare_response_v1(self._dispatcher.unprepare(claims))
+
+
+class DraV1beta1Servicer:
+    """``k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin``: converts and delegates to the same dispatcher.
+
+    A device's ``share_id`` cannot be expressed in v1beta1 and is dropped, as in the kubelet's
+    own conversion; drivers that use consumable capacity need the kubelet to pick v1.
+    """
+
+    def __init__(self, dispatcher: ClaimDispatcher) -> None:
+        self._dispatcher = dispatcher
+
+    def NodePrepareResources(
+        self, request: dra_v1beta1_pb2.NodePrepareResourcesRequest, context: Any
+    ) -> dra_v1beta1_pb2.NodePrepareResourcesResponse:
+        claims = [messages.claim_from_wire(c) for c in request.claims]
+        outcomes = self._dispatcher.prepare(claims)
+        dropped = [
+            uid
+            for uid, o in outcomes.items()
+            if isinstance(o, messages.Prepared) and any(d.share_id is not None for d in o.devices)
+        ]
+        if dropped:
+            LOG.warning("v1beta1 cannot carry share IDs; dropped them for claim UIDs %s", dropped)
+        return messages.prepare_response_v1beta1(outcomes)
+
+    def NodeUnprepareResources(
+        self, request: dra_v1beta1_pb2.NodeUnprepareResourcesRequest, context: Any
+    ) -> dra_v1beta1_pb2.NodeUnprepareResourcesResponse:
+        claims = [messages.claim_from_wire(c) for c in request.claims]
+        return messages.unprepare_response_v1beta1(self._dispatcher.unprepare(claims))
+
+
+class HealthServicer:
+    """``v1alpha1.DRAResourceHealth``: streams every device from ``source`` as HEALTHY.
+
+    Sends a complete report at once, then every ``interval_s`` seconds, until the kubelet closes
+    the stream or :meth:`close` is called (server shutdown). Keep ``interval_s`` well under the
+    kubelet's 30 s staleness timeout. If ``source`` raises, that report is skipped (logged), so
+    devices age to Unknown at the kubelet rather than being reported healthy on stale data.
+
+    Units: ``interval_s`` seconds; ``clock`` returns Unix time in seconds (for ``last_updated_time``).
+    """
+
+    def __init__(self, source: HealthSource, *, interval_s: float, clock: Callable[[], float]) -> None:
+        self._source = source
+        self._interval_s = interval_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._closed = False
+        self._streams: set[threading.Event] = set()
+
+    def close(self) -> None:
+        """End every open stream now and refuse new ones (they end after no report)."""
+        with self._lock:
+            self._closed = True
+            for ended in self._streams:
+                ended.set()
+
+    def NodeWatchResources(
+        self, request: drahealth_v1alpha1_pb2.NodeWatchResourcesRequest, context: Any
+    ) -> Iterator[drahealth_v1alpha1_pb2.NodeWatchResourcesResponse]:
+        ended = threading.Event()
+        with self._lock:
+            if self._closed:
+                return
+            self._streams.add(ended)
+        context.add_callback(ended.set)
+        try:
+            while not ended.is_set():
+                try:
+                    devices = list(self._source())
+                except Exception:
+                    LOG.exception("device health source raised; skipping this health report")
+                else:
+                    yield messages.healthy_devices_response(devices, now_s=int(self._clock()))
+                ended.wait(self._interval_s)
+        finally:
+            with self._lock:
+                self._streams.discard(ended)

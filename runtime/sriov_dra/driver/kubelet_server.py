@@ -1,0 +1,266 @@
+"""The plugin's two kubelet-facing gRPC servers and their unix sockets.
+
+Caller: the plugin entrypoint starts one :class:`KubeletPluginServer` and stops it on SIGTERM.
+The kubelet finds the plugin through the registration socket in its ``plugins_registry``
+directory, calls ``GetInfo`` and ``NotifyRegistrationStatus`` there, then dials the advertised DRA
+socket for NodePrepare/NodeUnprepare (v1 or v1beta1) and the device health stream.
+
+Owns the socket lifecycle and its order: stale sockets from a previous run are removed, the DRA
+socket is serving **before** the registration socket appears (the kubelet may call the service
+at once), and shutdown removes the registration socket first (the kubelet deregisters when it
+disappears), then stops the DRA server with a grace period for in-flight calls and removes its
+socket. Owns the registration answer (type ``DRAPlugin``, the driver name, the DRA socket path,
+the supported services) and the record of the kubelet's verdict. Never prepares anything itself:
+claims go to the :class:`~sriov_dra.driver.dra_service.ClaimHandler` given by the driver layer.
+
+Source: /work/shared/reference/dra-protocol.md §2.2, §2.3, §9.1, §9.5.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from sriov_dra.driver import dra_service
+from sriov_dra.kubeletapi import (
+    dra_v1_pb2_grpc,
+    dra_v1beta1_pb2_grpc,
+    drahealth_v1alpha1_pb2_grpc,
+    endpoints,
+    pluginregistration_v1_pb2,
+    pluginregistration_v1_pb2_grpc,
+)
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RegistrationState:
+    """The kubelet's last verdict on this plugin (``NotifyRegistrationStatus``).
+
+    Shapes: ``error`` is the kubelet's reason when ``registered`` is false, else usually empty.
+    """
+
+    registered: bool
+    error: str
+
+
+class _RegistrationServicer:
+    """``pluginregistration.Registration``: answers ``GetInfo`` and records the verdict."""
+
+    def __init__(
+        self, info: pluginregistration_v1_pb2.PluginInfo, record: Callable[[RegistrationState], None]
+    ):
+        self._info = info
+        self._record = record
+
+    def GetInfo(
+        self, request: pluginregistration_v1_pb2.InfoRequest, context: Any
+    ) -> pluginregistration_v1_pb2.PluginInfo:
+        return self._info
+
+    def NotifyRegistrationStatus(
+        self, request: pluginregistration_v1_pb2.RegistrationStatus, context: Any
+    ) -> pluginregistration_v1_pb2.RegistrationStatusResponse:
+        state = RegistrationState(registered=request.plugin_registered, error=request.error)
+        self._record(state)
+        if not state.registered:
+            # Like the Go helper: answer a failed registration with an error so it shows up on
+            # the kubelet side too.
+            context.abort(grpc.StatusCode.UNKNOWN, f"registration failed: {state.error}")
+        return pluginregistration_v1_pb2.RegistrationStatusResponse()
+
+
+class KubeletPluginServer:
+    """The DRA service server plus the registration server of one plugin instance.
+
+    ``supported_versions`` advertised in ``GetInfo`` are ``["v1.DRAPlugin", "v1beta1.DRAPlugin"]``,
+    plus ``"v1alpha1.DRAResourceHealth"`` when ``health_source`` is given (the health stream is
+    then served on the DRA socket). Usable as a context manager (start, then stop).
+
+    Units: ``health_interval_s`` and grace periods in seconds; ``clock`` returns Unix seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        driver_name: str,
+        handler: dra_service.ClaimHandler,
+        sockets: endpoints.PluginSockets,
+        health_source: dra_service.HealthSource | None = None,
+        serialize_calls: bool = True,
+        max_workers: int = 8,
+        health_interval_s: float = 10.0,
+        clock: Callable[[], float] = time.time,
+        on_registration: Callable[[RegistrationState], None] | None = None,
+    ) -> None:
+        self.driver_name = driver_name
+        self.sockets = sockets
+        self._dispatcher = dra_service.ClaimDispatcher(handler, serialize=serialize_calls)
+        self._health = (
+            dra_service.HealthServicer(health_source, interval_s=health_interval_s, clock=clock)
+            if health_source is not None
+            else None
+        )
+        self.supported_versions: tuple[str, ...] = endpoints.DRA_SUPPORTED_VERSIONS + (
+            (endpoints.HEALTH_SERVICE,) if self._health is not None else ()
+        )
+        self._max_workers = max_workers
+        self._on_registration = on_registration
+        self._state_lock = threading.Condition()
+        self._registration: RegistrationState | None = None
+        self._servers: list[tuple[str, grpc.Server, futures.ThreadPoolExecutor, Path, int]] = []
+        self._started = False
+
+    # -- registration verdict -------------------------------------------------------------
+
+    @property
+    def registration(self) -> RegistrationState | None:
+        """The kubelet's last verdict, or ``None`` before it has sent one."""
+        with self._state_lock:
+            return self._registration
+
+    def wait_for_registration(self, timeout_s: float) -> RegistrationState | None:
+        """Block until the kubelet has sent a verdict or ``timeout_s`` passes; return the verdict.
+
+        Units: ``timeout_s`` seconds.
+        """
+        with self._state_lock:
+            self._state_lock.wait_for(lambda: self._registration is not None, timeout=timeout_s)
+            return self._registration
+
+    def _record_registration(self, state: RegistrationState) -> None:
+        if state.registered:
+            LOG.info("kubelet registered DRA driver %s", self.driver_name)
+        else:
+            LOG.error(
+                "kubelet rejected DRA driver %s: %s", self.driver_name, state.error or "(no reason given)"
+            )
+        with self._state_lock:
+            self._registration = state
+            self._state_lock.notify_all()
+        if self._on_registration is not None:
+            self._on_registration(state)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Remove stale sockets, serve the DRA socket, then create the registration socket.
+
+        Raises: ``RuntimeError`` if already started or a socket cannot be bound;
+        ``FileExistsError`` if a socket path is taken by something that is not a socket.
+        """
+        if self._started:
+            raise RuntimeError(f"plugin server for {self.driver_name} is already started")
+        self._started = True
+        try:
+            # Registration first: a stale registration socket would make the kubelet dial a dead plugin.
+            _remove_stale_socket(self.sockets.registration)
+            _remove_stale_socket(self.sockets.dra)
+            self._serve(self.sockets.dra, self._add_dra_services, "dra")
+            LOG.info(
+                "serving %s for %s on %s",
+                ", ".join(self.supported_versions),
+                self.driver_name,
+                self.sockets.dra,
+            )
+            self._serve(self.sockets.registration, self._add_registration_service, "reg")
+            LOG.info("registration socket %s ready", self.sockets.registration)
+        except BaseException:
+            self.stop(grace_s=0)
+            raise
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stop accepting calls, let in-flight calls finish for ``grace_s``, and remove the sockets.
+
+        Order: registration server and socket first (the kubelet deregisters the plugin), then the
+        health streams, then the DRA server after its grace period, then its socket. Idempotent.
+
+        Units: ``grace_s`` seconds.
+        """
+        while self._servers:
+            # Last started, first stopped: the registration server goes before the DRA server.
+            name, server, executor, path, inode = self._servers.pop()
+            if name == "dra" and self._health is not None:
+                self._health.close()
+            server.stop(grace_s).wait()
+            executor.shutdown(wait=True)
+            _remove_own_socket(path, inode)
+        self._started = False
+
+    def __enter__(self) -> KubeletPluginServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _serve(self, path: Path, add_services: Callable[[grpc.Server], None], name: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        workers = self._max_workers if name == "dra" else 2
+        executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"kubelet-{name}")
+        server = grpc.server(executor)
+        add_services(server)
+        try:
+            server.add_insecure_port(endpoints.grpc_target(path))
+        except RuntimeError as exc:
+            executor.shutdown(wait=True)
+            raise RuntimeError(
+                f"cannot listen on unix socket {path} for DRA driver {self.driver_name}: {exc}; "
+                "check that the directory is writable and the path is under "
+                f"{endpoints.UNIX_PATH_MAX_BYTES} bytes"
+            ) from exc
+        server.start()
+        self._servers.append((name, server, executor, path, os.stat(path).st_ino))
+
+    def _add_dra_services(self, server: grpc.Server) -> None:
+        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(dra_service.DraV1Servicer(self._dispatcher), server)
+        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
+            dra_service.DraV1beta1Servicer(self._dispatcher), server
+        )
+        if self._health is not None:
+            drahealth_v1alpha1_pb2_grpc.add_DRAResourceHealthServicer_to_server(self._health, server)
+
+    def _add_registration_service(self, server: grpc.Server) -> None:
+        info = pluginregistration_v1_pb2.PluginInfo(
+            type=endpoints.PLUGIN_TYPE_DRA,
+            name=self.driver_name,
+            endpoint=str(self.sockets.dra),
+            supported_versions=self.supported_versions,
+        )
+        pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(
+            _RegistrationServicer(info, self._record_registration), server
+        )
+
+
+def _remove_stale_socket(path: Path) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise FileExistsError(
+            f"{path} exists and is not a unix socket, so it is not a stale plugin socket; "
+            "remove it or configure a different plugin/registry directory"
+        )
+    LOG.info("removing stale socket %s from a previous run", path)
+    path.unlink(missing_ok=True)
+
+
+def _remove_own_socket(path: Path, inode: int) -> None:
+    """Unlink ``path`` only if it is still the socket this server created (same inode)."""
+    try:
+        if os.lstat(path).st_ino == inode:
+            path.unlink()
+    except FileNotFoundError:
+        pass
