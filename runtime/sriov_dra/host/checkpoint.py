@@ -1,0 +1,274 @@
+"""The plugin's durable checkpoint store: claim records in memory, persisted before they count.
+
+``CheckpointStore`` keeps every prepared claim's record (``core.checkpoint_model``) in memory and in
+one file (default name ``checkpoint.json`` in the plugin directory), written with
+``host.atomicfile`` so a crash leaves either the old or the new checkpoint. Every mutation builds
+the new state, writes the whole checkpoint, and only then publishes the new state in memory; when
+the write fails the in-memory state is left as it was (the rollback the spec asks for), so memory
+never claims more than the disk holds.
+
+The mutation API is narrow (spec §6.3): ``set_claim`` (claim-UID uniqueness: another Pod waits
+with ``ClaimReleaseInProgress`` while any record for the UID exists), ``update_managed_bindings``
+(phase Pending↔Ready and shadow UID only), ``mark_managed_deleting``,
+``mark_managed_release_complete`` and ``delete_claim`` (one claim; the Pod's other claims stay).
+Rules live in ``core.checkpoint_lifecycle``; this module only applies them atomically.
+
+Concurrency: one lock guards the in-memory map. It is held only to read a record and to
+check-encode-write-publish a change; caller-supplied update functions run outside it, against a
+snapshot, and the change is retried if another thread changed that claim meanwhile (every retry
+means another writer made progress). Never hold it across API or hardware work. Returned records are
+deep copies; callers can never mutate the store's state.
+
+This module must never delete or rewrite a checkpoint it cannot read: a corrupt file or unknown
+version fails ``load`` with an actionable ``ContractViolation`` and the file is left untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from sriov_dra.core import checkpoint_codec as codec
+from sriov_dra.core import checkpoint_lifecycle as lifecycle
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import errors, identities
+from sriov_dra.host import atomicfile
+
+CHECKPOINT_FILE_NAME: Final = "checkpoint.json"
+"""File name inside the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), as upstream."""
+
+CHECKPOINT_FILE_MODE: Final = 0o600
+"""Permission bits: rendered CNI configs may reference IPAM credentials; only root reads it."""
+
+WriteFn = Callable[[Path, bytes], None]
+"""Replaces the file at the path with the bytes atomically, or raises leaving it unchanged."""
+
+_Compute = Callable[[model.ClaimRecord | None], model.ClaimRecord | None]
+
+default_write: Final[WriteFn] = functools.partial(atomicfile.write_atomic, mode=CHECKPOINT_FILE_MODE)
+
+
+class _Unchanged(Exception):
+    """Internal signal: the computed record equals the current one; skip the write."""
+
+
+class CheckpointStore:
+    """Thread-safe, durable map of claim UID → :class:`~sriov_dra.core.checkpoint_model.ClaimRecord`.
+
+    Call :meth:`load` once before anything else. ``write`` is injectable (keyword-only) so tests
+    can make persistence fail and observe the in-memory rollback.
+
+    Raises (every method after :meth:`load`): ``ContractViolation`` when used before ``load``.
+    Source: spec §6.3; upstream ``pkg/podmanager`` (reference ``dra-driver-sriov.md`` §5).
+    """
+
+    def __init__(self, path: Path, *, write: WriteFn = default_write) -> None:
+        self._path = path
+        self._write = write
+        self._lock = threading.Lock()
+        self._claims: dict[identities.ClaimUid, model.ClaimRecord] = {}
+        self._loaded = False
+
+    @property
+    def path(self) -> Path:
+        """The checkpoint file this store reads and writes."""
+        return self._path
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def load(self) -> dict[identities.ClaimUid, model.ClaimRecord]:
+        """Read and verify the file (creating an empty checkpoint when absent); return all claims.
+
+        Leftover temporaries of an interrupted write are removed first (one active plugin per
+        node, spec §6.3). Raises: ``ContractViolation`` naming the file for corrupt content, a
+        checksum mismatch or an unknown version (reason ``UnsupportedVersion``), with the file left
+        untouched and the in-memory state unchanged; ``OSError`` when the file or directory is unreadable or
+        an absent checkpoint cannot be created.
+        """
+        atomicfile.remove_stale_temporaries(self._path)
+        raw = atomicfile.read_optional(self._path)
+        if raw is None:
+            empty = model.Checkpoint()
+            self._write(self._path, codec.encode_checkpoint(empty))
+            claims: dict[identities.ClaimUid, model.ClaimRecord] = {}
+        else:
+            claims = dict(codec.decode_checkpoint(raw, source=str(self._path)).claims)
+        with self._lock:
+            self._claims = claims
+            self._loaded = True
+        return self.all_claims()
+
+    def _require_loaded(self) -> None:
+        if not self._loaded:
+            raise errors.ContractViolation(
+                f"checkpoint store {self._path} was used before load(); call load() first"
+            )
+
+    def snapshot_claim(self, claim_uid: str) -> model.ClaimRecord | None:
+        """Return a deep copy of the record of ``claim_uid``, or ``None`` when there is none."""
+        self._require_loaded()
+        with self._lock:
+            record = self._claims.get(identities.ClaimUid(claim_uid))
+        return copy.deepcopy(record)
+
+    def snapshot_pod(self, pod_uid: str) -> dict[identities.ClaimUid, model.ClaimRecord]:
+        """Return deep copies of every record whose consumer is ``pod_uid``, keyed by claim UID.
+
+        Shapes: keys in ascending claim-UID order.
+        """
+        self._require_loaded()
+        with self._lock:
+            found = {uid: r for uid, r in self._claims.items() if r.pod_uid == pod_uid}
+        return {uid: copy.deepcopy(found[uid]) for uid in sorted(found)}
+
+    def all_claims(self) -> dict[identities.ClaimUid, model.ClaimRecord]:
+        """Return deep copies of every record, keyed by claim UID in ascending order."""
+        self._require_loaded()
+        with self._lock:
+            current = dict(self._claims)
+        return {uid: copy.deepcopy(current[uid]) for uid in sorted(current)}
+
+    # --- mutations --------------------------------------------------------------------------------
+
+    def _commit(self, claim_uid: identities.ClaimUid, compute: _Compute) -> model.ClaimRecord | None:
+        """Apply ``compute`` to the claim's record and persist the result, then publish it.
+
+        ``compute`` gets a deep copy of the current record (or ``None``) and returns the new record
+        (``None`` deletes); it runs outside the lock and may raise to abort without any effect.
+        """
+        self._require_loaded()
+        while True:
+            with self._lock:
+                current = self._claims.get(claim_uid)
+            try:
+                new = compute(copy.deepcopy(current))
+            except _Unchanged:
+                return copy.deepcopy(current)
+            with self._lock:
+                if self._claims.get(claim_uid) is not current:
+                    continue  # another writer changed this claim meanwhile: recompute
+                claims = dict(self._claims)
+                if new is None:
+                    claims.pop(claim_uid, None)
+                else:
+                    claims[claim_uid] = new
+                data = codec.encode_checkpoint(model.Checkpoint(claims=claims))
+                self._write(self._path, data)  # raises: memory keeps the old state (rollback)
+                self._claims = claims
+            return copy.deepcopy(new)
+
+    def set_claim(self, record: model.ClaimRecord) -> model.ClaimRecord:
+        """Persist ``record`` as the record of its claim UID and return a copy of it.
+
+        Raises: ``LifecycleBlocked`` (reason ``ClaimReleaseInProgress``) when a record for the
+        claim UID exists for another Pod (in any phase, including ``ReleaseComplete``) or its
+        release has started; ``ContractViolation`` for an invalid record or a disallowed change
+        of existing managed bindings; ``OSError`` when the write fails (memory unchanged).
+        Source: spec §6.3 ("enforce claim-UID uniqueness atomically in Set"), §8.1 step 2.
+        """
+        own = copy.deepcopy(record)
+
+        def compute(current: model.ClaimRecord | None) -> model.ClaimRecord:
+            lifecycle.check_set_claim(current, own)
+            if current == own:
+                raise _Unchanged
+            return own
+
+        result = self._commit(own.claim_uid, compute)
+        assert result is not None
+        return result
+
+    def _existing(self, claim_uid: str, what: str) -> Callable[[model.ClaimRecord | None], model.ClaimRecord]:
+        def require(current: model.ClaimRecord | None) -> model.ClaimRecord:
+            if current is None:
+                raise errors.ContractViolation(
+                    f"cannot {what} claim {claim_uid}: it has no checkpoint record; snapshot the claim "
+                    "first and treat an absent record as already released"
+                )
+            return current
+
+        return require
+
+    def _mutate(
+        self, claim_uid: str, what: str, change: Callable[[model.ClaimRecord], model.ClaimRecord]
+    ) -> model.ClaimRecord:
+        require = self._existing(claim_uid, what)
+
+        def compute(current: model.ClaimRecord | None) -> model.ClaimRecord:
+            old = require(current)
+            new = change(old)
+            if new == old:
+                raise _Unchanged
+            return new
+
+        result = self._commit(identities.ClaimUid(claim_uid), compute)
+        assert result is not None
+        return result
+
+    def update_managed_bindings(self, claim_uid: str, update: lifecycle.BindingUpdate) -> model.ClaimRecord:
+        """Narrowly update the claim's managed bindings and persist; return the new record.
+
+        ``update`` is a function applied to each managed binding (it must be pure: it may run more
+        than once under contention) or a mapping attachmentID → replacement binding. Only phase
+        Pending↔Ready and the shadow UID may change (see ``checkpoint_lifecycle``). An update that
+        changes nothing writes nothing.
+
+        Raises: ``ContractViolation`` for an absent claim or a disallowed change; ``Conflict``
+        (``ShadowConflict``) for a replaced shadow UID; ``OSError`` when the write fails (memory
+        unchanged). Source: spec §6.3, §8.1 step 3, §8.3.
+        """
+        return self._mutate(claim_uid, "update", lambda r: lifecycle.apply_binding_update(r, update))
+
+    def mark_managed_deleting(self, claim_uid: str) -> model.ClaimRecord:
+        """Persist ``Deleting`` for the claim's Pending/Ready bindings; return the new record.
+
+        ``Deleting`` and ``ReleaseComplete`` bindings are kept as they are (never downgraded).
+        Raises: ``ContractViolation`` for an absent claim; ``OSError`` when the write fails
+        (memory unchanged). Source: spec §8.4.
+        """
+        return self._mutate(claim_uid, "mark Deleting for", lifecycle.mark_deleting)
+
+    def mark_managed_release_complete(self, claim_uid: str) -> model.ClaimRecord:
+        """Persist ``ReleaseComplete`` for the claim's Deleting bindings; return the new record.
+
+        Raises: ``ContractViolation`` for an absent claim or a binding not yet ``Deleting``;
+        ``OSError`` when the write fails (the bindings stay ``Deleting``; replay the idempotent
+        local cleanup and retry). Source: spec §8.4 step 6.
+        """
+        return self._mutate(claim_uid, "mark ReleaseComplete for", lifecycle.mark_release_complete)
+
+    def delete_claim(self, claim_uid: str) -> bool:
+        """Remove the record of ``claim_uid`` only; other claims of the same Pod stay.
+
+        Returns ``False`` (and writes nothing) when there is no record. A record with managed
+        bindings can be removed only once every binding is ``ReleaseComplete``.
+
+        Raises: ``ContractViolation`` when a managed binding is not yet ``ReleaseComplete``;
+        ``OSError`` when the write fails (the record stays). Source: spec §8.4 step 9.
+        """
+        removed = False
+
+        def compute(current: model.ClaimRecord | None) -> None:
+            nonlocal removed
+            removed = False
+            if current is None:
+                raise _Unchanged
+            pending = [
+                b.attachment_id
+                for b in current.managed_bindings()
+                if b.phase is not model.Phase.RELEASE_COMPLETE
+            ]
+            if pending:
+                raise errors.ContractViolation(
+                    f"claim {current.namespace}/{current.name} ({claim_uid}) still has bindings that are not "
+                    f"ReleaseComplete ({', '.join(pending)}); finish the release before removing the record"
+                )
+            removed = True
+            return None
+
+        self._commit(identities.ClaimUid(claim_uid), compute)
+        return removed
