@@ -150,7 +150,7 @@ def merge_references(
         return None
     distinct = {ref for _, ref in supplied}
     if len(distinct) > 1:
-        listing = ", ".join(f"{obj} -> {ref}" for obj, ref in sorted(supplied, key=lambda e: e[0]))
+        listing = ", ".join(sorted({f"{obj} -> {ref}" for obj, ref in supplied}))
         raise errors.Conflict(
             f"matching DeviceAttributes objects publish different network references ({listing}); "
             "make them identical (same name and the same explicit or omitted namespace) or make their "
