@@ -131,21 +131,33 @@ def assign_interfaces(
     )
 
     alias: dict[str, str] = {}
-    claim_of_alias: dict[str, str] = {}
+    claims_of_alias: dict[str, set[str]] = {}
     for d in devs:
         alias[d.claim_uid] = min(alias.get(d.claim_uid, d.claim_alias), d.claim_alias)
-        known = claim_of_alias.setdefault(d.claim_alias, d.claim_uid)
-        if known != d.claim_uid:
+        claims_of_alias.setdefault(d.claim_alias, set()).add(d.claim_uid)
+    for name, claims in sorted(claims_of_alias.items()):
+        if len(claims) > 1:
             raise errors.InvalidSpec(
-                f"claim alias {d.claim_alias!r} resolves to two claims ({known} and {d.claim_uid}); "
+                f"claim alias {name!r} resolves to several claims ({', '.join(sorted(claims))}); "
                 "each pod.spec.resourceClaims name names exactly one claim: re-resolve the Pod's claims",
             )
 
     groups: dict[tuple[str, str], list[AllocatedDevice]] = {}
     for d in devs:
         groups.setdefault((d.pool, d.device), []).append(d)
-    for (pool, device), members in groups.items():
-        members.sort(key=lambda m: _sort_key(alias[m.claim_uid], m))
+    for (pool, device), members in sorted(groups.items()):
+        # Total order over every field, so that the member reported in an error never depends on
+        # input order.
+        members.sort(
+            key=lambda m: (
+                _sort_key(alias[m.claim_uid], m),
+                m.claim_uid,
+                m.claim_alias,
+                m.ifname is not None,
+                m.ifname or "",
+                m.requirements_key,
+            )
+        )
         first = members[0]
         for other in members[1:]:
             if other.claim_uid != first.claim_uid:
