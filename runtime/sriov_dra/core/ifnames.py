@@ -105,31 +105,8 @@ def _sort_key(alias: str, dev: AllocatedDevice) -> tuple[str, str, str, str, str
     return (alias, dev.request, dev.subrequest or "", dev.pool, dev.device)
 
 
-def assign_interfaces(
-    devices: Iterable[AllocatedDevice], *, primary_ifname: str = names.DEFAULT_PRIMARY_IFNAME
-) -> tuple[InterfaceAssignment, ...]:
-    """Name every physical device allocated to a Pod by this driver, deterministically.
-
-    Order: by (canonical claim alias, request, subrequest, pool, device) where the canonical
-    alias of a claim referenced through several aliases is the lexically first one. One
-    interface per (pool, device). Generated names ``dra0..N`` skip explicit names and the primary.
-
-    Shapes: result in interface order; no two entries share a name or a (pool, device).
-    Raises: ``InvalidSpec`` (``InvalidInterfaceName``) for a malformed explicit name or one equal
-    to ``primary_ifname``, (``DuplicateInterfaceName``) for one explicit name on two devices,
-    (``InvalidSpec``) for malformed identifiers; ``Conflict`` (``ConflictingDeviceRequirements``)
-    when one device is allocated to two different claims or its requests disagree on the
-    explicit name or requirements. Source: spec §6.2, §6.5.
-    """
-    devs = list(devices)
-    problems = [p for i, d in enumerate(devs) for p in _device_problems(i, d)]
-    bad_names = any(p.path.endswith(".interface") for p in problems)
-    errors.raise_if_any(
-        problems,
-        "allocated devices cannot be given interface names",
-        reason=errors.Reason.INVALID_INTERFACE_NAME if bad_names else errors.Reason.INVALID_SPEC,
-    )
-
+def _canonical_aliases(devs: list[AllocatedDevice]) -> dict[str, str]:
+    """Map each claim UID to its lexically first alias; refuse an alias naming two claims."""
     alias: dict[str, str] = {}
     claims_of_alias: dict[str, set[str]] = {}
     for d in devs:
@@ -141,13 +118,19 @@ def assign_interfaces(
                 f"claim alias {name!r} resolves to several claims ({', '.join(sorted(claims))}); "
                 "each pod.spec.resourceClaims name names exactly one claim: re-resolve the Pod's claims",
             )
+    return alias
 
+
+def _physical_devices(devs: list[AllocatedDevice], alias: dict[str, str]) -> list[list[AllocatedDevice]]:
+    """Group entries by (pool, device), check that each group agrees, return groups in order.
+
+    Each group is sorted by a total order over every field, so the member reported in an error
+    (and the first member, which stands for the group) never depends on input order.
+    """
     groups: dict[tuple[str, str], list[AllocatedDevice]] = {}
     for d in devs:
         groups.setdefault((d.pool, d.device), []).append(d)
     for (pool, device), members in sorted(groups.items()):
-        # Total order over every field, so that the member reported in an error never depends on
-        # input order.
         members.sort(
             key=lambda m: (
                 _sort_key(alias[m.claim_uid], m),
@@ -181,8 +164,11 @@ def assign_interfaces(
                     "make the template and VfConfig of both requests agree",
                     reason=errors.Reason.CONFLICTING_DEVICE_REQUIREMENTS,
                 )
-    ordered = sorted(groups.values(), key=lambda ms: _sort_key(alias[ms[0].claim_uid], ms[0]))
+    return sorted(groups.values(), key=lambda ms: _sort_key(alias[ms[0].claim_uid], ms[0]))
 
+
+def _explicit_names(ordered: list[list[AllocatedDevice]], primary_ifname: str) -> dict[str, AllocatedDevice]:
+    """Return explicit name -> device; refuse the primary name and a name used twice."""
     explicit: dict[str, AllocatedDevice] = {}
     for members in ordered:
         dev = members[0]
@@ -201,6 +187,37 @@ def assign_interfaces(
                 reason=errors.Reason.DUPLICATE_INTERFACE_NAME,
             )
         explicit[dev.ifname] = dev
+    return explicit
+
+
+def assign_interfaces(
+    devices: Iterable[AllocatedDevice], *, primary_ifname: str = names.DEFAULT_PRIMARY_IFNAME
+) -> tuple[InterfaceAssignment, ...]:
+    """Name every physical device allocated to a Pod by this driver, deterministically.
+
+    Order: by (canonical claim alias, request, subrequest, pool, device) where the canonical
+    alias of a claim referenced through several aliases is the lexically first one. One
+    interface per (pool, device). Generated names ``dra0..N`` skip explicit names and the primary.
+
+    Shapes: result in interface order; no two entries share a name or a (pool, device).
+    Raises: ``InvalidSpec`` (``InvalidInterfaceName``) for a malformed explicit name or one equal
+    to ``primary_ifname``, (``DuplicateInterfaceName``) for one explicit name on two devices,
+    (``InvalidSpec``) for malformed identifiers; ``Conflict`` (``ConflictingDeviceRequirements``)
+    when one device is allocated to two different claims or its requests disagree on the
+    explicit name or requirements. Source: spec §6.2, §6.5.
+    """
+    devs = list(devices)
+    problems = [p for i, d in enumerate(devs) for p in _device_problems(i, d)]
+    bad_names = any(p.path.endswith(".interface") for p in problems)
+    errors.raise_if_any(
+        problems,
+        "allocated devices cannot be given interface names",
+        reason=errors.Reason.INVALID_INTERFACE_NAME if bad_names else errors.Reason.INVALID_SPEC,
+    )
+
+    alias = _canonical_aliases(devs)
+    ordered = _physical_devices(devs, alias)
+    explicit = _explicit_names(ordered, primary_ifname)
 
     result: list[InterfaceAssignment] = []
     counter = 0
