@@ -351,8 +351,8 @@ def _type_problem(plugin_type: str) -> str:
             "binding model than one allocated VF; use a template whose device plugin is sriov"
         )
     return (
-        f"plugin type {plugin_type!r} is not supported after the sriov entry; allowed metaplugins: "
-        f"{allowed} (extend the allowlist only with plugin-specific tests)"
+        f"plugin type {plugin_type!r} is not supported in automatic attachment mode; a conflist is "
+        f"one sriov entry followed only by the metaplugins {allowed}"
     )
 
 

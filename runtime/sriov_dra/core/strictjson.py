@@ -92,7 +92,10 @@ def key_path(base: str, key: str) -> str:
     """
     if _PLAIN_KEY.fullmatch(key) is not None:
         return f"{base}.{key}"
-    return f"{base}[{json.dumps(key, ensure_ascii=False)}]"
+    quoted = json.dumps(key, ensure_ascii=False)
+    if _has_surrogate(quoted):
+        quoted = json.dumps(key)  # escaped, so the path itself stays valid UTF-8
+    return f"{base}[{quoted}]"
 
 
 def index_path(base: str, index: int) -> str:
@@ -159,8 +162,9 @@ def encode(value: JsonValue) -> str:
 
     Shapes: no whitespace between tokens, object keys in the value's order, non-ASCII kept
     as-is, integers in canonical decimal form, RawNumber literals verbatim. The same value
-    always gives the same text.
-    Raises: TypeError for anything that is not a :data:`JsonValue` (a float, a tuple, ...).
+    always gives the same text. Values outside :data:`JsonValue` that the standard library
+    encodes (a float, a tuple) are written as it writes them; :func:`decode` never produces them.
+    Raises: TypeError for any other object; ValueError for a NaN or infinite float.
     """
     try:
         return _ENCODER.encode(value)
@@ -196,6 +200,8 @@ def _emit(value: JsonValue, parts: list[str]) -> None:
         parts.append(_ENCODER.encode(value))
     elif isinstance(value, int):
         parts.append(int.__repr__(value))
+    elif isinstance(value, float):  # never decoded; written as the fast encoder writes it
+        parts.append(_ENCODER.encode(value))
     elif isinstance(value, RawNumber):
         parts.append(value.literal)
     elif isinstance(value, dict):
@@ -209,7 +215,7 @@ def _emit(value: JsonValue, parts: list[str]) -> None:
             parts.append(":")
             _emit(v, parts)
         parts.append("}")
-    elif isinstance(value, list):
+    elif isinstance(value, list | tuple):
         parts.append("[")
         for i, v in enumerate(value):
             if i:

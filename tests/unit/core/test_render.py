@@ -1,0 +1,827 @@
+"""Tests of sriov_dra.core.render: the shadow CNI config renderer (spec §7, §7.1).
+
+Handed cases covered here: C08 (name-less template), C09 (deviceID placement in a conflist),
+C10 (empty/absent spec.config), C24 (CNI name and ipam identical across shadows).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sriov_dra.core import errors, names, render, strictjson
+from sriov_dra.core.strictjson import JsonValue, RawNumber
+
+PCI = "0000:3b:02.1"
+OTHER_PCI = "0000:3b:02.2"
+INVALID = errors.Reason.INVALID_NETWORK_TEMPLATE
+UNSUPPORTED = errors.Reason.UNSUPPORTED_NETWORK_TEMPLATE
+
+
+def nad(
+    config: object = None, *, name: str = "net-a", namespace: str = "ns-a", **extra: object
+) -> dict[str, object]:
+    """A source NAD as read from the API; ``config`` dicts are serialised, strings used as-is."""
+    text = config if not isinstance(config, dict | list) else json.dumps(config)
+    metadata: dict[str, object] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": "5a5a5a5a-0000-4000-8000-00000000000a",
+    }
+    metadata.update(extra)
+    obj: dict[str, object] = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition"}
+    obj["metadata"] = metadata
+    if config is not None:
+        obj["spec"] = {"config": text}
+    return obj
+
+
+def rendered_doc(result: render.RenderedConfig) -> dict[str, JsonValue]:
+    doc = strictjson.decode(result.config_text)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def reject(source: object, pci: str = PCI) -> errors.InvalidSpec:
+    with pytest.raises(errors.InvalidSpec) as caught:
+        render.render_shadow_config(source, pci)  # type: ignore[arg-type]
+    return caught.value
+
+
+def paths(exc: errors.InvalidSpec) -> list[str]:
+    return [e.path for e in exc.errors]
+
+
+SINGLE = {
+    "cniVersion": "1.0.0",
+    "name": "sriov-net",
+    "type": "sriov",
+    "vlan": 100,
+    "ipam": {"type": "host-local", "subnet": "10.56.217.0/24"},
+}
+CONFLIST = {
+    "cniVersion": "1.0.0",
+    "name": "ai-workloads-rail-a",
+    "plugins": [
+        {"type": "sriov", "ipam": {"type": "whereabouts", "range": "192.0.2.0/24"}},
+        {"type": "tuning", "mtu": 9000},
+    ],
+}
+
+
+# --- outputs ------------------------------------------------------------------------------------
+
+
+def test_single_plugin_gets_device_id_after_type_and_exact_bytes() -> None:
+    result = render.render_shadow_config(nad(SINGLE), PCI)
+    expected = (
+        b'{"cniVersion":"1.0.0","name":"sriov-net","type":"sriov","deviceID":"0000:3b:02.1","vlan":100,'
+        b'"ipam":{"type":"host-local","subnet":"10.56.217.0/24"}}'
+    )
+    assert result.config_bytes == expected
+    assert result.config_sha256 == hashlib.sha256(expected).hexdigest()
+    assert (result.cni_name, result.cni_version, result.pci_address) == ("sriov-net", "1.0.0", PCI)
+    assert (result.is_conflist, result.plugin_index, result.plugin_type) == (False, None, "sriov")
+    assert result.config_text == expected.decode()
+
+
+def test_spec_example_conflist_gets_device_id_only_on_sriov_entry() -> None:
+    result = render.render_shadow_config(nad(CONFLIST), "0000:03:00.1")
+    assert result.config_bytes == (
+        b'{"cniVersion":"1.0.0","name":"ai-workloads-rail-a","plugins":[{"type":"sriov","deviceID":"0000:03:00.1",'
+        b'"ipam":{"type":"whereabouts","range":"192.0.2.0/24"}},{"type":"tuning","mtu":9000}]}'
+    )
+    assert (result.is_conflist, result.plugin_index) == (True, 0)
+
+
+def test_operator_indented_source_renders_to_canonical_compact_bytes() -> None:
+    # sriov-network-operator writes 4-space indented JSON with its own key order (reference §2).
+    indented = json.dumps(
+        {
+            "cniVersion": "1.0.0",
+            "name": "test",
+            "type": "sriov",
+            "vlan": 0,
+            "vlanQoS": 0,
+            "logLevel": "info",
+            "ipam": {},
+        },
+        indent=4,
+    )
+    result = render.render_shadow_config(nad(indented), PCI)
+    assert result.config_bytes == (
+        b'{"cniVersion":"1.0.0","name":"test","type":"sriov","deviceID":"0000:3b:02.1","vlan":0,"vlanQoS":0,'
+        b'"logLevel":"info","ipam":{}}'
+    )
+    compact = render.render_shadow_config(nad(json.dumps(json.loads(indented))), PCI)
+    assert compact.config_bytes == result.config_bytes
+
+
+def test_rendering_twice_gives_identical_bytes_and_hash() -> None:
+    first = render.render_shadow_config(nad(CONFLIST), PCI)
+    second = render.render_shadow_config(nad(CONFLIST), PCI)
+    assert first == second
+
+
+def test_rendering_a_rendered_config_is_a_fixed_point() -> None:
+    first = render.render_shadow_config(nad({k: v for k, v in CONFLIST.items() if k != "name"}), PCI)
+    again = render.render_shadow_config(nad(first.config_text), PCI)
+    assert again.config_bytes == first.config_bytes
+
+
+def test_caller_objects_are_not_modified() -> None:
+    source = nad(CONFLIST, annotations={names.RESOURCE_NAME_ANNOTATION: "vendor.example/sriov_a"})
+    before = copy.deepcopy(source)
+    render.render_shadow_config(source, PCI)
+    assert source == before
+
+
+def test_unknown_fields_non_ascii_and_numbers_are_preserved() -> None:
+    text = (
+        '{"cniVersion":"0.4.0","type":"sriov","vlan":4095,"x-vendor":{"ratio":1e3,"big":123456789012345678901,'
+        '"f":1.50,"note":"réseau"},"capabilities":{"mac":true,"ips":true},"trust":"on","spoofchk":"off"}'
+    )
+    result = render.render_shadow_config(nad(text), PCI)
+    out = rendered_doc(result)
+    assert out["vlan"] == 4095
+    assert out["x-vendor"] == {
+        "ratio": RawNumber("1e3"),
+        "big": 123456789012345678901,
+        "f": RawNumber("1.50"),
+        "note": "réseau",
+    }
+    assert b'"ratio":1e3,"big":123456789012345678901,"f":1.50,"note":"r\xc3\xa9seau"' in result.config_bytes
+    assert list(out) == [
+        "cniVersion",
+        "name",
+        "type",
+        "deviceID",
+        "vlan",
+        "x-vendor",
+        "capabilities",
+        "trust",
+        "spoofchk",
+    ]
+
+
+# --- effective CNI name (spec §7 step 3, §7.1 step 1; C08) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "expected_name", "expected_keys"),
+    [
+        ({"cniVersion": "0.4.0", "plugins": [{"type": "sriov"}]}, "net-a", ["cniVersion", "name", "plugins"]),
+        ({"cniVersion": "0.4.0", "name": "", "plugins": [{"type": "sriov"}]}, "net-a", ["cniVersion", "name", "plugins"]),
+        ({"plugins": [{"type": "sriov"}], "cniVersion": "0.4.0"}, "net-a", ["plugins", "cniVersion", "name"]),
+        ({"cniVersion": "1.0.0", "type": "sriov"}, "net-a", ["cniVersion", "name", "type", "deviceID"]),
+        ({"name": "ai-workloads-rail-a", "cniVersion": "1.0.0", "type": "sriov"}, "ai-workloads-rail-a",
+         ["name", "cniVersion", "type", "deviceID"]),
+        ({"cniVersion": "1.0.0", "name": "Rail_A.v2-x", "type": "sriov"}, "Rail_A.v2-x", ["cniVersion", "name", "type", "deviceID"]),
+    ],
+    ids=[
+        "C08-conflist-without-name-gets-template-metadata-name", "empty-name-replaced-in-place",
+        "missing-name-inserted-after-cniVersion", "single-plugin-without-name",
+        "explicit-name-preserved-exactly-in-place", "explicit-name-with-cni-punctuation-preserved",
+    ],
+)  # fmt: skip
+def test_effective_cni_name(
+    config: dict[str, JsonValue], expected_name: str, expected_keys: list[str]
+) -> None:
+    result = render.render_shadow_config(nad(config), PCI)
+    out = rendered_doc(result)
+    assert result.cni_name == expected_name
+    assert out["name"] == expected_name
+    assert list(out) == expected_keys
+
+
+def test_C08_literal_macvlan_input_is_rejected_as_device_creating() -> None:
+    config = {"cniVersion": "0.4.0", "plugins": [{"type": "macvlan", "master": "eth1", "mode": "bridge"}]}
+    exc = reject(nad(config))
+    assert exc.reason == UNSUPPORTED
+    assert paths(exc) == ["spec.config.plugins[0].type", "spec.config.plugins"]
+    assert "'macvlan' creates or moves its own network device" in exc.errors[0].message
+    assert "ns-a/net-a" in str(exc)
+
+
+def test_cni_name_never_comes_from_the_pci_or_shadow() -> None:
+    a = render.render_shadow_config(nad({"cniVersion": "1.0.0", "type": "sriov"}), PCI)
+    b = render.render_shadow_config(nad({"cniVersion": "1.0.0", "type": "sriov"}), OTHER_PCI)
+    assert a.cni_name == b.cni_name == "net-a"
+
+
+@pytest.mark.parametrize(
+    ("config", "path", "mentions"),
+    [
+        ({"cniVersion": "1.0.0", "name": "-bad", "type": "sriov"}, "spec.config.name", "is not valid"),
+        ({"cniVersion": "1.0.0", "name": "has space", "type": "sriov"}, "spec.config.name", "is not valid"),
+        ({"cniVersion": "1.0.0", "name": "a/b", "type": "sriov"}, "spec.config.name", "is not valid"),
+        ({"cniVersion": "1.0.0", "name": 7, "type": "sriov"}, "spec.config.name", "must be a string"),
+        ({"cniVersion": "1.0.0", "name": None, "type": "sriov"}, "spec.config.name", "must be a string"),
+    ],
+    ids=["leading-dash", "space", "slash", "number", "null"],
+)
+def test_invalid_explicit_cni_name_is_rejected_not_replaced(
+    config: dict[str, JsonValue], path: str, mentions: str
+) -> None:
+    exc = reject(nad(config))
+    assert exc.reason == INVALID
+    assert paths(exc) == [path]
+    assert mentions in exc.errors[0].message
+
+
+def test_source_without_metadata_name_is_invalid() -> None:
+    source = nad({"cniVersion": "1.0.0", "name": "x", "type": "sriov"})
+    source["metadata"] = {"namespace": "ns-a"}
+    exc = reject(source)
+    assert exc.reason == INVALID
+    assert paths(exc) == ["metadata.name"]
+    assert "ns-a/<no name>" in str(exc)
+
+
+# --- C09: deviceID placement -----------------------------------------------------------------
+
+
+def test_C09_tuning_first_conflist_is_rejected_with_rule_and_fix() -> None:
+    config = {
+        "cniVersion": "0.3.1",
+        "name": "sriov-network",
+        "plugins": [
+            {"type": "tuning", "sysctl": {}},
+            {"type": "sriov", "vlan": 100, "ipam": {"type": "host-local", "subnet": "10.56.217.0/24"}},
+        ],
+    }
+    exc = reject(nad(config))
+    assert exc.reason == UNSUPPORTED
+    assert paths(exc) == ["spec.config.plugins[1].type"]
+    assert "must be the first plugin" in exc.errors[0].message
+    assert "move it to plugins[0]" in exc.errors[0].message
+
+
+def test_C09_sriov_first_conflist_gets_device_id_on_sriov_entry_only() -> None:
+    config = {
+        "cniVersion": "0.3.1",
+        "name": "sriov-network",
+        "plugins": [
+            {"type": "sriov", "vlan": 100, "ipam": {"type": "host-local", "subnet": "10.56.217.0/24"}},
+            {"type": "tuning", "sysctl": {}},
+        ],
+    }
+    out = rendered_doc(render.render_shadow_config(nad(config), PCI))
+    plugins = out["plugins"]
+    assert isinstance(plugins, list)
+    assert plugins[0] == {
+        "type": "sriov",
+        "deviceID": PCI,
+        "vlan": 100,
+        "ipam": {"type": "host-local", "subnet": "10.56.217.0/24"},
+    }
+    assert plugins[1] == {"type": "tuning", "sysctl": {}}
+    assert "deviceID" not in out and "pciBusID" not in out
+    assert (out["name"], out["cniVersion"]) == ("sriov-network", "0.3.1")
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected_entry"),
+    [
+        ({"type": "sriov", "deviceID": PCI}, {"type": "sriov", "deviceID": PCI}),
+        ({"type": "sriov", "deviceID": "0000:3B:02.1"}, {"type": "sriov", "deviceID": PCI}),
+        ({"type": "sriov", "deviceID": ""}, {"type": "sriov", "deviceID": PCI}),
+        ({"deviceID": PCI, "type": "sriov"}, {"deviceID": PCI, "type": "sriov"}),
+        ({"type": "sriov", "pciBusID": PCI}, {"type": "sriov", "deviceID": PCI, "pciBusID": PCI}),
+        ({"type": "sriov", "pciBusID": ""}, {"type": "sriov", "deviceID": PCI, "pciBusID": PCI}),
+        ({"type": "sriov", "pciBusID": "3b:02.1", "deviceID": PCI}, {"type": "sriov", "pciBusID": PCI, "deviceID": PCI}),
+    ],
+    ids=[
+        "equal-device-id-kept", "equal-device-id-in-other-case-canonicalised", "empty-device-id-set-in-place",
+        "device-id-keeps-its-position", "equal-pci-bus-id-kept-and-device-id-added", "empty-pci-bus-id-filled",
+        "short-form-pci-bus-id-canonicalised",
+    ],
+)  # fmt: skip
+def test_preexisting_device_keys_equal_to_allocation(
+    entry: dict[str, JsonValue], expected_entry: dict[str, JsonValue]
+) -> None:
+    out = rendered_doc(render.render_shadow_config(nad({"cniVersion": "1.0.0", "plugins": [entry]}), PCI))
+    plugins = out["plugins"]
+    assert isinstance(plugins, list)
+    assert plugins[0] == expected_entry
+    first = plugins[0]
+    assert isinstance(first, dict)
+    assert list(first) == list(expected_entry)
+
+
+@pytest.mark.parametrize(
+    ("config", "path", "reason"),
+    [
+        ({"cniVersion": "1.0.0", "type": "sriov", "deviceID": OTHER_PCI}, "spec.config.deviceID", UNSUPPORTED),
+        ({"cniVersion": "1.0.0", "type": "sriov", "pciBusID": OTHER_PCI}, "spec.config.pciBusID", UNSUPPORTED),
+        ({"cniVersion": "1.0.0", "type": "sriov", "deviceID": "pci:0000:3b:02.1"}, "spec.config.deviceID", UNSUPPORTED),
+        ({"cniVersion": "1.0.0", "type": "sriov", "deviceID": 5}, "spec.config.deviceID", INVALID),
+        ({"cniVersion": "1.0.0", "type": "sriov", "deviceID": None}, "spec.config.deviceID", INVALID),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "tuning", "deviceID": PCI}]},
+         "spec.config.plugins[1].deviceID", UNSUPPORTED),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "tuning", "pciBusID": OTHER_PCI}]},
+         "spec.config.plugins[1].pciBusID", UNSUPPORTED),
+        ({"cniVersion": "1.0.0", "deviceID": PCI, "plugins": [{"type": "sriov"}]}, "spec.config.deviceID", UNSUPPORTED),
+    ],
+    ids=[
+        "conflicting-device-id", "conflicting-pci-bus-id", "prefixed-device-id-conflicts", "numeric-device-id",
+        "null-device-id", "device-id-on-metaplugin", "pci-bus-id-on-metaplugin", "device-id-on-conflist-root",
+    ],
+)  # fmt: skip
+def test_device_keys_that_cannot_be_bound_are_rejected(
+    config: dict[str, JsonValue], path: str, reason: errors.Reason
+) -> None:
+    exc = reject(nad(config))
+    assert exc.reason == reason
+    assert paths(exc) == [path]
+
+
+def test_C09_host_device_chain_is_rejected() -> None:
+    exc = reject(nad({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "host-device"}]}))
+    assert exc.reason == UNSUPPORTED
+    assert paths(exc) == ["spec.config.plugins[1].type"]
+    assert "another binding model" in exc.errors[0].message
+
+
+# --- C10: inline config required ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [None, {}, {"config": ""}, {"config": "   \n\t"}, {"config": None}],
+    ids=["spec-absent", "spec-without-config", "config-empty", "config-whitespace", "config-null"],
+)
+def test_C10_empty_or_absent_config_is_invalid_and_names_the_template(spec: object) -> None:
+    source = nad()
+    if spec is not None:
+        source["spec"] = spec
+    exc = reject(source)
+    assert exc.reason == INVALID
+    assert paths(exc) == ["spec.config"]
+    assert "ns-a/net-a" in str(exc)
+    assert "inline" in exc.errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("spec", "path"),
+    [({"config": {"type": "sriov"}}, "spec.config"), ("config", "spec"), ({"config": 3}, "spec.config")],
+    ids=["config-object-instead-of-string", "spec-not-object", "config-number"],
+)
+def test_config_of_wrong_type_is_invalid(spec: object, path: str) -> None:
+    source = nad()
+    source["spec"] = spec
+    exc = reject(source)
+    assert exc.reason == INVALID
+    assert paths(exc) == [path]
+
+
+# --- C24: one logical network across shadows ------------------------------------------------------
+
+
+def test_C24_two_shadows_of_one_template_share_name_and_ipam_and_differ_only_in_device() -> None:
+    template = {
+        "cniVersion": "1.0.0",
+        "type": "sriov",
+        "ipam": {
+            "type": "host-local",
+            "subnet": "10.56.217.0/24",
+            "dataDir": "/var/lib/cni/networks",
+            "routes": [],
+        },
+    }
+    first = render.render_shadow_config(nad(template), PCI)
+    second = render.render_shadow_config(nad(template), OTHER_PCI)
+    one, two = rendered_doc(first), rendered_doc(second)
+    assert one["name"] == two["name"] == "net-a"
+    assert one["ipam"] == two["ipam"] == template["ipam"]
+    assert (one.pop("deviceID"), two.pop("deviceID")) == (PCI, OTHER_PCI)
+    assert one == two
+    assert first.config_sha256 != second.config_sha256
+
+
+@pytest.mark.parametrize(
+    "ipam_text",
+    [
+        '{"type":"whereabouts","range":"192.0.2.0/24","network_name":""}',
+        '{"type":"whereabouts","range":"192.0.2.0/24"}',
+        '{"range":"192.0.2.0/24","type":"whereabouts","network_name":"rail-a","exclude":[],"routes":[{"dst":"0.0.0.0/0"}]}',
+        '{"type":"whereabouts","range":"192.0.2.0/24","node_slice_size":""}',
+        '{"type":"host-local","ranges":[[{"subnet":"10.0.0.0/24","gateway":"10.0.0.1"}]],"dataDir":"/run/x"}',
+        '{}',
+        '{"type":"static","addresses":[{"address":"10.1.1.5/24"}],"x-ext":{"n":18446744073709551617}}',
+    ],
+    ids=[
+        "explicit-empty-network-name-kept", "omitted-network-name-stays-omitted",
+        "key-order-and-empty-exclude-kept", "disabled-node-slice-size-kept", "host-local-ranges-and-data-dir",
+        "empty-ipam-object", "unknown-ipam-extension-with-big-int",
+    ],
+)  # fmt: skip
+def test_ipam_subtree_is_copied_byte_for_byte(ipam_text: str) -> None:
+    source = (
+        '{"cniVersion":"1.0.0","name":"rail-a","plugins":[{"type":"sriov","ipam":'
+        + ipam_text
+        + '},{"type":"tuning"}]}'
+    )
+    result = render.render_shadow_config(nad(source), PCI)
+    assert b'"ipam":' + ipam_text.encode() + b"}" in result.config_bytes
+
+
+@pytest.mark.parametrize(
+    ("ipam", "path", "reason"),
+    [
+        ({"type": "whereabouts", "range": "192.0.2.0/24", "node_slice_size": "/28"},
+         "spec.config.ipam.node_slice_size", UNSUPPORTED),
+        ({"type": "whereabouts", "node_slice_size": 28}, "spec.config.ipam.node_slice_size", UNSUPPORTED),
+        ("host-local", "spec.config.ipam", INVALID),
+        ([], "spec.config.ipam", INVALID),
+        ({"type": 1}, "spec.config.ipam.type", INVALID),
+    ],
+    ids=["whereabouts-fast-node-slice", "node-slice-size-number", "ipam-string", "ipam-array", "ipam-type-number"],
+)  # fmt: skip
+def test_ipam_that_cannot_be_preserved_safely_is_rejected(
+    ipam: JsonValue, path: str, reason: errors.Reason
+) -> None:
+    exc = reject(nad({"cniVersion": "1.0.0", "type": "sriov", "ipam": ipam}))
+    assert exc.reason == reason
+    assert paths(exc) == [path]
+
+
+# --- strict JSON at the template ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "mentions"),
+    [
+        ("null", "spec.config", "root is null"),
+        ('[{"type":"sriov"}]', "spec.config", "root is an array"),
+        ('"sriov"', "spec.config", "root is a string"),
+        ("42", "spec.config", "root is a number"),
+        ('{"cniVersion":"1.0.0","type":"sriov",}', "spec.config", "malformed JSON"),
+        ('{"cniVersion":"1.0.0","type":"sriov","vlan":NaN}', "spec.config", "NaN"),
+        ('{"cniVersion":"1.0.0","type":"sriov","type":"macvlan"}', "spec.config.type", "duplicate key"),
+        ('{"cniVersion":"1.0.0","name":"a","name":"b","type":"sriov"}', "spec.config.name", "duplicate key"),
+        ('{"cniVersion":"1.0.0","cniVersion":"0.4.0","type":"sriov"}', "spec.config.cniVersion", "duplicate key"),
+        ('{"cniVersion":"1.0.0","plugins":[{"type":"sriov"}],"plugins":[]}', "spec.config.plugins", "duplicate key"),
+        ('{"cniVersion":"1.0.0","type":"sriov","ipam":{},"ipam":{}}', "spec.config.ipam", "duplicate key"),
+        ('{"cniVersion":"1.0.0","plugins":[{"type":"sriov","deviceID":"0000:3b:02.1","deviceID":"0000:3b:02.2"}]}',
+         "spec.config.plugins[0].deviceID", "duplicate key"),
+        ('{"cniVersion":"1.0.0","plugins":[{"type":"sriov","pciBusID":"","pciBusID":""}]}',
+         "spec.config.plugins[0].pciBusID", "duplicate key"),
+        ('{"cniVersion":"1.0.0","plugins":[{"type":"sriov","type":"sriov"}]}', "spec.config.plugins[0].type", "duplicate key"),
+        ('{"cniVersion":"1.0.0","type":"sriov","ipam":{"range":"a","range":"b"}}', "spec.config.ipam.range", "duplicate key"),
+        ('{"cniVersion":"1.0.0","type":"sriov","x":"\\udfff"}', "spec.config.x", "surrogate"),
+    ],
+    ids=[
+        "null-root", "array-root", "string-root", "number-root", "malformed", "nan", "duplicate-root-type",
+        "duplicate-name", "duplicate-cni-version", "duplicate-plugins", "duplicate-ipam",
+        "duplicate-device-id-in-plugin", "duplicate-pci-bus-id-in-plugin", "duplicate-type-in-plugin",
+        "duplicate-inside-ipam", "lone-surrogate",
+    ],
+)  # fmt: skip
+def test_template_must_be_strict_json_object(text: str, path: str, mentions: str) -> None:
+    exc = reject(nad(text))
+    assert exc.reason == INVALID
+    assert paths(exc) == [path]
+    assert mentions in exc.errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("vlan", "100"), ("vlan", True), ("vlan", RawNumber("1e3")), ("vlanQoS", RawNumber("1.0")),
+     ("max_tx_rate", [1]), ("trust", True), ("spoofchk", 1), ("link_state", {})],
+    ids=["vlan-string", "vlan-bool", "vlan-exponent", "vlan-qos-fraction", "rate-array", "trust-bool",
+         "spoofchk-number", "link-state-object"],
+)  # fmt: skip
+def test_sriov_fields_of_wrong_type_are_invalid(field: str, value: JsonValue) -> None:
+    text = strictjson.encode({"cniVersion": "1.0.0", "type": "sriov", field: value})
+    exc = reject(nad(text))
+    assert exc.reason == INVALID
+    assert paths(exc) == [f"spec.config.{field}"]
+
+
+# --- layout (spec §7 steps 4-6) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"cniVersion": "1.0.0", "type": "sriov", "plugins": [{"type": "sriov"}]},
+         [("spec.config", INVALID, "both type and plugins")]),
+        ({"cniVersion": "1.0.0", "type": "", "plugins": []}, [("spec.config", INVALID, "both type and plugins")]),
+        ({"cniVersion": "1.0.0", "name": "x"}, [("spec.config", INVALID, "neither type")]),
+        ({"cniVersion": "1.0.0", "type": "macvlan"}, [("spec.config.type", UNSUPPORTED, "requires type \"sriov\"")]),
+        ({"cniVersion": "1.0.0", "type": 1}, [("spec.config.type", INVALID, "must be a string")]),
+        ({"cniVersion": "1.0.0", "type": "multus", "delegates": [{"type": "sriov"}]},
+         [("spec.config.delegates", UNSUPPORTED, "nested Multus"), ("spec.config.type", UNSUPPORTED, "nested Multus")]),
+        ({"cniVersion": "1.0.0", "plugins": []}, [("spec.config.plugins", INVALID, "got an empty array")]),
+        ({"cniVersion": "1.0.0", "plugins": {"type": "sriov"}}, [("spec.config.plugins", INVALID, "got an object")]),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, "tuning"]},
+         [("spec.config.plugins[1]", INVALID, "must be a plugin object")]),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"mtu": 9000}]},
+         [("spec.config.plugins[1].type", INVALID, "nonempty string")]),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "sriov"}]},
+         [("spec.config.plugins[1].type", UNSUPPORTED, "second sriov entry")]),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "multus-shim"}]},
+         [("spec.config.plugins[1].type", UNSUPPORTED, "nested Multus")]),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "portmap"}]},
+         [("spec.config.plugins[1].type", UNSUPPORTED, "followed only by the metaplugins tuning")]),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "bond", "links": []}]},
+         [("spec.config.plugins[1].type", UNSUPPORTED, "another binding model")]),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "tuning"}]}, [("spec.config.plugins", UNSUPPORTED, "no sriov entry")]),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov", "delegates": []}]},
+         [("spec.config.plugins[0]", UNSUPPORTED, "nested plugin lists")]),
+        ({"cniVersion": "1.0.0", "plugins": [{"type": "SRIOV"}]},
+         [("spec.config.plugins[0].type", UNSUPPORTED, "'SRIOV' is not supported"),
+          ("spec.config.plugins", UNSUPPORTED, "no sriov entry")]),
+    ],
+    ids=[
+        "ambiguous-type-and-plugins", "ambiguous-even-when-empty", "neither-type-nor-plugins",
+        "single-plugin-not-sriov", "single-plugin-type-not-string", "nested-multus-delegates",
+        "empty-plugins", "plugins-not-array", "plugin-entry-not-object", "plugin-entry-without-type",
+        "two-sriov-entries", "nested-multus-in-chain", "non-allowlisted-metaplugin",
+        "bond-graph", "conflist-without-sriov", "nested-list-in-entry", "type-is-case-sensitive",
+    ],
+)  # fmt: skip
+def test_layout_rules(config: dict[str, JsonValue], expected: list[tuple[str, errors.Reason, str]]) -> None:
+    exc = reject(nad(config))
+    assert paths(exc) == [p for p, _, _ in expected]
+    assert exc.reason == (INVALID if any(r == INVALID for _, r, _ in expected) else UNSUPPORTED)
+    for error, (_, _, mentions) in zip(exc.errors, expected, strict=True):
+        assert mentions in error.message
+
+
+@pytest.mark.parametrize(
+    "device_type", sorted(render.DEVICE_CREATING_TYPES), ids=lambda t: f"device-creating-{t}"
+)
+def test_every_device_creating_type_is_rejected_after_sriov(device_type: str) -> None:
+    exc = reject(nad({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": device_type}]}))
+    assert exc.reason == UNSUPPORTED
+    assert paths(exc) == ["spec.config.plugins[1].type"]
+
+
+def test_several_allowlisted_metaplugins_may_follow_sriov() -> None:
+    config = {
+        "cniVersion": "1.0.0",
+        "plugins": [{"type": "sriov"}, {"type": "tuning", "mtu": 9000}, {"type": "tuning", "sysctl": {}}],
+    }
+    out = rendered_doc(render.render_shadow_config(nad(config), PCI))
+    assert out["plugins"] == [
+        {"type": "sriov", "deviceID": PCI},
+        {"type": "tuning", "mtu": 9000},
+        {"type": "tuning", "sysctl": {}},
+    ]
+
+
+# --- CNI version (spec §7 step 8) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", render.SUPPORTED_CNI_VERSIONS)
+def test_supported_cni_versions_are_accepted_and_kept(version: str) -> None:
+    result = render.render_shadow_config(nad({"cniVersion": version, "type": "sriov"}), PCI)
+    assert result.cni_version == version
+    assert rendered_doc(result)["cniVersion"] == version
+
+
+@pytest.mark.parametrize(
+    ("config", "path", "reason"),
+    [
+        ({"type": "sriov"}, "spec.config.cniVersion", INVALID),
+        ({"cniVersion": 1.0, "type": "sriov"}, "spec.config.cniVersion", INVALID),
+        ({"cniVersion": "0.2.0", "type": "sriov"}, "spec.config.cniVersion", UNSUPPORTED),
+        ({"cniVersion": "0.1.0", "type": "sriov"}, "spec.config.cniVersion", UNSUPPORTED),
+        ({"cniVersion": "2.0.0", "type": "sriov"}, "spec.config.cniVersion", UNSUPPORTED),
+        ({"cniVersion": "1.0", "type": "sriov"}, "spec.config.cniVersion", UNSUPPORTED),
+        ({"cniVersion": "1.1.0", "cniVersions": ["1.0.0", "9.9.9"], "plugins": [{"type": "sriov"}]},
+         "spec.config.cniVersions", UNSUPPORTED),
+        ({"cniVersion": "1.1.0", "cniVersions": "1.1.0", "plugins": [{"type": "sriov"}]}, "spec.config.cniVersions", INVALID),
+    ],
+    ids=["missing", "number", "legacy-0.2.0", "legacy-0.1.0", "future-2.0.0", "not-semver",
+         "cni-versions-with-unsupported", "cni-versions-not-array"],
+)  # fmt: skip
+def test_cni_version_validation(config: dict[str, JsonValue], path: str, reason: errors.Reason) -> None:
+    exc = reject(nad(config))
+    assert exc.reason == reason
+    assert paths(exc) == [path]
+
+
+def test_cni_versions_list_of_supported_versions_is_kept() -> None:
+    config = {"cniVersion": "1.1.0", "cniVersions": ["1.0.0", "1.1.0"], "plugins": [{"type": "sriov"}]}
+    assert rendered_doc(render.render_shadow_config(nad(config), PCI))["cniVersions"] == ["1.0.0", "1.1.0"]
+
+
+# --- error collection ---------------------------------------------------------------------------------
+
+
+def test_every_problem_is_reported_at_once_and_invalid_wins_over_unsupported() -> None:
+    config = {
+        "cniVersion": "0.2.0",
+        "name": "bad name",
+        "plugins": [
+            {
+                "type": "sriov",
+                "deviceID": OTHER_PCI,
+                "vlan": "1",
+                "ipam": {"type": "whereabouts", "node_slice_size": "/28"},
+            },
+            {"type": "macvlan"},
+            {"type": "tuning", "pciBusID": PCI},
+        ],
+    }
+    exc = reject(nad(config))
+    assert exc.reason == INVALID
+    assert paths(exc) == [
+        "spec.config.cniVersion",
+        "spec.config.name",
+        "spec.config.plugins[1].type",
+        "spec.config.plugins[2].pciBusID",
+        "spec.config.plugins[0].deviceID",
+        "spec.config.plugins[0].vlan",
+        "spec.config.plugins[0].ipam.node_slice_size",
+    ]
+    assert str(exc).startswith("InvalidNetworkTemplate: network template ns-a/net-a cannot be used")
+
+
+def test_misplaced_sriov_entry_is_still_checked() -> None:
+    config = {
+        "cniVersion": "1.0.0",
+        "plugins": [{"type": "tuning"}, {"type": "sriov", "deviceID": OTHER_PCI}],
+    }
+    assert paths(reject(nad(config))) == ["spec.config.plugins[1].type", "spec.config.plugins[1].deviceID"]
+
+
+# --- PCI address (spec §7 step 7) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "canonical"),
+    [("0000:03:00.1", "0000:03:00.1"), ("0000:3B:02.7", "0000:3b:02.7"), ("3b:02.1", "0000:3b:02.1"),
+     ("0:3:0.1", "0000:03:00.1"), ("ffff:ff:1f.7", "ffff:ff:1f.7"), ("00AB:00:00.0", "00ab:00:00.0")],
+    ids=["canonical", "uppercase-lowered", "domain-omitted", "short-fields-padded", "maximum-values", "domain-uppercase"],
+)  # fmt: skip
+def test_pci_address_is_normalised(value: str, canonical: str) -> None:
+    assert render.normalize_pci_address(value) == canonical
+    assert names.is_pci_address(canonical)
+
+
+@pytest.mark.parametrize(
+    ("value", "mentions"),
+    [("pci:0000:03:00.1", "'pci:' prefix"), ("PCI:0000:03:00.1", "'pci:' prefix"), ("0000:03:00.8", "function number 8"),
+     ("0000:03:20.1", "device number 0x20"), ("", "not a PCI address"), (" 0000:03:00.1", "not a PCI address"),
+     ("0000:03:00.1\n", "not a PCI address"), ("00000:03:00.1", "not a PCI address"), ("0000:03:00", "not a PCI address"),
+     ("0000-03-00-1", "not a PCI address"), ("0000:g3:00.1", "not a PCI address"), ("0000:003:00.1", "not a PCI address")],
+    ids=["pci-prefix", "pci-prefix-uppercase", "function-over-7", "device-over-1f", "empty", "leading-space",
+         "trailing-newline", "five-digit-domain", "no-function", "device-name-form", "non-hex", "three-digit-bus"],
+)  # fmt: skip
+def test_invalid_pci_address_is_rejected(value: str, mentions: str) -> None:
+    with pytest.raises(errors.InvalidSpec) as caught:
+        render.normalize_pci_address(value, path="allocation.pciAddress")
+    assert caught.value.reason == errors.Reason.INVALID_PCI_ADDRESS
+    assert paths(caught.value) == ["allocation.pciAddress"]
+    assert mentions in caught.value.errors[0].message
+
+
+def test_invalid_pci_is_reported_before_template_problems() -> None:
+    exc = reject(nad("not json"), pci="pci:0000:03:00.1")
+    assert exc.reason == errors.Reason.INVALID_PCI_ADDRESS
+
+
+@given(
+    st.integers(0, 0xFFFF),
+    st.integers(0, 0xFF),
+    st.integers(0, 0x1F),
+    st.integers(0, 7),
+    st.booleans(),
+    st.booleans(),
+)
+def test_any_valid_bdf_normalises_to_the_contract_form(
+    domain: int, bus: int, device: int, function: int, upper: bool, short: bool
+) -> None:
+    text = (
+        f"{domain:x}:{bus:x}:{device:x}.{function}"
+        if short
+        else f"{domain:04x}:{bus:02x}:{device:02x}.{function}"
+    )
+    canonical = render.normalize_pci_address(text.upper() if upper else text)
+    assert canonical == f"{domain:04x}:{bus:02x}:{device:02x}.{function}"
+    assert names.is_pci_address(canonical)
+    assert render.normalize_pci_address(canonical) == canonical
+
+
+# --- properties over generated templates ------------------------------------------------------------------
+
+RESERVED = {"type", "name", "plugins", "cniVersion", "cniVersions", "deviceID", "pciBusID", "ipam", "delegates",
+            "vlan", "vlanQoS", "min_tx_rate", "max_tx_rate", "vlanProto", "mac", "spoofchk", "trust", "link_state",
+            "logLevel", "logFile"}  # fmt: skip
+SCALARS = (
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10)
+    | st.from_regex(r"-?[1-9][0-9]{0,3}\.[0-9]{1,3}(e[+-]?[0-9]{1,2})?", fullmatch=True).map(RawNumber)
+)  # fmt: skip
+VALUES = st.recursive(
+    SCALARS,
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+    max_leaves=10,
+)
+EXTRA = st.dictionaries(st.text(max_size=10).filter(lambda k: k not in RESERVED), VALUES, max_size=4)
+CNI_NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,20}", fullmatch=True)
+IPAM = st.dictionaries(st.text(max_size=12).filter(lambda k: k != "node_slice_size"), VALUES, max_size=5)
+
+
+@st.composite
+def templates(draw: st.DrawFn) -> tuple[dict[str, JsonValue], dict[str, object]]:
+    """A valid template (as a value) and its source NAD with the template as text."""
+    root: dict[str, JsonValue] = {"cniVersion": draw(st.sampled_from(render.SUPPORTED_CNI_VERSIONS))}
+    name = draw(st.none() | st.just("") | CNI_NAMES)
+    if name is not None:
+        root["name"] = name
+    entry: dict[str, JsonValue] = {"type": "sriov", **draw(EXTRA)}
+    if draw(st.booleans()):
+        entry["vlan"] = draw(st.integers(0, 4095))
+    if draw(st.booleans()):
+        entry["ipam"] = draw(IPAM)
+    if draw(st.booleans()):
+        entry["deviceID"] = draw(st.sampled_from(["", PCI]))
+    if draw(st.booleans()):
+        entry["pciBusID"] = draw(st.sampled_from(["", PCI.upper()]))
+    keys = list(entry)
+    order = draw(st.permutations(keys))
+    entry = {k: entry[k] for k in order}
+    if draw(st.booleans()):
+        root.update({k: v for k, v in draw(EXTRA).items() if k not in root})
+        metas = draw(st.lists(st.builds(lambda extra: {"type": "tuning", **extra}, EXTRA), max_size=2))
+        root["plugins"] = [entry, *metas]
+    else:
+        root.update({k: v for k, v in entry.items() if k not in root})
+    indent = draw(st.sampled_from([None, 2, 4]))
+    text = strictjson.encode(root) if indent is None else _indented(root, indent)
+    metadata_name = draw(st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True))
+    return root, nad(text, name=metadata_name)
+
+
+def _indented(value: JsonValue, indent: int, level: int = 0) -> str:
+    """Pretty-print like ``json.dumps(indent=...)``, keeping RawNumber literals as written."""
+    pad, inner = " " * (indent * level), " " * (indent * (level + 1))
+    if isinstance(value, dict) and value:
+        items = [
+            f"{inner}{strictjson.encode(k)}: {_indented(v, indent, level + 1)}" for k, v in value.items()
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(value, list) and value:
+        items = [inner + _indented(v, indent, level + 1) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
+    return strictjson.encode(value)
+
+
+def _sriov_entry(doc: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    plugins = doc.get("plugins")
+    entry = plugins[0] if isinstance(plugins, list) else doc
+    assert isinstance(entry, dict)
+    return entry
+
+
+@given(templates())
+def test_property_name_ipam_and_everything_but_device_keys_are_unchanged(
+    case: tuple[dict[str, JsonValue], dict[str, object]],
+) -> None:
+    source, source_nad = case
+    result = render.render_shadow_config(source_nad, PCI)
+    out = rendered_doc(result)
+    metadata = source_nad["metadata"]
+    assert isinstance(metadata, dict)
+    expected_name = source.get("name") or metadata["name"]
+    assert result.cni_name == out["name"] == expected_name
+    src_entry, out_entry = _sriov_entry(source), _sriov_entry(out)
+    if "ipam" in src_entry:
+        assert strictjson.encode(out_entry["ipam"]) == strictjson.encode(src_entry["ipam"])
+    assert out_entry["deviceID"] == PCI
+    if "pciBusID" in src_entry:
+        assert out_entry["pciBusID"] == PCI
+    strip = ("deviceID", "pciBusID")
+    if "plugins" in source:
+        assert isinstance(out["plugins"], list) and isinstance(source["plugins"], list)
+        assert strictjson.encode(out["plugins"][1:]) == strictjson.encode(source["plugins"][1:])
+        assert _without(out_entry, strip) == _without(src_entry, strip)
+        assert _without(out, ("name", "plugins")) == _without(source, ("name", "plugins"))
+    else:
+        assert _without(out, ("name", *strip)) == _without(source, ("name", *strip))
+
+
+@given(templates())
+def test_property_rendering_is_deterministic_and_idempotent(
+    case: tuple[dict[str, JsonValue], dict[str, object]],
+) -> None:
+    _, source_nad = case
+    first = render.render_shadow_config(source_nad, PCI)
+    assert render.render_shadow_config(copy.deepcopy(source_nad), PCI) == first
+    again = render.render_shadow_config(nad(first.config_text, name="unused-name"), PCI)
+    assert again.config_bytes == first.config_bytes
+    assert first.config_sha256 == hashlib.sha256(first.config_bytes).hexdigest()
+
+
+def _without(obj: dict[str, JsonValue], keys: tuple[str, ...]) -> str:
+    """Canonical text of ``obj`` minus ``keys``; comparing text also compares key order."""
+    return strictjson.encode({k: v for k, v in obj.items() if k not in keys})

@@ -1,0 +1,239 @@
+"""Tests of sriov_dra.core.strictjson: strict decoding, exact numbers, canonical encoding."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sriov_dra.core import errors, strictjson
+from sriov_dra.core.strictjson import JsonValue, RawNumber
+
+NUMBER_LITERALS = st.from_regex(r"-?(0|[1-9][0-9]{0,5})(\.[0-9]{1,4})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+RAW_NUMBERS = NUMBER_LITERALS.filter(lambda s: any(c in s for c in ".eE")).map(RawNumber)
+SCALARS = st.none() | st.booleans() | st.integers() | st.text(max_size=12)
+
+
+def json_values(*, raw_numbers: bool) -> st.SearchStrategy[JsonValue]:
+    leaves = SCALARS | RAW_NUMBERS if raw_numbers else SCALARS
+    return st.recursive(
+        leaves,
+        lambda children: (
+            st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+        ),
+        max_leaves=16,
+    )
+
+
+def _problems(text: str, path: str = "$") -> list[errors.FieldError]:
+    with pytest.raises(errors.InvalidSpec) as caught:
+        strictjson.decode(text, path=path)
+    return list(caught.value.errors)
+
+
+# --- decoding: accepted documents -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"vlan":4095}', {"vlan": 4095}),
+        ('{"big":123456789012345678901234567890}', {"big": 123456789012345678901234567890}),
+        ('{"neg":-9007199254740993}', {"neg": -9007199254740993}),
+        ('{"z":-0}', {"z": 0}),
+        ('{"e":1e3,"f":1.50,"g":-0.0,"h":2E+10}', {
+            "e": RawNumber("1e3"), "f": RawNumber("1.50"), "g": RawNumber("-0.0"), "h": RawNumber("2E+10"),
+        }),
+        ("  {\n\t\"a\" : [ ] }\r\n", {"a": []}),
+        ('"text"', "text"),
+        ("null", None),
+        ('{"x":"é€😀"}', {"x": "é€😀"}),
+        ('{"pair":"\\ud83d\\ude00"}', {"pair": "😀"}),
+    ],
+    ids=[
+        "vlan-4095-exact", "int-beyond-64-bits-exact", "int-beyond-float-precision-exact",
+        "minus-zero-int-is-zero", "fraction-and-exponent-kept-as-written", "whitespace-ignored",
+        "scalar-root-decodes", "null-root-decodes", "non-ascii-text", "escaped-surrogate-pair-joins",
+    ],
+)  # fmt: skip
+def test_decode_accepts_strict_json(text: str, expected: JsonValue) -> None:
+    assert strictjson.decode(text) == expected
+
+
+def test_decode_keeps_key_order_and_unknown_fields() -> None:
+    doc = strictjson.decode('{"zeta":1,"alpha":{"y":2,"x":3},"custom-extension":{"k":[1,"a"]}}')
+    assert isinstance(doc, dict)
+    assert list(doc) == ["zeta", "alpha", "custom-extension"]
+    alpha = doc["alpha"]
+    assert isinstance(alpha, dict)
+    assert list(alpha) == ["y", "x"]
+    assert doc["custom-extension"] == {"k": [1, "a"]}
+
+
+def test_decode_never_produces_floats() -> None:
+    doc = strictjson.decode("[1.0, 2.5e-3, 3, 1e400]")
+    assert doc == [RawNumber("1.0"), RawNumber("2.5e-3"), 3, RawNumber("1e400")]
+    assert isinstance(doc, list)
+    assert not any(isinstance(v, float) for v in doc)
+
+
+# --- decoding: rejected documents -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "mentions"),
+    [
+        ('{"a":1,}', "malformed JSON at line 1 column 8"),
+        ('{"a":1', "malformed JSON"),
+        ("", "malformed JSON"),
+        ("{'a':1}", "malformed JSON"),
+        ('{"a":NaN}', "NaN is not a JSON number"),
+        ('{"a":Infinity}', "Infinity is not a JSON number"),
+        ('{"a":-Infinity}', "-Infinity is not a JSON number"),
+        ('\ufeff{"a":1}', "BOM"),
+        ('{"a":"line\nbreak"}', "Invalid control character"),
+        ('{"a":1} {"b":2}', "Extra data"),
+        ('{"a":' + "9" * 5000 + "}", "number not accepted"),
+    ],
+    ids=[
+        "trailing-comma", "truncated", "empty-text", "single-quotes", "nan", "infinity",
+        "negative-infinity", "byte-order-mark", "raw-control-character", "two-documents",
+        "integer-over-digit-limit",
+    ],
+)  # fmt: skip
+def test_decode_rejects_non_strict_json(text: str, mentions: str) -> None:
+    problems = _problems(text, path="spec.config")
+    assert len(problems) == 1
+    assert problems[0].path == "spec.config"
+    assert mentions in problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ('{"type":"sriov","type":"macvlan"}', ["$.type"]),
+        ('{"plugins":[{"type":"sriov","deviceID":"a","deviceID":"b"}]}', ["$.plugins[0].deviceID"]),
+        ('{"a":{"b":{"c":1,"c":1}}}', ["$.a.b.c"]),
+        ('{"ipam":{"k8s.io/x":1,"k8s.io/x":2}}', ['$.ipam["k8s.io/x"]']),
+        ('[{"a":1,"a":2},{"b":1,"b":2,"b":3}]', ["$[0].a", "$[1].b"]),
+        ('{"name":"x","name":"y","ipam":{"type":"a","type":"b"}}', ["$.name", "$.ipam.type"]),
+    ],
+    ids=[
+        "root-type-duplicated", "device-id-in-plugin-duplicated", "deeply-nested-duplicate",
+        "odd-key-quoted-in-path", "duplicates-in-two-array-elements", "all-duplicates-reported-in-document-order",
+    ],
+)  # fmt: skip
+def test_decode_rejects_duplicate_keys_with_paths(text: str, paths: list[str]) -> None:
+    problems = _problems(text)
+    assert [p.path for p in problems] == paths
+    assert all("duplicate key" in p.message for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ('{"a":"\\ud800"}', "$.a"),
+        ('{"a":["ok","\\udc00x"]}', "$.a[1]"),
+        ('{"\\uDBFF":1}', '$["\\udbff"]'),
+    ],
+    ids=["lone-high-surrogate", "lone-low-surrogate-in-array", "lone-surrogate-in-key"],
+)
+def test_decode_rejects_lone_surrogates(text: str, path: str) -> None:
+    problems = _problems(text)
+    assert [p.path for p in problems] == [path]
+    assert "surrogate" in problems[0].message
+
+
+# --- paths --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [("type", "spec.config.type"), ("node_slice_size", "spec.config.node_slice_size"),
+     ("k8s.v1.cni.cncf.io/networks", 'spec.config["k8s.v1.cni.cncf.io/networks"]'),
+     ("a b", 'spec.config["a b"]'), ("", 'spec.config[""]')],
+    ids=["identifier", "underscore-identifier", "annotation-key-quoted", "space-quoted", "empty-key-quoted"],
+)  # fmt: skip
+def test_key_path_spelling(key: str, expected: str) -> None:
+    assert strictjson.key_path("spec.config", key) == expected
+
+
+def test_index_path_spelling() -> None:
+    assert strictjson.index_path("spec.config.plugins", 1) == "spec.config.plugins[1]"
+
+
+# --- encoding -------------------------------------------------------------------------------------
+
+
+def test_encode_is_compact_utf8_in_key_order() -> None:
+    value: JsonValue = {"b": [1, True, None], "a": {"é": "x\ny"}, "n": RawNumber("1e3")}
+    assert strictjson.encode(value) == '{"b":[1,true,null],"a":{"é":"x\\ny"},"n":1e3}'
+    assert strictjson.encode_bytes(value) == '{"b":[1,true,null],"a":{"é":"x\\ny"},"n":1e3}'.encode()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"a": object()}, {1, 2}, [RawNumber("1.5"), b"bytes"]],
+    ids=["arbitrary-object", "set", "bytes-on-exact-encoder-path"],
+)
+def test_encode_rejects_non_json_values(value: object) -> None:
+    with pytest.raises(TypeError):
+        strictjson.encode(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [[2.5, (1, "a")], {"x": [0.1, -3.0e-7]}],
+    ids=["float-and-tuple", "nested-floats"],
+)
+def test_both_encoder_paths_write_stdlib_values_identically(value: object) -> None:
+    fast = strictjson.encode(value)  # type: ignore[arg-type]
+    exact = strictjson.encode([value, RawNumber("1.5")])  # type: ignore[list-item]
+    assert exact == f"[{fast},1.5]"
+
+
+def test_encode_bytes_names_lone_surrogate() -> None:
+    with pytest.raises(errors.InvalidSpec) as caught:
+        strictjson.encode_bytes({"ok": "a", "bad": ["\ud800"]}, path="spec.config")
+    assert [e.path for e in caught.value.errors] == ["spec.config.bad[0]"]
+
+
+@pytest.mark.parametrize("literal", ["abc", "01", "1.", ".5", "+1", "NaN", "1e", " 1"])
+def test_raw_number_rejects_non_literals(literal: str) -> None:
+    with pytest.raises(ValueError, match="not a JSON number literal"):
+        RawNumber(literal)
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+
+@given(json_values(raw_numbers=True))
+def test_round_trip_keeps_values_numbers_and_key_order(value: JsonValue) -> None:
+    text = strictjson.encode(value)
+    decoded = strictjson.decode(text)
+    assert decoded == value
+    assert strictjson.encode(decoded) == text
+
+
+@given(json_values(raw_numbers=False))
+def test_encode_matches_stdlib_compact_form_without_raw_numbers(value: JsonValue) -> None:
+    assert strictjson.encode(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@given(json_values(raw_numbers=False))
+def test_exact_and_fast_encoders_agree(value: JsonValue) -> None:
+    # A RawNumber anywhere forces the exact (pure Python) encoder for the whole value.
+    assert strictjson.encode([value, RawNumber("1.5")]) == "[" + strictjson.encode(value) + ",1.5]"
+
+
+@given(json_values(raw_numbers=False), st.sampled_from([None, 2, 4]), st.booleans())
+def test_decode_ignores_formatting(value: JsonValue, indent: int | None, ascii_only: bool) -> None:
+    reformatted = json.dumps(value, indent=indent, ensure_ascii=ascii_only)
+    assert strictjson.encode(strictjson.decode(reformatted)) == strictjson.encode(value)
+
+
+@given(st.integers(min_value=-(10**60), max_value=10**60))
+def test_integers_survive_exactly(number: int) -> None:
+    assert strictjson.decode(strictjson.encode({"n": number})) == {"n": number}
