@@ -357,7 +357,7 @@ def test_property_built_shadow_verifies_and_has_a_dns_label_name(
     identity, binding, rendered = make_inputs(
         pod_uid=pod_uid, device=pci.replace(":", "-").replace(".", "-"), pci=pci
     )
-    nad = shadow.build_shadow_nad(
+    nad: dict[str, Any] = shadow.build_shadow_nad(
         identity=identity, binding=binding, rendered=rendered, pod_namespace="ns-a", pod_name=pod_name
     )
     assert names.is_dns1123_label(nad["metadata"]["name"])
