@@ -1,0 +1,154 @@
+"""Kubernetes metadata limits: annotation total size, qualified names, label values, DNS-1123."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sriov_dra.core import errors, limits
+
+LIMIT = limits.TOTAL_ANNOTATION_SIZE_LIMIT_B
+
+
+def test_limit_is_256_kib() -> None:
+    assert LIMIT == 262144
+
+
+@pytest.mark.parametrize(
+    ("annotations", "size"),
+    [
+        ({}, 0),
+        ({"a": "b"}, 2),
+        ({"k8s.v1.cni.cncf.io/networks": "[]"}, 27 + 2),
+        ({"a": "é"}, 1 + 2),
+        ({"a": "x", "bb": "yy"}, 1 + 1 + 2 + 2),
+    ],
+    ids=["empty-map-is-zero", "key-plus-value", "slash-key", "utf8-bytes-not-characters", "sum-over-all"],
+)
+def test_annotations_size_sums_key_and_value_bytes(annotations: dict[str, str], size: int) -> None:
+    assert limits.annotations_size(annotations) == size
+
+
+def test_size_exactly_at_limit_is_accepted() -> None:
+    limits.check_annotations_size({"a": "x" * (LIMIT - 1)}, obj="Pod ns/p")
+
+
+def test_size_one_byte_over_limit_is_annotation_too_large() -> None:
+    with pytest.raises(errors.InvalidSpec) as info:
+        limits.check_annotations_size({"a": "x" * LIMIT, "other": "v"}, obj="Pod ns/p")
+    assert info.value.reason is errors.Reason.ANNOTATION_TOO_LARGE
+    msg = str(info.value)
+    assert "Pod ns/p" in msg
+    assert str(LIMIT + 1 + 5 + 1) in msg
+    assert "'a'" in msg
+
+
+def test_multibyte_values_count_bytes_against_limit() -> None:
+    # 87382 three-byte characters are 262146 bytes although only 87382 characters.
+    with pytest.raises(errors.InvalidSpec):
+        limits.check_annotations_size({"k": "€" * 87382}, obj="Pod ns/p")
+
+
+@given(st.dictionaries(st.text(max_size=20), st.text(max_size=50), max_size=10))
+def test_size_is_sum_of_encoded_lengths(annotations: dict[str, str]) -> None:
+    expected = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    assert limits.annotations_size(annotations) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("net-a", True),
+        ("a", True),
+        ("a" * 63, True),
+        ("a" * 64, False),
+        ("Net-a", False),
+        ("-net", False),
+        ("net-", False),
+        ("net.a", False),
+        ("", False),
+    ],
+    ids=[
+        "plain",
+        "single-char",
+        "63-chars",
+        "64-chars",
+        "upper-case",
+        "leading-dash",
+        "trailing-dash",
+        "dot",
+        "empty",
+    ],
+)
+def test_dns1123_label(value: str, ok: bool) -> None:
+    assert (limits.dns1123_label_errors(value) == []) is ok
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("example.com", True),
+        ("rail-a-net", True),
+        ("a" * 253, True),
+        ("a" * 254, False),
+        ("a..b", False),
+        (".a", False),
+        ("A.b", False),
+    ],
+    ids=["dotted", "label", "253-chars", "254-chars", "empty-label", "leading-dot", "upper-case"],
+)
+def test_dns1123_subdomain(value: str, ok: bool) -> None:
+    assert (limits.dns1123_subdomain_errors(value) == []) is ok
+
+
+@pytest.mark.parametrize(
+    ("key", "ok"),
+    [
+        ("k8s.v1.cni.cncf.io/networks", True),
+        ("sriovnetwork.k8snetworkplumbingwg.io/managed-networks", True),
+        ("simple", True),
+        ("Upper_Case.ok", True),
+        ("a/b/c", False),
+        ("/name", False),
+        ("prefix/", False),
+        ("Prefix.io/name", False),
+        ("prefix.io/" + "n" * 64, False),
+        ("-bad", False),
+    ],
+    ids=[
+        "multus-key",
+        "registry-key",
+        "no-prefix",
+        "mixed-case-name",
+        "two-slashes",
+        "empty-prefix",
+        "empty-name",
+        "upper-case-prefix",
+        "name-over-63",
+        "leading-dash",
+    ],
+)
+def test_qualified_name(key: str, ok: bool) -> None:
+    assert (limits.qualified_name_errors(key) == []) is ok
+
+
+def test_annotation_keys_are_checked_case_insensitively() -> None:
+    assert limits.annotation_key_errors("Example.COM/Key") == []
+    assert limits.qualified_name_errors("Example.COM/Key") != []
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("", True),
+        ("sriov-dra-plugin", True),
+        ("a" * 63, True),
+        ("a" * 64, False),
+        ("a b", False),
+        ("_x", False),
+    ],
+    ids=["empty-allowed", "plain", "63-chars", "64-chars", "space", "leading-underscore"],
+)
+def test_label_value(value: str, ok: bool) -> None:
+    assert (limits.label_value_errors(value) == []) is ok

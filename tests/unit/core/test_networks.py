@@ -1,0 +1,394 @@
+"""Parsing of the Multus networks annotation: both notations, strict validation, handed cases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sriov_dra.core import errors, ifnames, names, networks, selection_fields
+
+POD_NS = "ns-pod"
+ANN = f'metadata.annotations["{names.NETWORKS_ANNOTATION}"]'
+
+
+def parse(value: str | None) -> tuple[networks.Selection, ...]:
+    return networks.parse_networks(value, pod_namespace=POD_NS, pod="Pod ns-pod/demo")
+
+
+def requests(value: str | None) -> list[tuple[str, str, str | None]]:
+    return [s.request for s in parse(value)]
+
+
+def rejection(value: str) -> errors.InvalidSpec:
+    with pytest.raises(errors.InvalidSpec) as info:
+        parse(value)
+    assert info.value.reason is errors.Reason.INVALID_NETWORKS_ANNOTATION
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, []),
+        ("", []),
+        ("[]", []),
+        (" [ ] ", []),
+        ("net-a", [(POD_NS, "net-a", None)]),
+        ("ns-a/net-a", [("ns-a", "net-a", None)]),
+        ("net-a@net1", [(POD_NS, "net-a", "net1")]),
+        ("ns-a/net-a@if1", [("ns-a", "net-a", "if1")]),
+        (" net-a , net-b ", [(POD_NS, "net-a", None), (POD_NS, "net-b", None)]),
+        (" ns-a / net-a @ if1 ", [("ns-a", "net-a", "if1")]),
+        ("net-a@uplink_p0", [(POD_NS, "net-a", "uplink_p0")]),
+        ("ns-a/net-a@flannel.1", [("ns-a", "net-a", "flannel.1")]),
+        ("null", [(POD_NS, "null", None)]),
+        ('[{"name":"net-a"}]', [(POD_NS, "net-a", None)]),
+        ('[{"name":"net-a","namespace":""}]', [(POD_NS, "net-a", None)]),
+        ('[{"name":"net-a","interface":""}]', [(POD_NS, "net-a", None)]),
+        ('[{"name":"net.example","namespace":"ns-a","interface":"eth1"}]', [("ns-a", "net.example", "eth1")]),
+        ('\n[ {"name":"a"} ,\t{"name":"b"} ]\n', [(POD_NS, "a", None), (POD_NS, "b", None)]),
+    ],
+    ids=[
+        "absent-is-empty",
+        "empty-string-is-empty",
+        "empty-json-list",
+        "empty-json-list-with-spaces",
+        "comma-name-defaults-namespace",
+        "comma-namespace-slash-name",
+        "comma-name-at-interface",
+        "comma-namespace-name-interface",
+        "C02-surrounding-whitespace-trimmed",
+        "whitespace-around-separators-trimmed-like-multus",
+        "C06-underscore-interface-accepted",
+        "C06-dotted-interface-at-split-before-slash",
+        "comma-null-is-a-name",
+        "json-name-only",
+        "json-empty-namespace-defaults",
+        "json-empty-interface-is-unset",
+        "json-dotted-name-allowed",
+        "json-whitespace-between-elements",
+    ],
+)
+def test_valid_annotations_parse_to_requests(
+    value: str | None, expected: list[tuple[str, str, str | None]]
+) -> None:
+    assert requests(value) == expected
+
+
+def test_C04_comma_and_json_interface_forms_give_same_selection() -> None:
+    assert requests("net-a@vlan101") == requests('[{"name":"net-a","interface":"vlan101"}]')
+
+
+def test_every_known_field_with_valid_values_is_accepted() -> None:
+    element = {
+        "name": "net-a",
+        "namespace": "ns-a",
+        "interface": "net1",
+        "ips": ["10.1.1.104/24", "fd00:10::201", "192.0.2.7"],
+        "mac": "02:00:5e:10:00:01",
+        "infiniband-guid": "00:00:00:00:fe:80:00:00:00:00:00:00:02:00:5e:10:00:00:00:01",
+        "default-route": ["10.1.1.1", "fd00:10::1"],
+        "portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp", "hostIP": "0.0.0.0"}],
+        "bandwidth": {"ingressRate": 1000, "ingressBurst": 10, "egressRate": 1000, "egressBurst": 10},
+        "cni-args": {"anything": [1, {"x": None}]},
+        "deviceID": "0000:03:00.1",
+        "ipam-claim-reference": "claim-a",
+    }
+    (sel,) = parse(json.dumps([element]))
+    assert sel.raw == element
+    assert list(sel.raw) == list(element)  # key order kept
+
+
+def test_json_elements_keep_exact_source_text() -> None:
+    first = '{"cni-args":{"ratio":1.50,"big":123456789012345678901234567890},"name":"a"}'
+    second = '{ "name" : "b" , "ipam-claim-reference" : "c\\u00e9" }'
+    sels = parse(f"[ {first} ,\n {second} ]")
+    assert [s.raw_text for s in sels] == [first, second]
+    assert [s.notation for s in sels] == [networks.Notation.JSON, networks.Notation.JSON]
+
+
+def test_comma_entries_become_minimal_objects() -> None:
+    sels = parse("net-a, ns-b/net-b@if2")
+    assert [s.raw for s in sels] == [
+        {"name": "net-a"},
+        {"name": "net-b", "namespace": "ns-b", "interface": "if2"},
+    ]
+    assert [s.raw_text for s in sels] == [
+        '{"name":"net-a"}',
+        '{"name":"net-b","namespace":"ns-b","interface":"if2"}',
+    ]
+    assert sels[0].written_namespace is None and sels[1].written_namespace == "ns-b"
+
+
+@pytest.mark.parametrize(
+    ("value", "path", "message"),
+    [
+        (
+            '[ { "name": "net-a", "ips": [ "10.1.1.104/24" ] ]',
+            ANN,
+            "malformed JSON at line 1 column 49 (char 48)",
+        ),
+        ("net-a,net-b,net-c,net-d,", f"{ANN}[4]", "empty entry at position 5 (a trailing comma"),
+        ("net-a, ,net-b", f"{ANN}[1]", "empty entry at position 2"),
+        (",net-a", f"{ANN}[0]", "empty entry at position 1"),
+        ("   ", f"{ANN}[0]", "empty entry"),
+        ('[{"name":"net-a","ips":"10.0.0.5/24"}]', f"{ANN}[0].ips", "expected list of strings, got string"),
+        ('[{"name":"net-a","ips":["fd00:10::201"],}]', ANN, "malformed JSON"),
+        (
+            '[{"name":"net-a","interfaceRequest":"vlan101"}]',
+            f"{ANN}[0].interfaceRequest",
+            'did you mean "interface"?',
+        ),
+        ("net-a@averyveryverylongif", f"{ANN}[0].interface", '"averyveryverylongif" is 19 bytes, max 15'),
+        ("net-a@eth/1", f"{ANN}[0].interface", "not allowed"),
+        ("net-a@..", f"{ANN}[0].interface", "reserved"),
+        ("net-a@eth:1", f"{ANN}[0].interface", "not allowed"),
+        ("a@b@c", f"{ANN}[0]", "more than one '@'"),
+        ("a/b/c", f"{ANN}[0]", "more than one '/'"),
+        ("net-a@", f"{ANN}[0]", "'@' but no interface name"),
+        ("/net-a", f"{ANN}[0]", "'/' but no namespace"),
+        ("ns-a/", f"{ANN}[0]", "empty network name"),
+        ("Net-A", f"{ANN}[0]", "name 'Net-A'"),
+        ("net.a", f"{ANN}[0]", "use the JSON form"),
+        ('{"name":"net-a"}', ANN, "must be a JSON list of objects, got a JSON object"),
+        ('"net-a"', ANN, "got a JSON string"),
+        ("[null]", f"{ANN}[0]", "must be a JSON object, got null"),
+        ('["net-a"]', f"{ANN}[0]", "must be a JSON object, got string"),
+        ("[{}]", f"{ANN}[0].name", "is required"),
+        ('[{"name":""}]', f"{ANN}[0].name", "must not be empty"),
+        ('[{"name":7}]', f"{ANN}[0].name", "expected non-empty string, got number"),
+        ('[{"name":"a","namespace":5}]', f"{ANN}[0].namespace", "expected string, got number"),
+        ('[{"name":"a","namespace":"NS"}]', f"{ANN}[0].namespace", "lowercase"),
+        ('[{"name":"a","Name":"b"}]', f"{ANN}[0].Name", "Go's decoder would silently read it as 'name'"),
+        ('[{"name":"a","ipss":["10.0.0.1"]}]', f"{ANN}[0].ipss", 'did you mean "ips"?'),
+        ('[{"name":"a","name":"b"}]', f"{ANN}[0]", "repeats key(s) 'name'"),
+        ('[{"name":"a","cni-args":{"x":1,"x":2}}]', f"{ANN}[0].cni-args", "repeats key(s) 'x'"),
+        ('[{"name":"a","mac":"zz:zz"}]', f"{ANN}[0].mac", "is not a MAC"),
+        ('[{"name":"a","infiniband-guid":7}]', f"{ANN}[0].infiniband-guid", "expected string"),
+        ('[{"name":"a","ips":["10.0.0.1/33"]}]', f"{ANN}[0].ips", "[0]: '10.0.0.1/33'"),
+        ('[{"name":"a","ips":["fe80::1%eth0"]}]', f"{ANN}[0].ips", "is not an IP address"),
+        ('[{"name":"a","ips":["10.0.0.1/255.255.255.0"]}]', f"{ANN}[0].ips", "prefix length"),
+        ('[{"name":"a","ips":[1]}]', f"{ANN}[0].ips", "[0]: expected string, got number"),
+        ('[{"name":"a","default-route":["10.0.0.1/24"]}]', f"{ANN}[0].default-route", "no prefix length"),
+        (
+            '[{"name":"a","portMappings":[{"hostPort":"80"}]}]',
+            f"{ANN}[0].portMappings",
+            "hostPort: expected integer",
+        ),
+        ('[{"name":"a","portMappings":[{"hostPort":80.0}]}]', f"{ANN}[0].portMappings", "expected integer"),
+        ('[{"name":"a","portMappings":[{"hostPort":70000}]}]', f"{ANN}[0].portMappings", "out of range"),
+        ('[{"name":"a","portMappings":[{"port":1}]}]', f"{ANN}[0].portMappings", "unknown key 'port'"),
+        (
+            '[{"name":"a","bandwidth":{"ingressRate":true}}]',
+            f"{ANN}[0].bandwidth",
+            "expected integer, got boolean",
+        ),
+        ('[{"name":"a","bandwidth":{"rate":1}}]', f"{ANN}[0].bandwidth", "unknown key 'rate'"),
+        ('[{"name":"a","cni-args":[]}]', f"{ANN}[0].cni-args", "expected object, got list"),
+        ('[{"name":"a","ips":null}]', f"{ANN}[0].ips", "got null"),
+        ('[{"name":"a","interface":"eth 0"}]', f"{ANN}[0].interface", "whitespace"),
+        ('[{"name":"a","deviceID":1}]', f"{ANN}[0].deviceID", "expected string"),
+        ('[{"name":"a","x":NaN}]', ANN, "NaN is not valid JSON"),
+        ("[" * 100000 + "]" * 100000, ANN, "malformed JSON"),
+    ],
+    ids=[
+        "C01-missing-brace-is-parse-error-with-offset",
+        "C02-trailing-comma-rejected-with-position",
+        "C02-blank-middle-entry-rejected",
+        "leading-comma-rejected",
+        "blank-annotation-rejected",
+        "C03-ips-string-not-list",
+        "C03-trailing-comma-in-object-is-invalid-json",
+        "C04-interfaceRequest-rejected-with-hint",
+        "C06-interface-over-15-bytes",
+        "C06-interface-with-slash",
+        "C06-interface-dotdot",
+        "interface-with-colon",
+        "two-at-signs",
+        "two-slashes",
+        "at-without-interface",
+        "slash-without-namespace",
+        "slash-without-name",
+        "upper-case-comma-name",
+        "dotted-comma-name-points-to-json",
+        "json-object-not-list",
+        "json-string-not-list",
+        "null-element",
+        "string-element",
+        "missing-name",
+        "empty-name",
+        "name-wrong-type",
+        "namespace-wrong-type",
+        "namespace-not-dns-label",
+        "case-variant-key",
+        "misspelt-key-hint",
+        "duplicate-key",
+        "nested-duplicate-key",
+        "bad-mac",
+        "guid-wrong-type",
+        "cidr-prefix-too-long",
+        "ip-with-zone",
+        "cidr-netmask-form",
+        "ips-item-wrong-type",
+        "default-route-is-ip-not-cidr",
+        "port-as-string",
+        "port-as-float",
+        "port-out-of-range",
+        "port-mapping-unknown-key",
+        "bandwidth-boolean",
+        "bandwidth-unknown-key",
+        "cni-args-not-object",
+        "null-field-is-wrong-type",
+        "interface-with-space",
+        "device-id-wrong-type",
+        "nan-rejected",
+        "deep-nesting-rejected-not-crash",
+    ],
+)
+def test_invalid_annotations_name_index_and_field(value: str, path: str, message: str) -> None:
+    err = rejection(value)
+    assert any(e.path == path and message in e.message for e in err.errors), err.errors
+    assert "Pod ns-pod/demo" in str(err)
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    err = rejection('[{"name":"a","ips":"x"},{"nam":"b"}]')
+    assert {e.path for e in err.errors} == {f"{ANN}[0].ips", f"{ANN}[1].nam", f"{ANN}[1].name"}
+
+
+def test_C15_parser_accepts_but_final_collision_check_rejects_auto_net1_clash() -> None:
+    value = '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]'
+    sels = parse(value)
+    assert [s.interface for s in sels] == [None, "net1"]
+    with pytest.raises(errors.InvalidSpec) as info:
+        ifnames.check_interface_collisions([s.raw for s in sels], pod_namespace=POD_NS)
+    assert info.value.reason is errors.Reason.DUPLICATE_INTERFACE_NAME
+    assert "net-a" in str(info.value) and "net-b" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ("00:00:5e:00:53:01", True),
+        ("00-00-5E-00-53-01", True),
+        ("0000.5e00.5301", True),
+        ("02:00:5e:10:00:00:00:01", True),
+        ("0200.5e10.0000.0001", True),
+        ("00:00:00:00:fe:80:00:00:00:00:00:00:02:00:5e:10:00:00:00:01", True),
+        ("00:00:5e:00:53", False),
+        ("00:00:5e:00:53:01:02", False),
+        ("00:00:5e-00:53:01", False),
+        ("0:0:5e:0:53:1", False),
+        ("0000.5e00.53", False),
+        ("", False),
+    ],
+    ids=[
+        "eui48-colon",
+        "eui48-hyphen-upper",
+        "eui48-dotted",
+        "eui64-colon",
+        "eui64-dotted",
+        "ipoib-20-bytes",
+        "five-bytes",
+        "seven-bytes",
+        "mixed-separators",
+        "single-digit-groups",
+        "short-dotted",
+        "empty",
+    ],
+)
+def test_mac_forms_match_go_parsemac(text: str, ok: bool) -> None:
+    assert selection_fields.mac_is_valid(text) is ok
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ("10.0.0.1", True),
+        ("010.0.0.1", False),
+        ("fd00::1", True),
+        ("::ffff:1.2.3.4", True),
+        ("fe80::1%eth0", False),
+        ("10.0.0.1/24", True),
+        ("10.0.0.1/33", False),
+        ("fd00::/128", True),
+        ("fd00::/129", False),
+        ("10.0.0.1/", False),
+        ("10.0.0.1/+8", False),
+    ],
+    ids=[
+        "ipv4",
+        "ipv4-leading-zero",
+        "ipv6",
+        "ipv4-mapped",
+        "ipv6-zone",
+        "ipv4-cidr",
+        "ipv4-prefix-33",
+        "ipv6-cidr",
+        "ipv6-prefix-129",
+        "empty-prefix",
+        "signed-prefix",
+    ],
+)
+def test_ip_and_cidr_forms_match_go(text: str, ok: bool) -> None:
+    valid = selection_fields.cidr_is_valid(text) if "/" in text else selection_fields.ip_is_valid(text)
+    assert valid is ok
+
+
+# --- properties ------------------------------------------------------------------------------
+
+labels = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,8}[a-z0-9])?", fullmatch=True)
+ifnames_st = st.from_regex(r"[a-zA-Z0-9_.-]{1,15}", fullmatch=True).filter(lambda s: s not in (".", ".."))
+requests_st = st.lists(st.tuples(st.none() | labels, labels, st.none() | ifnames_st), max_size=8)
+
+
+@given(st.text(max_size=200))
+def test_parse_is_total_on_arbitrary_text(value: str) -> None:
+    try:
+        result = parse(value)
+    except errors.InvalidSpec as err:
+        assert err.reason is errors.Reason.INVALID_NETWORKS_ANNOTATION
+        assert err.errors
+    else:
+        assert all(isinstance(s, networks.Selection) for s in result)
+
+
+@given(st.text(alphabet='[]{}",:@/ \nab1.-~\\', max_size=80))
+def test_parse_is_total_on_json_like_text(value: str) -> None:
+    try:
+        parse(value)
+    except errors.InvalidSpec as err:
+        assert err.reason is errors.Reason.INVALID_NETWORKS_ANNOTATION
+
+
+@given(requests_st)
+def test_comma_and_json_notations_parse_to_the_same_requests(
+    items: list[tuple[str | None, str, str | None]],
+) -> None:
+    comma = ",".join((f"{ns}/" if ns else "") + name + (f"@{i}" if i else "") for ns, name, i in items)
+    objects = [
+        {"name": name, **({"namespace": ns} if ns else {}), **({"interface": i} if i else {})}
+        for ns, name, i in items
+    ]
+    expected = [(ns or POD_NS, name, i) for ns, name, i in items]
+    assert requests(json.dumps(objects)) == expected
+    if items:
+        assert requests(comma) == expected
+
+
+@given(requests_st, st.sampled_from(["", " ", "\n  "]))
+def test_rendering_element_texts_round_trips(
+    items: list[tuple[str | None, str, str | None]], ws: str
+) -> None:
+    objects = [
+        {"name": name, "namespace": ns or "", "interface": i or "", "cni-args": {"n": 1.5}}
+        for ns, name, i in items
+    ]
+    value = "[" + ws + ("," + ws).join(json.dumps(o) for o in objects) + ws + "]"
+    sels = parse(value)
+    again = parse(networks.render_networks([s.raw_text for s in sels]))
+    assert [s.raw_text for s in again] == [s.raw_text for s in sels] == [json.dumps(o) for o in objects]
+    assert [s.request for s in again] == [s.request for s in sels]
