@@ -22,7 +22,7 @@ Decisions (each is a contract shared with the Multus guard and the tests):
   starts with the one sriov entry, followed only by :data:`METAPLUGIN_ALLOWLIST` types. Both
   keys at the root is ambiguous. Nested Multus, a second sriov entry, device-creating plugins
   and any other type are ``UnsupportedNetworkTemplate``.
-* **Device identity** (step 7): the BDF is normalised (:func:`normalize_pci_address`).
+* **Device identity** (step 7): the BDF is normalised (:func:`sriov_dra.core.pci.normalize`).
   ``deviceID`` is set at the sriov entry only (inserted after ``type`` if absent; an existing key
   keeps its position). ``pciBusID`` is rewritten there only if the template already has the key
   (sriov-cni reads only ``deviceID``). A nonempty preexisting value naming another device is an
@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Final, NoReturn
 
 from sriov_dra.core import bindings, errors, strictjson
+from sriov_dra.core import pci as pci_addresses
 from sriov_dra.core.strictjson import JsonValue
 
 SRIOV_PLUGIN_TYPE: Final = "sriov"
@@ -81,10 +82,6 @@ DEVICE_CREATING_TYPES: Final[frozenset[str]] = frozenset(
 
 CONFIG_PATH: Final = "spec.config"
 _CNI_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
-_BDF: Final = re.compile(
-    r"(?:(?P<domain>[0-9a-fA-F]{1,4}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<device>[0-9a-fA-F]{1,2})"
-    r"\.(?P<function>[0-9a-fA-F])"
-)
 _DEVICE_KEYS: Final = ("deviceID", "pciBusID")
 _SRIOV_INT_FIELDS: Final = ("vlan", "vlanQoS", "min_tx_rate", "max_tx_rate")
 _SRIOV_STR_FIELDS: Final = ("vlanProto", "mac", "spoofchk", "trust", "link_state", "logLevel", "logFile")
@@ -130,26 +127,6 @@ class _Findings:
         self.items.append(errors.FieldError(path, message))
 
 
-def normalize_pci_address(value: str, *, path: str = "pciAddress") -> str:
-    """Validate a plain PCI BDF and return its canonical form ``dddd:bb:dd.f``.
-
-    Shapes: accepts ``[domain:]bus:device.function`` with 1-4 hex digits of domain (padded; an
-    omitted domain is ``0000``), 1-2 of bus and device, one of function, any case; returns
-    lowercase, e.g. ``0000:3b:02.1``. Device must be at most ``1f`` and function at most 7.
-    Raises: errors.InvalidSpec (reason ``InvalidPciAddress``) naming ``path``, for a ``pci:``
-    prefix, surrounding whitespace or any other form.
-    Source: spec §7 step 7; sriov-cni reads ``/sys/bus/pci/devices/<deviceID>``.
-    """
-    canonical, problem = _parse_bdf(value)
-    if canonical is None:
-        raise errors.InvalidSpec(
-            f"allocated PCI address {value!r} is not usable",
-            reason=errors.Reason.INVALID_PCI_ADDRESS,
-            errors=[errors.FieldError(path, problem)],
-        )
-    return canonical
-
-
 def render_shadow_config(source_nad: Mapping[str, object], pci_address: str) -> RenderedConfig:
     """Bind the source NAD's CNI config to one allocated VF and return the frozen result.
 
@@ -162,7 +139,7 @@ def render_shadow_config(source_nad: Mapping[str, object], pci_address: str) -> 
     cannot bind safely; each carries every FieldError found.
     Source: spec §7 steps 1-9, §7.1; handed cases C08, C09, C10, C24.
     """
-    pci = normalize_pci_address(pci_address)
+    pci = pci_addresses.normalize(pci_address, path="pciAddress")
     found = _Findings()
     metadata_name, ref = _source_identity(source_nad, found)
     summary = f"network template {ref} cannot be used for automatic SR-IOV attachment"
@@ -219,27 +196,6 @@ def _raise(found: _Findings, summary: str, *, cause: BaseException | None = None
         else errors.Reason.UNSUPPORTED_NETWORK_TEMPLATE
     )
     raise errors.InvalidSpec(summary, reason=reason, errors=found.items) from cause
-
-
-def _parse_bdf(value: object) -> tuple[str | None, str]:
-    """Return ``(canonical, "")`` or ``(None, problem)`` for a candidate BDF."""
-    if not isinstance(value, str):
-        return None, f"must be a string, got {_kind(value)}"
-    if value[:4].lower() == "pci:":
-        return None, f"{value!r} has a 'pci:' prefix; use the plain BDF such as 0000:03:00.1"
-    match = _BDF.fullmatch(value)
-    if match is None:
-        return (
-            None,
-            f"{value!r} is not a PCI address; expected domain:bus:device.function such as 0000:03:00.1",
-        )
-    device, function = int(match["device"], 16), int(match["function"], 16)
-    if device > 0x1F:
-        return None, f"{value!r} has device number {device:#x}; PCI device numbers are 0x00-0x1f"
-    if function > 7:
-        return None, f"{value!r} has function number {function}; PCI function numbers are 0-7"
-    domain = int(match["domain"] or "0", 16)
-    return f"{domain:04x}:{int(match['bus'], 16):02x}:{device:02x}.{function}", ""
 
 
 def _kind(value: object) -> str:
@@ -460,7 +416,7 @@ def _check_sriov_entry(entry: dict[str, JsonValue], path: str, pci: str, found: 
         key_path = strictjson.key_path(path, key)
         if not isinstance(value, str):
             found.invalid(key_path, f"must be a string, got {_kind(value)}")
-        elif value and _parse_bdf(value)[0] != pci:
+        elif value and pci_addresses.parse(value)[0] != pci:
             found.unsupported(
                 key_path,
                 f"template pins {key} {value!r} but the allocated VF is {pci}; remove {key} from the "

@@ -654,62 +654,12 @@ def test_misplaced_sriov_entry_is_still_checked() -> None:
     assert paths(reject(nad(config))) == ["spec.config.plugins[1].type", "spec.config.plugins[1].deviceID"]
 
 
-# --- PCI address (spec §7 step 7) ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("value", "canonical"),
-    [("0000:03:00.1", "0000:03:00.1"), ("0000:3B:02.7", "0000:3b:02.7"), ("3b:02.1", "0000:3b:02.1"),
-     ("0:3:0.1", "0000:03:00.1"), ("ffff:ff:1f.7", "ffff:ff:1f.7"), ("00AB:00:00.0", "00ab:00:00.0")],
-    ids=["canonical", "uppercase-lowered", "domain-omitted", "short-fields-padded", "maximum-values", "domain-uppercase"],
-)  # fmt: skip
-def test_pci_address_is_normalised(value: str, canonical: str) -> None:
-    assert render.normalize_pci_address(value) == canonical
-    assert names.is_pci_address(canonical)
-
-
-@pytest.mark.parametrize(
-    ("value", "mentions"),
-    [("pci:0000:03:00.1", "'pci:' prefix"), ("PCI:0000:03:00.1", "'pci:' prefix"), ("0000:03:00.8", "function number 8"),
-     ("0000:03:20.1", "device number 0x20"), ("", "not a PCI address"), (" 0000:03:00.1", "not a PCI address"),
-     ("0000:03:00.1\n", "not a PCI address"), ("00000:03:00.1", "not a PCI address"), ("0000:03:00", "not a PCI address"),
-     ("0000-03-00-1", "not a PCI address"), ("0000:g3:00.1", "not a PCI address"), ("0000:003:00.1", "not a PCI address")],
-    ids=["pci-prefix", "pci-prefix-uppercase", "function-over-7", "device-over-1f", "empty", "leading-space",
-         "trailing-newline", "five-digit-domain", "no-function", "device-name-form", "non-hex", "three-digit-bus"],
-)  # fmt: skip
-def test_invalid_pci_address_is_rejected(value: str, mentions: str) -> None:
-    with pytest.raises(errors.InvalidSpec) as caught:
-        render.normalize_pci_address(value, path="allocation.pciAddress")
-    assert caught.value.reason == errors.Reason.INVALID_PCI_ADDRESS
-    assert paths(caught.value) == ["allocation.pciAddress"]
-    assert mentions in caught.value.errors[0].message
+# --- PCI address (spec §7 step 7; rules in test_pci.py) ---------------------------------------
 
 
 def test_invalid_pci_is_reported_before_template_problems() -> None:
     exc = reject(nad("not json"), pci="pci:0000:03:00.1")
     assert exc.reason == errors.Reason.INVALID_PCI_ADDRESS
-
-
-@given(
-    st.integers(0, 0xFFFF),
-    st.integers(0, 0xFF),
-    st.integers(0, 0x1F),
-    st.integers(0, 7),
-    st.booleans(),
-    st.booleans(),
-)
-def test_any_valid_bdf_normalises_to_the_contract_form(
-    domain: int, bus: int, device: int, function: int, upper: bool, short: bool
-) -> None:
-    text = (
-        f"{domain:x}:{bus:x}:{device:x}.{function}"
-        if short
-        else f"{domain:04x}:{bus:02x}:{device:02x}.{function}"
-    )
-    canonical = render.normalize_pci_address(text.upper() if upper else text)
-    assert canonical == f"{domain:04x}:{bus:02x}:{device:02x}.{function}"
-    assert names.is_pci_address(canonical)
-    assert render.normalize_pci_address(canonical) == canonical
 
 
 # --- properties over generated templates ------------------------------------------------------------------
