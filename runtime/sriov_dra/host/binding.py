@@ -168,6 +168,7 @@ class DriverBinder:
         """
         _check_driver_name(bdf, requested)
         original = self.current_driver(bdf)
+        original_override = self._sysfs.driver_override(bdf)
         if require_netdevice and requested in DPDK_DRIVERS:
             raise UnsupportedVfDriver(
                 f"VF {bdf}: VfConfig driver {requested!r} is a userspace (DPDK) driver, but managed "
@@ -176,7 +177,7 @@ class DriverBinder:
             )
         changed = _needs_change(requested, original)
         if changed:
-            self._change(bdf, requested, original)
+            self._change(bdf, requested, original, original_override)
         record = BindRecord(
             identities.PciAddress(bdf), requested, original, self.current_driver(bdf), changed
         )
@@ -185,7 +186,7 @@ class DriverBinder:
                 self.check_netdevice(bdf)
             except UnsupportedVfDriver:
                 if changed:
-                    self._rollback(bdf, original)
+                    self._rollback(bdf, original, original_override)
                 raise
         if changed:
             self._log.info("vf driver bound", extra={"pci": bdf, "op": "bind", "outcome": record.driver})
@@ -251,7 +252,7 @@ class DriverBinder:
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _change(self, bdf: str, requested: str, original: str | None) -> None:
+    def _change(self, bdf: str, requested: str, original: str | None, original_override: str | None) -> None:
         try:
             if requested == DEFAULT:
                 if original is not None:
@@ -268,7 +269,7 @@ class DriverBinder:
             else:
                 self._bind_named(bdf, requested, original)
         except DriverBindError:
-            self._rollback(bdf, original)
+            self._rollback(bdf, original, original_override)
             raise
 
     def _bind_named(self, bdf: str, driver: str, current: str | None) -> None:
@@ -310,9 +311,17 @@ class DriverBinder:
                 f"{expected or 'no driver'}; check dmesg, IOMMU settings (for vfio-pci) and driver_override"
             )
 
-    def _rollback(self, bdf: str, original: str | None) -> None:
+    def _rollback(self, bdf: str, original: str | None, original_override: str | None) -> None:
+        """Best effort after a failed apply: original driver back, then the override it had."""
         try:
             self.restore(bdf, requested=DEFAULT, original_driver=original)
+            override = self._sysfs.driver_override(bdf)
+            if original_override is not None and override != original_override:
+                self._write(
+                    bdf,
+                    "set_driver_override",
+                    lambda: self._kernel.set_driver_override(bdf, original_override),
+                )
         except DriverBindError as exc:
             self._log.error(
                 "vf driver rollback failed", extra={"pci": bdf, "op": "rollback", "reason": str(exc)}

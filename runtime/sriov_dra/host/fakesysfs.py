@@ -49,7 +49,12 @@ BRIDGE_CLASS = 0x060400
 
 @dataclass(frozen=True)
 class FakeVf:
-    """One VF to create. ``netdev`` None means ``<pf ifname>v<index>``; ``driver`` None = unbound."""
+    """One VF to create.
+
+    ``driver`` is the driver bound now (None = unbound); ``default_driver`` the one the fake
+    kernel's ID tables match; ``netdev`` the name a netdevice driver gives it (None means
+    ``<pf ifname>v<index>``, ``""`` means its drivers create no netdev).
+    """
 
     driver: str | None = "iavf"
     default_driver: str = "iavf"
@@ -252,7 +257,8 @@ class FakeSysfs:
                 _write(vf_dir / "driver_override", f"{vf.driver_override}\n")
             for rdma in vf.rdma_devices:
                 (vf_dir / "infiniband" / rdma).mkdir(parents=True, exist_ok=True)
-            self._remember_netdev(vf_bdf, vf.netdev or f"{pf.ifname}v{index}", pf.link_type, None)
+            netdev = f"{pf.ifname}v{index}" if vf.netdev is None else vf.netdev or None
+            self._remember_netdev(vf_bdf, netdev, pf.link_type, None)
             if vf.driver is not None:
                 self.attach_driver(vf_bdf, vf.driver)
             addresses.append(vf_bdf)
@@ -306,7 +312,7 @@ class FakeSysfs:
         _symlink(device, where / "device")
         _symlink(where, self.sysfs.path("class", "net", name))
 
-    def _remember_netdev(self, bdf: str, name: str, link_type: int, port: str | None) -> None:
+    def _remember_netdev(self, bdf: str, name: str | None, link_type: int, port: str | None) -> None:
         entry = self._meta.setdefault(bdf, {})
         entry.update({"netdev": name, "netdev_type": link_type, "phys_port_name": port})
 
