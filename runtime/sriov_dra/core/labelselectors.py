@@ -99,7 +99,7 @@ def parse_label_selector(raw: object, path: str) -> tuple[LabelSelector | None, 
         return None, [errors.FieldError(path, "must be a label selector object")]
     problems: list[errors.FieldError] = []
     reqs: list[Requirement] = []
-    match_labels = raw.get("matchLabels") or {}
+    match_labels = _or(raw.get("matchLabels"), {})
     if not isinstance(match_labels, Mapping):
         problems.append(errors.FieldError(f"{path}.matchLabels", "must map label keys to values"))
         match_labels = {}
@@ -110,7 +110,7 @@ def parse_label_selector(raw: object, path: str) -> tuple[LabelSelector | None, 
         problems.extend(req_problems)
         if req is not None:
             reqs.append(req)
-    expressions = raw.get("matchExpressions") or []
+    expressions = _or(raw.get("matchExpressions"), [])
     if not isinstance(expressions, list):
         problems.append(errors.FieldError(f"{path}.matchExpressions", "must be a list"))
         expressions = []
@@ -167,7 +167,7 @@ def evaluate_node_selector(raw: object, node_labels: Mapping[str, str], path: st
             unsupported.append(
                 errors.FieldError(f"{term_path}.matchFields", "is ignored by upstream; use matchExpressions")
             )
-        expressions = term.get("matchExpressions") or []
+        expressions = _or(term.get("matchExpressions"), [])
         if not isinstance(expressions, list):
             malformed.append(errors.FieldError(f"{term_path}.matchExpressions", "must be a list"))
             continue
@@ -189,3 +189,8 @@ def evaluate_node_selector(raw: object, node_labels: Mapping[str, str], path: st
         if len(reqs) == len(expressions) and all(r.matches(node_labels) for r in reqs):
             applies = True
     return NodeSelection(applies and not malformed, tuple(unsupported), tuple(malformed))
+
+
+def _or(value: object, default: object) -> object:
+    """``value`` unless it is absent (``None``); unlike ``or``, a wrong-typed ``{}``/``0`` stays visible."""
+    return default if value is None else value

@@ -309,7 +309,7 @@ def _parse_attribute_objects(raw: Sequence[Mapping[str, object]], ctx: _Ctx) -> 
     for name in sorted(named):
         source = f"{_ATTRS}/{name}"
         meta = named[name].get("metadata")
-        labels = (meta.get("labels") if isinstance(meta, Mapping) else None) or {}
+        labels = _or(meta.get("labels") if isinstance(meta, Mapping) else None, {})
         if not isinstance(labels, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
         ):
@@ -362,7 +362,7 @@ def _parse_policies(
             ctx.unsupported(source, problem.path, problem.message, node_reasons)
         if not selection.applies and not node_reasons:
             continue
-        raw_configs = spec.get("configs") or []
+        raw_configs = _or(spec.get("configs"), [])
         if not isinstance(raw_configs, list):
             ctx.structural.append(errors.FieldError(f"{source}.spec.configs", "must be a list"))
             continue
@@ -385,7 +385,7 @@ def _parse_config(
     if not isinstance(raw, Mapping):
         ctx.structural.append(errors.FieldError(f"{source}.{path}", "must be an object"))
         return None
-    raw_filters = raw.get("resourceFilters") or []
+    raw_filters = _or(raw.get("resourceFilters"), [])
     if not isinstance(raw_filters, list):
         ctx.structural.append(errors.FieldError(f"{source}.{path}.resourceFilters", "must be a list"))
         return None
@@ -423,7 +423,7 @@ def _parse_filter(
     values = {
         key: _string_list(raw.get(key), f"{source}.{path}.{key}", ctx) for key in (*_FILTER_FIELDS, "drivers")
     }
-    link_raw = raw.get("linkType") or ""
+    link_raw = _or(raw.get("linkType"), "")
     if not isinstance(link_raw, str) or (link_raw and link_raw.lower() not in _LINK_TYPES):
         ctx.structural.append(
             errors.FieldError(f"{source}.{path}.linkType", "must be eth, ethernet, ib or infiniband")
@@ -535,3 +535,8 @@ def _resolve_selector(
         if reference is not None:
             merged.update(attributes.reference_attributes(reference))
     return dict(sorted(merged.items())), reference, sources
+
+
+def _or(value: object, default: object) -> object:
+    """``value`` unless it is absent (``None``), so a wrong-typed ``{}`` or ``0`` is still reported."""
+    return default if value is None else value

@@ -201,7 +201,8 @@ def decode_allocation_configs(
                 errors.FieldError(f"{where}.source", f"{source_raw!r} is not FromClass or FromClaim")
             )
             continue
-        requests = entry.get("requests") or []
+        requests = entry.get("requests")
+        requests = [] if requests is None else requests
         if not isinstance(requests, list) or not all(isinstance(r, str) and r for r in requests):
             problems.append(errors.FieldError(f"{where}.requests", "expected a list of request names"))
             continue
@@ -246,7 +247,8 @@ def resolve_results(
     scoped = decode_allocation_configs(
         devices.get("config"), driver_name=driver_name, path=f"{path}.devices.config"
     )
-    results = devices.get("results") or []
+    results = devices.get("results")
+    results = [] if results is None else results
     if not isinstance(results, list):
         raise errors.InvalidSpec(f"{path}.devices.results must be a list")
     out: list[ResultConfig] = []
