@@ -150,7 +150,7 @@ def merge_managed_selections(
     Source: spec §9 rules 1–6, 8, 9; §8.1 step 4.
     """
     before = dict(pod.annotations or {})
-    selections = networks.parse_networks(
+    parsed = networks.parse_networks(
         before.get(names.NETWORKS_ANNOTATION), pod_namespace=pod.namespace, pod=pod.ref
     )
     current = _decode_registry(pod, before)
@@ -161,7 +161,7 @@ def merge_managed_selections(
 
     present: set[tuple[str, str]] = set()
     ownership: list[errors.FieldError] = []
-    for sel in selections:
+    for sel in parsed:
         entry = wanted.get(sel.target)
         if entry is None:
             continue
@@ -174,10 +174,10 @@ def merge_managed_selections(
         cls=errors.Conflict,
         reason=errors.Reason.OWNERSHIP_CONFLICT,
     )
-    _check_manual_templates(pod, selections, bindings, wanted)
+    _check_manual_templates(pod, parsed, bindings, wanted)
 
     missing = [e for e in entries if (e.namespace, e.name) not in present]
-    final = list(selections) + [_managed_selection(len(selections) + i, e) for i, e in enumerate(missing)]
+    final = list(parsed) + [_managed_selection(len(parsed) + i, e) for i, e in enumerate(missing)]
     _check_interfaces(pod, final, {s.index for s in final if s.target in wanted}, layout)
 
     registry_changed = entries != (current.entries if current else ())
@@ -205,7 +205,7 @@ def remove_managed_selections(pod: PodSnapshot, claim_uid: str) -> SelectionUpda
     Source: spec §9 rule 7; §8.4 step 3.
     """
     before = dict(pod.annotations or {})
-    selections = networks.parse_networks(
+    parsed = networks.parse_networks(
         before.get(names.NETWORKS_ANNOTATION), pod_namespace=pod.namespace, pod=pod.ref
     )
     current = _decode_registry(pod, before)
@@ -216,7 +216,7 @@ def remove_managed_selections(pod: PodSnapshot, claim_uid: str) -> SelectionUpda
     keep: list[networks.Selection] = []
     kept: list[errors.FieldError] = []
     dropped: list[str] = []
-    for sel in selections:
+    for sel in parsed:
         entry = by_target.get(sel.target)
         if entry is not None and _is_exact(sel, entry):
             dropped.append(_describe(entry))
