@@ -54,14 +54,14 @@ def resolve(sysfs: sysfs_mod.Sysfs, bdf: str) -> PcieRootResult:
     """
     if not _HELPER_BDF_RE.fullmatch(bdf):
         return _fail(bdf, f"{bdf!r} is not a lowercase extended BDF such as 0000:03:00.0")
-    link = str(sysfs.pci_device_dir(bdf))
+    link = sysfs.device_path(bdf)
     try:
         target = os.readlink(link)
     except OSError as exc:
         return _fail(bdf, f"cannot read the symlink {link}: {exc.strerror}")
     if not posixpath.isabs(target):
         target = _clean(posixpath.join(posixpath.dirname(link), target))
-    devices = _clean(str(sysfs.path("devices")))
+    devices = _clean(sysfs.sys_path("devices"))
     if not target.startswith(posixpath.join(devices, "pci")):
         return _fail(bdf, f"{link} points to {target}, which is not under {devices}/pci* (not a PCI root)")
     if posixpath.basename(target) != bdf:

@@ -131,6 +131,17 @@ class Sysfs:
 
     def __init__(self, root: Path = Path("/")) -> None:
         self._root = Path(root)
+        # Hot paths build plain strings: pathlib parsing costs more than the sysfs read itself.
+        self._sys = os.path.join(str(self._root), "sys")
+        self._pci = f"{self._sys}/bus/pci/devices"
+
+    def device_path(self, bdf: str, *parts: str) -> str:
+        """``<root>/sys/bus/pci/devices/<bdf>[/<parts>...]`` as a string (the fast form)."""
+        return "/".join((self._pci, bdf, *parts))
+
+    def sys_path(self, *parts: str) -> str:
+        """``<root>/sys[/<parts>...]`` as a string (the fast form of :meth:`path`)."""
+        return "/".join((self._sys, *parts))
 
     @property
     def root(self) -> Path:
@@ -169,11 +180,11 @@ class Sysfs:
 
     def is_vf(self, bdf: str) -> bool:
         """True if the function has a ``physfn`` link (upstream ``IsSriovVF``, an lstat)."""
-        return os.path.lexists(self.pci_device_dir(bdf) / "physfn")
+        return os.path.lexists(self.device_path(bdf, "physfn"))
 
     def pci_class(self, bdf: str) -> int | None:
         """The 24-bit class code from ``class`` (e.g. ``0x020000``), or None if unreadable."""
-        return _read_hex(self.pci_device_dir(bdf) / "class")
+        return _read_hex(self.device_path(bdf, "class"))
 
     def is_sriov_pf(self, bdf: str) -> bool:
         """True for a network-class physical function that supports SR-IOV.
@@ -181,25 +192,25 @@ class Sysfs:
         A VF (``physfn`` present) is never a PF; ``sriov_totalvfs`` must exist; the class code,
         when readable, must be network (``0x02xxxx``), as upstream skips other classes.
         """
-        if self.is_vf(bdf) or not (self.pci_device_dir(bdf) / "sriov_totalvfs").exists():
+        if self.is_vf(bdf) or not os.path.exists(self.device_path(bdf, "sriov_totalvfs")):
             return False
         code = self.pci_class(bdf)
         return code is not None and (code >> 16) == NET_CLASS
 
     def vendor(self, bdf: str) -> str | None:
         """Vendor ID as lowercase hex without ``0x`` (``8086``), or None if unreadable."""
-        return _read_id(self.pci_device_dir(bdf) / "vendor")
+        return _read_id(self.device_path(bdf, "vendor"))
 
     def device_id(self, bdf: str) -> str | None:
         """Device (product) ID as lowercase hex without ``0x`` (``1889``), or None."""
-        return _read_id(self.pci_device_dir(bdf) / "device")
+        return _read_id(self.device_path(bdf, "device"))
 
     def numa_node(self, bdf: str) -> int:
         """NUMA node of the function; ``-1`` when absent, negative or unparsable.
 
         Units: NUMA node number. Source: upstream ``numa_node`` read (missing file → -1).
         """
-        text = _read_text(self.pci_device_dir(bdf) / "numa_node")
+        text = _read_text(self.device_path(bdf, "numa_node"))
         if text is None:
             return NO_NUMA_NODE
         try:
@@ -210,15 +221,15 @@ class Sysfs:
 
     def sriov_totalvfs(self, bdf: str) -> int | None:
         """``sriov_totalvfs`` of a PF, or None if absent or unparsable."""
-        return _read_int(self.pci_device_dir(bdf) / "sriov_totalvfs")
+        return _read_int(self.device_path(bdf, "sriov_totalvfs"))
 
     def sriov_numvfs(self, bdf: str) -> int | None:
         """``sriov_numvfs`` of a PF, or None if absent or unparsable."""
-        return _read_int(self.pci_device_dir(bdf) / "sriov_numvfs")
+        return _read_int(self.device_path(bdf, "sriov_numvfs"))
 
     def current_driver(self, bdf: str) -> str | None:
         """Name of the bound driver (basename of the ``driver`` link), or None when unbound."""
-        link = self.pci_device_dir(bdf) / "driver"
+        link = self.device_path(bdf, "driver")
         try:
             target = os.readlink(link)
         except OSError:
@@ -230,7 +241,7 @@ class Sysfs:
 
         Shapes: the kernel shows a cleared override as ``(null)``; that is returned as ``""``.
         """
-        text = _read_text(self.pci_device_dir(bdf) / "driver_override")
+        text = _read_text(self.device_path(bdf, "driver_override"))
         if text is None:
             return None
         return "" if text in ("", "(null)") else text
@@ -238,21 +249,21 @@ class Sysfs:
     def netdevs(self, bdf: str) -> list[str]:
         """Names under the function's ``net/`` directory (empty when no netdev is bound)."""
         try:
-            return sorted(os.listdir(self.pci_device_dir(bdf) / "net"))
+            return sorted(os.listdir(self.device_path(bdf, "net")))
         except OSError:
             return []
 
     def rdma_devices(self, bdf: str) -> list[str]:
         """Names under the function's ``infiniband/`` directory (rdmamap's RDMA check)."""
         try:
-            return sorted(os.listdir(self.pci_device_dir(bdf) / "infiniband"))
+            return sorted(os.listdir(self.device_path(bdf, "infiniband")))
         except OSError:
             return []
 
     def iommu_group(self, bdf: str) -> str | None:
         """The IOMMU group number (basename of the ``iommu_group`` link), or None."""
         try:
-            return os.path.basename(os.readlink(self.pci_device_dir(bdf) / "iommu_group")) or None
+            return os.path.basename(os.readlink(self.device_path(bdf, "iommu_group"))) or None
         except OSError:
             return None
 
@@ -269,7 +280,7 @@ class Sysfs:
         names = self.netdevs(bdf)
         if len(names) > 1:
             for name in names:
-                port = _read_text(self.pci_device_dir(bdf) / "net" / name / "phys_port_name")
+                port = _read_text(self.device_path(bdf, "net", name, "phys_port_name"))
                 if port is not None and _UPLINK_PORT_RE.fullmatch(port):
                     return name
         return names[0] if names else None
@@ -279,7 +290,7 @@ class Sysfs:
 
         Raises: SysfsReadError if the PF directory cannot be listed (upstream fails discovery).
         """
-        where = self.pci_device_dir(pf_bdf)
+        where = self.device_path(pf_bdf)
         try:
             entries = os.listdir(where)
         except OSError as exc:
@@ -293,7 +304,7 @@ class Sysfs:
             if match is None:
                 continue
             try:
-                target = os.readlink(where / entry)
+                target = os.readlink(f"{where}/{entry}")
             except OSError:
                 continue
             links.append(VfLink(int(match.group(1)), identities.PciAddress(os.path.basename(target))))
@@ -302,15 +313,13 @@ class Sysfs:
     def physfn(self, vf_bdf: str) -> identities.PciAddress | None:
         """The PF address of a VF (basename of ``physfn``), or None if not a VF."""
         try:
-            return identities.PciAddress(
-                os.path.basename(os.readlink(self.pci_device_dir(vf_bdf) / "physfn"))
-            )
+            return identities.PciAddress(os.path.basename(os.readlink(self.device_path(vf_bdf, "physfn"))))
         except OSError:
             return None
 
     def link_type(self, ifname: str) -> LinkType:
         """Link type of a netdev from ``class/net/<if>/type``; ``unknown`` when unreadable."""
-        value = _read_int(self.path("class", "net", ifname, "type"))
+        value = _read_int(f"{self._sys}/class/net/{ifname}/type")
         if value == ARPHRD_ETHER:
             return LinkType.ETHERNET
         if value == ARPHRD_INFINIBAND:
@@ -323,7 +332,7 @@ class Sysfs:
         Returns None on a real host (the kernel exposes the mode only through devlink) and for a
         value other than ``legacy``/``switchdev``.
         """
-        text = _read_text(self.pci_device_dir(pf_bdf) / FAKE_ESWITCH_MODE_FILE)
+        text = _read_text(self.device_path(pf_bdf, FAKE_ESWITCH_MODE_FILE))
         try:
             return EswitchMode(text) if text is not None else None
         except ValueError:
@@ -387,7 +396,7 @@ class Sysfs:
         return [self.vf_info(pf, link) for link in self.virtfns(pf.bdf)]
 
 
-def _read_text(path: Path) -> str | None:
+def _read_text(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read().strip()
@@ -395,7 +404,7 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
-def _read_int(path: Path) -> int | None:
+def _read_int(path: str) -> int | None:
     text = _read_text(path)
     if text is None:
         return None
@@ -405,7 +414,7 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
-def _read_hex(path: Path) -> int | None:
+def _read_hex(path: str) -> int | None:
     text = _read_text(path)
     if text is None:
         return None
@@ -415,7 +424,7 @@ def _read_hex(path: Path) -> int | None:
         return None
 
 
-def _read_id(path: Path) -> str | None:
+def _read_id(path: str) -> str | None:
     text = _read_text(path)
     if not text:
         return None
