@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import attributes, identities, names
+from sriov_dra.core import attributes, identities, names, policies
 from sriov_dra.host import discovery, fakesysfs
 from sriov_dra.host import sysfs as sysfs_mod
 
@@ -293,3 +293,24 @@ def test_vf_link_with_bad_address_is_skipped(tmp_path: Path, caplog: pytest.LogC
 def test_no_pci_bus_fails_discovery(tmp_path: Path) -> None:
     with pytest.raises(sysfs_mod.SysfsReadError):
         discovery.discover(sysfs_mod.Sysfs(tmp_path))
+
+
+def test_to_device_facts_carries_every_policy_fact(tmp_path: Path) -> None:
+    vf = discovery.by_name(discovery.discover(_lab(tmp_path).sysfs))["0000-81-02-1"]
+    assert vf.to_device_facts() == policies.DeviceFacts(
+        pci_address="0000:81:02.1",
+        vendor="8086",
+        device_id="1889",
+        pf_device_id="1592",
+        pf_name="enp129s0f0",
+        pf_pci_address="0000:81:00.0",
+        vf_id=1,
+        driver="iavf",
+        numa_node=1,
+        pcie_root="pci0000:80",
+        link_type="ethernet",
+        eswitch_mode="legacy",
+        rdma_capable=False,
+    )
+    assert vf.to_device_facts().name == vf.name
+    assert policies.discovered_attributes(vf.to_device_facts()) == dict(vf.attributes)

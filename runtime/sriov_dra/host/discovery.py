@@ -8,7 +8,9 @@ that existing DeviceClass CEL, SriovResourcePolicy and Multus keep working:
 - device name = VF BDF with ``:`` and ``.`` replaced by ``-`` (``0000-03-02-0``);
 - the 14 discovery-owned attributes of ``attributes.RESERVED_ATTRIBUTES``, with ``vfID`` and
   ``dra.net/numaNode`` ints, ``rdmaCapable`` a bool and the rest strings; ``vendor`` is the PF
-  vendor and ``deviceID`` the VF device ID, as upstream;
+  vendor and ``deviceID`` the VF device ID, as upstream; the map itself is built by
+  ``core.policies.discovered_attributes`` from :meth:`DiscoveredVf.to_device_facts`, so the
+  policy layer and discovery cannot disagree;
 - ``EswitchMode`` comes from the injected devlink source, else the fake-sysfs file, else
   ``legacy`` (upstream's fallback for a devlink error or empty answer);
 - NUMA rule: ``dra.net/numaNode`` is always published, from the PF's ``numa_node``, and is
@@ -26,13 +28,14 @@ driver's business.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sriov_dra.core import attributes, identities, names
+from sriov_dra.core import attributes, identities, names, policies
 from sriov_dra.host import pcieroot
 from sriov_dra.host import sysfs as sysfs_mod
 
@@ -114,6 +117,24 @@ class DiscoveredVf:
     driver_override: str | None
     attributes: Mapping[str, attributes.AttributeValue] = field(hash=False)
 
+    def to_device_facts(self) -> policies.DeviceFacts:
+        """The policy layer's view of this VF (``core.policies.DeviceFacts``)."""
+        return policies.DeviceFacts(
+            pci_address=self.pci_address,
+            vendor=self.vendor,
+            device_id=self.device_id,
+            pf_device_id=self.pf_device_id,
+            pf_name=self.pf_name,
+            pf_pci_address=self.pf_pci_address,
+            vf_id=self.vf_id,
+            driver=self.driver,
+            numa_node=self.numa_node,
+            pcie_root=self.pcie_root,
+            link_type=self.link_type.value,
+            eswitch_mode=self.eswitch_mode.value,
+            rdma_capable=self.rdma_capable,
+        )
+
 
 def device_name(bdf: str) -> str:
     """DRA device name of a VF: its BDF with every ``:`` and ``.`` replaced by ``-``.
@@ -122,38 +143,6 @@ def device_name(bdf: str) -> str:
     Source: upstream ``discovery.go`` (reference dra-driver-sriov.md §3.1 step 8).
     """
     return bdf.replace(":", "-").replace(".", "-")
-
-
-def build_attributes(
-    *,
-    vf: sysfs_mod.VfInfo,
-    pf: sysfs_mod.PfInfo,
-    eswitch_mode: sysfs_mod.EswitchMode,
-    pcie_root: str | None,
-) -> Mapping[str, attributes.AttributeValue]:
-    """The published attribute map of one VF (13 keys, 14 with a ``pcieRoot``).
-
-    Shapes: read-only mapping, keys sorted; types per reference dra-driver-sriov.md §3.2.
-    """
-    s, i = attributes.string_value, attributes.int_value
-    values: dict[str, attributes.AttributeValue] = {
-        VENDOR: s(pf.vendor),
-        DEVICE_ID: s(vf.device_id),
-        PF_DEVICE_ID: s(pf.device_id),
-        PCI_ADDRESS: s(vf.bdf),
-        MULTUS_DEVICE_ID: s(vf.bdf),
-        PF_NAME: s(pf.ifname),
-        ESWITCH_MODE: s(eswitch_mode.value),
-        VF_ID: i(vf.index),
-        PF_PCI_ADDRESS: s(pf.bdf),
-        PCI_BUS_ID: s(vf.bdf),
-        LINK_TYPE: s(pf.link_type.value),
-        RDMA_CAPABLE: attributes.bool_value(bool(vf.rdma_devices)),
-        NUMA_NODE: i(pf.numa_node),
-    }
-    if pcie_root:
-        values[PCIE_ROOT] = s(pcie_root)
-    return types.MappingProxyType(dict(sorted(values.items())))
 
 
 def discover(
@@ -230,7 +219,7 @@ def _discovered(
             "pcieRoot differs from pf",
             extra={"pci": vf.bdf, "pf": pf.ifname, "op": "discovery", "reason": f"{root.root} != {pf_root}"},
         )
-    return DiscoveredVf(
+    found = DiscoveredVf(
         name=device_name(vf.bdf),
         pci_address=vf.bdf,
         vf_id=vf.index,
@@ -247,8 +236,11 @@ def _discovered(
         driver=vf.driver,
         netdev=vf.netdev,
         driver_override=vf.driver_override,
-        attributes=build_attributes(vf=vf, pf=pf, eswitch_mode=mode, pcie_root=root.root),
+        attributes=types.MappingProxyType({}),
     )
+    # One source of truth for names and types: core.policies builds the map from the facts.
+    published = policies.discovered_attributes(found.to_device_facts())
+    return dataclasses.replace(found, attributes=types.MappingProxyType(dict(sorted(published.items()))))
 
 
 def _eswitch_mode(
