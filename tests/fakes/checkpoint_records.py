@@ -70,7 +70,10 @@ def binding(
         shadow_name=identities.shadow_name(aid),
         shadow_uid=shadow_uid,
         source=model.SourceRef(
-            namespace=namespace, name="rail-a-net", uid=identities.ObjectUid(SOURCE_UID), resource_version="4711"
+            namespace=namespace,
+            name="rail-a-net",
+            uid=identities.ObjectUid(SOURCE_UID),
+            resource_version="4711",
         ),
         rendered_config=text,
         config_sha256=model.config_sha256(text),
@@ -128,7 +131,13 @@ def record(
         pod_uid=identities.PodUid(pod_uid),
         devices=tuple(
             device(
-                claim_uid, pod_uid, i, namespace=namespace, managed=managed, phase=phase, shadow_uid=shadow_uid
+                claim_uid,
+                pod_uid,
+                i,
+                namespace=namespace,
+                managed=managed,
+                phase=phase,
+                shadow_uid=shadow_uid,
             )
             for i in indexes
         ),
@@ -140,7 +149,8 @@ def with_phase(rec: model.ClaimRecord, phase: model.Phase) -> model.ClaimRecord:
     return replace(
         rec,
         devices=tuple(
-            replace(d, managed=replace(d.managed, phase=phase)) if d.managed is not None else d for d in rec.devices
+            replace(d, managed=replace(d.managed, phase=phase)) if d.managed is not None else d
+            for d in rec.devices
         ),
     )
 

@@ -1,0 +1,371 @@
+"""Tests for sriov_dra.host.checkpoint: durable store, rollback, claim-UID reuse, crash safety (spec §6.3)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tests.fakes import checkpoint_records as fx
+
+from sriov_dra.core import checkpoint_codec as codec
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import errors
+from sriov_dra.host import atomicfile
+from sriov_dra.host import checkpoint as store_mod
+
+P = model.Phase
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "tests" / "fixtures" / "checkpoint" / "v1-no-managed.json"
+
+
+class RecordingWrite:
+    """Write function that records calls and fails on demand (the injected failure of spec §17.2)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.fail = False
+
+    def __call__(self, path: Path, data: bytes) -> None:
+        self.calls += 1
+        if self.fail:
+            raise OSError(28, "No space left on device")
+        store_mod.default_write(path, data)
+
+
+@pytest.fixture
+def write() -> RecordingWrite:
+    return RecordingWrite()
+
+
+@pytest.fixture
+def store(tmp_path: Path, write: RecordingWrite) -> store_mod.CheckpointStore:
+    s = store_mod.CheckpointStore(tmp_path / store_mod.CHECKPOINT_FILE_NAME, write=write)
+    s.load()
+    return s
+
+
+def reload(s: store_mod.CheckpointStore) -> dict[str, model.ClaimRecord]:
+    return dict(store_mod.CheckpointStore(s.path).load())
+
+
+def test_load_of_an_absent_file_creates_an_empty_valid_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    assert store_mod.CheckpointStore(path).load() == {}
+    assert codec.decode_checkpoint(path.read_bytes()) == model.Checkpoint()
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_set_claim_persists_before_it_is_visible(store: store_mod.CheckpointStore) -> None:
+    rec = fx.record()
+    assert store.set_claim(rec) == rec
+    assert store.snapshot_claim(fx.CLAIM_1) == rec
+    assert reload(store) == {fx.CLAIM_1: rec}
+
+
+def test_use_before_load_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(errors.ContractViolation, match=r"call load\(\) first"):
+        store_mod.CheckpointStore(tmp_path / "c.json").snapshot_claim(fx.CLAIM_1)
+
+
+def test_snapshot_pod_returns_only_that_pods_claims(store: store_mod.CheckpointStore) -> None:
+    a1, a2 = fx.record(fx.CLAIM_2, fx.POD_A, indexes=(1,)), fx.record(fx.CLAIM_1, fx.POD_A)
+    b = fx.record(fx.CLAIM_3, fx.POD_B, indexes=(2,))
+    for rec in (a1, a2, b):
+        store.set_claim(rec)
+    assert list(store.snapshot_pod(fx.POD_A)) == [fx.CLAIM_1, fx.CLAIM_2]
+    assert list(store.snapshot_pod(fx.POD_B)) == [fx.CLAIM_3]
+
+
+def test_returned_records_are_copies(store: store_mod.CheckpointStore) -> None:
+    rec = fx.record()
+    store.set_claim(rec)
+    rec.devices[0].vf_config["driver"] = "vfio-pci"  # the caller's object, changed after set
+    snap = store.snapshot_claim(fx.CLAIM_1)
+    assert snap is not None
+    snap.devices[0].vf_config["ifName"] = "evil"
+    store.all_claims()[fx.CLAIM_1].devices[0].vf_config.clear()
+    assert store.snapshot_claim(fx.CLAIM_1) == fx.record()
+
+
+def _mutations() -> list[tuple[str, Callable[[store_mod.CheckpointStore], object]]]:
+    return [
+        ("set-new-claim", lambda s: s.set_claim(fx.record(fx.CLAIM_2, fx.POD_A, indexes=(1,)))),
+        (
+            "update-bindings",
+            lambda s: s.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, phase=P.READY)),
+        ),
+        ("mark-deleting", lambda s: s.mark_managed_deleting(fx.CLAIM_1)),
+        ("delete-claim", lambda s: s.delete_claim(fx.CLAIM_3)),
+    ]
+
+
+@pytest.mark.parametrize("mutate", [m for _, m in _mutations()], ids=[i for i, _ in _mutations()])
+def test_write_failure_rolls_back_memory_and_keeps_the_file(
+    store: store_mod.CheckpointStore,
+    write: RecordingWrite,
+    mutate: Callable[[store_mod.CheckpointStore], object],
+) -> None:
+    store.set_claim(fx.record(fx.CLAIM_1, fx.POD_A, phase=P.PENDING))
+    store.set_claim(fx.record(fx.CLAIM_3, fx.POD_B, indexes=(2,), phase=P.RELEASE_COMPLETE))
+    before_memory, before_file = store.all_claims(), store.path.read_bytes()
+    write.fail = True
+    with pytest.raises(OSError, match="No space left"):
+        mutate(store)
+    assert store.all_claims() == before_memory
+    assert store.path.read_bytes() == before_file
+    write.fail = False
+    mutate(store)  # the same mutation succeeds once the disk recovers
+    assert reload(store) == store.all_claims() != before_memory
+
+
+def test_release_complete_write_failure_keeps_deleting(
+    store: store_mod.CheckpointStore, write: RecordingWrite
+) -> None:
+    store.set_claim(fx.record(phase=P.DELETING))
+    write.fail = True
+    with pytest.raises(OSError):
+        store.mark_managed_release_complete(fx.CLAIM_1)
+    snap = store.snapshot_claim(fx.CLAIM_1)
+    assert snap is not None
+    assert [b.phase for b in snap.managed_bindings()] == [P.DELETING]
+
+
+def test_a_claim_uid_is_blocked_for_another_pod_until_its_record_is_removed(
+    store: store_mod.CheckpointStore,
+) -> None:
+    store.set_claim(fx.record(fx.CLAIM_1, fx.POD_A, phase=P.READY))
+    newcomer = fx.record(fx.CLAIM_1, fx.POD_B)
+    for step in (store.mark_managed_deleting, store.mark_managed_release_complete, None):
+        with pytest.raises(errors.LifecycleBlocked) as info:
+            store.set_claim(newcomer)
+        assert info.value.reason is errors.Reason.CLAIM_RELEASE_IN_PROGRESS
+        if step is not None:
+            step(fx.CLAIM_1)
+    assert store.delete_claim(fx.CLAIM_1) is True
+    assert store.set_claim(newcomer) == newcomer
+
+
+def test_delete_claim_keeps_the_pods_other_claims(store: store_mod.CheckpointStore) -> None:
+    keep = fx.record(fx.CLAIM_2, fx.POD_A, indexes=(1,))
+    store.set_claim(fx.record(fx.CLAIM_1, fx.POD_A, phase=P.RELEASE_COMPLETE))
+    store.set_claim(keep)
+    assert store.delete_claim(fx.CLAIM_1) is True
+    assert store.snapshot_pod(fx.POD_A) == {fx.CLAIM_2: keep}
+    assert reload(store) == {fx.CLAIM_2: keep}
+
+
+def test_delete_claim_of_an_absent_claim_writes_nothing(
+    store: store_mod.CheckpointStore, write: RecordingWrite
+) -> None:
+    calls = write.calls
+    assert store.delete_claim(fx.CLAIM_2) is False
+    assert write.calls == calls
+
+
+@pytest.mark.parametrize("phase", [P.PENDING, P.READY, P.DELETING], ids=["pending", "ready", "deleting"])
+def test_delete_claim_refuses_bindings_not_release_complete(
+    store: store_mod.CheckpointStore, phase: model.Phase
+) -> None:
+    store.set_claim(fx.record(phase=phase))
+    with pytest.raises(errors.ContractViolation, match="not ReleaseComplete"):
+        store.delete_claim(fx.CLAIM_1)
+    assert store.snapshot_claim(fx.CLAIM_1) is not None
+
+
+def test_unmanaged_record_can_be_deleted_directly(store: store_mod.CheckpointStore) -> None:
+    store.set_claim(fx.record(managed=False))
+    assert store.delete_claim(fx.CLAIM_1) is True
+
+
+def test_update_persists_the_observed_shadow_uid(store: store_mod.CheckpointStore) -> None:
+    store.set_claim(fx.record(phase=P.PENDING, shadow_uid=""))
+    out = store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID))
+    assert [b.shadow_uid for b in out.managed_bindings()] == [fx.SHADOW_UID]
+    assert reload(store)[fx.CLAIM_1] == out
+
+
+def test_update_that_changes_nothing_writes_nothing(
+    store: store_mod.CheckpointStore, write: RecordingWrite
+) -> None:
+    store.set_claim(fx.record())
+    calls = write.calls
+    store.update_managed_bindings(fx.CLAIM_1, lambda b: b)
+    store.set_claim(fx.record())
+    assert write.calls == calls
+
+
+def test_repeated_release_marks_are_idempotent_and_write_once(
+    store: store_mod.CheckpointStore, write: RecordingWrite
+) -> None:
+    store.set_claim(fx.record())
+    calls = write.calls
+    store.mark_managed_deleting(fx.CLAIM_1)
+    store.mark_managed_deleting(fx.CLAIM_1)
+    store.mark_managed_release_complete(fx.CLAIM_1)
+    again = store.mark_managed_release_complete(fx.CLAIM_1)
+    assert store.mark_managed_deleting(fx.CLAIM_1) == again  # never downgraded
+    assert [b.phase for b in again.managed_bindings()] == [P.RELEASE_COMPLETE]
+    assert write.calls == calls + 2
+
+
+def test_update_of_an_absent_claim_is_refused(store: store_mod.CheckpointStore) -> None:
+    with pytest.raises(errors.ContractViolation, match="has no checkpoint record"):
+        store.update_managed_bindings(fx.CLAIM_1, lambda b: b)
+
+
+def test_update_refuses_a_replaced_shadow_uid(store: store_mod.CheckpointStore) -> None:
+    store.set_claim(fx.record())
+    with pytest.raises(errors.Conflict):
+        store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.OTHER_SHADOW_UID))
+    assert store.snapshot_claim(fx.CLAIM_1) == fx.record()
+
+
+def test_invalid_record_is_refused_before_any_write(
+    store: store_mod.CheckpointStore, write: RecordingWrite
+) -> None:
+    calls = write.calls
+    with pytest.raises(errors.ContractViolation, match="refusing to write a checkpoint"):
+        store.set_claim(fx.record(namespace="Bad_NS"))
+    assert write.calls == calls
+    assert store.all_claims() == {}
+
+
+@pytest.mark.timeout(20)
+def test_update_functions_run_outside_the_store_lock(store: store_mod.CheckpointStore) -> None:
+    store.set_claim(fx.record(phase=P.PENDING))
+    seen: list[int] = []
+
+    def reads_the_store(b: model.ManagedBinding) -> model.ManagedBinding:
+        seen.append(len(store.all_claims()))  # would deadlock if the lock were held here
+        return replace(b, phase=P.READY)
+
+    store.update_managed_bindings(fx.CLAIM_1, reads_the_store)
+    assert seen == [1]
+
+
+@pytest.mark.timeout(60)
+def test_concurrent_mutations_of_different_claims_all_persist(store: store_mod.CheckpointStore) -> None:
+    uids = [f"c1a1c1a1-0000-4000-8000-{i:012d}" for i in range(16)]
+    failures: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            store.set_claim(fx.record(uids[i], fx.POD_A, indexes=(i,), phase=P.PENDING))
+            store.update_managed_bindings(uids[i], lambda b: replace(b, phase=P.READY))
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    persisted = reload(store)
+    assert sorted(persisted) == sorted(uids)
+    assert all(b.phase is P.READY for r in persisted.values() for b in r.managed_bindings())
+
+
+def test_pre_change_fixture_loads_without_managed_bindings(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    shutil.copyfile(FIXTURE, path)
+    claims = store_mod.CheckpointStore(path).load()
+    (rec,) = claims.values()
+    assert rec.managed_bindings() == ()
+    assert [d.pci_address for d in rec.devices] == ["0000:3b:02.0", "0000:3b:02.1"]
+    assert path.read_bytes() == FIXTURE.read_bytes()
+
+
+def _signed(raw: bytes) -> bytes:
+    """Recompute the checksum, as a newer plugin writing this content would have."""
+    doc = json.loads(raw)
+    canonical = json.dumps(doc["data"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    doc["checksum"] = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return json.dumps(doc, indent=2).encode("utf-8")
+
+
+def _corrupt_inputs() -> list[tuple[str, bytes, errors.Reason]]:
+    good = codec.encode_checkpoint(fx.checkpoint(fx.record()))
+    newer = good.replace(b'"version": 1\n', b'"version": 2\n')
+    binding_v2 = _signed(good.replace(b'"bindingVersion": 1', b'"bindingVersion": 2'))
+    return [
+        ("truncated", good[:-40], errors.Reason.CONTRACT_VIOLATION),
+        (
+            "edited-without-checksum",
+            good.replace(b"rail-a-net", b"rail-b-net"),
+            errors.Reason.CONTRACT_VIOLATION,
+        ),
+        ("newer-version", newer, errors.Reason.UNSUPPORTED_VERSION),
+        ("newer-binding-version", binding_v2, errors.Reason.UNSUPPORTED_VERSION),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"), [(r, why) for _, r, why in _corrupt_inputs()], ids=[i for i, _, _ in _corrupt_inputs()]
+)
+def test_unreadable_checkpoint_fails_load_and_stays_untouched(
+    tmp_path: Path, raw: bytes, reason: errors.Reason
+) -> None:
+    path = tmp_path / "checkpoint.json"
+    path.write_bytes(raw)
+    before = path.stat()
+    write = RecordingWrite()
+    with pytest.raises(errors.ContractViolation) as info:
+        store_mod.CheckpointStore(path, write=write).load()
+    assert info.value.reason is reason
+    assert str(path) in str(info.value)
+    assert "left untouched" in str(info.value)
+    assert path.read_bytes() == raw
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+    assert write.calls == 0
+
+
+def test_kill_during_a_checkpoint_write_leaves_the_previous_checkpoint_loadable(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    first = store_mod.CheckpointStore(path)
+    first.load()
+    first.set_claim(fx.record(fx.CLAIM_1, fx.POD_A))
+    committed = path.read_bytes()
+    child = textwrap.dedent(
+        f"""
+        import os, sys, time
+        from pathlib import Path
+        from tests.fakes import checkpoint_records as fx
+        from sriov_dra.host import checkpoint
+
+        def blocked_replace(src, dst):
+            sys.stdout.write("at-rename\\n")
+            sys.stdout.flush()
+            time.sleep(60)
+
+        store = checkpoint.CheckpointStore(Path({str(path)!r}))
+        store.load()
+        os.replace = blocked_replace
+        store.set_claim(fx.record(fx.CLAIM_2, fx.POD_A, indexes=(1,)))
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, cwd=REPO)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"at-rename\n"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert path.read_bytes() == committed
+    assert len(atomicfile.stale_temporaries(path)) == 1
+    restarted = store_mod.CheckpointStore(path)
+    assert list(restarted.load()) == [fx.CLAIM_1]
+    assert atomicfile.stale_temporaries(path) == []
