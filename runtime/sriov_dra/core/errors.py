@@ -59,6 +59,10 @@ class Reason(enum.StrEnum):
     UNSUPPORTED_RESOURCE_FILTER = "UnsupportedResourceFilter"
     SRIOV_NETWORK_NOT_FOUND = "SriovNetworkNotFound"
     SRIOV_NETWORK_NOT_READY = "SriovNetworkNotReady"
+    DRA_INACTIVE = "DRAInactive"
+    INVALID_DRA_ATTRIBUTE = "InvalidDRAAttribute"
+    SOURCE_NAD_NOT_READY = "SourceNADNotReady"
+    DRA_CONFIGURATION_SYNC_FAILED = "DRAConfigurationSyncFailed"
     # Host: discovery and VF driver binding (spec §8.1 step 2, D3, D11).
     HOST_READ_FAILED = "HostReadFailed"
     UNSUPPORTED_VF_DRIVER = "UnsupportedVfDriver"
