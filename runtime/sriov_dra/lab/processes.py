@@ -8,6 +8,7 @@ every process it forked; stopping is SIGTERM, a grace period, then SIGKILL, and 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -74,6 +75,19 @@ def survivors() -> list[str]:
     return found
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    """Ask the kernel to SIGKILL this child when the process that started it dies.
+
+    Keeps a crashed or killed test run (or ``lab up``) from leaving etcd and the API server behind.
+    Runs between fork and exec, so it only makes one system call.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 class ProcessFailed(RuntimeError):
     """A child exited or never became ready; the message carries its log tail."""
 
@@ -91,6 +105,8 @@ class Process:
     env: Mapping[str, str] | None = None
     cwd: Path | None = None
     stop_grace_s: float = 10.0
+    die_with_parent: bool = True
+    """SIGKILL the child if this interpreter (precisely: the starting thread) dies first."""
     popen: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     def start(self) -> None:
@@ -112,6 +128,7 @@ class Process:
                     env=env,
                     cwd=self.cwd,
                     start_new_session=True,
+                    preexec_fn=_die_with_parent if self.die_with_parent else None,
                 )
             except OSError as exc:
                 raise ProcessFailed(f"cannot start {self.name} ({self.argv[0]}): {exc}") from exc
