@@ -119,7 +119,7 @@ class KubeletPluginServer:
         self._on_registration = on_registration
         self._state_lock = threading.Condition()
         self._registration: RegistrationState | None = None
-        self._servers: list[tuple[str, grpc.Server, futures.ThreadPoolExecutor, Path, int]] = []
+        self._servers: list[tuple[str, grpc.Server, futures.ThreadPoolExecutor, Path]] = []
         self._started = False
 
     # -- registration verdict -------------------------------------------------------------
@@ -185,17 +185,21 @@ class KubeletPluginServer:
 
         Order: registration server and socket first (the kubelet deregisters the plugin), then the
         health streams, then the DRA server after its grace period, then its socket. Idempotent.
+        Returns after about ``grace_s`` even if a handler call is stuck: gRPC cancels the call
+        for the kubelet, and the handler's thread is abandoned to finish in the background
+        (the driver's state must tolerate that, as it tolerates a crash).
 
         Units: ``grace_s`` seconds.
         """
         while self._servers:
             # Last started, first stopped: the registration server goes before the DRA server.
-            name, server, executor, path, inode = self._servers.pop()
+            name, server, executor, path = self._servers.pop()
             if name == "dra" and self._health is not None:
                 self._health.close()
             server.stop(grace_s).wait()
-            executor.shutdown(wait=True)
-            _remove_own_socket(path, inode)
+            executor.shutdown(wait=False, cancel_futures=True)
+            # gRPC unlinks its unix socket when the listener closes; make sure either way.
+            path.unlink(missing_ok=True)
         self._started = False
 
     def __enter__(self) -> KubeletPluginServer:
@@ -221,7 +225,7 @@ class KubeletPluginServer:
                 f"{endpoints.UNIX_PATH_MAX_BYTES} bytes"
             ) from exc
         server.start()
-        self._servers.append((name, server, executor, path, os.stat(path).st_ino))
+        self._servers.append((name, server, executor, path))
 
     def _add_dra_services(self, server: grpc.Server) -> None:
         dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(dra_service.DraV1Servicer(self._dispatcher), server)
@@ -255,12 +259,3 @@ def _remove_stale_socket(path: Path) -> None:
         )
     LOG.info("removing stale socket %s from a previous run", path)
     path.unlink(missing_ok=True)
-
-
-def _remove_own_socket(path: Path, inode: int) -> None:
-    """Unlink ``path`` only if it is still the socket this server created (same inode)."""
-    try:
-        if os.lstat(path).st_ino == inode:
-            path.unlink()
-    except FileNotFoundError:
-        pass

@@ -222,32 +222,12 @@ class KubeletDraManager:
         def result(failure: KubeletFailure | None) -> PodPrepareResult:
             return PodPrepareResult(devices=self._devices(claims), calls=tuple(calls), failure=failure)
 
-        with self._lock:
-            for pod_claim in claims:
-                for driver in pod_claim.drivers:
-                    if driver not in self._clients:
-                        return result(_not_registered(driver, pod_claim.claim))
-        batches: dict[str, list[messages.ClaimRef]] = {}
-        with self._lock:
-            for pod_claim in claims:
-                entry = self._cache.get(_key(pod_claim.claim))
-                if entry is not None and entry.claim.uid != pod_claim.claim.uid:
-                    return result(
-                        KubeletFailure(
-                            FailureKind.CLAIM_REPLACED,
-                            f"old ResourceClaim with same name {pod_claim.claim.namespace}/{pod_claim.claim.name} "
-                            f"and different UID {entry.claim.uid} still exists (previous pod not terminated yet?)",
-                            claim=pod_claim.claim,
-                        )
-                    )
-                if entry is None:
-                    entry = _ClaimEntry(claim=pod_claim.claim, drivers=tuple(sorted(set(pod_claim.drivers))))
-                    self._cache[_key(pod_claim.claim)] = entry
-                entry.pod_uids.add(pod_uid)
-                if entry.prepared:
-                    continue
-                for driver in entry.drivers:
-                    batches.setdefault(driver, []).append(entry.claim)
+        unregistered = self._first_unregistered(claims)
+        if unregistered is not None:
+            return result(unregistered)
+        batches, replaced = self._reference_claims(pod_uid, claims)
+        if replaced is not None:
+            return result(replaced)
         for driver in sorted(batches):
             batch = batches[driver]
             calls.append(DriverCall(driver, tuple(c.uid for c in batch)))
@@ -275,6 +255,42 @@ class KubeletDraManager:
             for pod_claim in claims:
                 self._cache[_key(pod_claim.claim)].prepared = True
         return result(None)
+
+    def _first_unregistered(self, claims: Sequence[PodClaim]) -> KubeletFailure | None:
+        with self._lock:
+            for pod_claim in claims:
+                for driver in pod_claim.drivers:
+                    if driver not in self._clients:
+                        return _not_registered(driver, pod_claim.claim)
+        return None
+
+    def _reference_claims(
+        self, pod_uid: str, claims: Sequence[PodClaim]
+    ) -> tuple[dict[str, list[messages.ClaimRef]], KubeletFailure | None]:
+        """Add ``pod_uid`` to each claim's cache entry; batch the unprepared ones per driver.
+
+        Like the kubelet, entries touched before a replaced claim is found keep the reference.
+        """
+        batches: dict[str, list[messages.ClaimRef]] = {}
+        with self._lock:
+            for pod_claim in claims:
+                claim = pod_claim.claim
+                entry = self._cache.get(_key(claim))
+                if entry is not None and entry.claim.uid != claim.uid:
+                    return batches, KubeletFailure(
+                        FailureKind.CLAIM_REPLACED,
+                        f"old ResourceClaim with same name {claim.namespace}/{claim.name} and different UID "
+                        f"{entry.claim.uid} still exists (previous pod not terminated yet?)",
+                        claim=claim,
+                    )
+                if entry is None:
+                    entry = _ClaimEntry(claim=claim, drivers=tuple(sorted(set(pod_claim.drivers))))
+                    self._cache[_key(claim)] = entry
+                entry.pod_uids.add(pod_uid)
+                if not entry.prepared:
+                    for driver in entry.drivers:
+                        batches.setdefault(driver, []).append(entry.claim)
+        return batches, None
 
     def unprepare_pod(self, pod_uid: str) -> PodUnprepareResult:
         """Unprepare the claims of one Pod, as the kubelet does after its sandbox stopped.
