@@ -107,13 +107,12 @@ class KubeletPluginServer:
         self.driver_name = driver_name
         self.sockets = sockets
         self._dispatcher = dra_service.ClaimDispatcher(handler, serialize=serialize_calls)
-        self._health = (
-            dra_service.HealthServicer(health_source, interval_s=health_interval_s, clock=clock)
-            if health_source is not None
-            else None
-        )
+        self._health_source = health_source
+        self._health_interval_s = health_interval_s
+        self._clock = clock
+        self._health: dra_service.HealthServicer | None = None  # one per start, closed by stop
         self.supported_versions: tuple[str, ...] = endpoints.DRA_SUPPORTED_VERSIONS + (
-            (endpoints.HEALTH_SERVICE,) if self._health is not None else ()
+            (endpoints.HEALTH_SERVICE,) if health_source is not None else ()
         )
         self._max_workers = max_workers
         self._on_registration = on_registration
@@ -232,7 +231,10 @@ class KubeletPluginServer:
         dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
             dra_service.DraV1beta1Servicer(self._dispatcher), server
         )
-        if self._health is not None:
+        if self._health_source is not None:
+            self._health = dra_service.HealthServicer(
+                self._health_source, interval_s=self._health_interval_s, clock=self._clock
+            )
             drahealth_v1alpha1_pb2_grpc.add_DRAResourceHealthServicer_to_server(self._health, server)
 
     def _add_registration_service(self, server: grpc.Server) -> None:

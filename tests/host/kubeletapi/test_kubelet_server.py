@@ -207,13 +207,18 @@ def test_stop_removes_both_sockets_and_refuses_connections(
     assert info.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
-def test_stop_is_idempotent_and_server_restarts_on_the_same_paths(
-    server: kubelet_server.KubeletPluginServer,
-) -> None:
-    server.stop(grace_s=0)
-    server.stop(grace_s=0)
-    server.start()
-    assert _get_info(server.sockets.registration).name == DRIVER
+def test_stop_is_idempotent_and_server_restarts_on_the_same_paths(make_server: ServerFactory) -> None:
+    srv = make_server(health_source=lambda: [messages.DeviceId("pool-a", "vf-0")], health_interval_s=0.05)
+    srv.start()
+    srv.stop(grace_s=0)
+    srv.stop(grace_s=0)
+    srv.start()
+    assert _get_info(srv.sockets.registration).name == DRIVER
+    client = _client(srv, endpoints.DraService.V1)
+    try:
+        assert len(client.watch_health(reports=2, timeout_s=10)) == 2
+    finally:
+        client.close()
 
 
 def _leave_stale_socket(path: Path) -> None:
