@@ -39,6 +39,7 @@ class Reason(enum.StrEnum):
     UNSUPPORTED_MANAGED_CLAIM_KIND = "UnsupportedManagedClaimKind"
     UNSUPPORTED_MANAGED_SELECTOR = "UnsupportedManagedSelector"
     INVALID_CONSUMER = "InvalidConsumer"
+    INVALID_CLAIM = "InvalidClaim"
     DEVICE_NOT_ELIGIBLE = "DeviceNotEligible"
     CONFLICTING_DEVICE_REQUIREMENTS = "ConflictingDeviceRequirements"
     # Interfaces and selections (spec §6.5, §9).
