@@ -1,0 +1,165 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sriov-dra developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: preflight
+short_description: Node checks of the sriov-dra preflight
+version_added: 0.1.0
+author:
+  - sriov-dra developers
+description:
+  - Runs the node checks that are not plain commands and reports each as V(pass) or V(fail) with the fix.
+  - C(cni-binaries) checks that the required CNI binaries are in the CNI bin dir.
+  - C(cni-exec) runs each present binary with C(CNI_COMMAND=VERSION), a real exec of the CNI path.
+  - C(guard-first) checks that the guard's file is the first CNI config the runtime sees.
+  - C(guard-config) checks the guard config, its pinned primary (no recursion) and, for thick Multus, the
+    daemon config's C(multusMasterCNI).
+  - C(cache-mounts) checks that the Multus and sriov-cni caches exist on persistent storage.
+  - C(legacy-device-plugin) checks that no SR-IOV network device plugin is configured on the node.
+  - Changes nothing. The cluster checks (API versions, RBAC, co-installed operators, overlapping policies) are
+    in the P(sriovnet.dra.preflight#role) role.
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+options:
+  cni_conf_dir:
+    description: The container runtime's CNI config directory.
+    type: path
+    default: /etc/cni/net.d
+  cni_bin_dir:
+    description: The CNI binary directory.
+    type: path
+    default: /opt/cni/bin
+  guard_file:
+    description: File name of the guard's runtime-facing config in O(cni_conf_dir).
+    type: str
+    default: 00-multus-guard.conflist
+  multus_mode:
+    description: How Multus runs; decides whether C(multus-shim) (thick) or C(multus) (thin) is required.
+    type: str
+    choices: [thick, thin]
+    default: thick
+  multus_daemon_config:
+    description: Thick Multus's daemon config, checked for a pinned primary. Ignored for thin Multus.
+    type: path
+    default: /etc/cni/net.d/multus.d/daemon-config.json
+  binaries:
+    description:
+      - CNI binaries that must be present besides Multus's (C(multus-shim) or C(multus)).
+    type: list
+    elements: str
+    default: [multus-guard, sriov, host-local, whereabouts]
+  cache_dirs:
+    description: Cache directories that must survive reboots (Multus's delegate cache and sriov-cni's cache).
+    type: list
+    elements: path
+    default: [/var/lib/cni/multus, /var/lib/cni/sriov]
+  mounts_file:
+    description: The mount table to read.
+    type: path
+    default: /proc/self/mounts
+  legacy_device_plugin_config:
+    description: Config file of the SR-IOV network device plugin; it must not exist.
+    type: path
+    default: /etc/pcidp/config.json
+  exec_timeout:
+    description: Seconds each CNI binary may take to answer C(CNI_COMMAND=VERSION).
+    type: int
+    default: 10
+"""
+
+EXAMPLES = r"""
+- name: Run the node preflight
+  sriovnet.dra.preflight:
+    multus_mode: thick
+  register: node_checks
+
+- name: Show failed checks with their fixes
+  ansible.builtin.debug:
+    msg: "{{ node_checks.checks | selectattr('status', 'equalto', 'fail') }}"
+"""
+
+RETURN = r"""
+checks:
+  description: Every check, in a fixed order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Check name.
+      type: str
+      sample: guard-first
+    status:
+      description: V(pass) or V(fail).
+      type: str
+    detail:
+      description: What was found.
+      type: str
+    fix:
+      description: What to change (empty on pass).
+      type: str
+failed_checks:
+  description: Names of the failed checks.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sriovnet.dra.plugins.module_utils import args, base, checks
+
+
+def argspec():
+    """The module's argument spec."""
+    return args.argspec(
+        cni_conf_dir={"type": "path", "default": "/etc/cni/net.d"},
+        cni_bin_dir={"type": "path", "default": "/opt/cni/bin"},
+        guard_file={"type": "str", "default": "00-multus-guard.conflist"},
+        multus_mode={"type": "str", "choices": ["thick", "thin"], "default": "thick"},
+        multus_daemon_config={"type": "path", "default": "/etc/cni/net.d/multus.d/daemon-config.json"},
+        binaries={"type": "list", "elements": "str", "default": ["multus-guard", "sriov", "host-local", "whereabouts"]},
+        cache_dirs={"type": "list", "elements": "path", "default": ["/var/lib/cni/multus", "/var/lib/cni/sriov"]},
+        mounts_file={"type": "path", "default": "/proc/self/mounts"},
+        legacy_device_plugin_config={"type": "path", "default": "/etc/pcidp/config.json"},
+        exec_timeout={"type": "int", "default": 10},
+    )
+
+
+def run(module):
+    """Run every node check; never exits and never changes the node."""
+    p = module.params
+    multus_bin = "multus-shim" if p["multus_mode"] == "thick" else "multus"
+    binaries = [multus_bin] + [b for b in p["binaries"] if b != multus_bin]
+    daemon_config = p["multus_daemon_config"] if p["multus_mode"] == "thick" else None
+    found = [
+        checks.check_binaries(p["cni_bin_dir"], binaries),
+        checks.check_cni_exec(p["cni_bin_dir"], binaries, p["exec_timeout"]),
+        checks.check_guard_first(p["cni_conf_dir"], p["guard_file"]),
+        checks.check_guard_config(p["cni_conf_dir"], p["guard_file"], daemon_config),
+        checks.check_cache_dirs(p["cache_dirs"], p["mounts_file"]),
+        checks.check_legacy_device_plugin(p["legacy_device_plugin_config"]),
+    ]
+    return {
+        "changed": False,
+        "checks": found,
+        "failed_checks": [c["name"] for c in found if c["status"] == checks.FAIL],
+    }
+
+
+def main():
+    module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
+    result = base.execute(module, run)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
