@@ -1,0 +1,311 @@
+"""ResourceSlice planning: the devices a node advertises, split into a pool, and the writes to get there.
+
+This module owns the pure half of publication (spec §12.2.5 step 3 and 5; issue 4 item 3):
+
+- which devices are published: only the devices that policy evaluation made eligible, in both
+  modes, as upstream does (opt-in advertisement, reference dra-driver-sriov.md §3.4, §9.3); each
+  carries the discovery attributes plus its merged policy attributes, discovery winning on a
+  reserved key;
+- how they are laid out: node-scoped slices of one pool named after the node, at most
+  :data:`MAX_DEVICES_PER_SLICE` devices each in device-name order, deterministic slice names,
+  ``resourceSliceCount`` equal to the number of slices, and one (empty) slice when nothing is
+  advertised (reference dra-protocol.md §4.1);
+- what to write: :func:`plan_writes` compares the slices the server has with the desired pool
+  and returns no write at all when they are equal, or else deletes obsolete slices, updates
+  the kept ones and creates the missing ones, all at one bumped pool generation.
+
+Comparing the published device set (not only attribute keys) is what fixes upstream's
+``clearPolicyAttributes`` defect: withdrawing a device that had no policy attributes changes the
+desired pool, so it is republished (spec §12.2.5 step 5).
+
+It must never do I/O, read a clock, or hold client objects: slices are plain JSON dicts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from sriov_dra.core import attributes, errors, names, policies
+
+API_VERSION: Final = "resource.k8s.io/v1"
+KIND: Final = "ResourceSlice"
+MAX_DEVICES_PER_SLICE: Final = 128
+"""``ResourceSliceMaxDevices`` for devices without taints, counters or list attributes (ours)."""
+MAX_NAME_LENGTH: Final = names.DNS1123_SUBDOMAIN_MAX
+
+Slice = Mapping[str, Any]
+"""A ResourceSlice as the API's JSON (``apiVersion``, ``kind``, ``metadata``, ``spec``)."""
+
+
+@dataclass(frozen=True)
+class PublishedDevice:
+    """One device entry of a slice.
+
+    Shapes: ``name`` is the DRA device name (a DNS label); ``attributes`` maps qualified names
+    to scalar values, sorted by key.
+    """
+
+    name: str
+    attributes: Mapping[str, attributes.AttributeValue] = field(hash=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The API form ``{"name": ..., "attributes": {key: {"string": ...}}}`` (keys sorted)."""
+        return {
+            "name": self.name,
+            "attributes": {k: self.attributes[k].to_json() for k in sorted(self.attributes)},
+        }
+
+
+@dataclass(frozen=True)
+class SliceRef:
+    """An existing slice to delete, with the preconditions that make the delete exact."""
+
+    name: str
+    uid: str
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class SliceWrites:
+    """The writes that turn the current pool into the desired one, in the order to apply them.
+
+    Shapes: ``deletes`` first, then ``updates`` (full bodies carrying ``metadata.resourceVersion``
+    as the precondition), then ``creates``; ``generation`` is the pool generation every slice has
+    afterwards (unchanged when there is nothing to write).
+    """
+
+    generation: int
+    deletes: tuple[SliceRef, ...] = ()
+    updates: tuple[Slice, ...] = ()
+    creates: tuple[Slice, ...] = ()
+
+    @property
+    def count(self) -> int:
+        """Number of API writes."""
+        return len(self.deletes) + len(self.updates) + len(self.creates)
+
+    @property
+    def empty(self) -> bool:
+        """True when the server already holds the desired pool."""
+        return self.count == 0
+
+
+def published_devices(
+    facts: Sequence[policies.DeviceFacts], evaluation: policies.PolicyEvaluation
+) -> tuple[PublishedDevice, ...]:
+    """The devices to advertise: eligible ones only, each with discovery plus policy attributes.
+
+    A policy value never replaces a discovery-owned key (policy evaluation already drops them;
+    discovery wins here as a second guard). Devices the evaluation names but discovery does not
+    know are ignored.
+    Shapes: sorted by device name.
+    Source: reference dra-driver-sriov.md §3.4 (``UpdatePolicyDevices``), spec §12.2.5 step 3.
+    """
+    by_name = {f.name: f for f in facts}
+    policy_values = evaluation.device_attributes()
+    out: list[PublishedDevice] = []
+    for name in sorted(evaluation.eligible & by_name.keys()):
+        merged = dict(policy_values.get(name, {}))
+        merged.update(policies.discovered_attributes(by_name[name]))
+        out.append(PublishedDevice(name, dict(sorted(merged.items()))))
+    return tuple(out)
+
+
+def slice_name(driver: str, node: str, index: int) -> str:
+    """Deterministic name of slice ``index`` of ``node``'s pool: ``<node>-<driver>-<index>``.
+
+    When that exceeds 253 characters the ``<node>-<driver>`` part is shortened and a 16-hex
+    digest of it is inserted, so names stay unique per (driver, node, index).
+    Shapes: a DNS-1123 subdomain of at most 253 characters for any valid node and driver name.
+    """
+    base = f"{node}-{driver}"
+    name = f"{base}-{index}"
+    if len(name) <= MAX_NAME_LENGTH:
+        return name
+    digest = hashlib.sha256(base.encode("utf-8")).hexdigest()[:16]
+    keep = MAX_NAME_LENGTH - len(digest) - len(str(index)) - 2
+    return f"{base[:keep].rstrip('-.')}-{digest}-{index}"
+
+
+def desired_slices(
+    devices: Sequence[PublishedDevice], *, driver: str, node: str, node_uid: str, generation: int
+) -> tuple[Slice, ...]:
+    """Lay ``devices`` out as the slices of pool ``node`` at ``generation``.
+
+    Shapes: devices sorted by name and cut every :data:`MAX_DEVICES_PER_SLICE`; no devices gives
+    one slice with an empty device list; each slice is owned by the Node (``node_uid``) so it is
+    garbage-collected with it, and names ``spec.nodeName``.
+    Raises: InvalidSpec when two devices share a name or a name is not a DNS label.
+    """
+    ordered = sorted(devices, key=lambda d: d.name)
+    problems = [
+        errors.FieldError(f"devices[{d.name!r}]", problem)
+        for d in ordered
+        if (problem := names.dns1123_label_problem(d.name)) is not None
+    ]
+    seen = [d.name for d in ordered]
+    problems.extend(
+        errors.FieldError(f"devices[{n!r}]", "two devices share this name")
+        for n in sorted({n for n in seen if seen.count(n) > 1})
+    )
+    errors.raise_if_any(problems, f"cannot publish the devices of node {node}")
+    chunks = [ordered[i : i + MAX_DEVICES_PER_SLICE] for i in range(0, len(ordered), MAX_DEVICES_PER_SLICE)]
+    chunks = chunks or [[]]
+    owner = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}
+    return tuple(
+        {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": slice_name(driver, node, i), "ownerReferences": [owner]},
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": node, "generation": generation, "resourceSliceCount": len(chunks)},
+                "devices": [d.to_json() for d in chunk],
+            },
+        }
+        for i, chunk in enumerate(chunks)
+    )
+
+
+def plan_writes(
+    current: Sequence[Slice],
+    devices: Sequence[PublishedDevice],
+    *,
+    driver: str,
+    node: str,
+    node_uid: str,
+    last_generation: int = 0,
+) -> SliceWrites:
+    """The minimal writes that make the server's slices of ``node`` publish exactly ``devices``.
+
+    ``current`` is every slice of this driver on this node (a list by ``spec.driver`` and
+    ``spec.nodeName``). When they already form the desired pool (same names, contents, owner,
+    one generation and the right ``resourceSliceCount``) nothing is written. Otherwise the pool
+    generation becomes one more than the highest seen (``last_generation`` included, so a pool
+    whose slices were all deleted never goes back in time), slices not in the layout, or whose
+    immutable fields differ, are deleted, kept slices are updated (all of them, because every
+    slice of a pool carries the same generation) and missing ones created.
+    Shapes: plain JSON dicts in and out.
+    Raises: InvalidSpec as :func:`desired_slices`.
+    Source: reference dra-protocol.md §4.1 (generation, resourceSliceCount, delete-update-create).
+    """
+    seen_generations = [_generation(s) for s in current]
+    generation = max([*seen_generations, last_generation, 0])
+    probe = desired_slices(devices, driver=driver, node=node, node_uid=node_uid, generation=generation)
+    by_name = {_name(s): s for s in current}
+    if (
+        generation > 0
+        and len(by_name) == len(current) == len(probe)
+        and all(_generation(s) == generation for s in current)
+        and all(_name(d) in by_name and _same(by_name[_name(d)], d) for d in probe)
+    ):
+        return SliceWrites(generation)
+    generation += 1
+    desired = desired_slices(devices, driver=driver, node=node, node_uid=node_uid, generation=generation)
+    wanted = {_name(d): d for d in desired}
+    deletes: list[SliceRef] = []
+    kept: dict[str, Slice] = {}
+    for s in sorted(current, key=_name):
+        name = _name(s)
+        if name in wanted and name not in kept and _same_identity(s, wanted[name]):
+            kept[name] = s
+        else:
+            meta = s.get("metadata") or {}
+            deletes.append(SliceRef(name, str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))))
+    updates = tuple(_update_body(kept[_name(d)], d) for d in desired if _name(d) in kept)
+    creates = tuple(d for d in desired if _name(d) not in kept)
+    return SliceWrites(generation, tuple(deletes), updates, creates)
+
+
+def pool_devices(current: Sequence[Slice]) -> dict[str, dict[str, Any]]:
+    """The devices a consumer sees in a pool: those of the slices at the highest generation.
+
+    Shapes: device name → device JSON; later slices (by name) win a duplicate name.
+    """
+    if not current:
+        return {}
+    top = max(_generation(s) for s in current)
+    out: dict[str, dict[str, Any]] = {}
+    for s in sorted(current, key=_name):
+        if _generation(s) == top:
+            for device in (s.get("spec") or {}).get("devices") or []:
+                out[str(device.get("name"))] = dict(device)
+    return out
+
+
+def _name(s: Slice) -> str:
+    return str((s.get("metadata") or {}).get("name", ""))
+
+
+def _pool(s: Slice) -> Mapping[str, Any]:
+    pool = (s.get("spec") or {}).get("pool")
+    return pool if isinstance(pool, Mapping) else {}
+
+
+def _generation(s: Slice) -> int:
+    value = _pool(s).get("generation", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _identity(s: Slice) -> tuple[object, ...]:
+    """The fields the API does not let an update change."""
+    spec = s.get("spec") or {}
+    selection = tuple(k for k in ("nodeSelector", "allNodes", "perDeviceNodeSelection") if spec.get(k))
+    return (spec.get("driver"), spec.get("nodeName"), _pool(s).get("name"), selection)
+
+
+def _same_identity(have: Slice, want: Slice) -> bool:
+    return _identity(have) == _identity(want)
+
+
+def _owners(s: Slice) -> list[tuple[object, ...]]:
+    refs = (s.get("metadata") or {}).get("ownerReferences") or []
+    return sorted(
+        (r.get("apiVersion"), r.get("kind"), r.get("name"), r.get("uid"), bool(r.get("controller")))
+        for r in refs
+        if isinstance(r, Mapping)
+    )
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _content(s: Slice) -> tuple[object, ...]:
+    """Everything this driver writes, in a form where absent and empty lists/maps are equal."""
+    spec = dict(s.get("spec") or {})
+    pool = dict(_pool(s))
+    devices = [
+        {k: v for k, v in d.items() if not (k == "attributes" and not v)}
+        for d in (spec.pop("devices", None) or [])
+        if isinstance(d, Mapping)
+    ]
+    spec.pop("pool", None)
+    return (
+        _identity(s),
+        _canonical({k: v for k, v in spec.items() if v not in (None, [], {}, False)}),
+        pool.get("resourceSliceCount"),
+        _canonical(devices),
+        _owners(s),
+    )
+
+
+def _same(have: Slice, want: Slice) -> bool:
+    return _content(have) == _content(want)
+
+
+def _update_body(have: Slice, want: Slice) -> dict[str, Any]:
+    """``want`` with the precondition and the metadata other writers own kept from ``have``."""
+    have_meta = have.get("metadata") or {}
+    meta = dict(want["metadata"])
+    meta["resourceVersion"] = have_meta.get("resourceVersion", "")
+    meta["uid"] = have_meta.get("uid", "")
+    for key in ("labels", "annotations", "finalizers"):
+        if have_meta.get(key):
+            meta[key] = have_meta[key]
+    return {**want, "metadata": meta}
