@@ -1,0 +1,137 @@
+"""Tests for ``plugins/modules/preflight.py``: each node check passes on a good node and fails with its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible_collections.sriovnet.dra.plugins.modules import preflight
+from tests.unit.plugins import harness
+
+GUARD = "00-multus-guard.conflist"
+CNI_OK = '#!/bin/sh\ncat >/dev/null\necho \'{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}\'\n'
+CNI_BROKEN = "#!/bin/sh\necho 'segfault' >&2\nexit 139\n"
+BINARIES = ["multus-shim", "multus-guard", "sriov", "host-local", "whereabouts"]
+
+
+def _exe(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> dict[str, str]:
+    """A node that passes every check: binaries, guard first, pinned primary, persistent caches."""
+    conf, bin_dir = tmp_path / "net.d", tmp_path / "bin"
+    conf.mkdir()
+    bin_dir.mkdir()
+    for name in BINARIES:
+        _exe(bin_dir / name, CNI_OK)
+    primary = conf / "10-flannel.conflist"
+    primary.write_text(json.dumps({"cniVersion": "1.0.0", "name": "cbr0", "plugins": [{"type": "flannel"}]}))
+    guard = {
+        "cniVersion": "1.0.0",
+        "name": "multus-cni-network",
+        "plugins": [{"type": "multus-guard", "multus": {"mode": "thick", "primaryConfig": str(primary)}}],
+    }
+    (conf / GUARD).write_text(json.dumps(guard))
+    (conf / "multus.d").mkdir()
+    daemon = conf / "multus.d" / "daemon-config.json"
+    daemon.write_text(json.dumps({"multusConfigFile": "auto", "multusMasterCNI": "10-flannel.conflist"}))
+    caches = [tmp_path / "var" / "lib" / "cni" / "multus", tmp_path / "var" / "lib" / "cni" / "sriov"]
+    for cache in caches:
+        cache.mkdir(parents=True)
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"/dev/sda1 / ext4 rw 0 0\ntmpfs {tmp_path}/run tmpfs rw 0 0\n")
+    return {
+        "cni_conf_dir": str(conf),
+        "cni_bin_dir": str(bin_dir),
+        "multus_daemon_config": str(daemon),
+        "cache_dirs": [str(c) for c in caches],
+        "mounts_file": str(mounts),
+        "legacy_device_plugin_config": str(tmp_path / "etc" / "pcidp" / "config.json"),
+    }
+
+
+def _checks(params: dict[str, object]) -> dict[str, dict[str, str]]:
+    result = harness.run_module(preflight, params, check_mode=True)
+    assert result["changed"] is False
+    return {c["name"]: c for c in result["checks"]}
+
+
+def test_good_node_passes_every_check_in_a_fixed_order(node):
+    result = harness.run_module(preflight, node)
+    assert [c["name"] for c in result["checks"]] == [
+        "cni-binaries",
+        "cni-exec",
+        "guard-first",
+        "guard-config",
+        "cache-mounts",
+        "legacy-device-plugin",
+    ]
+    assert result["failed_checks"] == []
+    assert all(c["fix"] == "" for c in result["checks"])
+
+
+def test_missing_binary_fails_with_install_fix(node):
+    (Path(node["cni_bin_dir"]) / "whereabouts").unlink()
+    check = _checks(node)["cni-binaries"]
+    assert check["status"] == "fail"
+    assert check["detail"] == f"missing or not executable in {node['cni_bin_dir']}: whereabouts"
+    assert check["fix"].startswith(f"install whereabouts into {node['cni_bin_dir']}")
+
+
+def test_binary_that_cannot_answer_version_fails_the_exec_check(node):
+    _exe(Path(node["cni_bin_dir"]) / "sriov", CNI_BROKEN)
+    check = _checks(node)["cni-exec"]
+    assert (check["status"], check["detail"]) == ("fail", "CNI_COMMAND=VERSION failed for: sriov")
+    assert check["fix"].startswith(f"reinstall sriov in {node['cni_bin_dir']}")
+
+
+def test_thin_mode_requires_the_multus_binary_instead_of_the_shim(node):
+    check = _checks({**node, "multus_mode": "thin"})["cni-binaries"]
+    assert (check["status"], check["detail"]) == (
+        "fail",
+        f"missing or not executable in {node['cni_bin_dir']}: multus",
+    )
+
+
+def test_another_file_sorting_first_fails_guard_first(node):
+    (Path(node["cni_conf_dir"]) / "00-calico.conflist").write_text("{}")
+    check = _checks(node)["guard-first"]
+    assert check["status"] == "fail"
+    assert check["detail"] == f"first CNI config in {node['cni_conf_dir']} is 00-calico.conflist"
+    assert "run the sriovnet.dra.guard role" in check["fix"]
+
+
+def test_unpinned_thick_primary_fails_guard_config(node):
+    Path(node["multus_daemon_config"]).write_text(json.dumps({"multusConfigFile": "auto"}))
+    check = _checks(node)["guard-config"]
+    assert check["status"] == "fail"
+    assert "multusMasterCNI is not set" in check["detail"]
+    assert "sriovnet.dra.multus" in check["fix"]
+
+
+def test_cache_on_tmpfs_fails_with_persistent_mount_fix(node, tmp_path):
+    Path(node["mounts_file"]).write_text(
+        f"/dev/sda1 / ext4 rw 0 0\ntmpfs {tmp_path}/var/lib/cni tmpfs rw 0 0\n"
+    )
+    check = _checks(node)["cache-mounts"]
+    assert check["status"] == "fail"
+    assert check["detail"] == (
+        f"{node['cache_dirs'][0]} is on tmpfs ({tmp_path}/var/lib/cni), lost on reboot; "
+        f"{node['cache_dirs'][1]} is on tmpfs ({tmp_path}/var/lib/cni), lost on reboot"
+    )
+    assert "persistent storage" in check["fix"]
+
+
+def test_legacy_device_plugin_config_fails(node):
+    legacy = Path(node["legacy_device_plugin_config"])
+    legacy.parent.mkdir(parents=True)
+    legacy.write_text("{}")
+    check = _checks(node)["legacy-device-plugin"]
+    assert check["status"] == "fail"
+    assert check["fix"] == (
+        f"remove the sriov-network-device-plugin DaemonSet and {legacy}; one provider must own each VF"
+    )
