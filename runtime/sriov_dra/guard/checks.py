@@ -1,0 +1,278 @@
+"""Pre-ADD checks of the live Pod's selections and registry (spec §9, §10.3), pure.
+
+The guard's decision before Multus runs, in the order the guard applies it:
+
+1. :func:`pod_view` and :func:`check_pod_identity`: the live Pod is the runtime's Pod (UID unless
+   static, node when the guard knows its node);
+2. :func:`read_networks`: the ``k8s.v1.cni.cncf.io/networks`` annotation parses under the rule
+   the plugin's merger uses (``core.networks``; handed cases C01–C04, C06), the
+   ``v1.multus-cni.io/default-network`` override names at most one network, and the
+   ``managed-networks`` registry, when present, decodes (``core.registry``) for this Pod's UID;
+3. :func:`check_interface_names`: no two delegates of the full Multus delegate list get the same
+   interface name (``core.ifnames``, Multus's naming; handed case C15), for every Pod;
+4. :func:`managed_targets` names the NADs to read live (registry entries, then selections of a
+   ``dra-sriov-`` name); :func:`check_managed` combines the per-shadow verdicts
+   (:mod:`~sriov_dra.guard.shadows`) with the selection rules: every registry entry selected
+   exactly once, a managed selection is exactly ``{"name","namespace","interface"}`` with the
+   recorded interface (no ``deviceID``, ``ips``, ``cni-args`` or other override), and returns the
+   interfaces post-ADD verification must find.
+
+Pods without a registry and without shadow selections pass steps 1–3 only. Every function here is
+pure; rejections are :class:`~sriov_dra.guard.decisions.Rejected` with one reason per rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sriov_dra.core import errors, ifnames, names, networks, registry
+from sriov_dra.guard import decisions, shadows
+
+Reason = decisions.Reason
+Violation = decisions.Violation
+Rejected = decisions.Rejected
+_TUPLE_KEYS = frozenset({"name", "namespace", "interface"})
+STATIC_SOURCE_ANNOTATION = "kubernetes.io/config.source"
+
+
+@dataclass(frozen=True)
+class PodNetworks:
+    """The Pod's parsed network annotations.
+
+    ``primary_ifname`` is the runtime's ``CNI_IFNAME`` unless a default-network override names an
+    interface; ``registry`` is ``None`` when the Pod has none.
+    """
+
+    selections: tuple[networks.Selection, ...]
+    registry: registry.Registry | None
+    primary_ifname: str
+
+
+def pod_view(pod: Mapping[str, Any]) -> shadows.PodView:
+    """Read the decision-relevant parts of a live Pod's JSON.
+
+    Raises: :class:`Rejected` (``ApiReadFailed``) when the object lacks a namespace, name or UID
+    or its annotations are not strings (the API never sends that; the read is not trusted).
+    """
+    meta = pod.get("metadata")
+    spec = pod.get("spec")
+    meta = meta if isinstance(meta, Mapping) else {}
+    annotations = meta.get("annotations") or {}
+    fields = [meta.get(k) for k in ("namespace", "name", "uid")]
+    if not all(isinstance(f, str) and f for f in fields) or not (
+        isinstance(annotations, Mapping) and all(isinstance(v, str) for v in annotations.values())
+    ):
+        raise Rejected.one(
+            Reason.API_READ_FAILED,
+            "the API returned a Pod without namespace, name, UID or string annotations",
+        )
+    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    source = annotations.get(STATIC_SOURCE_ANNOTATION)
+    return shadows.PodView(
+        namespace=str(fields[0]),
+        name=str(fields[1]),
+        uid=str(fields[2]),
+        node_name=node if isinstance(node, str) and node else None,
+        annotations=dict(annotations),
+        static=source is not None and source != "api",
+    )
+
+
+def check_pod_identity(pod: shadows.PodView, *, runtime_uid: str | None, node_name: str | None) -> None:
+    """The live Pod must be the runtime's: same UID (static Pods exempt) and, if known, this node.
+
+    Raises: :class:`Rejected` (``PodUidMismatch``, ``PodNodeMismatch``).
+    Source: spec §10.2 ("keep UID checks"); reference multus.md §5.1 step 3.
+    """
+    if runtime_uid is not None and runtime_uid != pod.uid and not pod.static:
+        raise Rejected.one(
+            Reason.POD_UID_MISMATCH,
+            f"the runtime's K8S_POD_UID is {runtime_uid} but the live {pod.ref} has UID {pod.uid}; the Pod was "
+            "replaced: the kubelet will tear this sandbox down",
+        )
+    if node_name is not None and pod.node_name != node_name:
+        raise Rejected.one(
+            Reason.POD_NODE_MISMATCH,
+            f"the live {pod.ref} is bound to node {pod.node_name!r}, not this node {node_name!r}",
+        )
+
+
+def read_networks(pod: shadows.PodView, *, cni_ifname: str) -> PodNetworks:
+    """Parse the Pod's selections, default-network override and registry.
+
+    Raises: :class:`Rejected` with ``InvalidNetworksAnnotation`` (parse errors of either
+    annotation, more than one default network), ``UnsupportedRegistryVersion``,
+    ``InvalidRegistry`` or ``RegistryPodUidMismatch``.
+    Source: spec §9 rule 1, §10.3; handed cases C01–C04, C06.
+    """
+    try:
+        selections = networks.parse_networks(
+            pod.annotations.get(names.NETWORKS_ANNOTATION), pod_namespace=pod.namespace, pod=pod.ref
+        )
+        default = networks.parse_networks(
+            pod.annotations.get(names.DEFAULT_NETWORK_ANNOTATION), pod_namespace=pod.namespace, pod=pod.ref
+        )
+    except errors.InvalidSpec as exc:
+        raise Rejected.one(Reason.INVALID_NETWORKS_ANNOTATION, str(exc)) from exc
+    if len(default) > 1:
+        raise Rejected.one(
+            Reason.INVALID_NETWORKS_ANNOTATION,
+            f"{pod.ref}: {names.DEFAULT_NETWORK_ANNOTATION} names {len(default)} networks; Multus accepts one",
+        )
+    primary = default[0].interface if default and default[0].interface else cni_ifname
+    value = pod.annotations.get(names.MANAGED_NETWORKS_ANNOTATION)
+    if value is None:
+        return PodNetworks(selections, None, primary)
+    try:
+        decoded = registry.decode_registry(value, owner=pod.ref)
+    except errors.ContractViolation as exc:
+        reason = (
+            Reason.UNSUPPORTED_REGISTRY_VERSION
+            if exc.reason is errors.Reason.UNSUPPORTED_VERSION
+            else Reason.INVALID_REGISTRY
+        )
+        raise Rejected.one(reason, str(exc)) from exc
+    if decoded.pod_uid != pod.uid:
+        raise Rejected.one(
+            Reason.REGISTRY_POD_UID_MISMATCH,
+            f"{pod.ref}: {names.MANAGED_NETWORKS_ANNOTATION} was written for Pod UID {decoded.pod_uid}, "
+            f"but the Pod's UID is {pod.uid}; the annotation was copied from another Pod: remove it",
+        )
+    return PodNetworks(selections, decoded, primary)
+
+
+def check_interface_names(nets: PodNetworks, pod: shadows.PodView, layout: ifnames.MultusLayout) -> None:
+    """Refuse two delegates with one interface name over Multus's full delegate list.
+
+    ``layout.primary_ifname`` is replaced by ``nets.primary_ifname``.
+    Raises: :class:`Rejected` (``DuplicateInterfaceName``) naming both entries.
+    Source: spec §6.5, §10.3; handed case C15.
+    """
+    effective = ifnames.MultusLayout(
+        primary_ifname=nets.primary_ifname,
+        default_networks=layout.default_networks,
+        system_namespaces=layout.system_namespaces,
+        auxiliary_chain=layout.auxiliary_chain,
+    )
+    try:
+        ifnames.check_interface_collisions(
+            [dict(s.raw) for s in nets.selections],
+            pod_namespace=pod.namespace,
+            layout=effective,
+            owner=pod.ref,
+        )
+    except errors.InvalidSpec as exc:
+        raise Rejected.one(Reason.DUPLICATE_INTERFACE_NAME, str(exc)) from exc
+
+
+def managed_targets(nets: PodNetworks) -> tuple[tuple[str, str], ...]:
+    """The ``(namespace, name)`` NADs to read live: registry entries first, then shadow-named selections.
+
+    Shapes: no duplicates; registry order, then annotation order.
+    """
+    out: list[tuple[str, str]] = []
+    for entry in nets.registry.entries if nets.registry else ():
+        if (entry.namespace, entry.name) not in out:
+            out.append((entry.namespace, entry.name))
+    for sel in nets.selections:
+        if sel.name.startswith(names.SHADOW_NAME_PREFIX) and sel.target not in out:
+            out.append(sel.target)
+    return tuple(out)
+
+
+def check_managed(
+    pod: shadows.PodView,
+    nets: PodNetworks,
+    nads: Mapping[tuple[str, str], Mapping[str, Any] | None],
+) -> tuple[shadows.ExpectedInterface, ...]:
+    """Check every managed target and its selections; return the interfaces ADD must create.
+
+    ``nads`` maps each of :func:`managed_targets` to its live NAD, or ``None`` when it was not
+    found. Violations of every shadow come first (in target order), then selection violations.
+    Shapes: expected interfaces in target order.
+    Raises: :class:`Rejected` carrying every violation; its reason is the first one's.
+    Source: spec §9 rules 3–4, §10.3.
+    """
+    entries = {(e.namespace, e.name): e for e in (nets.registry.entries if nets.registry else ())}
+    found: list[Violation] = []
+    expected: list[shadows.ExpectedInterface] = []
+    interfaces: dict[tuple[str, str], str] = {}
+    for target in managed_targets(nets):
+        nad = nads.get(target)
+        entry = entries.get(target)
+        if nad is None:
+            found.append(
+                Violation(
+                    Reason.SHADOW_NOT_FOUND,
+                    f"NAD {target[0]}/{target[1]} selected by {pod.ref} does not exist; the driver recreates a "
+                    "missing shadow before the kubelet's next retry",
+                )
+            )
+            continue
+        verdict = shadows.check_shadow(nad, pod=pod, entry=entry)
+        if not verdict.managed:
+            continue
+        found.extend(verdict.violations)
+        if verdict.expected is not None:
+            expected.append(verdict.expected)
+            interfaces[target] = entry.interface if entry is not None else verdict.expected.ifname
+    found += _selection_violations(pod, nets, entries, interfaces)
+    if found:
+        raise Rejected(found)
+    return tuple(expected)
+
+
+def _selection_violations(
+    pod: shadows.PodView,
+    nets: PodNetworks,
+    entries: Mapping[tuple[str, str], registry.RegistryEntry],
+    interfaces: Mapping[tuple[str, str], str],
+) -> list[Violation]:
+    found: list[Violation] = []
+    by_target: dict[tuple[str, str], list[networks.Selection]] = {}
+    for sel in nets.selections:
+        by_target.setdefault(sel.target, []).append(sel)
+    for target, entry in entries.items():
+        if target not in by_target:
+            found.append(
+                Violation(
+                    Reason.REGISTRY_ENTRY_NOT_SELECTED,
+                    f"{pod.ref}: registry entry {target[0]}/{target[1]}@{entry.interface} has no selection in "
+                    f"{names.NETWORKS_ANNOTATION}; Multus would not attach it (the driver's repair restores it)",
+                )
+            )
+    for target, ifname in interfaces.items():
+        selected = by_target.get(target, [])
+        if len(selected) > 1:
+            found.append(
+                Violation(
+                    Reason.DUPLICATE_MANAGED_SELECTION,
+                    f"{pod.ref}: managed shadow {target[0]}/{target[1]} is selected {len(selected)} times "
+                    f"(entries {[s.index for s in selected]}); remove the copies",
+                )
+            )
+        for sel in selected:
+            problem = _override_problem(sel, target, ifname)
+            if problem:
+                found.append(Violation(Reason.MANAGED_SELECTION_OVERRIDE, f"{pod.ref}: {problem}"))
+    return found
+
+
+def _override_problem(sel: networks.Selection, target: tuple[str, str], ifname: str) -> str | None:
+    want = networks.compact_json({"name": target[1], "namespace": target[0], "interface": ifname})
+    raw = sel.raw
+    if (
+        sel.notation is networks.Notation.JSON
+        and set(raw) == _TUPLE_KEYS
+        and raw.get("interface") == ifname
+        and raw.get("namespace") == target[0]
+    ):
+        return None
+    extra = sorted(set(raw) - _TUPLE_KEYS)
+    detail = f"adds {extra}" if extra else f"is {sel.raw_text}"
+    return (
+        f"managed selection [{sel.index}] of {target[0]}/{target[1]} {detail}; managed entries are generated by "
+        f"the driver and must be exactly {want} (no deviceID, interface or option overrides)"
+    )

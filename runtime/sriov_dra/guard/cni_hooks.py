@@ -1,0 +1,357 @@
+"""The guard daemon's CNI hooks: live reads and checks before Multus ADD, verification after.
+
+Contract (STYLE.md §1, "hook modules named after their caller"):
+
+* **Caller**: the ``multus-guard`` shim, once per runtime ADD (the shim runs DEL, CHECK, GC and
+  STATUS itself; such a request reaching the daemon is passed to Multus unchanged).
+* **Deadline**: ``settings.add_budget_s`` from the moment the request arrives. Every live read is
+  bounded by the remaining budget (and ``api_timeout_s``), Multus gets what is left, and a budget
+  spent before Multus starts fails the ADD without running it.
+* **Retry and idempotence**: the kubelet retries a failed ADD (new sandbox or same). The guard
+  keeps no state between requests: each ADD reads the Pod and every selected managed shadow live
+  (no informer cache, no fallback to an older successful read). A verification failure runs
+  Multus DEL for the same container before failing, so the retry starts clean.
+* **State it may read**: the live Pod (before Multus, and again after it for network-status), the
+  live NADs of managed selections, the sandbox's network namespace, local Multus config files. It
+  writes nothing but its answer (never network-status, never an API object).
+
+Order of one ADD: parse the request → live Pod GET → Pod identity → networks annotation and
+registry → final interface names → live GET of each managed target → shadow and selection checks
+→ Multus ADD (``K8S_POD_UID`` added to CNI_ARGS only if the runtime sent none) → if the Pod has
+managed interfaces: netns check and network-status check → relay Multus's output unchanged, or
+Multus DEL and a failure naming what is missing. Pods with no managed entries are relayed after
+Multus without verification.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sriov_dra.guard import checks, decisions, layout, metrics, multus, request, shadows, shim, verify
+from sriov_dra.guard.settings import GuardSettings
+from sriov_dra.kube import errors as kube_errors
+
+Reason = decisions.Reason
+log = logging.getLogger("sriov_dra.guard")
+
+
+class Reader(Protocol):
+    """A live GET of one namespaced object (``kube.pods.get_pod`` / ``kube.nads.get_nad`` bound to a client)."""
+
+    def __call__(self, namespace: str, name: str, *, timeout_s: float) -> dict[str, Any]: ...
+
+
+class Runner(Protocol):
+    """Runs Multus (``guard.multus.MultusRunner``)."""
+
+    def run(
+        self, conf: shim.GuardConf, env: Mapping[str, str], *, command: str, timeout_s: float
+    ) -> multus.MultusRun: ...
+
+
+class Clock(Protocol):
+    """Monotonic time and pauses (a fake in tests)."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The real clock; pauses on an Event so a stop can cut them short."""
+
+    def __init__(self) -> None:
+        self._never = threading.Event()
+
+    def monotonic(self) -> float:
+        """``time.monotonic()``."""
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        """Pause ``seconds``."""
+        self._never.wait(seconds)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the shim prints and exits with, plus how the request was decided.
+
+    Units: ``guard_s``/``multus_s`` seconds spent in the guard and in Multus.
+    """
+
+    reason: Reason
+    exit_code: int
+    stdout: str
+    guard_s: float = 0.0
+    multus_s: float = 0.0
+    message: str = ""
+
+
+@dataclass
+class _Budget:
+    clock: Clock
+    deadline: float
+    total_s: float
+
+    def remaining(self) -> float:
+        return self.deadline - self.clock.monotonic()
+
+
+class CniHooks:
+    """Handles requests from the shim; every dependency is injected (tests fake each one)."""
+
+    def __init__(
+        self,
+        *,
+        settings: GuardSettings,
+        get_pod: Reader,
+        get_nad: Reader,
+        runner: Runner,
+        netns_links: Callable[[str], Sequence[verify.Link]],
+        clock: Clock,
+        recorder: metrics.GuardMetrics,
+    ) -> None:
+        self.settings = settings
+        self._get_pod = get_pod
+        self._get_nad = get_nad
+        self._runner = runner
+        self._netns_links = netns_links
+        self._clock = clock
+        self.metrics = recorder
+
+    # ------------------------------------------------------------------ entry
+    def handle(self, env: Mapping[str, str], stdin: bytes) -> Outcome:
+        """Decide one request and return the shim's answer; never raises for a bad request."""
+        start = self._clock.monotonic()
+        try:
+            req = request.parse_request(env, stdin)
+        except decisions.Rejected as exc:
+            return self._finish(self._rejection("1.0.0", exc), None, start)
+        if req.command != "ADD":
+            return self._finish(self._pass_through(req), req, start)
+        try:
+            outcome = self._add(req, start)
+        except Exception as exc:  # an unforeseen bug must still answer the runtime
+            log.exception("guard ADD failed unexpectedly", extra={"op": "ADD", "pod": req.pod_ref})
+            rejected = decisions.Rejected.one(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            outcome = self._rejection(req.conf.cni_version, rejected)
+        return self._finish(outcome, req, start)
+
+    # ------------------------------------------------------------------ ADD
+    def _add(self, req: request.CniRequest, start: float) -> Outcome:
+        budget = _Budget(self._clock, start + self.settings.add_budget_s, self.settings.add_budget_s)
+        version = req.conf.cni_version
+        try:
+            pod_json = self._read("pods", self._get_pod, req.pod_namespace, req.pod_name, budget)
+            if pod_json is None:
+                raise decisions.Rejected.one(
+                    Reason.POD_NOT_FOUND,
+                    f"{req.pod_ref} was not found by a live GET; the guard does not attach networks to a Pod "
+                    "it cannot read (the kubelet retries)",
+                )
+            pod = checks.pod_view(pod_json)
+            checks.check_pod_identity(pod, runtime_uid=req.pod_uid, node_name=self.settings.node_name)
+            nets = checks.read_networks(pod, cni_ifname=req.ifname)
+            checks.check_interface_names(
+                nets, pod, layout.multus_layout(req.conf, primary_ifname=nets.primary_ifname)
+            )
+            nads = {
+                t: self._read("network-attachment-definitions", self._get_nad, t[0], t[1], budget)
+                for t in checks.managed_targets(nets)
+            }
+            expected = checks.check_managed(pod, nets, nads)
+        except decisions.Rejected as exc:
+            return self._rejection(version, exc)
+
+        env = request.env_for_multus(req, pod.uid)
+        remaining = budget.remaining()
+        if remaining <= 0:
+            return self._rejection(version, self._spent(budget, "before Multus could run"))
+        try:
+            run = self._runner.run(req.conf, env, command="ADD", timeout_s=remaining)
+        except multus.MultusUnavailable as exc:
+            return self._rejection(version, decisions.Rejected.one(Reason.MULTUS_UNAVAILABLE, str(exc)))
+        self.metrics.multus_runs.labels(command="ADD", outcome="ok" if run.ok else "error").inc()
+        if not run.ok:
+            return self._multus_failed(version, run)
+        if not expected:
+            return Outcome(Reason.PASSED_UNMANAGED, 0, run.stdout, multus_s=run.duration_s)
+
+        violations = self._verify(req, expected, budget)
+        if not violations:
+            return Outcome(
+                Reason.PASSED_VERIFIED,
+                0,
+                run.stdout,
+                multus_s=run.duration_s,
+                message=f"verified {', '.join(e.ifname for e in expected)}",
+            )
+        return self._undo(req, env, run, violations, budget)
+
+    def _read(
+        self, resource: str, reader: Reader, namespace: str, name: str, budget: _Budget
+    ) -> dict[str, Any] | None:
+        """One live GET with bounded retries of retryable failures; ``None`` for NotFound."""
+        delay_s = 0.1
+        window_end = min(budget.deadline, self._clock.monotonic() + self.settings.api_retry_window_s)
+        while True:
+            remaining = budget.remaining()
+            if remaining <= 0:
+                raise self._spent(budget, f"while reading {resource} {namespace}/{name}")
+            try:
+                obj = reader(namespace, name, timeout_s=min(self.settings.api_timeout_s, remaining))
+            except kube_errors.NotFound:
+                self.metrics.api_reads.labels(resource=resource, outcome="not_found").inc()
+                return None
+            except kube_errors.Forbidden as exc:
+                self.metrics.api_reads.labels(resource=resource, outcome="forbidden").inc()
+                raise decisions.Rejected.one(
+                    Reason.API_FORBIDDEN,
+                    f"{exc}; the guard's identity needs get on {resource} in namespace {namespace} (ClusterRole "
+                    "sriov-dra-guard); nothing was attached",
+                ) from exc
+            except kube_errors.ApiError as exc:
+                self.metrics.api_reads.labels(resource=resource, outcome="error").inc()
+                pause = exc.retry_after_s if isinstance(exc, kube_errors.Throttled) else delay_s
+                if not exc.retryable or self._clock.monotonic() + pause >= window_end:
+                    raise decisions.Rejected.one(
+                        Reason.API_READ_FAILED, f"{exc}; no stale copy is used instead (the kubelet retries)"
+                    ) from exc
+                self._clock.sleep(pause)
+                delay_s = min(delay_s * 2, 1.0)
+                continue
+            self.metrics.api_reads.labels(resource=resource, outcome="ok").inc()
+            return obj
+
+    def _spent(self, budget: _Budget, where: str) -> decisions.Rejected:
+        return decisions.Rejected.one(
+            Reason.API_READ_FAILED,
+            f"the ADD budget of {budget.total_s:g}s was spent {where}; nothing was attached",
+        )
+
+    def _verify(
+        self, req: request.CniRequest, expected: Sequence[shadows.ExpectedInterface], budget: _Budget
+    ) -> list[decisions.Violation]:
+        try:
+            links = self._netns_links(req.netns)
+        except Exception as exc:  # host.netlink.NetlinkError and anything the namespace read raises
+            return [
+                decisions.Violation(
+                    Reason.INTERFACES_MISSING, f"cannot list interfaces of the sandbox {req.netns}: {exc}"
+                )
+            ]
+        found = verify.interface_violations(expected, links)
+        try:
+            pod_after = self._read("pods", self._get_pod, req.pod_namespace, req.pod_name, budget)
+        except decisions.Rejected as exc:
+            return found + list(exc.violations)
+        if pod_after is None:
+            return [
+                *found,
+                decisions.Violation(Reason.POD_NOT_FOUND, f"{req.pod_ref} disappeared during ADD"),
+            ]
+        return found + verify.network_status_violations(expected, pod_after)
+
+    def _undo(
+        self,
+        req: request.CniRequest,
+        env: Mapping[str, str],
+        run: multus.MultusRun,
+        violations: Sequence[decisions.Violation],
+        budget: _Budget,
+    ) -> Outcome:
+        """Multus DEL for the same container, then the failure (spec §10.3; the kubelet retries)."""
+        timeout_s = max(budget.remaining(), self.settings.del_after_failure_min_s)
+        try:
+            undo = self._runner.run(req.conf, env, command="DEL", timeout_s=timeout_s)
+            undo_note = (
+                "Multus DEL succeeded" if undo.ok else f"Multus DEL failed: {undo.stdout or undo.stderr}"
+            )
+            self.metrics.multus_runs.labels(command="DEL", outcome="ok" if undo.ok else "error").inc()
+            undo_s = undo.duration_s
+        except multus.MultusUnavailable as exc:
+            undo_note, undo_s = f"Multus DEL could not run: {exc}", 0.0
+        rejected = decisions.Rejected(violations)
+        outcome = self._rejection(req.conf.cni_version, rejected, note=f"Multus ran; {undo_note}")
+        return Outcome(
+            outcome.reason,
+            outcome.exit_code,
+            outcome.stdout,
+            multus_s=run.duration_s + undo_s,
+            message=outcome.message,
+        )
+
+    # ------------------------------------------------------------------ other answers
+    def _pass_through(self, req: request.CniRequest) -> Outcome:
+        try:
+            run = self._runner.run(
+                req.conf, req.env, command=req.command, timeout_s=self.settings.add_budget_s
+            )
+        except multus.MultusUnavailable as exc:
+            return self._rejection(
+                req.conf.cni_version, decisions.Rejected.one(Reason.MULTUS_UNAVAILABLE, str(exc))
+            )
+        return Outcome(Reason.PASSED_THROUGH, run.exit_code, run.stdout, multus_s=run.duration_s)
+
+    def _multus_failed(self, version: str, run: multus.MultusRun) -> Outcome:
+        """Relay Multus's own error unchanged; synthesize one only when it printed nothing."""
+        stdout = run.stdout
+        if not stdout.strip():
+            why = "timed out (the ADD budget ran out)" if run.timed_out else f"exited {run.exit_code}"
+            stdout = shim.cni_error(
+                version,
+                shim.CODE_TRY_AGAIN,
+                f"multus-guard: Multus {why} without a result",
+                run.stderr[-1000:],
+            )
+        return Outcome(
+            Reason.MULTUS_FAILED,
+            run.exit_code if run.exit_code > 0 else 1,
+            stdout,
+            multus_s=run.duration_s,
+            message=(run.stdout or run.stderr)[-500:],
+        )
+
+    def _rejection(self, version: str, exc: decisions.Rejected, *, note: str = "no delegate ran") -> Outcome:
+        first = exc.violations[0]
+        details = "; ".join(f"{v.reason}: {v.message}" for v in exc.violations) + f" ({note})"
+        return Outcome(
+            exc.reason,
+            1,
+            shim.cni_error(
+                version,
+                decisions.cni_code(exc.reason),
+                f"multus-guard: {first.reason}: {first.message}",
+                details,
+            ),
+            message=details,
+        )
+
+    def _finish(self, outcome: Outcome, req: request.CniRequest | None, start: float) -> Outcome:
+        total_s = self._clock.monotonic() - start
+        guard_s = max(total_s - outcome.multus_s, 0.0)
+        final = Outcome(
+            outcome.reason, outcome.exit_code, outcome.stdout, guard_s, outcome.multus_s, outcome.message
+        )
+        self.metrics.decided(final.reason)
+        if req is not None and req.command == "ADD":
+            self.metrics.add_timing(guard_s=guard_s, multus_s=final.multus_s)
+        fields = {
+            "op": req.command if req else "?",
+            "pod": f"{req.pod_namespace}/{req.pod_name}" if req else "",
+            "pod_uid": (req.pod_uid or "") if req else "",
+            "container": req.container_id if req else "",
+            "netns": req.netns if req else "",
+            "outcome": decisions.kind(final.reason).value,
+            "reason": final.reason.value,
+            "duration_ms": round(total_s * 1000, 1),
+            "multus_ms": round(final.multus_s * 1000, 1),
+        }
+        level = logging.INFO if final.exit_code == 0 else logging.WARNING
+        log.log(level, "cni request handled", extra={**fields, "detail": final.message})
+        return final

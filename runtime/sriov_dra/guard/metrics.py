@@ -1,0 +1,117 @@
+"""The guard's Prometheus metrics and its ``/metrics`` + ``/healthz`` endpoint.
+
+Metrics (label values are bounded: reasons come from ``guard.decisions.Reason``):
+
+* ``sriov_dra_guard_decisions_total{reason, kind}``: every finished request, by reason;
+* ``sriov_dra_guard_add_duration_seconds{part}``: ADD latency split into ``guard`` (reads,
+  checks, verification) and ``multus`` (the Multus child process), plus ``total``;
+* ``sriov_dra_guard_api_reads_total{resource, outcome}``: live GETs by resource and outcome;
+* ``sriov_dra_guard_multus_runs_total{command, outcome}``: Multus runs (ADD, and the DEL that
+  undoes a failed verification).
+
+Owns a private registry (never the process-global one) so tests can create several instances.
+It must never label by Pod, NAD or any other unbounded value.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from sriov_dra.guard import decisions
+
+ADD_BUCKETS_S: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+
+class GuardMetrics:
+    """The guard's metric families in their own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.decisions = Counter(
+            "sriov_dra_guard_decisions_total",
+            "Finished CNI requests by decision reason",
+            ["reason", "kind"],
+            registry=self.registry,
+        )
+        self.add_seconds = Histogram(
+            "sriov_dra_guard_add_duration_seconds",
+            "ADD latency split into guard and Multus time",
+            ["part"],
+            buckets=ADD_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.api_reads = Counter(
+            "sriov_dra_guard_api_reads_total",
+            "Live API reads by resource and outcome",
+            ["resource", "outcome"],
+            registry=self.registry,
+        )
+        self.multus_runs = Counter(
+            "sriov_dra_guard_multus_runs_total",
+            "Multus runs by CNI command and outcome",
+            ["command", "outcome"],
+            registry=self.registry,
+        )
+
+    def decided(self, reason: decisions.Reason) -> None:
+        """Count one finished request."""
+        self.decisions.labels(reason=reason.value, kind=decisions.kind(reason).value).inc()
+
+    def add_timing(self, *, guard_s: float, multus_s: float) -> None:
+        """Record one ADD's guard and Multus seconds (and their sum)."""
+        self.add_seconds.labels(part="guard").observe(guard_s)
+        self.add_seconds.labels(part="multus").observe(multus_s)
+        self.add_seconds.labels(part="total").observe(guard_s + multus_s)
+
+    def render(self) -> bytes:
+        """The text exposition of every metric."""
+        return bytes(generate_latest(self.registry))
+
+
+class MetricsServer:
+    """``/metrics`` and ``/healthz`` on a TCP address, served from a daemon thread."""
+
+    def __init__(self, metrics: GuardMetrics, address: str, ready: threading.Event) -> None:
+        host, _, port = address.rpartition(":")
+        owner = metrics
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/metrics":
+                    body, ctype, code = owner.render(), CONTENT_TYPE_LATEST, 200
+                elif self.path == "/healthz":
+                    ok = ready.is_set()
+                    body, ctype, code = (b"ok\n" if ok else b"starting\n"), "text/plain", 200 if ok else 503
+                else:
+                    body, ctype, code = b"not found\n", "text/plain", 404
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        self.httpd = http.server.ThreadingHTTPServer((host or "127.0.0.1", int(port)), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="guard-metrics", daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful with port 0)."""
+        return int(self.httpd.server_address[1])
+
+    def start(self) -> None:
+        """Start serving."""
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,140 @@
+"""The guard daemon's unix socket: accept shim requests, hand them to the CNI hooks, answer.
+
+Wire format (defined in :mod:`~sriov_dra.guard.shim`): the shim writes one JSON request and shuts
+its write side; the daemon answers with one JSON object ``{exitCode, stdout}`` and closes. The
+socket's directory is created with mode 0700 and the socket with 0600, so only root on the node
+can ask (the runtime runs CNI plugins as root). A stale socket file from a previous run is
+replaced.
+
+Concurrency: one thread per connection, at most ``max_concurrent`` requests decided at once; a
+request that finds no slot within its ADD budget gets CNI error 11. Stop order: stop accepting
+(close and unlink the socket), let in-flight requests finish within the grace period, then
+return; the caller exits.
+
+It must never decide anything itself (that is :mod:`~sriov_dra.guard.cni_hooks`), and never
+answer a request it could not decode with anything but a CNI error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+from sriov_dra.guard import cni_hooks, decisions, shim
+
+log = logging.getLogger("sriov_dra.guard")
+
+
+class GuardServer:
+    """Serves the shim on a unix socket from a background accept thread."""
+
+    def __init__(self, hooks: cni_hooks.CniHooks, socket_path: Path, *, max_concurrent: int) -> None:
+        self.hooks = hooks
+        self.socket_path = socket_path
+        self.ready = threading.Event()
+        self._slots = threading.BoundedSemaphore(max_concurrent)
+        self._stopping = threading.Event()
+        self._active: set[threading.Thread] = set()
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Bind the socket (replacing a stale one) and start accepting.
+
+        Raises: ``OSError`` when the socket cannot be created.
+        """
+        directory = self.socket_path.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(self.socket_path))
+        os.chmod(self.socket_path, 0o600)
+        sock.listen(128)
+        sock.settimeout(0.2)
+        self._sock = sock
+        self._thread = threading.Thread(target=self._accept_loop, name="guard-accept", daemon=True)
+        self._thread.start()
+        self.ready.set()
+
+    def stop(self, *, grace_s: float) -> None:
+        """Stop accepting, wait up to ``grace_s`` seconds for in-flight requests, release the socket."""
+        self._stopping.set()
+        self.ready.clear()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        if self._sock is not None:
+            self._sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        deadline = time.monotonic() + grace_s
+        for thread in self._snapshot():
+            thread.join(timeout=max(deadline - time.monotonic(), 0.0))
+        left = [t.name for t in self._snapshot() if t.is_alive()]
+        if left:
+            log.warning("guard stopped with requests still running", extra={"requests": len(left)})
+
+    def _snapshot(self) -> list[threading.Thread]:
+        with self._lock:
+            return list(self._active)
+
+    def _accept_loop(self) -> None:
+        assert self._sock is not None
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._stopping.is_set():
+                    return
+                raise
+            thread = threading.Thread(target=self._serve, args=(conn,), name="guard-request", daemon=True)
+            with self._lock:
+                self._active.add(thread)
+            thread.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                conn.settimeout(30.0)  # the request itself is small; a stuck writer must not hold a slot
+                answer = self._answer(conn)
+                conn.settimeout(None)
+                conn.sendall(answer)
+        except OSError as exc:
+            log.warning("guard could not answer the shim", extra={"error": str(exc)})
+        finally:
+            with self._lock:
+                self._active.discard(threading.current_thread())
+
+    def _answer(self, conn: socket.socket) -> bytes:
+        try:
+            data = shim.read_all(conn)
+            obj = json.loads(data)
+            if not isinstance(obj, dict) or obj.get("protocol") != shim.PROTOCOL:
+                raise ValueError(
+                    f"unknown protocol {obj.get('protocol') if isinstance(obj, dict) else obj!r}"
+                )
+            env, stdin = obj.get("env"), obj.get("stdin")
+            if not isinstance(env, dict) or not isinstance(stdin, str):
+                raise ValueError("request needs env (object) and stdin (string)")
+        except (ValueError, OSError) as exc:
+            msg = f"multus-guard: the guard daemon could not decode the shim's request: {exc}"
+            return shim.encode_response(1, shim.cni_error("1.0.0", shim.CODE_DECODE, msg))
+        if not self._slots.acquire(timeout=self.hooks.settings.add_budget_s):
+            msg = f"multus-guard: {decisions.Reason.OVERLOADED}: no free slot within the ADD budget"
+            self.hooks.metrics.decided(decisions.Reason.OVERLOADED)
+            return shim.encode_response(1, shim.cni_error("1.0.0", shim.CODE_TRY_AGAIN, msg))
+        try:
+            outcome = self.hooks.handle({str(k): str(v) for k, v in env.items()}, stdin.encode("utf-8"))
+        finally:
+            self._slots.release()
+        return shim.encode_response(outcome.exit_code, outcome.stdout)

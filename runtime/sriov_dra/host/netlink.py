@@ -1,0 +1,279 @@
+"""Netlink access to network namespaces: list a namespace's links, and the few link edits the lab needs.
+
+This module is the one gate to pyroute2 (STYLE.md §1). Every call opens its netlink socket *inside*
+the target namespace: pyroute2 forks a short-lived helper that enters the namespace, creates the
+socket and passes its file descriptor back, so the calling thread never changes namespace (a
+leaked ``setns`` would corrupt every later call on a daemon thread). A namespace is named by the
+path of its bind mount (``/var/run/netns/<name>``, the runtime's ``CNI_NETNS``) or ``None`` for
+the caller's own namespace. Opening never creates a missing namespace.
+
+Readers (:func:`links`, :func:`link_names`) serve the guard's post-ADD check; the editors (veth
+pairs, moving and renaming a link, addresses, namespaces) serve the lab's VF stand-in and the
+tests. Errors from the library never leak: they become :class:`NetlinkError` naming the operation,
+the namespace and the errno.
+
+It must never enter a namespace on the calling thread, create a namespace implicitly, or touch a
+link it was not named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno as errno_codes
+import ipaddress
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from pyroute2 import IPRoute, netns
+from pyroute2.netlink.exceptions import NetlinkError as _PyNetlinkError
+
+NETNS_RUN_DIR: Final = Path("/var/run/netns")
+"""Where ``ip netns`` (and the lab) bind-mount named namespaces."""
+
+IFF_UP: Final = 0x1
+
+
+class NetlinkError(Exception):
+    """A netlink operation failed.
+
+    ``errno`` is the kernel's error number (0 when unknown); ``netns`` the namespace path
+    (``None`` for the caller's own namespace).
+    """
+
+    def __init__(self, message: str, *, op: str, netns_path: str | None, errno: int = 0) -> None:
+        super().__init__(message)
+        self.op = op
+        self.netns = netns_path
+        self.errno = errno
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    """One network interface as the kernel reports it inside a namespace.
+
+    Shapes: ``mac`` lowercase ``aa:bb:...`` or ``None``; ``kind`` the rtnetlink kind (``veth``,
+    ``macvlan``, ...; ``None`` for physical devices); ``parent_bus``/``parent_device`` the kernel's
+    ``IFLA_PARENT_DEV_BUS_NAME``/``IFLA_PARENT_DEV_NAME`` (``"pci"``, ``"0000:03:00.1"``) when the
+    device has a bus parent, else ``None``; ``addresses`` CIDR strings in kernel order.
+    """
+
+    index: int
+    name: str
+    kind: str | None
+    mac: str | None
+    up: bool
+    parent_bus: str | None
+    parent_device: str | None
+    addresses: tuple[str, ...]
+
+
+def _describe(netns_path: str | None) -> str:
+    return "the host namespace" if netns_path is None else f"network namespace {netns_path}"
+
+
+@contextlib.contextmanager
+def _rtnl(netns_path: str | None, op: str) -> Iterator[Any]:
+    """Yield an IPRoute socket opened inside ``netns_path``; translate every library failure."""
+    if netns_path is not None and not os.path.exists(netns_path):
+        raise NetlinkError(
+            f"{op}: {_describe(netns_path)} does not exist (the sandbox may already be gone)",
+            op=op,
+            netns_path=netns_path,
+            errno=errno_codes.ENOENT,
+        )
+    try:
+        ipr = IPRoute() if netns_path is None else IPRoute(netns=netns_path, flags=0)
+    except (OSError, _PyNetlinkError, TimeoutError) as exc:
+        raise _translate(exc, op, netns_path) from exc
+    try:
+        yield ipr
+    except (OSError, _PyNetlinkError) as exc:
+        raise _translate(exc, op, netns_path) from exc
+    finally:
+        ipr.close()
+
+
+def _translate(exc: BaseException, op: str, netns_path: str | None) -> NetlinkError:
+    code = int(getattr(exc, "code", 0) or getattr(exc, "errno", 0) or 0)
+    text = os.strerror(code) if code else str(exc)
+    return NetlinkError(f"{op} in {_describe(netns_path)}: {text}", op=op, netns_path=netns_path, errno=code)
+
+
+def _attr(msg: Any, name: str) -> Any:
+    return msg.get_attr(name)
+
+
+def _kind(msg: Any) -> str | None:
+    info = _attr(msg, "IFLA_LINKINFO")
+    if info is None:
+        return None
+    kind = info.get_attr("IFLA_INFO_KIND")
+    return str(kind) if kind else None
+
+
+def _link_info(msg: Any, addresses: tuple[str, ...]) -> LinkInfo:
+    mac = _attr(msg, "IFLA_ADDRESS")
+    bus = _attr(msg, "IFLA_PARENT_DEV_BUS_NAME")
+    parent = _attr(msg, "IFLA_PARENT_DEV_NAME")
+    return LinkInfo(
+        index=int(msg["index"]),
+        name=str(_attr(msg, "IFLA_IFNAME")),
+        kind=_kind(msg),
+        mac=str(mac).lower() if mac else None,
+        up=bool(int(msg["flags"]) & IFF_UP),
+        parent_bus=str(bus) if bus else None,
+        parent_device=str(parent) if parent else None,
+        addresses=addresses,
+    )
+
+
+def links(netns_path: str | None) -> tuple[LinkInfo, ...]:
+    """Return every link of a namespace with its addresses, in kernel index order.
+
+    Shapes: see :class:`LinkInfo`. Raises: :class:`NetlinkError` (``errno`` ENOENT when the
+    namespace path does not exist).
+    """
+    with _rtnl(netns_path, "list links") as ipr:
+        by_index: dict[int, list[str]] = {}
+        for addr in ipr.get_addr():
+            address = addr.get_attr("IFA_ADDRESS")
+            if address:
+                by_index.setdefault(int(addr["index"]), []).append(f"{address}/{addr['prefixlen']}")
+        return tuple(
+            _link_info(msg, tuple(by_index.get(int(msg["index"]), ())))
+            for msg in sorted(ipr.get_links(), key=lambda m: int(m["index"]))
+        )
+
+
+def link_names(netns_path: str | None) -> frozenset[str]:
+    """Return the interface names of a namespace. Raises: as :func:`links`."""
+    with _rtnl(netns_path, "list links") as ipr:
+        return frozenset(str(msg.get_attr("IFLA_IFNAME")) for msg in ipr.get_links())
+
+
+def _index(ipr: Any, name: str, op: str, netns_path: str | None) -> int:
+    found = ipr.link_lookup(ifname=name)
+    if not found:
+        raise NetlinkError(
+            f"{op}: no interface {name!r} in {_describe(netns_path)}",
+            op=op,
+            netns_path=netns_path,
+            errno=errno_codes.ENODEV,
+        )
+    return int(found[0])
+
+
+def create_veth_pair(name: str, peer: str, *, netns_path: str | None = None) -> None:
+    """Create the veth pair ``name``/``peer`` in one namespace. Raises: :class:`NetlinkError`."""
+    with _rtnl(netns_path, f"create veth {name}/{peer}") as ipr:
+        ipr.link("add", ifname=name, kind="veth", peer=peer)
+
+
+def delete_link(name: str, *, netns_path: str | None = None, missing_ok: bool = True) -> None:
+    """Delete link ``name`` (a veth's peer goes with it). Raises: :class:`NetlinkError`."""
+    op = f"delete link {name}"
+    with _rtnl(netns_path, op) as ipr:
+        found = ipr.link_lookup(ifname=name)
+        if not found:
+            if missing_ok:
+                return
+            raise NetlinkError(
+                f"{op}: no such interface", op=op, netns_path=netns_path, errno=errno_codes.ENODEV
+            )
+        ipr.link("del", index=found[0])
+
+
+def set_up(name: str, *, netns_path: str | None = None, up: bool = True) -> None:
+    """Set link ``name`` administratively up (or down). Raises: :class:`NetlinkError`."""
+    op = f"set {name} {'up' if up else 'down'}"
+    with _rtnl(netns_path, op) as ipr:
+        ipr.link("set", index=_index(ipr, name, op, netns_path), state="up" if up else "down")
+
+
+def move_link(
+    name: str,
+    *,
+    target_netns: str | None,
+    new_name: str,
+    netns_path: str | None = None,
+) -> None:
+    """Move link ``name`` from ``netns_path`` into ``target_netns`` and name it ``new_name`` there.
+
+    The link is set down, moved, renamed inside the target (so a name taken only in the source
+    namespace cannot collide), and left down. ``target_netns=None`` means the caller's own
+    namespace (used to return a link from a sandbox).
+    Raises: :class:`NetlinkError`; on a failed rename the link stays in the target namespace
+    under its old name.
+    """
+    op = f"move {name} to {_describe(target_netns)} as {new_name}"
+    target_fd = os.open(target_netns or f"/proc/{os.getpid()}/ns/net", os.O_RDONLY)
+    try:
+        with _rtnl(netns_path, op) as ipr:
+            index = _index(ipr, name, op, netns_path)
+            ipr.link("set", index=index, state="down")
+            ipr.link("set", index=index, net_ns_fd=target_fd)
+    finally:
+        os.close(target_fd)
+    if new_name != name:
+        with _rtnl(target_netns, op) as ipr:
+            ipr.link("set", index=_index(ipr, name, op, target_netns), ifname=new_name)
+
+
+def add_address(name: str, cidr: str, *, netns_path: str | None = None) -> None:
+    """Add address ``cidr`` (``10.0.0.2/24`` or IPv6) to link ``name``. Raises: :class:`NetlinkError`."""
+    iface = ipaddress.ip_interface(cidr)
+    op = f"add address {cidr} to {name}"
+    with _rtnl(netns_path, op) as ipr:
+        ipr.addr(
+            "add",
+            index=_index(ipr, name, op, netns_path),
+            address=str(iface.ip),
+            prefixlen=iface.network.prefixlen,
+        )
+
+
+def add_route(dst: str, *, gateway: str | None, name: str, netns_path: str | None = None) -> None:
+    """Add a route to ``dst`` (CIDR) via ``gateway`` (or on-link) out of ``name``.
+
+    Raises: :class:`NetlinkError`.
+    """
+    op = f"add route {dst} via {gateway or 'link'} dev {name}"
+    with _rtnl(netns_path, op) as ipr:
+        kwargs: dict[str, Any] = {"dst": dst, "oif": _index(ipr, name, op, netns_path)}
+        if gateway:
+            kwargs["gateway"] = gateway
+        ipr.route("add", **kwargs)
+
+
+def create_netns(name: str) -> str:
+    """Create the named namespace ``/var/run/netns/<name>`` and return its path.
+
+    Raises: :class:`NetlinkError` (``EEXIST`` when it already exists).
+    """
+    path = str(NETNS_RUN_DIR / name)
+    if os.path.exists(path):
+        raise NetlinkError(
+            f"network namespace {path} already exists",
+            op="create netns",
+            netns_path=path,
+            errno=errno_codes.EEXIST,
+        )
+    try:
+        netns.create(name)
+    except OSError as exc:
+        raise _translate(exc, "create netns", path) from exc
+    return path
+
+
+def remove_netns(name: str) -> None:
+    """Unmount and remove the named namespace; absent counts as removed. Raises: :class:`NetlinkError`."""
+    path = NETNS_RUN_DIR / name
+    if not path.exists():
+        return
+    try:
+        netns.remove(name)
+    except OSError as exc:
+        raise _translate(exc, "remove netns", str(path)) from exc

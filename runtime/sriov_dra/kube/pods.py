@@ -1,0 +1,53 @@
+"""Live reads of Pods, as plain JSON dicts.
+
+Owns the Pod GET that the guard (and later the plugin) make when freshness matters: an ordinary
+live GET against the API server (never ``resourceVersion=0``, never an informer cache), bounded by
+the caller's time budget, returning the server's JSON exactly as sent, so annotations reach the
+caller byte for byte. Failures are :mod:`sriov_dra.kube.errors` classes naming the request.
+
+It must never cache a result, fall back to an older successful read, or retry on its own: the
+caller owns the budget and decides what is retryable.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes import client
+
+from sriov_dra.kube import errors
+
+
+def get_pod(api: client.ApiClient, namespace: str, name: str, *, timeout_s: float) -> dict[str, Any]:
+    """Live GET of Pod ``namespace/name``; return the server's JSON object.
+
+    Units: ``timeout_s`` seconds, the total time this request may take (connect and read).
+    Shapes: the API's Pod JSON (``metadata``, ``spec``, ``status``) as plain dicts and lists.
+    Raises: ``errors.NotFound``, ``errors.Forbidden`` (the message names verb, resource and
+    namespace), ``errors.ServerError`` for 5xx and transport failures or a timeout, other
+    ``errors.ApiError`` subclasses by status; ``errors.ServerError`` when the body is not a JSON
+    object.
+    Source: spec §10.2 (live GET semantics, no stale fallback).
+    """
+    action = f"get pods {namespace}/{name}"
+    with errors.translated(action):
+        response = client.CoreV1Api(api).read_namespaced_pod(
+            name, namespace, _preload_content=False, _request_timeout=timeout_s
+        )
+        body = response.data
+    return decode_object(body, action)
+
+
+def decode_object(body: bytes, action: str) -> dict[str, Any]:
+    """Decode a response body that must be one JSON object.
+
+    Raises: ``errors.ServerError`` naming ``action`` when it is not JSON or not an object.
+    """
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise errors.ServerError(f"{action}: the server answered with a body that is not JSON") from exc
+    if not isinstance(doc, dict):
+        raise errors.ServerError(f"{action}: the server answered with JSON that is not an object")
+    return doc
