@@ -1,0 +1,106 @@
+"""Everything prepare and unprepare work with, and the small interfaces at their boundaries.
+
+Owns the :class:`ClaimContext` bundle the claim handler is built from, and the Protocols for
+the parts that tests replace: the claim API (:class:`ClaimsApi`, implemented by
+``kube.claims.ClaimClient``), the discovered inventory (:class:`Inventory`) and the metrics sink
+(:class:`ClaimMetrics`). Host parts (checkpoint store, driver binder, CDI writer, sysfs reader)
+are the real ``sriov_dra.host`` classes; tests build them on a fake sysfs tree.
+
+It holds no state of its own and does no work.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sriov_dra.driver import faults, locks
+from sriov_dra.host import binding, cdi, checkpoint, discovery
+from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra.kube import claims as kube_claims
+
+
+class ClaimsApi(Protocol):
+    """The ResourceClaim calls of the plugin (``kube.claims.ClaimClient``)."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        """Live GET of a claim as JSON. Raises: ``kube.errors.ApiError`` classes."""
+        ...
+
+    def update_device_status(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str,
+        compute: kube_claims.StatusCompute,
+        current: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Conflict-safe write of ``compute(status.devices)``; True when it wrote."""
+        ...
+
+
+class Inventory(Protocol):
+    """The node's full discovered VF inventory (not only the advertised policy set)."""
+
+    def vfs(self) -> Mapping[str, discovery.DiscoveredVf]:
+        """Discovered VFs keyed by DRA device name (read-only snapshot)."""
+        ...
+
+
+class ClaimMetrics(Protocol):
+    """Where the handler reports each claim operation."""
+
+    def observe_claim(self, operation: str, outcome: str, reason: str, seconds: float) -> None:
+        """Record one prepare/unprepare of one claim.
+
+        Shapes: ``operation`` ``prepare``/``unprepare``; ``outcome`` ``ok``/``error``;
+        ``reason`` a bounded ``core.errors.Reason`` value or an error class name.
+        Units: ``seconds`` wall time of the operation.
+        """
+        ...
+
+
+class NoMetrics:
+    """A :class:`ClaimMetrics` that records nothing."""
+
+    def observe_claim(self, operation: str, outcome: str, reason: str, seconds: float) -> None:
+        """Ignore the observation."""
+
+
+@dataclass(frozen=True)
+class StaticInventory:
+    """An :class:`Inventory` over one discovery result (discovery runs once at startup)."""
+
+    found: Mapping[str, discovery.DiscoveredVf]
+
+    def vfs(self) -> Mapping[str, discovery.DiscoveredVf]:
+        """The discovered VFs by device name."""
+        return self.found
+
+
+@dataclass(frozen=True)
+class ClaimContext:
+    """What the claim handler needs; built once by the entrypoint (or a test).
+
+    Shapes: ``node_name`` is also the pool name of every device this plugin publishes;
+    ``require_netdevice`` is true in auto-attach (managed) mode, where every VF must be a
+    kernel netdevice VF (spec §8.1 step 2); manual MULTUS mode keeps upstream's behaviour.
+    """
+
+    driver_name: str
+    node_name: str
+    claims: ClaimsApi
+    inventory: Inventory
+    store: checkpoint.CheckpointStore
+    binder: binding.DriverBinder
+    cdi: cdi.CdiSpecs
+    sysfs: sysfs_mod.Sysfs
+    require_netdevice: bool = False
+    claim_locks: locks.KeyedLocks = field(default_factory=lambda: locks.KeyedLocks("claim"))
+    pod_locks: locks.KeyedLocks = field(default_factory=lambda: locks.KeyedLocks("pod"))
+    fault: faults.FaultHook = faults.NO_FAULTS
+    metrics: ClaimMetrics = field(default_factory=NoMetrics)
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("sriov_dra.driver.claims"))

@@ -1,0 +1,360 @@
+"""NodePrepareResources for SR-IOV VF claims (manual MULTUS mode), and the kubelet-facing handler.
+
+Caller: the kubelet, through ``driver.kubelet_server`` / ``driver.dra_service`` (45 s deadline per
+call; repeated after kubelet restarts). :class:`DraHandler` implements
+``dra_service.ClaimHandler``: every claim of a call is handled on its own, and a failure becomes
+that claim's error without touching the others.
+
+Preparing one claim (:func:`prepare_claim`), in this order:
+
+1. **Read and check** (no lock, no change): live GET of the claim, then ``core.claimplan``: the
+   UID the kubelet sent, the allocation, one Pod consumer, this driver's results only, this
+   node's pool, discovered VFs, no admin/shared results, strict VfConfig layering.
+2. **Lock** the claim UID, then the consumer Pod UID (``driver.locks``; never the reverse).
+3. **Checkpoint first**: a claim with no record gets one persisted *before any host change*,
+   holding the frozen VfConfig, the original driver read from sysfs, and the CDI IDs. This is
+   the checkpoint the auto-attach work extends with ``Pending`` managed bindings.
+4. **Host**: bind the VF drivers (``""`` keep, ``default``, or a named driver through
+   ``driver_override``), write the claim CDI spec, rebuild the Pod CDI spec from every locally
+   unreleased claim of the Pod. Each step is idempotent: already in place means no write.
+5. *(auto-attach, later issue: ensure shadows, patch the Pod, persist ``Ready`` here, still
+   under both locks, on the first and the retry path alike.)*
+6. **Unlock**, then upsert this driver's ``status.devices`` entries (best-effort, diagnostic,
+   conflict-safe, other drivers' entries kept), then return the devices with top-level request
+   names and both CDI IDs.
+
+A claim that already has a record (a retry, or a kubelet restart) skips step 3 and re-runs step 4
+against the recorded state: when everything is in place that changes nothing, so a repeated
+prepare returns the same devices without hardware changes.
+
+Crash safety: the record exists before the first host change and goes away (in unprepare) only
+after the last one is undone, so a kill between any two steps leaves a record that the next
+prepare completes (step 4 again) or the next unprepare cleans up. A failure in step 4 of a *new*
+record is rolled back in this call (drivers restored, CDI removed, record deleted last); a
+failure on the retry path keeps the state, because an earlier success may already be in use.
+
+It must never prepare a claim it cannot verify, hold a lock while waiting for the API in step 1
+or 6, or touch another claim's record.
+Source: spec §6.3, §8.1; reference ``dra-protocol.md`` §1.2, §3.5; ``dra-driver-sriov.md`` §4.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from sriov_dra.core import cdi_spec, checkpoint_lifecycle, claimplan, errors, identities
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.driver import claim_context, dra_service, unprepare
+from sriov_dra.host import vf_edits
+from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kubeletapi import messages
+
+T = TypeVar("T")
+
+
+def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> messages.Prepared:
+    """Prepare one claim as the module docstring describes and return its devices.
+
+    Shapes: one ``Device`` per prepared VF, in allocation order, with ``pool_name`` = node name,
+    ``request_names`` top-level, ``cdi_device_ids`` = (claim device, Pod device).
+    Raises: ``kube.errors.ApiError`` classes for the claim GET; InvalidSpec (InvalidClaim,
+    InvalidVfConfig, DuplicateInterfaceName, ConflictingDeviceRequirements,
+    UnsupportedVfDriver); LifecycleBlocked (ClaimReleaseInProgress) while another Pod's record
+    for the claim UID exists; ``binding.DriverBindError``; ContractViolation for unwritable
+    CDI content; ``OSError`` for checkpoint/CDI writes.
+    """
+    claim = ctx.claims.get(ref.namespace, ref.name)
+    plan = claimplan.plan_claim(
+        claim,
+        expected_uid=ref.uid,
+        driver_name=ctx.driver_name,
+        pool_name=ctx.node_name,
+        known_devices=ctx.inventory.vfs().keys(),
+    )
+    with ctx.claim_locks.hold(plan.claim_uid), ctx.pod_locks.hold(plan.pod_uid):
+        record = ctx.store.snapshot_claim(plan.claim_uid)
+        if record is None:
+            record = _prepare_new(ctx, plan)
+        else:
+            _check_retry(plan, record)
+            ensure_host(ctx, record)
+    update_status(ctx, record, claim)
+    ctx.fault("prepare:status")
+    return prepared_result(record)
+
+
+def prepared_result(record: model.ClaimRecord) -> messages.Prepared:
+    """The kubelet answer for a recorded claim: its devices with top-level request names."""
+    return messages.Prepared(
+        tuple(
+            messages.Device(
+                pool_name=d.pool,
+                device_name=d.device,
+                request_names=d.request_names,
+                cdi_device_ids=d.cdi_device_ids,
+            )
+            for d in record.devices
+        )
+    )
+
+
+def _requested_driver(device: model.PreparedDevice) -> str:
+    value = device.vf_config.get("driver")
+    return value if isinstance(value, str) else ""
+
+
+def _new_record(ctx: claim_context.ClaimContext, plan: claimplan.ClaimPlan) -> model.ClaimRecord:
+    """The record of a first prepare, with original drivers read now (before any change)."""
+    inventory = ctx.inventory.vfs()
+    devices: list[model.PreparedDevice] = []
+    for planned in plan.devices:
+        pci = inventory[planned.device].pci_address
+        requested = planned.config.driver
+        original = ctx.binder.current_driver(pci) if requested else None
+        config: model.JsonObject = {
+            k: v for k, v in planned.config.to_json().items() if isinstance(v, str | bool)
+        }
+        devices.append(
+            model.PreparedDevice(
+                request_names=planned.request_names,
+                pool=planned.pool,
+                device=planned.device,
+                pci_address=identities.PciAddress(pci),
+                original_driver=original or "",
+                vf_config=config,
+                interface_name=planned.config.if_name,
+                cdi_device_ids=cdi_spec.prepared_device_ids(plan.claim_uid, plan.pod_uid, planned.device),
+                net_attach_def_config="",
+            )
+        )
+    return model.ClaimRecord(
+        claim_uid=plan.claim_uid,
+        namespace=plan.namespace,
+        name=plan.name,
+        pod_uid=plan.pod_uid,
+        devices=tuple(devices),
+    )
+
+
+def _check_not_in_use(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> None:
+    """Refuse a VF that another claim's record still holds (the scheduler allocates exclusively)."""
+    wanted = {(d.pool, d.device) for d in record.devices}
+    for other in ctx.store.all_claims().values():
+        taken = sorted(f"{p}/{d}" for p, d in wanted & {(x.pool, x.device) for x in other.devices})
+        if taken and other.claim_uid != record.claim_uid:
+            raise errors.LifecycleBlocked(
+                f"ResourceClaim {record.namespace}/{record.name}: VF {', '.join(taken)} is still prepared "
+                f"for claim {other.namespace}/{other.name} ({other.claim_uid}); it becomes available once "
+                "that claim is unprepared",
+                reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
+            )
+
+
+def _prepare_new(ctx: claim_context.ClaimContext, plan: claimplan.ClaimPlan) -> model.ClaimRecord:
+    """Steps 3-4 for a claim without a record: persist, then change the host; roll back on failure."""
+    record = _new_record(ctx, plan)
+    _check_not_in_use(ctx, record)
+    ctx.store.set_claim(record)
+    ctx.fault("prepare:checkpointed")
+    try:
+        ensure_host(ctx, record)
+    except Exception as exc:
+        rollback = _rollback_new(ctx, record)
+        if rollback is None:
+            raise
+        reason = exc.reason if isinstance(exc, errors.SriovDraError) else None
+        raise errors.SriovDraError(
+            f"{exc}; rolling back failed too ({rollback}); the checkpoint record is kept and the next "
+            "NodePrepareResources or NodeUnprepareResources finishes the work",
+            reason=reason,
+        ) from exc
+    return record
+
+
+def _rollback_new(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> str | None:
+    """Undo a failed first prepare: drivers, then CDI files, then the record (last). Returns the
+    rollback failure text, or None when the node is back as it was."""
+    try:
+        unprepare.release_host(ctx, record)
+        ctx.store.delete_claim(record.claim_uid)
+    except Exception as exc:
+        ctx.log.error(
+            "prepare rollback failed",
+            extra={"claim": record.claim_uid, "pod": record.pod_uid, "op": "prepare", "reason": str(exc)},
+        )
+        return str(exc)
+    return None
+
+
+def _check_retry(plan: claimplan.ClaimPlan, record: model.ClaimRecord) -> None:
+    """A recorded claim may be prepared again only for the same Pod and the same allocation."""
+    label = f"ResourceClaim {plan.namespace}/{plan.name}"
+    if record.pod_uid != plan.pod_uid:
+        raise errors.LifecycleBlocked(
+            f"{label} ({plan.claim_uid}) is still prepared for Pod {record.pod_uid}; Pod {plan.pod_uid} "
+            "must wait until the kubelet unprepares it for the old Pod",
+            reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
+        )
+    if checkpoint_lifecycle.release_in_progress(record):
+        raise errors.LifecycleBlocked(
+            f"{label} ({plan.claim_uid}) is being released; it cannot be prepared until that finishes",
+            reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
+        )
+    recorded = sorted((d.pool, d.device) for d in record.devices)
+    allocated = sorted((d.pool, d.device) for d in plan.devices)
+    if recorded != allocated:
+        raise errors.InvalidSpec(
+            f"{label} ({plan.claim_uid}) was prepared for devices {recorded} but is now allocated "
+            f"{allocated}; the kubelet must unprepare it before the new allocation can be prepared",
+            reason=errors.Reason.INVALID_CLAIM,
+        )
+
+
+def ensure_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> None:
+    """Step 4: make drivers and CDI specs match ``record``; idempotent, no write when in place.
+
+    Raises: ``binding.UnsupportedVfDriver`` / ``binding.DriverBindError``; ContractViolation or
+    ``OSError`` from the CDI writer.
+    """
+    for device in record.devices:
+        bound = ctx.binder.apply(
+            device.pci_address, _requested_driver(device), require_netdevice=ctx.require_netdevice
+        )
+        if bound.changed and (bound.original_driver or "") != device.original_driver:
+            ctx.log.warning(
+                "vf driver differs from the recorded original",
+                extra={
+                    "claim": record.claim_uid,
+                    "pci": device.pci_address,
+                    "op": "prepare",
+                    "reason": f"found {bound.original_driver}, recorded {device.original_driver or None}",
+                },
+            )
+    ctx.fault("prepare:bound")
+    edits = [
+        vf_edits.vf_edits(
+            ctx.sysfs,
+            d.pci_address,
+            device=d.device,
+            net_attach_def_name=str(d.vf_config.get("netAttachDefName") or ""),
+            vhost=d.vf_config.get("addVhostMount") is True,
+            log=ctx.log,
+        )
+        for d in record.devices
+    ]
+    ctx.cdi.write_claim_spec(record.claim_uid, edits)
+    ctx.fault("prepare:claim-cdi")
+    pod_records = ctx.store.snapshot_pod(record.pod_uid).values()
+    ctx.cdi.sync_pod_spec(
+        record.pod_uid, checkpoint_lifecycle.pod_cdi_pci_addresses(pod_records, record.pod_uid)
+    )
+    ctx.fault("prepare:pod-cdi")
+
+
+def status_entries(driver_name: str, record: model.ClaimRecord) -> list[dict[str, Any]]:
+    """This driver's ``status.devices`` entries for a prepared claim (``data`` = VfConfig)."""
+    return [claimplan.status_entry(driver_name, d.pool, d.device, d.vf_config) for d in record.devices]
+
+
+def update_status(
+    ctx: claim_context.ClaimContext, record: model.ClaimRecord, claim: Mapping[str, Any] | None
+) -> None:
+    """Best-effort upsert of this driver's ``status.devices`` entries; never fails the prepare.
+
+    ``claim`` is the object read in step 1 (saves a GET; a conflict re-reads). Nothing is written
+    when the entries are already there.
+    """
+    ours = status_entries(ctx.driver_name, record)
+    try:
+        ctx.claims.update_device_status(
+            record.namespace,
+            record.name,
+            uid=record.claim_uid,
+            compute=lambda existing: claimplan.merged_status_devices(
+                existing, ours, driver_name=ctx.driver_name
+            ),
+            current=claim,
+        )
+    except Exception as exc:
+        ctx.log.warning(
+            "claim status not updated",
+            extra={"claim": f"{record.namespace}/{record.name}", "op": "status", "reason": str(exc)},
+        )
+
+
+def describe(exc: BaseException) -> tuple[str, str]:
+    """``(message, reason)`` of a claim failure for the kubelet and the metrics.
+
+    Shapes: ``reason`` is the ``core.errors.Reason`` value of our errors, else the class name.
+    """
+    reason = str(exc.reason) if isinstance(exc, errors.SriovDraError) else type(exc).__name__
+    text = str(exc).strip() or type(exc).__name__
+    return text, reason
+
+
+class DraHandler:
+    """The plugin's ``dra_service.ClaimHandler``: prepare/unprepare each claim on its own.
+
+    Concurrency: calls may run in parallel (``KubeletPluginServer(serialize_calls=False)``);
+    per-claim and per-Pod operation locks order the work (``driver.locks``).
+    """
+
+    def __init__(self, ctx: claim_context.ClaimContext) -> None:
+        self._ctx = ctx
+
+    @property
+    def context(self) -> claim_context.ClaimContext:
+        """The context this handler works with."""
+        return self._ctx
+
+    def prepare_resources(
+        self, claims: Sequence[messages.ClaimRef]
+    ) -> Mapping[str, dra_service.PrepareValue]:
+        """Prepare every claim; a failure is that claim's ``ClaimError``, never the batch's."""
+        out: dict[str, dra_service.PrepareValue] = {}
+        for ref in claims:
+            out[ref.uid] = self._run("prepare", ref, prepare_claim)
+        return out
+
+    def unprepare_resources(
+        self, claims: Sequence[messages.ClaimRef]
+    ) -> Mapping[str, dra_service.UnprepareValue]:
+        """Unprepare every claim; an unknown claim succeeds; a failure stays with its claim."""
+        out: dict[str, dra_service.UnprepareValue] = {}
+        for ref in claims:
+            result = self._run("unprepare", ref, unprepare.unprepare_claim)
+            out[ref.uid] = result if isinstance(result, messages.ClaimError) else None
+        return out
+
+    def _run(
+        self,
+        op: str,
+        ref: messages.ClaimRef,
+        work: Callable[[claim_context.ClaimContext, messages.ClaimRef], T],
+    ) -> T | messages.ClaimError:
+        log = self._ctx.log
+        started = time.monotonic()
+        try:
+            result = work(self._ctx, ref)
+        except Exception as exc:
+            message, reason = describe(exc)
+            unexpected = not isinstance(exc, errors.SriovDraError | OSError | kube_errors.ApiError)
+            log.log(
+                logging.ERROR if unexpected else logging.WARNING,
+                f"{op} failed",
+                exc_info=exc if unexpected else None,
+                extra={
+                    "claim": f"{ref.namespace}/{ref.name}",
+                    "claim_uid": ref.uid,
+                    "op": op,
+                    "reason": reason,
+                },
+            )
+            self._ctx.metrics.observe_claim(op, "error", reason, time.monotonic() - started)
+            return messages.ClaimError(f"{ref}: {message}")
+        self._ctx.metrics.observe_claim(op, "ok", "", time.monotonic() - started)
+        log.info(f"{op} done", extra={"claim": f"{ref.namespace}/{ref.name}", "claim_uid": ref.uid, "op": op})
+        return result

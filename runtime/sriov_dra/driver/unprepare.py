@@ -1,0 +1,122 @@
+"""NodeUnprepareResources for SR-IOV VF claims (manual MULTUS mode).
+
+Caller: ``driver.prepare.DraHandler`` on the kubelet's call after the Pod's containers stopped
+(45 s deadline; repeated until it succeeds, also for claims that are no longer prepared). The
+claim may already be deleted: everything is done from the checkpoint record, keyed by claim UID.
+
+Unpreparing one claim (:func:`unprepare_claim`), in this order:
+
+1. Lock the claim UID; read its record. No record: success, nothing to do (unknown claim).
+2. Lock the record's Pod UID (claim lock first, never the reverse).
+3. *(auto-attach, later issue: persist ``Deleting``, delete the shadows, drop this claim's
+   selections from the Pod, as spec §8.4 steps 1-3; a record with managed bindings is refused
+   by this build rather than half-released.)*
+4. **Host** (:func:`release_host`): restore each VF's original driver (only where a driver was
+   requested), remove the claim CDI spec, rebuild the Pod CDI spec from the Pod's other locally
+   unreleased claims or remove it after the last one.
+5. **Forget**: delete this claim's record only (the Pod's other claims stay).
+6. Unlock, then remove this driver's ``status.devices`` entries from the claim (best-effort; a
+   deleted or replaced claim needs nothing).
+
+Crash safety: the record is deleted last, so a kill before step 5 leaves it, and the kubelet's
+next unprepare repeats step 4, every part of which is idempotent (a driver already restored, a
+file already gone, are no-ops). A driver that cannot be restored keeps the record and the CDI
+files and fails the claim, so nothing is forgotten while the host still differs.
+
+It must never release hardware for a claim it has no record of, nor touch another claim's record.
+Source: spec §6.3, §8.4 steps 4, 5, 9; reference ``dra-protocol.md`` §3.4, §9.3.
+"""
+
+from __future__ import annotations
+
+from sriov_dra.core import checkpoint_lifecycle, claimplan, errors
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.driver import claim_context
+from sriov_dra.host import binding
+from sriov_dra.kubeletapi import messages
+
+
+def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> None:
+    """Release one claim as the module docstring describes; an unknown claim succeeds.
+
+    Raises: LifecycleBlocked for a record with managed bindings (this build cannot release
+    shadows); ``binding.DriverBindError`` when a driver cannot be restored (record kept);
+    ``OSError`` from CDI or checkpoint writes (record kept).
+    """
+    with ctx.claim_locks.hold(ref.uid):
+        record = ctx.store.snapshot_claim(ref.uid)
+        if record is None:
+            ctx.log.info("unprepare: claim not prepared", extra={"claim_uid": ref.uid, "op": "unprepare"})
+            return
+        if (record.namespace, record.name) != (ref.namespace, ref.name):
+            ctx.log.warning(
+                "unprepare: claim name differs from the record; the UID decides",
+                extra={
+                    "claim_uid": ref.uid,
+                    "op": "unprepare",
+                    "reason": f"{record.namespace}/{record.name}",
+                },
+            )
+        if record.managed_bindings():
+            raise errors.LifecycleBlocked(
+                f"ResourceClaim {record.namespace}/{record.name} ({record.claim_uid}) has auto-attached "
+                "network bindings, which this plugin build cannot release; run the plugin with "
+                "--multus-auto-attach from a build that supports it",
+                reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
+            )
+        with ctx.pod_locks.hold(record.pod_uid):
+            release_host(ctx, record)
+            ctx.store.delete_claim(record.claim_uid)
+            ctx.fault("unprepare:forgotten")
+    clear_status(ctx, record)
+
+
+def release_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> None:
+    """Step 4: original drivers back, claim CDI spec removed, Pod CDI spec rebuilt or removed.
+
+    Idempotent. Every driver is tried; if any cannot be restored nothing else is removed.
+    Raises: ``binding.DriverBindError`` (all failures in one message); ``OSError``.
+    """
+    failures: list[str] = []
+    for device in record.devices:
+        requested = device.vf_config.get("driver")
+        try:
+            ctx.binder.restore(
+                device.pci_address,
+                requested=requested if isinstance(requested, str) else "",
+                original_driver=device.original_driver or None,
+            )
+        except binding.DriverBindError as exc:
+            failures.append(str(exc))
+    if failures:
+        raise binding.DriverBindError(
+            f"ResourceClaim {record.namespace}/{record.name} ({record.claim_uid}): cannot restore the "
+            f"original VF drivers ({'; '.join(failures)}); the claim stays recorded and is retried"
+        )
+    ctx.fault("unprepare:restored")
+    ctx.cdi.remove_claim_spec(record.claim_uid)
+    ctx.fault("unprepare:claim-cdi")
+    others = ctx.store.snapshot_pod(record.pod_uid).values()
+    ctx.cdi.sync_pod_spec(
+        record.pod_uid,
+        checkpoint_lifecycle.pod_cdi_pci_addresses(others, record.pod_uid, releasing=record.claim_uid),
+    )
+    ctx.fault("unprepare:pod-cdi")
+
+
+def clear_status(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> None:
+    """Best-effort removal of this driver's ``status.devices`` entries; other drivers' stay."""
+    try:
+        ctx.claims.update_device_status(
+            record.namespace,
+            record.name,
+            uid=record.claim_uid,
+            compute=lambda existing: claimplan.merged_status_devices(
+                existing, [], driver_name=ctx.driver_name
+            ),
+        )
+    except Exception as exc:
+        ctx.log.warning(
+            "claim status not cleared",
+            extra={"claim": f"{record.namespace}/{record.name}", "op": "status", "reason": str(exc)},
+        )
