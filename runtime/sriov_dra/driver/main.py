@@ -1,0 +1,312 @@
+"""``sriov-dra-plugin`` / ``python -m sriov_dra.driver``: the DRA kubelet plugin process.
+
+Owns the wiring and the lifecycle of one plugin process on one node. Startup order, each step
+only after the previous one succeeded:
+
+1. settings (flags/environment; invalid → exit 2 with every problem listed), logging, every
+   setting logged; ``--multus-auto-attach`` is accepted and validated but refused with exit 2
+   ("not implemented in this build") rather than silently ignored;
+2. **checkpoint** loaded from ``<state dir>/checkpoint.json`` (a corrupt file or unknown version
+   → exit 1 with the file named and left untouched);
+3. API client; the metrics/health HTTP server (``/healthz`` answers 503 until step 6 finishes);
+4. **discovery** of the node's VFs and the **publisher** (policy namespace and CRDs checked, the
+   watches and the ResourceSlice worker started);
+5. the **DRA socket** serving NodePrepare/NodeUnprepare (v1, v1beta1) and device health;
+6. the **registration socket** (the kubelet may call step 5 as soon as it sees this one).
+
+Shutdown (SIGTERM, SIGINT, SIGHUP, SIGQUIT): registration socket removed first (the kubelet
+deregisters), in-flight kubelet calls get ``shutdown_grace_s``, then the DRA socket, the
+publisher and the HTTP server stop. Prepared state lives in the checkpoint and the host, so a
+plain kill loses nothing either.
+
+Only this module exits the process; everything below raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from types import FrameType
+from typing import Any
+
+from sriov_dra.core import errors
+from sriov_dra.driver import (
+    claim_context,
+    faults,
+    kubelet_server,
+    logs,
+    metrics,
+    prepare,
+    publisher,
+    settings,
+)
+from sriov_dra.host import binding, cdi, checkpoint, fakesysfs
+from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra.kube import claims as kube_claims
+from sriov_dra.kube import client as kube_client
+from sriov_dra.kubeletapi import messages
+
+LOG = logging.getLogger("sriov_dra.driver")
+
+EXIT_OK = 0
+EXIT_STARTUP_FAILED = 1
+EXIT_BAD_SETTINGS = 2
+
+
+class StartupError(Exception):
+    """A startup step failed; the message says which and how to fix it."""
+
+
+class _SnapshotInventory:
+    """``claim_context.Inventory`` over the publisher's current snapshot (full inventory)."""
+
+    def __init__(self, pub: publisher.Publisher) -> None:
+        self._pub = pub
+
+    def vfs(self) -> Mapping[str, Any]:
+        return self._pub.snapshot().inventory
+
+
+class Plugin:
+    """One plugin process: :meth:`start` in the documented order, :meth:`stop` in reverse.
+
+    ``stop_event`` ends :meth:`run` (signals set it).
+    """
+
+    def __init__(
+        self,
+        config: settings.PluginSettings,
+        *,
+        fault: faults.FaultHook = faults.NO_FAULTS,
+        stop_event: threading.Event | None = None,
+    ) -> None:
+        self.settings = config
+        self.fault = fault
+        self.stop_event = stop_event if stop_event is not None else threading.Event()
+        self.metrics = metrics.PluginMetrics()
+        self.store: checkpoint.CheckpointStore | None = None
+        self.publisher: publisher.Publisher | None = None
+        self.server: kubelet_server.KubeletPluginServer | None = None
+        self.http: metrics.HttpServer | None = None
+        self._api: Any = None
+
+    # ------------------------------------------------------------------ health
+    def health(self) -> tuple[bool, str]:
+        """``(ready, reason)`` for ``/healthz`` and ``/readyz``."""
+        if self.stop_event.is_set():
+            return False, "shutting down"
+        if self.server is None:
+            return False, "starting: the DRA and registration sockets are not serving yet"
+        state = self.server.registration
+        if state is None:
+            return False, "waiting for the kubelet to register the plugin"
+        if not state.registered:
+            return False, f"the kubelet rejected the registration: {state.error}"
+        return True, "ok"
+
+    def _on_registration(self, state: kubelet_server.RegistrationState) -> None:
+        self.metrics.registered.set(1 if state.registered else 0)
+
+    # ------------------------------------------------------------------ lifecycle
+    def _load_checkpoint(self) -> checkpoint.CheckpointStore:
+        cfg = self.settings
+        try:
+            cfg.state_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
+            store = checkpoint.CheckpointStore(cfg.state_dir / checkpoint.CHECKPOINT_FILE_NAME)
+            records = store.load()
+        except errors.SriovDraError as exc:
+            raise StartupError(f"cannot load the checkpoint: {exc}") from exc
+        except OSError as exc:
+            raise StartupError(
+                f"cannot read or create the checkpoint in {cfg.state_dir}: {exc}; check --state-dir and "
+                "that the plugin runs as root with the host directory mounted"
+            ) from exc
+        managed = sorted(uid for uid, r in records.items() if r.managed_bindings())
+        if managed:
+            raise StartupError(
+                f"checkpoint {store.path} holds auto-attached network bindings (claims {', '.join(managed)}) "
+                "that this build cannot release; run the plugin version that wrote them, or drain the node "
+                "and release those workloads first. The file was left untouched"
+            )
+        self.metrics.prepared_claims.set(len(records))
+        LOG.info(
+            "checkpoint loaded", extra={"op": "startup", "path": str(store.path), "claims": len(records)}
+        )
+        return store
+
+    def _api_client(self) -> Any:
+        cfg = self.settings
+        try:
+            if cfg.kubeconfig is not None:
+                return kube_client.from_kubeconfig(cfg.kubeconfig)
+            return kube_client.in_cluster()
+        except Exception as exc:
+            where = f"kubeconfig {cfg.kubeconfig}" if cfg.kubeconfig else "the in-cluster service account"
+            raise StartupError(f"cannot build an API client from {where}: {exc}; fix --kubeconfig") from exc
+
+    def start(self) -> None:
+        """Run startup steps 2-6 (see the module docstring).
+
+        Raises: StartupError naming the failed step and its fix.
+        """
+        cfg = self.settings
+        self.store = self._load_checkpoint()
+        self._api = self._api_client()
+        if cfg.metrics_bind_address:
+            self.http = metrics.HttpServer(cfg.metrics_bind_address, self.metrics, self.health)
+            try:
+                self.http.start()
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot serve metrics on {cfg.metrics_bind_address}: {exc}; choose a free address"
+                ) from exc
+        sysfs = sysfs_mod.Sysfs(cfg.sysfs_root)
+        pub = publisher.Publisher(
+            api=self._api,
+            node_name=cfg.node_name,
+            sysfs=sysfs,
+            policy_namespace=cfg.policy_namespace,
+            driver_name=cfg.driver_name,
+            stop=self.stop_event,
+            managed=cfg.multus_auto_attach,
+        )
+        try:
+            self.publisher = pub.start()
+        except Exception as exc:
+            raise StartupError(f"cannot start discovery and publication: {exc}") from exc
+        self.metrics.discovered_vfs.set(len(pub.snapshot().inventory))
+        specs = cdi.CdiSpecs(cfg.cdi_root)
+        try:
+            specs.ensure_root()
+        except OSError as exc:
+            raise StartupError(f"cannot use the CDI root {cfg.cdi_root}: {exc}") from exc
+        kernel: binding.KernelPci = (
+            fakesysfs.FakeSysfs(cfg.sysfs_root).kernel()
+            if cfg.fake_sysfs_kernel
+            else binding.SysfsKernelPci(sysfs)
+        )
+        context = claim_context.ClaimContext(
+            driver_name=cfg.driver_name,
+            node_name=cfg.node_name,
+            claims=kube_claims.ClaimClient(self._api, timeout_s=cfg.api_timeout_s),
+            inventory=_SnapshotInventory(pub),
+            store=self.store,
+            binder=binding.DriverBinder(sysfs, kernel=kernel),
+            cdi=specs,
+            sysfs=sysfs,
+            require_netdevice=cfg.multus_auto_attach,
+            fault=self.fault,
+            metrics=self.metrics,
+        )
+        self.server = kubelet_server.KubeletPluginServer(
+            driver_name=cfg.driver_name,
+            handler=_CountingHandler(prepare.DraHandler(context), self),
+            sockets=cfg.sockets,
+            health_source=lambda: [
+                messages.DeviceId(pool_name=cfg.node_name, device_name=n) for n in pub.snapshot().published
+            ],
+            serialize_calls=False,
+            on_registration=self._on_registration,
+        )
+        try:
+            self.server.start()
+        except (OSError, RuntimeError) as exc:
+            raise StartupError(f"cannot serve the kubelet sockets {cfg.sockets}: {exc}") from exc
+        LOG.info(
+            "plugin started", extra={"op": "startup", "node": cfg.node_name, "socket": str(cfg.sockets.dra)}
+        )
+
+    def stop(self) -> None:
+        """Stop everything started, in reverse order; idempotent."""
+        self.stop_event.set()
+        if self.server is not None:
+            self.server.stop(grace_s=self.settings.shutdown_grace_s)
+        if self.publisher is not None:
+            self.publisher.close()
+        if self.http is not None:
+            self.http.stop()
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+
+    def run(self) -> int:
+        """Start, serve until a signal, stop; return the exit status."""
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, self._signalled)
+        try:
+            self.start()
+        except StartupError as exc:
+            LOG.error("startup failed", extra={"op": "startup", "reason": str(exc)})
+            self.stop()
+            return EXIT_STARTUP_FAILED
+        while not self.stop_event.wait(1.0):
+            pass
+        LOG.info("stopping", extra={"op": "shutdown"})
+        self.stop()
+        return EXIT_OK
+
+    def _signalled(self, signum: int, frame: FrameType | None) -> None:
+        LOG.info("signal received", extra={"op": "shutdown", "signal": signal.Signals(signum).name})
+        self.stop_event.set()
+
+
+class _CountingHandler:
+    """Wraps the claim handler to keep the prepared-claims gauge current after each call."""
+
+    def __init__(self, inner: prepare.DraHandler, plugin: Plugin) -> None:
+        self._inner = inner
+        self._plugin = plugin
+
+    def _refresh(self) -> None:
+        if self._plugin.store is not None:
+            self._plugin.metrics.prepared_claims.set(len(self._plugin.store.all_claims()))
+
+    def prepare_resources(self, claims: Sequence[messages.ClaimRef]) -> Mapping[str, Any]:
+        try:
+            return self._inner.prepare_resources(claims)
+        finally:
+            self._refresh()
+
+    def unprepare_resources(self, claims: Sequence[messages.ClaimRef]) -> Mapping[str, Any]:
+        try:
+            return self._inner.unprepare_resources(claims)
+        finally:
+            self._refresh()
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Parse settings, configure logs and run the plugin; return the process exit status."""
+    environ = dict(os.environ if env is None else env)
+    try:
+        config = settings.parse(list(sys.argv[1:] if argv is None else argv), environ)
+    except settings.SettingsError as exc:
+        print(f"sriov-dra-plugin: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    logs.configure(config.log_format, config.log_level)
+    LOG.info("settings", extra={"op": "startup", **config.as_log_fields()})
+    if config.multus_auto_attach:
+        LOG.error(
+            "auto-attach is not implemented in this build",
+            extra={
+                "op": "startup",
+                "reason": "--multus-auto-attach / MULTUS_AUTO_ATTACH=true was set, but generating Multus "
+                "network selections is not implemented in this plugin build; unset it (manual MULTUS mode) "
+                "or deploy a build that implements it",
+            },
+        )
+        return EXIT_BAD_SETTINGS
+    try:
+        fault = faults.from_environment(environ)
+    except ValueError as exc:
+        LOG.error("invalid fault injection setting", extra={"op": "startup", "reason": str(exc)})
+        return EXIT_BAD_SETTINGS
+    if fault is not faults.NO_FAULTS:
+        LOG.warning(
+            "FAULT INJECTION ENABLED (tests only)",
+            extra={"op": "startup", "reason": f"{faults.ENV_VAR}={environ[faults.ENV_VAR]}"},
+        )
+    return Plugin(config, fault=fault).run()

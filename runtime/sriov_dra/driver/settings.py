@@ -1,0 +1,293 @@
+"""Settings of ``sriov-dra-plugin``: flags, their environment variables, defaults and validation.
+
+Owns the one parse of the command line and environment into a frozen :class:`PluginSettings`.
+A flag wins over its environment variable, which wins over the default; the environment names
+are upstream dra-driver-sriov's where the setting exists there (``NODE_NAME``, ``NAMESPACE``,
+``CONFIGURATION_MODE``, ``CDI_ROOT``, ``KUBELET_*_DIRECTORY_PATH``, ``KUBECONFIG``), so its
+DaemonSet environment keeps working. Every problem is reported at once with the flag, the
+environment variable, the bad value and the fix (:class:`SettingsError`).
+
+Differences from upstream, on purpose: ``CONFIGURATION_MODE`` defaults to ``MULTUS`` and
+``STANDALONE`` is refused (this plugin runs no CNI and no NRI); metrics are off unless
+``--metrics-bind-address`` names an address (upstream bound host port 8080).
+
+It must never read files, open sockets or talk to the API.
+Source: spec §4.2; reference ``dra-driver-sriov.md`` §1.4, §8.3 (PR #145).
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, NoReturn
+
+from sriov_dra.core import errors, names
+from sriov_dra.driver import logs
+from sriov_dra.kubeletapi import endpoints
+
+DISABLED_ADDRESSES: Final = frozenset({"", "0"})
+"""``--metrics-bind-address`` values that turn the metrics/health HTTP server off."""
+
+_TRUE: Final = frozenset({"true", "1", "yes"})
+_FALSE: Final = frozenset({"false", "0", "no", ""})
+
+
+class ConfigurationMode(enum.StrEnum):
+    """``CONFIGURATION_MODE`` values (case-sensitive, as upstream)."""
+
+    MULTUS = "MULTUS"
+    STANDALONE = "STANDALONE"
+
+
+class SettingsError(errors.InvalidSpec):
+    """The command line or environment is invalid; the message lists every problem and its fix."""
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    """Everything the plugin process is configured with (all paths absolute).
+
+    Units: ``api_timeout_s`` seconds per API request; ``shutdown_grace_s`` seconds that
+    in-flight kubelet calls get on SIGTERM.
+    Shapes: ``metrics_bind_address`` is ``host:port`` (``:port`` = all interfaces, port 0 = any
+    free port) or ``""`` when disabled; ``kubeconfig`` ``None`` means in-cluster credentials;
+    ``state_dir`` holds ``checkpoint.json``.
+    """
+
+    node_name: str
+    kubeconfig: Path | None
+    sysfs_root: Path
+    plugins_dir: Path
+    registrar_dir: Path
+    cdi_root: Path
+    state_dir: Path
+    policy_namespace: str
+    configuration_mode: ConfigurationMode
+    multus_auto_attach: bool
+    log_format: logs.LogFormat
+    log_level: str
+    metrics_bind_address: str
+    fake_sysfs_kernel: bool = False
+    """Test/lab only: emulate the kernel's driver-binding effects on a fake sysfs tree."""
+    api_timeout_s: float = 10.0
+    shutdown_grace_s: float = 5.0
+    driver_name: str = names.DRIVER_NAME
+
+    @property
+    def sockets(self) -> endpoints.PluginSockets:
+        """The DRA and registration socket paths (``<plugins>/<driver>/dra.sock``, ``<registrar>/<driver>-reg.sock``)."""
+        return endpoints.plugin_sockets(
+            self.driver_name, plugins_dir=self.plugins_dir, registry_dir=self.registrar_dir
+        )
+
+    def as_log_fields(self) -> dict[str, str]:
+        """Every setting as text, for the startup log line."""
+        return {k: str(v) for k, v in vars(self).items()}
+
+
+@dataclass(frozen=True)
+class _Flag:
+    name: str
+    env: str
+    default: str
+    help: str
+
+
+FLAGS: Final = (
+    _Flag("node-name", "NODE_NAME", "", "Node this plugin serves; also the pool name (required)"),
+    _Flag("kubeconfig", "KUBECONFIG", "", "kubeconfig file; empty = in-cluster service account"),
+    _Flag("sysfs-root", "SYSFS_ROOT", "/", "directory that holds sys/ (/ on a node; a fake tree in tests)"),
+    _Flag(
+        "kubelet-plugins-directory-path",
+        "KUBELET_PLUGINS_DIRECTORY_PATH",
+        str(endpoints.KUBELET_PLUGINS_DIR),
+        "kubelet plugins directory; the DRA socket is <this>/<driver>/dra.sock",
+    ),
+    _Flag(
+        "kubelet-registrar-directory-path",
+        "KUBELET_REGISTRAR_DIRECTORY_PATH",
+        str(endpoints.KUBELET_REGISTRY_DIR),
+        "kubelet plugin registry directory (registration socket)",
+    ),
+    _Flag("cdi-root", "CDI_ROOT", "/var/run/cdi", "directory for the CDI spec files of prepared claims"),
+    _Flag("state-dir", "STATE_DIR", "", "directory of checkpoint.json; empty = <plugins dir>/<driver>"),
+    _Flag(
+        "namespace",
+        "NAMESPACE",
+        "dra-driver-sriov",
+        "namespace of the SriovResourcePolicy and DeviceAttributes objects (alias --policy-namespace)",
+    ),
+    _Flag("configuration-mode", "CONFIGURATION_MODE", "MULTUS", "MULTUS (STANDALONE is not supported)"),
+    _Flag(
+        "multus-auto-attach",
+        "MULTUS_AUTO_ATTACH",
+        "false",
+        "generate Multus network selections for allocated VFs (MULTUS mode only)",
+    ),
+    _Flag("log-format", "LOG_FORMAT", "json", "json or text"),
+    _Flag("log-level", "LOG_LEVEL", "info", "debug, info, warning or error"),
+    _Flag(
+        "metrics-bind-address",
+        "METRICS_BIND_ADDRESS",
+        "0",
+        "host:port for /metrics, /healthz and /readyz; 0 or empty = disabled",
+    ),
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise SettingsError(f"invalid command line: {message}; see --help")
+
+
+def _parser(env: Mapping[str, str]) -> _Parser:
+    parser = _Parser(
+        prog="sriov-dra-plugin",
+        description="DRA kubelet plugin for SR-IOV virtual functions (MULTUS mode).",
+    )
+    for flag in FLAGS:
+        aliases = ["--policy-namespace"] if flag.name == "namespace" else []
+        default = env.get(flag.env, flag.default)
+        option = parser.add_argument(
+            f"--{flag.name}",
+            *aliases,
+            dest=flag.name.replace("-", "_"),
+            default=default,
+            metavar=flag.env,
+            help=f"{flag.help} [env {flag.env}, default {flag.default!r}]",
+        )
+        if flag.name == "multus-auto-attach":
+            option.nargs = "?"
+            option.const = "true"
+    parser.add_argument(
+        "--fake-sysfs-kernel",
+        action="store_true",
+        help="TEST/LAB ONLY: emulate kernel driver binding on a fake --sysfs-root tree",
+    )
+    return parser
+
+
+def _bool(value: str, flag: _Flag, problems: list[errors.FieldError]) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered not in _FALSE:
+        problems.append(errors.FieldError(f"--{flag.name} / {flag.env}", f"{value!r} is not true or false"))
+    return False
+
+
+def _address_problem(value: str) -> str | None:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        return f"{value!r} is not host:port (e.g. 127.0.0.1:9464, :9464), or 0 to disable"
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if host and host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return f"{host!r} is not an IP address; bind to an address of this node"
+    return None
+
+
+def _flag(name: str) -> _Flag:
+    return next(f for f in FLAGS if f.name == name)
+
+
+def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
+    """Parse ``argv`` (without the program name) and ``env`` into settings.
+
+    Raises: SettingsError listing every problem: missing/invalid node name, relative paths, an
+    invalid namespace, a mode other than MULTUS (STANDALONE is named as unsupported),
+    ``--multus-auto-attach`` without MULTUS, a bad boolean, log format/level or address, and
+    ``--fake-sysfs-kernel`` with ``--sysfs-root /``.
+    """
+    args = vars(_parser(env).parse_args(list(argv)))
+    problems: list[errors.FieldError] = []
+
+    def where(name: str) -> str:
+        return f"--{name} / {_flag(name).env}"
+
+    node = str(args["node_name"])
+    node_problem = names.dns1123_subdomain_problem(node) if node else "is required (the Node's name)"
+    if node_problem:
+        problems.append(errors.FieldError(where("node-name"), node_problem))
+    auto_attach = _bool(str(args["multus_auto_attach"]), _flag("multus-auto-attach"), problems)
+    mode_raw = str(args["configuration_mode"]) or ConfigurationMode.MULTUS.value
+    mode = ConfigurationMode.MULTUS
+    if mode_raw == ConfigurationMode.STANDALONE:
+        problems.append(
+            errors.FieldError(
+                where("configuration-mode"),
+                "STANDALONE (CNI run by the plugin through NRI) is not supported by this plugin; set "
+                "CONFIGURATION_MODE=MULTUS and let Multus attach the VFs"
+                + ("; --multus-auto-attach needs MULTUS as well" if auto_attach else ""),
+            )
+        )
+    elif mode_raw != ConfigurationMode.MULTUS:
+        problems.append(
+            errors.FieldError(where("configuration-mode"), f"{mode_raw!r} is not MULTUS (case-sensitive)")
+        )
+    paths: dict[str, Path] = {}
+    for name in (
+        "sysfs-root",
+        "kubelet-plugins-directory-path",
+        "kubelet-registrar-directory-path",
+        "cdi-root",
+    ):
+        paths[name] = Path(str(args[name.replace("-", "_")]))
+    state = str(args["state_dir"])
+    if state:
+        paths["state-dir"] = Path(state)
+    for name, path in paths.items():
+        if not path.is_absolute():
+            problems.append(errors.FieldError(where(name), f"{str(path)!r} must be an absolute path"))
+    kubeconfig = str(args["kubeconfig"])
+    namespace = str(args["namespace"])
+    ns_problem = names.dns1123_label_problem(namespace)
+    if ns_problem:
+        problems.append(errors.FieldError(where("namespace"), ns_problem))
+    try:
+        log_format = logs.LogFormat(str(args["log_format"]))
+    except ValueError:
+        problems.append(errors.FieldError(where("log-format"), f"{args['log_format']!r} is not json or text"))
+        log_format = logs.LogFormat.JSON
+    level = str(args["log_level"]).lower()
+    if level not in ("debug", "info", "warning", "error"):
+        problems.append(
+            errors.FieldError(where("log-level"), f"{level!r} is not debug, info, warning or error")
+        )
+    address = str(args["metrics_bind_address"])
+    address = "" if address in DISABLED_ADDRESSES else address
+    address_problem = _address_problem(address) if address else None
+    if address_problem:
+        problems.append(errors.FieldError(where("metrics-bind-address"), address_problem))
+    fake = bool(args["fake_sysfs_kernel"])
+    if fake and paths["sysfs-root"] == Path("/"):
+        problems.append(
+            errors.FieldError(
+                "--fake-sysfs-kernel",
+                "is for fake sysfs trees only; set --sysfs-root to the tree's directory",
+            )
+        )
+    errors.raise_if_any(problems, "sriov-dra-plugin settings are invalid", cls=SettingsError)
+    plugins_dir = paths["kubelet-plugins-directory-path"]
+    return PluginSettings(
+        node_name=node,
+        kubeconfig=Path(kubeconfig) if kubeconfig else None,
+        sysfs_root=paths["sysfs-root"],
+        plugins_dir=plugins_dir,
+        registrar_dir=paths["kubelet-registrar-directory-path"],
+        cdi_root=paths["cdi-root"],
+        state_dir=paths.get("state-dir", plugins_dir / names.DRIVER_NAME),
+        policy_namespace=namespace,
+        configuration_mode=mode,
+        multus_auto_attach=auto_attach,
+        log_format=log_format,
+        log_level=level,
+        metrics_bind_address=address,
+        fake_sysfs_kernel=fake,
+    )
