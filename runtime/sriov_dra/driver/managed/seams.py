@@ -1,0 +1,180 @@
+"""The consumer-side interfaces of the auto-attach path, and the node identity it works for.
+
+Every orchestration function in ``driver.managed`` receives these as keyword-only arguments
+(STYLE.md §1 "seams"), so tests inject each failure of spec §17.2 (Forbidden, NotFound, timeout,
+409, 422, a failed checkpoint write, a crash) with fakes from ``tests/fakes/`` and no patching.
+Production implementations: :class:`sriov_dra.kube.podpatch.PodClient`,
+:class:`sriov_dra.kube.shadows.NadClient`, :class:`sriov_dra.kube.claims.ClaimClient`,
+:class:`sriov_dra.host.checkpoint.CheckpointStore`, the policy controller's snapshot
+(``driver.policy_controller``) and :class:`sriov_dra.kube.plugin_events.EventRecorder`.
+
+API failures are the classes of :mod:`sriov_dra.kube.errors`; fakes raise the same classes.
+This module holds no state and does no work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sriov_dra.core import attributes, checkpoint_lifecycle, identities
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.host import discovery
+from sriov_dra.kube import plugin_events
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    """The node this plugin serves, recorded once at startup.
+
+    Shapes: ``name`` the Node name (also the pool name); ``uid`` the Node's lowercase UUID.
+    Source: spec §6.1 step 3 ("the node's UID equals the process's recorded node identity").
+    """
+
+    name: str
+    uid: identities.NodeUid
+
+
+class PodApi(Protocol):
+    """Live Pod reads and the conditional annotation patch (``kube.podpatch.PodClient``)."""
+
+    def get(self, namespace: str, name: str) -> JsonObject:
+        """Live GET. Raises: ``kube.errors`` classes (NotFound, Forbidden, ServerError, ...)."""
+        ...
+
+    def json_patch(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> JsonObject:
+        """RFC 6902 patch. Raises: ``kube.errors.Invalid`` for a failed ``test``, and the rest."""
+        ...
+
+
+class NadApi(Protocol):
+    """NAD reads and shadow writes (``kube.shadows.NadClient``)."""
+
+    def get(self, namespace: str, name: str) -> JsonObject:
+        """Live GET. Raises: ``kube.errors`` classes."""
+        ...
+
+    def create(self, body: Mapping[str, Any]) -> JsonObject:
+        """Create the complete object. Raises: ``kube.errors.Conflict`` (already exists), ..."""
+        ...
+
+    def delete(self, namespace: str, name: str, *, uid: str) -> None:
+        """Delete with a UID precondition. Raises: NotFound; Conflict when the UID differs."""
+        ...
+
+    def json_patch(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> JsonObject:
+        """RFC 6902 patch on the main endpoint. Raises: ``kube.errors.Invalid`` for a failed test."""
+        ...
+
+    def list_all(self, *, label_selector: str) -> list[JsonObject]:
+        """One all-namespace LIST narrowed by labels. Raises: ``kube.errors`` classes."""
+        ...
+
+
+class ClaimApi(Protocol):
+    """Live ResourceClaim reads (``kube.claims.ClaimClient``)."""
+
+    def get(self, namespace: str, name: str) -> JsonObject:
+        """Live GET. Raises: ``kube.errors`` classes."""
+        ...
+
+
+class Store(Protocol):
+    """The checkpoint mutations and snapshots the auto-attach path uses (``host.checkpoint``)."""
+
+    def snapshot_claim(self, claim_uid: str) -> model.ClaimRecord | None:
+        """A copy of the claim's record, or ``None``."""
+        ...
+
+    def snapshot_pod(self, pod_uid: str) -> dict[identities.ClaimUid, model.ClaimRecord]:
+        """Copies of every record of the Pod, by claim UID."""
+        ...
+
+    def all_claims(self) -> dict[identities.ClaimUid, model.ClaimRecord]:
+        """Copies of every record, by claim UID."""
+        ...
+
+    def set_claim(self, record: model.ClaimRecord) -> model.ClaimRecord:
+        """Persist a record (claim-UID uniqueness enforced). Raises: LifecycleBlocked, OSError."""
+        ...
+
+    def update_managed_bindings(
+        self, claim_uid: str, update: checkpoint_lifecycle.BindingUpdate
+    ) -> model.ClaimRecord:
+        """Persist a narrow update (phase Pending↔Ready, shadow UID). Raises: OSError, ..."""
+        ...
+
+    def mark_managed_deleting(self, claim_uid: str) -> model.ClaimRecord:
+        """Persist ``Deleting``. Raises: OSError (memory unchanged)."""
+        ...
+
+    def mark_managed_release_complete(self, claim_uid: str) -> model.ClaimRecord:
+        """Persist ``ReleaseComplete``. Raises: OSError (bindings stay ``Deleting``)."""
+        ...
+
+    def delete_claim(self, claim_uid: str) -> bool:
+        """Remove the record (only when every binding is ``ReleaseComplete``)."""
+        ...
+
+
+class Clock(Protocol):
+    """Monotonic time and waiting (a fake clock in tests: no real sleeps)."""
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary origin."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``."""
+        ...
+
+
+class SystemClock:
+    """The real :class:`Clock`."""
+
+    def monotonic(self) -> float:
+        """``time.monotonic()``."""
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        """``time.sleep(seconds)``."""
+        time.sleep(seconds)
+
+
+class DeviceView(Protocol):
+    """One immutable device snapshot: eligibility and attributes read together (spec §12.2.5)."""
+
+    @property
+    def inventory(self) -> Mapping[str, discovery.DiscoveredVf]:
+        """Every discovered VF by device name (never shrinks with policy)."""
+        ...
+
+    def is_eligible(self, device: str) -> bool:
+        """True when the device is advertised now (the first-prepare gate)."""
+        ...
+
+    def attributes_of(self, device: str) -> Mapping[str, attributes.AttributeValue] | None:
+        """Published attributes of an advertised device, ``None`` otherwise."""
+        ...
+
+
+class DeviceSource(Protocol):
+    """Hands out the current :class:`DeviceView` (``PolicyController``/``Publisher``)."""
+
+    def snapshot(self) -> DeviceView:
+        """The current snapshot; one call is one atomic read."""
+        ...
+
+
+class EventSink(Protocol):
+    """Creates Kubernetes Events (``kube.plugin_events.EventRecorder``); best effort."""
+
+    def emit(
+        self, ref: plugin_events.ObjectRef, *, reason: str, note: str, warning: bool, action: str
+    ) -> None:
+        """Create one Event. Raises: ``kube.errors`` classes (callers log and continue)."""
+        ...

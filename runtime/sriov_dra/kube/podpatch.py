@@ -1,0 +1,63 @@
+"""The plugin's Pod calls: a live GET and a conditional JSON Patch of annotations.
+
+Owns the two Pod requests of the auto-attach path (spec §8.1 step 4, §8.4 step 3, §9): the live
+GET (through :func:`sriov_dra.kube.pods.get_pod`, never a cache) and an RFC 6902 JSON Patch whose
+``test`` operations on ``/metadata/uid`` and ``/metadata/resourceVersion`` make it conditional
+(the ops come from ``core.selections``). A failed ``test`` is answered with HTTP 422 by the API
+server, so callers must treat ``errors.Invalid`` like a conflict: re-read and recompute.
+
+RBAC (spec §12.3): ``pods`` get, patch. No update, delete or finalizer permission is needed.
+
+It must never retry, cache, or write anything but the operations it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from kubernetes import client
+
+from sriov_dra.kube import errors, pods
+
+DEFAULT_TIMEOUT_S: Final = 10.0
+"""Budget of one Pod request."""
+FIELD_MANAGER: Final = "sriov-dra-plugin"
+
+
+class PodClient:
+    """Pod requests through one ``ApiClient``; every method is one HTTP request.
+
+    Units: ``timeout_s`` seconds per request.
+    """
+
+    def __init__(self, api: client.ApiClient, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self._raw = api
+        self._api = client.CoreV1Api(api)
+        self._timeout_s = timeout_s
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        """Live GET of Pod ``namespace/name`` (see :func:`sriov_dra.kube.pods.get_pod`)."""
+        return pods.get_pod(self._raw, namespace, name, timeout_s=self._timeout_s)
+
+    def json_patch(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Apply the RFC 6902 patch ``ops`` to Pod ``namespace/name``; return the patched Pod.
+
+        Raises: ``errors.Invalid`` (422) for a failed ``test`` (the Pod changed or was replaced)
+        or a refused patch (admission); ``errors.Conflict`` on a storage conflict;
+        ``errors.NotFound``; ``errors.Forbidden``; ``errors.ServerError`` for 5xx/transport/timeout.
+        Source: spec §9 (JSON Patch paragraph), K12.
+        """
+        action = f"patch pods {namespace}/{name}"
+        with errors.translated(action):
+            response = self._api.patch_namespaced_pod(
+                name,
+                namespace,
+                [dict(op) for op in ops],
+                field_manager=FIELD_MANAGER,
+                _content_type="application/json-patch+json",
+                _preload_content=False,
+                _request_timeout=self._timeout_s,
+            )
+            data = response.data
+        return pods.decode_object(data, action)
