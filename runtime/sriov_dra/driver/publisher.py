@@ -1,0 +1,313 @@
+"""ResourceSlice publisher: discovery, policy evaluation and node-scoped slices, kept in sync.
+
+Owns the plugin's publication loop for one node: VF discovery once at start (as upstream; a VF
+created later needs a restart), the :class:`~sriov_dra.driver.policy_controller.PolicyController`
+watches, a watch of this driver's slices on this node (so a slice someone deleted, e.g. the
+kubelet wiping node slices at its start, is recreated), and one worker thread that re-evaluates
+and republishes after any change and every ``resync_s``. Each sync lists the slices (a read),
+plans with :func:`sriov_dra.core.slices.plan_writes` and writes only what differs, so an idle
+resync performs no API write; the count of writes is kept in :class:`PublisherStats`.
+
+Wiring (the plugin entrypoint)::
+
+    stop = threading.Event()
+    pub = publisher.Publisher(api=api, node_name=node, sysfs=sysfs.Sysfs(root),
+                              policy_namespace=ns, driver_name=names.DRIVER_NAME, stop=stop,
+                              managed=auto_attach)
+    pub.start()            # raises PolicyNamespaceMissing / PolicyCrdMissing / SysfsReadError
+    ... pub.snapshot() ... # prepare path: immutable eligibility + attributes
+    stop.set(); pub.close()
+
+It must never hold the snapshot lock across an API call, write a slice without the plan's
+precondition, or stop publishing because one sync failed (it backs off and retries).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from kubernetes import client
+
+from sriov_dra.core import names, slices
+from sriov_dra.driver import policy_controller
+from sriov_dra.host import discovery
+from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kube import resourceslices, watches
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PublisherStats:
+    """Counters since start. ``writes`` counts every successful slice create/update/delete."""
+
+    syncs: int = 0
+    writes: int = 0
+    creates: int = 0
+    updates: int = 0
+    deletes: int = 0
+    conflicts: int = 0
+    failures: int = 0
+    handler_errors: int = 0
+    generation: int = 0
+    published_devices: int = 0
+    last_error: str = ""
+
+
+class Publisher:
+    """Publishes the node's advertised VFs as ResourceSlices until ``stop`` is set.
+
+    Units: ``resync_s`` seconds between idle syncs; ``settle_s`` seconds to coalesce a burst of
+    events into one sync; ``backoff_max_s`` the longest pause after failed syncs.
+    """
+
+    def __init__(
+        self,
+        *,
+        api: client.ApiClient,
+        node_name: str,
+        sysfs: sysfs_mod.Sysfs,
+        policy_namespace: str,
+        driver_name: str = names.DRIVER_NAME,
+        stop: threading.Event,
+        managed: bool = False,
+        resync_s: float = 60.0,
+        settle_s: float = 0.1,
+        backoff_max_s: float = 30.0,
+        watch_timeout_s: int = 300,
+        eswitch_modes: discovery.EswitchModeSource | None = None,
+        log: logging.Logger | logging.LoggerAdapter[logging.Logger] = LOG,
+    ) -> None:
+        self.api = api
+        self.node_name = node_name
+        self.sysfs = sysfs
+        self.policy_namespace = policy_namespace
+        self.driver_name = driver_name
+        self.managed = managed
+        self._stop = stop
+        self._resync_s = resync_s
+        self._settle_s = settle_s
+        self._backoff_max_s = backoff_max_s
+        self._watch_timeout_s = watch_timeout_s
+        self._eswitch_modes = eswitch_modes
+        self._log = log
+        self._dirty = threading.Event()
+        self._published = threading.Event()
+        self._sync_lock = threading.Lock()
+        self._stats_lock = threading.Lock()
+        self._stats = PublisherStats()
+        self._last_generation = 0
+        self._controller: policy_controller.PolicyController | None = None
+        self._slices: watches.Watch | None = None
+        self._worker: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> Publisher:
+        """Discover VFs, check the policy namespace and CRDs, start the watches and the worker.
+
+        Raises: ``sysfs.SysfsReadError`` when discovery cannot read the PCI tree;
+        ``PolicyNamespaceMissing`` / ``PolicyCrdMissing`` with the fix; ``kube.errors.ApiError``
+        when the API server refuses the checks.
+        """
+        inventory = discovery.discover(self.sysfs, eswitch_modes=self._eswitch_modes, log=self._log)
+        controller = policy_controller.PolicyController(
+            api=self.api,
+            node_name=self.node_name,
+            namespace=self.policy_namespace,
+            inventory=inventory,
+            managed=self.managed,
+            stop=self._stop,
+            on_change=self.request_sync,
+            watch_timeout_s=self._watch_timeout_s,
+            log=self._log,
+        )
+        controller.check()
+        self._controller = controller
+        self._slices = watches.Watch(
+            self.api,
+            resourceslices.watch_target(driver=self.driver_name, node=self.node_name),
+            self._slice_event,
+            name="resourceslices",
+            stop=self._stop,
+            timeout_s=self._watch_timeout_s,
+            log=self._log,
+        )
+        controller.start()
+        self._slices.start()
+        self._worker = threading.Thread(target=self._run, name=f"publisher-{self.node_name}", daemon=True)
+        self._worker.start()
+        self._log.info(
+            "publisher started",
+            extra={"op": "publish", "node": self.node_name, "outcome": f"{len(inventory)} vfs discovered"},
+        )
+        return self
+
+    def close(self, *, timeout_s: float = 5.0) -> None:
+        """Stop the worker and the watches (sets ``stop``); idempotent. Units: seconds."""
+        self._stop.set()
+        self._dirty.set()
+        if self._controller is not None:
+            self._controller.close(timeout_s=timeout_s)
+        if self._slices is not None:
+            self._slices.close(timeout_s=timeout_s)
+        if self._worker is not None:
+            self._worker.join(timeout_s)
+
+    # ------------------------------------------------------------------ queries
+    def snapshot(self) -> policy_controller.DeviceSnapshot:
+        """The current immutable device snapshot (eligibility, attributes, full inventory).
+
+        Raises: RuntimeError before :meth:`start`.
+        """
+        return self._require_controller().snapshot()
+
+    def stats(self) -> PublisherStats:
+        """A copy of the counters."""
+        with self._stats_lock:
+            errors_now = self._handler_errors()
+            return replace(self._stats, handler_errors=errors_now)
+
+    def wait_published(self, timeout_s: float) -> bool:
+        """Wait until a sync has published (or confirmed) the pool at least once. Units: seconds."""
+        return self._published.wait(timeout_s)
+
+    def request_sync(self) -> None:
+        """Ask the worker for a sync soon (called by the watches; cheap and thread-safe)."""
+        self._dirty.set()
+
+    # ------------------------------------------------------------------ sync
+    def sync(self) -> slices.SliceWrites | None:
+        """Evaluate and publish once, now; return the applied plan (``None`` if not ready).
+
+        Not ready means the watches have not finished their first lists or the Node is not
+        known yet (its UID owns the slices). Thread-safe; the worker calls the same method.
+        Raises: ``kube.errors.ApiError`` from the list or a write (``Conflict``/``NotFound``
+        when the pool changed under the plan: sync again).
+        """
+        controller = self._require_controller()
+        with self._sync_lock:
+            if not controller.synced:
+                return None
+            snap = controller.evaluate()
+            if snap.node_uid is None:
+                self._log.warning(
+                    "node not found; not publishing", extra={"op": "publish", "node": self.node_name}
+                )
+                return None
+            current = resourceslices.list_slices(self.api, driver=self.driver_name, node=self.node_name)
+            writes = slices.plan_writes(
+                current,
+                snap.devices,
+                driver=self.driver_name,
+                node=self.node_name,
+                node_uid=snap.node_uid,
+                last_generation=self._last_generation,
+            )
+            counts: dict[str, int] = {}
+
+            def wrote(verb: str, name: str) -> None:
+                counts[verb] = counts.get(verb, 0) + 1
+
+            try:
+                resourceslices.apply_writes(self.api, writes, on_write=wrote)
+            finally:
+                self._count(counts)
+            self._last_generation = writes.generation
+            self._count({}, generation=writes.generation, devices=len(snap.published))
+            if not writes.empty:
+                self._log.info(
+                    "slices published",
+                    extra={
+                        "op": "publish",
+                        "node": self.node_name,
+                        "outcome": f"generation {writes.generation}, {len(snap.published)} devices, "
+                        f"{writes.count} writes",
+                    },
+                )
+            self._published.set()
+            return writes
+
+    def _count(
+        self, counts: Mapping[str, int], *, generation: int | None = None, devices: int | None = None
+    ) -> None:
+        with self._stats_lock:
+            s = self._stats
+            self._stats = replace(
+                s,
+                writes=s.writes + sum(counts.values()),
+                creates=s.creates + counts.get("create", 0),
+                updates=s.updates + counts.get("update", 0),
+                deletes=s.deletes + counts.get("delete", 0),
+                generation=s.generation if generation is None else generation,
+                published_devices=s.published_devices if devices is None else devices,
+            )
+
+    def _bump(
+        self, *, syncs: int = 0, conflicts: int = 0, failures: int = 0, error: str | None = None
+    ) -> None:
+        with self._stats_lock:
+            s = self._stats
+            self._stats = replace(
+                s,
+                syncs=s.syncs + syncs,
+                conflicts=s.conflicts + conflicts,
+                failures=s.failures + failures,
+                last_error=s.last_error if error is None else error,
+            )
+
+    # ------------------------------------------------------------------ worker
+    def _run(self) -> None:
+        backoff = 0.0
+        next_resync = time.monotonic() + self._resync_s
+        while not self._stop.is_set():
+            woken = self._dirty.wait(min(1.0, max(0.0, next_resync - time.monotonic())))
+            if self._stop.is_set():
+                break
+            if not woken and time.monotonic() < next_resync:
+                continue
+            if woken and self._settle_s > 0:
+                self._stop.wait(self._settle_s)
+            self._dirty.clear()
+            next_resync = time.monotonic() + self._resync_s
+            try:
+                self.sync()
+                self._bump(syncs=1)
+                backoff = 0.0
+            except (kube_errors.Conflict, kube_errors.NotFound) as exc:
+                self._bump(syncs=1, conflicts=1, error=str(exc))
+                self._log.info(
+                    "pool changed during sync; retrying", extra={"op": "publish", "error": str(exc)}
+                )
+                backoff = min(max(backoff * 2, 0.1), self._backoff_max_s)
+                self._retry_after(backoff)
+            except Exception as exc:  # keep publishing through API outages; count and back off
+                self._bump(syncs=1, failures=1, error=f"{type(exc).__name__}: {exc}"[:512])
+                self._log.exception("slice sync failed", extra={"op": "publish", "node": self.node_name})
+                backoff = min(max(backoff * 2, 0.5), self._backoff_max_s)
+                self._retry_after(backoff)
+        if self._controller is not None:
+            self._controller.close()
+        if self._slices is not None:
+            self._slices.close()
+
+    def _retry_after(self, seconds: float) -> None:
+        if not self._stop.wait(seconds):
+            self._dirty.set()
+
+    def _slice_event(self, kind: str, obj: watches.JsonObject) -> None:
+        if kind != watches.SYNCED:
+            self._dirty.set()
+
+    def _handler_errors(self) -> int:
+        total = self._slices.handler_errors if self._slices is not None else 0
+        return total + (self._controller.handler_errors if self._controller is not None else 0)
+
+    def _require_controller(self) -> policy_controller.PolicyController:
+        if self._controller is None:
+            raise RuntimeError("Publisher.start() has not run yet")
+        return self._controller

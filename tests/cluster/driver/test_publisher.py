@@ -1,0 +1,325 @@
+"""Cluster tier: the publisher on a fake-sysfs node publishes ResourceSlices to a real apiserver.
+
+Proves issue 4 item 3 against kube-apiserver/scheduler v1.36.3: opt-in publication from
+SriovResourcePolicy + DeviceAttributes, republication with a bumped generation on a policy or
+attribute change and on a node-label change, recreation of a deleted slice, republication when an
+advertised membership without attributes is withdrawn (upstream's clearPolicyAttributes defect),
+zero writes on idle resyncs, a 130-device pool split into two slices that the real scheduler
+allocates from, and an actionable error for a missing policy namespace.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from kubernetes import client
+
+from sriov_dra.core import names, slices
+from sriov_dra.driver import policy_controller, publisher
+from sriov_dra.host import fakesysfs
+from sriov_dra.kube import apply, resourceslices
+from sriov_dra.lab.nodes import SimulatedNode
+
+T = TypeVar("T")
+D = names.DOMAIN
+DRIVER = names.DRIVER_NAME
+MANIFESTS = Path(publisher.__file__).resolve().parents[1] / "manifests"
+CRDS = [
+    MANIFESTS / "crds" / f"{D}_sriovresourcepolicies.yaml",
+    MANIFESTS / "crds" / f"{D}_deviceattributes.yaml",
+]
+DEVICE_CLASS = MANIFESTS / "deviceclasses" / f"{D}.yaml"
+
+
+def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 30.0) -> T:
+    """Poll ``fn`` until it returns a truthy value; fail naming ``what`` on timeout."""
+    deadline = time.monotonic() + timeout_s
+    pause = threading.Event()
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        pause.wait(0.1)
+    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def installed(api: client.ApiClient) -> None:
+    """The two CRDs and the shipped DeviceClass, applied as an installation would."""
+    crds = [yaml.safe_load(p.read_text()) for p in CRDS]
+    apply.apply_objects(api, crds)
+    apply.wait_crds_established(api, [c["metadata"]["name"] for c in crds])
+    apply.apply_objects(api, [yaml.safe_load(DEVICE_CLASS.read_text())])
+
+
+@pytest.fixture
+def node(api: client.ApiClient) -> Iterator[SimulatedNode]:
+    name = f"pub-{uuid.uuid4().hex[:6]}"
+    n = SimulatedNode(api, name, labels={"kubernetes.io/hostname": name}, interval_s=5.0).start()
+    try:
+        yield n
+    finally:
+        n.stop(delete=True)
+
+
+Factory = Callable[..., publisher.Publisher]
+
+
+@pytest.fixture
+def start_publisher(
+    api: client.ApiClient, installed: None, node: SimulatedNode, namespace: str, tmp_path: Path
+) -> Iterator[Factory]:
+    started: list[publisher.Publisher] = []
+
+    def make(
+        *, vfs_per_pf: int = 4, policy_namespace: str | None = None, **kwargs: Any
+    ) -> publisher.Publisher:
+        fake = fakesysfs.build(tmp_path / f"sys{len(started)}", fakesysfs.two_root_pfs(vfs_per_pf))
+        pub = publisher.Publisher(
+            api=api,
+            node_name=node.name,
+            sysfs=fake.sysfs,
+            policy_namespace=policy_namespace or namespace,
+            driver_name=DRIVER,
+            stop=threading.Event(),
+            settle_s=kwargs.pop("settle_s", 0.05),
+            **kwargs,
+        )
+        started.append(pub)
+        return pub.start()
+
+    yield make
+    for pub in started:
+        pub.close()
+
+
+def create(
+    api: client.ApiClient, namespace: str, plural: str, name: str, spec: dict[str, Any], **meta: Any
+) -> None:
+    kind = "SriovResourcePolicy" if plural == "sriovresourcepolicies" else "DeviceAttributes"
+    body = {
+        "apiVersion": f"{D}/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, **meta},
+        "spec": spec,
+    }
+    client.CustomObjectsApi(api).create_namespaced_custom_object(D, "v1alpha1", namespace, plural, body)
+
+
+def pool(api: client.ApiClient, node: str) -> list[dict[str, Any]]:
+    return resourceslices.list_slices(api, driver=DRIVER, node=node)
+
+
+def published(
+    api: client.ApiClient, node: str, count: int, generation: int | None = None
+) -> Callable[[], Any]:
+    """A probe: the pool when it publishes ``count`` devices (at ``generation``), else None."""
+
+    def probe() -> list[dict[str, Any]] | None:
+        current = pool(api, node)
+        gens = {s["spec"]["pool"]["generation"] for s in current}
+        if len(gens) != 1 or (generation is not None and gens != {generation}):
+            return None
+        return current if len(slices.pool_devices(current)) == count else None
+
+    return probe
+
+
+ALL_DEVICES = {"configs": [{}]}
+
+
+def test_publishes_node_slices_only_after_a_policy_opts_devices_in(api, namespace, node, start_publisher):
+    pub = start_publisher()
+    assert pub.wait_published(30)
+    (empty,) = pool(api, node.name)
+    assert empty["spec"]["pool"] == {"name": node.name, "generation": 1, "resourceSliceCount": 1}
+    assert not empty["spec"].get("devices"), "nothing is advertised without a matching policy"
+
+    create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
+    (full,) = eventually("8 devices at generation 2", published(api, node.name, 8, 2))
+    assert full["metadata"]["name"] == slices.slice_name(DRIVER, node.name, 0)
+    assert full["spec"]["nodeName"] == node.name and full["spec"]["driver"] == DRIVER
+    owner = full["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Node", node.name, node.uid)
+    dev = slices.pool_devices([full])["0000-03-02-0"]
+    assert dev["attributes"][f"{D}/pciAddress"] == {"string": "0000:03:02.0"}
+    assert dev["attributes"]["k8s.cni.cncf.io/deviceID"] == {"string": "0000:03:02.0"}
+    assert dev["attributes"]["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:00"}
+    assert dev["attributes"][f"{D}/vfID"] == {"int": 0}
+    assert pub.snapshot().is_eligible("0000-03-02-0") and len(pub.snapshot().inventory) == 8
+
+
+def test_attribute_change_republishes_with_a_bumped_generation(api, namespace, node, start_publisher):
+    create(
+        api,
+        namespace,
+        "deviceattributes",
+        "rail-a",
+        {"attributes": {"k8s.cni.cncf.io/resourceName": {"string": "example.com/rail_a"}}},
+        labels={"rail": "a"},
+    )
+    rail_a = {
+        "resourceFilters": [{"pfNames": ["enp3s0f0"]}],
+        "deviceAttributesSelector": {"matchLabels": {"rail": "a"}},
+    }
+    create(api, namespace, "sriovresourcepolicies", "rail-a", {"configs": [rail_a]})
+    pub = start_publisher()
+    (first,) = eventually("rail A devices", published(api, node.name, 4))
+    generation = first["spec"]["pool"]["generation"]
+    attrs = slices.pool_devices([first])["0000-03-02-0"]["attributes"]
+    assert attrs["k8s.cni.cncf.io/resourceName"] == {"string": "example.com/rail_a"}
+
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        D,
+        "v1alpha1",
+        namespace,
+        "deviceattributes",
+        "rail-a",
+        {"spec": {"attributes": {"k8s.cni.cncf.io/resourceName": {"string": "example.com/rail_b"}}}},
+    )
+
+    def renamed() -> dict[str, Any] | None:
+        current = pool(api, node.name)
+        devs = slices.pool_devices(current)
+        name = devs.get("0000-03-02-0", {}).get("attributes", {}).get("k8s.cni.cncf.io/resourceName")
+        return current[0] if name == {"string": "example.com/rail_b"} else None
+
+    second = eventually("the new attribute value", renamed)
+    assert second["spec"]["pool"]["generation"] == generation + 1
+    assert (
+        pub.snapshot().attributes_of("0000-03-02-0")["k8s.cni.cncf.io/resourceName"].value
+        == "example.com/rail_b"
+    )
+
+
+def test_withdrawn_membership_without_attributes_is_republished(api, namespace, node, start_publisher):
+    """Upstream clearPolicyAttributes defect: the withdrawn devices had no policy attribute keys."""
+    create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
+    pub = start_publisher()
+    (before,) = eventually("all devices", published(api, node.name, 8))
+    client.CustomObjectsApi(api).delete_namespaced_custom_object(
+        D, "v1alpha1", namespace, "sriovresourcepolicies", "all"
+    )
+    generation = before["spec"]["pool"]["generation"] + 1
+    eventually("the withdrawn devices to leave the slice", published(api, node.name, 0, generation))
+    assert pub.snapshot().eligible == frozenset()
+
+
+def test_node_label_change_republishes(api, namespace, node, start_publisher):
+    selector = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "example.com/rail", "operator": "Exists"}]}]
+    }
+    create(api, namespace, "sriovresourcepolicies", "labelled", {"nodeSelector": selector, "configs": [{}]})
+    pub = start_publisher()
+    assert pub.wait_published(30)
+    assert not slices.pool_devices(pool(api, node.name))
+    client.CoreV1Api(api).patch_node(node.name, {"metadata": {"labels": {"example.com/rail": "a"}}})
+    eventually("devices after the node label appeared", published(api, node.name, 8))
+
+
+def test_deleted_slice_is_recreated(api, namespace, node, start_publisher):
+    create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
+    start_publisher()
+    (before,) = eventually("all devices", published(api, node.name, 8))
+    client.ResourceV1Api(api).delete_resource_slice(before["metadata"]["name"])
+    generation = before["spec"]["pool"]["generation"] + 1
+    (after,) = eventually("the slice to be recreated", published(api, node.name, 8, generation))
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]
+    assert after["metadata"]["name"] == before["metadata"]["name"]
+
+
+def test_idle_resyncs_write_nothing(api, namespace, node, start_publisher):
+    create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
+    pub = start_publisher(vfs_per_pf=65, resync_s=0.2)
+    eventually("all devices", published(api, node.name, 130))
+    settled = pub.stats().syncs + 3
+    eventually("the worker to run three more syncs", lambda: pub.stats().syncs >= settled)
+    versions = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in pool(api, node.name)}
+    writes = pub.stats().writes
+    syncs = pub.stats().syncs
+    for _ in range(3):
+        assert pub.sync().empty
+    eventually("three periodic resyncs", lambda: pub.stats().syncs >= syncs + 3)
+    assert pub.stats().writes == writes
+    assert {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in pool(api, node.name)} == versions
+    assert pub.stats().failures == 0 and pub.stats().handler_errors == 0
+
+
+def test_130_devices_split_into_two_slices_and_the_scheduler_allocates_from_both(
+    api, namespace, node, start_publisher
+):
+    create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
+    start_publisher(vfs_per_pf=65)
+    current = eventually("130 devices", published(api, node.name, 130))
+    assert [len(s["spec"].get("devices") or []) for s in current] == [128, 2]
+    assert {s["spec"]["pool"]["resourceSliceCount"] for s in current} == {2}
+    tail = [d["name"] for d in current[1]["spec"]["devices"]]
+    head = current[0]["spec"]["devices"][0]["name"]
+    wanted = [*tail, head]
+    addresses = [slices.pool_devices(current)[n]["attributes"][f"{D}/pciAddress"]["string"] for n in wanted]
+    expr = f"device.attributes['{D}'].pciAddress in {addresses!r}".replace("'", '"')
+    res = client.ResourceV1Api(api)
+    res.create_namespaced_resource_claim(
+        namespace,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "vfs"},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "vf",
+                            "exactly": {
+                                "deviceClassName": D,
+                                "count": 3,
+                                "selectors": [{"cel": {"expression": expr}}],
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    )
+    client.CoreV1Api(api).create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "consumer"},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node.name},
+                "resourceClaims": [{"name": "vf", "resourceClaimName": "vfs"}],
+                "containers": [
+                    {"name": "c", "image": "registry.invalid/none", "resources": {"claims": [{"name": "vf"}]}}
+                ],
+                "terminationGracePeriodSeconds": 0,
+            },
+        },
+    )
+
+    def allocation() -> list[dict[str, Any]] | None:
+        claim = api.sanitize_for_serialization(res.read_namespaced_resource_claim("vfs", namespace))
+        alloc = (claim.get("status") or {}).get("allocation")
+        return alloc["devices"]["results"] if alloc else None
+
+    results = eventually("the scheduler to allocate three VFs", allocation, timeout_s=60)
+    assert sorted((r["driver"], r["pool"], r["device"]) for r in results) == sorted(
+        (DRIVER, node.name, n) for n in wanted
+    )
+
+
+def test_missing_policy_namespace_is_an_actionable_error(api, installed, node, start_publisher):
+    missing = f"absent-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(policy_controller.PolicyNamespaceMissing) as caught:
+        start_publisher(policy_namespace=missing)
+    message = str(caught.value)
+    assert missing in message and "create" in message and "NAMESPACE" in message
+    assert not pool(api, node.name), "nothing is published when the policy namespace is missing"
