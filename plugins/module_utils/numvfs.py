@@ -96,6 +96,15 @@ def drain_required_message(pf, bdf, current, desired):
     )
 
 
+def rebind_requires_drain_message(pf, bdf, pending, driver):
+    """Message for rebinding existing VFs without ``drain_confirmed``."""
+    vfs = ", ".join("%s (%s)" % (vf, current or "unbound") for _index, vf, current in pending)
+    return (
+        "PF %s (%s): VFs %s must be rebound to %s, which breaks the Pods that use them, so nothing was written. "
+        "Drain the node (role sriovnet.dra.drain), then rerun with drain_confirmed=true." % (pf, bdf, vfs, driver)
+    )
+
+
 def write_failed_message(pf, bdf, path, value, current, desired, err):
     """Message for a failed ``sriov_numvfs`` write: PF, both counts, the errno, cause and fix."""
     hint = ERRNO_HINTS.get(err, "check dmesg for the driver's reason")

@@ -54,6 +54,7 @@ options:
       - Bind every VF of the PF to this driver (for example V(iavf) or V(vfio-pci)) after the count is set.
       - Each VF not on it gets C(driver_override), an unbind from its current driver, a bind and a cleared
         C(driver_override); the driver must be registered (loaded) already.
+      - Rebinding VFs that already exist breaks their users, so it needs O(drain_confirmed) like a count change.
       - Omit it to leave the VF drivers alone.
     type: str
   timeout:
@@ -162,6 +163,8 @@ def run(module):
     before = {"num_vfs": change.current, "vf_drivers": _drivers(sysfs, change.bdf)}
     # With a count change every VF is new; the planned drivers are then unknown until it is made.
     pending = [] if change.count_changes or not vf_driver else numvfs.driver_changes(sysfs, change, vf_driver)
+    if pending and not params["drain_confirmed"]:
+        raise numvfs.NumVfsError(numvfs.rebind_requires_drain_message(change.pf, change.bdf, pending, vf_driver))
     changed = change.count_changes or bool(pending)
     after = {"num_vfs": change.desired, "vf_drivers": dict(before["vf_drivers"])}
     if change.count_changes:

@@ -248,14 +248,27 @@ def test_a_vf_given_as_pf_is_refused(kernel):
 # --- VF driver binding ------------------------------------------------------------------------
 
 
+def test_rebinding_existing_vfs_needs_drain_confirmed(kernel):
+    _run(kernel, PF0, 2)
+    calls = len(kernel.calls)
+    with pytest.raises(harness.ModuleFailed) as failed:
+        _run(kernel, PF0, 2, vf_driver="vfio-pci")
+    assert failed.value.msg == (
+        "PF enp3s0f0 (0000:03:00.0): VFs 0000:03:02.0 (iavf), 0000:03:02.1 (iavf) must be rebound to vfio-pci, "
+        "which breaks the Pods that use them, so nothing was written. Drain the node (role sriovnet.dra.drain), "
+        "then rerun with drain_confirmed=true."
+    )
+    assert len(kernel.calls) == calls
+
+
 def test_vf_driver_binds_every_vf_then_is_idempotent(kernel):
     _run(kernel, PF0, 2)
-    result = _run(kernel, PF0, 2, vf_driver="vfio-pci", diff=True)
+    result = _run(kernel, PF0, 2, vf_driver="vfio-pci", diff=True, drain_confirmed=True)
     assert result["changed"] is True
     assert [vf["driver"] for vf in result["vfs"]] == ["vfio-pci", "vfio-pci"]
     assert result["diff"]["before"]["vf_drivers"] == {"0000:03:02.0": "iavf", "0000:03:02.1": "iavf"}
     assert kernel.fake.sysfs.driver_override("0000:03:02.0") == ""
-    again = _run(kernel, PF0, 2, vf_driver="vfio-pci")
+    again = _run(kernel, PF0, 2, vf_driver="vfio-pci")  # nothing to rebind: no drain needed
     assert (again["changed"], again["writes"]) == (False, [])
 
 
@@ -263,7 +276,7 @@ def test_vf_driver_that_is_not_loaded_fails_before_writing(kernel, tmp_path):
     _run(kernel, PF0, 1)
     calls = len(kernel.calls)
     with pytest.raises(harness.ModuleFailed) as failed:
-        _run(kernel, PF0, 1, vf_driver="mlx5-vf")
+        _run(kernel, PF0, 1, vf_driver="mlx5-vf", drain_confirmed=True)
     assert failed.value.msg == (
         f"PF enp3s0f0 (0000:03:00.0): VF driver mlx5-vf is not registered ({tmp_path}/sys/bus/pci/drivers/mlx5-vf "
         "is missing); load it first, e.g. modprobe mlx5_vf"

@@ -1,0 +1,189 @@
+# -*- coding: utf-8 -*-
+# Copyright: sriov-dra developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Filters that turn API objects and node files into plans and findings for the roles.
+
+- ``sriov_vf_plan``: SriovNetworkNodePolicies + a node's labels + its PF facts -> one
+  ``{pf, num_vfs, vf_driver, policies}`` per selected PF (the ``vfs`` role's input in the
+  operator-managed path; the upstream config daemon's job, reference sriov-network-operator.md §6);
+- ``sriov_policy_overlaps``: SriovResourcePolicies + Nodes -> pairs of policies that can select the
+  same VF on the same node (spec §18.1 item 3 forbids overlapping policies);
+- ``sriov_checkpoint_bindings``: the plugin's checkpoint JSON -> its managed bindings (the
+  ``drain`` and ``cleanup`` roles wait until none is left; spec §18.1).
+
+Pure functions of their inputs; they never call the API or touch files.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+DRIVER_BY_DEVICE_TYPE = {"netdevice": None, "vfio-pci": "vfio-pci"}
+LINK_TYPES = {"eth": "ethernet", "ethernet": "ethernet", "ib": "infiniband", "infiniband": "infiniband"}
+
+
+def _spec(obj):
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    return spec if isinstance(spec, dict) else {}
+
+
+def _name(obj):
+    meta = obj.get("metadata") or {}
+    return "%s/%s" % (meta.get("namespace", ""), meta.get("name", ""))
+
+
+def _labels_match(selector, labels):
+    return all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+def _nic_matches(nic, pf):
+    if nic.get("vendor") and nic["vendor"].lower() != pf.get("vendor"):
+        return False
+    if nic.get("deviceID") and nic["deviceID"].lower() != pf.get("device_id"):
+        return False
+    names = [n.split("#", 1)[0] for n in nic.get("pfNames") or []]
+    if names and pf.get("name") not in names:
+        return False
+    roots = nic.get("rootDevices") or []
+    return not roots or pf.get("pci_address") in roots
+
+
+def sriov_vf_plan(policies, node_labels, pfs):
+    """The VF count and driver per PF that the node policies selecting this node ask for.
+
+    Shapes: ``[{"pf": <netdev>, "pci_address", "num_vfs", "vf_driver": str|None, "policies": [...]}]``
+    sorted by PCI address. The highest ``numVfs`` of the policies selecting a PF wins.
+    Raises: AnsibleFilterError for a ``netFilter`` selector (cloud NICs are not supported here)
+    or policies asking for different device types on one PF (one VF driver per PF).
+    """
+    plan = {}
+    for policy in sorted(policies or [], key=lambda p: (_spec(p).get("priority", 99), _name(p))):
+        spec = _spec(policy)
+        if not _labels_match(spec.get("nodeSelector"), node_labels or {}):
+            continue
+        nic = spec.get("nicSelector") or {}
+        if nic.get("netFilter"):
+            raise AnsibleFilterError("policy %s: nicSelector.netFilter is not supported by sriovnet.dra.vfs; select the "
+                                     "PF by pfNames, rootDevices, vendor or deviceID" % _name(policy))
+        device_type = spec.get("deviceType", "netdevice")
+        if device_type not in DRIVER_BY_DEVICE_TYPE:
+            raise AnsibleFilterError("policy %s: deviceType %r is not netdevice or vfio-pci" % (_name(policy), device_type))
+        for pf in pfs or []:
+            if not _nic_matches(nic, pf):
+                continue
+            entry = plan.setdefault(pf["pci_address"], {
+                "pf": pf["name"], "pci_address": pf["pci_address"], "num_vfs": 0,
+                "vf_driver": DRIVER_BY_DEVICE_TYPE[device_type], "policies": [], "device_type": device_type,
+            })
+            if entry["device_type"] != device_type:
+                raise AnsibleFilterError(
+                    "policies %s ask for deviceType %s and %s on PF %s; sriovnet.dra.vfs binds one VF driver per PF, "
+                    "so give each PF one deviceType" % (", ".join(entry["policies"] + [_name(policy)]),
+                                                        entry["device_type"], device_type, pf["name"]))
+            entry["num_vfs"] = max(entry["num_vfs"], int(spec.get("numVfs", 0)))
+            entry["policies"].append(_name(policy))
+    return [{k: v for k, v in plan[bdf].items() if k != "device_type"} for bdf in sorted(plan)]
+
+
+def _requirement_matches(req, labels):
+    key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and len(values) == 1:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def _node_selected(selector, labels):
+    """core/v1 NodeSelector: terms ORed, expressions ANDed; an empty or missing selector selects all."""
+    terms = (selector or {}).get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    return any(all(_requirement_matches(r, labels) for r in t.get("matchExpressions") or []) for t in terms)
+
+
+FILTER_FIELDS = ("vendors", "devices", "pciAddresses", "pfNames", "pfPciAddresses", "drivers")
+
+
+def _filters_intersect(a, b):
+    for field in FILTER_FIELDS:
+        left, right = a.get(field) or [], b.get(field) or []
+        if left and right and not set(left) & set(right):
+            return False
+    la, lb = a.get("linkType"), b.get("linkType")
+    if la and lb and LINK_TYPES.get(la.lower(), la.lower()) != LINK_TYPES.get(lb.lower(), lb.lower()):
+        return False
+    return True
+
+
+def _filters(policy):
+    """Every resource filter of a policy (``[{}]`` for a config without filters: all devices)."""
+    found = []
+    for config in _spec(policy).get("configs") or []:
+        found.extend((config or {}).get("resourceFilters") or [{}])
+    return found
+
+
+def sriov_policy_overlaps(policies, nodes):
+    """Pairs of SriovResourcePolicies that can both select one VF on some node.
+
+    Two policies overlap on a node when both node selectors select it and some resource filter of
+    each can match the same device (every field set on both sides shares a value). Shapes:
+    ``[{"policies": [a, b], "nodes": [...]}]`` sorted; empty when they are disjoint.
+    """
+    found = {}
+    ordered = sorted(policies or [], key=_name)
+    for node in nodes or []:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        node_name = (node.get("metadata") or {}).get("name", "")
+        selected = [p for p in ordered if _node_selected(_spec(p).get("nodeSelector"), labels)]
+        for i, first in enumerate(selected):
+            for second in selected[i + 1:]:
+                if any(_filters_intersect(a, b) for a in _filters(first) for b in _filters(second)):
+                    found.setdefault((_name(first), _name(second)), []).append(node_name)
+    return [{"policies": list(pair), "nodes": sorted(found[pair])} for pair in sorted(found)]
+
+
+def sriov_checkpoint_bindings(checkpoint):
+    """Managed bindings recorded in the plugin's checkpoint (decoded JSON, or None when absent).
+
+    Shapes: ``[{"claim_uid", "namespace", "name", "pod_uid", "device", "phase", "shadow"}]``.
+    Raises: AnsibleFilterError when the document is not a version-1 checkpoint (nothing guessed).
+    """
+    if checkpoint is None or checkpoint == "":
+        return []
+    if not isinstance(checkpoint, dict) or checkpoint.get("version") != 1 or not isinstance(checkpoint.get("data"), dict):
+        raise AnsibleFilterError("the plugin checkpoint is not a version-1 checkpoint; do not guess: inspect it with "
+                                 "'sriov-dra inspect' and drain by hand")
+    found = []
+    for uid, claim in sorted((checkpoint["data"].get("claims") or {}).items()):
+        for device in claim.get("devices") or []:
+            binding = device.get("managedBinding")
+            if binding:
+                found.append({
+                    "claim_uid": uid, "namespace": claim.get("namespace"), "name": claim.get("name"),
+                    "pod_uid": claim.get("podUID"), "device": device.get("device"), "phase": binding.get("phase"),
+                    "shadow": "%s/%s" % (binding.get("shadowNamespace"), binding.get("shadowName")),
+                })
+    return found
+
+
+class FilterModule:
+    """sriovnet.dra filters."""
+
+    def filters(self):
+        return {
+            "sriov_vf_plan": sriov_vf_plan,
+            "sriov_policy_overlaps": sriov_policy_overlaps,
+            "sriov_checkpoint_bindings": sriov_checkpoint_bindings,
+        }
