@@ -313,3 +313,33 @@ def _strings(value: object) -> list[str]:
 
 def _map(value: object) -> Mapping[str, object]:
     return value if isinstance(value, Mapping) else {}
+
+
+def parse_nic_ids(data: Mapping[str, object]) -> tuple[NicId, ...]:
+    """Read upstream's ``supported-nic-ids`` ConfigMap data: ``{name: "<vendor> <pf id> <vf id>"}``.
+
+    Shapes: IDs lowercase hex without ``0x``; result sorted and deduplicated.
+    Raises: InvalidSpec naming every malformed entry.
+    Source: reference sriov-network-operator.md §1.1 (ConfigMap ``supported-nic-ids``).
+    """
+    out: set[NicId] = set()
+    problems: list[errors.FieldError] = []
+    for name in sorted(data, key=str):
+        value = data[name]
+        parts = value.split() if isinstance(value, str) else []
+        if len(parts) != 3 or not all(_is_hex(p) for p in parts):
+            problems.append(
+                errors.FieldError(
+                    f"data.{name}", f"{value!r} must be '<vendor> <pf device> <vf device>' in hex"
+                )
+            )
+            continue
+        vendor, pf, vf = (p.lower().removeprefix("0x") for p in parts)
+        out.add(NicId(vendor, pf, vf))
+    errors.raise_if_any(problems, "supported NIC table is malformed")
+    return tuple(sorted(out, key=lambda n: (n.vendor, n.pf_device, n.vf_device)))
+
+
+def _is_hex(text: str) -> bool:
+    digits = text.lower().removeprefix("0x")
+    return bool(digits) and all(c in "0123456789abcdef" for c in digits)

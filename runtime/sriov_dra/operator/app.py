@@ -1,0 +1,251 @@
+"""Wiring of the operator: watches → router → work queue → controllers, under one Lease.
+
+:class:`Operator` is the leading instance's machinery: five watches (node policies in the
+operator namespace; SriovNetworks, NADs without the plugin's shadows, Namespaces and Nodes
+cluster-wide), one worker thread that processes queue keys one at a time (network keys and the
+single DRA-plan key), and a resync loop that re-queues everything every ``resync_period_s`` as
+missed-event recovery. :func:`run` adds leader election: only the Lease holder runs an
+:class:`Operator`; losing the Lease stops reconciliation and makes the process exit non-zero so
+the Deployment restarts it as a standby.
+
+Every background thread is started here and stopped through one ``threading.Event``; handler and
+reconcile exceptions are contained, logged and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sriov_dra.core import drapolicy, names, sriovnetwork
+from sriov_dra.kube import errors as api_errors
+from sriov_dra.kube import events, informers, leader, objects
+from sriov_dra.operator import metrics as metrics_mod
+from sriov_dra.operator import network_controller, policy_controller, queue, settings, status, watches
+
+log = logging.getLogger(__name__)
+SHADOW_EXCLUDING_SELECTOR = f"{names.LABEL_MANAGED_BY}!={names.MANAGED_BY_VALUE}"
+
+
+class Operator:
+    """Watches, controllers and worker of the leading instance."""
+
+    def __init__(
+        self,
+        client: objects.Objects,
+        config: settings.OperatorSettings,
+        metrics: metrics_mod.Metrics,
+        *,
+        recorder: events.Recorder | None = None,
+        now: Callable[[], str] = status.utc_now,
+    ) -> None:
+        rc = config.reconcile
+        self.config = config
+        self.metrics = metrics
+        self.queue = queue.WorkQueue(
+            backoff_initial_s=config.retry.initial_s, backoff_max_s=config.retry.max_s
+        )
+        self.router = watches.Router(
+            self.queue.add, operator_namespace=rc.namespace, resource_prefix=rc.resource_prefix
+        )
+        relist = rc.resync_period_s
+
+        def watcher(
+            res: objects.Resource, handler: informers.Handler, name: str, **kw: str
+        ) -> informers.Watcher:
+            return informers.Watcher(
+                client,
+                res,
+                handler,
+                name=name,
+                resync_period_s=relist,
+                on_handler_error=lambda w: metrics.handler_errors.labels(w).inc(),
+                **kw,  # type: ignore[arg-type]
+            )
+
+        self.watchers = {
+            "policies": watcher(
+                objects.NODE_POLICY, self.router.on_policy, "policies", namespace=rc.namespace
+            ),
+            "networks": watcher(objects.SRIOV_NETWORK, self.router.on_network, "networks"),
+            "nads": watcher(
+                objects.NAD, self.router.on_nad, "nads", label_selector=SHADOW_EXCLUDING_SELECTOR
+            ),
+            "namespaces": watcher(objects.NAMESPACE, self.router.on_namespace, "namespaces"),
+            "nodes": watcher(objects.NODE, self.router.on_node, "nodes"),
+        }
+        writer = status.StatusWriter(client, now=now, recorder=recorder)
+        self.networks = network_controller.NetworkController(client, rc, writer, self.router.marked_nads)
+        self.policies = policy_controller.PolicyController(
+            client, rc, writer, policies=self.watchers["policies"].items, nodes=self.watchers["nodes"].items
+        )
+        self.synced = threading.Event()
+
+    def resync(self) -> None:
+        """Queue every known network (including ones only named by NAD markers) and the plan."""
+        for ref in self.router.known_networks():
+            self.queue.add(queue.network_key(ref.namespace, ref.name))
+        self.queue.add(queue.POLICIES)
+
+    def process(self, key: queue.Key) -> bool:
+        """Run one key's reconcile; contain failures. Returns True on success."""
+        controller = key[0]
+        start = time.monotonic()
+        ok, outcome, detail = False, "error", ""
+        try:
+            if key == queue.POLICIES:
+                result = self.policies.reconcile()
+                ok, outcome, detail = not result.retry, result.outcome, "; ".join(result.failed_writes)
+                self.metrics.set_policy_reasons(result.reasons.values())
+            else:
+                net = self.networks.reconcile(sriovnetwork.ObjectRef(key[1], key[2]))
+                ok, outcome, detail = not net.retry, net.outcome, net.detail
+        except api_errors.ApiError as exc:
+            detail = str(exc)
+        except Exception as exc:  # contain: one bad object must not stop the worker
+            log.exception("reconcile crashed", extra={"controller": controller, "key": "/".join(key[1:])})
+            detail = f"{type(exc).__name__}: {exc}"
+        elapsed = time.monotonic() - start
+        self.metrics.reconciles.labels(controller, outcome).inc()
+        self.metrics.duration.labels(controller).observe(elapsed)
+        log.info(
+            "reconciled",
+            extra={
+                "controller": controller,
+                "key": "/".join(key[1:]) or drapolicy.CONDITION_TYPE,
+                "outcome": outcome,
+                "duration_ms": round(elapsed * 1000, 1),
+                **({"detail": detail[:512]} if detail else {}),
+            },
+        )
+        return ok
+
+    def run(self, stop: threading.Event, *, sync_timeout_s: float = 60.0) -> None:
+        """Start everything, work until ``stop`` is set, then stop and join everything."""
+        for w in self.watchers.values():
+            w.start()
+        threads: list[threading.Thread] = []
+        try:
+            deadline = time.monotonic() + sync_timeout_s
+            for name, w in self.watchers.items():
+                while not w.synced(0.2):
+                    if stop.is_set():
+                        return
+                    if time.monotonic() > deadline:
+                        log.warning("watch not synced yet; continuing", extra={"watch": name})
+                        break
+            self.synced.set()
+            self.resync()
+            threads = [
+                threading.Thread(target=self._work, args=(stop,), name="operator-worker", daemon=True),
+                threading.Thread(target=self._resync_loop, args=(stop,), name="operator-resync", daemon=True),
+            ]
+            for t in threads:
+                t.start()
+            stop.wait()
+        finally:
+            for t in threads:
+                t.join(timeout=30)
+            for w in self.watchers.values():
+                w.stop()
+            self.synced.clear()
+
+    def _work(self, stop: threading.Event) -> None:
+        while True:
+            key = self.queue.get(stop)
+            if key is None:
+                return
+            ok = self.process(key)
+            self.queue.done(key, failed=not ok)
+
+    def _resync_loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self.config.reconcile.resync_period_s):
+            self.resync()
+
+
+def default_identity() -> str:
+    """``$POD_NAME`` or ``<hostname>_<pid>``."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
+
+
+def run(config: settings.OperatorSettings, api: Any, stop: threading.Event) -> int:
+    """Serve metrics, win the Lease (if enabled), operate until ``stop``; exit code 1 on a lost Lease.
+
+    ``api`` is the ``kubernetes.client.ApiClient`` built by :mod:`sriov_dra.kube.client`.
+    """
+    metrics = metrics_mod.Metrics()
+    client = objects.Objects(api, field_manager=config.reconcile.field_manager, on_write=metrics.count_write)
+    identity = config.leader.identity or default_identity()
+    recorder = events.Recorder(client, controller="sriov-dra-operator", instance=identity)
+    operator = Operator(client, config, metrics, recorder=recorder)
+    leading = threading.Event()
+    endpoint = None
+    if config.serve.metrics_address:
+        endpoint = metrics_mod.Endpoint(
+            metrics,
+            config.serve.metrics_address,
+            ready=lambda: operator.synced.is_set() or not leading.is_set(),
+        )
+        endpoint.start()
+    halt = threading.Event()
+    lost = threading.Event()
+    election_thread = None
+    lock = None
+    try:
+        if config.leader.enabled:
+            lease = leader.LeaseSettings(
+                name=config.leader.lease_name,
+                namespace=config.leader.lease_namespace or config.reconcile.namespace,
+                identity=identity,
+                lease_duration_s=config.leader.lease_duration_s,
+                renew_deadline_s=config.leader.renew_deadline_s,
+                retry_period_s=config.leader.retry_period_s,
+            )
+            lock = leader.LeaseLock(client, lease.name, lease.namespace, identity)
+
+            def stopped() -> None:
+                if not stop.is_set():
+                    lost.set()
+                halt.set()
+
+            election = leader.make_election(
+                lock, lease, leader.StopClock(stop), on_started=leading.set, on_stopped=stopped
+            )
+            election_thread = threading.Thread(target=election.run, name="leader-election", daemon=True)
+            election_thread.start()
+            log.info(
+                "waiting for leadership", extra={"op": "elect", "lease": f"{lease.namespace}/{lease.name}"}
+            )
+            while not leading.wait(0.2):
+                if stop.is_set() or lost.is_set():
+                    return 0
+        else:
+            leading.set()
+        metrics.leader.set(1)
+        log.info("leading", extra={"op": "elect", "outcome": "leader", "identity": identity})
+
+        def relay() -> None:
+            stop.wait()
+            halt.set()
+
+        threading.Thread(target=relay, name="operator-stop", daemon=True).start()
+        operator.run(halt)
+        if lost.is_set() and not stop.is_set():
+            log.error("leadership lost; exiting", extra={"op": "elect", "outcome": "lost"})
+            return 1
+        return 0
+    finally:
+        metrics.leader.set(0)
+        halt.set()
+        stop.set()
+        if election_thread is not None:
+            election_thread.join(timeout=5)
+        if lock is not None and not lost.is_set():
+            leader.release(lock)
+        if endpoint is not None:
+            endpoint.stop()

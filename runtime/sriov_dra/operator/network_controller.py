@@ -1,0 +1,195 @@
+"""The network controller: SriovNetwork → source NetworkAttachmentDefinition, and its Ready condition.
+
+Sole writer of source NADs (spec §12.2.3). For one SriovNetwork it:
+
+* renders the NAD with :func:`sriov_dra.core.sriovnetwork.render_nad` and creates it, or updates
+  it only when its spec, annotations or owner references differ (no write when equal);
+* refuses ``spec.networkNamespace`` on networks outside the operator namespace, a missing target
+  namespace, and a same-named NAD that another network's owner marker claims, each as
+  ``Ready=False`` with upstream's reason; an unmarked NAD is adopted and overwritten, as upstream
+  does;
+* deletes the NADs that carry this network's owner marker anywhere else (after a
+  ``networkNamespace`` change) and, when the network is gone or deleting, all of them; a 404 of the
+  NAD or its namespace counts as done;
+* adds no finalizer, and removes upstream's ``netattdef`` finalizer when it finds one, so that
+  deleting a SriovNetwork never hangs after the operator is uninstalled (upstream issue 132);
+* writes ``Ready`` with ``observedGeneration`` only when it changed.
+
+It must never write a NAD that carries another network's marker, or delete one without checking
+the marker on a live read and passing its UID as a precondition.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sriov_dra.core import conditions, errors, sriovnetwork
+from sriov_dra.kube import errors as api_errors
+from sriov_dra.kube import objects
+from sriov_dra.operator import settings, status
+
+log = logging.getLogger(__name__)
+_RR = sriovnetwork.ReadyReason
+READY_MESSAGE = "NetworkAttachmentDefinition is provisioned and ready"
+
+
+@dataclass(frozen=True)
+class Result:
+    """Outcome of one reconcile: ``outcome`` is a constant word; ``retry`` asks for backoff."""
+
+    outcome: str
+    retry: bool = False
+    detail: str = ""
+
+
+class NetworkController:
+    """Reconciles one SriovNetwork per call.
+
+    ``marked_nads(network)`` lists the NADs (namespace, name) whose owner marker names
+    ``network``, from the NAD watch's cache; each is re-read live before it is deleted.
+    """
+
+    def __init__(
+        self,
+        client: objects.Objects,
+        config: settings.ReconcileSettings,
+        writer: status.StatusWriter,
+        marked_nads: Callable[[sriovnetwork.ObjectRef], Iterable[sriovnetwork.ObjectRef]],
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.writer = writer
+        self.marked_nads = marked_nads
+
+    def reconcile(self, ref: sriovnetwork.ObjectRef) -> Result:
+        """Bring the source NAD of SriovNetwork ``ref`` and its Ready condition up to date."""
+        network = self.client.get_or_none(objects.SRIOV_NETWORK, ref.name, ref.namespace)
+        if network is None:
+            removed = self._delete_marked(ref, keep=None)
+            return Result("cleaned" if removed else "absent")
+        meta = network.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            self._delete_marked(ref, keep=None, also=(sriovnetwork.target(network),))
+            self._drop_legacy_finalizer(network)
+            return Result("deleted")
+        self._drop_legacy_finalizer(network)
+        rule = sriovnetwork.namespace_rule_problem(network, self.config.namespace)
+        if rule is not None:
+            return self._ready(network, False, _RR.NAD_INVALID, rule, "invalid")
+        try:
+            expected = sriovnetwork.render_nad(network, resource_prefix=self.config.resource_prefix)
+        except errors.InvalidSpec as exc:
+            return self._ready(network, False, _RR.NAD_INVALID, exc.summary, "invalid")
+        where = sriovnetwork.target(network)
+        if self.client.get_or_none(objects.NAMESPACE, where.namespace) is None:
+            message = f'target namespace "{where.namespace}" does not exist'
+            return self._ready(network, False, _RR.NAMESPACE_NOT_FOUND, message, "waiting")
+        try:
+            outcome = self._ensure_nad(ref, where, expected)
+        except _Claimed as exc:
+            return self._ready(network, False, _RR.NAD_INVALID, str(exc), "conflict")
+        except api_errors.NotFound:
+            message = f'target namespace "{where.namespace}" does not exist'
+            return self._ready(network, False, _RR.NAMESPACE_NOT_FOUND, message, "waiting")
+        except api_errors.ApiError as exc:
+            result = self._ready(network, False, _RR.NAD_INVALID, str(exc), "failed")
+            return Result(result.outcome, retry=True, detail=str(exc))
+        self._delete_marked(ref, keep=where)
+        if outcome == "deleting":
+            self._ready(
+                network, False, _RR.NAD_NOT_FOUND, f"NetworkAttachmentDefinition {where} is being deleted", ""
+            )
+            return Result("waiting", retry=True)
+        return self._ready(network, True, _RR.NETWORK_READY, READY_MESSAGE, outcome)
+
+    def _ensure_nad(
+        self, ref: sriovnetwork.ObjectRef, where: sriovnetwork.ObjectRef, expected: Mapping[str, Any]
+    ) -> str:
+        existing = self.client.get_or_none(objects.NAD, where.name, where.namespace)
+        if existing is None:
+            try:
+                self.client.create(objects.NAD, expected)
+            except api_errors.Conflict as exc:
+                if not exc.already_exists:
+                    raise
+                existing = self.client.get(objects.NAD, where.name, where.namespace)
+            else:
+                return "created"
+        meta = existing.get("metadata") or {}
+        marker = (meta.get("annotations") or {}).get(sriovnetwork.OWNER_REF_ANNOTATION)
+        if marker and marker != sriovnetwork.owner_marker(ref):
+            raise _Claimed(f"NetworkAttachmentDefinition '{where}' already exists and is owned by {marker}")
+        if meta.get("deletionTimestamp"):
+            return "deleting"
+        if not sriovnetwork.nad_differences(expected, existing):
+            return "unchanged"
+        body = dict(expected)
+        body["metadata"] = {**dict(expected["metadata"]), "resourceVersion": meta.get("resourceVersion")}
+        self.client.replace(objects.NAD, body)
+        return "updated"
+
+    def _delete_marked(
+        self,
+        ref: sriovnetwork.ObjectRef,
+        *,
+        keep: sriovnetwork.ObjectRef | None,
+        also: Iterable[sriovnetwork.ObjectRef] = (),
+    ) -> int:
+        """Delete every NAD carrying ``ref``'s marker except ``keep``; 404s count as done.
+
+        ``also`` adds candidates the watch cache may not know yet (the rendered target).
+        """
+        removed = 0
+        for nad_ref in sorted({*self.marked_nads(ref), *also}):
+            if nad_ref == keep:
+                continue
+            live = self.client.get_or_none(objects.NAD, nad_ref.name, nad_ref.namespace)
+            if live is None:
+                continue
+            meta = live.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(
+                sriovnetwork.OWNER_REF_ANNOTATION
+            ) != sriovnetwork.owner_marker(ref):
+                continue
+            if self.client.delete(objects.NAD, nad_ref.name, nad_ref.namespace, uid=meta.get("uid")):
+                removed += 1
+                log.info("source nad deleted", extra={"nad": str(nad_ref), "network": str(ref)})
+        return removed
+
+    def _drop_legacy_finalizer(self, network: Mapping[str, Any]) -> None:
+        meta = network.get("metadata") or {}
+        finalizers = meta.get("finalizers") or []
+        if sriovnetwork.LEGACY_FINALIZER not in finalizers:
+            return
+        index = finalizers.index(sriovnetwork.LEGACY_FINALIZER)
+        ops = [
+            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": sriovnetwork.LEGACY_FINALIZER},
+            {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+        ]
+        self.client.json_patch(objects.SRIOV_NETWORK, str(meta.get("name")), meta.get("namespace"), ops)
+
+    def _ready(
+        self,
+        network: Mapping[str, Any],
+        ok: bool,
+        reason: sriovnetwork.ReadyReason,
+        message: str,
+        outcome: str,
+    ) -> Result:
+        meta = network.get("metadata") or {}
+        desired = conditions.Condition(
+            sriovnetwork.READY,
+            conditions.Status.TRUE if ok else conditions.Status.FALSE,
+            reason.value,
+            message,
+            int(meta.get("generation") or 0),
+        )
+        self.writer.set(objects.SRIOV_NETWORK, network, desired)
+        return Result(outcome or "ok", detail="" if ok else f"{reason}: {message}")
+
+
+class _Claimed(Exception):
+    """The target NAD carries another network's owner marker."""

@@ -1,0 +1,214 @@
+"""Which watch events wake which reconciliation (spec §12.2.6).
+
+The router keeps, per watched object, the projection of the fields that matter to each controller
+and compares old with new, so:
+
+* node-policy changes wake the DRA plan only when generation, UID or deletion changed (its own
+  status writes do not loop);
+* a SriovNetwork change wakes its network controller when spec, UID, deletion or the legacy
+  finalizer changed, and wakes the DRA plan when a node policy references it and its readiness
+  (``Ready`` status, observedGeneration, reason, message), spec or deletion changed, so a
+  status-only Ready transition recovers a policy without re-applying it;
+* a NAD event wakes the network named by its owner marker in the old or the new object (so a
+  removed marker is still seen), plus any network rendering to that name, and wakes the DRA plan
+  only when the NAD is the rendered target of a referenced network and its content, marker,
+  owner references, UID or deletion changed;
+* shadow NADs created by the plugin (``dra-sriov-*`` or ``managed-by=sriov-dra-plugin``) wake
+  nothing and are not even remembered;
+* Namespace creation/deletion wakes the networks rendering into it (and the plan if referenced);
+  Node creation, deletion and label changes wake the plan.
+
+A periodic re-list delivers MODIFIED for every object; unchanged projections are ignored.
+It must never call the API.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sriov_dra.core import conditions, names, nodepolicy, sriovnetwork
+from sriov_dra.kube import informers
+from sriov_dra.operator import queue
+
+Ref = sriovnetwork.ObjectRef
+Enqueue = Callable[[queue.Key], None]
+
+
+def is_shadow(nad: Mapping[str, Any]) -> bool:
+    """True for a plugin-created shadow NAD (never a source NAD)."""
+    meta = nad.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return bool(
+        str(meta.get("name") or "").startswith(names.SHADOW_NAME_PREFIX)
+        or labels.get(names.LABEL_MANAGED_BY) == names.MANAGED_BY_VALUE
+    )
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _marker(nad: Mapping[str, Any] | None) -> Ref | None:
+    if nad is None:
+        return None
+    return sriovnetwork.parse_owner_marker(
+        (_meta(nad).get("annotations") or {}).get(sriovnetwork.OWNER_REF_ANNOTATION)
+    )
+
+
+class Router:
+    """Turns informer events into queue keys; also indexes NAD owner markers for cleanup."""
+
+    def __init__(self, enqueue: Enqueue, *, operator_namespace: str, resource_prefix: str) -> None:
+        self._enqueue = enqueue
+        self._namespace = operator_namespace
+        self._prefix = resource_prefix
+        self._lock = threading.Lock()
+        self._policies: dict[Ref, tuple[object, ...]] = {}
+        self._policy_refs: dict[Ref, Ref | None] = {}
+        self._networks: dict[Ref, tuple[tuple[object, ...], tuple[object, ...]]] = {}
+        self._targets: dict[Ref, Ref] = {}
+        self._nads: dict[Ref, tuple[object, ...]] = {}
+        self._nad_markers: dict[Ref, Ref] = {}
+        self._nodes: dict[str, tuple[object, ...]] = {}
+
+    # ---- queries used by the controllers and the resync loop -------------------------------
+    def marked_nads(self, network: Ref) -> list[Ref]:
+        """NADs whose owner marker names ``network`` (from the NAD watch)."""
+        with self._lock:
+            return sorted(nad for nad, owner in self._nad_markers.items() if owner == network)
+
+    def known_networks(self) -> list[Ref]:
+        """Networks seen by the watch plus networks only named by NAD markers (orphan cleanup)."""
+        with self._lock:
+            return sorted(set(self._networks) | set(self._nad_markers.values()))
+
+    def _referenced(self) -> set[Ref]:
+        return {r for r in self._policy_refs.values() if r is not None}
+
+    def _networks_targeting(self, nad: Ref) -> set[Ref]:
+        return {net for net, where in self._targets.items() if where == nad}
+
+    # ---- handlers (informer threads) --------------------------------------------------------
+    def on_policy(self, event: str, obj: Mapping[str, Any]) -> None:
+        """Node policy events (operator namespace)."""
+        key = sriovnetwork.ref_of(obj)
+        meta = _meta(obj)
+        projection = (meta.get("uid"), meta.get("generation"), bool(meta.get("deletionTimestamp")))
+        parsed = nodepolicy.parse_policy(obj, prefix=self._prefix, nic_ids=())
+        with self._lock:
+            if event == informers.DELETED:
+                self._policies.pop(key, None)
+                self._policy_refs.pop(key, None)
+                changed = True
+            else:
+                changed = self._policies.get(key) != projection
+                self._policies[key] = projection
+                self._policy_refs[key] = parsed.dra.network if parsed.dra is not None else None
+        if changed:
+            self._enqueue(queue.POLICIES)
+
+    def on_network(self, event: str, obj: Mapping[str, Any]) -> None:
+        """SriovNetwork events (all namespaces)."""
+        key = sriovnetwork.ref_of(obj)
+        meta = _meta(obj)
+        spec = obj.get("spec") or {}
+        ready = conditions.find(obj, sriovnetwork.READY) or {}
+        own = (
+            meta.get("uid"),
+            meta.get("generation"),
+            bool(meta.get("deletionTimestamp")),
+            sriovnetwork.LEGACY_FINALIZER in (meta.get("finalizers") or []),
+        )
+        readiness = (
+            *own[:3],
+            repr(sorted(spec.items())),
+            tuple(ready.get(k) for k in ("status", "observedGeneration", "reason", "message")),
+        )
+        with self._lock:
+            old = self._networks.get(key)
+            if event == informers.DELETED:
+                self._networks.pop(key, None)
+                self._targets.pop(key, None)
+                wake_self, wake_plan = True, key in self._referenced()
+            else:
+                self._networks[key] = (own, readiness)
+                self._targets[key] = sriovnetwork.target(obj)
+                wake_self = old is None or old[0] != own
+                wake_plan = key in self._referenced() and (old is None or old[1] != readiness)
+        if wake_self:
+            self._enqueue(queue.network_key(key.namespace, key.name))
+        if wake_plan:
+            self._enqueue(queue.POLICIES)
+
+    def on_nad(self, event: str, obj: Mapping[str, Any]) -> None:
+        """NAD events (all namespaces); shadows are ignored entirely."""
+        if is_shadow(obj):
+            return
+        key = sriovnetwork.ref_of(obj)
+        meta = _meta(obj)
+        annotations = meta.get("annotations") or {}
+        projection = (
+            meta.get("uid"),
+            bool(meta.get("deletionTimestamp")),
+            repr(obj.get("spec")),
+            annotations.get(sriovnetwork.OWNER_REF_ANNOTATION),
+            annotations.get(sriovnetwork.RESOURCE_NAME_ANNOTATION),
+            repr(meta.get("ownerReferences")),
+        )
+        new_marker = None if event == informers.DELETED else _marker(obj)
+        with self._lock:
+            old = self._nads.get(key)
+            old_marker = self._nad_markers.get(key)
+            if event == informers.DELETED:
+                self._nads.pop(key, None)
+                self._nad_markers.pop(key, None)
+                changed = True
+            else:
+                self._nads[key] = projection
+                if new_marker is None:
+                    self._nad_markers.pop(key, None)
+                else:
+                    self._nad_markers[key] = new_marker
+                changed = old != projection
+            if not changed:
+                return
+            networks = {m for m in (old_marker, new_marker) if m is not None} | self._networks_targeting(key)
+            wake_plan = bool(self._networks_targeting(key) & self._referenced()) or bool(
+                {m for m in (old_marker, new_marker) if m is not None} & self._referenced()
+            )
+        for net in sorted(networks):
+            self._enqueue(queue.network_key(net.namespace, net.name))
+        if wake_plan:
+            self._enqueue(queue.POLICIES)
+
+    def on_namespace(self, event: str, obj: Mapping[str, Any]) -> None:
+        """Namespace creation or deletion wakes the networks that render into it."""
+        if event == informers.MODIFIED:
+            return
+        name = str(_meta(obj).get("name") or "")
+        with self._lock:
+            networks = {net for net, where in self._targets.items() if where.namespace == name}
+            wake_plan = bool(networks & self._referenced())
+        for net in sorted(networks):
+            self._enqueue(queue.network_key(net.namespace, net.name))
+        if wake_plan:
+            self._enqueue(queue.POLICIES)
+
+    def on_node(self, event: str, obj: Mapping[str, Any]) -> None:
+        """Node creation, deletion and label changes wake the plan."""
+        meta = _meta(obj)
+        name = str(meta.get("name") or "")
+        projection = (meta.get("uid"), repr(sorted((meta.get("labels") or {}).items())))
+        with self._lock:
+            if event == informers.DELETED:
+                self._nodes.pop(name, None)
+                changed = True
+            else:
+                changed = self._nodes.get(name) != projection
+                self._nodes[name] = projection
+        if changed:
+            self._enqueue(queue.POLICIES)
