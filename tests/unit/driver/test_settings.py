@@ -1,0 +1,164 @@
+"""driver.settings: flags, environment variables, defaults and actionable validation."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from sriov_dra.driver import faults, logs, settings
+
+BASE = {"NODE_NAME": "node-a"}
+
+
+def parse(argv: list[str], env: dict[str, str] | None = None) -> settings.PluginSettings:
+    return settings.parse(argv, BASE if env is None else env)
+
+
+def test_defaults_match_upstream_paths_and_multus_mode() -> None:
+    got = parse([])
+    assert got.node_name == "node-a"
+    assert got.kubeconfig is None
+    assert got.sysfs_root == Path("/")
+    assert got.cdi_root == Path("/var/run/cdi")
+    assert got.state_dir == Path("/var/lib/kubelet/plugins/sriovnetwork.k8snetworkplumbingwg.io")
+    assert got.sockets.dra == Path("/var/lib/kubelet/plugins/sriovnetwork.k8snetworkplumbingwg.io/dra.sock")
+    assert got.sockets.registration == Path(
+        "/var/lib/kubelet/plugins_registry/sriovnetwork.k8snetworkplumbingwg.io-reg.sock"
+    )
+    assert got.policy_namespace == "dra-driver-sriov"
+    assert got.configuration_mode is settings.ConfigurationMode.MULTUS
+    assert got.multus_auto_attach is False
+    assert got.log_format is logs.LogFormat.JSON
+    assert got.metrics_bind_address == ""
+
+
+def test_flag_wins_over_environment_which_wins_over_default() -> None:
+    env = {**BASE, "NAMESPACE": "from-env", "CDI_ROOT": "/env/cdi"}
+    got = parse(["--policy-namespace", "from-flag"], env)
+    assert got.policy_namespace == "from-flag"
+    assert got.cdi_root == Path("/env/cdi")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["--multus-auto-attach"], {}, True),
+        (["--multus-auto-attach=false"], {}, False),
+        ([], {"MULTUS_AUTO_ATTACH": "true"}, True),
+        ([], {"MULTUS_AUTO_ATTACH": "0"}, False),
+    ],
+    ids=["bare-flag", "flag-false", "env-true", "env-zero"],
+)
+def test_multus_auto_attach_is_read_from_flag_or_environment(
+    argv: list[str], env: dict[str, str], expected: bool
+) -> None:
+    assert parse(argv, {**BASE, **env}).multus_auto_attach is expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "needles"),
+    [
+        ([], {}, ["--node-name / NODE_NAME", "is required"]),
+        (
+            [],
+            {**BASE, "CONFIGURATION_MODE": "STANDALONE"},
+            ["STANDALONE", "not supported", "CONFIGURATION_MODE=MULTUS"],
+        ),
+        (
+            ["--multus-auto-attach"],
+            {**BASE, "CONFIGURATION_MODE": "STANDALONE"},
+            ["--multus-auto-attach needs MULTUS"],
+        ),
+        ([], {**BASE, "CONFIGURATION_MODE": "multus"}, ["'multus' is not MULTUS (case-sensitive)"]),
+        ([], {**BASE, "MULTUS_AUTO_ATTACH": "maybe"}, ["MULTUS_AUTO_ATTACH", "'maybe' is not true or false"]),
+        (["--cdi-root", "var/run/cdi"], BASE, ["--cdi-root / CDI_ROOT", "absolute path"]),
+        (["--namespace", "Bad_NS"], BASE, ["--namespace / NAMESPACE"]),
+        (["--log-format", "xml"], BASE, ["'xml' is not json or text"]),
+        (["--metrics-bind-address", "9464"], BASE, ["METRICS_BIND_ADDRESS", "host:port"]),
+        (["--metrics-bind-address", "example.com:9464"], BASE, ["is not an IP address"]),
+        (["--fake-sysfs-kernel"], BASE, ["--fake-sysfs-kernel", "fake sysfs trees only"]),
+        (["positional"], BASE, ["invalid command line"]),
+    ],
+    ids=[
+        "missing-node-name",
+        "standalone-rejected",
+        "auto-attach-needs-multus",
+        "mode-is-case-sensitive",
+        "bad-boolean",
+        "relative-path",
+        "bad-namespace",
+        "bad-log-format",
+        "address-without-host",
+        "address-hostname",
+        "fake-kernel-on-real-root",
+        "positional-argument",
+    ],
+)
+def test_invalid_settings_name_the_flag_the_value_and_the_fix(
+    argv: list[str], env: dict[str, str], needles: list[str]
+) -> None:
+    with pytest.raises(settings.SettingsError) as caught:
+        parse(argv, env)
+    for needle in needles:
+        assert needle in str(caught.value)
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    with pytest.raises(settings.SettingsError) as caught:
+        parse(["--cdi-root", "rel", "--log-format", "xml"], {"CONFIGURATION_MODE": "STANDALONE"})
+    assert len(caught.value.errors) == 4
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("0", ""), ("", ""), (":9464", ":9464"), ("127.0.0.1:0", "127.0.0.1:0"), ("[::1]:9464", "[::1]:9464")],
+    ids=["zero-disables", "empty-disables", "all-interfaces", "any-free-port", "ipv6"],
+)
+def test_metrics_bind_address_forms(value: str, expected: str) -> None:
+    assert parse(["--metrics-bind-address", value]).metrics_bind_address == expected
+
+
+def test_json_logs_carry_extra_fields_and_an_rfc3339_timestamp() -> None:
+    stream = io.StringIO()
+    logs.configure(logs.LogFormat.JSON, "info", stream=stream)
+    try:
+        logging.getLogger("t").info("vf driver bound", extra={"pci": "0000:03:02.0", "op": "bind"})
+    finally:
+        logs.configure(logs.LogFormat.TEXT, "warning", stream=io.StringIO())
+    doc = json.loads(stream.getvalue())
+    assert doc["msg"] == "vf driver bound"
+    assert (doc["pci"], doc["op"], doc["level"], doc["logger"]) == ("0000:03:02.0", "bind", "info", "t")
+    assert doc["ts"].endswith("Z")
+
+
+def test_text_logs_print_extra_fields_as_key_value() -> None:
+    stream = io.StringIO()
+    logs.configure(logs.LogFormat.TEXT, "info", stream=stream)
+    try:
+        logging.getLogger("t").warning("prepare failed", extra={"reason": "InvalidClaim", "claim": "a/b"})
+    finally:
+        logs.configure(logs.LogFormat.TEXT, "warning", stream=io.StringIO())
+    line = stream.getvalue()
+    assert "WARNING t: prepare failed" in line
+    assert "reason=InvalidClaim claim=a/b" in line
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [({}, None), ({faults.ENV_VAR: "prepare:bound"}, "prepare:bound")],
+    ids=["unset-means-no-faults", "named-point-kills-there"],
+)
+def test_fault_injection_is_off_unless_the_environment_names_a_point(
+    env: dict[str, str], expected: str | None
+) -> None:
+    hook = faults.from_environment(env)
+    assert (hook.point if isinstance(hook, faults.KillAt) else None) == expected
+
+
+def test_fault_injection_refuses_an_unknown_point() -> None:
+    with pytest.raises(ValueError, match="names no fault point"):
+        faults.from_environment({faults.ENV_VAR: "prepare:nowhere"})
