@@ -1,0 +1,343 @@
+"""Tests for sriov_dra.guard.cni_hooks: the ADD decision with every dependency faked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.fakes import guard_fakes as gf
+from tests.fakes import managed_pods as mp
+
+from sriov_dra.core import names
+from sriov_dra.guard import cni_hooks, decisions, metrics, multus, settings, shim
+from sriov_dra.kube import errors as kube_errors
+
+R = decisions.Reason
+NS, POD = "ai-workloads", "trainer"
+NETNS = "/var/run/netns/sandbox-1"
+UIDS = ("d0d0d0d0-0000-4000-8000-00000000000a", "d0d0d0d0-0000-4000-8000-00000000000b")
+ARGS = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={NS};K8S_POD_NAME={POD};K8S_POD_INFRA_CONTAINER_ID=c1"
+
+
+class World:
+    """A managed Pod with two shadows, the fakes around the hooks, and the request to send."""
+
+    def __init__(self, tmp_path: Path, **setting: Any) -> None:
+        self.clock = gf.FakeClock()
+        self.api = gf.FakeApi(self.clock)
+        self.runner = gf.FakeRunner(self.clock, effect=self._multus_effect)
+        self.netns = gf.FakeNetns({NETNS: [gf.FakeLink("lo")]})
+        self.metrics = metrics.GuardMetrics()
+        self.settings = settings.GuardSettings(**setting)
+        self.hooks = cni_hooks.CniHooks(
+            settings=self.settings,
+            get_pod=self.api.get_pod,
+            get_nad=self.api.get_nad,
+            runner=self.runner,
+            netns_links=self.netns,
+            clock=self.clock,
+            recorder=self.metrics,
+        )
+        primary = tmp_path / "10-primary.conflist"
+        primary.write_text(json.dumps({"cniVersion": "1.0.0", "name": "p", "plugins": [{"type": "macvlan"}]}))
+        self.stdin = json.dumps(
+            {
+                "cniVersion": "1.0.0",
+                "name": "multus-cni-network",
+                "type": "multus-guard",
+                "multus": {"mode": "thin", "primaryConfig": str(primary), "kubeconfig": "/k"},
+            }
+        ).encode()
+        self.plans = [
+            mp.plan_shadow(
+                pod_namespace=NS,
+                pod_name=POD,
+                pod_uid=mp.POD_UID,
+                source=mp.source_nad(NS, f"rail-{c}-net", mp.host_local_template(f"rail-{c}", subnet)),
+                pci=pci,
+                interface=f"dra{i}",
+                device=f"vf-{i}",
+            )
+            for i, (c, subnet, pci) in enumerate(
+                (("a", "192.0.2.0/24", "0000:03:00.1"), ("b", "198.51.100.0/24", "0000:80:00.1"))
+            )
+        ]
+        self.entries = [mp.registry_entry(p, u) for p, u in zip(self.plans, UIDS, strict=True)]
+        for plan, uid in zip(self.plans, UIDS, strict=True):
+            self.api.put("network-attachment-definitions", mp.with_uid(plan.nad, uid))
+        self.annotations = mp.managed_annotations(mp.POD_UID, self.entries)
+        self.api.put("pods", mp.pod(NS, POD, annotations=self.annotations))
+        self.attach = True  # whether the fake Multus creates the managed interfaces
+
+    def _multus_effect(self, command: str) -> None:
+        if command == "ADD" and self.attach:
+            self.netns.links[NETNS] += [gf.FakeLink("eth0"), gf.FakeLink("dra0"), gf.FakeLink("dra1")]
+            status = [{"name": "p", "interface": "eth0", "default": True}]
+            status += [{"name": f"{NS}/{p.name}", "interface": p.interface} for p in self.plans]
+            pod = self.api.objects[("pods", NS, POD)]
+            pod["metadata"]["annotations"][names.NETWORK_STATUS_ANNOTATION] = json.dumps(status)
+        if command == "DEL":
+            self.netns.links[NETNS] = [gf.FakeLink("lo")]
+
+    def env(self, **overrides: str) -> dict[str, str]:
+        env = {
+            "CNI_COMMAND": "ADD",
+            "CNI_CONTAINERID": "c1",
+            "CNI_NETNS": NETNS,
+            "CNI_IFNAME": "eth0",
+            "CNI_ARGS": ARGS + f";K8S_POD_UID={mp.POD_UID}",
+            "CNI_PATH": "/opt/cni/bin",
+        }
+        env.update(overrides)
+        return env
+
+    def add(self, **overrides: str) -> cni_hooks.Outcome:
+        return self.hooks.handle(self.env(**overrides), self.stdin)
+
+    def commands(self) -> list[str]:
+        return [c.command for c in self.runner.calls]
+
+    def set_pod_annotation(self, key: str, value: str) -> None:
+        self.api.objects[("pods", NS, POD)]["metadata"]["annotations"][key] = value
+
+
+def _error(outcome: cni_hooks.Outcome) -> dict[str, Any]:
+    doc = json.loads(outcome.stdout)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def test_managed_add_is_verified_and_multus_output_relayed_unchanged(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    out = w.add()
+    assert out.reason is R.PASSED_VERIFIED and out.exit_code == 0
+    assert out.stdout == '{"cniVersion":"1.0.0","interfaces":[{"name":"eth0"}]}'
+    assert w.commands() == ["ADD"] and w.netns.reads == [NETNS]
+    pod_reads = [r for r in w.api.reads if r[0] == "pods"]
+    nad_reads = [r for r in w.api.reads if r[0] != "pods"]
+    assert len(pod_reads) == 2 and sorted(r[2] for r in nad_reads) == sorted(p.name for p in w.plans)
+
+
+def test_unmanaged_pod_reads_only_the_pod_and_is_not_verified(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.api.put("pods", mp.pod(NS, POD, annotations={names.NETWORKS_ANNOTATION: "net-a"}))
+    out = w.add()
+    assert out.reason is R.PASSED_UNMANAGED and out.exit_code == 0
+    assert [r[0] for r in w.api.reads] == ["pods"] and w.netns.reads == []
+
+
+def test_primary_only_success_is_turned_into_failure_after_multus_del(tmp_path: Path) -> None:
+    """The decisive regression: Multus succeeded without the managed interfaces."""
+    w = World(tmp_path)
+    w.attach = False
+    out = w.add()
+    assert out.reason is R.INTERFACES_MISSING and out.exit_code == 1
+    assert w.commands() == ["ADD", "DEL"]
+    assert w.runner.calls[1].env["CNI_CONTAINERID"] == "c1" and w.runner.calls[1].env["CNI_NETNS"] == NETNS
+    err = _error(out)
+    assert err["code"] == shim.CODE_VERIFICATION_FAILED
+    assert "dra0" in err["msg"] and "dra1" in err["msg"]
+    assert R.NETWORK_STATUS_MISSING.value in err["details"] and "Multus DEL succeeded" in err["details"]
+
+
+def test_network_status_without_entries_fails_even_when_interfaces_exist(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.attach = False
+    w.netns.links[NETNS] += [gf.FakeLink("dra0"), gf.FakeLink("dra1")]
+    out = w.add()
+    assert out.reason is R.NETWORK_STATUS_MISSING and w.commands() == ["ADD", "DEL"]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda w: w.set_pod_annotation(names.NETWORKS_ANNOTATION, "net-a,"), R.INVALID_NETWORKS_ANNOTATION),
+        (
+            lambda w: w.set_pod_annotation(names.NETWORKS_ANNOTATION, '[{"name":"a"}]'),
+            R.REGISTRY_ENTRY_NOT_SELECTED,
+        ),
+        (
+            lambda w: w.api.objects.pop(("network-attachment-definitions", NS, w.plans[0].name)),
+            R.SHADOW_NOT_FOUND,
+        ),
+        (
+            lambda w: w.api.objects[("network-attachment-definitions", NS, w.plans[1].name)][
+                "metadata"
+            ].update(deletionTimestamp="2026-01-01T00:00:00Z"),
+            R.SHADOW_TERMINATING,
+        ),
+        (
+            lambda w: w.set_pod_annotation(names.MANAGED_NETWORKS_ANNOTATION, '{"version":2}'),
+            R.UNSUPPORTED_REGISTRY_VERSION,
+        ),
+    ],
+    ids=[
+        "annotation-trailing-comma",
+        "registry-entries-dropped",
+        "shadow-deleted",
+        "shadow-terminating",
+        "registry-v2",
+    ],
+)
+def test_rejection_runs_no_multus_at_all(tmp_path: Path, change: Any, reason: R) -> None:
+    w = World(tmp_path)
+    change(w)
+    out = w.add()
+    assert out.reason is reason and out.exit_code == 1 and w.runner.calls == []
+    err = _error(out)
+    assert err["code"] == shim.CODE_REJECTED and "no delegate ran" in err["details"]
+
+
+def test_c15_collision_between_manual_selections_is_rejected_before_multus(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.api.put(
+        "pods",
+        mp.pod(
+            NS,
+            POD,
+            annotations={names.NETWORKS_ANNOTATION: '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]'},
+        ),
+    )
+    out = w.add()
+    assert out.reason is R.DUPLICATE_INTERFACE_NAME and w.runner.calls == []
+
+
+def test_missing_runtime_pod_uid_is_taken_from_the_live_pod(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    out = w.add(CNI_ARGS=ARGS)
+    assert out.reason is R.PASSED_VERIFIED
+    assert w.runner.calls[0].env["CNI_ARGS"] == ARGS + f";K8S_POD_UID={mp.POD_UID}"
+
+
+def test_runtime_args_are_passed_unchanged_when_uid_present(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.add()
+    assert w.runner.calls[0].env["CNI_ARGS"] == ARGS + f";K8S_POD_UID={mp.POD_UID}"
+
+
+def test_pod_uid_mismatch_is_rejected(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    out = w.add(CNI_ARGS=ARGS + ";K8S_POD_UID=22222222-3333-4444-5555-666666666666")
+    assert out.reason is R.POD_UID_MISMATCH and w.runner.calls == []
+
+
+def test_pod_not_found_is_rejected_without_multus(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.api.objects.pop(("pods", NS, POD))
+    out = w.add()
+    assert out.reason is R.POD_NOT_FOUND and w.runner.calls == []
+
+
+def test_c16_forbidden_is_a_hard_failure_naming_verb_resource_namespace(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    key = ("network-attachment-definitions", NS, w.plans[0].name)
+    w.api.failures[key] = [
+        kube_errors.Forbidden(
+            f"get network-attachment-definitions.k8s.cni.cncf.io {NS}/{w.plans[0].name}: HTTP 403 Forbidden",
+            status=403,
+        )
+    ]
+    out = w.add()
+    assert out.reason is R.API_FORBIDDEN and w.runner.calls == []
+    msg = _error(out)["msg"]
+    assert "get network-attachment-definitions" in msg and NS in msg and "sriov-dra-guard" in msg
+    assert sum(1 for r in w.api.reads if r[0] != "pods") == 1  # not retried
+
+
+def test_server_errors_are_retried_within_the_window(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.api.failures[("pods", NS, POD)] = [
+        kube_errors.ServerError("HTTP 503"),
+        kube_errors.ServerError("HTTP 503"),
+    ]
+    out = w.add()
+    assert out.reason is R.PASSED_VERIFIED and w.clock.sleeps == [0.1, 0.2]
+
+
+def test_persistent_server_errors_fail_without_a_stale_fallback(tmp_path: Path) -> None:
+    w = World(tmp_path, api_retry_window_s=1.0)
+    w.api.failures[("pods", NS, POD)] = [kube_errors.ServerError("HTTP 500 boom")] * 50
+    out = w.add()
+    assert out.reason is R.API_READ_FAILED and w.runner.calls == []
+    assert "no stale copy" in _error(out)["msg"] and _error(out)["code"] == shim.CODE_TRY_AGAIN
+
+
+def test_reads_are_bounded_by_the_remaining_budget(tmp_path: Path) -> None:
+    w = World(tmp_path, add_budget_s=3.0, api_timeout_s=5.0)
+    w.api.read_s = 1.0
+    out = w.add()
+    assert [round(r[3], 3) for r in w.api.reads] == [3.0, 2.0, 1.0]
+    assert out.reason is R.API_READ_FAILED and "budget" in _error(out)["msg"] and w.runner.calls == []
+
+
+def test_multus_gets_the_remaining_budget(tmp_path: Path) -> None:
+    w = World(tmp_path, add_budget_s=10.0)
+    w.api.read_s = 0.5
+    w.add()
+    assert w.runner.calls[0].timeout_s == pytest.approx(8.5)
+
+
+def test_multus_error_is_relayed_unchanged(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    failure = '{"cniVersion":"1.0.0","code":999,"msg":"[ai-workloads/trainer/x:net]: error adding"}'
+    w.runner.answers["ADD"] = [multus.MultusRun("ADD", 1, failure, "log", 0.1)]
+    out = w.add()
+    assert out.reason is R.MULTUS_FAILED and out.exit_code == 1 and out.stdout == failure
+    assert w.commands() == ["ADD"]
+
+
+def test_multus_crash_without_output_becomes_a_cni_error(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.runner.answers["ADD"] = [multus.MultusRun("ADD", 2, "", "panic: boom", 0.1)]
+    out = w.add()
+    assert (
+        out.reason is R.MULTUS_FAILED
+        and "exited 2" in _error(out)["msg"]
+        and "panic" in _error(out)["details"]
+    )
+
+
+def test_multus_unavailable(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.runner.unavailable = True
+    out = w.add()
+    assert out.reason is R.MULTUS_UNAVAILABLE and _error(out)["code"] == shim.CODE_TRY_AGAIN
+
+
+def test_del_is_passed_through_without_any_read(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    out = w.hooks.handle(w.env(CNI_COMMAND="DEL", CNI_ARGS="broken;"), w.stdin)
+    assert out.reason is R.PASSED_THROUGH and out.exit_code == 0
+    assert w.api.reads == [] and w.commands() == ["DEL"]
+    assert w.runner.calls[0].env["CNI_ARGS"] == "broken;"
+
+
+def test_bad_guard_config_is_an_invalid_request(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    out = w.hooks.handle(w.env(), b"{}")
+    assert out.reason is R.INVALID_CNI_REQUEST and w.api.reads == []
+
+
+def test_unexpected_exception_still_answers(tmp_path: Path) -> None:
+    w = World(tmp_path)
+
+    def boom(kind: str, namespace: str, name: str) -> None:
+        raise RuntimeError("bug")
+
+    w.api.on_read = boom
+    out = w.add()
+    assert out.reason is R.INTERNAL_ERROR and _error(out)["code"] == shim.CODE_TRY_AGAIN
+
+
+def test_metrics_count_decisions_and_split_latency(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.api.read_s = 0.01
+    w.add()
+    text = w.metrics.render().decode()
+    assert 'sriov_dra_guard_decisions_total{kind="passed",reason="PassedVerified"} 1.0' in text
+    assert 'sriov_dra_guard_add_duration_seconds_count{part="guard"} 1.0' in text
+    assert 'sriov_dra_guard_add_duration_seconds_sum{part="multus"} 0.2' in text
+    assert 'sriov_dra_guard_api_reads_total{outcome="ok",resource="pods"} 2.0' in text
+    assert 'sriov_dra_guard_multus_runs_total{command="ADD",outcome="ok"} 1.0' in text

@@ -1,0 +1,70 @@
+"""Tests for sriov_dra.guard.layout: the Multus delegate layout read from the guard's Multus config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sriov_dra.guard import decisions, layout, shim
+
+
+def _conf(tmp_path: Path, mode: str = "thin", **multus: Any) -> shim.GuardConf:
+    primary = tmp_path / "10-primary.conflist"
+    primary.write_text("{}")
+    obj = {
+        "cniVersion": "1.0.0",
+        "name": "n",
+        "multus": {"mode": mode, "primaryConfig": str(primary), **multus},
+    }
+    return shim.parse_conf(json.dumps(obj).encode())
+
+
+def test_defaults_match_multus() -> None:
+    conf = shim.GuardConf(cni_version="1.0.0", name="n", mode="thin", primary_config="/nonexistent/p.conf")
+    out = layout.multus_layout(conf, primary_ifname="eth0")
+    assert (out.default_networks, out.system_namespaces, out.auxiliary_chain) == ((), ("kube-system",), False)
+
+
+def test_keys_come_from_multus_config(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, config={"defaultNetworks": ["a", "b"], "systemNamespaces": "kube-system, infra"})
+    out = layout.multus_layout(conf, primary_ifname="eth9")
+    assert out.primary_ifname == "eth9"
+    assert out.default_networks == ("a", "b") and out.system_namespaces == ("kube-system", "infra")
+
+
+def test_thick_daemon_config_wins_over_guard_keys(tmp_path: Path) -> None:
+    daemon = tmp_path / "daemon-config.json"
+    daemon.write_text(json.dumps({"defaultNetworks": ["d"], "systemNamespaces": []}))
+    conf = _conf(tmp_path, "thick", daemonConfigFile=str(daemon), config={"defaultNetworks": ["g"]})
+    out = layout.multus_layout(conf, primary_ifname="eth0")
+    assert out.default_networks == ("d",) and out.system_namespaces == ()
+
+
+def test_auxiliary_chain_counts_only_when_its_directory_holds_plugins(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, config={"auxiliaryCNIChainName": "aux"})
+    assert not layout.multus_layout(conf, primary_ifname="eth0").auxiliary_chain
+    (tmp_path / "aux").mkdir()
+    (tmp_path / "aux" / "README").write_text("no plugin here")
+    assert not layout.multus_layout(conf, primary_ifname="eth0").auxiliary_chain
+    (tmp_path / "aux" / "10-x.conf").write_text("{}")
+    assert layout.multus_layout(conf, primary_ifname="eth0").auxiliary_chain
+
+
+@pytest.mark.parametrize(
+    "setup",
+    ["unreadable-daemon-config", "daemon-config-not-object", "default-networks-not-strings"],
+)
+def test_unusable_layout_settings_are_refused(tmp_path: Path, setup: str) -> None:
+    daemon = tmp_path / "daemon-config.json"
+    extra: dict[str, Any] = {}
+    if setup == "daemon-config-not-object":
+        daemon.write_text("[]")
+    elif setup == "default-networks-not-strings":
+        daemon.write_text(json.dumps({"defaultNetworks": [1]}))
+    conf = _conf(tmp_path, "thick", daemonConfigFile=str(daemon), **extra)
+    with pytest.raises(decisions.Rejected) as info:
+        layout.multus_layout(conf, primary_ifname="eth0")
+    assert info.value.reason is decisions.Reason.INVALID_CNI_REQUEST

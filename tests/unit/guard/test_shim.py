@@ -1,0 +1,187 @@
+"""Tests for sriov_dra.guard.shim's shared definitions: guard config, synthesized Multus config, wire format."""
+
+from __future__ import annotations
+
+import ast
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sriov_dra.guard import shim
+
+PRIMARY = {
+    "cniVersion": "1.0.0",
+    "name": "lab-primary",
+    "plugins": [{"type": "macvlan", "master": "eth1"}, {"type": "tuning", "capabilities": {"mac": True}}],
+}
+
+
+def _conf(tmp_path: Path, mode: str = "thin", **multus: Any) -> dict[str, Any]:
+    primary = tmp_path / "10-primary.conflist"
+    primary.write_text(json.dumps(PRIMARY))
+    return {
+        "cniVersion": "1.0.0",
+        "name": "multus-cni-network",
+        "type": "multus-guard",
+        "capabilities": {"mac": True},
+        "runtimeConfig": {"mac": "02:00:00:00:00:01"},
+        "guard": {"socket": str(tmp_path / "g.sock"), "timeoutSeconds": 5},
+        "multus": {"mode": mode, "primaryConfig": str(primary), **multus},
+    }
+
+
+def _parse(obj: dict[str, Any]) -> shim.GuardConf:
+    return shim.parse_conf(json.dumps(obj).encode())
+
+
+def test_shim_imports_only_the_standard_library() -> None:
+    tree = ast.parse(Path(shim.__file__).read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= {"__future__", "json", "os", "socket", "sys", "dataclasses", "typing"}
+
+
+def test_parse_conf_reads_every_key(tmp_path: Path) -> None:
+    conf = _parse(
+        _conf(tmp_path, "thick", daemonSocketDir="/run/m/", clusterNetwork="/host/p", config={"cniDir": "/c"})
+    )
+    assert (conf.mode, conf.daemon_socket_dir, conf.cluster_network, conf.extra) == (
+        "thick",
+        "/run/m/",
+        "/host/p",
+        {"cniDir": "/c"},
+    )
+    assert conf.timeout_s == 5.0 and conf.socket == str(tmp_path / "g.sock")
+
+
+@pytest.mark.parametrize(
+    ("change", "mentions"),
+    [
+        (lambda c: c["multus"].pop("mode"), "multus.mode"),
+        (lambda c: c["multus"].update(mode="fat"), "multus.mode"),
+        (lambda c: c["multus"].pop("primaryConfig"), "primaryConfig"),
+        (lambda c: c["multus"].update(config={"delegates": []}), "delegates"),
+        (lambda c: c["guard"].update(timeoutSeconds=0), "timeoutSeconds"),
+        (lambda c: c["guard"].update(timeoutSeconds=True), "timeoutSeconds"),
+        (lambda c: c.update(multus="thin"), "'multus'"),
+        (lambda c: c.pop("cniVersion"), "cniVersion"),
+        (lambda c: c["multus"].update(kubeconfig=""), "kubeconfig"),
+    ],
+    ids=[
+        "mode-missing",
+        "mode-unknown",
+        "primary-missing",
+        "reserved-key-in-multus-config",
+        "timeout-zero",
+        "timeout-boolean",
+        "multus-not-an-object",
+        "cni-version-missing",
+        "empty-kubeconfig",
+    ],
+)
+def test_parse_conf_refuses_with_the_key_named(tmp_path: Path, change: Any, mentions: str) -> None:
+    obj = _conf(tmp_path)
+    change(obj)
+    with pytest.raises(shim.GuardConfError) as info:
+        _parse(obj)
+    assert mentions in str(info.value)
+
+
+def test_thick_config_holds_socket_dir_primary_path_and_runtime_values(tmp_path: Path) -> None:
+    conf = _parse(_conf(tmp_path, "thick", daemonSocketDir="/run/m/", config={"logLevel": "debug"}))
+    out = shim.multus_config(conf)
+    assert out == {
+        "cniVersion": "1.0.0",
+        "name": "multus-cni-network",
+        "logLevel": "debug",
+        "capabilities": {"mac": True},
+        "runtimeConfig": {"mac": "02:00:00:00:00:01"},
+        "type": "multus-shim",
+        "daemonSocketDir": "/run/m/",
+        "clusterNetwork": str(tmp_path / "10-primary.conflist"),
+    }
+
+
+def test_thick_cluster_network_override_is_the_daemons_view(tmp_path: Path) -> None:
+    conf = _parse(_conf(tmp_path, "thick", clusterNetwork="/host/etc/cni/net.d/10-primary.conflist"))
+    assert shim.multus_config(conf)["clusterNetwork"] == "/host/etc/cni/net.d/10-primary.conflist"
+
+
+def test_thin_config_inlines_the_primary_and_names_the_kubeconfig(tmp_path: Path) -> None:
+    conf = _parse(_conf(tmp_path, "thin", kubeconfig="/k", config={"cniDir": "/c"}))
+    out = shim.multus_config(conf)
+    assert out["type"] == "multus" and out["kubeconfig"] == "/k" and out["delegates"] == [PRIMARY]
+    assert out["cniDir"] == "/c" and "clusterNetwork" not in out
+
+
+def test_thin_unreadable_primary_fails_add_but_not_teardown(tmp_path: Path) -> None:
+    obj = _conf(tmp_path)
+    obj["multus"]["primaryConfig"] = str(tmp_path / "gone.conflist")
+    conf = _parse(obj)
+    with pytest.raises(shim.GuardConfError, match=r"gone\.conflist"):
+        shim.multus_config(conf)
+    out = shim.multus_config(conf, teardown=True)
+    assert out["clusterNetwork"] == str(tmp_path / "gone.conflist") and "delegates" not in out
+
+
+def test_synthesized_config_never_refers_to_multus_own_file(tmp_path: Path) -> None:
+    for mode in ("thin", "thick"):
+        assert "00-multus.conf" not in json.dumps(shim.multus_config(_parse(_conf(tmp_path, mode))))
+
+
+def test_multus_binary_is_explicit_or_found_on_cni_path(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "multus-shim"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    assert shim.multus_binary(_parse(_conf(tmp_path, "thick")), f"/nowhere:{tmp_path / 'bin'}") == str(fake)
+    assert shim.multus_binary(_parse(_conf(tmp_path, "thin", binary="/x/multus")), "") == "/x/multus"
+    with pytest.raises(shim.GuardConfError, match="multus not found"):
+        shim.multus_binary(_parse(_conf(tmp_path, "thin")), str(tmp_path / "bin"))
+
+
+def test_request_carries_only_cni_variables() -> None:
+    data = json.loads(shim.encode_request({"CNI_COMMAND": "ADD", "HOME": "/root", "CNI_ARGS": "a=b"}, b"{}"))
+    assert data == {
+        "protocol": shim.PROTOCOL,
+        "env": {"CNI_COMMAND": "ADD", "CNI_ARGS": "a=b"},
+        "stdin": "{}",
+    }
+
+
+@given(st.integers(min_value=0, max_value=255), st.text())
+def test_property_response_round_trips(code: int, stdout: str) -> None:
+    assert shim.decode_response(shim.encode_response(code, stdout)) == (code, stdout)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"[]", b'{"exitCode": "0", "stdout": ""}', b'{"exitCode": true, "stdout": ""}', b'{"exitCode": 0}'],
+    ids=["not-object", "string-code", "boolean-code", "no-stdout"],
+)
+def test_malformed_response_is_refused(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        shim.decode_response(data)
+
+
+def test_read_all_enforces_the_size_limit() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(b"x" * 100)
+        a.shutdown(socket.SHUT_WR)
+        with pytest.raises(ValueError, match="larger than 10"):
+            shim.read_all(b, limit=10)
+
+
+def test_cni_error_object_shape() -> None:
+    assert json.loads(shim.cni_error("0.4.0", 11, "m", "d")) == {
+        "cniVersion": "0.4.0",
+        "code": 11,
+        "msg": "m",
+        "details": "d",
+    }

@@ -1,0 +1,85 @@
+"""Tests for sriov_dra.guard.verify: post-ADD interface and network-status checks."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from sriov_dra.core import names
+from sriov_dra.guard import decisions, shadows, verify
+
+R = decisions.Reason
+EXPECTED = (
+    shadows.ExpectedInterface("dra0", "ns/dra-sriov-a", "0000:03:00.1"),
+    shadows.ExpectedInterface("dra1", "ns/dra-sriov-b", "0000:80:00.1"),
+)
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    parent_bus: str | None = None
+    parent_device: str | None = None
+
+
+def _pod(status: object) -> dict[str, Any]:
+    ann = (
+        {}
+        if status is None
+        else {names.NETWORK_STATUS_ANNOTATION: status if isinstance(status, str) else json.dumps(status)}
+    )
+    return {"metadata": {"annotations": ann}}
+
+
+def test_all_interfaces_present_passes() -> None:
+    links = [Link("lo"), Link("eth0"), Link("dra0", "pci", "0000:03:00.1"), Link("dra1")]
+    assert verify.interface_violations(EXPECTED, links) == []
+
+
+def test_missing_interfaces_are_named_in_one_violation() -> None:
+    found = verify.interface_violations(EXPECTED, [Link("eth0")])
+    assert [v.reason for v in found] == [R.INTERFACES_MISSING]
+    assert "dra0" in found[0].message and "dra1" in found[0].message and "0000:80:00.1" in found[0].message
+
+
+def test_pci_parent_of_another_device_is_refused() -> None:
+    found = verify.interface_violations(EXPECTED, [Link("dra0", "pci", "0000:03:00.2"), Link("dra1")])
+    assert [v.reason for v in found] == [R.INTERFACE_DEVICE_MISMATCH]
+
+
+def test_non_pci_parent_is_not_compared() -> None:
+    assert verify.interface_violations(EXPECTED, [Link("dra0", "usb", "1-1"), Link("dra1")]) == []
+
+
+GOOD_STATUS = [
+    {"name": "primary", "interface": "eth0", "default": True},
+    {"name": "ns/dra-sriov-a", "interface": "dra0", "ips": ["192.0.2.2"]},
+    {"name": "ns/dra-sriov-b", "interface": "dra1", "ips": ["198.51.100.2"]},
+]
+
+
+@pytest.mark.parametrize(
+    ("status", "missing", "why"),
+    [
+        (GOOD_STATUS, [], ""),
+        (None, ["dra0", "dra1"], "absent"),
+        ("[{", ["dra0", "dra1"], "not JSON"),
+        ({"name": "x"}, ["dra0", "dra1"], "not a JSON list"),
+        (GOOD_STATUS[:2], ["dra1"], ""),
+        ([GOOD_STATUS[0], GOOD_STATUS[1], dict(GOOD_STATUS[2], interface="net1")], ["dra1"], ""),
+        ([GOOD_STATUS[0]], ["dra0", "dra1"], ""),
+    ],
+    ids=["complete", "absent", "malformed", "not-a-list", "one-missing", "wrong-interface", "primary-only"],
+)
+def test_network_status_entries(status: object, missing: list[str], why: str) -> None:
+    found = verify.network_status_violations(EXPECTED, _pod(status))
+    if not missing:
+        assert found == []
+        return
+    assert [v.reason for v in found] == [R.NETWORK_STATUS_MISSING]
+    for ifname in missing:
+        assert f"on {ifname}" in found[0].message
+    assert why in found[0].message
