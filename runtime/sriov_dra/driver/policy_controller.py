@@ -27,8 +27,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubernetes import client
-
 from sriov_dra.core import attributes, errors, names, policies, slices
 from sriov_dra.host import discovery
 from sriov_dra.kube import errors as kube_errors
@@ -119,7 +117,7 @@ class PolicyController:
     def __init__(
         self,
         *,
-        api: client.ApiClient,
+        api: watches.ApiClient,
         node_name: str,
         namespace: str,
         inventory: Sequence[discovery.DiscoveredVf],

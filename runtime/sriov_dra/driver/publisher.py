@@ -30,8 +30,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from kubernetes import client
-
 from sriov_dra.core import names, slices
 from sriov_dra.driver import policy_controller
 from sriov_dra.host import discovery
@@ -69,7 +67,7 @@ class Publisher:
     def __init__(
         self,
         *,
-        api: client.ApiClient,
+        api: watches.ApiClient,
         node_name: str,
         sysfs: sysfs_mod.Sysfs,
         policy_namespace: str,

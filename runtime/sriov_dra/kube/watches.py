@@ -39,6 +39,8 @@ SYNCED: Final = "SYNCED"
 """Fired (with an empty object) after every full list, including one that found nothing."""
 
 JsonObject = dict[str, Any]
+ApiClient = client.ApiClient
+"""The client type, for service code that may not import ``kubernetes`` itself (layer contract)."""
 Handler = Callable[[str, JsonObject], None]
 
 
