@@ -81,13 +81,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 def load_nic_ids(path: str) -> tuple[nodepolicy.NicId, ...]:
-    """Read the supported-NIC file; empty path gives an empty table.
+    """Read the supported-NIC table; an empty path or an empty directory gives an empty table.
 
-    Raises: InvalidSpec when the file is not a mapping of valid entries.
+    ``path`` is a YAML/JSON file (a mapping, or a whole ConfigMap manifest) or a mounted
+    ConfigMap directory (one file per key; Kubernetes' ``..data`` bookkeeping entries skipped).
+    Raises: InvalidSpec when an entry is malformed.
     """
     if not path:
         return ()
-    data = yaml.safe_load(Path(path).read_text())
+    where = Path(path)
+    if where.is_dir():
+        entries = {
+            p.name: p.read_text().strip()
+            for p in sorted(where.iterdir())
+            if not p.name.startswith(".") and p.is_file()
+        }
+        return nodepolicy.parse_nic_ids(entries)
+    data = yaml.safe_load(where.read_text())
     if not isinstance(data, dict):
         raise errors.InvalidSpec(f"{path}: expected a mapping of name to '<vendor> <pf id> <vf id>'")
     if isinstance(data.get("data"), dict):  # a whole ConfigMap manifest

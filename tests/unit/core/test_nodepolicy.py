@@ -1,0 +1,270 @@
+"""Tests for sriov_dra.core.nodepolicy: spec.dra validation, filter translation, pools, overlap."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.fakes import operator_objects as oo
+
+from sriov_dra.core import errors, nodepolicy, policies, sriovnetwork
+
+COMPAT = "openshift.io/sriov_vfs"
+D = "sriovnetwork.k8snetworkplumbingwg.io"
+
+
+def attrs(**extra: Any) -> dict[str, Any]:
+    return {"attributes": dict(extra)}
+
+
+def custom(n: int) -> dict[str, Any]:
+    return {f"example.com/a{i}": {"int": i} for i in range(n)}
+
+
+@pytest.mark.parametrize(
+    ("dra", "network", "custom_keys"),
+    [
+        ({}, None, []),
+        ({"attributes": None}, None, []),
+        (
+            {"attributes": {"example.com/zero": {"int": 0}, "example.com/off": {"bool": False}}},
+            None,
+            ["example.com/off", "example.com/zero"],
+        ),
+        ({"attributes": oo.reference("rail-a-net")}, ("sriov-network-operator", "rail-a-net"), []),
+        (
+            {
+                "attributes": {
+                    **oo.reference("n", "tenant"),
+                    "example.com/rail": {"string": "a"},
+                    "example.com/v": {"version": "1.2.3-rc.1+b"},
+                }
+            },
+            ("tenant", "n"),
+            ["example.com/rail", "example.com/v"],
+        ),
+        (
+            {"attributes": custom(15) | oo.reference("n")},
+            ("sriov-network-operator", "n"),
+            [f"example.com/a{i}" for i in range(15)],
+        ),
+    ],
+    ids=[
+        "empty-block-generated-only",
+        "null-attributes",
+        "zero-and-false-are-present",
+        "reference-pair-consumed",
+        "reference-plus-custom",
+        "budget-fits-with-reference",
+    ],
+)
+def test_valid_blocks(dra: dict[str, Any], network: tuple[str, str] | None, custom_keys: list[str]) -> None:
+    got = nodepolicy.validate_dra(dra, compat_value=COMPAT)
+    assert got.problems == ()
+    assert got.network == (sriovnetwork.ObjectRef(*network) if network else None)
+    assert sorted(got.custom) == sorted(custom_keys)
+    assert not set(got.custom) & nodepolicy.NETWORK_KEYS
+
+
+@pytest.mark.parametrize(
+    ("dra", "needle"),
+    [
+        (attrs(**{oo.NAME_KEY: {"string": "n"}}), 'sriovNetworkNamespace"]: is required because'),
+        (attrs(**{oo.NS_KEY: {"string": "ns"}}), 'sriovNetworkName"]: is required because'),
+        (attrs(**{oo.NAME_KEY: {"int": 1}, oo.NS_KEY: {"string": "ns"}}), "must be a string attribute"),
+        (attrs(**{oo.NAME_KEY: {"string": "n"}, oo.NS_KEY: {"string": "Bad_NS"}}), "not a valid namespace"),
+        (
+            attrs(**{oo.NAME_KEY: {"string": "UPPER"}, oo.NS_KEY: {"string": "ns"}}),
+            "not a valid SriovNetwork name",
+        ),
+        (attrs(**{"example.com/long": {"string": "x" * 65}}), "65 bytes, max 64"),
+        (attrs(**{oo.NAME_KEY: {"string": "n" * 65}, oo.NS_KEY: {"string": "ns"}}), "65 bytes, max 64"),
+        (attrs(**{"example.com/v": {"version": "1.2"}}), "not a semver"),
+        (attrs(**{"plain": {"string": "x"}}), "needs a domain prefix"),
+        (attrs(**{"example.com/" + "i" * 33: {"int": 1}}), "33 characters, max 32"),
+        (attrs(**{"d" * 64 + "/x": {"int": 1}}), "max 63"),
+        (attrs(**{f"{D}/pciAddress": {"string": "0000:00:01.0"}}), "published by device discovery"),
+        (
+            attrs(**{"resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"}}),
+            "published by device discovery",
+        ),
+        (attrs(**{"k8s.cni.cncf.io/resourceName": {"string": "x/y"}}), "generates it from spec.resourceName"),
+        (attrs(**{f"{D}/netAttachDefName": {"string": "n"}}), "generated output"),
+        (attrs(**{f"{D}/netAttachDefNamespace": {"string": "ns"}}), "generated output"),
+        (attrs(**{"example.com/l": {"strings": ["a"]}}), "list attribute values are not supported"),
+        (attrs(**{"example.com/two": {"int": 1, "bool": True}}), "exactly one of"),
+        (attrs(**{"example.com/none": {}}), "exactly one of"),
+        ({"attributes": {}, "extra": 1}, "unknown field"),
+        ({"attributes": custom(33)}, "33 attributes, max 32"),
+        ({"attributes": custom(16) | oo.reference("n")}, "make 33 per device"),
+        ("not-an-object", "must be an object"),
+    ],
+    ids=[
+        "partial-pair-name-only",
+        "partial-pair-namespace-only",
+        "reference-not-string",
+        "reference-namespace-invalid",
+        "reference-name-invalid",
+        "string-over-64-not-truncated",
+        "reference-name-over-64",
+        "version-not-semver",
+        "unqualified-key",
+        "identifier-over-32",
+        "domain-over-63",
+        "reserved-pci-address",
+        "reserved-pcie-root",
+        "resource-name-input-refused",
+        "driver-nad-name-refused",
+        "driver-nad-namespace-refused",
+        "list-value-refused",
+        "two-members",
+        "no-member",
+        "unknown-dra-field",
+        "more-than-32-inputs",
+        "per-device-budget",
+        "block-not-object",
+    ],
+)
+def test_invalid_blocks_name_the_field_and_the_fix(dra: Any, needle: str) -> None:
+    got = nodepolicy.validate_dra(dra, compat_value=COMPAT)
+    text = "; ".join(str(p) for p in got.problems)
+    assert needle in text
+    assert all(p.path.startswith("spec.dra") for p in got.problems)
+
+
+def test_long_compat_resource_name_is_refused_on_spec_resource_name() -> None:
+    got = nodepolicy.validate_dra({}, compat_value="openshift.io/" + "r" * 52)
+    assert [p.path for p in got.problems] == ["spec.resourceName"]
+
+
+def spec_with(nic: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"nicSelector": nic, "numVfs": 8, "deviceType": "netdevice", **extra}
+
+
+NICS = (nodepolicy.NicId("8086", "158b", "154c"), nodepolicy.NicId("15b3", "101d", "101e"))
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            spec_with({"vendor": "15b3", "pfNames": ["ens2f0", "ens1f0", "ens1f0"]}, linkType="eth"),
+            {"vendors": ["15b3"], "pfNames": ["ens1f0", "ens2f0"], "linkType": "eth"},
+        ),
+        (
+            spec_with({"rootDevices": ["0000:3b:00.0"]}, linkType="IB"),
+            {"pfPciAddresses": ["0000:3b:00.0"], "linkType": "ib"},
+        ),
+        (spec_with({"vendor": "8086", "deviceID": "158b"}), {"vendors": ["8086"], "devices": ["154c"]}),
+        (spec_with({"deviceID": "101d"}), {"devices": ["101e"]}),
+        (
+            spec_with({"vendor": "8086", "deviceID": "158b"}, numVfs=0),
+            {"vendors": ["8086"], "devices": ["158b"]},
+        ),
+        (spec_with({"pfNames": ["ens1f0"]}, deviceType="vfio-pci", linkType="eth"), {"pfNames": ["ens1f0"]}),
+    ],
+    ids=[
+        "vendor-pfnames-link",
+        "root-devices-become-pf-pci-addresses",
+        "pf-device-id-becomes-vf-id",
+        "device-id-without-vendor",
+        "no-vfs-keeps-pf-id",
+        "vfio-adds-no-drivers-or-link",
+    ],
+)
+def test_filter_translation(spec: dict[str, Any], expected: dict[str, Any]) -> None:
+    got = nodepolicy.translate_filter(spec, NICS)
+    assert got.problem is None
+    assert got.filter == dict(sorted(expected.items()))
+    assert got.matcher is not None
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        (spec_with({"netFilter": "openstack/NetworkID:x"}), "netFilter"),
+        (spec_with({"pfNames": ["ens1f0#0-3"]}), "VF ranges"),
+        (spec_with({"vendor": "8086", "deviceID": "ffff"}), "no VF device ID"),
+        (spec_with({"vendor": "15b3", "deviceID": "158b"}), "no VF device ID"),
+        (spec_with({}), "empty filter"),
+        (spec_with({"pfNames": []}, deviceType="vfio-pci", linkType="eth"), "empty filter"),
+    ],
+    ids=[
+        "net-filter",
+        "vf-range",
+        "unknown-pf-device",
+        "device-of-another-vendor",
+        "empty-selector-is-not-match-all",
+        "only-untranslated-fields",
+    ],
+)
+def test_untranslatable_selectors_never_become_match_all(spec: dict[str, Any], needle: str) -> None:
+    got = nodepolicy.translate_filter(spec, NICS)
+    assert got.filter is None and got.matcher is None
+    assert got.problem is not None and needle in got.problem
+
+
+@pytest.mark.parametrize(
+    ("rn", "pool"),
+    [
+        ("intel_nic", "intel-nic"),
+        ("Intel-NIC", "intel-nic"),
+        ("__", "sriov"),
+        ("a.b", "ab"),
+        ("sriov_vfs", "sriov-vfs"),
+        ("x--y", "x--y"),
+    ],
+    ids=["underscore", "upper-case", "nothing-left", "dot-dropped", "spec-example", "dashes-not-collapsed"],
+)
+def test_pool_name_normalisation(rn: str, pool: str) -> None:
+    assert nodepolicy.pool_name(rn) == pool
+
+
+@given(st.text(max_size=40))
+def test_pool_names_are_lowercase_dashes_and_digits(rn: str) -> None:
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", nodepolicy.pool_name(rn))
+
+
+def f(**kw: Any) -> policies.ResourceFilter:
+    return policies.ResourceFilter(**{k: frozenset(v) if isinstance(v, list) else v for k, v in kw.items()})
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "overlap"),
+    [
+        (f(vendors=["15b3"], pf_names=["ens1f0"]), f(vendors=["15b3"], pf_names=["ens2f0"]), False),
+        (f(vendors=["15b3"]), f(vendors=["15b3"], pf_names=["ens2f0"]), True),
+        (f(pf_names=["ens1f0"]), f(pf_pci_addresses=["0000:3b:00.0"]), True),
+        (f(vendors=["8086"]), f(vendors=["15b3"]), False),
+        (f(vendors=["8086"], link_type="ethernet"), f(vendors=["8086"], link_type="infiniband"), False),
+    ],
+    ids=[
+        "disjoint-pfs",
+        "vendor-only-covers",
+        "names-vs-addresses-unknown",
+        "different-vendors",
+        "different-link-types",
+    ],
+)
+def test_structural_overlap(a: policies.ResourceFilter, b: policies.ResourceFilter, overlap: bool) -> None:
+    assert nodepolicy.may_overlap(a, b) is overlap
+    assert nodepolicy.may_overlap(b, a) is overlap
+
+
+def test_parse_policy_defaults_and_selection() -> None:
+    p = nodepolicy.parse_policy(
+        oo.node_policy("p", uid=oo.UID_A, priority=None), prefix="openshift.io", nic_ids=()
+    )
+    assert p.priority == nodepolicy.DEFAULT_PRIORITY and not p.has_dra and p.dra is None
+    assert p.selects({**oo.DUAL_RAIL, "other": "x"})
+    assert not p.selects({"networking.example.com/dual-rail": "false"})
+
+
+def test_parse_nic_ids_reads_the_configmap_format() -> None:
+    got = nodepolicy.parse_nic_ids({"Intel_i40e_XXV710": "8086 158a 154c", "Mellanox": "0x15B3 101d 101e"})
+    assert got == (nodepolicy.NicId("15b3", "101d", "101e"), nodepolicy.NicId("8086", "158a", "154c"))
+    with pytest.raises(errors.InvalidSpec, match=r"data\.bad"):
+        nodepolicy.parse_nic_ids({"bad": "8086 158a"})
