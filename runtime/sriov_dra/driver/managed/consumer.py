@@ -1,0 +1,273 @@
+"""Consumer verification: the one live Pod a claim is prepared for, and the Pod's claim aliases.
+
+Owns spec §6.1 for the auto-attach path. ``core.claimplan`` has already checked the claim itself
+(UID, allocation, exactly one ``reservedFor`` Pod, this driver's results from this node's pool,
+no admin-access or shared results). This module then reads the consumer Pod live and checks that
+it is exactly the reserved Pod (UID), bound to this node (``spec.nodeName``), and, for a new
+prepare, neither terminating nor ``hostNetwork``; refuses extended-resource claims
+(``UnsupportedManagedClaimKind``); and resolves every ``pod.spec.resourceClaims`` entry with
+Kubernetes ``resourceclaim.Name`` semantics (a direct name from the spec; a template name through
+``status.resourceClaimStatuses``, where an unset name means "no claim, skip"; owner check with
+``IsForPod`` for generated claims) so the Pod provably references this exact claim. Aliases of
+one claim are kept together (the lexically first one names it, spec §6.5).
+
+It must never search for a Pod by label, trust a claim ownerReference alone, or write anything.
+Source: spec §4.1, §6.1; reference ``dra-protocol.md`` §3.1, §4.5, §5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sriov_dra.core import claimplan, errors, identities
+from sriov_dra.driver.managed import seams
+from sriov_dra.kube import errors as kube_errors
+
+EXTENDED_RESOURCE_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
+"""Set to ``"true"`` by the scheduler on claims it creates for extended resources."""
+
+
+@dataclass(frozen=True)
+class PodClaim:
+    """One resolved ``pod.spec.resourceClaims`` entry.
+
+    ``must_check_owner`` is true for template-generated claims (``IsForPod`` applies).
+    """
+
+    alias: str
+    claim_name: str
+    must_check_owner: bool
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """The verified consumer Pod of one claim.
+
+    Shapes: ``pod`` is the live Pod JSON as read; ``aliases`` every resolved claim entry of the
+    Pod in spec order (entries with no claim skipped); ``claim_aliases`` the aliases naming the
+    claim being prepared, sorted.
+    """
+
+    pod: Mapping[str, Any]
+    namespace: str
+    name: str
+    uid: identities.PodUid
+    aliases: tuple[PodClaim, ...]
+    claim_aliases: tuple[str, ...]
+
+    @property
+    def ref(self) -> str:
+        """``Pod ns/name`` for messages."""
+        return f"Pod {self.namespace}/{self.name}"
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _consumer_error(message: str, *problems: errors.FieldError) -> errors.InvalidSpec:
+    return errors.InvalidSpec(message, reason=errors.Reason.INVALID_CONSUMER, errors=problems)
+
+
+def resolve_pod_claims(pod: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+    """Resolve every ``pod.spec.resourceClaims`` entry like Kubernetes ``resourceclaim.Name``.
+
+    ``resourceClaimName`` → that name; ``resourceClaimTemplateName`` → the matching
+    ``status.resourceClaimStatuses[].resourceClaimName`` (unset: no claim is needed, skipped).
+    Raises: InvalidSpec(InvalidConsumer) for an entry with neither field, or a template entry the
+    resourceclaim controller has not resolved yet (``ErrClaimNotFound``: retry later).
+    """
+    meta = _mapping(pod.get("metadata"))
+    label = f"Pod {meta.get('namespace')}/{meta.get('name')}"
+    statuses = {
+        str(s.get("name")): s.get("resourceClaimName")
+        for s in (_mapping(pod.get("status")).get("resourceClaimStatuses") or [])
+        if isinstance(s, Mapping)
+    }
+    out: list[PodClaim] = []
+    problems: list[errors.FieldError] = []
+    for index, entry in enumerate(_mapping(pod.get("spec")).get("resourceClaims") or []):
+        entry = _mapping(entry)
+        alias = str(entry.get("name") or "")
+        path = f"spec.resourceClaims[{index}]"
+        direct, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+        if isinstance(direct, str) and direct:
+            out.append(PodClaim(alias, direct, must_check_owner=False))
+        elif isinstance(template, str) and template:
+            if alias not in statuses:
+                problems.append(
+                    errors.FieldError(
+                        path,
+                        f"claim {alias!r} from template {template!r} has no entry in "
+                        "status.resourceClaimStatuses yet; the resourceclaim controller has not created it",
+                    )
+                )
+            elif isinstance(statuses[alias], str) and statuses[alias]:
+                out.append(PodClaim(alias, str(statuses[alias]), must_check_owner=True))
+        else:
+            problems.append(
+                errors.FieldError(path, "sets neither resourceClaimName nor resourceClaimTemplateName")
+            )
+    if problems:
+        raise _consumer_error(f"{label}: its resource claims cannot be resolved", *problems)
+    return tuple(out)
+
+
+def is_for_pod(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
+    """Kubernetes ``IsForPod(pod, claim, false)``: same namespace and controlled by this Pod UID."""
+    pod_meta, claim_meta = _mapping(pod.get("metadata")), _mapping(claim.get("metadata"))
+    if pod_meta.get("namespace") != claim_meta.get("namespace"):
+        return False
+    for ref in claim_meta.get("ownerReferences") or []:
+        ref = _mapping(ref)
+        if ref.get("controller") is True and ref.get("uid") == pod_meta.get("uid"):
+            return ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1"
+    return False
+
+
+def check_claim_kind(claim: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
+    """Refuse an extended-resource claim for the managed driver (spec §4.1).
+
+    Raises: InvalidSpec(UnsupportedManagedClaimKind) naming the claim and the marker found.
+    """
+    meta = _mapping(claim.get("metadata"))
+    name = meta.get("name")
+    marker = _mapping(meta.get("annotations")).get(EXTENDED_RESOURCE_ANNOTATION) == "true"
+    status_name = _mapping(_mapping(pod.get("status")).get("extendedResourceClaimStatus")).get(
+        "resourceClaimName"
+    )
+    if marker or (status_name and status_name == name):
+        raise errors.InvalidSpec(
+            f"ResourceClaim {meta.get('namespace')}/{name} is an extended-resource claim; automatic "
+            "network attachment supports only claims from pod.spec.resourceClaims: request the VF "
+            "with a ResourceClaimTemplate instead of an extended resource",
+            reason=errors.Reason.UNSUPPORTED_MANAGED_CLAIM_KIND,
+        )
+
+
+def check_pod(
+    pod: Mapping[str, Any], *, plan: claimplan.ClaimPlan, node_name: str, new_prepare: bool
+) -> None:
+    """Check the live Pod against the reservation and this node (spec §6.1 steps 3–4).
+
+    Raises: InvalidSpec(InvalidConsumer) for another UID (the reserved Pod was replaced), another
+    node, or (new prepare) a ``hostNetwork`` Pod; InvalidSpec(InvalidConsumer) for a terminating
+    Pod on a new prepare and LifecycleBlocked(ClaimReleaseInProgress) on a retry (the binding is
+    kept for release).
+    """
+    meta, spec = _mapping(pod.get("metadata")), _mapping(pod.get("spec"))
+    label = f"Pod {plan.namespace}/{plan.pod_name}"
+    problems: list[errors.FieldError] = []
+    if meta.get("uid") != plan.pod_uid:
+        problems.append(
+            errors.FieldError(
+                "metadata.uid",
+                f"is {meta.get('uid')}, but claim {plan.namespace}/{plan.name} is reserved for UID "
+                f"{plan.pod_uid}: the Pod was replaced; the kubelet retries for the current Pod",
+            )
+        )
+    if spec.get("nodeName") != node_name:
+        problems.append(
+            errors.FieldError("spec.nodeName", f"is {spec.get('nodeName')!r}, not this node {node_name!r}")
+        )
+    if new_prepare and spec.get("hostNetwork") is True:
+        problems.append(
+            errors.FieldError(
+                "spec.hostNetwork",
+                "is true; a hostNetwork Pod gets no secondary networks: remove hostNetwork or the SR-IOV claim",
+            )
+        )
+    if problems:
+        raise _consumer_error(f"{label} cannot consume claim {plan.namespace}/{plan.name}", *problems)
+    if meta.get("deletionTimestamp"):
+        message = f"{label} is terminating; no network is attached to it"
+        if new_prepare:
+            raise _consumer_error(message)
+        raise errors.LifecycleBlocked(
+            message + "; its bindings are kept until the kubelet unprepares the claim",
+            reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
+        )
+
+
+def verify_consumer(
+    claim: Mapping[str, Any],
+    plan: claimplan.ClaimPlan,
+    *,
+    pods: seams.PodApi,
+    node: seams.NodeIdentity,
+    new_prepare: bool,
+) -> Consumer:
+    """Read the reserved Pod live and verify it consumes exactly this claim on this node.
+
+    Raises: InvalidSpec(InvalidConsumer) when the Pod is gone, replaced, elsewhere, hostNetwork,
+    terminating (new prepare), or does not reference the claim (directly, or through a template
+    status whose claim this Pod controls); InvalidSpec(UnsupportedManagedClaimKind) for an
+    extended-resource claim; LifecycleBlocked for a terminating Pod on a retry;
+    ``kube.errors`` classes for the Pod GET (Forbidden, timeout, ...).
+    Source: spec §6.1, ResolvePodForClaim of §16.1.
+    """
+    try:
+        pod = pods.get(plan.namespace, plan.pod_name)
+    except kube_errors.NotFound as exc:
+        raise _consumer_error(
+            f"Pod {plan.namespace}/{plan.pod_name}, the reserved consumer of claim {plan.namespace}/"
+            f"{plan.name}, does not exist (any more); nothing is prepared for a missing Pod"
+        ) from exc
+    check_pod(pod, plan=plan, node_name=node.name, new_prepare=new_prepare)
+    check_claim_kind(claim, pod)
+    aliases = resolve_pod_claims(pod)
+    naming = [a for a in aliases if a.claim_name == plan.name]
+    owned = [a for a in naming if not a.must_check_owner or is_for_pod(pod, claim)]
+    if not owned:
+        detail = (
+            "the claim of that name is not controlled by this Pod (IsForPod failed)"
+            if naming
+            else "no pod.spec.resourceClaims entry resolves to it"
+        )
+        raise _consumer_error(
+            f"Pod {plan.namespace}/{plan.pod_name} does not reference claim {plan.namespace}/{plan.name}: "
+            f"{detail}; the reservation does not authorize this prepare"
+        )
+    meta = _mapping(pod.get("metadata"))
+    return Consumer(
+        pod=pod,
+        namespace=str(meta.get("namespace")),
+        name=str(meta.get("name")),
+        uid=identities.PodUid(str(meta.get("uid"))),
+        aliases=aliases,
+        claim_aliases=tuple(sorted(a.alias for a in owned)),
+    )
+
+
+def sibling_claims(
+    consumer: Consumer, *, this_claim: str, claims: seams.ClaimApi
+) -> Sequence[tuple[str, Mapping[str, Any]]]:
+    """GET the Pod's other claims once each: ``(alias, claim JSON)`` for every alias of them.
+
+    Claims are read by name once; a generated claim not controlled by the Pod is refused. The
+    claim being prepared (``this_claim``) is skipped. Raises: InvalidSpec(InvalidConsumer) for a
+    claim that is missing or not the Pod's; ``kube.errors`` classes for the GETs.
+    """
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    fetched: dict[str, Mapping[str, Any]] = {}
+    for entry in consumer.aliases:
+        if entry.claim_name == this_claim:
+            continue
+        if entry.claim_name not in fetched:
+            try:
+                fetched[entry.claim_name] = claims.get(consumer.namespace, entry.claim_name)
+            except kube_errors.NotFound as exc:
+                raise _consumer_error(
+                    f"{consumer.ref} references claim {consumer.namespace}/{entry.claim_name} (as "
+                    f"{entry.alias!r}), which does not exist; interface names need every claim of the Pod"
+                ) from exc
+        claim = fetched[entry.claim_name]
+        if entry.must_check_owner and not is_for_pod(consumer.pod, claim):
+            raise _consumer_error(
+                f"{consumer.ref}: claim {consumer.namespace}/{entry.claim_name} (alias {entry.alias!r}) is not "
+                "controlled by this Pod; it cannot be one of its generated claims"
+            )
+        out.append((entry.alias, claim))
+    return out

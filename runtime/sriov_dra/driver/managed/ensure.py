@@ -1,0 +1,168 @@
+"""EnsureManagedBindings: shadows, persisted UIDs, one Pod patch, then ``Ready`` (spec §8.1–§8.3).
+
+Owns the forward sequence every path shares (first prepare after the ``Pending`` checkpoint, the
+already-prepared prepare, and the repair worker), for ONE Pod, with the caller holding the claim
+and Pod operation locks (this module never locks):
+
+1. take a fresh checkpoint snapshot of the Pod's claims whose bindings are ``Pending``/``Ready``
+   (``Deleting``/``ReleaseComplete`` records are never published again);
+2. per claim, ensure each shadow (``shadows.ensure_shadow``); a shadow that is truly gone first
+   gets its recorded UID cleared and ``Pending`` persisted, then is recreated; observed UIDs are
+   persisted with one narrow checkpoint write per claim;
+3. one merge of every claim whose shadows all exist into the live Pod (``podnets``); a claim
+   whose shadows failed is left out, so no selection names a shadow that does not exist;
+4. persist ``Ready`` for the claims that were published.
+
+An error on one claim is reported for that claim and never undoes another claim's work or any
+hardware: state stays recoverable and the next prepare or repair pass continues forward.
+It must never roll back hardware, release a binding, or publish another claim's missing shadows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sriov_dra.core import checkpoint_lifecycle, errors, identities
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.driver.managed import podnets, seams, shadows
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EnsureResult:
+    """Per-claim outcome of one ensure pass for a Pod.
+
+    Shapes: ``ready`` claim UIDs now durably ``Ready``; ``failed`` claim UID → the error that
+    stopped it (its state is kept for the next attempt); ``created`` shadow names created now.
+    """
+
+    ready: tuple[identities.ClaimUid, ...] = ()
+    failed: Mapping[identities.ClaimUid, Exception] = field(default_factory=dict)
+    created: tuple[str, ...] = ()
+    patched: bool = False
+
+
+def forward_records(store: seams.Store, pod_uid: str) -> list[model.ClaimRecord]:
+    """The Pod's records with managed bindings that are not being released, by claim UID."""
+    return [
+        r
+        for r in store.snapshot_pod(pod_uid).values()
+        if r.managed_bindings() and not checkpoint_lifecycle.release_in_progress(r)
+    ]
+
+
+def _ensure_claim(
+    record: model.ClaimRecord,
+    *,
+    pod_name: str,
+    node: seams.NodeIdentity,
+    store: seams.Store,
+    nads: seams.NadApi,
+    clock: seams.Clock,
+    backoff: podnets.Backoff,
+    created: list[str],
+) -> model.ClaimRecord:
+    """Ensure every shadow of one claim and persist the UIDs observed; return the new record."""
+    wrong_node = [b.attachment_id for b in record.managed_bindings() if b.node_uid != node.uid]
+    if wrong_node:
+        raise errors.Conflict(
+            f"claim {record.namespace}/{record.name} ({record.claim_uid}) has bindings recorded for node UID "
+            f"{record.managed_bindings()[0].node_uid}, but this node is {node.uid}; forward repair stops "
+            "(the node was replaced): drain and clean the node",
+            reason=errors.Reason.SHADOW_CONFLICT,
+        )
+    observed: dict[str, model.ManagedBinding] = {}
+    for target in shadows.targets(record):
+        outcome, uid = shadows.ensure_shadow(
+            target, pod_name=pod_name, nads=nads, clock=clock, backoff=backoff
+        )
+        if outcome is shadows.Ensured.MISSING:
+            cleared = replace(target.binding, phase=model.Phase.PENDING, shadow_uid="")
+            record = store.update_managed_bindings(record.claim_uid, {cleared.attachment_id: cleared})
+            LOG.warning(
+                "shadow missing: recreating from frozen config",
+                extra={"nad": target.ref, "claim_uid": record.claim_uid, "op": "repair"},
+            )
+            target = shadows.Target(record, target.device, cleared)
+            outcome, uid = shadows.ensure_shadow(
+                target, pod_name=pod_name, nads=nads, clock=clock, backoff=backoff
+            )
+        if outcome is shadows.Ensured.CREATED:
+            created.append(target.binding.shadow_name)
+        if uid and uid != target.binding.shadow_uid:
+            observed[target.binding.attachment_id] = replace(target.binding, shadow_uid=uid)
+    if observed:
+        record = store.update_managed_bindings(record.claim_uid, observed)
+    return record
+
+
+def ensure_managed_bindings(
+    pod: Mapping[str, Any],
+    *,
+    node: seams.NodeIdentity,
+    store: seams.Store,
+    nads: seams.NadApi,
+    pods: seams.PodApi,
+    reverify: Callable[[Mapping[str, Any]], None],
+    clock: seams.Clock,
+    backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
+) -> EnsureResult:
+    """Run steps 1–4 of the module docstring for the verified live ``pod``; never raises per claim.
+
+    ``reverify`` re-checks a Pod read again after a conflict (UID, node, reservation; it raises
+    to stop). Errors are returned per claim in :attr:`EnsureResult.failed`; a Pod-patch failure
+    is recorded for every claim that was to be published.
+    Source: spec §8.1 steps 3–5, §8.2 (EnsureManagedBindings), §8.3.
+    """
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    pod_uid, pod_name = str(meta.get("uid")), str(meta.get("name"))
+    failed: dict[identities.ClaimUid, Exception] = {}
+    created: list[str] = []
+    ok: list[model.ClaimRecord] = []
+    for record in forward_records(store, pod_uid):
+        try:
+            ok.append(
+                _ensure_claim(
+                    record,
+                    pod_name=pod_name,
+                    node=node,
+                    store=store,
+                    nads=nads,
+                    clock=clock,
+                    backoff=backoff,
+                    created=created,
+                )
+            )
+        except Exception as exc:  # kept for this claim; other claims continue
+            failed[record.claim_uid] = exc
+    if not ok:
+        return EnsureResult(failed=failed, created=tuple(created))
+    try:
+        patched = podnets.ensure_selections(
+            pods=pods,
+            pod=pod,
+            entries=podnets.intended_entries(ok),
+            reverify=reverify,
+            clock=clock,
+            backoff=backoff,
+        )
+    except Exception as exc:
+        for record in ok:
+            failed[record.claim_uid] = exc
+        return EnsureResult(failed=failed, created=tuple(created))
+    ready: list[identities.ClaimUid] = []
+    for record in ok:
+        try:
+            store.update_managed_bindings(
+                record.claim_uid,
+                lambda b: replace(b, phase=model.Phase.READY) if b.phase is model.Phase.PENDING else b,
+            )
+            ready.append(record.claim_uid)
+        except Exception as exc:
+            failed[record.claim_uid] = exc
+    return EnsureResult(ready=tuple(ready), failed=failed, created=tuple(created), patched=patched)

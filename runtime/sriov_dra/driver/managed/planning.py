@@ -1,0 +1,334 @@
+"""Planning a managed claim before any hardware change (spec §5, §8.1 step 1, §12.2.5 steps 3–4).
+
+Owns the pre-hardware half of a first managed prepare. From the verified consumer and the
+claim's plan (``core.claimplan``) it:
+
+1. reads ONE device snapshot (eligibility and attributes together) and refuses any device that
+   is not advertised now (``DeviceNotEligible``) before a VfConfig fallback is even considered;
+2. resolves each device's template reference (``core.templates``: device attribute first,
+   VfConfig second, namespace defaulted once to the Pod's);
+3. GETs each distinct source NAD once (several VFs of one template share the read) and renders
+   each VF's frozen config with its trusted PCI address (``core.render``);
+4. names the interfaces over every allocation of this driver in all of the Pod's claims
+   (``core.ifnames``; sibling claims are read, never waited for);
+5. builds each binding's identity, shadow name and exact shadow object, and dry-runs the Pod
+   annotation merge against the live Pod together with the Pod's other checkpointed bindings:
+   manual selections of a managed template, interface collisions and the annotation size limit
+   fail here, before a VF is touched.
+
+The result, :class:`ManagedPlan`, turns the claim's prepared devices into checkpoint records with
+``Pending`` bindings (:meth:`ManagedPlan.attach`). Cached ``Pending``/``Ready`` records and
+release never come here: they use their frozen state.
+
+It must never change hardware, write to the API, or read a source twice for one plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sriov_dra.core import (
+    bindings,
+    checkpoint_lifecycle,
+    claimplan,
+    errors,
+    identities,
+    ifnames,
+    render,
+    selections,
+    shadow,
+    templates,
+    vfconfig,
+)
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.driver.managed import consumer as consumer_mod
+from sriov_dra.driver.managed import podnets, seams
+from sriov_dra.kube import errors as kube_errors
+
+
+@dataclass(frozen=True)
+class PlannedBinding:
+    """One allocated VF's binding, rendered and named, not yet persisted."""
+
+    pool: str
+    device: str
+    pci_address: identities.PciAddress
+    interface: str
+    template: templates.SourceTemplate
+    source: model.SourceRef
+    rendered: render.RenderedConfig
+    attachment_id: identities.AttachmentId
+    shadow_name: str
+
+    def managed(self, *, namespace: str, node: seams.NodeIdentity) -> model.ManagedBinding:
+        """The ``Pending`` checkpoint binding (no shadow UID yet)."""
+        return model.ManagedBinding(
+            phase=model.Phase.PENDING,
+            attachment_id=self.attachment_id,
+            shadow_namespace=namespace,
+            shadow_name=self.shadow_name,
+            shadow_uid="",
+            source=self.source,
+            rendered_config=self.rendered.config_text,
+            config_sha256=self.rendered.config_sha256,
+            interface=self.interface,
+            node_name=node.name,
+            node_uid=node.uid,
+        )
+
+
+@dataclass(frozen=True)
+class ManagedPlan:
+    """Everything a first managed prepare needs after hardware: one binding per VF of the claim."""
+
+    claim: claimplan.ClaimPlan
+    consumer: consumer_mod.Consumer
+    node: seams.NodeIdentity
+    bindings: tuple[PlannedBinding, ...]
+
+    def attach(self, record: model.ClaimRecord) -> model.ClaimRecord:
+        """Return ``record`` (the claim's prepared devices) with ``Pending`` bindings attached.
+
+        Each device gets its interface name, its rendered config text and its binding.
+        Raises: ContractViolation when ``record`` is not the planned claim or its devices differ.
+        """
+        by_device = {(b.pool, b.device): b for b in self.bindings}
+        if record.claim_uid != self.claim.claim_uid or {(d.pool, d.device) for d in record.devices} != set(
+            by_device
+        ):
+            raise errors.ContractViolation(
+                f"claim {record.namespace}/{record.name}: prepared devices "
+                f"{sorted((d.pool, d.device) for d in record.devices)} differ from the managed plan "
+                f"{sorted(by_device)}"
+            )
+        devices = []
+        for dev in record.devices:
+            planned = by_device[(dev.pool, dev.device)]
+            devices.append(
+                replace(
+                    dev,
+                    interface_name=planned.interface,
+                    net_attach_def_config=planned.rendered.config_text,
+                    managed=planned.managed(namespace=record.namespace, node=self.node),
+                )
+            )
+        return replace(record, devices=tuple(devices))
+
+
+def _not_eligible(claim: claimplan.ClaimPlan, devices: Sequence[str]) -> errors.InvalidSpec:
+    return errors.InvalidSpec(
+        f"ResourceClaim {claim.namespace}/{claim.name}: allocated VFs are not advertised by any eligible "
+        "policy now (their network mapping is unresolved or was withdrawn after scheduling); nothing was "
+        "changed. Fix the SriovResourcePolicy/DeviceAttributes mapping, then recreate the workload",
+        reason=errors.Reason.DEVICE_NOT_ELIGIBLE,
+        errors=[
+            errors.FieldError(f"device {d}", "is not in the eligible policy membership") for d in devices
+        ],
+    )
+
+
+def _read_source(nads: seams.NadApi, template: templates.SourceTemplate) -> Mapping[str, Any]:
+    try:
+        return nads.get(template.namespace, template.name)
+    except kube_errors.NotFound as exc:
+        raise errors.InvalidSpec(
+            f"network template NAD {template} (from {template.origin}) does not exist; create it, or fix the "
+            "mapping that names it; nothing was changed",
+            reason=errors.Reason.MISSING_NETWORK_TEMPLATE,
+        ) from exc
+    except kube_errors.Forbidden as exc:
+        raise errors.InvalidSpec(
+            f"reading network template NAD {template} was refused ({exc}); grant the plugin's ServiceAccount "
+            "get on network-attachment-definitions (ClusterRole dra-sriov-managed-networks)",
+            reason=errors.Reason.SOURCE_ACCESS_DENIED,
+        ) from exc
+
+
+def _source_ref(template: templates.SourceTemplate, source: Mapping[str, Any]) -> model.SourceRef:
+    meta = source.get("metadata") if isinstance(source.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    if not isinstance(uid, str) or not isinstance(version, str) or not uid or not version:
+        raise errors.ContractViolation(f"source NAD {template} was read without metadata.uid/resourceVersion")
+    return model.SourceRef(template.namespace, template.name, identities.ObjectUid(uid), version)
+
+
+def _allocated(
+    claim_uid: str, aliases: Sequence[str], claim: Mapping[str, Any]
+) -> list[ifnames.AllocatedDevice]:
+    """This driver's results of one claim, once per alias naming it (spec §6.5)."""
+    status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
+    assert isinstance(status, Mapping)
+    allocation = status.get("allocation")
+    if not isinstance(allocation, Mapping):
+        meta = claim.get("metadata") or {}
+        raise errors.InvalidSpec(
+            f"ResourceClaim {meta.get('namespace')}/{meta.get('name')} of the same Pod is not allocated; "
+            "interface names need every allocation of the Pod (the scheduler allocates them together)",
+            reason=errors.Reason.INVALID_CLAIM,
+        )
+    out: list[ifnames.AllocatedDevice] = []
+    for result in vfconfig.resolve_results(allocation):
+        request, _, sub = result.request.partition("/")
+        for alias in aliases:
+            out.append(
+                ifnames.AllocatedDevice(
+                    claim_uid=identities.ClaimUid(claim_uid),
+                    claim_alias=alias,
+                    request=request,
+                    subrequest=sub or None,
+                    pool=result.pool,
+                    device=result.device,
+                    ifname=result.config.if_name or None,
+                )
+            )
+    return out
+
+
+def interface_names(
+    consumer: consumer_mod.Consumer,
+    claim: Mapping[str, Any],
+    plan: claimplan.ClaimPlan,
+    *,
+    claims: seams.ClaimApi,
+) -> dict[tuple[str, str], str]:
+    """``(pool, device) → interface`` over every allocation of this driver in the Pod's claims.
+
+    Raises: the ``core.ifnames.assign_interfaces`` errors; InvalidSpec for an unallocated sibling;
+    ``kube.errors`` classes for sibling GETs.
+    """
+    devices = _allocated(plan.claim_uid, consumer.claim_aliases, claim)
+    siblings: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
+    for alias, other in consumer_mod.sibling_claims(consumer, this_claim=plan.name, claims=claims):
+        uid = str((other.get("metadata") or {}).get("uid"))
+        siblings.setdefault(uid, (other, []))[1].append(alias)
+    for uid, (other, aliases) in sorted(siblings.items()):
+        devices.extend(_allocated(uid, sorted(aliases), other))
+    assigned = ifnames.assign_interfaces(devices)
+    return {(a.pool, a.device): a.ifname for a in assigned if a.claim_uid == plan.claim_uid}
+
+
+def plan_bindings(
+    claim: Mapping[str, Any],
+    plan: claimplan.ClaimPlan,
+    consumer: consumer_mod.Consumer,
+    *,
+    node: seams.NodeIdentity,
+    devices: seams.DeviceSource,
+    nads: seams.NadApi,
+    claims: seams.ClaimApi,
+    store: seams.Store,
+) -> ManagedPlan:
+    """Resolve, read, render, name and check every VF of a first managed prepare (see module doc).
+
+    Raises (nothing has been changed when any is raised): InvalidSpec(DeviceNotEligible) listing
+    every withdrawn device; InvalidSpec(InvalidAttribute / InvalidVfConfig /
+    MissingNetworkTemplate / SourceAccessDenied / InvalidNetworkTemplate /
+    UnsupportedNetworkTemplate); Conflict(ConflictingNetworkReference,
+    ManualSelectionConflictsWithManagedTemplate, DuplicateInterfaceName, OwnershipConflict);
+    InvalidSpec(AnnotationTooLarge); ``kube.errors`` classes for the reads (Forbidden, timeout).
+    Source: spec §5.2, §6.2, §6.5, §7, §8.1 step 1, §9 rules 6 and 8, §12.2.5 step 4.
+    """
+    view = devices.snapshot()
+    withdrawn = [d.device for d in plan.devices if not view.is_eligible(d.device)]
+    if withdrawn:
+        raise _not_eligible(plan, withdrawn)
+    chosen: list[tuple[claimplan.PlannedDevice, templates.SourceTemplate]] = []
+    for dev in plan.devices:
+        attrs = view.attributes_of(dev.device) or {}
+        chosen.append(
+            (dev, templates.resolve_template(attrs, dev.config, consumer.namespace, device=dev.device))
+        )
+    sources: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for _, template in chosen:
+        key = (template.namespace, template.name)
+        if key not in sources:
+            sources[key] = _read_source(nads, template)
+    names_by_device = interface_names(consumer, claim, plan, claims=claims)
+    planned: list[PlannedBinding] = []
+    for dev, template in chosen:
+        pci = view.inventory[dev.device].pci_address
+        source = sources[(template.namespace, template.name)]
+        rendered = render.render_shadow_config(source, pci)
+        identity = identities.build_binding_identity(
+            node_uid=node.uid,
+            pod_uid=consumer.uid,
+            claim_uid=plan.claim_uid,
+            pool=dev.pool,
+            device=dev.device,
+        )
+        aid = identities.attachment_id(identity)
+        ref = _source_ref(template, source)
+        interface = names_by_device[(dev.pool, dev.device)]
+        shadow.build_shadow_nad(  # validates that every field of the future shadow is well-formed
+            identity=identity,
+            binding=bindings.Binding(
+                attachment_id=aid,
+                pod_uid=consumer.uid,
+                claim_uid=plan.claim_uid,
+                node_name=node.name,
+                node_uid=node.uid,
+                source=bindings.SourceRef(ref.namespace, ref.name, ref.uid, ref.resource_version),
+                pci_address=pci,
+                interface=interface,
+                config_sha256=rendered.config_sha256,
+            ),
+            rendered=rendered,
+            pod_namespace=consumer.namespace,
+            pod_name=consumer.name,
+        )
+        planned.append(
+            PlannedBinding(
+                pool=dev.pool,
+                device=dev.device,
+                pci_address=pci,
+                interface=interface,
+                template=template,
+                source=ref,
+                rendered=rendered,
+                attachment_id=aid,
+                shadow_name=identities.shadow_name(aid),
+            )
+        )
+    result = ManagedPlan(claim=plan, consumer=consumer, node=node, bindings=tuple(planned))
+    check_pod_annotation(result, store=store)
+    return result
+
+
+def check_pod_annotation(plan: ManagedPlan, *, store: seams.Store) -> None:
+    """Dry-run the Pod annotation merge with this plan plus the Pod's other forward bindings.
+
+    Raises: the ``core.selections.merge_managed_selections`` errors (nothing is written).
+    """
+    draft = model.ClaimRecord(
+        claim_uid=plan.claim.claim_uid,
+        namespace=plan.claim.namespace,
+        name=plan.claim.name,
+        pod_uid=plan.consumer.uid,
+        devices=tuple(
+            model.PreparedDevice(
+                request_names=("draft",),
+                pool=b.pool,
+                device=b.device,
+                pci_address=b.pci_address,
+                original_driver="",
+                vf_config={},
+                interface_name=b.interface,
+                cdi_device_ids=(),
+                net_attach_def_config="",
+                managed=b.managed(namespace=plan.claim.namespace, node=plan.node),
+            )
+            for b in plan.bindings
+        ),
+    )
+    others = [
+        r
+        for uid, r in store.snapshot_pod(plan.consumer.uid).items()
+        if uid != plan.claim.claim_uid
+        and r.managed_bindings()
+        and not checkpoint_lifecycle.release_in_progress(r)
+    ]
+    entries = podnets.intended_entries([*others, draft], placeholder=True)
+    selections.merge_managed_selections(selections.pod_snapshot(plan.consumer.pod), entries)

@@ -1,0 +1,193 @@
+"""ReleaseManagedClaim: release one claim's bindings in the order of spec §8.4 steps 1–9.
+
+Caller: the unprepare handler (the kubelet's NodeUnprepareResources is the authority to release)
+or the repair worker resuming a release that was already authorized (``Deleting`` or
+``ReleaseComplete`` persisted); either holds the claim lock, then the Pod lock.
+
+Order, each step idempotent and each failure leaving recoverable state:
+
+0. ``Deleting`` is persisted before anything else (``ReleaseComplete`` is never downgraded);
+1. each shadow is found under its deterministic name and its provenance verified (an empty UID
+   from a lost create is adopted only on an exact match and persisted);
+2. its deletion is requested with a UID precondition (a terminating or missing one is fine);
+3. only this claim's selections and registry entries are removed from the same Pod UID;
+4–5. the host is released by ``release_host`` (original drivers, claim CDI spec, Pod CDI spec
+   rebuilt without this claim): skipped on a ``ReleaseComplete`` retry;
+6. ``ReleaseComplete`` is persisted (a failed write keeps ``Deleting``; 4–5 are replayed);
+7–8. only our finalizer is removed with a tested JSON Patch on the NAD's main endpoint;
+9. the checkpoint record is deleted last; only then may a new Pod use the claim UID.
+
+It must never release hardware for a record it was not asked to release, edit an object whose
+identity does not match, or remove a finalizer before ``ReleaseComplete`` is durable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sriov_dra.core import checkpoint_lifecycle, errors
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.driver.managed import podnets, seams, shadows
+from sriov_dra.kube import errors as kube_errors
+
+LOG = logging.getLogger(__name__)
+
+HostRelease = Callable[[model.ClaimRecord], None]
+"""Restores the record's VF drivers, removes its claim CDI spec and rebuilds (or removes) the
+Pod CDI spec without it; idempotent (``driver.unprepare.release_host``)."""
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    """What one release did: shadows whose finalizer obligation is complete, foreign finalizers
+    still holding some of them (reported, never waited for), and whether hardware was released
+    in this call."""
+
+    finalized: tuple[str, ...]
+    foreign: Mapping[str, tuple[str, ...]]
+    released_host: bool
+
+
+def _pod_name(
+    record: model.ClaimRecord, views: list[shadows.ReleaseView], claims: seams.ClaimApi
+) -> str | None:
+    """The consumer Pod's name: from a shadow's ownerReference, else the claim's reservation."""
+    for view in views:
+        if view.pod_name:
+            return view.pod_name
+    try:
+        claim = claims.get(record.namespace, record.name)
+    except kube_errors.NotFound:
+        return None
+    meta = claim.get("metadata") if isinstance(claim.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    if meta.get("uid") != record.claim_uid:
+        return None
+    status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
+    assert isinstance(status, Mapping)
+    for entry in status.get("reservedFor") or []:
+        if isinstance(entry, Mapping) and entry.get("uid") == record.pod_uid:
+            return str(entry.get("name"))
+    return None
+
+
+def _api_cleanup(
+    record: model.ClaimRecord,
+    *,
+    store: seams.Store,
+    nads: seams.NadApi,
+    pods: seams.PodApi,
+    claims: seams.ClaimApi,
+    clock: seams.Clock,
+    backoff: podnets.Backoff,
+) -> tuple[model.ClaimRecord, dict[str, str]]:
+    """Steps 1–3; returns the record (with adopted UIDs) and shadow name → UID to finalize."""
+    views: list[shadows.ReleaseView] = []
+    adopted: dict[str, model.ManagedBinding] = {}
+    for target in shadows.targets(record):
+        view = shadows.resolve_for_release(target, nads=nads)
+        if view.live is not None and not target.binding.shadow_uid:
+            adopted[target.binding.attachment_id] = replace(target.binding, shadow_uid=view.uid)
+        views.append(view)
+    if adopted:
+        record = store.update_managed_bindings(record.claim_uid, adopted)
+    for target, view in zip(shadows.targets(record), views, strict=True):
+        shadows.request_deletion(target, view, nads=nads)
+    pod_name = _pod_name(record, views, claims)
+    if pod_name is not None:
+        podnets.remove_claim_selections(
+            pods=pods,
+            namespace=record.namespace,
+            name=pod_name,
+            pod_uid=record.pod_uid,
+            claim_uid=record.claim_uid,
+            clock=clock,
+            backoff=backoff,
+        )
+    uids = {t.binding.shadow_name: v.uid for t, v in zip(shadows.targets(record), views, strict=True)}
+    return record, uids
+
+
+def release_managed_claim(
+    record: model.ClaimRecord,
+    *,
+    store: seams.Store,
+    nads: seams.NadApi,
+    pods: seams.PodApi,
+    claims: seams.ClaimApi,
+    release_host: HostRelease | None,
+    clock: seams.Clock,
+    backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
+) -> ReleaseResult:
+    """Release ``record`` (which has managed bindings) as the module docstring describes.
+
+    ``release_host`` is ``None`` only for a worker resuming a record that is already
+    ``ReleaseComplete`` (the worker never releases hardware on its own authority: it passes the
+    handler's function only for a ``Deleting`` record the kubelet authorized).
+    Raises: Conflict(ShadowConflict) when a shadow is not exactly ours (release waits, nothing is
+    edited); ContractViolation when the host must still be released but ``release_host`` is
+    ``None``; the host's errors (record stays ``Deleting``); ``OSError`` for checkpoint writes;
+    ``kube.errors`` classes. Source: spec §8.4, ReleaseManagedClaim/FinalizeReleasedShadow §16.1.
+    """
+    label = f"ResourceClaim {record.namespace}/{record.name} ({record.claim_uid})"
+    if not record.managed_bindings():
+        raise errors.ContractViolation(f"{label} has no managed bindings; release it as a plain claim")
+    host_done = checkpoint_lifecycle.locally_released(record)
+    if not host_done:
+        record = store.mark_managed_deleting(record.claim_uid)
+    record, uids = _api_cleanup(
+        record, store=store, nads=nads, pods=pods, claims=claims, clock=clock, backoff=backoff
+    )
+    released = False
+    if not host_done:
+        if release_host is None:
+            raise errors.ContractViolation(
+                f"{label} is Deleting but no host release was supplied; only the unprepare path may release it"
+            )
+        release_host(record)
+        released = True
+        record = store.mark_managed_release_complete(record.claim_uid)
+    finalized: list[str] = []
+    foreign: dict[str, tuple[str, ...]] = {}
+    for target in shadows.targets(record):
+        outcome = shadows.finalize_released(
+            target, uids.get(target.binding.shadow_name, ""), nads=nads, clock=clock, backoff=backoff
+        )
+        finalized.append(target.binding.shadow_name)
+        if outcome.foreign:
+            foreign[target.binding.shadow_name] = outcome.foreign
+            LOG.info(
+                "shadow held by other finalizers after release",
+                extra={"nad": target.ref, "reason": ",".join(outcome.foreign), "op": "release"},
+            )
+    store.delete_claim(record.claim_uid)
+    return ReleaseResult(tuple(finalized), foreign, released)
+
+
+def discard_unpublished(store: seams.Store, claim_uid: str) -> None:
+    """Forget a new record whose bindings never reached the API (rollback before any shadow write).
+
+    For a first prepare whose hardware step failed: its ``Pending`` bindings were persisted but
+    no shadow create or Pod patch was attempted, so the record goes through the two release
+    phases (the store only deletes ``ReleaseComplete`` records) and is then deleted.
+    Raises: ``OSError`` for checkpoint writes (the record stays; unprepare finishes it).
+    """
+    record = store.snapshot_claim(claim_uid)
+    if record is None:
+        return
+    if record.managed_bindings():
+        store.mark_managed_deleting(claim_uid)
+        store.mark_managed_release_complete(claim_uid)
+    store.delete_claim(claim_uid)
+
+
+def describe_pod(record: model.ClaimRecord) -> dict[str, Any]:
+    """Log fields of a record's consumer (no configs, no credentials)."""
+    return {
+        "claim": f"{record.namespace}/{record.name}",
+        "claim_uid": record.claim_uid,
+        "pod_uid": record.pod_uid,
+    }

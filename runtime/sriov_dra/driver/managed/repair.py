@@ -1,0 +1,307 @@
+"""The repair and finalizer worker (spec §8.3) and the periodic orphan scan (spec §8.5).
+
+Started after the checkpoint is loaded and before the plugin reports ready (the entrypoint waits
+for :meth:`RepairWorker.wait_first_pass`). One pass, at startup and then every
+``interval_s``:
+
+- ``Pending``/``Ready`` records, grouped by Pod: read the claim (same UID, still reserved for the
+  recorded Pod) and the Pod (same UID, this node, not terminating); if all hold, run the shared
+  EnsureManagedBindings under the claim-then-Pod locks: missing shadows are recreated from frozen
+  bytes, missing selections and registry entries restored, a missing finalizer put back; a
+  terminating shadow is never recreated (``ShadowDeletionPending`` Event). If anything does not
+  hold, forward repair stops for that Pod: the observation alone never releases anything;
+- ``Deleting`` records: the kubelet already authorized their release; it is resumed (local
+  cleanup through the handler's host release, then finalization);
+- ``ReleaseComplete`` records: API/finalizer work only, never hardware.
+
+Work is bounded (``max_items_per_pass``) and each Pod/claim that fails waits an exponentially
+growing, capped delay before it is tried again; Events are emitted on transitions only.
+It must never release hardware for a record that is not ``Deleting``, and never finalize an
+orphan.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sriov_dra.core import checkpoint_lifecycle, errors
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.driver.managed import ensure as ensure_mod
+from sriov_dra.driver.managed import observe, orphans, release, service
+from sriov_dra.kube import errors as kube_errors
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RepairSettings:
+    """Timing and bounds of the worker."""
+
+    interval_s: float = 30.0
+    """Seconds between passes; watch events are not needed, a missed change waits one period."""
+    orphan_interval_s: float = 300.0
+    """Seconds between orphan LISTs (one all-namespace LIST each; cheap but not free)."""
+    first_retry_s: float = 5.0
+    """Seconds a failed Pod/claim waits before its next attempt; doubled per failure."""
+    max_retry_s: float = 300.0
+    """Cap of that wait, so an API outage is not hammered and recovery is still prompt."""
+    max_items_per_pass: int = 256
+    """Pods plus releasing claims handled per pass; the rest wait for the next pass."""
+
+
+@dataclass
+class PassReport:
+    """What one pass did (for tests and logs)."""
+
+    ensured_pods: list[str] = field(default_factory=list)
+    stopped: dict[str, str] = field(default_factory=dict)
+    released: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    deferred: list[str] = field(default_factory=list)
+    orphans: list[orphans.ShadowReport] = field(default_factory=list)
+
+
+class _Stop(Exception):
+    """Forward repair does not apply (Pod/claim gone, replaced, terminating, elsewhere)."""
+
+
+class RepairWorker:
+    """Runs passes on a daemon thread; :meth:`run_once` is the whole pass (tests call it)."""
+
+    def __init__(
+        self,
+        *,
+        attach: service.ManagedAttach,
+        host_release: release.HostRelease | None,
+        settings: RepairSettings | None = None,
+    ) -> None:
+        self.attach = attach
+        self.host_release = host_release
+        self.settings = settings if settings is not None else RepairSettings()
+        self._retry_at: dict[str, tuple[float, int]] = {}
+        self._last_orphan_scan: float | None = None
+        self._stop = threading.Event()
+        self._first = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Start the worker thread; its first pass runs immediately."""
+        self._thread = threading.Thread(target=self._run, name="managed-repair", daemon=True)
+        self._thread.start()
+
+    def wait_first_pass(self, timeout_s: float) -> bool:
+        """Wait until the first pass finished (readiness gate); True when it did."""
+        return self._first.wait(timeout_s)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop after the current pass (waits at most ``timeout_s`` seconds)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                LOG.exception("repair pass failed", extra={"op": "repair"})
+            self._first.set()
+            self._stop.wait(self.settings.interval_s)
+
+    # ------------------------------------------------------------------ one pass
+    def _due(self, key: str, now: float) -> bool:
+        entry = self._retry_at.get(key)
+        return entry is None or entry[0] <= now
+
+    def _failed(self, key: str, now: float) -> None:
+        _, count = self._retry_at.get(key, (0.0, 0))
+        delay = min(self.settings.max_retry_s, self.settings.first_retry_s * (2**count))
+        self._retry_at[key] = (now + delay, count + 1)
+
+    def run_once(self) -> PassReport:
+        """One pass over the checkpoint (and, when due, one orphan scan)."""
+        report = PassReport()
+        store = self.attach.store
+        clock = self.attach.clock
+        records = store.all_claims()
+        self.attach.reporter.metrics.count_phases(records.values())
+        forward: dict[str, list[model.ClaimRecord]] = {}
+        releasing: list[model.ClaimRecord] = []
+        for record in records.values():
+            if not record.managed_bindings():
+                continue
+            if checkpoint_lifecycle.release_in_progress(record):
+                releasing.append(record)
+            else:
+                forward.setdefault(record.pod_uid, []).append(record)
+        budget = self.settings.max_items_per_pass
+        for pod_uid, pod_records in sorted(forward.items()):
+            key = f"pod/{pod_uid}"
+            if budget <= 0 or not self._due(key, clock.monotonic()):
+                report.deferred.append(key)
+                continue
+            budget -= 1
+            self._repair_pod(pod_uid, pod_records, report, key)
+        for record in releasing:
+            key = f"claim/{record.claim_uid}"
+            if budget <= 0 or not self._due(key, clock.monotonic()):
+                report.deferred.append(key)
+                continue
+            budget -= 1
+            self._resume_release(record, report, key)
+        now = clock.monotonic()
+        if self._last_orphan_scan is None or now - self._last_orphan_scan >= self.settings.orphan_interval_s:
+            self._last_orphan_scan = now
+            report.orphans = self.scan_orphans()
+        return report
+
+    def _consumer(self, record: model.ClaimRecord) -> Mapping[str, Any]:
+        """The live consumer Pod of ``record`` when forward repair applies; raises _Stop otherwise."""
+        attach = self.attach
+        try:
+            claim = attach.claims.get(record.namespace, record.name)
+        except kube_errors.NotFound:
+            raise _Stop("claim deleted") from None
+        meta = claim.get("metadata") or {}
+        if meta.get("uid") != record.claim_uid:
+            raise _Stop("claim replaced (another UID)")
+        reserved = [
+            e for e in (claim.get("status") or {}).get("reservedFor") or [] if e.get("uid") == record.pod_uid
+        ]
+        if not reserved:
+            raise _Stop("claim no longer reserved for the recorded Pod")
+        try:
+            pod = attach.pods.get(record.namespace, str(reserved[0].get("name")))
+        except kube_errors.NotFound:
+            raise _Stop("Pod deleted") from None
+        pod_meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if pod_meta.get("uid") != record.pod_uid:
+            raise _Stop("Pod replaced (another UID)")
+        if spec.get("nodeName") != attach.node.name:
+            raise _Stop("Pod is bound to another node")
+        if pod_meta.get("deletionTimestamp"):
+            raise _Stop("Pod is terminating")
+        return pod
+
+    def _repair_pod(
+        self, pod_uid: str, records: list[model.ClaimRecord], report: PassReport, key: str
+    ) -> None:
+        attach = self.attach
+        first = records[0]
+        started = attach.clock.monotonic()
+        try:
+            pod = self._consumer(first)
+            with attach.locks.hold(first.claim_uid, pod_uid):
+                current = ensure_mod.forward_records(attach.store, pod_uid)
+                if not current:
+                    return
+                refs = [(r.namespace, r.name) for r in current]
+                result = ensure_mod.ensure_managed_bindings(
+                    pod,
+                    node=attach.node,
+                    store=attach.store,
+                    nads=attach.nads,
+                    pods=attach.pods,
+                    reverify=attach.reverify(pod_uid, refs),
+                    clock=attach.clock,
+                    backoff=attach.backoff,
+                )
+        except _Stop as stop:
+            report.stopped[key] = str(stop)
+            LOG.info(
+                "forward repair stopped", extra={"pod_uid": pod_uid, "reason": str(stop), "op": "repair"}
+            )
+            return
+        except Exception as exc:
+            report.failed[key] = observe.reason_of(exc)
+            self._failed(key, attach.clock.monotonic())
+            meta = first
+            attach.reporter.failure(
+                "repair",
+                exc,
+                kind=observe.CLAIM,
+                namespace=meta.namespace,
+                name=meta.name,
+                uid=meta.claim_uid,
+            )
+            return
+        pod_meta = pod.get("metadata") or {}
+        attach.note(result, namespace=first.namespace, name=str(pod_meta.get("name")), uid=pod_uid)
+        if result.failed:
+            report.failed[key] = ",".join(sorted({observe.reason_of(e) for e in result.failed.values()}))
+            self._failed(key, attach.clock.monotonic())
+            return
+        self._retry_at.pop(key, None)
+        report.ensured_pods.append(pod_uid)
+        if result.created or result.patched:
+            attach.reporter.metrics.repair_seconds.observe(attach.clock.monotonic() - started)
+            attach.reporter.event(
+                observe.POD,
+                first.namespace,
+                str(pod_meta.get("name")),
+                pod_uid,
+                reason=observe.REASON_REPAIRED,
+                note=f"repaired managed networks (shadows recreated: {', '.join(result.created) or 'none'}; "
+                f"annotation rewritten: {result.patched})",
+                warning=True,
+                action="Repair",
+            )
+
+    def _resume_release(self, record: model.ClaimRecord, report: PassReport, key: str) -> None:
+        attach = self.attach
+        try:
+            with attach.locks.hold(record.claim_uid, record.pod_uid):
+                current = attach.store.snapshot_claim(record.claim_uid)
+                if current is None or not checkpoint_lifecycle.release_in_progress(current):
+                    return
+                host = None if checkpoint_lifecycle.locally_released(current) else self.host_release
+                if host is None and not checkpoint_lifecycle.locally_released(current):
+                    report.deferred.append(key)  # Deleting, but no authorized host release wired: wait
+                    return
+                attach.release(current, release_host=host)
+        except (errors.SriovDraError, kube_errors.ApiError, OSError) as exc:
+            report.failed[key] = observe.reason_of(exc)
+            self._failed(key, attach.clock.monotonic())
+            return
+        self._retry_at.pop(key, None)
+        report.released.append(record.claim_uid)
+
+    def scan_orphans(self) -> list[orphans.ShadowReport]:
+        """List this node's shadows and report the orphans (log, Event, metric); never finalize."""
+        attach = self.attach
+        try:
+            found = orphans.scan(nads=attach.nads, store=attach.store, node=attach.node)
+        except kube_errors.ApiError as exc:
+            attach.reporter.metrics.failed("orphans", exc)
+            LOG.warning("orphan scan failed", extra={"op": "orphans", "reason": observe.reason_of(exc)})
+            return []
+        lost = [r for r in found if r.status is orphans.Status.ORPHANED]
+        attach.reporter.metrics.orphans.set(len(lost))
+        for item in lost:
+            LOG.warning(
+                "orphaned shadow",
+                extra={
+                    "nad": f"{item.namespace}/{item.name}",
+                    "claim_uid": item.claim_uid,
+                    "pod_uid": item.pod_uid,
+                    "reason": item.why,
+                    "op": "orphans",
+                },
+            )
+            attach.reporter.event(
+                observe.NAD,
+                item.namespace,
+                item.name,
+                item.uid,
+                reason=observe.REASON_ORPHAN,
+                note=f"shadow of node {attach.node.name} has no matching checkpoint record ({item.why}); it is kept "
+                "and protected: inspect it with 'sriov-dra orphans'",
+                warning=True,
+                action="OrphanScan",
+            )
+        return found

@@ -1,0 +1,220 @@
+"""The auto-attach facade the prepare/unprepare handler and the repair worker call.
+
+:class:`ManagedAttach` bundles the seams once (node identity, device snapshot source, Pod/NAD/
+claim APIs, checkpoint store, operation locks, clock, reporter) and exposes the steps in the
+order the handler uses them (spec §8.2 pseudocode):
+
+- :meth:`verify` (before locks): the live consumer Pod (``consumer``);
+- :meth:`plan` (under the claim and Pod locks, only when the claim has no record): everything
+  that can fail before hardware (``planning``); the handler then attaches the ``Pending``
+  bindings to its first checkpoint record with :meth:`ManagedPlan.attach`;
+- :meth:`ensure` (under the locks, after the record is durable, first prepare and retries
+  alike): shadows → UIDs → Pod patch → ``Ready`` for the whole Pod (``ensure``);
+- :meth:`release` (unprepare, under the locks): spec §8.4 (``release``);
+- :meth:`discard_unpublished`: forget a new record whose hardware step failed before any API
+  write (the only rollback there is).
+
+It must never take the operation locks itself in these entry points (the caller holds them; an
+ensure/release helper must not lock recursively), and never release hardware on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sriov_dra.core import checkpoint_lifecycle, claimplan, errors, identities
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.driver.managed import consumer as consumer_mod
+from sriov_dra.driver.managed import ensure as ensure_mod
+from sriov_dra.driver.managed import lockorder, observe, planning, podnets, release, seams
+from sriov_dra.kube import errors as kube_errors
+
+LOG = logging.getLogger(__name__)
+
+
+class ManagedAttach:
+    """Auto-attach for one node; thread-safe (state lives in the store and the API)."""
+
+    def __init__(
+        self,
+        *,
+        node: seams.NodeIdentity,
+        devices: seams.DeviceSource,
+        pods: seams.PodApi,
+        nads: seams.NadApi,
+        claims: seams.ClaimApi,
+        store: seams.Store,
+        locks: lockorder.OperationLocks,
+        clock: seams.Clock | None = None,
+        reporter: observe.Reporter | None = None,
+        backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
+    ) -> None:
+        self.node = node
+        self.devices = devices
+        self.pods = pods
+        self.nads = nads
+        self.claims = claims
+        self.store = store
+        self.locks = locks
+        self.clock: seams.Clock = clock if clock is not None else seams.SystemClock()
+        self.reporter = reporter if reporter is not None else observe.Reporter(None, observe.ManagedMetrics())
+        self.backoff = backoff
+
+    # ---------------------------------------------------------------- prepare
+    def verify(
+        self, claim: Mapping[str, Any], plan: claimplan.ClaimPlan, *, new_prepare: bool
+    ) -> consumer_mod.Consumer:
+        """Verify the claim's consumer Pod (see ``consumer.verify_consumer``)."""
+        return consumer_mod.verify_consumer(
+            claim, plan, pods=self.pods, node=self.node, new_prepare=new_prepare
+        )
+
+    def plan(
+        self, claim: Mapping[str, Any], plan: claimplan.ClaimPlan, consumer: consumer_mod.Consumer
+    ) -> planning.ManagedPlan:
+        """Plan a first managed prepare (see ``planning.plan_bindings``); nothing is changed."""
+        return planning.plan_bindings(
+            claim,
+            plan,
+            consumer,
+            node=self.node,
+            devices=self.devices,
+            nads=self.nads,
+            claims=self.claims,
+            store=self.store,
+        )
+
+    def reverify(
+        self, pod_uid: str, claim_refs: list[tuple[str, str]]
+    ) -> Callable[[Mapping[str, Any]], None]:
+        """A check for a Pod re-read after a conflict: same UID and node, not terminating, and each
+        of ``claim_refs`` (namespace, name) still reserved for it (spec §8.1 step 4)."""
+
+        def check(pod: Mapping[str, Any]) -> None:
+            meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+            spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+            assert isinstance(meta, Mapping) and isinstance(spec, Mapping)
+            label = f"Pod {meta.get('namespace')}/{meta.get('name')}"
+            if meta.get("uid") != pod_uid or spec.get("nodeName") != self.node.name:
+                raise errors.InvalidSpec(
+                    f"{label} was replaced or moved while its networks were published (uid {meta.get('uid')}, "
+                    f"node {spec.get('nodeName')}); nothing more is written to it",
+                    reason=errors.Reason.INVALID_CONSUMER,
+                )
+            if meta.get("deletionTimestamp"):
+                raise errors.LifecycleBlocked(
+                    f"{label} started terminating; its networks are not published any more",
+                    reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
+                )
+            for namespace, name in claim_refs:
+                claim = self.claims.get(namespace, name)
+                status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
+                assert isinstance(status, Mapping)
+                reserved = {
+                    str(e.get("uid")) for e in status.get("reservedFor") or [] if isinstance(e, Mapping)
+                }
+                if pod_uid not in reserved:
+                    raise errors.InvalidSpec(
+                        f"ResourceClaim {namespace}/{name} is no longer reserved for {label}; nothing more is "
+                        "written to the Pod",
+                        reason=errors.Reason.INVALID_CONSUMER,
+                    )
+
+        return check
+
+    def ensure(self, consumer: consumer_mod.Consumer, claim_uid: str) -> ensure_mod.EnsureResult:
+        """EnsureManagedBindings for the consumer's Pod; raise this claim's error if it failed.
+
+        Raises: LifecycleBlocked(ClaimReleaseInProgress) when the claim's record is being
+        released; the claim's own failure from the ensure pass (state kept for retry);
+        ContractViolation when the claim has no managed record (an old checkpoint on an enabled
+        node: drain and recreate, spec §8.2).
+        """
+        record = self.store.snapshot_claim(claim_uid)
+        if record is None or not record.managed_bindings():
+            raise errors.ContractViolation(
+                f"claim {claim_uid} has no managed bindings in the checkpoint; a record from before "
+                "--multus-auto-attach was enabled cannot be attached: drain the node and recreate the Pod"
+            )
+        if checkpoint_lifecycle.release_in_progress(record):
+            raise errors.LifecycleBlocked(
+                f"claim {record.namespace}/{record.name} ({claim_uid}) is being released; retry after it finishes",
+                reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
+            )
+        refs = [(r.namespace, r.name) for r in ensure_mod.forward_records(self.store, consumer.uid)]
+        result = ensure_mod.ensure_managed_bindings(
+            consumer.pod,
+            node=self.node,
+            store=self.store,
+            nads=self.nads,
+            pods=self.pods,
+            reverify=self.reverify(consumer.uid, refs),
+            clock=self.clock,
+            backoff=self.backoff,
+        )
+        self.note(result, namespace=consumer.namespace, name=consumer.name, uid=consumer.uid)
+        failure = result.failed.get(identities.ClaimUid(claim_uid))
+        if failure is not None:
+            raise failure
+        return result
+
+    def note(self, result: ensure_mod.EnsureResult, *, namespace: str, name: str, uid: str) -> None:
+        """Report an ensure pass: a Warning Event per failure, a Normal Event when claims got Ready."""
+        for _claim_uid, exc in sorted(result.failed.items()):
+            self.reporter.failure("ensure", exc, kind=observe.POD, namespace=namespace, name=name, uid=uid)
+        if result.ready and (result.created or result.patched):
+            self.reporter.event(
+                observe.POD,
+                namespace,
+                name,
+                uid,
+                reason=observe.REASON_READY,
+                note=f"managed networks published for claims {', '.join(result.ready)}"
+                + (f"; shadows created: {', '.join(result.created)}" if result.created else ""),
+                warning=False,
+                action="Prepare",
+            )
+
+    # ---------------------------------------------------------------- release
+    def release(
+        self, record: model.ClaimRecord, *, release_host: release.HostRelease | None
+    ) -> release.ReleaseResult:
+        """ReleaseManagedClaim for ``record`` (see ``release.release_managed_claim``)."""
+        try:
+            result = release.release_managed_claim(
+                record,
+                store=self.store,
+                nads=self.nads,
+                pods=self.pods,
+                claims=self.claims,
+                release_host=release_host,
+                clock=self.clock,
+                backoff=self.backoff,
+            )
+        except (errors.SriovDraError, kube_errors.ApiError, OSError) as exc:
+            self.reporter.failure(
+                "release",
+                exc,
+                kind=observe.CLAIM,
+                namespace=record.namespace,
+                name=record.name,
+                uid=record.claim_uid,
+            )
+            raise
+        self.reporter.event(
+            observe.CLAIM,
+            record.namespace,
+            record.name,
+            record.claim_uid,
+            reason=observe.REASON_RELEASED,
+            note=f"managed networks of Pod {record.pod_uid} released; shadows finalized: {', '.join(result.finalized)}",
+            warning=False,
+            action="Unprepare",
+        )
+        return result
+
+    def discard_unpublished(self, claim_uid: str) -> None:
+        """Forget a new record whose hardware step failed (see ``release.discard_unpublished``)."""
+        release.discard_unpublished(self.store, claim_uid)
