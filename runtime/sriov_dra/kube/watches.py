@@ -162,6 +162,7 @@ class Watch:
         self._cache: dict[str, JsonObject] = {}
         self._synced = threading.Event()
         self._resp: Any = None
+        self._rv = ""
         self._thread: threading.Thread | None = None
         self.handler_errors = 0
         self.lists = 0
@@ -220,17 +221,16 @@ class Watch:
             remaining -= step
 
     def _run(self) -> None:
-        rv = ""
         backoff = self._backoff_initial_s
         while not self._stopping():
             try:
-                if not rv:
-                    rv = self._list()
-                rv = self._watch(rv)
+                if not self._rv:
+                    self._rv = self._list()
+                self._watch()
                 backoff = self._backoff_initial_s
             except _Expired:
                 self._log.info("watch expired, re-listing", extra={"watch": self.name})
-                rv = ""
+                self._rv = ""
             except errors.ApiError as exc:
                 if self._stopping():
                     break
@@ -269,12 +269,16 @@ class Watch:
         self._fire(SYNCED, {})
         return str((doc.get("metadata") or {}).get("resourceVersion") or "")
 
-    def _watch(self, rv: str) -> str:
-        """Stream events from ``rv`` until the server ends the watch; return the last rv seen."""
+    def _watch(self) -> None:
+        """Stream events from the last resourceVersion until the server ends the watch.
+
+        Each event advances that resourceVersion, so a stream that breaks midway resumes after
+        the last event it delivered.
+        """
         query = [
             *self.target.query(),
             ("watch", "true"),
-            ("resourceVersion", rv),
+            ("resourceVersion", self._rv),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(self._timeout_s)),
         ]
@@ -296,29 +300,28 @@ class Watch:
         self._resp = resp
         try:
             if self._stopping():
-                return rv
+                return
             for line in k8s_watch.iter_resp_lines(resp):
                 if self._stopping():
                     break
                 if line:
-                    rv = self._event(json.loads(line), rv)
+                    self._event(json.loads(line))
         finally:
             self._resp = None
             resp.release_conn()
-        return rv
 
-    def _event(self, event: JsonObject, rv: str) -> str:
+    def _event(self, event: JsonObject) -> None:
         kind = event.get("type")
         obj = event.get("object")
         if not isinstance(obj, dict):
-            return rv
+            return
         if kind == "ERROR":
             if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
                 raise _Expired
             raise errors.ServerError(f"watch {self.target}: {str(obj.get('message'))[:256]}")
-        new_rv = _rv(obj) or rv
+        self._rv = _rv(obj) or self._rv
         if kind == "BOOKMARK":
-            return new_rv
+            return
         key = _key(obj)
         with self._lock:
             if kind == DELETED:
@@ -326,9 +329,8 @@ class Watch:
             elif kind in (ADDED, MODIFIED):
                 self._cache[key] = obj
             else:
-                return new_rv
+                return
         self._fire(str(kind), obj)
-        return new_rv
 
     def _fire(self, kind: str, obj: JsonObject) -> None:
         try:

@@ -316,6 +316,27 @@ def test_130_devices_split_into_two_slices_and_the_scheduler_allocates_from_both
     )
 
 
+def test_shrinking_pool_deletes_the_surplus_slice(api, namespace, node, start_publisher):
+    create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
+    start_publisher(vfs_per_pf=65)
+    two = eventually("130 devices", published(api, node.name, 130))
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        D,
+        "v1alpha1",
+        namespace,
+        "sriovresourcepolicies",
+        "all",
+        {"spec": {"configs": [{"resourceFilters": [{"pfNames": ["enp3s0f0"]}]}]}},
+    )
+    (one,) = eventually("one PF's 65 devices", published(api, node.name, 65))
+    assert one["metadata"]["name"] == two[0]["metadata"]["name"]
+    assert one["spec"]["pool"] == {
+        "name": node.name,
+        "generation": two[0]["spec"]["pool"]["generation"] + 1,
+        "resourceSliceCount": 1,
+    }
+
+
 def test_missing_policy_namespace_is_an_actionable_error(api, installed, node, start_publisher):
     missing = f"absent-{uuid.uuid4().hex[:6]}"
     with pytest.raises(policy_controller.PolicyNamespaceMissing) as caught:

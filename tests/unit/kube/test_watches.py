@@ -184,3 +184,17 @@ def test_request_json_translates_errors_and_rejects_non_objects() -> None:
     with pytest.raises(errors.NotFound, match="get thing missing"):
         watches.request_json(api, "get thing missing", "GET", "/missing")
     assert watches.request_json(api, "list", "GET", PATH)["items"] == []
+
+
+def test_broken_stream_resumes_after_the_last_delivered_event(run) -> None:
+    api = FakeWatchApi(collections={PATH: []})
+    api.scripts[PATH] = [
+        [
+            {"type": "ADDED", "object": obj("c", "11", "ns")},
+            {"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "etcd timeout"}},
+        ]
+    ]
+    w = run(api, Recorder())
+    calls = eventually("the resumed watch", lambda: (c := api.watch_calls(PATH)) and len(c) >= 2 and c)
+    assert calls[1]["resourceVersion"] == "11" and len(api.list_calls(PATH)) == 1
+    assert w.failures == 1 and "etcd timeout" in w.last_error
