@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sriov_dra.driver import faults, locks
+from sriov_dra.driver.managed import service as managed_service
 from sriov_dra.host import binding, cdi, checkpoint, discovery
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
@@ -104,3 +105,5 @@ class ClaimContext:
     fault: faults.FaultHook = faults.NO_FAULTS
     metrics: ClaimMetrics = field(default_factory=NoMetrics)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("sriov_dra.driver.claims"))
+    managed: managed_service.ManagedAttach | None = None
+    """Auto-attach (``--multus-auto-attach``): shadows, Pod selections and release; ``None`` off."""

@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 from sriov_dra.core import cdi_spec, checkpoint_lifecycle, claimplan, errors, identities
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver import claim_context, dra_service, unprepare
+from sriov_dra.driver.managed import planning
 from sriov_dra.host import vf_edits
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
@@ -74,13 +75,21 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
         pool_name=ctx.node_name,
         known_devices=ctx.inventory.vfs().keys(),
     )
+    managed = ctx.managed
+    consumer = None
+    if managed is not None:  # spec §6.1: the live consumer Pod, before any lock or change
+        consumer = managed.verify(claim, plan, new_prepare=ctx.store.snapshot_claim(plan.claim_uid) is None)
     with ctx.claim_locks.hold(plan.claim_uid), ctx.pod_locks.hold(plan.pod_uid):
         record = ctx.store.snapshot_claim(plan.claim_uid)
         if record is None:
-            record = _prepare_new(ctx, plan)
+            managed_plan = managed.plan(claim, plan, consumer) if managed and consumer else None
+            record = _prepare_new(ctx, plan, managed_plan)
         else:
             _check_retry(plan, record)
             ensure_host(ctx, record)
+        if managed is not None and consumer is not None:  # spec §8.1 steps 3-5, first and retry alike
+            managed.ensure(consumer, plan.claim_uid)
+            record = ctx.store.snapshot_claim(plan.claim_uid) or record
     update_status(ctx, record, claim)
     ctx.fault("prepare:status")
     return prepared_result(record)
@@ -153,9 +162,19 @@ def _check_not_in_use(ctx: claim_context.ClaimContext, record: model.ClaimRecord
             )
 
 
-def _prepare_new(ctx: claim_context.ClaimContext, plan: claimplan.ClaimPlan) -> model.ClaimRecord:
-    """Steps 3-4 for a claim without a record: persist, then change the host; roll back on failure."""
+def _prepare_new(
+    ctx: claim_context.ClaimContext,
+    plan: claimplan.ClaimPlan,
+    managed_plan: planning.ManagedPlan | None = None,
+) -> model.ClaimRecord:
+    """Steps 3-4 for a claim without a record: persist, then change the host; roll back on failure.
+
+    In auto-attach mode the first record already carries the ``Pending`` bindings of
+    ``managed_plan``; a rollback here happens before any shadow or Pod write.
+    """
     record = _new_record(ctx, plan)
+    if managed_plan is not None:
+        record = managed_plan.attach(record)
     _check_not_in_use(ctx, record)
     ctx.store.set_claim(record)
     ctx.fault("prepare:checkpointed")
@@ -179,7 +198,10 @@ def _rollback_new(ctx: claim_context.ClaimContext, record: model.ClaimRecord) ->
     rollback failure text, or None when the node is back as it was."""
     try:
         unprepare.release_host(ctx, record)
-        ctx.store.delete_claim(record.claim_uid)
+        if ctx.managed is not None and record.managed_bindings():
+            ctx.managed.discard_unpublished(record.claim_uid)
+        else:
+            ctx.store.delete_claim(record.claim_uid)
     except Exception as exc:
         ctx.log.error(
             "prepare rollback failed",

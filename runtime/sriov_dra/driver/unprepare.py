@@ -57,6 +57,12 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
                     "reason": f"{record.namespace}/{record.name}",
                 },
             )
+        if record.managed_bindings() and ctx.managed is not None:
+            with ctx.pod_locks.hold(record.pod_uid):  # spec §8.4: Deleting first, record deleted last
+                ctx.managed.release(record, release_host=lambda r: release_host(ctx, r))
+                ctx.fault("unprepare:forgotten")
+            clear_status(ctx, record)
+            return
         if record.managed_bindings():
             raise errors.LifecycleBlocked(
                 f"ResourceClaim {record.namespace}/{record.name} ({record.claim_uid}) has auto-attached "
