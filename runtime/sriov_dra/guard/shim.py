@@ -63,10 +63,10 @@ class GuardConf:
     """The guard plugin's config, as the runtime passes it on stdin.
 
     Shapes: ``mode`` is ``"thick"`` (``multus-shim`` to a running ``multus-daemon``) or ``"thin"``
-    (the ``multus`` binary); ``primary_config`` the pinned primary network's config file (thin:
-    inlined as ``delegates[0]``; thick: given as ``clusterNetwork`` unless ``cluster_network``
-    names the same file as the daemon sees it); ``extra`` more Multus NetConf keys copied into the
-    synthesized config. ``raw`` is the whole decoded stdin object.
+    (the ``multus`` binary); ``primary_config`` the pinned primary network's config file, inlined
+    as ``delegates[0]``; ``cluster_network``, when set, is given to Multus as ``clusterNetwork``
+    instead (a path or NAD name as Multus resolves it); ``extra`` more Multus NetConf keys copied
+    into the synthesized config. ``raw`` is the whole decoded stdin object.
     Units: ``timeout_s`` seconds.
     """
 
@@ -151,14 +151,17 @@ def parse_conf(stdin: bytes) -> GuardConf:
 def multus_config(conf: GuardConf, *, teardown: bool = False) -> dict[str, Any]:
     """Return the config Multus gets on stdin for this request.
 
-    Thick: ``{"type": "multus-shim", "daemonSocketDir", "clusterNetwork", ...}``. Thin:
-    ``{"type": "multus", "kubeconfig", "delegates": [<primary>], ...}``. Both carry the guard's
-    ``cniVersion`` and ``name``, ``multus.config`` keys, and the runtime's ``capabilities``,
-    ``runtimeConfig`` and ``args`` unchanged; neither refers to Multus's own ``00-multus.conf``.
-    With ``teardown`` (DEL, CHECK, GC, STATUS) an unreadable thin primary falls back to
-    ``clusterNetwork`` (Multus's delegate cache serves DEL), so teardown never fails here.
-    Raises: :class:`GuardConfError` when the thin primary cannot be read on ADD.
-    Source: reference multus.md §2.1, §2.2, §2.5 (trap 4), §11.1.
+    Thick: ``{"type": "multus-shim", "daemonSocketDir", ...}``; thin: ``{"type": "multus",
+    "kubeconfig", ...}``. Both carry the guard's ``cniVersion`` and ``name``, ``multus.config``
+    keys, the runtime's ``capabilities``, ``runtimeConfig`` and ``args`` unchanged, and the pinned
+    primary inlined as ``delegates[0]`` (as thin_entrypoint writes it; inlining also keeps a
+    conflist primary's DEL lossless in Multus v4.3.0, which re-marshals a ``clusterNetwork``
+    conflist lossily, reference multus.md §9). ``multus.clusterNetwork``, when set, is passed
+    instead of the inlined primary. Neither refers to Multus's own ``00-multus.conf``. With
+    ``teardown`` (DEL, CHECK, GC, STATUS) an unreadable primary falls back to ``clusterNetwork``
+    (Multus's delegate cache serves DEL), so teardown never fails here.
+    Raises: :class:`GuardConfError` when the primary cannot be read on ADD.
+    Source: reference multus.md §2.1, §2.2, §2.5 (trap 4), §9, §11.1.
     """
     out: dict[str, Any] = {"cniVersion": conf.cni_version, "name": conf.name}
     out.update(conf.extra)
@@ -168,10 +171,12 @@ def multus_config(conf: GuardConf, *, teardown: bool = False) -> dict[str, Any]:
     if conf.mode == "thick":
         out["type"] = "multus-shim"
         out["daemonSocketDir"] = conf.daemon_socket_dir
-        out["clusterNetwork"] = conf.cluster_network or conf.primary_config
+    else:
+        out["type"] = "multus"
+        out["kubeconfig"] = conf.kubeconfig
+    if conf.cluster_network:
+        out["clusterNetwork"] = conf.cluster_network
         return out
-    out["type"] = "multus"
-    out["kubeconfig"] = conf.kubeconfig
     try:
         with open(conf.primary_config, "rb") as f:
             primary = json.loads(f.read())

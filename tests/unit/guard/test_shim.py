@@ -92,7 +92,7 @@ def test_parse_conf_refuses_with_the_key_named(tmp_path: Path, change: Any, ment
     assert mentions in str(info.value)
 
 
-def test_thick_config_holds_socket_dir_primary_path_and_runtime_values(tmp_path: Path) -> None:
+def test_thick_config_holds_socket_dir_primary_and_runtime_values(tmp_path: Path) -> None:
     conf = _parse(_conf(tmp_path, "thick", daemonSocketDir="/run/m/", config={"logLevel": "debug"}))
     out = shim.multus_config(conf)
     assert out == {
@@ -103,13 +103,15 @@ def test_thick_config_holds_socket_dir_primary_path_and_runtime_values(tmp_path:
         "runtimeConfig": {"mac": "02:00:00:00:00:01"},
         "type": "multus-shim",
         "daemonSocketDir": "/run/m/",
-        "clusterNetwork": str(tmp_path / "10-primary.conflist"),
+        "delegates": [PRIMARY],
     }
 
 
-def test_thick_cluster_network_override_is_the_daemons_view(tmp_path: Path) -> None:
-    conf = _parse(_conf(tmp_path, "thick", clusterNetwork="/host/etc/cni/net.d/10-primary.conflist"))
-    assert shim.multus_config(conf)["clusterNetwork"] == "/host/etc/cni/net.d/10-primary.conflist"
+@pytest.mark.parametrize("mode", ["thick", "thin"])
+def test_cluster_network_setting_replaces_the_inlined_primary(tmp_path: Path, mode: str) -> None:
+    conf = _parse(_conf(tmp_path, mode, clusterNetwork="/host/etc/cni/net.d/10-primary.conflist"))
+    out = shim.multus_config(conf)
+    assert out["clusterNetwork"] == "/host/etc/cni/net.d/10-primary.conflist" and "delegates" not in out
 
 
 def test_thin_config_inlines_the_primary_and_names_the_kubeconfig(tmp_path: Path) -> None:
@@ -119,8 +121,9 @@ def test_thin_config_inlines_the_primary_and_names_the_kubeconfig(tmp_path: Path
     assert out["cniDir"] == "/c" and "clusterNetwork" not in out
 
 
-def test_thin_unreadable_primary_fails_add_but_not_teardown(tmp_path: Path) -> None:
-    obj = _conf(tmp_path)
+@pytest.mark.parametrize("mode", ["thick", "thin"])
+def test_unreadable_primary_fails_add_but_not_teardown(tmp_path: Path, mode: str) -> None:
+    obj = _conf(tmp_path, mode)
     obj["multus"]["primaryConfig"] = str(tmp_path / "gone.conflist")
     conf = _parse(obj)
     with pytest.raises(shim.GuardConfError, match=r"gone\.conflist"):

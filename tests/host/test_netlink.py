@@ -1,0 +1,104 @@
+"""Tests for sriov_dra.host.netlink on real network namespaces and veth pairs (root)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+
+import pytest
+from tests import tiers
+
+from sriov_dra.host import netlink
+from sriov_dra.lab import netns
+
+
+@pytest.fixture
+def sandbox() -> Iterator[str]:
+    """A fresh named network namespace (skips the host tier with the reason when it cannot be made)."""
+    if os.geteuid() != 0:
+        tiers.unavailable("host", "network namespaces need root")
+    try:
+        cm = netns.sandbox("nltest")
+        path = cm.__enter__()
+    except netlink.NetlinkError as exc:
+        tiers.unavailable("host", f"cannot create a network namespace: {exc}")
+    try:
+        yield path
+    finally:
+        cm.__exit__(None, None, None)
+
+
+@pytest.fixture
+def vfs() -> Iterator[list[netns.LabVf]]:
+    made = netns.create_vfs(["0000:03:00.1", "0000:03:00.2"], prefix="nlt")
+    try:
+        yield made
+    finally:
+        netns.delete_vfs(made)
+
+
+def _self_netns() -> str:
+    return os.readlink("/proc/self/ns/net")
+
+
+def test_new_namespace_has_only_loopback(sandbox: str) -> None:
+    [lo] = netlink.links(sandbox)
+    assert lo.name == "lo" and lo.parent_bus is None and lo.parent_device is None
+
+
+def test_missing_namespace_is_an_error_and_is_not_created(tmp_path: object) -> None:
+    path = "/var/run/netns/sriov-dra-does-not-exist"
+    with pytest.raises(netlink.NetlinkError) as info:
+        netlink.links(path)
+    assert info.value.errno == 2 and path in str(info.value)
+    assert not os.path.exists(path)
+
+
+def test_move_rename_address_and_return(sandbox: str, vfs: list[netns.LabVf]) -> None:
+    vf = vfs[0]
+    netlink.move_link(vf.ifname, target_netns=sandbox, new_name="dra0")
+    assert vf.ifname not in netlink.link_names(None)
+    netlink.add_address("dra0", "192.0.2.7/24", netns_path=sandbox)
+    netlink.set_up("dra0", netns_path=sandbox)
+    netlink.add_route("198.51.100.0/24", gateway="192.0.2.1", name="dra0", netns_path=sandbox)
+    [link] = [link for link in netlink.links(sandbox) if link.name == "dra0"]
+    assert link.kind == "veth" and link.up and "192.0.2.7/24" in link.addresses
+    assert link.mac is not None and len(link.mac) == 17
+
+    netlink.move_link("dra0", target_netns=None, new_name=vf.ifname, netns_path=sandbox)
+    assert "dra0" not in netlink.link_names(sandbox) and vf.ifname in netlink.link_names(None)
+
+
+def test_reading_a_namespace_never_moves_the_calling_thread(sandbox: str) -> None:
+    before = _self_netns()
+    seen: list[str] = []
+
+    def worker() -> None:
+        netlink.links(sandbox)
+        seen.append(os.readlink(f"/proc/self/task/{threading.get_native_id()}/ns/net"))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert _self_netns() == before and seen == [before]
+
+
+def test_unknown_link_errors_name_the_interface(sandbox: str) -> None:
+    with pytest.raises(netlink.NetlinkError) as info:
+        netlink.set_up("nope0", netns_path=sandbox)
+    assert "nope0" in str(info.value) and info.value.errno == 19
+
+
+def test_delete_link_is_idempotent(vfs: list[netns.LabVf]) -> None:
+    netlink.delete_link(vfs[1].ifname)
+    netlink.delete_link(vfs[1].ifname)
+    assert vfs[1].ifname not in netlink.link_names(None) and vfs[1].peer not in netlink.link_names(None)
+    with pytest.raises(netlink.NetlinkError):
+        netlink.delete_link(vfs[1].ifname, missing_ok=False)
+
+
+def test_create_existing_namespace_is_refused(sandbox: str) -> None:
+    with pytest.raises(netlink.NetlinkError) as info:
+        netlink.create_netns(os.path.basename(sandbox))
+    assert info.value.errno == 17
