@@ -9,7 +9,10 @@
 - ``sriov_policy_overlaps``: SriovResourcePolicies + Nodes -> pairs of policies that can select the
   same VF on the same node (spec §18.1 item 3 forbids overlapping policies);
 - ``sriov_checkpoint_bindings``: the plugin's checkpoint JSON -> its managed bindings (the
-  ``drain`` and ``cleanup`` roles wait until none is left; spec §18.1).
+  ``drain`` and ``cleanup`` roles wait until none is left; spec §18.1);
+- ``sriov_workloads_with_image``: workloads running an image (the preflight finds device plugins);
+- ``sriov_retarget``: a service's shipped manifests -> the same objects in the install namespace
+  with the pinned image (the roles apply the runtime's manifests through it, unchanged otherwise).
 
 Pure functions of their inputs; they never call the API or touch files.
 """
@@ -178,6 +181,61 @@ def sriov_checkpoint_bindings(checkpoint):
     return found
 
 
+WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
+
+
+def sriov_workloads_with_image(objs, fragment):
+    """``namespace/name`` of each workload with a container or init container image containing ``fragment``."""
+    found = []
+    for obj in objs or []:
+        pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        images = [c.get("image") or "" for c in (pod.get("containers") or []) + (pod.get("initContainers") or [])]
+        if any(fragment in image for image in images):
+            meta = obj.get("metadata") or {}
+            found.append("%s/%s" % (meta.get("namespace", ""), meta.get("name", "")))
+    return sorted(found)
+
+
+def sriov_retarget(docs, namespace, image=None, from_namespace=None):
+    """Copies of ``docs`` moved to ``namespace``, with every container image set to ``image``.
+
+    ``metadata.namespace`` of namespaced objects becomes ``namespace``; ServiceAccount subjects of
+    bindings in ``from_namespace`` (default: the namespace of the first namespaced object) follow;
+    ``image`` (when given) replaces the image of every container and init container of workloads.
+    Nothing else changes, so the applied objects stay the shipped ones.
+    Raises: AnsibleFilterError for an input that is not a list of objects.
+    """
+    if not isinstance(docs, list) or not all(isinstance(d, dict) or d is None for d in docs):
+        raise AnsibleFilterError("sriov_retarget expects a list of Kubernetes objects (from_yaml_all)")
+    docs = [d for d in docs if d]
+    if from_namespace is None:
+        from_namespace = next(((d.get("metadata") or {}).get("namespace") for d in docs
+                               if (d.get("metadata") or {}).get("namespace")), None)
+    out = []
+    for doc in docs:
+        doc = _deepcopy(doc)
+        meta = doc.setdefault("metadata", {})
+        if "namespace" in meta:
+            meta["namespace"] = namespace
+        for subject in doc.get("subjects") or []:
+            if subject.get("kind") == "ServiceAccount" and subject.get("namespace") == from_namespace:
+                subject["namespace"] = namespace
+        if image and doc.get("kind") in WORKLOAD_KINDS:
+            pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+            for container in (pod.get("containers") or []) + (pod.get("initContainers") or []):
+                container["image"] = image
+        out.append(doc)
+    return out
+
+
+def _deepcopy(value):
+    if isinstance(value, dict):
+        return {k: _deepcopy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deepcopy(v) for v in value]
+    return value
+
+
 class FilterModule:
     """sriovnet.dra filters."""
 
@@ -186,4 +244,6 @@ class FilterModule:
             "sriov_vf_plan": sriov_vf_plan,
             "sriov_policy_overlaps": sriov_policy_overlaps,
             "sriov_checkpoint_bindings": sriov_checkpoint_bindings,
+            "sriov_retarget": sriov_retarget,
+            "sriov_workloads_with_image": sriov_workloads_with_image,
         }
