@@ -1,0 +1,306 @@
+"""Cluster tier: the shipped CRDs on a real kube-apiserver (server dry-run and stored objects).
+
+Proves that the fields the operator and the plugin rely on are stored rather than pruned
+(``spec.dra.attributes`` with zero/false values, ``status.conditions`` through the status
+subresource, the upstream SriovResourcePolicy/DeviceAttributes shapes, SriovNetwork defaults),
+that bad values are refused at admission with messages that say what to fix, and that objects
+stored before these checks existed (an older CRD) still get the precise reconcile-time verdict
+and no published map.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from tests.cluster.operator.conftest import CRD_FILES, Harness, eventually
+from tests.fakes import operator_objects as oo
+
+from sriov_dra.kube import apply, objects
+
+D = "sriovnetwork.k8snetworkplumbingwg.io"
+
+
+def dry_run(
+    api: client.ApiClient, res: objects.Resource, body: dict[str, Any], *, strict: bool = False
+) -> tuple[bool, Any]:
+    """Create ``body`` with dryRun=All; ``(True, stored object)`` or ``(False, server message)``."""
+    custom = client.CustomObjectsApi(api)
+    kwargs: dict[str, Any] = {"dry_run": "All"}
+    if strict:
+        kwargs["field_validation"] = "Strict"
+    try:
+        out = custom.create_namespaced_custom_object(
+            res.group, res.version, body["metadata"]["namespace"], res.plural, body, **kwargs
+        )
+    except ApiException as exc:
+        return False, json.loads(exc.body).get("message", exc.body)
+    return True, out
+
+
+def policy(namespace: str, attributes: Any, name: str = "p", **kw: Any) -> dict[str, Any]:
+    body = oo.node_policy(
+        name,
+        uid="",
+        namespace=namespace,
+        dra={"attributes": attributes} if attributes is not None else None,
+        **kw,
+    )
+    del body["metadata"]["uid"], body["metadata"]["generation"]
+    return body
+
+
+def test_spec_dra_and_zero_values_are_stored_not_pruned(
+    api: client.ApiClient, namespace: str, operator_crds: Any
+) -> None:
+    attributes = {
+        **oo.reference("rail-a-net", namespace),
+        "example.com/zero": {"int": 0},
+        "example.com/off": {"bool": False},
+        "example.com/rail": {"string": "a" * 64},
+        "example.com/v": {"version": "1.2.3-rc.1+build.5"},
+    }
+    ok, stored = dry_run(api, objects.NODE_POLICY, policy(namespace, attributes))
+    assert ok, stored
+    assert stored["spec"]["dra"] == {"attributes": attributes}
+    assert stored["spec"]["deviceType"] == "netdevice" and stored["spec"]["priority"] == 99
+    ok, stored = dry_run(
+        api,
+        objects.NODE_POLICY,
+        policy(namespace, None) | {"spec": {**policy(namespace, None)["spec"], "dra": {}}},
+    )
+    assert ok and stored["spec"]["dra"] == {}
+
+
+def test_status_conditions_survive_the_status_subresource(harness: Harness) -> None:
+    h = harness
+    created = h.admin.create(objects.NODE_POLICY, policy(h.ns, {}))
+    cond = {
+        "type": "DRAConfigurationReady",
+        "status": "False",
+        "reason": "SriovNetworkNotFound",
+        "message": "SriovNetwork x/y does not exist",
+        "observedGeneration": 1,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    h.admin.apply_status(objects.NODE_POLICY, "p", h.ns, {"conditions": [cond]})
+    got = h.admin.get(objects.NODE_POLICY, "p", h.ns)
+    assert got["status"]["conditions"] == [cond]
+    assert (
+        got["metadata"]["generation"] == created["metadata"]["generation"]
+    )  # status does not bump generation
+    net = h.admin.create(objects.SRIOV_NETWORK, oo.sriov_network("n", namespace=h.ns, network_namespace=None))
+    assert net["spec"]["logLevel"] == "info"
+    h.admin.apply_status(
+        objects.SRIOV_NETWORK, "n", h.ns, {"conditions": [cond | {"type": "Ready", "reason": "NetworkReady"}]}
+    )
+    assert (
+        h.admin.get(objects.SRIOV_NETWORK, "n", h.ns)["status"]["conditions"][0]["reason"] == "NetworkReady"
+    )
+
+
+REFUSED = [
+    ({"example.com/two": {"int": 1, "bool": True}}, "exactly one of int, bool, string or version"),
+    ({"example.com/none": {}}, "exactly one of int, bool, string or version"),
+    ({"example.com/list": {"strings": ["a"]}}, "exactly one of int, bool, string or version"),
+    ({"example.com/long": {"string": "a" * 65}}, "may not be more than 64"),
+    ({"example.com/v": {"version": "1.2"}}, "semantic version 2.0.0"),
+    ({"noDomain": {"string": "x"}}, "must be fully qualified"),
+    ({"example.com/" + "i" * 33: {"int": 1}}, "must be fully qualified"),
+    ({"example.com/with-dash": {"int": 1}}, "must be fully qualified"),
+    ({f"{D}/pciAddress": {"string": "0000:01:00.1"}}, "published by device discovery"),
+    ({"dra.net/numaNode": {"int": 0}}, "published by device discovery"),
+    ({"k8s.cni.cncf.io/resourceName": {"string": "x/y"}}, "generated by the operator from spec.resourceName"),
+    ({f"{D}/netAttachDefName": {"string": "n"}}, "are generated output"),
+    ({oo.NAME_KEY: {"string": "n"}}, "must be set together"),
+    ({oo.NS_KEY: {"string": "ns"}}, "must be set together"),
+    ({oo.NAME_KEY: {"int": 1}, oo.NS_KEY: {"string": "ns"}}, "must be a string holding a SriovNetwork name"),
+    (
+        {oo.NAME_KEY: {"string": "n"}, oo.NS_KEY: {"string": "Bad_NS"}},
+        "must be a string holding a namespace name",
+    ),
+    ({f"example.com/a{i}": {"int": i} for i in range(33)}, "must have at most 32 items"),
+]
+
+
+@pytest.mark.parametrize(
+    ("attributes", "message"),
+    REFUSED,
+    ids=[
+        "two-members",
+        "no-member",
+        "list-member-pruned-then-refused",
+        "string-over-64",
+        "version-not-semver",
+        "unqualified-key",
+        "identifier-over-32",
+        "identifier-not-c",
+        "reserved-pci-address",
+        "reserved-numa-node",
+        "resource-name-input",
+        "driver-reference-input",
+        "partial-pair-name-only",
+        "partial-pair-namespace-only",
+        "reference-not-string",
+        "reference-namespace-invalid",
+        "more-than-32",
+    ],
+)
+def test_bad_dra_attributes_are_refused_with_clear_messages(
+    api: client.ApiClient, namespace: str, operator_crds: Any, attributes: dict[str, Any], message: str
+) -> None:
+    ok, answer = dry_run(api, objects.NODE_POLICY, policy(namespace, attributes))
+    assert not ok
+    assert message in answer
+
+
+def test_dra_on_the_default_bootstrap_policy_is_refused(
+    api: client.ApiClient, namespace: str, operator_crds: Any
+) -> None:
+    ok, answer = dry_run(api, objects.NODE_POLICY, policy(namespace, {}, name="default"))
+    assert not ok and "default bootstrap policy" in answer
+    ok, _ = dry_run(api, objects.NODE_POLICY, policy(namespace, None, name="default"))
+    assert ok
+
+
+def test_unknown_value_members_are_refused_under_strict_field_validation(
+    api: client.ApiClient, namespace: str, operator_crds: Any
+) -> None:
+    ok, answer = dry_run(
+        api, objects.NODE_POLICY, policy(namespace, {"example.com/x": {"int": 1, "ints": [1]}}), strict=True
+    )
+    assert not ok and "ints" in answer
+
+
+@pytest.mark.parametrize(
+    ("network", "message"),
+    [
+        ({"vlan": 4095}, "should be less than or equal to 4094"),
+        ({"vlanQoS": 8}, "should be less than or equal to 7"),
+        ({"spoofChk": "maybe"}, "Unsupported value"),
+        ({"minTxRate": -1}, "should be greater than or equal to 0"),
+    ],
+    ids=["vlan-range", "qos-range", "spoofchk-enum", "negative-rate"],
+)
+def test_bad_sriov_network_values_are_refused(
+    api: client.ApiClient, namespace: str, operator_crds: Any, network: dict[str, Any], message: str
+) -> None:
+    ok, answer = dry_run(api, objects.SRIOV_NETWORK, oo.sriov_network("n", namespace=namespace, **network))
+    assert not ok and message in answer
+
+
+def test_upstream_driver_objects_keep_every_field(
+    api: client.ApiClient, namespace: str, operator_crds: Any
+) -> None:
+    srp = {
+        "apiVersion": f"{D}/v1alpha1",
+        "kind": "SriovResourcePolicy",
+        "metadata": {"name": "all", "namespace": namespace},
+        "spec": {
+            "nodeSelector": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]}]
+            },
+            "configs": [
+                {},
+                {
+                    "deviceAttributesSelector": {
+                        "matchLabels": {"pool": "a"},
+                        "matchExpressions": [{"key": "x", "operator": "Exists"}],
+                    },
+                    "resourceFilters": [
+                        {
+                            "vendors": ["8086"],
+                            "devices": ["154c"],
+                            "pciAddresses": ["0000:3b:02.0"],
+                            "pfNames": ["ens1f0"],
+                            "pfPciAddresses": ["0000:3b:00.0"],
+                            "drivers": ["vfio-pci"],
+                            "linkType": "ethernet",
+                        }
+                    ],
+                },
+            ],
+        },
+    }
+    ok, stored = dry_run(api, objects.RESOURCE_POLICY, srp)
+    assert ok and stored["spec"] == srp["spec"]
+    ok, stored = dry_run(api, objects.RESOURCE_POLICY, {**srp, "spec": {"configs": []}})
+    assert ok and stored["spec"] == {"configs": []}  # an empty list (advertise nothing) is kept
+    bad = copy.deepcopy(srp)
+    bad["spec"]["configs"][1]["resourceFilters"][0]["linkType"] = "token-ring"
+    ok, answer = dry_run(api, objects.RESOURCE_POLICY, bad)
+    assert not ok and "Unsupported value" in answer
+    attrs = {
+        "apiVersion": f"{D}/v1alpha1",
+        "kind": "DeviceAttributes",
+        "metadata": {"name": "a", "namespace": namespace},
+        "spec": {
+            "attributes": {
+                "k8s.cni.cncf.io/resourceName": {"string": "x/y"},
+                "example.com/n": {"int": 0},
+                "example.com/l": {"strings": ["a", "b"]},
+            }
+        },
+    }
+    ok, stored = dry_run(api, objects.DEVICE_ATTRIBUTES, attrs)
+    assert ok and stored["spec"] == attrs["spec"]
+
+
+@pytest.fixture
+def older_policy_crd(api: client.ApiClient, operator_crds: Any) -> Iterator[None]:
+    """The node-policy CRD as an older release shipped it (no DRA admission checks), then restored."""
+    shipped = yaml.safe_load(CRD_FILES[1].read_text())
+    relaxed = copy.deepcopy(shipped)
+    schema = relaxed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema.pop("x-kubernetes-validations")
+    dra_attrs = schema["properties"]["spec"]["properties"]["dra"]["properties"]["attributes"]
+    dra_attrs.pop("x-kubernetes-validations")
+    dra_attrs["additionalProperties"].pop("x-kubernetes-validations")
+    for member in ("string", "version"):
+        dra_attrs["additionalProperties"]["properties"][member].pop("maxLength")
+    apply.apply_objects(api, [relaxed])
+    try:
+        yield
+    finally:
+        apply.apply_objects(api, [shipped])
+
+
+def test_objects_stored_before_admission_checks_get_the_reconcile_verdict(
+    harness: Harness, older_policy_crd: None
+) -> None:
+    h = harness
+    node = h.add_node("worker-1")
+    cases = {
+        "partial-pair": ({oo.NAME_KEY: {"string": "rail-a-net"}}, "is required because"),
+        "over-64": ({"example.com/long": {"string": "z" * 65}}, "65 bytes, max 64"),
+        "reserved": ({f"{D}/PFName": {"string": "ens9"}}, "published by device discovery"),
+    }
+
+    def admitted() -> bool:
+        ok, _ = dry_run(h.api, objects.NODE_POLICY, policy(h.ns, cases["reserved"][0], name="probe"))
+        return ok
+
+    eventually("the relaxed CRD to be served", admitted)
+    for i, (name, (attributes, _)) in enumerate(cases.items()):
+        h.policy(name, pf=f"ens{i}f0", dra={"attributes": attributes})
+    apply.apply_objects(h.api, [yaml.safe_load(CRD_FILES[1].read_text())])
+    eventually("the shipped CRD to be served again", lambda: not admitted())
+    h.reconcile_policies()
+    attrs, srps = h.generated()
+    assert attrs == {}  # nothing is published for an invalid map
+    assert [c["resourceFilters"][0]["pfNames"] for c in srps[node]["spec"]["configs"]] == [
+        ["ens1f0"],
+        ["ens0f0"],
+        ["ens2f0"],
+    ]
+    for name, (_, needle) in cases.items():
+        cond = h.condition(name)
+        assert cond is not None, name
+        assert (cond["status"], cond["reason"]) == ("False", "InvalidDRAAttribute")
+        assert needle in cond["message"] and "spec.dra.attributes" in cond["message"]
