@@ -16,8 +16,8 @@ Contract (STYLE.md §1, "hook modules named after their caller"):
   writes nothing but its answer (never network-status, never an API object).
 
 Order of one ADD: parse the request → live Pod GET → Pod identity → networks annotation and
-registry → final interface names → live GET of each managed target → shadow and selection checks
-→ Multus ADD (``K8S_POD_UID`` added to CNI_ARGS only if the runtime sent none) → if the Pod has
+registry → live GET of each managed target → shadow and selection checks and final interface
+names (all findings reported, managed ones first) → Multus ADD (``K8S_POD_UID`` added to CNI_ARGS only if the runtime sent none) → if the Pod has
 managed interfaces: netns check and network-status check → relay Multus's output unchanged, or
 Multus DEL and a failure naming what is missing. Pods with no managed entries are relayed after
 Multus without verification.
@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sriov_dra.core import ifnames
 from sriov_dra.guard import checks, decisions, layout, metrics, multus, request, shadows, shim, verify
 from sriov_dra.guard.settings import GuardSettings
 from sriov_dra.kube import errors as kube_errors
@@ -157,14 +158,12 @@ class CniHooks:
             pod = checks.pod_view(pod_json)
             checks.check_pod_identity(pod, runtime_uid=req.pod_uid, node_name=self.settings.node_name)
             nets = checks.read_networks(pod, cni_ifname=req.ifname)
-            checks.check_interface_names(
-                nets, pod, layout.multus_layout(req.conf, primary_ifname=nets.primary_ifname)
-            )
+            multus_layout = layout.multus_layout(req.conf, primary_ifname=nets.primary_ifname)
             nads = {
                 t: self._read("network-attachment-definitions", self._get_nad, t[0], t[1], budget)
                 for t in checks.managed_targets(nets)
             }
-            expected = checks.check_managed(pod, nets, nads)
+            expected = self._managed_and_names(pod, nets, nads, multus_layout)
         except decisions.Rejected as exc:
             return self._rejection(version, exc)
 
@@ -192,6 +191,32 @@ class CniHooks:
                 message=f"verified {', '.join(e.ifname for e in expected)}",
             )
         return self._undo(req, env, run, violations, budget)
+
+    @staticmethod
+    def _managed_and_names(
+        pod: shadows.PodView,
+        nets: checks.PodNetworks,
+        nads: Mapping[tuple[str, str], Mapping[str, Any] | None],
+        multus_layout: ifnames.MultusLayout,
+    ) -> tuple[shadows.ExpectedInterface, ...]:
+        """Managed rules, then final interface names; one rejection carrying both kinds of findings.
+
+        Managed findings come first: a duplicated managed selection is also an interface collision,
+        and its own reason says more.
+        """
+        found: list[decisions.Violation] = []
+        expected: tuple[shadows.ExpectedInterface, ...] = ()
+        try:
+            expected = checks.check_managed(pod, nets, nads)
+        except decisions.Rejected as exc:
+            found += exc.violations
+        try:
+            checks.check_interface_names(nets, pod, multus_layout)
+        except decisions.Rejected as exc:
+            found += exc.violations
+        if found:
+            raise decisions.Rejected(found)
+        return expected
 
     def _read(
         self, resource: str, reader: Reader, namespace: str, name: str, budget: _Budget

@@ -13,7 +13,8 @@ the cni test tier, the guard benchmark and the lab's kubelet simulator drive the
   daemon's token) and a ``sriov-dra-guard`` ServiceAccount with only the shipped guard ClusterRole;
 * the thick ``multus-daemon`` (:class:`sriov_dra.lab.multus.ThickMultus`) and the guard daemon
   (:class:`sriov_dra.lab.guard.GuardDaemon`), installed with ``sriov-dra-guard install``;
-* the lab VF map of the ``sriov`` plugin (:meth:`CniNode.use_vfs`).
+* the lab VF map of the ``sriov`` plugin (:meth:`CniNode.use_vfs`) and whereabouts' flat config
+  file (``whereabouts_conf``, for templates' ``ipam.configuration_path``; IPPools in kube-system).
 
 :meth:`CniNode.run` is the runtime's view (the first config of the mode's conf dir, i.e. the guard);
 :meth:`CniNode.run_multus_alone` runs Multus with the config it would have without the guard
@@ -67,6 +68,7 @@ class CniNode:
         self.record_file = workdir / "calls.tsv"
         self.vf_map = workdir / "lab-vfs.json"
         self.host_local_dir = workdir / "host-local"
+        self.whereabouts_conf = workdir / "whereabouts.d" / "whereabouts.conf"
         self.thin_cache = workdir / "multus-thin-cache"
         self.conf_dirs = {mode: workdir / f"net.d-{mode}" for mode in MODES}
         self.guard_socket = workdir / "guard" / "multus-guard.sock"
@@ -116,6 +118,9 @@ class CniNode:
             (conf_dir / PRIMARY_NAME).write_text(json.dumps(self.primary_network(), indent=2))
 
         multus.install_whereabouts_crds(api)
+        self.whereabouts_conf.parent.mkdir(parents=True, exist_ok=True)
+        flat = {"datastore": "kubernetes", "kubernetes": {"kubeconfig": str(self.cp.kubeconfig)}}
+        self.whereabouts_conf.write_text(json.dumps(flat, indent=2))
         multus.ensure_namespace(api, GUARD_NAMESPACE)
         multus_role = multus.cluster_role("lab-multus", multus.MULTUS_RULES)
         multus.service_account_kubeconfig(

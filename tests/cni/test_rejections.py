@@ -1,0 +1,319 @@
+"""Every pre-ADD rejection reason, on a real API server, proven to run no delegate (spec §10.3).
+
+Each case builds a managed Pod (or a plain one) as the plugin would, breaks one rule on the API
+server, and runs the runtime's ADD through the guard. The recording CNI bin dir shows that no
+plugin at all ran for that container (not Multus, not the primary, not sriov, not IPAM), and the
+CNI error names the rule. Handed cases C01, C02, C03, C04, C06, C13 and C15 are among them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from tests.cni.world import RAIL_A, RAIL_B, World, eventually
+from tests.fakes import managed_pods as mp
+
+from sriov_dra.core import bindings, names
+from sriov_dra.guard import decisions
+from sriov_dra.lab import cni
+
+R = decisions.Reason
+OTHER_UID = "22222222-3333-4444-5555-666666666666"
+
+
+@dataclass
+class Case:
+    """What to send: the attachment and the reason the guard must give."""
+
+    attachment: cni.Attachment
+    reason: R
+    mentions: str = ""
+
+
+def _binding(body: dict[str, Any], **changes: Any) -> None:
+    ann = body["metadata"]["annotations"]
+    obj = json.loads(ann[names.BINDING_ANNOTATION])
+    obj.update(changes)
+    ann[names.BINDING_ANNOTATION] = json.dumps(obj, separators=(",", ":"))
+
+
+def _config(body: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> None:
+    doc = json.loads(body["spec"]["config"])
+    edit(doc)
+    config = json.dumps(doc, separators=(",", ":"))
+    body["spec"]["config"] = config
+    _binding(body, configSHA256=bindings.config_sha256(config))
+
+
+def _first(edit: Callable[[dict[str, Any]], None]) -> Callable[[int, dict[str, Any]], None]:
+    return lambda index, body: edit(body) if index == 0 else None
+
+
+def _managed(
+    w: World, reason: R, *, edit: Callable[[dict[str, Any]], None] | None = None, mentions: str = ""
+) -> Case:
+    pod = w.managed_pod("p", edit_shadow=_first(edit) if edit else None)
+    return Case(w.attachment("p", uid=pod.uid), reason, mentions)
+
+
+def _plain(w: World, networks: str, reason: R, mentions: str = "") -> Case:
+    pod = w.pod("p", annotations={names.NETWORKS_ANNOTATION: networks})
+    return Case(w.attachment("p", uid=pod["metadata"]["uid"]), reason, mentions)
+
+
+def _annotated(w: World, reason: R, change: Callable[[dict[str, Any]], dict[str, str | None]]) -> Case:
+    pod = w.managed_pod("p")
+    w.annotate_pod("p", change(w.read_pod("p")["metadata"]["annotations"]))
+    return Case(w.attachment("p", uid=pod.uid), reason)
+
+
+def invalid_cni_args(w: World) -> Case:
+    pod = w.managed_pod("p")
+    att = w.attachment("p", uid=pod.uid)
+    return Case(
+        cni.Attachment(att.container_id, att.netns, att.cni_args + ";", att.ifname, att.cni_path),
+        R.INVALID_CNI_REQUEST,
+    )
+
+
+def pod_not_found(w: World) -> Case:
+    return Case(w.attachment("ghost", uid=None), R.POD_NOT_FOUND)
+
+
+def pod_uid_mismatch(w: World) -> Case:
+    w.managed_pod("p")
+    return Case(w.attachment("p", uid=OTHER_UID), R.POD_UID_MISMATCH)
+
+
+def pod_on_other_node(w: World) -> Case:
+    pod = w.pod("p", node_name="some-other-node")
+    return Case(w.attachment("p", uid=pod["metadata"]["uid"]), R.POD_NODE_MISMATCH)
+
+
+def registry_malformed(w: World) -> Case:
+    return _annotated(
+        w, R.INVALID_REGISTRY, lambda a: {names.MANAGED_NETWORKS_ANNOTATION: '{"version":1,"podUID":'}
+    )
+
+
+def registry_version_2(w: World) -> Case:
+    return _annotated(
+        w,
+        R.UNSUPPORTED_REGISTRY_VERSION,
+        lambda a: {
+            names.MANAGED_NETWORKS_ANNOTATION: a[names.MANAGED_NETWORKS_ANNOTATION].replace(
+                '"version":1', '"version":2'
+            )
+        },
+    )
+
+
+def registry_other_pod(w: World) -> Case:
+    def change(a: dict[str, Any]) -> dict[str, str | None]:
+        obj = json.loads(a[names.MANAGED_NETWORKS_ANNOTATION])
+        obj["podUID"] = OTHER_UID
+        return {names.MANAGED_NETWORKS_ANNOTATION: json.dumps(obj, separators=(",", ":"))}
+
+    return _annotated(w, R.REGISTRY_POD_UID_MISMATCH, change)
+
+
+def shadow_gone(w: World) -> Case:
+    pod = w.managed_pod("p")
+    name = pod.shadows[1]["metadata"]["name"]
+    w.patch_nad(w.namespace, name, {"metadata": {"finalizers": None}})
+    w.delete_nad(w.namespace, name)
+    eventually("the shadow to be gone", lambda: w.get_nad(w.namespace, name) is None)
+    return Case(w.attachment("p", uid=pod.uid), R.SHADOW_NOT_FOUND, name)
+
+
+def shadow_terminating(w: World) -> Case:
+    pod = w.managed_pod("p")
+    w.delete_nad(w.namespace, pod.shadows[0]["metadata"]["name"])
+    return Case(w.attachment("p", uid=pod.uid), R.SHADOW_TERMINATING)
+
+
+def shadow_in_other_namespace(w: World) -> Case:
+    """A shadow-named NAD of another namespace, selected explicitly (not recorded in a registry)."""
+    pod = w.pod("p")
+    other = w.extra_namespace()
+    plan = mp.plan_shadow(
+        pod_namespace=w.namespace,
+        pod_name="p",
+        pod_uid=pod["metadata"]["uid"],
+        source=w.source(RAIL_A),
+        pci=RAIL_A.pci,
+        interface="dra0",
+        device="vf-0",
+        node_name=w.node.settings.node_name,
+    )
+    body = json.loads(json.dumps(plan.nad))
+    body["metadata"]["ownerReferences"] = []
+    w.create_nad(body, namespace=other)
+    selection = json.dumps({"name": plan.name, "namespace": other, "interface": "dra0"})
+    w.annotate_pod("p", {names.NETWORKS_ANNOTATION: f"[{selection}]"})
+    return Case(w.attachment("p", uid=pod["metadata"]["uid"]), R.SHADOW_NAMESPACE_MISMATCH)
+
+
+def selection_not_selected(w: World) -> Case:
+    return _annotated(w, R.REGISTRY_ENTRY_NOT_SELECTED, lambda a: {names.NETWORKS_ANNOTATION: "[]"})
+
+
+def selection_duplicated(w: World) -> Case:
+    def change(a: dict[str, Any]) -> dict[str, str | None]:
+        entries = json.loads(a[names.NETWORKS_ANNOTATION])
+        return {names.NETWORKS_ANNOTATION: json.dumps([*entries, entries[0]])}
+
+    return _annotated(w, R.DUPLICATE_MANAGED_SELECTION, change)
+
+
+def selection_override(w: World) -> Case:
+    def change(a: dict[str, Any]) -> dict[str, str | None]:
+        entries = json.loads(a[names.NETWORKS_ANNOTATION])
+        entries[0]["deviceID"] = "0000:03:00.7"
+        return {names.NETWORKS_ANNOTATION: json.dumps(entries)}
+
+    return _annotated(w, R.MANAGED_SELECTION_OVERRIDE, change)
+
+
+def registry_uid_differs(w: World) -> Case:
+    def change(a: dict[str, Any]) -> dict[str, str | None]:
+        obj = json.loads(a[names.MANAGED_NETWORKS_ANNOTATION])
+        obj["entries"][1]["uid"] = OTHER_UID
+        return {names.MANAGED_NETWORKS_ANNOTATION: json.dumps(obj, separators=(",", ":"))}
+
+    return _annotated(w, R.REGISTRY_SHADOW_MISMATCH, change)
+
+
+CASES: list[tuple[str, Callable[[World], Case]]] = [
+    ("malformed-cni-args", invalid_cni_args),
+    ("pod-not-found", pod_not_found),
+    ("pod-uid-mismatch", pod_uid_mismatch),
+    ("pod-on-another-node", pod_on_other_node),
+    (
+        "C01-malformed-json-annotation",
+        lambda w: _plain(
+            w, '[ { "name": "net-a", "ips": [ "10.1.1.104/24" ] ]', R.INVALID_NETWORKS_ANNOTATION, "column"
+        ),
+    ),
+    ("C02-trailing-comma", lambda w: _plain(w, "net-a,net-b,", R.INVALID_NETWORKS_ANNOTATION, "comma")),
+    (
+        "C03-ips-not-a-list",
+        lambda w: _plain(w, '[{"name":"net-a","ips":"10.0.0.5/24"}]', R.INVALID_NETWORKS_ANNOTATION, "ips"),
+    ),
+    (
+        "C04-interfaceRequest",
+        lambda w: _plain(
+            w,
+            '[{"name":"net-a","interfaceRequest":"vlan101"}]',
+            R.INVALID_NETWORKS_ANNOTATION,
+            "interfaceRequest",
+        ),
+    ),
+    (
+        "C06-ifname-too-long",
+        lambda w: _plain(w, "net-a@averyveryverylongif", R.INVALID_NETWORKS_ANNOTATION, "19 bytes"),
+    ),
+    (
+        "C15-collision-with-automatic-net1",
+        lambda w: _plain(
+            w, '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]', R.DUPLICATE_INTERFACE_NAME, "net1"
+        ),
+    ),
+    ("registry-malformed", registry_malformed),
+    ("registry-unknown-version", registry_version_2),
+    ("registry-of-another-pod", registry_other_pod),
+    ("shadow-not-found", shadow_gone),
+    (
+        "binding-unknown-version",
+        lambda w: _managed(w, R.UNSUPPORTED_BINDING_VERSION, edit=lambda b: _binding(b, version=2)),
+    ),
+    (
+        "binding-malformed",
+        lambda w: _managed(
+            w, R.INVALID_BINDING, edit=lambda b: _binding(b, interface="not a valid interface name")
+        ),
+    ),
+    (
+        "binding-for-another-pod",
+        lambda w: _managed(w, R.BINDING_POD_UID_MISMATCH, edit=lambda b: _binding(b, podUID=OTHER_UID)),
+    ),
+    (
+        "binding-for-another-node",
+        lambda w: _managed(w, R.BINDING_NODE_MISMATCH, edit=lambda b: _binding(b, nodeName="node-z")),
+    ),
+    ("shadow-in-another-namespace", shadow_in_other_namespace),
+    (
+        "no-owner-reference-to-the-pod",
+        lambda w: _managed(
+            w, R.MISSING_POD_OWNER_REFERENCE, edit=lambda b: b["metadata"].update(ownerReferences=[])
+        ),
+    ),
+    (
+        "protection-finalizer-missing",
+        lambda w: _managed(
+            w, R.MISSING_PROTECTION_FINALIZER, edit=lambda b: b["metadata"].update(finalizers=[])
+        ),
+    ),
+    ("shadow-terminating", shadow_terminating),
+    (
+        "empty-resource-name-key",
+        lambda w: _managed(
+            w,
+            R.RESOURCE_NAME_ANNOTATION_PRESENT,
+            edit=lambda b: b["metadata"]["annotations"].update({names.RESOURCE_NAME_ANNOTATION: ""}),
+        ),
+    ),
+    (
+        "not-an-sriov-config",
+        lambda w: _managed(
+            w, R.INVALID_SHADOW_CONFIG, edit=lambda b: _config(b, lambda d: d.update(type="macvlan"))
+        ),
+    ),
+    (
+        "C13-sriov-without-device-id",
+        lambda w: _managed(
+            w,
+            R.DEVICE_ID_MISMATCH,
+            edit=lambda b: _config(b, lambda d: d.pop("deviceID")),
+            mentions="no deviceID",
+        ),
+    ),
+    (
+        "config-reformatted",
+        lambda w: _managed(
+            w,
+            R.CONFIG_HASH_MISMATCH,
+            edit=lambda b: b["spec"].update(config=json.dumps(json.loads(b["spec"]["config"]), indent=1)),
+        ),
+    ),
+    ("registry-entry-not-selected", selection_not_selected),
+    ("managed-selection-duplicated", selection_duplicated),
+    ("managed-selection-device-id-override", selection_override),
+    ("registry-shadow-uid-differs", registry_uid_differs),
+]
+
+
+@pytest.mark.parametrize("build", [c for _, c in CASES], ids=[i for i, _ in CASES])
+def test_rejection_runs_no_delegate(world: World, build: Callable[[World], Case]) -> None:
+    case = build(world)
+    result = world.add("thin", case.attachment)
+    assert not result.ok
+    error = result.error or {}
+    assert error.get("msg", "").startswith(f"multus-guard: {case.reason}:"), error
+    assert "no delegate ran" in error.get("details", "")
+    assert case.mentions in error.get("msg", "") + error.get("details", "")
+    assert (
+        world.node.recorded(case.attachment.container_id) == []
+    )  # not Multus, not the primary, not sriov, not IPAM
+    assert world.host_local_files(RAIL_A) == [] and world.ippool_allocations(RAIL_B) == {}
+
+
+def test_thick_rejection_runs_no_delegate_either(world: World) -> None:
+    case = shadow_terminating(world)
+    result = world.add("thick", case.attachment)
+    assert (result.error or {}).get("msg", "").startswith(f"multus-guard: {R.SHADOW_TERMINATING}:")
+    assert world.node.recorded(case.attachment.container_id) == []
