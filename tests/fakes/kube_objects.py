@@ -73,6 +73,7 @@ class FakeKube:
     faults: list[Fault] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
     hooks: dict[str, Callable[[], None]] = field(default_factory=dict)
+    on_nad_patch: Callable[[str, Sequence[Mapping[str, Any]]], None] | None = None
     _version: Any = field(default_factory=lambda: itertools.count(100))
 
     # ------------------------------------------------------------------ helpers for tests
@@ -269,6 +270,8 @@ class NadView:
 
     def json_patch(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         self.kube._call("nads.patch", name)
+        if self.kube.on_nad_patch is not None:
+            self.kube.on_nad_patch(name, ops)
         out = self.kube._patch(self.kube.nads, (namespace, name), ops)
         self.kube._fault("nads.patch", name, after=True)
         return out

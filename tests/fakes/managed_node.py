@@ -113,7 +113,10 @@ class ManagedNode:
     claims: fx.FakeClaimsApi = field(default_factory=fx.FakeClaimsApi)
     clock: ko.FakeClock = field(default_factory=ko.FakeClock)
     events: ko.RecordedEvents = field(default_factory=ko.RecordedEvents)
-    store_faults: list[tuple[str, BaseException]] = field(default_factory=list)
+    store_faults: list[tuple[str, BaseException, int]] = field(default_factory=list)
+    kill_at: str = ""
+    writes: int = 0
+    worker_host_releases: int = 0
     lock_order: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -141,16 +144,35 @@ class ManagedNode:
         self.restart()
 
     # ------------------------------------------------------------------ process
+    def fail_write(self, exc: BaseException, *, when: str = "before", skip: int = 0) -> None:
+        """Make checkpoint write number ``skip + 1`` from now raise ``exc`` before or after the file
+        is replaced (``after`` = the write is durable but the caller never learns it)."""
+        self.store_faults.append((when, exc, skip))
+
+    def _take(self, when: str) -> BaseException | None:
+        for i, (w, exc, skip) in enumerate(self.store_faults):
+            if w == when:
+                if skip:
+                    self.store_faults[i] = (w, exc, skip - 1)
+                    return None
+                del self.store_faults[i]
+                return exc
+        return None
+
     def _write(self, path: Path, data: bytes) -> None:
-        for i, (when, exc) in enumerate(self.store_faults):
-            if when == "before":
-                del self.store_faults[i]
-                raise exc
+        self.writes += 1
+        exc = self._take("before")
+        if exc is not None:
+            self._take("after")  # keep before/after counts aligned for this write
+            raise exc
         atomicfile.write_atomic(path, data, mode=checkpoint.CHECKPOINT_FILE_MODE)
-        for i, (when, exc) in enumerate(self.store_faults):
-            if when == "after":
-                del self.store_faults[i]
-                raise exc
+        exc = self._take("after")
+        if exc is not None:
+            raise exc
+
+    def _fault(self, point: str) -> None:
+        if point == self.kill_at:
+            raise ko.Crash(point)
 
     def restart(self) -> None:
         """A new plugin process: checkpoint re-read from disk, fresh locks and in-memory state."""
@@ -188,6 +210,7 @@ class ManagedNode:
             claim_locks=claim_locks,
             pod_locks=pod_locks,
             managed=self.attach,
+            fault=self._fault,
         )
         self.handler = prepare.DraHandler(self.ctx)
 
@@ -236,10 +259,12 @@ class ManagedNode:
         from sriov_dra.driver import unprepare
         from sriov_dra.driver.managed import repair
 
+        def host_release(record: Any) -> None:
+            self.worker_host_releases += 1
+            unprepare.release_host(self.ctx, record)
+
         return repair.RepairWorker(
-            attach=self.attach,
-            host_release=lambda r: unprepare.release_host(self.ctx, r),
-            settings=repair.RepairSettings(**settings),
+            attach=self.attach, host_release=host_release, settings=repair.RepairSettings(**settings)
         )
 
     # ------------------------------------------------------------------ observations
