@@ -23,7 +23,7 @@ from kubernetes import client
 from tests.fakes import operator_objects as oo
 
 from sriov_dra.core import conditions, drapolicy, sriovnetwork
-from sriov_dra.kube import apply, nodes, objects
+from sriov_dra.kube import apply, events, nodes, objects
 from sriov_dra.operator import network_controller, policy_controller, settings, status
 
 T = TypeVar("T")
@@ -35,6 +35,7 @@ CRD_FILES = [
     MANIFESTS / "crds" / "sriovnetwork.k8snetworkplumbingwg.io_sriovresourcepolicies.yaml",
 ]
 RUN_LABEL = "sriov-dra.test/run"
+SHADOW_SELECTOR = "sriovnetwork.k8snetworkplumbingwg.io/managed-by!=sriov-dra-plugin"
 
 
 def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 30.0) -> T:
@@ -69,21 +70,31 @@ class Harness:
     """Synchronous controllers of one test, with a write log. See the module docstring."""
 
     def __init__(
-        self, api: client.ApiClient, namespace: str, *, admin: objects.Objects | None = None
+        self,
+        api: client.ApiClient,
+        namespace: str,
+        *,
+        admin_api: client.ApiClient | None = None,
+        recorder: bool = False,
     ) -> None:
-        self.api = api
+        self.api = admin_api or api
         self.ns = namespace
         self.target_ns = f"{namespace}-aiw"
         self.run = namespace
         self.writes: list[tuple[str, str, str]] = []
-        self.admin = admin or objects.Objects(api, field_manager="test-admin")
+        self.admin = objects.Objects(self.api, field_manager="test-admin")
         self.client = objects.Objects(
             api,
             field_manager="sriov-dra-operator",
             on_write=lambda v, r, n: self.writes.append((v, str(r), n)),
         )
         self.config = settings.ReconcileSettings(namespace=namespace)
-        self.writer = status.StatusWriter(self.client)
+        rec = (
+            events.Recorder(self.client, controller="sriov-dra-operator", instance="test")
+            if recorder
+            else None
+        )
+        self.writer = status.StatusWriter(self.client, recorder=rec)
         self.networks = network_controller.NetworkController(
             self.client, self.config, self.writer, self.marked
         )
