@@ -4,8 +4,9 @@ Owns the wiring and the lifecycle of one plugin process on one node. Startup ord
 only after the previous one succeeded:
 
 1. settings (flags/environment; invalid → exit 2 with every problem listed), logging, every
-   setting logged; ``--multus-auto-attach`` is accepted and validated but refused with exit 2
-   ("not implemented in this build") rather than silently ignored;
+   setting logged; ``--multus-auto-attach`` switches on ``driver.managed`` (shadow NADs, Pod
+   selections, release with finalizers) and its repair worker, whose first pass runs before
+   step 5;
 2. **checkpoint** loaded from ``<state dir>/checkpoint.json`` (a corrupt file or unknown version
    → exit 1 with the file named and left untouched);
 3. API client; the metrics/health HTTP server (``/healthz`` answers 503 until step 6 finishes);
@@ -38,12 +39,15 @@ from sriov_dra.driver import (
     claim_context,
     faults,
     kubelet_server,
+    locks,
     logs,
     metrics,
     prepare,
     publisher,
     settings,
 )
+from sriov_dra.driver.managed import repair as managed_repair
+from sriov_dra.driver.managed import wiring as managed_wiring
 from sriov_dra.host import binding, cdi, checkpoint, fakesysfs
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
@@ -93,6 +97,7 @@ class Plugin:
         self.server: kubelet_server.KubeletPluginServer | None = None
         self.http: metrics.HttpServer | None = None
         self._api: Any = None
+        self.repair: managed_repair.RepairWorker | None = None
 
     # ------------------------------------------------------------------ health
     def health(self) -> tuple[bool, str]:
@@ -126,7 +131,7 @@ class Plugin:
                 "that the plugin runs as root with the host directory mounted"
             ) from exc
         managed = sorted(uid for uid, r in records.items() if r.managed_bindings())
-        if managed:
+        if managed and not cfg.multus_auto_attach:
             raise StartupError(
                 f"checkpoint {store.path} holds auto-attached network bindings (claims {', '.join(managed)}) "
                 "that this build cannot release; run the plugin version that wrote them, or drain the node "
@@ -189,6 +194,19 @@ class Plugin:
             if cfg.fake_sysfs_kernel
             else binding.SysfsKernelPci(sysfs)
         )
+        attach = None
+        if cfg.multus_auto_attach:
+            try:
+                attach = managed_wiring.build_attach(
+                    api=self._api,
+                    node_name=cfg.node_name,
+                    devices=pub,
+                    store=self.store,
+                    registry=self.metrics.registry,
+                    api_timeout_s=cfg.api_timeout_s,
+                )
+            except Exception as exc:
+                raise StartupError(f"cannot start auto-attach (reading Node {cfg.node_name}): {exc}") from exc
         context = claim_context.ClaimContext(
             driver_name=cfg.driver_name,
             node_name=cfg.node_name,
@@ -201,7 +219,12 @@ class Plugin:
             require_netdevice=cfg.multus_auto_attach,
             fault=self.fault,
             metrics=self.metrics,
+            managed=attach,
+            claim_locks=attach.locks.claim_locks if attach is not None else locks.KeyedLocks("claim"),
+            pod_locks=attach.locks.pod_locks if attach is not None else locks.KeyedLocks("pod"),
         )
+        if attach is not None:
+            self.repair = managed_wiring.start_worker(attach, context)
         self.server = kubelet_server.KubeletPluginServer(
             driver_name=cfg.driver_name,
             handler=_CountingHandler(prepare.DraHandler(context), self),
@@ -225,6 +248,8 @@ class Plugin:
         self.stop_event.set()
         if self.server is not None:
             self.server.stop(grace_s=self.settings.shutdown_grace_s)
+        if self.repair is not None:
+            self.repair.stop()
         if self.publisher is not None:
             self.publisher.close()
         if self.http is not None:
@@ -288,17 +313,6 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return EXIT_BAD_SETTINGS
     logs.configure(config.log_format, config.log_level)
     LOG.info("settings", extra={"op": "startup", **config.as_log_fields()})
-    if config.multus_auto_attach:
-        LOG.error(
-            "auto-attach is not implemented in this build",
-            extra={
-                "op": "startup",
-                "reason": "--multus-auto-attach / MULTUS_AUTO_ATTACH=true was set, but generating Multus "
-                "network selections is not implemented in this plugin build; unset it (manual MULTUS mode) "
-                "or deploy a build that implements it",
-            },
-        )
-        return EXIT_BAD_SETTINGS
     try:
         fault = faults.from_environment(environ)
     except ValueError as exc:
