@@ -278,12 +278,18 @@ def merged_status_devices(
     order (an empty ``ours`` removes them all). Returns ``None``
     when the result equals ``existing`` (nothing to write).
 
-    Shapes: ``existing`` is the claim's ``status.devices`` (absent/None = empty); entries are
+    Shapes: ``existing`` is the claim's ``status.devices`` (absent/None = empty; null-valued
+    fields of an entry count as absent); entries are
     keyed by (driver, pool, device, shareID), so a duplicate key is never produced.
     Raises: ContractViolation when ``ours`` holds another driver's entry or repeats a key.
     Source: ``dra-driver-sriov.md`` §8.1 (c) and (d): upsert, never append, never drop others.
     """
-    current = [dict(e) for e in existing if isinstance(e, Mapping)] if isinstance(existing, list) else []
+    # The API server shows unset fields as null (e.g. "conditions": null): treat them as absent.
+    current = (
+        [{k: v for k, v in e.items() if v is not None} for e in existing if isinstance(e, Mapping)]
+        if isinstance(existing, list)
+        else []
+    )
     keys = [_key(e) for e in ours]
     if any(e.get("driver") != driver_name for e in ours) or len(set(keys)) != len(keys):
         raise errors.ContractViolation(

@@ -37,10 +37,11 @@ UNPREPARE_POINTS: Final = (
     "unprepare:restored",
     "unprepare:claim-cdi",
     "unprepare:pod-cdi",
+    "unprepare:status",
     "unprepare:forgotten",
 )
 """Boundaries of an unprepare, in order: drivers restored, claim CDI spec removed, Pod CDI spec
-synced, record deleted (just before the claim status is cleared)."""
+synced, claim status cleared, record deleted (just before the result is returned)."""
 
 POINTS: Final = PREPARE_POINTS + UNPREPARE_POINTS
 

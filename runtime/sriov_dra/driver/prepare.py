@@ -19,8 +19,9 @@ Preparing one claim (:func:`prepare_claim`), in this order:
    unreleased claim of the Pod. Each step is idempotent: already in place means no write.
 5. *(auto-attach, later issue: ensure shadows, patch the Pod, persist ``Ready`` here, still
    under both locks, on the first and the retry path alike.)*
-6. **Unlock**, then upsert this driver's ``status.devices`` entries (best-effort, diagnostic,
-   conflict-safe, other drivers' entries kept), then return the devices with top-level request
+6. Upsert this driver's ``status.devices`` entries (best-effort, diagnostic, conflict-safe,
+   other drivers' entries kept; still under the locks, so a late write cannot overtake a
+   concurrent unprepare of the claim), unlock, and return the devices with top-level request
    names and both CDI IDs.
 
 A claim that already has a record (a retry, or a kubelet restart) skips step 3 and re-runs step 4
@@ -33,8 +34,9 @@ prepare completes (step 4 again) or the next unprepare cleans up. A failure in s
 record is rolled back in this call (drivers restored, CDI removed, record deleted last); a
 failure on the retry path keeps the state, because an earlier success may already be in use.
 
-It must never prepare a claim it cannot verify, hold a lock while waiting for the API in step 1
-or 6, or touch another claim's record.
+It must never prepare a claim it cannot verify, hold a lock while reading the claim in step 1,
+or touch another claim's record. The two operation locks are the only locks held across API
+calls and hardware writes (spec §6.3); the checkpoint store's own lock never is.
 Source: spec §6.3, §8.1; reference ``dra-protocol.md`` §1.2, §3.5; ``dra-driver-sriov.md`` §4.
 """
 
@@ -90,8 +92,8 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
         if managed is not None and consumer is not None:  # spec §8.1 steps 3-5, first and retry alike
             managed.ensure(consumer, plan.claim_uid)
             record = ctx.store.snapshot_claim(plan.claim_uid) or record
-    update_status(ctx, record, claim)
-    ctx.fault("prepare:status")
+        update_status(ctx, record, claim)
+        ctx.fault("prepare:status")
     return prepared_result(record)
 
 

@@ -14,13 +14,14 @@ Unpreparing one claim (:func:`unprepare_claim`), in this order:
 4. **Host** (:func:`release_host`): restore each VF's original driver (only where a driver was
    requested), remove the claim CDI spec, rebuild the Pod CDI spec from the Pod's other locally
    unreleased claims or remove it after the last one.
-5. **Forget**: delete this claim's record only (the Pod's other claims stay).
-6. Unlock, then remove this driver's ``status.devices`` entries from the claim (best-effort; a
-   deleted or replaced claim needs nothing).
+5. Remove this driver's ``status.devices`` entries from the claim (best-effort; a deleted or
+   replaced claim needs nothing). This runs before the record goes, so a kill cannot leave
+   stale entries behind that no later call would remove.
+6. **Forget**: delete this claim's record only (the Pod's other claims stay), then unlock.
 
-Crash safety: the record is deleted last, so a kill before step 5 leaves it, and the kubelet's
-next unprepare repeats step 4, every part of which is idempotent (a driver already restored, a
-file already gone, are no-ops). A driver that cannot be restored keeps the record and the CDI
+Crash safety: the record is deleted last, so a kill before step 6 leaves it, and the kubelet's
+next unprepare repeats steps 4-5, every part of which is idempotent (a driver already restored, a
+file already gone, entries already removed, are no-ops). A driver that cannot be restored keeps the record and the CDI
 files and fails the claim, so nothing is forgotten while the host still differs.
 
 It must never release hardware for a claim it has no record of, nor touch another claim's record.
@@ -72,9 +73,10 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
             )
         with ctx.pod_locks.hold(record.pod_uid):
             release_host(ctx, record)
+            clear_status(ctx, record)
+            ctx.fault("unprepare:status")
             ctx.store.delete_claim(record.claim_uid)
             ctx.fault("unprepare:forgotten")
-    clear_status(ctx, record)
 
 
 def release_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> None:

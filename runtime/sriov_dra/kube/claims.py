@@ -2,12 +2,19 @@
 
 Owns the plugin's two claim calls: a live GET of ``resource.k8s.io/v1`` ResourceClaims (never a
 cache: prepare must see the current UID and allocation) and the update of ``status.devices`` on
-the ``resourceclaims/status`` subresource. The update is a JSON merge patch that carries the
-whole rebuilt list plus ``metadata.resourceVersion`` and ``metadata.uid``, so the API server
-refuses it (409) when anyone changed the claim since it was read; the caller's pure ``compute``
-function then runs again on a fresh read. Other drivers' entries are whatever ``compute`` keeps
-(``core.claimplan.merged_status_devices`` keeps all of them), so a conflict can never drop them,
-unlike upstream's retry that re-applied a stale snapshot.
+the ``resourceclaims/status`` subresource. The update is a PUT of the claim as read, with only
+``status.devices`` replaced, carrying the read ``metadata.resourceVersion`` and ``metadata.uid``,
+so the API server refuses it (409) when anyone changed the claim since; the caller's pure
+``compute`` function then runs again on a fresh read. Other drivers' entries are whatever
+``compute`` keeps (``core.claimplan.merged_status_devices`` keeps all of them), so a conflict can
+never drop them, unlike upstream's retry that re-applied a stale snapshot.
+
+Why a PUT with hand-encoded bytes and not a patch: the server keeps every opaque
+``parameters`` object of the allocation as the exact bytes its creator sent and compares them
+byte for byte on a status update. A patch (merge, JSON or apply) is applied to the compacted
+JSON form, so it fails ("status.allocation: field is immutable") for every claim whose configs
+were written by a Python client (``json.dumps`` puts spaces in). :func:`encode_claim` re-creates
+the creator's bytes; Go clients avoid the problem only because they speak protobuf.
 
 It must never write anything but ``status.devices`` and never retry anything but a conflict.
 RBAC: ``resourceclaims`` get, ``resourceclaims/status`` patch, and ``resourceclaims/driver``
@@ -18,11 +25,17 @@ Source: reference ``dra-protocol.md`` §3.5, §4.3; ``dra-driver-sriov.md`` §4.
 
 from __future__ import annotations
 
+import copy
+import itertools
+import json
 import logging
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+import urllib3
 from kubernetes import client
+from kubernetes.client import rest
 
 from sriov_dra.kube import errors, pods
 
@@ -33,6 +46,18 @@ DEFAULT_TIMEOUT_S: Final = 10.0
 """Budget of one claim request; well inside the kubelet's 45 s prepare deadline."""
 DEFAULT_ATTEMPTS: Final = 5
 """Status updates tried before giving up on repeated conflicts (upstream's backoff has 5 steps)."""
+
+STYLES: Final = ("go", "python")
+"""Formats of opaque parameters a status write tries (see :func:`encode_claim`)."""
+MAX_MIXED_CONFIGS: Final = 3
+"""Up to this many opaque configs, mixed formats are tried too (2**n attempts at most)."""
+_GO_ESCAPES: Final = (
+    ("<", "\\u003c"),
+    (">", "\\u003e"),
+    ("&", "\\u0026"),
+    ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
+)
 
 StatusCompute = Callable[[object], list[dict[str, Any]] | None]
 """Gets the claim's current ``status.devices`` (maybe None) and returns the new list, or None to
@@ -55,40 +80,118 @@ def get_claim(api: client.ApiClient, namespace: str, name: str, *, timeout_s: fl
     return pods.decode_object(body, action)
 
 
-def patch_status_devices(
-    api: client.ApiClient,
-    namespace: str,
-    name: str,
-    *,
-    devices: list[dict[str, Any]],
-    uid: str,
-    resource_version: str,
-    timeout_s: float,
-) -> dict[str, Any]:
-    """Replace ``status.devices`` of the claim if it is still at ``resource_version`` with ``uid``.
+def _styled(value: object, style: str) -> str:
+    """JSON text of one opaque ``parameters`` object in one of the writers' formats.
 
-    Shapes: a JSON merge patch ``{"metadata": {"uid", "resourceVersion"}, "status": {"devices"}}``
-    on the ``status`` subresource; an empty ``devices`` list clears the field.
-    Raises: ``errors.Conflict`` when the claim changed or was replaced since it was read;
-    ``errors.Invalid`` when the server rejects the list (e.g. an entry for an unallocated device);
-    the other ``errors.ApiError`` classes as :func:`get_claim`.
+    ``go``: compact, HTML characters escaped as Go's encoding/json does (kubectl, Helm, Go
+    clients); ``python``: ``json.dumps`` defaults (``", "``/``": "``, ASCII), as this Python
+    client and Ansible's kubernetes.core send objects.
     """
-    body = {
-        "metadata": {"uid": uid, "resourceVersion": resource_version},
-        "status": {"devices": devices},
-    }
-    action = f"patch {RESOURCE} {namespace}/{name} status.devices"
+    if style == "python":
+        return json.dumps(value)
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in _GO_ESCAPES:
+        text = text.replace(char, escaped)
+    return text
+
+
+def encode_claim(claim: Mapping[str, Any], styles: Sequence[str]) -> bytes:
+    """The claim as JSON bytes with opaque parameters ``i`` formatted in ``styles[i]``.
+
+    The API server keeps each opaque ``parameters`` object as the exact bytes it was created
+    with and refuses a status update whose allocation bytes differ ("status.allocation: field
+    is immutable"); a GET only shows them compacted. So a status write must re-send them in the
+    creator's format, which this function reproduces for the two formats in use (see
+    :func:`_styled`). Shapes: ``styles`` has one entry per
+    ``status.allocation.devices.config`` entry with ``opaque.parameters``.
+    """
+    doc = copy.deepcopy(dict(claim))
+    configs = (((doc.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("config") or []
+    holders = [
+        c["opaque"]
+        for c in configs
+        if isinstance((c or {}).get("opaque"), dict) and "parameters" in c["opaque"]
+    ]
+    tokens: dict[str, str] = {}
+    for index, (holder, style) in enumerate(zip(holders, styles, strict=True)):
+        token = f"sriov-dra-raw-{uuid.uuid4().hex}-{index}"
+        tokens[json.dumps(token)] = _styled(holder["parameters"], style)
+        holder["parameters"] = token
+    text = _styled(doc, "go")
+    for quoted, raw in tokens.items():
+        text = text.replace(quoted, raw, 1)
+    return text.encode("utf-8")
+
+
+def parameter_count(claim: Mapping[str, Any]) -> int:
+    """How many opaque ``parameters`` objects the claim's allocation holds."""
+    configs = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("config") or []
+    return sum(
+        1 for c in configs if isinstance((c or {}).get("opaque"), dict) and "parameters" in c["opaque"]
+    )
+
+
+def _style_choices(count: int) -> list[tuple[str, ...]]:
+    """Uniform formats first, then every mix (only for a few configs, to bound the attempts)."""
+    uniform = [("go",) * count, ("python",) * count]
+    if count == 0:
+        return [()]
+    if count > MAX_MIXED_CONFIGS:
+        return uniform
+    mixed = [c for c in itertools.product(STYLES, repeat=count) if c not in uniform]
+    return uniform + mixed
+
+
+def _allocation_bytes_differ(exc: errors.ApiError) -> bool:
+    return isinstance(exc, errors.Invalid) and "status.allocation: Invalid value" in str(exc)
+
+
+def _put_json(
+    api: client.ApiClient, path: str, data: bytes, *, action: str, timeout_s: float
+) -> dict[str, Any]:
+    """PUT ``data`` (already-encoded JSON) to ``path``; the client's own encoder would reformat it."""
+    headers: dict[str, str] = dict(api.default_headers)
+    headers.update({"Content-Type": "application/json", "Accept": "application/json"})
+    queries: list[tuple[str, str]] = []
     with errors.translated(action):
-        response = client.ResourceV1Api(api).patch_namespaced_resource_claim_status(
-            name,
-            namespace,
-            body,
-            _content_type="application/merge-patch+json",
-            _preload_content=False,
-            _request_timeout=timeout_s,
+        api.update_params_for_auth(headers, queries, ["BearerToken"])
+        url = f"{api.configuration.host}{path}"
+        response = api.rest_client.pool_manager.request(
+            "PUT", url, body=data, headers=headers, timeout=urllib3.Timeout(total=timeout_s)
         )
-        data = response.data
-    return pods.decode_object(data, action)
+        if not 200 <= response.status <= 299:
+            raise rest.ApiException(http_resp=rest.RESTResponse(response))
+        body = response.data
+    return pods.decode_object(body, action)
+
+
+def replace_status_devices(
+    api: client.ApiClient, claim: Mapping[str, Any], devices: list[dict[str, Any]], *, timeout_s: float
+) -> dict[str, Any]:
+    """PUT the claim's ``status`` with ``devices`` as ``status.devices``, everything else as read.
+
+    The body carries the read ``resourceVersion`` and ``uid``, so the server refuses it (409)
+    when the claim changed or was replaced meanwhile. The opaque parameters are re-sent in the
+    format they were created with (:func:`encode_claim`), trying the known formats in turn.
+    Raises: ``errors.Conflict`` for a changed claim; ``errors.Invalid`` when the server rejects
+    the list or no format reproduces the allocation; other ``errors.ApiError`` classes.
+    """
+    meta = claim.get("metadata") or {}
+    namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+    body = copy.deepcopy(dict(claim))
+    body.setdefault("status", {})["devices"] = devices
+    path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}/status"
+    action = f"update {RESOURCE} {namespace}/{name} status.devices"
+    last: errors.ApiError | None = None
+    for styles in _style_choices(parameter_count(body)):
+        try:
+            return _put_json(api, path, encode_claim(body, styles), action=action, timeout_s=timeout_s)
+        except errors.Invalid as exc:
+            if not _allocation_bytes_differ(exc):
+                raise
+            last = exc
+    assert last is not None
+    raise last
 
 
 class ClaimClient:
@@ -120,7 +223,7 @@ class ClaimClient:
         """Write ``compute(status.devices)`` to the claim, re-reading and recomputing on conflicts.
 
         ``current`` is a claim object already read (saves one GET); it is used for the first
-        attempt only. Returns True when a patch was written, False when ``compute`` asked for
+        attempt only. Returns True when an update was written, False when ``compute`` asked for
         no change or the claim is gone or was replaced (another UID): there is nothing to update.
 
         Raises: ``errors.Conflict`` after ``attempts`` conflicts in a row; ``errors.Invalid``,
@@ -141,15 +244,7 @@ class ClaimClient:
             if devices is None:
                 return False
             try:
-                patch_status_devices(
-                    self._api,
-                    namespace,
-                    name,
-                    devices=devices,
-                    uid=uid,
-                    resource_version=str(meta.get("resourceVersion", "")),
-                    timeout_s=self._timeout_s,
-                )
+                replace_status_devices(self._api, claim, devices, timeout_s=self._timeout_s)
                 return True
             except errors.NotFound:
                 return False

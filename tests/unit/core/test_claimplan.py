@@ -170,6 +170,7 @@ GPU_1 = {"driver": GPU, "pool": fx.NODE, "device": "gpu-1"}
         ([OURS_A, GPU_0], [], [GPU_0]),
         ([GPU_0], [], None),
         ([OURS_B, OURS_A], [OURS_A, OURS_B], None),
+        ([{**OURS_A, "conditions": None}], [OURS_A], None),
     ],
     ids=[
         "added-to-empty",
@@ -180,6 +181,7 @@ GPU_1 = {"driver": GPU, "pool": fx.NODE, "device": "gpu-1"}
         "empty-removes-only-own",
         "nothing-of-ours-writes-nothing",
         "order-of-own-entries-is-not-a-change",
+        "null-fields-from-the-server-are-absent",
     ],
 )
 def test_status_devices_upsert_keeps_other_drivers_entries(
