@@ -21,6 +21,20 @@ def _lab_up(args: argparse.Namespace) -> int:
     return session.up(workdir=args.workdir, nodes=args.nodes, hold=not args.no_hold)
 
 
+def _lab_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sriov_dra.cli import inspect
+    from sriov_dra.lab import demo
+
+    return demo.run(
+        workdir=Path(args.workdir).resolve(),
+        inspector=inspect.Inspector(),
+        multus_mode=args.multus,
+        hold=args.hold,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand (also used by the tests)."""
     parser = argparse.ArgumentParser(prog="sriov-dra", description=__doc__.splitlines()[0])
@@ -36,6 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", type=int, default=2, help="number of simulated nodes (default: 2)")
     up.add_argument("--no-hold", action="store_true", help="stop again right after a successful start")
     up.set_defaults(func=_lab_up)
+    demo = lab_sub.add_parser(
+        "demo",
+        help="the main job: the spec §14 examples end to end, the correlation table, a PASS/FAIL verdict",
+    )
+    demo.add_argument("--workdir", default=".lab", help="where PKI, logs and node files go (default: .lab)")
+    demo.add_argument(
+        "--multus", choices=["thin", "thick"], default="thin", help="Multus mode (default: thin)"
+    )
+    demo.add_argument("--hold", action="store_true", help="keep the lab running after the demo until Enter")
+    demo.set_defaults(func=_lab_demo)
+    from sriov_dra.cli import inspect
+
+    inspect.add_parser(sub)
     return parser
 
 

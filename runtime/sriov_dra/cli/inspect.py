@@ -1,0 +1,395 @@
+"""``sriov-dra inspect``: follow one Pod's VFs from its claim to the addresses on its interfaces.
+
+For each SR-IOV allocation result of each of the Pod's ResourceClaims (spec §14.4):
+
+  request → (driver, pool, device) → VF PCI address and ``resource.kubernetes.io/pcieRoot`` (from
+  the live ResourceSlice) → the GPU result(s) paired with it by a ``matchAttribute`` constraint
+  on pcieRoot, and whether their roots are equal → the shadow NAD bound to that VF (its binding
+  annotation's claim UID and PCI address) → the source template it was rendered from → the
+  interface name → the address on that interface, read from the Pod's network namespace when a
+  path is given (the lab knows it), else from Multus's ``network-status`` → the rail subnet of
+  the shadow's IPAM config.
+
+Each row also carries the spec §14.4 checks that can be made from these objects: the shadow's
+``deviceID`` is the VF, the binding names this Pod and claim, the CNI network name is the
+template's, the address is inside the rail subnet, the paired roots are equal. Read-only; works
+against any cluster with the admin's kubeconfig (GET/LIST of Pods, ResourceClaims,
+ResourceSlices, NADs).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sriov_dra.core import bindings, names
+from sriov_dra.core import errors as core_errors
+from sriov_dra.kube import objects
+
+POD = objects.Resource("", "v1", "pods", "Pod")
+CLAIM = objects.Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
+SLICE = objects.Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+DEVICE_ID = "k8s.cni.cncf.io/deviceID"
+
+NetnsReader = Callable[[str], Mapping[str, Sequence[str]]]
+"""``reader(netns_path)`` → ``{interface name: [CIDR addresses]}`` of a network namespace."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One VF of a Pod, correlated end to end (see the module docstring).
+
+    Shapes: ``gpus`` entries ``"<request>: <pool>/<device> @<root>"``; ``ips`` CIDR strings;
+    ``checks`` maps a check name to ``True``/``False`` (absent when it cannot be made).
+    """
+
+    pod: str
+    node: str
+    claim: str
+    request: str
+    driver: str
+    pool: str
+    device: str
+    vf_pci: str
+    pcie_root: str
+    gpus: tuple[str, ...]
+    shadow: str
+    source: str
+    interface: str
+    ips: tuple[str, ...]
+    ip_origin: str
+    subnet: str
+    checks: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when a shadow was found and every check made passed."""
+        return bool(self.shadow) and all(self.checks.values())
+
+
+def _attributes(device: Mapping[str, Any], driver: str) -> dict[str, Any]:
+    """A slice device's attributes with fully qualified names and plain values."""
+    out: dict[str, Any] = {}
+    for key, value in (device.get("attributes") or {}).items():
+        qualified = key if "/" in key else f"{driver}/{key}"
+        if isinstance(value, Mapping) and len(value) == 1:
+            out[qualified] = next(iter(value.values()))
+    return out
+
+
+def _slice_index(client: objects.Objects) -> dict[tuple[str, str, str], dict[str, Any]]:
+    index: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for item in client.list(SLICE).items:
+        spec = item.get("spec") or {}
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        for device in spec.get("devices") or []:
+            index[(driver, pool, device.get("name", ""))] = _attributes(device, driver)
+    return index
+
+
+def _claim_names(pod: Mapping[str, Any]) -> list[str]:
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    generated = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+    out: list[str] = []
+    for entry in spec.get("resourceClaims") or []:
+        name = entry.get("resourceClaimName") or generated.get(entry.get("name"))
+        if name and name not in out:
+            out.append(name)
+    return out
+
+
+def _partners(claim: Mapping[str, Any], request: str) -> set[str]:
+    """Requests bound to ``request`` by a ``matchAttribute`` constraint on pcieRoot."""
+    found: set[str] = set()
+    for constraint in ((claim.get("spec") or {}).get("devices") or {}).get("constraints") or []:
+        if constraint.get("matchAttribute") != PCIE_ROOT:
+            continue
+        members = constraint.get("requests") or []
+        if request in members:
+            found.update(m for m in members if m != request)
+    return found
+
+
+def _subnet(config: Mapping[str, Any]) -> str:
+    ipam = config.get("ipam") or {}
+    value = ipam.get("range") or ipam.get("subnet")
+    if isinstance(value, str):
+        if "-" in value and "/" in value:  # whereabouts "start-end/prefix"
+            start, rest = value.split("-", 1)
+            value = f"{start}/{rest.rsplit('/', 1)[1]}"
+        try:
+            return str(ipaddress.ip_network(value, strict=False))
+        except ValueError:
+            return value
+    ranges = ipam.get("ranges") or []
+    if ranges and ranges[0] and isinstance(ranges[0][0], Mapping):
+        return str(ranges[0][0].get("subnet", ""))
+    return ""
+
+
+def _network_status(pod: Mapping[str, Any]) -> dict[str, list[str]]:
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.NETWORK_STATUS_ANNOTATION, "[]")
+    try:
+        entries = json.loads(raw)
+    except ValueError:
+        return {}
+    out: dict[str, list[str]] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, Mapping) and entry.get("interface"):
+            out[str(entry["interface"])] = [str(ip) for ip in entry.get("ips") or []]
+    return out
+
+
+def _in_subnet(ips: Sequence[str], subnet: str) -> bool | None:
+    if not ips or not subnet:
+        return None
+    try:
+        net = ipaddress.ip_network(subnet, strict=False)
+        return all(ipaddress.ip_interface(ip).ip in net for ip in ips)
+    except ValueError:
+        return False
+
+
+def _shadows(client: objects.Objects, namespace: str, pod_uid: str) -> list[tuple[dict[str, Any], Any]]:
+    selector = f"{names.LABEL_POD_UID}={pod_uid}"
+    found = []
+    for nad in client.list(objects.NAD, namespace, label_selector=selector).items:
+        note = ((nad.get("metadata") or {}).get("annotations") or {}).get(names.BINDING_ANNOTATION)
+        try:
+            found.append((nad, bindings.decode_binding(note)))
+        except core_errors.ContractViolation:
+            continue
+    return found
+
+
+def _source_network_name(client: objects.Objects, ref: bindings.SourceRef) -> str | None:
+    nad = client.get_or_none(objects.NAD, ref.name, ref.namespace)
+    if nad is None:
+        return None
+    try:
+        return str(json.loads((nad.get("spec") or {}).get("config") or "{}").get("name"))
+    except ValueError:
+        return None
+
+
+def inspect_pod(
+    client: objects.Objects,
+    namespace: str,
+    name: str,
+    *,
+    netns: str | None = None,
+    read_netns: NetnsReader | None = None,
+    sriov_driver: str = names.DRIVER_NAME,
+) -> list[Row]:
+    """Correlate every SR-IOV VF of Pod ``namespace/name`` (see the module docstring).
+
+    Raises: ``sriov_dra.kube.errors.NotFound`` when the Pod does not exist.
+    """
+    pod = client.get(POD, name, namespace)
+    uid = pod["metadata"]["uid"]
+    slices = _slice_index(client)
+    shadows = _shadows(client, namespace, uid)
+    local = read_netns(netns) if (netns and read_netns) else None
+    reported = _network_status(pod)
+    rows: list[Row] = []
+    for claim_name in _claim_names(pod):
+        claim = client.get_or_none(CLAIM, claim_name, namespace)
+        if claim is None:
+            continue
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+            "results"
+        ) or []
+        by_request = {r.get("request"): r for r in results}
+        for result in results:
+            if result.get("driver") != sriov_driver:
+                continue
+            key = (result["driver"], result.get("pool", ""), result.get("device", ""))
+            attrs = slices.get(key, {})
+            pci, root = str(attrs.get(DEVICE_ID, "")), str(attrs.get(PCIE_ROOT, ""))
+            gpus, roots = [], []
+            for partner in sorted(_partners(claim, result["request"])):
+                other = by_request.get(partner)
+                if other is None or other.get("driver") == sriov_driver:
+                    continue
+                other_root = str(
+                    slices.get((other["driver"], other["pool"], other["device"]), {}).get(PCIE_ROOT, "")
+                )
+                roots.append(other_root)
+                gpus.append(f"{partner}: {other['pool']}/{other['device']} @{other_root}")
+            shadow = next(
+                (
+                    (nad, b)
+                    for nad, b in shadows
+                    if b.claim_uid == claim["metadata"]["uid"] and b.pci_address == pci
+                ),
+                None,
+            )
+            checks: dict[str, bool] = {}
+            if roots:
+                checks["pcieRootEqual"] = all(r == root and r for r in roots)
+            shadow_name = source = interface = subnet = ""
+            ips: list[str] = []
+            origin = ""
+            if shadow is not None:
+                nad, binding = shadow
+                config = json.loads((nad.get("spec") or {}).get("config") or "{}")
+                shadow_name, interface = nad["metadata"]["name"], binding.interface
+                source = f"{binding.source.namespace}/{binding.source.name}"
+                subnet = _subnet(config)
+                checks["deviceIdIsVf"] = config.get("deviceID") == pci
+                checks["bindingIdentity"] = (
+                    binding.pod_uid == uid and binding.claim_uid == claim["metadata"]["uid"]
+                )
+                template_name = _source_network_name(client, binding.source)
+                if template_name is not None:
+                    checks["networkNamePreserved"] = config.get("name") == template_name
+                if local is not None:
+                    ips, origin = list(local.get(interface, [])), "netns"
+                else:
+                    ips, origin = list(reported.get(interface, [])), "network-status"
+                inside = _in_subnet(ips, subnet)
+                if inside is not None:
+                    checks["ipInRailSubnet"] = inside
+                checks["interfaceHasAddress"] = bool(ips)
+            rows.append(
+                Row(
+                    pod=f"{namespace}/{name}",
+                    node=str((pod.get("spec") or {}).get("nodeName", "")),
+                    claim=claim_name,
+                    request=str(result["request"]),
+                    driver=str(result["driver"]),
+                    pool=str(result.get("pool", "")),
+                    device=str(result.get("device", "")),
+                    vf_pci=pci,
+                    pcie_root=root,
+                    gpus=tuple(gpus),
+                    shadow=shadow_name,
+                    source=source,
+                    interface=interface,
+                    ips=tuple(ips),
+                    ip_origin=origin,
+                    subnet=subnet,
+                    checks=checks,
+                )
+            )
+    rows.sort(key=lambda r: (r.interface or "~", r.claim, r.request))
+    return rows
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    """The correlation table as text: one header, one line per VF, then failed checks if any."""
+    if not rows:
+        return "(no SR-IOV devices allocated to this Pod)"
+    head = (
+        "REQUEST",
+        "DEVICE (pool/device)",
+        "VF PCI",
+        "PCIE ROOT",
+        "PAIRED GPU",
+        "SHADOW NAD",
+        "TEMPLATE",
+        "IF",
+        "IP",
+        "RAIL SUBNET",
+    )
+    lines = [
+        (
+            r.request,
+            f"{r.pool}/{r.device}",
+            r.vf_pci,
+            r.pcie_root,
+            ", ".join(g.split(": ", 1)[1] if ": " in g else g for g in r.gpus) or "-",
+            r.shadow or "(none)",
+            r.source or "-",
+            r.interface or "-",
+            ",".join(r.ips) or "-",
+            r.subnet or "-",
+        )
+        for r in rows
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines, strict=True)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    first = rows[0]
+    out = [
+        f"Pod {first.pod} on {first.node} — driver {first.driver}, claim(s) {', '.join(sorted({r.claim for r in rows}))}"
+    ]
+    out.append(fmt.format(*head).rstrip())
+    out.extend(fmt.format(*line).rstrip() for line in lines)
+    failed = [f"  {r.request}: {k} failed" for r in rows for k, v in r.checks.items() if not v]
+    missing = [f"  {r.request}: no shadow NAD bound to VF {r.vf_pci}" for r in rows if not r.shadow]
+    if failed or missing:
+        out.append("problems:")
+        out.extend(missing + failed)
+    else:
+        origin = {r.ip_origin for r in rows} - {""}
+        out.append(
+            f"checks passed: {', '.join(sorted({k for r in rows for k in r.checks}))} (IPs from {', '.join(sorted(origin)) or '-'})"
+        )
+    return "\n".join(out)
+
+
+def read_netns(path: str) -> dict[str, list[str]]:
+    """``{interface: [CIDR]}`` of the namespace at ``path`` (link-local IPv6 left out)."""
+    from sriov_dra.host import netlink
+
+    return {
+        link.name: [a for a in link.addresses if not ipaddress.ip_interface(a).ip.is_link_local]
+        for link in netlink.links(path)
+    }
+
+
+def render_json(rows: Sequence[Row]) -> str:
+    """The rows as a JSON list (for scripts)."""
+    return json.dumps([asdict(r) | {"ok": r.ok} for r in rows], indent=2)
+
+
+class Inspector:
+    """The demo's view of this command (``sriov_dra.lab.demo.Inspector``)."""
+
+    def inspect(self, client: objects.Objects, namespace: str, name: str, netns: str | None) -> list[Row]:
+        """Rows of Pod ``namespace/name``; IPs from ``netns`` when given."""
+        return inspect_pod(client, namespace, name, netns=netns, read_netns=read_netns if netns else None)
+
+    def render(self, rows: Sequence[Any]) -> str:
+        """The correlation table."""
+        return render_table(rows)
+
+
+def run(args: Any) -> int:
+    """``sriov-dra inspect`` (arguments from :func:`add_parser`); returns the exit status.
+
+    Exit 0 when every VF correlates and every check passes, 1 otherwise (the table says why).
+    """
+    import os
+    from pathlib import Path
+
+    from sriov_dra.kube import client as kube_client
+
+    path = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    api = kube_client.from_kubeconfig(Path(path.split(os.pathsep)[0]))
+    try:
+        client = objects.Objects(api, field_manager="sriov-dra-inspect")
+        rows = inspect_pod(
+            client, args.namespace, args.pod, netns=args.netns, read_netns=read_netns if args.netns else None
+        )
+    finally:
+        api.close()
+    print(render_json(rows) if args.output == "json" else render_table(rows))
+    return 0 if rows and all(r.ok for r in rows) else 1
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``inspect`` on the ``sriov-dra`` subcommand parser."""
+    p = sub.add_parser("inspect", help="correlate a Pod's claim, VFs, GPUs, shadow NADs, interfaces and IPs")
+    p.add_argument("pod", help="Pod name")
+    p.add_argument("-n", "--namespace", default="default")
+    p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG or ~/.kube/config")
+    p.add_argument(
+        "--netns", default=None, help="the Pod's network namespace path, to read IPs on the node itself"
+    )
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.set_defaults(func=run)

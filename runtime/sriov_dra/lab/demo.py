@@ -1,0 +1,359 @@
+"""``sriov-dra lab demo`` (``make lab``): the whole product end to end on one machine, then a verdict.
+
+Phases, each on a clean lab state, each ending with its workloads deleted and a leftover count:
+
+1. start the lab (:class:`~sriov_dra.lab.stack.LabStack`: control plane, two simulated nodes with
+   two rails each, plugins, guards, Multus, IPAM, operator);
+2. spec §14.2 (``examples/gpu-nic-pairs``): the GPU/NIC pairs example, applied verbatim (the lab's
+   PF names, node label and documentation CIDRs already match it, so no substitution is needed);
+   the spec §14.4 correlation table; the spec §16.2 checks (two GPUs and two VFs, pairwise equal
+   pcieRoot, each VF's address in its own rail's subnet with both rails used, no networks
+   annotation or resourceName in the workload, source NADs unchanged, zero ResourceClaim/
+   ResourceSlice reads by Multus in the audit log);
+3. spec §14.1 (``examples/one-network-deviceclass``): one NAD named once in a DeviceClass;
+4. spec §14.3 (``examples/operator-two-rails``): SriovNetwork + SriovNetworkNodePolicy through
+   the operator, the plugins restarted on the operator's namespace (an operator-managed
+   install), the same workload as §14.2;
+5. stop everything; print ``PASS`` or ``FAIL`` with the failed checks, on one line.
+
+The correlation is computed by an injected inspector (``sriov-dra inspect``'s functions, which
+live in the CLI layer above this one).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sriov_dra.kube import objects
+from sriov_dra.lab import leftovers, processes, stack, workloads
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
+ONE_NETWORK = EXAMPLES / "one-network-deviceclass"
+OPERATOR = EXAMPLES / "operator-two-rails"
+RAIL_SUBNETS = ("192.0.2.0/24", "198.51.100.0/24")
+MULTUS_USER = "system:serviceaccount:kube-system:multus"
+NAD = objects.NAD
+NODE_POLICY = objects.NODE_POLICY
+SRIOV_NETWORK = objects.SRIOV_NETWORK
+
+
+class InspectedRow(Protocol):
+    """What the demo reads from one correlated VF (``sriov_dra.cli.inspect.Row``)."""
+
+    @property
+    def request(self) -> str: ...
+    @property
+    def interface(self) -> str: ...
+    @property
+    def ips(self) -> tuple[str, ...]: ...
+    @property
+    def subnet(self) -> str: ...
+    @property
+    def gpus(self) -> tuple[str, ...]: ...
+    @property
+    def shadow(self) -> str: ...
+    @property
+    def checks(self) -> dict[str, bool]: ...
+    @property
+    def ok(self) -> bool: ...
+
+
+class Inspector(Protocol):
+    """Correlates a Pod's VFs (``inspect_pod``) and renders them (``render_table``)."""
+
+    def inspect(
+        self, client: objects.Objects, namespace: str, name: str, netns: str | None
+    ) -> Sequence[InspectedRow]:
+        """The rows of Pod ``namespace/name`` (``netns``: its sandbox, read on the node)."""
+        ...
+
+    def render(self, rows: Sequence[InspectedRow]) -> str:
+        """The correlation table."""
+        ...
+
+
+@dataclass
+class Verdict:
+    """Checks made so far: ``name → (passed, detail)`` in order."""
+
+    checks: list[tuple[str, bool, str]] = field(default_factory=list)
+
+    def check(self, name: str, passed: bool, detail: str = "") -> bool:
+        """Record one check and print it."""
+        self.checks.append((name, passed, detail))
+        mark = "ok  " if passed else "FAIL"
+        print(f"    [{mark}] {name}" + (f": {detail}" if detail else ""), flush=True)
+        return passed
+
+    @property
+    def passed(self) -> bool:
+        """True when every check passed (and there was at least one)."""
+        return bool(self.checks) and all(ok for _, ok, _ in self.checks)
+
+    def line(self, elapsed_s: float) -> str:
+        """The final one-line verdict."""
+        failed = [n for n, ok, _ in self.checks if not ok]
+        if not failed and self.checks:
+            return f"PASS: {len(self.checks)} checks, spec §14.1, §14.2, §14.3 and §16.2 on the lab ({elapsed_s:.0f} s)"
+        return f"FAIL: {len(failed)} of {len(self.checks)} checks failed: {', '.join(failed) or 'none ran'}"
+
+
+def say(text: str) -> None:
+    """Print one progress line at once."""
+    print(text, flush=True)
+
+
+def multus_dra_reads(audit_log: Path) -> int:
+    """Requests Multus's identity made to ``resource.k8s.io`` (claims, slices, classes) so far."""
+    count = 0
+    if not audit_log.exists():
+        return 0
+    for line in audit_log.read_text(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        user = (event.get("user") or {}).get("username")
+        group = (event.get("objectRef") or {}).get("apiGroup")
+        if user == MULTUS_USER and group == "resource.k8s.io":
+            count += 1
+    return count
+
+
+def multus_requests(audit_log: Path) -> int:
+    """Every audited request of Multus's identity (proves Multus actually ran and was audited)."""
+    if not audit_log.exists():
+        return 0
+    return sum(1 for line in audit_log.read_text(errors="replace").splitlines() if MULTUS_USER in line)
+
+
+def _workload_text_clean(docs: Sequence[Mapping[str, Any]]) -> tuple[bool, str]:
+    """No user networks annotation and no resourceName in DeviceClasses, claim templates, Pods."""
+    bad = []
+    for doc in docs:
+        if doc.get("kind") not in ("DeviceClass", "ResourceClaimTemplate", "Pod"):
+            continue
+        text = json.dumps(doc)
+        if "k8s.v1.cni.cncf.io/networks" in text or "resourceName" in text:
+            bad.append(f"{doc['kind']}/{doc['metadata']['name']}")
+    return (not bad, ", ".join(bad) or "DeviceClasses, ResourceClaimTemplate and Pod name no network")
+
+
+def _sources(client: objects.Objects, namespace: str, names_: Sequence[str]) -> dict[str, tuple[str, str]]:
+    out = {}
+    for name in names_:
+        nad = client.get_or_none(NAD, name, namespace)
+        if nad is not None:
+            out[name] = (
+                str(nad["metadata"].get("resourceVersion")),
+                str((nad.get("spec") or {}).get("config")),
+            )
+    return out
+
+
+class Demo:
+    """Runs the phases of the module docstring against a started :class:`LabStack`."""
+
+    def __init__(self, lab: stack.LabStack, inspector: Inspector, verdict: Verdict) -> None:
+        self.lab = lab
+        self.inspector = inspector
+        self.verdict = verdict
+        self.client = objects.Objects(lab.api, field_manager="lab-user")
+
+    def _netns(self, pod: Mapping[str, Any]) -> str | None:
+        node = self.lab.node(pod["spec"]["nodeName"])
+        record = node.kubelet.sandbox(pod["metadata"]["uid"]) if node.kubelet else None
+        return record.netns if record else None
+
+    def show_pod(
+        self, namespace: str, name: str, *, expect_vfs: int, rails: Sequence[str]
+    ) -> list[InspectedRow]:
+        """Wait for the Pod, print its table, check rows, rails and pairs."""
+        v = self.verdict
+        try:
+            pod = workloads.wait_running(self.lab.api, namespace, name, timeout_s=180)
+        except workloads.WaitTimeout as exc:
+            v.check(f"{namespace}/{name} running", False, str(exc))
+            return []
+        rows = list(self.inspector.inspect(self.client, namespace, name, self._netns(pod)))
+        say("")
+        for line in self.inspector.render(rows).splitlines():
+            say(f"    {line}")
+        say("")
+        v.check(
+            f"{name}: {expect_vfs} VF(s) correlated end to end",
+            len(rows) == expect_vfs and all(r.ok for r in rows),
+            f"{sum(r.ok for r in rows)} of {len(rows)} rows pass every check",
+        )
+        ifnames = sorted(r.interface for r in rows)
+        v.check(
+            f"{name}: interfaces dra0..",
+            ifnames == [f"dra{i}" for i in range(expect_vfs)],
+            ", ".join(ifnames),
+        )
+        used = sorted({r.subnet for r in rows})
+        v.check(f"{name}: rails used {', '.join(rails)}", used == sorted(rails), ", ".join(used) or "none")
+        return rows
+
+    def teardown(self, docs: Sequence[Mapping[str, Any]], what: str) -> None:
+        """Delete ``docs`` (Pods first), wait, and check that nothing is left anywhere."""
+        pods = [d for d in docs if d.get("kind") == "Pod"]
+        workloads.delete_docs(self.lab.api, pods, timeout_s=180)
+        workloads.delete_docs(self.lab.api, [d for d in docs if d.get("kind") != "Pod"], timeout_s=180)
+
+        def clean() -> leftovers.Leftovers | None:
+            found = leftovers.collect(self.lab)
+            return found if found.empty else None
+
+        try:
+            found = workloads.eventually("no leftovers", clean, timeout_s=60)
+        except workloads.WaitTimeout:
+            found = leftovers.collect(self.lab)
+        self.verdict.check(
+            f"{what}: nothing left after deletion",
+            found.empty,
+            "shadows, finalizers, selections, checkpoint records, CDI files, IP reservations: 0"
+            if found.empty
+            else found.describe().replace("\n", "; "),
+        )
+
+    # ------------------------------------------------------------------ phases
+    def pairs(self) -> None:
+        """Spec §14.2 and the §16.2 checks."""
+        v = self.verdict
+        say(
+            f"\n== spec §14.2: two GPU/NIC pairs matched by PCIe root ({PAIRS.relative_to(EXAMPLES.parent)}, verbatim)"
+        )
+        docs = workloads.load(PAIRS)
+        clean, detail = _workload_text_clean(docs)
+        v.check("workload YAML has no networks annotation and no resourceName", clean, detail)
+        admin = [d for d in docs if d["kind"] != "Pod"]
+        workloads.apply_docs(self.lab.api, admin)
+        before = _sources(self.client, "ai-workloads", ("rail-a-net", "rail-b-net"))
+        workloads.apply_docs(self.lab.api, [d for d in docs if d["kind"] == "Pod"])
+        rows = self.show_pod("ai-workloads", "gpu-sriov-pairs-demo", expect_vfs=2, rails=RAIL_SUBNETS)
+        gpus = sorted({g for r in rows for g in r.gpus})
+        v.check(
+            "two distinct full GPUs, each paired with one VF on an equal pcieRoot",
+            len(gpus) == 2 and all(r.checks.get("pcieRootEqual") for r in rows),
+            "; ".join(gpus),
+        )
+        v.check(
+            "source NADs unchanged",
+            _sources(self.client, "ai-workloads", ("rail-a-net", "rail-b-net")) == before,
+            "resourceVersion and spec.config of rail-a-net, rail-b-net",
+        )
+        audit = self.lab.cp.audit_log
+        v.check(
+            "Multus made zero DRA lookups (audit log)",
+            multus_dra_reads(audit) == 0 and multus_requests(audit) > 0,
+            f"{multus_dra_reads(audit)} resource.k8s.io requests of {multus_requests(audit)} audited Multus requests",
+        )
+        self.teardown(docs, "§14.2")
+
+    def one_network(self) -> None:
+        """Spec §14.1."""
+        say(f"\n== spec §14.1: one NAD for a DeviceClass ({ONE_NETWORK.relative_to(EXAMPLES.parent)})")
+        docs = workloads.load(ONE_NETWORK / "one-network.yaml") + workloads.load(ONE_NETWORK / "pod.yaml")
+        workloads.apply_docs(self.lab.api, docs)
+        self.show_pod("ai-workloads", "one-network-demo", expect_vfs=1, rails=RAIL_SUBNETS[:1])
+        self.teardown(docs, "§14.1")
+
+    def operator(self) -> None:
+        """Spec §14.3: plugins on the operator namespace, SriovNetwork + node policies, the §14.2 workload."""
+        v = self.verdict
+        say(f"\n== spec §14.3: two rails through the operator ({OPERATOR.relative_to(EXAMPLES.parent)})")
+        say(
+            f"    restarting the plugins with policy namespace {stack.OPERATOR_NAMESPACE} (operator-managed install)"
+        )
+        for node in self.lab.nodes:
+            self.lab.stop_plugin(node)
+            self.lab.start_plugin(node, policy_namespace=stack.OPERATOR_NAMESPACE)
+        workload = workloads.load(OPERATOR / "workload.yaml")
+        networks = workloads.load(OPERATOR / "sriov-networks-and-policies.yaml")
+        workloads.apply_docs(self.lab.api, [d for d in workload if d["kind"] == "Namespace"])
+        workloads.apply_docs(self.lab.api, networks)
+        try:
+            workloads.eventually("operator conditions Ready", self._operator_ready, timeout_s=90)
+            v.check("node policies DRAConfigurationReady and SriovNetworks Ready", True)
+        except workloads.WaitTimeout:
+            v.check(
+                "node policies DRAConfigurationReady and SriovNetworks Ready", False, self._operator_state()
+            )
+        workloads.apply_docs(self.lab.api, [d for d in workload if d["kind"] != "Namespace"])
+        self.show_pod("ai-workloads", "gpu-sriov-pairs-demo", expect_vfs=2, rails=RAIL_SUBNETS)
+        self.teardown([*networks, *workload], "§14.3")
+        for node in self.lab.nodes:
+            self.lab.stop_plugin(node)
+            self.lab.start_plugin(node, policy_namespace=stack.POLICY_NAMESPACE)
+
+    def _conditions(self) -> dict[str, str]:
+        out = {}
+        for res, kind in ((NODE_POLICY, "DRAConfigurationReady"), (SRIOV_NETWORK, "Ready")):
+            for obj in self.client.list(res, stack.OPERATOR_NAMESPACE).items:
+                conds = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+                c = conds.get(kind) or {}
+                out[f"{res.kind}/{obj['metadata']['name']}"] = (
+                    f"{kind}={c.get('status', '?')} {c.get('reason', '')}".strip()
+                )
+        return out
+
+    def _operator_ready(self) -> bool:
+        state = self._conditions()
+        return len(state) == 4 and all("=True" in s for s in state.values())
+
+    def _operator_state(self) -> str:
+        return "; ".join(f"{k}: {v}" for k, v in sorted(self._conditions().items())) or "no objects"
+
+
+def run(
+    *,
+    workdir: Path,
+    inspector: Inspector,
+    multus_mode: str = "thin",
+    hold: bool = False,
+    phases: Sequence[str] = ("pairs", "one-network", "operator"),
+) -> int:
+    """Run the demo (see the module docstring); returns 0 on PASS, 1 on FAIL.
+
+    Raises: ``binaries.BinaryMissing`` / ``processes.ProcessFailed`` when the lab cannot start.
+    """
+    start = time.monotonic()
+    verdict = Verdict()
+    if workdir.exists() and (workdir / "controlplane").exists():
+        shutil.rmtree(workdir)  # a previous demo's files; the lab always starts clean
+    say(
+        f"== starting the lab in {workdir} (control plane, 2 nodes x 2 rails, plugins, guards, Multus {multus_mode}, "
+        "whereabouts, operator)"
+    )
+    lab = stack.LabStack(stack.LabOptions(workdir=workdir, multus_mode=multus_mode))
+    try:
+        lab.start()
+        say(f"    ready in {time.monotonic() - start:.0f} s; KUBECONFIG={lab.cp.kubeconfig}")
+        demo = Demo(lab, inspector, verdict)
+        steps: dict[str, Callable[[], None]] = {
+            "pairs": demo.pairs,
+            "one-network": demo.one_network,
+            "operator": demo.operator,
+        }
+        for phase in phases:
+            try:
+                steps[phase]()
+            except (workloads.WaitTimeout, processes.ProcessFailed, ValueError) as exc:
+                verdict.check(f"phase {phase}", False, str(exc))
+        if hold:
+            say(f"\nthe lab keeps running: export KUBECONFIG={lab.cp.kubeconfig}; press Enter to stop")
+            sys.stdin.readline()
+    finally:
+        say(f"\n== stopping the lab (logs stay in {workdir})")
+        lab.stop()
+    say(verdict.line(time.monotonic() - start))
+    return 0 if verdict.passed else 1

@@ -1,0 +1,471 @@
+"""The whole lab as one object: control plane, simulated nodes and every service, started and stopped.
+
+Owns the lab's wiring, in this order (``LabStack.start``), each step after the previous succeeded:
+
+1. the control plane (:mod:`~sriov_dra.lab.controlplane`, with an audit log);
+2. cluster objects the product ships: the driver and operator CRDs, the DeviceClass, the guard
+   and operator RBAC, the lab's Multus/whereabouts identities and whereabouts CRDs, the policy and
+   operator namespaces, the synthetic GPU DeviceClass;
+3. per node: the Node (Ready, with a Lease), its machine (:mod:`~sriov_dra.lab.topology`: fake
+   sysfs, node network and mount namespaces, veth VFs), the API relay into the node namespace, the
+   node's CNI files (bin dir, primary network, Multus and whereabouts kubeconfigs, the guard's
+   conflist written by ``sriov-dra-guard install``), the guard daemon, the DRA plugin
+   (``python -m sriov_dra.driver``), the kubelet simulator (registered with the plugin), and the
+   synthetic GPU ResourceSlice;
+4. the operator (``python -m sriov_dra.operator``).
+
+Services are started as processes through their entrypoints, inside the node's namespaces (no
+service module is imported). The Ansible roles are not used here (see the README: the lab starts
+processes directly). Stop is the reverse order; each process is stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from sriov_dra.kube import apply
+from sriov_dra.lab import binaries, cni, controlplane, kubelet_sim, processes, sandboxes, session, topology
+from sriov_dra.lab.nodes import SimulatedNode
+
+log = logging.getLogger(__name__)
+
+MANIFESTS: Final = Path(__file__).resolve().parents[1] / "manifests"
+DRIVER_NAME: Final = "sriovnetwork.k8snetworkplumbingwg.io"
+POLICY_NAMESPACE: Final = "dra-driver-sriov"
+OPERATOR_NAMESPACE: Final = "sriov-network-operator"
+PRIMARY_FILE: Final = "10-lab-pods.conflist"
+CNI_BINARIES: Final = (
+    "bridge",
+    "host-local",
+    "loopback",
+    "static",
+    "tuning",
+    "whereabouts",
+    "multus",
+    "multus-shim",
+)
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    """How to build the lab.
+
+    Units: ``start_timeout_s`` seconds per service readiness wait.
+    """
+
+    workdir: Path
+    nodes: int = 2
+    vfs_per_pf: int = 4
+    multus_mode: str = "thin"
+    auto_attach: bool = True
+    policy_namespace: str = POLICY_NAMESPACE
+    operator: bool = True
+    start_timeout_s: float = 90.0
+
+
+@dataclass
+class NodeStack:
+    """One running lab node."""
+
+    layout: topology.NodeLayout
+    machine: topology.NodeMachine
+    node: SimulatedNode
+    kubelet: kubelet_sim.KubeletSimulator | None = None
+    processes: dict[str, processes.Process] = field(default_factory=dict)
+    policy_namespace: str = POLICY_NAMESPACE
+
+    @property
+    def name(self) -> str:
+        """The Node name."""
+        return self.layout.name
+
+
+def load_manifests(*paths: Path) -> list[dict[str, Any]]:
+    """Every YAML document of ``paths`` (files, or directories of ``*.yaml``), in order."""
+    docs: list[dict[str, Any]] = []
+    for path in paths:
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        for file in files:
+            docs.extend(d for d in yaml.safe_load_all(file.read_text()) if isinstance(d, dict))
+    return docs
+
+
+class LabStack:
+    """A running lab (see the module docstring). Use :meth:`start` / :meth:`stop`."""
+
+    def __init__(self, options: LabOptions) -> None:
+        self.options = options
+        self.workdir = options.workdir.resolve()
+        self.lab_id = secrets.token_hex(2)
+        self.cp = controlplane.ControlPlane(
+            controlplane.ControlPlaneSettings(
+                workdir=self.workdir / "controlplane", keep_workdir=True, audit=True
+            )
+        )
+        self.nodes: list[NodeStack] = []
+        self.operator: processes.Process | None = None
+        self.api: Any = None
+        self._kubeconfigs: dict[str, Path] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> LabStack:
+        """Start everything (see the module docstring); stop what started on failure.
+
+        Raises: ``binaries.BinaryMissing``, ``processes.ProcessFailed``, ``topology.TopologyError``.
+        """
+        for name in CNI_BINARIES:
+            binaries.find(name)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.cp.start()
+            self.api = self.cp.api()
+            self._install_cluster_objects()
+            for index in range(1, self.options.nodes + 1):
+                self._start_node(index)
+            if self.options.operator:
+                self.start_operator()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop every process and kubelet, remove node namespaces and the control plane. Idempotent."""
+        for node in self.nodes:
+            if node.kubelet is not None:
+                node.kubelet.stop()
+                node.kubelet = None
+        if self.operator is not None:
+            self.operator.stop()
+            self.operator = None
+        for node in reversed(self.nodes):
+            for proc in reversed(list(node.processes.values())):
+                proc.stop()
+            node.processes.clear()
+            node.machine.destroy()
+            node.node.stop()
+        self.nodes.clear()
+        if self.api is not None:
+            self.api.close()
+            self.api = None
+        self.cp.stop()
+        shutil.rmtree(topology.run_root(self.lab_id), ignore_errors=True)
+
+    # ------------------------------------------------------------------ cluster
+    def kubeconfig(self, name: str, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """A client-certificate kubeconfig for ``user`` (cached by ``name``)."""
+        if name not in self._kubeconfigs:
+            self._kubeconfigs[name] = self.cp._kubeconfig(name, user, groups)
+        return self._kubeconfigs[name]
+
+    def _install_cluster_objects(self) -> None:
+        namespaces = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+            for ns in (POLICY_NAMESPACE, OPERATOR_NAMESPACE)
+        ]
+        crds = load_manifests(MANIFESTS / "crds", MANIFESTS / "lab" / "whereabouts-crds.yaml")
+        apply.apply_objects(self.api, namespaces + crds)
+        apply.wait_crds_established(self.api, [c["metadata"]["name"] for c in crds])
+        rbac = load_manifests(
+            MANIFESTS / "guard" / "clusterrole.yaml",
+            MANIFESTS / "lab" / "node-components-rbac.yaml",
+            MANIFESTS / "operator" / "rbac.yaml",
+        )
+        classes = load_manifests(MANIFESTS / "deviceclasses")
+        apply.apply_objects(self.api, [*rbac, *classes, session.gpu_device_class()])
+
+    # ------------------------------------------------------------------ nodes
+    def _start_node(self, index: int) -> NodeStack:
+        name = session.node_names(index)[-1]
+        layout = topology.NodeLayout.for_node(self.workdir, self.lab_id, name, index)
+        sim_node = SimulatedNode(
+            self.api, name, labels={**session.NODE_LABELS, "kubernetes.io/hostname": name}
+        )
+        machine = topology.NodeMachine(layout, vfs_per_pf=self.options.vfs_per_pf)
+        node = NodeStack(
+            layout=layout, machine=machine, node=sim_node, policy_namespace=self.options.policy_namespace
+        )
+        self.nodes.append(node)
+        sim_node.start()
+        machine.create()
+        self._start_apiproxy(node)
+        self._install_cni(node)
+        self._start_guard(node)
+        self.start_plugin(node)
+        self.start_kubelet(node)
+        apply.apply_objects(self.api, [session.gpu_slice(name)])
+        return node
+
+    def node(self, name: str) -> NodeStack:
+        """The running node ``name``. Raises: ``KeyError``."""
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(f"no lab node {name!r}; nodes: {[n.name for n in self.nodes]}")
+
+    def _spawn(
+        self, node: NodeStack | None, name: str, argv: list[str], *, in_node: bool = True
+    ) -> processes.Process:
+        prefix = node.machine.exec_prefix() if (node is not None and in_node) else []
+        logs = node.layout.logs if node is not None else self.workdir / "logs"
+        proc = processes.Process(name=name, argv=[*prefix, *argv], log_path=logs / f"{name}.log")
+        proc.start()
+        if node is not None:
+            node.processes[name] = proc
+        return proc
+
+    def _start_apiproxy(self, node: NodeStack) -> None:
+        port = self.cp.ports["kube-apiserver"]
+        proc = self._spawn(
+            node,
+            "apiproxy",
+            [
+                sys.executable,
+                "-m",
+                "sriov_dra.lab.apiproxy",
+                "--netns",
+                node.layout.netns_path,
+                "--port",
+                str(port),
+            ],
+            in_node=False,
+        )
+        processes.wait_until(
+            f"the API relay into {node.name}",
+            lambda: "relaying" in processes.tail(proc.log_path, 5),
+            timeout_s=self.options.start_timeout_s,
+            process=proc,
+        )
+
+    def _install_cni(self, node: NodeStack) -> None:
+        lay = node.layout
+        for name in CNI_BINARIES:
+            link = lay.cni_bin_dir / name
+            if not link.exists():
+                link.symlink_to(binaries.find(name))
+        cni.build_bin_dir(
+            lay.cni_bin_dir,
+            {
+                "sriov": [
+                    sys.executable,
+                    "-m",
+                    "sriov_dra.lab.sriov_cni",
+                    "--vf-map",
+                    str(lay.vf_map),
+                    "--state-dir",
+                    str(lay.lab_sriov_state),
+                ]
+            },
+        )
+        primary = {
+            "cniVersion": "1.0.0",
+            "name": "lab-pods",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": "cni0",
+                    "isGateway": True,
+                    "ipam": {"type": "host-local", "ranges": [[{"subnet": f"10.244.{lay.index}.0/24"}]]},
+                }
+            ],
+        }
+        (lay.cni_conf_dir / PRIMARY_FILE).write_text(json.dumps(primary, indent=2) + "\n")
+        multus_dir = lay.cni_conf_dir / "multus.d"
+        multus_dir.mkdir(exist_ok=True)
+        shutil.copyfile(
+            self.kubeconfig("multus", "system:serviceaccount:kube-system:multus"),
+            multus_dir / "multus.kubeconfig",
+        )
+        wb_dir = lay.cni_conf_dir / "whereabouts.d"
+        wb_dir.mkdir(exist_ok=True)
+        shutil.copyfile(
+            self.kubeconfig("whereabouts", "system:serviceaccount:kube-system:whereabouts"),
+            wb_dir / "whereabouts.kubeconfig",
+        )
+        flat = {
+            "datastore": "kubernetes",
+            "kubernetes": {"kubeconfig": "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"},
+            "log_file": "/var/lib/cni/whereabouts.log",
+            "log_level": "verbose",
+        }
+        (wb_dir / "whereabouts.conf").write_text(json.dumps(flat, indent=2) + "\n")
+        (wb_dir / "nodename").write_text(node.name + "\n")
+        done = node.machine.run_in_node(
+            [
+                sys.executable,
+                "-m",
+                "sriov_dra.guard.main",
+                "install",
+                "--bin-dir",
+                "/opt/cni/bin",
+                "--conf-dir",
+                "/etc/cni/net.d",
+                "--mode",
+                self.options.multus_mode,
+                "--primary-config",
+                f"/etc/cni/net.d/{PRIMARY_FILE}",
+                "--socket",
+                str(lay.guard_socket),
+                "--interpreter",
+                sys.executable,
+            ]
+        )
+        if done.returncode != 0:
+            raise processes.ProcessFailed(
+                f"sriov-dra-guard install on {node.name} failed: {done.stderr.strip()}"
+            )
+
+    def _start_guard(self, node: NodeStack) -> None:
+        kubeconfig = self.kubeconfig("guard", "system:serviceaccount:kube-system:sriov-dra-guard")
+        proc = self._spawn(
+            node,
+            "guard",
+            [
+                sys.executable,
+                "-m",
+                "sriov_dra.guard.main",
+                "serve",
+                "--socket",
+                str(node.layout.guard_socket),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--node-name",
+                node.name,
+                "--metrics-address",
+                "",
+            ],
+        )
+        processes.wait_until(
+            f"the guard socket on {node.name}",
+            node.layout.guard_socket.exists,
+            timeout_s=self.options.start_timeout_s,
+            process=proc,
+        )
+
+    def start_plugin(self, node: NodeStack, *, policy_namespace: str | None = None) -> processes.Process:
+        """Start ``node``'s DRA plugin (after a stop: the same checkpoint). Returns its process.
+
+        Raises: ``processes.ProcessFailed`` when it exits or does not register in time.
+        """
+        if policy_namespace is not None:
+            node.policy_namespace = policy_namespace
+        lay = node.layout
+        argv = [
+            sys.executable,
+            "-m",
+            "sriov_dra.driver",
+            "--node-name",
+            node.name,
+            "--kubeconfig",
+            str(self.cp.kubeconfig),
+            "--sysfs-root",
+            str(lay.sysfs_root),
+            "--fake-sysfs-kernel",
+            "--kubelet-plugins-directory-path",
+            str(lay.plugins_dir),
+            "--kubelet-registrar-directory-path",
+            str(lay.registry_dir),
+            "--cdi-root",
+            str(lay.cdi_root),
+            "--state-dir",
+            str(lay.plugin_state_dir),
+            "--namespace",
+            node.policy_namespace,
+            "--log-format",
+            "text",
+        ]
+        if self.options.auto_attach:
+            argv.append("--multus-auto-attach")
+        proc = self._spawn(node, "plugin", argv)
+        registration = lay.registry_dir / f"{DRIVER_NAME}-reg.sock"
+        processes.wait_until(
+            f"the DRA plugin's registration socket on {node.name}",
+            registration.exists,
+            timeout_s=self.options.start_timeout_s,
+            process=proc,
+        )
+        return proc
+
+    def stop_plugin(self, node: NodeStack) -> None:
+        """Stop ``node``'s plugin (SIGTERM, then SIGKILL after the grace period)."""
+        proc = node.processes.pop("plugin", None)
+        if proc is not None:
+            proc.stop()
+
+    def start_kubelet(self, node: NodeStack) -> kubelet_sim.KubeletSimulator:
+        """Start ``node``'s kubelet simulator on its checkpoint and wait for the plugin to register.
+
+        Raises: ``processes.ProcessFailed`` when the plugin does not register in time.
+        """
+        lay = node.layout
+        kubeconfig = self.kubeconfig(f"kubelet-{node.name}", f"system:node:{node.name}", ("system:nodes",))
+        runtime = sandboxes.RuntimeSettings(
+            conf_dir=lay.cni_conf_dir,
+            bin_dir=lay.cni_bin_dir,
+            bin_dir_in_node="/opt/cni/bin",
+            exec_prefix=tuple(node.machine.exec_prefix()),
+            netns_prefix=f"sdl{self.lab_id}-",
+        )
+        settings = kubelet_sim.SimSettings(
+            node_name=node.name,
+            registry_dir=lay.registry_dir,
+            state_file=lay.kubelet_state_dir / "state.json",
+            runtime=runtime,
+        )
+        from sriov_dra.kube import client as kube_client
+
+        sim = kubelet_sim.KubeletSimulator(kube_client.from_kubeconfig(kubeconfig), settings).start()
+        node.kubelet = sim
+        if not sim.wait_registered(DRIVER_NAME, timeout_s=self.options.start_timeout_s):
+            raise processes.ProcessFailed(
+                f"the DRA plugin on {node.name} did not register with the kubelet simulator; see "
+                f"{lay.logs / 'plugin.log'}"
+            )
+        return sim
+
+    def stop_kubelet(self, node: NodeStack) -> None:
+        """Stop ``node``'s kubelet simulator (its checkpoint and the Pods' sandboxes stay)."""
+        if node.kubelet is not None:
+            node.kubelet.stop()
+            node.kubelet.api.close()
+            node.kubelet = None
+
+    def start_operator(self) -> processes.Process:
+        """Start the operator in :data:`OPERATOR_NAMESPACE` with its shipped RBAC identity."""
+        kubeconfig = self.kubeconfig(
+            "operator", f"system:serviceaccount:{OPERATOR_NAMESPACE}:sriov-dra-operator"
+        )
+        self.operator = self._spawn(
+            None,
+            "operator",
+            [
+                sys.executable,
+                "-m",
+                "sriov_dra.operator",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--namespace",
+                OPERATOR_NAMESPACE,
+                "--leader-elect",
+                "false",
+                "--metrics-address",
+                "",
+                "--log-format",
+                "text",
+            ],
+        )
+        return self.operator
+
+    def environment(self) -> dict[str, str]:
+        """``KUBECONFIG`` for a shell that wants to look at the lab."""
+        return {**os.environ, "KUBECONFIG": str(self.cp.kubeconfig)}

@@ -1,0 +1,96 @@
+"""The e2e tier: one lab (control plane, two simulated nodes, every service) for the whole session.
+
+The lab is :class:`sriov_dra.lab.stack.LabStack`, the same object ``sriov-dra lab demo`` runs.
+It skips (fails when ``SRIOV_DRA_REQUIRE_TIERS`` names ``e2e``) only when a real part cannot
+start on this machine: not root, no namespace tools, pinned binaries not built, a control plane
+component that does not come up. A service of this project that fails to start is a test error.
+
+Every test works in its own namespace; the administrator's cluster objects the tests share are
+the spec §14.2 mappings (DeviceAttributes, SriovResourcePolicy, DeviceClasses), applied once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from tests import tiers
+from tests.e2e import helpers
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A running lab with two nodes (see the module docstring)."""
+    from sriov_dra.lab import binaries, processes, stack, topology
+
+    if os.geteuid() != 0:
+        tiers.unavailable("e2e", "the lab needs root (network and mount namespaces, veth interfaces)")
+    missing = [t for t in ("nsenter", "unshare", "mount", "ip") if shutil.which(t) is None]
+    if missing:
+        tiers.unavailable("e2e", f"missing tools {missing} (util-linux, iproute2)")
+    lab = stack.LabStack(stack.LabOptions(workdir=tmp_path_factory.mktemp("lab"), nodes=2, auto_attach=False))
+    try:
+        lab.start()
+    except binaries.BinaryMissing as exc:
+        tiers.unavailable("e2e", str(exc))
+    except topology.TopologyError as exc:
+        tiers.unavailable("e2e", f"this machine cannot create the lab's namespaces: {exc}")
+    except processes.ProcessFailed as exc:
+        if "kube-" in str(exc) or "etcd" in str(exc):
+            tiers.unavailable("e2e", f"control plane did not start: {exc}")
+        raise
+    try:
+        yield lab
+    finally:
+        lab.stop()
+
+
+@pytest.fixture
+def api(lab: Any) -> client.ApiClient:
+    """The lab's admin API client."""
+    return lab.api
+
+
+@pytest.fixture
+def namespace(lab: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards (Pods first, so their teardown runs)."""
+    from sriov_dra.lab import workloads
+
+    core = client.CoreV1Api(lab.api)
+    base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
+    name = f"{base}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    workloads.eventually(
+        f"ServiceAccount {name}/default",
+        lambda: any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account(name).items),
+        timeout_s=30,
+    )
+    try:
+        yield name
+    finally:
+        core.delete_collection_namespaced_pod(name)
+        workloads.eventually(
+            f"Pods of {name} to be gone",
+            lambda: not core.list_namespaced_pod(name).items,
+            timeout_s=120,
+        )
+        core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def rails(lab: Any) -> list[dict[str, Any]]:
+    """The §14.2 rail mapping installed once: rail A VFs → ``rail-a-net``, rail B → ``rail-b-net``.
+
+    The NAD names resolve in each Pod's namespace, so every test brings its own templates.
+    """
+    from sriov_dra.lab import workloads
+
+    docs = helpers.rail_mapping_docs()
+    workloads.apply_docs(lab.api, docs)
+    return docs

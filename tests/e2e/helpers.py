@@ -1,0 +1,95 @@
+"""Manifests the e2e tests build: templates, claim templates, Pods, and the spec §14.2 mapping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sriov_dra.lab import workloads
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
+ADMIN_KINDS = ("DeviceAttributes", "SriovResourcePolicy", "DeviceClass")
+
+
+def rail_mapping_docs() -> list[dict[str, Any]]:
+    """The administrator's objects of spec §14.2, verbatim: rail attributes, policy, DeviceClasses."""
+    return [
+        d
+        for d in workloads.load(PAIRS)
+        if d["kind"] in ADMIN_KINDS or d["metadata"]["name"] == "dra-driver-sriov"
+    ]
+
+
+def template(name: str, network: str, ipam: dict[str, Any]) -> dict[str, Any]:
+    """A source NAD (template) ``name`` of type ``sriov`` with CNI network name ``network``."""
+    config = {"cniVersion": "1.0.0", "name": network, "type": "sriov", "ipam": ipam}
+    return {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": name},
+        "spec": {"config": json.dumps(config, indent=2)},
+    }
+
+
+def vf_pod(name: str, template_name: str, *, node: str | None = None) -> dict[str, Any]:
+    """A Pod using claim template ``template_name`` (no networks annotation)."""
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {
+                "name": "workload",
+                "image": "registry.invalid/lab:none",
+                "resources": {"claims": [{"name": "devices"}]},
+            }
+        ],
+        "resourceClaims": [{"name": "devices", "resourceClaimTemplateName": template_name}],
+    }
+    if node is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def claim_template(
+    name: str, requests: list[tuple[str, str]], constraints: list[list[str]] | None = None
+) -> dict[str, Any]:
+    """A ResourceClaimTemplate with count-one ``(request, deviceClass)`` requests and pcieRoot constraints."""
+    devices: dict[str, Any] = {
+        "requests": [
+            {"name": req, "exactly": {"deviceClassName": cls, "allocationMode": "ExactCount", "count": 1}}
+            for req, cls in requests
+        ]
+    }
+    if constraints:
+        devices["constraints"] = [
+            {"requests": group, "matchAttribute": "resource.kubernetes.io/pcieRoot"} for group in constraints
+        ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": devices}},
+    }
+
+
+def in_namespace(namespace: str, *docs: dict[str, Any]) -> list[dict[str, Any]]:
+    """``docs`` with ``metadata.namespace`` set."""
+    return [{**d, "metadata": {**d["metadata"], "namespace": namespace}} for d in docs]
+
+
+def wait_clean(lab: Any, *, timeout_s: float = 60.0) -> Any:
+    """Wait until :func:`sriov_dra.lab.leftovers.collect` finds nothing; return the last count.
+
+    On timeout the last (non-empty) result is returned, so the assertion shows what was left.
+    """
+    from sriov_dra.lab import leftovers
+
+    def clean() -> leftovers.Leftovers | None:
+        found = leftovers.collect(lab)
+        return found if found.empty else None
+
+    try:
+        return workloads.eventually("nothing left behind", clean, timeout_s=timeout_s)
+    except workloads.WaitTimeout:
+        return leftovers.collect(lab)
