@@ -193,13 +193,17 @@ class World:
         *,
         manual: Sequence[str] = (),
         edit_shadow: Callable[[int, dict[str, Any]], None] | None = None,
+        before_annotation: Callable[[dict[str, Any]], None] | None = None,
     ) -> ManagedPod:
         """Create a Pod with one shadow per rail (``dra0``, ``dra1``, ...), selections and registry.
 
-        ``edit_shadow(index, body)`` may change a shadow's body before it is created.
+        ``edit_shadow(index, body)`` may change a shadow's body before it is created;
+        ``before_annotation(pod)`` sees the created Pod before the plugin's annotations land.
         """
         pod = self.pod(name)
         uid = pod["metadata"]["uid"]
+        if before_annotation is not None:
+            before_annotation(pod)
         planned, created, entries = [], [], []
         for index, rail in enumerate(rails):
             plan = mp.plan_shadow(
@@ -248,9 +252,9 @@ class World:
         """CNI ADD through the runtime's first config (the guard)."""
         return self.node.run(mode, "ADD", att, **kw)
 
-    def delete(self, mode: str, att: cni.Attachment) -> cni.CniResult:
+    def delete(self, mode: str, att: cni.Attachment, **kw: Any) -> cni.CniResult:
         """CNI DEL through the runtime's first config (passed to Multus by the shim)."""
-        return self.node.run(mode, "DEL", att)
+        return self.node.run(mode, "DEL", att, **kw)
 
     def ippool_allocations(self, rail: Rail) -> dict[str, Any]:
         """The whereabouts IPPool allocations of ``rail`` (``{}`` when the pool does not exist)."""

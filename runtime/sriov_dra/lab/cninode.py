@@ -162,8 +162,13 @@ class CniNode:
         for mode in MODES:
             self.install_guard(mode)
 
-    def install_guard(self, mode: str, *, multus_keys: Mapping[str, Any] | None = None) -> Path:
-        """(Re)install the guard's conflist for ``mode`` with the node's Multus settings (plus ``multus_keys``)."""
+    def install_guard(
+        self, mode: str, *, multus_keys: Mapping[str, Any] | None = None, conf_dir: Path | None = None
+    ) -> Path:
+        """(Re)install the guard's conflist for ``mode`` with the node's Multus settings (plus ``multus_keys``).
+
+        ``conf_dir`` installs into another runtime conf dir (a variant the mode's dir keeps unchanged).
+        """
         assert self.thick is not None
         keys: dict[str, Any]
         if mode == "thin":
@@ -176,7 +181,7 @@ class CniNode:
         keys.update(multus_keys or {})
         return guard.install(
             bin_dir=self.bin_dir,
-            conf_dir=self.conf_dirs[mode],
+            conf_dir=conf_dir or self.conf_dirs[mode],
             mode=mode,
             primary_config=self.conf_dirs[mode] / PRIMARY_NAME,
             socket_path=self.guard_socket,
@@ -254,9 +259,10 @@ class CniNode:
         *,
         runtime_config: Mapping[str, Any] | None = None,
         timeout_s: float = 180.0,
+        conf_dir: Path | None = None,
     ) -> cni.CniResult:
         """Run ``command`` as the runtime would with the mode's conf dir (the guard's conflist first)."""
-        network = cni.load_network(cni.runtime_choice(self.conf_dirs[mode]))
+        network = cni.load_network(cni.runtime_choice(conf_dir or self.conf_dirs[mode]))
         return cni.run_network(
             network,
             command,
