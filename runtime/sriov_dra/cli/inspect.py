@@ -286,7 +286,7 @@ def render_table(rows: Sequence[Row]) -> str:
         return "(no SR-IOV devices allocated to this Pod)"
     head = (
         "REQUEST",
-        "DEVICE (pool/device)",
+        "DEVICE",
         "VF PCI",
         "PCIE ROOT",
         "PAIRED GPU",
@@ -299,10 +299,10 @@ def render_table(rows: Sequence[Row]) -> str:
     lines = [
         (
             r.request,
-            f"{r.pool}/{r.device}",
+            r.device,
             r.vf_pci,
             r.pcie_root,
-            ", ".join(g.split(": ", 1)[1] if ": " in g else g for g in r.gpus) or "-",
+            ", ".join(g.split(": ", 1)[1].split("/", 1)[-1] if ": " in g else g for g in r.gpus) or "-",
             r.shadow or "(none)",
             r.source or "-",
             r.interface or "-",
@@ -315,7 +315,8 @@ def render_table(rows: Sequence[Row]) -> str:
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     first = rows[0]
     out = [
-        f"Pod {first.pod} on {first.node} — driver {first.driver}, claim(s) {', '.join(sorted({r.claim for r in rows}))}"
+        f"Pod {first.pod} on node {first.node}: claim {', '.join(sorted({r.claim for r in rows}))}, "
+        f"driver {first.driver}, pool {first.pool}"
     ]
     out.append(fmt.format(*head).rstrip())
     out.extend(fmt.format(*line).rstrip() for line in lines)

@@ -10,7 +10,8 @@ Owns the lab's wiring, in this order (``LabStack.start``), each step after the p
    sysfs, node network and mount namespaces, veth VFs), the API relay into the node namespace, the
    node's CNI files (bin dir, primary network, Multus and whereabouts kubeconfigs, the guard's
    conflist written by ``sriov-dra-guard install``), the guard daemon, the DRA plugin
-   (``python -m sriov_dra.driver``), the kubelet simulator (registered with the plugin), and the
+   (``python -m sriov_dra.driver``), the synthetic ``gpu.nvidia.com`` kubelet plugin
+   (:mod:`~sriov_dra.lab.gpu_plugin`), the kubelet simulator (registered with both), and the
    synthetic GPU ResourceSlice;
 4. the operator (``python -m sriov_dra.operator``).
 
@@ -202,6 +203,7 @@ class LabStack:
         self._install_cni(node)
         self._start_guard(node)
         self.start_plugin(node)
+        self._start_gpu_plugin(node)
         self.start_kubelet(node)
         apply.apply_objects(self.api, [session.gpu_slice(name)])
         return node
@@ -396,6 +398,32 @@ class LabStack:
         )
         return proc
 
+    def _start_gpu_plugin(self, node: NodeStack) -> None:
+        lay = node.layout
+        proc = self._spawn(
+            node,
+            "gpu-plugin-synthetic",
+            [
+                sys.executable,
+                "-m",
+                "sriov_dra.lab.gpu_plugin",
+                "--node-name",
+                node.name,
+                "--kubeconfig",
+                str(self.cp.kubeconfig),
+                "--plugins-dir",
+                str(lay.plugins_dir),
+                "--registry-dir",
+                str(lay.registry_dir),
+            ],
+        )
+        processes.wait_until(
+            f"the synthetic GPU plugin on {node.name}",
+            (lay.registry_dir / f"{session.GPU_DRIVER}-reg.sock").exists,
+            timeout_s=self.options.start_timeout_s,
+            process=proc,
+        )
+
     def stop_plugin(self, node: NodeStack) -> None:
         """Stop ``node``'s plugin (SIGTERM, then SIGKILL after the grace period)."""
         proc = node.processes.pop("plugin", None)
@@ -426,11 +454,12 @@ class LabStack:
 
         sim = kubelet_sim.KubeletSimulator(kube_client.from_kubeconfig(kubeconfig), settings).start()
         node.kubelet = sim
-        if not sim.wait_registered(DRIVER_NAME, timeout_s=self.options.start_timeout_s):
-            raise processes.ProcessFailed(
-                f"the DRA plugin on {node.name} did not register with the kubelet simulator; see "
-                f"{lay.logs / 'plugin.log'}"
-            )
+        for driver in (DRIVER_NAME, session.GPU_DRIVER):
+            if not sim.wait_registered(driver, timeout_s=self.options.start_timeout_s):
+                raise processes.ProcessFailed(
+                    f"the {driver} plugin on {node.name} did not register with the kubelet simulator; see "
+                    f"the logs in {lay.logs}"
+                )
         return sim
 
     def stop_kubelet(self, node: NodeStack) -> None:
