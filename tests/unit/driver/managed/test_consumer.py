@@ -1,0 +1,134 @@
+"""driver.managed.consumer: Kubernetes resourceclaim.Name / IsForPod semantics and claim kinds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sriov_dra.core import errors
+from sriov_dra.driver.managed import consumer
+
+POD_UID = "11111111-2222-3333-4444-555555555555"
+
+
+def pod(
+    claims: list[dict[str, Any]], statuses: list[dict[str, Any]] | None = None, **status: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "uid": POD_UID},
+        "spec": {"resourceClaims": claims},
+        "status": {"resourceClaimStatuses": statuses or [], **status},
+    }
+
+
+@pytest.mark.parametrize(
+    ("claims", "statuses", "want"),
+    [
+        pytest.param(
+            [{"name": "a", "resourceClaimName": "c1"}],
+            [],
+            [("a", "c1", False)],
+            id="direct-claim-empty-status-list",
+        ),
+        pytest.param(
+            [{"name": "a", "resourceClaimTemplateName": "t"}],
+            [{"name": "a", "resourceClaimName": "p-a-xyz"}],
+            [("a", "p-a-xyz", True)],
+            id="template-through-status",
+        ),
+        pytest.param(
+            [{"name": "a", "resourceClaimTemplateName": "t"}],
+            [{"name": "a"}],
+            [],
+            id="unset-template-claim-skipped",
+        ),
+        pytest.param(
+            [{"name": "b", "resourceClaimName": "c1"}, {"name": "a", "resourceClaimName": "c1"}],
+            [],
+            [("b", "c1", False), ("a", "c1", False)],
+            id="aliases-of-one-claim-kept-in-spec-order",
+        ),
+    ],
+)
+def test_resolve_pod_claims_follows_resourceclaim_name(claims, statuses, want) -> None:
+    got = [
+        (c.alias, c.claim_name, c.must_check_owner)
+        for c in consumer.resolve_pod_claims(pod(claims, statuses))
+    ]
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("claims", "statuses", "fragment"),
+    [
+        pytest.param(
+            [{"name": "a", "resourceClaimTemplateName": "t"}],
+            [],
+            "has no entry",
+            id="template-not-resolved-yet",
+        ),
+        pytest.param([{"name": "a"}], [], "neither", id="neither-field"),
+    ],
+)
+def test_unresolvable_claims_are_refused_with_the_entry_named(claims, statuses, fragment) -> None:
+    with pytest.raises(errors.InvalidSpec) as caught:
+        consumer.resolve_pod_claims(pod(claims, statuses))
+    assert caught.value.reason is errors.Reason.INVALID_CONSUMER and fragment in str(caught.value)
+    assert "spec.resourceClaims[0]" in str(caught.value)
+
+
+def owner(uid: str, *, controller: bool = True, kind: str = "Pod") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "namespace": "ns",
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": kind, "name": "p", "uid": uid, "controller": controller}
+            ],
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("claim", "want"),
+    [
+        pytest.param(owner(POD_UID), True, id="controlled-by-the-pod"),
+        pytest.param(owner(POD_UID, controller=False), False, id="plain-owner-is-not-enough"),
+        pytest.param(owner("22222222-3333-4444-5555-666666666666"), False, id="another-pod"),
+        pytest.param(owner(POD_UID, kind="PodGroup"), False, id="podgroup-owner-out-of-scope"),
+        pytest.param(
+            {"metadata": {**owner(POD_UID)["metadata"], "namespace": "other"}},
+            False,
+            id="another-namespace",
+        ),
+    ],
+)
+def test_is_for_pod(claim, want) -> None:
+    assert consumer.is_for_pod(pod([]), claim) is want
+
+
+@pytest.mark.parametrize(
+    ("claim", "pod_status"),
+    [
+        pytest.param(
+            {"metadata": {"name": "c", "annotations": {consumer.EXTENDED_RESOURCE_ANNOTATION: "true"}}},
+            {},
+            id="scheduler-marker",
+        ),
+        pytest.param(
+            {"metadata": {"name": "c"}},
+            {"extendedResourceClaimStatus": {"resourceClaimName": "c"}},
+            id="pod-extended-status",
+        ),
+    ],
+)
+def test_extended_resource_claims_are_unsupported_managed_claim_kinds(claim, pod_status) -> None:
+    with pytest.raises(errors.InvalidSpec) as caught:
+        consumer.check_claim_kind(claim, pod([], **pod_status))
+    assert caught.value.reason is errors.Reason.UNSUPPORTED_MANAGED_CLAIM_KIND
+
+
+def test_ordinary_claims_pass_the_kind_check() -> None:
+    consumer.check_claim_kind(
+        {"metadata": {"name": "c"}}, pod([], extendedResourceClaimStatus={"resourceClaimName": "x"})
+    )
