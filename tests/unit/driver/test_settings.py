@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.driver import faults, logs, settings
+from sriov_dra.driver import faults, logs, main, settings
 
 BASE = {"NODE_NAME": "node-a"}
 
@@ -162,3 +162,21 @@ def test_fault_injection_is_off_unless_the_environment_names_a_point(
 def test_fault_injection_refuses_an_unknown_point() -> None:
     with pytest.raises(ValueError, match="names no fault point"):
         faults.from_environment({faults.ENV_VAR: "prepare:nowhere"})
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        (
+            {**BASE, "CONFIGURATION_MODE": "STANDALONE"},
+            "STANDALONE (CNI run by the plugin through NRI) is not supported",
+        ),
+        ({}, "--node-name / NODE_NAME: is required"),
+    ],
+    ids=["standalone-mode", "no-node-name"],
+)
+def test_entrypoint_exits_2_and_prints_the_problem_before_touching_anything(
+    env: dict[str, str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main.main([], env) == main.EXIT_BAD_SETTINGS
+    assert needle in capsys.readouterr().err
