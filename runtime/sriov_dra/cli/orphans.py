@@ -1,0 +1,193 @@
+"""``sriov-dra orphans``: managed shadows of one node, correlated with its checkpoint (spec §18.3).
+
+Lists every shadow NAD labelled for the node's UID (one all-namespace LIST), reads the plugin
+checkpoint of that node (read-only), and classifies each shadow Active / Deleting /
+ReleaseComplete / Orphaned by full binding identity (``driver.managed.orphans``); for each it
+shows whether the claim and the Pod it was made for still exist (or were replaced), and lists
+finalizers of other controllers separately.
+
+Dry run by default: nothing is written. With ``--apply`` it acts only on shadows whose checkpoint
+record is ``ReleaseComplete`` (local cleanup proven done): a UID-precondition DELETE and the
+tested JSON Patch removal of *our* finalizer (``driver.managed.shadows.finalize_released``).
+Orphaned shadows are never finalized here: they need inspection or node fencing first. There is
+no ``--all`` and no blanket ``finalizers=[]``.
+
+It must never write the checkpoint (the running plugin owns it) or touch another node's shadows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from sriov_dra.core import checkpoint_codec, errors, identities, names
+from sriov_dra.core import checkpoint_model as model
+from sriov_dra.driver.managed import orphans, seams, shadows
+from sriov_dra.kube import claims as kube_claims
+from sriov_dra.kube import client as kube_client
+from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kube import nodeinfo, podpatch
+from sriov_dra.kube import shadows as kube_shadows
+
+DEFAULT_CHECKPOINT = f"/var/lib/kubelet/plugins/{names.DRIVER_NAME}/checkpoint.json"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One shadow as printed: classification plus live claim/Pod identity and the planned action."""
+
+    namespace: str
+    name: str
+    status: str
+    claim: str
+    pod: str
+    foreign_finalizers: list[str]
+    why: str
+    action: str
+
+
+def _live(get: Any, namespace: str, name: str, uid: str) -> str:
+    """``present`` / ``replaced`` / ``gone`` / ``unknown`` for an object that should have ``uid``."""
+    if not name:
+        return "unknown"
+    try:
+        obj = get(namespace, name)
+    except kube_errors.NotFound:
+        return f"{name}: gone"
+    except kube_errors.ApiError as exc:
+        return f"{name}: unreadable ({type(exc).__name__})"
+    return f"{name}: present" if (obj.get("metadata") or {}).get("uid") == uid else f"{name}: replaced"
+
+
+def _target(cp: model.Checkpoint, report: orphans.ShadowReport) -> shadows.Target | None:
+    record = cp.claims.get(identities.ClaimUid(report.claim_uid))
+    if record is None:
+        return None
+    return next((t for t in shadows.targets(record) if t.binding.attachment_id == report.attachment_id), None)
+
+
+def rows(
+    reports: list[orphans.ShadowReport],
+    cp: model.Checkpoint,
+    listed: Mapping[str, Mapping[str, Any]],
+    *,
+    claims: Any,
+    pods: Any,
+) -> list[Row]:
+    """Describe each report with its live claim/Pod identity and the action ``--apply`` would take."""
+    out = []
+    for r in reports:
+        record = cp.claims.get(identities.ClaimUid(r.claim_uid))
+        claim = (
+            _live(claims.get, r.namespace, record.name, r.claim_uid)
+            if record
+            else f"uid {r.claim_uid or '?'}: no record"
+        )
+        obj = listed.get(f"{r.namespace}/{r.name}") or {}
+        pod_name = shadows.owner_pod_name(obj, r.pod_uid) or ""
+        pod = (
+            _live(pods.get, r.namespace, pod_name, r.pod_uid)
+            if pod_name
+            else f"uid {r.pod_uid or '?'}: no owner reference"
+        )
+        if r.status is orphans.Status.RELEASE_COMPLETE:
+            action = "delete (uid precondition) and remove our finalizer"
+        elif r.status is orphans.Status.ORPHANED:
+            action = "none: inspect or fence the node first"
+        else:
+            action = "none: the plugin owns it"
+        out.append(
+            Row(r.namespace, r.name, r.status.value, claim, pod, list(r.foreign_finalizers), r.why, action)
+        )
+    return out
+
+
+def apply_released(
+    reports: list[orphans.ShadowReport], cp: model.Checkpoint, *, nads: seams.NadApi, clock: seams.Clock
+) -> list[str]:
+    """Finalize only the shadows whose record is ``ReleaseComplete``; return one line per action."""
+    done = []
+    for r in reports:
+        target = _target(cp, r) if r.status is orphans.Status.RELEASE_COMPLETE else None
+        if target is None:
+            continue
+        result = shadows.finalize_released(target, r.uid, nads=nads, clock=clock)
+        held = f"; still held by {', '.join(result.foreign)}" if result.foreign else ""
+        done.append(f"{r.namespace}/{r.name}: {'gone' if result.gone else 'our finalizer removed'}{held}")
+    return done
+
+
+def _print_table(found: list[Row], out: TextIO) -> None:
+    header = ("NAMESPACE", "NAME", "STATUS", "CLAIM", "POD", "FOREIGN-FINALIZERS", "ACTION")
+    lines = [header] + [
+        (r.namespace, r.name, r.status, r.claim, r.pod, ",".join(r.foreign_finalizers) or "-", r.action)
+        for r in found
+    ]
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
+    for line in lines:
+        out.write("  ".join(str(v).ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() + "\n")
+    for r in found:
+        if r.why:
+            out.write(f"{r.namespace}/{r.name}: {r.why}\n")
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """Run the command; 0 on success, 1 for an unreadable checkpoint or API failure."""
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    api = kube_client.from_kubeconfig(Path(kubeconfig))
+    try:
+        try:
+            cp = checkpoint_codec.decode_checkpoint(
+                Path(args.checkpoint).read_bytes(), source=args.checkpoint
+            )
+            node_uid = args.node_uid or nodeinfo.node_uid(api, args.node, timeout_s=10.0)
+            nads = kube_shadows.NadClient(api)
+            listed = nads.list_all(label_selector=orphans.label_selector(node_uid))
+        except (OSError, errors.SriovDraError, kube_errors.ApiError) as exc:
+            print(f"sriov-dra orphans: {exc}", file=sys.stderr)
+            return 1
+        reports = orphans.correlate(listed, cp.claims, node_uid)
+        by_name = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in listed}
+        found = rows(reports, cp, by_name, claims=kube_claims.ClaimClient(api), pods=podpatch.PodClient(api))
+        if args.output == "json":
+            json.dump([asdict(r) for r in found], out, indent=2)
+            out.write("\n")
+        else:
+            _print_table(found, out)
+        if args.apply:
+            for line in apply_released(reports, cp, nads=nads, clock=seams.SystemClock()):
+                out.write(f"applied: {line}\n")
+        elif any(r.status is orphans.Status.RELEASE_COMPLETE for r in reports):
+            out.write("dry run: rerun with --apply to finalize the ReleaseComplete shadows listed above\n")
+        return 0
+    finally:
+        api.close()
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``orphans`` on the ``sriov-dra`` subcommand parser."""
+    p = sub.add_parser(
+        "orphans", help="list a node's managed shadow NADs against its checkpoint (dry run unless --apply)"
+    )
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--node", help="Node name (its UID is read from the API)")
+    who.add_argument("--node-uid", help="Node UID (for a Node object that no longer exists)")
+    p.add_argument(
+        "--checkpoint",
+        default=DEFAULT_CHECKPOINT,
+        help=f"the plugin checkpoint (default: {DEFAULT_CHECKPOINT})",
+    )
+    p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG or ~/.kube/config")
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--apply",
+        action="store_true",
+        help="finalize ReleaseComplete shadows only (UID-precondition delete, remove our finalizer)",
+    )
+    p.set_defaults(func=run)
