@@ -60,9 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--hold", action="store_true", help="keep the lab running after the demo until Enter")
     demo.set_defaults(func=_lab_demo)
-    from sriov_dra.cli import inspect
+    from sriov_dra.cli import inspect, orphans
 
     inspect.add_parser(sub)
+    orphans.add_parser(sub)
     return parser
 
 
