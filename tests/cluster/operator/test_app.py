@@ -220,11 +220,16 @@ def test_entrypoint_leads_reconciles_serves_metrics_and_stops_on_sigterm(
         )
         lease = h.admin.get(objects.LEASE, "sriov-dra-operator", h.ns)
         assert lease["spec"]["holderIdentity"] == "entrypoint-test"
-        code, body = get(f"http://127.0.0.1:{port}/metrics")
-        assert code == 200
-        assert "sriov_dra_operator_leader 1.0" in body
-        assert 'sriov_dra_operator_reconcile_total{controller="policies",outcome="synced"}' in body
-        assert 'sriov_dra_operator_dra_policies{reason="DRAConfigurationApplied"} 1.0' in body
+        wanted = (
+            "sriov_dra_operator_leader 1.0",
+            'sriov_dra_operator_reconcile_total{controller="policies",outcome="synced"}',
+            'sriov_dra_operator_dra_policies{reason="DRAConfigurationApplied"} 1.0',
+        )
+        # The counters move right after the condition is written: poll rather than race.
+        eventually(
+            "the reconcile metrics",
+            lambda: all(w in get(f"http://127.0.0.1:{port}/metrics")[1] for w in wanted),
+        )
         assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
     finally:
         stopping = time.monotonic()
