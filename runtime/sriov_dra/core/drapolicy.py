@@ -24,11 +24,21 @@ match-all filter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from sriov_dra.core import attributes, conditions, errors, limits, names, nodepolicy, policies, sriovnetwork
+from sriov_dra.core import (
+    attributes,
+    conditions,
+    errors,
+    limits,
+    names,
+    nodepolicy,
+    overlap,
+    policies,
+    sriovnetwork,
+)
 
 DRA_GROUP: Final = "sriovnetwork.k8snetworkplumbingwg.io"
 DRA_API_VERSION: Final = f"{DRA_GROUP}/v1alpha1"
@@ -229,20 +239,6 @@ def _parse_all(
     return [out[name] for name in sorted(out)]
 
 
-def _identity(p: nodepolicy.NodePolicy, pool: str | None) -> tuple[object, ...]:
-    """What a device matched by ``p`` would publish, for the overlap comparison.
-
-    Uses the intended mapping (reference identity, not its resolution) so a conflict does not
-    come and go with a dependency's readiness.
-    """
-    if not p.has_dra:
-        return ("pool", pool)
-    if p.dra is None or p.dra.problems:
-        return ("invalid", p.uid)
-    custom = tuple((k, v.type.value, v.value) for k, v in sorted(p.dra.custom.items()))
-    return ("dra", p.resource_name, custom, p.dra.network)
-
-
 def _attribute_objects(
     generated: Sequence[nodepolicy.NodePolicy],
     resolutions: Mapping[sriovnetwork.ObjectRef, sriovnetwork.SourceResolution],
@@ -338,42 +334,6 @@ def _selector(
     return {"matchLabels": dict(sorted(labels.items()))}
 
 
-def _conflicting_pairs(
-    candidates: Sequence[nodepolicy.NodePolicy], identity: Mapping[str, tuple[object, ...]]
-) -> list[tuple[nodepolicy.NodePolicy, nodepolicy.NodePolicy]]:
-    """Pairs (with at least one DRA policy) whose filters may overlap and whose mappings differ.
-
-    Two filters that both name PFs can only overlap when they share a PF name, so only those
-    pairs, and pairs involving a filter without PF names, are compared (same answer as
-    comparing every pair, far fewer comparisons for the usual one-policy-per-PF layout).
-    """
-    by_pf: dict[str, list[int]] = {}
-    unnamed: list[int] = []
-    for i, p in enumerate(candidates):
-        m = p.translation.matcher
-        if m is None:
-            continue
-        if m.pf_names:
-            for pf in m.pf_names:
-                by_pf.setdefault(pf, []).append(i)
-        else:
-            unnamed.append(i)
-    pairs: set[tuple[int, int]] = set()
-    for members in by_pf.values():
-        pairs.update((i, j) for n, i in enumerate(members) for j in members[n + 1 :])
-    for i in unnamed:
-        pairs.update((min(i, j), max(i, j)) for j in range(len(candidates)) if j != i)
-    out = []
-    for i, j in sorted(pairs):
-        a, b = candidates[i], candidates[j]
-        if not (a.has_dra or b.has_dra) or identity[a.name] == identity[b.name]:
-            continue
-        ma, mb = a.translation.matcher, b.translation.matcher
-        if ma is not None and mb is not None and nodepolicy.may_overlap(ma, mb):
-            out.append((a, b))
-    return out
-
-
 def _node_policies(
     generated: Sequence[nodepolicy.NodePolicy],
     nodes: Sequence[Mapping[str, object]],
@@ -389,9 +349,9 @@ def _node_policies(
             diagnostics.append(
                 f"{nodepolicy.KIND} {p.name}: resourceName {p.resource_name!r} has no pool; no config"
             )
-    identity = {p.name: _identity(p, nodepolicy.pool_name(p.resource_name)) for p in usable}
+    identity = {p.name: overlap.identity(p, nodepolicy.pool_name(p.resource_name)) for p in usable}
     translated = [p for p in usable if p.translation.problem is None]
-    structural = _conflicting_pairs(translated, identity)
+    structural = overlap.conflicting_pairs(translated, identity)
     # Built once per policy and shared (read-only) by every node's config list.
     config_parts = {
         p.name: (_selector(p, pools), [dict(p.translation.filter)])
@@ -430,7 +390,7 @@ def _node_policies(
             pairs = (
                 [(a, b) for a, b in structural if a.name in names and b.name in names]
                 if facts is None
-                else _inventory_pairs(configured, identity, facts)
+                else overlap.inventory_pairs(configured, identity, facts)
             )
             for a, b in pairs:
                 withdrawn = True
@@ -457,26 +417,6 @@ def _node_policies(
                     policy_nodes.setdefault(p.name, []).append(node_name)
         srps.append(_srp(node_name, str(hostname), configs, settings.namespace))
     return srps, policy_nodes
-
-
-def _inventory_pairs(
-    configured: Sequence[nodepolicy.NodePolicy],
-    identity: Mapping[str, tuple[object, ...]],
-    facts: Iterable[policies.DeviceFacts],
-) -> list[tuple[nodepolicy.NodePolicy, nodepolicy.NodePolicy]]:
-    """Conflicting pairs that match at least one actual device of the node."""
-    pairs: dict[tuple[str, str], tuple[nodepolicy.NodePolicy, nodepolicy.NodePolicy]] = {}
-    for device in facts:
-        matching = [
-            p
-            for p in configured
-            if p.translation.matcher is not None and p.translation.matcher.matches(device)
-        ]
-        for i, a in enumerate(matching):
-            for b in matching[i + 1 :]:
-                if (a.has_dra or b.has_dra) and identity[a.name] != identity[b.name]:
-                    pairs[(a.name, b.name)] = (a, b)
-    return [pairs[k] for k in sorted(pairs)]
 
 
 def _srp(node: str, hostname: str, configs: list[dict[str, object]], namespace: str) -> dict[str, object]:

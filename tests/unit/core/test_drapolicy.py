@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import drapolicy, errors, names, nodepolicy, policies, sriovnetwork
+from sriov_dra.core import drapolicy, errors, names, policies, sriovnetwork
 
 R = errors.Reason
 OP = oo.OP_NS
@@ -396,40 +396,3 @@ def test_plan_does_not_depend_on_input_order(policy_order: list[int], node_order
 def test_generated_attribute_names_are_dns_labels(uid: Any) -> None:
     name = drapolicy.attributes_name(str(uid))
     assert names.is_dns1123_label(name) and len(name) <= 63
-
-
-_NIC = st.fixed_dictionaries(
-    {},
-    optional={
-        "vendor": st.sampled_from(["15b3", "8086"]),
-        "pfNames": st.lists(st.sampled_from(["ens1f0", "ens2f0", "ens3f0"]), min_size=1, max_size=2),
-        "rootDevices": st.lists(st.sampled_from(["0000:01:00.0", "0000:02:00.0"]), min_size=1, max_size=2),
-    },
-)
-
-
-@given(st.lists(st.tuples(_NIC, st.booleans(), st.sampled_from(["a", "b"])), min_size=2, max_size=7))
-def test_pf_bucketing_finds_exactly_the_pairs_a_full_comparison_finds(
-    specs: list[tuple[dict[str, Any], bool, str]],
-) -> None:
-    parsed = []
-    for i, (nic, dra, rail) in enumerate(specs):
-        obj = oo.node_policy(
-            f"p{i}",
-            uid=f"{i:08x}-0000-4000-8000-000000000000",
-            nic=nic or {"vendor": "15b3"},
-            dra={"attributes": {"example.com/rail": {"string": rail}}} if dra else None,
-        )
-        parsed.append(nodepolicy.parse_policy(obj, prefix="openshift.io", nic_ids=()))
-    translated = [p for p in parsed if p.translation.matcher is not None]
-    identity = {p.name: drapolicy._identity(p, nodepolicy.pool_name(p.resource_name)) for p in translated}
-    brute = [
-        (a.name, b.name)
-        for i, a in enumerate(translated)
-        for b in translated[i + 1 :]
-        if (a.has_dra or b.has_dra)
-        and identity[a.name] != identity[b.name]
-        and nodepolicy.may_overlap(a.translation.matcher, b.translation.matcher)  # type: ignore[arg-type]
-    ]
-    got = [(a.name, b.name) for a, b in drapolicy._conflicting_pairs(translated, identity)]
-    assert got == brute
