@@ -34,7 +34,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     missing = [t for t in ("nsenter", "unshare", "mount", "ip") if shutil.which(t) is None]
     if missing:
         tiers.unavailable("e2e", f"missing tools {missing} (util-linux, iproute2)")
-    lab = stack.LabStack(stack.LabOptions(workdir=tmp_path_factory.mktemp("lab"), nodes=2, auto_attach=False))
+    lab = stack.LabStack(stack.LabOptions(workdir=tmp_path_factory.mktemp("lab"), nodes=2))
     try:
         lab.start()
     except binaries.BinaryMissing as exc:

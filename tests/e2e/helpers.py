@@ -51,15 +51,32 @@ def vf_pod(name: str, template_name: str, *, node: str | None = None) -> dict[st
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
+SRIOV_CLASS = "sriovnetwork.k8snetworkplumbingwg.io"
+
+
+def on_pf(pf: str) -> str:
+    """A CEL request selector for VFs of PF ``pf`` (its published ``PFName``)."""
+    return f'device.attributes["sriovnetwork.k8snetworkplumbingwg.io"].PFName == "{pf}"'
+
+
 def claim_template(
-    name: str, requests: list[tuple[str, str]], constraints: list[list[str]] | None = None
+    name: str,
+    requests: list[tuple[str, str]],
+    constraints: list[list[str]] | None = None,
+    *,
+    selector: str | None = None,
+    count: int = 1,
 ) -> dict[str, Any]:
-    """A ResourceClaimTemplate with count-one ``(request, deviceClass)`` requests and pcieRoot constraints."""
+    """A ResourceClaimTemplate with ``(request, deviceClass)`` requests, each of ``count`` devices.
+
+    ``selector`` is a CEL expression added to every request; ``constraints`` groups requests by
+    an equal ``resource.kubernetes.io/pcieRoot``.
+    """
+    exact: dict[str, Any] = {"allocationMode": "ExactCount", "count": count}
+    if selector:
+        exact["selectors"] = [{"cel": {"expression": selector}}]
     devices: dict[str, Any] = {
-        "requests": [
-            {"name": req, "exactly": {"deviceClassName": cls, "allocationMode": "ExactCount", "count": 1}}
-            for req, cls in requests
-        ]
+        "requests": [{"name": req, "exactly": {"deviceClassName": cls, **exact}} for req, cls in requests]
     }
     if constraints:
         devices["constraints"] = [
@@ -93,3 +110,23 @@ def wait_clean(lab: Any, *, timeout_s: float = 60.0) -> Any:
         return workloads.eventually("nothing left behind", clean, timeout_s=timeout_s)
     except workloads.WaitTimeout:
         return leftovers.collect(lab)
+
+
+def interfaces(lab: Any, pod: dict[str, Any]) -> dict[str, list[str]]:
+    """``{ifname: [CIDR]}`` inside the Pod's sandbox, read on its node (link-local IPv6 left out)."""
+    from sriov_dra.cli import inspect
+
+    node = lab.node(pod["spec"]["nodeName"])
+    box = node.kubelet.sandbox(pod["metadata"]["uid"])
+    assert box is not None, f"Pod {pod['metadata']['name']} has no sandbox on {node.name}"
+    return inspect.read_netns(box.netns)
+
+
+def shadows_of(lab: Any, pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """The shadow NADs labelled with the Pod's UID."""
+    from sriov_dra.core import names
+    from sriov_dra.kube import objects
+
+    client = objects.Objects(lab.api, field_manager="e2e")
+    selector = f"{names.LABEL_POD_UID}={pod['metadata']['uid']}"
+    return client.list(objects.NAD, pod["metadata"]["namespace"], label_selector=selector).items

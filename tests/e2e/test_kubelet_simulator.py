@@ -30,6 +30,12 @@ def _one_vf(namespace: str, name: str) -> list[dict[str, Any]]:
     )
 
 
+def _addresses(netns: str, ifname: str) -> list[str]:
+    from sriov_dra.cli import inspect
+
+    return inspect.read_netns(netns).get(ifname, [])
+
+
 def _started(lab: Any, namespace: str, name: str) -> tuple[dict[str, Any], Any]:
     pod = workloads.wait_running(lab.api, namespace, name, timeout_s=120)
     return pod, lab.node(pod["spec"]["nodeName"])
@@ -48,6 +54,9 @@ def test_pod_runs_with_prepared_claim_and_leaves_nothing_after_deletion(
     box = node.kubelet.sandbox(uid)
     assert box is not None and box.network_file == "00-multus-guard.conflist"
     assert any(box.cdi_devices.values()), "the kubelet got CDI device IDs for the VF"
+    assert _addresses(box.netns, "dra0")[0].startswith("10.77.0."), (
+        "the VF is dra0 with its template's address"
+    )
 
     workloads.delete_docs(lab.api, [d for d in docs if d["kind"] == "Pod"])
 
@@ -79,6 +88,7 @@ def test_restarted_simulator_recreates_sandbox_without_new_prepare(
     record = sim.record(uid)
     assert record.sandboxes_started == 1
     assert record.prepare_calls == [], "no NodePrepareResources for an already prepared claim"
+    assert _addresses(sim.sandbox(uid).netns, "dra0"), "the recreated sandbox has its VF again"
     assert workloads.wait_running(lab.api, namespace, "survivor")["status"]["phase"] == "Running"
 
     workloads.delete_docs(lab.api, [d for d in docs if d["kind"] == "Pod"])

@@ -1,0 +1,115 @@
+"""Spec §16.2 completion criteria, asserted on the spec §14.2 example applied verbatim to the lab.
+
+The lab's nodes are the two-root fixture of spec §14.2: two full (synthetic) GPUs on
+``pci0000:00`` and ``pci0000:80`` and one rail PF under each root, so the GPU/NIC example must
+use both rails. Asserted: two distinct GPUs and two distinct VFs allocated, each pair on an equal
+pcieRoot; exactly two shadows (GPU results make none) owned by the Pod with the protection
+finalizer and no resourceName key; each VF's address in its own rail's subnet on ``dra0``/``dra1``;
+no networks annotation or resourceName in the workload YAML and only generated selections on the
+Pod; source NADs unchanged; zero ResourceClaim/ResourceSlice requests by Multus in the API
+server's audit log; nothing left after deletion.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+import pytest
+from tests.e2e.helpers import PAIRS, wait_clean
+
+from sriov_dra.cli import inspect
+from sriov_dra.core import names
+from sriov_dra.kube import objects
+from sriov_dra.lab import demo, workloads
+
+RAILS = {"rail-a-net": "192.0.2.0/24", "rail-b-net": "198.51.100.0/24"}
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+
+
+@pytest.fixture
+def pairs(lab: Any, rails: Any) -> Any:
+    """The §14.2 file applied verbatim; its Pod, NADs and namespace objects removed afterwards."""
+    docs = workloads.load(PAIRS)
+    workloads.apply_docs(lab.api, docs)
+    yield docs
+    workloads.delete_docs(lab.api, [d for d in docs if d["kind"] in ("Pod", "NetworkAttachmentDefinition")])
+
+
+def _slice_attr(client: objects.Objects, result: dict[str, Any], key: str) -> Any:
+    for item in client.list(inspect.SLICE).items:
+        spec = item["spec"]
+        if spec["driver"] == result["driver"] and spec["pool"]["name"] == result["pool"]:
+            for device in spec.get("devices") or []:
+                if device["name"] == result["device"]:
+                    return next(iter(device["attributes"][key].values()))
+    return None
+
+
+def test_gpu_nic_pairs_meet_the_completion_criteria(lab: Any, pairs: list[dict[str, Any]]) -> None:
+    client = objects.Objects(lab.api, field_manager="e2e")
+    workload_text = json.dumps(
+        [d for d in pairs if d["kind"] in ("DeviceClass", "ResourceClaimTemplate", "Pod")]
+    )
+    assert names.NETWORKS_ANNOTATION not in workload_text and "resourceName" not in workload_text
+    sources = {n: client.get(objects.NAD, n, "ai-workloads") for n in RAILS}
+    audit_before = demo.multus_dra_reads(lab.cp.audit_log)
+
+    pod = workloads.wait_running(lab.api, "ai-workloads", "gpu-sriov-pairs-demo", timeout_s=180)
+    node = lab.node(pod["spec"]["nodeName"])
+    [claim] = workloads.claims_of(lab.api, pod)
+    results = {r["request"]: r for r in claim["status"]["allocation"]["devices"]["results"]}
+    assert sorted(results) == ["gpu-0", "gpu-1", "nic-0", "nic-1"]
+    gpus = {(results[g]["pool"], results[g]["device"]) for g in ("gpu-0", "gpu-1")}
+    vfs = {(results[n]["pool"], results[n]["device"]) for n in ("nic-0", "nic-1")}
+    assert len(gpus) == 2 and len(vfs) == 2, "two distinct full GPUs and two distinct VFs"
+    assert {results[g]["driver"] for g in ("gpu-0", "gpu-1")} == {"gpu.nvidia.com"}
+    for gpu, nic in (("gpu-0", "nic-0"), ("gpu-1", "nic-1")):
+        root = _slice_attr(client, results[gpu], PCIE_ROOT)
+        assert root and root == _slice_attr(client, results[nic], PCIE_ROOT), f"{gpu}/{nic} share a pcieRoot"
+
+    shadows = client.list(
+        objects.NAD, "ai-workloads", label_selector=f"{names.LABEL_POD_UID}={pod['metadata']['uid']}"
+    )
+    assert len(shadows.items) == 2, "one shadow per VF, none for GPU results"
+    for shadow in shadows.items:
+        meta = shadow["metadata"]
+        [owner] = meta["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["blockOwnerDeletion"]) == (
+            "Pod",
+            pod["metadata"]["uid"],
+            False,
+        )
+        assert names.FINALIZER_ATTACHMENT_PROTECTION in meta["finalizers"]
+        assert names.RESOURCE_NAME_ANNOTATION not in (meta.get("annotations") or {})
+
+    selections = json.loads(pod["metadata"]["annotations"][names.NETWORKS_ANNOTATION])
+    assert sorted(s["name"] for s in selections) == sorted(s["metadata"]["name"] for s in shadows.items)
+    assert all(set(s) == {"name", "namespace", "interface"} for s in selections)
+
+    box = node.kubelet.sandbox(pod["metadata"]["uid"])
+    rows = inspect.inspect_pod(
+        client, "ai-workloads", "gpu-sriov-pairs-demo", netns=box.netns, read_netns=inspect.read_netns
+    )
+    assert [r.interface for r in rows] == ["dra0", "dra1"] and all(r.ok for r in rows), inspect.render_table(
+        rows
+    )
+    seen = set()
+    for row in rows:
+        subnet = RAILS[row.source.split("/")[1]]
+        [address] = row.ips
+        assert ipaddress.ip_interface(address).ip in ipaddress.ip_network(subnet), (
+            f"{row.request} on its own rail"
+        )
+        seen.add(subnet)
+    assert seen == set(RAILS.values()), "the two-root fixture uses both rails"
+
+    assert {n: client.get(objects.NAD, n, "ai-workloads") for n in RAILS} == sources, "source NADs unchanged"
+    assert demo.multus_requests(lab.cp.audit_log) > 0, "Multus ran and was audited"
+    assert demo.multus_dra_reads(lab.cp.audit_log) == audit_before == 0, "Multus made no DRA lookups"
+
+    workloads.delete_docs(lab.api, [d for d in pairs if d["kind"] == "Pod"])
+    found = wait_clean(lab)
+    assert found.empty, found.describe()
+    assert {n: client.get(objects.NAD, n, "ai-workloads") for n in RAILS} == sources, "still unchanged"
