@@ -17,8 +17,10 @@ Preparing one claim (:func:`prepare_claim`), in this order:
 4. **Host**: bind the VF drivers (``""`` keep, ``default``, or a named driver through
    ``driver_override``), write the claim CDI spec, rebuild the Pod CDI spec from every locally
    unreleased claim of the Pod. Each step is idempotent: already in place means no write.
-5. *(auto-attach, later issue: ensure shadows, patch the Pod, persist ``Ready`` here, still
-   under both locks, on the first and the retry path alike.)*
+5. *Auto-attach only* (``ctx.managed``, ``driver.managed``): the consumer Pod was verified
+   before the locks; the first record of step 3 already carries the ``Pending`` bindings; here,
+   still under both locks and on the first and the retry path alike, the shadows are ensured,
+   the Pod patched and ``Ready`` persisted (spec §8.1 steps 3-5).
 6. Upsert this driver's ``status.devices`` entries (best-effort, diagnostic, conflict-safe,
    other drivers' entries kept; still under the locks, so a late write cannot overtake a
    concurrent unprepare of the claim), unlock, and return the devices with top-level request

@@ -8,9 +8,10 @@ Unpreparing one claim (:func:`unprepare_claim`), in this order:
 
 1. Lock the claim UID; read its record. No record: success, nothing to do (unknown claim).
 2. Lock the record's Pod UID (claim lock first, never the reverse).
-3. *(auto-attach, later issue: persist ``Deleting``, delete the shadows, drop this claim's
-   selections from the Pod, as spec §8.4 steps 1-3; a record with managed bindings is refused
-   by this build rather than half-released.)*
+3. *Auto-attach only*: a record with managed bindings goes through ``ctx.managed.release``
+   (spec §8.4: ``Deleting`` first, shadows, Pod selections, this module's host step,
+   ``ReleaseComplete``, finalizers, record last). Without auto-attach such a record is refused
+   rather than half-released.
 4. **Host** (:func:`release_host`): restore each VF's original driver (only where a driver was
    requested), remove the claim CDI spec, rebuild the Pod CDI spec from the Pod's other locally
    unreleased claims or remove it after the last one.
@@ -40,8 +41,8 @@ from sriov_dra.kubeletapi import messages
 def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> None:
     """Release one claim as the module docstring describes; an unknown claim succeeds.
 
-    Raises: LifecycleBlocked for a record with managed bindings (this build cannot release
-    shadows); ``binding.DriverBindError`` when a driver cannot be restored (record kept);
+    Raises: LifecycleBlocked for a record with managed bindings when auto-attach is off;
+    ``binding.DriverBindError`` when a driver cannot be restored (record kept);
     ``OSError`` from CDI or checkpoint writes (record kept).
     """
     with ctx.claim_locks.hold(ref.uid):
@@ -67,8 +68,8 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
         if record.managed_bindings():
             raise errors.LifecycleBlocked(
                 f"ResourceClaim {record.namespace}/{record.name} ({record.claim_uid}) has auto-attached "
-                "network bindings, which this plugin build cannot release; run the plugin with "
-                "--multus-auto-attach from a build that supports it",
+                "network bindings, which only auto-attach mode can release; run the plugin with "
+                "--multus-auto-attach",
                 reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
             )
         with ctx.pod_locks.hold(record.pod_uid):
