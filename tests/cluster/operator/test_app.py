@@ -244,3 +244,43 @@ def test_entrypoint_leads_reconciles_serves_metrics_and_stops_on_sigterm(
     assert any(d["msg"] == "leading" for d in docs)
     lease = h.admin.get(objects.LEASE, "sriov-dra-operator", h.ns)
     assert not lease["spec"].get("holderIdentity")  # released on a clean shutdown
+
+
+def test_a_stolen_lease_stops_reconciling_and_exits_1(harness: Harness) -> None:
+    h = harness
+    config = settings.OperatorSettings(
+        reconcile=settings.ReconcileSettings(namespace=h.ns, resync_period_s=3600),
+        leader=settings.LeaderSettings(
+            identity="victim", lease_duration_s=3, renew_deadline_s=2, retry_period_s=1
+        ),
+        serve=settings.ServeSettings(metrics_address=""),
+    )
+    stop = threading.Event()
+    codes: list[int] = []
+    thread = threading.Thread(
+        target=lambda: codes.append(app.run(config, h.api, stop)), name="app-under-test", daemon=True
+    )
+    thread.start()
+    try:
+        eventually(
+            "the victim to hold the Lease",
+            lambda: (
+                (h.admin.get_or_none(objects.LEASE, "sriov-dra-operator", h.ns) or {})
+                .get("spec", {})
+                .get("holderIdentity")
+                == "victim"
+            ),
+        )
+        lease = h.admin.get(objects.LEASE, "sriov-dra-operator", h.ns)
+        lease["spec"]["holderIdentity"] = "intruder"
+        lease["spec"]["leaseDurationSeconds"] = 3600
+        h.admin.replace(objects.LEASE, lease)
+        stolen = time.monotonic()
+        thread.join(timeout=15)
+        assert not thread.is_alive(), "the operator kept running without the Lease"
+        assert codes == [1]
+        assert time.monotonic() - stolen < 10
+        assert h.admin.get(objects.LEASE, "sriov-dra-operator", h.ns)["spec"]["holderIdentity"] == "intruder"
+    finally:
+        stop.set()
+        thread.join(timeout=15)
