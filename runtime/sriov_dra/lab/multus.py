@@ -204,6 +204,7 @@ class ThickMultus:
             "logToStderr": True,
             "logLevel": "verbose",
             "socketDir": f"{self.socket_dir}/",
+            "daemonSocketDir": f"{self.socket_dir}/",  # copied into the generated 00-multus.conf for multus-shim
             "multusConfigFile": "auto",
             "multusAutoconfigDir": str(self.primary_config.parent),
             "multusMasterCNI": self.primary_config.name,
