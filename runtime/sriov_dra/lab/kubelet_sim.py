@@ -26,8 +26,10 @@ Restart: a new simulator on the same checkpoint restores the claim cache (prepar
 prepared again) and the sandboxes; :meth:`KubeletSimulator.kill_sandbox` stops a sandbox as a
 dying runtime sandbox would be cleaned up, and the next sync recreates it without a new prepare.
 
-Runs one daemon thread per node; never changes namespace itself (every CNI call is a child
-process entering the node's namespaces).
+Runs one daemon sync thread per node and one short-lived daemon worker thread per Pod with work
+to do (Pods proceed in parallel, one Pod's steps in order, as the kubelet's pod workers do);
+never changes namespace itself (every CNI call is a child process entering the node's
+namespaces).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class SimSettings:
     state_file: Path
     runtime: sandboxes.RuntimeSettings
     host_ip: str = "127.0.0.1"
-    poll_s: float = 0.3
+    poll_s: float = 0.2
     backoff_min_s: float = 0.5
     backoff_max_s: float = 8.0
 
@@ -104,6 +106,7 @@ class KubeletSimulator:
         self.state = state.SimState(settings.state_file)
         self.records: dict[str, PodRecord] = {}
         self._retry_at: dict[str, tuple[float, float]] = {}
+        self._workers: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -123,10 +126,14 @@ class KubeletSimulator:
         return self
 
     def stop(self) -> None:
-        """Stop syncing (within one sync step) and close plugin connections; sandboxes stay."""
+        """Stop syncing, let busy Pod workers finish, close plugin connections; sandboxes stay."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=150)
+        with self._lock:
+            workers = list(self._workers.values())
+        for worker in workers:
+            worker.join(timeout=150)
         self.manager.close()
 
     def _run(self) -> None:
@@ -156,16 +163,40 @@ class KubeletSimulator:
             if not self._due(uid):
                 continue
             if meta.get("deletionTimestamp"):
-                self._guarded(uid, pod, self._terminate)
+                self._dispatch(uid, pod, self._terminate)
             elif status.get("phase") in ("Succeeded", "Failed"):
                 continue
             else:
                 record = self.state.sandbox(uid)
                 if record is None or not self.runtime.alive(record):
-                    self._guarded(uid, pod, self._start_pod)
+                    self._dispatch(uid, pod, self._start_pod)
         for record in self.state.all_sandboxes():
             if record.pod_uid not in seen and self._due(record.pod_uid):
-                self._guarded(record.pod_uid, None, lambda _pod, rec=record: self._teardown(rec, None))
+                self._dispatch(record.pod_uid, None, lambda _pod, rec=record: self._teardown(rec, None))
+
+    def _dispatch(self, uid: str, pod: dict[str, Any] | None, step: Any) -> None:
+        """Run ``step`` for one Pod on its own worker thread unless one is already busy with it.
+
+        Like the kubelet's per-Pod workers: Pods proceed in parallel, one Pod's steps in order.
+        """
+        with self._lock:
+            if uid in self._workers:
+                return
+            worker = threading.Thread(
+                target=self._work, args=(uid, pod, step), name=f"podworker-{uid[:8]}", daemon=True
+            )
+            self._workers[uid] = worker
+        worker.start()
+
+    def _work(self, uid: str, pod: dict[str, Any] | None, step: Any) -> None:
+        try:
+            self._guarded(uid, pod, step)
+        except Exception:  # a worker never dies silently; the Pod is retried on a later sync
+            log.exception("pod worker failed", extra={"node": self.settings.node_name, "pod_uid": uid})
+            self._backoff(uid)
+        finally:
+            with self._lock:
+                self._workers.pop(uid, None)
 
     def _due(self, uid: str) -> bool:
         with self._lock:
@@ -244,7 +275,9 @@ class KubeletSimulator:
         claims = self._claims(pod)
         if claims:
             self.manager.sync_registry(self.settings.registry_dir)
+        begin = time.monotonic()
         prepared = self.manager.prepare_pod(uid, claims)
+        prepare_ms = int((time.monotonic() - begin) * 1000)
         self.record(uid).prepare_calls.extend(prepared.calls)
         self.state.save(self.manager.export_claims())
         if prepared.failure is not None:
@@ -258,6 +291,7 @@ class KubeletSimulator:
         if old is not None:  # the sandbox died: the runtime cleans it up before a new one
             self.runtime.stop(old)
             self.state.drop_sandbox(uid)
+        begin = time.monotonic()
         try:
             record = self.runtime.start(namespace=ns, name=name, uid=uid, cdi_devices=cdi)
         except sandboxes.SandboxError as exc:
@@ -265,10 +299,17 @@ class KubeletSimulator:
             raise
         self.state.put_sandbox(record)
         self.record(uid).sandboxes_started += 1
+        sandbox_ms = int((time.monotonic() - begin) * 1000)
         self._report_running(pod, record)
         log.info(
             "pod running",
-            extra={"node": self.settings.node_name, "pod": f"{ns}/{name}", "netns": record.netns},
+            extra={
+                "node": self.settings.node_name,
+                "pod": f"{ns}/{name}",
+                "netns": record.netns,
+                "prepare_ms": prepare_ms,
+                "sandbox_ms": sandbox_ms,
+            },
         )
 
     def _report_running(self, pod: dict[str, Any], record: state.SandboxRecord) -> None:
@@ -320,6 +361,7 @@ class KubeletSimulator:
 
     def _teardown(self, record: state.SandboxRecord | None, pod: dict[str, Any] | None) -> None:
         uid = record.pod_uid if record is not None else pod["metadata"]["uid"] if pod else ""
+        begin = time.monotonic()
         if record is not None:
             try:
                 self.runtime.stop(record)
@@ -328,7 +370,18 @@ class KubeletSimulator:
                     self._event(pod, "FailedKillPod", f"error killing pod: {exc}")
                 raise
             self.state.drop_sandbox(uid)
+        sandbox_ms = int((time.monotonic() - begin) * 1000)
         result = self.manager.unprepare_pod(uid)
+        unprepare_ms = int((time.monotonic() - begin) * 1000) - sandbox_ms
+        log.info(
+            "pod torn down",
+            extra={
+                "node": self.settings.node_name,
+                "pod_uid": uid,
+                "sandbox_ms": sandbox_ms,
+                "unprepare_ms": unprepare_ms,
+            },
+        )
         self.record(uid).unprepare_calls.extend(result.calls)
         self.state.save(self.manager.export_claims())
         if result.failure is not None:
