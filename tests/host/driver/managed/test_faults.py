@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tests.fakes import claims_api as fx
 from tests.fakes import kube_objects as ko
 from tests.fakes import managed_node as mn
 
@@ -345,3 +346,39 @@ def test_a_shadow_held_by_a_foreign_finalizer_is_reported_not_waited_for(node: m
     assert node.kube.nads[(mn.NS, held)]["metadata"]["finalizers"] == ["example.com/audit"]
     assert node.kube.nads[(mn.NS, held)]["metadata"].get("deletionTimestamp")
     assert names.FINALIZER_ATTACHMENT_PROTECTION not in str(node.kube.nads[(mn.NS, held)])
+
+
+def test_a_hardware_failure_before_any_api_write_rolls_back_the_new_claim_completely(
+    node: mn.ManagedNode,
+) -> None:
+    from tests.fakes import claims_api as fx
+
+    ref = node.add_consumer(TWO_RAILS, configs=[fx.config(fx.vf_config(driver="vfio-pci"))])
+    outcome = node.prepare(ref)
+    assert isinstance(outcome, messages.ClaimError) and "netdevice" in outcome.message.lower()
+    assert node.store.all_claims() == {} and node.kube.shadows() == []
+    assert [c for c in node.kube.calls if c[0] in ("nads.create", "pods.patch")] == []
+    assert node.drivers() == ["iavf"] * 4 and node.cdi_files() == []
+
+
+def test_a_new_pod_waits_with_claim_release_in_progress_until_the_record_is_gone(
+    node: mn.ManagedNode,
+) -> None:
+    from tests.fakes import claims_api as fx
+
+    ref = node.add_consumer([("nic", mn.DEV_A0)], template=False)
+    node.prepare(ref)
+    node.kube.fail("nads.patch", ko.forbidden)  # finalizer removal refused: ReleaseComplete kept
+    assert isinstance(node.unprepare(ref), messages.ClaimError)
+    assert node.phases() == {ref.uid: ["ReleaseComplete"]}
+    second = "22222222-3333-4444-5555-666666666666"
+    node.claims.stored(mn.NS, "vf-claim")["status"]["reservedFor"] = [
+        {"resource": "pods", "name": "second", "uid": second}
+    ]
+    node.kube.add_pod(mn.pod_json("second", second, [("devices", "vf-claim", False)]))
+    waiting = node.prepare(ref)
+    assert isinstance(waiting, messages.ClaimError) and "ClaimReleaseInProgress" in waiting.message
+    assert "annotations" not in node.kube.pod(mn.NS, "second")["metadata"]
+    assert node.unprepare(ref) is None
+    assert isinstance(node.prepare(ref), messages.Prepared)
+    assert mn.convergence_problems(node, pod="second") == []
