@@ -351,7 +351,6 @@ def test_a_shadow_held_by_a_foreign_finalizer_is_reported_not_waited_for(node: m
 def test_a_hardware_failure_before_any_api_write_rolls_back_the_new_claim_completely(
     node: mn.ManagedNode,
 ) -> None:
-    from tests.fakes import claims_api as fx
 
     ref = node.add_consumer(TWO_RAILS, configs=[fx.config(fx.vf_config(driver="vfio-pci"))])
     outcome = node.prepare(ref)
@@ -364,7 +363,6 @@ def test_a_hardware_failure_before_any_api_write_rolls_back_the_new_claim_comple
 def test_a_new_pod_waits_with_claim_release_in_progress_until_the_record_is_gone(
     node: mn.ManagedNode,
 ) -> None:
-    from tests.fakes import claims_api as fx
 
     ref = node.add_consumer([("nic", mn.DEV_A0)], template=False)
     node.prepare(ref)
