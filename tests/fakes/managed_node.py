@@ -13,7 +13,7 @@ and the per-rail ``netAttachDefName`` attribute set by the test.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,10 +308,6 @@ class ManagedNode:
         ]
         pods = {k: v["metadata"].get("annotations") for k, v in sorted(self.kube.pods.items())}
         return records, shadows, pods, self.drivers(), self.cdi_files()
-
-
-Crash = ko.Crash
-CallHook = Callable[[], None]
 
 
 def convergence_problems(node: ManagedNode, *, pod: str = "consumer") -> list[str]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from sriov_dra.core import checkpoint_lifecycle, errors
 from sriov_dra.core import checkpoint_model as model
@@ -182,12 +181,3 @@ def discard_unpublished(store: seams.Store, claim_uid: str) -> None:
         store.mark_managed_deleting(claim_uid)
         store.mark_managed_release_complete(claim_uid)
     store.delete_claim(claim_uid)
-
-
-def describe_pod(record: model.ClaimRecord) -> dict[str, Any]:
-    """Log fields of a record's consumer (no configs, no credentials)."""
-    return {
-        "claim": f"{record.namespace}/{record.name}",
-        "claim_uid": record.claim_uid,
-        "pod_uid": record.pod_uid,
-    }
