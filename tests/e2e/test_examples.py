@@ -1,0 +1,120 @@
+"""Spec §14.1 and §14.3 on the lab, from the shipped ``examples/`` files.
+
+§14.1: one NAD named once in a DeviceClass's VfConfig; the VF gets ``dra0`` on rail A's subnet.
+§14.3: SriovNetwork + SriovNetworkNodePolicy (``spec.dra``) through the operator, the plugins on
+the operator's namespace (an operator-managed install), the §14.2 workload unchanged; the
+operator's generated attributes carry the NAD reference and not its own input keys; the Pod gets
+both rails.
+
+Both replace the session's direct §14.2 policies while they run (overlapping policies must not be
+combined) and restore them afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.e2e.helpers import EXAMPLES, wait_clean
+
+from sriov_dra.cli import inspect
+from sriov_dra.kube import objects
+from sriov_dra.lab import stack, workloads
+
+POLICY_KINDS = ("SriovResourcePolicy", "DeviceAttributes")
+
+
+@pytest.fixture
+def without_direct_policies(lab: Any, rails: list[dict[str, Any]]) -> Iterator[None]:
+    """Remove the session's §14.2 policy objects for one test; put them back afterwards."""
+    policies = [d for d in rails if d["kind"] in POLICY_KINDS]
+    workloads.delete_docs(lab.api, policies)
+    try:
+        yield
+    finally:
+        workloads.apply_docs(lab.api, policies)
+
+
+def _rows(lab: Any, namespace: str, name: str) -> list[inspect.Row]:
+    pod = workloads.wait_running(lab.api, namespace, name, timeout_s=180)
+    box = lab.node(pod["spec"]["nodeName"]).kubelet.sandbox(pod["metadata"]["uid"])
+    client = objects.Objects(lab.api, field_manager="e2e")
+    return inspect.inspect_pod(client, namespace, name, netns=box.netns, read_netns=inspect.read_netns)
+
+
+def test_one_nad_for_a_device_class(lab: Any, without_direct_policies: None) -> None:
+    folder = EXAMPLES / "one-network-deviceclass"
+    docs = workloads.load(folder / "one-network.yaml") + workloads.load(folder / "pod.yaml")
+    workloads.apply_docs(lab.api, docs)
+    try:
+        [row] = _rows(lab, "ai-workloads", "one-network-demo")
+        assert row.ok, inspect.render_table([row])
+        assert (row.interface, row.subnet, row.source) == ("dra0", "192.0.2.0/24", "ai-workloads/rail-a-net")
+        assert row.vf_pci.startswith("0000:03:"), "the policy advertises ens1f0 only"
+    finally:
+        workloads.delete_docs(lab.api, [d for d in docs if d["kind"] != "Namespace"])
+    found = wait_clean(lab)
+    assert found.empty, found.describe()
+
+
+@pytest.fixture
+def operator_managed(lab: Any, without_direct_policies: None) -> Iterator[None]:
+    """Plugins restarted on the operator's namespace for one test, then back on the direct one."""
+    for node in lab.nodes:
+        lab.stop_plugin(node)
+        lab.start_plugin(node, policy_namespace=stack.OPERATOR_NAMESPACE)
+    try:
+        yield
+    finally:
+        for node in lab.nodes:
+            lab.stop_plugin(node)
+            lab.start_plugin(node, policy_namespace=stack.POLICY_NAMESPACE)
+
+
+def _ready(client: objects.Objects) -> bool:
+    wanted = {objects.NODE_POLICY: "DRAConfigurationReady", objects.SRIOV_NETWORK: "Ready"}
+    states = [
+        {c["type"]: c["status"] for c in (o.get("status") or {}).get("conditions") or []}.get(kind)
+        for res, kind in wanted.items()
+        for o in client.list(res, stack.OPERATOR_NAMESPACE).items
+    ]
+    return len(states) == 4 and all(s == "True" for s in states)
+
+
+def test_two_rails_through_the_operator(lab: Any, operator_managed: None) -> None:
+    folder = EXAMPLES / "operator-two-rails"
+    networks = workloads.load(folder / "sriov-networks-and-policies.yaml")
+    workload = workloads.load(folder / "workload.yaml")
+    client = objects.Objects(lab.api, field_manager="e2e")
+    workloads.apply_docs(lab.api, [d for d in workload if d["kind"] == "Namespace"])
+    workloads.apply_docs(lab.api, networks)
+    try:
+        workloads.eventually("node policies and networks Ready", lambda: _ready(client), timeout_s=90)
+        generated = client.list(objects.DEVICE_ATTRIBUTES, stack.OPERATOR_NAMESPACE).items
+        refs = sorted(
+            (
+                a["spec"]["attributes"]["sriovnetwork.k8snetworkplumbingwg.io/netAttachDefName"]["string"],
+                a["spec"]["attributes"]["sriovnetwork.k8snetworkplumbingwg.io/netAttachDefNamespace"][
+                    "string"
+                ],
+            )
+            for a in generated
+        )
+        assert refs == [("rail-a-net", "ai-workloads"), ("rail-b-net", "ai-workloads")]
+        assert not any(
+            "sriovnetwork.openshift.io/sriovNetworkName" in a["spec"]["attributes"] for a in generated
+        )
+
+        workloads.apply_docs(lab.api, [d for d in workload if d["kind"] != "Namespace"])
+        rows = _rows(lab, "ai-workloads", "gpu-sriov-pairs-demo")
+        assert [r.interface for r in rows] == ["dra0", "dra1"] and all(r.ok for r in rows), (
+            inspect.render_table(rows)
+        )
+        assert sorted(r.subnet for r in rows) == ["192.0.2.0/24", "198.51.100.0/24"]
+    finally:
+        pods = [d for d in workload if d["kind"] == "Pod"]
+        workloads.delete_docs(lab.api, pods)
+        workloads.delete_docs(lab.api, networks)
+    found = wait_clean(lab)
+    assert found.empty, found.describe()
