@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup deps venv binaries test lint typecheck unit lab bench clean-cache help
+.PHONY: setup deps venv binaries collections test lint typecheck unit lab bench clean-cache help
 
 help:
 	@echo "make setup   - Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI binaries"
@@ -14,7 +14,7 @@ help:
 	@echo "make lab     - the main job: the local lab (see README.md)"
 	@echo "make bench   - benchmarks under bench/ (ratios measured in one run)"
 
-setup: deps venv binaries
+setup: deps venv binaries collections
 	@echo "[setup] done: venv in $(VENV), binaries under $${SRIOV_DRA_CACHE:-$$HOME/.cache/sriov-dra}"
 
 deps:
@@ -28,6 +28,9 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 	@echo "[setup] Python venv ready"
+
+collections: venv
+	@$(PY) collection/install_requirements.py
 
 binaries:
 	@bash tools/build-binaries.sh
