@@ -32,8 +32,7 @@ def _in(subnet: str, cidrs: tuple[str, ...]) -> bool:
 @pytest.mark.parametrize("mode", MODES)
 def test_managed_shadows_attach_as_dra_interfaces_with_rail_addresses(world: World, mode: str) -> None:
     pod = world.managed_pod("trainer")
-    att = world.attachment(pod.name, uid=pod.uid)
-    result = world.add(mode, att, runtime_config={"mac": "02:00:00:0a:0b:0c"})
+    att, result = world.attach(mode, pod.name, uid=pod.uid, runtime_config={"mac": "02:00:00:0a:0b:0c"})
     assert result.ok, result.stdout + result.stderr
 
     links = _links(att.netns)
@@ -69,8 +68,8 @@ def test_managed_shadows_attach_as_dra_interfaces_with_rail_addresses(world: Wor
 @pytest.mark.parametrize("mode", MODES)
 def test_del_after_pod_shadow_and_source_are_deleted_releases_ipam(world: World, mode: str) -> None:
     pod = world.managed_pod("worker")
-    att = world.attachment(pod.name, uid=pod.uid)
-    assert world.add(mode, att).ok
+    att, added = world.attach(mode, pod.name, uid=pod.uid)
+    assert added.ok, added.stdout
     assert len(world.host_local_files(RAIL_A)) == 1 and len(world.ippool_allocations(RAIL_B)) == 1
 
     for rail in (RAIL_A, RAIL_B):

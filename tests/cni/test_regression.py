@@ -115,8 +115,8 @@ def test_no_resource_claim_or_slice_is_read_for_shadows(
     world: World, control_plane: controlplane.ControlPlane, mode: str
 ) -> None:
     pod = world.managed_pod("audited")
-    att = world.attachment(pod.name, uid=pod.uid)
-    assert world.add(mode, att).ok
+    att, added = world.attach(mode, pod.name, uid=pod.uid)
+    assert added.ok, added.stdout
     assert world.delete(mode, att).ok
     events = [json.loads(line) for line in control_plane.audit_log.read_text().splitlines() if line.strip()]
     ours = [e for e in events if e.get("user", {}).get("username") in (MULTUS_USER, GUARD_USER)]

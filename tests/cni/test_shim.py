@@ -53,8 +53,8 @@ def test_del_check_gc_status_pass_through_with_the_daemon_down(
     world: World, mode: str, tmp_path: Path
 ) -> None:
     pod = world.managed_pod("p")
-    att = world.attachment(pod.name, uid=pod.uid)
-    assert world.add(mode, att).ok
+    att, added = world.attach(mode, pod.name, uid=pod.uid)
+    assert added.ok, added.stdout
     dead = _dead_socket_conf(world.node, mode, tmp_path)
     multus_name = "multus" if mode == "thin" else "multus-shim"
     network = cni.load_network(dead / install.CONFLIST_NAME)
@@ -73,9 +73,8 @@ def test_del_check_gc_status_pass_through_with_the_daemon_down(
 
 def test_missing_runtime_pod_uid_reaches_thick_multus_from_the_live_pod(world: World) -> None:
     pod = world.managed_pod("p")
-    att = world.attachment(pod.name, uid=None)
+    att, result = world.attach("thick", pod.name, uid=None)
     assert "K8S_POD_UID" not in att.cni_args
-    result = world.add("thick", att)
     assert result.ok, result.stdout
     assert world.node.thick is not None
     log = (world.node.thick.workdir / "multus-daemon.log").read_text()

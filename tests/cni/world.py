@@ -30,6 +30,9 @@ from sriov_dra.lab import cni, cninode, netns
 T = TypeVar("T")
 GROUP, VERSION, PLURAL = "k8s.cni.cncf.io", "v1", "network-attachment-definitions"
 WHEREABOUTS_NS = "kube-system"
+VERIFICATION_FAILURES = tuple(
+    f"multus-guard: {r}:" for r in ("InterfacesMissing", "InterfaceDeviceMismatch", "NetworkStatusMissing")
+)
 
 
 @dataclass(frozen=True)
@@ -251,6 +254,23 @@ class World:
     def add(self, mode: str, att: cni.Attachment, **kw: Any) -> cni.CniResult:
         """CNI ADD through the runtime's first config (the guard)."""
         return self.node.run(mode, "ADD", att, **kw)
+
+    def attach(
+        self, mode: str, pod: str, *, uid: str | None, attempts: int = 3, **kw: Any
+    ) -> tuple[cni.Attachment, cni.CniResult]:
+        """ADD like the kubelet: a new sandbox per attempt, retried only after a failed verification.
+
+        Thick Multus reads the Pod from its informer, which can lag the plugin's annotation patch by
+        a moment; the guard then refuses the primary-only result (Multus DEL already ran) and the
+        kubelet retries. Any other failure is returned at once.
+        """
+        for _ in range(attempts):
+            att = self.attachment(pod, uid=uid)
+            result = self.add(mode, att, **kw)
+            msg = (result.error or {}).get("msg", "")
+            if result.ok or not msg.startswith(VERIFICATION_FAILURES):
+                break
+        return att, result
 
     def delete(self, mode: str, att: cni.Attachment, **kw: Any) -> cni.CniResult:
         """CNI DEL through the runtime's first config (passed to Multus by the shim)."""
