@@ -22,8 +22,14 @@ def _lab_up(args: argparse.Namespace) -> int:
 
 
 def _lab_demo(args: argparse.Namespace) -> int:
+    import os
     from pathlib import Path
 
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC's fork notices would interleave with the table
+    if args.log_level != "DEBUG":  # the demo prints its own progress; component logs are in the work dir
+        logging.getLogger("sriov_dra").setLevel(logging.WARNING)
+        # The client library resets urllib3's level per configuration; a filter survives that.
+        logging.getLogger("urllib3.connectionpool").addFilter(lambda record: record.levelno >= logging.ERROR)
     from sriov_dra.cli import inspect
     from sriov_dra.lab import demo
 

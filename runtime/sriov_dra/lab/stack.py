@@ -35,7 +35,17 @@ from typing import Any, Final
 import yaml
 
 from sriov_dra.kube import apply
-from sriov_dra.lab import binaries, cni, controlplane, kubelet_sim, processes, sandboxes, session, topology
+from sriov_dra.lab import (
+    binaries,
+    cni,
+    controlplane,
+    kubelet_sim,
+    multus,
+    processes,
+    sandboxes,
+    session,
+    topology,
+)
 from sriov_dra.lab.nodes import SimulatedNode
 
 log = logging.getLogger(__name__)
@@ -45,6 +55,10 @@ DRIVER_NAME: Final = "sriovnetwork.k8snetworkplumbingwg.io"
 POLICY_NAMESPACE: Final = "dra-driver-sriov"
 OPERATOR_NAMESPACE: Final = "sriov-network-operator"
 PRIMARY_FILE: Final = "10-lab-pods.conflist"
+DAEMON_CONFIG: Final = "/etc/cni/net.d/multus.d/daemon-config.json"
+THICK_SOCKET_DIR: Final = "/run/multus/sock/"
+"""The daemon removes its socket directory at start, so it must not be the mount point itself."""
+SA_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 CNI_BINARIES: Final = (
     "bridge",
     "host-local",
@@ -201,6 +215,8 @@ class LabStack:
         machine.create()
         self._start_apiproxy(node)
         self._install_cni(node)
+        if self.options.multus_mode == "thick":
+            self._start_thick_multus(node)
         self._start_guard(node)
         self.start_plugin(node)
         self._start_gpu_plugin(node)
@@ -216,11 +232,22 @@ class LabStack:
         raise KeyError(f"no lab node {name!r}; nodes: {[n.name for n in self.nodes]}")
 
     def _spawn(
-        self, node: NodeStack | None, name: str, argv: list[str], *, in_node: bool = True
+        self,
+        node: NodeStack | None,
+        name: str,
+        argv: list[str],
+        *,
+        in_node: bool = True,
+        env: dict[str, str] | None = None,
     ) -> processes.Process:
         prefix = node.machine.exec_prefix() if (node is not None and in_node) else []
         logs = node.layout.logs if node is not None else self.workdir / "logs"
-        proc = processes.Process(name=name, argv=[*prefix, *argv], log_path=logs / f"{name}.log")
+        proc = processes.Process(
+            name=name,
+            argv=[*prefix, *argv],
+            log_path=logs / f"{name}.log",
+            env={**os.environ, **env} if env else None,
+        )
         proc.start()
         if node is not None:
             node.processes[name] = proc
@@ -320,12 +347,76 @@ class LabStack:
                 str(lay.guard_socket),
                 "--interpreter",
                 sys.executable,
+                *(
+                    [
+                        "--multus",
+                        json.dumps({"daemonConfigFile": DAEMON_CONFIG, "daemonSocketDir": THICK_SOCKET_DIR}),
+                    ]
+                    if self.options.multus_mode == "thick"
+                    else []
+                ),
             ]
         )
         if done.returncode != 0:
             raise processes.ProcessFailed(
                 f"sriov-dra-guard install on {node.name} failed: {done.stderr.strip()}"
             )
+
+    def _start_thick_multus(self, node: NodeStack) -> None:
+        """Thick Multus: ``multus-daemon`` on the node, pinned to the lab primary, in-cluster credentials."""
+        lay = node.layout
+        sa = lay.host_dir(SA_DIR)
+        self._ensure_service_account("kube-system", "multus")
+        (sa / "token").write_text(
+            multus.request_token(self.api, namespace="kube-system", name="multus", expiration_s=86400)
+        )
+        (sa / "ca.crt").write_bytes(self.cp.ca_cert.read_bytes())
+        (sa / "namespace").write_text("kube-system")
+        (lay.host_dir("/run/multus") / "generated").mkdir(exist_ok=True)
+        config = {
+            "cniVersion": "1.0.0",
+            "logToStderr": True,
+            "logLevel": "verbose",
+            "socketDir": THICK_SOCKET_DIR,
+            "multusConfigFile": "auto",
+            "multusAutoconfigDir": "/etc/cni/net.d",
+            "multusMasterCNI": PRIMARY_FILE,
+            "cniConfigDir": "/run/multus/generated",
+            "binDir": "/opt/cni/bin",
+            "cniDir": "/var/lib/cni/multus",
+        }
+        host_config = lay.cni_conf_dir / DAEMON_CONFIG.removeprefix("/etc/cni/net.d/")
+        host_config.write_text(json.dumps(config, indent=2) + "\n")
+        port = self.cp.ports["kube-apiserver"]
+        proc = self._spawn(
+            node,
+            "multus-daemon",
+            [str(binaries.find("multus-daemon")), "-config", DAEMON_CONFIG],
+            env={
+                "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                "KUBERNETES_SERVICE_PORT": str(port),
+                "MULTUS_NODE_NAME": node.name,
+                "CNI_PATH": "/opt/cni/bin",
+            },
+        )
+        processes.wait_until(
+            f"thick Multus on {node.name}",
+            (lay.host_dir("/run/multus") / "sock" / "multus.sock").exists,
+            timeout_s=self.options.start_timeout_s,
+            process=proc,
+        )
+
+    def _ensure_service_account(self, namespace: str, name: str) -> None:
+        apply.apply_objects(
+            self.api,
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": name, "namespace": namespace},
+                }
+            ],
+        )
 
     def _start_guard(self, node: NodeStack) -> None:
         kubeconfig = self.kubeconfig("guard", "system:serviceaccount:kube-system:sriov-dra-guard")

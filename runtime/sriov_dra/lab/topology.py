@@ -9,8 +9,9 @@ Owns everything that makes a lab node look like a real node to the processes tha
   name from the fake tree (``ens1f0v0`` …), the peer end (``…p``) stays beside it. The lab
   ``sriov`` CNI plugin moves a VF end into a Pod's namespace exactly as sriov-cni moves a VF;
 - a **node mount namespace** (persisted as a bind-mounted file, like ``ip netns``) in which the
-  node's own directories are mounted over ``/etc/cni/net.d``, ``/opt/cni/bin``, ``/var/lib/cni``
-  and ``/run/multus``, so Multus, whereabouts (whose flat file path is fixed) and host-local
+  node's own directories are mounted over ``/etc/cni/net.d``, ``/opt/cni/bin``, ``/var/lib/cni``,
+  ``/run/multus`` and the service-account directory, so Multus (thin and thick), whereabouts
+  (whose flat file path is fixed) and host-local
   find per-node files at their standard paths; mounts made on the host later (Pod namespaces
   under ``/run/netns``) still propagate in (``slave`` propagation).
 
@@ -19,9 +20,8 @@ Everything a node runs (plugin, guard, Multus, CNI plugins) is started through
 loopback only, so :mod:`sriov_dra.lab.apiproxy` relays the same port into the node namespace.
 
 Creates only what it names (netns ``sdl<lab id>-<node>``, mount-ns files under the lab work
-directory) and removes exactly that. Empty mount points (``/etc/cni/net.d``, ``/opt/cni/bin``,
-``/var/lib/cni``, ``/run/multus``) are created on the host if missing; nothing is ever written
-into them outside a node mount namespace. Must never touch the host's own CNI files or links.
+directory) and removes exactly that. Empty mount points (the :data:`NODE_MOUNTS`) are created on
+the host if missing; nothing is ever written into them outside a node mount namespace. Must never touch the host's own CNI files or links.
 """
 
 from __future__ import annotations
@@ -53,7 +53,14 @@ RAILS: Final = (
 )
 
 #: Host paths (inside the node mount namespace) that get a per-node directory mounted over them.
-NODE_MOUNTS: Final = ("/etc/cni/net.d", "/opt/cni/bin", "/var/lib/cni", "/run/multus")
+NODE_MOUNTS: Final = (
+    "/etc/cni/net.d",
+    "/opt/cni/bin",
+    "/var/lib/cni",
+    "/run/multus",
+    "/var/run/secrets/kubernetes.io/serviceaccount",
+)
+"""The last one holds thick Multus's in-cluster credentials (its daemon reads no kubeconfig)."""
 
 
 class TopologyError(RuntimeError):

@@ -1,0 +1,58 @@
+"""The lab with thick Multus (``multus-daemon`` + ``multus-shim``), the spec §14.2 example on it.
+
+A second, one-node lab for this module: the guard in front of thick Multus attaches both rails,
+Multus (the daemon's service-account identity) makes no ResourceClaim/ResourceSlice request, and
+deleting the Pod leaves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.e2e.helpers import PAIRS, wait_clean
+
+from sriov_dra.cli import inspect
+from sriov_dra.kube import objects
+from sriov_dra.lab import demo, stack, workloads
+
+
+@pytest.fixture(scope="module")
+def thick_lab(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.LabStack]:
+    """A one-node lab running thick Multus (started after the main lab proved the machine can)."""
+    thick = stack.LabStack(
+        stack.LabOptions(
+            workdir=tmp_path_factory.mktemp("thick"), nodes=1, multus_mode="thick", operator=False
+        )
+    )
+    thick.start()
+    try:
+        yield thick
+    finally:
+        thick.stop()
+
+
+def test_gpu_nic_pairs_through_thick_multus(thick_lab: stack.LabStack) -> None:
+    docs = workloads.load(PAIRS)
+    workloads.apply_docs(thick_lab.api, docs)
+    pod = workloads.wait_running(thick_lab.api, "ai-workloads", "gpu-sriov-pairs-demo", timeout_s=180)
+    assert (thick_lab.nodes[0].layout.host_dir("/run/multus") / "sock" / "multus.sock").exists()
+    sim = thick_lab.nodes[0].kubelet
+    assert sim is not None
+    box = sim.sandbox(pod["metadata"]["uid"])
+    assert box is not None
+    client = objects.Objects(thick_lab.api, field_manager="e2e")
+    rows = inspect.inspect_pod(
+        client, "ai-workloads", "gpu-sriov-pairs-demo", netns=box.netns, read_netns=inspect.read_netns
+    )
+    assert [r.interface for r in rows] == ["dra0", "dra1"] and all(r.ok for r in rows), inspect.render_table(
+        rows
+    )
+    assert sorted(r.subnet for r in rows) == ["192.0.2.0/24", "198.51.100.0/24"]
+    assert demo.multus_requests(thick_lab.cp.audit_log) > 0
+    assert demo.multus_dra_reads(thick_lab.cp.audit_log) == 0
+
+    workloads.delete_docs(thick_lab.api, [d for d in docs if d["kind"] == "Pod"])
+    found = wait_clean(thick_lab)
+    assert found.empty, found.describe()
