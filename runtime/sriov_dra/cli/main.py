@@ -64,7 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--multus", choices=["thin", "thick"], default="thin", help="Multus mode (default: thin)"
     )
-    demo.add_argument("--hold", action="store_true", help="keep the lab running after the demo until Enter")
+    demo.add_argument(
+        "--hold",
+        action="store_true",
+        help="pause with the §14.2 Pod running (and commands to inspect it) until Enter",
+    )
     demo.set_defaults(func=_lab_demo)
     from sriov_dra.cli import inspect, orphans
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sriov_dra.kube import objects
-from sriov_dra.lab import leftovers, processes, stack, workloads
+from sriov_dra.lab import binaries, leftovers, processes, stack, workloads
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
@@ -164,10 +164,13 @@ def _sources(client: objects.Objects, namespace: str, names_: Sequence[str]) -> 
 class Demo:
     """Runs the phases of the module docstring against a started :class:`LabStack`."""
 
-    def __init__(self, lab: stack.LabStack, inspector: Inspector, verdict: Verdict) -> None:
+    def __init__(
+        self, lab: stack.LabStack, inspector: Inspector, verdict: Verdict, *, hold: bool = False
+    ) -> None:
         self.lab = lab
         self.inspector = inspector
         self.verdict = verdict
+        self.hold = hold
         self.client = objects.Objects(lab.api, field_manager="lab-user")
 
     def _netns(self, pod: Mapping[str, Any]) -> str | None:
@@ -253,6 +256,8 @@ class Demo:
             _sources(self.client, "ai-workloads", ("rail-a-net", "rail-b-net")) == before,
             "resourceVersion and spec.config of rail-a-net, rail-b-net",
         )
+        if self.hold:
+            self.pause("ai-workloads", "gpu-sriov-pairs-demo")
         audit = self.lab.cp.audit_log
         v.check(
             "Multus made zero DRA lookups (audit log)",
@@ -261,6 +266,20 @@ class Demo:
         )
         self.teardown(docs, "§14.2")
         v.sections.append("spec §14.2 + §16.2")
+
+    def pause(self, namespace: str, name: str) -> None:
+        """Keep the lab and the Pod running until Enter, with commands to look around."""
+        kubectl = binaries.find("kubectl")
+        say(f"""
+    The lab keeps running with Pod {namespace}/{name}. In another shell:
+      export KUBECONFIG={self.lab.cp.kubeconfig}
+      {sys.executable.rsplit("/", 1)[0]}/sriov-dra inspect {name} -n {namespace}
+      {kubectl} -n {namespace} get pod {name} -o yaml
+      {kubectl} -n {namespace} get network-attachment-definitions,resourceclaims
+      {kubectl} get resourceslices
+    Component logs: {self.lab.workdir}/nodes/<node>/logs/ and {self.lab.workdir}/controlplane/logs/
+    Press Enter to continue the demo (the Pod is deleted next).""")
+        sys.stdin.readline()
 
     def one_network(self) -> None:
         """Spec §14.1."""
@@ -343,7 +362,7 @@ def run(
     try:
         lab.start()
         say(f"    ready in {time.monotonic() - start:.0f} s; KUBECONFIG={lab.cp.kubeconfig}")
-        demo = Demo(lab, inspector, verdict)
+        demo = Demo(lab, inspector, verdict, hold=hold)
         steps: dict[str, Callable[[], None]] = {
             "pairs": demo.pairs,
             "one-network": demo.one_network,
@@ -354,9 +373,6 @@ def run(
                 steps[phase]()
             except (workloads.WaitTimeout, processes.ProcessFailed, ValueError) as exc:
                 verdict.check(f"phase {phase}", False, str(exc))
-        if hold:
-            say(f"\nthe lab keeps running: export KUBECONFIG={lab.cp.kubeconfig}; press Enter to stop")
-            sys.stdin.readline()
     finally:
         say(f"\n== stopping the lab (logs stay in {workdir})")
         lab.stop()
