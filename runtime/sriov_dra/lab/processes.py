@@ -47,31 +47,53 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(data[-lines:])
 
 
-#: Process-group IDs of every child started in this interpreter (each child leads its own group).
-STARTED_GROUPS: set[int] = set()
+#: Process groups of every child started in this interpreter (each child leads its own group):
+#: group ID -> the leader's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22).
+STARTED_GROUPS: dict[int, int] = {}
+
+
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """Fields of ``/proc/<pid>/stat`` after the command name (state is index 0), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _start_ticks(pid: int | str) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields and len(fields) > 19 else None
 
 
 def survivors() -> list[str]:
     """Processes still alive in any group this interpreter started, as ``"pid cmdline"`` lines.
 
-    Reads ``/proc/<pid>/stat`` (field 5 is the process group) so that grandchildren count too.
+    Reads ``/proc/<pid>/stat`` (the process group) so that grandchildren count too. A group ID
+    whose leader is alive with a different start time was reused by an unrelated process after
+    our group ended (PIDs wrap), and is not reported.
     """
     found: list[str] = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-            pgrp = int(stat.rsplit(")", 1)[1].split()[2])
-            state = stat.rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError, ValueError):
+        fields = _stat_fields(entry.name)
+        if not fields or len(fields) < 3:
             continue
-        if pgrp in STARTED_GROUPS and state != "Z":
-            try:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            except OSError:
-                cmd = "?"
-            found.append(f"{entry.name} {cmd[:200]}")
+        try:
+            pgrp = int(fields[2])
+        except ValueError:
+            continue
+        if pgrp not in STARTED_GROUPS or fields[0] == "Z":
+            continue
+        leader_start = _start_ticks(pgrp)
+        if leader_start is not None and leader_start != STARTED_GROUPS[pgrp]:
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            cmd = "?"
+        found.append(f"{entry.name} {cmd[:200]}")
     return found
 
 
@@ -132,7 +154,7 @@ class Process:
                 )
             except OSError as exc:
                 raise ProcessFailed(f"cannot start {self.name} ({self.argv[0]}): {exc}") from exc
-        STARTED_GROUPS.add(self.popen.pid)
+        STARTED_GROUPS[self.popen.pid] = _start_ticks(self.popen.pid) or 0
 
     @property
     def pid(self) -> int | None:
