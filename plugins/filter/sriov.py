@@ -196,8 +196,11 @@ def sriov_workloads_with_image(objs, fragment):
     return sorted(found)
 
 
-def sriov_retarget(docs, namespace, image=None, from_namespace=None):
+def sriov_retarget(docs, namespace, image=None, from_namespace=None, kind_namespaces=None):
     """Copies of ``docs`` moved to ``namespace``, with every container image set to ``image``.
+
+    ``kind_namespaces`` (``{kind: namespace}``) sends namespaced objects of those kinds elsewhere,
+    e.g. the plugin's policy Role and RoleBinding to the policy namespace.
 
     ``metadata.namespace`` of namespaced objects becomes ``namespace``; ServiceAccount subjects of
     bindings in ``from_namespace`` (default: the namespace of the first namespaced object) follow;
@@ -216,7 +219,7 @@ def sriov_retarget(docs, namespace, image=None, from_namespace=None):
         doc = _deepcopy(doc)
         meta = doc.setdefault("metadata", {})
         if "namespace" in meta:
-            meta["namespace"] = namespace
+            meta["namespace"] = (kind_namespaces or {}).get(doc.get("kind"), namespace)
         for subject in doc.get("subjects") or []:
             if subject.get("kind") == "ServiceAccount" and subject.get("namespace") == from_namespace:
                 subject["namespace"] = namespace

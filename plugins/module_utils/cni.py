@@ -40,12 +40,18 @@ class CniConfigError(base.ModuleError):
 
 
 def conf_files(conf_dir):
-    """CNI config file names in ``conf_dir``, in the runtime's (byte-wise) order."""
+    """CNI config file names in ``conf_dir``, in the runtime's (byte-wise) order.
+
+    Hidden files (temporary files of atomic writers) are not configs, as for the guard.
+    """
     try:
         names = os.listdir(conf_dir)
     except OSError as exc:
         raise CniConfigError("cannot list the CNI config directory %s: %s" % (conf_dir, exc.strerror))
-    return sorted(n for n in names if n.endswith(CONF_EXTENSIONS) and os.path.isfile(os.path.join(conf_dir, n)))
+    return sorted(
+        n for n in names
+        if n.endswith(CONF_EXTENSIONS) and not n.startswith(".") and os.path.isfile(os.path.join(conf_dir, n))
+    )
 
 
 def load_json(path, what):

@@ -10,7 +10,7 @@ module: cni_config
 short_description: Install the multus-guard runtime-facing CNI config atomically and validate it
 version_added: 0.1.0
 author:
-  - sriov-dra developers
+  - sriov-dra developers (@sriov-dra)
 description:
   - Writes the guard's conflist (by default C(00-multus-guard.conflist)) into the container runtime's CNI
     config directory with a temporary file, fsync and rename, only when its JSON content or mode differs.

@@ -10,7 +10,7 @@ module: preflight
 short_description: Node checks of the sriov-dra preflight
 version_added: 0.1.0
 author:
-  - sriov-dra developers
+  - sriov-dra developers (@sriov-dra)
 description:
   - Runs the node checks that are not plain commands and reports each as V(pass) or V(fail) with the fix.
   - C(cni-binaries) checks that the required CNI binaries are in the CNI bin dir.

@@ -10,7 +10,7 @@ module: sriov_facts
 short_description: Gather SR-IOV PFs and VFs, their drivers, link types, PCIe roots and NUMA nodes
 version_added: 0.1.0
 author:
-  - sriov-dra developers
+  - sriov-dra developers (@sriov-dra)
 description:
   - Reads sysfs and returns every SR-IOV physical function (PF) that has a netdev, with its VFs.
   - Uses the same rules as the sriov-dra plugin's discovery, so the values equal what the plugin publishes.

@@ -10,7 +10,7 @@ module: sriov_numvfs
 short_description: Set the number of SR-IOV VFs of a PF safely
 version_added: 0.1.0
 author:
-  - sriov-dra developers
+  - sriov-dra developers (@sriov-dra)
 description:
   - Reads C(sriov_numvfs) and C(sriov_totalvfs) of a physical function (PF) and writes a new VF count
     only when it differs.

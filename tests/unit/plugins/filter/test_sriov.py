@@ -74,7 +74,9 @@ def test_vf_plan_refuses_two_device_types_on_one_pf():
 
 def test_vf_plan_refuses_net_filter():
     with pytest.raises(AnsibleFilterError, match="netFilter is not supported"):
-        sriov.sriov_vf_plan([_policy("a", numVfs=1, nicSelector={"netFilter": "openstack/NetworkID:x"})], {}, PFS)
+        sriov.sriov_vf_plan(
+            [_policy("a", numVfs=1, nicSelector={"netFilter": "openstack/NetworkID:x"})], {}, PFS
+        )
 
 
 # --- sriov_policy_overlaps ---------------------------------------------------------------------
@@ -85,7 +87,9 @@ NODES = [
 ]
 
 
-def _rp(name: str, filters: list[dict[str, object]] | None, selector: dict[str, object] | None = None) -> dict[str, object]:
+def _rp(
+    name: str, filters: list[dict[str, object]] | None, selector: dict[str, object] | None = None
+) -> dict[str, object]:
     config: dict[str, object] = {} if filters is None else {"resourceFilters": filters}
     spec: dict[str, object] = {"configs": [config]}
     if selector is not None:
@@ -94,7 +98,9 @@ def _rp(name: str, filters: list[dict[str, object]] | None, selector: dict[str, 
 
 
 def _on(key: str, op: str, *values: str) -> dict[str, object]:
-    return {"nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": op, "values": list(values)}]}]}
+    return {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": op, "values": list(values)}]}]
+    }
 
 
 @pytest.mark.parametrize(
@@ -142,7 +148,11 @@ def test_checkpoint_without_managed_bindings_has_none():
 def test_checkpoint_bindings_are_listed_with_phase_and_shadow():
     fixture = json.loads((REPO / "tests/fixtures/checkpoint/v1-no-managed.json").read_text())
     claim_uid, claim = next(iter(fixture["data"]["claims"].items()))
-    claim["devices"][0]["managedBinding"] = {"phase": "Ready", "shadowNamespace": "ns1", "shadowName": "dra-sriov-abc"}
+    claim["devices"][0]["managedBinding"] = {
+        "phase": "Ready",
+        "shadowNamespace": "ns1",
+        "shadowName": "dra-sriov-abc",
+    }
     assert sriov.sriov_checkpoint_bindings(fixture) == [
         {
             "claim_uid": claim_uid,
@@ -176,18 +186,31 @@ def test_retarget_moves_namespaced_objects_and_subjects_and_pins_images():
         {
             "kind": "ClusterRoleBinding",
             "metadata": {"name": "op"},
-            "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "old"}, {"kind": "User", "name": "x"}],
+            "subjects": [
+                {"kind": "ServiceAccount", "name": "op", "namespace": "old"},
+                {"kind": "User", "name": "x"},
+            ],
         },
         {
             "kind": "Deployment",
             "metadata": {"name": "op", "namespace": "old"},
-            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "a:1"}], "initContainers": [{"image": "b"}]}}},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "c", "image": "a:1"}],
+                        "initContainers": [{"image": "b"}],
+                    }
+                }
+            },
         },
         None,
     ]
     out = sriov.sriov_retarget(docs, "new", "img@sha256:" + "0" * 64)
     assert [d["metadata"].get("namespace") for d in out] == ["new", None, None, "new"]
-    assert out[2]["subjects"] == [{"kind": "ServiceAccount", "name": "op", "namespace": "new"}, {"kind": "User", "name": "x"}]
+    assert out[2]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "op", "namespace": "new"},
+        {"kind": "User", "name": "x"},
+    ]
     pod = out[3]["spec"]["template"]["spec"]
     assert [c["image"] for c in pod["containers"] + pod["initContainers"]] == ["img@sha256:" + "0" * 64] * 2
     assert docs[0]["metadata"]["namespace"] == "old"  # the input is not modified

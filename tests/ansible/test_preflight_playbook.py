@@ -1,0 +1,124 @@
+"""``ansible-playbook sriovnet.dra.preflight`` against the real test control plane.
+
+With the plugin role applied and a prepared node, every check (8 cluster, 6 node) is reported as
+PASS and the play succeeds. With the spec §12.3 ClusterRoleBinding deleted, the same playbook
+reports ``FAIL plugin-rbac`` with the missing verbs and the fix, still reports every other check,
+and fails.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+from tests.ansible import node_fixture
+from tests.ansible.conftest import run
+
+CLUSTER_CHECKS = [
+    "kubernetes-version", "resource-k8s-io-v1", "nad-crd", "plugin-crds", "plugin-rbac",
+    "no-upstream-sriov-network-operator", "no-legacy-device-plugin", "no-overlapping-policies",
+]  # fmt: skip
+NODE_CHECKS = [
+    "cni-binaries",
+    "cni-exec",
+    "guard-first",
+    "guard-config",
+    "cache-mounts",
+    "legacy-device-plugin",
+]
+NAMESPACE = "sriovnet-preflight-playbook"
+CLUSTER_RBAC = [("ClusterRoleBinding", "dra-sriov-managed-networks"), ("ClusterRole", "dra-sriov-managed-networks"),
+                ("ClusterRoleBinding", "sriov-dra-plugin"), ("ClusterRole", "sriov-dra-plugin")]  # fmt: skip
+
+
+@pytest.fixture
+def cluster(control_plane: object, api: object, ansible_env: dict[str, str], tmp_path: Path):
+    env = {**ansible_env, "K8S_AUTH_KUBECONFIG": str(control_plane.kubeconfig)}  # type: ignore[attr-defined]
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(
+        "all:\n  children:\n    sriov_dra_nodes:\n      hosts:\n        localhost:\n"
+        f"          ansible_connection: local\n          ansible_python_interpreter: {sys.executable}\n"
+    )
+    setup = tmp_path / "setup.yml"
+    setup.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: sriovnet.dra.plugin\n"
+        f"      plugin_namespace: {NAMESPACE}\n      plugin_image: 'localhost/sriov-dra:0.1.0@sha256:{'0' * 63}4'\n"
+    )
+    run(["ansible-playbook", "-i", str(inventory), str(setup)], env)
+    extra = tmp_path / "vars.json"
+    extra.write_text(
+        json.dumps(
+            {
+                "preflight_plugin_namespace": NAMESPACE,
+                "preflight_node_options": node_fixture.prepare(tmp_path / "node"),
+            }
+        )
+    )
+    try:
+        yield env, ["ansible-playbook", "-i", str(inventory), "-e", f"@{extra}", "sriovnet.dra.preflight"]
+    finally:
+        rbac = k8s.RbacAuthorizationV1Api(api)
+        for kind, name in CLUSTER_RBAC:
+            delete = (
+                rbac.delete_cluster_role_binding if kind == "ClusterRoleBinding" else rbac.delete_cluster_role
+            )
+            try:
+                delete(name)
+            except k8s.ApiException as exc:
+                if exc.status != 404:
+                    raise
+        k8s.CoreV1Api(api).delete_namespace(NAMESPACE, propagation_policy="Background")
+
+
+def _reported(out: str) -> dict[str, str]:
+    found = {}
+    for name in CLUSTER_CHECKS + NODE_CHECKS:
+        for status in ("PASS", "FAIL"):
+            if f'"{status} {name}: ' in out:
+                found[name] = status
+    return found
+
+
+def _wait_until_denied(api: object) -> None:
+    authz = k8s.AuthorizationV1Api(api)
+    review = k8s.V1SubjectAccessReview(
+        spec=k8s.V1SubjectAccessReviewSpec(
+            user=f"system:serviceaccount:{NAMESPACE}:dra-driver-sriov",
+            groups=["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}", "system:authenticated"],
+            resource_attributes=k8s.V1ResourceAttributes(verb="patch", resource="pods", namespace="w"),
+        )
+    )
+    waiter = threading.Event()
+    for _ in range(100):
+        if not authz.create_subject_access_review(review).status.allowed:
+            return
+        waiter.wait(0.1)
+    pytest.fail("the authorizer still allows pods/patch after the binding was deleted")
+
+
+def test_preflight_passes_then_fails_on_a_broken_rbac_binding(cluster, api) -> None:
+    env, argv = cluster
+    good = run(argv, env)
+    assert _reported(good.stdout) == dict.fromkeys(CLUSTER_CHECKS + NODE_CHECKS, "PASS")
+
+    k8s.RbacAuthorizationV1Api(api).delete_cluster_role_binding("dra-sriov-managed-networks")
+    _wait_until_denied(api)
+    bad = run(argv, env, check=False)
+    assert bad.returncode != 0
+    assert _reported(bad.stdout) == {
+        **dict.fromkeys(CLUSTER_CHECKS + NODE_CHECKS, "PASS"),
+        "plugin-rbac": "FAIL",
+    }
+    assert (
+        f"FAIL plugin-rbac: ServiceAccount {NAMESPACE}/dra-driver-sriov may not: get core/pods in all namespaces; "
+        "patch core/pods in all namespaces; get k8s.cni.cncf.io/network-attachment-definitions in all namespaces"
+    ) in bad.stdout
+    assert (
+        f"-- fix: bind ServiceAccount {NAMESPACE}/dra-driver-sriov to the ClusterRoles sriov-dra-plugin and dra-sriov-managed-networks"
+        in bad.stdout
+    )
+    assert "[plugin-rbac]" in bad.stdout + bad.stderr
