@@ -21,13 +21,13 @@ deps:
 	@bash tools/install-debian-deps.sh
 
 venv: $(STAMP)
+	@echo "[setup] Python venv ready ($(VENV); reinstalled only when pyproject.toml changes)"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
 	@$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
-	@echo "[setup] Python venv ready"
 
 collections: venv
 	@$(PY) collection/install_requirements.py
