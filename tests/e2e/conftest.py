@@ -31,7 +31,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     if os.geteuid() != 0:
         tiers.unavailable("e2e", "the lab needs root (network and mount namespaces, veth interfaces)")
-    missing = [t for t in ("nsenter", "unshare", "mount", "ip") if shutil.which(t) is None]
+    missing = [t for t in ("nsenter", "unshare", "mount", "ip", "setpriv") if shutil.which(t) is None]
     if missing:
         tiers.unavailable("e2e", f"missing tools {missing} (util-linux, iproute2)")
     lab = stack.LabStack(stack.LabOptions(workdir=tmp_path_factory.mktemp("lab"), nodes=2))

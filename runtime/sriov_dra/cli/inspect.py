@@ -334,13 +334,10 @@ def render_table(rows: Sequence[Row]) -> str:
 
 
 def read_netns(path: str) -> dict[str, list[str]]:
-    """``{interface: [CIDR]}`` of the namespace at ``path`` (link-local IPv6 left out)."""
-    from sriov_dra.host import netlink
+    """``{interface: [CIDR]}`` of the namespace at ``path`` (link-local IPv6 left out), read with ``ip``."""
+    from sriov_dra.lab import iproute
 
-    return {
-        link.name: [a for a in link.addresses if not ipaddress.ip_interface(a).ip.is_link_local]
-        for link in netlink.links(path)
-    }
+    return iproute.addresses(path)
 
 
 def render_json(rows: Sequence[Row]) -> str:

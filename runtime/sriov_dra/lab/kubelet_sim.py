@@ -45,11 +45,10 @@ from typing import Any
 
 from kubernetes import client
 
-from sriov_dra.host import netlink
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import kubelet, kubelet_plugins, sandboxes
+from sriov_dra.lab import iproute, kubelet, kubelet_plugins, sandboxes
 from sriov_dra.lab import kubelet_state as state
 
 log = logging.getLogger(__name__)
@@ -212,7 +211,7 @@ class KubeletSimulator:
         except (
             kube_errors.ApiError,
             sandboxes.SandboxError,
-            netlink.NetlinkError,
+            iproute.IpError,
             OSError,
             ValueError,
         ) as exc:

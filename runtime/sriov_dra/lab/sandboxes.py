@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sriov_dra.host import netlink
-from sriov_dra.lab import cni
+from sriov_dra.lab import cni, iproute
 from sriov_dra.lab import kubelet_state as state
 
 
@@ -163,12 +162,12 @@ class SandboxRuntime:
         """Create the sandbox namespace and run CNI ADD; undo both on failure.
 
         Raises: :class:`SandboxError` with the CNI error (what ``FailedCreatePodSandBox`` says);
-        ``netlink.NetlinkError`` if the namespace cannot be created.
+        :class:`~sriov_dra.lab.iproute.IpError` if the namespace cannot be created.
         """
         network_file = cni.runtime_choice(self.settings.conf_dir)
         network = cni.load_network(network_file)
         netns_name = f"{self.settings.netns_prefix}{uid[:8]}-{secrets.token_hex(2)}"
-        netns = netlink.create_netns(netns_name)
+        netns = iproute.add_netns(netns_name)
         record = state.SandboxRecord(
             pod_namespace=namespace,
             pod_name=name,
@@ -179,7 +178,7 @@ class SandboxRuntime:
             cdi_devices={k: list(v) for k, v in cdi_devices.items()},
         )
         try:
-            netlink.set_up("lo", netns_path=netns)  # the runtime brings loopback up itself
+            iproute.set_up(netns, "lo")  # the runtime brings loopback up itself
             result = run_network(self.settings, network, "ADD", self._attachment(record))
         except BaseException:
             self._undo(network, record)
@@ -197,7 +196,7 @@ class SandboxRuntime:
         try:
             run_network(self.settings, network, "DEL", self._attachment(record))
         finally:
-            netlink.remove_netns(Path(record.netns).name)
+            iproute.del_netns(Path(record.netns).name)
 
     def stop(self, record: state.SandboxRecord) -> None:
         """Run CNI DEL for ``record`` and remove its namespace (kept when DEL fails).
@@ -215,7 +214,7 @@ class SandboxRuntime:
             raise SandboxError(
                 f"failed to teardown network for sandbox {record.container_id[:12]} (del): {_failure(result)}"
             )
-        netlink.remove_netns(Path(record.netns).name)
+        iproute.del_netns(Path(record.netns).name)
 
     @staticmethod
     def alive(record: state.SandboxRecord) -> bool:

@@ -242,11 +242,15 @@ class LabStack:
     ) -> processes.Process:
         prefix = node.machine.exec_prefix() if (node is not None and in_node) else []
         logs = node.layout.logs if node is not None else self.workdir / "logs"
+        # setpriv asks for SIGKILL when the lab dies, instead of Process's preexec_fn: running Python
+        # in a child forked from a process with live gRPC threads (the kubelet simulators' plugin
+        # connections) can abort the child before it execs.
         proc = processes.Process(
             name=name,
-            argv=[*prefix, *argv],
+            argv=["setpriv", "--pdeathsig", "KILL", "--", *prefix, *argv],
             log_path=logs / f"{name}.log",
             env={**os.environ, **env} if env else None,
+            die_with_parent=False,
         )
         proc.start()
         if node is not None:

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.host import fakesysfs, netlink
+from sriov_dra.host import fakesysfs
+from sriov_dra.lab import iproute
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ class NodeLayout:
     @property
     def netns_path(self) -> str:
         """Path of the node network namespace."""
-        return str(netlink.NETNS_RUN_DIR / self.netns_name)
+        return str(iproute.NETNS_DIR / self.netns_name)
 
     @property
     def mountns_file(self) -> Path:
@@ -293,16 +294,16 @@ class NodeMachine:
 
         Order: directories → fake sysfs → netns (lo up) → veth VFs → VF map → mount namespace.
         On failure everything created so far is removed. Raises: :class:`TopologyError`,
-        ``netlink.NetlinkError``.
+        :class:`~sriov_dra.lab.iproute.IpError`.
         """
         try:
             self._create_dirs()
             fakesysfs.build(self.layout.sysfs_root, fake_pfs(self.vfs_per_pf))
-            netlink.create_netns(self.layout.netns_name)
-            netlink.set_up("lo", netns_path=self.layout.netns_path)
+            iproute.add_netns(self.layout.netns_name)
+            iproute.set_up(self.layout.netns_path, "lo")
             for vf in self.vfs:
-                netlink.create_veth_pair(vf.ifname, vf.peer, netns_path=self.layout.netns_path)
-                netlink.set_up(vf.peer, netns_path=self.layout.netns_path)
+                iproute.add_veth(self.layout.netns_path, vf.ifname, vf.peer)
+                iproute.set_up(self.layout.netns_path, vf.peer)
             self.layout.vf_map.parent.mkdir(parents=True, exist_ok=True)
             self.layout.vf_map.write_text(json.dumps({vf.pci: vf.ifname for vf in self.vfs}, indent=2))
             self._create_mountns()
@@ -362,8 +363,8 @@ class NodeMachine:
         if ns_dir.exists() and not any(ns_dir.iterdir()) and _is_mountpoint(ns_dir):
             subprocess.run(["umount", str(ns_dir)], capture_output=True, check=False)
         try:
-            netlink.remove_netns(self.layout.netns_name)
-        except netlink.NetlinkError as exc:
+            iproute.del_netns(self.layout.netns_name)
+        except iproute.IpError as exc:
             log.warning("cannot remove node netns", extra={"node": self.layout.name, "error": str(exc)})
         shutil.rmtree(self.layout.run_root, ignore_errors=True)
 
@@ -374,7 +375,7 @@ class NodeMachine:
 
     def vfs_at_home(self) -> set[str]:
         """Names of the VF netdevs currently in the node namespace (not attached to a Pod)."""
-        names = netlink.link_names(self.layout.netns_path)
+        names = iproute.link_names(self.layout.netns_path)
         return {vf.ifname for vf in self.vfs if vf.ifname in names}
 
     def run_in_node(
