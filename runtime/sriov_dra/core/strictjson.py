@@ -17,7 +17,8 @@ losing anything a CNI plugin could see, and turns the values back into one canon
   no value ever passes through a binary float.
 * **Non-JSON is rejected:** ``NaN``/``Infinity``, malformed syntax, a byte-order mark, control
   characters inside strings, lone UTF-16 surrogate escapes (they cannot be written as UTF-8 and
-  Go would silently replace them) and integers over Python's digit limit.
+  Go would silently replace them), integers over Python's digit limit and nesting deeper than
+  the interpreter can decode (a typed error, never a ``RecursionError``).
 * **Key order and unknown fields are kept**, so a plugin extension survives untouched.
 
 Encoding is compact (``,`` and ``:`` separators, no spaces), keeps non-ASCII characters as UTF-8,
@@ -110,8 +111,8 @@ def decode(text: str, *, path: str = "$") -> JsonValue:
     other numbers :class:`RawNumber`, plus ``str``/``bool``/``None``. ``path`` names the text
     in error paths (``spec.config`` gives ``spec.config.plugins[1].type``).
     Raises: errors.InvalidSpec (reason ``InvalidSpec``) carrying one FieldError per problem:
-    malformed JSON (with line and column), a non-JSON constant, an oversized integer, lone
-    surrogates, or each duplicate key. The root may be any JSON value; callers check its kind.
+    malformed JSON (with line and column), a non-JSON constant, an oversized integer, nesting
+    deeper than the interpreter's recursion limit, lone surrogates, or each duplicate key. The root may be any JSON value; callers check its kind.
     Source: spec §7 step 2; RFC 8259 §4 (duplicate names are not interoperable).
     """
     duplicates: list[tuple[dict[str, JsonValue], list[str]]] = []
@@ -146,6 +147,8 @@ def decode(text: str, *, path: str = "$") -> JsonValue:
         problem = f"{exc} is not a JSON number; use a finite number literal"
     except ValueError as exc:
         problem = f"number not accepted ({exc}); use a shorter number"
+    except RecursionError:
+        problem = "arrays or objects are nested too deeply to decode; flatten the JSON"
     if problem is not None:
         raise errors.InvalidSpec("text is not strict JSON", errors=[errors.FieldError(path, problem)])
     found: list[errors.FieldError] = []

@@ -775,3 +775,13 @@ def test_property_rendering_is_deterministic_and_idempotent(
 def _without(obj: dict[str, JsonValue], keys: tuple[str, ...]) -> str:
     """Canonical text of ``obj`` minus ``keys``; comparing text also compares key order."""
     return strictjson.encode({k: v for k, v in obj.items() if k not in keys})
+
+
+def test_deeply_nested_template_is_an_invalid_template_not_a_crash() -> None:
+    depth = 100_000
+    config = '{"cniVersion":"1.0.0","type":"sriov","x":' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(errors.InvalidSpec) as caught:
+        render.render_shadow_config(nad(config), PCI)
+    assert caught.value.reason is INVALID
+    assert [e.path for e in caught.value.errors] == ["spec.config"]
+    assert "nested too deeply" in str(caught.value)

@@ -237,3 +237,23 @@ def test_decode_ignores_formatting(value: JsonValue, indent: int | None, ascii_o
 @given(st.integers(min_value=-(10**60), max_value=10**60))
 def test_integers_survive_exactly(number: int) -> None:
     assert strictjson.decode(strictjson.encode({"n": number})) == {"n": number}
+
+
+# --- hostile nesting ------------------------------------------------------------------------------
+
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * DEEP + "]" * DEEP,
+        '{"a":' * DEEP + "1" + "}" * DEEP,
+        '{"a":' + "[" * DEEP + "1.5" + "]" * DEEP + "}",
+    ],
+    ids=["deep-arrays", "deep-objects", "deep-arrays-around-a-raw-number"],
+)
+def test_decode_refuses_nesting_deeper_than_it_can_decode_with_a_typed_error(text: str) -> None:
+    problems = _problems(text, path="spec.config")
+    assert [p.path for p in problems] == ["spec.config"]
+    assert "nested too deeply" in problems[0].message
