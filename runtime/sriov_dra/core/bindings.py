@@ -51,8 +51,9 @@ def strict_json_loads(text: object, *, what: str) -> object:
     """Parse ``text`` as strict JSON for one of our contracts.
 
     ``what`` names the annotation or object for the error message. Duplicate object keys
-    (anywhere), ``NaN``/``Infinity`` and non-string input are rejected; floats are returned as
-    ``float`` so that callers reject them where an integer is required.
+    (anywhere), ``NaN``/``Infinity``, nesting too deep to decode and non-string input are
+    rejected; floats are returned as ``float`` so that callers reject them where an integer is
+    required.
 
     Raises: ``ContractViolation`` naming ``what``, the problem and the offset when known.
     """
@@ -70,6 +71,10 @@ def strict_json_loads(text: object, *, what: str) -> object:
         ) from exc
     except ValueError as exc:
         raise errors.ContractViolation(f"{what} is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise errors.ContractViolation(
+            f"{what} is not valid JSON: arrays or objects are nested too deeply; it was not written by this driver"
+        ) from exc
 
 
 def config_sha256(config: str | bytes) -> str:

@@ -189,3 +189,16 @@ def test_decoded_ids_are_plain_strings_usable_as_identity_types() -> None:
     binding = bindings.decode_binding(_value(_fixtures(valid=True)[0]))
     assert isinstance(binding.attachment_id, str)
     assert identities.shadow_name(binding.attachment_id).startswith(names.SHADOW_NAME_PREFIX)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000 + "]" * 100_000, '{"version":1,"source":' + '{"a":' * 100_000 + "1" + "}" * 100_001],
+    ids=["deep-arrays", "deep-objects-under-source"],
+)
+def test_deeply_nested_annotation_is_a_contract_violation_not_a_crash(text: str) -> None:
+    with pytest.raises(errors.ContractViolation) as exc:
+        bindings.decode_binding(text, owner="NAD ns-a/dra-sriov-x")
+    assert exc.value.reason is errors.Reason.CONTRACT_VIOLATION
+    assert "nested too deeply" in str(exc.value)
+    assert "NAD ns-a/dra-sriov-x" in str(exc.value)

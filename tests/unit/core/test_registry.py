@@ -192,3 +192,11 @@ def test_non_object_registry_is_refused() -> None:
     with pytest.raises(errors.ContractViolation) as exc:
         registry.decode_registry("[]")
     assert "must be a JSON object" in str(exc.value)
+
+
+def test_deeply_nested_registry_is_a_contract_violation_not_a_crash() -> None:
+    text = '{"version":1,"entries":' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(errors.ContractViolation) as exc:
+        registry.decode_registry(text, owner="Pod ns-a/p")
+    assert exc.value.reason is errors.Reason.CONTRACT_VIOLATION
+    assert "nested too deeply" in str(exc.value)
