@@ -339,11 +339,15 @@ def _multi_device_request(claim_requests: object, request: str) -> str:
 def _load_object(raw: object, path: str) -> tuple[dict[str, object] | None, list[errors.FieldError]]:
     if isinstance(raw, (bytes, str)):
         try:
-            loaded = json.loads(raw, object_pairs_hook=_reject_duplicates)
+            # Bytes are UTF-8 only: json.loads would also guess UTF-16/32 and skip a BOM.
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            loaded = json.loads(text, object_pairs_hook=_reject_duplicates)
         except _DuplicateKey as exc:
             return None, [errors.FieldError(f"{path}.{exc.key}", "duplicate field")]
         except ValueError as exc:
             return None, [errors.FieldError(path, f"not valid JSON: {exc}")]
+        except RecursionError:
+            return None, [errors.FieldError(path, "not valid JSON: arrays or objects are nested too deeply")]
         raw = loaded
     if raw is None:
         return None, [errors.FieldError(path, "is missing; set a VfConfig object")]

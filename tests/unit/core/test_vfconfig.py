@@ -313,3 +313,28 @@ def test_distinct_explicit_ifnames_per_count_one_request_are_accepted() -> None:
 def test_unallocated_claim_is_refused() -> None:
     with pytest.raises(errors.InvalidSpec, match="not allocated"):
         vfconfig.resolve_results({})
+
+
+_VALID_TEXT = json.dumps(params(ifName="net1"))
+
+
+@pytest.mark.parametrize(
+    ("raw", "mentions"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        (
+            '{"apiVersion":"' + API + '","kind":"VfConfig","x":' + '{"a":' * 100_000 + "1" + "}" * 100_001,
+            "nested",
+        ),
+        (b"\xef\xbb\xbf" + _VALID_TEXT.encode(), "BOM"),
+        (_VALID_TEXT.encode("utf-16"), "utf-8"),
+        (_VALID_TEXT.encode("utf-32-le"), "not valid JSON"),
+    ],
+    ids=["deep-arrays", "deep-objects-in-unknown-field", "utf8-bom-bytes", "utf16-bytes", "utf32-bytes"],
+)
+def test_json_text_that_a_strict_decoder_refuses_is_invalid_vf_config(raw: object, mentions: str) -> None:
+    with pytest.raises(errors.InvalidSpec) as exc:
+        vfconfig.decode_vf_config(raw)
+    assert exc.value.reason is errors.Reason.INVALID_VF_CONFIG
+    assert [e.path for e in exc.value.errors] == ["parameters"]
+    assert mentions in str(exc.value)
