@@ -109,6 +109,10 @@ def parse_conf(stdin: bytes) -> GuardConf:
         obj = json.loads(stdin)
     except (ValueError, UnicodeDecodeError) as exc:
         raise GuardConfError(f"the CNI config on stdin is not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise GuardConfError(
+            "the CNI config on stdin is not JSON: arrays or objects are nested too deeply"
+        ) from exc
     if not isinstance(obj, dict):
         raise GuardConfError("the CNI config on stdin must be a JSON object")
     guard, multus = _section(obj, "guard"), _section(obj, "multus")
@@ -179,7 +183,10 @@ def multus_config(conf: GuardConf, *, teardown: bool = False) -> dict[str, Any]:
         return out
     try:
         with open(conf.primary_config, "rb") as f:
-            primary = json.loads(f.read())
+            try:
+                primary = json.loads(f.read())
+            except RecursionError:
+                raise ValueError("arrays or objects are nested too deeply") from None
         if not isinstance(primary, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as exc:

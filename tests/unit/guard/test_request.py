@@ -133,3 +133,9 @@ def test_property_uid_edit_keeps_every_item_in_order_and_parses(items: list[tupl
     req = request.parse_request(_env(CNI_ARGS=text), CONF)
     out: Any = request.parse_cni_args(request.env_for_multus(req, UID)["CNI_ARGS"])
     assert list(out) == [*base, ("K8S_POD_UID", UID)]
+
+
+def test_guard_config_nested_too_deeply_is_an_invalid_request() -> None:
+    with pytest.raises(decisions.Rejected) as info:
+        request.parse_request(_env(), b"[" * 100_000 + b"]" * 100_000)
+    assert info.value.reason is decisions.Reason.INVALID_CNI_REQUEST

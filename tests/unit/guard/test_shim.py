@@ -188,3 +188,17 @@ def test_cni_error_object_shape() -> None:
         "msg": "m",
         "details": "d",
     }
+
+
+def test_parse_conf_refuses_nesting_too_deep_to_decode_with_a_guard_conf_error() -> None:
+    with pytest.raises(shim.GuardConfError) as info:
+        shim.parse_conf(b"[" * 100_000 + b"]" * 100_000)
+    assert "not JSON" in str(info.value) and "nested too deeply" in str(info.value)
+
+
+def test_primary_config_nested_too_deeply_fails_add_with_a_guard_conf_error(tmp_path: Path) -> None:
+    conf = _parse(_conf(tmp_path))
+    Path(conf.primary_config).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(shim.GuardConfError) as info:
+        shim.multus_config(conf)
+    assert conf.primary_config in str(info.value) and "nested too deeply" in str(info.value)
