@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sriov_dra.kube import objects
-from sriov_dra.lab import binaries, leftovers, processes, stack, workloads
+from sriov_dra.lab import binaries, iproute, leftovers, processes, stack, topology, workloads
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
@@ -353,6 +353,8 @@ def run(
     start = time.monotonic()
     verdict = Verdict()
     if workdir.exists() and (workdir / "controlplane").exists():
+        for line in stack.clean_stale(workdir):  # a lab killed before its stop
+            say(f"    cleaned up a previous run: {line}")
         shutil.rmtree(workdir)  # a previous demo's files; the lab always starts clean
     say(
         f"== starting the lab in {workdir} (control plane, 2 nodes x 2 rails, plugins, guards, Multus {multus_mode}, "
@@ -360,7 +362,11 @@ def run(
     )
     lab = stack.LabStack(stack.LabOptions(workdir=workdir, multus_mode=multus_mode))
     try:
-        lab.start()
+        try:
+            lab.start()
+        except (topology.TopologyError, iproute.IpError) as exc:
+            say(f"FAIL: the lab cannot start on this machine: {exc}")
+            return 2
         say(f"    ready in {time.monotonic() - start:.0f} s; KUBECONFIG={lab.cp.kubeconfig}")
         demo = Demo(lab, inspector, verdict, hold=hold)
         steps: dict[str, Callable[[], None]] = {

@@ -27,6 +27,7 @@ import logging
 import os
 import secrets
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from sriov_dra.lab import (
     binaries,
     cni,
     controlplane,
+    iproute,
     kubelet_sim,
     multus,
     processes,
@@ -58,6 +60,7 @@ PRIMARY_FILE: Final = "10-lab-pods.conflist"
 DAEMON_CONFIG: Final = "/etc/cni/net.d/multus.d/daemon-config.json"
 THICK_SOCKET_DIR: Final = "/run/multus/sock/"
 """The daemon removes its socket directory at start, so it must not be the mount point itself."""
+STATE_FILE: Final = "lab.json"
 SA_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 CNI_BINARIES: Final = (
     "bridge",
@@ -115,6 +118,39 @@ def load_manifests(*paths: Path) -> list[dict[str, Any]]:
     return docs
 
 
+def clean_stale(workdir: Path) -> list[str]:
+    """Remove what a lab killed without its stop left in ``workdir``: mounts, node netns, socket dirs.
+
+    Reads the lab id from ``<workdir>/lab.json``; unmounts every mount under ``workdir`` (deepest
+    first), deletes the network namespaces ``sdl<id>-*`` and ``/run/sdl-<id>``. Returns what it
+    removed (one line each); touches nothing of another lab.
+    """
+    done: list[str] = []
+    root = workdir.resolve()
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        mounts = [line.split()[4] for line in f]
+    for target in sorted(
+        {m for m in mounts if m == str(root) or m.startswith(f"{root}/")}, key=len, reverse=True
+    ):
+        if subprocess.run(["umount", target], capture_output=True, check=False).returncode == 0:
+            done.append(f"unmounted {target}")
+    try:
+        lab_id = json.loads((root / STATE_FILE).read_text())["labId"]
+    except (OSError, ValueError, KeyError):
+        return done
+    prefix = f"sdl{lab_id}-"
+    if iproute.NETNS_DIR.is_dir():
+        for entry in sorted(iproute.NETNS_DIR.iterdir()):
+            if entry.name.startswith(prefix):
+                iproute.del_netns(entry.name)
+                done.append(f"removed network namespace {entry.name}")
+    run_dir = topology.run_root(lab_id)
+    if run_dir.exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
+        done.append(f"removed {run_dir}")
+    return done
+
+
 class LabStack:
     """A running lab (see the module docstring). Use :meth:`start` / :meth:`stop`."""
 
@@ -140,7 +176,12 @@ class LabStack:
         """
         for name in CNI_BINARIES:
             binaries.find(name)
+        if os.geteuid() != 0:
+            raise topology.TopologyError(
+                "the lab needs root: it creates network and mount namespaces and veth interfaces; run it as root"
+            )
         self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / STATE_FILE).write_text(json.dumps({"labId": self.lab_id}) + "\n")
         try:
             self.cp.start()
             self.api = self.cp.api()
