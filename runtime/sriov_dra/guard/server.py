@@ -118,14 +118,21 @@ class GuardServer:
     def _answer(self, conn: socket.socket) -> bytes:
         try:
             data = shim.read_all(conn)
-            obj = json.loads(data)
-            if not isinstance(obj, dict) or obj.get("protocol") != shim.PROTOCOL:
-                raise ValueError(
-                    f"unknown protocol {obj.get('protocol') if isinstance(obj, dict) else obj!r}"
-                )
+            try:
+                obj = json.loads(data)
+            except RecursionError:
+                raise ValueError("arrays or objects are nested too deeply") from None
+            protocol = obj.get("protocol") if isinstance(obj, dict) else obj
+            if type(protocol) is not int or protocol != shim.PROTOCOL:
+                raise ValueError(f"unknown protocol {protocol!r}")
             env, stdin = obj.get("env"), obj.get("stdin")
-            if not isinstance(env, dict) or not isinstance(stdin, str):
-                raise ValueError("request needs env (object) and stdin (string)")
+            if (
+                not isinstance(env, dict)
+                or not all(isinstance(v, str) for v in env.values())
+                or not isinstance(stdin, str)
+            ):
+                raise ValueError("request needs env (object of strings) and stdin (string)")
+            stdin_bytes = stdin.encode("utf-8")  # a lone surrogate has no UTF-8 form: ValueError
         except (ValueError, OSError) as exc:
             msg = f"multus-guard: the guard daemon could not decode the shim's request: {exc}"
             return shim.encode_response(1, shim.cni_error("1.0.0", shim.CODE_DECODE, msg))
@@ -134,7 +141,7 @@ class GuardServer:
             self.hooks.metrics.decided(decisions.Reason.OVERLOADED)
             return shim.encode_response(1, shim.cni_error("1.0.0", shim.CODE_TRY_AGAIN, msg))
         try:
-            outcome = self.hooks.handle({str(k): str(v) for k, v in env.items()}, stdin.encode("utf-8"))
+            outcome = self.hooks.handle({str(k): str(v) for k, v in env.items()}, stdin_bytes)
         finally:
             self._slots.release()
         return shim.encode_response(outcome.exit_code, outcome.stdout)

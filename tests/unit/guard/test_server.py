@@ -1,0 +1,103 @@
+"""Tests for sriov_dra.guard.server: the shim<->daemon wire format as the daemon decodes it.
+
+The daemon serves a real unix socket; a recording stand-in for the CNI hooks proves which
+requests reach a decision. Every request the daemon cannot decode must still get one answer, a
+CNI error, and never reach the hooks (module contract of ``guard.server``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from sriov_dra.guard import cni_hooks, decisions, metrics, server, settings, shim
+
+ENV = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1", "CNI_NETNS": "/var/run/netns/x", "CNI_IFNAME": "eth0"}
+STDIN = '{"cniVersion":"1.0.0","name":"multus-cni-network","type":"multus-guard"}'
+
+
+class RecordingHooks:
+    """Stands in for ``cni_hooks.CniHooks``: records each decoded request and answers ``ok``."""
+
+    def __init__(self) -> None:
+        self.settings = settings.GuardSettings(add_budget_s=5.0)
+        self.metrics = metrics.GuardMetrics()
+        self.calls: list[tuple[dict[str, str], bytes]] = []
+
+    def handle(self, env: Mapping[str, str], stdin: bytes) -> cni_hooks.Outcome:
+        self.calls.append((dict(env), stdin))
+        return cni_hooks.Outcome(decisions.Reason.PASSED_THROUGH, 0, "ok")
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[RecordingHooks, Path]]:
+    hooks = RecordingHooks()
+    with tempfile.TemporaryDirectory(prefix="gs") as directory:  # short: unix socket paths are limited
+        path = Path(directory) / "run" / "guard.sock"
+        srv = server.GuardServer(cast(cni_hooks.CniHooks, hooks), path, max_concurrent=2)
+        srv.start()
+        try:
+            yield hooks, path
+        finally:
+            srv.stop(grace_s=2.0)
+
+
+def _ask(path: Path, payload: bytes) -> tuple[int, str]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10.0)
+        sock.connect(str(path))
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+        return shim.decode_response(shim.read_all(sock))
+
+
+def _request(**fields: Any) -> bytes:
+    obj: dict[str, Any] = {"protocol": shim.PROTOCOL, "env": ENV, "stdin": STDIN}
+    obj.update(fields)
+    return json.dumps(obj).encode()
+
+
+def test_request_encoded_by_the_shim_reaches_the_hooks_unchanged(served: tuple[RecordingHooks, Path]) -> None:
+    hooks, path = served
+    env = {**ENV, "CNI_ARGS": "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p", "HOME": "/root"}
+    stdin = '{"cniVersion":"1.0.0","name":"n","x":"é"}'.encode()
+    assert _ask(path, shim.encode_request(env, stdin)) == (0, "ok")
+    assert hooks.calls == [({k: v for k, v in env.items() if k.startswith("CNI_")}, stdin)]
+
+
+@pytest.mark.parametrize(
+    ("payload", "mentions"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"\xff\xfe", "could not decode"),
+        (_request(protocol=True), "unknown protocol"),
+        (_request(protocol=1.0), "unknown protocol"),
+        (_request(env={"CNI_COMMAND": {"op": "ADD"}}), "env"),
+        (_request(env={"CNI_COMMAND": 1}), "env"),
+        (_request(stdin="\ud800"), "surrogates not allowed"),
+    ],
+    ids=[
+        "nested-too-deeply",
+        "not-utf8",
+        "protocol-boolean-true",
+        "protocol-float-one",
+        "env-value-object",
+        "env-value-number",
+        "stdin-lone-surrogate",
+    ],
+)
+def test_undecodable_request_gets_one_cni_error_answer_and_no_decision(
+    served: tuple[RecordingHooks, Path], payload: bytes, mentions: str
+) -> None:
+    hooks, path = served
+    code, stdout = _ask(path, payload)
+    error = json.loads(stdout)
+    assert code == 1 and error["code"] == shim.CODE_DECODE
+    assert "could not decode" in error["msg"] and mentions in error["msg"]
+    assert hooks.calls == []
