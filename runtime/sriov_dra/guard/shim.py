@@ -6,7 +6,8 @@ The runtime finds ``00-multus-guard.conflist`` first in its CNI config directory
 * ``ADD``: forward the CNI environment and stdin to the guard daemon over a unix socket and print
   the daemon's answer (Multus's result, relayed unchanged, or a CNI error object) with its exit
   status. An unreachable or silent daemon fails the ADD with CNI error code 11 and a message that
-  says why, so a Pod never starts without its managed networks.
+  says why, so a Pod never starts without its managed networks. A request over the daemon's
+  message limit fails here with code 7 naming the size (the daemon would stop reading mid-send).
 * ``DEL``, ``CHECK``, ``GC``, ``STATUS``: exec Multus directly with the same synthesized config the
   daemon would use, the runtime's environment untouched and stdin replaced, so teardown never
   depends on the guard daemon (Multus's own exit status and output reach the runtime).
@@ -273,6 +274,12 @@ def _ask_daemon(conf: GuardConf, env: dict[str, str], stdin: bytes) -> tuple[int
         request = encode_request(env, stdin)
     except UnicodeDecodeError as exc:
         return 1, cni_error(conf.cni_version, CODE_DECODE, f"multus-guard: stdin is not UTF-8: {exc}")
+    if len(request) > MAX_MESSAGE_BYTES:  # the daemon would stop reading: a broken pipe, not a reason
+        msg = (
+            f"multus-guard: the request is {len(request)} bytes, over the guard daemon's limit of "
+            f"{MAX_MESSAGE_BYTES} bytes; shrink the CNI config the runtime passes (runtimeConfig, prevResult)"
+        )
+        return 1, cni_error(conf.cni_version, CODE_INVALID_CONFIG, msg)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(conf.timeout_s)
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
 import socket
 from pathlib import Path
@@ -202,3 +203,21 @@ def test_primary_config_nested_too_deeply_fails_add_with_a_guard_conf_error(tmp_
     with pytest.raises(shim.GuardConfError) as info:
         shim.multus_config(conf)
     assert conf.primary_config in str(info.value) and "nested too deeply" in str(info.value)
+
+
+class _Stdin:
+    def __init__(self, data: bytes) -> None:
+        self.buffer = io.BytesIO(data)
+
+
+def test_add_over_the_message_limit_is_refused_by_the_shim_with_the_size_not_a_broken_pipe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    obj = _conf(tmp_path)
+    obj["runtimeConfig"]["padding"] = "x" * shim.MAX_MESSAGE_BYTES
+    monkeypatch.setattr(shim.sys, "stdin", _Stdin(json.dumps(obj).encode()))
+    monkeypatch.setattr(shim.os, "environ", {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1"})
+    assert shim.main() == 1
+    error = json.loads(capsys.readouterr().out)
+    assert error["code"] == shim.CODE_INVALID_CONFIG
+    assert f"limit of {shim.MAX_MESSAGE_BYTES} bytes" in error["msg"]
