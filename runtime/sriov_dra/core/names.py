@@ -189,13 +189,20 @@ def pci_address_problem(value: object) -> str | None:
 def ifname_problem(value: object) -> str | None:
     """Say why ``value`` is not a valid Linux interface name, or return ``None``.
 
-    Shapes: 1-15 bytes of UTF-8; not ``.`` or ``..``; no ``/``, ``:``, NUL or whitespace. The rule
-    is the kernel's (``dev_valid_name``), not DNS-1123: ``uplink_p0`` and ``flannel.1`` are valid.
+    Shapes: 1-15 bytes of UTF-8 (no lone surrogates); not ``.`` or ``..``; no ``/``, ``:``, NUL or
+    whitespace. The rule is the kernel's (``dev_valid_name``), not DNS-1123: ``uplink_p0`` and
+    ``flannel.1`` are valid.
     Source: spec §6.5; handed case C06 (multus-cni #213, PR #1243).
     """
     if not isinstance(value, str):
         return f"must be a string, got {type(value).__name__}"
-    size = len(value.encode("utf-8"))
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate, e.g. decoded from a JSON "\ud800" escape
+        return (
+            f"interface name {json.dumps(value)} contains a lone UTF-16 surrogate, which has no UTF-8 "
+            "form; use a valid character"
+        )
     if size == 0:
         return "interface name must not be empty"
     if size > IFNAME_MAX_BYTES:

@@ -197,3 +197,26 @@ def test_valid_ifname_always_fits_ifnamsiz(value: str) -> None:
         assert 1 <= len(raw) <= 15
         assert value not in (".", "..")
         assert not any(c in "/:\0" or c.isspace() for c in value)
+
+
+@pytest.mark.parametrize(
+    "value", ["\ud800", "net\udfff", "\udbff\udbff"], ids=["lone-high", "lone-low-after-text", "two-highs"]
+)
+def test_ifname_with_a_lone_surrogate_is_refused_with_a_utf8_message(value: str) -> None:
+    # A JSON "\ud800" escape in an annotation decodes to this; it has no UTF-8 (kernel) form.
+    problem = names.ifname_problem(value)
+    assert problem is not None and "surrogate" in problem
+    problem.encode("utf-8")  # the message itself can be logged and sent over gRPC
+
+
+# Every code point, with lone surrogates (what a JSON "\udXXX" escape decodes to) made likely.
+_ANY_CHARS = st.characters(blacklist_categories=()) | st.characters(
+    min_codepoint=0xD800, max_codepoint=0xDFFF, blacklist_categories=()
+)
+
+
+@given(st.text(alphabet=_ANY_CHARS, max_size=20))
+def test_ifname_check_never_raises_and_its_message_has_a_utf8_form(value: str) -> None:
+    problem = names.ifname_problem(value)
+    if problem is not None:
+        problem.encode("utf-8")

@@ -193,6 +193,7 @@ def test_comma_entries_become_minimal_objects() -> None:
         ('[{"name":"a","deviceID":1}]', f"{ANN}[0].deviceID", "expected string"),
         ('[{"name":"a","x":NaN}]', ANN, "NaN is not valid JSON"),
         ("[" * 100000 + "]" * 100000, ANN, "malformed JSON"),
+        ('[{"name":"a","interface":"\\ud800"}]', f"{ANN}[0].interface", "lone UTF-16 surrogate"),
     ],
     ids=[
         "C01-missing-brace-is-parse-error-with-offset",
@@ -246,6 +247,7 @@ def test_comma_entries_become_minimal_objects() -> None:
         "device-id-wrong-type",
         "nan-rejected",
         "deep-nesting-rejected-not-crash",
+        "interface-lone-surrogate-escape-rejected-not-crash",
     ],
 )
 def test_invalid_annotations_name_index_and_field(value: str, path: str, message: str) -> None:

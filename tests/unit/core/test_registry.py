@@ -200,3 +200,21 @@ def test_deeply_nested_registry_is_a_contract_violation_not_a_crash() -> None:
         registry.decode_registry(text, owner="Pod ns-a/p")
     assert exc.value.reason is errors.Reason.CONTRACT_VIOLATION
     assert "nested too deeply" in str(exc.value)
+
+
+def test_registry_interface_with_a_lone_surrogate_escape_is_a_contract_violation_not_a_crash() -> None:
+    aid = "a" * 64
+    entry = {
+        "attachmentID": aid,
+        "claimUID": "c1a1c1a1-0000-4000-8000-000000000001",
+        "namespace": "ns-a",
+        "name": identities.shadow_name(aid),
+        "uid": "5a5a5a5a-0000-4000-8000-00000000000a",
+        "interface": "IFNAME",
+        "configSHA256": "b" * 64,
+    }
+    text = json.dumps({"version": 1, "podUID": "11111111-2222-3333-4444-555555555555", "entries": [entry]})
+    with pytest.raises(errors.ContractViolation) as exc:
+        registry.decode_registry(text.replace("IFNAME", "\\ud800"), owner="Pod ns-a/p")
+    assert [e.path.rsplit(".", 1)[-1] for e in exc.value.errors] == ["interface"]
+    assert "surrogate" in str(exc.value)
