@@ -91,7 +91,7 @@ class SriovDraError(Exception):
 
     Carries a :class:`Reason` and zero or more :class:`FieldError` entries so that one failed
     validation reports every problem at once (STYLE.md §1 "validators return every problem").
-    ``str(err)`` is the full actionable message.
+    ``str(err)`` is the full actionable message, always with a UTF-8 form.
     """
 
     default_reason: Reason = Reason.INVALID_SPEC
@@ -109,10 +109,12 @@ class SriovDraError(Exception):
         super().__init__(self._format())
 
     def _format(self) -> str:
-        if not self.errors:
-            return f"{self.reason}: {self.summary}"
-        details = "; ".join(str(e) for e in self.errors)
-        return f"{self.reason}: {self.summary}: {details}"
+        text = f"{self.reason}: {self.summary}"
+        if self.errors:
+            text += ": " + "; ".join(str(e) for e in self.errors)
+        # A lone surrogate (a JSON "\ud800" escape in user input) has no UTF-8 form; escape it so
+        # the message can always be logged, sent as a gRPC error string or stored in an Event.
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class InvalidSpec(SriovDraError):

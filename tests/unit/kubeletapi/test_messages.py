@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sriov_dra.core import errors as core_errors
+from sriov_dra.core import networks as core_networks
 from sriov_dra.kubeletapi import dra_v1_pb2, dra_v1beta1_pb2, drahealth_v1alpha1_pb2, messages
 
 CLAIM = messages.ClaimRef(namespace="ns", name="claim-a", uid="uid-a")
@@ -167,3 +169,15 @@ def test_unprepare_responses_round_trip_in_both_versions(
     )
     assert messages.unprepare_outcomes_from_wire(v1) == outcomes
     assert messages.unprepare_outcomes_from_wire(v1beta1) == outcomes
+
+
+def test_typed_error_about_a_hostile_annotation_serializes_as_a_claim_error() -> None:
+    # A Pod author's networks annotation with the key "\ud800" (a lone surrogate once decoded)
+    # must fail only that claim with a readable error, not the whole NodePrepareResources call.
+    try:
+        core_networks.parse_networks('[{"name":"a","\\udfff":1}]', pod_namespace="ns")
+    except core_errors.InvalidSpec as exc:
+        outcome = messages.ClaimError.from_exception(exc)
+    response = messages.prepare_response_v1({"uid-1": outcome})
+    data = response.SerializeToString()
+    assert "unknown key" in dra_v1_pb2.NodePrepareResourcesResponse.FromString(data).claims["uid-1"].error
