@@ -23,7 +23,10 @@ def installed(
     work = tmp_path_factory.mktemp("build")
     tarball = collection_build.build(work / "dist", ansible_env)
     dest = work / "installed"
-    run(["ansible-galaxy", "collection", "install", "--offline", "-p", str(dest), str(tarball)], ansible_env)
+    run(
+        ["ansible-galaxy", "collection", "install", "--offline", "--force", "-p", str(dest), str(tarball)],
+        ansible_env,
+    )
     return tarball, {**ansible_env, "ANSIBLE_COLLECTIONS_PATH": str(dest)}
 
 

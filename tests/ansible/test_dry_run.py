@@ -1,6 +1,6 @@
 """Server-side dry run of every role's cluster objects against the real test control plane.
 
-Check mode of ``kubernetes.core.k8s`` is a server dry run, so running the cluster parts of the
+Check mode (``--check``) of ``kubernetes.core.k8s`` is a server dry run, so running the cluster parts of the
 ``multus`` (thick and thin), ``guard``, ``plugin`` and ``operator`` roles in check mode sends every
 rendered template and shipped manifest through the API server's validation and admission
 without persisting anything.
@@ -19,7 +19,6 @@ IMAGE = f"localhost/sriov-dra:0.1.0@sha256:{'0' * 63}5"
 PLAYBOOK = f"""
 - hosts: localhost
   gather_facts: false
-  check_mode: true
   vars:
     sriov_dra_image: "{IMAGE}"
     multus_image: "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0@sha256:{"0" * 63}6"
@@ -63,6 +62,7 @@ def test_every_role_manifest_passes_a_server_dry_run(control_plane, api, ansible
         proc = run(
             [
                 "ansible-playbook",
+                "--check",
                 "-i",
                 "localhost,",
                 "-c",
@@ -78,5 +78,7 @@ def test_every_role_manifest_passes_a_server_dry_run(control_plane, api, ansible
         apps = k8s.AppsV1Api(api)
         assert apps.list_namespaced_daemon_set(NAMESPACE).items == []
         assert apps.list_namespaced_deployment(NAMESPACE).items == []
+        multus = [d.metadata.name for d in apps.list_namespaced_daemon_set("kube-system").items]
+        assert "multus-thick" not in multus and "multus-thin" not in multus
     finally:
         core.delete_namespace(NAMESPACE, propagation_policy="Background")

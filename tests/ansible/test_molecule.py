@@ -24,7 +24,8 @@ def _molecule(scenario: str, env: dict[str, str]) -> str:
     proc = run(["molecule", "test", "-s", scenario], env, timeout_s=580)
     out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
     for step in STEPS:
-        assert re.search(rf"{scenario} ➜ {step}: Executed: Successful", out), (
+        # "vfs ➜ converge: Executed: Successful" with colours, "vfs > converge: ..." in the plain summary
+        assert re.search(rf"{scenario} (?:➜|>) {step}: Executed: Successful", out), (
             f"{step} did not succeed:\n{out[-3000:]}"
         )
     return out

@@ -1,0 +1,58 @@
+"""The guard role writes exactly the document ``sriov_dra.guard.install.guard_conflist`` builds.
+
+The role renders the conflist with Jinja (managed nodes have no ``sriov_dra``); the guard's own
+installer is the reference. Both modes, with a primary that enables a capability.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from tests.ansible.conftest import run
+
+from sriov_dra.guard import install
+
+PRIMARY = {
+    "cniVersion": "1.0.0",
+    "name": "cbr0",
+    "plugins": [
+        {"type": "flannel"},
+        {"type": "portmap", "capabilities": {"portMappings": True, "aliases": False}},
+    ],
+}
+
+
+@pytest.mark.parametrize("mode", ["thick", "thin"])
+def test_guard_role_conflist_equals_the_guard_installers(
+    mode: str, tmp_path: Path, ansible_env: dict[str, str]
+) -> None:
+    conf = tmp_path / "net.d"
+    (conf / "multus.d").mkdir(parents=True)
+    primary = conf / "10-flannel.conflist"
+    primary.write_text(json.dumps(PRIMARY))
+    (conf / "multus.d" / "daemon-config.json").write_text(json.dumps({"multusMasterCNI": primary.name}))
+    playbook = tmp_path / "guard.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: sriovnet.dra.guard\n"
+        f"      guard_cluster: false\n      guard_mode: {mode}\n      guard_primary_cni: {primary.name}\n"
+        f"      guard_cni_conf_dir: {conf}\n"
+    )
+    run(
+        [
+            "ansible-playbook",
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            str(playbook),
+        ],
+        ansible_env,
+    )
+    multus = {"clusterNetwork": f"/host{primary}"} if mode == "thick" else None
+    expected = json.loads(install.guard_conflist(primary_config=primary, mode=mode, multus=multus))
+    assert json.loads((conf / install.CONFLIST_NAME).read_text()) == expected
