@@ -60,12 +60,13 @@ def canonical_json(value: model.JsonValue) -> bytes:
     """Return the canonical JSON bytes of ``value`` that the checksum is computed over.
 
     Shapes: UTF-8, sorted keys, separators ``,`` and ``:``, non-ASCII as itself.
-    Raises: ``ContractViolation`` for NaN/Infinity or text that is not encodable as UTF-8.
+    Raises: ``ContractViolation`` for NaN/Infinity, text that is not encodable as UTF-8, or
+    nesting too deep to encode.
     """
     try:
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         return text.encode("utf-8")
-    except (ValueError, TypeError, UnicodeEncodeError) as exc:
+    except (ValueError, TypeError, UnicodeEncodeError, RecursionError) as exc:
         raise errors.ContractViolation(f"checkpoint data is not canonical JSON: {exc}") from exc
 
 

@@ -314,3 +314,23 @@ def test_decode_reports_every_malformed_field_at_once() -> None:
     paths = [e.path for e in info.value.errors]
     assert f'data.claims["{fx.CLAIM_1}"].devices[0].pciAddress' in paths
     assert f'data.claims["{fx.CLAIM_1}"].devices[1].pool' in paths
+
+
+def test_checksummed_file_nested_near_the_recursion_limit_is_corrupt_not_a_crash() -> None:
+    # Depths around the interpreter's limit: some decode, and then the checksum's re-encoding of
+    # ``data`` must not be the step that overflows with a raw RecursionError.
+    for depth in range(800, 1001):
+        data = '{"claims":{"x":{"vf":' + "[" * depth + "]" * depth + "}}}"
+        digest = hashlib.sha256(data.encode()).hexdigest()
+        raw = f'{{"version":1,"checksum":"{digest}","data":{data}}}'.encode()
+        with pytest.raises(errors.ContractViolation) as info:
+            codec.decode_checkpoint(raw, source=SOURCE)
+        assert "left untouched" in str(info.value), depth
+
+
+def test_canonical_json_of_data_nested_too_deeply_is_a_contract_violation() -> None:
+    value: list[Any] = []
+    for _ in range(100_000):
+        value = [value]
+    with pytest.raises(errors.ContractViolation, match="not canonical JSON"):
+        codec.canonical_json(value)
