@@ -73,10 +73,10 @@ def parse_requirement(raw: object, path: str) -> tuple[Requirement | None, list[
         vals = []
     for v in vals:
         problems.extend(errors.FieldError(f"{path}.values", m) for m in limits.label_value_errors(v))
-    if op in _SET_OPS:
+    if isinstance(op, str) and op in _SET_OPS:  # a list/object operator is unhashable: reported below
         if not vals:
             problems.append(errors.FieldError(f"{path}.values", f"operator {op} needs at least one value"))
-    elif op in _EXIST_OPS:
+    elif isinstance(op, str) and op in _EXIST_OPS:
         if vals:
             problems.append(errors.FieldError(f"{path}.values", f"operator {op} takes no values"))
     else:

@@ -179,3 +179,20 @@ def test_malformed_node_selector_never_applies(selector: object) -> None:
     result = labelselectors.evaluate_node_selector(selector, LABELS, "spec.nodeSelector")
     assert result.applies is False
     assert result.malformed
+
+
+@pytest.mark.parametrize(
+    "operator", [["In"], {"op": "In"}, 1, None], ids=["list", "object", "number", "missing"]
+)
+def test_non_string_operator_is_a_field_problem_not_a_type_error(operator: object) -> None:
+    expr = {"key": "tier", "operator": operator, "values": ["gpu"]}
+    selector, problems = labelselectors.parse_label_selector({"matchExpressions": [expr]}, "sel")
+    assert selector is None
+    assert [p.path for p in problems] == ["sel.matchExpressions[0].operator"]
+    node = labelselectors.evaluate_node_selector(
+        {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}, LABELS, "spec.nodeSelector"
+    )
+    assert not node.applies
+    assert [p.path for p in node.unsupported] == [
+        "spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0].operator"
+    ]
