@@ -87,11 +87,18 @@ def network_status_violations(
             decoded = json.loads(text)
         except ValueError as exc:
             decoded, problem = None, f"the annotation is not JSON ({exc})"
+        except RecursionError:
+            decoded, problem = None, "the annotation is not JSON (nested too deeply)"
         if isinstance(decoded, list):
             entries = [e for e in decoded if isinstance(e, Mapping)]
         elif not problem:
             problem = "the annotation is not a JSON list"
-    present = {(e.get("name"), e.get("interface")) for e in entries}
+    # Only string pairs can match (a list or object value would also be unhashable here).
+    present = {
+        (e.get("name"), e.get("interface"))
+        for e in entries
+        if isinstance(e.get("name"), str) and isinstance(e.get("interface"), str)
+    }
     missing = [e for e in expected if (e.network, e.ifname) not in present]
     if not missing:
         return []

@@ -150,6 +150,16 @@ def test_network_status_without_entries_fails_even_when_interfaces_exist(tmp_pat
     assert out.reason is R.NETWORK_STATUS_MISSING and w.commands() == ["ADD", "DEL"]
 
 
+def test_pod_authors_own_malformed_network_status_still_gets_multus_del(tmp_path: Path) -> None:
+    """Thin Multus that cannot write network-status leaves the Pod author's value in place."""
+    w = World(tmp_path)
+    w.attach = False
+    w.netns.links[NETNS] += [gf.FakeLink("dra0"), gf.FakeLink("dra1")]
+    w.set_pod_annotation(names.NETWORK_STATUS_ANNOTATION, '[{"name":["x"],"interface":{"y":1}}]')
+    out = w.add()
+    assert out.reason is R.NETWORK_STATUS_MISSING and w.commands() == ["ADD", "DEL"]
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [

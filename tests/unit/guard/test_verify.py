@@ -83,3 +83,22 @@ def test_network_status_entries(status: object, missing: list[str], why: str) ->
     for ifname in missing:
         assert f"on {ifname}" in found[0].message
     assert why in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("status", "why"),
+    [
+        (
+            [{"name": ["ns/dra-sriov-a"], "interface": "dra0"}, {"name": "ns/dra-sriov-b", "interface": {}}],
+            "",
+        ),
+        ("[" * 100_000 + "]" * 100_000, "not JSON"),
+    ],
+    ids=["unhashable-name-and-interface", "nested-too-deeply"],
+)
+def test_hostile_network_status_is_a_missing_entry_not_a_crash(status: object, why: str) -> None:
+    # Thin Multus without API access leaves the Pod author's own annotation in place; a crash here
+    # would skip the Multus DEL that undoes a failed verification.
+    found = verify.network_status_violations(EXPECTED, _pod(status))
+    assert [v.reason for v in found] == [R.NETWORK_STATUS_MISSING]
+    assert "on dra0" in found[0].message and "on dra1" in found[0].message and why in found[0].message
