@@ -13,6 +13,9 @@ help:
 	@echo "make test    - lint, type checks and every test tier (unit, host, cluster, cni, e2e, ansible)"
 	@echo "make lab     - the main job: the local lab (see README.md)"
 	@echo "make bench   - benchmarks under bench/ (ratios measured in one run)"
+	@echo "make lint    - ruff, ruff format --check, import-linter layer contracts"
+	@echo "make typecheck - mypy (strict on core, kube, host, lab, guard)"
+	@echo "make unit    - only the pure core tier (about 3 minutes)"
 
 setup: deps venv binaries collections
 	@echo "[setup] done: venv in $(VENV), binaries under $${SRIOV_DRA_CACHE:-$$HOME/.cache/sriov-dra}"
