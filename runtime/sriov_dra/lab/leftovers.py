@@ -119,7 +119,7 @@ def _checkpoint_claims(path: str) -> list[str]:
     return sorted(claims)
 
 
-def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers, pod_uids: Collection[str] | None) -> None:
+def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers) -> None:
     lay = node.layout
     for uid in _checkpoint_claims(str(lay.plugin_state_dir / "checkpoint.json")):
         found.checkpoint_records.append(f"{node.name}: claim {uid}")
@@ -136,11 +136,9 @@ def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers, pod_uids: Colle
                 found.ip_reservations.append(f"{node.name}: host-local {net}/{entry}")
     if node.kubelet is not None:
         for claim in node.kubelet.prepared_claims():
-            if pod_uids is None or set(claim.pod_uids) & set(pod_uids):
-                found.kubelet_claims.append(f"{node.name}: {claim.namespace}/{claim.name}")
+            found.kubelet_claims.append(f"{node.name}: {claim.namespace}/{claim.name}")
         for box in node.kubelet.state.all_sandboxes():
-            if pod_uids is None or box.pod_uid in pod_uids:
-                found.sandboxes.append(f"{node.name}: {box.pod_namespace}/{box.pod_name} {box.netns}")
+            found.sandboxes.append(f"{node.name}: {box.pod_namespace}/{box.pod_name} {box.netns}")
     away = sorted({vf.ifname for vf in node.machine.vfs} - node.machine.vfs_at_home())
     found.vfs_away.extend(f"{node.name}: {name}" for name in away)
 
@@ -155,5 +153,5 @@ def collect(lab: stack_mod.LabStack, *, scope: Collection[str] | None = None) ->
     client = objects.Objects(lab.api, field_manager="sriov-dra-lab")
     _api_leftovers(client, found, scope)
     for node in lab.nodes:
-        _node_leftovers(node, found, None)
+        _node_leftovers(node, found)
     return found
