@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
+from kubernetes import client
 
 from sriov_dra.kube import apply
 from sriov_dra.lab import (
@@ -61,6 +62,8 @@ DAEMON_CONFIG: Final = "/etc/cni/net.d/multus.d/daemon-config.json"
 THICK_SOCKET_DIR: Final = "/run/multus/sock/"
 """The daemon removes its socket directory at start, so it must not be the mount point itself."""
 STATE_FILE: Final = "lab.json"
+PLUGIN_SERVICE_ACCOUNT: Final = ("dra-driver-sriov", "dra-driver-sriov")
+"""(namespace, name) of the plugin's ServiceAccount, the one the shipped plugin RBAC binds."""
 SA_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 CNI_BINARIES: Final = (
     "bridge",
@@ -233,6 +236,7 @@ class LabStack:
         apply.apply_objects(self.api, namespaces + crds)
         apply.wait_crds_established(self.api, [c["metadata"]["name"] for c in crds])
         rbac = load_manifests(
+            MANIFESTS / "plugin" / "rbac.yaml",
             MANIFESTS / "guard" / "clusterrole.yaml",
             MANIFESTS / "lab" / "node-components-rbac.yaml",
             MANIFESTS / "operator" / "rbac.yaml",
@@ -497,6 +501,7 @@ class LabStack:
         """
         if policy_namespace is not None:
             node.policy_namespace = policy_namespace
+        self._grant_policy_reads(node.policy_namespace)
         lay = node.layout
         argv = [
             sys.executable,
@@ -505,7 +510,7 @@ class LabStack:
             "--node-name",
             node.name,
             "--kubeconfig",
-            str(self.cp.kubeconfig),
+            str(self._plugin_kubeconfig(node)),
             "--sysfs-root",
             str(lay.sysfs_root),
             "--fake-sysfs-kernel",
@@ -559,6 +564,58 @@ class LabStack:
             timeout_s=self.options.start_timeout_s,
             process=proc,
         )
+
+    def _plugin_kubeconfig(self, node: NodeStack) -> Path:
+        """A kubeconfig with a token of the plugin's ServiceAccount bound to ``node``'s Node object.
+
+        A DaemonSet Pod's projected token is tied to its node, which is what the shipped RBAC's
+        ``resourceclaims/driver`` ``associated-node:*`` verbs require; binding the lab token to the
+        Node gives the plugin process the same association.
+        """
+        path = node.layout.root / "plugin.kubeconfig"
+        if path.exists():
+            return path
+        body = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(
+                audiences=None,
+                expiration_seconds=86400,
+                bound_object_ref=client.V1BoundObjectReference(
+                    api_version="v1", kind="Node", name=node.name, uid=node.node.uid
+                ),
+            )
+        )
+        answer = client.CoreV1Api(self.api).create_namespaced_service_account_token(
+            PLUGIN_SERVICE_ACCOUNT[1], PLUGIN_SERVICE_ACCOUNT[0], body
+        )
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "lab",
+                    "cluster": {"server": self.cp.server, "certificate-authority": str(self.cp.ca_cert)},
+                }
+            ],
+            "users": [{"name": "plugin", "user": {"token": answer.status.token}}],
+            "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "plugin"}}],
+            "current-context": "lab",
+        }
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    def _grant_policy_reads(self, namespace: str) -> None:
+        """The shipped policy-namespace Role and RoleBinding, rendered into ``namespace``.
+
+        An operator-managed install watches the operator's namespace; the role renders the same
+        Role there (the ServiceAccount stays the plugin's).
+        """
+        docs = [
+            {**d, "metadata": {**d["metadata"], "namespace": namespace}}
+            for d in load_manifests(MANIFESTS / "plugin" / "rbac.yaml")
+            if d["kind"] in ("Role", "RoleBinding")
+        ]
+        apply.apply_objects(self.api, docs)
 
     def stop_plugin(self, node: NodeStack) -> None:
         """Stop ``node``'s plugin (SIGTERM, then SIGKILL after the grace period)."""
