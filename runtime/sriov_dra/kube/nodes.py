@@ -94,6 +94,12 @@ def renew_lease(api: client.ApiClient, name: str, node_uid: str, *, now: dt.date
                 raise
 
 
+def taint_keys(api: client.ApiClient, name: str) -> list[str]:
+    """The keys of Node ``name``'s taints (empty when it has none)."""
+    node = client.CoreV1Api(api).read_node(name)
+    return [t.key for t in (node.spec.taints or [])] if node.spec else []
+
+
 def delete_node(api: client.ApiClient, name: str) -> None:
     """Delete Node ``name``; absent counts as done."""
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import Mapping
 
 from kubernetes import client
@@ -32,22 +33,45 @@ class SimulatedNode:
         *,
         labels: Mapping[str, str] | None = None,
         interval_s: float = 10.0,
+        schedulable_timeout_s: float = 60.0,
     ) -> None:
         self.api = api
         self.name = name
         self.labels = dict(labels or {})
         self.interval_s = interval_s
+        self.schedulable_timeout_s = schedulable_timeout_s
         self.uid = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> SimulatedNode:
-        """Register the Node, send one heartbeat synchronously, then keep it fresh."""
+        """Register the Node, send one heartbeat synchronously, keep it fresh, wait until schedulable.
+
+        The node-lifecycle controller may have tainted the new Node ``not-ready`` before its first
+        heartbeat; a Pod scheduled in that window would be refused for the taint, not for what a
+        test means to exercise. So this returns only once those taints are gone.
+        Raises: ``TimeoutError`` naming the taints still present after ``schedulable_timeout_s``.
+        """
         self.uid = nodes.ensure_node(self.api, self.name, labels=self.labels)
         self._beat()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.name}", daemon=True)
         self._thread.start()
+        self._wait_schedulable()
         return self
+
+    def _wait_schedulable(self) -> None:
+        blocking = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+        deadline = time.monotonic() + self.schedulable_timeout_s
+        left: list[str] = []
+        while time.monotonic() < deadline:
+            left = [k for k in nodes.taint_keys(self.api, self.name) if k in blocking]
+            if not left:
+                return
+            self._stop.wait(0.2)
+        raise TimeoutError(
+            f"Node {self.name} still has taints {left} after {self.schedulable_timeout_s:.0f}s; "
+            "is kube-controller-manager (node-lifecycle controller) running?"
+        )
 
     def _beat(self) -> None:
         now = dt.datetime.now(dt.UTC)
