@@ -55,7 +55,7 @@ def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 30.0) -
 def operator_crds(api: client.ApiClient) -> list[dict[str, Any]]:
     """The four CRDs, applied as an installation would, and established."""
     crds = [yaml.safe_load(p.read_text()) for p in CRD_FILES]
-    apply.apply_objects(api, crds)
+    apply.apply_objects(api, crds, force=True)
     apply.wait_crds_established(api, [c["metadata"]["name"] for c in crds])
     return crds
 

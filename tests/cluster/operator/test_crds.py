@@ -264,11 +264,11 @@ def older_policy_crd(api: client.ApiClient, operator_crds: Any) -> Iterator[None
     dra_attrs["additionalProperties"].pop("x-kubernetes-validations")
     for member in ("string", "version"):
         dra_attrs["additionalProperties"]["properties"][member].pop("maxLength")
-    apply.apply_objects(api, [relaxed])
+    apply.apply_objects(api, [relaxed], force=True)
     try:
         yield
     finally:
-        apply.apply_objects(api, [shipped])
+        apply.apply_objects(api, [shipped], force=True)
 
 
 def test_objects_stored_before_admission_checks_get_the_reconcile_verdict(
@@ -289,7 +289,7 @@ def test_objects_stored_before_admission_checks_get_the_reconcile_verdict(
     eventually("the relaxed CRD to be served", admitted)
     for i, (name, (attributes, _)) in enumerate(cases.items()):
         h.policy(name, pf=f"ens{i}f0", dra={"attributes": attributes})
-    apply.apply_objects(h.api, [yaml.safe_load(CRD_FILES[1].read_text())])
+    apply.apply_objects(h.api, [yaml.safe_load(CRD_FILES[1].read_text())], force=True)
     eventually("the shipped CRD to be served again", lambda: not admitted())
     h.reconcile_policies()
     attrs, srps = h.generated()
