@@ -8,7 +8,6 @@ deletes dependents of a deleted owner while finalizers hold objects back.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from tests import waiting
 
 from sriov_dra.lab.nodes import SimulatedNode
 
@@ -26,15 +26,8 @@ PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 
 
 def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 60.0) -> T:
-    """Poll ``fn`` until it returns a truthy value; fail naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        pause.wait(0.25)
-    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+    """Poll ``fn`` every 0.25 s until truthy; fail naming ``what`` after ``timeout_s``."""
+    return waiting.eventually(what, fn, timeout_s=timeout_s, interval_s=0.25)
 
 
 @pytest.fixture

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from tests import waiting
 from tests.fakes import managed_pods as mp
 
 from sriov_dra.core import names, registry
@@ -51,15 +49,8 @@ RAIL_B = Rail("rail-b-net", "rail-b", "0000:80:00.1", "198.51.100.0/24", "wherea
 
 
 def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 30.0) -> T:
-    """Poll ``fn`` until it returns a truthy value; fail naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        pause.wait(0.1)
-    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+    """Poll ``fn`` every 0.1 s until truthy; fail naming ``what`` after ``timeout_s``."""
+    return waiting.eventually(what, fn, timeout_s=timeout_s, interval_s=0.1)
 
 
 @dataclass

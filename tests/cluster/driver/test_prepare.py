@@ -16,8 +16,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -30,6 +28,7 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from tests import waiting
 from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 
 from sriov_dra.core import cdi_spec, checkpoint_codec, names
@@ -55,15 +54,8 @@ PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 
 
 def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 60.0) -> T:
-    """Poll ``fn`` until it returns a truthy value; fail naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        pause.wait(0.1)
-    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+    """Poll ``fn`` every 0.1 s until truthy; fail naming ``what`` after ``timeout_s``."""
+    return waiting.eventually(what, fn, timeout_s=timeout_s, interval_s=0.1)
 
 
 @pytest.fixture(scope="module")

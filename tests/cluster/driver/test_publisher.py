@@ -11,7 +11,6 @@ allocates from, and an actionable error for a missing policy namespace.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 from kubernetes import client
+from tests import waiting
 
 from sriov_dra.core import names, slices
 from sriov_dra.driver import policy_controller, publisher
@@ -39,15 +39,8 @@ DEVICE_CLASS = MANIFESTS / "deviceclasses" / f"{D}.yaml"
 
 
 def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 30.0) -> T:
-    """Poll ``fn`` until it returns a truthy value; fail naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        pause.wait(0.1)
-    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+    """Poll ``fn`` every 0.1 s until truthy; fail naming ``what`` after ``timeout_s``."""
+    return waiting.eventually(what, fn, timeout_s=timeout_s, interval_s=0.1)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ import prometheus_client
 import pytest
 import yaml
 from kubernetes import client
+from tests import waiting
 
 from sriov_dra.core import names
 from sriov_dra.driver import claim_context, prepare, publisher, unprepare
@@ -45,15 +45,8 @@ NODE_EXTRA_HEADER = "Impersonate-Extra-authentication.kubernetes.io%2Fnode-name"
 
 
 def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 60.0) -> T:
-    """Poll ``fn`` until it returns a truthy value; fail naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        pause.wait(0.2)
-    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+    """Poll ``fn`` every 0.2 s until truthy; fail naming ``what`` after ``timeout_s``."""
+    return waiting.eventually(what, fn, timeout_s=timeout_s, interval_s=0.2)
 
 
 def load_all(path: Path) -> list[dict[str, Any]]:

@@ -8,12 +8,12 @@ and that the snapshot is an immutable value swapped only when the outcome change
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import waiting
 from tests.fakes.watch_api import FakeWatchApi, obj
 
 from sriov_dra.core import attributes, names
@@ -29,14 +29,8 @@ D = names.DOMAIN
 
 
 def eventually(what: str, fn: Callable[[], Any], timeout_s: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        pause.wait(0.01)
-    pytest.fail(f"timed out waiting for {what}")
+    """Poll ``fn`` every 0.01 s until truthy; fail naming ``what`` after ``timeout_s``."""
+    return waiting.eventually(what, fn, timeout_s=timeout_s, interval_s=0.01)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client.rest import ApiException
+from tests import waiting
 from tests.fakes.watch_api import HOLD, FakeWatchApi, obj
 
 from sriov_dra.kube import errors, watches
@@ -17,14 +18,8 @@ PATH = "/apis/example.com/v1/namespaces/ns/things"
 
 
 def eventually(what: str, fn: Callable[[], Any], timeout_s: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        pause.wait(0.01)
-    pytest.fail(f"timed out waiting for {what}")
+    """Poll ``fn`` every 0.01 s until truthy; fail naming ``what`` after ``timeout_s``."""
+    return waiting.eventually(what, fn, timeout_s=timeout_s, interval_s=0.01)
 
 
 class Recorder:
