@@ -118,6 +118,7 @@ class ManagedNode:
     writes: int = 0
     worker_host_releases: int = 0
     lock_order: list[tuple[str, str]] = field(default_factory=list)
+    points: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         pfs = fakesysfs.two_root_pfs(vfs_per_pf=2)
@@ -171,6 +172,7 @@ class ManagedNode:
             raise exc
 
     def _fault(self, point: str) -> None:
+        self.points.append(point)
         if point == self.kill_at:
             raise ko.Crash(point)
 
@@ -264,7 +266,10 @@ class ManagedNode:
             unprepare.release_host(self.ctx, record)
 
         return repair.RepairWorker(
-            attach=self.attach, host_release=host_release, settings=repair.RepairSettings(**settings)
+            attach=self.attach,
+            host_release=host_release,
+            clear_status=lambda record: unprepare.clear_status(self.ctx, record),
+            settings=repair.RepairSettings(**settings),
         )
 
     # ------------------------------------------------------------------ observations
@@ -371,4 +376,16 @@ def clean_problems(node: ManagedNode, *, pod: str | None = "consumer") -> list[s
         out.append(f"cdi {node.cdi_files()}")
     if node.drivers() != ["iavf"] * 4:
         out.append(f"drivers {node.drivers()}")
+    if our_status_entries(node):
+        out.append(f"claim status.devices {our_status_entries(node)}")
     return out
+
+
+def our_status_entries(node: ManagedNode) -> list[dict[str, Any]]:
+    """This driver's ``status.devices`` entries on every stored claim."""
+    return [
+        entry
+        for claim in node.claims.claims.values()
+        for entry in (claim.get("status") or {}).get("devices") or []
+        if entry.get("driver") == fx.DRIVER
+    ]

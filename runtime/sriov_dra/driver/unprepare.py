@@ -10,8 +10,8 @@ Unpreparing one claim (:func:`unprepare_claim`), in this order:
 2. Lock the record's Pod UID (claim lock first, never the reverse).
 3. *Auto-attach only*: a record with managed bindings goes through ``ctx.managed.release``
    (spec §8.4: ``Deleting`` first, shadows, Pod selections, this module's host step,
-   ``ReleaseComplete``, finalizers, record last). Without auto-attach such a record is refused
-   rather than half-released.
+   ``ReleaseComplete``, finalizers, this module's status step, record last). Without
+   auto-attach such a record is refused rather than half-released.
 4. **Host** (:func:`release_host`): restore each VF's original driver (only where a driver was
    requested), remove the claim CDI spec, rebuild the Pod CDI spec from the Pod's other locally
    unreleased claims or remove it after the last one.
@@ -61,9 +61,12 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
             )
         if record.managed_bindings() and ctx.managed is not None:
             with ctx.pod_locks.hold(record.pod_uid):  # spec §8.4: Deleting first, record deleted last
-                ctx.managed.release(record, release_host=lambda r: release_host(ctx, r))
+                ctx.managed.release(
+                    record,
+                    release_host=lambda r: release_host(ctx, r),
+                    clear_status=lambda r: clear_then_fault(ctx, r),
+                )
                 ctx.fault("unprepare:forgotten")
-            clear_status(ctx, record)
             return
         if record.managed_bindings():
             raise errors.LifecycleBlocked(
@@ -111,6 +114,12 @@ def release_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> 
         checkpoint_lifecycle.pod_cdi_pci_addresses(others, record.pod_uid, releasing=record.claim_uid),
     )
     ctx.fault("unprepare:pod-cdi")
+
+
+def clear_then_fault(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> None:
+    """Step 5 of a managed release (its step 9, before the record goes), then the fault point."""
+    clear_status(ctx, record)
+    ctx.fault("unprepare:status")
 
 
 def clear_status(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> None:

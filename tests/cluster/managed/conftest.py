@@ -280,7 +280,9 @@ class ClusterPlugin:
 
     def worker(self) -> repair.RepairWorker:
         return repair.RepairWorker(
-            attach=self.attach, host_release=lambda r: unprepare.release_host(self.ctx, r)
+            attach=self.attach,
+            host_release=lambda r: unprepare.release_host(self.ctx, r),
+            clear_status=lambda r: unprepare.clear_status(self.ctx, r),
         )
 
     def prepare(self, ref: messages.ClaimRef) -> Any:

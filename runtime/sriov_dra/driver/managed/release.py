@@ -15,7 +15,10 @@ Order, each step idempotent and each failure leaving recoverable state:
    rebuilt without this claim): skipped on a ``ReleaseComplete`` retry;
 6. ``ReleaseComplete`` is persisted (a failed write keeps ``Deleting``; 4–5 are replayed);
 7–8. only our finalizer is removed with a tested JSON Patch on the NAD's main endpoint;
-9. the checkpoint record is deleted last; only then may a new Pod use the claim UID.
+9. this driver's ``status.devices`` entries are cleared from the claim (``clear_status``,
+   best-effort) and then the checkpoint record is deleted last; only then may a new Pod use the
+   claim UID. A crash between the two leaves the record, so the retry (the kubelet's unprepare
+   or the worker) clears the status again, idempotently, before dropping it.
 
 It must never release hardware for a record it was not asked to release, edit an object whose
 identity does not match, or remove a finalizer before ``ReleaseComplete`` is durable.
@@ -37,6 +40,10 @@ LOG = logging.getLogger(__name__)
 HostRelease = Callable[[model.ClaimRecord], None]
 """Restores the record's VF drivers, removes its claim CDI spec and rebuilds (or removes) the
 Pod CDI spec without it; idempotent (``driver.unprepare.release_host``)."""
+
+StatusClear = Callable[[model.ClaimRecord], None]
+"""Removes this driver's ``status.devices`` entries from the record's claim; best-effort and
+idempotent, never raises (``driver.unprepare.clear_status``)."""
 
 
 @dataclass(frozen=True)
@@ -119,13 +126,15 @@ def release_managed_claim(
     claims: seams.ClaimApi,
     release_host: HostRelease | None,
     clock: seams.Clock,
+    clear_status: StatusClear | None = None,
     backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
 ) -> ReleaseResult:
     """Release ``record`` (which has managed bindings) as the module docstring describes.
 
     ``release_host`` is ``None`` only for a worker resuming a record that is already
     ``ReleaseComplete`` (the worker never releases hardware on its own authority: it passes the
-    handler's function only for a ``Deleting`` record the kubelet authorized).
+    handler's function only for a ``Deleting`` record the kubelet authorized). ``clear_status``
+    runs on every completed release, first or resumed, just before the record is deleted.
     Raises: Conflict(ShadowConflict) when a shadow is not exactly ours (release waits, nothing is
     edited); ContractViolation when the host must still be released but ``release_host`` is
     ``None``; the host's errors (record stays ``Deleting``); ``OSError`` for checkpoint writes;
@@ -162,6 +171,8 @@ def release_managed_claim(
                 "shadow held by other finalizers after release",
                 extra={"nad": target.ref, "reason": ",".join(outcome.foreign), "op": "release"},
             )
+    if clear_status is not None:
+        clear_status(record)  # before the record goes: a crash here is retried from the record
     store.delete_claim(record.claim_uid)
     return ReleaseResult(tuple(finalized), foreign, released)
 

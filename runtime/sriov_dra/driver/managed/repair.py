@@ -14,6 +14,10 @@ for :meth:`RepairWorker.wait_first_pass`). One pass, at startup and then every
   cleanup through the handler's host release, then finalization);
 - ``ReleaseComplete`` records: API/finalizer work only, never hardware.
 
+A resumed release also clears the claim's ``status.devices`` entries (``clear_status``) before
+the record goes, exactly as the unprepare handler does: the kubelet's later unprepare finds no
+record and could not clear them any more.
+
 Work is bounded (``max_items_per_pass``) and each Pod/claim that fails waits an exponentially
 growing, capped delay before it is tried again; Events are emitted on transitions only.
 It must never release hardware for a record that is not ``Deleting``, and never finalize an
@@ -78,9 +82,11 @@ class RepairWorker:
         attach: service.ManagedAttach,
         host_release: release.HostRelease | None,
         settings: RepairSettings | None = None,
+        clear_status: release.StatusClear | None = None,
     ) -> None:
         self.attach = attach
         self.host_release = host_release
+        self.clear_status = clear_status
         self.settings = settings if settings is not None else RepairSettings()
         self._retry_at: dict[str, tuple[float, int]] = {}
         self._last_orphan_scan: float | None = None
@@ -263,7 +269,7 @@ class RepairWorker:
                 if host is None and not checkpoint_lifecycle.locally_released(current):
                     report.deferred.append(key)  # Deleting, but no authorized host release wired: wait
                     return
-                attach.release(current, release_host=host)
+                attach.release(current, release_host=host, clear_status=self.clear_status)
         except (errors.SriovDraError, kube_errors.ApiError, OSError) as exc:
             report.failed[key] = observe.reason_of(exc)
             self._failed(key, attach.clock.monotonic())

@@ -179,7 +179,11 @@ class ManagedAttach:
 
     # ---------------------------------------------------------------- release
     def release(
-        self, record: model.ClaimRecord, *, release_host: release.HostRelease | None
+        self,
+        record: model.ClaimRecord,
+        *,
+        release_host: release.HostRelease | None,
+        clear_status: release.StatusClear | None = None,
     ) -> release.ReleaseResult:
         """ReleaseManagedClaim for ``record`` (see ``release.release_managed_claim``)."""
         try:
@@ -190,6 +194,7 @@ class ManagedAttach:
                 pods=self.pods,
                 claims=self.claims,
                 release_host=release_host,
+                clear_status=clear_status,
                 clock=self.clock,
                 backoff=self.backoff,
             )

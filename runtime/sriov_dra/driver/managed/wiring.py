@@ -66,7 +66,10 @@ def start_worker(
     """Start the repair worker (host release through the handler's context) and wait for its
     first pass, bounded by ``first_pass_timeout_s`` seconds (a slow API only delays readiness)."""
     worker = repair.RepairWorker(
-        attach=attach, host_release=lambda record: unprepare.release_host(context, record), settings=settings
+        attach=attach,
+        host_release=lambda record: unprepare.release_host(context, record),
+        clear_status=lambda record: unprepare.clear_status(context, record),
+        settings=settings,
     )
     worker.start()
     if not worker.wait_first_pass(first_pass_timeout_s):

@@ -22,6 +22,7 @@ from tests.fakes import kube_objects as ko
 from tests.fakes import managed_node as mn
 
 from sriov_dra.core import names
+from sriov_dra.driver import faults
 from sriov_dra.host import checkpoint
 from sriov_dra.kubeletapi import messages
 
@@ -216,6 +217,7 @@ RELEASE = {
     "finalizer-patch:forbidden": api("nads.patch", ko.forbidden),
     "finalizer-patch:lost-response": api("nads.patch", ko.timeout, after=True),
     "finalizer-patch:crash-after": api("nads.patch", crash("finalizer"), after=True),
+    "status-clear:kill-after": kill("unprepare:status"),
     "record-delete:disk-error": write(OSError(5, "Input/output error"), skip=2),
     "record-delete:crash-before": write(crash("delete"), skip=2),
     "record-delete:crash-after": write(crash("delete"), skip=2, when="after"),
@@ -234,7 +236,10 @@ def _release_phase(case: str) -> str | None:
         or case == "record-delete:crash-after"
     ):
         return None  # retried inline, or the last write was durable: the release finished
-    if case.startswith(("finalizer-patch:", "record-delete:")) or case == "release-complete:crash-after":
+    if (
+        case.startswith(("finalizer-patch:", "record-delete:", "status-clear:"))
+        or case == "release-complete:crash-after"
+    ):
         return "ReleaseComplete"
     return "Deleting"
 
@@ -252,6 +257,37 @@ def test_release_faults_end_clean_and_never_unprotect_early(node: mn.ManagedNode
     finalizer_guard(node)
     node.worker().run_once()
     assert run(node, lambda: node.unprepare(ref)) is None  # the kubelet retries unprepare until success
+    assert mn.clean_problems(node) == []
+
+
+def test_a_managed_release_reaches_the_unprepare_fault_points_in_the_documented_order(
+    node: mn.ManagedNode,
+) -> None:
+    ref = node.add_consumer(TWO_RAILS)
+    assert isinstance(node.prepare(ref), messages.Prepared)
+    node.points.clear()
+    assert node.unprepare(ref) is None
+    assert tuple(node.points) == faults.UNPREPARE_POINTS
+
+
+@pytest.mark.parametrize("finisher", ["kubelet-retry", "worker"])
+@pytest.mark.parametrize("point", faults.UNPREPARE_POINTS, ids=list(faults.UNPREPARE_POINTS))
+def test_a_managed_release_killed_at_any_step_clears_claim_status_before_the_record_goes(
+    node: mn.ManagedNode, point: str, finisher: str
+) -> None:
+    ref = node.add_consumer(TWO_RAILS)
+    assert isinstance(node.prepare(ref), messages.Prepared)
+    assert len(mn.our_status_entries(node)) == 2  # the prepare's diagnostic status.devices entries
+    node.kill_at = point
+    assert run(node, lambda: node.unprepare(ref)) == "crashed"
+    if point == "unprepare:status":  # cleared, but the record is still on disk: the retry repeats it
+        assert mn.our_status_entries(node) == [] and node.phases() == {ref.uid: ["ReleaseComplete"] * 2}
+    # never forgotten while stale entries remain: no later call would find them
+    assert node.store.all_claims() or mn.our_status_entries(node) == []
+    if finisher == "worker":  # the worker may finish first; the kubelet's retry then finds no record
+        node.worker().run_once()
+        assert node.store.all_claims() == {}
+    assert node.unprepare(ref) is None
     assert mn.clean_problems(node) == []
 
 
