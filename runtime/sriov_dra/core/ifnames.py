@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from sriov_dra.core import errors, identities, names
 
@@ -271,6 +272,10 @@ class MultusLayout:
     default_networks: tuple[str, ...] = ()
     system_namespaces: tuple[str, ...] = ("kube-system",)
     auxiliary_chain: bool = False
+
+
+DEFAULT_LAYOUT: Final = MultusLayout()
+"""Multus's defaults: ``eth0``, no ``defaultNetworks``, ``kube-system`` only, no auxiliary chain."""
 
 
 @dataclass(frozen=True)

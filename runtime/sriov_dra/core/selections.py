@@ -37,7 +37,6 @@ from typing import Any
 from sriov_dra.core import errors, identities, ifnames, jsonpatch, limits, names, networks, registry
 
 _TUPLE_KEYS = frozenset({"name", "namespace", "interface"})
-_DEFAULT_LAYOUT = ifnames.MultusLayout()
 
 
 @dataclass(frozen=True)
@@ -128,7 +127,7 @@ def merge_managed_selections(
     pod: PodSnapshot,
     bindings: Sequence[ManagedBinding],
     *,
-    layout: ifnames.MultusLayout = _DEFAULT_LAYOUT,
+    layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT,
 ) -> SelectionUpdate:
     """Ensure the Pod selects every binding exactly once, recorded in the registry.
 

@@ -46,6 +46,7 @@ from sriov_dra.driver import (
     publisher,
     settings,
 )
+from sriov_dra.driver.managed import multus_layout
 from sriov_dra.driver.managed import repair as managed_repair
 from sriov_dra.driver.managed import wiring as managed_wiring
 from sriov_dra.host import binding, cdi, checkpoint, fakesysfs
@@ -204,6 +205,7 @@ class Plugin:
                     store=self.store,
                     registry=self.metrics.registry,
                     api_timeout_s=cfg.api_timeout_s,
+                    multus=multus_layout.LayoutSource(cfg.multus_layout, cfg.multus_config_file),
                 )
             except Exception as exc:
                 raise StartupError(f"cannot start auto-attach (reading Node {cfg.node_name}): {exc}") from exc

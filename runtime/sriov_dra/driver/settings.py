@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NoReturn
 
-from sriov_dra.core import errors, names
+from sriov_dra.core import errors, ifnames, names
 from sriov_dra.driver import logs
 from sriov_dra.kubeletapi import endpoints
 
@@ -55,7 +55,9 @@ class PluginSettings:
     in-flight kubelet calls get on SIGTERM.
     Shapes: ``metrics_bind_address`` is ``host:port`` (``:port`` = all interfaces, port 0 = any
     free port) or ``""`` when disabled; ``kubeconfig`` ``None`` means in-cluster credentials;
-    ``state_dir`` holds ``checkpoint.json``.
+    ``state_dir`` holds ``checkpoint.json``; ``multus_layout`` is the node's Multus delegate
+    layout from the flags, which the keys of ``multus_config_file`` (absolute, or ``None``)
+    overlay when auto-attach checks a Pod's interface names.
     """
 
     node_name: str
@@ -76,6 +78,8 @@ class PluginSettings:
     api_timeout_s: float = 10.0
     shutdown_grace_s: float = 5.0
     driver_name: str = names.DRIVER_NAME
+    multus_layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT
+    multus_config_file: Path | None = None
 
     @property
     def sockets(self) -> endpoints.PluginSockets:
@@ -128,6 +132,37 @@ FLAGS: Final = (
         "false",
         "generate Multus network selections for allocated VFs (MULTUS mode only)",
     ),
+    _Flag(
+        "multus-config-file",
+        "MULTUS_CONFIG_FILE",
+        "",
+        "the node's Multus config (thick daemon-config.json or thin 00-multus.conf[list]), re-read "
+        "before each Pod patch; its defaultNetworks/systemNamespaces win over the flags below; empty = none",
+    ),
+    _Flag(
+        "multus-primary-interface",
+        "MULTUS_PRIMARY_INTERFACE",
+        names.DEFAULT_PRIMARY_IFNAME,
+        "interface name of the cluster network in Pods (the runtime's CNI_IFNAME)",
+    ),
+    _Flag(
+        "multus-default-networks",
+        "MULTUS_DEFAULT_NETWORKS",
+        "",
+        "comma-separated Multus defaultNetworks, in order (each is numbered netN before the Pod's selections)",
+    ),
+    _Flag(
+        "multus-system-namespaces",
+        "MULTUS_SYSTEM_NAMESPACES",
+        ",".join(ifnames.DEFAULT_LAYOUT.system_namespaces),
+        "comma-separated Multus systemNamespaces (their Pods get no defaultNetworks); empty = none",
+    ),
+    _Flag(
+        "multus-auxiliary-chain",
+        "MULTUS_AUXILIARY_CHAIN",
+        "false",
+        "Multus runs an auxiliary CNI chain (auxiliaryCNIChainName) after the Pod's selections",
+    ),
     _Flag("log-format", "LOG_FORMAT", "json", "json or text"),
     _Flag("log-level", "LOG_LEVEL", "info", "debug, info, warning or error"),
     _Flag(
@@ -160,7 +195,7 @@ def _parser(env: Mapping[str, str]) -> _Parser:
             metavar=flag.env,
             help=f"{flag.help} [env {flag.env}, default {flag.default!r}]",
         )
-        if flag.name == "multus-auto-attach":
+        if flag.name in ("multus-auto-attach", "multus-auxiliary-chain"):
             option.nargs = "?"
             option.const = "true"
     parser.add_argument(
@@ -197,20 +232,58 @@ def _flag(name: str) -> _Flag:
     return next(f for f in FLAGS if f.name == name)
 
 
+def _where(name: str) -> str:
+    return f"--{name} / {_flag(name).env}"
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _multus(
+    args: Mapping[str, object], problems: list[errors.FieldError]
+) -> tuple[ifnames.MultusLayout, Path | None]:
+    """The node's Multus layout from the ``--multus-*`` layout flags, and the config file to overlay."""
+    primary = str(args["multus_primary_interface"])
+    primary_problem = names.ifname_problem(primary)
+    if primary_problem:
+        problems.append(errors.FieldError(_where("multus-primary-interface"), primary_problem))
+    system = _csv(str(args["multus_system_namespaces"]))
+    for namespace in system:
+        ns_problem = names.dns1123_label_problem(namespace)
+        if ns_problem:
+            problems.append(
+                errors.FieldError(_where("multus-system-namespaces"), f"{ns_problem} (not a namespace name)")
+            )
+    raw_file = str(args["multus_config_file"])
+    config_file = Path(raw_file) if raw_file else None
+    if config_file is not None and not config_file.is_absolute():
+        problems.append(
+            errors.FieldError(_where("multus-config-file"), f"{raw_file!r} must be an absolute path")
+        )
+    layout = ifnames.MultusLayout(
+        primary_ifname=primary,
+        default_networks=_csv(str(args["multus_default_networks"])),
+        system_namespaces=system,
+        auxiliary_chain=_bool(str(args["multus_auxiliary_chain"]), _flag("multus-auxiliary-chain"), problems),
+    )
+    return layout, config_file
+
+
 def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
     """Parse ``argv`` (without the program name) and ``env`` into settings.
 
     Raises: SettingsError listing every problem: missing/invalid node name, relative paths, an
     invalid namespace, a mode other than MULTUS (STANDALONE is named as unsupported),
     ``--multus-auto-attach`` without MULTUS, a bad boolean, log format/level or address, and
-    ``--fake-sysfs-kernel`` with ``--sysfs-root /``.
+    ``--fake-sysfs-kernel`` with ``--sysfs-root /``, an invalid ``--multus-primary-interface``,
+    a ``--multus-system-namespaces`` entry that is not a namespace name, a relative
+    ``--multus-config-file``.
     """
     args = vars(_parser(env).parse_args(list(argv)))
     problems: list[errors.FieldError] = []
 
-    def where(name: str) -> str:
-        return f"--{name} / {_flag(name).env}"
-
+    where = _where
     node = str(args["node_name"])
     node_problem = names.dns1123_subdomain_problem(node) if node else "is required (the Node's name)"
     if node_problem:
@@ -265,6 +338,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
     address_problem = _address_problem(address) if address else None
     if address_problem:
         problems.append(errors.FieldError(where("metrics-bind-address"), address_problem))
+    multus_layout, multus_config_file = _multus(args, problems)
     fake = bool(args["fake_sysfs_kernel"])
     if fake and paths["sysfs-root"] == Path("/"):
         problems.append(
@@ -290,4 +364,6 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
         log_level=level,
         metrics_bind_address=address,
         fake_sysfs_kernel=fake,
+        multus_layout=multus_layout,
+        multus_config_file=multus_config_file,
     )

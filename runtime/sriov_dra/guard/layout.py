@@ -6,6 +6,7 @@ list starts with the cluster network and Multus's ``defaultNetworks`` (skipped f
 must count them the same way before it can refuse a collision (spec §6.5, §10.3). This module
 reads those three settings from the config the guard hands Multus (``multus.config``), overlaid,
 in thick mode, by the daemon's ``daemon-config.json`` (whose keys win, as in Multus's own overlay).
+The keys are read by :mod:`sriov_dra.core.multusconf`, the same reading the plugin uses.
 
 It reads local config files only; it must never cache them across requests (an admin's edit takes
 effect on the next ADD) or guess a value it cannot read.
@@ -13,29 +14,13 @@ effect on the next ADD) or guess a value it cannot read.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping
 from typing import Any
 
-from sriov_dra.core import ifnames
+from sriov_dra.core import errors, ifnames, multusconf
 from sriov_dra.guard import decisions, shim
 
 _CONFIG_SUFFIXES = (".conf", ".conflist", ".json")
-DEFAULT_SYSTEM_NAMESPACES = ("kube-system",)
-
-
-def _strings(value: object, key: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):  # Multus accepts a comma-separated string for these keys
-        return tuple(v.strip() for v in value.split(",") if v.strip())
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise decisions.Rejected.one(
-        decisions.Reason.INVALID_CNI_REQUEST,
-        f"Multus config key {key} must be a list of strings, got {value!r}",
-    )
 
 
 def effective_multus_keys(conf: shim.GuardConf) -> dict[str, Any]:
@@ -48,24 +33,22 @@ def effective_multus_keys(conf: shim.GuardConf) -> dict[str, Any]:
     if conf.mode == "thick" and conf.daemon_config_file:
         try:
             with open(conf.daemon_config_file, "rb") as f:
-                daemon = json.loads(f.read())
-        except (OSError, ValueError) as exc:
+                data = f.read()
+        except OSError as exc:
             raise decisions.Rejected.one(
                 decisions.Reason.INVALID_CNI_REQUEST,
                 f"cannot read Multus daemon config {conf.daemon_config_file} (multus.daemonConfigFile): {exc}",
             ) from exc
-        if not isinstance(daemon, Mapping):
-            raise decisions.Rejected.one(
-                decisions.Reason.INVALID_CNI_REQUEST,
-                f"Multus daemon config {conf.daemon_config_file} is not an object",
-            )
-        keys.update(daemon)
+        try:
+            keys.update(multusconf.decode_config(data, source=conf.daemon_config_file))
+        except errors.InvalidSpec as exc:
+            raise decisions.Rejected.one(decisions.Reason.INVALID_CNI_REQUEST, str(exc)) from exc
     return keys
 
 
-def _auxiliary_chain(conf: shim.GuardConf, chain: object) -> bool:
+def _auxiliary_chain(conf: shim.GuardConf, chain: str | None) -> bool:
     """Multus adds the aux-chain delegate when its sub-directory holds plugin configs."""
-    if not isinstance(chain, str) or not chain:
+    if chain is None:
         return False
     directory = os.path.join(os.path.dirname(conf.primary_config), chain)
     try:
@@ -81,12 +64,17 @@ def multus_layout(conf: shim.GuardConf, *, primary_ifname: str) -> ifnames.Multu
     Source: reference multus.md §2.3, §3 (delegate order, getIfname).
     """
     keys = effective_multus_keys(conf)
-    system = (
-        _strings(keys.get("systemNamespaces"), "systemNamespaces") if "systemNamespaces" in keys else None
-    )
-    return ifnames.MultusLayout(
-        primary_ifname=primary_ifname,
-        default_networks=_strings(keys.get("defaultNetworks"), "defaultNetworks"),
-        system_namespaces=system if system is not None else DEFAULT_SYSTEM_NAMESPACES,
-        auxiliary_chain=_auxiliary_chain(conf, keys.get("auxiliaryCNIChainName")),
-    )
+    source = "multus.config of the guard"
+    if conf.mode == "thick" and conf.daemon_config_file:
+        source += f" overlaid by {conf.daemon_config_file}"
+    try:
+        return multusconf.layout_from_keys(
+            keys,
+            source=source,
+            base=ifnames.MultusLayout(
+                primary_ifname=primary_ifname, system_namespaces=multusconf.DEFAULT_SYSTEM_NAMESPACES
+            ),
+            auxiliary_chain=_auxiliary_chain(conf, multusconf.auxiliary_chain_name(keys)),
+        )
+    except errors.InvalidSpec as exc:
+        raise decisions.Rejected.one(decisions.Reason.INVALID_CNI_REQUEST, str(exc)) from exc

@@ -115,7 +115,8 @@ def ensure_managed_bindings(
 
     ``reverify`` re-checks a Pod read again after a conflict (UID, node, reservation; it raises
     to stop). Errors are returned per claim in :attr:`EnsureResult.failed`; a Pod-patch failure
-    is recorded for every claim that was to be published.
+    is recorded for every claim that was to be published (also when the node's Multus layout,
+    ``node.multus``, cannot be read for the interface-name check).
     Source: spec §8.1 steps 3–5, §8.2 (EnsureManagedBindings), §8.3.
     """
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
@@ -150,6 +151,7 @@ def ensure_managed_bindings(
             reverify=reverify,
             clock=clock,
             backoff=backoff,
+            layout=node.multus.current(),
         )
     except Exception as exc:
         for record in ok:

@@ -13,8 +13,8 @@ claim's plan (``core.claimplan``) it:
    (``core.ifnames``; sibling claims are read, never waited for);
 5. builds each binding's identity, shadow name and exact shadow object, and dry-runs the Pod
    annotation merge against the live Pod together with the Pod's other checkpointed bindings:
-   manual selections of a managed template, interface collisions and the annotation size limit
-   fail here, before a VF is touched.
+   manual selections of a managed template, interface collisions (counted over the node's Multus
+   layout, ``NodeIdentity.multus``) and the annotation size limit fail here, before a VF is touched.
 
 The result, :class:`ManagedPlan`, turns the claim's prepared devices into checkpoint records with
 ``Pending`` bindings (:meth:`ManagedPlan.attach`). Cached ``Pending``/``Ready`` records and
@@ -193,6 +193,7 @@ def interface_names(
     plan: claimplan.ClaimPlan,
     *,
     claims: seams.ClaimApi,
+    primary_ifname: str = ifnames.DEFAULT_LAYOUT.primary_ifname,
 ) -> dict[tuple[str, str], str]:
     """``(pool, device) → interface`` over every allocation of this driver in the Pod's claims.
 
@@ -206,7 +207,7 @@ def interface_names(
         siblings.setdefault(uid, (other, []))[1].append(alias)
     for uid, (other, aliases) in sorted(siblings.items()):
         devices.extend(_allocated(uid, sorted(aliases), other))
-    assigned = ifnames.assign_interfaces(devices)
+    assigned = ifnames.assign_interfaces(devices, primary_ifname=primary_ifname)
     return {(a.pool, a.device): a.ifname for a in assigned if a.claim_uid == plan.claim_uid}
 
 
@@ -228,9 +229,12 @@ def plan_bindings(
     MissingNetworkTemplate / SourceAccessDenied / InvalidNetworkTemplate /
     UnsupportedNetworkTemplate); Conflict(ConflictingNetworkReference,
     ManualSelectionConflictsWithManagedTemplate, DuplicateInterfaceName, OwnershipConflict);
-    InvalidSpec(AnnotationTooLarge); ``kube.errors`` classes for the reads (Forbidden, timeout).
+    InvalidSpec(AnnotationTooLarge); InvalidSpec(HostReadFailed / InvalidSpec) for the node's
+    Multus config (``node.multus``, read once per plan); ``kube.errors`` classes for the reads
+    (Forbidden, timeout).
     Source: spec §5.2, §6.2, §6.5, §7, §8.1 step 1, §9 rules 6 and 8, §12.2.5 step 4.
     """
+    layout = node.multus.current()
     view = devices.snapshot()
     withdrawn = [d.device for d in plan.devices if not view.is_eligible(d.device)]
     if withdrawn:
@@ -246,7 +250,9 @@ def plan_bindings(
         key = (template.namespace, template.name)
         if key not in sources:
             sources[key] = _read_source(nads, template)
-    names_by_device = interface_names(consumer, claim, plan, claims=claims)
+    names_by_device = interface_names(
+        consumer, claim, plan, claims=claims, primary_ifname=layout.primary_ifname
+    )
     planned: list[PlannedBinding] = []
     for dev, template in chosen:
         pci = view.inventory[dev.device].pci_address
@@ -293,14 +299,18 @@ def plan_bindings(
             )
         )
     result = ManagedPlan(claim=plan, consumer=consumer, node=node, bindings=tuple(planned))
-    check_pod_annotation(result, store=store)
+    check_pod_annotation(result, store=store, layout=layout)
     return result
 
 
-def check_pod_annotation(plan: ManagedPlan, *, store: seams.Store) -> None:
+def check_pod_annotation(
+    plan: ManagedPlan, *, store: seams.Store, layout: ifnames.MultusLayout | None = None
+) -> None:
     """Dry-run the Pod annotation merge with this plan plus the Pod's other forward bindings.
 
-    Raises: the ``core.selections.merge_managed_selections`` errors (nothing is written).
+    ``layout`` is the node's Multus delegate layout (read from ``plan.node.multus`` when omitted).
+    Raises: the ``core.selections.merge_managed_selections`` errors (nothing is written); the
+    ``LayoutSource.current`` errors.
     """
     draft = model.ClaimRecord(
         claim_uid=plan.claim.claim_uid,
@@ -331,4 +341,8 @@ def check_pod_annotation(plan: ManagedPlan, *, store: seams.Store) -> None:
         and not checkpoint_lifecycle.release_in_progress(r)
     ]
     entries = podnets.intended_entries([*others, draft], placeholder=True)
-    selections.merge_managed_selections(selections.pod_snapshot(plan.consumer.pod), entries)
+    selections.merge_managed_selections(
+        selections.pod_snapshot(plan.consumer.pod),
+        entries,
+        layout=layout if layout is not None else plan.node.multus.current(),
+    )

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import errors, identities, jsonpatch, names, registry, selections
+from sriov_dra.core import errors, identities, ifnames, jsonpatch, names, registry, selections
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
 
@@ -117,16 +117,20 @@ def _refresh_registry(
 
 
 def plan_merge(
-    pod: Mapping[str, Any], entries: Sequence[selections.ManagedBinding]
+    pod: Mapping[str, Any],
+    entries: Sequence[selections.ManagedBinding],
+    *,
+    layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT,
 ) -> tuple[jsonpatch.PatchOp, ...]:
     """The patch that makes the live ``pod`` select exactly ``entries`` (``()`` when it already does).
 
+    ``layout`` is the node's Multus delegate layout the interface names are checked against.
     Raises: the ``core.selections.merge_managed_selections`` errors (ownership conflicts, manual
     selection of a managed template, interface collisions, annotation too large, malformed input).
     """
     snapshot = selections.pod_snapshot(pod)
     refreshed = _refresh_registry(snapshot, entries)
-    update = selections.merge_managed_selections(refreshed, entries)
+    update = selections.merge_managed_selections(refreshed, entries, layout=layout)
     final = update.annotations if update.changed else refreshed.annotations or {}
     return tuple(
         jsonpatch.annotations_patch(
@@ -199,12 +203,13 @@ def ensure_selections(
     reverify: Callable[[Mapping[str, Any]], None],
     clock: seams.Clock,
     backoff: Backoff = DEFAULT_BACKOFF,
+    layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT,
 ) -> bool:
     """Make the Pod select every entry exactly once (spec §8.1 step 4); True when a patch was sent.
 
     ``pod`` is the live Pod already read and verified by the caller (saves a GET); after a
     conflict the Pod is read again and ``reverify`` must accept it (it raises otherwise: another
-    UID, node, a terminating Pod, a lost reservation).
+    UID, node, a terminating Pod, a lost reservation). ``layout`` is the node's Multus layout.
     Raises: the errors of :func:`plan_merge` and of ``reverify``; ``errors.Conflict`` when the
     Pod kept changing for ``backoff.attempts`` attempts; ``kube.errors`` classes (Forbidden,
     NotFound, timeout, an invalid patch).
@@ -222,7 +227,7 @@ def ensure_selections(
         namespace=namespace,
         name=name,
         first=pod,
-        compute=lambda live: plan_merge(live, entries),
+        compute=lambda live: plan_merge(live, entries, layout=layout),
         verify=verify,
         clock=clock,
         backoff=backoff,

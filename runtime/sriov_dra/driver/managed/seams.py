@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from sriov_dra.core import attributes, checkpoint_lifecycle, identities
 from sriov_dra.core import checkpoint_model as model
+from sriov_dra.driver.managed import multus_layout
 from sriov_dra.host import discovery
 from sriov_dra.kube import plugin_events
 
@@ -31,12 +32,15 @@ JsonObject = dict[str, Any]
 class NodeIdentity:
     """The node this plugin serves, recorded once at startup.
 
-    Shapes: ``name`` the Node name (also the pool name); ``uid`` the Node's lowercase UUID.
-    Source: spec §6.1 step 3 ("the node's UID equals the process's recorded node identity").
+    Shapes: ``name`` the Node name (also the pool name); ``uid`` the Node's lowercase UUID;
+    ``multus`` where the node's Multus delegate layout is read (Multus's defaults unless the
+    plugin settings say otherwise).
+    Source: spec §6.1 step 3 ("the node's UID equals the process's recorded node identity"), §6.5.
     """
 
     name: str
     uid: identities.NodeUid
+    multus: multus_layout.LayoutSource = multus_layout.DEFAULT_SOURCE
 
 
 class PodApi(Protocol):

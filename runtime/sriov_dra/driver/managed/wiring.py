@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from sriov_dra.core import identities
 from sriov_dra.driver import claim_context, locks, unprepare
-from sriov_dra.driver.managed import lockorder, observe, repair, seams, service
+from sriov_dra.driver.managed import lockorder, multus_layout, observe, repair, seams, service
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import nodeinfo, plugin_events, podpatch, shadows
 
@@ -34,8 +34,11 @@ def build_attach(
     store: seams.Store,
     registry: Any,
     api_timeout_s: float,
+    multus: multus_layout.LayoutSource = multus_layout.DEFAULT_SOURCE,
 ) -> service.ManagedAttach:
     """The node's :class:`ManagedAttach` with real clients; reads the Node UID once.
+
+    ``multus`` is where the node's Multus delegate layout is read for interface-name checks.
 
     Raises: ``kube.errors`` classes when the Node cannot be read (startup fails visibly).
     """
@@ -43,7 +46,7 @@ def build_attach(
     metrics = observe.ManagedMetrics(registry)
     events = plugin_events.EventRecorder(api, controller=CONTROLLER, instance=node_name)
     attach = service.ManagedAttach(
-        node=seams.NodeIdentity(node_name, identities.NodeUid(uid)),
+        node=seams.NodeIdentity(node_name, identities.NodeUid(uid), multus=multus),
         devices=devices,
         pods=podpatch.PodClient(api, timeout_s=api_timeout_s),
         nads=shadows.NadClient(api, timeout_s=api_timeout_s),
