@@ -368,6 +368,19 @@ def test_managed_interface_name_already_in_use_is_refused(manual: str, layout: i
     assert "dra0" in str(info.value) and A0.entry.name in str(info.value)
 
 
+def test_node_default_network_shifts_implicit_names_onto_a_managed_name() -> None:
+    """Multus numbers ``a`` net1 on a default node but net2 after one ``defaultNetworks`` entry."""
+    named = binding(CLAIM_A, 0, "net2", "rail-a-net")
+    annotations = {NETS: "a"}
+    merged = selections.merge_managed_selections(pod(annotations), [named])
+    assert merged.added == (f"{NS}/{named.entry.name}@net2",)
+    node = ifnames.MultusLayout(default_networks=("x",))
+    with pytest.raises(errors.Conflict) as info:
+        selections.merge_managed_selections(pod(annotations), [named], layout=node)
+    assert info.value.reason is errors.Reason.DUPLICATE_INTERFACE_NAME
+    assert "'net2'" in str(info.value) and f"{NS}/a" in str(info.value)
+
+
 def test_result_exactly_at_the_size_limit_is_accepted_and_one_byte_over_is_refused() -> None:
     probe = selections.merge_managed_selections(pod({"filler": ""}), [A0, A1])
     room = limits.TOTAL_ANNOTATION_SIZE_LIMIT_B - limits.annotations_size(probe.annotations)

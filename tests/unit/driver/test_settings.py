@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sriov_dra.core import ifnames
 from sriov_dra.driver import faults, logs, main, settings
 
 BASE = {"NODE_NAME": "node-a"}
@@ -111,6 +112,61 @@ def test_every_problem_is_reported_at_once() -> None:
     with pytest.raises(settings.SettingsError) as caught:
         parse(["--cdi-root", "rel", "--log-format", "xml"], {"CONFIGURATION_MODE": "STANDALONE"})
     assert len(caught.value.errors) == 4
+
+
+def test_multus_layout_defaults_to_multus_defaults_and_no_config_file() -> None:
+    got = parse([])
+    assert got.multus_layout == ifnames.DEFAULT_LAYOUT
+    assert got.multus_config_file is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (
+            ["--multus-default-networks", "x, y", "--multus-primary-interface", "ovn0"],
+            {},
+            ifnames.MultusLayout("ovn0", ("x", "y"), ("kube-system",), False),
+        ),
+        (
+            [],
+            {"MULTUS_SYSTEM_NAMESPACES": "kube-system,infra", "MULTUS_AUXILIARY_CHAIN": "true"},
+            ifnames.MultusLayout("eth0", (), ("kube-system", "infra"), True),
+        ),
+        (["--multus-system-namespaces="], {}, ifnames.MultusLayout(system_namespaces=())),
+        (["--multus-auxiliary-chain"], {}, ifnames.MultusLayout(auxiliary_chain=True)),
+    ],
+    ids=["flags-in-order", "environment", "empty-system-namespaces-means-none", "bare-auxiliary-chain-flag"],
+)
+def test_multus_layout_is_read_from_flags_or_environment(
+    argv: list[str], env: dict[str, str], expected: ifnames.MultusLayout
+) -> None:
+    assert parse(argv, {**BASE, **env}).multus_layout == expected
+
+
+def test_multus_config_file_is_kept_as_an_absolute_path() -> None:
+    got = parse([], {**BASE, "MULTUS_CONFIG_FILE": "/etc/cni/net.d/multus.d/daemon-config.json"})
+    assert got.multus_config_file == Path("/etc/cni/net.d/multus.d/daemon-config.json")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (
+            ["--multus-config-file", "daemon-config.json"],
+            ["--multus-config-file / MULTUS_CONFIG_FILE", "absolute"],
+        ),
+        (["--multus-primary-interface", "a/b"], ["MULTUS_PRIMARY_INTERFACE", "'/'"]),
+        (["--multus-system-namespaces", "kube-system,Infra"], ["MULTUS_SYSTEM_NAMESPACES", "'Infra'"]),
+        (["--multus-auxiliary-chain=maybe"], ["MULTUS_AUXILIARY_CHAIN", "'maybe' is not true or false"]),
+    ],
+    ids=["relative-config-file", "bad-primary-interface", "bad-system-namespace", "bad-auxiliary-chain"],
+)
+def test_invalid_multus_layout_settings_name_the_flag_and_value(argv: list[str], needles: list[str]) -> None:
+    with pytest.raises(settings.SettingsError) as caught:
+        parse(argv)
+    for needle in needles:
+        assert needle in str(caught.value)
 
 
 @pytest.mark.parametrize(
