@@ -24,6 +24,8 @@ class FakeObjects:
     """FAKE ``Objects``; see the module docstring."""
 
     field_manager: str = "test"
+    api: Any = None
+    """Stands for ``Objects.api`` (the ApiClient watches use); unit tests never start a watch."""
     store: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     writes: list[tuple[str, str, str]] = field(default_factory=list)
     fail: dict[tuple[str, str, str], errors.ApiError] = field(default_factory=dict)

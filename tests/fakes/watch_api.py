@@ -1,8 +1,8 @@
 """FAKE ``ApiClient`` for list+watch tests: serves collections and scripted watch streams.
 
 This is a test fake, not an API server: it answers ``call_api`` the way the official client does
-with ``_preload_content=False`` (an object with ``data``, ``stream()``, ``release_conn()`` and
-``shutdown()``). Collections are dicts keyed by path; GET of a collection path lists it, GET of
+with ``_preload_content=False`` (an object with ``data``, ``stream()``, ``close()``,
+``release_conn()`` and ``shutdown()``). Collections are dicts keyed by path; GET of a collection path lists it, GET of
 ``<path>/<name>`` reads one object, and ``status`` overrides make any path answer with an HTTP
 error. Each watch call takes the next script of its path: an ``ApiException`` to raise, or a list
 of events, optionally ending with :data:`HOLD` (block until ``shutdown()``, like a quiet stream).
@@ -33,6 +33,7 @@ class FakeResponse:
         self._lines: queue.Queue[object] = queue.Queue()
         self.released = threading.Event()
         self.shut = threading.Event()
+        self.closed = threading.Event()
         for event in events or []:
             self._lines.put(event)
         if events is not None and (not events or events[-1] != HOLD):
@@ -53,6 +54,10 @@ class FakeResponse:
 
     def release_conn(self) -> None:
         self.released.set()
+
+    def close(self) -> None:
+        """What the client's ``Watch.stream`` calls when a stream ends (before ``release_conn``)."""
+        self.closed.set()
 
     def shutdown(self) -> None:
         self.shut.set()

@@ -267,19 +267,3 @@ class Objects:
         )
         self._wrote("apply-status", res, namespace, name)
         return out
-
-    def raw_watch(self, res: Resource, namespace: str | None, query: Sequence[tuple[str, str]]) -> Any:
-        """Open a watch stream; returns the unread urllib3 response (for :mod:`sriov_dra.kube.informers`).
-
-        Raises: the client's ``ApiException`` untranslated, because the official watch and
-        informer machinery decides on it (410 Gone means re-list).
-        """
-        return self.api.call_api(
-            res.path(namespace),
-            "GET",
-            query_params=[*query, ("watch", "true")],
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _return_http_data_only=True,
-            _preload_content=False,
-        )

@@ -1,18 +1,23 @@
-"""A small threaded list+watch over plain-dict objects, with field and label selectors.
+"""The one list+watch+cache of the package (plugin and operator), over plain-dict objects.
 
-Owns one daemon thread per watch that lists a collection, then watches it from the list's
-resourceVersion, resumes from the last seen resourceVersion (bookmarks included) when a stream
-ends, re-lists on 410 Gone, backs off with ``stop.wait`` after failures, and keeps a cache of
-the objects. Handlers get ``(event_type, object)``; an exception in a handler is logged, counted
-and contained, so one bad handler cannot stop the watch. :meth:`Watch.close` interrupts a
-blocked stream (urllib3 ``shutdown``) so shutdown takes well under a second.
+Owns one daemon thread per :class:`Watch` that lists a collection (field and label selectors),
+then watches it from the list's resourceVersion through the official client's
+``kubernetes.watch.Watch`` stream (objects kept as dicts, bookmarks advancing the resourceVersion),
+resumes from the last seen resourceVersion when a stream ends, re-lists on 410 Gone (an HTTP 410
+or an ``ERROR`` event with code 410) and optionally every ``relist_period_s``, backs off
+exponentially after failures, and keeps a cache of the objects. Every watch request carries a
+bounded ``timeoutSeconds``, so a stream always ends within ``timeout_s`` even if nothing
+interrupts it; :meth:`Watch.close` interrupts a blocked stream at once (also one whose request is
+still opening) and joins the thread. Handlers get ``(event_type, object)``; an exception in a
+handler is logged, counted and contained, so one bad handler cannot stop the watch.
 
 Also owns :func:`request_json`, the one raw JSON request helper the plugin's API modules share
 (the answer is the server's JSON with its camelCase keys, no generated model classes).
 
 It must never interpret an object, write to the API, or retry a handler.
-Source: STYLE.md §4 (kubernetes-client informer); the operator's ``kube.informers`` wraps the
-client's ``SharedInformer`` instead, which has no field selectors and cannot interrupt a stream.
+Source: STYLE.md §4 (kubernetes-client informer); kubernetes-client/python 36.x
+``kubernetes/watch/watch.py`` (with ``timeout_seconds`` set, ``stream`` makes exactly one request
+and raises ``ApiException`` for an ``ERROR`` event instead of retrying it).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -28,7 +34,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.watch import watch as k8s_watch
 
-from sriov_dra.kube import errors
+from sriov_dra.kube import errors, objects
 
 LOG = logging.getLogger(__name__)
 
@@ -94,11 +100,27 @@ class Target:
 
     Shapes: ``path`` is the collection URL path (``/api/v1/nodes``,
     ``/apis/<group>/<version>/namespaces/<ns>/<plural>``); selectors use the API's syntax.
+    ``api_version``/``kind``, when set, are filled into listed items that lack them (a LIST of
+    a core kind returns items without them).
     """
 
     path: str
     field_selector: str = ""
     label_selector: str = ""
+    api_version: str = ""
+    kind: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        res: objects.Resource,
+        namespace: str | None = None,
+        *,
+        field_selector: str = "",
+        label_selector: str = "",
+    ) -> Target:
+        """The collection of ``res`` in ``namespace`` (all namespaces when ``None``)."""
+        return cls(res.path(namespace), field_selector, label_selector, res.api_version, res.kind)
 
     def query(self) -> list[tuple[str, str]]:
         """The selector query parameters."""
@@ -128,11 +150,46 @@ class _Expired(Exception):
     """The watch's resourceVersion is too old (410 Gone): re-list."""
 
 
-class Watch:
-    """List+watch of one :class:`Target` on one daemon thread, with a cache.
+class _DictStream(k8s_watch.Watch):  # type: ignore[misc]  # the client is untyped
+    """The client's ``Watch`` keeping objects as dicts.
 
-    The thread stops when ``stop`` is set (checked between events and streams) or at once on
-    :meth:`close`. Units: ``timeout_s`` is the server-side watch timeout, backoffs in seconds.
+    An ``ERROR`` Status without ``code``/``reason``/``message`` (all ``omitempty`` on the wire)
+    still ends the stream as an ``ApiException`` instead of a ``KeyError`` inside the client.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(return_type="object")
+
+    def unmarshal_event(self, data: str, return_type: str) -> Any:
+        event = super().unmarshal_event(data, return_type)
+        if isinstance(event, dict) and event.get("type") == "ERROR":
+            status = event.get("raw_object")
+            status = dict(status) if isinstance(status, dict) else {}
+            status.setdefault("code", 0)
+            status.setdefault("reason", "Unknown")
+            status.setdefault("message", "")
+            event["raw_object"] = status
+        return event
+
+
+def _shutdown(resp: Any) -> None:
+    """Shut the socket of a streaming response so a blocked read returns (urllib3 ≥ 2.3)."""
+    try:
+        resp.shutdown()
+    except Exception:  # already released or closed: nothing left to interrupt
+        LOG.debug("watch stream already closed")
+
+
+class Watch:
+    """List+watch of one :class:`Target` on one daemon thread (``watch-<name>``), with a cache.
+
+    ``on_event(kind, obj)`` runs on the watch thread for ADDED/MODIFIED/DELETED and for
+    :data:`SYNCED` after each full list (a re-list reports only the difference to the cache:
+    objects gone, new, or with another resourceVersion). ``on_handler_error(name)`` is called
+    after a contained handler exception. The thread ends at once on :meth:`close`; when only the
+    shared ``stop`` is set it ends at the next event or when the stream times out.
+    Units: ``timeout_s`` is the server-side watch timeout (the bound on one stream); backoffs
+    and ``relist_period_s`` (0: re-list only on 410 Gone) in seconds.
     """
 
     def __init__(
@@ -142,30 +199,37 @@ class Watch:
         on_event: Handler,
         *,
         name: str,
-        stop: threading.Event,
+        stop: threading.Event | None = None,
         timeout_s: int = 300,
+        relist_period_s: float = 0.0,
         backoff_initial_s: float = 0.2,
         backoff_max_s: float = 10.0,
+        on_handler_error: Callable[[str], None] | None = None,
         log: logging.Logger | logging.LoggerAdapter[logging.Logger] = LOG,
     ) -> None:
         self.api = api
         self.target = target
         self.name = name
         self._on_event = on_event
-        self._stop = stop
+        self._on_handler_error = on_handler_error
+        self._stop = stop if stop is not None else threading.Event()
         self._closing = threading.Event()
-        self._timeout_s = timeout_s
+        self._timeout_s = max(1, int(min(timeout_s, relist_period_s) if relist_period_s > 0 else timeout_s))
+        self._relist_period_s = relist_period_s
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
         self._log = log
         self._lock = threading.Lock()
         self._cache: dict[str, JsonObject] = {}
         self._synced = threading.Event()
+        self._stream: Any = None
         self._resp: Any = None
         self._rv = ""
+        self._listed_at = 0.0
         self._thread: threading.Thread | None = None
         self.handler_errors = 0
         self.lists = 0
+        self.streams = 0
         self.failures = 0
         self.last_error = ""
 
@@ -178,9 +242,17 @@ class Watch:
         return self
 
     def close(self, *, timeout_s: float = 2.0) -> None:
-        """Stop this watch now: interrupt the open stream and join the thread (up to ``timeout_s``)."""
+        """Stop this watch now: interrupt the open (or opening) stream and join the thread.
+
+        Units: ``timeout_s`` seconds to wait for the thread. Idempotent.
+        """
         self._closing.set()
-        self._interrupt()
+        with self._lock:
+            stream, resp = self._stream, self._resp
+        if stream is not None:
+            stream.stop()
+        if resp is not None:
+            _shutdown(resp)
         if self._thread is not None:
             self._thread.join(timeout_s)
 
@@ -213,51 +285,52 @@ class Watch:
         return self._stop.is_set() or self._closing.is_set()
 
     def _pause(self, seconds: float) -> None:
-        """Wait ``seconds`` unless stopped; wakes within 0.2 s of a shared stop."""
-        remaining = seconds
-        while remaining > 0 and not self._stopping():
-            step = min(remaining, 0.2)
-            self._closing.wait(step)
-            remaining -= step
+        """Wait ``seconds`` unless stopped; wakes at once on close, within 0.2 s of a shared stop."""
+        deadline = time.monotonic() + seconds
+        while not self._stopping() and (left := deadline - time.monotonic()) > 0:
+            self._closing.wait(min(left, 0.2))
 
     def _run(self) -> None:
         backoff = self._backoff_initial_s
         while not self._stopping():
             try:
-                if not self._rv:
+                if not self._rv or self._relist_due():
                     self._rv = self._list()
                 self._watch()
                 backoff = self._backoff_initial_s
             except _Expired:
                 self._log.info("watch expired, re-listing", extra={"watch": self.name})
                 self._rv = ""
-            except errors.ApiError as exc:
+            except Exception as exc:  # API error or broken stream: resume from rv after a pause
                 if self._stopping():
                     break
                 self.failures += 1
-                self.last_error = str(exc)
-                self._log.warning("watch failed", extra={"watch": self.name, "error": str(exc)[:256]})
+                self.last_error = (
+                    str(exc) if isinstance(exc, errors.ApiError) else f"{type(exc).__name__}: {exc}"
+                )[:512]
+                self._log.warning("watch failed", extra={"watch": self.name, "error": self.last_error})
                 self._pause(backoff)
                 backoff = min(backoff * 2, self._backoff_max_s)
-            except Exception as exc:  # a broken stream; resume from rv after a pause
-                if self._stopping():
-                    break
-                self.failures += 1
-                self.last_error = f"{type(exc).__name__}: {str(exc)[:256]}"
-                self._log.warning("watch stream broke", extra={"watch": self.name, "error": self.last_error})
-                self._pause(backoff)
-                backoff = min(backoff * 2, self._backoff_max_s)
+
+    def _relist_due(self) -> bool:
+        return self._relist_period_s > 0 and time.monotonic() - self._listed_at >= self._relist_period_s
 
     def _list(self) -> str:
         doc = request_json(
             self.api, f"list {self.target}", "GET", self.target.path, query=self.target.query()
         )
         items = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+        for item in items:
+            if self.target.api_version:
+                item.setdefault("apiVersion", self.target.api_version)
+            if self.target.kind:
+                item.setdefault("kind", self.target.kind)
         fresh = {_key(i): i for i in items}
         with self._lock:
             old = self._cache
             self._cache = fresh
         self.lists += 1
+        self._listed_at = time.monotonic()
         for key in sorted(old.keys() - fresh.keys()):
             self._fire(DELETED, old[key])
         for key in sorted(fresh):
@@ -272,64 +345,81 @@ class Watch:
     def _watch(self) -> None:
         """Stream events from the last resourceVersion until the server ends the watch.
 
-        Each event advances that resourceVersion, so a stream that breaks midway resumes after
-        the last event it delivered.
+        Each event (bookmarks included) advances that resourceVersion, so a stream that breaks
+        midway resumes after the last event it delivered.
+        Raises: :class:`_Expired` on 410 Gone; ``errors.ApiError`` when the request is refused
+        or the server ends the stream with an ``ERROR`` event.
+        """
+        stream = _DictStream()
+        with self._lock:
+            self._stream = stream
+        events = stream.stream(self._open, resource_version=self._rv, timeout_seconds=self._timeout_s)
+        try:
+            for event in events:
+                if self._stopping():
+                    break
+                if isinstance(event, dict):
+                    self._rv = str(stream.resource_version or self._rv)
+                    self._event(event)
+        except ApiException as exc:  # only an ERROR event: _open translates its own failures
+            if exc.status == 410:
+                raise _Expired from exc
+            raise errors.ServerError(
+                f"watch {self.target}: the server ended the stream with HTTP {exc.status} {exc.reason}"[:512]
+            ) from exc
+        finally:
+            events.close()
+            with self._lock:
+                self._stream = None
+                self._resp = None
+
+    def _open(self, **kwargs: Any) -> Any:
+        """Open one watch request (called by the client's ``Watch.stream``); interrupt it if closing.
+
+        Raises: :class:`_Expired` on HTTP 410; ``errors.ApiError`` for other refusals.
         """
         query = [
             *self.target.query(),
             ("watch", "true"),
-            ("resourceVersion", self._rv),
+            ("resourceVersion", str(kwargs.get("resource_version") or "")),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(self._timeout_s)),
         ]
-        try:
-            resp = self.api.call_api(
-                self.target.path,
-                "GET",
-                query_params=query,
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _return_http_data_only=True,
-                _preload_content=False,
-                _request_timeout=(10, self._timeout_s + 30),
-            )
-        except ApiException as exc:
-            if exc.status == 410:
-                raise _Expired from exc
-            raise errors.translate(exc, action=f"watch {self.target}") from exc
-        self._resp = resp
-        try:
-            if self._stopping():
-                return
-            for line in k8s_watch.iter_resp_lines(resp):
-                if self._stopping():
-                    break
-                if line:
-                    self._event(json.loads(line))
-        finally:
-            self._resp = None
-            resp.release_conn()
+        with errors.translated(f"watch {self.target}"):
+            try:
+                resp = self.api.call_api(
+                    self.target.path,
+                    "GET",
+                    query_params=query,
+                    header_params={"Accept": "application/json"},
+                    auth_settings=["BearerToken"],
+                    _return_http_data_only=True,
+                    _preload_content=False,
+                    _request_timeout=(10, self._timeout_s + 30),
+                )
+            except ApiException as exc:
+                if exc.status == 410:
+                    raise _Expired from exc
+                raise
+        self.streams += 1
+        with self._lock:
+            self._resp = resp
+            closing = self._stopping()
+        if closing:  # stopped while the request was opening: end the stream now
+            _shutdown(resp)
+        return resp
 
     def _event(self, event: JsonObject) -> None:
         kind = event.get("type")
         obj = event.get("object")
-        if not isinstance(obj, dict):
-            return
-        if kind == "ERROR":
-            if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
-                raise _Expired
-            raise errors.ServerError(f"watch {self.target}: {str(obj.get('message'))[:256]}")
-        self._rv = _rv(obj) or self._rv
-        if kind == "BOOKMARK":
-            return
+        if kind not in (ADDED, MODIFIED, DELETED) or not isinstance(obj, dict):
+            return  # BOOKMARK (its resourceVersion is already taken) or an unknown type
         key = _key(obj)
         with self._lock:
             if kind == DELETED:
                 self._cache.pop(key, None)
-            elif kind in (ADDED, MODIFIED):
-                self._cache[key] = obj
             else:
-                return
+                self._cache[key] = obj
         self._fire(str(kind), obj)
 
     def _fire(self, kind: str, obj: JsonObject) -> None:
@@ -338,12 +428,5 @@ class Watch:
         except Exception:
             self.handler_errors += 1
             self._log.exception("watch handler failed", extra={"watch": self.name, "op": kind})
-
-    def _interrupt(self) -> None:
-        resp = self._resp
-        if resp is None:
-            return
-        try:
-            resp.shutdown()
-        except Exception:  # already released or closed: nothing left to interrupt
-            self._log.debug("watch stream already closed", extra={"watch": self.name})
+            if self._on_handler_error is not None:
+                self._on_handler_error(self.name)

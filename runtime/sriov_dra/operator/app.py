@@ -24,7 +24,8 @@ from typing import Any
 
 from sriov_dra.core import drapolicy, names, sriovnetwork
 from sriov_dra.kube import errors as api_errors
-from sriov_dra.kube import events, informers, leader, objects
+from sriov_dra.kube import events, leader, objects
+from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import metrics as metrics_mod
 from sriov_dra.operator import network_controller, policy_controller, queue, settings, status, watches
 
@@ -56,16 +57,20 @@ class Operator:
         relist = rc.resync_period_s
 
         def watcher(
-            res: objects.Resource, handler: informers.Handler, name: str, **kw: str
-        ) -> informers.Watcher:
-            return informers.Watcher(
-                client,
-                res,
-                handler,
+            res: objects.Resource,
+            handler: kube_watches.Handler,
+            name: str,
+            *,
+            namespace: str | None = None,
+            label_selector: str = "",
+        ) -> kube_watches.Watch:
+            return kube_watches.Watch(
+                client.api,
+                kube_watches.Target.of(res, namespace, label_selector=label_selector),
+                _routed(handler),
                 name=name,
-                resync_period_s=relist,
+                relist_period_s=relist,
                 on_handler_error=lambda w: metrics.handler_errors.labels(w).inc(),
-                **kw,  # type: ignore[arg-type]
             )
 
         self.watchers = {
@@ -133,7 +138,7 @@ class Operator:
         try:
             deadline = time.monotonic() + sync_timeout_s
             for name, w in self.watchers.items():
-                while not w.synced(0.2):
+                while not w.wait_synced(0.2):
                     if stop.is_set():
                         return
                     if time.monotonic() > deadline:
@@ -151,8 +156,10 @@ class Operator:
         finally:
             for t in threads:
                 t.join(timeout=30)
+            for w in self.watchers.values():  # interrupt every stream first, then join each
+                w.close(timeout_s=0)
             for w in self.watchers.values():
-                w.stop()
+                w.close()
             self.synced.clear()
 
     def _work(self, stop: threading.Event) -> None:
@@ -166,6 +173,16 @@ class Operator:
     def _resync_loop(self, stop: threading.Event) -> None:
         while not stop.wait(self.config.reconcile.resync_period_s):
             self.resync()
+
+
+def _routed(handler: kube_watches.Handler) -> kube_watches.Handler:
+    """``handler`` without the watch's :data:`kube_watches.SYNCED` marker (the router needs objects)."""
+
+    def route(kind: str, obj: kube_watches.JsonObject) -> None:
+        if kind != kube_watches.SYNCED:
+            handler(kind, obj)
+
+    return route
 
 
 def default_identity() -> str:

@@ -18,7 +18,9 @@ and compares old with new, so:
 * Namespace creation/deletion wakes the networks rendering into it (and the plan if referenced);
   Node creation, deletion and label changes wake the plan.
 
-A periodic re-list delivers MODIFIED for every object; unchanged projections are ignored.
+A re-list (410 Gone or periodic) delivers MODIFIED for every object whose resourceVersion moved;
+unchanged projections are ignored. The :data:`sriov_dra.kube.watches.SYNCED` marker never reaches
+the router (the operator filters it out).
 It must never call the API.
 """
 
@@ -29,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sriov_dra.core import conditions, names, nodepolicy, sriovnetwork
-from sriov_dra.kube import informers
+from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import queue
 
 Ref = sriovnetwork.ObjectRef
@@ -60,7 +62,7 @@ def _marker(nad: Mapping[str, Any] | None) -> Ref | None:
 
 
 class Router:
-    """Turns informer events into queue keys; also indexes NAD owner markers for cleanup."""
+    """Turns watch events into queue keys; also indexes NAD owner markers for cleanup."""
 
     def __init__(self, enqueue: Enqueue, *, operator_namespace: str, resource_prefix: str) -> None:
         self._enqueue = enqueue
@@ -92,7 +94,7 @@ class Router:
     def _networks_targeting(self, nad: Ref) -> set[Ref]:
         return {net for net, where in self._targets.items() if where == nad}
 
-    # ---- handlers (informer threads) --------------------------------------------------------
+    # ---- handlers (watch threads) --------------------------------------------------------
     def on_policy(self, event: str, obj: Mapping[str, Any]) -> None:
         """Node policy events (operator namespace)."""
         key = sriovnetwork.ref_of(obj)
@@ -100,7 +102,7 @@ class Router:
         projection = (meta.get("uid"), meta.get("generation"), bool(meta.get("deletionTimestamp")))
         parsed = nodepolicy.parse_policy(obj, prefix=self._prefix, nic_ids=())
         with self._lock:
-            if event == informers.DELETED:
+            if event == kube_watches.DELETED:
                 self._policies.pop(key, None)
                 self._policy_refs.pop(key, None)
                 changed = True
@@ -130,7 +132,7 @@ class Router:
         )
         with self._lock:
             old = self._networks.get(key)
-            if event == informers.DELETED:
+            if event == kube_watches.DELETED:
                 self._networks.pop(key, None)
                 self._targets.pop(key, None)
                 wake_self, wake_plan = True, key in self._referenced()
@@ -159,11 +161,11 @@ class Router:
             annotations.get(sriovnetwork.RESOURCE_NAME_ANNOTATION),
             repr(meta.get("ownerReferences")),
         )
-        new_marker = None if event == informers.DELETED else _marker(obj)
+        new_marker = None if event == kube_watches.DELETED else _marker(obj)
         with self._lock:
             old = self._nads.get(key)
             old_marker = self._nad_markers.get(key)
-            if event == informers.DELETED:
+            if event == kube_watches.DELETED:
                 self._nads.pop(key, None)
                 self._nad_markers.pop(key, None)
                 changed = True
@@ -187,7 +189,7 @@ class Router:
 
     def on_namespace(self, event: str, obj: Mapping[str, Any]) -> None:
         """Namespace creation or deletion wakes the networks that render into it."""
-        if event == informers.MODIFIED:
+        if event == kube_watches.MODIFIED:
             return
         name = str(_meta(obj).get("name") or "")
         with self._lock:
@@ -204,7 +206,7 @@ class Router:
         name = str(meta.get("name") or "")
         projection = (meta.get("uid"), repr(sorted((meta.get("labels") or {}).items())))
         with self._lock:
-            if event == informers.DELETED:
+            if event == kube_watches.DELETED:
                 self._nodes.pop(name, None)
                 changed = True
             else:

@@ -19,10 +19,11 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.leaderelection import leaderelectionrecord
+from tests import waiting
 from tests.cluster.operator.conftest import MANIFESTS, SHADOW_SELECTOR, Harness
 
 from sriov_dra.core import sriovnetwork
-from sriov_dra.kube import apply, informers, leader, objects
+from sriov_dra.kube import apply, leader, objects, watches
 from sriov_dra.lab import controlplane
 
 OPERATOR = MANIFESTS / "operator"
@@ -120,22 +121,34 @@ def test_the_operator_account_can_do_the_whole_job(
 
 def watch_everything(api: client.ApiClient, namespace: str) -> None:
     """Every watch the operator opens lists and watches under the operator's account."""
-    c = objects.Objects(api, field_manager="sriov-dra-operator")
+
+    def watch(res: objects.Resource, name: str, **kw: Any) -> watches.Watch:
+        return watches.Watch(api, watches.Target.of(res, **kw), lambda *_: None, name=name)
+
     watchers = [
-        informers.Watcher(c, objects.NODE_POLICY, lambda *_: None, name="policies", namespace=namespace),
-        informers.Watcher(c, objects.SRIOV_NETWORK, lambda *_: None, name="networks"),
-        informers.Watcher(c, objects.NAD, lambda *_: None, name="nads", label_selector=SHADOW_SELECTOR),
-        informers.Watcher(c, objects.NAMESPACE, lambda *_: None, name="namespaces"),
-        informers.Watcher(c, objects.NODE, lambda *_: None, name="nodes"),
+        watch(objects.NODE_POLICY, "policies", namespace=namespace),
+        watch(objects.SRIOV_NETWORK, "networks"),
+        watch(objects.NAD, "nads", label_selector=SHADOW_SELECTOR),
+        watch(objects.NAMESPACE, "namespaces"),
+        watch(objects.NODE, "nodes"),
     ]
     for w in watchers:
         w.start()
     try:
         for w in watchers:
-            assert w.synced(20), f"watch {w.name} never synced under the operator account"
+            assert w.wait_synced(20), (
+                f"watch {w.name} never synced under the operator account: {w.last_error}"
+            )
+            waiting.eventually(
+                f"watch {w.name} to open or fail",
+                lambda w=w: w.streams or w.failures,
+                timeout_s=20,
+                interval_s=0.1,
+            )
+            assert w.failures == 0, f"watch {w.name} failed under the operator account: {w.last_error}"
     finally:
         for w in watchers:
-            w.stop()
+            w.close()
 
 
 def lease_as_operator(api: client.ApiClient, namespace: str) -> None:

@@ -12,7 +12,7 @@ from kubernetes.client.rest import ApiException
 from tests import waiting
 from tests.fakes.watch_api import HOLD, FakeWatchApi, obj
 
-from sriov_dra.kube import errors, watches
+from sriov_dra.kube import errors, objects, watches
 
 PATH = "/apis/example.com/v1/namespaces/ns/things"
 
@@ -193,3 +193,141 @@ def test_broken_stream_resumes_after_the_last_delivered_event(run) -> None:
     calls = eventually("the resumed watch", lambda: (c := api.watch_calls(PATH)) and len(c) >= 2 and c)
     assert calls[1]["resourceVersion"] == "11" and len(api.list_calls(PATH)) == 1
     assert w.failures == 1 and "etcd timeout" in w.last_error
+
+
+@pytest.mark.parametrize(
+    "error_event",
+    [
+        {"type": "ERROR", "object": {"kind": "Status", "code": 410}},
+        {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Gone", "message": "too old"}},
+    ],
+    ids=["bare-410-status-relists", "full-410-status-relists"],
+)
+def test_error_event_410_relists_even_without_reason_or_message(run, error_event: dict[str, Any]) -> None:
+    api = FakeWatchApi(collections={PATH: [obj("a", "2", "ns")]})
+    api.scripts[PATH] = [[error_event]]
+    w = run(api, Recorder())
+    eventually("a second list", lambda: w.lists >= 2)
+    assert w.failures == 0, w.last_error
+
+
+def test_error_event_without_a_code_is_a_failure_that_resumes_not_a_crash(run) -> None:
+    api = FakeWatchApi(collections={PATH: []})
+    api.scripts[PATH] = [[{"type": "ADDED", "object": obj("c", "11", "ns")}, {"type": "ERROR", "object": {}}]]
+    w = run(api, Recorder())
+    calls = eventually("the resumed watch", lambda: (c := api.watch_calls(PATH)) and len(c) >= 2 and c)
+    assert calls[1]["resourceVersion"] == "11" and w.failures == 1 and w.alive
+    assert "server ended the stream" in w.last_error
+
+
+def test_handler_errors_are_reported_to_the_callback_and_the_loop_keeps_going(run) -> None:
+    api = FakeWatchApi(collections={PATH: [obj("bad", "2", "ns")]})
+    api.scripts[PATH] = [
+        [
+            {"type": "MODIFIED", "object": obj("bad", "11", "ns")},
+            {"type": "ADDED", "object": obj("ok", "12", "ns")},
+        ]
+    ]
+    reported: list[str] = []
+    rec = Recorder(fail_on="bad")
+    w = run(api, rec, on_handler_error=reported.append)
+    eventually("the event after the failures", lambda: ("ADDED", "ok") in rec.seen())
+    assert reported == ["things", "things"] and w.handler_errors == 2
+    assert [i["metadata"]["name"] for i in w.items()] == ["bad", "ok"], "the cache still follows the stream"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [({}, "300"), ({"timeout_s": 60}, "60"), ({"timeout_s": 60, "relist_period_s": 5.0}, "5")],
+    ids=["default-bound", "explicit-bound", "relist-period-shortens-the-bound"],
+)
+def test_every_watch_request_carries_a_bounded_timeout(run, kwargs: dict[str, Any], expected: str) -> None:
+    api = FakeWatchApi(collections={PATH: []})
+    run(api, Recorder(), **kwargs)
+    query = eventually("a watch call", lambda: api.watch_calls(PATH))[0]
+    assert query["timeoutSeconds"] == expected
+
+
+def test_periodic_relist_after_a_stream_ends_reports_only_changes(run) -> None:
+    api = FakeWatchApi(collections={PATH: [obj("a", "2", "ns"), obj("b", "3", "ns")]})
+    rec = Recorder()
+    w = run(api, rec, relist_period_s=0.01)
+    eventually("the first watch", lambda: api.open_watches)
+    with api.lock:
+        api.collections[PATH] = [obj("a", "2", "ns"), obj("b", "4", "ns")]
+
+    def end_streams_until_relisted() -> bool:
+        with api.lock:
+            api.open_watches[-1].shutdown()  # the server-side timeout ends the quiet stream
+        return w.lists >= 2
+
+    eventually("a periodic re-list", end_streams_until_relisted)
+    eventually("the relist events", lambda: len(rec.seen()) >= 5)
+    seen = rec.seen()
+    assert seen[:5] == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+        (watches.SYNCED, ""),
+        ("MODIFIED", "b"),
+        (watches.SYNCED, ""),
+    ]
+    assert set(seen[5:]) <= {(watches.SYNCED, "")}, "an unchanged object is not reported again"
+    assert api.watch_calls(PATH)[0]["timeoutSeconds"] == "1", "the stream ends by itself by the re-list time"
+
+
+def test_target_of_a_resource_fills_api_version_and_kind_of_listed_items(run) -> None:
+    path = objects.NODE.path()
+    api = FakeWatchApi(collections={path: [obj("n1", "2")]})
+    w = run(api, Recorder(), target=watches.Target.of(objects.NODE, label_selector="a=b"))
+    assert w.wait_synced(5)
+    assert w.get("n1") == {**obj("n1", "2"), "apiVersion": "v1", "kind": "Node"}
+    assert api.list_calls(path)[0]["labelSelector"] == "a=b"
+    assert (
+        str(watches.Target.of(objects.NAD, "ns1"))
+        == "/apis/k8s.cni.cncf.io/v1/namespaces/ns1/network-attachment-definitions"
+    )
+
+
+def test_the_thread_is_named_after_the_watch(run) -> None:
+    api = FakeWatchApi(collections={PATH: []})
+    w = run(api, Recorder())
+    assert w.wait_synced(5)
+    assert "watch-things" in [t.name for t in threading.enumerate()]
+
+
+class SlowOpenApi(FakeWatchApi):
+    """FAKE whose watch requests wait for ``release`` before answering (a request still opening)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.opening = threading.Event()
+        self.release = threading.Event()
+
+    def call_api(self, path: str, method: str, query_params: Any = None, **kw: Any) -> Any:
+        if dict(query_params or []).get("watch") == "true":
+            self.opening.set()
+            self.release.wait(10)
+        return super().call_api(path, method, query_params, **kw)
+
+
+def test_close_while_the_watch_request_is_opening_ends_the_stream_it_gets(run) -> None:
+    api = SlowOpenApi(collections={PATH: []})
+    w = run(api, Recorder())
+    assert api.opening.wait(5)
+    w.close(timeout_s=0)  # the request has not answered yet: nothing to interrupt so far
+    api.release.set()
+    w.close(timeout_s=10)  # a hang detector, not a timing assertion
+    assert not w.alive
+    assert api.open_watches[0].shut.is_set() and api.open_watches[0].released.is_set()
+
+
+def test_shared_stop_during_a_quiet_stream_ends_the_thread_at_the_next_event(run) -> None:
+    stop = threading.Event()
+    api = FakeWatchApi(collections={PATH: []})
+    rec = Recorder()
+    w = run(api, rec, stop=stop)
+    stream = eventually("the watch to open", lambda: api.open_watches)[0]
+    stop.set()
+    stream.push({"type": "ADDED", "object": obj("late", "11", "ns")})
+    eventually("the thread to end", lambda: not w.alive, timeout_s=10)
+    assert ("ADDED", "late") not in rec.seen() and stream.released.is_set()

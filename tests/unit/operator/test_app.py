@@ -9,7 +9,7 @@ from tests.fakes import operator_objects as oo
 from tests.fakes.objects_api import FakeObjects
 
 from sriov_dra.core import sriovnetwork
-from sriov_dra.kube import informers
+from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import app, metrics, queue, settings
 
 
@@ -22,10 +22,10 @@ def operator() -> app.Operator:
 def test_resync_requeues_every_network_including_ones_only_named_by_nad_markers(
     operator: app.Operator,
 ) -> None:
-    operator.router.on_network(informers.ADDED, oo.sriov_network("rail-a-net", uid="u-a"))
+    operator.router.on_network(kube_watches.ADDED, oo.sriov_network("rail-a-net", uid="u-a"))
     ghost = sriovnetwork.owner_marker(sriovnetwork.ObjectRef(oo.OP_NS, "ghost"))
     operator.router.on_nad(
-        informers.ADDED,
+        kube_watches.ADDED,
         {
             "metadata": {
                 "name": "ghost",

@@ -9,10 +9,10 @@ import pytest
 from tests.fakes import operator_objects as oo
 
 from sriov_dra.core import sriovnetwork
-from sriov_dra.kube import informers
+from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import queue, watches
 
-ADDED, MODIFIED, DELETED = informers.ADDED, informers.MODIFIED, informers.DELETED
+ADDED, MODIFIED, DELETED = kube_watches.ADDED, kube_watches.MODIFIED, kube_watches.DELETED
 NET_A = queue.network_key(oo.OP_NS, "rail-a-net")
 
 
