@@ -1,17 +1,18 @@
 """Kubernetes object-metadata limits, computed exactly as the API server computes them.
 
 Owns the size rule for ``metadata.annotations`` (the sum of the UTF-8 byte lengths of every key
-and value must not exceed 256 KiB), the shapes of qualified names (annotation and label keys),
-label values, DNS-1123 labels and subdomains. Callers use these before they publish metadata so
-that a write is refused here with an actionable message instead of half-applied or rejected late
-by admission.
+and value must not exceed 256 KiB) and the shapes of qualified names (annotation and label keys)
+and label values. Callers use these before they publish metadata so that a write is refused here
+with an actionable message instead of half-applied or rejected late by admission. DNS-1123
+labels and subdomains have one validator, :func:`sriov_dra.core.names.dns1123_label_problem` /
+:func:`~sriov_dra.core.names.dns1123_subdomain_problem`, which a qualified name's prefix uses too.
 
-This module must never do I/O or import anything but the standard library and ``core.errors``.
+This module must never do I/O or import anything but the standard library, ``core.errors`` and
+``core.names``.
 
 Source: kubernetes ``staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go``
 (``ValidateAnnotations``, ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``) and
-``pkg/util/validation/validation.go`` (``IsQualifiedName``, ``IsValidLabelValue``,
-``IsDNS1123Label``, ``IsDNS1123Subdomain``).
+``pkg/util/validation/validation.go`` (``IsQualifiedName``, ``IsValidLabelValue``).
 """
 
 from __future__ import annotations
@@ -19,19 +20,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from sriov_dra.core import errors
+from sriov_dra.core import errors, names
 
 TOTAL_ANNOTATION_SIZE_LIMIT_B = 256 * 1024
 """Largest allowed sum of ``len(key) + len(value)`` over all annotations, in bytes (inclusive)."""
 
 QUALIFIED_NAME_MAX_LEN = 63
 LABEL_VALUE_MAX_LEN = 63
-DNS1123_LABEL_MAX_LEN = 63
-DNS1123_SUBDOMAIN_MAX_LEN = 253
 
 _QUALIFIED_NAME_RE = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS1123_LABEL_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
 
 
 def byte_len(text: str) -> int:
@@ -77,40 +74,6 @@ def check_annotations_size(annotations: Mapping[str, str], *, obj: str) -> None:
     )
 
 
-def dns1123_label_errors(value: str) -> list[str]:
-    """Problems that make ``value`` an invalid DNS-1123 label (namespace, Service name).
-
-    Shapes: 1–63 characters of ``[a-z0-9-]``, starting and ending alphanumeric.
-    Source: ``IsDNS1123Label``.
-    """
-    problems: list[str] = []
-    if len(value) > DNS1123_LABEL_MAX_LEN:
-        problems.append(f"must be no more than {DNS1123_LABEL_MAX_LEN} characters (is {len(value)})")
-    if not _DNS1123_LABEL_RE.fullmatch(value):
-        problems.append(
-            "must consist of lower case alphanumeric characters or '-', and must start and end "
-            "with an alphanumeric character (e.g. 'my-name')"
-        )
-    return problems
-
-
-def dns1123_subdomain_errors(value: str) -> list[str]:
-    """Problems that make ``value`` an invalid DNS-1123 subdomain (most object names).
-
-    Shapes: 1–253 characters; dot-separated DNS-1123 labels.
-    Source: ``IsDNS1123Subdomain``.
-    """
-    problems: list[str] = []
-    if len(value) > DNS1123_SUBDOMAIN_MAX_LEN:
-        problems.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX_LEN} characters (is {len(value)})")
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        problems.append(
-            "must consist of lower case alphanumeric characters, '-' or '.', and must start and "
-            "end with an alphanumeric character (e.g. 'example.com')"
-        )
-    return problems
-
-
 def qualified_name_errors(value: str) -> list[str]:
     """Problems that make ``value`` an invalid qualified name (label or annotation key).
 
@@ -127,7 +90,8 @@ def qualified_name_errors(value: str) -> list[str]:
             return ["prefix part must be non-empty"]
     else:
         return ["a qualified name must be 'name' or 'prefix/name' with at most one '/'"]
-    problems = [f"prefix part {msg}" for msg in dns1123_subdomain_errors(prefix)] if prefix else []
+    prefix_problem = names.dns1123_subdomain_problem(prefix) if prefix else None
+    problems = [f"prefix part {prefix_problem}"] if prefix_problem else []
     if not name:
         problems.append("name part must be non-empty")
         return problems

@@ -1,4 +1,4 @@
-"""Kubernetes metadata limits: annotation total size, qualified names, label values, DNS-1123."""
+"""Kubernetes metadata limits: annotation total size, qualified names, label values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, limits
+from sriov_dra.core import errors, limits, names
 
 LIMIT = limits.TOTAL_ANNOTATION_SIZE_LIMIT_B
 
@@ -54,52 +54,6 @@ def test_multibyte_values_count_bytes_against_limit() -> None:
 def test_size_is_sum_of_encoded_lengths(annotations: dict[str, str]) -> None:
     expected = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
     assert limits.annotations_size(annotations) == expected
-
-
-@pytest.mark.parametrize(
-    ("value", "ok"),
-    [
-        ("net-a", True),
-        ("a", True),
-        ("a" * 63, True),
-        ("a" * 64, False),
-        ("Net-a", False),
-        ("-net", False),
-        ("net-", False),
-        ("net.a", False),
-        ("", False),
-    ],
-    ids=[
-        "plain",
-        "single-char",
-        "63-chars",
-        "64-chars",
-        "upper-case",
-        "leading-dash",
-        "trailing-dash",
-        "dot",
-        "empty",
-    ],
-)
-def test_dns1123_label(value: str, ok: bool) -> None:
-    assert (limits.dns1123_label_errors(value) == []) is ok
-
-
-@pytest.mark.parametrize(
-    ("value", "ok"),
-    [
-        ("example.com", True),
-        ("rail-a-net", True),
-        ("a" * 253, True),
-        ("a" * 254, False),
-        ("a..b", False),
-        (".a", False),
-        ("A.b", False),
-    ],
-    ids=["dotted", "label", "253-chars", "254-chars", "empty-label", "leading-dot", "upper-case"],
-)
-def test_dns1123_subdomain(value: str, ok: bool) -> None:
-    assert (limits.dns1123_subdomain_errors(value) == []) is ok
 
 
 @pytest.mark.parametrize(
@@ -152,3 +106,10 @@ def test_annotation_keys_are_checked_case_insensitively() -> None:
 )
 def test_label_value(value: str, ok: bool) -> None:
     assert (limits.label_value_errors(value) == []) is ok
+
+
+def test_qualified_name_prefix_is_checked_by_the_one_dns1123_validator() -> None:
+    assert limits.qualified_name_errors("Prefix.io/name") == [
+        f"prefix part {names.dns1123_subdomain_problem('Prefix.io')}"
+    ]
+    assert "'Prefix.io'" in limits.qualified_name_errors("Prefix.io/name")[0]

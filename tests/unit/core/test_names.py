@@ -190,6 +190,86 @@ def test_label_validator_matches_its_definition(value: str) -> None:
     assert names.is_dns1123_label(value) is expected
 
 
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("net-a", None),
+        ("a", None),
+        ("a" * 63, None),
+        ("a" * 64, "64 characters, max 63"),
+        ("Net-a", "'Net-a' must be lowercase alphanumerics"),
+        ("-net", "'-net' must be lowercase"),
+        ("net-", "'net-' must be lowercase"),
+        ("net.a", "'net.a' must be lowercase"),
+        ("", "must not be empty"),
+        (7, "must be a string, got int"),
+    ],
+    ids=[
+        "plain",
+        "single-char",
+        "63-chars",
+        "64-chars-names-the-length",
+        "upper-case-names-the-value",
+        "leading-dash",
+        "trailing-dash",
+        "dot",
+        "empty",
+        "not-a-string",
+    ],
+)
+def test_dns1123_label_problem_names_the_value_and_the_rule(value: object, problem: str | None) -> None:
+    got = names.dns1123_label_problem(value)
+    assert got is None if problem is None else (got is not None and problem in got)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("example.com", None),
+        ("rail-a-net", None),
+        ("a" * 253, None),
+        ("a" * 254, "254 characters, max 253"),
+        ("a..b", "'a..b' must be dot-separated"),
+        (".a", "'.a' must be dot-separated"),
+        ("A.b", "'A.b' must be dot-separated"),
+        ("", "must not be empty"),
+    ],
+    ids=[
+        "dotted",
+        "label",
+        "253-chars",
+        "254-chars-names-the-length",
+        "empty-label",
+        "leading-dot",
+        "upper-case",
+        "empty",
+    ],
+)
+def test_dns1123_subdomain_problem_names_the_value_and_the_rule(value: str, problem: str | None) -> None:
+    got = names.dns1123_subdomain_problem(value)
+    assert got is None if problem is None else (got is not None and problem in got)
+
+
+# Kubernetes' own definitions (IsDNS1123Label / IsDNS1123Subdomain), written independently.
+_K8S_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_K8S_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NAME_CHARS = st.sampled_from("abcz09-.A_")
+
+
+@given(st.text(alphabet=_NAME_CHARS, max_size=70) | st.text(max_size=8))
+def test_label_and_subdomain_validators_agree_with_kubernetes(value: str) -> None:
+    label_ok = len(value) <= 63 and _K8S_LABEL.fullmatch(value) is not None
+    subdomain_ok = len(value) <= 253 and _K8S_SUBDOMAIN.fullmatch(value) is not None
+    assert names.is_dns1123_label(value) is label_ok
+    assert names.is_dns1123_subdomain(value) is subdomain_ok
+
+
+@given(st.text(alphabet=_NAME_CHARS, min_size=1, max_size=40))
+def test_every_dns1123_problem_quotes_the_bad_value(value: str) -> None:
+    for problem in (names.dns1123_label_problem(value), names.dns1123_subdomain_problem(value)):
+        assert problem is None or repr(value) in problem
+
+
 @given(st.text(max_size=20))
 def test_valid_ifname_always_fits_ifnamsiz(value: str) -> None:
     if names.is_ifname(value):
