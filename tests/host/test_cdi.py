@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from tests.fakes import checkpoint_records as fx
 from sriov_dra.core import cdi_spec, errors
 from sriov_dra.core import checkpoint_lifecycle as lifecycle
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.host import cdi
+from sriov_dra.host import cdi, checkpoint
 
 P = model.Phase
 VF0 = cdi_spec.VfEdits(device=fx.device_name(0), pci_address=fx.pci(0), net_attach_def_name="rail-a-net")
@@ -73,6 +74,23 @@ def test_claim_device_ids_resolve_to_entries_of_the_written_specs(specs: cdi.Cdi
         for d in load(p)["devices"]  # type: ignore[attr-defined]
     }
     assert set(cdi_spec.prepared_device_ids(fx.CLAIM_1, fx.POD_A, VF0.device)) <= defined
+
+
+def test_specs_are_written_without_fsync_while_the_checkpoint_write_stays_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    specs = cdi.CdiSpecs(tmp_path / "cdi")
+    specs.ensure_root()
+    specs.write_claim_spec(fx.CLAIM_1, [VF0])
+    specs.sync_pod_spec(fx.POD_A, [fx.pci(0)])
+    assert calls == [] and len(specs.list_spec_files()) == 2  # derived files: rebuilt by every prepare
+    store = checkpoint.CheckpointStore(tmp_path / checkpoint.CHECKPOINT_FILE_NAME)
+    store.load()
+    store.set_claim(fx.record())
+    assert len(calls) >= 4  # the record: load's empty file and the set, each file + directory
 
 
 def test_rewriting_identical_content_does_not_touch_the_file(

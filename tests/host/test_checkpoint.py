@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import json
 import os
@@ -11,6 +13,8 @@ import subprocess
 import sys
 import textwrap
 import threading
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -96,6 +100,47 @@ def test_returned_records_are_copies(store: store_mod.CheckpointStore) -> None:
     snap.devices[0].vf_config["ifName"] = "evil"
     store.all_claims()[fx.CLAIM_1].devices[0].vf_config.clear()
     assert store.snapshot_claim(fx.CLAIM_1) == fx.record()
+
+
+def _mutable_fields(cls: type) -> list[str]:
+    """Fields of a frozen dataclass whose type is not immutable, recursing into frozen dataclasses.
+
+    Immutable: str/int/bool/float (and ``NewType`` ids over them), enums, ``tuple[X, ...]`` and
+    ``X | None`` of those, and frozen dataclasses built of them.
+    """
+    out: list[str] = []
+    for name, hint in typing.get_type_hints(cls).items():
+        parts = [a for a in typing.get_args(hint) if a not in (type(None), Ellipsis)] or [hint]
+        if typing.get_origin(hint) not in (tuple, types.UnionType, typing.Union, None):
+            out.append(f"{cls.__name__}.{name}")
+            continue
+        for part in parts:
+            base = getattr(part, "__supertype__", part)  # NewType ids
+            frozen = dataclasses.is_dataclass(base) and base.__dataclass_params__.frozen  # type: ignore[union-attr]
+            if frozen and isinstance(base, type):
+                out += _mutable_fields(base)
+            elif not (isinstance(base, type) and issubclass(base, str | int | bool | float | enum.Enum)):
+                out.append(f"{cls.__name__}.{name}")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _WithList:
+    ok: tuple[str, ...]
+    bad: list[str]
+
+
+def test_only_vf_config_is_mutable_in_the_record_model_so_the_cheap_record_copy_is_complete() -> None:
+    assert _mutable_fields(_WithList) == ["_WithList.bad"]  # the inventory does see a mutable field
+    assert _mutable_fields(model.ClaimRecord) == ["PreparedDevice.vf_config"]
+
+
+def test_a_record_copy_is_equal_and_shares_no_vf_config() -> None:
+    rec = replace(fx.record(), devices=(replace(fx.record().devices[0], vf_config={"a": {"b": [1]}}),))
+    copied = store_mod.copy_record(rec)
+    assert copied == rec and store_mod.copy_record(None) is None
+    copied.devices[0].vf_config["a"]["b"].append(2)  # type: ignore[index, union-attr]
+    assert rec.devices[0].vf_config == {"a": {"b": [1]}}
 
 
 def _mutations() -> list[tuple[str, Callable[[store_mod.CheckpointStore], object]]]:

@@ -4,7 +4,8 @@ A reader of the target path sees either the complete old content or the complete
 never a prefix, even if the process is killed or the node loses power in between. The sequence is
 the classic one: write a temporary file in the *same* directory (so the rename cannot cross a
 file system), ``fsync`` it, ``rename`` it over the target, then ``fsync`` the directory so the
-rename itself is durable. Temporary files are named ``.<target name>.<random>.tmp`` and are the
+rename itself is durable (derived files may skip both ``fsync`` calls, see :func:`write_atomic`).
+Temporary files are named ``.<target name>.<random>.tmp`` and are the
 only files this module ever creates besides the target.
 
 This module owns only file mechanics. It must never decide what goes into a file, never follow
@@ -39,12 +40,18 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` atomically and durably.
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically and (unless ``durable=False``) durably.
 
     On any failure before the rename the temporary file is removed and ``path`` keeps its old
     content (or stays absent). The parent directory must already exist; it is not created, so a
     wrong root fails loudly instead of scattering state.
+
+    ``durable=False`` skips both ``fsync`` calls: readers and a killed process still see the old
+    or the new complete content (the rename is atomic), but after a power loss or kernel crash
+    the file may be old, absent or empty. Only for derived files that are rebuilt from durable
+    state before anyone reads them again after a reboot (CDI specs, ``host.cdi``); never for the
+    checkpoint.
 
     Shapes: ``data`` is written byte for byte; the file gets permission bits ``mode``.
     Raises: ``OSError`` from the file system (``FileNotFoundError`` for a missing directory,
@@ -62,7 +69,8 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -70,7 +78,8 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    fsync_directory(directory)
+    if durable:
+        fsync_directory(directory)
 
 
 def remove_durable(path: Path) -> bool:

@@ -14,6 +14,19 @@ two kinds of file the plugin owns (names and content come from ``core.cdi_spec``
 Writes are atomic (``host.atomicfile``) and idempotent: re-writing identical content leaves the
 file untouched, so a runtime watching the directory sees no churn. Removing an absent file
 succeeds. This module must never touch a file whose name it did not generate.
+
+Durability: spec files are *derived* state, not a record. Their content is a function of the
+checkpoint record (persisted durably before the first host change, spec §8.1 step 2) and of the
+host, and every NodePrepare, first or repeated, rewrites them when they differ
+(``driver.prepare.ensure_host``). So the default writer replaces a file atomically but without
+``fsync``: a killed plugin still leaves the old or the new complete file (the rename is atomic),
+and only a power loss or kernel crash can lose or empty an unsynced write. Such a reboot kills
+every container (and the default root ``/var/run/cdi`` is a tmpfs on common distributions, so
+fsync would not keep it anyway); the kubelet, whose ``prepared`` flag lives only in memory,
+calls NodePrepare again before it starts a container of the Pod, and that call rewrites the
+file from the record first. No file without a record can appear this way: writes follow the
+record, and removals (unprepare, rollback) stay durable and happen before the record is
+deleted. Reference ``dra-protocol.md`` §3.2.
 """
 
 from __future__ import annotations
@@ -35,7 +48,8 @@ CDI_FILE_MODE: Final = 0o644
 WriteFn = Callable[[Path, bytes], None]
 RemoveFn = Callable[[Path], bool]
 
-default_write: Final[WriteFn] = functools.partial(atomicfile.write_atomic, mode=CDI_FILE_MODE)
+default_write: Final[WriteFn] = functools.partial(atomicfile.write_atomic, mode=CDI_FILE_MODE, durable=False)
+"""Atomic replacement without ``fsync``: specs are rebuilt from the record by every prepare."""
 
 
 class CdiSpecs:

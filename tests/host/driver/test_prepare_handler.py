@@ -393,6 +393,29 @@ def test_kill_during_unprepare_leaves_a_state_the_next_unprepare_completes(
     assert baseline(node) == pristine
 
 
+POWER_LOSS = {
+    "lost": lambda p: p.unlink(),
+    "emptied": lambda p: p.write_bytes(b""),
+    "torn": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
+}
+"""What a CDI spec written without fsync (``host.cdi``) can look like after a power loss."""
+
+
+@pytest.mark.parametrize("spec", ["claim", "pod"])
+@pytest.mark.parametrize("damage", list(POWER_LOSS), ids=list(POWER_LOSS))
+def test_an_unsynced_cdi_spec_lost_by_a_power_loss_is_rebuilt_by_the_next_prepare(
+    node: Node, spec: str, damage: str
+) -> None:
+    claim = add_claim(node, [fx.result(DEV0), fx.result(DEV1, "nic-1")])
+    first = node.prepare(claim)
+    paths = [node.cdi.claim_spec_path(fx.CLAIM_UID), node.cdi.pod_spec_path(fx.POD_UID)]
+    written = {p: p.read_bytes() for p in paths}
+    POWER_LOSS[damage](paths[0] if spec == "claim" else paths[1])
+    node.restart()  # the reboot: the checkpoint record is durable, the kubelet prepares again
+    assert node.prepare(claim) == first
+    assert {p: p.read_bytes() for p in paths} == written
+
+
 def test_fault_points_are_reached_in_the_documented_order(node: Node) -> None:
     claim = add_claim(node, [fx.result(DEV0)])
     node.prepare(claim)
