@@ -27,6 +27,7 @@ venv: $(STAMP)
 	@echo "[setup] Python venv ready ($(VENV); reinstalled only when pyproject.toml changes)"
 
 $(STAMP): pyproject.toml
+	@echo "[setup] creating $(VENV) and installing the Python dependencies (a few minutes the first time)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
 	@$(PY) -m pip install -q -e '.[dev]'

@@ -167,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requirements", type=Path, default=HERE / "requirements.yml")
     args = parser.parse_args(argv)
     galaxy = Path(sys.executable).parent / "ansible-galaxy"
+    if not galaxy.exists():
+        raise SystemExit(
+            f"[setup] {galaxy} not found: run this script with the project venv's Python "
+            "(`make setup` creates .venv, then `.venv/bin/python collection/install_requirements.py`)"
+        )
     for name, version in sorted(requirements(args.requirements).items()):
         pin = PINS.get(name)
         if pin is None or pin[0] != version:
@@ -179,7 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         wheel = download_wheel(sys.executable, pin[1], pin[2], args.cache)
         with tempfile.TemporaryDirectory() as tmp:
             artifact = repack(wheel, name, version, Path(tmp))
-            subprocess.run(
+            # Captured: installing into site-packages makes ansible-galaxy warn that the path "appears
+            # to be part of the pip Ansible package"; that is the point here (ansible scans sys.path),
+            # so the output is shown only when the install fails.
+            done = subprocess.run(
                 [
                     str(galaxy),
                     "collection",
@@ -190,8 +198,15 @@ def main(argv: list[str] | None = None) -> int:
                     str(args.dest),
                     str(artifact),
                 ],
-                check=True,
+                check=False,
+                capture_output=True,
+                text=True,
             )
+            if done.returncode != 0:
+                raise SystemExit(
+                    f"[setup] ansible-galaxy could not install {artifact.name} into {args.dest}:\n"
+                    f"{done.stdout}{done.stderr}"
+                )
         if installed_version(args.dest, name) != version:
             raise SystemExit(f"[setup] {name} {version} did not install into {args.dest}")
         print(f"[setup] {name} {version} installed into {args.dest}")

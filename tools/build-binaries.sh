@@ -19,12 +19,18 @@ recipe_rev=4   # bump when the recipe below changes in a way that must rebuild
 log() { printf '[tools] %s\n' "$*" >&2; }
 die() { printf '[tools] ERROR: %s\n' "$*" >&2; exit 1; }
 
-command -v go >/dev/null || die "Go toolchain not found on PATH (need Go >= 1.26 to build the pinned binaries)"
-gover=$(go env GOVERSION)
-case "$gover" in
-  go1.2[6-9]*|go1.[3-9][0-9]*) ;;
-  *) die "Go $gover is too old: k8s.io/kubernetes $KUBERNETES_VERSION requires go 1.26" ;;
-esac
+# Go is needed only when something must be built: with every component cached, no toolchain is asked for.
+go_checked=""
+need_go() {
+  [ -n "$go_checked" ] && return 0
+  command -v go >/dev/null || die "Go toolchain not found on PATH (need Go >= 1.26 to build the pinned binaries; nothing is cached yet under $cache)"
+  local gover; gover=$(command go env GOVERSION)
+  case "$gover" in
+    go1.2[6-9]*|go1.[3-9][0-9]*) ;;
+    *) die "Go $gover is too old: k8s.io/kubernetes $KUBERNETES_VERSION requires go 1.26" ;;
+  esac
+  go_checked=1
+}
 
 # component_dir NAME VERSION -> prints the bin dir
 component_dir() { printf '%s/%s/%s/bin' "$cache" "$1" "$2"; }
@@ -39,7 +45,9 @@ fresh() {
 stamp() { printf '%s %s recipe=%s\n' "$1" "$2" "$recipe_rev" > "$(component_dir "$1" "$2")/.stamp"; }
 
 # wrapper_module DIR MODULE_NAME: create an empty Go module used only to pin and build dependencies.
+# Every build starts here, so this is where a missing or old Go toolchain is reported.
 wrapper_module() {
+  need_go
   rm -rf "$1"; mkdir -p "$1"
   (cd "$1" && go mod init "$2" >/dev/null 2>&1 && go mod edit -go=1.26.0)
 }
