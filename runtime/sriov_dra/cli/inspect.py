@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sriov_dra.core import bindings, names
 from sriov_dra.core import errors as core_errors
+from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects
 
 POD = objects.Resource("", "v1", "pods", "Pod")
@@ -371,9 +373,22 @@ def run(args: Any) -> int:
     api = kube_client.from_kubeconfig(Path(path.split(os.pathsep)[0]))
     try:
         client = objects.Objects(api, field_manager="sriov-dra-inspect")
-        rows = inspect_pod(
-            client, args.namespace, args.pod, netns=args.netns, read_netns=read_netns if args.netns else None
-        )
+        try:
+            rows = inspect_pod(
+                client,
+                args.namespace,
+                args.pod,
+                netns=args.netns,
+                read_netns=read_netns if args.netns else None,
+            )
+        except kube_errors.NotFound:
+            elsewhere = sorted(
+                str(p["metadata"]["namespace"])
+                for p in client.list(POD, None, field_selector=f"metadata.name={args.pod}").items
+            )
+            hint = f"; it exists in: {', '.join(f'-n {n}' for n in elsewhere)}" if elsewhere else ""
+            print(f"sriov-dra inspect: pod {args.namespace}/{args.pod} not found{hint}", file=sys.stderr)
+            return 2
     finally:
         api.close()
     print(render_json(rows) if args.output == "json" else render_table(rows))

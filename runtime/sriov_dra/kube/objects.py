@@ -150,10 +150,17 @@ class Objects:
             return None
 
     def list(
-        self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> Listing:
-        """LIST a collection (all namespaces when ``namespace`` is ``None``)."""
+        """LIST a collection (all namespaces when ``namespace`` is ``None``), optionally filtered."""
         query = [("labelSelector", label_selector)] if label_selector else []
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         doc = self._call(
             f"list {res} in {namespace or 'all namespaces'}", "GET", res.path(namespace), query=query
         )
