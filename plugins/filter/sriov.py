@@ -20,9 +20,9 @@ Pure functions of their inputs; they never call the API or touch files.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.sriovnet.dra.plugins.module_utils import preflight_rules
 
 DRIVER_BY_DEVICE_TYPE = {"netdevice": None, "vfio-pci": "vfio-pci"}
-LINK_TYPES = {"eth": "ethernet", "ethernet": "ethernet", "ib": "infiniband", "infiniband": "infiniband"}
 
 
 def _spec(obj):
@@ -88,73 +88,13 @@ def sriov_vf_plan(policies, node_labels, pfs):
     return [{k: v for k, v in plan[bdf].items() if k != "device_type"} for bdf in sorted(plan)]
 
 
-def _requirement_matches(req, labels):
-    key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
-    if op == "In":
-        return key in labels and labels[key] in values
-    if op == "NotIn":
-        return key not in labels or labels[key] not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt") and key in labels and len(values) == 1:
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def _node_selected(selector, labels):
-    """core/v1 NodeSelector: terms ORed, expressions ANDed; an empty or missing selector selects all."""
-    terms = (selector or {}).get("nodeSelectorTerms") or []
-    if not terms:
-        return True
-    return any(all(_requirement_matches(r, labels) for r in t.get("matchExpressions") or []) for t in terms)
-
-
-FILTER_FIELDS = ("vendors", "devices", "pciAddresses", "pfNames", "pfPciAddresses", "drivers")
-
-
-def _filters_intersect(a, b):
-    for field in FILTER_FIELDS:
-        left, right = a.get(field) or [], b.get(field) or []
-        if left and right and not set(left) & set(right):
-            return False
-    la, lb = a.get("linkType"), b.get("linkType")
-    if la and lb and LINK_TYPES.get(la.lower(), la.lower()) != LINK_TYPES.get(lb.lower(), lb.lower()):
-        return False
-    return True
-
-
-def _filters(policy):
-    """Every resource filter of a policy (``[{}]`` for a config without filters: all devices)."""
-    found = []
-    for config in _spec(policy).get("configs") or []:
-        found.extend((config or {}).get("resourceFilters") or [{}])
-    return found
-
-
 def sriov_policy_overlaps(policies, nodes):
     """Pairs of SriovResourcePolicies that can both select one VF on some node.
 
-    Two policies overlap on a node when both node selectors select it and some resource filter of
-    each can match the same device (every field set on both sides shares a value). Shapes:
-    ``[{"policies": [a, b], "nodes": [...]}]`` sorted; empty when they are disjoint.
+    The preflight's rule (``module_utils/preflight_rules.py``, a copy of ``sriov_dra.core.preflight_rules``).
+    Shapes: ``[{"policies": [a, b], "nodes": [...]}]`` sorted; empty when they are disjoint.
     """
-    found = {}
-    ordered = sorted(policies or [], key=_name)
-    for node in nodes or []:
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        node_name = (node.get("metadata") or {}).get("name", "")
-        selected = [p for p in ordered if _node_selected(_spec(p).get("nodeSelector"), labels)]
-        for i, first in enumerate(selected):
-            for second in selected[i + 1:]:
-                if any(_filters_intersect(a, b) for a in _filters(first) for b in _filters(second)):
-                    found.setdefault((_name(first), _name(second)), []).append(node_name)
-    return [{"policies": list(pair), "nodes": sorted(found[pair])} for pair in sorted(found)]
+    return preflight_rules.policy_overlaps(policies, nodes)
 
 
 def sriov_checkpoint_bindings(checkpoint):
@@ -186,14 +126,7 @@ WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 
 def sriov_workloads_with_image(objs, fragment):
     """``namespace/name`` of each workload with a container or init container image containing ``fragment``."""
-    found = []
-    for obj in objs or []:
-        pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-        images = [c.get("image") or "" for c in (pod.get("containers") or []) + (pod.get("initContainers") or [])]
-        if any(fragment in image for image in images):
-            meta = obj.get("metadata") or {}
-            found.append("%s/%s" % (meta.get("namespace", ""), meta.get("name", "")))
-    return sorted(found)
+    return preflight_rules.workloads_with_image(objs, fragment)
 
 
 def sriov_retarget(docs, namespace, image=None, from_namespace=None, kind_namespaces=None):

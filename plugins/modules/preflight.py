@@ -15,12 +15,16 @@ description:
   - Runs the node checks that are not plain commands and reports each as V(pass) or V(fail) with the fix.
   - C(cni-binaries) checks that the required CNI binaries are in the CNI bin dir.
   - C(cni-exec) runs each present binary with C(CNI_COMMAND=VERSION), a real exec of the CNI path.
+  - C(cni-add) runs a real ADD and DEL of a C(bridge) + C(host-local) network between two throwaway network
+    namespaces with a temporary IPAM data directory, and removes them again; V(skip) with the reason when not
+    root, without C(ip), or without those plugins in O(cni_bin_dir).
   - C(guard-first) checks that the guard's file is the first CNI config the runtime sees.
   - C(guard-config) checks the guard config, its pinned primary (no recursion) and, for thick Multus, the
     daemon config's C(multusMasterCNI).
   - C(cache-mounts) checks that the Multus and sriov-cni caches exist on persistent storage.
   - C(legacy-device-plugin) checks that no SR-IOV network device plugin is configured on the node.
-  - Changes nothing. The cluster checks (API versions, RBAC, co-installed operators, overlapping policies) are
+  - Changes nothing on the node (the C(cni-add) namespaces and IPAM data are temporary). The same checks run
+    as C(sriov-dra preflight). The cluster checks (API versions, RBAC, co-installed operators, overlapping policies) are
     in the P(sriovnet.dra.preflight#role) role.
 attributes:
   check_mode:
@@ -74,6 +78,10 @@ options:
     description: Seconds each CNI binary may take to answer C(CNI_COMMAND=VERSION).
     type: int
     default: 10
+  add_check:
+    description: Run the C(cni-add) test ADD/DEL (it is skipped with the reason when it cannot run).
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -99,7 +107,7 @@ checks:
       type: str
       sample: guard-first
     status:
-      description: V(pass) or V(fail).
+      description: V(pass), V(fail) or V(skip) (could not run here; C(detail) says why).
       type: str
     detail:
       description: What was found.
@@ -114,45 +122,48 @@ failed_checks:
   elements: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sriovnet.dra.plugins.module_utils import args, base, checks
+from ansible_collections.sriovnet.dra.plugins.module_utils import args, base, checks, cni
 
 
 def argspec():
-    """The module's argument spec."""
+    """The module's argument spec (defaults shared with ``sriov-dra preflight``)."""
+    d = checks.DEFAULTS
     return args.argspec(
-        cni_conf_dir={"type": "path", "default": "/etc/cni/net.d"},
-        cni_bin_dir={"type": "path", "default": "/opt/cni/bin"},
-        guard_file={"type": "str", "default": "00-multus-guard.conflist"},
-        multus_mode={"type": "str", "choices": ["thick", "thin"], "default": "thick"},
-        multus_daemon_config={"type": "path", "default": "/etc/cni/net.d/multus.d/daemon-config.json"},
-        binaries={"type": "list", "elements": "str", "default": ["multus-guard", "sriov", "host-local", "whereabouts"]},
-        cache_dirs={"type": "list", "elements": "path", "default": ["/var/lib/cni/multus", "/var/lib/cni/sriov"]},
-        mounts_file={"type": "path", "default": "/proc/self/mounts"},
-        legacy_device_plugin_config={"type": "path", "default": "/etc/pcidp/config.json"},
-        exec_timeout={"type": "int", "default": 10},
+        cni_conf_dir={"type": "path", "default": d["cni_conf_dir"]},
+        cni_bin_dir={"type": "path", "default": d["cni_bin_dir"]},
+        guard_file={"type": "str", "default": d["guard_file"]},
+        multus_mode={"type": "str", "choices": ["thick", "thin"], "default": d["multus_mode"]},
+        multus_daemon_config={"type": "path", "default": d["multus_daemon_config"]},
+        binaries={"type": "list", "elements": "str", "default": list(d["binaries"])},
+        cache_dirs={"type": "list", "elements": "path", "default": list(d["cache_dirs"])},
+        mounts_file={"type": "path", "default": d["mounts_file"]},
+        legacy_device_plugin_config={"type": "path", "default": d["legacy_device_plugin_config"]},
+        exec_timeout={"type": "int", "default": d["exec_timeout"]},
+        add_check={"type": "bool", "default": d["add_check"]},
     )
 
 
+def validate_guard(conf_dir, guard_file, daemon_config):
+    """The guard file, its pinned primary and (thick) the daemon config, by module_utils/cni.py's contract."""
+    path = os.path.join(conf_dir, guard_file)
+    config = cni.load_json(path, "guard config")
+    entry = cni.validate_guard_config(guard_file, config)
+    cni.check_primary(conf_dir, guard_file, entry)
+    if daemon_config and entry["multus"]["mode"] == "thick":
+        cni.check_multus_daemon_config(daemon_config, guard_file)
+    return "%s: mode %s, primary pinned to %s" % (path, entry["multus"]["mode"], entry["multus"]["primaryConfig"])
+
+
+CONTRACT = checks.GuardContract(cni.conf_files, validate_guard, cni.CniConfigError)
+
+
 def run(module):
-    """Run every node check; never exits and never changes the node."""
-    p = module.params
-    multus_bin = "multus-shim" if p["multus_mode"] == "thick" else "multus"
-    binaries = [multus_bin] + [b for b in p["binaries"] if b != multus_bin]
-    daemon_config = p["multus_daemon_config"] if p["multus_mode"] == "thick" else None
-    found = [
-        checks.check_binaries(p["cni_bin_dir"], binaries),
-        checks.check_cni_exec(p["cni_bin_dir"], binaries, p["exec_timeout"]),
-        checks.check_guard_first(p["cni_conf_dir"], p["guard_file"]),
-        checks.check_guard_config(p["cni_conf_dir"], p["guard_file"], daemon_config),
-        checks.check_cache_dirs(p["cache_dirs"], p["mounts_file"]),
-        checks.check_legacy_device_plugin(p["legacy_device_plugin_config"]),
-    ]
-    return {
-        "changed": False,
-        "checks": found,
-        "failed_checks": [c["name"] for c in found if c["status"] == checks.FAIL],
-    }
+    """Run every node check; never exits and changes nothing on the node."""
+    found = checks.node_checks(module.params, CONTRACT)
+    return {"changed": False, "checks": found, "failed_checks": checks.failed(found)}
 
 
 def main():

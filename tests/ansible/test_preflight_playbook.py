@@ -1,8 +1,8 @@
 """``ansible-playbook sriovnet.dra.preflight`` against the real test control plane.
 
-With the plugin role applied and a prepared node, every check (8 cluster, 6 node) is reported as
-PASS and the play succeeds. With the spec §12.3 ClusterRoleBinding deleted, the same playbook
-reports ``FAIL plugin-rbac`` with the missing verbs and the fix, still reports every other check,
+With the plugin role applied and a prepared node, every check (8 cluster, 7 node) is reported as
+PASS (``cni-add`` SKIP: the stand-in node has no bridge plugin) and the play succeeds. With the
+spec §12.3 ClusterRoleBinding deleted, the same playbook reports ``FAIL plugin-rbac`` with the missing verbs and the fix, still reports every other check,
 and fails.
 """
 
@@ -25,6 +25,7 @@ CLUSTER_CHECKS = [
 NODE_CHECKS = [
     "cni-binaries",
     "cni-exec",
+    "cni-add",
     "guard-first",
     "guard-config",
     "cache-mounts",
@@ -77,7 +78,7 @@ def cluster(control_plane: object, api: object, ansible_env: dict[str, str], tmp
 def _reported(out: str) -> dict[str, str]:
     found = {}
     for name in CLUSTER_CHECKS + NODE_CHECKS:
-        for status in ("PASS", "FAIL"):
+        for status in ("PASS", "FAIL", "SKIP"):
             if f'"{status} {name}: ' in out:
                 found[name] = status
     return found
@@ -103,7 +104,11 @@ def _wait_until_denied(api: object) -> None:
 def test_preflight_passes_then_fails_on_a_broken_rbac_binding(cluster, api) -> None:
     env, argv = cluster
     good = run(argv, env)
-    assert _reported(good.stdout) == dict.fromkeys(CLUSTER_CHECKS + NODE_CHECKS, "PASS")
+    # the stand-in node has no bridge plugin, so the test ADD is skipped with the reason
+    assert _reported(good.stdout) == {
+        **dict.fromkeys(CLUSTER_CHECKS + NODE_CHECKS, "PASS"),
+        "cni-add": "SKIP",
+    }
 
     k8s.RbacAuthorizationV1Api(api).delete_cluster_role_binding("dra-sriov-managed-networks")
     _wait_until_denied(api)
@@ -111,6 +116,7 @@ def test_preflight_passes_then_fails_on_a_broken_rbac_binding(cluster, api) -> N
     assert bad.returncode != 0
     assert _reported(bad.stdout) == {
         **dict.fromkeys(CLUSTER_CHECKS + NODE_CHECKS, "PASS"),
+        "cni-add": "SKIP",
         "plugin-rbac": "FAIL",
     }
     assert (

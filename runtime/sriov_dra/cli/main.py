@@ -70,10 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="pause with the §14.2 Pod running (and commands to inspect it) until Enter",
     )
     demo.set_defaults(func=_lab_demo)
-    from sriov_dra.cli import inspect, orphans
+    from sriov_dra.cli import inspect, orphans, preflight
 
     inspect.add_parser(sub)
     orphans.add_parser(sub)
+    preflight.add_parser(sub)
     return parser
 
 

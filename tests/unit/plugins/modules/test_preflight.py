@@ -65,6 +65,7 @@ def test_good_node_passes_every_check_in_a_fixed_order(node):
     assert [c["name"] for c in result["checks"]] == [
         "cni-binaries",
         "cni-exec",
+        "cni-add",
         "guard-first",
         "guard-config",
         "cache-mounts",
@@ -72,6 +73,23 @@ def test_good_node_passes_every_check_in_a_fixed_order(node):
     ]
     assert result["failed_checks"] == []
     assert all(c["fix"] == "" for c in result["checks"])
+    assert {c["status"] for c in result["checks"]} == {"pass", "skip"}
+
+
+def test_add_check_without_bridge_is_skipped_with_the_reason(node):
+    check = _checks(node)["cni-add"]
+    assert check == {
+        "name": "cni-add",
+        "status": "skip",
+        "detail": f"skipped: bridge not in {node['cni_bin_dir']}; install the containernetworking plugins there "
+        "to run a test ADD",
+        "fix": "",
+    }
+
+
+def test_add_check_can_be_disabled(node):
+    check = _checks({**node, "add_check": False})["cni-add"]
+    assert (check["status"], check["detail"]) == ("skip", "skipped: disabled (add_check / --no-add-check)")
 
 
 def test_missing_binary_fails_with_install_fix(node):

@@ -1,0 +1,314 @@
+# Copyright: sriov-dra developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Cluster checks of the preflight (spec §4.3, §12.3, §18.1): the decisions, from facts already read.
+
+Owns the list of permissions the plugin's ServiceAccount needs (every verb of the shipped
+``manifests/plugin/rbac.yaml``), the order, names, details and fixes of the cluster checks, and
+the findings they rest on: the Kubernetes version, the upstream sriov-network-operator's CRDs,
+SR-IOV network device plugin workloads, and SriovResourcePolicies that can select the same VF.
+``sriov-dra preflight`` feeds it facts read through ``sriov_dra.kube``; the ``preflight`` role
+feeds it facts read with ``kubernetes.core`` (filter ``sriovnet.dra.sriov_preflight_cluster``).
+
+It must never do I/O. This file is canonical in ``runtime/sriov_dra/core/preflight_rules.py``
+and carried byte for byte as ``plugins/module_utils/preflight_rules.py``
+(``collection/sync_shared.py``), so it imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+PASS = "pass"
+FAIL = "fail"
+MIN_KUBERNETES = "1.36.0"
+RESOURCE_V1 = "resource.k8s.io/v1"
+NAD_V1 = "k8s.cni.cncf.io/v1"
+PLUGIN_API = "sriovnetwork.k8snetworkplumbingwg.io/v1alpha1"
+UPSTREAM_OPERATOR_CRDS = (
+    "sriovoperatorconfigs.sriovnetwork.openshift.io",
+    "sriovnetworknodestates.sriovnetwork.openshift.io",
+)
+DEVICE_PLUGIN_IMAGE = "sriov-network-device-plugin"
+POLICY = "policy"
+CLUSTER_CHECKS = (
+    "kubernetes-version",
+    "resource-k8s-io-v1",
+    "nad-crd",
+    "plugin-crds",
+    "plugin-rbac",
+    "no-upstream-sriov-network-operator",
+    "no-legacy-device-plugin",
+    "no-overlapping-policies",
+)
+
+
+def _perms(
+    group: str, resource: str, verbs: str, namespace: str = "", sub: str = "", name: str = ""
+) -> list[dict[str, str]]:
+    out = []
+    for verb in verbs.split():
+        perm = {"group": group, "resource": resource, "verb": verb, "namespace": namespace}
+        if sub:
+            perm["subresource"] = sub
+        if name:
+            perm["name"] = name
+        out.append(perm)
+    return out
+
+
+PERMISSIONS: tuple[dict[str, str], ...] = tuple(
+    # ClusterRole dra-sriov-managed-networks (spec §12.3, --multus-auto-attach)
+    _perms("", "pods", "get patch")
+    + _perms("k8s.cni.cncf.io", "network-attachment-definitions", "get list create patch delete")
+    # ClusterRole sriov-dra-plugin (DRA publication, claims, status, Node, Events)
+    + _perms("resource.k8s.io", "resourceslices", "get list watch create update patch delete")
+    + _perms("resource.k8s.io", "resourceclaims", "get list watch")
+    + _perms("resource.k8s.io", "resourceclaims", "get update patch", sub="status")
+    + _perms(
+        "resource.k8s.io",
+        "resourceclaims",
+        "associated-node:update associated-node:patch",
+        sub="driver",
+        name="sriovnetwork.k8snetworkplumbingwg.io",
+    )
+    + _perms("", "nodes", "get list watch")
+    + _perms("events.k8s.io", "events", "create patch")
+    # Role sriov-dra-plugin-policies in the policy namespace
+    + _perms("sriovnetwork.k8snetworkplumbingwg.io", "sriovresourcepolicies", "get list watch", POLICY)
+    + _perms("sriovnetwork.k8snetworkplumbingwg.io", "deviceattributes", "get list watch", POLICY)
+)
+"""Every permission of the shipped plugin RBAC; ``namespace`` ``""`` = all, ``policy`` = the policy namespace."""
+
+
+def review_namespace(perm: Mapping[str, str], policy_namespace: str) -> str:
+    """The namespace to review ``perm`` in (``""`` for all namespaces)."""
+    return policy_namespace if perm.get("namespace") == POLICY else perm.get("namespace") or ""
+
+
+def describe(perm: Mapping[str, str], policy_namespace: str) -> str:
+    """``verb group/resource[/subresource][ named N] in <where>`` for a permission."""
+    what = "{}/{}".format(perm.get("group") or "core", perm["resource"])
+    if perm.get("subresource"):
+        what += "/" + perm["subresource"]
+    if perm.get("name"):
+        what += " named " + perm["name"]
+    where = review_namespace(perm, policy_namespace) or "all namespaces"
+    return "{} {} in {}".format(perm["verb"], what, where)
+
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """``(major, minor, patch)`` of ``v1.36.3``, ``1.36`` or ``v1.36.0-rc.1+abc``.
+
+    Raises: ValueError naming the text when it does not start with a version.
+    """
+    m = _VERSION.match(text.strip())
+    if m is None:
+        raise ValueError(f"{text!r} is not a Kubernetes version (expected v<major>.<minor>.<patch>)")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def _requirement_matches(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, op, values = str(req.get("key") or ""), req.get("operator"), req.get("values") or []
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and len(values) == 1:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def node_selected(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """core/v1 NodeSelector: terms ORed, expressions ANDed; an empty or missing selector selects all."""
+    terms = (selector or {}).get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    return any(all(_requirement_matches(r, labels) for r in t.get("matchExpressions") or []) for t in terms)
+
+
+FILTER_FIELDS = ("vendors", "devices", "pciAddresses", "pfNames", "pfPciAddresses", "drivers")
+LINK_TYPES = {"eth": "ethernet", "ethernet": "ethernet", "ib": "infiniband", "infiniband": "infiniband"}
+
+
+def _spec(obj: Any) -> Mapping[str, Any]:
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return "{}/{}".format(meta.get("namespace", ""), meta.get("name", ""))
+
+
+def _filters_intersect(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    for field in FILTER_FIELDS:
+        left, right = a.get(field) or [], b.get(field) or []
+        if left and right and not set(left) & set(right):
+            return False
+    la, lb = a.get("linkType"), b.get("linkType")
+    return not (
+        la and lb and LINK_TYPES.get(la.lower(), la.lower()) != LINK_TYPES.get(lb.lower(), lb.lower())
+    )
+
+
+def _filters(policy: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every resource filter of a policy (``[{}]`` for a config without filters: all devices)."""
+    found: list[Mapping[str, Any]] = []
+    for config in _spec(policy).get("configs") or []:
+        found.extend((config or {}).get("resourceFilters") or [{}])
+    return found
+
+
+def policy_overlaps(
+    policies: Iterable[Mapping[str, Any]] | None, nodes: Iterable[Mapping[str, Any]] | None
+) -> list[dict[str, list[str]]]:
+    """Pairs of SriovResourcePolicies that can both select one VF on some node (spec §18.1 item 3).
+
+    Two policies overlap on a node when both node selectors select it and some resource filter of
+    each can match the same device (every field set on both sides shares a value).
+    Shapes: ``[{"policies": [a, b], "nodes": [...]}]`` sorted, ``namespace/name`` strings.
+    """
+    found: dict[tuple[str, str], list[str]] = {}
+    ordered = sorted(policies or [], key=_name)
+    for node in nodes or []:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        node_name = (node.get("metadata") or {}).get("name", "")
+        selected = [p for p in ordered if node_selected(_spec(p).get("nodeSelector"), labels)]
+        for i, first in enumerate(selected):
+            for second in selected[i + 1 :]:
+                if any(_filters_intersect(a, b) for a in _filters(first) for b in _filters(second)):
+                    found.setdefault((_name(first), _name(second)), []).append(node_name)
+    return [{"policies": list(pair), "nodes": sorted(found[pair])} for pair in sorted(found)]
+
+
+def workloads_with_image(objs: Iterable[Mapping[str, Any]] | None, fragment: str) -> list[str]:
+    """``namespace/name`` of each workload with a container or init container image containing ``fragment``."""
+    found = []
+    for obj in objs or []:
+        pod = _spec(_spec(obj).get("template"))
+        images = [
+            c.get("image") or ""
+            for c in list(pod.get("containers") or []) + list(pod.get("initContainers") or [])
+        ]
+        if any(fragment in image for image in images):
+            found.append(_name(obj))
+    return sorted(found)
+
+
+def _check(name: str, ok: bool, detail: str, fix: str) -> dict[str, str]:
+    return {"name": name, "status": PASS if ok else FAIL, "detail": detail, "fix": "" if ok else fix}
+
+
+def _served(api: str, apis: Sequence[str]) -> str:
+    return "served" if api in apis else "not served"
+
+
+def cluster_checks(
+    *,
+    version: str,
+    apis: Sequence[str],
+    service_account: str,
+    policy_namespace: str,
+    denied: Sequence[Mapping[str, str]],
+    reviewed: int,
+    crds: Sequence[str],
+    workloads: Sequence[Mapping[str, Any]],
+    policies: Sequence[Mapping[str, Any]],
+    nodes: Sequence[Mapping[str, Any]],
+    minimum: str = MIN_KUBERNETES,
+) -> list[dict[str, str]]:
+    """Every cluster check, in the order of :data:`CLUSTER_CHECKS`, with detail and fix.
+
+    ``version`` is the API server's gitVersion; ``apis`` the served ``group/version`` strings;
+    ``service_account`` ``namespace/name``; ``denied`` the permissions of ``reviewed`` that the
+    ServiceAccount's access reviews refused; ``crds`` CRD names; ``workloads`` DaemonSets (and
+    other workloads); ``policies`` SriovResourcePolicies; ``nodes`` Nodes.
+    Shapes: ``[{"name", "status": "pass"|"fail", "detail", "fix"}]``; ``fix`` empty on pass.
+    """
+    try:
+        have = parse_version(version)
+        version_ok = have >= parse_version(minimum)
+        shown = "v{}.{}.{}".format(*have)
+    except ValueError:
+        version_ok, shown = False, repr(version)
+    missing = "; ".join(describe(p, policy_namespace) for p in denied)
+    upstream = sorted(n for n in crds if n in UPSTREAM_OPERATOR_CRDS)
+    legacy = workloads_with_image(workloads, DEVICE_PLUGIN_IMAGE)
+    overlaps = [
+        "{} can select the same VFs on {}".format(" and ".join(o["policies"]), ", ".join(o["nodes"]))
+        for o in policy_overlaps(policies, nodes)
+    ]
+    sa = service_account
+    return [
+        _check(
+            "kubernetes-version",
+            version_ok,
+            f"the API server is {shown}",
+            f"upgrade the control plane to Kubernetes {minimum} or later (DRA resource.k8s.io/v1)",
+        ),
+        _check(
+            "resource-k8s-io-v1",
+            RESOURCE_V1 in apis,
+            f"{RESOURCE_V1} is {_served(RESOURCE_V1, apis)}",
+            "enable the resource.k8s.io/v1 API (served by default since Kubernetes 1.34; check --runtime-config)",
+        ),
+        _check(
+            "nad-crd",
+            NAD_V1 in apis,
+            f"{NAD_V1} (NetworkAttachmentDefinition) is {_served(NAD_V1, apis)}",
+            "install Multus's NetworkAttachmentDefinition CRD (role sriovnet.dra.multus)",
+        ),
+        _check(
+            "plugin-crds",
+            PLUGIN_API in apis,
+            f"{PLUGIN_API} (SriovResourcePolicy, DeviceAttributes) is {_served(PLUGIN_API, apis)}",
+            "apply the plugin's CRDs (role sriovnet.dra.plugin)",
+        ),
+        _check(
+            "plugin-rbac",
+            not denied,
+            f"ServiceAccount {sa} may not: {missing}"
+            if denied
+            else f"ServiceAccount {sa} has all {reviewed} permissions",
+            f"bind ServiceAccount {sa} to the ClusterRoles sriov-dra-plugin and dra-sriov-managed-networks "
+            f"(ClusterRoleBindings of the same names) and to the Role sriov-dra-plugin-policies in {policy_namespace}; "
+            "the role sriovnet.dra.plugin applies them",
+        ),
+        _check(
+            "no-upstream-sriov-network-operator",
+            not upstream,
+            "upstream sriov-network-operator CRDs found: {}".format(", ".join(upstream))
+            if upstream
+            else "no upstream sriov-network-operator CRDs",
+            "uninstall the upstream sriov-network-operator; it and sriov-dra's operator must not manage the same "
+            "node policies",
+        ),
+        _check(
+            "no-legacy-device-plugin",
+            not legacy,
+            "SR-IOV network device plugin DaemonSets: {}".format(", ".join(legacy))
+            if legacy
+            else "no SR-IOV network device plugin DaemonSet",
+            "drain the nodes and delete the sriov-network-device-plugin DaemonSet; one provider must own each VF",
+        ),
+        _check(
+            "no-overlapping-policies",
+            not overlaps,
+            "; ".join(overlaps) if overlaps else f"{len(policies)} SriovResourcePolicies, none overlapping",
+            "give the policies disjoint nodeSelectors or resourceFilters (pfNames, pciAddresses, vendors, devices); "
+            "independent overlapping policies are forbidden",
+        ),
+    ]

@@ -1,0 +1,374 @@
+# Copyright: sriov-dra developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Node checks of the preflight (spec §4.3, §18.1): one implementation for the module and the CLI.
+
+Each check returns ``{"name", "status": "pass"|"fail"|"skip", "detail", "fix"}``; ``fix`` says
+what to change and is empty unless the check failed; a skipped check says why in ``detail``.
+:func:`node_checks` runs them in a fixed order. The checks read files, run CNI binaries with
+``CNI_COMMAND=VERSION``, and (``cni-add``, root only) run a real ADD and DEL of a ``bridge`` +
+``host-local`` network between two throwaway network namespaces with a temporary IPAM data
+directory, all removed again whatever happens. They never change anything else on the node.
+
+The guard's installation contract (which file the runtime uses, what a valid guard file is) is
+passed in as a :class:`GuardContract`: the collection gives ``module_utils/cni.py``, the CLI the
+guard's own parser. This file is canonical in ``runtime/sriov_dra/host/preflight_node.py`` and
+carried byte for byte as ``plugins/module_utils/checks.py`` (``collection/sync_shared.py``), so
+it must import only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+PASS = "pass"
+FAIL = "fail"
+SKIP = "skip"
+VOLATILE_FS = ("tmpfs", "ramfs")
+NETNS_DIR = "/var/run/netns"
+ADD_PLUGIN = "bridge"
+ADD_IPAM = "host-local"
+ADD_SUBNET = "198.18.0.0/29"
+
+DEFAULTS: dict[str, Any] = {
+    "cni_conf_dir": "/etc/cni/net.d",
+    "cni_bin_dir": "/opt/cni/bin",
+    "guard_file": "00-multus-guard.conflist",
+    "multus_mode": "thick",
+    "multus_daemon_config": "/etc/cni/net.d/multus.d/daemon-config.json",
+    "binaries": ["multus-guard", "sriov", "host-local", "whereabouts"],
+    "cache_dirs": ["/var/lib/cni/multus", "/var/lib/cni/sriov"],
+    "mounts_file": "/proc/self/mounts",
+    "legacy_device_plugin_config": "/etc/pcidp/config.json",
+    "exec_timeout": 10,
+    "add_check": True,
+}
+"""Option -> default, shared by the module's argument spec and ``sriov-dra preflight``."""
+
+
+class GuardContract:
+    """The guard installation contract as one side implements it.
+
+    ``config_files(conf_dir)`` lists CNI config file names in the runtime's order;
+    ``validate(conf_dir, guard_file, daemon_config)`` checks the guard file, its pinned primary
+    and (thick, ``daemon_config`` not None) Multus's daemon config and returns a one-line
+    description. Both raise ``error`` with an actionable message.
+    """
+
+    def __init__(
+        self,
+        config_files: Callable[[str], list[str]],
+        validate: Callable[[str, str, str | None], str],
+        error: type[Exception],
+    ) -> None:
+        self.config_files = config_files
+        self.validate = validate
+        self.error = error
+
+
+def message(exc: BaseException) -> str:
+    """An exception's actionable text (``msg`` of the collection's errors, else ``str``)."""
+    return str(getattr(exc, "msg", None) or exc)
+
+
+def result(name: str, ok: bool, detail: str, fix: str = "") -> dict[str, str]:
+    """One check result; ``fix`` is dropped on pass."""
+    return {"name": name, "status": PASS if ok else FAIL, "detail": detail, "fix": "" if ok else fix}
+
+
+def skipped(name: str, why: str) -> dict[str, str]:
+    """A check that could not run here; ``why`` says what would enable it."""
+    return {"name": name, "status": SKIP, "detail": "skipped: " + why, "fix": ""}
+
+
+def check_binaries(bin_dir: str, names: Sequence[str]) -> dict[str, str]:
+    """Every CNI binary in ``names`` exists in ``bin_dir`` and is executable."""
+    missing = [n for n in names if not os.access(os.path.join(bin_dir, n), os.X_OK)]
+    return result(
+        "cni-binaries",
+        not missing,
+        "missing or not executable in {}: {}".format(bin_dir, ", ".join(missing))
+        if missing
+        else "present in {}: {}".format(bin_dir, ", ".join(names)),
+        "install {} into {} (roles sriovnet.dra.multus and sriovnet.dra.guard install Multus and the guard shim; "
+        "the sriov, IPAM and tuning plugins come from containernetworking/plugins, sriov-cni and whereabouts)".format(
+            ", ".join(missing), bin_dir
+        ),
+    )
+
+
+def check_cni_exec(bin_dir: str, names: Sequence[str], timeout_s: float) -> dict[str, str]:
+    """Each present binary answers ``CNI_COMMAND=VERSION`` with ``supportedVersions`` (a real exec)."""
+    bad = []
+    for name in names:
+        path = os.path.join(bin_dir, name)
+        if not os.access(path, os.X_OK):
+            continue
+        env = {"CNI_COMMAND": "VERSION", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        try:
+            proc = subprocess.run(
+                [path],
+                input=b'{"cniVersion":"1.0.0"}',
+                env=env,
+                capture_output=True,
+                timeout=timeout_s,
+                check=False,
+            )
+            answer = json.loads(proc.stdout.decode("utf-8", "replace") or "null")
+            ok = (
+                proc.returncode == 0
+                and isinstance(answer, dict)
+                and isinstance(answer.get("supportedVersions"), list)
+            )
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            ok = False
+        if not ok:
+            bad.append(name)
+    return result(
+        "cni-exec",
+        not bad,
+        "CNI_COMMAND=VERSION failed for: {}".format(", ".join(bad))
+        if bad
+        else "every present CNI binary answered CNI_COMMAND=VERSION",
+        "reinstall {} in {} for this node's architecture and check that each runs (CNI_COMMAND=VERSION {}/<plugin>)".format(
+            ", ".join(bad), bin_dir, bin_dir
+        ),
+    )
+
+
+def check_guard_first(conf_dir: str, guard_file: str, contract: GuardContract) -> dict[str, str]:
+    """The guard's file exists and is the first CNI config file the runtime sees."""
+    try:
+        files = contract.config_files(conf_dir)
+    except contract.error as exc:
+        return result(
+            "guard-first", False, message(exc), f"create {conf_dir} and run the sriovnet.dra.guard role"
+        )
+    first = files[0] if files else None
+    return result(
+        "guard-first",
+        first == guard_file,
+        f"first CNI config in {conf_dir} is {first}",
+        "run the sriovnet.dra.guard role so that {} is installed and sorts first (files now: {})".format(
+            guard_file, ", ".join(files) or "none"
+        ),
+    )
+
+
+def check_guard_config(
+    conf_dir: str, guard_file: str, daemon_config: str | None, contract: GuardContract
+) -> dict[str, str]:
+    """The guard's file passes the installation contract, incl. thick Multus's daemon config."""
+    try:
+        detail = contract.validate(conf_dir, guard_file, daemon_config)
+    except contract.error as exc:
+        return result(
+            "guard-config",
+            False,
+            message(exc),
+            "fix the guard and Multus settings named above and rerun the sriovnet.dra.multus and "
+            "sriovnet.dra.guard roles",
+        )
+    return result("guard-config", True, detail)
+
+
+def mount_of(path: str, mounts: Sequence[str]) -> tuple[str, str]:
+    """``(mount point, fstype)`` of the longest mount-point prefix of ``path`` in ``mounts`` lines."""
+    best = ("/", "")
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best[0]):
+            best = (point, fields[2])
+    return best
+
+
+def check_cache_dirs(dirs: Sequence[str], mounts_file: str) -> dict[str, str]:
+    """Multus's and sriov-cni's caches exist and live on persistent storage (not tmpfs)."""
+    try:
+        with open(mounts_file) as handle:
+            mounts = handle.read().splitlines()
+    except OSError as exc:
+        return result("cache-mounts", False, f"cannot read {mounts_file}: {exc}", "run the preflight as root")
+    problems = []
+    for path in dirs:
+        if not os.path.isdir(path):
+            problems.append(f"{path} is missing")
+            continue
+        point, fstype = mount_of(os.path.realpath(path), mounts)
+        if fstype in VOLATILE_FS:
+            problems.append(f"{path} is on {fstype} ({point}), lost on reboot")
+    return result(
+        "cache-mounts",
+        not problems,
+        "; ".join(problems) if problems else "persistent: {}".format(", ".join(dirs)),
+        "create these directories on persistent storage and mount them at the same host path into the Multus and "
+        "sriov-cni containers (role sriovnet.dra.multus does); DEL needs the cached delegate configs after a reboot",
+    )
+
+
+def check_legacy_device_plugin(config_path: str) -> dict[str, str]:
+    """No SR-IOV network device plugin configured on this node (it would advertise the same VFs)."""
+    present = os.path.exists(config_path)
+    return result(
+        "legacy-device-plugin",
+        not present,
+        "{} {}".format(
+            config_path, "exists: an SR-IOV device plugin is configured here" if present else "is absent"
+        ),
+        f"remove the sriov-network-device-plugin DaemonSet and {config_path}; one provider must own each VF",
+    )
+
+
+def _run(argv: list[str], timeout_s: float, env: Mapping[str, str] | None = None, stdin: bytes = b"") -> str:
+    """Run ``argv``; return stdout. Raises: RuntimeError naming the command and its error output."""
+    try:
+        proc = subprocess.run(
+            argv,
+            input=stdin,
+            env=dict(env) if env else None,
+            capture_output=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError("{}: {}".format(" ".join(argv[:4]), exc)) from exc
+    out = proc.stdout.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        said = (out.strip() or proc.stderr.decode("utf-8", "replace").strip())[:300]
+        raise RuntimeError(f"{' '.join(argv[:4])} exited {proc.returncode}: {said}")
+    return out
+
+
+def _cni(
+    command: str, host_ns: str, pod_ns: str, bin_dir: str, conf: bytes, timeout_s: float
+) -> dict[str, Any]:
+    """One CNI call of the ``bridge`` plugin run inside ``host_ns`` for the Pod side ``pod_ns``."""
+    env = {
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": pod_ns,
+        "CNI_NETNS": os.path.join(NETNS_DIR, pod_ns),
+        "CNI_IFNAME": "eth0",
+        "CNI_PATH": bin_dir,
+        "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+    }
+    argv = ["ip", "netns", "exec", host_ns, os.path.join(bin_dir, ADD_PLUGIN)]
+    out = _run(argv, timeout_s, env, conf)
+    if command == "DEL" or not out.strip():
+        return {}
+    answer = json.loads(out)
+    return answer if isinstance(answer, dict) else {}
+
+
+def _allocations(data_dir: str, network: str) -> list[str]:
+    """IP reservation files host-local keeps for ``network`` (not its lock or last-reserved files)."""
+    path = os.path.join(data_dir, network)
+    if not os.path.isdir(path):
+        return []
+    return sorted(n for n in os.listdir(path) if n != "lock" and not n.startswith("last_reserved_ip"))
+
+
+def check_cni_add(bin_dir: str, timeout_s: float, enabled: bool = True) -> dict[str, str]:
+    """A real ADD and DEL through the IPAM path, in throwaway namespaces; skipped when not possible.
+
+    The ``bridge`` plugin runs inside a throwaway "host" namespace and attaches a second
+    throwaway "Pod" namespace, taking an address from ``host-local`` with a temporary
+    ``dataDir``; after ADD the reservation must exist and the result must carry an IP, after
+    DEL it must be gone. Both namespaces and the data directory are removed in every case.
+    Needs root, ``ip`` (iproute2) and ``bridge`` + ``host-local`` in ``bin_dir``.
+    """
+    name = "cni-add"
+    if not enabled:
+        return skipped(name, "disabled (add_check / --no-add-check)")
+    if os.geteuid() != 0:
+        return skipped(name, "not root; a test ADD needs network namespaces (run the preflight as root)")
+    if shutil.which("ip") is None:
+        return skipped(name, "the ip command (iproute2) is not installed; install it to run a test ADD")
+    absent = [p for p in (ADD_PLUGIN, ADD_IPAM) if not os.access(os.path.join(bin_dir, p), os.X_OK)]
+    if absent:
+        return skipped(
+            name,
+            "{} not in {}; install the containernetworking plugins there to run a test ADD".format(
+                ", ".join(absent), bin_dir
+            ),
+        )
+    tag = f"sriovdra-pf-{uuid.uuid4().hex[:10]}"
+    host_ns, pod_ns = tag + "-h", tag + "-p"
+    data_dir = tempfile.mkdtemp(prefix="sriov-dra-preflight-ipam-")
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": tag,
+        "type": ADD_PLUGIN,
+        "bridge": "pfbr0",
+        "ipam": {"type": ADD_IPAM, "dataDir": data_dir, "ranges": [[{"subnet": ADD_SUBNET}]]},
+    }
+    raw = json.dumps(conf).encode("utf-8")
+    made: list[str] = []
+    step = "create network namespaces"
+    try:
+        for ns in (host_ns, pod_ns):
+            _run(["ip", "netns", "add", ns], timeout_s)
+            made.append(ns)
+        step = "ADD"
+        answer = _cni("ADD", host_ns, pod_ns, bin_dir, raw, timeout_s)
+        ips = [str(ip.get("address")) for ip in answer.get("ips") or [] if isinstance(ip, dict)]
+        if not ips:
+            raise RuntimeError(f"the ADD result has no ips: {json.dumps(answer)[:300]}")
+        if not _allocations(data_dir, tag):
+            raise RuntimeError(f"{ADD_IPAM} reserved nothing in {data_dir}")
+        step = "DEL"
+        _cni("DEL", host_ns, pod_ns, bin_dir, raw, timeout_s)
+        left = _allocations(data_dir, tag)
+        if left:
+            raise RuntimeError("{} still holds {} after DEL".format(ADD_IPAM, ", ".join(left)))
+    except (RuntimeError, ValueError) as exc:
+        return result(
+            name,
+            False,
+            f"test {step} failed: {exc}",
+            f"make {bin_dir}/{ADD_PLUGIN} and {bin_dir}/{ADD_IPAM} run on this node (same architecture, kernel bridge and veth support) and retry; "
+            "the CNI path cannot attach Pods while a plain ADD fails",
+        )
+    finally:
+        for ns in made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return result(
+        name,
+        True,
+        "ADD gave {} via {} + {} between throwaway namespaces; DEL released it".format(
+            ", ".join(ips), ADD_PLUGIN, ADD_IPAM
+        ),
+    )
+
+
+def node_checks(options: Mapping[str, Any], contract: GuardContract) -> list[dict[str, str]]:
+    """Every node check in a fixed order; ``options`` has the keys of :data:`DEFAULTS`."""
+    o = dict(DEFAULTS)
+    o.update({k: v for k, v in options.items() if v is not None})
+    multus_bin = "multus-shim" if o["multus_mode"] == "thick" else "multus"
+    binaries = [multus_bin] + [b for b in o["binaries"] if b != multus_bin]
+    daemon_config = o["multus_daemon_config"] if o["multus_mode"] == "thick" else None
+    return [
+        check_binaries(o["cni_bin_dir"], binaries),
+        check_cni_exec(o["cni_bin_dir"], binaries, o["exec_timeout"]),
+        check_cni_add(o["cni_bin_dir"], o["exec_timeout"], o["add_check"]),
+        check_guard_first(o["cni_conf_dir"], o["guard_file"], contract),
+        check_guard_config(o["cni_conf_dir"], o["guard_file"], daemon_config, contract),
+        check_cache_dirs(o["cache_dirs"], o["mounts_file"]),
+        check_legacy_device_plugin(o["legacy_device_plugin_config"]),
+    ]
+
+
+def failed(found: Sequence[Mapping[str, str]]) -> list[str]:
+    """Names of the failed checks (skipped checks are not failures)."""
+    return [c["name"] for c in found if c["status"] == FAIL]

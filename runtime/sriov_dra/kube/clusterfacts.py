@@ -1,0 +1,133 @@
+"""Read-only cluster facts for ``sriov-dra preflight``: version, served APIs, access reviews, objects.
+
+Owns the API calls the preflight's cluster checks rest on: ``GET /version``, the served
+``group/version`` list (``/api`` and ``/apis``), a SubjectAccessReview per permission for a
+ServiceAccount (its effective permissions, the same answer an impersonated
+SelfSubjectAccessReview gives), and LISTs of CRDs, DaemonSets, Nodes and SriovResourcePolicies.
+The decisions are ``sriov_dra.core.preflight_rules``.
+
+It must never write anything but access reviews (which persist nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from sriov_dra.core import preflight_rules
+from sriov_dra.kube import errors, objects
+
+CRD = objects.Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)
+DAEMONSET = objects.Resource("apps", "v1", "daemonsets", "DaemonSet")
+SUBJECT_ACCESS_REVIEW = objects.Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False
+)
+FIELD_MANAGER = "sriov-dra-preflight"
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the cluster checks need, read once.
+
+    Shapes: ``apis`` ``group/version`` strings (``v1`` for core); ``denied`` the permissions
+    (``preflight_rules.PERMISSIONS`` items) refused; ``crds`` CRD names; the rest API objects.
+    """
+
+    version: str
+    apis: list[str]
+    denied: list[dict[str, str]]
+    reviewed: int
+    crds: list[str]
+    workloads: list[dict[str, Any]]
+    policies: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+
+
+def served_apis(api: client.ApiClient) -> list[str]:
+    """Every served ``group/version`` (core as ``v1``). Raises: :class:`errors.ApiError`."""
+    core = errors.call("get /api", lambda: client.CoreApi(api).get_api_versions())
+    groups = errors.call("get /apis", lambda: client.ApisApi(api).get_api_versions())
+    found = list(core.versions or [])
+    for group in groups.groups or []:
+        found.extend(v.group_version for v in group.versions or [])
+    return sorted(found)
+
+
+def server_version(api: client.ApiClient) -> str:
+    """The API server's gitVersion (``v1.36.3``). Raises: :class:`errors.ApiError`."""
+    info = errors.call("get /version", lambda: client.VersionApi(api).get_code())
+    return str(info.git_version)
+
+
+def service_account_groups(namespace: str) -> list[str]:
+    """The groups the authenticator gives a ServiceAccount token of ``namespace``."""
+    return ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
+
+
+def denied_permissions(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    service_account: str,
+    policy_namespace: str,
+    permissions: Sequence[Mapping[str, str]] = preflight_rules.PERMISSIONS,
+) -> list[dict[str, str]]:
+    """The permissions the ServiceAccount ``namespace/service_account`` does not have, in order.
+
+    One SubjectAccessReview each, as the user and groups its token authenticates as.
+    Raises: :class:`errors.ApiError` (e.g. Forbidden when the caller may not create reviews).
+    """
+    reviews = objects.Objects(api, field_manager=FIELD_MANAGER)
+    user = f"system:serviceaccount:{namespace}:{service_account}"
+    denied = []
+    for perm in permissions:
+        attributes = {
+            "group": perm.get("group", ""),
+            "resource": perm["resource"],
+            "verb": perm["verb"],
+            "subresource": perm.get("subresource", ""),
+            "name": perm.get("name", ""),
+            "namespace": preflight_rules.review_namespace(perm, policy_namespace),
+        }
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": service_account_groups(namespace),
+                "resourceAttributes": attributes,
+            },
+        }
+        answer = reviews.create(SUBJECT_ACCESS_REVIEW, body)
+        if not (answer.get("status") or {}).get("allowed"):
+            denied.append(dict(perm))
+    return denied
+
+
+def read(
+    api: client.ApiClient, *, namespace: str, service_account: str, policy_namespace: str
+) -> ClusterFacts:
+    """Every fact of the cluster checks. Raises: :class:`errors.ApiError` from the first failing read."""
+    reader = objects.Objects(api, field_manager=FIELD_MANAGER)
+    apis = served_apis(api)
+    policies: list[dict[str, Any]] = []
+    if preflight_rules.PLUGIN_API in apis:
+        policies = reader.list(objects.RESOURCE_POLICY, policy_namespace).items
+    crds = reader.list(CRD).items
+    return ClusterFacts(
+        version=server_version(api),
+        apis=apis,
+        denied=denied_permissions(
+            api, namespace=namespace, service_account=service_account, policy_namespace=policy_namespace
+        ),
+        reviewed=len(preflight_rules.PERMISSIONS),
+        crds=sorted(str((c.get("metadata") or {}).get("name", "")) for c in crds),
+        workloads=reader.list(DAEMONSET).items,
+        policies=policies,
+        nodes=reader.list(objects.NODE).items,
+    )

@@ -1,0 +1,147 @@
+"""``sriov-dra preflight`` against the session control plane.
+
+With the CRDs and the shipped plugin RBAC applied (cluster-scoped names prefixed, so other tests'
+bindings are untouched), every cluster check passes and the command exits 0. With the binding of
+the spec §12.3 ClusterRole deleted, ``plugin-rbac`` fails naming each missing verb and the fix,
+every other check still passes, and the command exits 1.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from tests import waiting
+
+from sriov_dra.cli import main
+from sriov_dra.core import preflight_rules
+from sriov_dra.kube import apply, clusterfacts
+
+MANIFESTS = Path(preflight_rules.__file__).resolve().parents[1] / "manifests"
+NS = "sriov-dra-preflight-cli"
+PREFIX = "preflight-cli-"
+CRDS = (
+    "network-attachment-definitions.yaml",
+    "sriovnetwork.k8snetworkplumbingwg.io_sriovresourcepolicies.yaml",
+    "sriovnetwork.k8snetworkplumbingwg.io_deviceattributes.yaml",
+)
+
+
+def _shipped_rbac() -> list[dict[str, Any]]:
+    """The shipped plugin RBAC moved to ``NS``; ClusterRoles/Bindings renamed with ``PREFIX``."""
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / "plugin" / "rbac.yaml").read_text()) if d]
+    out = []
+    for doc in copy.deepcopy(docs):
+        meta = doc["metadata"]
+        if "namespace" in meta:
+            meta["namespace"] = NS
+        if doc["kind"].startswith("Cluster"):
+            meta["name"] = PREFIX + meta["name"]
+        if doc["kind"] == "ClusterRoleBinding":
+            doc["roleRef"]["name"] = PREFIX + doc["roleRef"]["name"]
+        for subject in doc.get("subjects") or []:
+            subject["namespace"] = NS
+        out.append(doc)
+    return out
+
+
+@pytest.fixture
+def installed(control_plane: Any, api: client.ApiClient) -> Iterator[Path]:
+    crds = [yaml.safe_load((MANIFESTS / "crds" / n).read_text()) for n in CRDS]
+    apply.apply_objects(api, crds)
+    apply.wait_crds_established(api, [c["metadata"]["name"] for c in crds])
+    apply.apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
+    rbac = _shipped_rbac()
+    apply.apply_objects(api, rbac)
+    try:
+        yield Path(control_plane.kubeconfig)
+    finally:
+        api_rbac = client.RbacAuthorizationV1Api(api)
+        for doc in rbac:
+            if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+                delete = (
+                    api_rbac.delete_cluster_role
+                    if doc["kind"] == "ClusterRole"
+                    else api_rbac.delete_cluster_role_binding
+                )
+                try:
+                    delete(doc["metadata"]["name"])
+                except client.ApiException as exc:
+                    if exc.status != 404:
+                        raise
+        client.CoreV1Api(api).delete_namespace(NS, propagation_policy="Background")
+
+
+def _run(kubeconfig: Path, capsys: pytest.CaptureFixture[str], output: str = "json") -> tuple[int, str]:
+    argv = [
+        "preflight",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--namespace",
+        NS,
+        "--no-node-checks",
+        "--output",
+        output,
+    ]
+    status = main.main(argv)
+    return status, capsys.readouterr().out
+
+
+def _denied_patch_pods(api: client.ApiClient) -> bool:
+    review = client.V1SubjectAccessReview(
+        spec=client.V1SubjectAccessReviewSpec(
+            user=f"system:serviceaccount:{NS}:dra-driver-sriov",
+            groups=clusterfacts.service_account_groups(NS),
+            resource_attributes=client.V1ResourceAttributes(verb="patch", resource="pods", namespace="w"),
+        )
+    )
+    return not client.AuthorizationV1Api(api).create_subject_access_review(review).status.allowed
+
+
+def test_preflight_passes_with_the_shipped_rbac_and_names_the_verbs_a_broken_binding_loses(
+    installed: Path, api: client.ApiClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out = _run(installed, capsys)
+    report = json.loads(out)
+    assert [c["name"] for c in report["checks"]] == list(preflight_rules.CLUSTER_CHECKS)
+    assert report["failed_checks"] == [], out
+    assert status == 0
+    rbac = next(c for c in report["checks"] if c["name"] == "plugin-rbac")
+    assert (
+        rbac["detail"]
+        == f"ServiceAccount {NS}/dra-driver-sriov has all {len(preflight_rules.PERMISSIONS)} permissions"
+    )
+
+    client.RbacAuthorizationV1Api(api).delete_cluster_role_binding(PREFIX + "dra-sriov-managed-networks")
+    waiting.eventually("pods/patch denied", lambda: _denied_patch_pods(api), timeout_s=20, interval_s=0.1)
+
+    status, out = _run(installed, capsys)
+    report = json.loads(out)
+    assert status == 1
+    assert report["failed_checks"] == ["plugin-rbac"]
+    rbac = next(c for c in report["checks"] if c["name"] == "plugin-rbac")
+    assert rbac["detail"] == (
+        f"ServiceAccount {NS}/dra-driver-sriov may not: get core/pods in all namespaces; patch core/pods in all "
+        "namespaces; get k8s.cni.cncf.io/network-attachment-definitions in all namespaces; list "
+        "k8s.cni.cncf.io/network-attachment-definitions in all namespaces; create "
+        "k8s.cni.cncf.io/network-attachment-definitions in all namespaces; patch "
+        "k8s.cni.cncf.io/network-attachment-definitions in all namespaces; delete "
+        "k8s.cni.cncf.io/network-attachment-definitions in all namespaces"
+    )
+    assert rbac["fix"] == (
+        f"bind ServiceAccount {NS}/dra-driver-sriov to the ClusterRoles sriov-dra-plugin and "
+        "dra-sriov-managed-networks (ClusterRoleBindings of the same names) and to the Role "
+        f"sriov-dra-plugin-policies in {NS}; the role sriovnet.dra.plugin applies them"
+    )
+
+    status, text = _run(installed, capsys, output="text")
+    assert status == 1
+    assert f"FAIL plugin-rbac: ServiceAccount {NS}/dra-driver-sriov may not: get core/pods" in text
+    assert f"     fix: bind ServiceAccount {NS}/dra-driver-sriov" in text
+    assert "PASS kubernetes-version: the API server is v1.36" in text

@@ -1,0 +1,198 @@
+"""Tests for sriov_dra.core.preflight_rules: each cluster check passes, and fails naming the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sriov_dra.core import preflight_rules as rules
+
+RBAC = Path(rules.__file__).resolve().parents[1] / "manifests" / "plugin" / "rbac.yaml"
+SA = "dra-driver-sriov/dra-driver-sriov"
+GOOD_APIS = [
+    "v1",
+    "resource.k8s.io/v1",
+    "k8s.cni.cncf.io/v1",
+    "sriovnetwork.k8snetworkplumbingwg.io/v1alpha1",
+]
+
+
+def _policy(name: str, *, selector: dict[str, Any] | None = None, **filt: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"configs": [{"resourceFilters": [filt]}]}
+    if selector is not None:
+        spec["nodeSelector"] = selector
+    return {"metadata": {"namespace": "p", "name": name}, "spec": spec}
+
+
+def _node(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def _facts(**over: Any) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "version": "v1.36.3",
+        "apis": GOOD_APIS,
+        "service_account": SA,
+        "policy_namespace": "dra-driver-sriov",
+        "denied": [],
+        "reviewed": len(rules.PERMISSIONS),
+        "crds": ["network-attachment-definitions.k8s.cni.cncf.io"],
+        "workloads": [],
+        "policies": [],
+        "nodes": [_node("n1")],
+    }
+    facts.update(over)
+    return facts
+
+
+def _one(name: str, **over: Any) -> dict[str, str]:
+    return next(c for c in rules.cluster_checks(**_facts(**over)) if c["name"] == name)
+
+
+def test_a_ready_cluster_passes_every_check_in_a_fixed_order() -> None:
+    found = rules.cluster_checks(**_facts())
+    assert [c["name"] for c in found] == list(rules.CLUSTER_CHECKS)
+    assert {c["status"] for c in found} == {"pass"}
+    assert all(c["fix"] == "" for c in found)
+    assert _one("plugin-rbac")["detail"] == f"ServiceAccount {SA} has all 33 permissions"
+
+
+FAILURES = [
+    ("kubernetes-version", {"version": "v1.33.5"}, "the API server is v1.33.5",
+     "upgrade the control plane to Kubernetes 1.36.0 or later (DRA resource.k8s.io/v1)"),
+    ("kubernetes-version", {"version": "garbage"}, "the API server is 'garbage'",
+     "upgrade the control plane to Kubernetes 1.36.0 or later (DRA resource.k8s.io/v1)"),
+    ("resource-k8s-io-v1", {"apis": ["v1", "resource.k8s.io/v1beta2"]}, "resource.k8s.io/v1 is not served",
+     "enable the resource.k8s.io/v1 API (served by default since Kubernetes 1.34; check --runtime-config)"),
+    ("nad-crd", {"apis": ["resource.k8s.io/v1"]}, "k8s.cni.cncf.io/v1 (NetworkAttachmentDefinition) is not served",
+     "install Multus's NetworkAttachmentDefinition CRD (role sriovnet.dra.multus)"),
+    ("plugin-crds", {"apis": ["resource.k8s.io/v1"]},
+     "sriovnetwork.k8snetworkplumbingwg.io/v1alpha1 (SriovResourcePolicy, DeviceAttributes) is not served",
+     "apply the plugin's CRDs (role sriovnet.dra.plugin)"),
+    ("plugin-rbac", {"denied": [rules.PERMISSIONS[1], rules.PERMISSIONS[-1]]},
+     f"ServiceAccount {SA} may not: patch core/pods in all namespaces; "
+     "watch sriovnetwork.k8snetworkplumbingwg.io/deviceattributes in dra-driver-sriov",
+     f"bind ServiceAccount {SA} to the ClusterRoles sriov-dra-plugin and dra-sriov-managed-networks "
+     "(ClusterRoleBindings of the same names) and to the Role sriov-dra-plugin-policies in dra-driver-sriov; "
+     "the role sriovnet.dra.plugin applies them"),
+    ("no-upstream-sriov-network-operator", {"crds": ["sriovoperatorconfigs.sriovnetwork.openshift.io"]},
+     "upstream sriov-network-operator CRDs found: sriovoperatorconfigs.sriovnetwork.openshift.io",
+     "uninstall the upstream sriov-network-operator; it and sriov-dra's operator must not manage the same node "
+     "policies"),
+    ("no-legacy-device-plugin",
+     {"workloads": [{"metadata": {"namespace": "kube-system", "name": "sriov-dp"}, "spec": {"template": {"spec": {
+         "containers": [{"image": "ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.9.0"}]}}}}]},
+     "SR-IOV network device plugin DaemonSets: kube-system/sriov-dp",
+     "drain the nodes and delete the sriov-network-device-plugin DaemonSet; one provider must own each VF"),
+    ("no-overlapping-policies", {"policies": [_policy("a", vendors=["15b3"]), _policy("b", pfNames=["ens1f0"])]},
+     "p/a and p/b can select the same VFs on n1",
+     "give the policies disjoint nodeSelectors or resourceFilters (pfNames, pciAddresses, vendors, devices); "
+     "independent overlapping policies are forbidden"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "over", "detail", "fix"),
+    FAILURES,
+    ids=[
+        "old-control-plane", "unparsable-version", "dra-v1-not-served", "nad-crd-missing", "plugin-crds-missing",
+        "denied-verbs-are-named", "upstream-operator-crds", "device-plugin-daemonset", "overlapping-policies",
+    ],
+)  # fmt: skip
+def test_each_failed_check_names_what_was_found_and_the_fix(
+    name: str, over: dict[str, Any], detail: str, fix: str
+) -> None:
+    check = _one(name, **over)
+    assert (check["status"], check["detail"], check["fix"]) == ("fail", detail, fix)
+    others = [
+        c for c in rules.cluster_checks(**_facts(**over)) if c["name"] != name and c["status"] == "fail"
+    ]
+    assert name in ("nad-crd", "plugin-crds", "resource-k8s-io-v1") or others == []
+
+
+def test_the_permissions_are_every_verb_of_the_shipped_plugin_rbac() -> None:
+    shipped = set()
+    for doc in yaml.safe_load_all(RBAC.read_text()):
+        if doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        where = "policy" if doc["kind"] == "Role" else ""
+        for rule in doc["rules"]:
+            names = rule.get("resourceNames") or [""]
+            for group in rule["apiGroups"]:
+                for res in rule["resources"]:
+                    resource, _, sub = res.partition("/")
+                    for verb in rule["verbs"]:
+                        shipped.update((group, resource, sub, verb, where, n) for n in names)
+    ours = {
+        (p["group"], p["resource"], p.get("subresource", ""), p["verb"], p["namespace"], p.get("name", ""))
+        for p in rules.PERMISSIONS
+    }
+    assert ours == shipped
+    assert len(ours) == len(rules.PERMISSIONS)
+
+
+def test_the_spec_12_3_verbs_come_first_so_a_broken_binding_names_them_first() -> None:
+    head = [rules.describe(p, "ns") for p in rules.PERMISSIONS[:3]]
+    assert head == [
+        "get core/pods in all namespaces",
+        "patch core/pods in all namespaces",
+        "get k8s.cni.cncf.io/network-attachment-definitions in all namespaces",
+    ]
+
+
+def test_a_named_subresource_permission_is_described_with_its_name() -> None:
+    perm = next(p for p in rules.PERMISSIONS if p.get("name"))
+    assert rules.describe(perm, "ns") == (
+        "associated-node:update resource.k8s.io/resourceclaims/driver named sriovnetwork.k8snetworkplumbingwg.io "
+        "in all namespaces"
+    )
+
+
+@pytest.mark.parametrize(
+    ("policies", "nodes", "expected"),
+    [
+        ([_policy("a", pfNames=["ens1f0"]), _policy("b", pfNames=["ens2f0"])], [_node("n1")], []),
+        ([_policy("a", linkType="eth"), _policy("b", linkType="ib")], [_node("n1")], []),
+        ([_policy("a", linkType="eth"), _policy("b", linkType="ethernet")], [_node("n1")],
+         [{"policies": ["p/a", "p/b"], "nodes": ["n1"]}]),
+        ([_policy("a", selector={"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "rail", "operator": "In", "values": ["a"]}]}]}), _policy("b")],
+         [_node("n1", rail="a"), _node("n2", rail="b")], [{"policies": ["p/a", "p/b"], "nodes": ["n1"]}]),
+        ([_policy("a", selector={"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "rail", "operator": "DoesNotExist"}]}]}), _policy("b", selector={"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "rail", "operator": "Exists"}]}]})],
+         [_node("n1", rail="a"), _node("n2")], []),
+    ],
+    ids=["disjoint-pf-names", "different-link-types", "eth-alias-overlaps", "only-where-both-select",
+         "exists-vs-does-not-exist-never-meet"],
+)  # fmt: skip
+def test_policy_overlap_needs_a_shared_node_and_a_shared_device(
+    policies: list[dict[str, Any]], nodes: list[dict[str, Any]], expected: list[dict[str, Any]]
+) -> None:
+    assert rules.policy_overlaps(policies, nodes) == expected
+
+
+@given(
+    st.integers(0, 99),
+    st.integers(0, 999),
+    st.integers(0, 999),
+    st.sampled_from(["", "-rc.1", "+abc", "-alpha.0+x"]),
+)
+def test_parse_version_reads_what_git_versions_render(
+    major: int, minor: int, patch: int, suffix: str
+) -> None:
+    assert rules.parse_version(f"v{major}.{minor}.{patch}{suffix}") == (major, minor, patch)
+    assert rules.parse_version(f"{major}.{minor}") == (major, minor, 0)
+
+
+@pytest.mark.parametrize(
+    "text", ["", "latest", "v.1.2", "x1.36.0"], ids=["empty", "word", "dot-first", "prefix"]
+)
+def test_parse_version_rejects_what_is_not_a_version_naming_it(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a Kubernetes version"):
+        rules.parse_version(text)

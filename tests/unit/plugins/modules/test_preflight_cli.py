@@ -1,0 +1,161 @@
+"""Tests for ``sriov-dra preflight`` without a cluster: the guard contract, output, exit codes.
+
+The node checks themselves are ``sriov_dra.host.preflight_node`` (tested through the module in
+``tests/unit/plugins/modules/test_preflight.py`` and for the real ADD in ``tests/host``); here the
+CLI's guard contract (the guard's own parser) must agree with the collection's on every layout.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.sriovnet.dra.plugins.modules import preflight as module
+from tests.ansible import node_fixture
+
+from sriov_dra.cli import main
+from sriov_dra.cli import preflight as cli
+from sriov_dra.host import preflight_node
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> dict[str, Any]:
+    return {**node_fixture.prepare(tmp_path / "node"), "add_check": False}
+
+
+def _by_name(found: list[dict[str, str]]) -> dict[str, dict[str, str]]:
+    return {c["name"]: c for c in found}
+
+
+def _both(options: dict[str, Any]) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    return (
+        _by_name(preflight_node.node_checks(options, cli.CONTRACT)),
+        _by_name(preflight_node.node_checks(options, module.CONTRACT)),
+    )
+
+
+def test_a_good_node_passes_the_guard_checks_of_both_contracts(node: dict[str, Any]) -> None:
+    ours, collection = _both(node)
+    conf = node["cni_conf_dir"]
+    assert (
+        ours["guard-first"]
+        == collection["guard-first"]
+        == {
+            "name": "guard-first",
+            "status": "pass",
+            "detail": f"first CNI config in {conf} is 00-multus-guard.conflist",
+            "fix": "",
+        }
+    )
+    assert ours["guard-config"]["detail"] == (
+        f"{conf}/00-multus-guard.conflist: mode thick, primary pinned to {conf}/10-flannel.conflist"
+    )
+    assert ours["guard-config"] == collection["guard-config"]
+
+
+def _unpinned(node: dict[str, Any]) -> None:
+    Path(node["multus_daemon_config"]).write_text(json.dumps({"multusConfigFile": "auto"}))
+
+
+def _recursive(node: dict[str, Any]) -> None:
+    primary = Path(node["cni_conf_dir"]) / "10-flannel.conflist"
+    primary.write_text(json.dumps({"cniVersion": "1.0.0", "name": "x", "plugins": [{"type": "multus-shim"}]}))
+
+
+def _uncapable(node: dict[str, Any]) -> None:
+    primary = Path(node["cni_conf_dir"]) / "10-flannel.conflist"
+    plugins = [{"type": "flannel"}, {"type": "portmap", "capabilities": {"portMappings": True}}]
+    primary.write_text(json.dumps({"cniVersion": "1.0.0", "name": "cbr0", "plugins": plugins}))
+
+
+def _not_json(node: dict[str, Any]) -> None:
+    (Path(node["cni_conf_dir"]) / "00-multus-guard.conflist").write_text("{")
+
+
+BROKEN = [
+    (_unpinned, "multusConfigFile is auto but multusMasterCNI is not set"),
+    (_recursive, "is a Multus or guard config (recursion)"),
+    (_uncapable, "capabilities ['portMappings'] of the primary"),
+    (_not_json, "is not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(
+    ("breaks", "said"),
+    BROKEN,
+    ids=["unpinned-thick-primary", "recursive-primary", "missing-capability", "not-json"],
+)
+def test_a_broken_guard_setup_fails_guard_config_in_both_with_the_same_fix(
+    node: dict[str, Any], breaks: Any, said: str
+) -> None:
+    breaks(node)
+    ours, collection = _both(node)
+    assert ours["guard-config"]["status"] == collection["guard-config"]["status"] == "fail"
+    assert said in ours["guard-config"]["detail"]
+    assert (
+        ours["guard-config"]["fix"]
+        == collection["guard-config"]["fix"]
+        == (
+            "fix the guard and Multus settings named above and rerun the sriovnet.dra.multus and sriovnet.dra.guard roles"
+        )
+    )
+
+
+def test_a_missing_conf_dir_fails_guard_first_with_the_create_fix(
+    node: dict[str, Any], tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere"
+    ours, collection = _both({**node, "cni_conf_dir": str(missing)})
+    assert (
+        ours["guard-first"]["fix"]
+        == collection["guard-first"]["fix"]
+        == (f"create {missing} and run the sriovnet.dra.guard role")
+    )
+    assert ours["guard-first"]["detail"].startswith(f"cannot list the CNI config directory {missing}")
+
+
+FOUND = [
+    {"name": "kubernetes-version", "status": "pass", "detail": "the API server is v1.36.3", "fix": ""},
+    {
+        "name": "plugin-rbac",
+        "status": "fail",
+        "detail": "ServiceAccount a/b may not: get core/pods",
+        "fix": "bind",
+    },
+    {"name": "cni-add", "status": "skip", "detail": "skipped: not root", "fix": ""},
+]
+
+
+def test_text_output_is_one_line_per_check_and_the_fix_under_a_failure() -> None:
+    out = io.StringIO()
+    cli.render(FOUND, "text", out)
+    assert out.getvalue() == (
+        "PASS kubernetes-version: the API server is v1.36.3\n"
+        "FAIL plugin-rbac: ServiceAccount a/b may not: get core/pods\n"
+        "     fix: bind\n"
+        "SKIP cni-add: skipped: not root\n"
+    )
+
+
+def test_json_output_carries_every_check_and_the_failed_names() -> None:
+    out = io.StringIO()
+    cli.render(FOUND, "json", out)
+    assert json.loads(out.getvalue()) == {"checks": FOUND, "failed_checks": ["plugin-rbac"]}
+
+
+def test_without_a_kubeconfig_it_exits_2_naming_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "kubeconfig"
+    assert main.main(["preflight", "--kubeconfig", str(missing), "--no-node-checks"]) == 2
+    assert f"no kubeconfig at {missing}; pass --kubeconfig" in capsys.readouterr().err
+
+
+def test_node_checks_and_add_check_can_be_switched_off() -> None:
+    args = main.build_parser().parse_args(
+        ["preflight", "--no-node-checks", "--no-add-check", "--output", "json"]
+    )
+    assert (args.node_checks, args.add_check, args.output) == (False, False, "json")
