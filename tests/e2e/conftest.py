@@ -1,9 +1,11 @@
 """The e2e tier: one lab (control plane, two simulated nodes, every service) for the whole session.
 
-The lab is :class:`sriov_dra.lab.stack.LabStack`, the same object ``sriov-dra lab demo`` runs.
-It skips (fails when ``SRIOV_DRA_REQUIRE_TIERS`` names ``e2e``) only when a real part cannot
-start on this machine: not root, no namespace tools, pinned binaries not built, a control plane
-component that does not come up. A service of this project that fails to start is a test error.
+The lab is :class:`sriov_dra.lab.stack.LabStack`, the same object ``sriov-dra lab demo`` runs: it
+installs through the collection's roles (``playbooks/lab.yml``; a role that fails is a test error,
+its output in ``<lab>/ansible/ansible-*.log``) and then starts the services as processes. It
+skips (fails when ``SRIOV_DRA_REQUIRE_TIERS`` names ``e2e``) only when a real part cannot start on
+this machine: not root, no namespace tools, pinned binaries not built, a control plane component
+that does not come up. A service of this project that fails to start is a test error.
 
 Every test works in its own namespace; the administrator's cluster objects the tests share are
 the spec §14.2 mappings (DeviceAttributes, SriovResourcePolicy, DeviceClasses), applied once.

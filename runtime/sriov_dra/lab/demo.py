@@ -3,7 +3,8 @@
 Phases, each on a clean lab state, each ending with its workloads deleted and a leftover count:
 
 1. start the lab (:class:`~sriov_dra.lab.stack.LabStack`: control plane, two simulated nodes with
-   two rails each, plugins, guards, Multus, IPAM, operator);
+   two rails each, ``playbooks/lab.yml`` with the collection's roles (one summary line per role),
+   plugins, guards, Multus, IPAM, operator);
 2. spec §14.2 (``examples/gpu-nic-pairs``): the GPU/NIC pairs example, applied verbatim (the lab's
    PF names, node label and documentation CIDRs already match it, so no substitution is needed);
    the spec §14.4 correlation table; the spec §16.2 checks (two GPUs and two VFs, pairwise equal
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sriov_dra.kube import objects
-from sriov_dra.lab import binaries, iproute, leftovers, processes, stack, topology, workloads
+from sriov_dra.lab import binaries, iproute, leftovers, processes, roles, stack, topology, workloads
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
@@ -364,9 +365,17 @@ def run(
     try:
         try:
             lab.start()
+        except roles.PlaybookFailed as exc:
+            say(f"FAIL: the collection's roles failed on the lab: {exc}")
+            return 2
         except (topology.TopologyError, iproute.IpError) as exc:
             say(f"FAIL: the lab cannot start on this machine: {exc}")
             return 2
+        say(
+            f"    installed through the collection's roles (playbooks/lab.yml, logs {lab.workdir / 'ansible'}/ansible-*.log):"
+        )
+        for summary in lab.role_summaries:
+            say(f"      {summary.line()}")
         say(f"    ready in {time.monotonic() - start:.0f} s; KUBECONFIG={lab.cp.kubeconfig}")
         demo = Demo(lab, inspector, verdict, hold=hold)
         steps: dict[str, Callable[[], None]] = {

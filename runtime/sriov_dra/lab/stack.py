@@ -3,21 +3,26 @@
 Owns the lab's wiring, in this order (``LabStack.start``), each step after the previous succeeded:
 
 1. the control plane (:mod:`~sriov_dra.lab.controlplane`, with an audit log);
-2. cluster objects the product ships: the driver and operator CRDs, the DeviceClass, the guard
-   and operator RBAC, the lab's Multus/whereabouts identities and whereabouts CRDs, the policy and
-   operator namespaces, the synthetic GPU DeviceClass;
+2. lab-only cluster objects no role ships: the whereabouts CRDs, the lab's Multus/whereabouts
+   identities, the synthetic GPU DeviceClass;
 3. per node: the Node (Ready, with a Lease), its machine (:mod:`~sriov_dra.lab.topology`: fake
    sysfs, node network and mount namespaces, veth VFs), the API relay into the node namespace, the
-   node's CNI files (bin dir, primary network, Multus and whereabouts kubeconfigs, the guard's
-   conflist written by ``sriov-dra-guard install``), the guard daemon, the DRA plugin
+   node's CNI files the roles expect to find (bin dir with the pinned plugins, primary network,
+   Multus and whereabouts kubeconfigs) and the ``multus-guard`` shim, written by the command the
+   guard DaemonSet's init container runs;
+4. ``playbooks/lab.yml`` (:mod:`~sriov_dra.lab.roles`): the roles ``multus``, ``guard``, ``vfs``,
+   ``plugin`` and ``operator`` without their DaemonSets/Deployment, i.e. every CRD, DeviceClass,
+   namespace, ServiceAccount and RBAC object they ship, Multus's node files, the guard's conflist
+   (``sriovnet.dra.cni_config``) and the VF counts checked on the fake sysfs;
+5. per node, the services: thick Multus (``--multus thick``), the guard daemon, the DRA plugin
    (``python -m sriov_dra.driver``), the synthetic ``gpu.nvidia.com`` kubelet plugin
    (:mod:`~sriov_dra.lab.gpu_plugin`), the kubelet simulator (registered with both), and the
    synthetic GPU ResourceSlice;
-4. the operator (``python -m sriov_dra.operator``).
+6. the operator (``python -m sriov_dra.operator``).
 
 Services are started as processes through their entrypoints, inside the node's namespaces (no
-service module is imported). The Ansible roles are not used here (see the README: the lab starts
-processes directly). Stop is the reverse order; each process is stopped by its PID.
+service module is imported): there is no container runtime for the roles' workloads. Stop is the
+reverse order; each process is stopped by its PID.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from sriov_dra.lab import (
     kubelet_sim,
     multus,
     processes,
+    roles,
     sandboxes,
     session,
     topology,
@@ -170,12 +176,15 @@ class LabStack:
         self.operator: processes.Process | None = None
         self.api: Any = None
         self._kubeconfigs: dict[str, Path] = {}
+        self.role_summaries: list[roles.RoleSummary] = []
+        self._playbook_runs: list[roles.PlaybookRun] = []
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> LabStack:
         """Start everything (see the module docstring); stop what started on failure.
 
-        Raises: ``binaries.BinaryMissing``, ``processes.ProcessFailed``, ``topology.TopologyError``.
+        Raises: ``binaries.BinaryMissing``, ``processes.ProcessFailed``, ``topology.TopologyError``,
+        ``roles.PlaybookFailed``.
         """
         for name in CNI_BINARIES:
             binaries.find(name)
@@ -188,9 +197,15 @@ class LabStack:
         try:
             self.cp.start()
             self.api = self.cp.api()
-            self._install_cluster_objects()
+            inventory = self._write_inventory()
+            cluster_run = self._start_roles(inventory, "localhost", "cluster")
+            self._install_lab_objects()
             for index in range(1, self.options.nodes + 1):
-                self._start_node(index)
+                self._prepare_node(index)
+            node_run = self._start_roles(inventory, roles.NODE_GROUP, "nodes")
+            self._finish_roles(cluster_run, node_run)
+            for node in self.nodes:
+                self._start_services(node)
             if self.options.operator:
                 self.start_operator()
         except BaseException:
@@ -200,6 +215,9 @@ class LabStack:
 
     def stop(self) -> None:
         """Stop every process and kubelet, remove node namespaces and the control plane. Idempotent."""
+        for run in self._playbook_runs:
+            run.kill()
+        self._playbook_runs.clear()
         for node in self.nodes:
             if node.kubelet is not None:
                 node.kubelet.stop()
@@ -227,25 +245,73 @@ class LabStack:
             self._kubeconfigs[name] = self.cp._kubeconfig(name, user, groups)
         return self._kubeconfigs[name]
 
-    def _install_cluster_objects(self) -> None:
-        namespaces = [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-            for ns in (POLICY_NAMESPACE, OPERATOR_NAMESPACE)
-        ]
-        crds = load_manifests(MANIFESTS / "crds", MANIFESTS / "lab" / "whereabouts-crds.yaml")
-        apply.apply_objects(self.api, namespaces + crds)
+    def _install_lab_objects(self) -> None:
+        """What no role ships: whereabouts' CRDs, the lab's Multus/whereabouts identities, the GPU class."""
+        crds = load_manifests(MANIFESTS / "lab" / "whereabouts-crds.yaml")
+        apply.apply_objects(self.api, crds)
+        rbac = load_manifests(MANIFESTS / "lab" / "node-components-rbac.yaml")
+        apply.apply_objects(self.api, [*rbac, session.gpu_device_class()])
         apply.wait_crds_established(self.api, [c["metadata"]["name"] for c in crds])
-        rbac = load_manifests(
-            MANIFESTS / "plugin" / "rbac.yaml",
-            MANIFESTS / "guard" / "clusterrole.yaml",
-            MANIFESTS / "lab" / "node-components-rbac.yaml",
-            MANIFESTS / "operator" / "rbac.yaml",
-        )
-        classes = load_manifests(MANIFESTS / "deviceclasses")
-        apply.apply_objects(self.api, [*rbac, *classes, session.gpu_device_class()])
+
+    def _write_inventory(self) -> Path:
+        """The inventory of ``playbooks/lab.yml`` for this lab's nodes (see :mod:`~sriov_dra.lab.roles`)."""
+        thick = self.options.multus_mode == "thick"
+        hosts = []
+        for index, name in enumerate(session.node_names(self.options.nodes), start=1):
+            lay = topology.NodeLayout.for_node(self.workdir, self.lab_id, name, index)
+            node_vars: dict[str, Any] = {
+                "guard_socket": str(lay.guard_socket),
+                "vfs_node_name": name,
+                "vfs_host_root": str(lay.sysfs_root),
+                "vfs_pfs": [{"pf": pf, "num_vfs": self.options.vfs_per_pf} for pf, *_ in topology.RAILS],
+            }
+            prefix = topology.NodeMachine(lay).exec_prefix()
+            hosts.append(roles.NodeHost(name, tuple(prefix), node_vars))
+        cluster_vars: dict[str, Any] = {
+            "multus_mode": self.options.multus_mode,
+            "multus_primary_cni": PRIMARY_FILE,
+            "guard_mode": self.options.multus_mode,
+            "guard_primary_cni": PRIMARY_FILE,
+            "guard_namespace": POLICY_NAMESPACE,
+            "guard_shim_interpreter": sys.executable,
+            "vfs_timeout": 5,
+            "plugin_namespace": PLUGIN_SERVICE_ACCOUNT[0],
+            "plugin_policy_namespace": self.options.policy_namespace,
+            "plugin_multus_auto_attach": self.options.auto_attach,
+            "operator_namespace": OPERATOR_NAMESPACE,
+        }
+        if thick:
+            # The lab's multus-daemon runs in the node's mount namespace, not in a container with /host.
+            cluster_vars["guard_cluster_network"] = f"/etc/cni/net.d/{PRIMARY_FILE}"
+            cluster_vars["guard_multus_extra"] = {
+                "daemonConfigFile": DAEMON_CONFIG,
+                "daemonSocketDir": THICK_SOCKET_DIR,
+            }
+        workdir = self.workdir / "ansible"
+        return roles.write_inventory(workdir, roles.inventory(workdir, hosts, cluster_vars))
+
+    def _start_roles(self, inventory: Path, limit: str, name: str) -> roles.PlaybookRun:
+        run = roles.PlaybookRun(
+            inventory.parent, inventory, kubeconfig=self.cp.kubeconfig, limit=limit, name=name
+        ).start()
+        self._playbook_runs.append(run)
+        return run
+
+    def _finish_roles(self, *runs: roles.PlaybookRun) -> None:
+        """Wait for ``runs`` (collecting their summaries), then for every shipped CRD to be established.
+
+        Raises: ``roles.PlaybookFailed``.
+        """
+        timeout_s = max(300.0, 3 * self.options.start_timeout_s)
+        summaries = [s for run in runs for s in run.wait(timeout_s)]
+        self.role_summaries = roles.merge(summaries)
+        self._playbook_runs.clear()
+        crds = load_manifests(MANIFESTS / "crds")
+        apply.wait_crds_established(self.api, [c["metadata"]["name"] for c in crds])
 
     # ------------------------------------------------------------------ nodes
-    def _start_node(self, index: int) -> NodeStack:
+    def _prepare_node(self, index: int) -> NodeStack:
+        """Node object, machine, API relay and the node's CNI files; the services start later."""
         name = session.node_names(index)[-1]
         layout = topology.NodeLayout.for_node(self.workdir, self.lab_id, name, index)
         sim_node = SimulatedNode(
@@ -260,14 +326,17 @@ class LabStack:
         machine.create()
         self._start_apiproxy(node)
         self._install_cni(node)
+        return node
+
+    def _start_services(self, node: NodeStack) -> None:
+        """Start ``node``'s processes (after the roles installed their objects and files)."""
         if self.options.multus_mode == "thick":
             self._start_thick_multus(node)
         self._start_guard(node)
         self.start_plugin(node)
         self._start_gpu_plugin(node)
         self.start_kubelet(node)
-        apply.apply_objects(self.api, [session.gpu_slice(name)])
-        return node
+        apply.apply_objects(self.api, [session.gpu_slice(node.name)])
 
     def node(self, name: str) -> NodeStack:
         """The running node ``name``. Raises: ``KeyError``."""
@@ -378,44 +447,26 @@ class LabStack:
         }
         (wb_dir / "whereabouts.conf").write_text(json.dumps(flat, indent=2) + "\n")
         (wb_dir / "nodename").write_text(node.name + "\n")
+        # The guard DaemonSet's init container command; the conflist is the guard role's (playbooks/lab.yml).
         done = node.machine.run_in_node(
             [
                 sys.executable,
-                "-m",
-                "sriov_dra.guard.main",
-                "install",
-                "--bin-dir",
+                "-c",
+                "import pathlib, sys; from sriov_dra.guard import install; "
+                "install.write_shim(pathlib.Path(sys.argv[1]), interpreter=sys.argv[2])",
                 "/opt/cni/bin",
-                "--conf-dir",
-                "/etc/cni/net.d",
-                "--mode",
-                self.options.multus_mode,
-                "--primary-config",
-                f"/etc/cni/net.d/{PRIMARY_FILE}",
-                "--socket",
-                str(lay.guard_socket),
-                "--interpreter",
                 sys.executable,
-                *(
-                    [
-                        "--multus",
-                        json.dumps({"daemonConfigFile": DAEMON_CONFIG, "daemonSocketDir": THICK_SOCKET_DIR}),
-                    ]
-                    if self.options.multus_mode == "thick"
-                    else []
-                ),
             ]
         )
         if done.returncode != 0:
             raise processes.ProcessFailed(
-                f"sriov-dra-guard install on {node.name} failed: {done.stderr.strip()}"
+                f"installing the multus-guard shim on {node.name} failed: {done.stderr.strip()}"
             )
 
     def _start_thick_multus(self, node: NodeStack) -> None:
         """Thick Multus: ``multus-daemon`` on the node, pinned to the lab primary, in-cluster credentials."""
         lay = node.layout
         sa = lay.host_dir(SA_DIR)
-        self._ensure_service_account("kube-system", "multus")
         (sa / "token").write_text(
             multus.request_token(self.api, namespace="kube-system", name="multus", expiration_s=86400)
         )
@@ -434,6 +485,8 @@ class LabStack:
             "binDir": "/opt/cni/bin",
             "cniDir": "/var/lib/cni/multus",
         }
+        # Replaces the multus role's daemon config, which is shaped for the DaemonSet's container (/host
+        # mounts, chroot); both pin the same primary.
         host_config = lay.cni_conf_dir / DAEMON_CONFIG.removeprefix("/etc/cni/net.d/")
         host_config.write_text(json.dumps(config, indent=2) + "\n")
         port = self.cp.ports["kube-apiserver"]
@@ -455,20 +508,9 @@ class LabStack:
             process=proc,
         )
 
-    def _ensure_service_account(self, namespace: str, name: str) -> None:
-        apply.apply_objects(
-            self.api,
-            [
-                {
-                    "apiVersion": "v1",
-                    "kind": "ServiceAccount",
-                    "metadata": {"name": name, "namespace": namespace},
-                }
-            ],
-        )
-
     def _start_guard(self, node: NodeStack) -> None:
-        kubeconfig = self.kubeconfig("guard", "system:serviceaccount:kube-system:sriov-dra-guard")
+        # The ServiceAccount the guard role creates and binds to the shipped ClusterRole.
+        kubeconfig = self.kubeconfig("guard", f"system:serviceaccount:{POLICY_NAMESPACE}:sriov-dra-guard")
         proc = self._spawn(
             node,
             "guard",
