@@ -136,9 +136,8 @@ def check_cni_exec(bin_dir: str, names: Sequence[str], timeout_s: float) -> dict
         "CNI_COMMAND=VERSION failed for: {}".format(", ".join(bad))
         if bad
         else "every present CNI binary answered CNI_COMMAND=VERSION",
-        "reinstall {} in {} for this node's architecture and check that each runs (CNI_COMMAND=VERSION {}/<plugin>)".format(
-            ", ".join(bad), bin_dir, bin_dir
-        ),
+        f"reinstall {', '.join(bad)} in {bin_dir} for this node's architecture and check that each runs "
+        f"(CNI_COMMAND=VERSION {bin_dir}/<plugin>)",
     )
 
 
@@ -335,8 +334,8 @@ def check_cni_add(bin_dir: str, timeout_s: float, enabled: bool = True) -> dict[
             name,
             False,
             f"test {step} failed: {exc}",
-            f"make {bin_dir}/{ADD_PLUGIN} and {bin_dir}/{ADD_IPAM} run on this node (same architecture, kernel bridge and veth support) and retry; "
-            "the CNI path cannot attach Pods while a plain ADD fails",
+            f"make {bin_dir}/{ADD_PLUGIN} and {bin_dir}/{ADD_IPAM} run on this node (same architecture, kernel "
+            "bridge and veth support) and retry; the CNI path cannot attach Pods while a plain ADD fails",
         )
     finally:
         for ns in made:
