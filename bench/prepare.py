@@ -14,6 +14,13 @@ GET, Pod patch, k source GETs, k shadow creates) — the plain path's best-effor
 ``status.devices`` write comes on top; and latency ≤ 1.3 × the bare requests. Absolute times
 depend on the machine; starting the control plane is not part of any number.
 
+Where the rest goes (profiled, issue 5): the three checkpoint writes the spec orders (``Pending``
+before the first shadow create, the shadow UIDs before the Pod patch, ``Ready`` durably before
+the answer; spec §8.1 steps 2, 3, 5) each cost a file and a directory ``fsync``, and the
+plugin's own CPU work (rendering, identity hashing, checkpoint encoding and validation) runs on
+the same cores as the local control plane. The CDI specs are written without ``fsync``
+(``host.cdi``: derived files, rebuilt by every prepare).
+
 Run as a script: ``.venv/bin/python bench/prepare.py [rounds]``.
 """
 
