@@ -1,4 +1,4 @@
-"""The ``sriov-dra`` command: admin and lab subcommands.
+"""The sriov-dra command: admin and lab subcommands.
 
 Owns argument parsing and the mapping of subcommands to the modules that implement them. Exits
 non-zero with a one-line actionable message on failure; never prints a traceback for expected
@@ -12,6 +12,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from kubernetes.config import ConfigException
+
+from sriov_dra.kube import errors as kube_errors
 from sriov_dra.lab import binaries, processes
 
 
@@ -90,6 +93,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except processes.ProcessFailed as exc:
         print(f"sriov-dra: {exc}", file=sys.stderr)
         return 1
+    except ConfigException as exc:
+        print(
+            f"sriov-dra: no usable kubeconfig ({exc}); pass --kubeconfig FILE or set KUBECONFIG",
+            file=sys.stderr,
+        )
+        return 2
+    except kube_errors.ApiError as exc:
+        print(f"sriov-dra: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # cleanup ran in the subcommand's finally blocks
+        print("sriov-dra: interrupted", file=sys.stderr)
+        return 130
     return status
 
 
