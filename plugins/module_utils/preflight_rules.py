@@ -307,7 +307,9 @@ def cluster_checks(
         _check(
             "no-overlapping-policies",
             not overlaps,
-            "; ".join(overlaps) if overlaps else f"{len(policies)} SriovResourcePolicies, none overlapping",
+            "; ".join(overlaps)
+            if overlaps
+            else f"{len(policies)} SriovResourcePolic{'y' if len(policies) == 1 else 'ies'}, none overlapping",
             "give the policies disjoint nodeSelectors or resourceFilters (pfNames, pciAddresses, vendors, devices); "
             "independent overlapping policies are forbidden",
         ),

@@ -153,7 +153,7 @@ def check_guard_first(conf_dir: str, guard_file: str, contract: GuardContract) -
     return result(
         "guard-first",
         first == guard_file,
-        f"first CNI config in {conf_dir} is {first}",
+        f"first CNI config in {conf_dir} is {first}" if first else f"no CNI config in {conf_dir}",
         "run the sriovnet.dra.guard role so that {} is installed and sorts first (files now: {})".format(
             guard_file, ", ".join(files) or "none"
         ),
@@ -171,7 +171,7 @@ def check_guard_config(
             "guard-config",
             False,
             message(exc),
-            "fix the guard and Multus settings named above and rerun the sriovnet.dra.multus and "
+            "correct the file or key this check's detail names, then rerun the sriovnet.dra.multus and "
             "sriovnet.dra.guard roles",
         )
     return result("guard-config", True, detail)

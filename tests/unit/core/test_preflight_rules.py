@@ -196,3 +196,14 @@ def test_parse_version_reads_what_git_versions_render(
 def test_parse_version_rejects_what_is_not_a_version_naming_it(text: str) -> None:
     with pytest.raises(ValueError, match="is not a Kubernetes version"):
         rules.parse_version(text)
+
+
+@pytest.mark.parametrize(
+    ("count", "detail"),
+    [(0, "0 SriovResourcePolicies, none overlapping"), (1, "1 SriovResourcePolicy, none overlapping"),
+     (2, "2 SriovResourcePolicies, none overlapping")],
+    ids=["none", "one-is-singular", "two-plural"],
+)
+def test_policy_count_in_the_passing_overlap_detail_is_grammatical(count: int, detail: str) -> None:
+    policies = [_policy(f"p{i}", pfNames=[f"ens{i}f0"]) for i in range(count)]
+    assert _one("no-overlapping-policies", policies=policies)["detail"] == detail

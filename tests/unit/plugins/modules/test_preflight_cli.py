@@ -99,7 +99,7 @@ def test_a_broken_guard_setup_fails_guard_config_in_both_with_the_same_fix(
         ours["guard-config"]["fix"]
         == collection["guard-config"]["fix"]
         == (
-            "fix the guard and Multus settings named above and rerun the sriovnet.dra.multus and sriovnet.dra.guard roles"
+            "correct the file or key this check's detail names, then rerun the sriovnet.dra.multus and sriovnet.dra.guard roles"
         )
     )
 
@@ -159,3 +159,14 @@ def test_node_checks_and_add_check_can_be_switched_off() -> None:
         ["preflight", "--no-node-checks", "--no-add-check", "--output", "json"]
     )
     assert (args.node_checks, args.add_check, args.output) == (False, False, "json")
+
+
+def test_an_empty_cni_config_directory_says_there_is_no_config_not_none(node: dict[str, Any]) -> None:
+    conf = Path(node["cni_conf_dir"])
+    for f in conf.iterdir():
+        if f.is_file():
+            f.unlink()
+    ours, collection = _both(node)
+    assert ours["guard-first"]["status"] == "fail"
+    assert ours["guard-first"]["detail"] == collection["guard-first"]["detail"] == f"no CNI config in {conf}"
+    assert ours["guard-first"]["fix"].endswith("(files now: none)")
