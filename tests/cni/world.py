@@ -15,6 +15,7 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes import client
@@ -145,6 +146,16 @@ class World:
         pod = self.core.read_namespaced_pod(name, self.namespace)
         doc: dict[str, Any] = self.api.sanitize_for_serialization(pod)
         return doc
+
+    def pod_exists(self, name: str) -> bool:
+        """True while Pod ``name`` can be read (``False`` once it is gone)."""
+        try:
+            self.core.read_namespaced_pod(name, self.namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def create_nad(self, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         """Create a NAD (remembered for finalizer cleanup)."""
@@ -289,6 +300,34 @@ class World:
         return sorted(
             p.name for p in directory.iterdir() if not p.name.startswith(("last_reserved_ip", "lock"))
         )
+
+    def host_local_reservations(self, network: str) -> dict[str, str]:
+        """host-local's reservations of CNI network ``network``: ``{ip: container ID}``.
+
+        ``network`` is the CNI ``name`` (a rail's ``cni_name``, or ``lab-primary`` for the primary).
+        """
+        directory = self.node.host_local_dir / network
+        if not directory.exists():
+            return {}
+        return {
+            p.name: p.read_text().splitlines()[0].strip()
+            for p in directory.iterdir()
+            if not p.name.startswith(("last_reserved_ip", "lock"))
+        }
+
+    def multus_cache_dir(self, mode: str) -> Path:
+        """Multus's delegate cache dir (``cniDir``) for ``mode``: ``<dir>/<container ID>`` per sandbox."""
+        if mode == "thin":
+            return self.node.thin_cache
+        assert self.node.thick is not None
+        return self.node.thick.cache_dir
+
+    def add_vfs(self, pcis: Sequence[str]) -> list[netns.LabVf]:
+        """Create more lab VFs (deleted at close) and add them to the node's VF map."""
+        made = netns.create_vfs(list(pcis), prefix="cvx")
+        self.vfs.extend(made)
+        self.node.use_vfs(self.vfs)
+        return made
 
     def status_entries(self, pod: str) -> list[dict[str, Any]]:
         """The Pod's live network-status entries."""

@@ -56,7 +56,11 @@ class CniNodeSettings:
 
 
 class CniNode:
-    """A node's CNI stack on a control plane; :meth:`start` then :meth:`stop`."""
+    """A node's CNI stack on a control plane; :meth:`start` then :meth:`stop`.
+
+    :meth:`restart_thick` and :meth:`restart_guard` restart one daemon in between, keeping its
+    on-disk state.
+    """
 
     def __init__(
         self, cp: controlplane.ControlPlane, workdir: Path, settings: CniNodeSettings | None = None
@@ -188,6 +192,25 @@ class CniNode:
             multus=keys,
             check=[f"--multus-master-cni={PRIMARY_NAME}", f"--autoconfig-dir={self.conf_dirs[mode]}"],
         )
+
+    def restart_thick(self) -> None:
+        """Restart the thick ``multus-daemon`` as a DaemonSet Pod restart would: same config, socket
+        dir and delegate cache dir (``thick.cache_dir``), which stay on disk in between.
+
+        Raises: ``processes.ProcessFailed`` when the new process exits or never answers ``/healthz``.
+        """
+        assert self.thick is not None, "restart_thick() needs a started CniNode"
+        self.thick.stop()
+        self.thick.start()
+
+    def restart_guard(self) -> None:
+        """Restart the guard daemon on the same socket, kubeconfig and metrics port.
+
+        Raises: ``processes.ProcessFailed`` when the new process exits or never answers ``/healthz``.
+        """
+        assert self.guard is not None, "restart_guard() needs a started CniNode"
+        self.guard.stop()
+        self.guard.start()
 
     def stop(self) -> None:
         """Stop the guard, the thick daemon and the heartbeat; delete the uplink. Idempotent."""
