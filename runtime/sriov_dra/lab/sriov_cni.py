@@ -11,9 +11,12 @@ contract the guard and Multus depend on, and nothing more:
 * The interface is moved into ``CNI_NETNS`` and renamed to ``CNI_IFNAME``; IPAM is delegated to
   the real plugin named by ``ipam.type`` (found on ``CNI_PATH``, same stdin), its addresses and
   routes are applied and the link is set up. The result is the IPAM result plus the interface.
-* DEL runs IPAM DEL with the same stdin (so host-local and whereabouts release even when the
-  sandbox is gone), then moves the interface back to the host namespace under its lab name if it
-  is still in the sandbox, and forgets the VF. A DEL with no record of an ADD succeeds.
+* DEL, like sriov-cni's, reads only its own record: with no record of an ADD it succeeds and does
+  nothing, not even IPAM DEL (so a lost state dir leaks like a lost sriov-cni cache). With a
+  record it runs IPAM DEL with the same stdin (so host-local and whereabouts release even when
+  the sandbox is gone), moves the interface back to the host namespace under its lab name if it
+  is still in the sandbox, and forgets the VF. An ADD that fails after its IPAM ADD runs IPAM DEL
+  before failing, as sriov-cni's deferred cleanup does.
 * VLAN, trust, spoof checking, rates and MAC programming of a PF are not emulated (veth has no
   PF); those keys are accepted and ignored.
 
@@ -25,6 +28,7 @@ lab's CNI bin dir (:func:`sriov_dra.lab.cni.build_bin_dir`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -104,6 +108,7 @@ def _add(conf: dict[str, Any], stdin: bytes, vf_map: dict[str, str], state_dir: 
         atomicfile.remove_durable(state)
         atomicfile.remove_durable(marker)
         raise
+    result: dict[str, Any] | None = None
     try:
         result = _ipam(conf, "ADD", stdin) or {}
         for ip in result.get("ips", []):
@@ -113,6 +118,10 @@ def _add(conf: dict[str, Any], stdin: bytes, vf_map: dict[str, str], state_dir: 
             netlink.add_route(route["dst"], gateway=route.get("gw"), name=ifname, netns_path=netns)
         mac = next((link.mac for link in netlink.links(netns) if link.name == ifname), None)
     except BaseException:
+        if result is not None:  # IPAM ADD succeeded: release before failing
+            # The ADD's own error is the one to report; the runtime's DEL has no record left.
+            with contextlib.suppress(PluginError):
+                _ipam(conf, "DEL", stdin)
         netlink.move_link(ifname, target_netns=None, new_name=host_ifname, netns_path=netns)
         atomicfile.remove_durable(state)
         atomicfile.remove_durable(marker)
@@ -128,12 +137,12 @@ def _add(conf: dict[str, Any], stdin: bytes, vf_map: dict[str, str], state_dir: 
 
 def _del(conf: dict[str, Any], stdin: bytes, state_dir: Path) -> None:
     container, ifname = os.environ.get("CNI_CONTAINERID", ""), os.environ.get("CNI_IFNAME", "")
-    _ipam(conf, "DEL", stdin)
     path = _state_path(state_dir, container, ifname)
     raw = atomicfile.read_optional(path)
     if raw is None:
-        return  # nothing recorded for this attachment: nothing to undo
+        return  # nothing recorded for this attachment: nothing to undo (sriov-cni without its cache)
     record = json.loads(raw)
+    _ipam(conf, "DEL", stdin)
     netns = record["netns"]
     if os.path.exists(netns) and ifname in netlink.link_names(netns):
         netlink.move_link(ifname, target_netns=None, new_name=record["hostIfname"], netns_path=netns)
