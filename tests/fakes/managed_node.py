@@ -119,6 +119,11 @@ class ManagedNode:
     worker_host_releases: int = 0
     lock_order: list[tuple[str, str]] = field(default_factory=list)
     points: list[str] = field(default_factory=list)
+    live_node_uid: str | None = NODE_UID
+    """The Node's UID as the API server has it now (``None``: deleted); the plugin recorded NODE_UID."""
+    node_uid_reads: int = 0
+    cdi_write_error: BaseException | None = None
+    """Raised by every CDI spec write while set (a full or read-only CDI directory)."""
 
     def __post_init__(self) -> None:
         pfs = fakesysfs.two_root_pfs(vfs_per_pf=2)
@@ -176,13 +181,22 @@ class ManagedNode:
         if point == self.kill_at:
             raise ko.Crash(point)
 
+    def _cdi_write(self, path: Path, data: bytes) -> None:
+        if self.cdi_write_error is not None:
+            raise self.cdi_write_error
+        cdi.default_write(path, data)
+
+    def _read_node_uid(self) -> str | None:
+        self.node_uid_reads += 1
+        return self.live_node_uid
+
     def restart(self) -> None:
         """A new plugin process: checkpoint re-read from disk, fresh locks and in-memory state."""
         self.store = checkpoint.CheckpointStore(
             self.root / "state" / checkpoint.CHECKPOINT_FILE_NAME, write=self._write
         )
         self.store.load()
-        self.cdi = cdi.CdiSpecs(self.root / "cdi")
+        self.cdi = cdi.CdiSpecs(self.root / "cdi", write=self._cdi_write)
         self.cdi.ensure_root()
         claim_locks, pod_locks = locks.KeyedLocks("claim"), locks.KeyedLocks("pod")
         self.metrics = observe.ManagedMetrics()
@@ -198,6 +212,7 @@ class ManagedNode:
             ),
             clock=self.clock,
             reporter=observe.Reporter(self.events, self.metrics),
+            node_uid=self._read_node_uid,
         )
         self.ctx = claim_context.ClaimContext(
             driver_name=fx.DRIVER,
@@ -268,6 +283,7 @@ class ManagedNode:
         return repair.RepairWorker(
             attach=self.attach,
             host_release=host_release,
+            host_prepare=lambda record: prepare.ensure_host(self.ctx, record),
             clear_status=lambda record: unprepare.clear_status(self.ctx, record),
             settings=repair.RepairSettings(**settings),
         )

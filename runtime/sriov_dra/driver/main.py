@@ -5,15 +5,18 @@ only after the previous one succeeded:
 
 1. settings (flags/environment; invalid → exit 2 with every problem listed), logging, every
    setting logged; ``--multus-auto-attach`` switches on ``driver.managed`` (shadow NADs, Pod
-   selections, release with finalizers) and its repair worker, whose first pass runs before
-   step 5;
+   selections, release with finalizers) and its repair worker;
 2. **checkpoint** loaded from ``<state dir>/checkpoint.json`` (a corrupt file or unknown version
    → exit 1 with the file named and left untouched);
-3. API client; the metrics/health HTTP server (``/healthz`` answers 503 until step 6 finishes);
+3. API client; the metrics/health HTTP server (``/healthz`` answers 503 until step 7 finishes);
 4. **discovery** of the node's VFs and the **publisher** (policy namespace and CRDs checked, the
    watches and the ResourceSlice worker started);
-5. the **DRA socket** serving NodePrepare/NodeUnprepare (v1, v1beta1) and device health;
-6. the **registration socket** (the kubelet may call step 5 as soon as it sees this one).
+5. *auto-attach only*: the Node's UID recorded, then the **repair worker** started and its first
+   complete pass awaited (spec §8.3: after the checkpoint load, before managed readiness), at
+   most ``--repair-first-pass-timeout-s`` (past it → exit 1 naming the last pass error; 0 = no
+   bound, progress logged); nothing is served to the kubelet before it;
+6. the **DRA socket** serving NodePrepare/NodeUnprepare (v1, v1beta1) and device health;
+7. the **registration socket** (the kubelet may call step 6 as soon as it sees this one).
 
 Shutdown (SIGTERM, SIGINT, SIGHUP, SIGQUIT): registration socket removed first (the kubelet
 deregisters), in-flight kubelet calls get ``shutdown_grace_s``, then the DRA socket, the
@@ -46,7 +49,7 @@ from sriov_dra.driver import (
     publisher,
     settings,
 )
-from sriov_dra.driver.managed import multus_layout
+from sriov_dra.driver.managed import multus_layout, service
 from sriov_dra.driver.managed import repair as managed_repair
 from sriov_dra.driver.managed import wiring as managed_wiring
 from sriov_dra.host import binding, cdi, checkpoint, fakesysfs
@@ -106,6 +109,8 @@ class Plugin:
         if self.stop_event.is_set():
             return False, "shutting down"
         if self.server is None:
+            if self.repair is not None:
+                return False, "starting: waiting for the auto-attach repair worker's first pass"
             return False, "starting: the DRA and registration sockets are not serving yet"
         state = self.server.registration
         if state is None:
@@ -155,7 +160,7 @@ class Plugin:
             raise StartupError(f"cannot build an API client from {where}: {exc}; fix --kubeconfig") from exc
 
     def start(self) -> None:
-        """Run startup steps 2-6 (see the module docstring).
+        """Run startup steps 2-7 (see the module docstring).
 
         Raises: StartupError naming the failed step and its fix.
         """
@@ -206,6 +211,7 @@ class Plugin:
                     registry=self.metrics.registry,
                     api_timeout_s=cfg.api_timeout_s,
                     multus=multus_layout.LayoutSource(cfg.multus_layout, cfg.multus_config_file),
+                    watched_node_uid=pub.watched_node_uid,
                 )
             except Exception as exc:
                 raise StartupError(f"cannot start auto-attach (reading Node {cfg.node_name}): {exc}") from exc
@@ -226,7 +232,9 @@ class Plugin:
             pod_locks=attach.locks.pod_locks if attach is not None else locks.KeyedLocks("pod"),
         )
         if attach is not None:
-            self.repair = managed_wiring.start_worker(attach, context)
+            self.repair = self._start_repair(attach, context)
+            if self.stop_event.is_set():  # a signal arrived while waiting: do not register
+                return
         self.server = kubelet_server.KubeletPluginServer(
             driver_name=cfg.driver_name,
             handler=_CountingHandler(prepare.DraHandler(context), self),
@@ -244,6 +252,23 @@ class Plugin:
         LOG.info(
             "plugin started", extra={"op": "startup", "node": cfg.node_name, "socket": str(cfg.sockets.dra)}
         )
+
+    def _start_repair(
+        self, attach: service.ManagedAttach, context: claim_context.ClaimContext
+    ) -> managed_repair.RepairWorker:
+        """Step 5: start the repair worker and wait for its first complete pass.
+
+        Raises: StartupError after ``--repair-first-pass-timeout-s`` without one.
+        """
+        try:
+            return managed_wiring.start_worker(
+                attach,
+                context,
+                first_pass_timeout_s=self.settings.repair_first_pass_timeout_s,
+                stop=self.stop_event,
+            )
+        except managed_wiring.FirstPassTimeout as exc:
+            raise StartupError(str(exc)) from exc
 
     def stop(self) -> None:
         """Stop everything started, in reverse order; idempotent."""

@@ -223,6 +223,13 @@ class PolicyController:
             self._node_key = key
             self._on_change()
 
+    def watched_node_uid(self) -> str | None:
+        """The Node's UID in the Node watch cache right now (``None`` before the first list or
+        while the Node does not exist); fresher than ``snapshot().node_uid``, which changes only
+        when the publisher evaluates."""
+        node = self.node.get(self.node_name) if self.node.synced else None
+        return str((node or {}).get("metadata", {}).get("uid") or "") or None
+
     # ------------------------------------------------------------------ evaluation
     def snapshot(self) -> DeviceSnapshot:
         """The current snapshot (immutable; safe to keep and read without a lock)."""

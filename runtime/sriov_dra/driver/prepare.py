@@ -18,9 +18,12 @@ Preparing one claim (:func:`prepare_claim`), in this order:
    ``driver_override``), write the claim CDI spec, rebuild the Pod CDI spec from every locally
    unreleased claim of the Pod. Each step is idempotent: already in place means no write.
 5. *Auto-attach only* (``ctx.managed``, ``driver.managed``): the consumer Pod was verified
-   before the locks; the first record of step 3 already carries the ``Pending`` bindings; here,
-   still under both locks and on the first and the retry path alike, the shadows are ensured,
-   the Pod patched and ``Ready`` persisted (spec §8.1 steps 3-5).
+   before the locks (the Node's UID included); the first record of step 3 already carries the
+   ``Pending`` bindings; here, still under both locks and on the first and the retry path alike,
+   only after step 4 succeeded, the shadows are ensured, the Pod patched and ``Ready`` persisted
+   (spec §8.1 steps 3-5). The ensure pass publishes every forward claim of the Pod, so a sibling
+   claim with ``Pending`` bindings first gets its own host stage completed (step 4 for its
+   record) and is published only if that succeeds (``driver.managed.hostgate``).
 6. Upsert this driver's ``status.devices`` entries (best-effort, diagnostic, conflict-safe,
    other drivers' entries kept; still under the locks, so a late write cannot overtake a
    concurrent unprepare of the claim), unlock, and return the devices with top-level request
@@ -32,7 +35,11 @@ prepare returns the same devices without hardware changes.
 
 Crash safety: the record exists before the first host change and goes away (in unprepare) only
 after the last one is undone, so a kill between any two steps leaves a record that the next
-prepare completes (step 4 again) or the next unprepare cleans up. A failure in step 4 of a *new*
+prepare completes (step 4 again) or the next unprepare cleans up. The spec orders hardware/CDI
+before the ``Pending`` checkpoint (§6.3, §8.1 step 2); this order keeps the record first (so a
+crash never leaves an unrecorded driver change) and instead guarantees what that order protects:
+no binding is published or ``Ready`` before its host stage completed, on every path that
+publishes (this handler, a sibling claim's prepare, the repair worker: ``hostgate``). A failure in step 4 of a *new*
 record is rolled back in this call (drivers restored, CDI removed, record deleted last); a
 failure on the retry path keeps the state, because an earlier success may already be in use.
 
@@ -92,7 +99,7 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
             _check_retry(plan, record)
             ensure_host(ctx, record)
         if managed is not None and consumer is not None:  # spec §8.1 steps 3-5, first and retry alike
-            managed.ensure(consumer, plan.claim_uid)
+            managed.ensure(consumer, plan.claim_uid, host=lambda other: ensure_host(ctx, other))
             record = ctx.store.snapshot_claim(plan.claim_uid) or record
         update_status(ctx, record, claim)
         ctx.fault("prepare:status")

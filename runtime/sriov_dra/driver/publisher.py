@@ -164,6 +164,13 @@ class Publisher:
         """
         return self._require_controller().snapshot()
 
+    def watched_node_uid(self) -> str | None:
+        """The Node's UID in the policy controller's Node watch cache (``None``: not known).
+
+        Raises: RuntimeError before :meth:`start`.
+        """
+        return self._require_controller().watched_node_uid()
+
     def stats(self) -> PublisherStats:
         """A copy of the counters."""
         with self._stats_lock:

@@ -52,7 +52,8 @@ class PluginSettings:
     """Everything the plugin process is configured with (all paths absolute).
 
     Units: ``api_timeout_s`` seconds per API request; ``shutdown_grace_s`` seconds that
-    in-flight kubelet calls get on SIGTERM.
+    in-flight kubelet calls get on SIGTERM; ``repair_first_pass_timeout_s`` seconds startup waits
+    for the auto-attach repair worker's first pass (0 = no bound).
     Shapes: ``metrics_bind_address`` is ``host:port`` (``:port`` = all interfaces, port 0 = any
     free port) or ``""`` when disabled; ``kubeconfig`` ``None`` means in-cluster credentials;
     ``state_dir`` holds ``checkpoint.json``; ``multus_layout`` is the node's Multus delegate
@@ -80,6 +81,12 @@ class PluginSettings:
     driver_name: str = names.DRIVER_NAME
     multus_layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT
     multus_config_file: Path | None = None
+    repair_first_pass_timeout_s: float = 300.0
+    """Auto-attach only: the plugin registers with the kubelet after the repair worker's first pass
+    (spec §8.3). One pass makes a few API calls per recorded Pod, each bounded by
+    ``api_timeout_s``, so a healthy node finishes in seconds; 300 s only trips when the API server
+    is unreachable or very slow, and then startup fails visibly (exit 1, the container restarts
+    and the pass starts over) instead of registering unrepaired. 0 waits without bound."""
 
     @property
     def sockets(self) -> endpoints.PluginSockets:
@@ -163,6 +170,13 @@ FLAGS: Final = (
         "false",
         "Multus runs an auxiliary CNI chain (auxiliaryCNIChainName) after the Pod's selections",
     ),
+    _Flag(
+        "repair-first-pass-timeout-s",
+        "REPAIR_FIRST_PASS_TIMEOUT_S",
+        "300",
+        "auto-attach: seconds to wait for the repair worker's first pass before registering with the "
+        "kubelet; past it startup fails (exit 1); 0 = wait without bound, logging progress",
+    ),
     _Flag("log-format", "LOG_FORMAT", "json", "json or text"),
     _Flag("log-level", "LOG_LEVEL", "info", "debug, info, warning or error"),
     _Flag(
@@ -213,6 +227,18 @@ def _bool(value: str, flag: _Flag, problems: list[errors.FieldError]) -> bool:
     if lowered not in _FALSE:
         problems.append(errors.FieldError(f"--{flag.name} / {flag.env}", f"{value!r} is not true or false"))
     return False
+
+
+def _seconds(value: str, name: str, problems: list[errors.FieldError]) -> float:
+    """A duration in seconds (finite, 0 or more); a problem is recorded and 0 returned otherwise."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        problems.append(errors.FieldError(_where(name), f"{value!r} is not a number of seconds >= 0"))
+        return 0.0
+    return seconds
 
 
 def _address_problem(value: str) -> str | None:
@@ -278,7 +304,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
     ``--multus-auto-attach`` without MULTUS, a bad boolean, log format/level or address, and
     ``--fake-sysfs-kernel`` with ``--sysfs-root /``, an invalid ``--multus-primary-interface``,
     a ``--multus-system-namespaces`` entry that is not a namespace name, a relative
-    ``--multus-config-file``.
+    ``--multus-config-file``, a ``--repair-first-pass-timeout-s`` that is not seconds >= 0.
     """
     args = vars(_parser(env).parse_args(list(argv)))
     problems: list[errors.FieldError] = []
@@ -339,6 +365,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
     if address_problem:
         problems.append(errors.FieldError(where("metrics-bind-address"), address_problem))
     multus_layout, multus_config_file = _multus(args, problems)
+    first_pass_s = _seconds(str(args["repair_first_pass_timeout_s"]), "repair-first-pass-timeout-s", problems)
     fake = bool(args["fake_sysfs_kernel"])
     if fake and paths["sysfs-root"] == Path("/"):
         problems.append(
@@ -366,4 +393,5 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
         fake_sysfs_kernel=fake,
         multus_layout=multus_layout,
         multus_config_file=multus_config_file,
+        repair_first_pass_timeout_s=first_pass_s,
     )

@@ -261,6 +261,7 @@ class ClusterPlugin:
             store=self.store,
             registry=prometheus_client.CollectorRegistry(),
             api_timeout_s=10.0,
+            watched_node_uid=self.publisher.watched_node_uid,
         )
         self.ctx = claim_context.ClaimContext(
             driver_name=names.DRIVER_NAME,
@@ -282,6 +283,7 @@ class ClusterPlugin:
         return repair.RepairWorker(
             attach=self.attach,
             host_release=lambda r: unprepare.release_host(self.ctx, r),
+            host_prepare=lambda r: prepare.ensure_host(self.ctx, r),
             clear_status=lambda r: unprepare.clear_status(self.ctx, r),
         )
 

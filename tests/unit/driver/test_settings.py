@@ -236,3 +236,29 @@ def test_entrypoint_exits_2_and_prints_the_problem_before_touching_anything(
 ) -> None:
     assert main.main([], env) == main.EXIT_BAD_SETTINGS
     assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "want"),
+    [
+        ([], {}, 300.0),
+        (["--repair-first-pass-timeout-s=45"], {}, 45.0),
+        ([], {"REPAIR_FIRST_PASS_TIMEOUT_S": "0"}, 0.0),
+        (["--repair-first-pass-timeout-s=2.5"], {"REPAIR_FIRST_PASS_TIMEOUT_S": "9"}, 2.5),
+    ],
+    ids=["default-300s", "flag", "environment-zero-means-unbounded", "flag-wins-over-environment"],
+)
+def test_repair_first_pass_timeout_is_read_from_flag_or_environment(
+    argv: list[str], env: dict[str, str], want: float
+) -> None:
+    assert parse(argv, {**BASE, **env}).repair_first_pass_timeout_s == want
+
+
+@pytest.mark.parametrize(
+    "value", ["-1", "soon", "nan", "inf"], ids=["negative", "not-a-number", "nan", "infinite"]
+)
+def test_an_invalid_repair_first_pass_timeout_names_the_flag_and_value(value: str) -> None:
+    with pytest.raises(settings.SettingsError) as caught:
+        parse([f"--repair-first-pass-timeout-s={value}"])
+    text = str(caught.value)
+    assert "--repair-first-pass-timeout-s / REPAIR_FIRST_PASS_TIMEOUT_S" in text and repr(value) in text

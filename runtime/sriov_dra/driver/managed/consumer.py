@@ -4,7 +4,10 @@ Owns spec §6.1 for the auto-attach path. ``core.claimplan`` has already checked
 (UID, allocation, exactly one ``reservedFor`` Pod, this driver's results from this node's pool,
 no admin-access or shared results). This module then reads the consumer Pod live and checks that
 it is exactly the reserved Pod (UID), bound to this node (``spec.nodeName``), and, for a new
-prepare, neither terminating nor ``hostNetwork``; refuses extended-resource claims
+prepare, neither terminating nor ``hostNetwork``; checks that the Node's current UID is still the
+one this process recorded at startup (a Node deleted and registered again under the same name
+gets a new UID, and every binding identity, ``node-uid`` label and orphan-scan selector is built
+from the recorded one); refuses extended-resource claims
 (``UnsupportedManagedClaimKind``); and resolves every ``pod.spec.resourceClaims`` entry with
 Kubernetes ``resourceclaim.Name`` semantics (a direct name from the spec; a template name through
 ``status.resourceClaimStatuses``, where an unset name means "no claim, skip"; owner check with
@@ -17,7 +20,7 @@ Source: spec §4.1, §6.1; reference ``dra-protocol.md`` §3.1, §4.5, §5.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -27,6 +30,13 @@ from sriov_dra.kube import errors as kube_errors
 
 EXTENDED_RESOURCE_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
 """Set to ``"true"`` by the scheduler on claims it creates for extended resources."""
+
+NodeUidReader = Callable[[], str | None]
+"""Returns the Node's current ``metadata.uid``, ``None`` when the Node does not exist.
+
+Production: ``wiring.LiveNodeUid`` (the plugin's Node watch, a live GET when it has no Node).
+Raises: ``kube.errors`` classes when a live read fails.
+"""
 
 
 @dataclass(frozen=True)
@@ -191,6 +201,31 @@ def check_pod(
         )
 
 
+def check_node_identity(node: seams.NodeIdentity, current_uid: str | None) -> None:
+    """Refuse work when the Node's current UID is not the identity this process recorded.
+
+    ``current_uid`` is the Node's UID now (``None``: no such Node). Bindings, shadow labels and
+    the orphan scan all carry the recorded UID, so a re-registered Node (same name, new UID)
+    would get shadows labelled for a node that no longer exists; nothing is switched silently.
+    Raises: ContractViolation naming the Node, both UIDs and the fix (drain, then restart the
+    plugin so it records the new identity).
+    Source: spec §6.1 step 3, §8.3 ("node UID mismatch" stops forward repair).
+    """
+    if current_uid == node.uid:
+        return
+    now = f"has UID {current_uid}" if current_uid else "does not exist (it was deleted)"
+    raise errors.ContractViolation(
+        f"Node {node.name} {now}, but this plugin process recorded UID {node.uid} at startup; every "
+        "binding, shadow node-uid label and orphan-scan selector is built from the recorded identity, so no "
+        f"network is attached or repaired under it any more: drain the node (the kubelet unprepares the "
+        f"claims prepared under {node.uid}), then restart the plugin Pod on {node.name} so it records the "
+        "Node's new identity",
+        errors=(
+            errors.FieldError(f"Node {node.name}: metadata.uid", f"is {current_uid}, recorded {node.uid}"),
+        ),
+    )
+
+
 def verify_consumer(
     claim: Mapping[str, Any],
     plan: claimplan.ClaimPlan,
@@ -198,14 +233,18 @@ def verify_consumer(
     pods: seams.PodApi,
     node: seams.NodeIdentity,
     new_prepare: bool,
+    node_uid: NodeUidReader | None = None,
 ) -> Consumer:
     """Read the reserved Pod live and verify it consumes exactly this claim on this node.
 
+    ``node_uid`` reads the Node's current UID for the identity check (spec §6.1 step 3); ``None``
+    trusts the recorded identity (tests and benchmarks that have no Node).
     Raises: InvalidSpec(InvalidConsumer) when the Pod is gone, replaced, elsewhere, hostNetwork,
     terminating (new prepare), or does not reference the claim (directly, or through a template
-    status whose claim this Pod controls); InvalidSpec(UnsupportedManagedClaimKind) for an
+    status whose claim this Pod controls); ContractViolation when the Node's UID is not the
+    recorded one (``check_node_identity``); InvalidSpec(UnsupportedManagedClaimKind) for an
     extended-resource claim; LifecycleBlocked for a terminating Pod on a retry;
-    ``kube.errors`` classes for the Pod GET (Forbidden, timeout, ...).
+    ``kube.errors`` classes for the Pod GET and a live Node read (Forbidden, timeout, ...).
     Source: spec §6.1, ResolvePodForClaim of §16.1.
     """
     try:
@@ -216,6 +255,8 @@ def verify_consumer(
             f"{plan.name}, does not exist (any more); nothing is prepared for a missing Pod"
         ) from exc
     check_pod(pod, plan=plan, node_name=node.name, new_prepare=new_prepare)
+    if node_uid is not None:
+        check_node_identity(node, node_uid())
     check_claim_kind(claim, pod)
     aliases = resolve_pod_claims(pod)
     naming = [a for a in aliases if a.claim_name == plan.name]

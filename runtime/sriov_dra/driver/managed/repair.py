@@ -1,15 +1,20 @@
 """The repair and finalizer worker (spec §8.3) and the periodic orphan scan (spec §8.5).
 
-Started after the checkpoint is loaded and before the plugin reports ready (the entrypoint waits
-for :meth:`RepairWorker.wait_first_pass`). One pass, at startup and then every
-``interval_s``:
+Started after the checkpoint is loaded and before the plugin registers with the kubelet (the
+entrypoint waits for :meth:`RepairWorker.wait_first_pass`, bounded by
+``--repair-first-pass-timeout-s``; a pass counts once it ran to its end, whatever its items'
+outcomes). One pass, at startup and then every ``interval_s``:
 
-- ``Pending``/``Ready`` records, grouped by Pod: read the claim (same UID, still reserved for the
-  recorded Pod) and the Pod (same UID, this node, not terminating); if all hold, run the shared
-  EnsureManagedBindings under the claim-then-Pod locks: missing shadows are recreated from frozen
-  bytes, missing selections and registry entries restored, a missing finalizer put back; a
-  terminating shadow is never recreated (``ShadowDeletionPending`` Event). If anything does not
-  hold, forward repair stops for that Pod: the observation alone never releases anything;
+- ``Pending``/``Ready`` records, grouped by Pod: the Node still has the recorded UID; read the
+  claim (same UID, still reserved for the recorded Pod) and the Pod (same UID, this node, not
+  terminating); if all hold, run the shared host-gated EnsureManagedBindings under the
+  claim-then-Pod locks (``ManagedAttach.ensure_pod``): a record with ``Pending`` bindings first
+  gets its host stage completed from the frozen record (``host_prepare``: the kubelet's prepare
+  authorized it and may have died before its host step), and is published only when that
+  succeeds; missing shadows are recreated from frozen bytes, missing selections and registry
+  entries restored, a missing finalizer put back; a terminating shadow is never recreated
+  (``ShadowDeletionPending`` Event). If anything does not hold, forward repair stops for that
+  Pod: the observation alone never releases anything;
 - ``Deleting`` records: the kubelet already authorized their release; it is resumed (local
   cleanup through the handler's host release, then finalization);
 - ``ReleaseComplete`` records: API/finalizer work only, never hardware.
@@ -20,8 +25,8 @@ record and could not clear them any more.
 
 Work is bounded (``max_items_per_pass``) and each Pod/claim that fails waits an exponentially
 growing, capped delay before it is tried again; Events are emitted on transitions only.
-It must never release hardware for a record that is not ``Deleting``, and never finalize an
-orphan.
+It must never release hardware for a record that is not ``Deleting``, change hardware for a Pod
+it could not verify, publish a binding whose host stage failed, or finalize an orphan.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 from sriov_dra.core import checkpoint_lifecycle, errors
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import ensure as ensure_mod
-from sriov_dra.driver.managed import observe, orphans, release, service
+from sriov_dra.driver.managed import hostgate, observe, orphans, release, service
 from sriov_dra.kube import errors as kube_errors
 
 LOG = logging.getLogger(__name__)
@@ -81,11 +86,13 @@ class RepairWorker:
         *,
         attach: service.ManagedAttach,
         host_release: release.HostRelease | None,
+        host_prepare: hostgate.HostStage,
         settings: RepairSettings | None = None,
         clear_status: release.StatusClear | None = None,
     ) -> None:
         self.attach = attach
         self.host_release = host_release
+        self.host_prepare = host_prepare
         self.clear_status = clear_status
         self.settings = settings if settings is not None else RepairSettings()
         self._retry_at: dict[str, tuple[float, int]] = {}
@@ -93,6 +100,11 @@ class RepairWorker:
         self._stop = threading.Event()
         self._first = threading.Event()
         self._thread: threading.Thread | None = None
+        self._node_stop: str | None = None
+        self.passes = 0
+        """Passes that ran to their end."""
+        self.last_pass_error = ""
+        """Why the latest pass ended early (empty after a complete pass)."""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -101,7 +113,11 @@ class RepairWorker:
         self._thread.start()
 
     def wait_first_pass(self, timeout_s: float) -> bool:
-        """Wait until the first pass finished (readiness gate); True when it did."""
+        """Wait until a pass ran to its end (the readiness gate); True when one did.
+
+        A pass that raised does not count; the next one (``interval_s`` later) may.
+        Units: ``timeout_s`` seconds.
+        """
         return self._first.wait(timeout_s)
 
     def stop(self, timeout_s: float = 10.0) -> None:
@@ -114,9 +130,13 @@ class RepairWorker:
         while not self._stop.is_set():
             try:
                 self.run_once()
-            except Exception:
+            except Exception as exc:
+                self.last_pass_error = f"{type(exc).__name__}: {exc}"[:512]
                 LOG.exception("repair pass failed", extra={"op": "repair"})
-            self._first.set()
+            else:
+                self.passes += 1
+                self.last_pass_error = ""
+                self._first.set()
             self._stop.wait(self.settings.interval_s)
 
     # ------------------------------------------------------------------ one pass
@@ -146,8 +166,13 @@ class RepairWorker:
             else:
                 forward.setdefault(record.pod_uid, []).append(record)
         budget = self.settings.max_items_per_pass
+        node_check = self._node_identity() if forward else None
         for pod_uid, pod_records in sorted(forward.items()):
             key = f"pod/{pod_uid}"
+            if node_check is not None:
+                stopped, why = node_check
+                (report.stopped if stopped else report.failed)[key] = why
+                continue
             if budget <= 0 or not self._due(key, clock.monotonic()):
                 report.deferred.append(key)
                 continue
@@ -165,6 +190,25 @@ class RepairWorker:
             self._last_orphan_scan = now
             report.orphans = self.scan_orphans()
         return report
+
+    def _node_identity(self) -> tuple[bool, str] | None:
+        """``None`` when the Node still has the recorded UID; else ``(True, why)`` when forward
+        repair stops for every Pod this pass (a changed UID, spec §8.3) or ``(False, reason)``
+        when the live Node read failed (the Pods' items fail and are retried next pass)."""
+        try:
+            self.attach.check_node()
+        except errors.ContractViolation as exc:
+            if self._node_stop is None:  # logged once per change, not every pass
+                LOG.error(
+                    "node identity changed: forward repair stopped",
+                    extra={"op": "repair", "reason": str(exc)},
+                )
+            self._node_stop = f"node UID mismatch: {exc.summary}"
+            return True, self._node_stop
+        except kube_errors.ApiError as exc:
+            return False, observe.reason_of(exc)
+        self._node_stop = None
+        return None
 
     def _consumer(self, record: model.ClaimRecord) -> Mapping[str, Any]:
         """The live consumer Pod of ``record`` when forward repair applies; raises _Stop otherwise."""
@@ -203,20 +247,9 @@ class RepairWorker:
         try:
             pod = self._consumer(first)
             with attach.locks.hold(first.claim_uid, pod_uid):
-                current = ensure_mod.forward_records(attach.store, pod_uid)
-                if not current:
+                if not ensure_mod.forward_records(attach.store, pod_uid):
                     return
-                refs = [(r.namespace, r.name) for r in current]
-                result = ensure_mod.ensure_managed_bindings(
-                    pod,
-                    node=attach.node,
-                    store=attach.store,
-                    nads=attach.nads,
-                    pods=attach.pods,
-                    reverify=attach.reverify(pod_uid, refs),
-                    clock=attach.clock,
-                    backoff=attach.backoff,
-                )
+                result = attach.ensure_pod(pod, host=self.host_prepare)
         except _Stop as stop:
             report.stopped[key] = str(stop)
             LOG.info(

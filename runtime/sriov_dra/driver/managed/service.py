@@ -20,6 +20,7 @@ ensure/release helper must not lock recursively), and never release hardware on 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -28,14 +29,18 @@ from sriov_dra.core import checkpoint_lifecycle, claimplan, errors, identities
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import ensure as ensure_mod
-from sriov_dra.driver.managed import lockorder, observe, planning, podnets, release, seams
+from sriov_dra.driver.managed import hostgate, lockorder, observe, planning, podnets, release, seams
 from sriov_dra.kube import errors as kube_errors
 
 LOG = logging.getLogger(__name__)
 
 
 class ManagedAttach:
-    """Auto-attach for one node; thread-safe (state lives in the store and the API)."""
+    """Auto-attach for one node; thread-safe (state lives in the store and the API).
+
+    ``node_uid`` reads the Node's current UID for the identity check of every prepare and repair
+    pass (spec §6.1 step 3); ``None`` trusts ``node.uid`` as recorded (tests, benchmarks).
+    """
 
     def __init__(
         self,
@@ -50,8 +55,10 @@ class ManagedAttach:
         clock: seams.Clock | None = None,
         reporter: observe.Reporter | None = None,
         backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
+        node_uid: consumer_mod.NodeUidReader | None = None,
     ) -> None:
         self.node = node
+        self.node_uid = node_uid
         self.devices = devices
         self.pods = pods
         self.nads = nads
@@ -68,8 +75,16 @@ class ManagedAttach:
     ) -> consumer_mod.Consumer:
         """Verify the claim's consumer Pod (see ``consumer.verify_consumer``)."""
         return consumer_mod.verify_consumer(
-            claim, plan, pods=self.pods, node=self.node, new_prepare=new_prepare
+            claim, plan, pods=self.pods, node=self.node, new_prepare=new_prepare, node_uid=self.node_uid
         )
+
+    def check_node(self) -> None:
+        """The Node's current UID is still the recorded one (see ``consumer.check_node_identity``).
+
+        Raises: ContractViolation when it is not; ``kube.errors`` classes for a live Node read.
+        """
+        if self.node_uid is not None:
+            consumer_mod.check_node_identity(self.node, self.node_uid())
 
     def plan(
         self, claim: Mapping[str, Any], plan: claimplan.ClaimPlan, consumer: consumer_mod.Consumer
@@ -124,9 +139,15 @@ class ManagedAttach:
 
         return check
 
-    def ensure(self, consumer: consumer_mod.Consumer, claim_uid: str) -> ensure_mod.EnsureResult:
+    def ensure(
+        self, consumer: consumer_mod.Consumer, claim_uid: str, *, host: hostgate.HostStage
+    ) -> ensure_mod.EnsureResult:
         """EnsureManagedBindings for the consumer's Pod; raise this claim's error if it failed.
 
+        The caller has just completed ``claim_uid``'s host stage. ``host`` first completes it for
+        every other forward claim of the Pod with a ``Pending`` binding (a sibling whose prepare
+        died between its checkpoint and its host step); a claim whose host step fails is not
+        published and keeps its error (``hostgate``).
         Raises: LifecycleBlocked(ClaimReleaseInProgress) when the claim's record is being
         released; the claim's own failure from the ensure pass (state kept for retry);
         ContractViolation when the claim has no managed record (an old checkpoint on an enabled
@@ -143,21 +164,40 @@ class ManagedAttach:
                 f"claim {record.namespace}/{record.name} ({claim_uid}) is being released; retry after it finishes",
                 reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
             )
-        refs = [(r.namespace, r.name) for r in ensure_mod.forward_records(self.store, consumer.uid)]
-        result = ensure_mod.ensure_managed_bindings(
-            consumer.pod,
-            node=self.node,
-            store=self.store,
-            nads=self.nads,
-            pods=self.pods,
-            reverify=self.reverify(consumer.uid, refs),
-            clock=self.clock,
-            backoff=self.backoff,
-        )
+        result = self.ensure_pod(consumer.pod, host=host, done=frozenset({claim_uid}))
         self.note(result, namespace=consumer.namespace, name=consumer.name, uid=consumer.uid)
         failure = result.failed.get(identities.ClaimUid(claim_uid))
         if failure is not None:
             raise failure
+        return result
+
+    def ensure_pod(
+        self, pod: Mapping[str, Any], *, host: hostgate.HostStage, done: frozenset[str] = frozenset()
+    ) -> ensure_mod.EnsureResult:
+        """Host-gated EnsureManagedBindings for the verified live ``pod`` (prepare and repair).
+
+        Completes the host stage of the Pod's ``Pending`` records (except ``done``), then ensures
+        and publishes only those whose host stage is complete; the others are reported failed.
+        The caller holds the claim and Pod operation locks. Never raises per claim.
+        """
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        assert isinstance(meta, Mapping)
+        pod_uid = str(meta.get("uid"))
+        held = hostgate.complete_host_stages(self.store, pod_uid, host, done=done)
+        store = hostgate.GatedStore(self.store, held) if held else self.store
+        refs = [(r.namespace, r.name) for r in ensure_mod.forward_records(store, pod_uid)]
+        result = ensure_mod.ensure_managed_bindings(
+            pod,
+            node=self.node,
+            store=store,
+            nads=self.nads,
+            pods=self.pods,
+            reverify=self.reverify(pod_uid, refs),
+            clock=self.clock,
+            backoff=self.backoff,
+        )
+        if held:
+            result = dataclasses.replace(result, failed={**held, **result.failed})
         return result
 
     def note(self, result: ensure_mod.EnsureResult, *, namespace: str, name: str, uid: str) -> None:

@@ -2,9 +2,10 @@
 
 Owns the construction of :class:`~sriov_dra.driver.managed.service.ManagedAttach` from the
 plugin's API client and settings (the real Pod, NAD, claim and Event clients, the node's UID read
-once, the publisher's device snapshot, metric families in the plugin's registry, shared
-claim/Pod lock tables) and of the repair worker, whose first pass must finish before the plugin
-registers with the kubelet (spec §8.3: "before managed readiness").
+once as the recorded identity, the reader of the Node's *current* UID that every prepare and
+repair pass compares with it, the publisher's device snapshot, metric families in the plugin's
+registry, shared claim/Pod lock tables) and of the repair worker, whose first pass must finish
+before the plugin registers with the kubelet (spec §8.3: "before managed readiness").
 
 It must never start anything the entrypoint cannot stop, nor run with a node UID it did not read.
 """
@@ -12,18 +13,66 @@ It must never start anything the entrypoint cannot stop, nor run with a node UID
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from sriov_dra.core import identities
-from sriov_dra.driver import claim_context, locks, unprepare
+from sriov_dra.driver import claim_context, locks, prepare, unprepare
 from sriov_dra.driver.managed import lockorder, multus_layout, observe, repair, seams, service
 from sriov_dra.kube import claims as kube_claims
+from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import nodeinfo, plugin_events, podpatch, shadows
 
 LOG = logging.getLogger(__name__)
 
 CONTROLLER: Final = "sriov-dra-plugin"
 """``reportingController`` of the plugin's Events."""
+
+PROGRESS_EVERY_S: Final = 15.0
+"""Seconds between "still waiting for the first repair pass" log lines."""
+
+
+class FirstPassTimeout(Exception):
+    """The repair worker's first pass did not finish within the configured bound."""
+
+
+class LiveNodeUid:
+    """The Node's current UID: the plugin's Node watch, or a live GET when the watch has none.
+
+    ``watched()`` returns the UID in the policy controller's Node watch cache (``None`` before
+    its first list or while the Node is absent). Why the watch is fresh enough for spec §6.1
+    step 3: it delivers the Node's DELETED/ADDED events within the stream's latency, while a new
+    prepare on a re-registered Node needs that Node to exist first and then a Pod bound, admitted
+    and sent to this plugin by the kubelet; the ResourceSlices this node publishes are owned by
+    the same watched UID. Only while the stream is reconnecting (``kube.watches`` backoff, at
+    most 10 s) can a re-registration go unseen; a prepare in that window still records one
+    consistent identity (the old one) that the restarted plugin stops with ``ShadowConflict`` and
+    the kubelet's unprepare releases. A live GET per prepare would add one request to the
+    ``3 + 2k`` of the happy path (``bench/prepare.py``) for that window only; it is made when
+    the watch has no Node (not listed yet, or the Node was deleted), where the cache cannot
+    answer. Without ``watched`` every call is a live GET (``read``: ``nodeinfo.node_uid``).
+    Raises (``__call__``): ``kube.errors`` classes other than NotFound for the live GET.
+    """
+
+    def __init__(self, *, read: Callable[[], str], watched: Callable[[], str | None] | None = None) -> None:
+        self._read = read
+        self._watched = watched
+        self.live_reads = 0
+        """Live GETs made (the watch had no Node)."""
+
+    def __call__(self) -> str | None:
+        """The Node's UID now; ``None`` when the Node does not exist."""
+        if self._watched is not None:
+            uid = self._watched()
+            if uid:
+                return uid
+        self.live_reads += 1
+        try:
+            return self._read()
+        except kube_errors.NotFound:
+            return None
 
 
 def build_attach(
@@ -35,11 +84,14 @@ def build_attach(
     registry: Any,
     api_timeout_s: float,
     multus: multus_layout.LayoutSource = multus_layout.DEFAULT_SOURCE,
+    watched_node_uid: Callable[[], str | None] | None = None,
 ) -> service.ManagedAttach:
-    """The node's :class:`ManagedAttach` with real clients; reads the Node UID once.
+    """The node's :class:`ManagedAttach` with real clients; records the Node UID read now.
 
-    ``multus`` is where the node's Multus delegate layout is read for interface-name checks.
-
+    ``multus`` is where the node's Multus delegate layout is read for interface-name checks;
+    ``watched_node_uid`` is the publisher's watched Node UID (``Publisher.watched_node_uid``)
+    that :class:`LiveNodeUid` prefers over a live GET. A checkpoint holding bindings of another
+    node UID is logged (the orphan scan of this identity cannot see their shadows).
     Raises: ``kube.errors`` classes when the Node cannot be read (startup fails visibly).
     """
     uid = nodeinfo.node_uid(api, node_name, timeout_s=api_timeout_s)
@@ -54,8 +106,24 @@ def build_attach(
         store=store,
         locks=lockorder.OperationLocks(locks.KeyedLocks("claim"), locks.KeyedLocks("pod")),
         reporter=observe.Reporter(events, metrics),
+        node_uid=LiveNodeUid(
+            read=lambda: nodeinfo.node_uid(api, node_name, timeout_s=api_timeout_s), watched=watched_node_uid
+        ),
     )
     LOG.info("auto-attach enabled", extra={"op": "startup", "node": node_name, "node_uid": uid})
+    foreign = sorted({b.node_uid for r in store.all_claims().values() for b in r.managed_bindings()} - {uid})
+    if foreign:
+        LOG.error(
+            "checkpoint holds bindings of another node identity",
+            extra={
+                "op": "startup",
+                "node": node_name,
+                "node_uid": uid,
+                "reason": f"recorded node UIDs {', '.join(foreign)}: the Node was registered again; those "
+                "bindings are not repaired (ShadowConflict) and their shadows are listed by "
+                f"'sriov-dra orphans --node {node_name} --node-uid <old uid>'; drain the node to release them",
+            },
+        )
     return attach
 
 
@@ -64,17 +132,61 @@ def start_worker(
     context: claim_context.ClaimContext,
     *,
     settings: repair.RepairSettings | None = None,
-    first_pass_timeout_s: float = 60.0,
+    first_pass_timeout_s: float = 300.0,
+    stop: threading.Event | None = None,
 ) -> repair.RepairWorker:
-    """Start the repair worker (host release through the handler's context) and wait for its
-    first pass, bounded by ``first_pass_timeout_s`` seconds (a slow API only delays readiness)."""
+    """Start the repair worker and wait until its first pass ran to its end (spec §8.3).
+
+    The worker releases hosts and completes interrupted host stages through the handler's
+    context (``unprepare.release_host``, ``prepare.ensure_host``). The wait logs progress every
+    :data:`PROGRESS_EVERY_S` seconds and ends early when ``stop`` is set (shutdown during startup).
+    Units: ``first_pass_timeout_s`` seconds; 0 = no bound.
+    Raises: FirstPassTimeout after ``first_pass_timeout_s`` seconds without a complete pass (the
+    worker is stopped first), naming the last pass error and the flag.
+    """
     worker = repair.RepairWorker(
         attach=attach,
         host_release=lambda record: unprepare.release_host(context, record),
+        host_prepare=lambda record: prepare.ensure_host(context, record),
         clear_status=lambda record: unprepare.clear_status(context, record),
         settings=settings,
     )
     worker.start()
-    if not worker.wait_first_pass(first_pass_timeout_s):
-        LOG.warning("repair worker first pass still running", extra={"op": "startup"})
+    wait_first_pass(worker, timeout_s=first_pass_timeout_s, stop=stop)
     return worker
+
+
+def wait_first_pass(
+    worker: repair.RepairWorker,
+    *,
+    timeout_s: float,
+    stop: threading.Event | None = None,
+    progress_every_s: float = PROGRESS_EVERY_S,
+) -> None:
+    """Block until ``worker`` completed a pass, ``stop`` is set, or ``timeout_s`` (0: never) passed.
+
+    Units: seconds. Raises: FirstPassTimeout (after stopping the worker).
+    """
+    started = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - started
+        left = timeout_s - elapsed if timeout_s > 0 else progress_every_s
+        if left <= 0:
+            worker.stop()
+            raise FirstPassTimeout(
+                f"the auto-attach repair worker did not finish its first pass within {timeout_s:g} s "
+                f"({worker.passes} complete passes; last error: {worker.last_pass_error or 'none, still running'}); "
+                "the plugin does not register with the kubelet before its bindings were checked (spec §8.3): "
+                "check the API server's reachability and the plugin's RBAC, or raise "
+                "--repair-first-pass-timeout-s (0 waits without bound)"
+            )
+        if worker.wait_first_pass(min(left, progress_every_s)) or (stop is not None and stop.is_set()):
+            return
+        LOG.warning(
+            "waiting for the repair worker's first pass before registering",
+            extra={
+                "op": "startup",
+                "elapsed_s": round(time.monotonic() - started, 1),
+                "reason": worker.last_pass_error or "pass still running",
+            },
+        )

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from sriov_dra.core import errors
-from sriov_dra.driver.managed import consumer
+from sriov_dra.core import errors, identities
+from sriov_dra.driver.managed import consumer, seams
 
 POD_UID = "11111111-2222-3333-4444-555555555555"
 
@@ -132,3 +132,34 @@ def test_ordinary_claims_pass_the_kind_check() -> None:
     consumer.check_claim_kind(
         {"metadata": {"name": "c"}}, pod([], extendedResourceClaimStatus={"resourceClaimName": "x"})
     )
+
+
+RECORDED = seams.NodeIdentity("node-a", identities.NodeUid("0a0a0a0a-0000-4000-8000-00000000000a"))
+
+
+def test_the_recorded_node_uid_passes_the_identity_check() -> None:
+    consumer.check_node_identity(RECORDED, RECORDED.uid)
+
+
+@pytest.mark.parametrize(
+    ("current", "fragment"),
+    [
+        ("0b0b0b0b-0000-4000-8000-00000000000b", "Node node-a has UID 0b0b0b0b-0000-4000-8000-00000000000b"),
+        (None, "Node node-a does not exist (it was deleted)"),
+    ],
+    ids=["re-registered-with-a-new-uid", "deleted"],
+)
+def test_a_changed_node_identity_is_a_contract_violation_naming_both_uids_and_the_fix(
+    current: str | None, fragment: str
+) -> None:
+    with pytest.raises(errors.ContractViolation) as caught:
+        consumer.check_node_identity(RECORDED, current)
+    text = str(caught.value)
+    assert caught.value.reason is errors.Reason.CONTRACT_VIOLATION
+    for needed in (
+        fragment,
+        f"recorded UID {RECORDED.uid}",
+        "drain the node",
+        "restart the plugin Pod on node-a",
+    ):
+        assert needed in text
