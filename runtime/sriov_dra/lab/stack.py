@@ -281,8 +281,9 @@ class LabStack:
             "operator_namespace": OPERATOR_NAMESPACE,
         }
         if thick:
-            # The lab's multus-daemon runs in the node's mount namespace, not in a container with /host.
-            cluster_vars["guard_cluster_network"] = f"/etc/cni/net.d/{PRIMARY_FILE}"
+            # No clusterNetwork: the guard inlines the primary, as ``sriov-dra-guard install`` did here
+            # (the shim's docstring: Multus v4.3.0 re-marshals a clusterNetwork conflist lossily on DEL).
+            cluster_vars["guard_cluster_network"] = ""
             cluster_vars["guard_multus_extra"] = {
                 "daemonConfigFile": DAEMON_CONFIG,
                 "daemonSocketDir": THICK_SOCKET_DIR,
