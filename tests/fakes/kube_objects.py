@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ class FakeKube:
     hooks: dict[str, Callable[[], None]] = field(default_factory=dict)
     on_nad_patch: Callable[[str, Sequence[Mapping[str, Any]]], None] | None = None
     _version: Any = field(default_factory=lambda: itertools.count(100))
+    _fault_lock: Any = field(default_factory=threading.Lock)  # the plugin fans out shadow requests
 
     # ------------------------------------------------------------------ helpers for tests
     def fail(
@@ -91,15 +93,19 @@ class FakeKube:
         self.faults.append(Fault(op, make, after, times, name))
 
     def _fault(self, op: str, name: str, *, after: bool) -> None:
-        for fault in self.faults:
-            if (
-                fault.op == op
-                and fault.after == after
-                and fault.times > 0
-                and (not fault.name or fault.name == name)
-            ):
-                fault.times -= 1
-                raise fault.error(f"{op} {name}")
+        with self._fault_lock:  # one matching fault fires once, also under concurrent calls
+            for fault in self.faults:
+                if (
+                    fault.op == op
+                    and fault.after == after
+                    and fault.times > 0
+                    and (not fault.name or fault.name == name)
+                ):
+                    fault.times -= 1
+                    break
+            else:
+                return
+        raise fault.error(f"{op} {name}")
 
     def _rv(self) -> str:
         return str(next(self._version))

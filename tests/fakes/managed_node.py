@@ -13,7 +13,7 @@ and the per-rail ``netAttachDefName`` attribute set by the test.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +124,8 @@ class ManagedNode:
     node_uid_reads: int = 0
     cdi_write_error: BaseException | None = None
     """Raised by every CDI spec write while set (a full or read-only CDI directory)."""
+    on_write: Callable[[bytes], None] | None = None
+    """Called with the bytes of every checkpoint write once the file is replaced (side-effect order)."""
 
     def __post_init__(self) -> None:
         pfs = fakesysfs.two_root_pfs(vfs_per_pf=2)
@@ -172,6 +174,8 @@ class ManagedNode:
             self._take("after")  # keep before/after counts aligned for this write
             raise exc
         atomicfile.write_atomic(path, data, mode=checkpoint.CHECKPOINT_FILE_MODE)
+        if self.on_write is not None:
+            self.on_write(data)
         exc = self._take("after")
         if exc is not None:
             raise exc

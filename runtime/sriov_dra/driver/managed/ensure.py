@@ -8,7 +8,9 @@ and Pod operation locks (this module never locks):
    (``Deleting``/``ReleaseComplete`` records are never published again);
 2. per claim, ensure each shadow (``shadows.ensure_shadow``); a shadow that is truly gone first
    gets its recorded UID cleared and ``Pending`` persisted, then is recreated; observed UIDs are
-   persisted with one narrow checkpoint write per claim;
+   persisted with one narrow checkpoint write per claim. The shadows of one claim are ensured
+   concurrently (``fanout``, bounded): all of them after the claim's ``Pending`` record is
+   durable (it was, before this pass started), all finished before its UID write;
 3. one merge of every claim whose shadows all exist into the live Pod (``podnets``); a claim
    whose shadows failed is left out, so no selection names a shadow that does not exist;
 4. persist ``Ready`` for the claims that were published.
@@ -20,14 +22,15 @@ It must never roll back hardware, release a binding, or publish another claim's 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from sriov_dra.core import checkpoint_lifecycle, errors, identities
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.driver.managed import podnets, seams, shadows
+from sriov_dra.driver.managed import fanout, podnets, seams, shadows
 
 LOG = logging.getLogger(__name__)
 
@@ -55,6 +58,31 @@ def forward_records(store: seams.Store, pod_uid: str) -> list[model.ClaimRecord]
     ]
 
 
+def _ensure_target(
+    target: shadows.Target,
+    *,
+    pod_name: str,
+    store: seams.Store,
+    nads: seams.NadApi,
+    clock: seams.Clock,
+    backoff: podnets.Backoff,
+) -> tuple[shadows.Target, shadows.Ensured, str]:
+    """Ensure one shadow (a truly missing one: clear its UID durably first, then recreate)."""
+    outcome, uid = shadows.ensure_shadow(target, pod_name=pod_name, nads=nads, clock=clock, backoff=backoff)
+    if outcome is shadows.Ensured.MISSING:
+        cleared = replace(target.binding, phase=model.Phase.PENDING, shadow_uid="")
+        record = store.update_managed_bindings(target.record.claim_uid, {cleared.attachment_id: cleared})
+        LOG.warning(
+            "shadow missing: recreating from frozen config",
+            extra={"nad": target.ref, "claim_uid": record.claim_uid, "op": "repair"},
+        )
+        target = shadows.Target(record, target.device, cleared)
+        outcome, uid = shadows.ensure_shadow(
+            target, pod_name=pod_name, nads=nads, clock=clock, backoff=backoff
+        )
+    return target, outcome, uid
+
+
 def _ensure_claim(
     record: model.ClaimRecord,
     *,
@@ -65,8 +93,15 @@ def _ensure_claim(
     clock: seams.Clock,
     backoff: podnets.Backoff,
     created: list[str],
+    max_in_flight: int,
 ) -> model.ClaimRecord:
-    """Ensure every shadow of one claim and persist the UIDs observed; return the new record."""
+    """Ensure every shadow of one claim and persist the UIDs observed; return the new record.
+
+    The shadows are ensured concurrently (``fanout``, at most ``max_in_flight`` requests) and
+    all of them finish before anything is decided: the UIDs of those that exist are persisted in
+    one narrow write even when another failed (no create is left untracked), then the first
+    failure in device order is raised; each further failure is logged and noted on it.
+    """
     wrong_node = [b.attachment_id for b in record.managed_bindings() if b.node_uid != node.uid]
     if wrong_node:
         raise errors.Conflict(
@@ -75,29 +110,62 @@ def _ensure_claim(
             "(the node was replaced): drain and clean the node",
             reason=errors.Reason.SHADOW_CONFLICT,
         )
+    targets = shadows.targets(record)
+    outcomes = fanout.run_all(
+        [
+            functools.partial(
+                _ensure_target, t, pod_name=pod_name, store=store, nads=nads, clock=clock, backoff=backoff
+            )
+            for t in targets
+        ],
+        max_in_flight=max_in_flight,
+    )
     observed: dict[str, model.ManagedBinding] = {}
-    for target in shadows.targets(record):
-        outcome, uid = shadows.ensure_shadow(
-            target, pod_name=pod_name, nads=nads, clock=clock, backoff=backoff
-        )
-        if outcome is shadows.Ensured.MISSING:
-            cleared = replace(target.binding, phase=model.Phase.PENDING, shadow_uid="")
-            record = store.update_managed_bindings(record.claim_uid, {cleared.attachment_id: cleared})
-            LOG.warning(
-                "shadow missing: recreating from frozen config",
-                extra={"nad": target.ref, "claim_uid": record.claim_uid, "op": "repair"},
-            )
-            target = shadows.Target(record, target.device, cleared)
-            outcome, uid = shadows.ensure_shadow(
-                target, pod_name=pod_name, nads=nads, clock=clock, backoff=backoff
-            )
+    failures: list[tuple[shadows.Target, Exception]] = []
+    rewritten = False
+    for original, result in zip(targets, outcomes, strict=True):
+        if result.error is not None:
+            failures.append((original, result.error))
+            continue
+        assert result.value is not None
+        target, outcome, uid = result.value
+        rewritten = rewritten or target.binding is not original.binding
         if outcome is shadows.Ensured.CREATED:
             created.append(target.binding.shadow_name)
         if uid and uid != target.binding.shadow_uid:
             observed[target.binding.attachment_id] = replace(target.binding, shadow_uid=uid)
+    if failures:
+        _raise_first(record, failures, store=store, observed=observed)
     if observed:
-        record = store.update_managed_bindings(record.claim_uid, observed)
-    return record
+        return store.update_managed_bindings(record.claim_uid, observed)
+    return (store.snapshot_claim(record.claim_uid) or record) if rewritten else record
+
+
+def _raise_first(
+    record: model.ClaimRecord,
+    failures: list[tuple[shadows.Target, Exception]],
+    *,
+    store: seams.Store,
+    observed: Mapping[str, model.ManagedBinding],
+) -> NoReturn:
+    """Persist the UIDs observed next to failed shadows, then raise the first failure."""
+    first = failures[0][1]
+    for target, exc in failures[1:]:
+        LOG.warning(
+            "shadow not ensured",
+            extra={"nad": target.ref, "claim_uid": record.claim_uid, "op": "ensure", "reason": str(exc)},
+        )
+        first.add_note(f"also failed: {target.ref}: {exc}")
+    if observed:
+        try:
+            store.update_managed_bindings(record.claim_uid, observed)
+        except Exception as exc:  # the shadow failure stays the claim's error; the next pass adopts
+            LOG.warning(
+                "shadow UIDs not persisted",
+                extra={"claim_uid": record.claim_uid, "op": "ensure", "reason": str(exc)},
+            )
+            first.add_note(f"the UIDs of the shadows that exist were not persisted: {exc}")
+    raise first
 
 
 def ensure_managed_bindings(
@@ -110,13 +178,15 @@ def ensure_managed_bindings(
     reverify: Callable[[Mapping[str, Any]], None],
     clock: seams.Clock,
     backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
+    max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
 ) -> EnsureResult:
     """Run steps 1–4 of the module docstring for the verified live ``pod``; never raises per claim.
 
     ``reverify`` re-checks a Pod read again after a conflict (UID, node, reservation; it raises
     to stop). Errors are returned per claim in :attr:`EnsureResult.failed`; a Pod-patch failure
     is recorded for every claim that was to be published (also when the node's Multus layout,
-    ``node.multus``, cannot be read for the interface-name check).
+    ``node.multus``, cannot be read for the interface-name check). ``max_in_flight`` bounds the
+    shadow requests of one claim issued at once (claims are still handled one after the other).
     Source: spec §8.1 steps 3–5, §8.2 (EnsureManagedBindings), §8.3.
     """
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
@@ -137,6 +207,7 @@ def ensure_managed_bindings(
                     clock=clock,
                     backoff=backoff,
                     created=created,
+                    max_in_flight=max_in_flight,
                 )
             )
         except Exception as exc:  # kept for this claim; other claims continue

@@ -7,8 +7,9 @@ claim's plan (``core.claimplan``) it:
    is not advertised now (``DeviceNotEligible``) before a VfConfig fallback is even considered;
 2. resolves each device's template reference (``core.templates``: device attribute first,
    VfConfig second, namespace defaulted once to the Pod's);
-3. GETs each distinct source NAD once (several VFs of one template share the read) and renders
-   each VF's frozen config with its trusted PCI address (``core.render``);
+3. GETs each distinct source NAD once (several VFs of one template share the read; the reads
+   are independent and run concurrently, bounded, all finished before anything is decided)
+   and renders each VF's frozen config with its trusted PCI address (``core.render``);
 4. names the interfaces over every allocation of this driver in all of the Pod's claims
    (``core.ifnames``; sibling claims are read, never waited for);
 5. builds each binding's identity, shadow name and exact shadow object, and dry-runs the Pod
@@ -25,6 +26,7 @@ It must never change hardware, write to the API, or read a source twice for one 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -44,7 +46,7 @@ from sriov_dra.core import (
 )
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
-from sriov_dra.driver.managed import podnets, seams
+from sriov_dra.driver.managed import fanout, podnets, seams
 from sriov_dra.kube import errors as kube_errors
 
 
@@ -146,6 +148,33 @@ def _read_source(nads: seams.NadApi, template: templates.SourceTemplate) -> Mapp
         ) from exc
 
 
+def read_sources(
+    wanted: Sequence[templates.SourceTemplate],
+    *,
+    nads: seams.NadApi,
+    max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
+) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """GET each distinct source NAD of ``wanted`` once, concurrently; ``(namespace, name)`` → object.
+
+    Every read finishes before anything is decided; the error raised is the one of the first
+    failing template in ``wanted`` order (the one a sequential loop would have raised).
+    Raises: InvalidSpec(MissingNetworkTemplate / SourceAccessDenied); ``kube.errors`` classes.
+    """
+    distinct: dict[tuple[str, str], templates.SourceTemplate] = {}
+    for template in wanted:
+        distinct.setdefault((template.namespace, template.name), template)
+    outcomes = fanout.run_all(
+        [functools.partial(_read_source, nads, t) for t in distinct.values()], max_in_flight=max_in_flight
+    )
+    sources: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for key, outcome in zip(distinct, outcomes, strict=True):
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.value is not None
+        sources[key] = outcome.value
+    return sources
+
+
 def _source_ref(template: templates.SourceTemplate, source: Mapping[str, Any]) -> model.SourceRef:
     meta = source.get("metadata") if isinstance(source.get("metadata"), Mapping) else {}
     assert isinstance(meta, Mapping)
@@ -221,8 +250,12 @@ def plan_bindings(
     nads: seams.NadApi,
     claims: seams.ClaimApi,
     store: seams.Store,
+    max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
 ) -> ManagedPlan:
     """Resolve, read, render, name and check every VF of a first managed prepare (see module doc).
+
+    The distinct source NADs are read concurrently, at most ``max_in_flight`` at once
+    (:func:`read_sources`).
 
     Raises (nothing has been changed when any is raised): InvalidSpec(DeviceNotEligible) listing
     every withdrawn device; InvalidSpec(InvalidAttribute / InvalidVfConfig /
@@ -245,11 +278,7 @@ def plan_bindings(
         chosen.append(
             (dev, templates.resolve_template(attrs, dev.config, consumer.namespace, device=dev.device))
         )
-    sources: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for _, template in chosen:
-        key = (template.namespace, template.name)
-        if key not in sources:
-            sources[key] = _read_source(nads, template)
+    sources = read_sources([template for _, template in chosen], nads=nads, max_in_flight=max_in_flight)
     names_by_device = interface_names(
         consumer, claim, plan, claims=claims, primary_ifname=layout.primary_ifname
     )

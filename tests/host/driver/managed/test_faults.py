@@ -21,7 +21,7 @@ from tests.fakes import claims_api as fx
 from tests.fakes import kube_objects as ko
 from tests.fakes import managed_node as mn
 
-from sriov_dra.core import names
+from sriov_dra.core import identities, names
 from sriov_dra.driver import faults
 from sriov_dra.host import checkpoint
 from sriov_dra.kubeletapi import messages
@@ -124,14 +124,76 @@ def test_forward_faults_converge_through_the_worker_without_another_prepare(
     assert node.cdi_files() and mn.convergence_problems(node) == []
 
 
+THREE_VFS = [("nic-0", mn.DEV_A0), ("nic-1", mn.DEV_B0), ("nic-2", mn.DEV_A1)]
+SHADOW_CREATE = [k for k in FORWARD if k.startswith("shadow-create:")]
+
+
+def shadow_name_of(device: str) -> str:
+    """The deterministic shadow name of ``device`` in the consumer's claim (known before prepare)."""
+    identity = identities.build_binding_identity(
+        node_uid=identities.NodeUid(mn.NODE_UID),
+        pod_uid=identities.PodUid(fx.POD_UID),
+        claim_uid=identities.ClaimUid(fx.CLAIM_UID),
+        pool=fx.NODE,
+        device=device,
+    )
+    return identities.shadow_name(identities.attachment_id(identity))
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["first-vf", "middle-vf", "last-vf"])
+@pytest.mark.parametrize("case", SHADOW_CREATE, ids=SHADOW_CREATE)
+def test_a_fault_at_one_of_three_concurrent_creates_converges_and_leaves_no_untracked_create(
+    node: mn.ManagedNode, case: str, index: int
+) -> None:
+    ref = node.add_consumer(THREE_VFS)
+    FORWARD[case](node)
+    failing = shadow_name_of(THREE_VFS[index][1])
+    node.kube.faults[-1].name = failing  # this VF's create fails; its two siblings' run concurrently
+    outcome = run(node, lambda: node.prepare(ref))
+    assert not isinstance(outcome, messages.Prepared)
+    assert node.phases() == {ref.uid: ["Pending"] * 3}
+    attempted = {name for op, name in node.kube.calls if op == "nads.create"}
+    assert attempted == {shadow_name_of(dev) for _, dev in THREE_VFS}  # no sibling skipped
+    recorded = {b.shadow_name: b.shadow_uid for b in node.store.snapshot_claim(ref.uid).managed_bindings()}
+    if outcome != "crashed":  # every sibling that exists is tracked by its UID next to the failure
+        assert recorded.pop(failing) == ""
+        live = {n["metadata"]["name"]: n["metadata"]["uid"] for n in node.kube.shadows()}
+        assert recorded == {name: live[name] for name in recorded}
+        assert failing in outcome.message  # the failing VF's error is the claim's error
+    report = node.worker().run_once()
+    assert mn.convergence_problems(node) == [], report
+    node.kube.calls.clear()
+    assert isinstance(node.prepare(ref), messages.Prepared)
+    assert [c for c in node.kube.calls if c[0] in ("nads.create", "pods.patch", "nads.patch")] == []
+
+
+def test_every_failed_shadow_of_a_claim_is_reported_not_only_the_first(
+    node: mn.ManagedNode, caplog: pytest.LogCaptureFixture
+) -> None:
+    ref = node.add_consumer(THREE_VFS)
+    first, last = shadow_name_of(mn.DEV_A0), shadow_name_of(mn.DEV_A1)
+    node.kube.fail("nads.create", ko.forbidden, name=first)
+    node.kube.fail("nads.create", ko.invalid, name=last)
+    outcome = node.prepare(ref)
+    assert isinstance(outcome, messages.ClaimError) and first in outcome.message  # device order
+    assert any(r.getMessage() == "shadow not ensured" and last in str(r.__dict__) for r in caplog.records)
+    recorded = {b.shadow_name: b.shadow_uid for b in node.store.snapshot_claim(ref.uid).managed_bindings()}
+    assert recorded[first] == recorded[last] == "" and recorded[shadow_name_of(mn.DEV_B0)]
+    assert "annotations" not in node.kube.pod(mn.NS, "consumer")["metadata"]  # nothing published
+    assert isinstance(node.prepare(ref), messages.Prepared) and mn.convergence_problems(node) == []
+
+
 def test_a_lost_create_response_is_adopted_only_after_a_full_identity_check(node: mn.ManagedNode) -> None:
     ref = node.add_consumer(TWO_RAILS)
     node.kube.fail("nads.create", ko.timeout, after=True)
     assert isinstance(node.prepare(ref), messages.ClaimError)
+    recorded = {b.shadow_name: b.shadow_uid for b in node.store.snapshot_claim(ref.uid).managed_bindings()}
+    (lost,) = [name for name, uid in recorded.items() if not uid]  # the sibling's UID was persisted
+    (kept,) = set(recorded) - {lost}
     node.kube.calls.clear()
     assert isinstance(node.prepare(ref), messages.Prepared)
-    ops = [op for op, _ in node.kube.calls]
-    assert ops.count("nads.create") == 2 and ops.count("nads.get") == 1  # AlreadyExists → GET → adopt
+    assert [c for c in node.kube.calls if c[1] == lost] == [("nads.create", lost), ("nads.get", lost)]
+    assert [c for c in node.kube.calls if c[1] == kept] == [("nads.get", kept)]  # verified, not recreated
     assert mn.convergence_problems(node) == []
 
 
