@@ -342,8 +342,9 @@ def _signed(raw: bytes) -> bytes:
 
 def _corrupt_inputs() -> list[tuple[str, bytes, errors.Reason]]:
     good = codec.encode_checkpoint(fx.checkpoint(fx.record()))
-    newer = good.replace(b'"version": 1\n', b'"version": 2\n')
-    binding_v2 = _signed(good.replace(b'"bindingVersion": 1', b'"bindingVersion": 2'))
+    newer = good.replace(b',"version":1}\n', b',"version":2}\n')
+    binding_v2 = _signed(good.replace(b'"bindingVersion":1', b'"bindingVersion":2'))
+    assert newer != good and b'"bindingVersion":2' in binding_v2.replace(b" ", b"")
     return [
         ("truncated", good[:-40], errors.Reason.CONTRACT_VIOLATION),
         (

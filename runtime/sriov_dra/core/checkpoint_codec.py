@@ -12,10 +12,18 @@ File format (version 1)::
 
 ``checksum`` is the lowercase hex SHA-256 of the canonical JSON of ``data``: UTF-8, sorted keys,
 separators ``,``/``:`` without whitespace, non-ASCII written as itself, NaN and infinities refused.
-It does not depend on the file's layout, which is sorted-key 2-space JSON plus a newline so that
-equal checkpoints always encode to equal bytes. ``managedBinding`` is omitted (never ``null``) for a
-device without one, so a checkpoint written before managed bindings existed re-encodes to the same
-bytes and checksum (fixture ``tests/fixtures/checkpoint/v1-no-managed.json``).
+It does not depend on the file's layout. ``managedBinding`` is omitted (never ``null``) for a device
+without one, so a checkpoint written before managed bindings existed re-encodes to the same
+checksum (fixture ``tests/fixtures/checkpoint/v1-no-managed.json``).
+
+File layout (changed in issue 5, same ``version`` 1 and the same checksum): the document is written
+as compact sorted-key JSON, i.e. the canonical JSON of the whole document, plus a newline, so that
+equal checkpoints always encode to equal bytes; the file embeds the checksummed ``data`` bytes
+verbatim, so one encoding serves the checksum and the file. Earlier builds wrote sorted-key
+2-space-indented JSON (Python's pure-Python encoder: about four times the cost, on every write,
+under the store lock). The decoder reads any whitespace layout, so files of either build load
+(frozen fixture ``tests/fixtures/checkpoint/v1-indented-managed.json``); the first write after an
+upgrade rewrites the file compactly. Read it with ``jq .`` for an indented view.
 
 Decoding is strict and never guesses: bytes that are not UTF-8 JSON, duplicate keys, a checksum
 mismatch, an unknown top-level ``version`` or ``bindingVersion``, an unknown or missing field, or
@@ -130,7 +138,9 @@ def checkpoint_data(cp: model.Checkpoint) -> model.JsonObject:
 def encode_checkpoint(cp: model.Checkpoint) -> bytes:
     """Return the file bytes of ``cp``: deterministic for equal checkpoints, whatever the dict order.
 
-    Shapes: ``{"checksum", "data", "version"}`` as sorted-key 2-space JSON, UTF-8, plus a newline.
+    Shapes: ``{"checksum", "data", "version"}`` as compact sorted-key JSON (the canonical JSON of
+    the whole document: ``data`` is embedded as the very bytes the checksum covers), UTF-8, plus
+    a newline.
     Raises: ``ContractViolation`` listing every invalid field (nothing is written by the caller).
     """
     errors.raise_if_any(
@@ -138,10 +148,14 @@ def encode_checkpoint(cp: model.Checkpoint) -> bytes:
         "refusing to write a checkpoint this plugin could not read back; fix the record",
         cls=errors.ContractViolation,
     )
-    data = checkpoint_data(cp)
-    doc: model.JsonObject = {"version": model.CHECKPOINT_VERSION, "checksum": checksum(data), "data": data}
-    text = json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    return text.encode("utf-8")
+    data = canonical_json(checkpoint_data(cp))
+    digest = hashlib.sha256(data).hexdigest()
+    # sorted keys: "checksum" < "data" < "version"; equal to canonical_json(document) + newline
+    return b'{"checksum":"%s","data":%s,"version":%d}\n' % (
+        digest.encode("ascii"),
+        data,
+        model.CHECKPOINT_VERSION,
+    )
 
 
 def _reject_duplicates(pairs: list[tuple[str, model.JsonValue]]) -> model.JsonObject:

@@ -19,6 +19,7 @@ from sriov_dra.core import checkpoint_codec as codec
 from sriov_dra.core import checkpoint_model as model
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "checkpoint" / "v1-no-managed.json"
+INDENTED_FIXTURE = FIXTURE.with_name("v1-indented-managed.json")
 SOURCE = "/var/lib/kubelet/plugins/sriovnetwork.k8snetworkplumbingwg.io/checkpoint.json"
 
 # --- strategies ----------------------------------------------------------------------------------
@@ -123,6 +124,15 @@ def test_codec_round_trips_deterministically_with_the_documented_checksum(cp: mo
     canonical = json.dumps(doc["data"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert doc["checksum"] == hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     assert doc["version"] == 1
+    compact = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert raw == (compact + "\n").encode("utf-8")  # the documented layout: compact sorted keys + newline
+
+
+@given(checkpoints)
+def test_an_indented_file_of_an_earlier_build_decodes_to_the_same_checkpoint(cp: model.Checkpoint) -> None:
+    doc = json.loads(codec.encode_checkpoint(cp))
+    indented = json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    assert codec.decode_checkpoint(indented.encode("utf-8")) == cp
 
 
 def test_device_without_binding_has_no_managed_binding_key() -> None:
@@ -156,14 +166,32 @@ def test_binding_record_uses_the_contract_field_names() -> None:
     assert sorted(binding["source"]) == ["name", "namespace", "resourceVersion", "uid"]
 
 
-def test_pre_change_fixture_loads_and_re_encodes_to_identical_bytes() -> None:
+def test_pre_change_fixture_loads_and_re_encodes_to_the_same_checksum_and_data() -> None:
     raw = FIXTURE.read_bytes()
     cp = codec.decode_checkpoint(raw, source=str(FIXTURE))
     (rec,) = cp.claims.values()
     assert rec.namespace == "vf-test1"
     assert [d.managed for d in rec.devices] == [None, None]
     assert rec.devices[1].original_driver == "iavf"
-    assert codec.encode_checkpoint(cp) == raw
+    old, new = json.loads(raw), json.loads(codec.encode_checkpoint(cp))
+    assert new == old  # same checksum (the checksum serialization is unchanged), same data, same version
+    assert codec.decode_checkpoint(codec.encode_checkpoint(cp)) == cp
+
+
+def test_an_indented_managed_checkpoint_written_before_the_compact_layout_still_loads() -> None:
+    raw = INDENTED_FIXTURE.read_bytes()
+    assert raw.startswith(b'{\n  "checksum": "')  # frozen: sorted-key 2-space JSON of the earlier encoder
+    cp = codec.decode_checkpoint(raw, source=str(INDENTED_FIXTURE))
+    assert {
+        uid: [(b.phase.value, b.shadow_uid) for b in r.managed_bindings()] for uid, r in cp.claims.items()
+    } == {
+        fx.CLAIM_1: [("Ready", fx.SHADOW_UID), ("Ready", fx.SHADOW_UID)],
+        fx.CLAIM_2: [("Pending", "")],
+    }
+    compact = codec.encode_checkpoint(cp)
+    assert b"\n" not in compact[:-1] and compact.endswith(b"}\n")
+    assert json.loads(compact)["checksum"] == json.loads(raw)["checksum"]
+    assert codec.decode_checkpoint(compact) == cp
 
 
 def test_encode_refuses_an_invalid_record() -> None:
