@@ -87,6 +87,10 @@ class PluginSettings:
     ``api_timeout_s``, so a healthy node finishes in seconds; 300 s only trips when the API server
     is unreachable or very slow, and then startup fails visibly (exit 1, the container restarts
     and the pass starts over) instead of registering unrepaired. 0 waits without bound."""
+    api_max_in_flight: int = 8
+    """Auto-attach only: API requests one prepare step issues at once (the source NAD reads of a
+    plan, the shadow creates of a claim; ``driver.managed.fanout``), 1 to 16 (the API client keeps
+    16 connections, ``kube.client.POOL_MAXSIZE``); 1 issues them one after the other."""
 
     @property
     def sockets(self) -> endpoints.PluginSockets:
@@ -176,6 +180,12 @@ FLAGS: Final = (
         "300",
         "auto-attach: seconds to wait for the repair worker's first pass before registering with the "
         "kubelet; past it startup fails (exit 1); 0 = wait without bound, logging progress",
+    ),
+    _Flag(
+        "api-max-in-flight",
+        "API_MAX_IN_FLIGHT",
+        "8",
+        "auto-attach: API requests one prepare step issues at once (source reads, shadow creates), 1-16",
     ),
     _Flag("log-format", "LOG_FORMAT", "json", "json or text"),
     _Flag("log-level", "LOG_LEVEL", "info", "debug, info, warning or error"),
@@ -366,6 +376,14 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
         problems.append(errors.FieldError(where("metrics-bind-address"), address_problem))
     multus_layout, multus_config_file = _multus(args, problems)
     first_pass_s = _seconds(str(args["repair_first_pass_timeout_s"]), "repair-first-pass-timeout-s", problems)
+    in_flight_raw = str(args["api_max_in_flight"]).strip()
+    in_flight = int(in_flight_raw) if in_flight_raw.isdigit() else 0
+    if not 1 <= in_flight <= 16:
+        problems.append(
+            errors.FieldError(
+                where("api-max-in-flight"), f"{in_flight_raw!r} is not a whole number from 1 to 16"
+            )
+        )
     fake = bool(args["fake_sysfs_kernel"])
     if fake and paths["sysfs-root"] == Path("/"):
         problems.append(
@@ -394,4 +412,5 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
         multus_layout=multus_layout,
         multus_config_file=multus_config_file,
         repair_first_pass_timeout_s=first_pass_s,
+        api_max_in_flight=in_flight,
     )

@@ -262,3 +262,24 @@ def test_an_invalid_repair_first_pass_timeout_names_the_flag_and_value(value: st
         parse([f"--repair-first-pass-timeout-s={value}"])
     text = str(caught.value)
     assert "--repair-first-pass-timeout-s / REPAIR_FIRST_PASS_TIMEOUT_S" in text and repr(value) in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "want"),
+    [([], {}, 8), (["--api-max-in-flight=1"], {}, 1), ([], {"API_MAX_IN_FLIGHT": "16"}, 16)],
+    ids=["default-8", "flag-1-one-after-the-other", "environment-at-the-pool-size"],
+)
+def test_api_max_in_flight_is_read_from_flag_or_environment(
+    argv: list[str], env: dict[str, str], want: int
+) -> None:
+    assert parse(argv, {**BASE, **env}).api_max_in_flight == want
+
+
+@pytest.mark.parametrize(
+    "value", ["0", "17", "-2", "many"], ids=["zero", "above-the-pool", "negative", "not-a-number"]
+)
+def test_an_invalid_api_max_in_flight_names_the_flag_and_value(value: str) -> None:
+    with pytest.raises(settings.SettingsError) as caught:
+        parse([f"--api-max-in-flight={value}"])
+    text = str(caught.value)
+    assert "--api-max-in-flight / API_MAX_IN_FLIGHT" in text and repr(value) in text
