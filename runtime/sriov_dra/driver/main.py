@@ -212,6 +212,7 @@ class Plugin:
                     api_timeout_s=cfg.api_timeout_s,
                     multus=multus_layout.LayoutSource(cfg.multus_layout, cfg.multus_config_file),
                     watched_node_uid=pub.watched_node_uid,
+                    max_in_flight=cfg.api_max_in_flight,
                 )
             except Exception as exc:
                 raise StartupError(f"cannot start auto-attach (reading Node {cfg.node_name}): {exc}") from exc

@@ -29,7 +29,7 @@ from sriov_dra.core import checkpoint_lifecycle, claimplan, errors, identities
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import ensure as ensure_mod
-from sriov_dra.driver.managed import hostgate, lockorder, observe, planning, podnets, release, seams
+from sriov_dra.driver.managed import fanout, hostgate, lockorder, observe, planning, podnets, release, seams
 from sriov_dra.kube import errors as kube_errors
 
 LOG = logging.getLogger(__name__)
@@ -40,6 +40,8 @@ class ManagedAttach:
 
     ``node_uid`` reads the Node's current UID for the identity check of every prepare and repair
     pass (spec §6.1 step 3); ``None`` trusts ``node.uid`` as recorded (tests, benchmarks).
+    ``max_in_flight`` bounds the API requests one step issues at once (the source reads of a plan,
+    the shadow ensures of a claim; ``fanout``; ``--api-max-in-flight``).
     """
 
     def __init__(
@@ -56,9 +58,11 @@ class ManagedAttach:
         reporter: observe.Reporter | None = None,
         backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
         node_uid: consumer_mod.NodeUidReader | None = None,
+        max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
         self.node = node
         self.node_uid = node_uid
+        self.max_in_flight = max_in_flight
         self.devices = devices
         self.pods = pods
         self.nads = nads
@@ -99,6 +103,7 @@ class ManagedAttach:
             nads=self.nads,
             claims=self.claims,
             store=self.store,
+            max_in_flight=self.max_in_flight,
         )
 
     def reverify(
@@ -195,6 +200,7 @@ class ManagedAttach:
             reverify=self.reverify(pod_uid, refs),
             clock=self.clock,
             backoff=self.backoff,
+            max_in_flight=self.max_in_flight,
         )
         if held:
             result = dataclasses.replace(result, failed={**held, **result.failed})

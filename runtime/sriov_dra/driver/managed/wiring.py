@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from sriov_dra.core import identities
 from sriov_dra.driver import claim_context, locks, prepare, unprepare
-from sriov_dra.driver.managed import lockorder, multus_layout, observe, repair, seams, service
+from sriov_dra.driver.managed import fanout, lockorder, multus_layout, observe, repair, seams, service
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import nodeinfo, plugin_events, podpatch, shadows
@@ -85,12 +85,14 @@ def build_attach(
     api_timeout_s: float,
     multus: multus_layout.LayoutSource = multus_layout.DEFAULT_SOURCE,
     watched_node_uid: Callable[[], str | None] | None = None,
+    max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
 ) -> service.ManagedAttach:
     """The node's :class:`ManagedAttach` with real clients; records the Node UID read now.
 
     ``multus`` is where the node's Multus delegate layout is read for interface-name checks;
     ``watched_node_uid`` is the publisher's watched Node UID (``Publisher.watched_node_uid``)
-    that :class:`LiveNodeUid` prefers over a live GET. A checkpoint holding bindings of another
+    that :class:`LiveNodeUid` prefers over a live GET; ``max_in_flight`` is ``--api-max-in-flight``.
+    A checkpoint holding bindings of another
     node UID is logged (the orphan scan of this identity cannot see their shadows).
     Raises: ``kube.errors`` classes when the Node cannot be read (startup fails visibly).
     """
@@ -106,6 +108,7 @@ def build_attach(
         store=store,
         locks=lockorder.OperationLocks(locks.KeyedLocks("claim"), locks.KeyedLocks("pod")),
         reporter=observe.Reporter(events, metrics),
+        max_in_flight=max_in_flight,
         node_uid=LiveNodeUid(
             read=lambda: nodeinfo.node_uid(api, node_name, timeout_s=api_timeout_s), watched=watched_node_uid
         ),

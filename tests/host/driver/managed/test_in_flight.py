@@ -1,0 +1,26 @@
+"""``--api-max-in-flight`` reaches the concurrent API steps of an auto-attach prepare."""
+
+from __future__ import annotations
+
+import pytest
+from tests.fakes import managed_node as mn
+
+from sriov_dra.driver.managed import fanout
+from sriov_dra.kubeletapi import messages
+
+
+def test_the_configured_in_flight_bound_reaches_every_fan_out_of_a_prepare(
+    node: mn.ManagedNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[int] = []
+    real = fanout.run_all
+
+    def recording(calls, *, max_in_flight=fanout.DEFAULT_MAX_IN_FLIGHT):  # type: ignore[no-untyped-def]
+        seen.append(max_in_flight)
+        return real(calls, max_in_flight=max_in_flight)
+
+    monkeypatch.setattr(fanout, "run_all", recording)
+    node.attach.max_in_flight = 3
+    ref = node.add_consumer([("nic-0", mn.DEV_A0), ("nic-1", mn.DEV_B0)])
+    assert isinstance(node.prepare(ref), messages.Prepared)
+    assert len(seen) >= 2 and set(seen) == {3}  # the source reads of the plan and the shadow ensures
