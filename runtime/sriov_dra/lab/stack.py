@@ -280,10 +280,7 @@ class LabStack:
             "plugin_multus_auto_attach": self.options.auto_attach,
             "operator_namespace": OPERATOR_NAMESPACE,
         }
-        if thick:
-            # No clusterNetwork: the guard inlines the primary, as ``sriov-dra-guard install`` did here
-            # (the shim's docstring: Multus v4.3.0 re-marshals a clusterNetwork conflist lossily on DEL).
-            cluster_vars["guard_cluster_network"] = ""
+        if thick:  # the guard role's default inlines the primary (no clusterNetwork: multus-cni #1449)
             cluster_vars["guard_multus_extra"] = {
                 "daemonConfigFile": DAEMON_CONFIG,
                 "daemonSocketDir": THICK_SOCKET_DIR,
