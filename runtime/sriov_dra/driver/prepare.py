@@ -27,7 +27,9 @@ Preparing one claim (:func:`prepare_claim`), in this order:
 6. Upsert this driver's ``status.devices`` entries (best-effort, diagnostic, conflict-safe,
    other drivers' entries kept; still under the locks, so a late write cannot overtake a
    concurrent unprepare of the claim), unlock, and return the devices with top-level request
-   names and both CDI IDs.
+   names and both CDI IDs. In auto-attach mode this write runs *concurrently with the Pod
+   patch* of step 5 (issue 5) and is joined before ``Ready`` is persisted (see
+   :func:`_status_beside_patch` for why that is safe); in manual mode it follows step 4.
 
 A claim that already has a record (a retry, or a kubelet restart) skips step 3 and re-runs step 4
 against the recorded state: when everything is in place that changes nothing, so a repeated
@@ -99,11 +101,45 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
             _check_retry(plan, record)
             ensure_host(ctx, record)
         if managed is not None and consumer is not None:  # spec §8.1 steps 3-5, first and retry alike
-            managed.ensure(consumer, plan.claim_uid, host=lambda other: ensure_host(ctx, other))
+            managed.ensure(
+                consumer,
+                plan.claim_uid,
+                host=lambda other: ensure_host(ctx, other),
+                beside_patch=_status_beside_patch(ctx, record, claim),
+            )
             record = ctx.store.snapshot_claim(plan.claim_uid) or record
-        update_status(ctx, record, claim)
+        else:
+            update_status(ctx, record, claim)
         ctx.fault("prepare:status")
     return prepared_result(record)
+
+
+def _status_beside_patch(
+    ctx: claim_context.ClaimContext, record: model.ClaimRecord, claim: Mapping[str, Any]
+) -> Callable[[], None]:
+    """Step 6 of a managed prepare, to run beside the Pod patch of step 5 (issue 5).
+
+    Why overlapping is safe (spec §8.1 step 5: diagnostic claim status is best-effort and not a
+    connectivity barrier):
+
+    - *Content*: the entries come from ``record.devices`` (pool, device, frozen VfConfig), fixed
+      when the record was first persisted, and from the claim read in step 1; the shadows, the
+      Pod patch and ``Ready`` change only the managed bindings, so writing earlier writes the
+      same entries.
+    - *Truth*: the ensure pass calls this only for a claim whose host stage completed (this
+      handler ran :func:`ensure_host` before) and whose shadows exist. After the ``Pending``
+      checkpoint the hardware is never rolled back (spec §8.1: failures keep the state, the
+      kubelet's unprepare is the cleanup), so the entries describe prepared devices even when
+      the Pod patch or the ``Ready`` write then fails and the prepare returns an error.
+    - *Cleanup*: unprepare clears the entries before it drops the record (``unprepare``, and
+      step 9 of a managed release, ``release``), so an entry written by a prepare that failed
+      later is removed with the record; a retry finds it in place and writes nothing.
+    - *Lifetime*: the fan-out joins this write before ``Ready`` is persisted, so it ends while
+      this handler still holds the claim and Pod locks: no status write outlives the prepare or
+      overtakes an unprepare. A hang is bounded by the claim client's request timeout.
+    - *Failure*: :func:`update_status` never raises; a failed write changes no outcome.
+    """
+    return lambda: update_status(ctx, record, claim)
 
 
 def prepared_result(record: model.ClaimRecord) -> messages.Prepared:

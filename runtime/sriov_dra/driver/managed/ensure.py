@@ -12,7 +12,10 @@ and Pod operation locks (this module never locks):
    concurrently (``fanout``, bounded): all of them after the claim's ``Pending`` record is
    durable (it was, before this pass started), all finished before its UID write;
 3. one merge of every claim whose shadows all exist into the live Pod (``podnets``); a claim
-   whose shadows failed is left out, so no selection names a shadow that does not exist;
+   whose shadows failed is left out, so no selection names a shadow that does not exist. The
+   caller's best-effort side writes for the claims published here (``beside_patch``: the
+   prepare's diagnostic claim status) run concurrently with this patch (``fanout``) and are
+   joined before step 4;
 4. persist ``Ready`` for the claims that were published.
 
 An error on one claim is reported for that claim and never undoes another claim's work or any
@@ -179,6 +182,7 @@ def ensure_managed_bindings(
     clock: seams.Clock,
     backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
     max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
+    beside_patch: Mapping[str, Callable[[], None]] | None = None,
 ) -> EnsureResult:
     """Run steps 1–4 of the module docstring for the verified live ``pod``; never raises per claim.
 
@@ -187,6 +191,12 @@ def ensure_managed_bindings(
     is recorded for every claim that was to be published (also when the node's Multus layout,
     ``node.multus``, cannot be read for the interface-name check). ``max_in_flight`` bounds the
     shadow requests of one claim issued at once (claims are still handled one after the other).
+
+    ``beside_patch`` maps a claim UID to a best-effort write that may run as soon as that
+    claim's shadows exist: it runs concurrently with the Pod patch when the claim is published
+    in this pass (never when its shadows failed), whether the patch succeeds or not, and it has
+    finished before any ``Ready`` write; its exception is logged and changes no result. It must
+    not take the operation locks or fan out itself (``fanout``).
     Source: spec §8.1 steps 3–5, §8.2 (EnsureManagedBindings), §8.3.
     """
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
@@ -214,8 +224,9 @@ def ensure_managed_bindings(
             failed[record.claim_uid] = exc
     if not ok:
         return EnsureResult(failed=failed, created=tuple(created))
-    try:
-        patched = podnets.ensure_selections(
+
+    def patch() -> bool:
+        return podnets.ensure_selections(
             pods=pods,
             pod=pod,
             entries=podnets.intended_entries(ok),
@@ -224,10 +235,21 @@ def ensure_managed_bindings(
             backoff=backoff,
             layout=node.multus.current(),
         )
-    except Exception as exc:
+
+    beside = beside_patch or {}
+    sides = [(r.claim_uid, beside[r.claim_uid]) for r in ok if r.claim_uid in beside]
+    outcomes = fanout.run_all([patch, *(call for _, call in sides)], max_in_flight=max_in_flight)
+    for (claim_uid, _), side in zip(sides, outcomes[1:], strict=True):
+        if side.error is not None:  # best-effort by contract: noted, never a claim failure
+            LOG.warning(
+                "side write beside the Pod patch failed",
+                extra={"claim_uid": claim_uid, "op": "ensure", "reason": str(side.error)},
+            )
+    if outcomes[0].error is not None:
         for record in ok:
-            failed[record.claim_uid] = exc
+            failed[record.claim_uid] = outcomes[0].error
         return EnsureResult(failed=failed, created=tuple(created))
+    patched = outcomes[0].value is True
     ready: list[identities.ClaimUid] = []
     for record in ok:
         try:

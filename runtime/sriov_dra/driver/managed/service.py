@@ -145,14 +145,21 @@ class ManagedAttach:
         return check
 
     def ensure(
-        self, consumer: consumer_mod.Consumer, claim_uid: str, *, host: hostgate.HostStage
+        self,
+        consumer: consumer_mod.Consumer,
+        claim_uid: str,
+        *,
+        host: hostgate.HostStage,
+        beside_patch: Callable[[], None] | None = None,
     ) -> ensure_mod.EnsureResult:
         """EnsureManagedBindings for the consumer's Pod; raise this claim's error if it failed.
 
         The caller has just completed ``claim_uid``'s host stage. ``host`` first completes it for
         every other forward claim of the Pod with a ``Pending`` binding (a sibling whose prepare
         died between its checkpoint and its host step); a claim whose host step fails is not
-        published and keeps its error (``hostgate``).
+        published and keeps its error (``hostgate``). ``beside_patch`` is a best-effort write for
+        ``claim_uid`` that runs concurrently with the Pod patch once the claim's shadows exist and
+        is joined before ``Ready`` is persisted (``ensure.ensure_managed_bindings``).
         Raises: LifecycleBlocked(ClaimReleaseInProgress) when the claim's record is being
         released; the claim's own failure from the ensure pass (state kept for retry);
         ContractViolation when the claim has no managed record (an old checkpoint on an enabled
@@ -169,7 +176,12 @@ class ManagedAttach:
                 f"claim {record.namespace}/{record.name} ({claim_uid}) is being released; retry after it finishes",
                 reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
             )
-        result = self.ensure_pod(consumer.pod, host=host, done=frozenset({claim_uid}))
+        result = self.ensure_pod(
+            consumer.pod,
+            host=host,
+            done=frozenset({claim_uid}),
+            beside_patch={claim_uid: beside_patch} if beside_patch is not None else None,
+        )
         self.note(result, namespace=consumer.namespace, name=consumer.name, uid=consumer.uid)
         failure = result.failed.get(identities.ClaimUid(claim_uid))
         if failure is not None:
@@ -177,13 +189,20 @@ class ManagedAttach:
         return result
 
     def ensure_pod(
-        self, pod: Mapping[str, Any], *, host: hostgate.HostStage, done: frozenset[str] = frozenset()
+        self,
+        pod: Mapping[str, Any],
+        *,
+        host: hostgate.HostStage,
+        done: frozenset[str] = frozenset(),
+        beside_patch: Mapping[str, Callable[[], None]] | None = None,
     ) -> ensure_mod.EnsureResult:
         """Host-gated EnsureManagedBindings for the verified live ``pod`` (prepare and repair).
 
         Completes the host stage of the Pod's ``Pending`` records (except ``done``), then ensures
         and publishes only those whose host stage is complete; the others are reported failed.
-        The caller holds the claim and Pod operation locks. Never raises per claim.
+        ``beside_patch``: best-effort writes per claim UID run beside the Pod patch (see
+        ``ensure.ensure_managed_bindings``). The caller holds the claim and Pod operation locks.
+        Never raises per claim.
         """
         meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
         assert isinstance(meta, Mapping)
@@ -201,6 +220,7 @@ class ManagedAttach:
             clock=self.clock,
             backoff=self.backoff,
             max_in_flight=self.max_in_flight,
+            beside_patch=beside_patch,
         )
         if held:
             result = dataclasses.replace(result, failed={**held, **result.failed})

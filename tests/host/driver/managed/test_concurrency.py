@@ -67,7 +67,7 @@ def checkpoint_kind(data: bytes) -> str:
 def recording(node: mn.ManagedNode, *, gated: str, parties: int) -> list[tuple[str, str]]:
     log: list[tuple[str, str]] = []
     gate = GatedNads(node.attach.nads, log, gated=gated, parties=parties)  # type: ignore[arg-type]
-    node.attach.nads = gate
+    node.attach.nads = gate  # type: ignore[assignment]
     node.on_write = lambda data: log.append(("checkpoint", checkpoint_kind(data)))
     return log
 
