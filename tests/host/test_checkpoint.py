@@ -24,7 +24,7 @@ from tests.fakes import checkpoint_records as fx
 
 from sriov_dra.core import checkpoint_codec as codec
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import errors
+from sriov_dra.core import errors, identities
 from sriov_dra.host import atomicfile
 from sriov_dra.host import checkpoint as store_mod
 
@@ -415,3 +415,69 @@ def test_kill_during_a_checkpoint_write_leaves_the_previous_checkpoint_loadable(
     restarted = store_mod.CheckpointStore(path)
     assert list(restarted.load()) == [fx.CLAIM_1]
     assert atomicfile.stale_temporaries(path) == []
+
+
+# --- validation cost: only the changed claim is validated (issue 5) --------------------------------
+
+
+@pytest.fixture
+def validated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Claim UIDs passed to the model's record validator, in call order."""
+    seen: list[str] = []
+    real = model.record_problems
+
+    def counting(rec: model.ClaimRecord, path: str = "") -> list[errors.FieldError]:
+        seen.append(rec.claim_uid)
+        return real(rec, path)
+
+    monkeypatch.setattr(model, "record_problems", counting)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda s: s.update_managed_bindings(fx.CLAIM_2, lambda b: replace(b, phase=P.READY)), [fx.CLAIM_2]),
+        (lambda s: s.set_claim(fx.record(fx.CLAIM_3, indexes=(3,), phase=P.PENDING)), [fx.CLAIM_3]),
+        (lambda s: s.mark_managed_deleting(fx.CLAIM_1), [fx.CLAIM_1]),
+        (lambda s: s.delete_claim(fx.CLAIM_3), []),
+    ],
+    ids=[
+        "binding-update-validates-its-claim",
+        "new-claim-validates-itself",
+        "mark-deleting",
+        "delete-validates-none",
+    ],
+)
+def test_a_write_validates_only_the_claim_it_changes(
+    store: store_mod.CheckpointStore,
+    write: RecordingWrite,
+    validated: list[str],
+    change: Callable[[store_mod.CheckpointStore], object],
+    expected: list[str],
+) -> None:
+    store.set_claim(fx.record(fx.CLAIM_1))
+    store.set_claim(fx.record(fx.CLAIM_2, indexes=(1,), phase=P.PENDING))
+    if not expected:
+        store.set_claim(fx.record(fx.CLAIM_3, indexes=(3,), namespace="ns-b", name="claim-c", managed=False))
+    validated.clear()
+    calls = write.calls
+    change(store)
+    assert validated == expected and write.calls == calls + 1
+    assert store_mod.CheckpointStore(store.path).load() == store.all_claims()  # the file reads back
+
+
+def test_a_corrupted_in_memory_record_still_cannot_be_written(
+    store: store_mod.CheckpointStore, write: RecordingWrite
+) -> None:
+    store.set_claim(fx.record(phase=P.PENDING))
+    good = store.snapshot_claim(fx.CLAIM_1)
+    assert good is not None
+    bad_device = replace(good.devices[0], pci_address=identities.PciAddress("not-a-pci-address"))
+    # memory corrupted behind the store's API (nothing in the plugin can do this)
+    store._claims[identities.ClaimUid(fx.CLAIM_1)] = replace(good, devices=(bad_device,))
+    before, calls = store.path.read_bytes(), write.calls
+    with pytest.raises(errors.ContractViolation, match="refusing to write a checkpoint") as caught:
+        store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, phase=P.READY))
+    assert "pciAddress" in str(caught.value)
+    assert write.calls == calls and store.path.read_bytes() == before

@@ -178,7 +178,9 @@ class CheckpointStore:
                     claims.pop(claim_uid, None)
                 else:
                     claims[claim_uid] = new
-                data = codec.encode_checkpoint(model.Checkpoint(claims=claims))
+                # only the changed claim is validated: every other record was validated when it
+                # was committed or loaded, and records are immutable (copies go in and out)
+                data = codec.encode_checkpoint(model.Checkpoint(claims=claims), changed=(claim_uid,))
                 self._write(self._path, data)  # raises: memory keeps the old state (rollback)
                 self._claims = claims
             return copy_record(new)

@@ -200,6 +200,51 @@ def test_encode_refuses_an_invalid_record() -> None:
         codec.encode_checkpoint(bad)
 
 
+def _two_claims(bad: str) -> model.Checkpoint:
+    """CLAIM_1 and CLAIM_2, the one named ``bad`` with an invalid namespace."""
+    return fx.checkpoint(
+        fx.record(fx.CLAIM_1, namespace="Bad_NS" if bad == fx.CLAIM_1 else "ns-a"),
+        fx.record(fx.CLAIM_2, indexes=(1,), namespace="Bad_NS" if bad == fx.CLAIM_2 else "ns-a"),
+    )
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [None, (fx.CLAIM_2,), (fx.CLAIM_1, fx.CLAIM_2)],
+    ids=["all-claims-by-default", "the-changed-bad-claim", "every-changed-claim"],
+)
+def test_encode_refuses_a_validated_bad_claim_with_the_same_errors(changed: tuple[str, ...] | None) -> None:
+    with pytest.raises(errors.ContractViolation) as full:
+        codec.encode_checkpoint(_two_claims(fx.CLAIM_2))
+    with pytest.raises(errors.ContractViolation) as only:
+        codec.encode_checkpoint(_two_claims(fx.CLAIM_2), changed=changed)
+    assert str(only.value) == str(full.value) and fx.CLAIM_2 in str(only.value)
+
+
+@pytest.mark.parametrize(
+    ("changed", "validated"),
+    [((fx.CLAIM_1,), [fx.CLAIM_1]), ((fx.CLAIM_3,), []), ((), [])],
+    ids=["only-the-changed-claim", "a-removed-claim-needs-none", "nothing-changed"],
+)
+def test_encode_validates_only_the_changed_claims(
+    monkeypatch: pytest.MonkeyPatch, changed: tuple[str, ...], validated: list[str]
+) -> None:
+    seen: list[str] = []
+    real = model.record_problems
+
+    def counting(rec: model.ClaimRecord, path: str = "") -> list[errors.FieldError]:
+        seen.append(rec.claim_uid)
+        return real(rec, path)
+
+    monkeypatch.setattr(model, "record_problems", counting)
+    cp = _two_claims(bad="")
+    full = codec.encode_checkpoint(cp)
+    assert seen == [fx.CLAIM_1, fx.CLAIM_2]
+    seen.clear()
+    assert codec.encode_checkpoint(cp, changed=changed) == full
+    assert seen == validated
+
+
 # --- strict rejections ---------------------------------------------------------------------------
 
 
