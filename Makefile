@@ -5,13 +5,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+LAB_ARGS ?=
 
 .PHONY: setup deps venv binaries collections test lint typecheck unit lab bench clean-cache help
 
 help:
 	@echo "make setup   - Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI binaries"
 	@echo "make test    - lint, type checks and every test tier (unit, host, cluster, cni, e2e, ansible)"
-	@echo "make lab     - the main job: the local lab (see README.md)"
+	@echo "make lab     - the main job: the local lab (see README.md); options of 'sriov-dra lab demo' in"
+	@echo "               LAB_ARGS, e.g. make lab LAB_ARGS=\"--multus thick\" or LAB_ARGS=--hold"
 	@echo "make bench   - benchmarks under bench/ (ratios measured in one run)"
 	@echo "make lint    - ruff, ruff format --check, import-linter layer contracts"
 	@echo "make typecheck - mypy (strict on core, kube, host, lab, guard)"
@@ -54,7 +56,7 @@ test: lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lab: setup
-	$(VENV)/bin/sriov-dra lab demo
+	$(VENV)/bin/sriov-dra lab demo $(LAB_ARGS)
 
 bench: venv
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

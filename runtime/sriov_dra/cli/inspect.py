@@ -332,6 +332,11 @@ def render_table(rows: Sequence[Row]) -> str:
         out.append(
             f"checks passed: {', '.join(sorted({k for r in rows for k in r.checks}))} (IPs from {', '.join(sorted(origin)) or '-'})"
         )
+    if any(r.ip_origin == "network-status" and any("/" not in ip for ip in r.ips) for r in rows):
+        out.append(
+            "IPs without prefix: Multus's network-status carries none; --netns <the Pod's network "
+            "namespace path> reads each interface's address with its prefix on the node"
+        )
     return "\n".join(out)
 
 

@@ -11,6 +11,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from kubernetes.config import ConfigException
 
@@ -18,29 +19,126 @@ from sriov_dra.kube import errors as kube_errors
 from sriov_dra.lab import binaries, processes
 
 
-def _lab_up(args: argparse.Namespace) -> int:
-    from sriov_dra.lab import session
+def _quiet_lab(args: argparse.Namespace) -> None:
+    """Keep a lab command's terminal to its own progress lines; component logs are in the work dir.
 
-    return session.up(workdir=args.workdir, nodes=args.nodes, hold=not args.no_hold)
+    Silences the readiness polls' connection-refused retries (urllib3 WARNINGs): the client
+    library resets urllib3's level per configuration, a filter survives that. SIGTERM stops the
+    lab like Ctrl-C (its cleanup runs).
+    """
+    import os
+    import signal
+
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC's fork notices would interleave with the output
+    if args.log_level != "DEBUG":
+        logging.getLogger("sriov_dra").setLevel(logging.WARNING)
+        logging.getLogger("urllib3.connectionpool").addFilter(lambda record: record.levelno >= logging.ERROR)
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _lab_up(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sriov_dra.lab import console
+
+    _quiet_lab(args)
+    workdir = Path(args.workdir).resolve()
+    if args.bare:
+        return console.up_bare(workdir=workdir, nodes=args.nodes, wait=not args.no_hold)
+    return console.up(
+        workdir=workdir,
+        multus_mode=args.multus,
+        nodes=args.nodes,
+        operator_managed=args.operator_managed,
+        wait=not args.no_hold,
+    )
 
 
 def _lab_demo(args: argparse.Namespace) -> int:
-    import os
     from pathlib import Path
 
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC's fork notices would interleave with the table
-    if args.log_level != "DEBUG":  # the demo prints its own progress; component logs are in the work dir
-        logging.getLogger("sriov_dra").setLevel(logging.WARNING)
-        # The client library resets urllib3's level per configuration; a filter survives that.
-        logging.getLogger("urllib3.connectionpool").addFilter(lambda record: record.levelno >= logging.ERROR)
     from sriov_dra.cli import inspect
     from sriov_dra.lab import demo
 
+    _quiet_lab(args)
     return demo.run(
         workdir=Path(args.workdir).resolve(),
         inspector=inspect.Inspector(),
         multus_mode=args.multus,
         hold=args.hold,
+    )
+
+
+def _lab_parsers(sub: Any) -> None:
+    lab = sub.add_parser(
+        "lab",
+        help="the local lab: a real control plane and simulated SR-IOV nodes (up, demo)",
+        description=(
+            "The local lab on this machine (needs root). Both commands use one work directory (default "
+            ".lab): controlplane/, nodes/<node>/, ansible/, and every component log under logs/."
+        ),
+    )
+    lab_sub = lab.add_subparsers(dest="lab_command", required=True, metavar="{up,demo}")
+    up = lab_sub.add_parser(
+        "up",
+        help="start the whole lab (control plane, nodes, roles, plugins, guards, Multus, operator) "
+        "without the examples, print KUBECONFIG, kubectl and commands to try, stop on Enter "
+        "(--bare: control plane and Node objects only)",
+        description=(
+            "Start the same lab `lab demo` runs (control plane, simulated nodes, playbooks/lab.yml "
+            "through the roles, plugins, guards, Multus, operator) without applying any example; print "
+            "KUBECONFIG, the kubectl of the build cache and commands to try (kubectl apply -f examples/..., "
+            "sriov-dra inspect, sriov-dra orphans); stop everything on Enter or Ctrl-C."
+        ),
+    )
+    _workdir(up)
+    _multus(up)
+    up.add_argument("--nodes", type=int, default=2, help="number of simulated nodes (default: 2)")
+    up.add_argument(
+        "--operator-managed",
+        action="store_true",
+        help="plugins watch the operator's namespace (for examples/operator-two-rails)",
+    )
+    up.add_argument(
+        "--bare",
+        action="store_true",
+        help="only the control plane, Node objects and synthetic GPU slices (no roles, plugins or CRDs)",
+    )
+    up.add_argument("--no-hold", action="store_true", help="stop again right after a successful start")
+    up.set_defaults(func=_lab_up)
+    demo = lab_sub.add_parser(
+        "demo",
+        help="the main job (make lab): the same lab, then the spec §14 examples end to end with their "
+        "correlation tables, stop, one PASS/FAIL line (--hold: pause with a Pod running)",
+        description=(
+            "Start the lab, apply the spec §14.2, §14.1 and §14.3 examples one after the other, print "
+            "each Pod's correlation table and checks, verify nothing is left after each deletion, stop "
+            "the lab and print one PASS/FAIL line with the demo's time."
+        ),
+    )
+    _workdir(demo)
+    _multus(demo)
+    demo.add_argument(
+        "--hold",
+        action="store_true",
+        help="pause with the §14.2 Pod running (and commands to inspect it) until Enter",
+    )
+    demo.set_defaults(func=_lab_demo)
+
+
+def _workdir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workdir", default=".lab", help="the lab's files and logs (default: .lab; replaced at start)"
+    )
+
+
+def _multus(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--multus", choices=["thin", "thick"], default="thin", help="Multus mode (default: thin)"
     )
 
 
@@ -50,29 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    lab = sub.add_parser("lab", help="the local lab: a real control plane and simulated SR-IOV nodes")
-    lab_sub = lab.add_subparsers(dest="lab_command", required=True)
-    up = lab_sub.add_parser(
-        "up", help="start the control plane and the simulated nodes, print how to reach them"
-    )
-    up.add_argument("--workdir", default=".lab", help="where PKI, logs and kubeconfig go (default: .lab)")
-    up.add_argument("--nodes", type=int, default=2, help="number of simulated nodes (default: 2)")
-    up.add_argument("--no-hold", action="store_true", help="stop again right after a successful start")
-    up.set_defaults(func=_lab_up)
-    demo = lab_sub.add_parser(
-        "demo",
-        help="the main job: the spec §14 examples end to end, the correlation table, a PASS/FAIL verdict",
-    )
-    demo.add_argument("--workdir", default=".lab", help="where PKI, logs and node files go (default: .lab)")
-    demo.add_argument(
-        "--multus", choices=["thin", "thick"], default="thin", help="Multus mode (default: thin)"
-    )
-    demo.add_argument(
-        "--hold",
-        action="store_true",
-        help="pause with the §14.2 Pod running (and commands to inspect it) until Enter",
-    )
-    demo.set_defaults(func=_lab_demo)
+    _lab_parsers(sub)
     from sriov_dra.cli import inspect, orphans, preflight
 
     inspect.add_parser(sub)

@@ -63,9 +63,11 @@ class ControlPlaneSettings:
     """Per component; the apiserver's first start on a cold disk takes ~10-20 s on 2 cores."""
     feature_gates: str = ""
     audit: bool = False
-    """Write an audit log of resource.k8s.io and NAD requests (Metadata level) to ``audit.log``."""
+    """Write an audit log of resource.k8s.io and NAD requests (Metadata level) to ``<logs>/audit.log``."""
     keep_workdir: bool = False
     """Keep the work directory after stop (logs for debugging); temp dirs are removed otherwise."""
+    logs_dir: Path | None = None
+    """Where the component logs (``<component>.log``) go; ``<workdir>/logs`` when None."""
 
 
 @dataclass
@@ -146,7 +148,7 @@ class ControlPlane:
 
     @property
     def _logs(self) -> Path:
-        return self.workdir / "logs"
+        return self.settings.logs_dir or self.workdir / "logs"
 
     def _write_pki(self) -> None:
         # The clock is read here, at the edge, and handed to the PKI; 1 h back tolerates skew.
@@ -265,8 +267,8 @@ class ControlPlane:
 
     @property
     def audit_log(self) -> Path:
-        """Path of the apiserver audit log (written only with ``settings.audit``)."""
-        return self.workdir / "audit.log"
+        """Path of the apiserver audit log, with the component logs (written only with ``settings.audit``)."""
+        return self._logs / "audit.log"
 
     def _install_nad_crd(self) -> None:
         crd = yaml.safe_load(NAD_CRD.read_text())

@@ -2,8 +2,8 @@
 
 Phases, each on a clean lab state, each ending with its workloads deleted and a leftover count:
 
-1. start the lab (:class:`~sriov_dra.lab.stack.LabStack`: control plane, two simulated nodes with
-   two rails each, ``playbooks/lab.yml`` with the collection's roles (one summary line per role),
+1. start the lab as ``lab up`` does (:func:`~sriov_dra.lab.console.start`; control plane, two
+   simulated nodes with two rails each, ``playbooks/lab.yml`` with the collection's roles (one summary line per role),
    plugins, guards, Multus, IPAM, operator);
 2. spec §14.2 (``examples/gpu-nic-pairs``): the GPU/NIC pairs example, applied verbatim (the lab's
    PF names, node label and documentation CIDRs already match it, so no substitution is needed);
@@ -24,8 +24,6 @@ live in the CLI layer above this one).
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sriov_dra.kube import objects
-from sriov_dra.lab import binaries, iproute, leftovers, processes, roles, stack, topology, workloads
+from sriov_dra.lab import console, leftovers, processes, stack, workloads
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
@@ -100,18 +98,20 @@ class Verdict:
         """True when every check passed (and there was at least one)."""
         return bool(self.checks) and all(ok for _, ok, _ in self.checks)
 
-    def line(self, elapsed_s: float) -> str:
-        """The final one-line verdict."""
+    def line(self, elapsed_s: float, held_s: float = 0.0) -> str:
+        """The final one-line verdict; ``elapsed_s`` is the demo's own time (``held_s`` excluded).
+
+        Units: seconds; ``held_s`` is the time spent at the ``--hold`` pause, named when non-zero.
+        """
         failed = [n for n, ok, _ in self.checks if not ok]
         if not failed and self.checks:
             covered = ", ".join(self.sections) or "no section"
-            return f"PASS: all {len(self.checks)} checks passed ({covered}) in {elapsed_s:.0f} s"
+            held = f" (demo time; {held_s:.0f} s at the --hold pause not counted)" if held_s >= 0.5 else ""
+            return f"PASS: all {len(self.checks)} checks passed ({covered}) in {elapsed_s:.0f} s{held}"
         return f"FAIL: {len(failed)} of {len(self.checks)} checks failed: {', '.join(failed) or 'none ran'}"
 
 
-def say(text: str) -> None:
-    """Print one progress line at once."""
-    print(text, flush=True)
+say = console.say
 
 
 def multus_dra_reads(audit_log: Path) -> int:
@@ -172,6 +172,8 @@ class Demo:
         self.inspector = inspector
         self.verdict = verdict
         self.hold = hold
+        self.held_s = 0.0
+        """Seconds spent at the ``--hold`` pause (left out of the verdict's time)."""
         self.client = objects.Objects(lab.api, field_manager="lab-user")
 
     def _netns(self, pod: Mapping[str, Any]) -> str | None:
@@ -270,17 +272,12 @@ class Demo:
 
     def pause(self, namespace: str, name: str) -> None:
         """Keep the lab and the Pod running until Enter, with commands to look around."""
-        kubectl = binaries.find("kubectl")
-        say(f"""
-    The lab keeps running with Pod {namespace}/{name}. In another shell:
-      export KUBECONFIG={self.lab.cp.kubeconfig}
-      {sys.executable.rsplit("/", 1)[0]}/sriov-dra inspect {name} -n {namespace}
-      {kubectl} -n {namespace} get pod {name} -o yaml
-      {kubectl} -n {namespace} get network-attachment-definitions,resourceclaims
-      {kubectl} get resourceslices
-    Component logs: {self.lab.workdir}/nodes/<node>/logs/ and {self.lab.workdir}/controlplane/logs/
-    Press Enter to continue the demo (the Pod is deleted next).""")
-        sys.stdin.readline()
+        pod = self.client.get(workloads.POD, name, namespace)
+        say("")
+        say(
+            console.pod_hints(self.lab, namespace, name, node=pod["spec"]["nodeName"], netns=self._netns(pod))
+        )
+        self.held_s += console.hold("Press Enter to continue the demo (the Pod is deleted next).")
 
     def one_network(self) -> None:
         """Spec §14.1."""
@@ -347,36 +344,18 @@ def run(
     hold: bool = False,
     phases: Sequence[str] = ("pairs", "one-network", "operator"),
 ) -> int:
-    """Run the demo (see the module docstring); returns 0 on PASS, 1 on FAIL.
+    """Run the demo (see the module docstring); returns 0 on PASS, 1 on FAIL, 2 when the lab cannot start.
+
+    The verdict's time is the demo's own: the ``--hold`` pause is left out (and named).
 
     Raises: ``binaries.BinaryMissing`` / ``processes.ProcessFailed`` when the lab cannot start.
     """
     start = time.monotonic()
     verdict = Verdict()
-    if workdir.exists() and (workdir / "controlplane").exists():
-        for line in stack.clean_stale(workdir):  # a lab killed before its stop
-            say(f"    cleaned up a previous run: {line}")
-        shutil.rmtree(workdir)  # a previous demo's files; the lab always starts clean
-    say(
-        f"== starting the lab in {workdir} (control plane, 2 nodes x 2 rails, plugins, guards, Multus {multus_mode}, "
-        "whereabouts, operator)"
-    )
-    lab = stack.LabStack(stack.LabOptions(workdir=workdir, multus_mode=multus_mode))
+    lab = console.start(workdir, multus_mode=multus_mode)
+    if lab is None:
+        return 2
     try:
-        try:
-            lab.start()
-        except roles.PlaybookFailed as exc:
-            say(f"FAIL: the collection's roles failed on the lab: {exc}")
-            return 2
-        except (topology.TopologyError, iproute.IpError) as exc:
-            say(f"FAIL: the lab cannot start on this machine: {exc}")
-            return 2
-        say(
-            f"    installed through the collection's roles (playbooks/lab.yml, logs {lab.workdir / 'ansible'}/ansible-*.log):"
-        )
-        for summary in lab.role_summaries:
-            say(f"      {summary.line()}")
-        say(f"    ready in {time.monotonic() - start:.0f} s; KUBECONFIG={lab.cp.kubeconfig}")
         demo = Demo(lab, inspector, verdict, hold=hold)
         steps: dict[str, Callable[[], None]] = {
             "pairs": demo.pairs,
@@ -389,7 +368,7 @@ def run(
             except (workloads.WaitTimeout, processes.ProcessFailed, ValueError) as exc:
                 verdict.check(f"phase {phase}", False, str(exc))
     finally:
-        say(f"\n== stopping the lab (logs stay in {workdir})")
+        say(f"\n== stopping the lab (logs stay in {lab.logs_dir})")
         lab.stop()
-    say(verdict.line(time.monotonic() - start))
+    say(verdict.line(time.monotonic() - start - demo.held_s, demo.held_s))
     return 0 if verdict.passed else 1

@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,6 +95,32 @@ def survivors() -> list[str]:
             cmd = "?"
         found.append(f"{entry.name} {cmd[:200]}")
     return found
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Run a cleanup block that a second Ctrl-C (or SIGTERM) cannot cut short.
+
+    In the main thread, SIGINT and SIGTERM received inside the block are remembered and turned
+    into one ``KeyboardInterrupt`` after it; elsewhere the block runs unchanged.
+    Raises: ``KeyboardInterrupt`` after the block when such a signal came during it.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, _frame: received.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        raise KeyboardInterrupt
 
 
 _PR_SET_PDEATHSIG = 1

@@ -18,9 +18,11 @@ the kubeconfig is always the lab control plane's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -175,8 +177,14 @@ class PlaybookRun:
         with self.log_path.open("w") as log:
             log.write(f"$ {' '.join(self.argv)}\n")
             log.flush()
+            # Its own session: a Ctrl-C on the lab reaches only the lab, whose stop kills the run's group.
             self.process = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.workdir
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.workdir,
+                start_new_session=True,
             )
         return self
 
@@ -203,9 +211,10 @@ class PlaybookRun:
         return summarize(text)
 
     def kill(self) -> None:
-        """Stop the run if it is still going (SIGKILL, then reap)."""
+        """Stop the run and its forked workers if still going (SIGKILL to its group, then reap)."""
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
 

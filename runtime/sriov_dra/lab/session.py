@@ -1,20 +1,14 @@
-"""``sriov-dra lab up``: a control plane, simulated nodes and synthetic GPU ResourceSlices.
+"""The lab's cluster-side topology: node names and labels, and the synthetic GPU devices.
 
 Owns the lab's topology: node names, their labels, and the synthetic ``gpu.nvidia.com`` devices
 (two full GPUs per node, one under each of the two PCIe roots the fake SR-IOV hardware uses). The
-GPU slices are clearly marked synthetic; no GPU driver runs in the lab.
+GPU slices are clearly marked synthetic; no GPU driver runs in the lab. Starts nothing
+(``sriov-dra lab up`` is :mod:`~sriov_dra.lab.console`).
 """
 
 from __future__ import annotations
 
-import signal
-import threading
-from pathlib import Path
 from typing import Any
-
-from sriov_dra.kube import apply
-from sriov_dra.lab import controlplane
-from sriov_dra.lab.nodes import SimulatedNode
 
 GPU_DRIVER = "gpu.nvidia.com"
 #: The two PCIe roots of every simulated node: rail A (GPU 0 + PF ens1f0) and rail B (GPU 1 + ens2f0).
@@ -78,38 +72,3 @@ def gpu_device_class() -> dict[str, Any]:
             ]
         },
     }
-
-
-def up(*, workdir: str, nodes: int, hold: bool) -> int:
-    """Start the lab control plane and ``nodes`` simulated nodes; hold until SIGINT/SIGTERM.
-
-    Returns: the process exit status (0 after a clean stop).
-    Raises: ``binaries.BinaryMissing`` / ``ProcessFailed`` from the control plane start.
-    """
-    path = Path(workdir).resolve()
-    cp = controlplane.ControlPlane(controlplane.ControlPlaneSettings(workdir=path, keep_workdir=True))
-    cp.start()
-    sims: list[SimulatedNode] = []
-    api = cp.api()
-    try:
-        for name in node_names(nodes):
-            sims.append(
-                SimulatedNode(api, name, labels={**NODE_LABELS, "kubernetes.io/hostname": name}).start()
-            )
-        apply.apply_objects(api, [gpu_device_class(), *(gpu_slice(n.name) for n in sims)])
-        print(f"lab up: control plane {cp.server}, nodes {', '.join(n.name for n in sims)}")
-        print(f"  export KUBECONFIG={cp.kubeconfig}")
-        print(f"  component logs: {path / 'logs'}")
-        if hold:
-            done = threading.Event()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: done.set())
-            print("  press Ctrl-C to stop")
-            done.wait()
-    finally:
-        for sim in sims:
-            sim.stop()
-        api.close()
-        cp.stop()
-    print("lab stopped")
-    return 0

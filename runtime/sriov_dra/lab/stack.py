@@ -68,6 +68,8 @@ DAEMON_CONFIG: Final = "/etc/cni/net.d/multus.d/daemon-config.json"
 THICK_SOCKET_DIR: Final = "/run/multus/sock/"
 """The daemon removes its socket directory at start, so it must not be the mount point itself."""
 STATE_FILE: Final = "lab.json"
+LOGS_DIR: Final = "logs"
+"""Under the work directory: ``controlplane/<component>.log``, ``<node>/<service>.log``, ``operator.log``."""
 PLUGIN_SERVICE_ACCOUNT: Final = ("dra-driver-sriov", "dra-driver-sriov")
 """(namespace, name) of the plugin's ServiceAccount, the one the shipped plugin RBAC binds."""
 SA_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -160,16 +162,38 @@ def clean_stale(workdir: Path) -> list[str]:
     return done
 
 
+LAB_MARKERS: Final = (STATE_FILE, "controlplane", "admin.kubeconfig", "pki")
+"""Files only a lab work directory holds (the last two: the layout earlier ``lab up`` runs left)."""
+
+
+def reset_workdir(workdir: Path) -> list[str]:
+    """Make ``workdir`` ready for a new lab: clean a previous lab's leftovers and remove its files.
+
+    Touches ``workdir`` only when it holds one of :data:`LAB_MARKERS` (never a directory that is
+    not a lab's). Returns what :func:`clean_stale` removed, one line each.
+    """
+    if not any((workdir / marker).exists() for marker in LAB_MARKERS):
+        return []
+    done = clean_stale(workdir)  # a lab killed before its stop
+    shutil.rmtree(workdir)
+    return done
+
+
 class LabStack:
     """A running lab (see the module docstring). Use :meth:`start` / :meth:`stop`."""
 
     def __init__(self, options: LabOptions) -> None:
         self.options = options
         self.workdir = options.workdir.resolve()
+        self.logs_dir = self.workdir / LOGS_DIR
+        """Every component log: ``controlplane/``, ``<node>/`` and ``operator.log``."""
         self.lab_id = secrets.token_hex(2)
         self.cp = controlplane.ControlPlane(
             controlplane.ControlPlaneSettings(
-                workdir=self.workdir / "controlplane", keep_workdir=True, audit=True
+                workdir=self.workdir / "controlplane",
+                keep_workdir=True,
+                audit=True,
+                logs_dir=self.logs_dir / "controlplane",
             )
         )
         self.nodes: list[NodeStack] = []
@@ -214,7 +238,14 @@ class LabStack:
         return self
 
     def stop(self) -> None:
-        """Stop every process and kubelet, remove node namespaces and the control plane. Idempotent."""
+        """Stop every process and kubelet, remove node namespaces and the control plane. Idempotent.
+
+        A Ctrl-C or SIGTERM during the stop does not cut it short (it is re-raised afterwards).
+        """
+        with processes.signals_deferred():
+            self._stop()
+
+    def _stop(self) -> None:
         for run in self._playbook_runs:
             run.kill()
         self._playbook_runs.clear()
@@ -236,6 +267,9 @@ class LabStack:
             self.api.close()
             self.api = None
         self.cp.stop()
+        # Pod sandboxes outlive the kubelet simulator by design; a stopped lab leaves none of them.
+        for line in clean_stale(self.workdir):
+            log.info("lab stop: %s", line)
         shutil.rmtree(topology.run_root(self.lab_id), ignore_errors=True)
 
     # ------------------------------------------------------------------ cluster
@@ -353,7 +387,7 @@ class LabStack:
         env: dict[str, str] | None = None,
     ) -> processes.Process:
         prefix = node.machine.exec_prefix() if (node is not None and in_node) else []
-        logs = node.layout.logs if node is not None else self.workdir / "logs"
+        logs = node.layout.logs if node is not None else self.logs_dir
         # setpriv asks for SIGKILL when the lab dies, instead of Process's preexec_fn: running Python
         # in a child forked from a process with live gRPC threads (the kubelet simulators' plugin
         # connections) can abort the child before it execs.
@@ -440,7 +474,7 @@ class LabStack:
         flat = {
             "datastore": "kubernetes",
             "kubernetes": {"kubeconfig": "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"},
-            "log_file": "/var/lib/cni/whereabouts.log",
+            "log_file": str(lay.logs / "whereabouts.log"),  # a host path, also valid in the node
             "log_level": "verbose",
         }
         (wb_dir / "whereabouts.conf").write_text(json.dumps(flat, indent=2) + "\n")

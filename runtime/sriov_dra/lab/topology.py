@@ -87,7 +87,7 @@ class LabVf:
 class NodeLayout:
     """Where one node's files live on the host, and the names of its namespaces.
 
-    Shapes: ``root`` is ``<workdir>/nodes/<name>``; ``run_root`` a short directory for unix
+    Shapes: ``root`` is ``<workdir>/nodes/<name>``; ``logs`` is ``<workdir>/logs/<name>``; ``run_root`` a short directory for unix
     sockets (``/run/sdl-<lab id>/<name>``: socket paths must stay under 108 bytes wherever the
     work directory is); every path below is a host path (also valid inside the node's
     namespaces). ``host_dir(mount)`` maps a :data:`NODE_MOUNTS` entry to the node directory
@@ -182,8 +182,8 @@ class NodeLayout:
 
     @property
     def logs(self) -> Path:
-        """Logs of the node's processes."""
-        return self.root / "logs"
+        """Logs of the node's processes: ``<workdir>/logs/<name>`` (all lab logs live under ``<workdir>/logs``)."""
+        return self.root.parent.parent / "logs" / self.name
 
     @property
     def netns_name(self) -> str:

@@ -303,3 +303,13 @@ def test_rail_subnet_is_read_from_the_ipam_config(ipam: dict[str, Any], subnet: 
 def test_json_output_carries_every_row_and_its_verdict() -> None:
     out = json.loads(inspect.render_json(_rows(_world())))
     assert [(r["request"], r["ok"]) for r in out] == [("nic-0", True), ("nic-1", True)]
+
+
+def test_addresses_without_prefix_get_a_footnote_naming_netns() -> None:
+    footnote = "IPs without prefix: Multus's network-status carries none; --netns <the Pod's network"
+    from_status = inspect.render_table(_rows(_world()))
+    assert "192.0.2.10 " in from_status and footnote in from_status
+    from_netns = inspect.render_table(
+        _rows(_world(), netns={"dra0": ["192.0.2.77/24"], "dra1": ["198.51.100.77/24"]})
+    )
+    assert "(IPs from netns)" in from_netns and footnote not in from_netns

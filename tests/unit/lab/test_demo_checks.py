@@ -37,6 +37,10 @@ def test_verdict_is_one_line_naming_failed_checks() -> None:
     verdict.check("pods run", True)
     verdict.sections.append("§14.1")
     assert verdict.passed and verdict.line(12.4) == "PASS: all 1 checks passed (§14.1) in 12 s"
+    held = verdict.line(12.4, held_s=31.0)
+    assert (
+        held == "PASS: all 1 checks passed (§14.1) in 12 s (demo time; 31 s at the --hold pause not counted)"
+    )
     verdict.check("nothing left", False, "shadows: 1")
     line = verdict.line(3.0)
     assert not verdict.passed and line == "FAIL: 1 of 2 checks failed: nothing left" and "\n" not in line

@@ -35,3 +35,10 @@ def test_node_paths_keep_sockets_short_wherever_the_workdir_is(tmp_path: object)
     assert layout.netns_name == "sdlab12-lab-node-1"
     assert layout.host_dir("/etc/cni/net.d") == deep / "nodes" / "lab-node-1" / "fs" / "etc" / "cni" / "net.d"
     assert layout.mountns_file == deep / "ns" / "lab-node-1"
+
+
+def test_node_logs_live_with_every_other_lab_log_under_the_workdir_logs() -> None:
+    from pathlib import Path
+
+    layout = topology.NodeLayout.for_node(Path("/w/.lab"), "ab12", "lab-node-2", 2)
+    assert layout.logs == Path("/w/.lab/logs/lab-node-2")

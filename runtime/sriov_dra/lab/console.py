@@ -1,0 +1,245 @@
+"""What the lab shows a person at the keyboard: the start with progress, the hints, the hold.
+
+Owns ``sriov-dra lab up`` (the whole :class:`~sriov_dra.lab.stack.LabStack` the demo runs, with
+no example applied; ``--bare``: only the control plane, the Node objects and the synthetic GPU
+slices), the start sequence ``lab demo`` shares with it (work directory reset, one line per role,
+ready line), the hint blocks (``KUBECONFIG``, kubectl from the build cache, example commands,
+where the logs are) and the hold until Enter. Never applies a workload and never decides a
+verdict (that is :mod:`~sriov_dra.lab.demo`).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+from sriov_dra.kube import apply
+from sriov_dra.lab import binaries, controlplane, iproute, processes, roles, session, stack, topology
+from sriov_dra.lab.nodes import SimulatedNode
+
+REPO = Path(__file__).resolve().parents[3]
+PAIRS_EXAMPLE = Path("examples") / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
+ONE_NETWORK_EXAMPLE = Path("examples") / "one-network-deviceclass"
+PAIRS_POD = ("ai-workloads", "gpu-sriov-pairs-demo")
+
+
+def say(text: str) -> None:
+    """Print one progress line at once."""
+    print(text, flush=True)
+
+
+def sriov_dra_command() -> str:
+    """The ``sriov-dra`` of this interpreter's environment (``<venv>/bin/sriov-dra``)."""
+    return str(Path(sys.executable).parent / "sriov-dra")
+
+
+def log_places(workdir: Path) -> str:
+    """One line naming where every log of a lab in ``workdir`` is."""
+    logs = workdir / stack.LOGS_DIR
+    return (
+        f"Component logs: {logs}/ (controlplane/<component>.log and audit.log, <node>/<service>.log, "
+        f"operator.log); roles: {workdir}/ansible/ansible-*.log"
+    )
+
+
+def netns_command(lab: stack.LabStack, namespace: str, name: str) -> str:
+    """A shell expression printing the network namespace path of Pod ``namespace/name`` on ``lab``.
+
+    Shapes: the kubelet simulator names a sandbox ``sdl<lab id>-<first 8 of the Pod UID>-<hex>``
+    under :data:`~sriov_dra.lab.iproute.NETNS_DIR`.
+    """
+    uid = f"kubectl -n {namespace} get pod {name} -o jsonpath='{{.metadata.uid}}' | cut -c1-8"
+    return f'"$(ls -d {iproute.NETNS_DIR}/sdl{lab.lab_id}-$({uid})-*)"'
+
+
+def orphans_command(lab: stack.LabStack, node: str) -> str:
+    """``sriov-dra orphans`` for the plugin checkpoint of ``node`` (a name, or ``<node>``)."""
+    layout = topology.NodeLayout.for_node(lab.workdir, lab.lab_id, node, 0)
+    checkpoint = layout.plugin_state_dir / "checkpoint.json"
+    return f"{sriov_dra_command()} orphans --node {node} --checkpoint {checkpoint}"
+
+
+def _environment(kubeconfig: Path) -> list[str]:
+    kubectl = binaries.find("kubectl")
+    return [
+        f"export KUBECONFIG={kubeconfig}",
+        f"export PATH={kubectl.parent}:$PATH    # kubectl {kubectl} (the build cache)",
+    ]
+
+
+def lab_hints(lab: stack.LabStack) -> str:
+    """What ``lab up`` prints once the lab runs: the environment, example commands, the logs."""
+    namespace, pod = PAIRS_POD
+    sriov = sriov_dra_command()
+    lines = [
+        f"lab up: running, nothing applied yet (control plane {lab.cp.server}, "
+        f"nodes {', '.join(n.name for n in lab.nodes)}). In another shell, from {REPO}:",
+        *_environment(lab.cp.kubeconfig),
+        f"kubectl apply -f {PAIRS_EXAMPLE}",
+        f"kubectl -n {namespace} get pod {pod} -o wide    # Running after ~10 s",
+        f"{sriov} inspect {pod} -n {namespace} --netns {netns_command(lab, namespace, pod)}",
+        f"{orphans_command(lab, '<node>')}    # <node>: the Pod's, e.g. {lab.nodes[0].name if lab.nodes else 'lab-node-1'}",
+        f"kubectl delete -f {PAIRS_EXAMPLE}    # then another example, e.g. {ONE_NETWORK_EXAMPLE}/",
+    ]
+    if lab.nodes and lab.nodes[0].policy_namespace != stack.OPERATOR_NAMESPACE:
+        lines.append(
+            "(examples/operator-two-rails/ needs the plugins on the operator's namespace: "
+            "lab up --operator-managed)"
+        )
+    return "\n".join([lines[0], *(f"  {line}" for line in lines[1:]), log_places(lab.workdir)])
+
+
+def pod_hints(lab: stack.LabStack, namespace: str, name: str, *, node: str, netns: str | None) -> str:
+    """What ``demo --hold`` prints at its pause: the Pod's netns and the commands to look at it."""
+    sriov = sriov_dra_command()
+    where = netns or netns_command(lab, namespace, name)
+    lines = [
+        f"The lab keeps running with Pod {namespace}/{name} on {node}, network namespace "
+        f"{netns or 'unknown'}. In another shell:",
+        *_environment(lab.cp.kubeconfig),
+        f"{sriov} inspect {name} -n {namespace} --netns {where}    # the table above (IPs from netns, with prefix)",
+        f"kubectl -n {namespace} get pod {name} -o yaml",
+        f"kubectl -n {namespace} get network-attachment-definitions,resourceclaims",
+        "kubectl get resourceslices",
+        orphans_command(lab, node),
+    ]
+    return "\n".join([lines[0], *(f"  {line}" for line in lines[1:]), log_places(lab.workdir)])
+
+
+def hold(prompt: str) -> float:
+    """Print ``prompt`` and wait for Enter; return the seconds waited.
+
+    With stdin closed (EOF at once) it waits for SIGINT/SIGTERM instead of returning at once.
+    Units: seconds. Raises: ``KeyboardInterrupt`` on Ctrl-C (and SIGTERM where the CLI maps it).
+    """
+    start = time.monotonic()
+    say(prompt)
+    if not sys.stdin.readline():
+        say("(stdin is closed: holding until Ctrl-C or SIGTERM)")
+        while True:
+            signal.pause()
+    return time.monotonic() - start
+
+
+def start(
+    workdir: Path, *, multus_mode: str = "thin", nodes: int = 2, operator_managed: bool = False
+) -> stack.LabStack | None:
+    """Start the whole lab in ``workdir`` (reset first) with progress lines; ``None`` when it cannot.
+
+    ``operator_managed`` restarts the plugins on the operator's namespace afterwards (spec §14.3).
+    Returns: the running lab (the caller stops it), or ``None`` after printing one ``FAIL`` line
+    (roles failed, machine cannot host the lab; everything started is stopped already).
+    Raises: ``binaries.BinaryMissing`` / ``processes.ProcessFailed`` when a component cannot start.
+    """
+    began = time.monotonic()
+    for line in stack.reset_workdir(workdir):
+        say(f"    cleaned up a previous run: {line}")
+    say(
+        f"== starting the lab in {workdir} (control plane, {nodes} nodes x 2 rails, plugins, guards, "
+        f"Multus {multus_mode}, whereabouts, operator)"
+    )
+    lab = stack.LabStack(stack.LabOptions(workdir=workdir, nodes=nodes, multus_mode=multus_mode))
+    try:
+        lab.start()
+    except roles.PlaybookFailed as exc:
+        say(f"FAIL: the collection's roles failed on the lab: {exc}")
+        return None
+    except (topology.TopologyError, iproute.IpError) as exc:
+        say(f"FAIL: the lab cannot start on this machine: {exc}")
+        return None
+    try:
+        say(
+            f"    installed through the collection's roles (playbooks/lab.yml, logs {lab.workdir / 'ansible'}/ansible-*.log):"
+        )
+        for summary in lab.role_summaries:
+            say(f"      {summary.line()}")
+        if operator_managed:
+            say(f"    plugins on the operator's namespace {stack.OPERATOR_NAMESPACE} (operator-managed)")
+            for node in lab.nodes:
+                lab.stop_plugin(node)
+                lab.start_plugin(node, policy_namespace=stack.OPERATOR_NAMESPACE)
+        say(f"    ready in {time.monotonic() - began:.0f} s; KUBECONFIG={lab.cp.kubeconfig}")
+    except BaseException:
+        lab.stop()
+        raise
+    return lab
+
+
+def up(
+    *,
+    workdir: Path,
+    multus_mode: str = "thin",
+    nodes: int = 2,
+    operator_managed: bool = False,
+    wait: bool = True,
+) -> int:
+    """``sriov-dra lab up``: start the whole lab, print :func:`lab_hints`, hold until Enter or Ctrl-C, stop.
+
+    Returns: 0 after a clean stop, 2 when the lab cannot start (the reason printed).
+    Raises: as :func:`start`.
+    """
+    lab = start(workdir, multus_mode=multus_mode, nodes=nodes, operator_managed=operator_managed)
+    if lab is None:
+        return 2
+    try:
+        say(lab_hints(lab))
+        if wait:
+            _hold_until_stop()
+    finally:
+        say(f"== stopping the lab (logs stay in {lab.logs_dir})")
+        lab.stop()
+    say("lab stopped")
+    return 0
+
+
+def up_bare(*, workdir: Path, nodes: int = 2, wait: bool = True) -> int:
+    """``sriov-dra lab up --bare``: the control plane, ``nodes`` Node objects and synthetic GPU slices only.
+
+    Same work directory layout as the whole lab (``controlplane/``, ``logs/controlplane/``); no
+    plugin, no CRD of the collection, so the examples cannot be applied. Needs no root.
+    Returns: 0 after a clean stop. Raises: ``binaries.BinaryMissing`` / ``ProcessFailed``.
+    """
+    path = workdir.resolve()
+    for line in stack.reset_workdir(path):
+        say(f"    cleaned up a previous run: {line}")
+    cp = controlplane.ControlPlane(
+        controlplane.ControlPlaneSettings(
+            workdir=path / "controlplane", keep_workdir=True, logs_dir=path / stack.LOGS_DIR / "controlplane"
+        )
+    )
+    sims: list[SimulatedNode] = []
+    api = None
+    try:
+        cp.start()
+        api = cp.api()
+        labels = session.NODE_LABELS
+        for name in session.node_names(nodes):
+            sims.append(SimulatedNode(api, name, labels={**labels, "kubernetes.io/hostname": name}).start())
+        apply.apply_objects(api, [session.gpu_device_class(), *(session.gpu_slice(n.name) for n in sims)])
+        say(
+            f"lab up --bare: control plane {cp.server}, Node objects {', '.join(n.name for n in sims)} "
+            "(no plugin, no CRDs: for the examples run lab up without --bare)"
+        )
+        say("\n".join(f"  {line}" for line in _environment(cp.kubeconfig)))
+        say(f"Component logs: {path / stack.LOGS_DIR / 'controlplane'}/")
+        if wait:
+            _hold_until_stop()
+    finally:
+        with processes.signals_deferred():
+            for sim in sims:
+                sim.stop()
+            if api is not None:
+                api.close()
+            cp.stop()
+    say("lab stopped")
+    return 0
+
+
+def _hold_until_stop() -> None:
+    """:func:`hold` where Ctrl-C means "stop now" (a clean stop, not an interruption)."""
+    try:
+        hold("Press Enter (or Ctrl-C) to stop the lab.")
+    except KeyboardInterrupt:
+        say("")
