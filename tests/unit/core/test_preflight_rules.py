@@ -200,8 +200,11 @@ def test_parse_version_rejects_what_is_not_a_version_naming_it(text: str) -> Non
 
 @pytest.mark.parametrize(
     ("count", "detail"),
-    [(0, "0 SriovResourcePolicies, none overlapping"), (1, "1 SriovResourcePolicy, none overlapping"),
-     (2, "2 SriovResourcePolicies, none overlapping")],
+    [
+        (0, "0 SriovResourcePolicies, none overlapping"),
+        (1, "1 SriovResourcePolicy, none overlapping"),
+        (2, "2 SriovResourcePolicies, none overlapping"),
+    ],
     ids=["none", "one-is-singular", "two-plural"],
 )
 def test_policy_count_in_the_passing_overlap_detail_is_grammatical(count: int, detail: str) -> None:
