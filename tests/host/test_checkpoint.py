@@ -18,8 +18,11 @@ import typing
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tests.fakes import checkpoint_records as fx
 
 from sriov_dra.core import checkpoint_codec as codec
@@ -141,6 +144,37 @@ def test_a_record_copy_is_equal_and_shares_no_vf_config() -> None:
     assert copied == rec and store_mod.copy_record(None) is None
     copied.devices[0].vf_config["a"]["b"].append(2)  # type: ignore[index, union-attr]
     assert rec.devices[0].vf_config == {"a": {"b": [1]}}
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+def _containers(value: object) -> list[int]:
+    """ids of every dict and list inside ``value`` (itself included)."""
+    if isinstance(value, dict):
+        return [id(value), *(i for v in value.values() for i in _containers(v))]
+    if isinstance(value, list):
+        return [id(value), *(i for v in value for i in _containers(v))]
+    return []
+
+
+@given(vf_config=st.dictionaries(st.text(max_size=4), _JSON, max_size=4))
+def test_a_record_copy_of_any_json_vf_config_is_equal_of_the_same_types_and_shares_no_container(
+    vf_config: dict[str, Any],
+) -> None:
+    rec = fx.record(indexes=(0, 1))
+    rec = replace(rec, devices=tuple(replace(d, vf_config=vf_config) for d in rec.devices))
+    copied = store_mod.copy_record(rec)
+    assert copied == rec and copied is not rec and type(copied.devices[0]) is model.PreparedDevice
+    assert copied.devices[1].managed is rec.devices[1].managed  # immutable: shared
+    for new, old in zip(copied.devices, rec.devices, strict=True):
+        assert new is not old and not set(_containers(new.vf_config)) & set(_containers(old.vf_config))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copied.devices[0].pool = "other"  # type: ignore[misc]
 
 
 def _mutations() -> list[tuple[str, Callable[[store_mod.CheckpointStore], object]]]:
