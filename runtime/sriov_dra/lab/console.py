@@ -13,16 +13,30 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from sriov_dra.kube import apply
-from sriov_dra.lab import binaries, controlplane, iproute, processes, roles, session, stack, topology
+from sriov_dra.lab import (
+    binaries,
+    controlplane,
+    iproute,
+    processes,
+    roles,
+    session,
+    stack,
+    topology,
+    workloads,
+)
 from sriov_dra.lab.nodes import SimulatedNode
 
 REPO = Path(__file__).resolve().parents[3]
 PAIRS_EXAMPLE = Path("examples") / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
 ONE_NETWORK_EXAMPLE = Path("examples") / "one-network-deviceclass"
+OPERATOR_EXAMPLE = Path("examples") / "operator-two-rails"
+KEPT_NAMESPACES = frozenset({stack.POLICY_NAMESPACE, stack.OPERATOR_NAMESPACE})
 PAIRS_POD = ("ai-workloads", "gpu-sriov-pairs-demo")
+NO_HOLD = "--no-hold: the lab started and stops now (no commands to try; drop --no-hold to keep it running)"
 
 
 def say(text: str) -> None:
@@ -69,21 +83,100 @@ def _environment(kubeconfig: Path) -> list[str]:
     ]
 
 
+def removal_commands(files: Sequence[Path]) -> list[str]:
+    """kubectl commands deleting the objects of ``files`` except the install namespaces.
+
+    ``kubectl delete -f`` on an example would delete its ``Namespace`` objects too, and the
+    examples list the plugin's own namespace (``dra-driver-sriov``, created by the roles): that
+    would remove the plugin's ServiceAccount and RBAC. Instead: the example's other namespaces
+    (their Pods, claims and NADs go with them; first, so the Pods are gone before their
+    policies), then each object in a kept namespace, then the cluster-scoped objects.
+    Shapes: ``files`` relative to the repository; one command per namespace, kind order kept.
+    """
+    docs = [d for f in files for d in workloads.load(REPO / f)]
+    dropped = [
+        d["metadata"]["name"]
+        for d in docs
+        if d.get("kind") == "Namespace" and d["metadata"]["name"] not in KEPT_NAMESPACES
+    ]
+    namespaced: dict[str, list[str]] = {}
+    cluster: list[str] = []
+    for d in docs:
+        kind, meta = str(d.get("kind", "")), d.get("metadata") or {}
+        ref = f"{kind.lower()}/{meta.get('name')}"
+        ns = meta.get("namespace")
+        if kind == "Namespace" or ns in dropped:
+            continue
+        if ns:
+            namespaced.setdefault(ns, []).append(ref)
+        else:
+            cluster.append(ref)
+    lines = [f"kubectl delete namespace {' '.join(dropped)}"] if dropped else []
+    lines += [f"kubectl -n {ns} delete {' '.join(refs)}" for ns, refs in namespaced.items()]
+    if cluster:
+        lines.append(f"kubectl delete {' '.join(cluster)}")
+    return lines
+
+
+def preflight_commands(lab: stack.LabStack) -> list[str]:
+    """The preflight against the lab: the CLI inside a node's namespaces, from the host, and the playbook.
+
+    The CLI's node checks read the machine it runs on (``/opt/cni/bin``, ``/etc/cni/net.d``): on
+    the lab that is a node's mount and network namespaces, entered with ``nsenter``.
+    """
+    sriov = sriov_dra_command()
+    kubeconfig = lab.cp.kubeconfig
+    lines: list[str] = []
+    if lab.nodes:
+        layout = lab.nodes[0].layout
+        lines.append(
+            f"nsenter --mount={layout.mountns_file} --net={layout.netns_path} "
+            f"{sriov} preflight --kubeconfig {kubeconfig}    # on node {layout.name} (root)"
+        )
+    lines.append(
+        f"{sriov} preflight --kubeconfig {kubeconfig} --no-node-checks    # cluster checks only, from the host"
+    )
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    ansible = lab.workdir / "ansible"  # the roles' work directory (roles.collections_path, inventory)
+    lines.append(
+        f"K8S_AUTH_KUBECONFIG={kubeconfig} ANSIBLE_COLLECTIONS_PATH={ansible / 'collections'} "
+        f"{playbook} sriovnet.dra.preflight -i {ansible / 'inventory.yml'}"
+    )
+    return lines
+
+
 def lab_hints(lab: stack.LabStack) -> str:
-    """What ``lab up`` prints once the lab runs: the environment, example commands, the logs."""
+    """What ``lab up`` prints once the lab runs: the environment, example commands, the logs.
+
+    With the plugins on the operator's namespace (``--operator-managed``) the example is
+    ``examples/operator-two-rails`` (never combined with ``examples/gpu-nic-pairs``).
+    """
     namespace, pod = PAIRS_POD
     sriov = sriov_dra_command()
+    operator_managed = bool(lab.nodes) and lab.nodes[0].policy_namespace == stack.OPERATOR_NAMESPACE
+    if operator_managed:
+        files = [OPERATOR_EXAMPLE / "workload.yaml", OPERATOR_EXAMPLE / "sriov-networks-and-policies.yaml"]
+        apply = [f"kubectl apply -f {f}" for f in files]
+        after = "then lab up without --operator-managed for the other examples"
+    else:
+        files = [PAIRS_EXAMPLE]
+        apply = [f"kubectl apply -f {PAIRS_EXAMPLE}"]
+        after = f"then another example, e.g. {ONE_NETWORK_EXAMPLE}/"
+    node = lab.nodes[0].name if lab.nodes else "lab-node-1"
     lines = [
         f"lab up: running, nothing applied yet (control plane {lab.cp.server}, "
         f"nodes {', '.join(n.name for n in lab.nodes)}). In another shell, from {REPO}:",
         *_environment(lab.cp.kubeconfig),
-        f"kubectl apply -f {PAIRS_EXAMPLE}",
+        *apply,
         f"kubectl -n {namespace} get pod {pod} -o wide    # Running after ~10 s",
         f"{sriov} inspect {pod} -n {namespace} --netns {netns_command(lab, namespace, pod)}",
-        f"{orphans_command(lab, '<node>')}    # <node>: the Pod's, e.g. {lab.nodes[0].name if lab.nodes else 'lab-node-1'}",
-        f"kubectl delete -f {PAIRS_EXAMPLE}    # then another example, e.g. {ONE_NETWORK_EXAMPLE}/",
+        f"{orphans_command(lab, '<node>')}    # <node>: the Pod's, e.g. {node}",
+        f"# to remove the example (not kubectl delete -f: the file lists the plugin's namespace), {after}:",
+        *removal_commands(files),
+        "# the preflight against the lab (node checks inside a node's namespaces; or the playbook):",
+        *preflight_commands(lab),
     ]
-    if lab.nodes and lab.nodes[0].policy_namespace != stack.OPERATOR_NAMESPACE:
+    if not operator_managed:
         lines.append(
             "(examples/operator-two-rails/ needs the plugins on the operator's namespace: "
             "lab up --operator-managed)"
@@ -96,8 +189,9 @@ def pod_hints(lab: stack.LabStack, namespace: str, name: str, *, node: str, netn
     sriov = sriov_dra_command()
     where = netns or netns_command(lab, namespace, name)
     lines = [
-        f"The lab keeps running with Pod {namespace}/{name} on {node}, network namespace "
-        f"{netns or 'unknown'}. In another shell:",
+        f"The lab keeps running with Pod {namespace}/{name} on {node}, network namespace:",
+        f"{netns or 'unknown'}",
+        "In another shell:",
         *_environment(lab.cp.kubeconfig),
         f"{sriov} inspect {name} -n {namespace} --netns {where}    # the table above (IPs from netns, with prefix)",
         f"kubectl -n {namespace} get pod {name} -o yaml",
@@ -105,7 +199,7 @@ def pod_hints(lab: stack.LabStack, namespace: str, name: str, *, node: str, netn
         "kubectl get resourceslices",
         orphans_command(lab, node),
     ]
-    return "\n".join([lines[0], *(f"  {line}" for line in lines[1:]), log_places(lab.workdir)])
+    return "\n".join([*lines[:3], *(f"  {line}" for line in lines[3:]), log_places(lab.workdir)])
 
 
 def hold(prompt: str) -> float:
@@ -184,9 +278,11 @@ def up(
     if lab is None:
         return 2
     try:
-        say(lab_hints(lab))
         if wait:
+            say(lab_hints(lab))
             _hold_until_stop()
+        else:
+            say(NO_HOLD)
     finally:
         say(f"== stopping the lab (logs stay in {lab.logs_dir})")
         lab.stop()
@@ -222,10 +318,12 @@ def up_bare(*, workdir: Path, nodes: int = 2, wait: bool = True) -> int:
             f"lab up --bare: control plane {cp.server}, Node objects {', '.join(n.name for n in sims)} "
             "(no plugin, no CRDs: for the examples run lab up without --bare)"
         )
-        say("\n".join(f"  {line}" for line in _environment(cp.kubeconfig)))
-        say(f"Component logs: {path / stack.LOGS_DIR / 'controlplane'}/")
         if wait:
+            say("\n".join(f"  {line}" for line in _environment(cp.kubeconfig)))
+            say(f"Component logs: {path / stack.LOGS_DIR / 'controlplane'}/")
             _hold_until_stop()
+        else:
+            say(NO_HOLD)
     finally:
         with processes.signals_deferred():
             for sim in sims:

@@ -93,6 +93,13 @@ class Verdict:
         print(f"    [{mark}] {name}" + (f": {detail}" if detail else ""), flush=True)
         return passed
 
+    def expect(self, name: str, expected: object, got: object) -> bool:
+        """Record one check that ``got == expected``, printed as ``<name>: expected X, got Y``.
+
+        Shapes: lists and tuples print as ``[a, b]`` (``[]`` when empty), anything else with ``str``.
+        """
+        return self.check(name, got == expected, f"expected {_shown(expected)}, got {_shown(got)}")
+
     @property
     def passed(self) -> bool:
         """True when every check passed (and there was at least one)."""
@@ -112,6 +119,13 @@ class Verdict:
 
 
 say = console.say
+
+
+def _shown(value: object) -> str:
+    """``value`` as a check line shows it: sequences as ``[a, b]``."""
+    if isinstance(value, list | tuple):
+        return f"[{', '.join(str(v) for v in value)}]"
+    return str(value)
 
 
 def multus_dra_reads(audit_log: Path) -> int:
@@ -196,19 +210,17 @@ class Demo:
         for line in self.inspector.render(rows).splitlines():
             say(f"    {line}")
         say("")
-        v.check(
-            f"{name}: {expect_vfs} VF(s) correlated end to end",
-            len(rows) == expect_vfs and all(r.ok for r in rows),
-            f"{sum(r.ok for r in rows)} of {len(rows)} rows pass every check",
+        v.expect(
+            f"{name}: VFs correlated end to end (rows passing every check)",
+            expect_vfs,
+            sum(r.ok for r in rows)
+            if len(rows) == expect_vfs
+            else f"{sum(r.ok for r in rows)} of {len(rows)} rows",
         )
-        ifnames = sorted(r.interface for r in rows)
-        v.check(
-            f"{name}: interfaces dra0..",
-            ifnames == [f"dra{i}" for i in range(expect_vfs)],
-            ", ".join(ifnames),
+        v.expect(
+            f"{name}: interfaces", [f"dra{i}" for i in range(expect_vfs)], sorted(r.interface for r in rows)
         )
-        used = sorted({r.subnet for r in rows})
-        v.check(f"{name}: rails used {', '.join(rails)}", used == sorted(rails), ", ".join(used) or "none")
+        v.expect(f"{name}: rail subnets used", sorted(rails), sorted({r.subnet for r in rows}))
         return rows
 
     def teardown(self, docs: Sequence[Mapping[str, Any]], what: str) -> None:
@@ -226,11 +238,12 @@ class Demo:
         except workloads.WaitTimeout:
             found = leftovers.collect(self.lab)
         self.verdict.check(
-            f"{what}: nothing left after deletion",
+            f"{what}: leftovers after deletion (shadows, finalizers, selections, checkpoint records, "
+            "CDI files, IP reservations)",
             found.empty,
-            "shadows, finalizers, selections, checkpoint records, CDI files, IP reservations: 0"
+            "expected none, got none"
             if found.empty
-            else found.describe().replace("\n", "; "),
+            else f"expected none, got {found.describe().replace(chr(10), '; ')}",
         )
 
     # ------------------------------------------------------------------ phases
@@ -265,7 +278,8 @@ class Demo:
         v.check(
             "Multus made zero DRA lookups (audit log)",
             multus_dra_reads(audit) == 0 and multus_requests(audit) > 0,
-            f"{multus_dra_reads(audit)} resource.k8s.io requests of {multus_requests(audit)} audited Multus requests",
+            f"expected 0 resource.k8s.io requests, got {multus_dra_reads(audit)} "
+            f"(of {multus_requests(audit)} audited Multus requests)",
         )
         self.teardown(docs, "§14.2")
         v.sections.append("spec §14.2 + §16.2")

@@ -15,7 +15,11 @@ from sriov_dra.lab import binaries, console, stack, topology
 KUBECTL = Path("/cache/kubernetes/v1.36.3/bin/kubectl")
 
 
-def _lab(tmp_path: Path, nodes: tuple[str, ...] = ("lab-node-1", "lab-node-2")) -> Any:
+def _lab(
+    tmp_path: Path,
+    nodes: tuple[str, ...] = ("lab-node-1", "lab-node-2"),
+    policy_namespace: str = stack.POLICY_NAMESPACE,
+) -> Any:
     """The attributes of a running LabStack the hints read."""
     workdir = tmp_path / ".lab"
     return SimpleNamespace(
@@ -27,7 +31,7 @@ def _lab(tmp_path: Path, nodes: tuple[str, ...] = ("lab-node-1", "lab-node-2")) 
         nodes=[
             SimpleNamespace(
                 name=n,
-                policy_namespace=stack.POLICY_NAMESPACE,
+                policy_namespace=policy_namespace,
                 layout=topology.NodeLayout.for_node(workdir, "ab12", n, i),
             )
             for i, n in enumerate(nodes, start=1)
@@ -69,11 +73,89 @@ def test_lab_up_hints_give_kubeconfig_kubectl_an_example_inspect_and_orphans(tmp
     assert text.splitlines()[-1] == console.log_places(lab.workdir)
 
 
+def test_lab_up_hints_never_remove_an_example_with_delete_f_or_delete_the_plugin_namespace(
+    tmp_path: Path,
+) -> None:
+    text = console.lab_hints(_lab(tmp_path))
+    assert not [line for line in text.splitlines() if line.lstrip().startswith("kubectl delete -f")]
+    assert "kubectl delete namespace ai-workloads" in text
+    assert (
+        "kubectl -n dra-driver-sriov delete deviceattributes/rail-a-network-attributes "
+        "deviceattributes/rail-b-network-attributes sriovresourcepolicy/dual-rail-netdevice-policy"
+    ) in text
+    assert "kubectl delete deviceclass/sriov-pcie-netdevice deviceclass/nvidia-gpu-pcie" in text
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        [console.PAIRS_EXAMPLE],
+        [console.ONE_NETWORK_EXAMPLE / "one-network.yaml", console.ONE_NETWORK_EXAMPLE / "pod.yaml"],
+        [
+            console.OPERATOR_EXAMPLE / "workload.yaml",
+            console.OPERATOR_EXAMPLE / "sriov-networks-and-policies.yaml",
+        ],
+    ],
+    ids=["pairs", "one-network", "operator"],
+)
+def test_removal_commands_delete_the_example_namespace_first_and_never_an_install_namespace(
+    files: list[Path],
+) -> None:
+    lines = console.removal_commands(files)
+    assert lines[0] == "kubectl delete namespace ai-workloads"
+    for line in lines:
+        assert "namespace dra-driver-sriov" not in line and "namespace sriov-network-operator" not in line
+        assert "namespace/" not in line
+    assert lines[-1].startswith("kubectl delete deviceclass/")
+
+
+def test_operator_managed_hints_give_the_operator_example_and_not_the_direct_policies(tmp_path: Path) -> None:
+    text = console.lab_hints(_lab(tmp_path, policy_namespace=stack.OPERATOR_NAMESPACE))
+    assert "gpu-nic-pairs" not in text and "dual-rail-netdevice-policy" not in text
+    assert "kubectl apply -f examples/operator-two-rails/workload.yaml" in text
+    assert "kubectl apply -f examples/operator-two-rails/sriov-networks-and-policies.yaml" in text
+    assert "kubectl -n sriov-network-operator delete sriovnetwork/rail-a-net" in text
+    assert "lab up --operator-managed)" not in text
+
+
+def test_lab_up_hints_give_the_preflight_in_a_node_namespace_from_the_host_and_as_playbook(
+    tmp_path: Path,
+) -> None:
+    lab = _lab(tmp_path)
+    text = console.lab_hints(lab)
+    layout = lab.nodes[0].layout
+    kubeconfig = lab.cp.kubeconfig
+    assert (
+        f"nsenter --mount={layout.mountns_file} --net={layout.netns_path} "
+        f"{console.sriov_dra_command()} preflight --kubeconfig {kubeconfig}"
+    ) in text
+    assert f"preflight --kubeconfig {kubeconfig} --no-node-checks" in text
+    ansible = lab.workdir / "ansible"
+    assert (f"K8S_AUTH_KUBECONFIG={kubeconfig} ANSIBLE_COLLECTIONS_PATH={ansible / 'collections'} ") in text
+    assert f"sriovnet.dra.preflight -i {ansible / 'inventory.yml'}" in text
+
+
+def test_up_with_no_hold_prints_no_hints_and_says_the_lab_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lab = _lab(tmp_path)
+    stopped: list[bool] = []
+    lab.logs_dir = lab.workdir / "logs"
+    lab.stop = lambda: stopped.append(True)
+    monkeypatch.setattr(console, "start", lambda *a, **k: lab)
+    assert console.up(workdir=lab.workdir, wait=False) == 0
+    out = capsys.readouterr().out
+    assert stopped == [True]
+    assert "export KUBECONFIG" not in out and "kubectl" not in out
+    assert console.NO_HOLD in out and out.rstrip().endswith("lab stopped")
+
+
 def test_pod_hints_print_the_netns_and_the_inspect_command_of_the_demo_table(tmp_path: Path) -> None:
     lab = _lab(tmp_path)
     netns = "/var/run/netns/sdlab12-c95ab6ec-9572"
     text = console.pod_hints(lab, "ai-workloads", "gpu-sriov-pairs-demo", node="lab-node-2", netns=netns)
-    assert f"network namespace {netns}" in text.splitlines()[0]
+    first, path, then = text.splitlines()[:3]
+    assert first.endswith("network namespace:") and path == netns and then == "In another shell:"
     assert f"inspect gpu-sriov-pairs-demo -n ai-workloads --netns {netns}" in text
     assert (
         "orphans --node lab-node-2 --checkpoint "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sriov_dra.lab import demo
 
 
@@ -59,3 +61,29 @@ def test_workload_yaml_check_flags_networks_annotations_and_resource_names() -> 
     assert demo._workload_text_clean(clean)[0]
     ok, detail = demo._workload_text_clean(dirty)
     assert not ok and detail == "Pod/p, DeviceClass/c"
+
+
+@pytest.mark.parametrize(
+    ("expected", "got", "line"),
+    [
+        (
+            ["dra0", "dra1"],
+            ["dra0", "dra1"],
+            "    [ok  ] p: interfaces: expected [dra0, dra1], got [dra0, dra1]",
+        ),
+        (
+            ["192.0.2.0/24", "198.51.100.0/24"],
+            ["192.0.2.0/24"],
+            "    [FAIL] p: interfaces: expected [192.0.2.0/24, 198.51.100.0/24], got [192.0.2.0/24]",
+        ),
+        (2, 2, "    [ok  ] p: interfaces: expected 2, got 2"),
+        ([], [], "    [ok  ] p: interfaces: expected [], got []"),
+    ],
+    ids=["equal-lists", "missing-rail-fails", "counts", "empty"],
+)
+def test_expect_prints_what_then_expected_then_got(
+    expected: object, got: object, line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    verdict = demo.Verdict()
+    assert verdict.expect("p: interfaces", expected, got) == (expected == got)
+    assert capsys.readouterr().out.rstrip("\n") == line
