@@ -340,11 +340,31 @@ def render_table(rows: Sequence[Row]) -> str:
     return "\n".join(out)
 
 
+class NetnsUnreadable(RuntimeError):
+    """The network namespace given with ``--netns`` cannot be read; ``reason`` says why."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot read network namespace {path}: {reason}")
+        self.path, self.reason = path, reason
+
+
 def read_netns(path: str) -> dict[str, list[str]]:
-    """``{interface: [CIDR]}`` of the namespace at ``path`` (link-local IPv6 left out), read with ``ip``."""
+    """``{interface: [CIDR]}`` of the namespace at ``path`` (link-local IPv6 left out), read with ``ip``.
+
+    Raises: :class:`NetnsUnreadable` when ``ip``/``nsenter`` fails (no such file, not a network
+    namespace, permission denied) or cannot run; the reason is its last stderr line.
+    """
+    import subprocess
+
     from sriov_dra.lab import iproute
 
-    return iproute.addresses(path)
+    try:
+        return iproute.addresses(path)
+    except iproute.IpError as exc:
+        reason = str(exc).rsplit("): ", 1)[-1].strip().splitlines()
+        raise NetnsUnreadable(path, reason[-1] if reason else str(exc)) from exc
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise NetnsUnreadable(path, str(exc)) from exc
 
 
 def render_json(rows: Sequence[Row]) -> str:
@@ -386,6 +406,9 @@ def run(args: Any) -> int:
                 netns=args.netns,
                 read_netns=read_netns if args.netns else None,
             )
+        except NetnsUnreadable as exc:
+            print(f"sriov-dra inspect: {exc}", file=sys.stderr)
+            return 2
         except kube_errors.NotFound:
             elsewhere = sorted(
                 str(p["metadata"]["namespace"])
@@ -402,12 +425,27 @@ def run(args: Any) -> int:
 
 def add_parser(sub: Any) -> None:
     """Register ``inspect`` on the ``sriov-dra`` subcommand parser."""
-    p = sub.add_parser("inspect", help="correlate a Pod's claim, VFs, GPUs, shadow NADs, interfaces and IPs")
+    p = sub.add_parser(
+        "inspect",
+        help="correlate a Pod's claim, VFs, GPUs, shadow NADs, interfaces and IPs",
+        description=(
+            "Print the spec §14.4 correlation of a Pod: per allocated VF its request, device, PCI "
+            "address and PCIe root, the paired GPU, the shadow NAD and its template, the interface and "
+            "IPs, with the checks each row passes. Read from the API; with --netns (on the Pod's node) "
+            "the IPs come from the Pod's network namespace. Exit 0 when every row passes, 1 otherwise, "
+            "2 when the Pod or the namespace cannot be read."
+        ),
+    )
     p.add_argument("pod", help="Pod name")
-    p.add_argument("-n", "--namespace", default="default")
+    p.add_argument("-n", "--namespace", default="default", help="the Pod's namespace (default: default)")
     p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG or ~/.kube/config")
     p.add_argument(
-        "--netns", default=None, help="the Pod's network namespace path, to read IPs on the node itself"
+        "--netns",
+        default=None,
+        help="the Pod's network namespace path, to read IPs with their prefix on the node itself "
+        "(default: IPs from Multus's network-status, without prefix)",
     )
-    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.add_argument(
+        "-o", "--output", choices=["table", "json"], default="table", help="output format (default: table)"
+    )
     p.set_defaults(func=run)

@@ -143,9 +143,16 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     api = kube_client.from_kubeconfig(Path(kubeconfig))
     try:
         try:
-            cp = checkpoint_codec.decode_checkpoint(
-                Path(args.checkpoint).read_bytes(), source=args.checkpoint
-            )
+            try:
+                data = Path(args.checkpoint).read_bytes()
+            except FileNotFoundError:
+                print(
+                    f"sriov-dra orphans: no plugin checkpoint at {args.checkpoint}; "
+                    "pass --checkpoint <path> when not running on the node",
+                    file=sys.stderr,
+                )
+                return 1
+            cp = checkpoint_codec.decode_checkpoint(data, source=args.checkpoint)
             node_uid = args.node_uid or nodeinfo.node_uid(api, args.node, timeout_s=10.0)
             nads = kube_shadows.NadClient(api)
             listed = nads.list_all(label_selector=orphans.label_selector(node_uid))
@@ -160,6 +167,9 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             out.write("\n")
         else:
             _print_table(found, out)
+            if not found:
+                who = f"node {args.node}" if args.node else f"node UID {node_uid}"
+                out.write(f"no managed shadow NADs for {who}\n")
         if args.apply:
             for line in apply_released(reports, cp, nads=nads, clock=seams.SystemClock()):
                 out.write(f"applied: {line}\n")
@@ -173,7 +183,14 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 def add_parser(sub: Any) -> None:
     """Register ``orphans`` on the ``sriov-dra`` subcommand parser."""
     p = sub.add_parser(
-        "orphans", help="list a node's managed shadow NADs against its checkpoint (dry run unless --apply)"
+        "orphans",
+        help="list a node's managed shadow NADs against its checkpoint (dry run unless --apply)",
+        description=(
+            "List the shadow NADs the plugin manages for one node, each with its status against the "
+            "plugin checkpoint (owned, ReleaseComplete, orphaned), its claim, Pod and foreign "
+            "finalizers. Changes nothing unless --apply, which finalizes ReleaseComplete shadows only. "
+            "Off the node, pass --checkpoint with a copy of the node's checkpoint file."
+        ),
     )
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--node", help="Node name (its UID is read from the API)")
@@ -181,10 +198,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--checkpoint",
         default=DEFAULT_CHECKPOINT,
-        help=f"the plugin checkpoint (default: {DEFAULT_CHECKPOINT})",
+        help=f"the plugin checkpoint; pass it when not running on the node (default: {DEFAULT_CHECKPOINT})",
     )
     p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG or ~/.kube/config")
-    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.add_argument(
+        "-o", "--output", choices=["table", "json"], default="table", help="output format (default: table)"
+    )
     p.add_argument(
         "--apply",
         action="store_true",

@@ -190,32 +190,67 @@ def command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 def add_parser(sub: Any) -> None:
     """Register ``preflight`` on the ``sriov-dra`` subcommand parser (node options = module options)."""
     d = preflight_node.DEFAULTS
-    p = sub.add_parser("preflight", help="check a cluster and this node for sriov-dra (pass/fail, the fix)")
-    p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG or ~/.kube/config")
-    p.add_argument("--output", choices=["text", "json"], default="text")
+    p = sub.add_parser(
+        "preflight",
+        help="check a cluster and this node for sriov-dra (pass/fail, the fix)",
+        description=(
+            "Check the cluster (Kubernetes version, resource.k8s.io/v1, CRDs, the plugin's RBAC, no "
+            "upstream operator or legacy device plugin, no overlapping policies) and, unless "
+            "--no-node-checks, the node it runs on: the node checks read THIS machine's files (CNI "
+            "binaries, CNI configs, the guard, cache mounts). Run it on a node (or inside a node's "
+            "mount and network namespaces), or pass --no-node-checks off-node. One PASS/FAIL line per "
+            "check with the fix; exit 0 when none failed, 1 when one did, 2 when the API is unreachable."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig file (None: $KUBECONFIG or ~/.kube/config)")
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
     p.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="the plugin's namespace")
     p.add_argument("--service-account", default=DEFAULT_SERVICE_ACCOUNT, help="the plugin's ServiceAccount")
     p.add_argument(
-        "--policy-namespace", default=None, help="SriovResourcePolicy namespace (default: --namespace)"
+        "--policy-namespace", default=None, help="SriovResourcePolicy namespace (None: --namespace)"
     )
-    p.add_argument("--min-kubernetes", default=preflight_rules.MIN_KUBERNETES)
     p.add_argument(
-        "--node-checks", action=argparse.BooleanOptionalAction, default=True, help="check this node too"
+        "--min-kubernetes", default=preflight_rules.MIN_KUBERNETES, help="lowest Kubernetes version accepted"
     )
-    p.add_argument("--cni-conf-dir", default=d["cni_conf_dir"])
-    p.add_argument("--cni-bin-dir", default=d["cni_bin_dir"])
-    p.add_argument("--guard-file", default=d["guard_file"])
-    p.add_argument("--multus-mode", choices=["thick", "thin"], default=d["multus_mode"])
-    p.add_argument("--multus-daemon-config", default=d["multus_daemon_config"])
-    p.add_argument("--binaries", nargs="+", default=list(d["binaries"]), help="besides multus-shim/multus")
-    p.add_argument("--cache-dirs", nargs="+", default=list(d["cache_dirs"]))
-    p.add_argument("--mounts-file", default=d["mounts_file"])
-    p.add_argument("--legacy-device-plugin-config", default=d["legacy_device_plugin_config"])
-    p.add_argument("--exec-timeout", type=int, default=d["exec_timeout"], help="seconds per CNI call")
+    p.add_argument(
+        "--node-checks",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also check the local host as a node (on by default; --no-node-checks when not on a node)",
+    )
+    p.add_argument("--cni-conf-dir", default=d["cni_conf_dir"], help="node: CNI config directory")
+    p.add_argument("--cni-bin-dir", default=d["cni_bin_dir"], help="node: CNI binary directory")
+    p.add_argument("--guard-file", default=d["guard_file"], help="node: the guard's conflist, expected first")
+    p.add_argument(
+        "--multus-mode", choices=["thick", "thin"], default=d["multus_mode"], help="node: Multus mode"
+    )
+    p.add_argument(
+        "--multus-daemon-config", default=d["multus_daemon_config"], help="node: thick Multus daemon config"
+    )
+    p.add_argument(
+        "--binaries",
+        nargs="+",
+        default=list(d["binaries"]),
+        help="node: CNI binaries expected in --cni-bin-dir besides multus-shim/multus",
+    )
+    p.add_argument(
+        "--cache-dirs",
+        nargs="+",
+        default=list(d["cache_dirs"]),
+        help="node: cache directories that must persist",
+    )
+    p.add_argument("--mounts-file", default=d["mounts_file"], help="node: mount table read for --cache-dirs")
+    p.add_argument(
+        "--legacy-device-plugin-config",
+        default=d["legacy_device_plugin_config"],
+        help="node: the SR-IOV device plugin's config, which must be absent",
+    )
+    p.add_argument("--exec-timeout", type=int, default=d["exec_timeout"], help="node: seconds per CNI call")
     p.add_argument(
         "--add-check",
         action=argparse.BooleanOptionalAction,
         default=d["add_check"],
-        help="test ADD/DEL (root)",
+        help="node: test CNI ADD/DEL between throwaway namespaces (root)",
     )
     p.set_defaults(func=command)

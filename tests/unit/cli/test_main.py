@@ -86,3 +86,39 @@ def test_readiness_poll_retries_stay_off_the_terminal_even_after_a_level_reset(
         assert logging.getLogger("sriov_dra").level == logging.WARNING
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize(
+    ("command", "phrase"),
+    [
+        ("inspect", "Print the spec §14.4 correlation of a Pod"),
+        ("orphans", "Off the node, pass --checkpoint"),
+        ("preflight", "the node checks read THIS machine's files"),
+    ],
+    ids=["inspect-has-a-description", "orphans-has-a-description", "preflight-says-node-checks-are-local"],
+)
+def test_each_admin_command_help_has_a_description(
+    capsys: pytest.CaptureFixture[str], command: str, phrase: str
+) -> None:
+    assert phrase in " ".join(_help(capsys, command).split())
+
+
+def test_preflight_help_shows_defaults_and_node_checks_on_by_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = " ".join(_help(capsys, "preflight").split())
+    assert "on by default" in text and "(default: True)" in text
+    assert "(default: /opt/cni/bin)" in text and "(default: text)" in text
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inspect", "p", "-o", "json"],
+        ["orphans", "--node", "n", "-o", "json"],
+        ["preflight", "-o", "json"],
+    ],
+    ids=["inspect", "orphans", "preflight"],
+)
+def test_every_admin_command_accepts_o_for_output(argv: list[str]) -> None:
+    assert main.build_parser().parse_args(argv).output == "json"
