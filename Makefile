@@ -14,6 +14,7 @@ help:
 	@echo "make test    - lint, type checks and every test tier (unit, host, cluster, cni, e2e, ansible)"
 	@echo "make lab     - the main job: the local lab (see README.md); options of 'sriov-dra lab demo' in"
 	@echo "               LAB_ARGS, e.g. make lab LAB_ARGS=\"--multus thick\" or LAB_ARGS=--hold"
+	@echo "make collections - .venv plus the Ansible collections the roles need (kubernetes.core), no Go build"
 	@echo "make bench   - benchmarks under bench/ (ratios measured in one run)"
 	@echo "make lint    - ruff, ruff format --check, import-linter layer contracts"
 	@echo "make typecheck - mypy (strict on core, kube, host, lab, guard)"
