@@ -121,21 +121,24 @@ def removal_commands(files: Sequence[Path]) -> list[str]:
 def preflight_commands(lab: stack.LabStack) -> list[str]:
     """The preflight against the lab: the CLI inside a node's namespaces, from the host, and the playbook.
 
+    With the plugins on the operator's namespace the CLI checks policies there (``--policy-namespace``).
+
     The CLI's node checks read the machine it runs on (``/opt/cni/bin``, ``/etc/cni/net.d``): on
     the lab that is a node's mount and network namespaces, entered with ``nsenter``.
     """
     sriov = sriov_dra_command()
     kubeconfig = lab.cp.kubeconfig
+    target = f"--kubeconfig {kubeconfig}"
+    if lab.nodes and lab.nodes[0].policy_namespace != stack.POLICY_NAMESPACE:
+        target += f" --policy-namespace {lab.nodes[0].policy_namespace}"
     lines: list[str] = []
     if lab.nodes:
         layout = lab.nodes[0].layout
         lines.append(
             f"nsenter --mount={layout.mountns_file} --net={layout.netns_path} "
-            f"{sriov} preflight --kubeconfig {kubeconfig}    # on node {layout.name} (root)"
+            f"{sriov} preflight {target}    # on node {layout.name} (root)"
         )
-    lines.append(
-        f"{sriov} preflight --kubeconfig {kubeconfig} --no-node-checks    # cluster checks only, from the host"
-    )
+    lines.append(f"{sriov} preflight {target} --no-node-checks    # cluster checks only, from the host")
     playbook = Path(sys.executable).parent / "ansible-playbook"
     ansible = lab.workdir / "ansible"  # the roles' work directory (roles.collections_path, inventory)
     lines.append(
@@ -171,7 +174,8 @@ def lab_hints(lab: stack.LabStack) -> str:
         f"kubectl -n {namespace} get pod {pod} -o wide    # Running after ~10 s",
         f"{sriov} inspect {pod} -n {namespace} --netns {netns_command(lab, namespace, pod)}",
         f"{orphans_command(lab, '<node>')}    # <node>: the Pod's, e.g. {node}",
-        f"# to remove the example (not kubectl delete -f: the file lists the plugin's namespace), {after}:",
+        f"# to remove the example, {after} (never kubectl delete -f an example: "
+        f"some list the plugin's namespace {stack.POLICY_NAMESPACE}):",
         *removal_commands(files),
         "# the preflight against the lab (node checks inside a node's namespaces; or the playbook):",
         *preflight_commands(lab),

@@ -116,6 +116,7 @@ def test_operator_managed_hints_give_the_operator_example_and_not_the_direct_pol
     assert "kubectl apply -f examples/operator-two-rails/sriov-networks-and-policies.yaml" in text
     assert "kubectl -n sriov-network-operator delete sriovnetwork/rail-a-net" in text
     assert "lab up --operator-managed)" not in text
+    assert "--no-node-checks" in text and "--policy-namespace sriov-network-operator --no-node-checks" in text
 
 
 def test_lab_up_hints_give_the_preflight_in_a_node_namespace_from_the_host_and_as_playbook(
