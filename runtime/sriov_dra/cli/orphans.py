@@ -137,8 +137,12 @@ def _print_table(found: list[Row], out: TextIO) -> None:
             out.write(f"{r.namespace}/{r.name}: {r.why}\n")
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    """Run the command; 0 on success, 1 for an unreadable checkpoint or API failure."""
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run the command; 0 on success, 1 for an unreadable checkpoint or API failure.
+
+    ``out`` defaults to the ``sys.stdout`` of the moment of the call (a captured stdout receives it).
+    """
+    out = sys.stdout if out is None else out
     kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     api = kube_client.from_kubeconfig(Path(kubeconfig))
     try:

@@ -170,8 +170,13 @@ def render(found: list[dict[str, str]], output: str, out: TextIO) -> None:
         out.write(line + "\n")
 
 
-def command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    """Run ``sriov-dra preflight``; 0 when no check failed, 1 when one did, 2 when the API is unreachable."""
+def command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run ``sriov-dra preflight``; 0 when no check failed, 1 when one did, 2 when the API is unreachable.
+
+    ``out`` defaults to the ``sys.stdout`` of the moment of the call (not of the import), so a
+    redirected or captured stdout receives the report.
+    """
+    out = sys.stdout if out is None else out
     if not kubeconfig_path(args.kubeconfig).is_file():
         print(
             f"sriov-dra preflight: no kubeconfig at {kubeconfig_path(args.kubeconfig)}; pass --kubeconfig",
