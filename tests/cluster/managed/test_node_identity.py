@@ -47,7 +47,11 @@ def test_a_prepare_on_a_re_registered_node_is_refused_from_the_watched_uid_witho
     api: client.ApiClient, plugin: ClusterPlugin, namespace: str
 ) -> None:
     recorded = plugin.attach.node.uid
-    assert plugin.publisher.watched_node_uid() == recorded
+    # The Node watch lists in the background after the plugin starts: wait for it, do not race it.
+    eventually(
+        "the plugin's Node watch has the recorded UID",
+        lambda: plugin.publisher.watched_node_uid() == recorded,
+    )
     plugin.node.stop(delete=True)
     eventually("the Node deleted", lambda: node_gone(api, plugin.node.name))
     again = SimulatedNode(api, plugin.node.name, labels=plugin.node.labels, interval_s=5.0).start()
