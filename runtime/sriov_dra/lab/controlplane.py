@@ -29,7 +29,7 @@ from kubernetes import client
 from sriov_dra.kube import apply, health
 from sriov_dra.kube import client as kube_client
 from sriov_dra.lab import binaries, pki
-from sriov_dra.lab.processes import Process, ProcessFailed, free_port, port_in_use, tail, wait_until
+from sriov_dra.lab.processes import Process, ProcessFailed, free_port, port_in_use, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +132,6 @@ class ControlPlane:
     def api(self) -> client.ApiClient:
         """A new admin ApiClient for this control plane (caller closes it)."""
         return kube_client.from_kubeconfig(self.kubeconfig)
-
-    def log_tails(self, lines: int = 30) -> str:
-        """The last ``lines`` of every component log, for failure reports."""
-        return "\n".join(f"--- {p.name} ({p.log_path})\n{tail(p.log_path, lines)}" for p in self.processes)
 
     def pids(self) -> list[int]:
         """PIDs of the component processes started so far."""

@@ -38,7 +38,6 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ from kubernetes import client
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import iproute, kubelet, kubelet_plugins, sandboxes
+from sriov_dra.lab import iproute, kubelet, sandboxes
 from sriov_dra.lab import kubelet_state as state
 
 log = logging.getLogger(__name__)
@@ -467,9 +466,3 @@ class KubeletSimulator:
     def wait_registered(self, driver: str, *, timeout_s: float) -> bool:
         """Wait until ``driver``'s plugin registered through the node's registry. Units: seconds."""
         return self.manager.wait_for_driver(self.settings.registry_dir, driver, timeout_s=timeout_s)
-
-
-def registered_plugins(sim: KubeletSimulator) -> Sequence[kubelet_plugins.RegisteredPlugin]:
-    """The plugins ``sim`` currently knows, by driver name."""
-    with sim.manager._lock:
-        return [c.plugin for _, c in sorted(sim.manager._clients.items())]

@@ -369,10 +369,6 @@ class NodeMachine:
         shutil.rmtree(self.layout.run_root, ignore_errors=True)
 
     # ------------------------------------------------------------------ queries
-    def vf_by_pci(self, pci: str) -> LabVf | None:
-        """The lab VF with PCI address ``pci``, or ``None``."""
-        return next((vf for vf in self.vfs if vf.pci == pci), None)
-
     def vfs_at_home(self) -> set[str]:
         """Names of the VF netdevs currently in the node namespace (not attached to a Pod)."""
         names = iproute.link_names(self.layout.netns_path)
