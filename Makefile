@@ -43,8 +43,8 @@ binaries:
 	@bash tools/build-binaries.sh
 
 lint: venv
-	$(VENV)/bin/ruff check runtime tests bench tools
-	$(VENV)/bin/ruff format --check runtime tests bench tools
+	$(VENV)/bin/ruff check runtime plugins/module_utils/sriov_dra_rules tests bench tools
+	$(VENV)/bin/ruff format --check runtime plugins/module_utils/sriov_dra_rules tests bench tools
 	$(VENV)/bin/lint-imports
 
 typecheck: venv

@@ -31,9 +31,10 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from sriov_dra.core import bindings, identities, names, registry, render, shadow
+from sriov_dra.core import bindings, identities, registry, render, shadow
 from sriov_dra.guard import install
 from sriov_dra.lab import binaries, cninode, controlplane, netns
+from sriov_dra_rules import names
 
 GOAL_RATIO: Final = 1.2
 """Guard + Multus may take at most this many times Multus alone for an ADD with 2 managed interfaces."""

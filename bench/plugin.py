@@ -34,12 +34,13 @@ from typing import Final
 import yaml
 from kubernetes import client
 
-from sriov_dra.core import names, policies, slices
+from sriov_dra.core import policies, slices
 from sriov_dra.driver import publisher
 from sriov_dra.host import discovery, fakesysfs
 from sriov_dra.kube import apply, resourceslices
 from sriov_dra.lab import binaries, controlplane
 from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_rules import names
 
 VFS_PER_PF: Final = 128
 NAMESPACE: Final = "dra-driver-sriov"

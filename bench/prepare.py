@@ -63,7 +63,7 @@ from typing import Any, Final
 import yaml
 from kubernetes import client
 
-from sriov_dra.core import attributes, identities, names
+from sriov_dra.core import attributes, identities
 from sriov_dra.driver import claim_context, locks, prepare
 from sriov_dra.driver.managed import fanout, lockorder, seams, service
 from sriov_dra.host import binding, cdi, checkpoint, discovery, fakesysfs
@@ -72,6 +72,7 @@ from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kubeletapi import messages
 from sriov_dra.lab import binaries, controlplane
 from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_rules import names
 
 NS: Final = "bench-prepare"
 NAD_CRD: Final = (

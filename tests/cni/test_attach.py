@@ -15,8 +15,8 @@ import pytest
 from kubernetes import client
 from tests.cni.world import RAIL_A, RAIL_B, World, eventually
 
-from sriov_dra.core import names
 from sriov_dra.host import netlink
+from sriov_dra_rules import names
 
 MODES = ["thin", "thick"]
 

@@ -17,9 +17,10 @@ import pytest
 from tests.cni.world import RAIL_A, RAIL_B, World, eventually
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import bindings, names
+from sriov_dra.core import bindings
 from sriov_dra.guard import decisions
 from sriov_dra.lab import cni
+from sriov_dra_rules import names
 
 R = decisions.Reason
 OTHER_UID = "22222222-3333-4444-5555-666666666666"

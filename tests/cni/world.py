@@ -23,8 +23,9 @@ from kubernetes.client.rest import ApiException
 from tests import waiting
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import names, registry
+from sriov_dra.core import registry
 from sriov_dra.lab import cni, cninode, netns
+from sriov_dra_rules import names
 
 T = TypeVar("T")
 GROUP, VERSION, PLURAL = "k8s.cni.cncf.io", "v1", "network-attachment-definitions"

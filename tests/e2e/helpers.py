@@ -124,8 +124,8 @@ def interfaces(lab: Any, pod: dict[str, Any]) -> dict[str, list[str]]:
 
 def shadows_of(lab: Any, pod: dict[str, Any]) -> list[dict[str, Any]]:
     """The shadow NADs labelled with the Pod's UID."""
-    from sriov_dra.core import names
     from sriov_dra.kube import objects
+    from sriov_dra_rules import names
 
     client = objects.Objects(lab.api, field_manager="e2e")
     selector = f"{names.LABEL_POD_UID}={pod['metadata']['uid']}"

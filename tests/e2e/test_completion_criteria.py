@@ -20,9 +20,9 @@ import pytest
 from tests.e2e.helpers import PAIRS, wait_clean
 
 from sriov_dra.cli import inspect
-from sriov_dra.core import names
 from sriov_dra.kube import objects
 from sriov_dra.lab import demo, workloads
+from sriov_dra_rules import names
 
 RAILS = {"rail-a-net": "192.0.2.0/24", "rail-b-net": "198.51.100.0/24"}
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sriov_dra.core import names
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra_rules import names
 
 DRIVER = names.DRIVER_NAME
 NODE = "node-a"

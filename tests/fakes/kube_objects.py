@@ -24,8 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sriov_dra.core import errors, jsonpatch
+from sriov_dra.core import jsonpatch
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra_rules import errors
 
 
 class Crash(BaseException):

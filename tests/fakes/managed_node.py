@@ -21,11 +21,12 @@ from typing import Any
 from tests.fakes import claims_api as fx
 from tests.fakes import kube_objects as ko
 
-from sriov_dra.core import attributes, names
+from sriov_dra.core import attributes
 from sriov_dra.driver import claim_context, locks, prepare
 from sriov_dra.driver.managed import lockorder, observe, seams, service
 from sriov_dra.host import atomicfile, binding, cdi, checkpoint, discovery, fakesysfs
 from sriov_dra.kubeletapi import messages
+from sriov_dra_rules import names
 
 NS = "ns-a"
 NODE_UID = "0a0a0a0a-0000-4000-8000-00000000000a"

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import bindings, identities, names, registry, render, shadow
+from sriov_dra.core import bindings, identities, registry, render, shadow
+from sriov_dra_rules import names
 
 NODE_NAME = "node-a"
 NODE_UID = "0b7c6f2e-5a1d-4c3e-9f10-2a3b4c5d6e7f"

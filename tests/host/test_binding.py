@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.core import errors, identities
+from sriov_dra.core import identities
 from sriov_dra.host import binding, fakesysfs
+from sriov_dra_rules import errors
 
 PF = identities.PciAddress("0000:03:00.0")
 VF = identities.PciAddress("0000:03:02.0")

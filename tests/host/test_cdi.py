@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from tests.fakes import checkpoint_records as fx
 
-from sriov_dra.core import cdi_spec, errors
+from sriov_dra.core import cdi_spec
 from sriov_dra.core import checkpoint_lifecycle as lifecycle
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.host import cdi, checkpoint
+from sriov_dra_rules import errors
 
 P = model.Phase
 VF0 = cdi_spec.VfEdits(device=fx.device_name(0), pci_address=fx.pci(0), net_attach_def_name="rail-a-net")

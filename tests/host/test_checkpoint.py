@@ -27,9 +27,10 @@ from tests.fakes import checkpoint_records as fx
 
 from sriov_dra.core import checkpoint_codec as codec
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import errors, identities
+from sriov_dra.core import identities
 from sriov_dra.host import atomicfile
 from sriov_dra.host import checkpoint as store_mod
+from sriov_dra_rules import errors
 
 P = model.Phase
 REPO = Path(__file__).resolve().parents[2]

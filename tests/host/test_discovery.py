@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import attributes, identities, names, policies
+from sriov_dra.core import attributes, identities, policies
 from sriov_dra.host import discovery, fakesysfs
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra_rules import names
 
 D = "sriovnetwork.k8snetworkplumbingwg.io"
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.core import errors, identities
+from sriov_dra.core import identities
 from sriov_dra.host import fakesysfs
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra_rules import errors
 
 PF0 = identities.PciAddress("0000:03:00.0")
 VF0 = identities.PciAddress("0000:03:02.0")

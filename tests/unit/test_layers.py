@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "runtime" / "sriov_dra"
+RULES = Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "sriov_dra_rules"
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
@@ -37,6 +38,8 @@ def test_core_module_imports_only_stdlib_and_core(path: Path) -> None:
         if mod.split(".")[0] not in sys.stdlib_module_names
         and mod != "sriov_dra.core"
         and not mod.startswith("sriov_dra.core.")
+        and mod != "sriov_dra_rules"
+        and not mod.startswith("sriov_dra_rules.")
     ]
     assert not bad, f"sriov_dra.core must import only the standard library and itself: {bad}"
 
@@ -48,6 +51,37 @@ def test_core_module_does_no_io_or_clock(path: Path) -> None:
         f"{path.name}:{line}: {mod}" for line, mod in imported_modules(path) if mod.split(".")[0] in forbidden
     ]
     assert not bad, f"sriov_dra.core is pure (no I/O, no clock, no randomness): {bad}"
+
+
+RULES_FILES = sorted(RULES.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", RULES_FILES, ids=[p.name for p in RULES_FILES])
+def test_shared_rules_import_only_stdlib_and_siblings_by_relative_import(path: Path) -> None:
+    """Each shared rules module loads under both of its package names (ARCHITECTURE.md §9)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    bad = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        bad += [
+            f"{path.name}:{node.lineno}: {n}" for n in names if n.split(".")[0] not in sys.stdlib_module_names
+        ]
+    assert not bad, f"sriov_dra_rules imports only the standard library and, relatively, itself: {bad}"
+
+
+def test_shared_rules_live_once_in_git() -> None:
+    """No runtime module has the name of a shared rules module (one copy of every rule)."""
+    shared = {p.name for p in RULES_FILES} - {"__init__.py"}
+    twins = sorted(
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if p.parent.name == "core" and p.name in shared
+    )
+    assert not twins, f"these shadow a sriov_dra_rules module: {twins}"
 
 
 def test_import_linter_contracts_are_kept() -> None:

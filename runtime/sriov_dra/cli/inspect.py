@@ -26,10 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sriov_dra.core import bindings, names
-from sriov_dra.core import errors as core_errors
+from sriov_dra.core import bindings
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects
+from sriov_dra_rules import errors as core_errors
+from sriov_dra_rules import names
 
 POD = objects.Resource("", "v1", "pods", "Pod")
 CLAIM = objects.Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")

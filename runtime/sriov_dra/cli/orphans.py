@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from sriov_dra.core import checkpoint_codec, errors, identities, names
+from sriov_dra.core import checkpoint_codec, identities
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import orphans, seams, shadows
 from sriov_dra.kube import claims as kube_claims
@@ -34,6 +34,7 @@ from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import nodeinfo, podpatch
 from sriov_dra.kube import shadows as kube_shadows
+from sriov_dra_rules import errors, names
 
 DEFAULT_CHECKPOINT = f"/var/lib/kubelet/plugins/{names.DRIVER_NAME}/checkpoint.json"
 

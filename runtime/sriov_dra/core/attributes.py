@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core import errors, names
+from sriov_dra_rules import errors, names
 
 DRIVER_DOMAIN = names.DOMAIN
 """Driver name and attribute domain of upstream dra-driver-sriov (reference §2.1)."""

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, cast
 
-from sriov_dra.core import errors, identities, names
+from sriov_dra.core import identities
+from sriov_dra_rules import errors, names
 
 RESOURCE_VERSION_MAX: Final = 128
 """Longest ``source.resourceVersion`` accepted (the API treats it as an opaque short string)."""

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import errors, names
+from sriov_dra_rules import errors, names
 
 VENDOR: Final = names.DOMAIN
 CLASS: Final = "vf"

@@ -43,7 +43,8 @@ from collections.abc import Collection, Iterable
 from typing import Final
 
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import errors, identities, names
+from sriov_dra.core import identities
+from sriov_dra_rules import errors, names
 
 _TOP_KEYS: Final = frozenset({"version", "checksum", "data"})
 _CLAIM_KEYS: Final = frozenset({"namespace", "name", "podUID", "devices"})

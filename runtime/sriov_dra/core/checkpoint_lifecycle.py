@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Final, TypeAlias
 
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import errors
+from sriov_dra_rules import errors
 
 
 def release_in_progress(record: model.ClaimRecord) -> bool:

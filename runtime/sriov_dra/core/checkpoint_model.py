@@ -23,7 +23,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-from sriov_dra.core import cdi_spec, errors, identities, names
+from sriov_dra.core import cdi_spec, identities
+from sriov_dra_rules import errors, names
 
 CHECKPOINT_VERSION: Final = 1
 """Top-level checkpoint format version this build reads and writes."""

@@ -26,7 +26,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import errors, identities, names, vfconfig
+from sriov_dra.core import identities, vfconfig
+from sriov_dra_rules import errors, names
 
 STATUS_DEVICE_KEYS: Final = ("driver", "pool", "device", "shareID")
 """Map keys of ``status.devices`` (one entry per key tuple; ``shareID`` may be absent)."""

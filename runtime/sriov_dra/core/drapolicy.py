@@ -28,17 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from sriov_dra.core import (
-    attributes,
-    conditions,
-    errors,
-    limits,
-    names,
-    nodepolicy,
-    overlap,
-    policies,
-    sriovnetwork,
-)
+from sriov_dra.core import attributes, conditions, limits, nodepolicy, overlap, policies, sriovnetwork
+from sriov_dra_rules import errors, names
 
 DRA_GROUP: Final = "sriovnetwork.k8snetworkplumbingwg.io"
 DRA_API_VERSION: Final = f"{DRA_GROUP}/v1alpha1"

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, NewType
 
-from sriov_dra.core import errors, names
+from sriov_dra_rules import errors, names
 
 AttachmentId = NewType("AttachmentId", str)
 """Full SHA-256 of the canonical identity encoding, 64 lowercase hex characters."""

@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import errors, identities, names
+from sriov_dra.core import identities
+from sriov_dra_rules import errors, names
 
 
 @dataclass(frozen=True)

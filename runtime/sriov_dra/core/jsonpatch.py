@@ -7,7 +7,7 @@ Owns building the patch bodies our parts send to the API server: RFC 6901 pointe
 tests and fakes use to check that a patch does what it claims.
 
 This module must never send anything, read a clock, or import anything but the standard library
-and ``core.errors``.
+and ``sriov_dra_rules.errors``.
 
 Source: spec §8.4 step 7, §9 ("JSON Patch with test operations ... Escape JSON Pointer keys
 correctly. If annotations is nil, create the map under the same version precondition"); RFC 6901,
@@ -20,7 +20,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NotRequired, TypedDict
 
-from sriov_dra.core import errors
+from sriov_dra_rules import errors
 
 OpName = Literal["add", "remove", "replace", "test"]
 

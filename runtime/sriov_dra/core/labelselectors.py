@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core import errors, limits
+from sriov_dra.core import limits
+from sriov_dra_rules import errors
 
 _SET_OPS = frozenset({"In", "NotIn"})
 _EXIST_OPS = frozenset({"Exists", "DoesNotExist"})

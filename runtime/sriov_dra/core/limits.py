@@ -4,11 +4,11 @@ Owns the size rule for ``metadata.annotations`` (the sum of the UTF-8 byte lengt
 and value must not exceed 256 KiB) and the shapes of qualified names (annotation and label keys)
 and label values. Callers use these before they publish metadata so that a write is refused here
 with an actionable message instead of half-applied or rejected late by admission. DNS-1123
-labels and subdomains have one validator, :func:`sriov_dra.core.names.dns1123_label_problem` /
-:func:`~sriov_dra.core.names.dns1123_subdomain_problem`, which a qualified name's prefix uses too.
+labels and subdomains have one validator, :func:`sriov_dra_rules.names.dns1123_label_problem` /
+:func:`~sriov_dra_rules.names.dns1123_subdomain_problem`, which a qualified name's prefix uses too.
 
-This module must never do I/O or import anything but the standard library, ``core.errors`` and
-``core.names``.
+This module must never do I/O or import anything but the standard library, ``sriov_dra_rules.errors`` and
+``sriov_dra_rules.names``.
 
 Source: kubernetes ``staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go``
 (``ValidateAnnotations``, ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``) and
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from sriov_dra.core import errors, names
+from sriov_dra_rules import errors, names
 
 TOTAL_ANNOTATION_SIZE_LIMIT_B = 256 * 1024
 """Largest allowed sum of ``len(key) + len(value)`` over all annotations, in bytes (inclusive)."""

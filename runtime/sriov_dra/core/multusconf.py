@@ -22,7 +22,8 @@ import json
 from collections.abc import Mapping
 from typing import Final
 
-from sriov_dra.core import errors, ifnames
+from sriov_dra.core import ifnames
+from sriov_dra_rules import errors
 
 DEFAULT_SYSTEM_NAMESPACES: Final = ("kube-system",)
 """Multus's ``systemNamespaces`` when the key is absent (``GetDefaultNetConf``)."""

@@ -15,7 +15,7 @@ decoder matches keys case-insensitively), a duplicate key, a wrong type, an empt
 The per-field rules live in :mod:`core.selection_fields`.
 
 This module must never do I/O, never return a partial result, and never raise anything but the
-typed errors of ``core.errors``.
+typed errors of ``sriov_dra_rules.errors``.
 
 Source: spec §9 rules 1–3; ``../reference/multus.md`` §3 (``parsePodNetworkAnnotation``,
 ``parsePodNetworkObjectName``, ``NetworkSelectionElement``).
@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sriov_dra.core import errors, names, selection_fields
+from sriov_dra.core import selection_fields
+from sriov_dra_rules import errors, names
 
 _JSON_MARKERS: Final = frozenset('[{"')
 _COMMA_NAME_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -78,7 +79,7 @@ class Selection:
 
 
 def field_path(index: int | None = None, *fields: str | int) -> str:
-    """Path of an annotation element or field for a :class:`~sriov_dra.core.errors.FieldError`.
+    """Path of an annotation element or field for a :class:`~sriov_dra_rules.errors.FieldError`.
 
     Shapes: ``metadata.annotations["k8s.v1.cni.cncf.io/networks"][2].ips[0]``.
     """

@@ -28,7 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import attributes, errors, names, policies, sriovnetwork
+from sriov_dra.core import attributes, policies, sriovnetwork
+from sriov_dra_rules import errors, names
 
 GROUP: Final = "sriovnetwork.openshift.io"
 KIND: Final = "SriovNetworkNodePolicy"

@@ -7,7 +7,7 @@ no ``pci:`` prefix (spec §7 step 7). :func:`normalize` turns any accepted spell
 :func:`parse` is the non-raising variant for comparing a template's preexisting value.
 
 This module owns only the spelling rule. It must never read sysfs or accept a prefixed, padded
-with whitespace or out-of-range address; :func:`sriov_dra.core.names.pci_address_problem` is the
+with whitespace or out-of-range address; :func:`sriov_dra_rules.names.pci_address_problem` is the
 validator of the already-normalised form.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from sriov_dra.core import errors
+from sriov_dra_rules import errors
 
 _BDF: Final = re.compile(
     r"(?:(?P<domain>[0-9a-fA-F]{1,4}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<device>[0-9a-fA-F]{1,2})"

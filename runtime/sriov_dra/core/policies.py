@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core import attributes, errors, labelselectors, templates
+from sriov_dra.core import attributes, labelselectors, templates
+from sriov_dra_rules import errors
 
 _D = attributes.DRIVER_DOMAIN
 _FILTER_FIELDS = ("vendors", "devices", "pciAddresses", "pfNames", "pfPciAddresses")

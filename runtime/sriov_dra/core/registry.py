@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, cast
 
-from sriov_dra.core import bindings, errors, identities, names
+from sriov_dra.core import bindings, identities
+from sriov_dra_rules import errors, names
 
 _KEY: Final = names.MANAGED_NETWORKS_ANNOTATION
 

@@ -8,7 +8,7 @@ Decisions (each is a contract shared with the Multus guard and the tests):
 
 * **Input.** Only inline ``spec.config`` is supported; absent, empty or whitespace-only config
   (Multus would load a file from its conf directory) is ``InvalidNetworkTemplate``.
-* **Strict JSON** (:mod:`sriov_dra.core.strictjson`): malformed text, a non-object root, a duplicate
+* **Strict JSON** (:mod:`sriov_dra_rules.strictjson`): malformed text, a non-object root, a duplicate
   key anywhere, NaN/Infinity and lone surrogates are ``InvalidNetworkTemplate``. Integers are
   exact; a number with a fraction or exponent (``1e3``) is kept exactly as written, and is
   rejected only where sriov-cni needs an integer (``vlan``, ``vlanQoS``, ``min_tx_rate``,
@@ -49,9 +49,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, NoReturn
 
-from sriov_dra.core import bindings, errors, strictjson
+from sriov_dra.core import bindings
 from sriov_dra.core import pci as pci_addresses
-from sriov_dra.core.strictjson import JsonValue
+from sriov_dra_rules import errors, strictjson
+from sriov_dra_rules.strictjson import JsonValue
 
 SRIOV_PLUGIN_TYPE: Final = "sriov"
 """The one device-consuming plugin type a managed template may contain."""

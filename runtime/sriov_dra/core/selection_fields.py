@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from sriov_dra.core import names
+from sriov_dra_rules import names
 
 KNOWN_KEYS: Final = frozenset(
     {

@@ -34,7 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import errors, identities, ifnames, jsonpatch, limits, names, networks, registry
+from sriov_dra.core import identities, ifnames, jsonpatch, limits, networks, registry
+from sriov_dra_rules import errors, names
 
 _TUPLE_KEYS = frozenset({"name", "namespace", "interface"})
 

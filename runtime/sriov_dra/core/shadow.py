@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from sriov_dra.core import bindings, errors, identities, names, render, strictjson
+from sriov_dra.core import bindings, identities, render
+from sriov_dra_rules import errors, names, strictjson
 
 NAD_API_VERSION: Final = "k8s.cni.cncf.io/v1"
 NAD_KIND: Final = "NetworkAttachmentDefinition"

@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from sriov_dra.core import attributes, errors, names, policies
+from sriov_dra.core import attributes, policies
+from sriov_dra_rules import errors, names
 
 API_VERSION: Final = "resource.k8s.io/v1"
 KIND: Final = "ResourceSlice"

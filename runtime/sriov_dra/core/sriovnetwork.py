@@ -33,7 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from sriov_dra.core import conditions, errors
+from sriov_dra.core import conditions
+from sriov_dra_rules import errors
 
 GROUP: Final = "sriovnetwork.openshift.io"
 API_VERSION: Final = f"{GROUP}/v1"

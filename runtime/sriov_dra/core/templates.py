@@ -4,7 +4,7 @@ This module owns the precedence of spec §5.2 steps 2–5 and the reference rule
 per-device ``netAttachDefName``/``netAttachDefNamespace`` attribute pair against the effective
 VfConfig reference, the symbolic "Pod namespace" used where no Pod is known (the policy
 controller), and the single concrete resolution against the verified Pod namespace at prepare
-time. A disagreement is a :class:`~sriov_dra.core.errors.Conflict`, never a silent override.
+time. A disagreement is a :class:`~sriov_dra_rules.errors.Conflict`, never a silent override.
 
 It must never fetch the source NAD, default a namespace from a policy, DeviceAttributes, driver
 or operator namespace, or fall back to the VfConfig when the device reference is malformed.
@@ -16,7 +16,8 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core import attributes, errors, names, vfconfig
+from sriov_dra.core import attributes, vfconfig
+from sriov_dra_rules import errors, names
 
 
 class ReferenceOrigin(enum.StrEnum):

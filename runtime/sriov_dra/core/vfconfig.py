@@ -20,7 +20,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core import attributes, errors, names
+from sriov_dra.core import attributes
+from sriov_dra_rules import errors, names
 
 DRIVER_NAME = names.DRIVER_NAME
 API_VERSION = f"{names.DOMAIN}/v1alpha1"

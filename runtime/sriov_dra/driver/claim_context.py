@@ -58,7 +58,7 @@ class ClaimMetrics(Protocol):
         """Record one prepare/unprepare of one claim.
 
         Shapes: ``operation`` ``prepare``/``unprepare``; ``outcome`` ``ok``/``error``;
-        ``reason`` a bounded ``core.errors.Reason`` value or an error class name.
+        ``reason`` a bounded ``sriov_dra_rules.errors.Reason`` value or an error class name.
         Units: ``seconds`` wall time of the operation.
         """
         ...

@@ -37,7 +37,6 @@ from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any
 
-from sriov_dra.core import errors
 from sriov_dra.driver import (
     claim_context,
     faults,
@@ -57,6 +56,7 @@ from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kubeletapi import messages
+from sriov_dra_rules import errors
 
 LOG = logging.getLogger("sriov_dra.driver")
 

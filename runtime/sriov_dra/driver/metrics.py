@@ -4,7 +4,7 @@ Owns the plugin's metric names and the HTTP server behind ``--metrics-bind-addre
 ``/metrics`` (Prometheus text format, from a registry of this process only), ``/healthz`` and
 ``/readyz`` (200 ``ok`` only once the kubelet has registered the plugin and every background
 part is alive, else 503 with the reason). Label values are bounded: operations, outcomes, and
-``core.errors.Reason`` values or error class names.
+``sriov_dra_rules.errors.Reason`` values or error class names.
 
 It must never block a request on the API server or the kubelet.
 """

@@ -27,10 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sriov_dra.core import attributes, errors, names, policies, slices
+from sriov_dra.core import attributes, policies, slices
 from sriov_dra.host import discovery
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import watches
+from sriov_dra_rules import errors, names
 
 LOG = logging.getLogger(__name__)
 

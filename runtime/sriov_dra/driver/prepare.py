@@ -58,13 +58,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sriov_dra.core import cdi_spec, checkpoint_lifecycle, claimplan, errors, identities
+from sriov_dra.core import cdi_spec, checkpoint_lifecycle, claimplan, identities
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver import claim_context, dra_service, unprepare
 from sriov_dra.driver.managed import planning
 from sriov_dra.host import vf_edits
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
+from sriov_dra_rules import errors
 
 T = TypeVar("T")
 
@@ -357,7 +358,7 @@ def update_status(
 def describe(exc: BaseException) -> tuple[str, str]:
     """``(message, reason)`` of a claim failure for the kubelet and the metrics.
 
-    Shapes: ``reason`` is the ``core.errors.Reason`` value of our errors, else the class name.
+    Shapes: ``reason`` is the ``sriov_dra_rules.errors.Reason`` value of our errors, else the class name.
     """
     reason = str(exc.reason) if isinstance(exc, errors.SriovDraError) else type(exc).__name__
     text = str(exc).strip() or type(exc).__name__

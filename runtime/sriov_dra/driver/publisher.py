@@ -30,12 +30,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from sriov_dra.core import names, slices
+from sriov_dra.core import slices
 from sriov_dra.driver import policy_controller
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import resourceslices, watches
+from sriov_dra_rules import names
 
 LOG = logging.getLogger(__name__)
 

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NoReturn
 
-from sriov_dra.core import errors, ifnames, names
+from sriov_dra.core import ifnames
 from sriov_dra.driver import logs
 from sriov_dra.kubeletapi import endpoints
+from sriov_dra_rules import errors, names
 
 DISABLED_ADDRESSES: Final = frozenset({"", "0"})
 """``--metrics-bind-address`` values that turn the metrics/health HTTP server off."""

@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import errors, ifnames, names, networks, registry
+from sriov_dra.core import ifnames, networks, registry
 from sriov_dra.guard import decisions, shadows
+from sriov_dra_rules import errors, names
 
 Reason = decisions.Reason
 Violation = decisions.Violation

@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sriov_dra.core import errors, ifnames, multusconf
+from sriov_dra.core import ifnames, multusconf
 from sriov_dra.guard import decisions, shim
+from sriov_dra_rules import errors
 
 _CONFIG_SUFFIXES = (".conf", ".conflist", ".json")
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core import names
 from sriov_dra.guard import decisions, shim
+from sriov_dra_rules import names
 
 POD_UID_ARG = "K8S_POD_UID"
 

@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import bindings, errors, identities, names, registry, render, strictjson
+from sriov_dra.core import bindings, identities, registry, render
 from sriov_dra.guard import decisions
+from sriov_dra_rules import errors, names, strictjson
 
 Reason = decisions.Reason
 Violation = decisions.Violation

@@ -20,8 +20,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from sriov_dra.core import names
 from sriov_dra.guard import decisions, shadows
+from sriov_dra_rules import names
 
 Reason = decisions.Reason
 Violation = decisions.Violation

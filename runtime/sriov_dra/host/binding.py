@@ -34,8 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sriov_dra.core import errors, identities
+from sriov_dra.core import identities
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
 

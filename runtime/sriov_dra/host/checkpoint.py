@@ -36,8 +36,9 @@ from typing import Final
 from sriov_dra.core import checkpoint_codec as codec
 from sriov_dra.core import checkpoint_lifecycle as lifecycle
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import errors, identities
+from sriov_dra.core import identities
 from sriov_dra.host import atomicfile
+from sriov_dra_rules import errors
 
 CHECKPOINT_FILE_NAME: Final = "checkpoint.json"
 """File name inside the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), as upstream."""

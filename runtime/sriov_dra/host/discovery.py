@@ -35,9 +35,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sriov_dra.core import attributes, identities, names, policies
+from sriov_dra.core import attributes, identities, policies
 from sriov_dra.host import pcieroot
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra_rules import names
 
 LOG = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sriov_dra.core import errors, identities
+from sriov_dra.core import identities
+from sriov_dra_rules import errors
 
 NET_CLASS = 0x02
 """PCI base class of network controllers (upstream ``consts.NetClass``)."""

@@ -1,7 +1,7 @@
 """The plugin's Kubernetes Events (``events.k8s.io/v1``) about Pods, claims and shadow NADs.
 
 Owns the Event body and its create call: ``regarding`` the Pod, ResourceClaim or NAD, a CamelCase
-``reason`` from ``core.errors.Reason`` (or another bounded name), a one-line ``note`` (truncated to
+``reason`` from ``sriov_dra_rules.errors.Reason`` (or another bounded name), a one-line ``note`` (truncated to
 the API's 1 kB limit), ``type`` Normal/Warning, and the reporting controller and instance (the
 service and its node). ``kubectl describe`` shows them next to the object (STYLE.md §1).
 

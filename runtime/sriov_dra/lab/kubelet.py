@@ -34,9 +34,9 @@ from pathlib import Path
 
 import grpc
 
-from sriov_dra.core import errors
 from sriov_dra.kubeletapi import messages
 from sriov_dra.lab import kubelet_plugins
+from sriov_dra_rules import errors
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import grpc
 
-from sriov_dra.core import errors
 from sriov_dra.kubeletapi import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -38,6 +37,7 @@ from sriov_dra.kubeletapi import (
     pluginregistration_v1_pb2,
     pluginregistration_v1_pb2_grpc,
 )
+from sriov_dra_rules import errors
 
 
 @dataclass(frozen=True)

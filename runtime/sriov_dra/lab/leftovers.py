@@ -25,9 +25,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from sriov_dra.core import names
 from sriov_dra.kube import objects
 from sriov_dra.lab import stack as stack_mod
+from sriov_dra_rules import names
 
 IPPOOL = objects.Resource("whereabouts.cni.cncf.io", "v1alpha1", "ippools", "IPPool")
 ORIP = objects.Resource(

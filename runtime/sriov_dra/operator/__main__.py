@@ -20,9 +20,10 @@ from pathlib import Path
 
 import yaml
 
-from sriov_dra.core import errors, nodepolicy, sriovnetwork
+from sriov_dra.core import nodepolicy, sriovnetwork
 from sriov_dra.kube import client as kube_client
 from sriov_dra.operator import app, logs, settings
+from sriov_dra_rules import errors
 
 log = logging.getLogger("sriov_dra.operator")
 

@@ -22,12 +22,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sriov_dra.core import drapolicy, names, sriovnetwork
+from sriov_dra.core import drapolicy, sriovnetwork
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import events, leader, objects
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import metrics as metrics_mod
 from sriov_dra.operator import network_controller, policy_controller, queue, settings, status, watches
+from sriov_dra_rules import names
 
 log = logging.getLogger(__name__)
 SHADOW_EXCLUDING_SELECTOR = f"{names.LABEL_MANAGED_BY}!={names.MANAGED_BY_VALUE}"

@@ -26,10 +26,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import conditions, errors, sriovnetwork
+from sriov_dra.core import conditions, sriovnetwork
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import objects
 from sriov_dra.operator import settings, status
+from sriov_dra_rules import errors
 
 log = logging.getLogger(__name__)
 _RR = sriovnetwork.ReadyReason

@@ -25,10 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sriov_dra.core import conditions, drapolicy, errors, generated, sriovnetwork
+from sriov_dra.core import conditions, drapolicy, generated, sriovnetwork
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import objects
 from sriov_dra.operator import settings, status
+from sriov_dra_rules import errors
 
 log = logging.getLogger(__name__)
 _KINDS = {

@@ -30,9 +30,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sriov_dra.core import conditions, names, nodepolicy, sriovnetwork
+from sriov_dra.core import conditions, nodepolicy, sriovnetwork
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import queue
+from sriov_dra_rules import names
 
 Ref = sriovnetwork.ObjectRef
 Enqueue = Callable[[queue.Key], None]

@@ -31,7 +31,7 @@ from kubernetes.client.rest import ApiException
 from tests import waiting
 from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 
-from sriov_dra.core import cdi_spec, checkpoint_codec, names
+from sriov_dra.core import cdi_spec, checkpoint_codec
 from sriov_dra.driver import faults
 from sriov_dra.host import checkpoint, fakesysfs
 from sriov_dra.host import sysfs as sysfs_mod
@@ -39,6 +39,7 @@ from sriov_dra.kube import apply
 from sriov_dra.kubeletapi import messages
 from sriov_dra.lab import controlplane, kubelet, processes, session
 from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_rules import names
 
 T = TypeVar("T")
 D = names.DOMAIN

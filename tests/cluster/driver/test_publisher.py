@@ -21,11 +21,12 @@ import yaml
 from kubernetes import client
 from tests import waiting
 
-from sriov_dra.core import names, slices
+from sriov_dra.core import slices
 from sriov_dra.driver import policy_controller, publisher
 from sriov_dra.host import fakesysfs
 from sriov_dra.kube import apply, resourceslices
 from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_rules import names
 
 T = TypeVar("T")
 D = names.DOMAIN

@@ -24,7 +24,6 @@ import yaml
 from kubernetes import client
 from tests import waiting
 
-from sriov_dra.core import names
 from sriov_dra.driver import claim_context, prepare, publisher, unprepare
 from sriov_dra.driver.managed import repair, wiring
 from sriov_dra.host import binding, cdi, checkpoint, fakesysfs
@@ -34,6 +33,7 @@ from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
 from sriov_dra.lab import session
 from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_rules import names
 
 T = TypeVar("T")
 D = names.DOMAIN

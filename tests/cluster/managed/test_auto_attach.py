@@ -14,10 +14,11 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from sriov_dra.core import bindings, names, registry
+from sriov_dra.core import bindings, registry
 from sriov_dra.driver.managed import orphans
 from sriov_dra.kube import apply
 from sriov_dra.kubeletapi import messages
+from sriov_dra_rules import names
 
 from .conftest import RBAC, ClusterPlugin, eventually, gone, load_all, nads_in, pairs_template, workload_pod
 

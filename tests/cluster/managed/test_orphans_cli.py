@@ -9,7 +9,7 @@ from kubernetes import client
 
 from sriov_dra.cli import main as cli
 from sriov_dra.cli import orphans as orphans_cli
-from sriov_dra.core import names
+from sriov_dra_rules import names
 
 from .conftest import eventually, nads_in
 from .test_auto_attach import start_pair_workload

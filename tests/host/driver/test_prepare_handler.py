@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 from tests.fakes import claims_api as fx
 
-from sriov_dra.core import cdi_spec, errors
+from sriov_dra.core import cdi_spec
 from sriov_dra.driver import claim_context, faults, prepare, unprepare
 from sriov_dra.host import binding, cdi, checkpoint, discovery, fakesysfs
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
+from sriov_dra_rules import errors
 
 PF = "0000:03:00.0"
 VF0, VF1, VF2 = "0000:03:02.0", "0000:03:02.1", "0000:03:02.2"

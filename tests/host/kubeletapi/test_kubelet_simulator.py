@@ -19,10 +19,10 @@ from tests.fakes.claim_handler import FakeClaimHandler
 from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 from tests.host.kubeletapi.conftest import DRIVER, ServerFactory
 
-from sriov_dra.core import errors
 from sriov_dra.driver import kubelet_server
 from sriov_dra.kubeletapi import dra_v1_pb2, endpoints, messages
 from sriov_dra.lab import kubelet, kubelet_plugins
+from sriov_dra_rules import errors
 
 OTHER = "gpu.test.example.com"
 C1 = messages.ClaimRef("ns", "c1", "uid-1")

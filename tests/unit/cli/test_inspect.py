@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from sriov_dra.cli import inspect
-from sriov_dra.core import bindings, names
+from sriov_dra.core import bindings
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects
+from sriov_dra_rules import names
 
 POD_UID = "11111111-2222-3333-4444-555555555555"
 CLAIM_UID = "c1a1c1a1-0000-4000-8000-000000000001"

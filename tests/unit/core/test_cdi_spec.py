@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import cdi_spec, errors
+from sriov_dra.core import cdi_spec
+from sriov_dra_rules import errors
 
 CLAIM = "7e3c1d2a-4b5f-4a6e-8c9d-0e1f2a3b4c5d"
 POD = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"

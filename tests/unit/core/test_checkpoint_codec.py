@@ -14,9 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import checkpoint_records as fx
 
-from sriov_dra.core import cdi_spec, errors, identities
+from sriov_dra.core import cdi_spec, identities
 from sriov_dra.core import checkpoint_codec as codec
 from sriov_dra.core import checkpoint_model as model
+from sriov_dra_rules import errors
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "checkpoint" / "v1-no-managed.json"
 INDENTED_FIXTURE = FIXTURE.with_name("v1-indented-managed.json")

@@ -11,7 +11,7 @@ from tests.fakes import checkpoint_records as fx
 
 from sriov_dra.core import checkpoint_lifecycle as lifecycle
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import errors
+from sriov_dra_rules import errors
 
 P = model.Phase
 

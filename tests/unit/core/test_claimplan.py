@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import claims_api as fx
 
-from sriov_dra.core import claimplan, errors, vfconfig
+from sriov_dra.core import claimplan, vfconfig
+from sriov_dra_rules import errors
 
 DEV_A = "0000-03-02-0"
 DEV_B = "0000-03-02-1"

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import drapolicy, errors, names, policies, sriovnetwork
+from sriov_dra.core import drapolicy, policies, sriovnetwork
+from sriov_dra_rules import errors, names
 
 R = errors.Reason
 OP = oo.OP_NS

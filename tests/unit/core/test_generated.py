@@ -7,7 +7,8 @@ from typing import Any
 
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import drapolicy, errors, generated, sriovnetwork
+from sriov_dra.core import drapolicy, generated, sriovnetwork
+from sriov_dra_rules import errors
 
 OP = oo.OP_NS
 RAIL_A = sriovnetwork.ObjectRef(OP, "rail-a-net")

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, identities, names
+from sriov_dra.core import identities
+from sriov_dra_rules import errors, names
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "contract"
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, identities, ifnames
+from sriov_dra.core import identities, ifnames
+from sriov_dra_rules import errors
 
 CLAIM_A = identities.ClaimUid("c1a1c1a1-0000-4000-8000-00000000000a")
 CLAIM_B = identities.ClaimUid("c1a1c1a1-0000-4000-8000-00000000000b")

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, jsonpatch
+from sriov_dra.core import jsonpatch
+from sriov_dra_rules import errors
 
 
 @pytest.mark.parametrize(

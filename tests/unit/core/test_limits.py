@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, limits, names
+from sriov_dra.core import limits
+from sriov_dra_rules import errors, names
 
 LIMIT = limits.TOTAL_ANNOTATION_SIZE_LIMIT_B
 

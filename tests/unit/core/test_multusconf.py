@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, ifnames, multusconf
+from sriov_dra.core import ifnames, multusconf
+from sriov_dra_rules import errors
 
 SRC = "/etc/cni/net.d/multus.d/daemon-config.json"
 

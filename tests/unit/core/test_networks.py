@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, ifnames, names, networks, selection_fields
+from sriov_dra.core import ifnames, networks, selection_fields
+from sriov_dra_rules import errors, names
 
 POD_NS = "ns-pod"
 ANN = f'metadata.annotations["{names.NETWORKS_ANNOTATION}"]'

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import errors, nodepolicy, policies, sriovnetwork
+from sriov_dra.core import nodepolicy, policies, sriovnetwork
+from sriov_dra_rules import errors
 
 COMPAT = "openshift.io/sriov_vfs"
 D = "sriovnetwork.k8snetworkplumbingwg.io"

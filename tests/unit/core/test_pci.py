@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, names, pci
+from sriov_dra.core import pci
+from sriov_dra_rules import errors, names
 
 
 @pytest.mark.parametrize(

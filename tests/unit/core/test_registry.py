@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, identities, names, registry
+from sriov_dra.core import identities, registry
+from sriov_dra_rules import errors, names
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "contract"
 POD = identities.PodUid("11111111-2222-3333-4444-555555555555")

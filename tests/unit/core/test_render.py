@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, names, render, strictjson
-from sriov_dra.core.strictjson import JsonValue, RawNumber
+from sriov_dra.core import render
+from sriov_dra_rules import errors, names, strictjson
+from sriov_dra_rules.strictjson import JsonValue, RawNumber
 
 PCI = "0000:3b:02.1"
 OTHER_PCI = "0000:3b:02.2"

@@ -12,17 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import (
-    errors,
-    identities,
-    ifnames,
-    jsonpatch,
-    limits,
-    names,
-    networks,
-    registry,
-    selections,
-)
+from sriov_dra.core import identities, ifnames, jsonpatch, limits, networks, registry, selections
+from sriov_dra_rules import errors, names
 
 NS = "ai"
 POD_UID = "bbbbbbbb-0000-4000-8000-000000000001"

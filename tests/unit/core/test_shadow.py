@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import bindings, errors, identities, names, render, shadow
+from sriov_dra.core import bindings, identities, render, shadow
+from sriov_dra_rules import errors, names
 
 POD_UID = "11111111-2222-3333-4444-555555555555"
 CLAIM_UID = "c1a1c1a1-0000-4000-8000-000000000001"

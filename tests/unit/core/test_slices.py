@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import attributes, errors, names, policies, slices
+from sriov_dra.core import attributes, policies, slices
+from sriov_dra_rules import errors, names
 
 DRIVER = names.DRIVER_NAME
 NODE = "worker-1"

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import errors, sriovnetwork
+from sriov_dra.core import sriovnetwork
+from sriov_dra_rules import errors
 
 R = errors.Reason
 OP = oo.OP_NS

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import attributes, errors, templates, vfconfig
+from sriov_dra.core import attributes, templates, vfconfig
+from sriov_dra_rules import errors
 
 D = "sriovnetwork.k8snetworkplumbingwg.io"
 NAME_KEY = f"{D}/netAttachDefName"

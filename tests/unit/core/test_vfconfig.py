@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, vfconfig
+from sriov_dra.core import vfconfig
+from sriov_dra_rules import errors
 
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
 API = f"{DRIVER}/v1alpha1"

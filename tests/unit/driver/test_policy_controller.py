@@ -16,9 +16,10 @@ import pytest
 from tests import waiting
 from tests.fakes.watch_api import FakeWatchApi, obj
 
-from sriov_dra.core import attributes, names
+from sriov_dra.core import attributes
 from sriov_dra.driver import policy_controller as pc
 from sriov_dra.host import discovery, fakesysfs
+from sriov_dra_rules import names
 
 NS = "dra-driver-sriov"
 NODE = "worker-1"

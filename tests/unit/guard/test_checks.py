@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import ifnames, names
+from sriov_dra.core import ifnames
 from sriov_dra.guard import checks, decisions, shadows
+from sriov_dra_rules import names
 
 R = decisions.Reason
 NS, POD = "ai-workloads", "trainer"

@@ -10,9 +10,9 @@ import pytest
 from tests.fakes import guard_fakes as gf
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import names
 from sriov_dra.guard import cni_hooks, decisions, metrics, multus, settings, shim
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra_rules import names
 
 R = decisions.Reason
 NS, POD = "ai-workloads", "trainer"

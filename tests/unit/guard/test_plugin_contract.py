@@ -30,8 +30,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import errors, ifnames, names, networks, selections
+from sriov_dra.core import ifnames, networks, selections
 from sriov_dra.guard import checks, decisions, shadows
+from sriov_dra_rules import errors, names
 
 NS, POD = "ai-workloads", "trainer"
 CLAIMS = ("c1a1c1a1-0000-4000-8000-000000000001", "c2a2c2a2-0000-4000-8000-000000000002")

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import bindings, identities, names
+from sriov_dra.core import bindings, identities
 from sriov_dra.guard import decisions, shadows
+from sriov_dra_rules import names
 
 R = decisions.Reason
 NS, POD = "ai-workloads", "trainer"

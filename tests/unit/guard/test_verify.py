@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sriov_dra.core import names
 from sriov_dra.guard import decisions, shadows, verify
+from sriov_dra_rules import names
 
 R = decisions.Reason
 EXPECTED = (

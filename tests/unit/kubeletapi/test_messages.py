@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors as core_errors
 from sriov_dra.core import networks as core_networks
 from sriov_dra.kubeletapi import dra_v1_pb2, dra_v1beta1_pb2, drahealth_v1alpha1_pb2, messages
+from sriov_dra_rules import errors as core_errors
 
 CLAIM = messages.ClaimRef(namespace="ns", name="claim-a", uid="uid-a")
 DEVICE = messages.Device(

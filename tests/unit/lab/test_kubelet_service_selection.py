@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from sriov_dra.core import errors
 from sriov_dra.kubeletapi import endpoints
 from sriov_dra.lab import kubelet_plugins
+from sriov_dra_rules import errors
 
 V1 = endpoints.DraService.V1
 V1BETA1 = endpoints.DraService.V1BETA1

@@ -8,10 +8,11 @@ import pytest
 from tests.fakes import operator_objects as oo
 from tests.fakes.objects_api import FakeObjects
 
-from sriov_dra.core import conditions, drapolicy, errors, sriovnetwork
+from sriov_dra.core import conditions, drapolicy, sriovnetwork
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import objects
 from sriov_dra.operator import network_controller, policy_controller, settings, status
+from sriov_dra_rules import errors
 
 R = errors.Reason
 CONFIG = settings.ReconcileSettings(namespace=oo.OP_NS)

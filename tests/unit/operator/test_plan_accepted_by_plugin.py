@@ -23,7 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import attributes, drapolicy, errors, nodepolicy, policies, sriovnetwork
+from sriov_dra.core import attributes, drapolicy, nodepolicy, policies, sriovnetwork
+from sriov_dra_rules import errors
 
 PFS = ("ens1f0", "ens2f0", "ens3f0")
 NETWORKS = ("rail-a-net", "rail-b-net", "missing-net")

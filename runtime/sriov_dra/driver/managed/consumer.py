@@ -24,9 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sriov_dra.core import claimplan, errors, identities
+from sriov_dra.core import claimplan, identities
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra_rules import errors
 
 EXTENDED_RESOURCE_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
 """Set to ``"true"`` by the scheduler on claims it creates for extended resources."""

@@ -31,9 +31,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
-from sriov_dra.core import checkpoint_lifecycle, errors, identities
+from sriov_dra.core import checkpoint_lifecycle, identities
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import fanout, podnets, seams, shadows
+from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
 

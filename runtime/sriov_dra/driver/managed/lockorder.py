@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from sriov_dra.core import errors
 from sriov_dra.driver import locks
+from sriov_dra_rules import errors
 
 Observer = Callable[[str, str], None]
 """Called as ``observer(kind, key)`` right after a lock is acquired (tests record the order)."""

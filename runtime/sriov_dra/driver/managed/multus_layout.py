@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.core import errors, ifnames, multusconf
+from sriov_dra.core import ifnames, multusconf
+from sriov_dra_rules import errors
 
 
 @dataclass(frozen=True)

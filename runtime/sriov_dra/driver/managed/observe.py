@@ -1,7 +1,7 @@
 """Observability of the auto-attach path: Events with reason names and metrics (spec §18.2).
 
 Owns :class:`ManagedMetrics` (Prometheus families with bounded labels: phases, operations and
-``core.errors.Reason`` values or error class names; never a Pod, claim or binding ID) and
+``sriov_dra_rules.errors.Reason`` values or error class names; never a Pod, claim or binding ID) and
 :class:`Reporter`, which turns an outcome into one structured log line and, on a change only, one
 Kubernetes Event on the Pod, claim or NAD (a periodic worker repeating the same failure emits it
 once, not every pass). Notes carry identities and reasons, never CNI configs or credentials.
@@ -19,10 +19,10 @@ from typing import Final
 import prometheus_client
 
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import errors
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import plugin_events
+from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
 _PREFIX: Final = "sriov_dra_plugin_managed"
@@ -38,7 +38,7 @@ REASON_REPAIRED: Final = "ShadowRepaired"
 
 
 def reason_of(exc: BaseException) -> str:
-    """A bounded label for ``exc``: its ``core.errors.Reason`` value, else its class name."""
+    """A bounded label for ``exc``: its ``sriov_dra_rules.errors.Reason`` value, else its class name."""
     if isinstance(exc, errors.SriovDraError):
         return str(exc.reason)
     if isinstance(exc, kube_errors.ApiError):

@@ -18,9 +18,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sriov_dra.core import bindings, errors, identities, names
+from sriov_dra.core import bindings, identities
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import seams
+from sriov_dra_rules import errors, names
 
 
 class Status(enum.StrEnum):

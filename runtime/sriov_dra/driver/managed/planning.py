@@ -35,7 +35,6 @@ from sriov_dra.core import (
     bindings,
     checkpoint_lifecycle,
     claimplan,
-    errors,
     identities,
     ifnames,
     render,
@@ -48,6 +47,7 @@ from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import fanout, podnets, seams
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra_rules import errors
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import errors, identities, ifnames, jsonpatch, names, registry, selections
+from sriov_dra.core import identities, ifnames, jsonpatch, registry, selections
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra_rules import errors, names
 
 PLACEHOLDER_UID: Final = "00000000-0000-4000-8000-000000000000"
 """Stands for a shadow UID not known yet when the annotation is checked before hardware changes

@@ -37,11 +37,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sriov_dra.core import checkpoint_lifecycle, errors
+from sriov_dra.core import checkpoint_lifecycle
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import ensure as ensure_mod
 from sriov_dra.driver.managed import hostgate, observe, orphans, release, service
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
 

@@ -25,12 +25,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sriov_dra.core import checkpoint_lifecycle, claimplan, errors, identities
+from sriov_dra.core import checkpoint_lifecycle, claimplan, identities
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import ensure as ensure_mod
 from sriov_dra.driver.managed import fanout, hostgate, lockorder, observe, planning, podnets, release, seams
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
 

@@ -26,10 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import bindings, errors, identities, jsonpatch, names, render, shadow
+from sriov_dra.core import bindings, identities, jsonpatch, render, shadow
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import podnets, seams
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra_rules import errors, names
 
 LOG = logging.getLogger(__name__)
 _FINALIZER = names.FINALIZER_ATTACHMENT_PROTECTION

@@ -21,10 +21,11 @@ from tests.fakes import claims_api as fx
 from tests.fakes import kube_objects as ko
 from tests.fakes import managed_node as mn
 
-from sriov_dra.core import identities, names
+from sriov_dra.core import identities
 from sriov_dra.driver import faults
 from sriov_dra.host import checkpoint
 from sriov_dra.kubeletapi import messages
+from sriov_dra_rules import names
 
 TWO_RAILS = [("nic-0", mn.DEV_A0), ("nic-1", mn.DEV_B0)]
 Inject = Callable[[mn.ManagedNode], None]

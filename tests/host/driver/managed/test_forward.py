@@ -15,8 +15,9 @@ from tests.fakes import claims_api as fx
 from tests.fakes import kube_objects as ko
 from tests.fakes import managed_node as mn
 
-from sriov_dra.core import bindings, names, registry
+from sriov_dra.core import bindings, registry
 from sriov_dra.kubeletapi import messages
+from sriov_dra_rules import names
 
 TWO_RAILS = [("nic-0", mn.DEV_A0), ("nic-1", mn.DEV_B0)]
 POD2_UID = "22222222-3333-4444-5555-666666666666"

@@ -15,9 +15,10 @@ import pytest
 from tests.fakes import claims_api as fx
 from tests.fakes import managed_node as mn
 
-from sriov_dra.core import ifnames, names
+from sriov_dra.core import ifnames
 from sriov_dra.driver.managed import multus_layout
 from sriov_dra.kubeletapi import messages
+from sriov_dra_rules import names
 
 MANUAL = {names.NETWORKS_ANNOTATION: "other-net"}
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from sriov_dra.core import errors, identities
+from sriov_dra.core import identities
 from sriov_dra.driver.managed import consumer, seams
+from sriov_dra_rules import errors
 
 POD_UID = "11111111-2222-3333-4444-555555555555"
 

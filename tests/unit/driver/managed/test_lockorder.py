@@ -7,9 +7,9 @@ from collections import defaultdict
 
 import pytest
 
-from sriov_dra.core import errors
 from sriov_dra.driver import locks
 from sriov_dra.driver.managed import lockorder
+from sriov_dra_rules import errors
 
 
 def make(observer: lockorder.Observer | None = None) -> lockorder.OperationLocks:

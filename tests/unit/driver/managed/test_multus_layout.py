@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.core import errors, ifnames
+from sriov_dra.core import ifnames
 from sriov_dra.driver.managed import multus_layout, seams
+from sriov_dra_rules import errors
 
 FLAGS = ifnames.MultusLayout(primary_ifname="eth0", default_networks=("flag-net",), auxiliary_chain=True)
 

@@ -7,8 +7,8 @@ import pytest
 from tests.fakes import kube_objects as ko
 
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import errors
 from sriov_dra.driver.managed import observe
+from sriov_dra_rules import errors
 
 from .conftest import record, with_phase
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from sriov_dra.core import bindings, names
+from sriov_dra.core import bindings
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import orphans, seams
+from sriov_dra_rules import names
 
 from .conftest import NODE_UID, live_shadow, record, with_phase
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from tests.fakes import kube_objects as ko
 
-from sriov_dra.core import errors, names, registry
+from sriov_dra.core import registry
 from sriov_dra.driver.managed import podnets
+from sriov_dra_rules import errors, names
 
 from .conftest import NS, POD_UID, record
 

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.names: contract key spellings and format validators."""
+"""Tests for sriov_dra_rules.names: contract key spellings and format validators."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import names
+from sriov_dra_rules import names
 
 
 @pytest.mark.parametrize(

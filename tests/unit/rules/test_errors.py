@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.errors: the message every typed error carries."""
+"""Tests for sriov_dra_rules.errors: the message every typed error carries."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, networks
+from sriov_dra.core import networks
+from sriov_dra_rules import errors
 
 # Any code point, with lone surrogates (what a JSON "\udXXX" escape in user input decodes to) likely.
 _ANY_TEXT = st.text(

@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, TypeAlias, Union
 
-from sriov_dra.core import errors
+from . import errors
 
 # Union is needed here: a recursive alias spelled with "|" cannot use forward references.
 JsonValue: TypeAlias = Union[dict[str, "JsonValue"], list["JsonValue"], str, int, bool, "RawNumber", None]

@@ -5,9 +5,9 @@ and the operator must spell identically (ARCHITECTURE.md §4), the driver name, 
 versions, and the small predicates that decide whether a string is a UUID, a full SHA-256 hex
 digest, a DNS-1123 label or subdomain, a DRA pool name, a plain PCI BDF or a Linux interface name.
 Validators return ``None`` for a valid value or a short actionable problem phrase; callers wrap it
-in a :class:`~sriov_dra.core.errors.FieldError` with the field path.
+in a :class:`~sriov_dra_rules.errors.FieldError` with the field path.
 
-It must never do I/O, import anything but the standard library and ``sriov_dra.core.errors``, or
+It must never do I/O, import anything but the standard library and ``sriov_dra_rules.errors``, or
 change a value's spelling: constants here are persisted and published strings.
 """
 

@@ -1,4 +1,4 @@
-"""Tests of sriov_dra.core.strictjson: strict decoding, exact numbers, canonical encoding."""
+"""Tests of sriov_dra_rules.strictjson: strict decoding, exact numbers, canonical encoding."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import errors, strictjson
-from sriov_dra.core.strictjson import JsonValue, RawNumber
+from sriov_dra_rules import errors, strictjson
+from sriov_dra_rules.strictjson import JsonValue, RawNumber
 
 NUMBER_LITERALS = st.from_regex(r"-?(0|[1-9][0-9]{0,5})(\.[0-9]{1,4})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
 RAW_NUMBERS = NUMBER_LITERALS.filter(lambda s: any(c in s for c in ".eE")).map(RawNumber)
