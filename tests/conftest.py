@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests import ordering
+
 # CI runs at least 500 examples per property (issue 3); local runs may lower it with
 # HYPOTHESIS_PROFILE=dev.
 settings.register_profile("ci", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -25,16 +27,32 @@ TIERS = ("unit", "host", "cluster", "cni", "e2e", "ansible")
 TESTS_ROOT = Path(__file__).parent
 
 
+def _tier_of(item: pytest.Item) -> str:
+    """The tier named by the item's first folder under ``tests/`` ("" outside a tier folder)."""
+    try:
+        rel = Path(str(item.fspath)).relative_to(TESTS_ROOT)
+    except ValueError:
+        return ""
+    tier = rel.parts[0] if rel.parts else ""
+    return tier if tier in TIERS else ""
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    order_seed = ordering.seed()
+    if order_seed is None:
+        return "test order: file order (SRIOV_DRA_TEST_ORDER=file)"
+    return f"test order: shuffled, replay with SRIOV_DRA_TEST_ORDER_SEED={order_seed} (tests/ordering.py)"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with the tier named by its first folder under ``tests/``."""
+    """Mark each test with the tier named by its first folder under ``tests/``; shuffle the order."""
     for item in items:
-        try:
-            rel = Path(str(item.fspath)).relative_to(TESTS_ROOT)
-        except ValueError:
-            continue
-        tier = rel.parts[0] if rel.parts else ""
-        if tier in TIERS:
+        tier = _tier_of(item)
+        if tier:
             item.add_marker(getattr(pytest.mark, tier))
+    order_seed = ordering.seed()
+    if order_seed is not None:
+        ordering.shuffle(items, _tier_of, order_seed)
 
 
 @pytest.fixture(autouse=True)
