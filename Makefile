@@ -7,10 +7,11 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: setup deps venv binaries collections test lint typecheck unit lab bench clean-cache help
+.PHONY: setup deps realvf-setup venv binaries collections test lint typecheck unit lab bench clean-cache help
 
 help:
-	@echo "make setup   - Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI binaries"
+	@echo "make setup   - Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI binaries,"
+	@echo "               QEMU and the guest kernel of the realvf tier (tools/realvf-setup.sh)"
 	@echo "make test    - lint, type checks and every test tier (unit, host, cluster, cni, e2e, ansible)"
 	@echo "make lab     - the main job: the local lab (see README.md); options of 'sriov-dra lab demo' in"
 	@echo "               LAB_ARGS, e.g. make lab LAB_ARGS=\"--multus thick\" or LAB_ARGS=--hold"
@@ -20,7 +21,7 @@ help:
 	@echo "make typecheck - mypy (strict on core, kube, host, lab, guard)"
 	@echo "make unit    - only the pure core tier (about 3 minutes)"
 
-setup: deps venv binaries collections
+setup: deps realvf-setup venv binaries collections
 	@echo "[setup] done: venv in $(VENV), binaries under $${SRIOV_DRA_CACHE:-$$HOME/.cache/sriov-dra}"
 
 deps:
@@ -41,6 +42,9 @@ collections: venv
 
 binaries:
 	@bash tools/build-binaries.sh
+
+realvf-setup:
+	@bash tools/realvf-setup.sh
 
 lint: venv
 	$(VENV)/bin/ruff check runtime plugins/module_utils/sriov_dra_rules tests bench tools
