@@ -64,6 +64,8 @@ class Reason(enum.StrEnum):
     INVALID_DRA_ATTRIBUTE = "InvalidDRAAttribute"
     SOURCE_NAD_NOT_READY = "SourceNADNotReady"
     DRA_CONFIGURATION_SYNC_FAILED = "DRAConfigurationSyncFailed"
+    INVALID_NETWORK_SPEC = "InvalidNetworkSpec"
+    """A SriovNetwork field cannot be rendered into a NAD (``spec.ipam`` not one JSON object, ...)."""
     # Host: discovery and VF driver binding (spec §8.1 step 2, D3, D11).
     HOST_READ_FAILED = "HostReadFailed"
     UNSUPPORTED_VF_DRIVER = "UnsupportedVfDriver"

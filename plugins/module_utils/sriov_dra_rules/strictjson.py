@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, TypeAlias, Union
+from typing import Final, TypeAlias, Union, cast
 
 from . import errors
 
@@ -115,6 +116,62 @@ def decode(text: str, *, path: str = "$") -> JsonValue:
     deeper than the interpreter's recursion limit, lone surrogates, or each duplicate key. The root may be any JSON value; callers check its kind.
     Source: spec §7 step 2; RFC 8259 §4 (duplicate names are not interoperable).
     """
+    return cast(JsonValue, _decode(text, path, RawNumber, sequence=False))
+
+
+def decode_plain(text: str, *, path: str = "$") -> object:
+    """Decode strict JSON text like :func:`decode`, but give non-integer numbers as ``float``.
+
+    For callers that hand the value on to the standard library (``json.dumps``) or compare it
+    with values that came from elsewhere (Ansible module arguments): they get exactly what
+    ``json.loads`` gives for valid input, and the same refusals as :func:`decode` otherwise.
+    Shapes: as :func:`decode`, with ``float`` in place of :class:`RawNumber` (``1e999`` is ``inf``,
+    as ``json.loads`` gives it).
+    Raises: errors.InvalidSpec as :func:`decode`.
+    """
+    return _decode(text, path, float, sequence=False)
+
+
+def decode_sequence(text: str, *, path: str = "$") -> list[JsonValue]:
+    """Decode comma-separated JSON values written without enclosing brackets (``{..},{..}``).
+
+    This is the shape of the SriovNetwork ``spec.metaPlugins`` string (one or more CNI plugin
+    objects pasted after the sriov object of a conflist). Values get the paths ``path[0]``,
+    ``path[1]``, ... and line/column positions count in ``text`` itself. Empty or blank text
+    gives ``[]``; callers decide whether that is allowed.
+    Raises: errors.InvalidSpec as :func:`decode` (a trailing or doubled comma is malformed JSON).
+    """
+    return cast(list[JsonValue], _decode(text, path, RawNumber, sequence=True))
+
+
+def kind(value: object) -> str:
+    """Name the JSON kind of a decoded value for messages: ``an object``, ``a list``, ``a string``,
+    ``a number``, ``a boolean`` or ``null`` (``got a list``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float | RawNumber):
+        return "a number"
+    return type(value).__name__
+
+
+def walk(value: JsonValue, path: str = "$") -> list[tuple[JsonValue, str]]:
+    """Every container and scalar under ``value`` with its field path, in document order.
+
+    Shapes: ``[(value, path), (first child, path.key or path[0]), ...]``; iterative, so any depth
+    that :func:`decode` accepts is walked without recursion.
+    """
+    return _walk(value, path)
+
+
+def _decode(text: str, path: str, parse_float: Callable[[str], object], *, sequence: bool) -> object:
     duplicates: list[tuple[dict[str, JsonValue], list[str]]] = []
 
     def object_pairs(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
@@ -134,13 +191,21 @@ def decode(text: str, *, path: str = "$") -> JsonValue:
 
     problem: str | None = None
     value: JsonValue = None
+    # A sequence is decoded as an array; positions are then shifted back by the added "[".
+    source = f"[{text}]" if sequence else text
+    shift = 1 if sequence else 0
     try:
         value = json.loads(
-            text, object_pairs_hook=object_pairs, parse_float=RawNumber, parse_constant=reject_constant
+            source,
+            object_pairs_hook=object_pairs,
+            parse_float=parse_float,
+            parse_constant=reject_constant,
         )
     except json.JSONDecodeError as exc:
+        pos = max(exc.pos - shift, 0)
+        column = exc.colno - shift if exc.lineno == 1 else exc.colno
         problem = (
-            f"malformed JSON at line {exc.lineno} column {exc.colno} (offset {exc.pos}): {exc.msg}; "
+            f"malformed JSON at line {exc.lineno} column {max(column, 1)} (offset {pos}): {exc.msg}; "
             "fix the JSON syntax"
         )
     except _NonJsonConstant as exc:

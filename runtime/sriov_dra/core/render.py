@@ -156,7 +156,7 @@ def render_shadow_config(source_nad: Mapping[str, object], pci_address: str) -> 
     if not isinstance(doc, dict):
         found.invalid(
             CONFIG_PATH,
-            f"the JSON root is {_kind(doc)}; spec.config must be one JSON object "
+            f"the JSON root is {strictjson.kind(doc)}; spec.config must be one JSON object "
             "(a single sriov plugin or a conflist)",
         )
         _raise(found, summary)
@@ -199,22 +199,6 @@ def _raise(found: _Findings, summary: str, *, cause: BaseException | None = None
     raise errors.InvalidSpec(summary, reason=reason, errors=found.items) from cause
 
 
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | strictjson.RawNumber):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def _source_identity(source_nad: Mapping[str, object], found: _Findings) -> tuple[str | None, str]:
     """Return the source ``metadata.name`` (None if unusable) and ``namespace/name`` for messages."""
     metadata = source_nad.get("metadata")
@@ -231,7 +215,7 @@ def _inline_config(source_nad: Mapping[str, object], found: _Findings) -> str | 
     spec = source_nad.get("spec")
     config = spec.get("config") if isinstance(spec, Mapping) else None
     if spec is not None and not isinstance(spec, Mapping):
-        found.invalid("spec", f"must be an object, got {_kind(spec)}")
+        found.invalid("spec", f"must be an object, got {strictjson.kind(spec)}")
     elif config is None or (isinstance(config, str) and not config.strip()):
         found.invalid(
             CONFIG_PATH,
@@ -240,7 +224,7 @@ def _inline_config(source_nad: Mapping[str, object], found: _Findings) -> str | 
             "inline in spec.config",
         )
     elif not isinstance(config, str):
-        found.invalid(CONFIG_PATH, f"must be a string holding CNI JSON, got {_kind(config)}")
+        found.invalid(CONFIG_PATH, f"must be a string holding CNI JSON, got {strictjson.kind(config)}")
     else:
         return config
     return None
@@ -254,7 +238,7 @@ def _check_cni_version(doc: dict[str, JsonValue], found: _Findings) -> str:
         return ""
     version = doc["cniVersion"]
     if not isinstance(version, str):
-        found.invalid(path, f"must be a string, got {_kind(version)}; set one of {supported}")
+        found.invalid(path, f"must be a string, got {strictjson.kind(version)}; set one of {supported}")
         return ""
     if version not in SUPPORTED_CNI_VERSIONS:
         found.unsupported(
@@ -265,7 +249,7 @@ def _check_cni_version(doc: dict[str, JsonValue], found: _Findings) -> str:
         versions = doc["cniVersions"]
         list_path = f"{CONFIG_PATH}.cniVersions"
         if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
-            found.invalid(list_path, f"must be an array of version strings, got {_kind(versions)}")
+            found.invalid(list_path, f"must be an array of version strings, got {strictjson.kind(versions)}")
         elif any(v not in SUPPORTED_CNI_VERSIONS for v in versions):
             found.unsupported(list_path, f"lists {versions!r}; list only supported versions ({supported})")
     return version
@@ -277,7 +261,7 @@ def _effective_name(doc: dict[str, JsonValue], metadata_name: str | None, found:
     name = doc.get("name")
     if "name" in doc and not isinstance(name, str):
         found.invalid(
-            path, f"must be a string, got {_kind(name)}; set the CNI network name or remove the key"
+            path, f"must be a string, got {strictjson.kind(name)}; set the CNI network name or remove the key"
         )
         return ""
     if isinstance(name, str) and name:
@@ -334,7 +318,7 @@ def _locate_sriov_entry(
         plugin_type = doc["type"]
         path = f"{CONFIG_PATH}.type"
         if not isinstance(plugin_type, str):
-            found.invalid(path, f"must be a string, got {_kind(plugin_type)}")
+            found.invalid(path, f"must be a string, got {strictjson.kind(plugin_type)}")
         elif plugin_type != SRIOV_PLUGIN_TYPE:
             found.unsupported(path, f'single-plugin form requires type "sriov"; {_type_problem(plugin_type)}')
         else:
@@ -354,7 +338,7 @@ def _locate_in_conflist(
     path = f"{CONFIG_PATH}.plugins"
     plugins = doc["plugins"]
     if not isinstance(plugins, list) or not plugins:
-        what = "an empty array" if isinstance(plugins, list) else _kind(plugins)
+        what = "an empty array" if isinstance(plugins, list) else strictjson.kind(plugins)
         found.invalid(path, f"must be a nonempty array of plugin objects starting with sriov, got {what}")
         return None, None
     _check_no_device_keys(doc, CONFIG_PATH, found)
@@ -362,11 +346,13 @@ def _locate_in_conflist(
     for index, entry in enumerate(plugins):
         entry_path = f"{path}[{index}]"
         if not isinstance(entry, dict):
-            found.invalid(entry_path, f"must be a plugin object, got {_kind(entry)}")
+            found.invalid(entry_path, f"must be a plugin object, got {strictjson.kind(entry)}")
             continue
         plugin_type = entry.get("type")
         if not isinstance(plugin_type, str) or not plugin_type:
-            found.invalid(f"{entry_path}.type", f"must be a nonempty string, got {_kind(plugin_type)}")
+            found.invalid(
+                f"{entry_path}.type", f"must be a nonempty string, got {strictjson.kind(plugin_type)}"
+            )
             continue
         if "delegates" in entry or "plugins" in entry:
             found.unsupported(
@@ -416,7 +402,7 @@ def _check_sriov_entry(entry: dict[str, JsonValue], path: str, pci: str, found: 
         value = entry[key]
         key_path = strictjson.key_path(path, key)
         if not isinstance(value, str):
-            found.invalid(key_path, f"must be a string, got {_kind(value)}")
+            found.invalid(key_path, f"must be a string, got {strictjson.kind(value)}")
         elif value and pci_addresses.parse(value)[0] != pci:
             found.unsupported(
                 key_path,
@@ -435,11 +421,11 @@ def _check_sriov_entry(entry: dict[str, JsonValue], path: str, pci: str, found: 
         return
     ipam, ipam_path = entry["ipam"], f"{path}.ipam"
     if not isinstance(ipam, dict):
-        found.invalid(ipam_path, f"must be an object, got {_kind(ipam)}")
+        found.invalid(ipam_path, f"must be an object, got {strictjson.kind(ipam)}")
         return
     ipam_type = ipam.get("type")
     if ipam_type is not None and not isinstance(ipam_type, str):
-        found.invalid(f"{ipam_path}.type", f"must be a string, got {_kind(ipam_type)}")
+        found.invalid(f"{ipam_path}.type", f"must be a string, got {strictjson.kind(ipam_type)}")
     if ipam_type == "whereabouts" and ipam.get("node_slice_size") not in (None, ""):
         found.unsupported(
             f"{ipam_path}.node_slice_size",

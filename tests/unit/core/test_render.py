@@ -459,7 +459,7 @@ def test_ipam_that_cannot_be_preserved_safely_is_rejected(
     ("text", "path", "mentions"),
     [
         ("null", "spec.config", "root is null"),
-        ('[{"type":"sriov"}]', "spec.config", "root is an array"),
+        ('[{"type":"sriov"}]', "spec.config", "root is a list"),
         ('"sriov"', "spec.config", "root is a string"),
         ("42", "spec.config", "root is a number"),
         ('{"cniVersion":"1.0.0","type":"sriov",}', "spec.config", "malformed JSON"),

@@ -257,3 +257,95 @@ def test_decode_refuses_nesting_deeper_than_it_can_decode_with_a_typed_error(tex
     problems = _problems(text, path="spec.config")
     assert [p.path for p in problems] == ["spec.config"]
     assert "nested too deeply" in problems[0].message
+
+
+# --- decode_plain, decode_sequence, kind, walk ------------------------------------------------
+
+_PLAIN = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+    max_leaves=16,
+)
+
+
+@given(_PLAIN, st.sampled_from([None, 2]))
+def test_decode_plain_gives_what_json_loads_gives_for_valid_text(value: object, indent: int | None) -> None:
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    assert strictjson.decode_plain(text) == json.loads(text)
+    assert json.dumps(strictjson.decode_plain(text)) == json.dumps(json.loads(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [('{"logLevel":"debug","logLevel":"error"}', "$.logLevel"), ('{"a":[{"b":1.5,"b":2}]}', "$.a[0].b")],
+    ids=["repeated-top-level-key", "repeated-key-beside-a-float"],
+)
+def test_decode_plain_refuses_a_repeated_key_with_its_path(text: str, path: str) -> None:
+    with pytest.raises(errors.InvalidSpec) as caught:
+        strictjson.decode_plain(text)
+    assert [e.path for e in caught.value.errors] == [path]
+
+
+def test_decode_plain_refuses_nan() -> None:
+    with pytest.raises(errors.InvalidSpec, match="NaN is not a JSON number"):
+        strictjson.decode_plain('{"a":NaN}')
+
+
+def test_decode_sequence_gives_each_value_its_own_index_path() -> None:
+    assert strictjson.decode_sequence('{"type":"tuning"}, {"type":"bandwidth","x":1.5}', path="m") == [
+        {"type": "tuning"},
+        {"type": "bandwidth", "x": RawNumber("1.5")},
+    ]
+    with pytest.raises(errors.InvalidSpec) as caught:
+        strictjson.decode_sequence('{"type":"a"},{"type":"b","type":"c"}', path="spec.metaPlugins")
+    assert [e.path for e in caught.value.errors] == ["spec.metaPlugins[1].type"]
+
+
+@pytest.mark.parametrize(
+    "element",
+    ['{"type": }', '{"type":"a"', "NaN", "{'a':1}"],
+    ids=["missing-value", "unclosed", "nan", "quotes"],
+)
+def test_decode_sequence_positions_count_in_the_text_itself(element: str) -> None:
+    alone = _problems(element, path="p")[0].message
+    with pytest.raises(errors.InvalidSpec) as caught:
+        strictjson.decode_sequence(element, path="p")
+    assert [e.message for e in caught.value.errors] == [alone]
+
+
+@pytest.mark.parametrize("text", ['{"a":1},', ',{"a":1}', '{"a":1},,{"b":2}', '{"a":1}],[{"b":2}'], ids=str)
+def test_decode_sequence_refuses_stray_commas_and_brackets(text: str) -> None:
+    with pytest.raises(errors.InvalidSpec, match="malformed JSON"):
+        strictjson.decode_sequence(text, path="p")
+
+
+def test_decode_sequence_of_blank_text_is_empty() -> None:
+    assert (
+        strictjson.decode_sequence("", path="p") == [] and strictjson.decode_sequence(" \n", path="p") == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [({}, "an object"), ([], "a list"), ("x", "a string"), (5, "a number"), (RawNumber("1.5"), "a number"),
+     (1.5, "a number"), (True, "a boolean"), (None, "null")],
+    ids=["object", "list", "string", "int", "raw-number", "float", "boolean", "null"],
+)  # fmt: skip
+def test_kind_names_each_json_kind_for_messages(value: object, name: str) -> None:
+    assert strictjson.kind(value) == name
+
+
+def test_walk_lists_every_node_with_its_path_in_document_order() -> None:
+    value = strictjson.decode('{"a":[1,{"b c":"x"}],"d":null}')
+    assert [p for _, p in strictjson.walk(value, "spec.ipam")] == [
+        "spec.ipam",
+        "spec.ipam.a",
+        "spec.ipam.a[0]",
+        "spec.ipam.a[1]",
+        'spec.ipam.a[1]["b c"]',
+        "spec.ipam.d",
+    ]
