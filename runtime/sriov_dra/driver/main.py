@@ -9,8 +9,9 @@ only after the previous one succeeded:
 2. **checkpoint** loaded from ``<state dir>/checkpoint.json`` (a corrupt file or unknown version
    → exit 1 with the file named and left untouched);
 3. API client; the metrics/health HTTP server (``/healthz`` answers 503 until step 7 finishes);
-4. **discovery** of the node's VFs and the **publisher** (policy namespace and CRDs checked, the
-   watches and the ResourceSlice worker started);
+4. **discovery** of the node's VFs (eswitch modes from devlink when the sysfs root is the host's)
+   and the **publisher** (policy namespace and CRDs checked, the watches and the ResourceSlice
+   worker started);
 5. *auto-attach only*: the Node's UID recorded, then the **repair worker** started and its first
    complete pass awaited (spec §8.3: after the checkpoint load, before managed readiness), at
    most ``--repair-first-pass-timeout-s`` (past it → exit 1 naming the last pass error; 0 = no
@@ -34,6 +35,7 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -51,7 +53,7 @@ from sriov_dra.driver import (
 from sriov_dra.driver.managed import multus_layout, service
 from sriov_dra.driver.managed import repair as managed_repair
 from sriov_dra.driver.managed import wiring as managed_wiring
-from sriov_dra.host import binding, cdi, checkpoint, fakesysfs
+from sriov_dra.host import binding, cdi, checkpoint, devlink, fakesysfs
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
@@ -98,6 +100,7 @@ class Plugin:
         self.metrics = metrics.PluginMetrics()
         self.store: checkpoint.CheckpointStore | None = None
         self.publisher: publisher.Publisher | None = None
+        self.eswitch_modes: devlink.EswitchModes | None = None
         self.server: kubelet_server.KubeletPluginServer | None = None
         self.http: metrics.HttpServer | None = None
         self._api: Any = None
@@ -176,10 +179,16 @@ class Plugin:
                     f"cannot serve metrics on {cfg.metrics_bind_address}: {exc}; choose a free address"
                 ) from exc
         sysfs = sysfs_mod.Sysfs(cfg.sysfs_root)
+        # The kernel answers eswitch modes through devlink only for its own devices: under another
+        # sysfs root (a test tree) its answers would be about other hardware, so discovery reads
+        # that tree's own eswitch file instead (host/discovery.py).
+        if cfg.sysfs_root == Path("/"):
+            self.eswitch_modes = devlink.EswitchModes()
         pub = publisher.Publisher(
             api=self._api,
             node_name=cfg.node_name,
             sysfs=sysfs,
+            eswitch_modes=self.eswitch_modes,
             policy_namespace=cfg.policy_namespace,
             driver_name=cfg.driver_name,
             stop=self.stop_event,
@@ -280,6 +289,8 @@ class Plugin:
             self.repair.stop()
         if self.publisher is not None:
             self.publisher.close()
+        if self.eswitch_modes is not None:
+            self.eswitch_modes.close()
         if self.http is not None:
             self.http.stop()
         if self._api is not None:
