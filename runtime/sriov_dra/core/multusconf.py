@@ -12,18 +12,28 @@ so this module owns the one reading of those keys, and of a Multus config file's
 * :func:`layout_from_keys`: ``defaultNetworks`` / ``systemNamespaces`` over a base layout;
 * :func:`auxiliary_chain_name`: the chain whose directory the caller looks into.
 
+Both readers type-check every key Multus v4.3.0 decodes (:data:`NETCONF_KEYS`: the thin
+``NetConf``, the thick daemon's ``ControllerNetConf`` and ``MultusConf``, libcni's
+``PluginConf``), as Go's ``encoding/json`` would: a value of the wrong JSON type makes Multus
+refuse the whole file, so it is refused here too, with its path, before anything counts on it.
+``null`` is accepted wherever Go accepts it (the key keeps Multus's default; ``[]`` and ``null``
+both mean none for the list keys). A key spelled in another letter case (``DefaultNetworks``) is
+refused: Go matches JSON keys case-insensitively, so Multus would read it while a reader that
+matched exactly would not. Unknown keys are kept and not judged, as Multus ignores them.
+
 It must never do I/O (callers read the files and say whether the chain directory holds plugins),
 and never guess a value it cannot read: a malformed key is an error naming the file and the key.
 """
 
 from __future__ import annotations
 
-import json
+import enum
 from collections.abc import Mapping
-from typing import Final
+from dataclasses import dataclass
+from typing import Final, TypeAlias
 
 from sriov_dra.core import ifnames
-from sriov_dra_rules import errors
+from sriov_dra_rules import errors, strictjson
 
 DEFAULT_SYSTEM_NAMESPACES: Final = ("kube-system",)
 """Multus's ``systemNamespaces`` when the key is absent (``GetDefaultNetConf``)."""
@@ -32,6 +42,105 @@ MULTUS_PLUGIN_TYPES: Final = frozenset({"multus", "multus-shim"})
 """``type`` of the Multus entry in a thin ``00-multus.conflist`` (or a thick shim conflist)."""
 
 _LIST_KEYS: Final = ("defaultNetworks", "systemNamespaces")
+_INT64: Final = range(-(2**63), 2**63)
+
+
+class Kind(enum.Enum):
+    """The JSON shape Go's decoder needs for one Multus key; the value is the phrase for messages."""
+
+    STRING = "a string"
+    BOOL = "a boolean"
+    INT = "an integer"
+    STRINGS = "a list of strings"
+    BOOL_MAP = "an object of booleans"
+    OBJECT = "an object"
+    OBJECTS = "a list of objects"
+
+
+@dataclass(frozen=True)
+class Nested:
+    """An object (``many``: a list of objects) whose own keys are typed by ``keys``."""
+
+    keys: Mapping[str, Kind | Nested]
+    many: bool = False
+
+
+Schema: TypeAlias = Mapping[str, Kind | Nested]
+"""Exact key spelling to the shape Multus v4.3.0 decodes it into."""
+
+_S, _B, _I, _SS = Kind.STRING, Kind.BOOL, Kind.INT, Kind.STRINGS
+_LOG_OPTIONS: Final = Nested({"maxAge": _I, "maxSize": _I, "maxBackups": _I, "compress": _B})
+_RUNTIME_CONFIG: Final = Nested(
+    {
+        "portMappings": Nested(
+            {"hostPort": _I, "containerPort": _I, "protocol": _S, "hostIP": _S}, many=True
+        ),
+        "bandwidth": Nested({"ingressRate": _I, "ingressBurst": _I, "egressRate": _I, "egressBurst": _I}),
+        "ips": _SS,
+        "mac": _S,
+        "infinibandGUID": _S,
+        "deviceID": _S,
+        "CNIDeviceInfoFile": _S,
+    }
+)
+NETCONF_KEYS: Final[Schema] = {
+    # libcni v1.3.0 PluginConf, embedded in Multus's NetConf
+    "cniVersion": _S,
+    "name": _S,
+    "type": _S,
+    "capabilities": Kind.BOOL_MAP,
+    "ipam": Nested({"type": _S}),
+    "dns": Nested({"nameservers": _SS, "domain": _S, "search": _SS, "options": _SS}),
+    "cni.dev/valid-attachments": Nested({"containerID": _S, "ifname": _S}, many=True),
+    # Multus pkg/types NetConf (thin plugin, and every request the thick daemon serves)
+    "prevResult": Kind.OBJECT,
+    "confDir": _S,
+    "cniDir": _S,
+    "binDir": _S,
+    "delegates": Kind.OBJECTS,
+    "clusterNetwork": _S,
+    "defaultNetworks": _SS,
+    "kubeconfig": _S,
+    "logFile": _S,
+    "logLevel": _S,
+    "logToStderr": _B,
+    "logOptions": _LOG_OPTIONS,
+    "runtimeConfig": _RUNTIME_CONFIG,
+    "readinessindicatorfile": _S,
+    "namespaceIsolation": _B,
+    "globalNamespaces": _S,  # one comma-separated string, unlike the two list keys
+    "auxiliaryCNIChainName": _S,
+    "systemNamespaces": _SS,
+    "multusNamespace": _S,
+    "retryDeleteOnError": _B,
+    # thick daemon-config.json: pkg/server ControllerNetConf and pkg/server/config MultusConf
+    "chrootDir": _S,
+    "perNodeCertificate": Nested(
+        {"enabled": _B, "bootstrapKubeconfig": _S, "certDir": _S, "certDuration": _S}
+    ),
+    "connectionLimit": _I,
+    "metricsPort": _I,
+    "enablePprof": _B,
+    "socketDir": _S,
+    "cniConfigDir": _S,
+    "daemonSocketDir": _S,
+    "multusConfigFile": _S,
+    "multusMasterCNI": _S,
+    "multusAutoconfigDir": _S,
+    "forceCNIVersion": _B,
+    "overrideNetworkName": _B,
+}
+"""Every key Multus v4.3.0 decodes from a NetConf object or ``daemon-config.json``, with its shape.
+
+Source: multus-cni v4.3.0 ``pkg/types/types.go`` (NetConf), ``pkg/server/types.go``
+(ControllerNetConf), ``pkg/server/config/generator.go`` (MultusConf), ``pkg/logging`` (LogOptions);
+containernetworking/cni v1.3.0 ``pkg/types/types.go`` (PluginConf, IPAM, DNS).
+"""
+
+_CONFLIST_KEYS: Final[Mapping[str, Kind]] = {"cniVersion": _S, "cniVersions": _SS, "name": _S}
+"""Keys libcni v1.3.0 ``NetworkConfFromBytes`` type-checks at the root of a ``.conflist``."""
+_CONFLIST_FLAGS: Final = ("disableCheck", "disableGC", "loadOnlyInlinedPlugins")
+"""Root flags libcni accepts as a boolean or the string ``"true"``/``"false"`` (any case)."""
 
 
 def decode_config(data: bytes, *, source: str) -> dict[str, object]:
@@ -41,52 +150,230 @@ def decode_config(data: bytes, *, source: str) -> dict[str, object]:
     ``daemon-config.json``) is returned as is; an object with ``plugins`` (``00-multus.conflist``)
     yields its first plugin whose ``type`` is ``multus`` or ``multus-shim``.
 
-    Raises: ``InvalidSpec`` naming ``source`` when the bytes are not a JSON object, ``plugins``
-    is not a list of objects, or a conflist has no Multus plugin.
-    Source: reference multus.md §1.3, §2.1–§2.3.
+    Shapes: values as :func:`strictjson.decode` gives them (numbers with a fraction stay
+    ``RawNumber``); error paths are relative to the file (``plugins[0].defaultNetworks``).
+    Raises: ``InvalidSpec`` naming ``source`` and carrying a FieldError per problem: bytes that
+    are not UTF-8 strict JSON (a duplicate key, ``NaN``, malformed text), a root that is not an
+    object, ``plugins`` that is not a list of objects or a plugin ``type`` that is not a
+    non-empty string, a conflist without a Multus plugin, and every key of :data:`NETCONF_KEYS`
+    (in the returned object) or of the conflist root whose value Multus cannot decode.
+    Source: reference multus.md §1.3, §2.1–§2.3; libcni v1.3.0 ``NetworkConfFromBytes``.
     """
+    summary = f"Multus config {source} cannot be read as Multus v4.3.0 reads it; fix the file"
     try:
-        document = json.loads(data)
-    except (ValueError, RecursionError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise errors.InvalidSpec(
-            f"Multus config {source} is not JSON ({exc}); point the setting at Multus's own config file"
+            summary,
+            errors=[errors.FieldError("$", f"is not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON")],
         ) from exc
+    try:
+        document = strictjson.decode(text, path="$")
+    except errors.InvalidSpec as exc:
+        raise errors.InvalidSpec(summary, errors=[_relative(e) for e in exc.errors]) from exc
     if not isinstance(document, dict):
         raise errors.InvalidSpec(
-            f"Multus config {source} is a JSON {type(document).__name__}, not an object; point the "
-            "setting at daemon-config.json or 00-multus.conf[list]"
+            summary,
+            errors=[
+                errors.FieldError(
+                    "$",
+                    f"the JSON root is {_kind(document)}, not an object; point the setting at "
+                    "daemon-config.json or 00-multus.conf[list]",
+                )
+            ],
         )
     if "plugins" not in document:
-        return document
-    plugins = document["plugins"]
-    if not isinstance(plugins, list) or not all(isinstance(p, dict) for p in plugins):
+        errors.raise_if_any(netconf_problems(document), summary)
+        return dict(document)
+    problems: list[errors.FieldError] = []
+    plugin = _multus_plugin(document, problems)
+    errors.raise_if_any(problems, summary)
+    if plugin is None:
+        plugins = document["plugins"]
+        assert isinstance(plugins, list)
+        types = [p.get("type") for p in plugins if isinstance(p, dict)]
         raise errors.InvalidSpec(
-            f"Multus config {source}: plugins must be a list of objects, got {plugins!r}"
+            f"Multus config {source} is a conflist without a Multus plugin (plugin types {types!r}); "
+            f"name the file whose plugin type is one of {sorted(MULTUS_PLUGIN_TYPES)}"
         )
-    for plugin in plugins:
-        if plugin.get("type") in MULTUS_PLUGIN_TYPES:
-            return dict(plugin)
-    types = [p.get("type") for p in plugins]
-    raise errors.InvalidSpec(
-        f"Multus config {source} is a conflist without a Multus plugin (plugin types {types!r}); "
-        f"name the file whose plugin type is one of {sorted(MULTUS_PLUGIN_TYPES)}"
-    )
+    return dict(plugin)
 
 
-def _strings(keys: Mapping[str, object], key: str, problems: list[errors.FieldError]) -> tuple[str, ...]:
-    value = keys.get(key)
+def _multus_plugin(
+    document: Mapping[str, strictjson.JsonValue], problems: list[errors.FieldError]
+) -> dict[str, object] | None:
+    """The first Multus plugin of a conflist, after checking the list's own keys and every plugin type.
+
+    libcni reads the root with exact key lookups and type assertions, so there ``null`` is refused
+    and letter case is not folded.
+    """
+    for key, kind in _CONFLIST_KEYS.items():
+        problem = _shape_problem(document[key], kind) if key in document else None
+        if problem is not None:
+            problems.append(errors.FieldError(key, problem))
+    for flag in _CONFLIST_FLAGS:
+        value = document.get(flag, False)
+        if not isinstance(value, bool) and not (
+            isinstance(value, str) and value.lower() in ("true", "false")
+        ):
+            problems.append(
+                errors.FieldError(flag, f'must be a boolean (or "true"/"false"), got {_shown(value)}')
+            )
+    plugins = document["plugins"]
+    if not isinstance(plugins, list) or not plugins:
+        problems.append(
+            errors.FieldError("plugins", f"must be a non-empty list of objects, got {_shown(plugins)}")
+        )
+        return None
+    found: tuple[str, dict[str, strictjson.JsonValue]] | None = None
+    for index, plugin in enumerate(plugins):
+        path = strictjson.index_path("plugins", index)
+        if not isinstance(plugin, dict):
+            problems.append(errors.FieldError(path, f"must be an object (one plugin), got {_shown(plugin)}"))
+            continue
+        plugin_type = plugin.get("type")
+        if not isinstance(plugin_type, str) or not plugin_type:
+            problems.append(
+                errors.FieldError(
+                    f"{path}.type",
+                    f"must be a non-empty string (the plugin's type), got {_shown(plugin_type)}",
+                )
+            )
+        elif found is None and plugin_type in MULTUS_PLUGIN_TYPES:
+            found = (path, plugin)
+    if found is None:
+        return None
+    path, plugin = found
+    problems.extend(netconf_problems(plugin, path=path))
+    return dict(plugin)
+
+
+def _relative(problem: errors.FieldError) -> errors.FieldError:
+    """A strict-JSON problem with its path relative to the file (``$.a[0]`` -> ``a[0]``; ``$`` stays)."""
+    path = problem.path
+    if path.startswith("$.") or path.startswith("$["):
+        path = path[2:] if path[1] == "." else path[1:]
+    return errors.FieldError(path, problem.message)
+
+
+def netconf_problems(keys: Mapping[str, object], *, path: str = "") -> list[errors.FieldError]:
+    """Every key of ``keys`` (a Multus NetConf object) whose value Multus v4.3.0 cannot decode.
+
+    ``path`` prefixes each problem's path (``plugins[0]``; empty for a root object). A key that
+    differs from a known one only in letter case is a problem too (Go would read it).
+    Shapes: one FieldError per problem, in key order, nested paths such as ``logOptions.maxAge``.
+    Source: :data:`NETCONF_KEYS`; Go ``encoding/json`` (case-insensitive field match, ``null``
+    leaves a field at its default).
+    """
+    problems: list[errors.FieldError] = []
+    _check_object(keys, NETCONF_KEYS, path, problems)
+    return problems
+
+
+def _child(base: str, key: str) -> str:
+    path = strictjson.key_path(base, key)
+    return path[1:] if not base and path.startswith(".") else path
+
+
+def _fold(key: str) -> str:
+    """Go's simple case folding of a key, close enough for these ASCII names (``ſ``→``s``, ``K``→``k``)."""
+    return "".join(c.casefold() if len(c.casefold()) == 1 else c for c in key)
+
+
+def _check_object(
+    obj: Mapping[str, object], schema: Schema, base: str, problems: list[errors.FieldError]
+) -> None:
+    folded: dict[str, str] | None = None
+    for key, value in obj.items():
+        path = _child(base, key)
+        kind = schema.get(key)
+        if kind is not None:
+            _check_value(value, kind, path, problems)
+            continue
+        if folded is None:
+            folded = {_fold(k): k for k in schema}
+        canonical = folded.get(_fold(key))
+        if canonical is not None:
+            problems.append(
+                errors.FieldError(
+                    path,
+                    f"Multus reads this key as {canonical!r} (Go matches JSON keys whatever their letter "
+                    f"case), but this spelling differs; spell it {canonical!r} or remove it",
+                )
+            )
+
+
+def _check_value(value: object, kind: Kind | Nested, path: str, problems: list[errors.FieldError]) -> None:
+    if value is None:  # Go leaves the field at its default (a list or a map: none)
+        return
+    if isinstance(kind, Kind):
+        problem = _shape_problem(value, kind)
+        if problem is not None:
+            problems.append(errors.FieldError(path, problem))
+        return
+    if not kind.many:
+        if isinstance(value, dict):
+            _check_object(value, kind.keys, path, problems)
+        else:
+            problems.append(errors.FieldError(path, f"must be an object, got {_shown(value)}"))
+        return
+    if not isinstance(value, list):
+        problems.append(errors.FieldError(path, f"must be a list of objects, got {_shown(value)}"))
+        return
+    for index, item in enumerate(value):
+        where = strictjson.index_path(path, index)
+        if isinstance(item, dict):
+            _check_object(item, kind.keys, where, problems)
+        else:
+            problems.append(errors.FieldError(where, f"must be an object, got {_shown(item)}"))
+
+
+def _shape_problem(value: object, kind: Kind) -> str | None:
+    """Why ``value`` does not decode into ``kind`` (``null`` included), or ``None``."""
+    if kind is Kind.STRING:
+        ok = isinstance(value, str)
+    elif kind is Kind.BOOL:
+        ok = isinstance(value, bool)
+    elif kind is Kind.INT:  # Go's int: an integer literal in the int64 range, no fraction or exponent
+        ok = isinstance(value, int) and not isinstance(value, bool) and value in _INT64
+    elif kind is Kind.OBJECT:
+        ok = isinstance(value, dict)
+    elif kind is Kind.STRINGS:
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    elif kind is Kind.OBJECTS:
+        ok = isinstance(value, list) and all(isinstance(v, dict) for v in value)
+    else:  # BOOL_MAP, Go's map[string]bool
+        ok = isinstance(value, dict) and all(v is None or isinstance(v, bool) for v in value.values())
+    if ok:
+        return None
+    hint = " (Multus has no comma-separated form for it: write a JSON list)"
+    hint = hint if kind is Kind.STRINGS and isinstance(value, str) else ""
+    return f"must be {kind.value}{hint}, got {_shown(value)}"
+
+
+def _kind(value: object) -> str:
     if value is None:
-        return ()
-    if isinstance(value, str):  # Multus accepts one comma-separated string for these keys
-        return tuple(v.strip() for v in value.split(",") if v.strip())
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    problems.append(
-        errors.FieldError(
-            key, f"must be a list of strings (or one comma-separated string), got {value!r}; fix the key"
-        )
-    )
-    return ()
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float | strictjson.RawNumber):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def _shown(value: object) -> str:
+    """``value``'s JSON kind and a short preview of its JSON text (``a list ["a",1]``)."""
+    if value is None:
+        return "null"
+    try:
+        text = strictjson.encode(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        text = repr(value)
+    return f"{_kind(value)} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
 def layout_from_keys(
@@ -103,19 +390,26 @@ def layout_from_keys(
     ``CNI_IFNAME``, not a Multus key). ``auxiliary_chain`` replaces ``base.auxiliary_chain``
     when given (only the caller can see whether the chain directory holds plugins).
 
-    Shapes: list keys keep their order; a comma-separated string is split and stripped.
-    Raises: ``InvalidSpec`` naming ``source`` and every malformed key.
+    Shapes: list keys keep their order.
+    Raises: ``InvalidSpec`` naming ``source`` and every key Multus v4.3.0 cannot decode
+    (:func:`netconf_problems`: a comma-separated string for a list key is one; Multus decodes
+    those keys as ``[]string``).
     Source: reference multus.md §2.3, §3 (delegate order, getIfname).
     """
-    problems: list[errors.FieldError] = []
-    found = {key: _strings(keys, key, problems) for key in _LIST_KEYS if key in keys}
+    problems = netconf_problems(keys)
     errors.raise_if_any(problems, f"Multus config {source} has keys the plugin and guard cannot read")
+    found = {key: _listed(keys[key]) for key in _LIST_KEYS if key in keys}
     return ifnames.MultusLayout(
         primary_ifname=base.primary_ifname,
         default_networks=found.get("defaultNetworks", base.default_networks),
         system_namespaces=found.get("systemNamespaces", base.system_namespaces),
         auxiliary_chain=base.auxiliary_chain if auxiliary_chain is None else auxiliary_chain,
     )
+
+
+def _listed(value: object) -> tuple[str, ...]:
+    """A checked list key's strings (``null`` is none)."""
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
 def auxiliary_chain_name(keys: Mapping[str, object]) -> str | None:
