@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -318,3 +319,30 @@ def test_thick_rejection_runs_no_delegate_either(world: World) -> None:
     result = world.add("thick", case.attachment)
     assert (result.error or {}).get("msg", "").startswith(f"multus-guard: {R.SHADOW_TERMINATING}:")
     assert world.node.recorded(case.attachment.container_id) == []
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ('{"plugins": [{"type": []}]}', "plugins[0].type: must be a non-empty string"),
+        ('{"defaultNetworks": ["x"], "defaultNetworks": []}', "defaultNetworks: duplicate key"),
+        ('{"clusterNetwork": []}', "clusterNetwork: must be a string"),
+    ],
+    ids=["list-plugin-type", "repeated-default-networks", "cluster-network-not-a-string"],
+)
+def test_thick_add_over_a_malformed_multus_daemon_config_is_refused_naming_the_file_and_the_field(
+    world: World, tmp_path: Path, document: str, field: str
+) -> None:
+    """Issue 13 item 7: the guard's reading of ``daemon-config.json`` raised TypeError on a list type."""
+    daemon = tmp_path / "daemon-config.json"
+    daemon.write_text(document)
+    conf_dir = tmp_path / "net.d"
+    world.node.install_guard("thick", conf_dir=conf_dir, multus_keys={"daemonConfigFile": str(daemon)})
+    pod = world.managed_pod("p")
+    att = world.attachment("p", uid=pod.uid)
+    result = world.add("thick", att, conf_dir=conf_dir)
+    assert not result.ok
+    msg = (result.error or {}).get("msg", "")
+    assert msg.startswith(f"multus-guard: {R.INVALID_CNI_REQUEST}:"), result.error
+    assert str(daemon) in msg and field in msg, msg
+    assert world.node.recorded(att.container_id) == []

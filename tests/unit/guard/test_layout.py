@@ -29,7 +29,9 @@ def test_defaults_match_multus() -> None:
 
 
 def test_keys_come_from_multus_config(tmp_path: Path) -> None:
-    conf = _conf(tmp_path, config={"defaultNetworks": ["a", "b"], "systemNamespaces": "kube-system, infra"})
+    conf = _conf(
+        tmp_path, config={"defaultNetworks": ["a", "b"], "systemNamespaces": ["kube-system", "infra"]}
+    )
     out = layout.multus_layout(conf, primary_ifname="eth9")
     assert out.primary_ifname == "eth9"
     assert out.default_networks == ("a", "b") and out.system_namespaces == ("kube-system", "infra")
@@ -68,3 +70,34 @@ def test_unusable_layout_settings_are_refused(tmp_path: Path, setup: str) -> Non
     with pytest.raises(decisions.Rejected) as info:
         layout.multus_layout(conf, primary_ifname="eth0")
     assert info.value.reason is decisions.Reason.INVALID_CNI_REQUEST
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ('{"plugins": [{"type": []}]}', "plugins[0].type"),
+        ('{"defaultNetworks": ["a"], "defaultNetworks": ["b"]}', "defaultNetworks"),
+        ('{"clusterNetwork": []}', "clusterNetwork"),
+        ('{"systemNamespaces": "kube-system,infra"}', "systemNamespaces"),
+    ],
+    ids=["list-plugin-type", "repeated-key", "cluster-network-not-a-string", "comma-separated-list-key"],
+)
+def test_malformed_daemon_config_is_an_invalid_cni_request_naming_the_file_and_the_field(
+    tmp_path: Path, document: str, field: str
+) -> None:
+    daemon = tmp_path / "daemon-config.json"
+    daemon.write_text(document)
+    conf = _conf(tmp_path, "thick", daemonConfigFile=str(daemon))
+    with pytest.raises(decisions.Rejected) as info:
+        layout.multus_layout(conf, primary_ifname="eth0")
+    assert info.value.reason is decisions.Reason.INVALID_CNI_REQUEST
+    assert str(daemon) in str(info.value) and f"{field}: " in str(info.value)
+
+
+def test_guard_multus_config_key_of_the_wrong_type_is_an_invalid_cni_request(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, config={"systemNamespaces": "kube-system, infra", "namespaceIsolation": "yes"})
+    with pytest.raises(decisions.Rejected) as info:
+        layout.multus_layout(conf, primary_ifname="eth0")
+    assert info.value.reason is decisions.Reason.INVALID_CNI_REQUEST
+    assert "multus.config of the guard" in str(info.value)
+    assert "systemNamespaces: " in str(info.value) and "namespaceIsolation: " in str(info.value)

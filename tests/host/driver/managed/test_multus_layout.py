@@ -93,3 +93,27 @@ def test_unreadable_node_multus_config_refuses_before_any_change(
     assert "HostReadFailed" in out.message and "--multus-config-file" in out.message
     assert node.store.all_claims() == {} and node.kube.shadows() == []
     assert node.drivers() == ["iavf"] * 4
+
+
+@pytest.mark.parametrize(
+    ("document", "field", "problem"),
+    [
+        ('{"plugins": [{"type": []}]}', "plugins[0].type", "must be a non-empty string"),
+        ('{"defaultNetworks": ["a"], "defaultNetworks": ["a", "b"]}', "defaultNetworks", "duplicate key"),
+        ('{"clusterNetwork": []}', "clusterNetwork", "must be a string, got a list"),
+    ],
+    ids=["list-plugin-type", "repeated-default-networks", "cluster-network-not-a-string"],
+)
+def test_malformed_node_multus_config_refuses_prepare_naming_the_file_and_field_before_any_change(
+    node: mn.ManagedNode, tmp_path: Path, document: str, field: str, problem: str
+) -> None:
+    config = tmp_path / "00-multus.conflist"
+    config.write_text(document)
+    _on_node(node, multus_layout.LayoutSource(ifnames.DEFAULT_LAYOUT, config))
+    out = node.prepare(_consumer(node))
+    assert isinstance(out, messages.ClaimError), out
+    assert str(config) in out.message and "--multus-config-file" in out.message
+    assert f"{field}: {problem}" in out.message
+    assert node.store.all_claims() == {} and node.kube.shadows() == []
+    assert node.pod_annotations() == MANUAL
+    assert node.drivers() == ["iavf"] * 4 and node.cdi_files() == []

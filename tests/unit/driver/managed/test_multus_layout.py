@@ -67,10 +67,21 @@ def test_missing_file_is_a_host_read_failure_naming_the_setting(tmp_path: Path) 
     assert str(path) in str(info.value) and "--multus-config-file" in str(info.value)
 
 
-def test_malformed_key_in_the_file_is_refused_not_defaulted(tmp_path: Path) -> None:
-    path = tmp_path / "daemon-config.json"
-    path.write_text('{"defaultNetworks": [1]}')
+@pytest.mark.parametrize(
+    ("name", "text", "field"),
+    [
+        ("daemon-config.json", '{"defaultNetworks": [1]}', "defaultNetworks"),
+        ("00-multus.conflist", '{"cniVersion": "1.0.0", "plugins": [{"type": []}]}', "plugins[0].type"),
+    ],
+    ids=["malformed-key", "list-plugin-type"],
+)
+def test_malformed_file_is_an_invalid_spec_naming_the_setting_and_the_field(
+    tmp_path: Path, name: str, text: str, field: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
     with pytest.raises(errors.InvalidSpec) as info:
         multus_layout.LayoutSource(FLAGS, path).current()
     assert info.value.reason is errors.Reason.INVALID_SPEC
-    assert "defaultNetworks" in str(info.value) and str(path) in str(info.value)
+    assert [e.path for e in info.value.errors] == [field]
+    assert str(path) in str(info.value) and "--multus-config-file" in str(info.value)
