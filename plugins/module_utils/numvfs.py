@@ -12,9 +12,14 @@ sriov-network-operator.md §6) and the messages a failed change produces:
   ``drain_confirmed``, because the kernel refuses non-zero to non-zero (EBUSY) and removing VFs
   breaks their users; then ``0`` is written, verified, and the new count written and verified;
 - a failed write is not retried: the first errno is kept and mapped to an actionable message
-  (EBUSY, ENOSPC, ERANGE, ENOENT, ENOMEM; others by name) naming the PF and both counts;
+  (EBUSY, ENOSPC, ERANGE, ENOENT, ENOMEM; others by name) naming the PF and both counts; when
+  ``0`` had been written first, the message says that the PF is now at 0 VFs;
 - after each write, ``sriov_numvfs`` and the ``virtfn<N>`` links must show the new count
   within the timeout (the kernel creates the links during the write; drivers may lag).
+
+The ``sriov_numvfs`` module and the boot program of role ``sriovnet.dra.vfs``
+(``numvfs_boot.py``) both run these rules: :func:`plan`, :func:`rebinds`, :func:`converge`, and
+at boot :func:`verify`.
 
 Every write goes through a ``writer(path, text)`` callable (default: :func:`write_attribute`,
 looked up at call time) so that tests emulate the kernel on fake trees. It must import only the standard library.
@@ -105,20 +110,37 @@ def rebind_requires_drain_message(pf, bdf, pending, driver):
     )
 
 
-def write_failed_message(pf, bdf, path, value, current, desired, err):
-    """Message for a failed ``sriov_numvfs`` write: PF, both counts, the errno, cause and fix."""
+def write_failed_message(pf, bdf, path, value, current, desired, err, zeroed=False):
+    """Message for a failed ``sriov_numvfs`` write: PF, both counts, the errno, cause and fix.
+
+    ``zeroed``: ``0`` was written and verified before this write, so the message says that the PF
+    is now at 0 VFs (the VFs it had are gone, not kept).
+    """
     hint = ERRNO_HINTS.get(err, "check dmesg for the driver's reason")
-    return "PF %s (%s): writing %s to %s failed with %s while changing %d -> %d VFs: %s." % (
+    text = "PF %s (%s): writing %s to %s failed with %s while changing %d -> %d VFs: %s." % (
         pf, bdf, value, path, errno_text(err), current, desired, hint)
+    if zeroed:
+        text += (" The PF is now at 0 VFs: 0 was written and verified first, so the %d VFs it had are gone "
+                 "until a rerun succeeds." % current)
+    return text
 
 
-def verify_failed_message(pf, bdf, value, timeout_s, numvfs, links):
-    """Message for a write that the kernel accepted but whose VFs did not appear/disappear."""
+def verify_failed_message(pf, bdf, value, timeout_s, numvfs, links, wrote=True):
+    """Message for VFs that did not appear/disappear: after a write the kernel accepted, or (not
+    ``wrote``) for a count that sysfs already showed but whose ``virtfn`` links do not match."""
+    did = "wrote %s to sriov_numvfs" % value if wrote else "expected %s VFs" % value
     return (
-        "PF %s (%s): wrote %s to sriov_numvfs but after %ss sysfs shows sriov_numvfs=%s and %d virtfn "
+        "PF %s (%s): %s but after %ss sysfs shows sriov_numvfs=%s and %d virtfn "
         "links; the PF driver did not create or remove the VFs. Check dmesg and the driver's SR-IOV "
-        "support, then rerun." % (pf, bdf, value, timeout_s, numvfs, links)
+        "support, then rerun." % (pf, bdf, did, timeout_s, numvfs, links)
     )
+
+
+def wrong_driver_message(pf, bdf, wrong, driver):
+    """Message for VFs that are not on the recorded driver when they are verified."""
+    vfs = ", ".join("%s (%s)" % (vf, current or "unbound") for _index, vf, current in wrong)
+    return "PF %s (%s): VFs %s are not on %s after binding; check dmesg and that %s accepts them." % (
+        pf, bdf, vfs, driver, driver)
 
 
 def bind_failed_message(vf_bdf, index, pf, driver, path, err):
@@ -182,8 +204,10 @@ def apply(sysfs, change, timeout_s, writer=None, sleep=time.sleep, clock=time.mo
                 writer(path, str(value))
             except OSError as exc:
                 err = exc.errno or errno.EIO
+                zeroed = value != 0 and bool(done)
                 raise NumVfsError(
-                    write_failed_message(change.pf, change.bdf, path, value, change.current, change.desired, err),
+                    write_failed_message(change.pf, change.bdf, path, value, change.current, change.desired, err,
+                                         zeroed),
                     errno.errorcode.get(err, str(err)),
                 )
             done.append("%s=%d" % (path, value))
@@ -194,9 +218,10 @@ def apply(sysfs, change, timeout_s, writer=None, sleep=time.sleep, clock=time.mo
     return done
 
 
-def wait_for_count(sysfs, change, value, timeout_s, sleep=time.sleep, clock=time.monotonic):
+def wait_for_count(sysfs, change, value, timeout_s, sleep=time.sleep, clock=time.monotonic, wrote=True):
     """Poll until ``sriov_numvfs`` and the ``virtfn`` links both show ``value``.
 
+    ``wrote``: ``value`` was just written (else it is a count that should already be there).
     Raises: NumVfsError (:func:`verify_failed_message`) after ``timeout_s``.
     """
     deadline = clock() + timeout_s
@@ -206,7 +231,7 @@ def wait_for_count(sysfs, change, value, timeout_s, sleep=time.sleep, clock=time
         if numvfs == value and links == value:
             return
         if clock() >= deadline:
-            raise NumVfsError(verify_failed_message(change.pf, change.bdf, value, timeout_s, numvfs, links))
+            raise NumVfsError(verify_failed_message(change.pf, change.bdf, value, timeout_s, numvfs, links, wrote))
         sleep(POLL_INTERVAL_S)
 
 
@@ -263,6 +288,56 @@ def _bind_all(sysfs, change, vf_driver, driver_dir, pending, timeout_s, writer, 
                     "VF %d of PF %s (%s): still on driver %s %ss after binding to %s; check dmesg"
                     % (index, change.pf, vf, sysfs.driver(vf), timeout_s, vf_driver))
             sleep(POLL_INTERVAL_S)
+
+
+def rebinds(sysfs, change, vf_driver, drain_confirmed):
+    """``[(index, vf_bdf, current_driver)]`` of existing VFs to rebind to ``vf_driver``.
+
+    Empty when ``vf_driver`` is not given, or when the count changes (every VF is then new and
+    :func:`converge` binds it). Raises: NumVfsError (:func:`rebind_requires_drain_message`) when
+    there are some and the drain was not confirmed, because rebinding breaks the VFs' users.
+    """
+    if change.count_changes or not vf_driver:
+        return []
+    pending = driver_changes(sysfs, change, vf_driver)
+    if pending and not drain_confirmed:
+        raise NumVfsError(rebind_requires_drain_message(change.pf, change.bdf, pending, vf_driver))
+    return pending
+
+
+def converge(sysfs, change, vf_driver, timeout_s, writer=None, sleep=time.sleep, clock=time.monotonic):
+    """Make a planned change: the count (:func:`apply`) when it differs, then ``vf_driver``
+    (:func:`bind`) on every VF not on it yet.
+
+    Call :func:`plan` and :func:`rebinds` first: they refuse what needs a drain. Returns the writes
+    made, in order. Raises: NumVfsError from either step; its ``extra["writes"]`` holds every write
+    made before the failure.
+    """
+    writes = []
+    try:
+        if change.count_changes:
+            writes += apply(sysfs, change, timeout_s, writer, sleep, clock)
+        if vf_driver:
+            pending = driver_changes(sysfs, change, vf_driver)
+            writes += bind(sysfs, change, vf_driver, pending, timeout_s, writer, sleep, clock)
+    except NumVfsError as exc:
+        exc.extra["writes"] = writes + exc.extra.get("writes", [])
+        raise
+    return writes
+
+
+def verify(sysfs, change, vf_driver, timeout_s, sleep=time.sleep, clock=time.monotonic):
+    """Check that a PF is as planned, whether or not this run wrote anything.
+
+    ``sriov_numvfs`` and the ``virtfn`` links must show ``change.desired`` within ``timeout_s``
+    (links may still be appearing), and with ``vf_driver`` every VF must be bound to it.
+    Raises: NumVfsError (:func:`verify_failed_message` with ``wrote=False``, or
+    :func:`wrong_driver_message`).
+    """
+    wait_for_count(sysfs, change, change.desired, timeout_s, sleep, clock, wrote=False)
+    wrong = driver_changes(sysfs, change, vf_driver) if vf_driver else []
+    if wrong:
+        raise NumVfsError(wrong_driver_message(change.pf, change.bdf, wrong, vf_driver))
 
 
 def vf_list(sysfs, bdf):

@@ -162,9 +162,7 @@ def run(module):
     vf_driver = params["vf_driver"]
     before = {"num_vfs": change.current, "vf_drivers": _drivers(sysfs, change.bdf)}
     # With a count change every VF is new; the planned drivers are then unknown until it is made.
-    pending = [] if change.count_changes or not vf_driver else numvfs.driver_changes(sysfs, change, vf_driver)
-    if pending and not params["drain_confirmed"]:
-        raise numvfs.NumVfsError(numvfs.rebind_requires_drain_message(change.pf, change.bdf, pending, vf_driver))
+    pending = numvfs.rebinds(sysfs, change, vf_driver, params["drain_confirmed"])
     changed = change.count_changes or bool(pending)
     after = {"num_vfs": change.desired, "vf_drivers": dict(before["vf_drivers"])}
     if change.count_changes:
@@ -173,15 +171,7 @@ def run(module):
         after["vf_drivers"][vf] = vf_driver
     writes = []
     if changed and not module.check_mode:
-        try:
-            if change.count_changes:
-                writes += numvfs.apply(sysfs, change, params["timeout"])
-            if vf_driver:
-                pending = numvfs.driver_changes(sysfs, change, vf_driver)
-                writes += numvfs.bind(sysfs, change, vf_driver, pending, params["timeout"])
-        except numvfs.NumVfsError as exc:
-            exc.extra["writes"] = writes + exc.extra.get("writes", [])
-            raise
+        writes = numvfs.converge(sysfs, change, vf_driver, params["timeout"])
         after = {"num_vfs": sysfs.numvfs(change.bdf), "vf_drivers": _drivers(sysfs, change.bdf)}
     result = {
         "changed": changed,

@@ -112,11 +112,25 @@ def test_c26_ebusy_after_reset_to_zero_fails_with_pf_and_both_counts_and_no_retr
     assert failed.value.msg == (
         f"PF enp129s0f0 (0000:81:00.0): writing 4 to {path} failed with EBUSY (Device or resource busy) "
         "while changing 63 -> 4 VFs: the driver or firmware still holds VFs (VFs in use, or a reset in "
-        "progress). Not retried: check dmesg, free the VFs (drain the node, stop DPDK users), then rerun."
+        "progress). Not retried: check dmesg, free the VFs (drain the node, stop DPDK users), then rerun. "
+        "The PF is now at 0 VFs: 0 was written and verified first, so the 63 VFs it had are gone until a "
+        "rerun succeeds."
     )
     assert failed.value.result["errno"] == "EBUSY"
     assert failed.value.result["writes"] == [f"{path}=0"]
     assert kernel.calls == [(path, "0"), (path, "4")]  # exactly one attempt at 4: no blind retry loop
+
+
+def test_failed_new_count_after_writing_zero_says_the_pf_is_now_at_zero_vfs(kernel, tmp_path):
+    path = _numvfs_path(tmp_path, PF1_BDF)
+    kernel.fail_next(path, errno.ENOSPC, value="64")
+    with pytest.raises(harness.ModuleFailed) as failed:
+        _run(kernel, PF1, 64, drain_confirmed=True)
+    assert failed.value.msg.endswith(
+        "Lower num_vfs, raise the firmware limit, or boot with pci=realloc. The PF is now at 0 VFs: 0 was "
+        "written and verified first, so the 63 VFs it had are gone until a rerun succeeds."
+    )
+    assert (kernel.fake.sysfs.sriov_numvfs(PF1_BDF), _links(kernel, PF1_BDF)) == (0, 0)
 
 
 def test_c26_second_run_after_a_change_is_a_no_op(kernel):
