@@ -15,15 +15,18 @@ The guard's decision before Multus runs, in the order the guard applies it:
    (:mod:`~sriov_dra.guard.shadows`) with the selection rules: every registry entry selected
    exactly once, a managed selection is exactly ``{"name","namespace","interface"}`` with the
    recorded interface (no ``deviceID``, ``ips``, ``cni-args`` or other override), and returns the
-   interfaces post-ADD verification must find.
+   managed interfaces with their bound VFs;
+5. :func:`requested_interfaces`: every selection's interface, managed or not, as Multus names it:
+   what post-ADD verification must find (:mod:`~sriov_dra.guard.verify`).
 
-Pods without a registry and without shadow selections pass steps 1–3 only. Every function here is
-pure; rejections are :class:`~sriov_dra.guard.decisions.Rejected` with one reason per rule.
+Pods without a registry and without shadow selections skip step 4's reads and rules. Every
+function here is pure; rejections are :class:`~sriov_dra.guard.decisions.Rejected` with one
+reason per rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +147,16 @@ def read_networks(pod: shadows.PodView, *, cni_ifname: str) -> PodNetworks:
     return PodNetworks(selections, decoded, primary)
 
 
+def _effective_layout(nets: PodNetworks, layout: ifnames.MultusLayout) -> ifnames.MultusLayout:
+    """``layout`` with the Pod's own primary interface (a default-network override may name one)."""
+    return ifnames.MultusLayout(
+        primary_ifname=nets.primary_ifname,
+        default_networks=layout.default_networks,
+        system_namespaces=layout.system_namespaces,
+        auxiliary_chain=layout.auxiliary_chain,
+    )
+
+
 def check_interface_names(nets: PodNetworks, pod: shadows.PodView, layout: ifnames.MultusLayout) -> None:
     """Refuse two delegates with one interface name over Multus's full delegate list.
 
@@ -151,21 +164,52 @@ def check_interface_names(nets: PodNetworks, pod: shadows.PodView, layout: ifnam
     Raises: :class:`Rejected` (``DuplicateInterfaceName``) naming both entries.
     Source: spec §6.5, §10.3; handed case C15.
     """
-    effective = ifnames.MultusLayout(
-        primary_ifname=nets.primary_ifname,
-        default_networks=layout.default_networks,
-        system_namespaces=layout.system_namespaces,
-        auxiliary_chain=layout.auxiliary_chain,
-    )
     try:
         ifnames.check_interface_collisions(
             [dict(s.raw) for s in nets.selections],
             pod_namespace=pod.namespace,
-            layout=effective,
+            layout=_effective_layout(nets, layout),
             owner=pod.ref,
         )
     except errors.InvalidSpec as exc:
         raise Rejected.one(Reason.DUPLICATE_INTERFACE_NAME, str(exc)) from exc
+
+
+def requested_interfaces(
+    nets: PodNetworks,
+    pod: shadows.PodView,
+    layout: ifnames.MultusLayout,
+    managed: Sequence[shadows.ExpectedInterface],
+) -> tuple[shadows.ExpectedInterface, ...]:
+    """Every interface the Pod's selections ask for: what post-ADD verification must find.
+
+    One entry per selection, in annotation order, named as Multus names it (its ``interface``, or
+    ``net<position in the full delegate list>``, ``core.ifnames``); a managed selection's entry is
+    its shadow's from ``managed`` (:func:`check_managed`), carrying the bound VF. Call it after
+    :func:`check_interface_names` and :func:`check_managed` passed.
+    Shapes: ``network`` is ``<namespace>/<name>`` with the namespace defaulted to the Pod's.
+    Raises: :class:`Rejected` (``InvalidNetworksAnnotation``) when an interface value is not a
+    string (the parser already refuses it).
+    Source: spec §10.3; reference multus.md §3 (getIfname), §11.3; multus-cni #492.
+    """
+    try:
+        delegates = ifnames.final_interface_names(
+            [dict(s.raw) for s in nets.selections],
+            pod_namespace=pod.namespace,
+            layout=_effective_layout(nets, layout),
+        )
+    except errors.InvalidSpec as exc:
+        raise Rejected.one(Reason.INVALID_NETWORKS_ANNOTATION, str(exc)) from exc
+    by_key = {(e.network, e.ifname): e for e in managed}
+    out = [
+        by_key.pop((d.network, d.name))
+        if (d.network, d.name) in by_key
+        else shadows.ExpectedInterface(d.name, d.network)
+        for d in delegates
+        if d.kind is ifnames.DelegateKind.SELECTION
+    ]
+    # A managed interface nobody selects was refused before Multus ran (RegistryEntryNotSelected).
+    return (*out, *by_key.values())
 
 
 def managed_targets(nets: PodNetworks) -> tuple[tuple[str, str], ...]:

@@ -17,10 +17,11 @@ Contract (STYLE.md §1, "hook modules named after their caller"):
 
 Order of one ADD: parse the request → live Pod GET → Pod identity → networks annotation and
 registry → live GET of each managed target → shadow and selection checks and final interface
-names (all findings reported, managed ones first) → Multus ADD (``K8S_POD_UID`` added to CNI_ARGS only if the runtime sent none) → if the Pod has
-managed interfaces: netns check and network-status check → relay Multus's output unchanged, or
-Multus DEL and a failure naming what is missing. Pods with no managed entries are relayed after
-Multus without verification.
+names (all findings reported, managed ones first) → Multus ADD (``K8S_POD_UID`` added to
+CNI_ARGS only if the runtime sent none) → if the Pod selects any network (managed shadow or
+ordinary NAD): netns check and network-status check of every requested interface → relay
+Multus's output unchanged, or Multus DEL and a failure naming what is missing. Pods without
+selections are relayed after Multus without verification.
 """
 
 from __future__ import annotations
@@ -163,7 +164,8 @@ class CniHooks:
                 t: self._read("network-attachment-definitions", self._get_nad, t[0], t[1], budget)
                 for t in checks.managed_targets(nets)
             }
-            expected = self._managed_and_names(pod, nets, nads, multus_layout)
+            managed = self._managed_and_names(pod, nets, nads, multus_layout)
+            expected = checks.requested_interfaces(nets, pod, multus_layout, managed)
         except decisions.Rejected as exc:
             return self._rejection(version, exc)
 
@@ -184,7 +186,7 @@ class CniHooks:
         violations = self._verify(req, expected, budget)
         if not violations:
             return Outcome(
-                Reason.PASSED_VERIFIED,
+                Reason.PASSED_VERIFIED if managed else Reason.PASSED_UNMANAGED,
                 0,
                 run.stdout,
                 multus_s=run.duration_s,
@@ -267,10 +269,11 @@ class CniHooks:
         except Exception as exc:  # host.netlink.NetlinkError and anything the namespace read raises
             return [
                 decisions.Violation(
-                    Reason.INTERFACES_MISSING, f"cannot list interfaces of the sandbox {req.netns}: {exc}"
+                    Reason.INTERFACES_MISSING,
+                    f"cannot list interfaces of the sandbox {req.netns} of {req.pod_ref}: {exc}",
                 )
             ]
-        found = verify.interface_violations(expected, links)
+        found = verify.interface_violations(expected, links, owner=req.pod_ref)
         try:
             pod_after = self._read("pods", self._get_pod, req.pod_namespace, req.pod_name, budget)
         except decisions.Rejected as exc:
@@ -280,7 +283,7 @@ class CniHooks:
                 *found,
                 decisions.Violation(Reason.POD_NOT_FOUND, f"{req.pod_ref} disappeared during ADD"),
             ]
-        return found + verify.network_status_violations(expected, pod_after)
+        return found + verify.network_status_violations(expected, pod_after, owner=req.pod_ref)
 
     def _undo(
         self,

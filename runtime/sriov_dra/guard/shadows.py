@@ -58,15 +58,22 @@ class PodView:
 
 @dataclass(frozen=True)
 class ExpectedInterface:
-    """A managed interface the Pod must have after Multus ADD.
+    """An interface the Pod must have after Multus ADD: one per selection it read live.
 
-    Shapes: ``ifname`` the interface in the Pod's netns; ``network`` ``<ns>/<shadow name>`` as in
-    network-status; ``pci_address`` the VF's BDF.
+    Shapes: ``ifname`` the interface in the Pod's netns (the selection's ``interface``, or the
+    ``net<N>`` Multus derives); ``network`` ``<ns>/<NAD name>`` as in network-status;
+    ``pci_address`` the bound VF's BDF for a managed shadow, ``None`` for an ordinary NAD (no
+    device to compare).
     """
 
     ifname: str
     network: str
-    pci_address: str
+    pci_address: str | None = None
+
+    def describe(self) -> str:
+        """``eth1 (NAD ns/net-a)`` or ``dra0 (NAD ns/dra-sriov-..., VF 0000:03:00.1)`` for messages."""
+        vf = f", VF {self.pci_address}" if self.pci_address else ""
+        return f"{self.ifname} (NAD {self.network}{vf})"
 
 
 @dataclass(frozen=True)

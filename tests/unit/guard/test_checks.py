@@ -350,3 +350,69 @@ def test_all_violations_are_reported_with_the_first_deciding() -> None:
         R.REGISTRY_ENTRY_NOT_SELECTED,
     ]
     assert rejected.reason is R.MISSING_PROTECTION_FINALIZER
+
+
+# --------------------------------------------------------------------- what post-ADD verification must find
+
+
+@pytest.mark.parametrize(
+    ("value", "layout", "namespace", "want"),
+    [
+        (
+            '[{"name":"net-a","namespace":"ns-a","interface":"eth1"}]',
+            ifnames.MultusLayout(),
+            NS,
+            [("eth1", "ns-a/net-a")],
+        ),
+        (
+            "net-a,other/net-b@foo,net-c",
+            ifnames.MultusLayout(),
+            NS,
+            [("net1", f"{NS}/net-a"), ("foo", "other/net-b"), ("net3", f"{NS}/net-c")],
+        ),
+        (
+            "net-a",
+            ifnames.MultusLayout(default_networks=("kube-system/extra",)),
+            NS,
+            [("net2", f"{NS}/net-a")],
+        ),
+        (
+            "net-a",
+            ifnames.MultusLayout(default_networks=("kube-system/extra",)),
+            "kube-system",
+            [("net1", "kube-system/net-a")],
+        ),
+    ],
+    ids=[
+        "explicit-interface",
+        "net-n-counts-every-delegate-before-it",
+        "default-networks-shift-the-index",
+        "system-namespace-skips-default-networks",
+    ],
+)
+def test_every_selection_is_expected_under_the_name_multus_gives_it(
+    value: str, layout: ifnames.MultusLayout, namespace: str, want: list[tuple[str, str]]
+) -> None:
+    view = checks.pod_view(mp.pod(namespace, POD, annotations={names.NETWORKS_ANNOTATION: value}))
+    nets = checks.read_networks(view, cni_ifname="eth0")
+    expected = checks.requested_interfaces(nets, view, layout, ())
+    assert [(e.ifname, e.network, e.pci_address) for e in expected] == [(i, n, None) for i, n in want]
+
+
+def test_managed_selections_keep_their_bound_vf_among_the_requested_interfaces() -> None:
+    view = _managed_pod(manual=('{"name":"net-a","namespace":"ns-a","interface":"eth1"}', '{"name":"net-b"}'))
+    nets = checks.read_networks(view, cni_ifname="eth0")
+    managed = checks.check_managed(view, nets, NADS)
+    expected = checks.requested_interfaces(nets, view, ifnames.MultusLayout(), managed)
+    assert [(e.ifname, e.network, e.pci_address) for e in expected] == [
+        ("eth1", "ns-a/net-a", None),
+        ("net2", f"{NS}/net-b", None),
+        ("dra0", f"{NS}/{PLANS[0].name}", "0000:03:00.1"),
+        ("dra1", f"{NS}/{PLANS[1].name}", "0000:80:00.1"),
+    ]
+
+
+def test_a_pod_without_selections_expects_nothing() -> None:
+    view = _pod({})
+    nets = checks.read_networks(view, cni_ifname="eth0")
+    assert checks.requested_interfaces(nets, view, ifnames.MultusLayout(), ()) == ()

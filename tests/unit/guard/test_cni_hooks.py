@@ -70,14 +70,21 @@ class World:
         self.annotations = mp.managed_annotations(mp.POD_UID, self.entries)
         self.api.put("pods", mp.pod(NS, POD, annotations=self.annotations))
         self.attach = True  # whether the fake Multus creates the managed interfaces
+        self.ordinary: list[tuple[str, str]] = []  # (network, interface) it creates for ordinary NADs
 
     def _multus_effect(self, command: str) -> None:
-        if command == "ADD" and self.attach:
-            self.netns.links[NETNS] += [gf.FakeLink("eth0"), gf.FakeLink("dra0"), gf.FakeLink("dra1")]
+        if command == "ADD":
+            self.netns.links[NETNS].append(gf.FakeLink("eth0"))
             status = [{"name": "p", "interface": "eth0", "default": True}]
-            status += [{"name": f"{NS}/{p.name}", "interface": p.interface} for p in self.plans]
+            if self.attach:
+                self.netns.links[NETNS] += [gf.FakeLink("dra0"), gf.FakeLink("dra1")]
+                status += [{"name": f"{NS}/{p.name}", "interface": p.interface} for p in self.plans]
+            self.netns.links[NETNS] += [gf.FakeLink(ifname) for _, ifname in self.ordinary]
+            status += [{"name": network, "interface": ifname} for network, ifname in self.ordinary]
             pod = self.api.objects[("pods", NS, POD)]
-            pod["metadata"]["annotations"][names.NETWORK_STATUS_ANNOTATION] = json.dumps(status)
+            pod["metadata"].setdefault("annotations", {})[names.NETWORK_STATUS_ANNOTATION] = json.dumps(
+                status
+            )
         if command == "DEL":
             self.netns.links[NETNS] = [gf.FakeLink("lo")]
 
@@ -120,12 +127,71 @@ def test_managed_add_is_verified_and_multus_output_relayed_unchanged(tmp_path: P
     assert len(pod_reads) == 2 and sorted(r[2] for r in nad_reads) == sorted(p.name for p in w.plans)
 
 
-def test_unmanaged_pod_reads_only_the_pod_and_is_not_verified(tmp_path: Path) -> None:
+def test_pod_without_selections_reads_only_the_pod_and_is_not_verified(tmp_path: Path) -> None:
     w = World(tmp_path)
-    w.api.put("pods", mp.pod(NS, POD, annotations={names.NETWORKS_ANNOTATION: "net-a"}))
+    w.api.put("pods", mp.pod(NS, POD, annotations={}))
     out = w.add()
     assert out.reason is R.PASSED_UNMANAGED and out.exit_code == 0
     assert [r[0] for r in w.api.reads] == ["pods"] and w.netns.reads == []
+
+
+MANUAL_ETH1 = '[{"name":"net-a","namespace":"ns-a","interface":"eth1"}]'
+
+
+def test_manual_only_pod_is_verified_without_nad_reads_and_passes_unmanaged(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.api.put("pods", mp.pod(NS, POD, annotations={names.NETWORKS_ANNOTATION: MANUAL_ETH1}))
+    w.ordinary = [("ns-a/net-a", "eth1")]
+    out = w.add()
+    assert out.reason is R.PASSED_UNMANAGED and out.exit_code == 0 and out.message == "verified eth1"
+    assert [r[0] for r in w.api.reads] == ["pods", "pods"] and w.netns.reads == [NETNS]
+    assert w.commands() == ["ADD"]
+
+
+def test_manual_only_pod_with_primary_only_success_fails_interfaces_missing_after_multus_del(
+    tmp_path: Path,
+) -> None:
+    """multus-cni #492: Multus answered success with the primary alone; eth1 never existed."""
+    w = World(tmp_path)
+    w.api.put("pods", mp.pod(NS, POD, annotations={names.NETWORKS_ANNOTATION: MANUAL_ETH1}))
+    out = w.add()
+    assert out.reason is R.INTERFACES_MISSING and out.exit_code == 1
+    assert w.commands() == ["ADD", "DEL"] and w.runner.calls[1].env["CNI_CONTAINERID"] == "c1"
+    err = _error(out)
+    assert err["code"] == shim.CODE_VERIFICATION_FAILED
+    assert f"Pod {NS}/{POD}" in err["msg"] and "eth1 (NAD ns-a/net-a)" in err["msg"]
+    assert "NetworkStatusMissing" in err["details"] and "ns-a/net-a on eth1" in err["details"]
+    assert "Multus DEL succeeded" in err["details"]
+
+
+def test_selection_without_interface_is_verified_under_the_net_name_multus_derives(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.api.put("pods", mp.pod(NS, POD, annotations={names.NETWORKS_ANNOTATION: "net-a,other/net-b@foo"}))
+    w.ordinary = [(f"{NS}/net-a", "net1")]
+    out = w.add()
+    assert out.reason is R.INTERFACES_MISSING and w.commands() == ["ADD", "DEL"]
+    msg = _error(out)["msg"]
+    assert "foo (NAD other/net-b)" in msg and "net1" not in msg
+
+    w.ordinary.append(("other/net-b", "foo"))
+    assert w.add().reason is R.PASSED_UNMANAGED
+
+
+def test_managed_pod_whose_manual_selection_is_missing_fails_naming_only_it(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    manual = '{"name":"net-a","namespace":"ns-a","interface":"eth1"}'
+    w.api.put(
+        "pods", mp.pod(NS, POD, annotations=mp.managed_annotations(mp.POD_UID, w.entries, manual=[manual]))
+    )
+    out = w.add()
+    assert out.reason is R.INTERFACES_MISSING and w.commands() == ["ADD", "DEL"]
+    msg = _error(out)["msg"]
+    assert "eth1 (NAD ns-a/net-a)" in msg and "dra0" not in msg and "dra1" not in msg
+    assert [r[0] for r in w.api.reads].count("network-attachment-definitions") == 2  # only the shadows
+
+    w.ordinary = [("ns-a/net-a", "eth1")]
+    out = w.add()
+    assert out.reason is R.PASSED_VERIFIED and out.message == "verified eth1, dra0, dra1"
 
 
 def test_primary_only_success_is_turned_into_failure_after_multus_del(tmp_path: Path) -> None:

@@ -54,6 +54,23 @@ def test_non_pci_parent_is_not_compared() -> None:
     assert verify.interface_violations(EXPECTED, [Link("dra0", "usb", "1-1"), Link("dra1")]) == []
 
 
+ORDINARY = shadows.ExpectedInterface("eth1", "ns-a/net-a")
+
+
+def test_missing_ordinary_interface_is_named_with_its_nad_and_the_pod() -> None:
+    found = verify.interface_violations(
+        (ORDINARY, *EXPECTED), [Link("eth0"), *map(Link, ("dra0", "dra1"))], owner="Pod ns/p"
+    )
+    assert [v.reason for v in found] == [R.INTERFACES_MISSING]
+    assert "requested by Pod ns/p" in found[0].message and "eth1 (NAD ns-a/net-a);" in found[0].message
+    assert "dra0" not in found[0].message
+
+
+def test_ordinary_interface_on_any_pci_device_is_accepted() -> None:
+    # An ordinary NAD binds no VF: whatever device its plugin moved in is the Pod's business.
+    assert verify.interface_violations((ORDINARY,), [Link("eth1", "pci", "0000:03:00.7")]) == []
+
+
 GOOD_STATUS = [
     {"name": "primary", "interface": "eth0", "default": True},
     {"name": "ns/dra-sriov-a", "interface": "dra0", "ips": ["192.0.2.2"]},
@@ -102,3 +119,11 @@ def test_hostile_network_status_is_a_missing_entry_not_a_crash(status: object, w
     found = verify.network_status_violations(EXPECTED, _pod(status))
     assert [v.reason for v in found] == [R.NETWORK_STATUS_MISSING]
     assert "on dra0" in found[0].message and "on dra1" in found[0].message and why in found[0].message
+
+
+def test_ordinary_network_needs_its_own_network_status_entry() -> None:
+    found = verify.network_status_violations((ORDINARY, *EXPECTED), _pod(GOOD_STATUS), owner="Pod ns/p")
+    assert [v.reason for v in found] == [R.NETWORK_STATUS_MISSING]
+    assert "of Pod ns/p has no entry for ns-a/net-a on eth1;" in found[0].message
+    status = [*GOOD_STATUS, {"name": "ns-a/net-a", "interface": "eth1"}]
+    assert verify.network_status_violations((ORDINARY, *EXPECTED), _pod(status)) == []
