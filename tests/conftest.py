@@ -23,7 +23,7 @@ settings.register_profile("ci", max_examples=500, deadline=None, suppress_health
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-TIERS = ("unit", "host", "cluster", "cni", "e2e", "ansible")
+TIERS = ("unit", "host", "cluster", "cni", "e2e", "ansible", "realvf")
 TESTS_ROOT = Path(__file__).parent
 
 

@@ -1,0 +1,87 @@
+"""realvf tier: real kernel SR-IOV VFs of emulated igb NICs in a QEMU guest (tests/realvf/vm.py).
+
+On the host, ``guest/`` is not collected: ``test_guest.py`` holds one host test per guest test
+function, and the session fixture :func:`realvf_results` boots one guest for the whole session,
+runs pytest on ``tests/realvf/guest`` inside it and hands back each guest test's result. Inside
+the guest (``SRIOV_DRA_REALVF_GUEST=1``) only ``guest/`` runs. The terminal summary names the guest
+kernel, the QEMU version, the accelerator (KVM only where ``/dev/kvm`` can boot the guest, TCG
+otherwise) and the measured boot and session times.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from tests import tiers
+
+IN_GUEST = os.environ.get("SRIOV_DRA_REALVF_GUEST") == "1"
+collect_ignore = ["test_guest.py"] if IN_GUEST else ["guest"]
+
+GUEST_PYTEST_ARGS = (
+    "tests/realvf/guest",
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "pytest_timeout",
+    "-o",
+    "timeout=120",
+    "--color=no",
+    "-rA",
+    "-q",
+)
+"""pytest inside the guest: plugin autoload is off (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 costs 50 s of
+collection under TCG otherwise), so the timeout plugin the project's ini options need is named."""
+
+_SUMMARY: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def realvf_results(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """``{<file>::<function>: vm.GuestResult}`` of one guest session (booted once per pytest run).
+
+    Skips (fails when required) only when a part that ``make setup`` provides is missing; a boot
+    that fails twice, a hung or crashed guest pytest fail every realvf test with the serial log tail.
+    """
+    from tests.realvf import vm
+
+    from sriov_dra.lab import processes
+
+    try:
+        parts = vm.locate()
+    except vm.Unavailable as exc:
+        tiers.unavailable("realvf", str(exc))
+    workdir = tmp_path_factory.mktemp("realvf")
+    accel = vm.choose_accelerator(parts, workdir)
+    header = (
+        f"realvf: guest kernel {parts.kernel_abi}, {parts.qemu_version}, "
+        f"accelerator {accel.name} ({accel.reason})"
+    )
+    _SUMMARY.append(header)
+    print(header)
+    try:
+        run = vm.run_guest(parts, accel, workdir, pytest_args=GUEST_PYTEST_ARGS)
+    except processes.ProcessFailed as exc:
+        _SUMMARY.append(f"realvf: guest session failed; logs in {workdir}")
+        pytest.fail(f"realvf guest session failed: {exc}", pytrace=False)
+    timing = (
+        f"realvf: boot to the guest's pytest {run.boot_s:.1f}s ({run.boots} boot(s)), whole guest "
+        f"session {run.total_s:.1f}s, guest pytest exit {run.pytest_exit}; serial log {run.console}"
+    )
+    _SUMMARY.extend([*run.notes, timing])
+    print(timing)
+    if run.pytest_exit not in (0, 1):
+        pytest.fail(
+            f"pytest in the guest exited {run.pytest_exit} (not a test failure: usage, collection or "
+            f"internal error); serial log tail:\n{processes.tail(run.console, 60)}",
+            pytrace=False,
+        )
+    return vm.parse_junit(run.junit)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the guest kernel, QEMU version, accelerator and timings of the realvf session."""
+    if _SUMMARY:
+        terminalreporter.section("realvf")
+        for line in _SUMMARY:
+            terminalreporter.write_line(line)
