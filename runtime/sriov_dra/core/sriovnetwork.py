@@ -7,10 +7,12 @@ it) cannot drift (spec §12.2.3 "reuse RenderNetAttDef ... so the two controller
 * the target: ``name`` = SriovNetwork name, ``namespace`` = ``spec.networkNamespace`` when set,
   else the SriovNetwork's own namespace; ``networkNamespace`` may only be set on networks that
   live in the operator namespace;
-* the CNI JSON: keys in upstream's template order, optional keys omitted, ints as ints,
-  ``"ipam":{}`` when unset, the ipam text with every Go ``unicode.IsSpace`` character removed,
-  ``metaPlugins`` turning the config into a ``plugins`` conflist, then re-indented the way Go's
-  ``json.Indent(…, "", "    ")`` does (byte equality avoids update loops);
+* the CNI JSON, built as a structure and encoded (never pasted): keys in upstream's template
+  order, optional keys omitted, ints as ints, strings JSON-encoded so that they round-trip
+  exactly, ``"ipam":{}`` when unset; ``ipam``/``capabilities`` (one JSON object each) and
+  ``metaPlugins`` (comma-separated objects) decoded strictly on their own and then emitted as
+  written; ``metaPlugins`` turning the config into a ``plugins`` conflist; then re-indented the
+  way Go's ``json.Indent(…, "", "    ")`` does (byte equality with upstream avoids update loops);
 * the metadata: exactly the legacy ``k8s.v1.cni.cncf.io/resourceName`` annotation and the
   ``sriovnetwork.openshift.io/owner-ref`` marker, no labels, and a plain ownerReference only when
   the NAD lives in the SriovNetwork's namespace;
@@ -18,7 +20,8 @@ it) cannot drift (spec §12.2.3 "reuse RenderNetAttDef ... so the two controller
   policy's reference (current-generation ``Ready=True``, NAD not deleting, content and marker
   equal to the rendering, a same-namespace ownerReference naming the current UID).
 
-It must never do I/O, default a namespace to anything but the rules above, or accept a Ready
+It must never do I/O, paste administrator text into the config that has not been decoded
+strictly on its own, default a namespace to anything but the rules above, or accept a Ready
 condition from an earlier generation.
 
 Source: reference sriov-network-operator.md §1.2, §2, §3; spec §12.2.3.
@@ -27,14 +30,13 @@ Source: reference sriov-network-operator.md §1.2, §2, §3; spec §12.2.3.
 from __future__ import annotations
 
 import enum
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from sriov_dra.core import conditions
-from sriov_dra_rules import errors
+from sriov_dra_rules import errors, strictjson
 
 GROUP: Final = "sriovnetwork.openshift.io"
 API_VERSION: Final = f"{GROUP}/v1"
@@ -50,6 +52,8 @@ NAD_KIND: Final = "NetworkAttachmentDefinition"
 DEFAULT_RESOURCE_PREFIX: Final = "openshift.io"
 CNI_VERSION: Final = "1.0.0"
 READY: Final = "Ready"
+INVALID_SPEC_REASON: Final = errors.Reason.INVALID_NETWORK_SPEC
+"""Reason of every rendering refusal, and of the ``Ready=False`` condition and Warning Event it causes."""
 
 # Go unicode.IsSpace: the ASCII/Latin-1 set plus the Unicode White_Space property.
 _GO_SPACE: Final = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
@@ -132,9 +136,9 @@ def go_json_indent(text: str, indent: str = "    ") -> str:
 
     Shapes: one element per line, ``"key": value``, empty ``{}``/``[]`` kept compact, string and
     number literals copied byte for byte (no re-escaping, no number normalisation).
-    Raises: InvalidSpec when ``text`` is not one JSON value (NaN/Infinity included).
+    Raises: InvalidSpec when ``text`` is not one strict JSON value (NaN/Infinity, a repeated key).
     """
-    _validate_json(text)
+    strictjson.decode(text)
     out: list[str] = []
     depth = 0
     need_indent = False
@@ -174,26 +178,133 @@ def go_json_indent(text: str, indent: str = "    ") -> str:
     return "".join(out)
 
 
-def _validate_json(text: str) -> None:
-    def refuse(constant: str) -> object:
-        raise ValueError(f"{constant} is not JSON")
+@dataclass(frozen=True)
+class _Verbatim:
+    """Administrator JSON text already decoded strictly, emitted as written (Go's ``json.RawMessage``).
 
+    ``text`` is one JSON object, or (inside a list) comma-separated JSON objects. Emitting it
+    unchanged keeps upstream's bytes: its string literals and numbers are copied as written, and
+    the whitespace between its tokens disappears in :func:`go_json_indent`.
+    """
+
+    text: str
+
+
+_Node = dict[str, "_Node"] | list["_Node"] | str | int | _Verbatim
+
+
+def _compact(node: _Node) -> str:
+    """Compact JSON of a config node; every string goes through the JSON encoder (no pasting)."""
+    if isinstance(node, _Verbatim):
+        return node.text
+    if isinstance(node, dict):
+        return "{" + ",".join(f"{strictjson.encode(k)}:{_compact(v)}" for k, v in node.items()) + "}"
+    if isinstance(node, list):
+        return "[" + ",".join(_compact(v) for v in node) + "]"
+    return strictjson.encode(node)
+
+
+def _object_text(text: str, field: str, example: str, problems: list[errors.FieldError]) -> _Verbatim | None:
+    """``spec.<field>`` decoded on its own as exactly one JSON object; problems are appended."""
+    path = f"spec.{field}"
     try:
-        json.loads(text, parse_constant=refuse)
-    except ValueError as exc:
-        raise errors.InvalidSpec(
-            f"rendered CNI config is not valid JSON ({exc}); text: {text[:200]}"
-        ) from exc
+        value = strictjson.decode(text, path=path)
+    except errors.InvalidSpec as exc:
+        problems.extend(exc.errors)
+        return None
+    if not isinstance(value, dict):
+        problems.append(
+            errors.FieldError(
+                path,
+                f"expected a JSON object, got {strictjson.kind(value)}; set it to one object such as {example}",
+            )
+        )
+        return None
+    if field == "ipam":
+        found = _spaced_strings(text, value, path)
+        if found:
+            problems.extend(found)
+            return None
+    return _Verbatim(text)
+
+
+def _spaced_strings(text: str, value: strictjson.JsonValue, path: str) -> list[errors.FieldError]:
+    """Keys and strings of ``spec.ipam`` whose literal holds a Go ``unicode.IsSpace`` character.
+
+    Upstream renders ``spec.ipam`` with every such character deleted, inside strings too, so
+    ``"rail a"`` reaches the plugin as ``"raila"``. Rendering it faithfully would give another NAD
+    than upstream's for the same SriovNetwork; deleting it would change the administrator's
+    value. Neither is safe, so such a string is refused, with the fix (a ``\\u0020`` escape is
+    not whitespace to upstream either, and survives both renderers).
+    """
+    spaced = {
+        strictjson.decode(m.group())
+        for m in _STRING.finditer(text)
+        if _GO_SPACE.search(m.group()) is not None
+    }
+    if not spaced:
+        return []
+    fix = (
+        "contains whitespace, which the upstream operator deletes from spec.ipam even inside strings, "
+        "so the plugin would not get it as written; remove it or write it as a \\u0020 escape"
+    )
+    found: list[errors.FieldError] = []
+    for node, node_path in strictjson.walk(value, path):
+        if isinstance(node, dict):
+            found.extend(
+                errors.FieldError(strictjson.key_path(node_path, k), f"key {fix}")
+                for k in node
+                if k in spaced
+            )
+        elif isinstance(node, str) and node in spaced:
+            found.append(errors.FieldError(node_path, f"string {fix}"))
+    return found or [errors.FieldError(path, f"a string {fix}")]
+
+
+def _meta_plugins(text: str, problems: list[errors.FieldError]) -> _Verbatim | None:
+    """``spec.metaPlugins`` decoded on its own as one or more comma-separated JSON objects."""
+    path = "spec.metaPlugins"
+    try:
+        values = strictjson.decode_sequence(text, path=path)
+    except errors.InvalidSpec as exc:
+        problems.extend(exc.errors)
+        return None
+    if not values:
+        problems.append(
+            errors.FieldError(
+                path, "holds no plugin; set comma-separated CNI plugin objects or leave it empty"
+            )
+        )
+        return None
+    bad = [
+        errors.FieldError(
+            strictjson.index_path(path, i),
+            f"expected a JSON object (one CNI plugin config), got {strictjson.kind(v)}",
+        )
+        for i, v in enumerate(values)
+        if not isinstance(v, dict)
+    ]
+    problems.extend(bad)
+    return None if bad else _Verbatim(text)
 
 
 def render_config(network: Mapping[str, object]) -> str:
-    """The source NAD's ``spec.config`` for ``network``, byte-identical to upstream's.
+    """The source NAD's ``spec.config`` for ``network``, byte-identical to upstream's for valid input.
+
+    The config is built as a structure and encoded: every string field (``name``, ``vlanProto``,
+    ``logLevel``, ``logFile``) goes through the JSON encoder, so it stays one string and
+    round-trips exactly. ``spec.ipam`` and ``spec.capabilities`` must each decode strictly, on their
+    own, to exactly one JSON object, and ``spec.metaPlugins`` to comma-separated JSON objects (no
+    repeated key, no NaN); they are then emitted as written, as upstream does (string literals
+    and numbers copied byte for byte).
 
     Shapes: 4-space-indented JSON; keys ``cniVersion``, ``name``, [``plugins``: [{], ``type``,
     ``vlan``, ``spoofchk``, ``trust``, ``vlanQoS``, ``vlanProto``, ``min_tx_rate``, ``max_tx_rate``,
     ``capabilities``, ``link_state``, ``logLevel``, ``logFile``, ``ipam`` [}, metaPlugins]].
-    Raises: InvalidSpec naming the field when a value has the wrong type or the result (raw
-    ``ipam``/``capabilities``/``metaPlugins`` text inserted verbatim) is not JSON.
+    Raises: InvalidSpec (reason ``InvalidNetworkSpec``) naming the SriovNetwork and carrying one
+    FieldError per problem: a wrong-typed field, ``spec.ipam``/``spec.capabilities`` that is not
+    one strict JSON object, a ``spec.metaPlugins`` entry that is not, or a ``spec.ipam`` string
+    holding whitespace (upstream would delete it, see :func:`_spaced_strings`).
     Source: reference sriov-network-operator.md §2 (template ``sriov-cni-config.yaml``).
     """
     ref = ref_of(network)
@@ -222,45 +333,54 @@ def render_config(network: Mapping[str, object]) -> str:
     qos = integer("vlanQoS")
     min_rate, max_rate = integer("minTxRate"), integer("maxTxRate")
     spoof, trust, link = text("spoofChk"), text("trust"), text("linkState")
-    proto, caps, ipam, meta = text("vlanProto"), text("capabilities"), text("ipam"), text("metaPlugins")
-    log_level, log_file = text("logLevel"), text("logFile")
-    errors.raise_if_any(problems, f"SriovNetwork {ref} cannot be rendered")
-    parts = ["{", f'"cniVersion":"{CNI_VERSION}",', f'"name":"{ref.name}",']
-    if meta:
-        parts.append('"plugins":[{')
-    parts.append('"type":"sriov",')
-    parts.append(f'"vlan":{vlan or 0},')
+    proto, caps_text, ipam_text = text("vlanProto"), text("capabilities"), text("ipam")
+    meta_text, log_level, log_file = text("metaPlugins"), text("logLevel"), text("logFile")
+    caps = _object_text(caps_text, "capabilities", '{"mac":true}', problems) if caps_text else None
+    ipam = (
+        _object_text(ipam_text, "ipam", '{"type":"host-local","subnet":"10.0.0.0/24"}', problems)
+        if ipam_text
+        else None
+    )
+    meta = _meta_plugins(meta_text, problems) if meta_text else None
+    errors.raise_if_any(problems, f"SriovNetwork {ref} cannot be rendered", reason=INVALID_SPEC_REASON)
+    sriov: dict[str, _Node] = {"type": "sriov", "vlan": vlan or 0}
     if spoof in _ON_OFF:
-        parts.append(f'"spoofchk":"{spoof}",')
+        sriov["spoofchk"] = spoof
     if trust in _ON_OFF:
-        parts.append(f'"trust":"{trust}",')
+        sriov["trust"] = trust
     if 0 <= (qos or 0) <= 7:
-        parts.append(f'"vlanQoS":{qos or 0},')
+        sriov["vlanQoS"] = qos or 0
     if proto:
-        parts.append(f'"vlanProto":"{proto}",')
+        sriov["vlanProto"] = proto
     if min_rate is not None and min_rate >= 0:
-        parts.append(f'"min_tx_rate":{min_rate},')
+        sriov["min_tx_rate"] = min_rate
     if max_rate is not None and max_rate >= 0:
-        parts.append(f'"max_tx_rate":{max_rate},')
-    if caps:
-        parts.append(f'"capabilities":{caps},')
+        sriov["max_tx_rate"] = max_rate
+    if caps is not None:
+        sriov["capabilities"] = caps
     if link in _LINK_STATES:
-        parts.append(f'"link_state":"{link}",')
+        sriov["link_state"] = link
     if log_level:
-        parts.append(f'"logLevel":"{log_level}",')
+        sriov["logLevel"] = log_level
     if log_file:
-        parts.append(f'"logFile":"{log_file}",')
-    parts.append('"ipam":' + ("".join(_GO_SPACE.split(ipam)) if ipam else "{}"))
-    parts.append("}")
-    if meta:
-        parts.append(f",{meta}]}}")
-    try:
-        return go_json_indent("".join(parts))
-    except errors.InvalidSpec as exc:
-        raise errors.InvalidSpec(
-            f"SriovNetwork {ref} renders invalid CNI JSON; check spec.ipam, spec.capabilities, "
-            f"spec.metaPlugins and spec.logFile ({exc.summary})"
-        ) from exc
+        sriov["logFile"] = log_file
+    sriov["ipam"] = ipam if ipam is not None else {}
+    config: dict[str, _Node] = {"cniVersion": CNI_VERSION, "name": ref.name}
+    if meta is not None:
+        config["plugins"] = [sriov, meta]
+    else:
+        config.update(sriov)
+    return go_json_indent(_compact(config))
+
+
+def problem_message(exc: errors.SriovDraError) -> str:
+    """The whole message of ``exc`` for a condition or an Event: summary, then every field problem.
+
+    Shapes: ``SriovNetwork ns/name cannot be rendered: spec.ipam: expected a JSON object, got a list; ...``.
+    """
+    if not exc.errors:
+        return exc.summary
+    return f"{exc.summary}: " + "; ".join(str(e) for e in exc.errors)
 
 
 def render_nad(network: Mapping[str, object], *, resource_prefix: str) -> dict[str, object]:
@@ -269,7 +389,8 @@ def render_nad(network: Mapping[str, object], *, resource_prefix: str) -> dict[s
     Shapes: ``metadata`` has name, namespace, exactly the two operator annotations, and
     ``ownerReferences`` = [{apiVersion, kind, name, uid}] only when the NAD is in the network's
     namespace; ``spec.config`` from :func:`render_config`.
-    Raises: InvalidSpec from :func:`render_config`, or when ``spec.resourceName`` is missing.
+    Raises: InvalidSpec (reason ``InvalidNetworkSpec``) from :func:`render_config`, or when
+    ``spec.resourceName`` is missing.
     Source: reference sriov-network-operator.md §2 "NAD metadata".
     """
     own = ref_of(network)
@@ -277,7 +398,11 @@ def render_nad(network: Mapping[str, object], *, resource_prefix: str) -> dict[s
     spec = _mapping(network.get("spec"))
     resource_name = spec.get("resourceName")
     if not isinstance(resource_name, str) or not resource_name:
-        raise errors.InvalidSpec(f"SriovNetwork {own}: spec.resourceName is required; set it")
+        raise errors.InvalidSpec(
+            f"SriovNetwork {own} cannot be rendered",
+            reason=INVALID_SPEC_REASON,
+            errors=[errors.FieldError("spec.resourceName", "is required; set it")],
+        )
     meta: dict[str, object] = {
         "name": where.name,
         "namespace": where.namespace,
@@ -382,7 +507,7 @@ def resolve_source(
     try:
         expected = render_nad(network, resource_prefix=resource_prefix)
     except errors.InvalidSpec as exc:
-        return unresolved(ref, nad_not_ready, f"{label} cannot be rendered: {exc.summary}")
+        return unresolved(ref, nad_not_ready, problem_message(exc))
     where = target(network)
     nad_label = f"source NetworkAttachmentDefinition {where}"
     if nad is None:
