@@ -26,6 +26,22 @@ RAIL_IPAM = {
         '  "range_start": "198.51.100.10",\n  "range_end": "198.51.100.200"\n}'
     ),
 }
+UNRENDERABLE_SPECS: dict[str, tuple[dict[str, Any], str]] = {
+    "ipam-list": ({"ipam": "[]"}, "spec.ipam: expected a JSON object, got a list"),
+    "ipam-string": ({"ipam": '"host-local"'}, "spec.ipam: expected a JSON object, got a string"),
+    "ipam-number": ({"ipam": "5"}, "spec.ipam: expected a JSON object, got a number"),
+    "ipam-null": ({"ipam": "null"}, "spec.ipam: expected a JSON object, got null"),
+    "ipam-true": ({"ipam": "true"}, "spec.ipam: expected a JSON object, got a boolean"),
+    "ipam-adds-a-second-vlan": (
+        {"ipam": '{"type":"host-local","subnet":"10.0.0.0/24"},"vlan":300', "vlan": 100},
+        "spec.ipam: malformed JSON at line 1 column 45 (offset 44): Extra data",
+    ),
+    "ipam-subnet-twice": (
+        {"ipam": '{"type":"host-local","subnet":"10.0.0.0/24","subnet":"10.1.0.0/24"}'},
+        'spec.ipam.subnet: duplicate key "subnet"',
+    ),
+}
+"""Issue 13's SriovNetwork specs that must not become a NAD: spec fields -> start of the problem."""
 UID_A = "aaaaaaaa-0000-4000-8000-00000000000a"
 UID_B = "bbbbbbbb-0000-4000-8000-00000000000b"
 

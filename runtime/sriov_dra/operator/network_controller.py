@@ -8,6 +8,10 @@ Sole writer of source NADs (spec §12.2.3). For one SriovNetwork it:
   namespace, and a same-named NAD that another network's owner marker claims, each as
   ``Ready=False`` with upstream's reason; an unmarked NAD is adopted and overwritten, as upstream
   does;
+* refuses a spec that cannot be rendered (``spec.ipam`` that is not one strict JSON object, ...)
+  as ``Ready=False`` with reason ``InvalidNetworkSpec`` and a message naming the SriovNetwork, the
+  field and the problem, plus a Warning Event of that reason; no NAD is written or deleted then,
+  so an existing one stays exactly as it is;
 * deletes the NADs that carry this network's owner marker anywhere else (after a
   ``networkNamespace`` change) and, when the network is gone or deleting, all of them; a 404 of the
   NAD or its namespace counts as done;
@@ -83,7 +87,12 @@ class NetworkController:
         try:
             expected = sriovnetwork.render_nad(network, resource_prefix=self.config.resource_prefix)
         except errors.InvalidSpec as exc:
-            return self._ready(network, False, _RR.NAD_INVALID, exc.summary, "invalid")
+            # Nothing is written or deleted: an existing NAD stays exactly as it is.
+            message = sriovnetwork.problem_message(exc)
+            log.warning(
+                "network spec invalid", extra={"network": str(ref), "outcome": "invalid", "problem": message}
+            )
+            return self._ready(network, False, exc.reason, message, "invalid", event_reason=exc.reason.value)
         where = sriovnetwork.target(network)
         if self.client.get_or_none(objects.NAMESPACE, where.namespace) is None:
             message = f'target namespace "{where.namespace}" does not exist'
@@ -176,9 +185,11 @@ class NetworkController:
         self,
         network: Mapping[str, Any],
         ok: bool,
-        reason: sriovnetwork.ReadyReason,
+        reason: sriovnetwork.ReadyReason | errors.Reason,
         message: str,
         outcome: str,
+        *,
+        event_reason: str | None = None,
     ) -> Result:
         meta = network.get("metadata") or {}
         desired = conditions.Condition(
@@ -188,7 +199,7 @@ class NetworkController:
             message,
             int(meta.get("generation") or 0),
         )
-        self.writer.set(objects.SRIOV_NETWORK, network, desired)
+        self.writer.set(objects.SRIOV_NETWORK, network, desired, event_reason=event_reason)
         return Result(outcome or "ok", detail="" if ok else f"{reason}: {message}")
 
 

@@ -41,9 +41,19 @@ class StatusWriter:
         self.now = now
         self.recorder = recorder
 
-    def set(self, res: objects.Resource, obj: Mapping[str, Any], desired: conditions.Condition) -> bool:
+    def set(
+        self,
+        res: objects.Resource,
+        obj: Mapping[str, Any],
+        desired: conditions.Condition,
+        *,
+        event_reason: str | None = None,
+    ) -> bool:
         """Apply ``desired`` on ``obj`` when it differs from the stored one; True when written.
 
+        The Event of a write: with ``event_reason``, one Event of that reason (Warning unless the
+        condition is True) for every write, so that each new problem message is seen; without it,
+        ``<Type>Added``/``<Type>Changed`` only when the status changed.
         Raises: :class:`sriov_dra.kube.errors.ApiError` from the apply call.
         """
         stored = conditions.find(obj, desired.type)
@@ -52,7 +62,11 @@ class StatusWriter:
         meta = obj.get("metadata") or {}
         body = conditions.to_api(desired, stored, now=self.now())
         self.client.apply_status(res, str(meta.get("name")), meta.get("namespace"), {"conditions": [body]})
-        if self.recorder is not None and (stored is None or stored.get("status") != desired.status.value):
+        if self.recorder is not None and event_reason is not None:
+            self.recorder.record(
+                res, obj, reason=event_reason, note=desired.message, warning=desired.status != "True"
+            )
+        elif self.recorder is not None and (stored is None or stored.get("status") != desired.status.value):
             change = "Added" if stored is None else "Changed"
             self.recorder.record(
                 res,

@@ -10,7 +10,7 @@ from tests.fakes.objects_api import FakeObjects
 
 from sriov_dra.core import conditions, drapolicy, sriovnetwork
 from sriov_dra.kube import errors as api_errors
-from sriov_dra.kube import objects
+from sriov_dra.kube import events, objects
 from sriov_dra.operator import network_controller, policy_controller, settings, status
 from sriov_dra_rules import errors
 
@@ -53,12 +53,22 @@ def ready_of(api: FakeObjects, ref: sriovnetwork.ObjectRef) -> dict[str, Any]:
     return dict(cond)
 
 
-def test_network_renders_its_nad_once_and_then_writes_nothing(api: FakeObjects) -> None:
+def rail_a_with_its_nad(
+    api: FakeObjects,
+) -> tuple[network_controller.NetworkController, dict[str, Any], dict[str, Any]]:
+    """The controller after it created rail-a-net's NAD, with that NAD and the network."""
     api.put(objects.SRIOV_NETWORK, oo.sriov_network("rail-a-net"))
     ctl = net_controller(api)
     assert ctl.reconcile(RAIL_A).outcome == "created"
-    nad = api.get(objects.NAD, "rail-a-net", oo.TARGET_NS)
-    net = api.get(objects.SRIOV_NETWORK, "rail-a-net", oo.OP_NS)
+    return (
+        ctl,
+        api.get(objects.NAD, "rail-a-net", oo.TARGET_NS),
+        api.get(objects.SRIOV_NETWORK, "rail-a-net", oo.OP_NS),
+    )
+
+
+def test_network_renders_its_nad_once_and_then_writes_nothing(api: FakeObjects) -> None:
+    ctl, nad, net = rail_a_with_its_nad(api)
     assert nad["spec"] == sriovnetwork.render_nad(net, resource_prefix="openshift.io")["spec"]
     assert ready_of(api, RAIL_A) | {"lastTransitionTime": "x"} == {
         "type": "Ready",
@@ -84,8 +94,8 @@ def test_network_renders_its_nad_once_and_then_writes_nothing(api: FakeObjects) 
         ),
         (
             oo.sriov_network("n1", namespace=oo.OP_NS, ipam="{"),
-            "NetworkAttachmentDefinitionInvalid",
-            "invalid CNI JSON",
+            "InvalidNetworkSpec",
+            "SriovNetwork sriov-network-operator/n1 cannot be rendered: spec.ipam: malformed JSON",
         ),
     ],
     ids=["redirect-outside-operator-namespace", "target-namespace-missing", "unrenderable"],
@@ -99,6 +109,43 @@ def test_network_failures_set_ready_false_without_writing_a_nad(
     cond = ready_of(api, ref)
     assert (cond["status"], cond["reason"]) == ("False", reason) and needle in cond["message"]
     assert api.all(objects.NAD) == []
+
+
+def events_of(api: FakeObjects) -> list[tuple[str, str, str]]:
+    return [(e["type"], e["reason"], e["note"]) for e in api.all(objects.EVENT)]
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"), list(oo.UNRENDERABLE_SPECS.values()), ids=list(oo.UNRENDERABLE_SPECS)
+)
+def test_invalid_spec_writes_no_nad_and_reports_invalid_network_spec_with_a_warning(
+    api: FakeObjects, spec: dict[str, Any], problem: str
+) -> None:
+    api.put(objects.SRIOV_NETWORK, oo.sriov_network("rail-a-net", **spec))
+    recorder = events.Recorder(api, controller="sriov-dra-operator", instance="t")  # type: ignore[arg-type]
+    writer = status.StatusWriter(api, now=lambda: "2026-01-01T00:00:00Z", recorder=recorder)  # type: ignore[arg-type]
+    ctl = network_controller.NetworkController(api, CONFIG, writer, marked(api))  # type: ignore[arg-type]
+    assert ctl.reconcile(RAIL_A).outcome == "invalid"
+    assert api.all(objects.NAD) == []
+    cond = ready_of(api, RAIL_A)
+    assert (cond["status"], cond["reason"]) == ("False", "InvalidNetworkSpec")
+    assert cond["message"].startswith(f"SriovNetwork {RAIL_A} cannot be rendered: {problem}")
+    assert events_of(api) == [("Warning", "InvalidNetworkSpec", cond["message"])]
+    ctl.reconcile(RAIL_A)  # unchanged problem: no second condition write, no second Event
+    assert len(events_of(api)) == 1
+
+
+def test_invalid_spec_leaves_an_existing_nad_exactly_as_it_is(api: FakeObjects) -> None:
+    ctl, before, net = rail_a_with_its_nad(api)
+    net["spec"]["ipam"] = "[]"
+    net["metadata"]["generation"] = 2
+    api.put(objects.SRIOV_NETWORK, net)
+    writes = len(api.writes)
+    assert ctl.reconcile(RAIL_A).outcome == "invalid"
+    assert api.get(objects.NAD, "rail-a-net", oo.TARGET_NS) == before
+    assert [w for w in api.writes[writes:] if w[1] == objects.NAD.plural] == []
+    cond = ready_of(api, RAIL_A)
+    assert (cond["status"], cond["reason"], cond["observedGeneration"]) == ("False", "InvalidNetworkSpec", 2)
 
 
 def test_nad_claimed_by_another_network_is_not_touched(api: FakeObjects) -> None:
