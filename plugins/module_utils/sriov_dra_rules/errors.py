@@ -49,6 +49,7 @@ class Reason(enum.StrEnum):
     MANUAL_SELECTION_CONFLICTS_WITH_MANAGED_TEMPLATE = "ManualSelectionConflictsWithManagedTemplate"
     OWNERSHIP_CONFLICT = "OwnershipConflict"
     ANNOTATION_TOO_LARGE = "AnnotationTooLarge"
+    INVALID_NETWORK_STATUS = "InvalidNetworkStatus"
     # Lifecycle (spec §6.3, §8).
     CLAIM_RELEASE_IN_PROGRESS = "ClaimReleaseInProgress"
     SHADOW_DELETION_PENDING = "ShadowDeletionPending"

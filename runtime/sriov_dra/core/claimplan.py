@@ -276,7 +276,9 @@ def merged_status_devices(
 
     Every entry of another driver is kept as it is, in place; this driver's entries whose key
     is in ``ours`` are replaced in place, the others dropped, and new ones appended in ``ours``
-    order (an empty ``ours`` removes them all). Returns ``None``
+    order (an empty ``ours`` removes them all). A replaced entry keeps its ``networkData`` when
+    ``ours`` has none (the repair worker fills it from network-status, ``core.networkdata``; a
+    repeated prepare must not erase it). Returns ``None``
     when the result equals ``existing`` (nothing to write).
 
     Shapes: ``existing`` is the claim's ``status.devices`` (absent/None = empty; null-valued
@@ -302,7 +304,10 @@ def merged_status_devices(
         if entry.get("driver") != driver_name:
             result.append(entry)
         elif _key(entry) in wanted:
-            result.append(wanted.pop(_key(entry)))
+            replacement = wanted.pop(_key(entry))
+            if "networkData" in entry and "networkData" not in replacement:
+                replacement["networkData"] = entry["networkData"]
+            result.append(replacement)
     result.extend(wanted.values())
     if result == current:
         return None

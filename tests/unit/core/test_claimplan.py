@@ -230,3 +230,29 @@ def test_status_upsert_property_others_kept_in_order_and_second_run_is_a_no_op(
     own = sorted((e for e in after if e["driver"] == fx.DRIVER), key=lambda e: (e["pool"], e["device"]))
     assert own == sorted(ours, key=lambda e: (e["pool"], e["device"]))
     assert claimplan.merged_status_devices(after, ours, driver_name=fx.DRIVER) is None
+
+
+ND = {"interfaceName": "dra0", "ips": ["192.0.2.5/24"], "hardwareAddress": "02:00:00:00:00:01"}
+
+
+@pytest.mark.parametrize(
+    ("existing", "ours", "expected"),
+    [
+        ([{**OURS_A, "networkData": ND}], [OURS_A], None),
+        (
+            [GPU_0, {**OURS_A, "data": {}, "networkData": ND}],
+            [OURS_A],
+            [GPU_0, {**OURS_A, "networkData": ND}],
+        ),
+        ([{**OURS_A, "networkData": ND}, GPU_0], [], [GPU_0]),
+    ],
+    ids=[
+        "repeated-prepare-writes-nothing",
+        "changed-data-keeps-network-data",
+        "release-removes-it-with-the-entry",
+    ],
+)
+def test_status_devices_upsert_keeps_network_data_until_the_entry_goes(
+    existing: list[dict[str, Any]], ours: list[dict[str, Any]], expected: list[dict[str, Any]] | None
+) -> None:
+    assert claimplan.merged_status_devices(existing, ours, driver_name=fx.DRIVER) == expected

@@ -1,0 +1,419 @@
+"""``status.devices[].networkData`` of managed VFs, read from Multus's ``network-status`` (issue 17).
+
+Owns three pure steps the plugin runs once Multus has reported a Pod's networks:
+
+1. :func:`decode_network_status`: the strict reader of the Pod annotation
+   ``k8s.v1.cni.cncf.io/network-status`` (a JSON list of objects with ``name``, ``interface``,
+   ``ips``, ``mac``, ...). Duplicate keys, non-JSON and wrong types of the fields read here are a
+   typed error naming the entry and the field; unknown fields are ignored.
+2. :func:`correlate`: each managed VF (an :class:`Attachment`: the shadow NAD and interface the
+   checkpoint records for that device) is matched to the one entry whose ``name`` is
+   ``<namespace>/<shadow name>`` and whose ``interface`` is the recorded one, never by position
+   or by guessing. The result per device is its :class:`NetworkData`, "not reported" (no entry:
+   the interface is not attached now), or a problem (the entry cannot be used as it is).
+3. :func:`merged_network_data`: the claim's ``status.devices`` with ``networkData`` set on this
+   driver's entries (only entries that exist: the prepare writes them), others untouched, and
+   ``None`` when nothing changes (no write).
+
+Addresses: ``networkData.ips`` must be canonical interface CIDRs (``192.0.2.5/24``). Multus
+reports plain IPs (its ``CreateNetworkStatuses`` keeps no prefix), so the prefix comes from the
+shadow's frozen IPAM configuration (:func:`ipam_subnets`: host-local ``subnet``/``ranges``,
+whereabouts ``range``/``ipRanges``, static ``addresses``): the longest configured subnet that
+contains the address. An address that no configured subnet contains (DHCP, an IPAM that does not
+name its subnet) is left out of ``ips`` and reported in :attr:`DeviceResult.unprefixed`; a
+prefix is never invented. An address that already has a prefix is kept with it, in canonical
+form.
+
+Limits kept (Kubernetes 1.36 ``validateNetworkDeviceData``): at most 16 IPs, each
+``IsValidInterfaceAddress`` (canonical CIDR form, no duplicates), ``interfaceName`` at most 256
+bytes, ``hardwareAddress`` at most 128 bytes. Data that would break one is a problem for that
+device, whose entry then stays as it is; nothing is truncated.
+
+It must never do I/O, read a clock, or import anything but the standard library,
+``sriov_dra.core`` and ``sriov_dra_rules``. The claim write itself is diagnostic (spec §6.4): a
+caller never fails a prepare on anything here.
+
+Source: spec §6.4 ("ordinary status.devices reporting ... for diagnostics"), §14.4; reference
+``multus.md`` §5.6; ``dra-protocol.md`` (``status.devices`` shapes); kubernetes v1.36.3
+``pkg/apis/resource/validation/validation.go`` and apimachinery ``util/validation/ip.go``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, TypeAlias
+
+from sriov_dra_rules import errors, names, strictjson
+
+MAX_IPS: Final = 16
+"""``NetworkDeviceDataMaxIPs``: entries ``networkData.ips`` may hold."""
+INTERFACE_NAME_MAX_BYTES: Final = 256
+"""``NetworkDeviceDataInterfaceNameMaxLength`` (bytes)."""
+HARDWARE_ADDRESS_MAX_BYTES: Final = 128
+"""``NetworkDeviceDataHardwareAddressMaxLength`` (bytes)."""
+
+ANNOTATION_PATH: Final = strictjson.key_path("metadata.annotations", names.NETWORK_STATUS_ANNOTATION)
+"""Field path of the annotation in error messages."""
+
+Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
+DeviceKey: TypeAlias = tuple[str, str]
+"""``(pool, device)`` of one VF of this driver."""
+
+
+@dataclass(frozen=True)
+class StatusEntry:
+    """The fields of one network-status entry this module reads.
+
+    Shapes: ``name`` ``<namespace>/<NAD name>`` for NADs (Multus); ``interface`` ``""`` when the
+    entry has none; ``ips`` as reported (plain IPs, or CIDRs from another writer); ``mac`` ``""``
+    when absent. ``index`` is the entry's position in the annotation (for messages).
+    """
+
+    index: int
+    name: str
+    interface: str
+    ips: tuple[str, ...]
+    mac: str
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """One managed VF as the checkpoint records it: its device, shadow NAD and interface.
+
+    Shapes: ``network`` ``<shadow namespace>/<shadow name>`` (what Multus names it in
+    network-status); ``interface`` the Pod interface (``dra0``); ``subnets`` from
+    :func:`ipam_subnets` of the shadow's frozen config, in configuration order.
+    """
+
+    pool: str
+    device: str
+    network: str
+    interface: str
+    subnets: tuple[Network, ...] = ()
+
+    @property
+    def key(self) -> DeviceKey:
+        """``(pool, device)``."""
+        return (self.pool, self.device)
+
+
+@dataclass(frozen=True)
+class NetworkData:
+    """The ``networkData`` of one device: interface in the Pod, canonical CIDRs, MAC.
+
+    Shapes: ``ips`` canonical, unique, at most :data:`MAX_IPS`; ``hardware_address`` as Multus
+    reported it (``""``: none).
+    """
+
+    interface_name: str
+    ips: tuple[str, ...]
+    hardware_address: str
+
+    def to_json(self) -> dict[str, object]:
+        """The API object; empty fields left out (the server omits them too)."""
+        out: dict[str, object] = {"interfaceName": self.interface_name}
+        if self.ips:
+            out["ips"] = list(self.ips)
+        if self.hardware_address:
+            out["hardwareAddress"] = self.hardware_address
+        return out
+
+
+@dataclass(frozen=True)
+class DeviceResult:
+    """What network-status says about one device.
+
+    Exactly one of: ``data`` set (reported); ``problem`` set (the entry cannot be used: the
+    claim entry is left as it is); neither (no entry: not attached now, any old ``networkData``
+    goes). ``unprefixed`` lists reported addresses left out of ``data.ips`` because no configured
+    subnet contains them.
+    """
+
+    data: NetworkData | None = None
+    problem: errors.FieldError | None = None
+    unprefixed: tuple[str, ...] = field(default=())
+
+
+# --- 1. the annotation ----------------------------------------------------------------------------
+
+
+def decode_network_status(text: str | None, *, pod: str = "Pod") -> tuple[StatusEntry, ...]:
+    """Strictly decode the network-status annotation value (absent: no entries).
+
+    ``pod`` names the Pod in messages (``Pod ns/name``).
+    Shapes: entries in annotation order.
+    Raises: InvalidSpec (reason ``InvalidNetworkStatus``) with one FieldError per problem: text
+    that is not strict JSON (duplicate keys included), a root that is not a list, an entry that
+    is not an object, a ``name`` that is not a non-empty string, an ``interface`` or ``mac`` that
+    is not a string, ``ips`` that is not a list of strings.
+    Source: reference ``multus.md`` §5.6 (entry fields).
+    """
+    if text is None:
+        return ()
+    message = f"{pod}: annotation {names.NETWORK_STATUS_ANNOTATION} cannot be read; claim networkData is left as it is"
+    try:
+        value = strictjson.decode(text, path=ANNOTATION_PATH)
+    except errors.InvalidSpec as exc:
+        raise errors.InvalidSpec(
+            message, reason=errors.Reason.INVALID_NETWORK_STATUS, errors=exc.errors
+        ) from None
+    if not isinstance(value, list):
+        raise errors.InvalidSpec(
+            message,
+            reason=errors.Reason.INVALID_NETWORK_STATUS,
+            errors=[errors.FieldError(ANNOTATION_PATH, f"must be a JSON list, got {strictjson.kind(value)}")],
+        )
+    problems: list[errors.FieldError] = []
+    entries: list[StatusEntry] = []
+    for index, item in enumerate(value):
+        path = strictjson.index_path(ANNOTATION_PATH, index)
+        if not isinstance(item, dict):
+            problems.append(errors.FieldError(path, f"must be a JSON object, got {strictjson.kind(item)}"))
+            continue
+        entry = _entry(index, item, path, problems)
+        if entry is not None:
+            entries.append(entry)
+    errors.raise_if_any(problems, message, reason=errors.Reason.INVALID_NETWORK_STATUS)
+    return tuple(entries)
+
+
+def _text(
+    item: Mapping[str, strictjson.JsonValue], key: str, path: str, problems: list[errors.FieldError]
+) -> str | None:
+    """``item[key]`` when it is a string, ``""`` when absent; a problem (and None) otherwise."""
+    raw = item.get(key)
+    if isinstance(raw, str) or raw is None:
+        return raw or ""
+    problems.append(errors.FieldError(f"{path}.{key}", f"must be a string, got {strictjson.kind(raw)}"))
+    return None
+
+
+def _entry(
+    index: int, item: Mapping[str, strictjson.JsonValue], path: str, problems: list[errors.FieldError]
+) -> StatusEntry | None:
+    found = len(problems)
+    name, interface, mac = (_text(item, key, path, problems) for key in ("name", "interface", "mac"))
+    if name == "":
+        problems.append(errors.FieldError(f"{path}.name", "must be a non-empty string (the network's name)"))
+    raw_ips = item.get("ips")
+    ips = raw_ips if isinstance(raw_ips, list) else []
+    if raw_ips is not None and not isinstance(raw_ips, list):
+        problems.append(
+            errors.FieldError(f"{path}.ips", f"must be a list of strings, got {strictjson.kind(raw_ips)}")
+        )
+    for i, ip in enumerate(ips):
+        if not isinstance(ip, str):
+            problems.append(
+                errors.FieldError(f"{path}.ips[{i}]", f"must be a string, got {strictjson.kind(ip)}")
+            )
+    if len(problems) > found or name is None or interface is None or mac is None:
+        return None
+    return StatusEntry(index, name, interface, tuple(str(ip) for ip in ips), mac)
+
+
+# --- 2. addresses and correlation ---------------------------------------------------------------
+
+
+def ipam_subnets(rendered_config: str) -> tuple[Network, ...]:
+    """The subnets the shadow's IPAM configuration names, in configuration order, unique.
+
+    Reads every ``ipam`` object (the root's and each ``plugins[]`` entry's): host-local
+    ``subnet`` and ``ranges[][].subnet``, whereabouts ``range`` (``CIDR`` or ``start-end/len``)
+    and ``ipRanges[].range``, static ``addresses[].address``. Values that are not subnets are
+    skipped (this is a prefix lookup, not a validation of the config, which the render did).
+    Shapes: ``rendered_config`` the frozen CNI JSON text; text that does not decode gives ``()``.
+    """
+    try:
+        doc = strictjson.decode(rendered_config)
+    except errors.InvalidSpec:
+        return ()
+    if not isinstance(doc, dict):
+        return ()
+    ipams = [doc.get("ipam")]
+    plugins = doc.get("plugins")
+    if isinstance(plugins, list):
+        ipams.extend(p.get("ipam") for p in plugins if isinstance(p, dict))
+    texts: list[object] = []
+    for ipam in ipams:
+        if not isinstance(ipam, dict):
+            continue
+        texts.append(ipam.get("subnet"))
+        texts.append(ipam.get("range"))
+        for rng in _dicts(ipam.get("ipRanges")):
+            texts.append(rng.get("range"))
+        ranges = ipam.get("ranges")
+        for ranges_set in ranges if isinstance(ranges, list) else []:
+            texts.extend(r.get("subnet") for r in _dicts(ranges_set))
+        texts.extend(a.get("address") for a in _dicts(ipam.get("addresses")))
+    out: list[Network] = []
+    for text in texts:
+        net = _subnet(text)
+        if net is not None and net not in out:
+            out.append(net)
+    return tuple(out)
+
+
+def _dicts(value: object) -> list[dict[str, strictjson.JsonValue]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _subnet(text: object) -> Network | None:
+    """``10.0.0.0/24`` from ``10.0.0.0/24``, ``10.0.0.9/24`` or whereabouts ``10.0.0.5-10.0.0.9/24``."""
+    if not isinstance(text, str) or "/" not in text:
+        return None
+    if "-" in text:
+        start, _, rest = text.partition("-")
+        text = f"{start}/{rest.rpartition('/')[2]}"
+    try:
+        return ipaddress.ip_network(text.strip(), strict=False)
+    except ValueError:
+        return None
+
+
+def _canonical(text: str, subnets: Sequence[Network]) -> tuple[str | None, str | None]:
+    """``(cidr, None)``, ``(None, None)`` when no subnet gives a prefix, or ``(None, problem)``."""
+    if "%" in text:
+        return None, f"{text!r} carries an IPv6 zone, which a CIDR cannot hold"
+    try:
+        iface = ipaddress.ip_interface(text) if "/" in text else None
+        addr = iface.ip if iface is not None else ipaddress.ip_address(text)
+    except ValueError:
+        return None, f"{text!r} is not an IP address or an address in CIDR form"
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return None, f"{text!r} is an IPv4-mapped IPv6 address; report the IPv4 address instead"
+    if iface is not None:
+        return f"{iface.ip}/{iface.network.prefixlen}", None
+    containing = [n for n in subnets if n.version == addr.version and addr in n]
+    if not containing:
+        return None, None
+    best = max(containing, key=lambda n: n.prefixlen)
+    return f"{addr}/{best.prefixlen}", None
+
+
+def _data(attachment: Attachment, entry: StatusEntry) -> DeviceResult:
+    path = strictjson.index_path(ANNOTATION_PATH, entry.index)
+    ips: list[str] = []
+    unprefixed: list[str] = []
+    for i, text in enumerate(entry.ips):
+        cidr, problem = _canonical(text, attachment.subnets)
+        if problem is not None:
+            return DeviceResult(problem=errors.FieldError(f"{path}.ips[{i}]", problem))
+        if cidr is None:
+            unprefixed.append(text)
+        elif cidr not in ips:
+            ips.append(cidr)
+    if len(ips) > MAX_IPS:
+        return DeviceResult(
+            problem=errors.FieldError(
+                f"{path}.ips",
+                f"holds {len(ips)} addresses; networkData.ips takes at most {MAX_IPS} (Kubernetes limit)",
+            )
+        )
+    if len(entry.mac.encode("utf-8", "surrogatepass")) > HARDWARE_ADDRESS_MAX_BYTES:
+        return DeviceResult(
+            problem=errors.FieldError(
+                f"{path}.mac",
+                f"is longer than the {HARDWARE_ADDRESS_MAX_BYTES} bytes networkData.hardwareAddress takes",
+            )
+        )
+    if len(attachment.interface.encode("utf-8", "surrogatepass")) > INTERFACE_NAME_MAX_BYTES:
+        return DeviceResult(
+            problem=errors.FieldError(
+                f"{path}.interface",
+                f"is longer than the {INTERFACE_NAME_MAX_BYTES} bytes networkData.interfaceName takes",
+            )
+        )
+    return DeviceResult(
+        data=NetworkData(attachment.interface, tuple(ips), entry.mac), unprefixed=tuple(unprefixed)
+    )
+
+
+def correlate(
+    entries: Sequence[StatusEntry], attachments: Sequence[Attachment]
+) -> dict[DeviceKey, DeviceResult]:
+    """What network-status says about each attachment, keyed by ``(pool, device)``.
+
+    An attachment matches the entries with ``name == attachment.network`` and ``interface ==
+    attachment.interface``: none → not reported; one → its data (or a problem for an unusable
+    address, too many addresses or a too-long MAC); several → a problem (ambiguous).
+    Raises: ContractViolation when two attachments share a device key.
+    """
+    out: dict[DeviceKey, DeviceResult] = {}
+    for attachment in attachments:
+        if attachment.key in out:
+            raise errors.ContractViolation(f"device {attachment.pool}/{attachment.device} is attached twice")
+        found = [e for e in entries if e.name == attachment.network and e.interface == attachment.interface]
+        if not found:
+            out[attachment.key] = DeviceResult()
+        elif len(found) > 1:
+            out[attachment.key] = DeviceResult(
+                problem=errors.FieldError(
+                    ANNOTATION_PATH,
+                    f"entries {[e.index for e in found]} all report {attachment.network} on "
+                    f"{attachment.interface}; which one is current is not known",
+                )
+            )
+        else:
+            out[attachment.key] = _data(attachment, found[0])
+    return out
+
+
+def network_data_for(
+    text: str | None, attachments: Sequence[Attachment], *, pod: str = "Pod"
+) -> dict[DeviceKey, DeviceResult]:
+    """:func:`decode_network_status` then :func:`correlate`.
+
+    Raises: InvalidSpec (``InvalidNetworkStatus``) for an unreadable annotation;
+    ContractViolation for attachments sharing a device.
+    """
+    return correlate(decode_network_status(text, pod=pod), attachments)
+
+
+# --- 3. the claim status ------------------------------------------------------------------------
+
+
+def _without_nulls(value: object) -> object:
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def merged_network_data(
+    existing: object, results: Mapping[DeviceKey, DeviceResult], *, driver_name: str
+) -> list[dict[str, object]] | None:
+    """``status.devices`` with this driver's ``networkData`` set from ``results``, or ``None``.
+
+    Only entries that exist are changed (``driver`` = ``driver_name``, no ``shareID``, device in
+    ``results``): reported → ``networkData`` set; not reported → ``networkData`` removed; a
+    problem → left as it is. Every other entry, another driver's above all, is kept exactly as
+    read, in place; no entry is added or removed. Returns ``None`` when the result equals
+    ``existing`` (nothing to write), and when ``existing`` is not a list of objects (nothing of
+    ours to fill; a list that cannot be read is not rewritten).
+    Source: ``core.claimplan.merged_status_devices`` (the same keys and no-change rule).
+    """
+    if not isinstance(existing, list) or not all(isinstance(e, Mapping) for e in existing):
+        return None
+    changed = False
+    out: list[dict[str, object]] = []
+    for entry in existing:
+        entry = dict(entry)
+        if entry.get("driver") != driver_name or entry.get("shareID"):
+            out.append(entry)
+            continue
+        result = results.get((str(entry.get("pool")), str(entry.get("device"))))
+        if result is None or result.problem is not None:
+            out.append(entry)
+            continue
+        updated = {k: v for k, v in entry.items() if k != "networkData"}
+        if result.data is not None:
+            updated["networkData"] = result.data.to_json()
+        if _without_nulls(updated) != _without_nulls(entry):
+            changed = True
+            out.append(updated)
+        else:
+            out.append(entry)
+    return out if changed else None
