@@ -197,7 +197,7 @@ def decode_allocation_configs(
         if opaque.get("driver") != driver_name:
             continue
         source_raw = entry.get("source")
-        if source_raw not in {s.value for s in ConfigSource}:
+        if not isinstance(source_raw, str) or source_raw not in {s.value for s in ConfigSource}:
             problems.append(
                 errors.FieldError(f"{where}.source", f"{source_raw!r} is not FromClass or FromClaim")
             )

@@ -339,3 +339,15 @@ def test_json_text_that_a_strict_decoder_refuses_is_invalid_vf_config(raw: objec
     assert exc.value.reason is errors.Reason.INVALID_VF_CONFIG
     assert [e.path for e in exc.value.errors] == ["parameters"]
     assert mentions in str(exc.value)
+
+
+@pytest.mark.parametrize("source", [["FromClaim"], {"FromClaim": 1}, 1, None], ids=repr)
+def test_allocation_config_source_that_is_not_a_string_is_an_invalid_vf_config_naming_the_field(
+    source: object,
+) -> None:
+    """Found by the totality property: a list or object ``source`` raised ``TypeError: unhashable``."""
+    bad = entry("FromClaim", ["nic"], netAttachDefName="a") | {"source": source}
+    with pytest.raises(errors.InvalidSpec) as info:
+        vfconfig.decode_allocation_configs([bad])
+    assert info.value.reason is errors.Reason.INVALID_VF_CONFIG
+    assert [e.path for e in info.value.errors] == ["status.allocation.devices.config[0].source"]
