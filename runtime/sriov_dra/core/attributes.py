@@ -216,7 +216,14 @@ def parse_attribute_value(raw: object, path: str) -> tuple[AttributeValue | None
     if not isinstance(value, str):
         return None, [errors.FieldError(where, f"expected a string, got {_kind(value)}")]
     problems: list[errors.FieldError] = []
-    size = len(value.encode("utf-8"))
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:  # a JSON "\ud800" escape: the API server could never store it
+        return None, [
+            errors.FieldError(
+                where, "contains a lone UTF-16 surrogate, which has no UTF-8 form; use valid characters"
+            )
+        ]
     if size > MAX_VALUE_BYTES:
         problems.append(
             errors.FieldError(

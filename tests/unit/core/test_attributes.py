@@ -299,3 +299,11 @@ def test_reference_attributes_omit_a_pod_namespace() -> None:
         NAME_KEY: attributes.string_value("n"),
         NS_KEY: attributes.string_value("infra"),
     }
+
+
+@pytest.mark.parametrize("member", ["string", "version"])
+def test_attribute_string_with_a_lone_surrogate_is_a_problem_not_a_crash(member: str) -> None:
+    """Found by the totality property: ``{"string": "\\ud800"}`` raised ``UnicodeEncodeError``."""
+    value, problems = attributes.parse_attribute_value({member: "net-\ud800"}, "v")
+    assert value is None
+    assert [p.path for p in problems] == [f"v.{member}"] and "surrogate" in problems[0].message
