@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from sriov_dra.host import strictyaml
 from sriov_dra.kube import apply, health
 from sriov_dra.kube import client as kube_client
 from sriov_dra.lab import binaries, pki
@@ -267,7 +268,7 @@ class ControlPlane:
         return self._logs / "audit.log"
 
     def _install_nad_crd(self) -> None:
-        crd = yaml.safe_load(NAD_CRD.read_text())
+        crd = strictyaml.read(NAD_CRD)
         with self.api() as api:
             apply.apply_objects(api, [crd])
             apply.wait_crds_established(api, [crd["metadata"]["name"]])

@@ -30,6 +30,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from sriov_dra.host import strictyaml
 from sriov_dra.kube import apply
 from sriov_dra.lab import binaries, processes
 
@@ -62,7 +63,7 @@ def cluster_role(name: str, rules: Sequence[Mapping[str, Any]]) -> dict[str, Any
 
 def guard_cluster_role() -> dict[str, Any]:
     """The shipped ``sriov-dra-guard`` ClusterRole."""
-    doc = yaml.safe_load(GUARD_CLUSTER_ROLE.read_text())
+    doc = strictyaml.read(GUARD_CLUSTER_ROLE)
     assert isinstance(doc, dict)
     return doc
 
@@ -132,7 +133,7 @@ def request_token(api: client.ApiClient, *, namespace: str, name: str, expiratio
 
 def install_whereabouts_crds(api: client.ApiClient) -> None:
     """Install the lab's whereabouts CRDs and wait until they are established."""
-    docs = [d for d in yaml.safe_load_all(WHEREABOUTS_CRDS.read_text()) if d]
+    docs = [d for d in strictyaml.read_all(WHEREABOUTS_CRDS) if d]
     apply.apply_objects(api, docs)
     apply.wait_crds_established(api, [d["metadata"]["name"] for d in docs])
 

@@ -41,6 +41,7 @@ from typing import Any, Final
 import yaml
 from kubernetes import client
 
+from sriov_dra.host import strictyaml
 from sriov_dra.kube import apply
 from sriov_dra.lab import (
     binaries,
@@ -120,12 +121,15 @@ class NodeStack:
 
 
 def load_manifests(*paths: Path) -> list[dict[str, Any]]:
-    """Every YAML document of ``paths`` (files, or directories of ``*.yaml``), in order."""
+    """Every YAML document of ``paths`` (files, or directories of ``*.yaml``), in order.
+
+    Raises: InvalidSpec when a file is not strict YAML (:mod:`sriov_dra.host.strictyaml`).
+    """
     docs: list[dict[str, Any]] = []
     for path in paths:
         files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
         for file in files:
-            docs.extend(d for d in yaml.safe_load_all(file.read_text()) if isinstance(d, dict))
+            docs.extend(d for d in strictyaml.read_all(file) if isinstance(d, dict))
     return docs
 
 

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from kubernetes import client
 
+from sriov_dra.host import strictyaml
 from sriov_dra.kube import apply, objects
 from sriov_dra.kube import errors as kube_errors
 
@@ -52,14 +52,15 @@ def load(path: Path, substitutions: Mapping[str, str] | None = None) -> list[dic
     """The documents of ``path`` after the caller's literal text ``substitutions``.
 
     Raises: ``ValueError`` when a substitution's text does not occur in the file (a stale
-    substitution must not silently do nothing).
+    substitution must not silently do nothing); InvalidSpec when the result is not strict YAML
+    (a repeated key is named with its path, see :mod:`sriov_dra.host.strictyaml`).
     """
     text = path.read_text()
     for old, new in (substitutions or {}).items():
         if old not in text:
             raise ValueError(f"substitution {old!r} does not occur in {path}")
         text = text.replace(old, new)
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    return [d for d in strictyaml.load_all(text, source=str(path)) if isinstance(d, dict)]
 
 
 def apply_docs(api: client.ApiClient, docs: Iterable[Mapping[str, Any]], *, timeout_s: float = 60.0) -> None:

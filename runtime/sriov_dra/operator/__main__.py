@@ -18,9 +18,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
 from sriov_dra.core import nodepolicy, sriovnetwork
+from sriov_dra.host import strictyaml
 from sriov_dra.kube import client as kube_client
 from sriov_dra.operator import app, logs, settings
 from sriov_dra_rules import errors
@@ -86,7 +85,8 @@ def load_nic_ids(path: str) -> tuple[nodepolicy.NicId, ...]:
 
     ``path`` is a YAML/JSON file (a mapping, or a whole ConfigMap manifest) or a mounted
     ConfigMap directory (one file per key; Kubernetes' ``..data`` bookkeeping entries skipped).
-    Raises: InvalidSpec when an entry is malformed.
+    Raises: InvalidSpec when the file is not strict YAML (a repeated key is named with its path
+    and lines) or an entry is malformed; OSError when it cannot be read.
     """
     if not path:
         return ()
@@ -98,7 +98,7 @@ def load_nic_ids(path: str) -> tuple[nodepolicy.NicId, ...]:
             if not p.name.startswith(".") and p.is_file()
         }
         return nodepolicy.parse_nic_ids(entries)
-    data = yaml.safe_load(where.read_text())
+    data = strictyaml.read(where)
     if not isinstance(data, dict):
         raise errors.InvalidSpec(f"{path}: expected a mapping of name to '<vendor> <pf id> <vf id>'")
     if isinstance(data.get("data"), dict):  # a whole ConfigMap manifest
