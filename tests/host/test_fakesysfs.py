@@ -46,6 +46,44 @@ def test_relative_symlinks_like_the_kernel(tmp_path: Path, link: str, target: st
     assert (tmp_path / link).exists()
 
 
+VMBUS_DIR = "sys/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/5d2a1f4e-0001-4d2c-9a1b-6c3e8f7a9b01"
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [
+        ("sys/bus/pci/devices/0001:00:00.0", f"../../../{VMBUS_DIR[4:]}/pci0001:00/0001:00:00.0"),
+        ("sys/bus/pci/devices/0001:00:00.2", f"../../../{VMBUS_DIR[4:]}/pci0001:00/0001:00:00.2"),
+        (f"{VMBUS_DIR}/pci0001:00/0001:00:00.0/virtfn1", "../0001:00:00.2"),
+        ("sys/class/net/enP1s0f0", f"../../{VMBUS_DIR[4:]}/pci0001:00/0001:00:00.0/net/enP1s0f0"),
+    ],
+    ids=[
+        "bus-link-of-pf-under-vmbus",
+        "bus-link-of-vf-under-vmbus",
+        "virtfn-sibling-under-vmbus",
+        "class-net-link",
+    ],
+)
+def test_vmbus_pf_is_laid_out_like_a_hyperv_guest(tmp_path: Path, link: str, target: str) -> None:
+    fakesysfs.build(tmp_path, [fakesysfs.vmbus_pf(2)])
+    assert os.readlink(tmp_path / link) == target
+    assert (tmp_path / link).exists()
+
+
+@pytest.mark.parametrize(
+    ("numa_node", "content"),
+    [(-1, "-1\n"), (3, "3\n"), (None, None)],
+    ids=["kernel-no-affinity-written-as-minus-one", "node-written", "no-file-when-none"],
+)
+def test_numa_node_file_as_the_kernel_writes_it(
+    tmp_path: Path, numa_node: int | None, content: str | None
+) -> None:
+    fakesysfs.build(tmp_path, [fakesysfs.vmbus_pf(1, numa_node=numa_node)])
+    for bdf in ("0001:00:00.0", "0001:00:00.1"):
+        path = tmp_path / "sys/bus/pci/devices" / bdf / "numa_node"
+        assert (path.read_text() if path.exists() else None) == content
+
+
 @pytest.mark.parametrize(
     ("path", "content"),
     [

@@ -4,7 +4,10 @@ The plugin never imports this module in production. It builds, under any directo
 ``/sys`` that :mod:`sriov_dra.host.sysfs` reads, laid out as the kernel lays it out:
 
 - ``sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0/`` — root complex, bridges, the PF; its VFs
-  are siblings of the PF (same parent bridge), as on real hardware;
+  are siblings of the PF (same parent bridge), as on real hardware; the root bus may sit below
+  other device directories (``FakePf.ancestors``), as a Hyper-V/VMBus host bridge does
+  (:func:`vmbus_pf`), and a PF may have no bridge at all;
+- ``numa_node`` as the kernel writes it, ``-1`` (no affinity) included, or no file at all;
 - ``sys/bus/pci/devices/<bdf>`` relative symlinks into ``sys/devices``;
 - per function ``vendor``, ``device``, ``class``, ``numa_node``, ``driver_override``, ``driver``
   (symlink to ``sys/bus/pci/drivers/<name>``), ``iommu_group``; per PF ``sriov_totalvfs``,
@@ -67,8 +70,11 @@ class FakeVf:
 class FakePf:
     """One SR-IOV PF to create, under ``pcie_root`` and the chain of ``bridges``.
 
-    Shapes: ``bridges`` lists bridge BDFs from the root port down; VF addresses follow the
-    SR-IOV routing-ID rule (PF RID + ``first_vf_offset`` + index × ``vf_stride``).
+    Shapes: ``ancestors`` lists the device directories between ``sys/devices`` and the root bus
+    (empty: the root bus is ``sys/devices/<pcie_root>``, the plain layout); ``bridges`` lists
+    bridge BDFs from the root port down (may be empty); ``numa_node`` is the ``numa_node`` file's
+    number (``-1``: the kernel's "no affinity"; None: no file); VF addresses follow the SR-IOV
+    routing-ID rule (PF RID + ``first_vf_offset`` + index × ``vf_stride``).
     """
 
     bdf: str
@@ -87,6 +93,7 @@ class FakePf:
     vfs: tuple[FakeVf, ...] = ()
     first_vf_offset: int = 16
     vf_stride: int = 1
+    ancestors: tuple[str, ...] = ()
 
 
 def vf_address(pf_bdf: str, index: int, *, offset: int = 16, stride: int = 1) -> identities.PciAddress:
@@ -138,6 +145,34 @@ def two_root_pfs(
             numa_node=1,
             vfs=second,
         ),
+    )
+
+
+VMBUS_ANCESTORS = ("LNXSYSTM:00", "LNXSYBUS:00", "ACPI0004:00", "VMBUS:00")
+"""ACPI and VMBus device directories above the PCI host bridges of a Hyper-V guest (one per device)."""
+
+
+def vmbus_pf(vfs: int = 2, *, numa_node: int | None = 0) -> FakePf:
+    """A PF passed through by Hyper-V: its root bus under VMBus, no bridge, domain ``0001``.
+
+    Shapes: PF ``0001:00:00.0`` (``enP1s0f0``, Mellanox ConnectX-style IDs) at
+    ``sys/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/<guid>/pci0001:00/0001:00:00.0``,
+    the layout of ``hv_pci`` (one host bridge per device instance GUID, the PCI domain taken
+    from the GUID's second group); its VFs are siblings of the PF under ``pci0001:00``.
+    """
+    return FakePf(
+        bdf="0001:00:00.0",
+        ifname="enP1s0f0",
+        pcie_root="pci0001:00",
+        bridges=(),
+        ancestors=(*VMBUS_ANCESTORS, "5d2a1f4e-0001-4d2c-9a1b-6c3e8f7a9b01"),
+        vendor="15b3",
+        device="1017",
+        vf_device="1018",
+        driver="mlx5_core",
+        numa_node=numa_node,
+        vfs=make_vfs(vfs, driver="mlx5_core", default_driver="mlx5_core"),
+        first_vf_offset=1,
     )
 
 
@@ -205,7 +240,7 @@ class FakeSysfs:
 
     def add_pf(self, pf: FakePf) -> list[identities.PciAddress]:
         """Create ``pf`` with its bridges, netdev and VFs; return the VF addresses by index."""
-        parent = self.sysfs.path("devices", pf.pcie_root)
+        parent = self.sysfs.path("devices", *pf.ancestors, pf.pcie_root)
         parent.mkdir(parents=True, exist_ok=True)
         for bridge in pf.bridges:
             if not (parent / bridge).exists():
