@@ -1,50 +1,45 @@
 # -*- coding: utf-8 -*-
 # Copyright: sriov-dra developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Read-only view of a host's PCI/SR-IOV sysfs under a configurable root, for modules.
+"""The collection's view of a host's PCI/SR-IOV sysfs under a configurable root, for modules.
 
-This file owns every sysfs *read* the collection's modules need: SR-IOV PFs and their
-``virtfn<N>`` links, VF drivers and netdevs, link types, NUMA nodes and the standard
-``resource.kubernetes.io/pcieRoot`` string. Paths are ``<root>/sys/...`` so that tests and
-molecule scenarios run on fake trees; on a host the root is ``/``.
+This file gives the collection's modules (``sriov_facts``, ``sriov_numvfs``) their sysfs reads:
+SR-IOV PFs and their ``virtfn<N>`` links, VF drivers and netdevs, link types, NUMA nodes and the
+standard ``resource.kubernetes.io/pcieRoot`` string. Paths are ``<root>/sys/...`` so that tests
+and molecule scenarios run on fake trees; on a host the root is ``/``.
 
-The rules are the plugin's (``sriov_dra.host.sysfs`` and ``sriov_dra.host.pcieroot``), written
-again here because modules run on managed nodes where the ``sriov_dra`` package is not installed.
-``tests/unit/plugins/module_utils/test_sysfs_parity.py`` feeds both implementations the same
-fake trees and asserts equal answers, so the two cannot drift:
+The reading rules are not written here: they are the plugin's own, in the shared rules package
+``module_utils/sriov_dra_rules`` (``sysfsread`` reads, ``topology`` decides pcieRoot and the
+NUMA node), which the runtime imports as ``sriov_dra_rules``. This file adds plain-dict facts,
+PF lookup by name or address and the modules' error type and messages. In short:
 
 - a PF has ``sriov_totalvfs``, no ``physfn`` link, a network class code (``0x02xxxx``) and a
   netdev; with several netdevs (switchdev representors) the one whose ``phys_port_name`` is
   ``p<N>`` is the uplink, else the first name;
-- IDs are lowercase hex without ``0x``; a missing, negative or garbled ``numa_node`` is ``-1``;
+- IDs are lowercase hex without ``0x``; ``numa_node`` is None (null) when the kernel reports
+  ``-1`` or the file is missing or not a node number, never ``-1``;
 - link type from ``class/net/<if>/type``: 1 ``ethernet``, 32 ``infiniband``, else ``unknown``;
-- pcieRoot: the Kubernetes ``deviceattribute`` helper's algorithm (one ``readlink`` of
-  ``bus/pci/devices/<bdf>``, lexical clean, target under ``sys/devices/pci*`` ending in the
-  BDF, first element after ``sys/devices/``); never ``""``: None with a reason instead.
+- pcieRoot: the nearest ``pciDDDD:BB`` component of the PF's resolved ``sys/devices`` path (the
+  Kubernetes ``deviceattribute`` helper's answer on ``sys/devices/pci*`` layouts, and the root
+  behind a Hyper-V/VMBus parent too); a VF reports its PF's; never ``""``: None with a reason.
 
-It must never write (``numvfs.py`` does), and must import only the standard library.
+It must never write (``numvfs.py`` does), and must import only the standard library and the
+collection's module_utils.
 """
 
 from __future__ import annotations
 
 import os
-import posixpath
 import re
 
 from ansible_collections.sriovnet.dra.plugins.module_utils import base
-
-NET_CLASS = 0x02
-ARPHRD_ETHER = 1
-ARPHRD_INFINIBAND = 32
-NO_NUMA_NODE = -1
-FAKE_ESWITCH_MODE_FILE = "sriov_dra_eswitch_mode"
-"""Not a kernel file: the fake trees' stand-in for devlink's eswitch mode (never on a host)."""
+from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import sysfsread
 
 BDF_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 """Plain extended PCI address (``0000:03:00.0``), used with ``fullmatch``."""
-_HELPER_BDF_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]")
-_VIRTFN_RE = re.compile(r"virtfn(0|[1-9][0-9]*)")
-_UPLINK_PORT_RE = re.compile(r"p[0-9]+")
+
+_NO_PCI_FIX = "check host_root (it must hold the host's sys/)"
+_NO_PF_FIX = "check the PF address (lspci -D) and host_root"
 
 
 class SysfsError(base.ModuleError):
@@ -59,18 +54,16 @@ class Sysfs:
 
     def __init__(self, root="/"):
         self.root = str(root)
-        self.sys = os.path.join(self.root, "sys")
-        self.pci = self.sys + "/bus/pci/devices"
 
     # --- paths ---------------------------------------------------------------------------------
 
     def device_path(self, bdf, *parts):
         """``<root>/sys/bus/pci/devices/<bdf>[/<parts>...]``."""
-        return "/".join((self.pci, bdf) + parts)
+        return sysfsread.pci_path(self.root, bdf, *parts)
 
     def sys_path(self, *parts):
         """``<root>/sys[/<parts>...]``."""
-        return "/".join((self.sys,) + parts)
+        return sysfsread.sys_path(self.root, *parts)
 
     # --- functions -----------------------------------------------------------------------------
 
@@ -80,119 +73,80 @@ class Sysfs:
         Raises: SysfsError when the directory cannot be listed (wrong root or no PCI bus).
         """
         try:
-            return sorted(os.listdir(self.pci))
-        except OSError as exc:
-            raise SysfsError(
-                "cannot list PCI devices in %s: %s; check host_root (it must hold the host's sys/)"
-                % (self.pci, exc.strerror)
-            )
+            return sysfsread.pci_devices(self.root, fix=_NO_PCI_FIX)
+        except sysfsread.SysfsReadError as exc:
+            raise SysfsError(exc.summary) from exc
 
     def is_vf(self, bdf):
         """True when the function has a ``physfn`` link."""
-        return os.path.lexists(self.device_path(bdf, "physfn"))
+        return sysfsread.is_vf(self.root, bdf)
 
     def is_sriov_pf(self, bdf):
         """True for a network-class physical function with ``sriov_totalvfs``."""
-        if self.is_vf(bdf) or not os.path.exists(self.device_path(bdf, "sriov_totalvfs")):
-            return False
-        code = read_hex(self.device_path(bdf, "class"))
-        return code is not None and (code >> 16) == NET_CLASS
+        return sysfsread.is_sriov_pf(self.root, bdf)
 
     def vendor(self, bdf):
         """Vendor ID, lowercase hex without ``0x`` (``""`` when unreadable)."""
-        return read_id(self.device_path(bdf, "vendor")) or ""
+        return sysfsread.vendor(self.root, bdf) or ""
 
     def device_id(self, bdf):
         """Device ID, lowercase hex without ``0x`` (``""`` when unreadable)."""
-        return read_id(self.device_path(bdf, "device")) or ""
+        return sysfsread.device_id(self.root, bdf) or ""
 
     def numa_node(self, bdf):
-        """NUMA node; ``-1`` when the file is absent, negative or not a number."""
-        value = read_int(self.device_path(bdf, "numa_node"))
-        return value if value is not None and value >= 0 else NO_NUMA_NODE
+        """NUMA node, or None when the kernel reports ``-1`` or the file is missing or garbled."""
+        return sysfsread.numa_affinity(self.root, bdf).node
 
     def totalvfs(self, bdf):
         """``sriov_totalvfs`` or None."""
-        return read_int(self.device_path(bdf, "sriov_totalvfs"))
+        return sysfsread.sriov_totalvfs(self.root, bdf)
 
     def numvfs(self, bdf):
         """``sriov_numvfs`` or None."""
-        return read_int(self.device_path(bdf, "sriov_numvfs"))
+        return sysfsread.sriov_numvfs(self.root, bdf)
 
     def driver(self, bdf):
         """Bound driver name (basename of the ``driver`` link) or None when unbound."""
-        try:
-            target = os.readlink(self.device_path(bdf, "driver"))
-        except OSError:
-            return None
-        return os.path.basename(os.path.normpath(target)) or None
+        return sysfsread.current_driver(self.root, bdf)
 
     def driver_override(self, bdf):
         """``driver_override``: None when absent, ``""`` when cleared (``(null)``)."""
-        text = read_text(self.device_path(bdf, "driver_override"))
-        if text is None:
-            return None
-        return "" if text in ("", "(null)") else text
+        return sysfsread.driver_override(self.root, bdf)
 
     def netdevs(self, bdf):
         """Names under the function's ``net/`` directory (sorted, empty when none)."""
-        try:
-            return sorted(os.listdir(self.device_path(bdf, "net")))
-        except OSError:
-            return []
+        return sysfsread.netdevs(self.root, bdf)
 
     def rdma_devices(self, bdf):
         """Names under the function's ``infiniband/`` directory."""
-        try:
-            return sorted(os.listdir(self.device_path(bdf, "infiniband")))
-        except OSError:
-            return []
+        return sysfsread.rdma_devices(self.root, bdf)
 
     def pf_netdev(self, bdf):
         """The PF's uplink netdev (``phys_port_name`` ``p<N>`` wins among several), or None."""
-        names = self.netdevs(bdf)
-        if len(names) > 1:
-            for name in names:
-                port = read_text(self.device_path(bdf, "net", name, "phys_port_name"))
-                if port is not None and _UPLINK_PORT_RE.fullmatch(port):
-                    return name
-        return names[0] if names else None
+        return sysfsread.pf_netdev(self.root, bdf)
 
     def link_type(self, ifname):
         """``ethernet``, ``infiniband`` or ``unknown`` from ``class/net/<if>/type``."""
-        value = read_int(self.sys_path("class", "net", ifname, "type"))
-        if value == ARPHRD_ETHER:
-            return "ethernet"
-        if value == ARPHRD_INFINIBAND:
-            return "infiniband"
-        return "unknown"
+        return sysfsread.link_type(self.root, ifname)
 
     def eswitch_mode(self, bdf):
         """``legacy``/``switchdev`` from the fake-only file, else None (a host needs devlink)."""
-        text = read_text(self.device_path(bdf, FAKE_ESWITCH_MODE_FILE))
-        return text if text in ("legacy", "switchdev") else None
+        return sysfsread.eswitch_mode(self.root, bdf)
 
     def virtfns(self, pf_bdf):
         """``[(index, vf_bdf)]`` for every ``virtfn<N>`` link of the PF, sorted by index.
 
         Raises: SysfsError when the PF directory cannot be listed.
         """
-        where = self.device_path(pf_bdf)
         try:
-            entries = os.listdir(where)
-        except OSError as exc:
-            raise SysfsError("cannot list PF %s at %s: %s" % (pf_bdf, where, exc.strerror))
-        links = []
-        for entry in entries:
-            match = _VIRTFN_RE.fullmatch(entry)
-            if match is None:
-                continue
-            try:
-                target = os.readlink(where + "/" + entry)
-            except OSError:
-                continue
-            links.append((int(match.group(1)), os.path.basename(target)))
-        return sorted(links)
+            return sysfsread.virtfns(self.root, pf_bdf, fix=_NO_PF_FIX)
+        except sysfsread.SysfsReadError as exc:
+            raise SysfsError(exc.summary) from exc
+
+    def pcie_root(self, bdf):
+        """``(root, None)`` or ``(None, problem)`` for ``bdf`` (``sriov_dra_rules.topology``)."""
+        found = sysfsread.pcie_root(self.root, bdf)
+        return found.root, found.problem
 
     # --- PF lookup -----------------------------------------------------------------------------
 
@@ -233,7 +187,7 @@ class Sysfs:
         ifname = self.pf_netdev(bdf)
         if ifname is None:
             return None
-        root, problem = pcie_root(self, bdf)
+        root, problem = self.pcie_root(bdf)
         return {
             "pci_address": bdf,
             "name": ifname,
@@ -250,9 +204,11 @@ class Sysfs:
         }
 
     def vf_facts(self, pf, index, bdf):
-        """Facts of VF ``index`` (at ``bdf``) of the PF facts ``pf``, as a plain dict."""
+        """Facts of VF ``index`` (at ``bdf``) of the PF facts ``pf``, as a plain dict.
+
+        ``pcie_root`` and ``pcie_root_problem`` are the PF's, as the plugin publishes them.
+        """
         netdevs = self.netdevs(bdf)
-        root, problem = pcie_root(self, bdf)
         return {
             "pci_address": bdf,
             "vf_id": index,
@@ -266,76 +222,11 @@ class Sysfs:
             "numa_node": self.numa_node(bdf),
             "link_type": pf["link_type"],
             "rdma_devices": self.rdma_devices(bdf),
-            "pcie_root": root,
-            "pcie_root_problem": problem,
+            "pcie_root": pf["pcie_root"],
+            "pcie_root_problem": pf["pcie_root_problem"],
         }
 
     def pfs(self):
         """Facts of every SR-IOV PF with a netdev, sorted by PCI address."""
         found = (self.pf_facts(bdf) for bdf in self.pci_devices())
         return [pf for pf in found if pf is not None]
-
-
-def pcie_root(sysfs, bdf):
-    """``(root, None)`` or ``(None, problem)`` for ``bdf`` with the Kubernetes helper's rules.
-
-    Shapes: ``root`` is like ``pci0000:00``; never ``""``.
-    Source: k8s.io/dynamic-resource-allocation ``deviceattribute`` (``resolvePCIeRoot``).
-    """
-    if not _HELPER_BDF_RE.fullmatch(bdf):
-        return None, "%r is not a lowercase extended BDF such as 0000:03:00.0" % (bdf,)
-    link = sysfs.device_path(bdf)
-    try:
-        target = os.readlink(link)
-    except OSError as exc:
-        return None, "cannot read the symlink %s: %s" % (link, exc.strerror)
-    if not posixpath.isabs(target):
-        target = _clean(posixpath.join(posixpath.dirname(link), target))
-    devices = _clean(sysfs.sys_path("devices"))
-    if not target.startswith(posixpath.join(devices, "pci")):
-        return None, "%s points to %s, which is not under %s/pci* (not a PCI root)" % (link, target, devices)
-    if posixpath.basename(target) != bdf:
-        return None, "%s points to %s, which does not end with %s" % (link, target, bdf)
-    return target[len(devices) + 1:].split("/", 1)[0], None
-
-
-def _clean(path):
-    """Lexical clean like Go's ``filepath.Clean`` (``normpath`` keeps a leading ``//``)."""
-    cleaned = posixpath.normpath(path)
-    return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
-
-
-def read_text(path):
-    """Stripped file contents, or None when unreadable."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read().strip()
-    except (OSError, IOError):
-        return None
-
-
-def read_int(path):
-    """Decimal integer in a file, or None."""
-    text = read_text(path)
-    try:
-        return int(text, 10) if text is not None else None
-    except ValueError:
-        return None
-
-
-def read_hex(path):
-    """Hexadecimal integer in a file (``0x`` optional), or None."""
-    text = read_text(path)
-    try:
-        return int(text, 16) if text is not None else None
-    except ValueError:
-        return None
-
-
-def read_id(path):
-    """A PCI ID as lowercase hex without ``0x``, or None when absent or empty."""
-    text = read_text(path)
-    if not text:
-        return None
-    text = text.lower()
-    return text[2:] if text.startswith("0x") else text

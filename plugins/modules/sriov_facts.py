@@ -15,9 +15,12 @@ description:
   - Reads sysfs and returns every SR-IOV physical function (PF) that has a netdev, with its VFs.
   - Uses the same rules as the sriov-dra plugin's discovery, so the values equal what the plugin publishes.
   - A PF has C(sriov_totalvfs), no C(physfn) link, a network class code and a netdev.
-  - C(pcie_root) is computed as Kubernetes' C(deviceattribute) helper does (the C(resource.kubernetes.io/pcieRoot)
-    attribute), and is null, with C(pcie_root_problem) saying why, when it cannot be computed.
-  - C(numa_node) is V(-1) when the kernel reports no affinity or the file is missing.
+  - C(pcie_root) is the C(resource.kubernetes.io/pcieRoot) value the plugin publishes, the nearest C(pciDDDD:BB)
+    component of the PF's resolved C(/sys/devices) path. That is the answer of Kubernetes' C(deviceattribute) helper
+    on C(/sys/devices/pci*) layouts; behind a Hyper-V/VMBus parent the root bus below it is found too.
+    A VF reports its PF's root. It is null, with C(pcie_root_problem) saying why, when there is no such component.
+  - C(numa_node) is null when the kernel reports no affinity (V(-1)) or the file is missing or not a node number;
+    V(-1) is never reported as a node, as the plugin then publishes no C(dra.net/numaNode) attribute.
 extends_documentation_fragment:
   - sriovnet.dra.host_root
 attributes:
@@ -78,7 +81,7 @@ ansible_facts:
               description: Bound driver, or null.
               type: str
             numa_node:
-              description: NUMA node, V(-1) when none.
+              description: NUMA node, null when the kernel reports none (V(-1)) or the file is missing.
               type: int
             link_type:
               description: V(ethernet), V(infiniband) or V(unknown).
@@ -131,7 +134,7 @@ ansible_facts:
               description: The VF's netdev while a kernel driver is bound, else null.
               type: str
             numa_node:
-              description: NUMA node of the VF, V(-1) when none.
+              description: NUMA node of the VF, null when the kernel reports none (V(-1)) or the file is missing.
               type: int
             link_type:
               description: Link type of the PF.
@@ -141,10 +144,10 @@ ansible_facts:
               type: list
               elements: str
             pcie_root:
-              description: C(resource.kubernetes.io/pcieRoot) of the VF, or null.
+              description: C(resource.kubernetes.io/pcieRoot) of the VF (its PF's root), or null.
               type: str
             pcie_root_problem:
-              description: Why C(pcie_root) is null, else null.
+              description: Why C(pcie_root) is null (the PF's problem), else null.
               type: str
 """
 

@@ -120,7 +120,7 @@ class FakeSriovKernel:
                 vendor=sysfs.vendor(pf_bdf) or "8086",
                 device=vf_device,
                 class_code=fakesysfs.NETWORK_CLASS,
-                numa_node=None if numa < 0 else numa,
+                numa_node=numa,
                 default_driver=driver,
             )
             os.symlink(os.path.relpath(pf_dir, vf_dir), vf_dir / "physfn")

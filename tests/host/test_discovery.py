@@ -106,16 +106,18 @@ def test_device_name_is_dns_label_and_injective(a: str, b: str) -> None:
 
 @pytest.mark.parametrize(
     ("numa_file", "expected"),
-    [("0\n", 0), ("1\n", 1), ("-1\n", -1), (None, -1), ("bad\n", -1)],
+    [("0\n", 0), ("1\n", 1), ("-1\n", None), (None, None), ("bad\n", None)],
     ids=[
         "node-zero-published",
         "node-one-published",
-        "no-affinity-publishes-minus-one",
-        "missing-file-publishes-minus-one",
-        "unreadable-publishes-minus-one",
+        "no-affinity-omits-the-attribute",
+        "missing-file-omits-the-attribute",
+        "unreadable-omits-the-attribute",
     ],
 )
-def test_numa_minus_one_rule(tmp_path: Path, numa_file: str | None, expected: int) -> None:
+def test_numa_node_published_only_when_the_kernel_reports_a_node(
+    tmp_path: Path, numa_file: str | None, expected: int | None
+) -> None:
     fake = fakesysfs.build(
         tmp_path, [fakesysfs.FakePf(bdf="0000:03:00.0", ifname="p0", vfs=fakesysfs.make_vfs(1))]
     )
@@ -126,7 +128,8 @@ def test_numa_minus_one_rule(tmp_path: Path, numa_file: str | None, expected: in
         path.write_text(numa_file)
     (vf,) = discovery.discover(fake.sysfs)
     assert vf.numa_node == expected
-    assert vf.attributes["dra.net/numaNode"] == attributes.int_value(expected)
+    published = vf.attributes.get("dra.net/numaNode")
+    assert published == (None if expected is None else attributes.int_value(expected))
     assert "resource.kubernetes.io/numaNode" not in vf.attributes
 
 
@@ -138,24 +141,38 @@ def test_numa_node_is_the_pfs_as_upstream(tmp_path: Path) -> None:
     assert discovery.discover(fake.sysfs)[0].attributes["dra.net/numaNode"] == attributes.int_value(1)
 
 
-def test_unresolvable_pcie_root_is_omitted_and_logged(
+def test_unresolvable_pf_pcie_root_is_omitted_on_its_vfs_and_logged_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake = _lab(tmp_path)
-    link = fake.sysfs.pci_device_dir("0000:03:02.1")
+    link = fake.sysfs.pci_device_dir("0000:03:00.0")
+    # The PF's files stay readable, but its bus link names a path with no root bus in it.
+    platform = tmp_path / "sys/devices/platform/0000:03:00.0"
+    platform.parent.mkdir(parents=True)
+    platform.symlink_to(fake.device_dir("0000:03:00.0"))
     link.unlink()
-    (tmp_path / "sys/devices/platform/0000:03:02.1").mkdir(parents=True)
-    os.symlink("../../../devices/platform/0000:03:02.1", link)
+    os.symlink("../../../devices/platform/0000:03:00.0", link)
     with caplog.at_level(logging.WARNING, logger=discovery.__name__):
         found = discovery.by_name(discovery.discover(fake.sysfs))
-    vf = found["0000-03-02-1"]
-    assert vf.pcie_root is None
-    assert discovery.PCIE_ROOT not in vf.attributes
-    assert len(vf.attributes) == 13
-    assert found["0000-03-02-0"].attributes[discovery.PCIE_ROOT] == attributes.string_value("pci0000:00")
+    for name in ("0000-03-02-0", "0000-03-02-1"):
+        assert found[name].pcie_root is None
+        assert discovery.PCIE_ROOT not in found[name].attributes
+        assert len(found[name].attributes) == 13
+    assert found["0000-81-02-0"].attributes[discovery.PCIE_ROOT] == attributes.string_value("pci0000:80")
     records = [r for r in caplog.records if r.getMessage() == "pcieRoot omitted"]
-    assert [getattr(r, "pci", None) for r in records] == ["0000:03:02.1"]
-    assert "not a PCI root" in str(getattr(records[0], "reason", ""))
+    assert [(getattr(r, "pci", None), getattr(r, "pf", None)) for r in records] == [
+        ("0000:03:00.0", "enp3s0f0")
+    ]
+    assert "has no PCI root bus component" in str(getattr(records[0], "reason", ""))
+
+
+def test_a_vf_reports_its_pfs_root_even_when_its_own_link_is_odd(tmp_path: Path) -> None:
+    fake = _lab(tmp_path)
+    link = fake.sysfs.pci_device_dir("0000:03:02.1")
+    link.unlink()
+    os.symlink("../../../devices/virtual/0000:03:02.1", link)
+    found = discovery.by_name(discovery.discover(fake.sysfs))
+    assert found["0000-03-02-1"].attributes[discovery.PCIE_ROOT] == attributes.string_value("pci0000:00")
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Tests for ``sriov_dra.host.pcieroot``: the Kubernetes ``deviceattribute`` pcieRoot rules."""
+"""Tests for ``sriov_dra.host.pcieroot`` on fake trees: the nearest root bus of the resolved path."""
 
 from __future__ import annotations
 
@@ -64,6 +64,24 @@ def test_non_zero_domain_root(tmp_path: Path) -> None:
     assert pcieroot.pcie_root(fakesysfs.build(tmp_path, [pf]).sysfs, "0001:c1:00.0") == "pci0001:c0"
 
 
+def test_vmbus_host_bridge_gives_the_root_bus_below_vmbus(tmp_path: Path) -> None:
+    fake = fakesysfs.build(tmp_path, [fakesysfs.vmbus_pf(2)])
+    link = os.readlink(fake.sysfs.pci_device_dir("0001:00:00.0"))
+    assert "/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/" in link
+    assert link.endswith("/pci0001:00/0001:00:00.0")
+    roots = {
+        bdf: pcieroot.pcie_root(fake.sysfs, bdf) for bdf in ("0001:00:00.0", "0001:00:00.1", "0001:00:00.2")
+    }
+    assert roots == dict.fromkeys(roots, "pci0001:00")
+
+
+def test_pxb_pcie_expander_is_its_own_root(tmp_path: Path) -> None:
+    pf = fakesysfs.FakePf(
+        bdf="0000:21:00.0", ifname="enp33s0", pcie_root="pci0000:20", bridges=("0000:20:00.0",)
+    )
+    assert pcieroot.pcie_root(fakesysfs.build(tmp_path, [pf]).sysfs, "0000:21:00.0") == "pci0000:20"
+
+
 def test_missing_symlink_gives_none_with_reason(tmp_path: Path) -> None:
     fake = _two_roots(tmp_path)
     fake.sysfs.pci_device_dir("0000:03:02.0").unlink()
@@ -81,15 +99,17 @@ def _relink(sysfs: sysfs_mod.Sysfs, bdf: str, target: str) -> None:
 @pytest.mark.parametrize(
     ("target", "problem"),
     [
-        ("../../../devices/platform/soc/0000:03:02.0", "not a PCI root"),
-        ("../../../devices/virtual/0000:03:02.0", "not a PCI root"),
-        ("../../../../elsewhere/pci0000:00/0000:03:02.0", "not a PCI root"),
+        ("../../../devices/platform/soc/0000:03:02.0", "has no PCI root bus component"),
+        ("../../../devices/virtual/0000:03:02.0", "has no PCI root bus component"),
+        ("../../../devices/pci_odd/0000:03:02.0", "has no PCI root bus component"),
+        ("../../../../elsewhere/pci0000:00/0000:03:02.0", "which is not under"),
         ("../../../devices/pci0000:00/0000:00:01.0/0000:03:02.7", "does not end with"),
         ("../../../devices/pci0000:00", "does not end with"),
     ],
     ids=[
         "platform-device-path",
         "virtual-device-path",
+        "pci-prefixed-name-that-is-no-root-bus",
         "target-outside-sys-devices",
         "target-names-another-function",
         "target-is-the-root-itself",
@@ -100,6 +120,7 @@ def test_non_pci_targets_give_none(tmp_path: Path, target: str, problem: str) ->
     _relink(fake.sysfs, "0000:03:02.0", target)
     result = pcieroot.resolve(fake.sysfs, "0000:03:02.0")
     assert (result.root, problem in (result.problem or "")) == (None, True)
+    assert result.problem is not None and str(fake.sysfs.pci_device_dir("0000:03:02.0")) in result.problem
 
 
 def test_absolute_target_inside_root_is_accepted(tmp_path: Path) -> None:
@@ -107,13 +128,6 @@ def test_absolute_target_inside_root_is_accepted(tmp_path: Path) -> None:
     absolute = tmp_path / "sys/devices/pci0000:80/0000:80:01.0/0000:81:02.0"
     _relink(fake.sysfs, "0000:81:02.0", str(absolute))
     assert pcieroot.pcie_root(fake.sysfs, "0000:81:02.0") == "pci0000:80"
-
-
-def test_root_element_is_taken_verbatim_like_the_helper(tmp_path: Path) -> None:
-    fake = _two_roots(tmp_path)
-    (tmp_path / "sys/devices/pci_odd/0000:03:02.0").mkdir(parents=True)
-    _relink(fake.sysfs, "0000:03:02.0", "../../../devices/pci_odd/0000:03:02.0")
-    assert pcieroot.pcie_root(fake.sysfs, "0000:03:02.0") == "pci_odd"
 
 
 @pytest.mark.parametrize(

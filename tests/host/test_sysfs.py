@@ -144,17 +144,25 @@ def test_vf_facts(
 
 
 @pytest.mark.parametrize(
-    ("content", "expected"),
-    [("1\n", 1), ("-1\n", -1), (None, -1), ("garbage\n", -1), ("-7\n", -1)],
+    ("content", "expected", "reason"),
+    [
+        ("1\n", 1, None),
+        ("-1\n", None, "the kernel reports no NUMA affinity (-1)"),
+        (None, None, "numa_node is missing or unreadable"),
+        ("garbage\n", None, "numa_node holds 'garbage', not a decimal node number"),
+        ("-7\n", None, "numa_node is -7, not a node number"),
+    ],
     ids=[
         "node-one",
-        "kernel-no-affinity",
-        "missing-file-is-minus-one",
-        "garbage-is-minus-one",
-        "negative-is-minus-one",
+        "kernel-no-affinity-is-no-node",
+        "missing-file-is-no-node",
+        "garbage-is-no-node",
+        "negative-is-no-node",
     ],
 )
-def test_numa_node_rule(tmp_path: Path, content: str | None, expected: int) -> None:
+def test_numa_node_rule_never_gives_minus_one(
+    tmp_path: Path, content: str | None, expected: int | None, reason: str | None
+) -> None:
     fake = _tree(tmp_path)
     path = fake.sysfs.pci_device_dir(PF0) / "numa_node"
     if content is None:
@@ -162,6 +170,8 @@ def test_numa_node_rule(tmp_path: Path, content: str | None, expected: int) -> N
     else:
         path.write_text(content)
     assert fake.sysfs.numa_node(PF0) == expected
+    pf = fake.sysfs.pf_info(PF0)
+    assert pf is not None and (pf.numa_node, pf.numa_node_reason) == (expected, reason)
 
 
 @pytest.mark.parametrize(

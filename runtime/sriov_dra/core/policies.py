@@ -35,8 +35,9 @@ class DeviceFacts:
 
     Shapes: PCI addresses ``DDDD:BB:DD.F`` lowercase; IDs lowercase hex without ``0x``
     (``vendor`` is the PF vendor, ``device_id`` the VF device); ``link_type`` ``ethernet``,
-    ``infiniband`` or ``unknown``; ``eswitch_mode`` ``legacy`` or ``switchdev``; ``numa_node``
-    -1 when unknown; ``pcie_root`` like ``pci0000:00`` or ``None`` when discovery failed.
+    ``infiniband`` or ``unknown``; ``eswitch_mode`` ``legacy`` or ``switchdev``; ``numa_node`` a
+    node ``>= 0`` or ``None`` when the kernel reports none; ``pcie_root`` like ``pci0000:00`` or
+    ``None`` when discovery failed.
     Source: reference dra-driver-sriov.md §3.1–§3.2.
     """
 
@@ -48,7 +49,7 @@ class DeviceFacts:
     pf_pci_address: str
     vf_id: int
     driver: str | None = None
-    numa_node: int = -1
+    numa_node: int | None = None
     pcie_root: str | None = None
     link_type: str = "ethernet"
     eswitch_mode: str = "legacy"
@@ -63,8 +64,10 @@ class DeviceFacts:
 def discovered_attributes(facts: DeviceFacts) -> dict[str, attributes.AttributeValue]:
     """The discovery-owned attributes published for ``facts`` (upstream names and types).
 
-    Shapes: the 14 reserved keys; ``resource.kubernetes.io/pcieRoot`` is omitted, never ``""``,
-    when unknown (the fix recommended by reference §9.4).
+    Shapes: the 14 reserved keys, less the unknown topology: ``resource.kubernetes.io/pcieRoot``
+    is omitted, never ``""``, when unknown (the fix recommended by reference §9.4), and
+    ``dra.net/numaNode`` is omitted, never ``-1``, when there is no node (``None`` or negative;
+    deviation from upstream, which publishes ``-1``: "no node" must not match as a node).
     """
     s, i = attributes.string_value, attributes.int_value
     out = {
@@ -80,8 +83,9 @@ def discovered_attributes(facts: DeviceFacts) -> dict[str, attributes.AttributeV
         "resource.kubernetes.io/pciBusID": s(facts.pci_address),
         f"{_D}/linkType": s(facts.link_type),
         f"{_D}/rdmaCapable": attributes.bool_value(facts.rdma_capable),
-        "dra.net/numaNode": i(facts.numa_node),
     }
+    if facts.numa_node is not None and facts.numa_node >= 0:
+        out["dra.net/numaNode"] = i(facts.numa_node)
     if facts.pcie_root:
         out["resource.kubernetes.io/pcieRoot"] = s(facts.pcie_root)
     return out

@@ -6,20 +6,27 @@ types and value formats are upstream's (reference dra-driver-sriov.md §3.1–§
 that existing DeviceClass CEL, SriovResourcePolicy and Multus keep working:
 
 - device name = VF BDF with ``:`` and ``.`` replaced by ``-`` (``0000-03-02-0``);
-- the 14 discovery-owned attributes of ``attributes.RESERVED_ATTRIBUTES``, with ``vfID`` and
-  ``dra.net/numaNode`` ints, ``rdmaCapable`` a bool and the rest strings; ``vendor`` is the PF
-  vendor and ``deviceID`` the VF device ID, as upstream; the map itself is built by
+- the 14 discovery-owned attributes of ``attributes.RESERVED_ATTRIBUTES`` (``pcieRoot`` and
+  ``dra.net/numaNode`` only when known, see below), with ``vfID`` and ``dra.net/numaNode``
+  ints, ``rdmaCapable`` a bool and the rest strings; ``vendor`` is the PF vendor and
+  ``deviceID`` the VF device ID, as upstream; the map itself is built by
   ``core.policies.discovered_attributes`` from :meth:`DiscoveredVf.to_device_facts`, so the
   policy layer and discovery cannot disagree;
 - ``EswitchMode`` comes from the injected devlink source, else the fake-sysfs file, else
   ``legacy`` (upstream's fallback for a devlink error or empty answer);
-- NUMA rule: ``dra.net/numaNode`` is always published, from the PF's ``numa_node``, and is
-  ``-1`` when the kernel reports no affinity or the file is missing or unreadable (upstream
-  main, dranet/dracpu compatibility key). The standard ``resource.kubernetes.io/numaNode`` is
-  not published (upstream main does not; its open PR #147 would, and must omit it for ``-1``);
-- deviation from upstream: ``resource.kubernetes.io/pcieRoot`` is computed for the VF itself
-  with the Kubernetes helper rules (:mod:`sriov_dra.host.pcieroot`) and is **omitted** with a
-  warning when it cannot be computed, never published as ``""`` (reference §8.1, spec §14.2).
+- NUMA rule (deviation from upstream, which publishes ``-1``): ``dra.net/numaNode`` is the PF's
+  ``numa_node`` when that is a node (``>= 0``) and is **omitted** when the kernel reports ``-1``
+  (no affinity) or the file is missing or not a node number, so that no selector or
+  ``matchAttribute`` ever treats "no node" as node ``-1`` (one INFO line ``numaNode omitted``
+  per PF gives the reason). Every other NUMA-derived attribute follows the same rule; the
+  standard ``resource.kubernetes.io/numaNode`` is not published (upstream main does not; its
+  open PR #147 would). The rule itself is ``sriov_dra_rules.topology.numa_affinity``;
+- pcieRoot rule: ``resource.kubernetes.io/pcieRoot`` of every VF is its PF's root, the nearest
+  ``pciDDDD:BB`` component of the PF's resolved sysfs path (:mod:`sriov_dra.host.pcieroot`: the
+  Kubernetes helper's answer on ``/sys/devices/pci*`` layouts, and also the root behind a
+  Hyper-V/VMBus parent). It is **omitted**, never published as ``""`` (deviation from upstream,
+  reference §8.1, spec §14.2), only when the PF's path has no such component or cannot be read,
+  with one warning ``pcieRoot omitted`` per PF giving the reason.
 
 It must never write to the host, never invent a value for a hardware fact (a missing fact is
 omitted or takes upstream's documented default), and never read policy: eligibility is the
@@ -94,10 +101,11 @@ class DiscoveredVf:
     """One VF as discovered, with the attributes the plugin publishes for it.
 
     Shapes: ``name`` is the DRA device name (:func:`device_name`); IDs are lowercase hex without
-    ``0x``; ``numa_node`` is the PF's node or ``-1``; ``pcie_root`` is None when it could not be
-    computed (then absent from ``attributes``); ``driver`` None when unbound; ``netdev`` set
-    only while a netdevice driver is bound; ``attributes`` is read-only and holds exactly the
-    published keys. Facts are a snapshot of discovery time, not live state.
+    ``0x``; ``numa_node`` is the PF's node or None (no node; then absent from ``attributes``);
+    ``pcie_root`` is the PF's root or None when it could not be computed (then absent too);
+    ``driver`` None when unbound; ``netdev`` set only while a netdevice driver is bound;
+    ``attributes`` is read-only and holds exactly the published keys. Facts are a snapshot of
+    discovery time, not live state.
     """
 
     name: str
@@ -110,7 +118,7 @@ class DiscoveredVf:
     pf_pci_address: identities.PciAddress
     eswitch_mode: sysfs_mod.EswitchMode
     link_type: sysfs_mod.LinkType
-    numa_node: int
+    numa_node: int | None
     pcie_root: str | None
     rdma_capable: bool
     driver: str | None
@@ -155,8 +163,10 @@ def discover(
     """Discover every VF of every SR-IOV PF with a netdev, sorted by device name.
 
     A PF without a netdev, a VF link whose target is not a plain BDF and a second VF with an
-    already-seen name are skipped with a log line; a VF whose ``pcieRoot`` cannot be computed is
-    kept without that attribute (warning ``pcieRoot omitted`` with the reason).
+    already-seen name are skipped with a log line. The VFs of a PF whose ``pcieRoot`` cannot be
+    computed are kept without that attribute (warning ``pcieRoot omitted`` with the reason, once
+    per PF), and so are the VFs of a PF without a NUMA node without ``dra.net/numaNode`` (INFO
+    ``numaNode omitted`` with the reason, once per PF).
     Raises: sysfs.SysfsReadError if ``sys/bus/pci/devices`` or a PF directory is unreadable
     (upstream fails discovery then, and so does this).
     Source: reference dra-driver-sriov.md §3.1–§3.2; spec §12.2.5 item 3 (keep full inventory).
@@ -170,7 +180,7 @@ def discover(
             log.info("pf skipped: no netdev", extra={"pci": bdf, "op": "discovery"})
             continue
         mode = _eswitch_mode(pf, eswitch_modes, log)
-        pf_root = pcieroot.pcie_root(sysfs, pf.bdf)
+        pf_root = _pf_topology(sysfs, pf, log)
         for link in sysfs.virtfns(pf.bdf):
             if not names.is_pci_address(link.bdf):
                 log.warning(
@@ -195,6 +205,26 @@ def by_name(vfs: tuple[DiscoveredVf, ...]) -> Mapping[str, DiscoveredVf]:
     return types.MappingProxyType({vf.name: vf for vf in vfs})
 
 
+def _pf_topology(
+    sysfs: sysfs_mod.Sysfs,
+    pf: sysfs_mod.PfInfo,
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger],
+) -> str | None:
+    """The PF's pcieRoot (None: omitted); logs once per PF why a topology attribute is omitted."""
+    root = pcieroot.resolve(sysfs, pf.bdf)
+    if root.root is None:
+        log.warning(
+            "pcieRoot omitted",
+            extra={"pci": pf.bdf, "pf": pf.ifname, "op": "discovery", "reason": root.problem},
+        )
+    if pf.numa_node is None:
+        log.info(
+            "numaNode omitted",
+            extra={"pci": pf.bdf, "pf": pf.ifname, "op": "discovery", "reason": pf.numa_node_reason},
+        )
+    return root.root
+
+
 def _discovered(
     sysfs: sysfs_mod.Sysfs,
     pf: sysfs_mod.PfInfo,
@@ -203,22 +233,11 @@ def _discovered(
     pf_root: str | None,
     log: logging.Logger | logging.LoggerAdapter[logging.Logger],
 ) -> DiscoveredVf:
-    root = pcieroot.resolve(sysfs, vf.bdf)
-    if root.root is None:
-        log.warning(
-            "pcieRoot omitted",
-            extra={
-                "pci": vf.bdf,
-                "pf": pf.ifname,
-                "vf_id": vf.index,
-                "op": "discovery",
-                "reason": root.problem,
-            },
-        )
-    elif pf_root is not None and pf_root != root.root:
+    own_root = pcieroot.pcie_root(sysfs, vf.bdf)
+    if pf_root is not None and own_root is not None and own_root != pf_root:
         log.warning(
             "pcieRoot differs from pf",
-            extra={"pci": vf.bdf, "pf": pf.ifname, "op": "discovery", "reason": f"{root.root} != {pf_root}"},
+            extra={"pci": vf.bdf, "pf": pf.ifname, "op": "discovery", "reason": f"{own_root} != {pf_root}"},
         )
     found = DiscoveredVf(
         name=device_name(vf.bdf),
@@ -232,7 +251,7 @@ def _discovered(
         eswitch_mode=mode,
         link_type=pf.link_type,
         numa_node=pf.numa_node,
-        pcie_root=root.root,
+        pcie_root=pf_root,
         rdma_capable=bool(vf.rdma_devices),
         driver=vf.driver,
         netdev=vf.netdev,

@@ -1,10 +1,12 @@
 """The collection's sysfs reader and the plugin's give the same answers on the same fake trees.
 
-``plugins/module_utils/sysfs.py`` re-implements the plugin's reading rules because modules run
-where ``sriov_dra`` is not installed (STYLE.md §3). Each tree below is built once with
+Both ``plugins/module_utils/sysfs.py`` (plain dicts for the modules) and ``sriov_dra.host.sysfs``
+(typed records for discovery) are thin adapters over the one copy of the rules in
+``sriov_dra_rules`` (``sysfsread``, ``topology``). Each tree below is built once with
 ``sriov_dra.host.fakesysfs`` and read by both; every fact the collection reports must equal the
 plugin's (PFs, uplink choice, IDs, NUMA, link type, eswitch, counts, VFs, drivers, netdevs,
-RDMA devices and the ``pcieRoot`` value or its absence with the same reason).
+RDMA devices and the ``pcieRoot`` value, a VF's being its PF's, or its absence with the same
+reason), including a Hyper-V/VMBus layout and ``numa_node`` ``-1``.
 """
 
 from __future__ import annotations
@@ -65,15 +67,21 @@ def _infiniband_no_numa_unbound_vfs(root: Path) -> None:
 
 def _broken_pcie_root_links(root: Path) -> None:
     first, second = fakesysfs.two_root_pfs(2)
-    fakesysfs.build(root, (first, dataclasses.replace(second, numa_node=-1)))
-    # VF 0 of PF 1 links outside sys/devices/pci*; VF 1 of PF 0 has an absolute link to a wrong name.
+    fake = fakesysfs.build(root, (first, dataclasses.replace(second, numa_node=-1)))
+    # PF 1's bus link names a path outside sys/devices/pci*; PF 0's names a path without a root bus.
     bus = root / "sys" / "bus" / "pci" / "devices"
-    (bus / "0000:81:02.0").unlink()
-    os.symlink("../../../devices/virtual/0000:81:02.0", bus / "0000:81:02.0")
-    (bus / "0000:03:02.1").unlink()
-    os.symlink(
-        str(root / "sys" / "devices" / "pci0000:00" / "0000:00:01.0" / "0000:03:02.0"), bus / "0000:03:02.1"
-    )
+    for bdf, parent in (
+        ("0000:81:00.0", root / "elsewhere"),
+        ("0000:03:00.0", root / "sys/devices/platform"),
+    ):
+        parent.mkdir(parents=True)
+        (parent / bdf).symlink_to(fake.device_dir(bdf))
+        (bus / bdf).unlink()
+        os.symlink(os.path.relpath(parent / bdf, bus), bus / bdf)
+
+
+def _vmbus_guest_without_numa_affinity(root: Path) -> None:
+    fakesysfs.build(root, (fakesysfs.vmbus_pf(2, numa_node=-1),))
 
 
 def _non_network_and_no_netdev_pfs(root: Path) -> None:
@@ -95,13 +103,15 @@ TREES = [
     _switchdev_with_representors,
     _infiniband_no_numa_unbound_vfs,
     _broken_pcie_root_links,
+    _vmbus_guest_without_numa_affinity,
     _non_network_and_no_netdev_pfs,
 ]
 TREE_IDS = [
     "two-pfs-under-two-roots",
     "switchdev-uplink-chosen-among-representors",
     "infiniband-no-numa-file-unbound-and-vfio-vfs",
-    "pcie-root-outside-devices-and-wrong-name-omitted",
+    "pcie-root-outside-devices-and-without-root-bus-omitted",
+    "vmbus-guest-with-numa-minus-one",
     "non-network-and-netdev-less-functions-are-not-pfs",
 ]
 
@@ -128,7 +138,6 @@ def _plugin_view(root: Path) -> dict[str, object]:
             }
         )
         for vf in reader.vfs(pf):
-            vf_root = pcieroot.resolve(reader, vf.bdf)
             vfs.append(
                 {
                     "pci_address": vf.bdf,
@@ -143,8 +152,8 @@ def _plugin_view(root: Path) -> dict[str, object]:
                     "numa_node": vf.numa_node,
                     "link_type": vf.link_type.value,
                     "rdma_devices": list(vf.rdma_devices),
-                    "pcie_root": vf_root.root,
-                    "pcie_root_problem": vf_root.problem,
+                    "pcie_root": root_result.root,
+                    "pcie_root_problem": root_result.problem,
                 }
             )
     return {"pfs": pfs, "vfs": vfs}
@@ -191,7 +200,7 @@ def test_collection_reader_equals_plugin_reader(tmp_path: Path, build) -> None:
 def test_pcie_root_equals_the_plugins_for_any_address(tmp_path: Path, bdf: str) -> None:
     _two_roots(tmp_path)
     plugin = pcieroot.resolve(host_sysfs.Sysfs(tmp_path), bdf)
-    assert coll_sysfs.pcie_root(coll_sysfs.Sysfs(str(tmp_path)), bdf) == (plugin.root, plugin.problem)
+    assert coll_sysfs.Sysfs(str(tmp_path)).pcie_root(bdf) == (plugin.root, plugin.problem)
 
 
 def test_pcie_root_values_are_the_two_roots_and_never_empty(tmp_path: Path) -> None:
@@ -202,8 +211,19 @@ def test_pcie_root_values_are_the_two_roots_and_never_empty(tmp_path: Path) -> N
 
 def test_broken_links_tree_really_exercises_the_omitted_pcie_root(tmp_path: Path) -> None:
     _broken_pcie_root_links(tmp_path)
-    problems = {vf["pci_address"]: vf["pcie_root_problem"] for vf in _collection_view(tmp_path)["vfs"]}
-    assert problems["0000:81:02.0"] is not None and "not under" in problems["0000:81:02.0"]
-    assert (
-        problems["0000:03:02.1"] is not None and "does not end with 0000:03:02.1" in problems["0000:03:02.1"]
-    )
+    view = _collection_view(tmp_path)
+    problems = {pf["pci_address"]: pf["pcie_root_problem"] for pf in view["pfs"]}
+    assert "which is not under" in (problems["0000:81:00.0"] or "")
+    assert "has no PCI root bus component" in (problems["0000:03:00.0"] or "")
+    assert {vf["pcie_root"] for vf in view["vfs"]} == {None}
+    assert {vf["pcie_root_problem"] for vf in view["vfs"]} == set(problems.values())
+
+
+def test_vmbus_tree_really_exercises_the_root_bus_and_no_numa_node(tmp_path: Path) -> None:
+    _vmbus_guest_without_numa_affinity(tmp_path)
+    view = _collection_view(tmp_path)
+    assert [(f["pci_address"], f["pcie_root"], f["numa_node"]) for f in view["pfs"] + view["vfs"]] == [
+        ("0001:00:00.0", "pci0001:00", None),
+        ("0001:00:00.1", "pci0001:00", None),
+        ("0001:00:00.2", "pci0001:00", None),
+    ]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from ansible_collections.sriovnet.dra.plugins.modules import sriov_facts
 from tests.unit.plugins import harness
 
-from sriov_dra.host import fakesysfs
+from sriov_dra.host import discovery, fakesysfs
+from sriov_dra.host import sysfs as host_sysfs
 
 
 @pytest.fixture
@@ -51,3 +53,46 @@ def test_wrong_root_fails_with_the_path_and_the_fix(tmp_path):
         f"cannot list PCI devices in {tmp_path}/nothing/sys/bus/pci/devices: No such file or directory; check "
         "host_root (it must hold the host's sys/)"
     )
+
+
+def _vmbus_no_numa(root: Path) -> None:
+    fakesysfs.build(root, [fakesysfs.vmbus_pf(2, numa_node=-1)])
+
+
+def _two_roots_first_without_numa(root: Path) -> None:
+    first, second = fakesysfs.two_root_pfs(2)
+    fakesysfs.build(root, [dataclasses.replace(first, numa_node=-1), second])
+
+
+def test_facts_on_a_vmbus_guest_give_the_root_bus_for_pf_and_vfs_and_null_numa(tmp_path):
+    _vmbus_no_numa(tmp_path)
+    facts = harness.run_module(sriov_facts, {"host_root": str(tmp_path)})["ansible_facts"]["sriov"]
+    assert [
+        (f["pci_address"], f["pcie_root"], f["pcie_root_problem"], f["numa_node"]) for f in facts["pfs"]
+    ] == [("0001:00:00.0", "pci0001:00", None, None)]
+    assert [(f["pci_address"], f["pcie_root"], f["numa_node"]) for f in facts["vfs"]] == [
+        ("0001:00:00.1", "pci0001:00", None),
+        ("0001:00:00.2", "pci0001:00", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [_vmbus_no_numa, _two_roots_first_without_numa],
+    ids=["vmbus-numa-minus-one", "two-roots-one-minus-one"],
+)
+def test_facts_equal_what_the_plugin_publishes_on_the_same_tree(tmp_path, build):
+    build(tmp_path)
+    facts = harness.run_module(sriov_facts, {"host_root": str(tmp_path)})["ansible_facts"]["sriov"]
+    pf_numa = {pf["pci_address"]: pf["numa_node"] for pf in facts["pfs"]}
+    from_facts = {vf["pci_address"]: (vf["pcie_root"], pf_numa[vf["pf_pci_address"]]) for vf in facts["vfs"]}
+    published = {}
+    for vf in discovery.discover(host_sysfs.Sysfs(tmp_path)):
+        root = vf.attributes.get(discovery.PCIE_ROOT)
+        numa = vf.attributes.get(discovery.NUMA_NODE)
+        published[vf.pci_address] = (
+            None if root is None else root.value,
+            None if numa is None else numa.value,
+        )
+    assert from_facts == published
+    assert -1 not in {numa for _, numa in published.values()}

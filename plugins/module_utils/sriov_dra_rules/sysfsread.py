@@ -1,0 +1,301 @@
+# Copyright: sriov-dra developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Reads of a node's PCI and SR-IOV sysfs under a root, shared by the plugin and the collection.
+
+This module owns the sysfs reads that both the plugin (``sriov_dra.host.sysfs``, feeding
+discovery and driver binding) and the collection's modules (``module_utils/sysfs.py``, feeding
+``sriov_facts`` and ``sriov_numvfs``) make, so that both report the same facts for the same node.
+Every function takes ``root``, the directory that stands for ``/`` (``/`` on a host, a fake tree
+in tests), and reads ``<root>/sys/...``. The reading rules follow upstream dra-driver-sriov
+(reference dra-driver-sriov.md §3.1):
+
+- a PF is a PCI function that has ``sriov_totalvfs``, no ``physfn`` link and a network class
+  code (``0x02xxxx``); its uplink netdev is the one whose ``phys_port_name`` is ``p<N>`` when it
+  has several (switchdev representors), else the first (:func:`pf_netdev`);
+- a VF is the target of a PF's ``virtfn<N>`` link, N being the VF index;
+- IDs are lowercase hex without ``0x``;
+- the NUMA node and the pcieRoot follow :mod:`.topology`; pcieRoot reads the link
+  ``sys/bus/pci/devices/<bdf>`` once (``readlink``, as the Kubernetes helper does, not a full
+  resolve), makes a relative target absolute against the link's directory with a lexical clean
+  (Go's ``filepath.Clean``), and requires it under ``<root>/sys/devices``;
+- the link type comes from ``class/net/<if>/type`` (1 ethernet, 32 infiniband, else unknown);
+- the eswitch mode is not in sysfs (upstream asks devlink); only the fake trees' file
+  :data:`FAKE_ESWITCH_MODE_FILE` is read here.
+
+It reads the node, so in the runtime only ``sriov_dra.host`` may import it (an import-linter
+contract). It must never write, never follow a path outside ``root`` on purpose, and never raise
+for a missing optional file: an absent fact is None. Only the two listings discovery cannot do
+without (:func:`pci_devices`, :func:`virtfns`) raise :class:`SysfsReadError`.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+
+from . import errors, topology
+
+NET_CLASS = 0x02
+"""PCI base class of network controllers (upstream ``consts.NetClass``)."""
+
+ARPHRD_ETHER = 1
+ARPHRD_INFINIBAND = 32
+"""``/sys/class/net/<if>/type`` values from ``include/uapi/linux/if_arp.h``."""
+
+LINK_ETHERNET = "ethernet"
+LINK_INFINIBAND = "infiniband"
+LINK_UNKNOWN = "unknown"
+"""Published ``linkType`` values (upstream ``consts.LinkType*``)."""
+
+ESWITCH_MODES = ("legacy", "switchdev")
+"""Published ``EswitchMode`` values (upstream ``consts.EswitchMode*``)."""
+
+FAKE_ESWITCH_MODE_FILE = "sriov_dra_eswitch_mode"
+"""Not a kernel file: the fake trees' stand-in for devlink's eswitch mode, written only by the
+test and lab tree builder into a fake PF's directory; on a real host it never exists."""
+
+_VIRTFN_RE = re.compile(r"virtfn(0|[1-9][0-9]*)")
+_UPLINK_PORT_RE = re.compile(r"p[0-9]+")
+
+
+class SysfsReadError(errors.SriovDraError):
+    """A sysfs directory that must be readable is not (upstream fails discovery here too)."""
+
+    default_reason = errors.Reason.HOST_READ_FAILED
+
+
+# --- paths -------------------------------------------------------------------------------------
+
+
+def sys_path(root: str, *parts: str) -> str:
+    """``<root>/sys[/<parts>...]``."""
+    return "/".join((os.path.join(root, "sys"), *parts))
+
+
+def pci_path(root: str, bdf: str, *parts: str) -> str:
+    """``<root>/sys/bus/pci/devices/<bdf>[/<parts>...]`` (a symlink into ``sys/devices``)."""
+    return "/".join((os.path.join(root, "sys"), "bus", "pci", "devices", bdf, *parts))
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def read_text(path: str) -> str | None:
+    """The file's text without surrounding whitespace, or None when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def read_int(path: str, base: int = 10) -> int | None:
+    """The integer in a file (decimal; ``base=16``: hexadecimal, ``0x`` optional), or None."""
+    text = read_text(path)
+    try:
+        return int(text, base) if text is not None else None
+    except ValueError:
+        return None
+
+
+def read_id(path: str) -> str | None:
+    """A PCI ID as lowercase hex without ``0x`` (``8086``), or None when absent or empty."""
+    text = read_text(path)
+    if not text:
+        return None
+    text = text.lower()
+    return text[2:] if text.startswith("0x") else text
+
+
+def _names(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _link_name(path: str) -> str | None:
+    """Basename of a symlink's target, or None when the link cannot be read."""
+    try:
+        return os.path.basename(os.path.normpath(os.readlink(path))) or None
+    except OSError:
+        return None
+
+
+# --- PCI functions -----------------------------------------------------------------------------
+
+
+def pci_devices(root: str, *, fix: str) -> list[str]:
+    """Every entry of ``sys/bus/pci/devices``, sorted.
+
+    Raises: SysfsReadError naming the directory, the OS error and ``fix`` (what the caller's
+    user should change) when it cannot be listed: there is no PCI bus under this root.
+    """
+    where = sys_path(root, "bus", "pci", "devices")
+    try:
+        return sorted(os.listdir(where))
+    except OSError as exc:
+        raise SysfsReadError(f"cannot list PCI devices in {where}: {exc.strerror}; {fix}") from exc
+
+
+def is_vf(root: str, bdf: str) -> bool:
+    """True when the function has a ``physfn`` link (upstream ``IsSriovVF``, an lstat)."""
+    return os.path.lexists(pci_path(root, bdf, "physfn"))
+
+
+def pci_class(root: str, bdf: str) -> int | None:
+    """The 24-bit class code (``0x020000``), or None when unreadable."""
+    return read_int(pci_path(root, bdf, "class"), 16)
+
+
+def is_sriov_pf(root: str, bdf: str) -> bool:
+    """True for a network-class physical function that supports SR-IOV (see module docstring)."""
+    if is_vf(root, bdf) or not os.path.exists(pci_path(root, bdf, "sriov_totalvfs")):
+        return False
+    code = pci_class(root, bdf)
+    return code is not None and (code >> 16) == NET_CLASS
+
+
+def vendor(root: str, bdf: str) -> str | None:
+    """Vendor ID, lowercase hex without ``0x``, or None when unreadable."""
+    return read_id(pci_path(root, bdf, "vendor"))
+
+
+def device_id(root: str, bdf: str) -> str | None:
+    """Device (product) ID, lowercase hex without ``0x``, or None when unreadable."""
+    return read_id(pci_path(root, bdf, "device"))
+
+
+def numa_affinity(root: str, bdf: str) -> topology.NumaAffinity:
+    """The function's NUMA node by :func:`.topology.numa_affinity` (None for ``-1`` or no file)."""
+    return topology.numa_affinity(read_text(pci_path(root, bdf, "numa_node")))
+
+
+def sriov_totalvfs(root: str, bdf: str) -> int | None:
+    """``sriov_totalvfs`` of a PF, or None when absent or not a number."""
+    return read_int(pci_path(root, bdf, "sriov_totalvfs"))
+
+
+def sriov_numvfs(root: str, bdf: str) -> int | None:
+    """``sriov_numvfs`` of a PF, or None when absent or not a number."""
+    return read_int(pci_path(root, bdf, "sriov_numvfs"))
+
+
+def current_driver(root: str, bdf: str) -> str | None:
+    """Name of the bound driver (basename of the ``driver`` link), or None when unbound."""
+    return _link_name(pci_path(root, bdf, "driver"))
+
+
+def driver_override(root: str, bdf: str) -> str | None:
+    """``driver_override``: None when the file is absent, ``""`` when cleared (``(null)``)."""
+    text = read_text(pci_path(root, bdf, "driver_override"))
+    if text is None:
+        return None
+    return "" if text in ("", "(null)") else text
+
+
+def netdevs(root: str, bdf: str) -> list[str]:
+    """Names under the function's ``net/`` directory (sorted; empty when no netdev is bound)."""
+    return _names(pci_path(root, bdf, "net"))
+
+
+def rdma_devices(root: str, bdf: str) -> list[str]:
+    """Names under the function's ``infiniband/`` directory (rdmamap's RDMA check)."""
+    return _names(pci_path(root, bdf, "infiniband"))
+
+
+# --- SR-IOV topology ---------------------------------------------------------------------------
+
+
+def pf_netdev(root: str, bdf: str) -> str | None:
+    """The PF's uplink netdev, or None when it has none.
+
+    With several netdevs (switchdev: the PF's ``net/`` also holds VF representors) the one whose
+    ``phys_port_name`` is ``p<N>`` is the uplink, the sysfs trace of sriovnet
+    ``GetUplinkRepresentor``; without one the first name wins, as in upstream's fallback.
+    """
+    found = netdevs(root, bdf)
+    if len(found) > 1:
+        for name in found:
+            port = read_text(pci_path(root, bdf, "net", name, "phys_port_name"))
+            if port is not None and _UPLINK_PORT_RE.fullmatch(port):
+                return name
+    return found[0] if found else None
+
+
+def virtfns(root: str, pf_bdf: str, *, fix: str) -> list[tuple[int, str]]:
+    """``(index, vf_bdf)`` for every ``virtfn<N>`` link of a PF, sorted by index.
+
+    Shapes: ``vf_bdf`` is the link target's basename, unchecked (callers validate it).
+    Raises: SysfsReadError naming the PF, the directory, the OS error and ``fix`` when the PF
+    directory cannot be listed (upstream fails discovery then).
+    """
+    where = pci_path(root, pf_bdf)
+    try:
+        entries = os.listdir(where)
+    except OSError as exc:
+        raise SysfsReadError(f"cannot list PF {pf_bdf} at {where}: {exc.strerror}; {fix}") from exc
+    links = []
+    for entry in entries:
+        match = _VIRTFN_RE.fullmatch(entry)
+        if match is None:
+            continue
+        try:
+            target = os.readlink(f"{where}/{entry}")
+        except OSError:
+            continue
+        links.append((int(match.group(1)), os.path.basename(target)))
+    return sorted(links)
+
+
+def physfn(root: str, vf_bdf: str) -> str | None:
+    """The PF address of a VF (basename of its ``physfn`` link), or None when not a VF."""
+    return _link_name(pci_path(root, vf_bdf, "physfn"))
+
+
+def link_type(root: str, ifname: str) -> str:
+    """:data:`LINK_ETHERNET`, :data:`LINK_INFINIBAND` or :data:`LINK_UNKNOWN` from ``class/net/<if>/type``."""
+    value = read_int(sys_path(root, "class", "net", ifname, "type"))
+    if value == ARPHRD_ETHER:
+        return LINK_ETHERNET
+    if value == ARPHRD_INFINIBAND:
+        return LINK_INFINIBAND
+    return LINK_UNKNOWN
+
+
+def eswitch_mode(root: str, bdf: str) -> str | None:
+    """``legacy`` or ``switchdev`` from :data:`FAKE_ESWITCH_MODE_FILE`; None on a real host."""
+    text = read_text(pci_path(root, bdf, FAKE_ESWITCH_MODE_FILE))
+    return text if text in ESWITCH_MODES else None
+
+
+def pcie_root(root: str, bdf: str) -> topology.PcieRoot:
+    """The PCIe root of ``bdf`` from its ``sys/bus/pci/devices`` link (rules: module docstring).
+
+    Shapes: see :class:`.topology.PcieRoot`; a problem names the link and its target.
+    Source: k8s.io/dynamic-resource-allocation ``deviceattribute`` (``resolvePCIeRoot``) for the
+    link reading; :func:`.topology.pcie_root` for the root.
+    """
+    if not topology.HELPER_BDF_RE.fullmatch(bdf):
+        return topology.pcie_root("", bdf)
+    link = pci_path(root, bdf)
+    try:
+        target = os.readlink(link)
+    except OSError as exc:
+        return topology.PcieRoot(bdf, None, f"cannot read the symlink {link}: {exc.strerror}")
+    if not posixpath.isabs(target):
+        target = _clean(posixpath.join(posixpath.dirname(link), target))
+    devices = _clean(sys_path(root, "devices"))
+    if not target.startswith(devices + "/"):
+        return topology.PcieRoot(bdf, None, f"{link} points to {target}, which is not under {devices}")
+    found = topology.pcie_root(target[len(devices) + 1 :], bdf)
+    if found.problem is None:
+        return found
+    return topology.PcieRoot(bdf, None, f"{link} points to {target}: {found.problem}")
+
+
+def _clean(path: str) -> str:
+    """Lexical clean like Go's ``filepath.Clean`` (``normpath`` keeps a leading ``//``)."""
+    cleaned = posixpath.normpath(path)
+    return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
