@@ -10,7 +10,10 @@ The runtime finds ``00-multus-guard.conflist`` first in its CNI config directory
   message limit fails here with code 7 naming the size (the daemon would stop reading mid-send).
 * ``DEL``, ``CHECK``, ``GC``, ``STATUS``: exec Multus directly with the same synthesized config the
   daemon would use, the runtime's environment untouched and stdin replaced, so teardown never
-  depends on the guard daemon (Multus's own exit status and output reach the runtime).
+  depends on the guard daemon (Multus's own exit status and output reach the runtime). Before a
+  DEL it moves an unreadable Multus delegate cache of the container aside, keeping it as a copy
+  next to it (:func:`set_aside_unreadable_cache`), so Multus rebuilds the delegates instead of
+  skipping every delegate DEL.
 * ``VERSION``: answered here.
 
 This file is also the one definition, shared with the daemon, of the guard's config keys
@@ -27,7 +30,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -45,6 +50,10 @@ RESERVED_MULTUS_KEYS: Final = frozenset(
     | {"runtimeConfig", "capabilities", "args", "prevResult"}
 )
 """Keys of ``multus.config`` the guard always sets itself."""
+DEFAULT_MULTUS_CACHE_DIR: Final = "/var/lib/cni/multus"
+"""Multus's ``cniDir`` default (v4.3.0 ``pkg/types/conf.go``): one delegate cache file per container ID."""
+CORRUPT_COPY_INFIX: Final = ".corrupt-"
+"""An unreadable cache ``<cniDir>/<id>`` is kept as ``<cniDir>/<id>.corrupt-<UTC time>[.<n>]``."""
 
 # CNI error codes (CNI spec "Error"); 100+ are this plugin's own.
 CODE_INVALID_ENV: Final = 4
@@ -164,12 +173,17 @@ def multus_config(conf: GuardConf, *, teardown: bool = False) -> dict[str, Any]:
     conflist lossily, reference multus.md §9). ``multus.clusterNetwork``, when set, is passed
     instead of the inlined primary. Neither refers to Multus's own ``00-multus.conf``. With
     ``teardown`` (DEL, CHECK, GC, STATUS) an unreadable primary falls back to ``clusterNetwork``
-    (Multus's delegate cache serves DEL), so teardown never fails here.
+    (Multus's delegate cache serves DEL), so teardown never fails here. ``retryDeleteOnError`` is
+    ``true`` unless ``multus.config`` sets it: Multus v4.3.0 then keeps a container's delegate
+    cache after a delegate DEL failed (it otherwise removes it, and the retried DEL finds nothing
+    to release); thick daemon-config keys still win.
     Raises: :class:`GuardConfError` when the primary cannot be read on ADD.
-    Source: reference multus.md §2.1, §2.2, §2.5 (trap 4), §9, §11.1.
+    Source: reference multus.md §2.1, §2.2, §2.3, §2.5 (trap 4), §5.3 step 5, §9, §11.1; Multus
+    v4.3.0 ``pkg/multus/multus.go`` ``CmdDel``; multus-cni #355.
     """
     out: dict[str, Any] = {"cniVersion": conf.cni_version, "name": conf.name}
     out.update(conf.extra)
+    out.setdefault("retryDeleteOnError", True)
     for key in ("capabilities", "runtimeConfig", "args"):
         if key in conf.raw:
             out[key] = conf.raw[key]
@@ -215,6 +229,193 @@ def multus_binary(conf: GuardConf, cni_path: str) -> str:
         if os.access(candidate, os.X_OK):
             return candidate
     raise GuardConfError(f"{name} not found in CNI_PATH {dirs}; install Multus or set multus.binary")
+
+
+def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} is repeated (readers disagree which one counts): keep one")
+        out[key] = value
+    return out
+
+
+def multus_cache_dir(conf: GuardConf) -> str:
+    """The directory Multus keeps its delegate cache in (``cniDir``), resolved as Multus resolves it.
+
+    ``multus.config``'s ``cniDir``, else Multus's default ``/var/lib/cni/multus``; in thick mode
+    the daemon's config file (``multus.daemonConfigFile``), whose keys override the guard's config
+    for every request, wins. The path is read as the host sees it (the Multus role mounts the
+    thick daemon's cache at the same path).
+    Raises: :class:`GuardConfError` naming the file and key when the daemon config cannot be read,
+    is not a JSON object, repeats a key, or a ``cniDir`` is not a non-empty string.
+    Source: reference multus.md §1.2 (daemon overlay), §2.3, §5.2.
+    """
+    sources: list[tuple[str, dict[str, Any]]] = [("multus.config", conf.extra)]
+    if conf.mode == "thick" and conf.daemon_config_file:
+        path = conf.daemon_config_file
+        try:
+            with open(path, "rb") as f:
+                daemon = json.loads(f.read(), object_pairs_hook=_refuse_repeated_keys)
+        except (OSError, ValueError, RecursionError) as exc:
+            raise GuardConfError(
+                f"cannot read Multus daemon config {path} (multus.daemonConfigFile): {exc}"
+            ) from exc
+        if not isinstance(daemon, dict):
+            raise GuardConfError(f"Multus daemon config {path} is not a JSON object")
+        sources.append((path, daemon))
+    found = DEFAULT_MULTUS_CACHE_DIR
+    for where, keys in sources:
+        if "cniDir" in keys:
+            value = keys["cniDir"]
+            if not isinstance(value, str) or not value:
+                raise GuardConfError(f"cniDir in {where} must be a non-empty path, got {value!r}")
+            found = value
+    return found
+
+
+def is_container_id(value: str) -> bool:
+    """True for a CNI container ID (libcni's rule: ``[a-zA-Z0-9][a-zA-Z0-9_.-]*``), never a path."""
+    return (
+        bool(value) and all(c.isascii() and (c.isalnum() or c in "_.-") for c in value) and value[0].isalnum()
+    )
+
+
+def cache_problem(data: bytes) -> str | None:
+    """Why Multus v4.3.0 cannot use ``data`` as a container's delegate cache, or ``None`` if it can.
+
+    Multus's DEL decodes the file as a JSON list of delegate objects and indexes its first entry; a
+    file that is not JSON (0 bytes, cut short by a crash), not a list, an empty list or a list with
+    a non-object entry makes it log ``cannot properly delete`` (or panic) and answer success
+    without running any delegate. Entries are not checked field by field.
+    Shapes: the problem as a short phrase (``"0 bytes"``, ``"not JSON (...)"``, ``"a JSON object,
+    not a list of delegates"``).
+    Source: Multus v4.3.0 ``pkg/multus/multus.go`` ``CmdDel``; multus-cni #948, #1087.
+    """
+    if not data.strip():
+        return f"{len(data)} bytes" if not data else "only whitespace"
+    try:
+        decoded = json.loads(data.decode("utf-8", "replace"), parse_constant=_no_constant)
+    except ValueError as exc:
+        return f"not JSON ({exc}; {len(data)} bytes, cut short?)"
+    except RecursionError:
+        return "not JSON (nested too deeply)"
+    if not isinstance(decoded, list):
+        return f"a JSON {_JSON_KINDS.get(type(decoded), 'value')}, not a list of delegates"
+    if not decoded:
+        return "an empty list of delegates"
+    for index, entry in enumerate(decoded):
+        if not isinstance(entry, dict):
+            return f"delegate [{index}] is not a JSON object"
+    return None
+
+
+_JSON_KINDS: Final[dict[type, str]] = {
+    dict: "object",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _keep_copy(path: str, data: bytes, stamp: str) -> str:
+    """Put a copy of ``path`` (contents ``data``) next to it under a name no file has; return it."""
+    for n in range(1000):
+        copy = f"{path}{CORRUPT_COPY_INFIX}{stamp}" + (f".{n}" if n else "")
+        try:
+            os.link(path, copy)  # the same inode: contents, mode and mtime as Multus left them
+            return copy
+        except FileExistsError:
+            continue
+        except OSError:  # no hard links on this filesystem: write the bytes instead
+            try:
+                fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            return copy
+    raise OSError(f"no free name for a copy of {path}")
+
+
+def set_aside_unreadable_cache(
+    cache_dir: str, container_id: str, *, stamp: str
+) -> tuple[str, str, str] | None:
+    """Move Multus's cache ``<cache_dir>/<container_id>`` aside when Multus cannot read it.
+
+    A valid cache, a missing one and anything that is not a regular file are left untouched
+    (``None``). An unreadable one (:func:`cache_problem`) is first linked (or copied) to
+    ``<file>.corrupt-<stamp>[.<n>]`` next to it, never over an existing file, and only then
+    removed, so DEL finds no cache: Multus v4.3.0 then rebuilds the delegates from the live Pod and
+    its NADs (for a managed Pod the frozen shadows its finalizer keeps) and runs every delegate's
+    DEL. Returns ``(path, copy, problem)`` when it moved one.
+    Raises: ``OSError`` when the file cannot be read, copied or removed (a copy already made is
+    kept); ``ValueError`` for a ``container_id`` that is not a CNI container ID.
+    Source: Multus v4.3.0 ``CmdDel`` (a missing cache with the Pod alive is rebuilt; any other read
+    failure skips every delegate); multus-cni #948, #1087.
+    """
+    if not is_container_id(container_id):
+        raise ValueError(
+            f"CNI_CONTAINERID {container_id!r} is not a container ID; its cache is not looked up"
+        )
+    path = os.path.join(cache_dir, container_id)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # a directory or device by that name: not a cache file; Multus decides
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read()
+    finally:
+        os.close(fd)
+    problem = cache_problem(data)
+    if problem is None:
+        return None
+    copy = _keep_copy(path, data, stamp)
+    os.unlink(path)
+    dir_fd = os.open(cache_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path, copy, problem
+
+
+def _set_aside_before_del(conf: GuardConf, env: dict[str, str]) -> None:
+    """Run :func:`set_aside_unreadable_cache` for this DEL and log what happened on stderr.
+
+    Never raises: a DEL must reach Multus whatever this check meets.
+    """
+    container = env.get("CNI_CONTAINERID", "")
+    try:
+        moved = set_aside_unreadable_cache(
+            multus_cache_dir(conf), container, stamp=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        )
+    except Exception as exc:  # report it, then let Multus run as it would have
+        print(
+            f"multus-guard: op=DEL container={container}: cannot check Multus's delegate cache ({exc}); "
+            "Multus runs with the cache as it is",
+            file=sys.stderr,
+        )
+        return
+    if moved is not None:
+        path, copy, problem = moved
+        print(
+            f"multus-guard: op=DEL container={container} cache={path} copy={copy}: Multus's delegate cache "
+            f"is unreadable ({problem}); moved it aside (the copy is kept) so Multus rebuilds the delegates "
+            "from the live Pod and its NADs instead of skipping every delegate DEL",
+            file=sys.stderr,
+        )
 
 
 def cni_error(cni_version: str, code: int, msg: str, details: str = "") -> str:
@@ -302,6 +503,8 @@ def _ask_daemon(conf: GuardConf, env: dict[str, str], stdin: bytes) -> tuple[int
 def _exec_multus(conf: GuardConf, env: dict[str, str]) -> int:
     """Replace this process with Multus, stdin replaced by the synthesized config (never returns)."""
     binary = multus_binary(conf, env.get("CNI_PATH", ""))
+    if env.get("CNI_COMMAND") == "DEL":
+        _set_aside_before_del(conf, env)
     config = json.dumps(multus_config(conf, teardown=True)).encode()
     fd = os.memfd_create("multus-guard-config")
     os.write(fd, config)

@@ -44,7 +44,7 @@ def test_shim_imports_only_the_standard_library() -> None:
     tree = ast.parse(Path(shim.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert imported <= {"__future__", "json", "os", "socket", "sys", "dataclasses", "typing"}
+    assert imported <= {"__future__", "json", "os", "socket", "stat", "sys", "time", "dataclasses", "typing"}
 
 
 def test_parse_conf_reads_every_key(tmp_path: Path) -> None:
@@ -105,7 +105,17 @@ def test_thick_config_holds_socket_dir_primary_and_runtime_values(tmp_path: Path
         "type": "multus-shim",
         "daemonSocketDir": "/run/m/",
         "delegates": [PRIMARY],
+        "retryDeleteOnError": True,
     }
+
+
+@pytest.mark.parametrize("mode", ["thick", "thin"])
+def test_multus_keeps_the_cache_after_a_failed_delegate_del_unless_the_admin_says_otherwise(
+    tmp_path: Path, mode: str
+) -> None:
+    assert shim.multus_config(_parse(_conf(tmp_path, mode)), teardown=True)["retryDeleteOnError"] is True
+    conf = _parse(_conf(tmp_path, mode, config={"retryDeleteOnError": False}))
+    assert shim.multus_config(conf, teardown=True)["retryDeleteOnError"] is False
 
 
 @pytest.mark.parametrize("mode", ["thick", "thin"])
@@ -221,3 +231,118 @@ def test_add_over_the_message_limit_is_refused_by_the_shim_with_the_size_not_a_b
     error = json.loads(capsys.readouterr().out)
     assert error["code"] == shim.CODE_INVALID_CONFIG
     assert f"limit of {shim.MAX_MESSAGE_BYTES} bytes" in error["msg"]
+
+
+# --------------------------------------------------------------------- Multus's delegate cache on DEL
+
+CACHE = json.dumps(
+    [
+        {
+            "Conf": {"cniVersion": "1.0.0", "name": "lab-primary", "type": ""},
+            "ConfList": {"cniVersion": "1.0.0", "name": "lab-primary", "plugins": [{"type": "macvlan"}]},
+            "Name": "lab-primary",
+            "ifnameRequest": "",
+            "Bytes": "eyJjbmlWZXJzaW9uIjoiMS4wLjAifQ==",
+        },
+        {"Conf": {"cniVersion": "1.0.0", "name": "rail-a", "type": "sriov"}, "Name": "ns/dra-sriov-a"},
+    ]
+).encode()
+"""A delegate cache as Multus v4.3.0 writes it (``json.Marshal`` of ``[]*DelegateNetConf``)."""
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"", "0 bytes"),
+        (b"\n  ", "only whitespace"),
+        (CACHE[: len(CACHE) // 2], "not JSON"),
+        (b"\xef\xbb\xbf" + CACHE, "not JSON"),
+        (b'[{"Name": NaN}]', "not JSON"),
+        (b"null", "a JSON null, not a list"),
+        (b'{"Name": "x"}', "a JSON object, not a list"),
+        (b"[]", "an empty list"),
+        (b'[{"Name": "x"}, null]', "delegate [1] is not a JSON object"),
+    ],
+    ids=[
+        "zero-bytes",
+        "whitespace",
+        "half-written",
+        "byte-order-mark",
+        "nan",
+        "null",
+        "object",
+        "empty-list",
+        "null-entry",
+    ],
+)
+def test_cache_multus_cannot_use_is_named_with_its_problem(data: bytes, problem: str) -> None:
+    found = shim.cache_problem(data)
+    assert found is not None and problem in found
+
+
+def test_cache_as_multus_writes_it_is_usable() -> None:
+    assert shim.cache_problem(CACHE) is None
+
+
+@given(st.integers(min_value=0, max_value=len(CACHE) - 1))
+def test_property_every_truncation_of_a_cache_is_unusable(cut: int) -> None:
+    assert shim.cache_problem(CACHE[:cut]) is not None
+
+
+@given(st.binary(max_size=300))
+def test_property_any_bytes_give_a_problem_or_none_never_an_exception(data: bytes) -> None:
+    found = shim.cache_problem(data)
+    assert found is None or (isinstance(found, str) and found)
+
+
+def test_cache_dir_is_multus_default_or_multus_config(tmp_path: Path) -> None:
+    assert shim.multus_cache_dir(_parse(_conf(tmp_path, "thin"))) == "/var/lib/cni/multus"
+    assert shim.multus_cache_dir(_parse(_conf(tmp_path, "thin", config={"cniDir": "/c"}))) == "/c"
+
+
+def test_thick_daemon_config_cni_dir_wins_as_in_multus_overlay(tmp_path: Path) -> None:
+    daemon = tmp_path / "daemon-config.json"
+    daemon.write_text(json.dumps({"cniVersion": "1.0.0", "cniDir": "/d"}))
+    conf = _parse(_conf(tmp_path, "thick", daemonConfigFile=str(daemon), config={"cniDir": "/c"}))
+    assert shim.multus_cache_dir(conf) == "/d"
+    daemon.write_text(json.dumps({"cniVersion": "1.0.0"}))
+    assert shim.multus_cache_dir(conf) == "/c"
+
+
+@pytest.mark.parametrize(
+    ("daemon_text", "mentions"),
+    [
+        (None, "cannot read Multus daemon config"),
+        ('{"cniDir": "/a", "cniDir": "/b"}', "'cniDir' is repeated"),
+        ('["cniDir"]', "is not a JSON object"),
+        ('{"cniDir": 5}', "cniDir in"),
+        ('{"cniDir": ""}', "non-empty path"),
+    ],
+    ids=["missing-file", "repeated-key", "not-an-object", "not-a-string", "empty"],
+)
+def test_thick_cache_dir_is_not_guessed_from_a_daemon_config_it_cannot_read(
+    tmp_path: Path, daemon_text: str | None, mentions: str
+) -> None:
+    daemon = tmp_path / "daemon-config.json"
+    if daemon_text is not None:
+        daemon.write_text(daemon_text)
+    conf = _parse(_conf(tmp_path, "thick", daemonConfigFile=str(daemon)))
+    with pytest.raises(shim.GuardConfError, match=mentions) as info:
+        shim.multus_cache_dir(conf)
+    assert str(daemon) in str(info.value) or "cniDir" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("0123abcdef", True),
+        ("c-1.2_x", True),
+        ("", False),
+        ("../etc", False),
+        ("a/b", False),
+        (".x", False),
+        ("é", False),
+    ],
+)
+def test_only_a_cni_container_id_names_a_cache_file(value: str, valid: bool) -> None:
+    assert shim.is_container_id(value) is valid
