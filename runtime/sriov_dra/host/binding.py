@@ -15,7 +15,9 @@ dra-driver-sriov.md §4.4, §9 item 5) plus the managed-mode check of spec §8.1
 - where a kernel netdevice is required (managed mode), an unbound VF, a VF on a userspace/DPDK
   driver (``vfio-pci``, ``uio_pci_generic``, ``igb_uio``), or one whose driver made no netdev is
   rejected with :class:`UnsupportedVfDriver`, also when the driver field was omitted; a DPDK
-  driver request is rejected before any hardware change.
+  driver request is rejected before any hardware change. A VF whose netdev is in another network
+  namespace (in use by a Pod: the host's ``net/`` is empty, not absent) passes the check, so the
+  host stage can be re-run for a VF in use.
 
 Every write goes through the :class:`KernelPci` Protocol. :class:`SysfsKernelPci` writes the
 real files; tests and the lab use ``fakesysfs.FakeKernelPci``, a fake that emulates the kernel's
@@ -222,12 +224,17 @@ class DriverBinder:
             record.pci_address, requested=record.requested, original_driver=record.original_driver
         )
 
-    def check_netdevice(self, bdf: str) -> str:
+    def check_netdevice(self, bdf: str) -> str | None:
         """Return the VF's netdev name, or refuse a VF that cannot serve a kernel netdevice.
 
+        Returns None for a VF whose netdev lives in another network namespace (a Pod's, for a VF
+        in use): the kernel keeps a function's ``net/`` class directory while any of its netdevs
+        exists, in any namespace, but sysfs lists only the netdevs of the namespace it was
+        mounted in, so the host sees ``net/`` present and empty. A driver that created no netdev
+        leaves no ``net/`` at all. Both facts are measured on real igbvf VFs (tests/realvf).
         Raises: UnsupportedVfDriver naming the VF, its driver and the fix.
         Source: spec §8.1 step 2 ("rejecting an already-VFIO or unbound VF even when the driver
-        field was omitted").
+        field was omitted"); issue 16 (the re-run host stage of a VF in use).
         """
         driver = self.current_driver(bdf)
         fix = (
@@ -244,6 +251,12 @@ class DriverBinder:
                 f"kernel netdevice VF; {fix}, or exclude VFIO VFs from the SriovResourcePolicy"
             )
         netdevs = self._sysfs.netdevs(bdf)
+        if not netdevs and (self._sysfs.pci_device_dir(bdf) / "net").is_dir():
+            self._log.info(
+                "vf netdev in another network namespace",
+                extra={"pci": bdf, "op": "check_netdevice", "outcome": driver},
+            )
+            return None
         if not netdevs:
             raise UnsupportedVfDriver(
                 f"VF {bdf} is bound to {driver}, which created no network interface; bind a "

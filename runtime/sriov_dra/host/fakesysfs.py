@@ -335,7 +335,33 @@ class FakeSysfs:
         (device / "driver").unlink(missing_ok=True)
         for name in self.sysfs.netdevs(bdf):
             self.sysfs.path("class", "net", name).unlink(missing_ok=True)
-            shutil.rmtree(device / "net" / name, ignore_errors=True)
+        # The kernel removes the net/ class directory with the function's last netdev, also one
+        # that was in another namespace (measured on igbvf VFs, tests/realvf).
+        shutil.rmtree(device / "net", ignore_errors=True)
+
+    def move_netdev_out(self, bdf: str) -> str:
+        """Emulate moving the function's netdev into another network namespace (a Pod's).
+
+        The host's view, as the kernel shows it: ``net/<name>`` and ``class/net/<name>`` go, but
+        ``net/`` stays, empty (sysfs lists only the reader's namespace; measured on igbvf VFs,
+        tests/realvf). Returns the name moved. Raises: ValueError when there is no netdev here.
+        """
+        names = self.sysfs.netdevs(bdf)
+        if not names:
+            raise ValueError(f"fake sysfs: {bdf} has no netdev in this namespace to move out")
+        device = self.device_dir(bdf)
+        for name in names:
+            self.sysfs.path("class", "net", name).unlink(missing_ok=True)
+            shutil.rmtree(device / "net" / name)
+        return names[0]
+
+    def return_netdev(self, bdf: str, name: str) -> None:
+        """Emulate the function's netdev coming back into this namespace as ``name``.
+
+        E.g. ``net1``: a Pod's netns deleted before CNI DEL hands its physical devices back to
+        the host under the names they had inside (measured on igbvf VFs, tests/realvf).
+        """
+        self._add_netdev(bdf, self.device_dir(bdf), name)
 
     def _add_netdev(self, bdf: str, device: Path, name: str) -> None:
         info = self._meta[bdf]
