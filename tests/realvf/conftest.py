@@ -29,6 +29,7 @@ GUEST_PYTEST_ARGS = (
     "--color=no",
     "-rA",
     "-q",
+    "--durations=8",
 )
 """pytest inside the guest: plugin autoload is off (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 costs 50 s of
 collection under TCG otherwise), so the timeout plugin the project's ini options need is named."""

@@ -1,0 +1,74 @@
+"""Guest side of the realvf tier: real igb PFs and igbvf VFs of the QEMU guest (tests/realvf/vm.py).
+
+These tests run only inside the guest (``SRIOV_DRA_REALVF_GUEST=1``; the host reports their
+results through tests/realvf/test_guest.py). The session fixture :func:`real_pfs` gives each of the
+two PFs :data:`NUM_VFS` VFs through the collection's ``numvfs`` rules (0 → 4, once per session:
+it costs about 1.3 s per PF under TCG); the autouse :func:`_baseline` fixture puts every VF back on
+igbvf with its netdev in the host namespace after each test, so one test's state never leaks
+into the next. Raw facts (:func:`raw_vf`) are read straight from ``/sys`` with ``os`` calls, as the
+independent answer the product code is compared with.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+if os.environ.get("SRIOV_DRA_REALVF_GUEST") != "1":  # pragma: no cover - the host never collects guest/
+    raise RuntimeError("tests/realvf/guest runs only inside the realvf QEMU guest")
+
+from tests.realvf.guest.realvfs import (
+    NUM_VFS,
+    ROOTS,
+    SESSION_WRITES,
+    VF_DRIVER,
+    RawVf,
+    RealPf,
+    collection_module_utils,
+    raw_pfs,
+    raw_vfs,
+    restore_baseline,
+    vfs_ready,
+    wait_until,
+)
+
+
+@pytest.fixture(scope="session")
+def real_pfs() -> list[RealPf]:
+    """Both igb PFs with :data:`NUM_VFS` igbvf VFs each, set up once through ``numvfs`` rules."""
+    mu = collection_module_utils()
+    from ansible_collections.sriovnet.dra.plugins.module_utils import numvfs, sysfs
+
+    assert mu is not None
+    pfs = raw_pfs()
+    assert [pf.pcie_root for pf in pfs] == sorted(ROOTS), pfs
+    reader = sysfs.Sysfs("/")
+    for pf in pfs:
+        change = numvfs.plan(reader, pf.bdf, NUM_VFS, False)
+        SESSION_WRITES[pf.bdf] = numvfs.converge(reader, change, VF_DRIVER, 30)
+    for pf in pfs:
+        wait_until(f"{NUM_VFS} igbvf VFs with netdevs on {pf.ifname}", lambda pf=pf: vfs_ready(pf))
+    return pfs
+
+
+@pytest.fixture(autouse=True)
+def _baseline(real_pfs: list[RealPf]) -> Iterator[None]:
+    """Fail a test that leaves VFs changed (after restoring them, so the next test starts clean)."""
+    before = {vf.bdf: vf for pf in real_pfs for vf in raw_vfs(pf)}
+    yield
+    after = {vf.bdf: vf for pf in real_pfs for vf in raw_vfs(pf)}
+    # A rebind or a new VF count gives the netdevs new kernel names (no udev here): compare drivers
+    # and "one netdev in this namespace", not names.
+    if set(after) != set(before) or any(
+        (after[b].driver, len(after[b].net or ())) != (before[b].driver, 1) for b in after
+    ):
+        restore_baseline(real_pfs)
+        pytest.fail(f"the test left VFs changed: before {sorted(before.values(), key=str)}, after {after}")
+
+
+@pytest.fixture
+def all_vfs(real_pfs: list[RealPf]) -> list[RawVf]:
+    """Every VF of both PFs as raw sysfs shows it now, sorted by address."""
+    return sorted((vf for pf in real_pfs for vf in raw_vfs(pf)), key=lambda v: v.bdf)

@@ -1,0 +1,82 @@
+"""Driver binding on real VFs through ``sriov_dra.host.binding``: igbvf <-> vfio-pci with the vIOMMU,
+``default`` through ``drivers_probe``, and the managed-mode netdevice check on a VF in use.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from tests.realvf.guest.realvfs import SYS_PCI, VF_DRIVER, RawVf, raw_vf, wait_until
+
+from sriov_dra.host import binding, netlink
+from sriov_dra.host import sysfs as sysfs_mod
+
+
+def _binder() -> binding.DriverBinder:
+    reader = sysfs_mod.Sysfs(Path("/"))
+    return binding.DriverBinder(reader, kernel=binding.SysfsKernelPci(reader))
+
+
+def _vfio_group(bdf: str) -> Path:
+    return Path("/dev/vfio") / os.path.basename(os.readlink(SYS_PCI / bdf / "iommu_group"))
+
+
+def test_a_real_vf_binds_to_vfio_pci_through_the_viommu_and_restores_to_igbvf(all_vfs: list[RawVf]) -> None:
+    vf = all_vfs[1]
+    binder = _binder()
+    record = binder.apply(vf.bdf, "vfio-pci")
+    try:
+        assert (record.changed, record.original_driver, record.driver) == (True, VF_DRIVER, "vfio-pci")
+        now = raw_vf(vf.bdf)
+        assert now.driver == "vfio-pci"
+        assert now.net is None, "a function without netdevs has no net/ directory at all"
+        assert _vfio_group(vf.bdf).exists()
+        assert (SYS_PCI / vf.bdf / "driver_override").read_text().strip() == "(null)"
+    finally:
+        assert binder.restore_record(record) is True
+    wait_until("an igbvf netdev back", lambda: bool(raw_vf(vf.bdf).net))
+    assert raw_vf(vf.bdf).driver == VF_DRIVER
+
+
+def test_default_rebinds_a_vfio_vf_to_igbvf_through_drivers_probe(all_vfs: list[RawVf]) -> None:
+    vf = all_vfs[2]
+    binder = _binder()
+    binder.apply(vf.bdf, "vfio-pci")
+    record = binder.apply(vf.bdf, binding.DEFAULT, require_netdevice=True)
+    assert (record.changed, record.original_driver, record.driver) == (True, "vfio-pci", VF_DRIVER)
+    assert (SYS_PCI / vf.bdf / "driver_override").read_text().strip() == "(null)"
+    wait_until("an igbvf netdev back", lambda: bool(raw_vf(vf.bdf).net))
+
+
+def test_rerunning_the_host_stage_accepts_a_vf_whose_netdev_is_in_a_pod_netns(all_vfs: list[RawVf]) -> None:
+    vf = all_vfs[3]
+    (name,) = vf.net or ("",)
+    binder = _binder()
+    pod = f"realvf-{uuid.uuid4().hex[:8]}"
+    path = netlink.create_netns(pod)
+    try:
+        netlink.move_link(name, target_netns=path, new_name="net1")
+        assert raw_vf(vf.bdf).net == ()
+        for requested in (binding.KEEP, binding.DEFAULT):
+            record = binder.apply(vf.bdf, requested, require_netdevice=True)
+            assert (record.changed, record.driver) == (False, VF_DRIVER)
+        assert binder.check_netdevice(vf.bdf) is None
+        netlink.move_link("net1", target_netns=None, new_name=name, netns_path=path)
+    finally:
+        netlink.remove_netns(pod)
+    wait_until(f"{name} back in the host namespace", lambda: raw_vf(vf.bdf).net == (name,))
+
+
+def test_managed_mode_still_refuses_a_real_vf_on_vfio_pci(all_vfs: list[RawVf]) -> None:
+    vf = all_vfs[4]
+    binder = _binder()
+    record = binder.apply(vf.bdf, "vfio-pci")
+    try:
+        with pytest.raises(binding.UnsupportedVfDriver, match="userspace"):
+            binder.apply(vf.bdf, binding.KEEP, require_netdevice=True)
+    finally:
+        binder.restore_record(record)
+    wait_until("an igbvf netdev back", lambda: bool(raw_vf(vf.bdf).net))
