@@ -74,6 +74,7 @@ PERMISSIONS: tuple[dict[str, str], ...] = tuple(
         name="sriovnetwork.k8snetworkplumbingwg.io",
     )
     + _perms("", "nodes", "get list watch")
+    + _perms("", "pods", "list watch")
     + _perms("events.k8s.io", "events", "create patch")
     # Role sriov-dra-plugin-policies in the policy namespace
     + _perms("sriovnetwork.k8snetworkplumbingwg.io", "sriovresourcepolicies", "get list watch", POLICY)

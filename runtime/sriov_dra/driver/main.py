@@ -12,7 +12,8 @@ only after the previous one succeeded:
 4. **discovery** of the node's VFs (eswitch modes from devlink when the sysfs root is the host's)
    and the **publisher** (policy namespace and CRDs checked, the watches and the ResourceSlice
    worker started);
-5. *auto-attach only*: the Node's UID recorded, then the **repair worker** started and its first
+5. *auto-attach only*: the Node's UID recorded, then the **repair worker** (with its claim
+   ``networkData`` writer and the node's Pod watch) started and its first
    complete pass awaited (spec §8.3: after the checkpoint load, before managed readiness), at
    most ``--repair-first-pass-timeout-s`` (past it → exit 1 naming the last pass error; 0 = no
    bound, progress logged); nothing is served to the kubelet before it;
@@ -276,6 +277,7 @@ class Plugin:
                 context,
                 first_pass_timeout_s=self.settings.repair_first_pass_timeout_s,
                 stop=self.stop_event,
+                watch_api=self._api,
             )
         except managed_wiring.FirstPassTimeout as exc:
             raise StartupError(str(exc)) from exc

@@ -12,6 +12,7 @@ Modules, in the order a prepare uses them (spec §5–§9, §12.2.5; ARCHITECTUR
 - ``ensure``: EnsureManagedBindings (shadows → UIDs → Pod → Ready);
 - ``release``: ReleaseManagedClaim (spec §8.4 steps 1–9);
 - ``repair`` and ``orphans``: the background worker and the orphan scan (spec §8.3, §8.5);
+- ``netdata``: each published VF's claim ``networkData`` from the Pod's network-status (issue 17);
 - ``lockorder``: claim-then-Pod operation locks with the order checked;
 - ``observe``: Events and metrics with bounded reason labels (spec §18.2);
 - ``service``: the small facade the prepare/unprepare handler calls.

@@ -23,6 +23,14 @@ A resumed release also clears the claim's ``status.devices`` entries (``clear_st
 the record goes, exactly as the unprepare handler does: the kubelet's later unprepare finds no
 record and could not clear them any more.
 
+Claim ``networkData`` (issue 17, diagnostic; ``netdata``): with a ``network_data`` writer, every
+verified Pod's published claims get their entries' ``networkData`` from the Pod's network-status
+(under the same locks, with the claim and Pod just read: no extra request when nothing changed).
+Between passes, :meth:`RepairWorker.pod_event` (the handler of the node's Pod watch, ``spec.nodeName``
+field-selected) queues a Pod whose network-status value changed and wakes the worker, which then
+writes only that Pod's ``networkData`` (no full pass, no live Pod read: the watched object is the
+one whose network-status changed). A failure there is logged and retried by the next full pass.
+
 Work is bounded (``max_items_per_pass``) and each Pod/claim that fails waits an exponentially
 growing, capped delay before it is tried again; Events are emitted on transitions only.
 It must never release hardware for a record that is not ``Deleting``, change hardware for a Pod
@@ -33,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +49,7 @@ from typing import Any
 from sriov_dra.core import checkpoint_lifecycle
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import ensure as ensure_mod
-from sriov_dra.driver.managed import hostgate, observe, orphans, release, service
+from sriov_dra.driver.managed import hostgate, netdata, observe, orphans, release, service
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra_rules import errors
 
@@ -90,15 +99,27 @@ class RepairWorker:
         host_prepare: hostgate.HostStage,
         settings: RepairSettings | None = None,
         clear_status: release.StatusClear | None = None,
+        network_data: netdata.NetworkDataWriter | None = None,
     ) -> None:
         self.attach = attach
         self.host_release = host_release
         self.host_prepare = host_prepare
         self.clear_status = clear_status
+        self.network_data = network_data
         self.settings = settings if settings is not None else RepairSettings()
         self._retry_at: dict[str, tuple[float, int]] = {}
         self._last_orphan_scan: float | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._queue_lock = threading.Lock()
+        self._queued: dict[str, Mapping[str, Any]] = {}
+        """Pods (by UID) whose network-status changed since it was last handled, newest object."""
+        self._handled_status: dict[str, str | None] = {}
+        """The network-status value last handled per Pod UID (full pass or queue)."""
+        self.watch: Any = None
+        """The node's Pod watch feeding :meth:`pod_event` (closed by :meth:`stop`), if any."""
+        self.network_data_runs = 0
+        """Queue runs that handled at least one Pod (for tests and logs)."""
         self._first = threading.Event()
         self._thread: threading.Thread | None = None
         self._node_stop: str | None = None
@@ -122,23 +143,98 @@ class RepairWorker:
         return self._first.wait(timeout_s)
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop after the current pass (waits at most ``timeout_s`` seconds)."""
+        """Stop the Pod watch, then the worker after its current step (waits at most ``timeout_s``)."""
         self._stop.set()
+        self._wake.set()
+        if self.watch is not None:
+            self.watch.close()
         if self._thread is not None:
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
+        next_pass = time.monotonic()
         while not self._stop.is_set():
+            if time.monotonic() >= next_pass:
+                try:
+                    self.run_once()
+                except Exception as exc:
+                    self.last_pass_error = f"{type(exc).__name__}: {exc}"[:512]
+                    LOG.exception("repair pass failed", extra={"op": "repair"})
+                else:
+                    self.passes += 1
+                    self.last_pass_error = ""
+                    self._first.set()
+                next_pass = time.monotonic() + self.settings.interval_s
             try:
-                self.run_once()
-            except Exception as exc:
-                self.last_pass_error = f"{type(exc).__name__}: {exc}"[:512]
-                LOG.exception("repair pass failed", extra={"op": "repair"})
-            else:
-                self.passes += 1
-                self.last_pass_error = ""
-                self._first.set()
-            self._stop.wait(self.settings.interval_s)
+                self.run_network_data()  # Pods queued meanwhile; those the pass handled are skipped
+            except Exception:
+                LOG.exception("claim networkData run failed", extra={"op": "networkData"})
+            self._wake.wait(max(0.0, next_pass - time.monotonic()))
+            self._wake.clear()
+
+    # ------------------------------------------------------------------ Pod watch
+    def pod_event(self, kind: str, pod: Mapping[str, Any]) -> None:
+        """Handler of the node's Pod watch: queue a Pod whose network-status changed, wake the worker.
+
+        Runs on the watch thread and does no API call: a Pod is queued only when it has forward
+        records in the checkpoint and its network-status value differs from the one last handled.
+        A deleted Pod is forgotten. Without a ``network_data`` writer it does nothing.
+        """
+        if self.network_data is None:
+            return
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else None
+        uid = str(meta.get("uid") or "") if isinstance(meta, Mapping) else ""
+        if not uid:
+            return
+        if kind == "DELETED":
+            with self._queue_lock:
+                self._queued.pop(uid, None)
+                self._handled_status.pop(uid, None)
+            return
+        value = netdata.network_status_of(pod)
+        with self._queue_lock:
+            if uid in self._handled_status and self._handled_status[uid] == value:
+                self._queued.pop(uid, None)  # back to the handled value: nothing to do
+                return
+        if not any(netdata.published(r) for r in ensure_mod.forward_records(self.attach.store, uid)):
+            return
+        with self._queue_lock:
+            self._queued[uid] = pod
+        self._wake.set()
+
+    def run_network_data(self) -> list[str]:
+        """Write ``networkData`` for every queued Pod (see :meth:`pod_event`); return their UIDs.
+
+        A Pod is handled only when it is still bound to this node, not terminating, and its
+        network-status value is not the one last handled; under the claim-then-Pod locks.
+        """
+        with self._queue_lock:
+            queued, self._queued = self._queued, {}
+        done: list[str] = []
+        writer = self.network_data
+        if writer is None:
+            return done
+        for uid, pod in sorted(queued.items()):
+            if self._stop.is_set():
+                break
+            meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+            value = netdata.network_status_of(pod)
+            with self._queue_lock:
+                if uid in self._handled_status and self._handled_status[uid] == value:
+                    continue
+            if spec.get("nodeName") != self.attach.node.name or meta.get("deletionTimestamp"):
+                continue
+            records = ensure_mod.forward_records(self.attach.store, uid)
+            if not records:
+                continue
+            with self.attach.locks.hold(records[0].claim_uid, uid):
+                writer.write(pod, ensure_mod.forward_records(self.attach.store, uid))
+            with self._queue_lock:
+                self._handled_status[uid] = value
+            done.append(uid)
+        if done:
+            self.network_data_runs += 1
+        return done
 
     # ------------------------------------------------------------------ one pass
     def _due(self, key: str, now: float) -> bool:
@@ -167,6 +263,7 @@ class RepairWorker:
             else:
                 forward.setdefault(record.pod_uid, []).append(record)
         budget = self.settings.max_items_per_pass
+        self._forget_network_data(records.values())
         node_check = self._node_identity() if forward else None
         for pod_uid, pod_records in sorted(forward.items()):
             key = f"pod/{pod_uid}"
@@ -211,8 +308,17 @@ class RepairWorker:
         self._node_stop = None
         return None
 
-    def _consumer(self, record: model.ClaimRecord) -> Mapping[str, Any]:
-        """The live consumer Pod of ``record`` when forward repair applies; raises _Stop otherwise."""
+    def _forget_network_data(self, records: Any) -> None:
+        """Forget network-status values and noted problems of Pods and claims no longer recorded."""
+        pods = {r.pod_uid for r in records}
+        with self._queue_lock:
+            for uid in [u for u in self._handled_status if u not in pods]:
+                del self._handled_status[uid]
+        if self.network_data is not None:
+            self.network_data.forget({r.claim_uid for r in records}, pods)
+
+    def _consumer(self, record: model.ClaimRecord) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+        """The live claim and consumer Pod of ``record`` when forward repair applies; raises _Stop otherwise."""
         attach = self.attach
         try:
             claim = attach.claims.get(record.namespace, record.name)
@@ -237,7 +343,7 @@ class RepairWorker:
             raise _Stop("Pod is bound to another node")
         if pod_meta.get("deletionTimestamp"):
             raise _Stop("Pod is terminating")
-        return pod
+        return claim, pod
 
     def _repair_pod(
         self, pod_uid: str, records: list[model.ClaimRecord], report: PassReport, key: str
@@ -246,11 +352,19 @@ class RepairWorker:
         first = records[0]
         started = attach.clock.monotonic()
         try:
-            pod = self._consumer(first)
+            claim, pod = self._consumer(first)
             with attach.locks.hold(first.claim_uid, pod_uid):
                 if not ensure_mod.forward_records(attach.store, pod_uid):
                     return
                 result = attach.ensure_pod(pod, host=self.host_prepare)
+                if self.network_data is not None:  # diagnostic, never raises (netdata)
+                    self.network_data.write(
+                        pod,
+                        ensure_mod.forward_records(attach.store, pod_uid),
+                        current={first.claim_uid: claim},
+                    )
+                    with self._queue_lock:
+                        self._handled_status[pod_uid] = netdata.network_status_of(pod)
         except _Stop as stop:
             report.stopped[key] = str(stop)
             LOG.info(

@@ -5,7 +5,8 @@ plugin's API client and settings (the real Pod, NAD, claim and Event clients, th
 once as the recorded identity, the reader of the Node's *current* UID that every prepare and
 repair pass compares with it, the publisher's device snapshot, metric families in the plugin's
 registry, shared claim/Pod lock tables) and of the repair worker, whose first pass must finish
-before the plugin registers with the kubelet (spec §8.3: "before managed readiness").
+before the plugin registers with the kubelet (spec §8.3: "before managed readiness"), with its
+claim ``networkData`` writer and the node's Pod watch that makes that write prompt.
 
 It must never start anything the entrypoint cannot stop, nor run with a node UID it did not read.
 """
@@ -20,10 +21,19 @@ from typing import Any, Final
 
 from sriov_dra.core import identities
 from sriov_dra.driver import claim_context, locks, prepare, unprepare
-from sriov_dra.driver.managed import fanout, lockorder, multus_layout, observe, repair, seams, service
+from sriov_dra.driver.managed import (
+    fanout,
+    lockorder,
+    multus_layout,
+    netdata,
+    observe,
+    repair,
+    seams,
+    service,
+)
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra.kube import nodeinfo, plugin_events, podpatch, shadows
+from sriov_dra.kube import nodeinfo, plugin_events, podpatch, shadows, watches
 
 LOG = logging.getLogger(__name__)
 
@@ -32,6 +42,10 @@ CONTROLLER: Final = "sriov-dra-plugin"
 
 PROGRESS_EVERY_S: Final = 15.0
 """Seconds between "still waiting for the first repair pass" log lines."""
+
+POD_WATCH_TIMEOUT_S: Final = 300
+"""Server-side timeout of one Pod watch stream (seconds); the stream then resumes from its
+resourceVersion, so this bounds a stuck stream, not the freshness of events."""
 
 
 class FirstPassTimeout(Exception):
@@ -130,6 +144,21 @@ def build_attach(
     return attach
 
 
+def pod_watch(
+    api: Any, node_name: str, worker: repair.RepairWorker, *, stop: threading.Event | None = None
+) -> Any:
+    """The watch of the Pods bound to ``node_name`` (``fieldSelector=spec.nodeName=<node>``), feeding
+    ``worker.pod_event``; not started.
+
+    Why it is cheap at scale: the API server indexes Pods by ``spec.nodeName`` in its watch cache
+    (the kubelet's own watch), so each node's plugin receives only its own Pods' events (at most
+    the node's ``maxPods``, cached here), and its handler makes no API call; a claim request
+    follows only when a Pod's network-status changed. RBAC: ``pods`` list, watch.
+    """
+    target = watches.Target("/api/v1/pods", f"spec.nodeName={node_name}", api_version="v1", kind="Pod")
+    return watches.Watch(api, target, worker.pod_event, name="pods", stop=stop, timeout_s=POD_WATCH_TIMEOUT_S)
+
+
 def start_worker(
     attach: service.ManagedAttach,
     context: claim_context.ClaimContext,
@@ -137,11 +166,15 @@ def start_worker(
     settings: repair.RepairSettings | None = None,
     first_pass_timeout_s: float = 300.0,
     stop: threading.Event | None = None,
+    watch_api: Any = None,
 ) -> repair.RepairWorker:
     """Start the repair worker and wait until its first pass ran to its end (spec §8.3).
 
     The worker releases hosts and completes interrupted host stages through the handler's
-    context (``unprepare.release_host``, ``prepare.ensure_host``). The wait logs progress every
+    context (``unprepare.release_host``, ``prepare.ensure_host``) and fills claim ``networkData``
+    through the handler's claim client (``netdata``). With ``watch_api`` the node's Pod watch
+    (:func:`pod_watch`) is started too, so ``networkData`` follows network-status at once instead
+    of at the next pass; the worker's ``stop`` closes it. The wait logs progress every
     :data:`PROGRESS_EVERY_S` seconds and ends early when ``stop`` is set (shutdown during startup).
     Units: ``first_pass_timeout_s`` seconds; 0 = no bound.
     Raises: FirstPassTimeout after ``first_pass_timeout_s`` seconds without a complete pass (the
@@ -153,8 +186,11 @@ def start_worker(
         host_prepare=lambda record: prepare.ensure_host(context, record),
         clear_status=lambda record: unprepare.clear_status(context, record),
         settings=settings,
+        network_data=netdata.NetworkDataWriter(claims=context.claims, driver_name=context.driver_name),
     )
     worker.start()
+    if watch_api is not None:
+        worker.watch = pod_watch(watch_api, attach.node.name, worker, stop=stop).start()
     wait_first_pass(worker, timeout_s=first_pass_timeout_s, stop=stop)
     return worker
 
