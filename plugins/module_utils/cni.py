@@ -19,7 +19,8 @@ multus.md §2.5; the guard's config keys are ``sriov_dra.guard.shim.GuardConf``)
 - files are replaced atomically (temp file in the same directory, fsync, rename, directory
   fsync) and only when their JSON content or mode differs.
 
-It must import only the standard library.
+It must import only the standard library and the shared rules (``sriov_dra_rules``): every JSON
+file it reads goes through the one strict reader, ``strictjson``, so a repeated key is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import tempfile
 
 from ansible_collections.sriovnet.dra.plugins.module_utils import base
+from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import errors, strictjson
 
 GUARD_TYPE = "multus-guard"
 MULTUS_TYPES = ("multus", "multus-shim", GUARD_TYPE)
@@ -55,14 +57,20 @@ def conf_files(conf_dir):
 
 
 def load_json(path, what):
-    """Decoded JSON object in ``path``; ``what`` names the file in the error."""
+    """Decoded JSON object in ``path``; ``what`` names the file in the error.
+
+    Read by the shared strict reader (``strictjson.decode_file``), as the guard reads it: values as
+    ``json.loads`` gives them, but a repeated key, NaN or malformed JSON is refused with its path.
+    """
     try:
         with open(path, "rb") as handle:
-            data = json.loads(handle.read().decode("utf-8"))
+            raw = handle.read()
     except (OSError, IOError) as exc:
         raise CniConfigError("cannot read %s %s: %s" % (what, path, getattr(exc, "strerror", exc)))
-    except ValueError as exc:
-        raise CniConfigError("%s %s is not valid JSON: %s" % (what, path, exc))
+    try:
+        data = strictjson.decode_file(raw, what=what, source=path)
+    except errors.InvalidSpec as exc:
+        raise CniConfigError(exc.detail)
     if not isinstance(data, dict):
         raise CniConfigError("%s %s must hold a JSON object" % (what, path))
     return data
@@ -182,15 +190,16 @@ def render(config):
 
 
 def current_state(path):
-    """``(decoded JSON or None, mode or None)`` of an existing file; undecodable content is None."""
+    """``(decoded JSON or None, mode or None)`` of an existing file; content that is not strict JSON
+    (a repeated key included) is None, so the module replaces it with the wanted config."""
     try:
         mode = os.stat(path).st_mode & 0o7777
     except OSError:
         return None, None
     try:
         with open(path, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8")), mode
-    except (OSError, ValueError):
+            return strictjson.decode_file(handle.read(), what="guard config", source=path), mode
+    except (OSError, errors.InvalidSpec):
         return None, mode
 
 

@@ -111,10 +111,19 @@ class SriovDraError(Exception):
         self.summary = message
         super().__init__(self._format())
 
+    @property
+    def detail(self) -> str:
+        """The message without its reason: ``summary: path: problem; path: problem``.
+
+        For texts that carry the reason elsewhere (a condition's reason, an Event's reason) or
+        that a person reads as one sentence (a CLI or module error).
+        """
+        if not self.errors:
+            return self.summary
+        return f"{self.summary}: " + "; ".join(str(e) for e in self.errors)
+
     def _format(self) -> str:
-        text = f"{self.reason}: {self.summary}"
-        if self.errors:
-            text += ": " + "; ".join(str(e) for e in self.errors)
+        text = f"{self.reason}: {self.detail}"
         # A lone surrogate (a JSON "\ud800" escape in user input) has no UTF-8 form; escape it so
         # the message can always be logged, sent as a gRPC error string or stored in an Event.
         return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -144,6 +144,27 @@ def decode_sequence(text: str, *, path: str = "$") -> list[JsonValue]:
     return cast(list[JsonValue], _decode(text, path, RawNumber, sequence=True))
 
 
+def decode_file(raw: bytes, *, what: str, source: str) -> object:
+    """Decode the bytes of a JSON file a person or an installer wrote (a CNI config, ...).
+
+    ``what`` and ``source`` name the file in the summary (``primary config /etc/cni/net.d/10-x``);
+    paths in the errors start at ``$``.
+    Shapes: UTF-8 text only; plain values as :func:`decode_plain` gives them.
+    Raises: errors.InvalidSpec, summary ``<what> <source> is not valid JSON`` with one FieldError
+    per problem (a repeated key with its path, NaN, malformed syntax), or ``... is not UTF-8 text``.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise errors.InvalidSpec(
+            f"{what} {source} is not UTF-8 text", errors=[errors.FieldError("$", f"{exc}; save it as UTF-8")]
+        ) from None
+    try:
+        return decode_plain(text)
+    except errors.InvalidSpec as exc:
+        raise errors.InvalidSpec(f"{what} {source} is not valid JSON", errors=exc.errors) from None
+
+
 def kind(value: object) -> str:
     """Name the JSON kind of a decoded value for messages: ``an object``, ``a list``, ``a string``,
     ``a number``, ``a boolean`` or ``null`` (``got a list``)."""

@@ -54,11 +54,11 @@ def config_files(conf_dir: str) -> list[str]:
 
 def _load(path: str, what: str) -> dict[str, Any]:
     try:
-        doc = json.loads(Path(path).read_bytes())
+        doc = install.read_json(Path(path), what)
     except OSError as exc:
         raise GuardContractError(f"cannot read {what} {path}: {exc.strerror}") from exc
     except ValueError as exc:
-        raise GuardContractError(f"{what} {path} is not valid JSON: {exc}") from exc
+        raise GuardContractError(str(exc)) from exc
     if not isinstance(doc, dict):
         raise GuardContractError(f"{what} {path} must hold a JSON object")
     return doc

@@ -373,16 +373,6 @@ def render_config(network: Mapping[str, object]) -> str:
     return go_json_indent(_compact(config))
 
 
-def problem_message(exc: errors.SriovDraError) -> str:
-    """The whole message of ``exc`` for a condition or an Event: summary, then every field problem.
-
-    Shapes: ``SriovNetwork ns/name cannot be rendered: spec.ipam: expected a JSON object, got a list; ...``.
-    """
-    if not exc.errors:
-        return exc.summary
-    return f"{exc.summary}: " + "; ".join(str(e) for e in exc.errors)
-
-
 def render_nad(network: Mapping[str, object], *, resource_prefix: str) -> dict[str, object]:
     """The complete source NAD manifest for ``network`` (what the network controller writes).
 
@@ -507,7 +497,7 @@ def resolve_source(
     try:
         expected = render_nad(network, resource_prefix=resource_prefix)
     except errors.InvalidSpec as exc:
-        return unresolved(ref, nad_not_ready, problem_message(exc))
+        return unresolved(ref, nad_not_ready, exc.detail)
     where = target(network)
     nad_label = f"source NetworkAttachmentDefinition {where}"
     if nad is None:

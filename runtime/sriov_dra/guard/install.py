@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from sriov_dra.guard import shim
 from sriov_dra.host import atomicfile
+from sriov_dra_rules import errors, strictjson
 
 CONFLIST_NAME: Final = "00-multus-guard.conflist"
 SHIM_NAME: Final = "multus-guard"
@@ -50,6 +51,20 @@ def primary_capabilities(primary: Mapping[str, Any]) -> dict[str, bool]:
     return {k: True for k in sorted(found)}
 
 
+def read_json(path: Path, what: str) -> object:
+    """The strict JSON of the file at ``path`` (a CNI config a person or an installer wrote).
+
+    Shapes: plain values as ``json.loads`` gives them (floats included), decoded from UTF-8.
+    Raises: OSError when it cannot be read; ValueError naming ``what``, the file and each
+    problem with its path (malformed JSON, NaN, a repeated key such as ``$.plugins[0].type``),
+    from the shared reader :func:`sriov_dra_rules.strictjson.decode_file`.
+    """
+    try:
+        return strictjson.decode_file(path.read_bytes(), what=what, source=str(path))
+    except errors.InvalidSpec as exc:
+        raise ValueError(exc.detail) from exc
+
+
 def guard_conflist(
     *,
     primary_config: Path,
@@ -65,10 +80,11 @@ def guard_conflist(
     ``daemonSocketDir``, ``kubeconfig``, ``daemonConfigFile``, ``config``).
     Shapes: indented JSON, keys in a fixed order, newline-terminated; ``cniVersion`` defaults to
     the primary's (Multus requires compatible versions).
-    Raises: ``OSError``/``ValueError`` when the primary cannot be read as a JSON object;
+    Raises: ``OSError``/``ValueError`` when the primary cannot be read as one strict JSON object
+    (:func:`read_json`: a repeated key is named with its path);
     ``ValueError`` when the result is not a valid guard config (checked with the shim's parser).
     """
-    primary = json.loads(primary_config.read_bytes())
+    primary = read_json(primary_config, "primary config")
     if not isinstance(primary, dict):
         raise ValueError(f"{primary_config} is not a JSON object")
     version = cni_version or primary.get("cniVersion")

@@ -26,6 +26,7 @@ from sriov_dra.guard import cni_hooks, install, metrics, multus, server, setting
 from sriov_dra.host import netlink
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import nads, pods
+from sriov_dra_rules import errors, strictjson
 
 log = logging.getLogger("sriov_dra.guard")
 _STANDARD_RECORD_KEYS = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
@@ -145,7 +146,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace) -> int:
-    extra = json.loads(args.multus)
+    try:
+        extra = strictjson.decode_plain(args.multus, path="--multus")
+    except errors.InvalidSpec as exc:
+        found = "; ".join(str(e) for e in exc.errors)
+        print(f"sriov-dra-guard install: --multus is not strict JSON: {found}", file=sys.stderr)
+        return 2
     if not isinstance(extra, dict):
         print("sriov-dra-guard install: --multus must be a JSON object", file=sys.stderr)
         return 2

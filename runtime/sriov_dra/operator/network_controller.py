@@ -88,7 +88,7 @@ class NetworkController:
             expected = sriovnetwork.render_nad(network, resource_prefix=self.config.resource_prefix)
         except errors.InvalidSpec as exc:
             # Nothing is written or deleted: an existing NAD stays exactly as it is.
-            message = sriovnetwork.problem_message(exc)
+            message = exc.detail
             log.warning(
                 "network spec invalid", extra={"network": str(ref), "outcome": "invalid", "problem": message}
             )

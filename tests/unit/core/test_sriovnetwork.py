@@ -247,7 +247,7 @@ def test_windows_style_log_file_keeps_its_backslashes() -> None:
 def test_problem_message_names_the_network_the_field_and_the_problem() -> None:
     with pytest.raises(errors.InvalidSpec) as exc:
         sriovnetwork.render_config(simple(ipam="[]"))
-    assert sriovnetwork.problem_message(exc.value).startswith(
+    assert exc.value.detail.startswith(
         "SriovNetwork ns1/test cannot be rendered: spec.ipam: expected a JSON object, got a list; "
     )
 

@@ -26,6 +26,15 @@ def test_message_names_reason_summary_and_every_field() -> None:
     assert str(err) == "InvalidNetworksAnnotation: Pod ns/p is invalid: a.b: is wrong; c[0]: is missing"
 
 
+def test_detail_is_the_message_without_its_reason() -> None:
+    err = errors.InvalidSpec(
+        "SriovNetwork ns/n cannot be rendered", errors=[errors.FieldError("spec.ipam", "x")]
+    )
+    assert err.detail == "SriovNetwork ns/n cannot be rendered: spec.ipam: x"
+    assert str(err) == f"InvalidSpec: {err.detail}"
+    assert errors.InvalidSpec("plain").detail == "plain"
+
+
 def test_lone_surrogate_from_a_hostile_key_is_escaped_so_the_message_has_a_utf8_form() -> None:
     # An unknown key written as "\ud800" in a Pod's networks annotation ends up in the field path.
     with pytest.raises(errors.InvalidSpec) as caught:

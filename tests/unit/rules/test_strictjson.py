@@ -349,3 +349,23 @@ def test_walk_lists_every_node_with_its_path_in_document_order() -> None:
         'spec.ipam.a[1]["b c"]',
         "spec.ipam.d",
     ]
+
+
+def test_decode_file_names_the_file_and_each_repeated_key() -> None:
+    with pytest.raises(errors.InvalidSpec) as caught:
+        strictjson.decode_file(
+            b'{"type":"flannel","type":"bridge"}', what="primary config", source="/etc/x.conf"
+        )
+    assert caught.value.detail == (
+        'primary config /etc/x.conf is not valid JSON: $.type: duplicate key "type" in one object '
+        "(readers disagree on which value wins); keep exactly one"
+    )
+
+
+def test_decode_file_gives_plain_values_of_utf8_text_only() -> None:
+    assert strictjson.decode_file('{"mtu":1450.5,"n":"é"}'.encode(), what="f", source="s") == {
+        "mtu": 1450.5,
+        "n": "é",
+    }
+    with pytest.raises(errors.InvalidSpec, match="f s is not UTF-8 text"):
+        strictjson.decode_file('{"n":"é"}'.encode("utf-16"), what="f", source="s")

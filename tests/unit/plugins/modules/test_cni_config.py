@@ -244,3 +244,47 @@ def test_config_is_required_when_present(dirs):
     with pytest.raises(harness.ModuleFailed) as failed:
         _run(conf, None)
     assert "config" in failed.value.msg
+
+
+def test_primary_with_a_repeated_key_is_refused_naming_it(dirs):
+    conf, primary = dirs
+    primary.write_text('{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"flannel","type":"multus"}]}')
+    with pytest.raises(harness.ModuleFailed) as failed:
+        _run(conf, _guard(str(primary)))
+    assert failed.value.msg == (
+        f'primary network config {primary} is not valid JSON: $.plugins[0].type: duplicate key "type" in one '
+        "object (readers disagree on which value wins); keep exactly one"
+    )
+    assert not (conf / GUARD).exists()
+
+
+def test_multus_daemon_config_with_a_repeated_key_is_refused_naming_it(dirs):
+    conf, primary = dirs
+    path = conf / "multus.d" / "daemon-config.json"
+    path.write_text(
+        '{"multusConfigFile":"auto","multusMasterCNI":"10-flannel.conflist","multusMasterCNI":"00-multus-guard.conflist"}'
+    )
+    with pytest.raises(harness.ModuleFailed) as failed:
+        _run(conf, _guard(str(primary), portMappings=True), multus_daemon_config=str(path))
+    assert (
+        f"Multus daemon config {path} is not valid JSON: $.multusMasterCNI: duplicate key" in failed.value.msg
+    )
+    assert not (conf / GUARD).exists()
+
+
+def test_existing_guard_file_with_a_repeated_key_is_replaced(dirs):
+    conf, primary = dirs
+    config = _guard(str(primary), portMappings=True)
+    text = '{"name":"other",' + json.dumps(config)[1:]  # "name" twice: a last-wins reader sees config
+    (conf / GUARD).write_text(text)
+    assert json.loads(text) == config
+    assert _run(conf, config)["changed"] is True
+    assert (conf / GUARD).read_text().count('"name"') == 1 and _run(conf, config)["changed"] is False
+
+
+def test_fractional_numbers_in_an_unchanged_file_compare_equal(dirs):
+    conf, primary = dirs
+    config = _guard(str(primary), portMappings=True)
+    config["plugins"][0]["multus"]["config"] = {"ratio": 0.5}
+    assert _run(conf, config)["changed"] is True
+    assert _run(conf, config)["changed"] is False

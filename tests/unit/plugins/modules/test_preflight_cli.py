@@ -75,18 +75,25 @@ def _not_json(node: dict[str, Any]) -> None:
     (Path(node["cni_conf_dir"]) / "00-multus-guard.conflist").write_text("{")
 
 
+def _repeated_key(node: dict[str, Any]) -> None:
+    guard = Path(node["cni_conf_dir"]) / "00-multus-guard.conflist"
+    text = json.dumps(json.loads(guard.read_text()), separators=(",", ":"))
+    guard.write_text(text.replace('"multus":{', '"multus":{"mode":"thin",', 1))
+
+
 BROKEN = [
     (_unpinned, "multusConfigFile is auto but multusMasterCNI is not set"),
     (_recursive, "is a Multus or guard config (recursion)"),
     (_uncapable, "capabilities ['portMappings'] of the primary"),
     (_not_json, "is not valid JSON"),
+    (_repeated_key, 'is not valid JSON: $.plugins[0].multus.mode: duplicate key "mode"'),
 ]
 
 
 @pytest.mark.parametrize(
     ("breaks", "said"),
     BROKEN,
-    ids=["unpinned-thick-primary", "recursive-primary", "missing-capability", "not-json"],
+    ids=["unpinned-thick-primary", "recursive-primary", "missing-capability", "not-json", "repeated-key"],
 )
 def test_a_broken_guard_setup_fails_guard_config_in_both_with_the_same_fix(
     node: dict[str, Any], breaks: Any, said: str
@@ -101,6 +108,16 @@ def test_a_broken_guard_setup_fails_guard_config_in_both_with_the_same_fix(
         == (
             "correct the file or key this check's detail names, then rerun the sriovnet.dra.multus and sriovnet.dra.guard roles"
         )
+    )
+
+
+def test_a_repeated_key_is_named_in_the_same_words_by_both(node: dict[str, Any]) -> None:
+    _repeated_key(node)
+    ours, collection = _both(node)
+    assert ours["guard-config"]["detail"] == collection["guard-config"]["detail"]
+    assert ours["guard-config"]["detail"].endswith(
+        'is not valid JSON: $.plugins[0].multus.mode: duplicate key "mode" in one object '
+        "(readers disagree on which value wins); keep exactly one"
     )
 
 
