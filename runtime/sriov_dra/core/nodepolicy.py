@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import attributes, policies, sriovnetwork
+from sriov_dra.core import attributes, limits, policies, sriovnetwork
 from sriov_dra_rules import errors, names
 
 GROUP: Final = "sriovnetwork.openshift.io"
@@ -185,8 +185,16 @@ def validate_dra(raw: object, *, compat_value: str) -> DraInput:
                 f"remove {total - attributes.MAX_ATTRIBUTES_PER_DEVICE}",
             )
         )
-    size = len(compat_value.encode("utf-8"))
-    if size > attributes.MAX_VALUE_BYTES:
+    size = limits.byte_len(compat_value)
+    if not _has_utf8_form(compat_value):
+        problems.append(
+            errors.FieldError(
+                "spec.resourceName",
+                "contains a lone UTF-16 surrogate, which has no UTF-8 form and cannot be published as the "
+                f"generated {RESOURCE_NAME_ATTRIBUTE} value; use valid characters",
+            )
+        )
+    elif size > attributes.MAX_VALUE_BYTES:
         problems.append(
             errors.FieldError(
                 "spec.resourceName",
@@ -310,6 +318,14 @@ def _untranslatable(problem: str) -> Translation:
 
 def _strings(value: object) -> list[str]:
     return [v for v in value if isinstance(v, str) and v] if isinstance(value, list) else []
+
+
+def _has_utf8_form(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _map(value: object) -> Mapping[str, object]:

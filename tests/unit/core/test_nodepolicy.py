@@ -269,3 +269,14 @@ def test_parse_nic_ids_reads_the_configmap_format() -> None:
     assert got == (nodepolicy.NicId("15b3", "101d", "101e"), nodepolicy.NicId("8086", "158a", "154c"))
     with pytest.raises(errors.InvalidSpec, match=r"data\.bad"):
         nodepolicy.parse_nic_ids({"bad": "8086 158a"})
+
+
+def test_resource_name_with_a_lone_surrogate_is_a_dra_problem_not_a_crash() -> None:
+    """Found by the totality property: ``spec.resourceName: "\\ud800"`` raised ``UnicodeEncodeError``."""
+    obj = oo.node_policy(
+        "p", uid=oo.UID_A, resource_name="vfs\ud800", dra={"attributes": oo.reference("rail-a-net")}
+    )
+    policy = nodepolicy.parse_policy(obj, prefix="openshift.io", nic_ids=())
+    assert policy.dra is not None
+    assert [p.path for p in policy.dra.problems] == ["spec.resourceName"]
+    assert "surrogate" in policy.dra.problems[0].message
