@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sriov_dra.core import limits
 from sriov_dra_rules import errors, names
 
 DRIVER_DOMAIN = names.DOMAIN
@@ -216,14 +217,13 @@ def parse_attribute_value(raw: object, path: str) -> tuple[AttributeValue | None
     if not isinstance(value, str):
         return None, [errors.FieldError(where, f"expected a string, got {_kind(value)}")]
     problems: list[errors.FieldError] = []
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:  # a JSON "\ud800" escape: the API server could never store it
+    if not limits.has_utf8_form(value):  # a JSON "\ud800" escape: the API server could never store it
         return None, [
             errors.FieldError(
                 where, "contains a lone UTF-16 surrogate, which has no UTF-8 form; use valid characters"
             )
         ]
+    size = limits.byte_len(value)
     if size > MAX_VALUE_BYTES:
         problems.append(
             errors.FieldError(

@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-from sriov_dra.core import cdi_spec, identities
+from sriov_dra.core import cdi_spec, identities, limits
 from sriov_dra_rules import errors, names
 
 CHECKPOINT_VERSION: Final = 1
@@ -140,14 +140,6 @@ def config_sha256(rendered: str) -> str:
     return hashlib.sha256(rendered.encode("utf-8")).hexdigest()
 
 
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _problem(out: list[errors.FieldError], path: str, problem: str | None) -> None:
     if problem is not None:
         out.append(errors.FieldError(path, problem))
@@ -180,7 +172,7 @@ def _binding_problems(
     _problem(out, f"{path}.interface", names.ifname_problem(b.interface))
     if not b.rendered_config:
         out.append(errors.FieldError(f"{path}.renderedConfig", "must not be empty"))
-    elif not _is_utf8(b.rendered_config):
+    elif not limits.has_utf8_form(b.rendered_config):
         out.append(errors.FieldError(f"{path}.renderedConfig", "contains text that is not valid UTF-8"))
     elif b.config_sha256 != config_sha256(b.rendered_config):
         out.append(errors.FieldError(f"{path}.configSHA256", "is not the SHA-256 of renderedConfig"))

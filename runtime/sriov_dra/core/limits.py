@@ -40,6 +40,15 @@ def byte_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+def has_utf8_form(text: str) -> bool:
+    """True unless ``text`` holds a lone UTF-16 surrogate (a JSON ``"\\ud800"`` escape), which no UTF-8 byte string can carry."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def annotations_size(annotations: Mapping[str, str]) -> int:
     """Total annotation size the API server compares against the 256 KiB limit.
 

@@ -186,7 +186,7 @@ def validate_dra(raw: object, *, compat_value: str) -> DraInput:
             )
         )
     size = limits.byte_len(compat_value)
-    if not _has_utf8_form(compat_value):
+    if not limits.has_utf8_form(compat_value):
         problems.append(
             errors.FieldError(
                 "spec.resourceName",
@@ -318,14 +318,6 @@ def _untranslatable(problem: str) -> Translation:
 
 def _strings(value: object) -> list[str]:
     return [v for v in value if isinstance(v, str) and v] if isinstance(value, list) else []
-
-
-def _has_utf8_form(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _map(value: object) -> Mapping[str, object]:

@@ -114,3 +114,12 @@ def test_qualified_name_prefix_is_checked_by_the_one_dns1123_validator() -> None
         f"prefix part {names.dns1123_subdomain_problem('Prefix.io')}"
     ]
     assert "'Prefix.io'" in limits.qualified_name_errors("Prefix.io/name")[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", True), ("net-a", True), ("é\U0001f600", True), ("\ud800", False), ("a\udfffb", False)],
+    ids=["empty", "ascii", "non-ascii-and-pair", "lone-high-surrogate", "lone-low-surrogate"],
+)
+def test_has_utf8_form_is_false_only_for_a_lone_surrogate(text: str, expected: bool) -> None:
+    assert limits.has_utf8_form(text) is expected
