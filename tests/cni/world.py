@@ -275,6 +275,13 @@ class World:
                 break
         return att, result
 
+    def attached(self, mode: str, name: str) -> tuple[ManagedPod, cni.Attachment]:
+        """A managed Pod on rails A and B, attached through the guard with :meth:`attach` (ADD must pass)."""
+        pod = self.managed_pod(name)
+        att, added = self.attach(mode, pod.name, uid=pod.uid)
+        assert added.ok, added.stdout + added.stderr
+        return pod, att
+
     def delete(self, mode: str, att: cni.Attachment, **kw: Any) -> cni.CniResult:
         """CNI DEL through the runtime's first config (passed to Multus by the shim)."""
         return self.node.run(mode, "DEL", att, **kw)
