@@ -23,58 +23,30 @@ from dataclasses import dataclass
 from typing import Final, cast
 
 from sriov_dra.core import identities
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import errors, names, strictjson
 
 RESOURCE_VERSION_MAX: Final = 128
 """Longest ``source.resourceVersion`` accepted (the API treats it as an opaque short string)."""
 
 
-class _DuplicateKeyError(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
+def strict_json_loads(text: object, *, what: str, path: str = "$") -> object:
+    """Parse ``text`` as strict JSON for one of our contracts, with the shared strict reader.
 
+    ``what`` names the annotation or object for the error message; ``path`` names the text in
+    field paths. Duplicate object keys (anywhere, each with its path), ``NaN``/``Infinity``,
+    lone surrogates, nesting too deep to decode and non-string input are rejected; floats are
+    returned as ``float`` so that callers reject them where an integer is required.
 
-def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKeyError(key)
-        out[key] = value
-    return out
-
-
-def _reject_constant(token: str) -> object:
-    raise ValueError(f"non-finite number {token} is not JSON")
-
-
-def strict_json_loads(text: object, *, what: str) -> object:
-    """Parse ``text`` as strict JSON for one of our contracts.
-
-    ``what`` names the annotation or object for the error message. Duplicate object keys
-    (anywhere), ``NaN``/``Infinity``, nesting too deep to decode and non-string input are
-    rejected; floats are returned as ``float`` so that callers reject them where an integer is
-    required.
-
-    Raises: ``ContractViolation`` naming ``what``, the problem and the offset when known.
+    Raises: ``ContractViolation`` naming ``what`` and carrying each problem of
+    :func:`sriov_dra_rules.strictjson.decode_plain` with its path.
     """
     if not isinstance(text, str):
         raise errors.ContractViolation(f"{what} must be a JSON string, got {type(text).__name__}")
     try:
-        return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
-    except _DuplicateKeyError as exc:
+        return strictjson.decode_plain(text, path=path)
+    except errors.InvalidSpec as exc:
         raise errors.ContractViolation(
-            f"{what} has the key {exc.key!r} more than once; our contracts forbid duplicate keys"
-        ) from exc
-    except json.JSONDecodeError as exc:
-        raise errors.ContractViolation(
-            f"{what} is not valid JSON: {exc.msg} at offset {exc.pos}; it was not written by this driver"
-        ) from exc
-    except ValueError as exc:
-        raise errors.ContractViolation(f"{what} is not valid JSON: {exc}") from exc
-    except RecursionError as exc:
-        raise errors.ContractViolation(
-            f"{what} is not valid JSON: arrays or objects are nested too deeply; it was not written by this driver"
+            f"{what} is not valid JSON; it was not written by this driver or was edited", errors=exc.errors
         ) from exc
 
 
@@ -283,7 +255,7 @@ def decode_binding(text: object, *, owner: str = "shadow NAD") -> Binding:
     Source: spec §6.4.
     """
     what = f"annotation {names.BINDING_ANNOTATION} on {owner}"
-    obj = strict_json_loads(text, what=what)
+    obj = strict_json_loads(text, what=what, path=annotation_path(names.BINDING_ANNOTATION))
     if not isinstance(obj, dict):
         raise errors.ContractViolation(f"{what} must be a JSON object, got {type(obj).__name__}")
     check_version(obj, supported=names.BINDING_VERSION, what=what, key=names.BINDING_ANNOTATION)

@@ -197,7 +197,7 @@ def decode_registry(text: object, *, owner: str = "Pod") -> Registry:
     cross-entry problem listed in :func:`encode_registry`. Source: spec §6.4, §9 rule 7.
     """
     what = f"annotation {_KEY} on {owner}"
-    obj = bindings.strict_json_loads(text, what=what)
+    obj = bindings.strict_json_loads(text, what=what, path=bindings.annotation_path(_KEY))
     if not isinstance(obj, dict):
         raise errors.ContractViolation(f"{what} must be a JSON object, got {type(obj).__name__}")
     bindings.check_version(obj, supported=names.REGISTRY_VERSION, what=what, key=_KEY)

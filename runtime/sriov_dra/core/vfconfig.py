@@ -15,13 +15,12 @@ read a DeviceClass, or do I/O.
 from __future__ import annotations
 
 import enum
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sriov_dra.core import attributes
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import errors, names, strictjson
 
 DRIVER_NAME = names.DRIVER_NAME
 API_VERSION = f"{names.DOMAIN}/v1alpha1"
@@ -342,14 +341,12 @@ def _load_object(raw: object, path: str) -> tuple[dict[str, object] | None, list
         try:
             # Bytes are UTF-8 only: json.loads would also guess UTF-16/32 and skip a BOM.
             text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-            loaded = json.loads(text, object_pairs_hook=_reject_duplicates)
-        except _DuplicateKey as exc:
-            return None, [errors.FieldError(f"{path}.{exc.key}", "duplicate field")]
-        except ValueError as exc:
+        except UnicodeDecodeError as exc:
             return None, [errors.FieldError(path, f"not valid JSON: {exc}")]
-        except RecursionError:
-            return None, [errors.FieldError(path, "not valid JSON: arrays or objects are nested too deeply")]
-        raw = loaded
+        try:
+            raw = strictjson.decode_plain(text, path=path)  # a repeated field is named with its path
+        except errors.InvalidSpec as exc:
+            return None, list(exc.errors)
     if raw is None:
         return None, [errors.FieldError(path, "is missing; set a VfConfig object")]
     if not isinstance(raw, Mapping):
@@ -357,21 +354,6 @@ def _load_object(raw: object, path: str) -> tuple[dict[str, object] | None, list
     if not all(isinstance(k, str) for k in raw):
         return None, [errors.FieldError(path, "field names must be strings")]
     return {str(k): v for k, v in raw.items()}, []
-
-
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
 
 
 def _type_meta_problems(obj: Mapping[str, object], path: str) -> list[errors.FieldError]:

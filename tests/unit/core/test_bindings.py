@@ -154,17 +154,35 @@ def test_decode_reports_every_bad_field_at_once() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"a":{"b":1,"b":2}}', "'b' more than once"),
+        ('{"a":{"b":1,"b":2}}', 'X.a.b: duplicate key "b"'),
         ('{"version":Infinity}', "not valid JSON"),
         ('{"version":1', "not valid JSON"),
+        ('{"a":"\\ud800"}', "X.a: string contains a lone UTF-16 surrogate"),
     ],
-    ids=["nested-duplicate-key", "infinity-constant", "unterminated-object"],
+    ids=["nested-duplicate-key", "infinity-constant", "unterminated-object", "lone-surrogate"],
 )
 def test_strict_json_rejects_what_our_contracts_forbid(text: str, message: str) -> None:
     with pytest.raises(errors.ContractViolation) as exc:
-        bindings.strict_json_loads(text, what="annotation X")
+        bindings.strict_json_loads(text, what="annotation X", path="X")
     assert message in str(exc.value)
     assert "annotation X" in str(exc.value)
+
+
+def test_strict_json_gives_floats_so_that_integer_fields_refuse_them() -> None:
+    assert bindings.strict_json_loads('{"version":1.0,"n":[2.5e1]}', what="w") == {
+        "version": 1.0,
+        "n": [25.0],
+    }
+
+
+def test_repeated_key_in_the_binding_annotation_is_named_with_its_path() -> None:
+    obj = json.loads(_value(_fixtures(valid=True)[0]))
+    text = json.dumps(obj)[:-1] + ',"podUID":"x"}'
+    with pytest.raises(errors.ContractViolation) as exc:
+        bindings.decode_binding(text)
+    assert [e.path for e in exc.value.errors] == [
+        bindings.annotation_path(names.BINDING_ANNOTATION, "podUID")
+    ]
 
 
 @pytest.mark.parametrize("value", [None, b"{}", 1], ids=["none", "bytes", "integer"])

@@ -219,3 +219,12 @@ def test_registry_interface_with_a_lone_surrogate_escape_is_a_contract_violation
         registry.decode_registry(text.replace("IFNAME", "\\ud800"), owner="Pod ns-a/p")
     assert [e.path.rsplit(".", 1)[-1] for e in exc.value.errors] == ["interface"]
     assert "surrogate" in str(exc.value)
+
+
+def test_repeated_key_in_the_registry_annotation_is_named_with_its_path() -> None:
+    text = _value({"file": "registry-invalid-duplicate-key.json"})
+    with pytest.raises(errors.ContractViolation) as exc:
+        registry.decode_registry(text, owner="Pod ns/p")
+    base = f'metadata.annotations["{names.MANAGED_NETWORKS_ANNOTATION}"]'
+    assert [e.path for e in exc.value.errors] == [f"{base}.podUID"]
+    assert "annotation" in exc.value.summary and "Pod ns/p" in exc.value.summary

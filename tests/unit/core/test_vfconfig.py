@@ -329,7 +329,7 @@ _VALID_TEXT = json.dumps(params(ifName="net1"))
         ),
         (b"\xef\xbb\xbf" + _VALID_TEXT.encode(), "BOM"),
         (_VALID_TEXT.encode("utf-16"), "utf-8"),
-        (_VALID_TEXT.encode("utf-32-le"), "not valid JSON"),
+        (_VALID_TEXT.encode("utf-32-le"), "malformed JSON"),
     ],
     ids=["deep-arrays", "deep-objects-in-unknown-field", "utf8-bom-bytes", "utf16-bytes", "utf32-bytes"],
 )
@@ -351,3 +351,20 @@ def test_allocation_config_source_that_is_not_a_string_is_an_invalid_vf_config_n
         vfconfig.decode_allocation_configs([bad])
     assert info.value.reason is errors.Reason.INVALID_VF_CONFIG
     assert [e.path for e in info.value.errors] == ["status.allocation.devices.config[0].source"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        ('{"apiVersion":"' + API + '","kind":"VfConfig","ifName":"a","ifName":"b"}', "parameters.ifName"),
+        (('{"apiVersion":"' + API + '","kind":"VfConfig","kind":"VfConfig"}').encode(), "parameters.kind"),
+    ],
+    ids=["text", "bytes"],
+)
+def test_repeated_field_is_refused_with_its_path(raw: object, path: str) -> None:
+    with pytest.raises(errors.InvalidSpec) as exc:
+        vfconfig.decode_vf_config(raw)
+    assert exc.value.reason is errors.Reason.INVALID_VF_CONFIG
+    assert [(e.path, e.message.split(" (")[0]) for e in exc.value.errors] == [
+        (path, f'duplicate key "{path[11:]}" in one object')
+    ]
