@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -73,9 +73,14 @@ def start_publisher(
     started: list[publisher.Publisher] = []
 
     def make(
-        *, vfs_per_pf: int = 4, policy_namespace: str | None = None, **kwargs: Any
+        *,
+        vfs_per_pf: int = 4,
+        pfs: Sequence[fakesysfs.FakePf] | None = None,
+        policy_namespace: str | None = None,
+        **kwargs: Any,
     ) -> publisher.Publisher:
-        fake = fakesysfs.build(tmp_path / f"sys{len(started)}", fakesysfs.two_root_pfs(vfs_per_pf))
+        layout = fakesysfs.two_root_pfs(vfs_per_pf) if pfs is None else pfs
+        fake = fakesysfs.build(tmp_path / f"sys{len(started)}", layout)
         pub = publisher.Publisher(
             api=api,
             node_name=node.name,
@@ -127,6 +132,21 @@ def published(
 
 
 ALL_DEVICES = {"configs": [{}]}
+
+
+def test_a_vmbus_node_without_numa_affinity_publishes_its_root_bus_and_no_numa_node(
+    api, namespace, node, start_publisher
+):
+    """Issue 13 item 6 on the real apiserver: a Hyper-V/VMBus PF whose numa_node is -1."""
+    start_publisher(pfs=[fakesysfs.vmbus_pf(2, numa_node=-1)])
+    create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
+    devices = slices.pool_devices(eventually("2 devices", published(api, node.name, 2)))
+    assert sorted(devices) == ["0001-00-00-1", "0001-00-00-2"]
+    for device in devices.values():
+        attrs = device["attributes"]
+        assert attrs["resource.kubernetes.io/pcieRoot"] == {"string": "pci0001:00"}
+        assert "dra.net/numaNode" not in attrs
+        assert attrs[f"{D}/pfPciAddress"] == {"string": "0001:00:00.0"}
 
 
 def test_publishes_node_slices_only_after_a_policy_opts_devices_in(api, namespace, node, start_publisher):
