@@ -19,6 +19,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
+LOCAL_PLAYBOOK = (
+    "ansible-playbook",
+    "-i",
+    "localhost,",
+    "-c",
+    "local",
+    "-e",
+    f"ansible_python_interpreter={sys.executable}",
+)
+"""``ansible-playbook`` against this machine with this Python; append the playbook's path."""
 
 
 @pytest.fixture(scope="session")

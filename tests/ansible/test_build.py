@@ -1,15 +1,19 @@
-"""``ansible-galaxy collection build`` produces a tarball that installs and whose modules import and run."""
+"""``ansible-galaxy collection build`` produces a tarball that installs and whose modules, and the ``vfs``
+role's boot program, import and run."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 from tests.ansible import collection_build
-from tests.ansible.conftest import run
+from tests.ansible.conftest import LOCAL_PLAYBOOK, run
 
 from sriov_dra.host import fakesysfs
 
@@ -80,3 +84,62 @@ def test_installed_playbooks_resolve_by_fqcn(installed: tuple[Path, dict[str, st
     inventory.write_text("all:\n  children:\n    sriov_dra_nodes:\n      hosts:\n        localhost:\n")
     for playbook in ("site", "preflight", "drain", "cleanup"):
         run(["ansible-playbook", "--syntax-check", "-i", str(inventory), f"sriovnet.dra.{playbook}"], env)
+
+
+def _boot_command(unit: Path) -> list[str]:
+    """The unit's ``ExecStart`` as argv (continuation lines joined; plain words, as the role renders them)."""
+    lines = unit.read_text().replace("\\\n", " ").splitlines()
+    (exec_start,) = [line for line in lines if line.startswith("ExecStart=")]
+    return shlex.split(exec_start.removeprefix("ExecStart="))
+
+
+def test_installed_vfs_role_installs_a_boot_unit_whose_program_runs_from_the_tarball(
+    installed: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    _, env = installed
+    root, boot = tmp_path / "root", tmp_path / "boot"
+    fakesysfs.build(root, fakesysfs.two_root_pfs(2))  # both PFs already have their 2 VFs: nothing to write
+    playbook = tmp_path / "vfs.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: sriovnet.dra.vfs\n"
+        f"      vfs_host_root: {root}\n      vfs_systemd_dir: {tmp_path}\n      vfs_boot_dir: {boot}\n"
+        f"      vfs_boot_python: {sys.executable}\n      vfs_timeout: 0\n      vfs_systemd_manage: false\n"
+        "      vfs_drain: false\n      vfs_restart_plugin: false\n"
+        "      vfs_pfs: [{pf: '0000:03:00.0', num_vfs: 2}, {pf: enp129s0f0, num_vfs: 2}]\n"
+    )
+    run([*LOCAL_PLAYBOOK, str(playbook)], env)
+    assert "changed=0" in run([*LOCAL_PLAYBOOK, str(playbook)], env).stdout  # the second run changes nothing
+
+    command = _boot_command(tmp_path / "sriov-dra-vfs.service")
+    assert command == [
+        sys.executable, "-I", f"{boot}/sriov-dra-vfs.py", "--root", str(root), "--timeout", "0",
+        "--drain-confirmed", "0000:03:00.0=2", "0000:81:00.0=2",
+    ]  # fmt: skip
+    collection = Path(env["ANSIBLE_COLLECTIONS_PATH"]) / "ansible_collections" / "sriovnet" / "dra"
+    for name in ("numvfs.py", "numvfs_boot.py", "sysfs.py", "base.py", "sriov_dra_rules/__init__.py"):
+        shipped = (
+            boot / "lib" / "ansible_collections" / "sriovnet" / "dra" / "plugins" / "module_utils" / name
+        )
+        assert shipped.read_bytes() == (collection / "plugins" / "module_utils" / name).read_bytes(), name
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ANSIBLE"))}
+    ok = subprocess.run(command, env=clean, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert (ok.returncode, ok.stderr) == (0, "")
+    assert ok.stdout.splitlines() == [
+        "PF 0000:03:00.0 (0000:03:00.0): 2 VFs as planned (nothing written)",
+        "PF 0000:81:00.0 (0000:81:00.0): 2 VFs as planned (nothing written)",
+        "sriov-dra-vfs: 2 PFs as planned",
+    ]
+
+    (root / "sys" / "bus" / "pci" / "devices" / "0000:03:00.0" / "virtfn1").unlink()
+    broken = subprocess.run(command, env=clean, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert broken.returncode == 1
+    assert broken.stderr.splitlines() == [
+        "PF 0000:03:00.0 (0000:03:00.0): expected 2 VFs but after 0s sysfs shows sriov_numvfs=2 and 1 virtfn "
+        "links; the PF driver did not create or remove the VFs. Check dmesg and the driver's SR-IOV support, "
+        "then rerun.",
+        "sriov-dra-vfs: 1 of 2 PFs are not as planned: 0000:03:00.0",
+    ]
+    assert broken.stdout.splitlines() == [
+        "PF 0000:81:00.0 (0000:81:00.0): 2 VFs as planned (nothing written)"
+    ]
