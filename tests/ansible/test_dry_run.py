@@ -8,11 +8,10 @@ without persisting anything.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from kubernetes import client as k8s
-from tests.ansible.conftest import run
+from tests.ansible.conftest import LOCAL_PLAYBOOK, run
 
 NAMESPACE = "sriovnet-dry-run"
 IMAGE = f"localhost/sriov-dra:0.1.0@sha256:{'0' * 63}5"
@@ -60,17 +59,7 @@ def test_every_role_manifest_passes_a_server_dry_run(control_plane, api, ansible
         playbook.write_text(PLAYBOOK)
         env = {**ansible_env, "K8S_AUTH_KUBECONFIG": str(control_plane.kubeconfig)}
         proc = run(
-            [
-                "ansible-playbook",
-                "--check",
-                "-i",
-                "localhost,",
-                "-c",
-                "local",
-                "-e",
-                f"ansible_python_interpreter={sys.executable}",
-                str(playbook),
-            ],
+            [*LOCAL_PLAYBOOK, "--check", str(playbook)],
             env,
         )
         assert "failed=0" in proc.stdout

@@ -7,11 +7,10 @@ installer is the reference. Both modes, with a primary that enables a capability
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from tests.ansible.conftest import run
+from tests.ansible.conftest import LOCAL_PLAYBOOK, run
 
 from sriov_dra.guard import install
 
@@ -40,19 +39,7 @@ def test_guard_role_conflist_equals_the_guard_installers(
         f"      guard_cluster: false\n      guard_mode: {mode}\n      guard_primary_cni: {primary.name}\n"
         f"      guard_cni_conf_dir: {conf}\n"
     )
-    run(
-        [
-            "ansible-playbook",
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            str(playbook),
-        ],
-        ansible_env,
-    )
+    run([*LOCAL_PLAYBOOK, str(playbook)], ansible_env)
     # No clusterNetwork in either mode: the primary is inlined so thick Multus's DEL stays lossless.
     expected = json.loads(install.guard_conflist(primary_config=primary, mode=mode, multus=None))
     assert json.loads((conf / install.CONFLIST_NAME).read_text()) == expected
