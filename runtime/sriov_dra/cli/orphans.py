@@ -21,7 +21,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -111,17 +111,19 @@ def rows(
 
 def apply_released(
     reports: list[orphans.ShadowReport], cp: model.Checkpoint, *, nads: seams.NadApi, clock: seams.Clock
-) -> list[str]:
-    """Finalize only the shadows whose record is ``ReleaseComplete``; return one line per action."""
-    done = []
+) -> Iterator[str]:
+    """Finalize only the shadows whose record is ``ReleaseComplete``; yield one line per action done.
+
+    Lazy, so the actions done before a failing one are reported. Raises: ``kube_errors.ApiError``
+    from the failing action (e.g. Forbidden by the admission policy for a non-manager).
+    """
     for r in reports:
         target = _target(cp, r) if r.status is orphans.Status.RELEASE_COMPLETE else None
         if target is None:
             continue
         result = shadows.finalize_released(target, r.uid, nads=nads, clock=clock)
         held = f"; still held by {', '.join(result.foreign)}" if result.foreign else ""
-        done.append(f"{r.namespace}/{r.name}: {'gone' if result.gone else 'our finalizer removed'}{held}")
-    return done
+        yield f"{r.namespace}/{r.name}: {'gone' if result.gone else 'our finalizer removed'}{held}"
 
 
 def _print_table(found: list[Row], out: TextIO) -> None:
@@ -139,7 +141,7 @@ def _print_table(found: list[Row], out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Run the command; 0 on success, 1 for an unreadable checkpoint or API failure.
+    """Run the command; 0 on success, 1 for an unreadable checkpoint or API failure (``--apply`` included).
 
     ``out`` defaults to the ``sys.stdout`` of the moment of the call (a captured stdout receives it).
     """
@@ -176,8 +178,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 who = f"node {args.node}" if args.node else f"node UID {node_uid}"
                 out.write(f"no managed shadow NADs for {who}\n")
         if args.apply:
-            for line in apply_released(reports, cp, nads=nads, clock=seams.SystemClock()):
-                out.write(f"applied: {line}\n")
+            try:
+                for line in apply_released(reports, cp, nads=nads, clock=seams.SystemClock()):
+                    out.write(f"applied: {line}\n")
+            except kube_errors.ApiError as exc:  # e.g. refused by the admission policy: not a binding manager
+                print(f"sriov-dra orphans: --apply stopped: {exc}", file=sys.stderr)
+                return 1
         elif any(r.status is orphans.Status.RELEASE_COMPLETE for r in reports):
             out.write("dry run: rerun with --apply to finalize the ReleaseComplete shadows listed above\n")
         return 0
