@@ -150,40 +150,31 @@ def decode_config(data: bytes, *, source: str) -> dict[str, object]:
     ``daemon-config.json``) is returned as is; an object with ``plugins`` (``00-multus.conflist``)
     yields its first plugin whose ``type`` is ``multus`` or ``multus-shim``.
 
-    Shapes: values as :func:`strictjson.decode` gives them (numbers with a fraction stay
-    ``RawNumber``); error paths are relative to the file (``plugins[0].defaultNetworks``).
+    Shapes: values as :func:`strictjson.decode_file` gives them (the one strict reader of files a
+    person wrote: a number with a fraction is a ``float``); error paths start at ``$``
+    (``$.plugins[0].defaultNetworks``).
     Raises: ``InvalidSpec`` naming ``source`` and carrying a FieldError per problem: bytes that
-    are not UTF-8 strict JSON (a duplicate key, ``NaN``, malformed text), a root that is not an
+    are not UTF-8 strict JSON (a repeated key, ``NaN``, malformed text), a root that is not an
     object, ``plugins`` that is not a list of objects or a plugin ``type`` that is not a
     non-empty string, a conflist without a Multus plugin, and every key of :data:`NETCONF_KEYS`
     (in the returned object) or of the conflist root whose value Multus cannot decode.
     Source: reference multus.md §1.3, §2.1–§2.3; libcni v1.3.0 ``NetworkConfFromBytes``.
     """
     summary = f"Multus config {source} cannot be read as Multus v4.3.0 reads it; fix the file"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise errors.InvalidSpec(
-            summary,
-            errors=[errors.FieldError("$", f"is not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON")],
-        ) from exc
-    try:
-        document = strictjson.decode(text, path="$")
-    except errors.InvalidSpec as exc:
-        raise errors.InvalidSpec(summary, errors=[_relative(e) for e in exc.errors]) from exc
+    document = strictjson.decode_file(data, what="Multus config", source=source)
     if not isinstance(document, dict):
         raise errors.InvalidSpec(
             summary,
             errors=[
                 errors.FieldError(
                     "$",
-                    f"the JSON root is {_kind(document)}, not an object; point the setting at "
+                    f"the JSON root is {strictjson.kind(document)}, not an object; point the setting at "
                     "daemon-config.json or 00-multus.conf[list]",
                 )
             ],
         )
     if "plugins" not in document:
-        errors.raise_if_any(netconf_problems(document), summary)
+        errors.raise_if_any(netconf_problems(document, path="$"), summary)
         return dict(document)
     problems: list[errors.FieldError] = []
     plugin = _multus_plugin(document, problems)
@@ -210,24 +201,27 @@ def _multus_plugin(
     for key, kind in _CONFLIST_KEYS.items():
         problem = _shape_problem(document[key], kind) if key in document else None
         if problem is not None:
-            problems.append(errors.FieldError(key, problem))
+            problems.append(errors.FieldError(strictjson.key_path("$", key), problem))
     for flag in _CONFLIST_FLAGS:
         value = document.get(flag, False)
         if not isinstance(value, bool) and not (
             isinstance(value, str) and value.lower() in ("true", "false")
         ):
             problems.append(
-                errors.FieldError(flag, f'must be a boolean (or "true"/"false"), got {_shown(value)}')
+                errors.FieldError(
+                    strictjson.key_path("$", flag),
+                    f'must be a boolean (or "true"/"false"), got {_shown(value)}',
+                )
             )
     plugins = document["plugins"]
     if not isinstance(plugins, list) or not plugins:
         problems.append(
-            errors.FieldError("plugins", f"must be a non-empty list of objects, got {_shown(plugins)}")
+            errors.FieldError("$.plugins", f"must be a non-empty list of objects, got {_shown(plugins)}")
         )
         return None
     found: tuple[str, dict[str, strictjson.JsonValue]] | None = None
     for index, plugin in enumerate(plugins):
-        path = strictjson.index_path("plugins", index)
+        path = strictjson.index_path("$.plugins", index)
         if not isinstance(plugin, dict):
             problems.append(errors.FieldError(path, f"must be an object (one plugin), got {_shown(plugin)}"))
             continue
@@ -248,18 +242,10 @@ def _multus_plugin(
     return dict(plugin)
 
 
-def _relative(problem: errors.FieldError) -> errors.FieldError:
-    """A strict-JSON problem with its path relative to the file (``$.a[0]`` -> ``a[0]``; ``$`` stays)."""
-    path = problem.path
-    if path.startswith("$.") or path.startswith("$["):
-        path = path[2:] if path[1] == "." else path[1:]
-    return errors.FieldError(path, problem.message)
-
-
 def netconf_problems(keys: Mapping[str, object], *, path: str = "") -> list[errors.FieldError]:
     """Every key of ``keys`` (a Multus NetConf object) whose value Multus v4.3.0 cannot decode.
 
-    ``path`` prefixes each problem's path (``plugins[0]``; empty for a root object). A key that
+    ``path`` prefixes each problem's path (``$.plugins[0]``; empty: bare key names). A key that
     differs from a known one only in letter case is a problem too (Go would read it).
     Shapes: one FieldError per problem, in key order, nested paths such as ``logOptions.maxAge``.
     Source: :data:`NETCONF_KEYS`; Go ``encoding/json`` (case-insensitive field match, ``null``
@@ -351,20 +337,6 @@ def _shape_problem(value: object, kind: Kind) -> str | None:
     return f"must be {kind.value}{hint}, got {_shown(value)}"
 
 
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float | strictjson.RawNumber):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object" if isinstance(value, dict) else type(value).__name__
-
-
 def _shown(value: object) -> str:
     """``value``'s JSON kind and a short preview of its JSON text (``a list ["a",1]``)."""
     if value is None:
@@ -373,7 +345,7 @@ def _shown(value: object) -> str:
         text = strictjson.encode(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         text = repr(value)
-    return f"{_kind(value)} {text if len(text) <= 60 else text[:57] + '...'}"
+    return f"{strictjson.kind(value)} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
 def layout_from_keys(

@@ -15,6 +15,11 @@ from sriov_dra_rules import errors
 SRC = "/etc/cni/net.d/multus.d/daemon-config.json"
 
 
+def _at(path: str) -> str:
+    """The path of a field of the file as decode_config names it (``$.a.b``; ``$`` is the file)."""
+    return path if path.startswith("$") else f"${path}" if path.startswith("[") else f"$.{path}"
+
+
 @pytest.mark.parametrize(
     ("document", "expected"),
     [
@@ -50,7 +55,7 @@ def test_decode_config_returns_the_multus_netconf(document: dict[str, Any], expe
     [
         (b"{not json", "$", "malformed JSON at line 1 column 2"),
         (b"[]", "$", "the JSON root is a list, not an object"),
-        (b"\xff{}", "$", "is not UTF-8 text"),
+        (b"\xff{}", "$", "save it as UTF-8"),
         (b'{"plugins": {"type": "multus"}}', "plugins", "must be a non-empty list of objects, got an object"),
         (b'{"plugins": []}', "plugins", "must be a non-empty list of objects, got a list []"),
         (
@@ -92,7 +97,7 @@ def test_unusable_config_file_is_refused_naming_the_file_and_the_field(
     with pytest.raises(errors.InvalidSpec) as info:
         multusconf.decode_config(data, source=SRC)
     assert SRC in str(info.value)
-    assert [e.path for e in info.value.errors] == [path]
+    assert [e.path for e in info.value.errors] == [_at(path)]
     assert phrase in info.value.errors[0].message
 
 
@@ -112,7 +117,7 @@ def test_multus_config_with_a_non_string_plugin_type_is_a_typed_error_naming_the
     data = json.dumps({"plugins": [{"type": "tuning"}, {"type": bad}, {"type": "multus"}]}).encode()
     with pytest.raises(errors.InvalidSpec) as info:
         multusconf.decode_config(data, source=SRC)
-    assert [e.path for e in info.value.errors] == ["plugins[1].type"]
+    assert [e.path for e in info.value.errors] == ["$.plugins[1].type"]
     assert "must be a non-empty string" in str(info.value) and SRC in str(info.value)
 
 
@@ -130,7 +135,7 @@ def test_multus_config_with_a_repeated_key_is_refused_with_its_path(data: bytes,
     """Issue 13 item 2: ``defaultNetworks`` twice was last-one-wins."""
     with pytest.raises(errors.InvalidSpec) as info:
         multusconf.decode_config(data, source=SRC)
-    assert [e.path for e in info.value.errors] == [path]
+    assert [e.path for e in info.value.errors] == [_at(path)]
     assert "duplicate key" in str(info.value) and SRC in str(info.value)
 
 
@@ -164,10 +169,10 @@ def test_multus_config_key_of_the_wrong_json_type_is_refused_with_its_path(
     document: dict[str, Any], path: str, phrase: str
 ) -> None:
     for data, where in (
-        (json.dumps(document).encode(), path),
+        (json.dumps(document).encode(), _at(path)),
         (
             json.dumps({"plugins": [{"type": "multus", **document}]}).encode(),
-            f"plugins[0].{path}".replace(".[", "["),
+            f"$.plugins[0].{path}".replace(".[", "["),
         ),
     ):
         with pytest.raises(errors.InvalidSpec) as info:
@@ -181,10 +186,10 @@ def test_every_wrong_key_is_reported_at_once() -> None:
     with pytest.raises(errors.InvalidSpec) as info:
         multusconf.decode_config(data, source=SRC)
     assert [e.path for e in info.value.errors] == [
-        "clusterNetwork",
-        "logLevel",
-        "logOptions.maxAge",
-        "logOptions.maxSize",
+        "$.clusterNetwork",
+        "$.logLevel",
+        "$.logOptions.maxAge",
+        "$.logOptions.maxSize",
     ]
 
 
@@ -203,7 +208,7 @@ def test_multus_config_key_in_another_letter_case_is_refused_because_go_would_re
 ) -> None:
     with pytest.raises(errors.InvalidSpec) as info:
         multusconf.decode_config(json.dumps(document).encode(), source=SRC)
-    assert [e.path for e in info.value.errors] == [path]
+    assert [e.path for e in info.value.errors] == [_at(path)]
     assert "spell it" in str(info.value)
 
 

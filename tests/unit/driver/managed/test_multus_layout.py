@@ -70,8 +70,8 @@ def test_missing_file_is_a_host_read_failure_naming_the_setting(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("name", "text", "field"),
     [
-        ("daemon-config.json", '{"defaultNetworks": [1]}', "defaultNetworks"),
-        ("00-multus.conflist", '{"cniVersion": "1.0.0", "plugins": [{"type": []}]}', "plugins[0].type"),
+        ("daemon-config.json", '{"defaultNetworks": [1]}', "$.defaultNetworks"),
+        ("00-multus.conflist", '{"cniVersion": "1.0.0", "plugins": [{"type": []}]}', "$.plugins[0].type"),
     ],
     ids=["malformed-key", "list-plugin-type"],
 )
