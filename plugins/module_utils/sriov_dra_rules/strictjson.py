@@ -200,7 +200,7 @@ def _decode(text: str, path: str, parse_float: Callable[[str], object], *, seque
         if len(obj) != len(pairs):
             seen: set[str] = set()
             repeated: dict[str, None] = {}
-            for k, _ in pairs:
+            for k, _value in pairs:
                 if k in seen:
                     repeated[k] = None
                 seen.add(k)
@@ -334,7 +334,7 @@ def _duplicate_errors(
 ) -> list[errors.FieldError]:
     nodes = [(node, node_path) for node, node_path in _walk(value, path) if isinstance(node, dict)]
     paths = {id(node): node_path for node, node_path in nodes}
-    order = {id(node): i for i, (node, _) in enumerate(nodes)}
+    order = {id(node): i for i, (node, _node_path) in enumerate(nodes)}
     found: list[errors.FieldError] = []
     for obj, keys in sorted(duplicates, key=lambda item: order[id(item[0])]):
         for key in keys:
