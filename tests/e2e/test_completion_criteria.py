@@ -4,7 +4,8 @@ The lab's nodes are the two-root fixture of spec §14.2: two full (synthetic) GP
 ``pci0000:00`` and ``pci0000:80`` and one rail PF under each root, so the GPU/NIC example must
 use both rails. Asserted: two distinct GPUs and two distinct VFs allocated, each pair on an equal
 pcieRoot; exactly two shadows (GPU results make none) owned by the Pod with the protection
-finalizer and no resourceName key; each VF's address in its own rail's subnet on ``dra0``/``dra1``;
+finalizer and no resourceName key; each VF's address in its own rail's subnet on ``dra0``/``dra1``,
+and in the claim's ``status.devices[].networkData`` with its MAC;
 no networks annotation or resourceName in the workload YAML and only generated selections on the
 Pod; source NADs unchanged; zero ResourceClaim/ResourceSlice requests by Multus in the API
 server's audit log; nothing left after deletion.
@@ -104,6 +105,21 @@ def test_gpu_nic_pairs_meet_the_completion_criteria(lab: Any, pairs: list[dict[s
         )
         seen.add(subnet)
     assert seen == set(RAILS.values()), "the two-root fixture uses both rails"
+
+    def network_data() -> dict[str, Any] | None:
+        [live] = workloads.claims_of(lab.api, pod)
+        found = {
+            d["networkData"]["interfaceName"]: d["networkData"]
+            for d in live["status"].get("devices") or []
+            if d["driver"] == names.DRIVER_NAME and "networkData" in d
+        }
+        return found if len(found) == 2 else None
+
+    data = workloads.eventually("claim networkData of both VFs", network_data, timeout_s=45)
+    assert {i: d["ips"] for i, d in data.items()} == {r.interface: list(r.ips) for r in rows}, (
+        "the Pod's addresses"
+    )
+    assert all(d.get("hardwareAddress") for d in data.values()), "each VF's MAC"
 
     assert {n: client.get(objects.NAD, n, "ai-workloads") for n in RAILS} == sources, "source NADs unchanged"
     assert demo.multus_requests(lab.cp.audit_log) > 0, "Multus ran and was audited"

@@ -7,12 +7,14 @@ For each SR-IOV allocation result of each of the Pod's ResourceClaims (spec §14
   on pcieRoot, and whether their roots are equal → the shadow NAD bound to that VF (its binding
   annotation's claim UID and PCI address) → the source template it was rendered from → the
   interface name → the address on that interface, read from the Pod's network namespace when a
-  path is given (the lab knows it), else from Multus's ``network-status`` → the rail subnet of
-  the shadow's IPAM config.
+  path is given (the lab knows it), else from the claim's ``status.devices[].networkData`` that
+  the plugin fills (with prefix), else from Multus's ``network-status`` (without prefix) → the
+  MAC (``networkData``, else network-status) → the rail subnet of the shadow's IPAM config.
 
 Each row also carries the spec §14.4 checks that can be made from these objects: the shadow's
 ``deviceID`` is the VF, the binding names this Pod and claim, the CNI network name is the
-template's, the address is inside the rail subnet, the paired roots are equal. Read-only; works
+template's, the address is inside the rail subnet, the paired roots are equal, and the claim's
+``networkData`` names the interface (and, with a netns, its addresses). Read-only; works
 against any cluster with the admin's kubeconfig (GET/LIST of Pods, ResourceClaims,
 ResourceSlices, NADs).
 """
@@ -46,7 +48,9 @@ NetnsReader = Callable[[str], Mapping[str, Sequence[str]]]
 class Row:
     """One VF of a Pod, correlated end to end (see the module docstring).
 
-    Shapes: ``gpus`` entries ``"<request>: <pool>/<device> @<root>"``; ``ips`` CIDR strings;
+    Shapes: ``gpus`` entries ``"<request>: <pool>/<device> @<root>"``; ``ips`` CIDR strings
+    (plain IPs from network-status); ``ip_origin`` ``netns``, ``claim networkData`` or
+    ``network-status``; ``claim_ips`` the claim's ``networkData.ips`` (empty when it has none);
     ``checks`` maps a check name to ``True``/``False`` (absent when it cannot be made).
     """
 
@@ -67,6 +71,8 @@ class Row:
     ip_origin: str
     subnet: str
     checks: dict[str, bool] = field(default_factory=dict)
+    mac: str = ""
+    claim_ips: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -134,17 +140,33 @@ def _subnet(config: Mapping[str, Any]) -> str:
     return ""
 
 
-def _network_status(pod: Mapping[str, Any]) -> dict[str, list[str]]:
+def _network_status(pod: Mapping[str, Any]) -> dict[str, tuple[list[str], str]]:
+    """``{interface: (ips, mac)}`` from Multus's network-status (best effort: this is a display)."""
     raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.NETWORK_STATUS_ANNOTATION, "[]")
     try:
         entries = json.loads(raw)
     except ValueError:
         return {}
-    out: dict[str, list[str]] = {}
+    out: dict[str, tuple[list[str], str]] = {}
     for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, Mapping) and entry.get("interface"):
-            out[str(entry["interface"])] = [str(ip) for ip in entry.get("ips") or []]
+            ips = entry.get("ips")
+            listed = [str(ip) for ip in ips] if isinstance(ips, list) else []
+            out[str(entry["interface"])] = (listed, str(entry.get("mac") or ""))
     return out
+
+
+def _network_data(claim: Mapping[str, Any], driver: str, pool: str, device: str) -> dict[str, Any]:
+    """The claim's ``status.devices[].networkData`` of one device (``{}`` when it has none)."""
+    for entry in (claim.get("status") or {}).get("devices") or []:
+        if (
+            isinstance(entry, Mapping)
+            and (entry.get("driver"), entry.get("pool"), entry.get("device")) == (driver, pool, device)
+            and not entry.get("shareID")
+            and isinstance(entry.get("networkData"), Mapping)
+        ):
+            return dict(entry["networkData"])
+    return {}
 
 
 def _in_subnet(ips: Sequence[str], subnet: str) -> bool | None:
@@ -234,9 +256,11 @@ def inspect_pod(
             checks: dict[str, bool] = {}
             if roots:
                 checks["pcieRootEqual"] = all(r == root and r for r in roots)
-            shadow_name = source = interface = subnet = ""
+            shadow_name = source = interface = subnet = mac = ""
             ips: list[str] = []
             origin = ""
+            network = _network_data(claim, key[0], key[1], key[2])
+            claim_ips = tuple(str(ip) for ip in network.get("ips") or [])
             if shadow is not None:
                 nad, binding = shadow
                 config = json.loads((nad.get("spec") or {}).get("config") or "{}")
@@ -250,10 +274,18 @@ def inspect_pod(
                 template_name = _source_network_name(client, binding.source)
                 if template_name is not None:
                     checks["networkNamePreserved"] = config.get("name") == template_name
+                status_ips, status_mac = reported.get(interface, ([], ""))
+                mac = str(network.get("hardwareAddress") or status_mac)
                 if local is not None:
                     ips, origin = list(local.get(interface, [])), "netns"
+                elif network:
+                    ips, origin = list(claim_ips), "claim networkData"
                 else:
-                    ips, origin = list(reported.get(interface, [])), "network-status"
+                    ips, origin = list(status_ips), "network-status"
+                if network:
+                    checks["networkDataInterface"] = network.get("interfaceName") == interface
+                    if local is not None:
+                        checks["networkDataMatchesNetns"] = sorted(claim_ips) == sorted(ips)
                 inside = _in_subnet(ips, subnet)
                 if inside is not None:
                     checks["ipInRailSubnet"] = inside
@@ -277,6 +309,8 @@ def inspect_pod(
                     ip_origin=origin,
                     subnet=subnet,
                     checks=checks,
+                    mac=mac,
+                    claim_ips=claim_ips,
                 )
             )
     rows.sort(key=lambda r: (r.interface or "~", r.claim, r.request))
@@ -297,6 +331,7 @@ def render_table(rows: Sequence[Row]) -> str:
         "TEMPLATE",
         "IF",
         "IP",
+        "MAC",
         "RAIL SUBNET",
     )
     lines = [
@@ -310,6 +345,7 @@ def render_table(rows: Sequence[Row]) -> str:
             r.source or "-",
             r.interface or "-",
             ",".join(r.ips) or "-",
+            r.mac or "-",
             r.subnet or "-",
         )
         for r in rows
@@ -444,7 +480,7 @@ def add_parser(sub: Any) -> None:
         "--netns",
         default=None,
         help="the Pod's network namespace path, to read IPs with their prefix on the node itself "
-        "(default: IPs from Multus's network-status, without prefix)",
+        "(default: the claim's networkData, with prefix, else Multus's network-status, without)",
     )
     p.add_argument(
         "-o", "--output", choices=["table", "json"], default="table", help="output format (default: table)"

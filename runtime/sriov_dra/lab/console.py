@@ -200,6 +200,7 @@ def pod_hints(lab: stack.LabStack, namespace: str, name: str, *, node: str, netn
         f"{sriov} inspect {name} -n {namespace} --netns {where}    # the table above (IPs from netns, with prefix)",
         f"kubectl -n {namespace} get pod {name} -o yaml",
         f"kubectl -n {namespace} get network-attachment-definitions,resourceclaims",
+        f"kubectl -n {namespace} get resourceclaims -o yaml    # status.devices[].networkData: each VF's interface, IPs, MAC",
         "kubectl get resourceslices",
         orphans_command(lab, node),
     ]

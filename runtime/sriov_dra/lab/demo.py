@@ -7,7 +7,8 @@ Phases, each on a clean lab state, each ending with its workloads deleted and a 
    plugins, guards, Multus, IPAM, operator);
 2. spec §14.2 (``examples/gpu-nic-pairs``): the GPU/NIC pairs example, applied verbatim (the lab's
    PF names, node label and documentation CIDRs already match it, so no substitution is needed);
-   the spec §14.4 correlation table; the spec §16.2 checks (two GPUs and two VFs, pairwise equal
+   the spec §14.4 correlation table, once the claim's ``networkData`` names each VF's interface,
+   addresses and MAC (checked against the Pod's network namespace); the spec §16.2 checks (two GPUs and two VFs, pairwise equal
    pcieRoot, each VF's address in its own rail's subnet with both rails used, no networks
    annotation or resourceName in the workload, source NADs unchanged, zero ResourceClaim/
    ResourceSlice reads by Multus in the audit log);
@@ -42,6 +43,8 @@ MULTUS_USER = "system:serviceaccount:kube-system:multus"
 NAD = objects.NAD
 NODE_POLICY = objects.NODE_POLICY
 SRIOV_NETWORK = objects.SRIOV_NETWORK
+NETWORK_DATA_WAIT_S = 45.0
+"""Seconds to wait for the claim's networkData (the Pod watch writes it at once; a repair pass every 30 s)."""
 
 
 class InspectedRow(Protocol):
@@ -53,6 +56,8 @@ class InspectedRow(Protocol):
     def interface(self) -> str: ...
     @property
     def ips(self) -> tuple[str, ...]: ...
+    @property
+    def claim_ips(self) -> tuple[str, ...]: ...
     @property
     def subnet(self) -> str: ...
     @property
@@ -205,7 +210,16 @@ class Demo:
         except workloads.WaitTimeout as exc:
             v.check(f"{namespace}/{name} running", False, str(exc))
             return []
-        rows = list(self.inspector.inspect(self.client, namespace, name, self._netns(pod)))
+        netns = self._netns(pod)
+
+        def with_network_data() -> list[InspectedRow] | None:
+            found = list(self.inspector.inspect(self.client, namespace, name, netns))
+            return found if found and all(r.claim_ips for r in found) else None
+
+        try:
+            rows = workloads.eventually("claim networkData", with_network_data, timeout_s=NETWORK_DATA_WAIT_S)
+        except workloads.WaitTimeout:
+            rows = list(self.inspector.inspect(self.client, namespace, name, netns))
         say("")
         for line in self.inspector.render(rows).splitlines():
             say(f"    {line}")
@@ -221,6 +235,11 @@ class Demo:
             f"{name}: interfaces", [f"dra{i}" for i in range(expect_vfs)], sorted(r.interface for r in rows)
         )
         v.expect(f"{name}: rail subnets used", sorted(rails), sorted({r.subnet for r in rows}))
+        v.expect(
+            f"{name}: claim networkData of each VF holds its interface's addresses",
+            sorted(f"{r.interface} {','.join(sorted(r.ips))}" for r in rows),
+            sorted(f"{r.interface} {','.join(sorted(r.claim_ips))}" for r in rows),
+        )
         return rows
 
     def teardown(self, docs: Sequence[Mapping[str, Any]], what: str) -> None:

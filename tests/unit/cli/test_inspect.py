@@ -346,3 +346,65 @@ def test_inspect_command_exits_2_with_one_line_when_the_netns_cannot_be_read(
         err
         == "sriov-dra inspect: cannot read network namespace /bad: nsenter: cannot open /bad: Permission denied\n"
     )
+
+
+def _with_network_data(world: dict[str, Any]) -> dict[str, Any]:
+    """The claim as the plugin leaves it once Multus reported: networkData on each VF entry, a GPU entry."""
+    claim = world["resourceclaims"][0]
+    entries: list[dict[str, Any]] = [{"driver": "gpu.nvidia.com", "pool": "lab-node-1", "device": "gpu-0"}]
+    for i, (_pci, _root, _src, _subnet, cidr, ifname) in enumerate(RAILS.values()):
+        device = _pci.replace(":", "-").replace(".", "-")
+        entries.append(
+            {
+                "driver": SRIOV,
+                "pool": "lab-node-1",
+                "device": device,
+                "networkData": {
+                    "interfaceName": ifname,
+                    "ips": [cidr],
+                    "hardwareAddress": f"02:00:00:00:00:0{i}",
+                },
+            }
+        )
+    claim["status"]["devices"] = entries
+    return world
+
+
+def test_addresses_and_mac_come_from_the_claim_network_data_with_their_prefix() -> None:
+    rows = _rows(_with_network_data(_world()))
+    assert [(r.ips, r.ip_origin, r.mac, r.claim_ips) for r in rows] == [
+        (("192.0.2.10/24",), "claim networkData", "02:00:00:00:00:00", ("192.0.2.10/24",)),
+        (("198.51.100.10/24",), "claim networkData", "02:00:00:00:00:01", ("198.51.100.10/24",)),
+    ]
+    assert all(r.ok and r.checks["networkDataInterface"] for r in rows)
+    table = inspect.render_table(rows)
+    assert "02:00:00:00:00:00" in table and "(IPs from claim networkData)" in table
+    assert "IPs without prefix" not in table
+
+
+def test_without_network_data_the_addresses_and_mac_come_from_network_status() -> None:
+    world = _world()
+    status = json.loads(world["pods"][0]["metadata"]["annotations"][names.NETWORK_STATUS_ANNOTATION])
+    status[0]["mac"] = "02:00:00:00:00:aa"
+    world["pods"][0]["metadata"]["annotations"][names.NETWORK_STATUS_ANNOTATION] = json.dumps(status)
+    rows = _rows(world)
+    assert [(r.ip_origin, r.mac, r.claim_ips) for r in rows] == [
+        ("network-status", "02:00:00:00:00:aa", ()),
+        ("network-status", "", ()),
+    ]
+    assert "networkDataInterface" not in rows[0].checks
+
+
+def test_claim_network_data_that_differs_from_the_pod_netns_fails_its_check() -> None:
+    rows = _rows(
+        _with_network_data(_world()), netns={"dra0": ["192.0.2.10/24"], "dra1": ["198.51.100.99/24"]}
+    )
+    assert [r.checks["networkDataMatchesNetns"] for r in rows] == [True, False]
+    assert "nic-1: networkDataMatchesNetns failed" in inspect.render_table(rows)
+
+
+def test_claim_network_data_naming_another_interface_fails_its_check() -> None:
+    world = _with_network_data(_world())
+    world["resourceclaims"][0]["status"]["devices"][1]["networkData"]["interfaceName"] = "dra9"
+    first = _rows(world)[0]
+    assert first.checks["networkDataInterface"] is False and not first.ok
