@@ -25,7 +25,8 @@ record and could not clear them any more.
 
 Claim ``networkData`` (issue 17, diagnostic; ``netdata``): with a ``network_data`` writer, every
 verified Pod's published claims get their entries' ``networkData`` from the Pod's network-status
-(under the same locks, with the claim and Pod just read: no extra request when nothing changed).
+(under the same locks, with the claim and Pod just read: no extra request when nothing changed;
+a Pod's further claims are read once each).
 Between passes, :meth:`RepairWorker.pod_event` (the handler of the node's Pod watch, ``spec.nodeName``
 field-selected) queues a Pod whose network-status value changed and wakes the worker, which then
 writes only that Pod's ``networkData`` (no full pass, no live Pod read: the watched object is the
