@@ -76,12 +76,18 @@ def test_a_changed_network_status_is_queued_and_written_without_a_full_pass(node
     ]
 
 
-def test_the_same_network_status_again_queues_nothing_until_it_changes(node: mn.ManagedNode) -> None:
+def handled(node: mn.ManagedNode) -> tuple[repair.RepairWorker, dict[str, Any]]:
+    """A prepared consumer whose network-status the worker has already written; the worker and Pod."""
     prepared(node)
     w = worker(node)
     pod = reported(node)
     w.pod_event("MODIFIED", pod)
-    w.run_network_data()
+    assert w.run_network_data() == [fx.POD_UID]
+    return w, pod
+
+
+def test_the_same_network_status_again_queues_nothing_until_it_changes(node: mn.ManagedNode) -> None:
+    w, pod = handled(node)
     writes = node.claims.status_writes
     w.pod_event("MODIFIED", pod)
     assert w.run_network_data() == [] and node.claims.status_writes == writes
@@ -90,11 +96,7 @@ def test_the_same_network_status_again_queues_nothing_until_it_changes(node: mn.
 
 
 def test_a_deleted_pod_is_forgotten(node: mn.ManagedNode) -> None:
-    prepared(node)
-    w = worker(node)
-    pod = reported(node)
-    w.pod_event("MODIFIED", pod)
-    w.run_network_data()
+    w, pod = handled(node)
     w.pod_event("DELETED", pod)
     w.pod_event("MODIFIED", pod)  # handled before the deletion, but forgotten with it
     assert w.run_network_data() == [fx.POD_UID]
