@@ -709,25 +709,15 @@ def test_allocation_configs_of_any_shape_decode_or_are_an_invalid_vf_config(conf
 
 # --------------------------------------------------------------------------- SriovNetwork objects (core.sriovnetwork)
 
+_EVERY_NETWORK_FIELD: dict[str, Any] = {
+    "vlan": 100, "vlanQoS": 2, "vlanProto": "802.1q", "spoofChk": "on", "trust": "off", "linkState": "enable",
+    "minTxRate": 0, "maxTxRate": 100, "capabilities": '{"mac": true}', "logFile": "/var/log/sriov.log",
+    "metaPlugins": '{"type": "tuning", "mtu": 9000}, {"type": "sbr"}',
+    "ipam": '{"type": "host-local", "subnet": "10.0.0.0/24"}',
+}  # fmt: skip
 _NETWORKS_CR: list[Any] = [
     oo.sriov_network("rail-a-net", uid=oo.UID_A, ready="True"),
-    oo.sriov_network(
-        "plain",
-        uid=oo.UID_B,
-        ready="True",
-        vlan=100,
-        vlanQoS=2,
-        vlanProto="802.1q",
-        spoofChk="on",
-        trust="off",
-        linkState="enable",
-        minTxRate=0,
-        maxTxRate=100,
-        capabilities='{"mac": true}',
-        metaPlugins='{"type": "tuning", "mtu": 9000}, {"type": "sbr"}',
-        logFile="/var/log/sriov.log",
-        ipam='{"type": "host-local", "subnet": "10.0.0.0/24"}',
-    ),
+    oo.sriov_network("plain", uid=oo.UID_B, ready="True", **_EVERY_NETWORK_FIELD),
 ]
 _NETWORK_TEXT_FIELDS: list[tuple[str, list[Any]]] = [
     ("ipam", [{"type": "whereabouts", "range": "192.0.2.0/24", "exclude": ["192.0.2.1/32"]}]),
