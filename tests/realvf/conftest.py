@@ -25,7 +25,7 @@ GUEST_PYTEST_ARGS = (
     "-p",
     "pytest_timeout",
     "-o",
-    "timeout=120",
+    "timeout=300",
     "--color=no",
     "-rA",
     "-q",
@@ -67,7 +67,8 @@ def realvf_results(tmp_path_factory: pytest.TempPathFactory) -> object:
         pytest.fail(f"realvf guest session failed: {exc}", pytrace=False)
     timing = (
         f"realvf: boot to the guest's pytest {run.boot_s:.1f}s ({run.boots} boot(s)), whole guest "
-        f"session {run.total_s:.1f}s, guest pytest exit {run.pytest_exit}; serial log {run.console}"
+        f"session {run.total_s:.1f}s (QEMU CPU {run.qemu_cpu_s:.1f}s), guest pytest exit "
+        f"{run.pytest_exit}; serial log {run.console}"
     )
     _SUMMARY.extend([*run.notes, timing])
     print(timing)

@@ -13,6 +13,8 @@ from tests.realvf import vm
 GUEST_TESTS = vm.guest_test_ids()
 
 
+# The first test's setup holds the whole guest session (vm.RUN_WALL_S bounds it).
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("guest_test", GUEST_TESTS)
 def test_guest_test_passed_on_real_vfs(guest_test: str, realvf_results: dict[str, vm.GuestResult]) -> None:
     result = realvf_results.get(guest_test)
@@ -27,6 +29,7 @@ def test_guest_test_passed_on_real_vfs(guest_test: str, realvf_results: dict[str
         pytest.fail(f"{guest_test} failed in the guest:\n{result.message}", pytrace=False)
 
 
+@pytest.mark.timeout(1800)
 def test_guest_ran_only_tests_the_host_reports(realvf_results: dict[str, vm.GuestResult]) -> None:
     unknown = sorted(set(realvf_results) - set(GUEST_TESTS))
     assert not unknown, (

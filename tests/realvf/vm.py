@@ -51,10 +51,15 @@ EXIT_RE = re.compile(r"REALVF-PYTEST-EXIT (\d+)")
 RESULTS_BEGIN = "REALVF-RESULTS-BEGIN"
 RESULTS_END = "REALVF-RESULTS-END"
 
-BOOT_TIMEOUT_S = 90.0
-"""Boot to :data:`READY` takes 10–14 s under TCG here; a boot still silent after this is hung."""
-RUN_TIMEOUT_S = 480.0
-"""From :data:`READY` to the guest powering off (pytest start, tests, results)."""
+BOOT_CPU_S = 60.0
+"""QEMU CPU seconds a boot may use before :data:`READY`: a quiet boot takes 10–15 s of QEMU CPU
+under TCG here; a guest spinning past this is hung. CPU time, not wall time, because on a shared,
+loaded machine QEMU gets a fraction of a core and a healthy boot then takes minutes of wall time."""
+BOOT_WALL_S = 300.0
+"""Wall-time cap for a boot (a guest hung idle uses no CPU)."""
+RUN_CPU_S = 400.0
+"""QEMU CPU seconds from :data:`READY` to power-off (pytest start, tests, results; ~60 s quiet)."""
+RUN_WALL_S = 1200.0
 PROBE_TIMEOUT_S = 40.0
 RECIPE = "1"
 """Bump when an image recipe below changes in a way its inputs do not show."""
@@ -134,6 +139,7 @@ class GuestRun:
     boots: int
     boot_s: float
     total_s: float
+    qemu_cpu_s: float
     console: Path
     notes: list[str] = field(default_factory=list)
 
@@ -533,15 +539,13 @@ def run_guest(
     workdir: Path,
     *,
     pytest_args: Sequence[str],
-    boot_timeout_s: float = BOOT_TIMEOUT_S,
-    run_timeout_s: float = RUN_TIMEOUT_S,
 ) -> GuestRun:
     """Boot the guest, run pytest in it, return its junit XML (see module docstring).
 
-    A boot that does not print :data:`READY` within ``boot_timeout_s`` is killed and retried once;
-    tests are never retried. Raises: ``processes.ProcessFailed`` with the serial log tail when the
-    second boot fails too, or the run does not finish within ``run_timeout_s``, or the guest sent
-    no results.
+    A boot that does not print :data:`READY` within :data:`BOOT_CPU_S` of QEMU CPU time (or
+    :data:`BOOT_WALL_S`) is killed and retried once; tests are never retried. Raises:
+    ``processes.ProcessFailed`` with the serial log tail when the second boot fails too, or the
+    run exceeds :data:`RUN_CPU_S` / :data:`RUN_WALL_S`, or the guest sent no results.
     """
     started = time.monotonic()
     initramfs, _ = build_initramfs(parts)
@@ -572,19 +576,23 @@ def run_guest(
         boot_start = time.monotonic()
         proc.start()
         try:
-            if not _wait_for(lambda c=console: READY in _read(c), proc, boot_timeout_s):
+            waited = _wait_for(lambda c=console: READY in _read(c), proc, BOOT_WALL_S, BOOT_CPU_S)
+            if waited is not None:
                 notes.append(
-                    f"boot {boot} did not reach {READY} within {boot_timeout_s:.0f}s "
+                    f"boot {boot} did not reach {READY}: {waited} "
                     f"(QEMU {'running' if proc.running() else 'exited'}); serial log tail:\n"
-                    + processes.tail(console, 30)
+                    + (processes.tail(console, 30) or "(nothing on the serial console yet)")
                 )
                 continue
             boot_s = time.monotonic() - boot_start
-            if not _wait_for(lambda p=proc: not p.running(), None, run_timeout_s):
+            boot_cpu = _cpu_s(proc)
+            waited = _wait_for(lambda p=proc: not p.running(), proc, RUN_WALL_S, boot_cpu + RUN_CPU_S)
+            if waited is not None:
                 raise processes.ProcessFailed(
-                    f"the guest did not finish within {run_timeout_s:.0f}s after {READY}; serial log "
+                    f"the guest did not finish after {READY}: {waited}; serial log "
                     f"tail ({console}):\n{processes.tail(console, 60)}"
                 )
+            cpu = last_cpu.get(id(proc), boot_cpu)
         finally:
             proc.stop()
         text = _read(console)
@@ -601,22 +609,43 @@ def run_guest(
             boots=boot,
             boot_s=boot_s,
             total_s=time.monotonic() - started,
+            qemu_cpu_s=cpu,
             console=console,
             notes=notes,
         )
     raise processes.ProcessFailed("the guest never booted (retried once):\n" + "\n".join(notes))
 
 
-def _wait_for(predicate: object, proc: processes.Process | None, timeout_s: float) -> bool:
+last_cpu: dict[int, float] = {}
+"""Last CPU time read for a QEMU process (by ``id`` of its Process), kept after it exits."""
+
+
+def _cpu_s(proc: processes.Process) -> float:
+    """User + system CPU seconds of ``proc`` so far (the last value read once it has exited)."""
+    try:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        value = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return last_cpu.get(id(proc), 0.0)
+    last_cpu[id(proc)] = value
+    return value
+
+
+def _wait_for(predicate: object, proc: processes.Process, wall_s: float, cpu_s: float) -> str | None:
+    """Poll ``predicate``: None once true, else why the wait ended (QEMU exited, a budget spent)."""
     assert callable(predicate)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    start = time.monotonic()
+    while True:
         if predicate():
-            return True
-        if proc is not None and not proc.running():
-            return bool(predicate())
+            return None
+        if not proc.running():
+            return None if predicate() else "QEMU exited"
+        used = _cpu_s(proc)
+        if used > cpu_s:
+            return f"QEMU used {used:.0f}s of CPU (budget {cpu_s:.0f}s)"
+        if time.monotonic() - start > wall_s:
+            return f"{wall_s:.0f}s of wall time passed (QEMU used {used:.0f}s of CPU)"
         time.sleep(0.25)
-    return False
 
 
 def _decode_results(text: str) -> bytes | None:

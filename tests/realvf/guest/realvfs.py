@@ -122,7 +122,7 @@ def raw_vf(bdf: str, index: int = -1) -> RawVf:
     )
 
 
-def wait_until(what: str, predicate: Callable[[], object], timeout_s: float = 30.0) -> None:
+def wait_until(what: str, predicate: Callable[[], object], timeout_s: float = 60.0) -> None:
     """Poll ``predicate`` until true; fail naming ``what`` after ``timeout_s`` (TCG is slow)."""
     deadline = time.monotonic() + timeout_s
     while not predicate():

@@ -1,5 +1,6 @@
 """Driver binding on real VFs through ``sriov_dra.host.binding``: igbvf <-> vfio-pci with the vIOMMU,
-``default`` through ``drivers_probe``, and the managed-mode netdevice check on a VF in use.
+``default`` through ``drivers_probe``, the managed-mode netdevice check on a VF in use, and the
+restore of the checkpointed original driver after a crash between unbind and bind.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.realvf.guest.realvfs import SYS_PCI, VF_DRIVER, RawVf, raw_vf, wait_until
+from tests.realvf.guest.realvfs import SYS_PCI, VF_DRIVER, RawVf, raw_vf, wait_until, write
 
 from sriov_dra.host import binding, netlink
 from sriov_dra.host import sysfs as sysfs_mod
@@ -79,4 +80,20 @@ def test_managed_mode_still_refuses_a_real_vf_on_vfio_pci(all_vfs: list[RawVf]) 
             binder.apply(vf.bdf, binding.KEEP, require_netdevice=True)
     finally:
         binder.restore_record(record)
+    wait_until("an igbvf netdev back", lambda: bool(raw_vf(vf.bdf).net))
+
+
+def test_restore_after_a_crash_between_unbind_and_bind_puts_the_recorded_igbvf_back(
+    all_vfs: list[RawVf],
+) -> None:
+    # The plugin died after unbinding igbvf and writing vfio-pci's override, before the bind:
+    # the VF is unbound with a stale override. Restoring from the checkpointed original driver
+    # must bind igbvf again and clear the override.
+    vf = all_vfs[5]
+    write(SYS_PCI / vf.bdf / "driver_override", "vfio-pci")
+    write(Path("/sys/bus/pci/drivers") / VF_DRIVER / "unbind", vf.bdf)
+    assert raw_vf(vf.bdf).driver is None
+    assert _binder().restore(vf.bdf, requested="vfio-pci", original_driver=VF_DRIVER) is True
+    assert raw_vf(vf.bdf).driver == VF_DRIVER
+    assert (SYS_PCI / vf.bdf / "driver_override").read_text().strip() == "(null)"
     wait_until("an igbvf netdev back", lambda: bool(raw_vf(vf.bdf).net))

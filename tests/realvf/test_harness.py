@@ -1,0 +1,47 @@
+"""The realvf harness's own parsing, without a guest: results over the serial port, junit XML, ids."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.realvf import vm
+
+JUNIT = b"""<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="4">
+<testcase classname="tests.realvf.guest.test_a" name="test_ok" time="0.1"/>
+<testcase classname="tests.realvf.guest.test_a" name="test_param[x]" time="0.1"/>
+<testcase classname="tests.realvf.guest.test_a" name="test_param[y]" time="0.1">
+<failure message="assert 1 == 2">trace</failure></testcase>
+<testcase classname="tests.realvf.guest.test_b" name="test_skip" time="0"><skipped message="no igb"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_parse_junit_merges_parametrized_cases_and_keeps_failure_messages() -> None:
+    got = vm.parse_junit(JUNIT)
+    assert got["test_a.py::test_ok"] == vm.GuestResult("passed", "")
+    assert got["test_a.py::test_param"].outcome == "failed"
+    assert "test_param[y]: failure: assert 1 == 2\ntrace" in got["test_a.py::test_param"].message
+    assert got["test_b.py::test_skip"].outcome == "skipped"
+    assert set(got) == {"test_a.py::test_ok", "test_a.py::test_param", "test_b.py::test_skip"}
+
+
+@given(st.binary(max_size=4096), st.sampled_from(["\n", "\r\n"]), st.text("x \n", max_size=20))
+def test_results_survive_the_serial_line_discipline(payload: bytes, newline: str, noise: str) -> None:
+    encoded = base64.encodebytes(payload).decode().replace("\n", newline)
+    text = f"{noise}{vm.RESULTS_BEGIN}{newline}{encoded}{vm.RESULTS_END}{newline}"
+    assert vm._decode_results(text) == payload
+
+
+def test_results_without_the_end_marker_are_not_taken() -> None:
+    assert vm._decode_results(f"{vm.RESULTS_BEGIN}\nAAAA\n") is None
+
+
+def test_guest_test_ids_are_the_module_level_test_functions(tmp_path: Path) -> None:
+    (tmp_path / "test_x.py").write_text(
+        "def test_one():\n    pass\n\nclass TestNo:\n    def test_in(self): pass\n"
+    )
+    (tmp_path / "helpers.py").write_text("def test_not_a_test_file():\n    pass\n")
+    assert vm.guest_test_ids(tmp_path) == ["test_x.py::test_one"]
