@@ -1,0 +1,898 @@
+"""Benchmark: spec §18.3 scale — 1,000 Pods with 8 managed VFs each, 8,000 shadows (issue 17 item 3).
+
+Against a real control plane (etcd, kube-apiserver, kube-controller-manager with the garbage
+collector, kube-scheduler: ``sriov_dra.lab.controlplane``), the objects of ``--pods`` Pods with
+``--vfs-per-pod`` managed VFs each are created, spread over simulated nodes of 256 VFs each
+(two PFs × 128, the lab's fake-sysfs node), ``256 // vfs-per-pod`` Pods per node:
+
+* **one node runs the real plugin** (``bench/scalekit/plugin_child.py``: the product's
+  ``driver.main.Plugin`` in its own process with ``--multus-auto-attach`` on a fake-sysfs tree of
+  256 VFs, its API requests counted). Its ``--prepared-claims`` claims (default 64; each of its
+  Pods holds two claims of ``vfs-per-pod / 2`` VFs, so 32 Pods and all 256 VFs) are allocated
+  (status written as the scheduler would) and **prepared through the real NodePrepare path**:
+  the lab's kubelet client (``sriov_dra.lab.kubelet``) calls the plugin's DRA socket over gRPC;
+* **every other Pod's objects are created exactly as the plugin creates them**, without running
+  a plugin per node (``bench/scalekit/objects.py``: the product's own builders — interface names,
+  rendering, identities, ``expected_shadow``, ``podnets.plan_merge``; a unit test proves them
+  byte-identical to a real prepare): per Pod one create, one shadow create per VF (labels,
+  protection finalizer, Pod ownerReference, binding annotation) and one JSON Patch of the Pod
+  (selections + registry). These Pods name their claims but the claims are not created.
+
+Measured, each printed against its goal (``PASS``/``MISS``; ``INFO`` without a goal):
+
+* the plugin node's **orphan scan** (``RepairWorker.scan_orphans``: requests, wall time, the
+  plugin's peak RSS while it ran — VmHWM reset just before it);
+* the **repair worker's full pass** over the node's prepared claims (requests, time, writes);
+* **apiserver and etcd** RSS and object counts before the workload and with the whole set;
+* the **largest Pod's annotations** against the 256 KiB limit, with 8 VFs (live Pods) and with
+  32 VFs (built by the same builders, not created);
+* the **plugin's RSS** at idle with 256 VFs (published, no claim) and after the prepares; the
+  **guard daemon's** RSS at idle (``sriov-dra-guard serve`` through its entrypoint);
+* **where the plugin's memory goes**: the plugin restarted on the same checkpoint with
+  ``SRIOV_DRA_BENCH_TRACEMALLOC`` (read by the bench child, not the product), tracemalloc top 10;
+* **cleanup** of the whole set: the plugin node's claims through the real release path
+  (NodeUnprepare over gRPC: shadow deleted with a UID precondition, selections removed, finalizer
+  removed, checkpoint record dropped), every other Pod deleted (grace 0, as the kubelet's final
+  delete; background propagation) so that the **garbage collector** deletes its shadows, whose
+  protection finalizer is then removed by the plugin's own ``FinalizeReleasedShadow``
+  (``driver.managed.shadows.finalize_released``, called here for the simulated nodes' plugins);
+  the time until no shadow, no finalizer and no checkpoint record is left.
+
+Nothing is asserted on time: it is a benchmark and exits 0 on a MISS. Sizes: ``--pods`` and
+``--vfs-per-pod`` (a small run: ``--pods 20 --prepared-claims 8``). Absolute times depend on the
+machine (two shared cores here); starting the control plane is not in any number.
+
+Run: ``.venv/bin/python bench/scale.py [--pods N] [--vfs-per-pod K] [--prepared-claims C]``; in
+``make bench`` with ``SCALE_ARGS`` (see the Makefile).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import yaml
+from bench.scalekit import objects
+from kubernetes import client
+
+from sriov_dra.core import checkpoint_codec, limits
+from sriov_dra.driver import publisher
+from sriov_dra.driver.managed import seams
+from sriov_dra.driver.managed import shadows as managed_shadows
+from sriov_dra.host import checkpoint, discovery, fakesysfs
+from sriov_dra.kube import apply, podpatch, resourceslices, shadows
+from sriov_dra.kubeletapi import messages
+from sriov_dra.lab import binaries, controlplane, guard, kubelet, processes
+from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_rules import names
+
+D: Final = names.DOMAIN
+DRIVER: Final = names.DRIVER_NAME
+PLUGIN_NS: Final = "dra-driver-sriov"
+MANIFESTS: Final = Path(publisher.__file__).resolve().parents[1] / "manifests"
+ROOT: Final = Path(__file__).resolve().parents[1]
+VFS_PER_PF: Final = 128
+NODE_VFS: Final = 2 * VFS_PER_PF
+PODS_PER_NAMESPACE: Final = 100
+CLAIMS_PER_POD: Final = 2
+RAILS: Final = (
+    ("rail-a-net", "ai-rail-a", "192.0.2.0/24", "enp3s0f0"),
+    ("rail-b-net", "ai-rail-b", "198.51.100.0/24", "enp129s0f0"),
+)
+THREADS: Final = 8
+"""Concurrent writers of the bulk objects and the cleanup (a cluster's 31 plugins work in parallel)."""
+
+GOAL_SCAN_LISTS: Final = 1
+GOAL_SCAN_S: Final = 2.0
+GOAL_SCAN_RSS_MIB: Final = 256.0
+GOAL_PLUGIN_RSS_MIB: Final = 120.0
+GOAL_GUARD_RSS_MIB: Final = 80.0
+ANNOTATION_LIMIT_B: Final = limits.TOTAL_ANNOTATION_SIZE_LIMIT_B
+
+
+# ---------------------------------------------------------------------------------------- report
+@dataclass
+class Report:
+    """Figures printed one per line: ``PASS``/``MISS`` against a goal, ``INFO`` without one."""
+
+    lines: list[str] = field(default_factory=list)
+    misses: list[str] = field(default_factory=list)
+    passes: int = 0
+
+    def figure(self, name: str, measured: str, goal: str | None = None, ok: bool | None = None) -> None:
+        verdict = "INFO" if ok is None else ("PASS" if ok else "MISS")
+        if ok is True:
+            self.passes += 1
+        elif ok is False:
+            self.misses.append(name)
+        line = f"{verdict}  {name}: {measured}" + (f" (goal {goal})" if goal else "")
+        self.lines.append(line)
+        print(line, flush=True)
+
+    def note(self, text: str) -> None:
+        self.lines.append(f"      {text}")
+        print(f"      {text}", flush=True)
+
+
+def _mib(value: float) -> str:
+    return f"{value:.1f} MiB"
+
+
+def rss_mib(pid: int) -> float:
+    """VmRSS of process ``pid`` in MiB (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _requests(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+
+# ---------------------------------------------------------------------------------------- cluster
+def count_objects(api: client.ApiClient) -> dict[str, int]:
+    """Objects per resource from one ``limit=1`` LIST each (items + ``remainingItemCount``)."""
+    paths = {
+        "pods": "/api/v1/pods",
+        "network-attachment-definitions": "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions",
+        "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
+        "resourceslices": "/apis/resource.k8s.io/v1/resourceslices",
+        "nodes": "/api/v1/nodes",
+        "events": "/api/v1/events",
+    }
+    out = {}
+    for name, path in paths.items():
+        answer = api.call_api(
+            path, "GET", query_params=[("limit", 1)], auth_settings=["BearerToken"], _preload_content=False
+        )
+        doc = json.loads(answer.data)
+        out[name] = len(doc.get("items") or []) + int(
+            (doc.get("metadata") or {}).get("remainingItemCount") or 0
+        )
+    return out
+
+
+def etcd_db_mib(cp: controlplane.ControlPlane) -> float:
+    """etcd's ``etcd_mvcc_db_total_size_in_bytes`` from its client port's ``/metrics``, in MiB."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{cp.ports['etcd']}/metrics", timeout=10) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith("etcd_mvcc_db_total_size_in_bytes "):
+                return float(line.split()[1]) / 2**20
+    return 0.0
+
+
+def control_plane_memory(cp: controlplane.ControlPlane) -> dict[str, float]:
+    """RSS of kube-apiserver and etcd (MiB) and etcd's database size."""
+    pids = {p.name: p.pid for p in cp.processes if p.pid is not None}
+    return {
+        "kube-apiserver": rss_mib(pids["kube-apiserver"]),
+        "etcd": rss_mib(pids["etcd"]),
+        "etcd db": etcd_db_mib(cp),
+    }
+
+
+def install(api: client.ApiClient, namespaces: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """CRDs, the plugin's policy namespace, workload namespaces with their rail source NADs.
+
+    Shapes: namespace → source name → the source NAD as the API server returned it.
+    """
+    crds = [
+        yaml.safe_load((MANIFESTS / "crds" / f"{D}_{n}.yaml").read_text())
+        for n in ("sriovresourcepolicies", "deviceattributes")
+    ]
+    apply.apply_objects(api, crds)
+    apply.wait_crds_established(api, [c["metadata"]["name"] for c in crds])
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    sources: dict[str, dict[str, dict[str, Any]]] = {}
+    for ns in (PLUGIN_NS, *namespaces):
+        core.create_namespace({"metadata": {"name": ns}})
+    for ns in namespaces:
+        sources[ns] = {}
+        for name, cni_name, cidr, _ in RAILS:
+            ipam = {"type": "whereabouts", "network_name": cni_name, "range": cidr}
+            config = json.dumps(
+                {"cniVersion": "1.0.0", "name": cni_name, "type": "sriov", "ipam": ipam}, indent=2
+            )
+            body = {
+                "apiVersion": "k8s.cni.cncf.io/v1",
+                "kind": "NetworkAttachmentDefinition",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"config": config},
+            }
+            sources[ns][name] = custom.create_namespaced_custom_object(
+                "k8s.cni.cncf.io", "v1", ns, "network-attachment-definitions", body
+            )
+    return sources
+
+
+def rail_mapping(node: str) -> list[dict[str, Any]]:
+    """DeviceAttributes (netAttachDefName per rail) + one SriovResourcePolicy (rail per PF) for ``node``."""
+    objs: list[dict[str, Any]] = []
+    configs = []
+    for name, _, _, pf in RAILS:
+        label = {"networking.example.com/template": f"{name}-{node}"}
+        objs.append(
+            {
+                "apiVersion": f"{D}/v1alpha1",
+                "kind": "DeviceAttributes",
+                "metadata": {"name": f"{name}-{node}", "namespace": PLUGIN_NS, "labels": label},
+                "spec": {"attributes": {f"{D}/netAttachDefName": {"string": name}}},
+            }
+        )
+        configs.append(
+            {
+                "deviceAttributesSelector": {"matchLabels": label},
+                "resourceFilters": [{"vendors": ["8086"], "pfNames": [pf], "linkType": "eth"}],
+            }
+        )
+    terms = [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]
+    objs.append(
+        {
+            "apiVersion": f"{D}/v1alpha1",
+            "kind": "SriovResourcePolicy",
+            "metadata": {"name": f"rails-{node}", "namespace": PLUGIN_NS},
+            "spec": {"nodeSelector": {"nodeSelectorTerms": terms}, "configs": configs},
+        }
+    )
+    return objs
+
+
+def node_vfs() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``(device, pci)`` of the lab node's VFs per PF (rail A, rail B), in VF order."""
+    pfs = fakesysfs.two_root_pfs(VFS_PER_PF)
+    return tuple(  # type: ignore[return-value]
+        [
+            (discovery.device_name(fakesysfs.vf_address(pf.bdf, i)), fakesysfs.vf_address(pf.bdf, i))
+            for i in range(VFS_PER_PF)
+        ]
+        for pf in pfs
+    )
+
+
+def pod_devices(slot: int, vfs_per_pod: int) -> list[list[tuple[str, str, str]]]:
+    """The VFs of the ``slot``-th Pod of a node: per claim, ``(device, pci, rail)``; half from each PF."""
+    rail_a, rail_b = node_vfs()
+    per_claim = vfs_per_pod // CLAIMS_PER_POD
+    out = []
+    for c in range(CLAIMS_PER_POD):
+        first = slot * (vfs_per_pod // 2) + c * (per_claim // 2)
+        claim = []
+        for i in range(per_claim // 2):
+            claim.append((*rail_a[first + i], RAILS[0][0]))
+            claim.append((*rail_b[first + i], RAILS[1][0]))
+        out.append(claim)
+    return out
+
+
+def pod_body(name: str, node: str, claims: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """A Pod bound to ``node`` naming its claims (``(alias, claim name)``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "resourceClaims": [{"name": a, "resourceClaimName": c} for a, c in claims],
+            "containers": [
+                {
+                    "name": "workload",
+                    "image": "registry.invalid/toolbox",
+                    "resources": {"claims": [{"name": a} for a, _ in claims]},
+                }
+            ],
+        },
+    }
+
+
+def create_pod(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    answer = client.CoreV1Api(api).create_namespaced_pod(namespace, body, _preload_content=False)
+    return dict(json.loads(answer.data))
+
+
+# ---------------------------------------------------------------------------------------- bulk
+@dataclass(frozen=True)
+class BulkPod:
+    """One simulated node's Pod: where it lives and the plugin's records for it (shadow UIDs set)."""
+
+    namespace: str
+    name: str
+    uid: str
+    records: tuple[Any, ...]
+
+
+def bulk_pod(
+    api: client.ApiClient,
+    node: SimulatedNode,
+    slot: int,
+    namespace: str,
+    sources: dict[str, dict[str, Any]],
+    vfs_per_pod: int,
+) -> BulkPod:
+    """Create one Pod, its shadows and its Pod patch exactly as the plugin would (``scalekit.objects``)."""
+    name = f"w-{node.name}-{slot}"
+    aliases = [(f"vfs-{c}", f"{name}-vfs-{c}") for c in range(CLAIMS_PER_POD)]
+    pod = create_pod(api, namespace, pod_body(name, node.name, aliases))
+    claims = [
+        objects.Claim(
+            name=claim_name,
+            uid=str(uuid.uuid4()),
+            alias=alias,
+            vfs=tuple(
+                objects.Vf(request=f"nic-{i}", pool=node.name, device=dev, pci=pci, source=sources[rail])
+                for i, (dev, pci, rail) in enumerate(devices)
+            ),
+        )
+        for (alias, claim_name), devices in zip(aliases, pod_devices(slot, vfs_per_pod), strict=True)
+    ]
+    uid = pod["metadata"]["uid"]
+    recs = objects.records(
+        node_name=node.name, node_uid=node.uid, namespace=namespace, pod_uid=uid, claims=claims
+    )
+    nads = shadows.NadClient(api)
+    uids = {}
+    for body in objects.shadow_bodies(recs, pod_name=name):
+        created = nads.create(body)
+        uids[created["metadata"]["name"]] = created["metadata"]["uid"]
+    recs = objects.with_shadow_uids(recs, uids)
+    podpatch.PodClient(api).json_patch(namespace, name, list(objects.pod_patch(pod, recs)))
+    return BulkPod(namespace, name, uid, tuple(recs))
+
+
+def run_parallel(calls: Sequence[Callable[[], Any]], threads: int = THREADS) -> list[Any]:
+    """Run ``calls`` on ``threads`` workers; results in order; the first error is raised."""
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        return [f.result() for f in [pool.submit(c) for c in calls]]
+
+
+# ---------------------------------------------------------------------------------------- plugin
+class PluginChild:
+    """``bench/scalekit/plugin_child.py`` as a process: one JSON line per command."""
+
+    def __init__(self, argv: list[str], log: Path, *, tracemalloc_frames: int = 0) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        if tracemalloc_frames:
+            env["SRIOV_DRA_BENCH_TRACEMALLOC"] = str(tracemalloc_frames)
+        self.log = log.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.scalekit.plugin_child", *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            cwd=ROOT,
+            env=env,
+            text=True,
+        )
+        self.ready = self._read()
+        if not self.ready.get("ready"):
+            raise RuntimeError(f"the plugin did not start: {self.ready.get('error')} (log {log})")
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the plugin process exited ({self.proc.wait()}); see its log")
+        return dict(json.loads(line))
+
+    def ask(self, cmd: str, **extra: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"cmd": cmd, **extra}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(BrokenPipeError, RuntimeError):
+                self.ask("stop")
+            self.proc.wait(timeout=60)
+        self.log.close()
+
+
+@dataclass
+class PluginNode:
+    """The node whose plugin really runs: fake sysfs, directories, the kubelet's DRA client."""
+
+    root: Path
+    node: SimulatedNode
+    kubeconfig: Path
+    kubelet: kubelet.KubeletDraManager = field(default_factory=kubelet.KubeletDraManager)
+
+    def __post_init__(self) -> None:
+        fakesysfs.build(self.root / "host", fakesysfs.two_root_pfs(VFS_PER_PF))
+
+    def argv(self) -> list[str]:
+        return [
+            f"--node-name={self.node.name}",
+            f"--kubeconfig={self.kubeconfig}",
+            f"--sysfs-root={self.root / 'host'}",
+            "--fake-sysfs-kernel",
+            f"--kubelet-plugins-directory-path={self.root / 'plugins'}",
+            f"--kubelet-registrar-directory-path={self.root / 'registry'}",
+            f"--cdi-root={self.root / 'cdi'}",
+            f"--state-dir={self.root / 'state'}",
+            f"--namespace={PLUGIN_NS}",
+            f"--metrics-bind-address=127.0.0.1:{processes.free_port()}",
+            "--multus-auto-attach",
+            "--log-format=json",
+            "--log-level=warning",
+        ]
+
+    def start(self, *, tracemalloc_frames: int = 0) -> PluginChild:
+        child = PluginChild(self.argv(), self.root / "plugin.log", tracemalloc_frames=tracemalloc_frames)
+        self.kubelet.deregister(DRIVER)
+        if not self.kubelet.wait_for_driver(self.root / "registry", DRIVER, timeout_s=60):
+            child.stop()
+            raise RuntimeError(f"the plugin did not register (log {self.root / 'plugin.log'})")
+        return child
+
+    def checkpoint_records(self) -> int:
+        path = self.root / "state" / checkpoint.CHECKPOINT_FILE_NAME
+        return len(checkpoint_codec.decode_checkpoint(path.read_bytes()).claims) if path.exists() else 0
+
+
+@dataclass(frozen=True)
+class PreparedPod:
+    namespace: str
+    name: str
+    uid: str
+    claims: tuple[messages.ClaimRef, ...]
+
+
+def allocated_pod(
+    api: client.ApiClient, node: str, slot: int, namespace: str, vfs_per_pod: int
+) -> tuple[str, str, list[messages.ClaimRef]]:
+    """A Pod on the plugin node with its claims allocated its VFs and reserved for it."""
+    name = f"p-{slot}"
+    aliases = [(f"vfs-{c}", f"{name}-vfs-{c}") for c in range(CLAIMS_PER_POD)]
+    pod = create_pod(api, namespace, pod_body(name, node, aliases))
+    res = client.ResourceV1Api(api)
+    refs = []
+    for (alias, claim_name), devices in zip(aliases, pod_devices(slot, vfs_per_pod), strict=True):
+        del alias
+        requests = [{"name": f"nic-{i}", "exactly": {"deviceClassName": "any"}} for i in range(len(devices))]
+        claim = res.create_namespaced_resource_claim(
+            namespace,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": claim_name},
+                "spec": {"devices": {"requests": requests}},
+            },
+            _preload_content=False,
+        )
+        meta = json.loads(claim.data)["metadata"]
+        results = [
+            {"request": f"nic-{i}", "driver": DRIVER, "pool": node, "device": dev}
+            for i, (dev, _, _) in enumerate(devices)
+        ]
+        selector = {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+            ]
+        }
+        status = {
+            "allocation": {"devices": {"results": results}, "nodeSelector": selector},
+            "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}],
+        }
+        res.patch_namespaced_resource_claim_status(
+            claim_name, namespace, {"status": status}, _preload_content=False
+        )
+        refs.append(messages.ClaimRef(namespace=namespace, name=claim_name, uid=meta["uid"]))
+    return name, pod["metadata"]["uid"], refs
+
+
+def wait_published(api: client.ApiClient, node: str, devices: int, timeout_s: float = 120.0) -> float:
+    """Seconds until the node's slices hold ``devices`` devices."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        current = resourceslices.list_slices(api, driver=DRIVER, node=node)
+        if sum(len((s.get("spec") or {}).get("devices") or []) for s in current) >= devices:
+            return time.monotonic() - start
+        time.sleep(0.5)
+    raise TimeoutError(f"node {node} did not publish {devices} devices within {timeout_s:.0f} s")
+
+
+# ---------------------------------------------------------------------------------------- cleanup
+def managed_shadows_listed(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Every shadow of every node (one LIST by the managed-by label)."""
+    return shadows.NadClient(api, timeout_s=120).list_all(
+        label_selector=f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY_VALUE}"
+    )
+
+
+def finalize_gc_deleted(
+    api: client.ApiClient, bulk: Sequence[BulkPod], timeout_s: float
+) -> tuple[int, float]:
+    """Until no shadow is left: the terminating ones (deleted by the GC) get the plugin's finalizer removal.
+
+    Returns ``(finalizer removals, seconds)``.
+    """
+    targets = {t.binding.shadow_name: t for p in bulk for r in p.records for t in managed_shadows.targets(r)}
+    nads, clock = shadows.NadClient(api), seams.SystemClock()
+    done: set[str] = set()
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        left = managed_shadows_listed(api)
+        if not left:
+            return len(done), time.monotonic() - start
+        due = [
+            (n["metadata"]["name"], n["metadata"]["uid"])
+            for n in left
+            if n["metadata"].get("deletionTimestamp")
+            and n["metadata"]["name"] in targets
+            and names.FINALIZER_ATTACHMENT_PROTECTION in (n["metadata"].get("finalizers") or [])
+        ]
+        run_parallel(
+            [
+                (
+                    lambda name=name, uid=uid: managed_shadows.finalize_released(
+                        targets[name], uid, nads=nads, clock=clock
+                    )
+                )
+                for name, uid in due
+            ]
+        )
+        done.update(name for name, _ in due)
+        if not due:
+            time.sleep(1.0)
+    raise TimeoutError(f"shadows still present after {timeout_s:.0f} s")
+
+
+def delete_pod(api: client.ApiClient, namespace: str, name: str) -> None:
+    with contextlib.suppress(client.ApiException):
+        client.CoreV1Api(api).delete_namespaced_pod(
+            name, namespace, grace_period_seconds=0, propagation_policy="Background", _preload_content=False
+        )
+
+
+# ---------------------------------------------------------------------------------------- main
+@dataclass(frozen=True)
+class Sizes:
+    pods: int
+    vfs_per_pod: int
+    prepared_claims: int
+
+    @property
+    def pods_per_node(self) -> int:
+        return NODE_VFS // self.vfs_per_pod
+
+    @property
+    def prepared_pods(self) -> int:
+        return self.prepared_claims // CLAIMS_PER_POD
+
+    @property
+    def bulk_pods(self) -> int:
+        return self.pods - self.prepared_pods
+
+    @property
+    def bulk_nodes(self) -> int:
+        return -(-self.bulk_pods // self.pods_per_node)
+
+    def estimate_s(self) -> float:
+        """Rough wall time on two shared cores (measured: ~5 ms per bulk write, 0.6 s per prepared Pod)."""
+        writes = self.bulk_pods * (2 + self.vfs_per_pod)
+        return 60 + writes * 0.012 + self.prepared_pods * 1.0 + self.pods * self.vfs_per_pod * 0.012 + 60
+
+
+def parse(argv: Sequence[str]) -> Sizes:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=1000, help="Pods in all (default 1000)")
+    parser.add_argument(
+        "--vfs-per-pod", type=int, default=8, help="managed VFs per Pod, even, 4..64 (default 8)"
+    )
+    parser.add_argument(
+        "--prepared-claims",
+        type=int,
+        default=64,
+        help="claims the real plugin prepares on its node (default 64)",
+    )
+    args = parser.parse_args(argv)
+    sizes = Sizes(args.pods, args.vfs_per_pod, args.prepared_claims)
+    if sizes.vfs_per_pod % 4 or not 4 <= sizes.vfs_per_pod <= 64:
+        parser.error(
+            f"--vfs-per-pod must be a multiple of 4 from 4 to 64 (two claims, two PFs), got {sizes.vfs_per_pod}"
+        )
+    if sizes.prepared_claims % CLAIMS_PER_POD or sizes.prepared_claims < 2:
+        parser.error(f"--prepared-claims must be even and >= 2, got {sizes.prepared_claims}")
+    if sizes.prepared_pods > sizes.pods_per_node:
+        parser.error(
+            f"--prepared-claims {sizes.prepared_claims} needs {sizes.prepared_pods * sizes.vfs_per_pod} VFs; "
+            f"the plugin's node has {NODE_VFS}"
+        )
+    if sizes.pods < sizes.prepared_pods:
+        parser.error(f"--pods must be at least the prepared Pods ({sizes.prepared_pods})")
+    return sizes
+
+
+def annotation_size_32(sources: dict[str, dict[str, Any]]) -> int:
+    """Annotation bytes of a Pod with 32 managed VFs (two claims of 16), built, not created."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "w-32-vfs",
+            "namespace": "ns-00",
+            "uid": str(uuid.uuid4()),
+            "resourceVersion": "1",
+        },
+        "spec": {},
+    }
+    claims = [
+        objects.Claim(
+            name=f"w-32-vfs-{c}",
+            uid=str(uuid.uuid4()),
+            alias=f"vfs-{c}",
+            vfs=tuple(
+                objects.Vf(request=f"nic-{i}", pool="node-32", device=dev, pci=pci, source=sources[rail])
+                for i, (dev, pci, rail) in enumerate(devices)
+            ),
+        )
+        for c, devices in enumerate(pod_devices(0, 32))
+    ]
+    recs = objects.records(
+        node_name="node-32",
+        node_uid=str(uuid.uuid4()),
+        namespace="ns-00",
+        pod_uid=pod["metadata"]["uid"],
+        claims=claims,
+    )
+    recs = objects.with_shadow_uids(
+        recs, {b.shadow_name: str(uuid.uuid4()) for r in recs for b in r.managed_bindings()}
+    )
+    return limits.annotations_size(objects.pod_annotations(pod, recs))
+
+
+def bench(sizes: Sizes, work: Path, report: Report) -> None:
+    namespaces = [f"ns-{i:02d}" for i in range(-(-sizes.pods // PODS_PER_NAMESPACE))]
+    with controlplane.running(controlplane.ControlPlaneSettings(workdir=work / "cp")) as cp, cp.api() as api:
+        api.configuration.connection_pool_maxsize = THREADS * 2
+        sources = install(api, namespaces)
+        before_mem, before_objs = control_plane_memory(cp), count_objects(api)
+
+        # --- the plugin's node and the real plugin, idle
+        plugin_node_name = "scale-plugin"
+        sim = SimulatedNode(
+            api, plugin_node_name, labels={"kubernetes.io/hostname": plugin_node_name}, interval_s=10.0
+        ).start()
+        apply.apply_objects(api, rail_mapping(plugin_node_name))
+        pn = PluginNode(work / "plugin", sim, cp.kubeconfig)
+        child = pn.start()
+        wait_published(api, plugin_node_name, NODE_VFS)
+        time.sleep(2.0)  # let the watches settle after the first publication
+        idle = child.ask("status")["memory"]
+        report.figure(
+            f"plugin RSS at idle, {NODE_VFS} VFs published, no claim",
+            _mib(idle["VmRSS"]),
+            f"<= {GOAL_PLUGIN_RSS_MIB:.0f} MiB",
+            idle["VmRSS"] <= GOAL_PLUGIN_RSS_MIB,
+        )
+
+        # --- prepared claims through the real NodePrepare path (gRPC)
+        ns_of = lambda i: namespaces[i // PODS_PER_NAMESPACE]  # noqa: E731
+        prepared: list[PreparedPod] = []
+        prepare_s = []
+        for slot in range(sizes.prepared_pods):
+            name, uid, refs = allocated_pod(api, plugin_node_name, slot, ns_of(slot), sizes.vfs_per_pod)
+            start = time.perf_counter()
+            outcome = pn.kubelet.prepare_pod(uid, [kubelet.PodClaim(r, (DRIVER,)) for r in refs])
+            prepare_s.append(time.perf_counter() - start)
+            if not outcome.ok:
+                raise RuntimeError(f"NodePrepare of Pod {name} failed: {outcome.failure}")
+            prepared.append(PreparedPod(ns_of(slot), name, uid, tuple(refs)))
+        after_prepare = child.ask("status")
+        report.figure(
+            f"plugin RSS after {after_prepare['claims']} prepared claims ({sizes.prepared_pods} Pods x "
+            f"{sizes.vfs_per_pod} VFs)",
+            _mib(after_prepare["memory"]["VmRSS"]),
+            f"<= {GOAL_PLUGIN_RSS_MIB:.0f} MiB",
+            after_prepare["memory"]["VmRSS"] <= GOAL_PLUGIN_RSS_MIB,
+        )
+        report.figure(
+            "NodePrepare per Pod (2 claims) through gRPC",
+            f"median {statistics.median(prepare_s) * 1e3:.0f} ms, max {max(prepare_s) * 1e3:.0f} ms",
+        )
+
+        # --- every other Pod: the plugin's objects, created as it creates them
+        sims = [
+            SimulatedNode(api, f"scale-{i:03d}", interval_s=20.0).start() for i in range(sizes.bulk_nodes)
+        ]
+        calls = []
+        for index in range(sizes.bulk_pods):
+            node, slot = sims[index // sizes.pods_per_node], index % sizes.pods_per_node
+            ns = ns_of(sizes.prepared_pods + index)
+            calls.append(
+                lambda node=node, slot=slot, ns=ns: bulk_pod(
+                    api, node, slot, ns, sources[ns], sizes.vfs_per_pod
+                )
+            )
+        start = time.perf_counter()
+        bulk: list[BulkPod] = run_parallel(calls)
+        bulk_s = time.perf_counter() - start
+        writes = sizes.bulk_pods * (2 + sizes.vfs_per_pod)
+        report.figure(
+            f"created {sizes.bulk_pods} Pods on {sizes.bulk_nodes} simulated nodes with "
+            f"{sizes.bulk_pods * sizes.vfs_per_pod} shadows",
+            f"{bulk_s:.1f} s, {writes} writes ({writes / bulk_s:.0f}/s, {THREADS} writers)",
+        )
+
+        # --- the full set: control plane, annotation sizes
+        after_mem, after_objs = control_plane_memory(cp), count_objects(api)
+        shadows_now = len(managed_shadows_listed(api))
+        for name in ("kube-apiserver", "etcd"):
+            report.figure(
+                f"{name} RSS, before -> with the whole set",
+                f"{_mib(before_mem[name])} -> {_mib(after_mem[name])} (x{after_mem[name] / max(before_mem[name], 0.1):.2f})",
+            )
+        report.figure("etcd database size", f"{_mib(before_mem['etcd db'])} -> {_mib(after_mem['etcd db'])}")
+        report.figure(
+            "objects before -> after",
+            ", ".join(f"{k} {before_objs[k]} -> {after_objs[k]}" for k in after_objs)
+            + f"; managed shadows {shadows_now}",
+        )
+        pods = json.loads(client.CoreV1Api(api).list_pod_for_all_namespaces(_preload_content=False).data)[
+            "items"
+        ]
+        largest = max(limits.annotations_size(p["metadata"].get("annotations") or {}) for p in pods)
+        report.figure(
+            f"largest Pod's annotations, {sizes.vfs_per_pod} VFs (live)",
+            f"{largest} B ({largest / ANNOTATION_LIMIT_B:.1%} of the limit)",
+            f"<= {ANNOTATION_LIMIT_B} B",
+            largest <= ANNOTATION_LIMIT_B,
+        )
+        size_32 = annotation_size_32(sources[namespaces[0]])
+        report.figure(
+            "Pod annotations with 32 VFs (two claims of 16, built by the plugin's builders)",
+            f"{size_32} B ({size_32 / ANNOTATION_LIMIT_B:.1%} of the limit)",
+            f"<= {ANNOTATION_LIMIT_B} B",
+            size_32 <= ANNOTATION_LIMIT_B,
+        )
+
+        # --- repair pass and orphan scan in the plugin process
+        passed = child.ask("repair")
+        report.figure(
+            f"repair pass over {passed['claims']} prepared claims: requests",
+            _requests(passed["requests"]),
+        )
+        report.figure(
+            "repair pass: writes when nothing changed",
+            f"{passed['writes']} (ensured Pods {passed['ensured']}, failed {len(passed['failed'])}, "
+            f"stopped {len(passed['stopped'])})",
+            "0",
+            passed["writes"] == 0 and not passed["failed"] and not passed["stopped"],
+        )
+        report.figure("repair pass: wall time", f"{passed['seconds'] * 1e3:.0f} ms")
+        scan = child.ask("orphans")
+        lists = sum(v for k, v in scan["requests"].items() if k.startswith("list "))
+        report.figure(
+            f"orphan scan with {shadows_now} shadows in the cluster: requests",
+            _requests(scan["requests"]),
+            f"{GOAL_SCAN_LISTS} label-selected LIST",
+            lists == GOAL_SCAN_LISTS and sum(scan["requests"].values()) == GOAL_SCAN_LISTS,
+        )
+        report.figure(
+            f"orphan scan: wall time ({scan['shadows']} shadows of the node: {dict(scan['by_status'])})",
+            f"{scan['seconds'] * 1e3:.0f} ms",
+            f"<= {GOAL_SCAN_S:.0f} s",
+            scan["seconds"] <= GOAL_SCAN_S,
+        )
+        report.figure(
+            "orphan scan: plugin peak RSS during it",
+            _mib(scan["memory"]["VmHWM"]),
+            f"<= {GOAL_SCAN_RSS_MIB:.0f} MiB",
+            scan["memory"]["VmHWM"] <= GOAL_SCAN_RSS_MIB,
+        )
+        child.stop()
+
+        # --- guard daemon at idle
+        daemon = guard.GuardDaemon(
+            work / "guard" / "guard.sock", cp.kubeconfig, work / "guard.log", node_name=plugin_node_name
+        )
+        (work / "guard").mkdir(mode=0o700)
+        daemon.start()
+        time.sleep(2.0)
+        assert daemon.process is not None and daemon.process.pid is not None
+        guard_rss = rss_mib(daemon.process.pid)
+        daemon.stop()
+        report.figure(
+            "guard daemon RSS at idle",
+            _mib(guard_rss),
+            f"<= {GOAL_GUARD_RSS_MIB:.0f} MiB",
+            guard_rss <= GOAL_GUARD_RSS_MIB,
+        )
+
+        # --- where the plugin's memory goes: restarted on the same checkpoint under tracemalloc
+        child = pn.start(tracemalloc_frames=1)
+        traced = child.ask("tracemalloc", top=10)
+        report.figure(
+            f"plugin restarted on the checkpoint under tracemalloc: traced {traced['traced_mib']:.1f} MiB "
+            f"(peak {traced['traced_peak_mib']:.1f}), RSS {_mib(traced['memory']['VmRSS'])} of which "
+            f"tracemalloc's own {_mib(traced['memory'].get('tracemalloc_overhead', 0.0))}",
+            "top 10 lines:",
+        )
+        for entry in traced["top_lines"]:
+            report.note(f"{entry['mib']:7.2f} MiB {entry['blocks']:7d} blocks  {entry['where']}")
+        report.note("top 10 files:")
+        for entry in traced["top_files"]:
+            report.note(f"{entry['mib']:7.2f} MiB  {entry['where']}")
+        child.ask("tracemalloc-stop")
+
+        # --- cleanup of the whole set
+        start = time.perf_counter()
+        for pod in prepared:
+            outcome = pn.kubelet.unprepare_pod(pod.uid)
+            if not outcome.ok:
+                raise RuntimeError(f"NodeUnprepare of Pod {pod.name} failed: {outcome.failure}")
+        release_s = time.perf_counter() - start
+        records_left = pn.checkpoint_records()
+        run_parallel([lambda p=p: delete_pod(api, p.namespace, p.name) for p in [*prepared, *bulk]])
+        deleted_s = time.perf_counter() - start
+        finalized, _ = finalize_gc_deleted(api, bulk, timeout_s=1800)
+        total_s = time.perf_counter() - start
+        left_shadows = managed_shadows_listed(api)
+        left_finalizers = sum(
+            names.FINALIZER_ATTACHMENT_PROTECTION in (n["metadata"].get("finalizers") or [])
+            for n in left_shadows
+        )
+        report.figure(
+            f"release of the plugin node's {sizes.prepared_claims} claims through NodeUnprepare (real release path)",
+            f"{release_s:.1f} s; checkpoint records left {records_left}",
+        )
+        report.figure(
+            f"cleanup of the whole set: Pods deleted after {deleted_s:.1f} s; GC + the plugin's finalizer removal "
+            f"({finalized} shadows) until nothing is left",
+            f"{total_s:.1f} s; shadows left {len(left_shadows)}, finalizers left {left_finalizers}, "
+            f"checkpoint records left {pn.checkpoint_records()}",
+            "0 left",
+            not left_shadows and not left_finalizers and pn.checkpoint_records() == 0,
+        )
+        child.stop()
+        pn.kubelet.close()
+        for node in [sim, *sims]:
+            node.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    sizes = parse(sys.argv[1:] if argv is None else argv)
+    print(
+        f"scale: {sizes.pods} Pods x {sizes.vfs_per_pod} managed VFs = {sizes.pods * sizes.vfs_per_pod} shadows; "
+        f"{sizes.prepared_pods} Pods ({sizes.prepared_claims} claims) prepared by the real plugin on its node, "
+        f"{sizes.bulk_pods} created as the plugin creates them on {sizes.bulk_nodes} simulated nodes; "
+        f"estimated {sizes.estimate_s() / 60:.0f} min on two shared cores",
+        flush=True,
+    )
+    report = Report()
+    with tempfile.TemporaryDirectory(prefix="scale-", dir="/tmp") as tmp:  # short: unix socket paths
+        try:
+            bench(sizes, Path(tmp), report)
+        except binaries.BinaryMissing as exc:
+            print(f"not measured: the control plane binaries are missing ({exc})")
+            return 0
+    print(
+        f"summary: {report.passes} PASS, {len(report.misses)} MISS"
+        + (f" ({'; '.join(report.misses)})" if report.misses else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
