@@ -2,8 +2,8 @@
 
 ``serve`` wires the real dependencies (a kubeconfig or in-cluster API client, live Pod and NAD
 reads from ``sriov_dra.kube``, netlink reads from ``sriov_dra.host``, Multus as a child process),
-logs the effective settings once, serves ``/metrics`` and ``/healthz`` (503 until the socket
-listens), and on SIGTERM/SIGINT stops accepting, drains in-flight requests within
+logs the effective settings once (the one log schema of ``sriov_dra.servicekit.logs``), serves
+``/metrics``, ``/healthz`` (alive) and ``/readyz`` (503 until the socket listens), and on SIGTERM/SIGINT stops accepting, drains in-flight requests within
 ``drain_grace_s`` and exits 0. ``install`` writes the shim and ``00-multus-guard.conflist``
 (:mod:`~sriov_dra.guard.install`) and prints any installation problem; it exits 1 if there is one.
 
@@ -13,61 +13,23 @@ Only this module exits the process; expected start-up failures print one actiona
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from sriov_dra.guard import cni_hooks, install, metrics, multus, server, settings
 from sriov_dra.host import netlink
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import nads, pods
+from sriov_dra.servicekit import health, logs
 from sriov_dra_rules import errors, strictjson
 
 log = logging.getLogger("sriov_dra.guard")
-_STANDARD_RECORD_KEYS = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message and every ``extra`` field."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        """Render ``record`` as compact JSON."""
-        doc: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        doc.update({k: v for k, v in vars(record).items() if k not in _STANDARD_RECORD_KEYS})
-        if record.exc_info:
-            doc["exception"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=str)
-
-
-class TextFormatter(logging.Formatter):
-    """``time level logger: message key=value ...``."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        """Render ``record`` as one text line with its ``extra`` fields."""
-        base = super().format(record)
-        extra = " ".join(f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD_RECORD_KEYS)
-        return f"{base} {extra}" if extra else base
-
-
-def configure_logging(fmt: str, level: str) -> None:
-    """Send logs to stderr in ``text`` or ``json`` format."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        JsonFormatter() if fmt == "json" else TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
+SOCKET_READY = "socket"
+"""Readiness condition: the guard's unix socket listens (``/readyz`` is 503 before)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,7 +74,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_concurrent=args.max_concurrent,
         metrics_address=args.metrics_address,
     )
-    configure_logging(args.log_format, args.log_level)
+    logs.configure(args.log_format, args.log_level)
     log.info("guard starting", extra=conf.describe())
     api = kube_client.from_kubeconfig(conf.kubeconfig) if conf.kubeconfig else kube_client.in_cluster()
     recorder = metrics.GuardMetrics()
@@ -125,9 +87,10 @@ def _serve(args: argparse.Namespace) -> int:
         clock=cni_hooks.SystemClock(),
         recorder=recorder,
     )
-    srv = server.GuardServer(hooks, conf.socket_path, max_concurrent=conf.max_concurrent)
+    state = health.Health([SOCKET_READY])
+    srv = server.GuardServer(hooks, conf.socket_path, max_concurrent=conf.max_concurrent, health=state)
     endpoint = (
-        metrics.MetricsServer(recorder, conf.metrics_address, srv.ready) if conf.metrics_address else None
+        health.HttpServer(conf.metrics_address, state, recorder.render) if conf.metrics_address else None
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -135,9 +98,11 @@ def _serve(args: argparse.Namespace) -> int:
     if endpoint is not None:
         endpoint.start()
     srv.start()
+    state.set(SOCKET_READY, True)
     log.info("guard ready", extra={"socket": str(conf.socket_path)})
     stop.wait()
     log.info("guard stopping", extra={"grace_s": conf.drain_grace_s})
+    state.set(SOCKET_READY, False, "stopping")
     srv.stop(grace_s=conf.drain_grace_s)
     if endpoint is not None:
         endpoint.stop()

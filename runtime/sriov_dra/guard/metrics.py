@@ -1,4 +1,4 @@
-"""The guard's Prometheus metrics and its ``/metrics`` + ``/healthz`` endpoint.
+"""The guard's Prometheus metrics (served by ``sriov_dra.servicekit.health.HttpServer``).
 
 Metrics (label values are bounded: reasons come from ``guard.decisions.Reason``):
 
@@ -15,12 +15,9 @@ It must never label by Pod, NAD or any other unbounded value.
 
 from __future__ import annotations
 
-import http.server
-import threading
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from sriov_dra.guard import decisions
 
@@ -71,47 +68,3 @@ class GuardMetrics:
     def render(self) -> bytes:
         """The text exposition of every metric."""
         return bytes(generate_latest(self.registry))
-
-
-class MetricsServer:
-    """``/metrics`` and ``/healthz`` on a TCP address, served from a daemon thread."""
-
-    def __init__(self, metrics: GuardMetrics, address: str, ready: threading.Event) -> None:
-        host, _, port = address.rpartition(":")
-        owner = metrics
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path == "/metrics":
-                    body, ctype, code = owner.render(), CONTENT_TYPE_LATEST, 200
-                elif self.path == "/healthz":
-                    ok = ready.is_set()
-                    body, ctype, code = (b"ok\n" if ok else b"starting\n"), "text/plain", 200 if ok else 503
-                else:
-                    body, ctype, code = b"not found\n", "text/plain", 404
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-        self.httpd = http.server.ThreadingHTTPServer((host or "127.0.0.1", int(port)), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="guard-metrics", daemon=True)
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful with port 0)."""
-        return int(self.httpd.server_address[1])
-
-    def start(self) -> None:
-        """Start serving."""
-        self.thread.start()
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self.httpd.shutdown()
-        self.httpd.server_close()

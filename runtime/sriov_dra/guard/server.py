@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 from sriov_dra.guard import cni_hooks, decisions, shim
+from sriov_dra.servicekit import health as health_mod
+from sriov_dra.servicekit import threads
 
 log = logging.getLogger("sriov_dra.guard")
 
@@ -34,8 +36,17 @@ log = logging.getLogger("sriov_dra.guard")
 class GuardServer:
     """Serves the shim on a unix socket from a background accept thread."""
 
-    def __init__(self, hooks: cni_hooks.CniHooks, socket_path: Path, *, max_concurrent: int) -> None:
+    def __init__(
+        self,
+        hooks: cni_hooks.CniHooks,
+        socket_path: Path,
+        *,
+        max_concurrent: int,
+        health: health_mod.Health | None = None,
+    ) -> None:
+        """``health`` records a crash of the accept loop (the guard is then no longer alive)."""
         self.hooks = hooks
+        self._health = health
         self.socket_path = socket_path
         self.ready = threading.Event()
         self._slots = threading.BoundedSemaphore(max_concurrent)
@@ -61,8 +72,7 @@ class GuardServer:
         sock.listen(128)
         sock.settimeout(0.2)
         self._sock = sock
-        self._thread = threading.Thread(target=self._accept_loop, name="guard-accept", daemon=True)
-        self._thread.start()
+        self._thread = threads.start("guard-accept", self._accept_loop, health=self._health)
         self.ready.set()
 
     def stop(self, *, grace_s: float) -> None:

@@ -3,7 +3,7 @@
 The lab treats the guard like an installed service (ARCHITECTURE.md §3: the lab starts services as
 processes through their entrypoints): ``sriov-dra-guard install`` writes the ``multus-guard`` shim
 and ``00-multus-guard.conflist`` exactly as the Ansible role would, and ``sriov-dra-guard serve``
-runs the daemon with a given identity. Readiness is the daemon's own ``/healthz``.
+runs the daemon with a given identity. Readiness is the daemon's own ``/readyz``.
 """
 
 from __future__ import annotations
@@ -74,11 +74,11 @@ class GuardDaemon:
 
     @property
     def metrics_url(self) -> str:
-        """Base URL of ``/metrics`` and ``/healthz``."""
+        """Base URL of ``/metrics``, ``/healthz`` and ``/readyz``."""
         return f"http://127.0.0.1:{self.metrics_port}"
 
     def start(self, *, timeout_s: float = 30.0) -> None:
-        """Start the daemon and wait for ``/healthz``. Raises: ``processes.ProcessFailed``."""
+        """Start the daemon and wait for ``/readyz``. Raises: ``processes.ProcessFailed``."""
         argv = [
             *ENTRYPOINT,
             "serve",
@@ -94,13 +94,13 @@ class GuardDaemon:
         )
         self.process.start()
         processes.wait_until(
-            "guard /healthz", self.healthy, timeout_s=timeout_s, process=self.process, interval_s=0.1
+            "guard /readyz", self.healthy, timeout_s=timeout_s, process=self.process, interval_s=0.1
         )
 
     def healthy(self) -> bool:
-        """True when ``/healthz`` answers 200."""
+        """True when ``/readyz`` answers 200 (the socket listens)."""
         try:
-            with urllib.request.urlopen(f"{self.metrics_url}/healthz", timeout=1) as answer:
+            with urllib.request.urlopen(f"{self.metrics_url}/readyz", timeout=1) as answer:
                 return bool(answer.status == 200)
         except OSError:
             return False

@@ -1,0 +1,56 @@
+"""One guarded way to start a background thread (STYLE.md §4: guarded starters).
+
+Every service thread (watch loops, the repair worker, the publisher, the operator's worker and
+leader election, the guard's accept loop, the HTTP servers) starts through :func:`start`. The
+thread is a daemon (shutdown never waits on it; each owner stops its own loop with an Event). If
+its target raises, the exception is logged once with its traceback (``worker crashed``, field
+``worker``) and, for an essential worker, recorded in the service's :class:`~.health.Health`, so
+``/healthz`` turns 503 and the container is restarted instead of running on with dead work; then
+``on_crash`` runs (e.g. the operator stops reconciling when leader election dies).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sriov_dra.servicekit import health as health_mod
+
+LOG = logging.getLogger("sriov_dra.servicekit.threads")
+
+
+def start(
+    name: str,
+    target: Callable[..., Any],
+    *args: Any,
+    health: health_mod.Health | None = None,
+    on_crash: Callable[[BaseException], None] | None = None,
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+) -> threading.Thread:
+    """Start ``target(*args)`` on a daemon thread named ``name`` and return the started thread.
+
+    A raised exception is logged with ``log`` (default: this module's logger), recorded as a crash
+    of worker ``name`` in ``health`` when given (the worker is then essential), and handed to
+    ``on_crash``. A normal return is silent. An exception from ``on_crash`` is logged, not raised.
+    """
+    logger = log or LOG
+
+    def guarded() -> None:
+        try:
+            target(*args)
+        except BaseException as exc:
+            logger.error("worker crashed", exc_info=True, extra={"worker": name, "op": "thread"})
+            if health is not None:
+                health.worker_crashed(name, exc)
+            if on_crash is not None:
+                try:
+                    on_crash(exc)
+                except Exception:
+                    logger.exception("worker crash handler failed", extra={"worker": name, "op": "thread"})
+
+    thread = threading.Thread(target=guarded, name=name, daemon=True)
+    thread.start()
+    return thread

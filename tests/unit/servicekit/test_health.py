@@ -1,0 +1,64 @@
+"""``/healthz`` means alive and ``/readyz`` means serving, in every service (servicekit/health.py)."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import prometheus_client
+import pytest
+
+from sriov_dra.servicekit import health
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[health.Health, int]]:
+    registry = prometheus_client.CollectorRegistry()
+    prometheus_client.Counter("probe_total", "a test counter", registry=registry).inc()
+    state = health.Health(["registered"])
+    server = health.HttpServer("127.0.0.1:0", state, health.registry_renderer(registry))
+    server.start()
+    try:
+        yield state, server.port
+    finally:
+        server.stop()
+
+
+def test_a_starting_service_is_alive_but_not_ready(served: tuple[health.Health, int]) -> None:
+    _, port = served
+    assert get(port, "/healthz") == (200, "ok\n")
+    assert get(port, "/readyz") == (503, "registered: starting\n")
+
+
+def test_ready_once_every_condition_holds_and_unready_again_with_the_reason(
+    served: tuple[health.Health, int],
+) -> None:
+    state, port = served
+    state.set("registered", True)
+    assert get(port, "/readyz") == (200, "ok\n")
+    state.set("caches", False, "watch of pods not synced")
+    assert get(port, "/readyz") == (503, "caches: watch of pods not synced\n")
+
+
+def test_a_crashed_essential_worker_fails_liveness_and_readiness(served: tuple[health.Health, int]) -> None:
+    state, port = served
+    state.set("registered", True)
+    state.worker_crashed("managed-repair", RuntimeError("lost"))
+    assert get(port, "/healthz") == (503, "worker managed-repair crashed: RuntimeError: lost\n")
+    assert get(port, "/readyz")[0] == 503
+
+
+def test_metrics_and_unknown_paths(served: tuple[health.Health, int]) -> None:
+    _, port = served
+    status, body = get(port, "/metrics")
+    assert status == 200 and "probe_total 1.0" in body
+    assert get(port, "/nope")[0] == 404
