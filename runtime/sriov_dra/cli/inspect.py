@@ -21,6 +21,7 @@ ResourceSlices, NADs).
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import json
 import sys
@@ -30,7 +31,7 @@ from typing import Any
 
 from sriov_dra.core import bindings
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra.kube import objects
+from sriov_dra.kube import objects, views
 from sriov_dra_rules import errors as core_errors
 from sriov_dra_rules import names
 
@@ -80,51 +81,33 @@ class Row:
         return bool(self.shadow) and all(self.checks.values())
 
 
-def _attributes(device: Mapping[str, Any], driver: str) -> dict[str, Any]:
-    """A slice device's attributes with fully qualified names and plain values."""
-    out: dict[str, Any] = {}
-    for key, value in (device.get("attributes") or {}).items():
-        qualified = key if "/" in key else f"{driver}/{key}"
-        if isinstance(value, Mapping) and len(value) == 1:
-            out[qualified] = next(iter(value.values()))
-    return out
-
-
-def _slice_index(client: objects.Objects) -> dict[tuple[str, str, str], dict[str, Any]]:
-    index: dict[tuple[str, str, str], dict[str, Any]] = {}
+def _slice_index(client: objects.Objects) -> dict[tuple[str, str, str], dict[str, views.AttributeValue]]:
+    index: dict[tuple[str, str, str], dict[str, views.AttributeValue]] = {}
     for item in client.list(SLICE).items:
-        spec = item.get("spec") or {}
-        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
-        for device in spec.get("devices") or []:
-            index[(driver, pool, device.get("name", ""))] = _attributes(device, driver)
+        index.update(views.slice_devices(item))
     return index
 
 
-def _claim_names(pod: Mapping[str, Any]) -> list[str]:
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    generated = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+def _claim_names(pod: views.Pod) -> list[str]:
     out: list[str] = []
-    for entry in spec.get("resourceClaims") or []:
-        name = entry.get("resourceClaimName") or generated.get(entry.get("name"))
+    for entry in pod.claims:
+        name = entry.claim_name or pod.claim_statuses.get(entry.name)
         if name and name not in out:
             out.append(name)
     return out
 
 
-def _partners(claim: Mapping[str, Any], request: str) -> set[str]:
+def _partners(claim: views.Claim, request: str) -> set[str]:
     """Requests bound to ``request`` by a ``matchAttribute`` constraint on pcieRoot."""
     found: set[str] = set()
-    for constraint in ((claim.get("spec") or {}).get("devices") or {}).get("constraints") or []:
-        if constraint.get("matchAttribute") != PCIE_ROOT:
-            continue
-        members = constraint.get("requests") or []
-        if request in members:
-            found.update(m for m in members if m != request)
+    for constraint in claim.constraints:
+        if constraint.match_attribute == PCIE_ROOT and request in constraint.requests:
+            found.update(m for m in constraint.requests if m != request)
     return found
 
 
-def _subnet(config: Mapping[str, Any]) -> str:
-    ipam = config.get("ipam") or {}
+def _subnet(config: Mapping[str, object]) -> str:
+    ipam = views.mapping(config.get("ipam"))
     value = ipam.get("range") or ipam.get("subnet")
     if isinstance(value, str):
         if "-" in value and "/" in value:  # whereabouts "start-end/prefix"
@@ -134,39 +117,36 @@ def _subnet(config: Mapping[str, Any]) -> str:
             return str(ipaddress.ip_network(value, strict=False))
         except ValueError:
             return value
-    ranges = ipam.get("ranges") or []
-    if ranges and ranges[0] and isinstance(ranges[0][0], Mapping):
-        return str(ranges[0][0].get("subnet", ""))
+    ranges = views.items(ipam.get("ranges"))
+    first = views.items(ranges[0]) if ranges else ()
+    if first and isinstance(first[0], Mapping):
+        return str(first[0].get("subnet", ""))
     return ""
 
 
-def _network_status(pod: Mapping[str, Any]) -> dict[str, tuple[list[str], str]]:
-    """``{interface: (ips, mac)}`` from Multus's network-status (best effort: this is a display)."""
-    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.NETWORK_STATUS_ANNOTATION, "[]")
+def _config(text: str) -> Mapping[str, object]:
+    """A NAD's ``spec.config`` as a JSON object (``{}`` when it is not one: this is a display)."""
     try:
-        entries = json.loads(raw)
+        parsed: object = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return views.mapping(parsed)
+
+
+def _network_status(pod: views.Pod) -> dict[str, tuple[list[str], str]]:
+    """``{interface: (ips, mac)}`` from Multus's network-status (best effort: this is a display)."""
+    raw = pod.meta.annotations.get(names.NETWORK_STATUS_ANNOTATION, "[]")
+    try:
+        entries: object = json.loads(raw)
     except ValueError:
         return {}
     out: dict[str, tuple[list[str], str]] = {}
-    for entry in entries if isinstance(entries, list) else []:
+    for entry in views.items(entries):
         if isinstance(entry, Mapping) and entry.get("interface"):
             ips = entry.get("ips")
             listed = [str(ip) for ip in ips] if isinstance(ips, list) else []
             out[str(entry["interface"])] = (listed, str(entry.get("mac") or ""))
     return out
-
-
-def _network_data(claim: Mapping[str, Any], driver: str, pool: str, device: str) -> dict[str, Any]:
-    """The claim's ``status.devices[].networkData`` of one device (``{}`` when it has none)."""
-    for entry in (claim.get("status") or {}).get("devices") or []:
-        if (
-            isinstance(entry, Mapping)
-            and (entry.get("driver"), entry.get("pool"), entry.get("device")) == (driver, pool, device)
-            and not entry.get("shareID")
-            and isinstance(entry.get("networkData"), Mapping)
-        ):
-            return dict(entry["networkData"])
-    return {}
 
 
 def _in_subnet(ips: Sequence[str], subnet: str) -> bool | None:
@@ -179,26 +159,32 @@ def _in_subnet(ips: Sequence[str], subnet: str) -> bool | None:
         return False
 
 
-def _shadows(client: objects.Objects, namespace: str, pod_uid: str) -> list[tuple[dict[str, Any], Any]]:
+def _shadows(
+    client: objects.Objects, namespace: str, pod_uid: str
+) -> list[tuple[views.Nad, bindings.Binding]]:
     selector = f"{names.LABEL_POD_UID}={pod_uid}"
     found = []
-    for nad in client.list(objects.NAD, namespace, label_selector=selector).items:
-        note = ((nad.get("metadata") or {}).get("annotations") or {}).get(names.BINDING_ANNOTATION)
+    for item in client.list(objects.NAD, namespace, label_selector=selector).items:
+        nad = views.decode_nad(item)
         try:
-            found.append((nad, bindings.decode_binding(note)))
+            found.append((nad, bindings.decode_binding(nad.meta.annotations.get(names.BINDING_ANNOTATION))))
         except core_errors.ContractViolation:
             continue
     return found
 
 
 def _source_network_name(client: objects.Objects, ref: bindings.SourceRef) -> str | None:
+    """The CNI network name of the source NAD (``None`` when it is gone or its config is no object)."""
     nad = client.get_or_none(objects.NAD, ref.name, ref.namespace)
     if nad is None:
         return None
     try:
-        return str(json.loads((nad.get("spec") or {}).get("config") or "{}").get("name"))
+        parsed: object = json.loads(views.decode_nad(nad).config or "{}")
     except ValueError:
         return None
+    if not isinstance(parsed, Mapping):
+        return None
+    return str(parsed.get("name"))
 
 
 def inspect_pod(
@@ -214,43 +200,35 @@ def inspect_pod(
 
     Raises: ``sriov_dra.kube.errors.NotFound`` when the Pod does not exist.
     """
-    pod = client.get(POD, name, namespace)
-    uid = pod["metadata"]["uid"]
+    pod = views.decode_pod(client.get(POD, name, namespace))
+    uid = pod.meta.uid
     slices = _slice_index(client)
     shadows = _shadows(client, namespace, uid)
     local = read_netns(netns) if (netns and read_netns) else None
     reported = _network_status(pod)
     rows: list[Row] = []
     for claim_name in _claim_names(pod):
-        claim = client.get_or_none(CLAIM, claim_name, namespace)
-        if claim is None:
+        found = client.get_or_none(CLAIM, claim_name, namespace)
+        if found is None:
             continue
-        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
-            "results"
-        ) or []
-        by_request = {r.get("request"): r for r in results}
-        for result in results:
-            if result.get("driver") != sriov_driver:
+        claim = views.decode_claim(found)
+        by_request = {r.request: r for r in claim.results}
+        for result in claim.results:
+            if result.driver != sriov_driver:
                 continue
-            key = (result["driver"], result.get("pool", ""), result.get("device", ""))
+            key = result.key
             attrs = slices.get(key, {})
             pci, root = str(attrs.get(DEVICE_ID, "")), str(attrs.get(PCIE_ROOT, ""))
             gpus, roots = [], []
-            for partner in sorted(_partners(claim, result["request"])):
+            for partner in sorted(_partners(claim, result.request)):
                 other = by_request.get(partner)
-                if other is None or other.get("driver") == sriov_driver:
+                if other is None or other.driver == sriov_driver:
                     continue
-                other_root = str(
-                    slices.get((other["driver"], other["pool"], other["device"]), {}).get(PCIE_ROOT, "")
-                )
+                other_root = str(slices.get(other.key, {}).get(PCIE_ROOT, ""))
                 roots.append(other_root)
-                gpus.append(f"{partner}: {other['pool']}/{other['device']} @{other_root}")
+                gpus.append(f"{partner}: {other.pool}/{other.device} @{other_root}")
             shadow = next(
-                (
-                    (nad, b)
-                    for nad, b in shadows
-                    if b.claim_uid == claim["metadata"]["uid"] and b.pci_address == pci
-                ),
+                ((nad, b) for nad, b in shadows if b.claim_uid == claim.meta.uid and b.pci_address == pci),
                 None,
             )
             checks: dict[str, bool] = {}
@@ -259,31 +237,29 @@ def inspect_pod(
             shadow_name = source = interface = subnet = mac = ""
             ips: list[str] = []
             origin = ""
-            network = _network_data(claim, key[0], key[1], key[2])
-            claim_ips = tuple(str(ip) for ip in network.get("ips") or [])
+            network = claim.network_data(key)
+            claim_ips = network.ips if network is not None else ()
             if shadow is not None:
                 nad, binding = shadow
-                config = json.loads((nad.get("spec") or {}).get("config") or "{}")
-                shadow_name, interface = nad["metadata"]["name"], binding.interface
+                config = _config(nad.config)
+                shadow_name, interface = nad.meta.name, binding.interface
                 source = f"{binding.source.namespace}/{binding.source.name}"
                 subnet = _subnet(config)
                 checks["deviceIdIsVf"] = config.get("deviceID") == pci
-                checks["bindingIdentity"] = (
-                    binding.pod_uid == uid and binding.claim_uid == claim["metadata"]["uid"]
-                )
+                checks["bindingIdentity"] = binding.pod_uid == uid and binding.claim_uid == claim.meta.uid
                 template_name = _source_network_name(client, binding.source)
                 if template_name is not None:
                     checks["networkNamePreserved"] = config.get("name") == template_name
                 status_ips, status_mac = reported.get(interface, ([], ""))
-                mac = str(network.get("hardwareAddress") or status_mac)
+                mac = (network.hardware_address if network is not None else "") or status_mac
                 if local is not None:
                     ips, origin = list(local.get(interface, [])), "netns"
-                elif network:
+                elif network is not None:
                     ips, origin = list(claim_ips), "claim networkData"
                 else:
                     ips, origin = list(status_ips), "network-status"
-                if network:
-                    checks["networkDataInterface"] = network.get("interfaceName") == interface
+                if network is not None:
+                    checks["networkDataInterface"] = network.interface_name == interface
                     if local is not None:
                         checks["networkDataMatchesNetns"] = sorted(claim_ips) == sorted(ips)
                 inside = _in_subnet(ips, subnet)
@@ -293,12 +269,12 @@ def inspect_pod(
             rows.append(
                 Row(
                     pod=f"{namespace}/{name}",
-                    node=str((pod.get("spec") or {}).get("nodeName", "")),
+                    node=pod.node_name,
                     claim=claim_name,
-                    request=str(result["request"]),
-                    driver=str(result["driver"]),
-                    pool=str(result.get("pool", "")),
-                    device=str(result.get("device", "")),
+                    request=result.request,
+                    driver=result.driver,
+                    pool=result.pool,
+                    device=result.device,
                     vf_pci=pci,
                     pcie_root=root,
                     gpus=tuple(gpus),
@@ -421,7 +397,7 @@ class Inspector:
         return render_table(rows)
 
 
-def run(args: Any) -> int:
+def run(args: argparse.Namespace) -> int:
     """``sriov-dra inspect`` (arguments from :func:`add_parser`); returns the exit status.
 
     Exit 0 when every VF correlates and every check passes, 1 otherwise (the table says why).
@@ -460,7 +436,7 @@ def run(args: Any) -> int:
     return 0 if rows and all(r.ok for r in rows) else 1
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``inspect`` on the ``sriov-dra`` subcommand parser."""
     p = sub.add_parser(
         "inspect",

@@ -11,7 +11,6 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from kubernetes.config import ConfigException
 
@@ -73,7 +72,7 @@ def _lab_demo(args: argparse.Namespace) -> int:
     )
 
 
-def _lab_parsers(sub: Any) -> None:
+def _lab_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lab = sub.add_parser(
         "lab",
         help="the local lab: a real control plane and simulated SR-IOV nodes (up, demo)",

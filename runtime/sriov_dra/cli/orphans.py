@@ -21,10 +21,10 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from sriov_dra.core import checkpoint_codec, identities
 from sriov_dra.core import checkpoint_model as model
@@ -32,7 +32,7 @@ from sriov_dra.driver.managed import orphans, seams, shadows
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra.kube import nodeinfo, podpatch
+from sriov_dra.kube import nodeinfo, podpatch, views
 from sriov_dra.kube import shadows as kube_shadows
 from sriov_dra_rules import errors, names
 
@@ -53,7 +53,7 @@ class Row:
     action: str
 
 
-def _live(get: Any, namespace: str, name: str, uid: str) -> str:
+def _live(get: Callable[[str, str], Mapping[str, object]], namespace: str, name: str, uid: str) -> str:
     """``present`` / ``replaced`` / ``gone`` / ``unknown`` for an object that should have ``uid``."""
     if not name:
         return "unknown"
@@ -63,7 +63,7 @@ def _live(get: Any, namespace: str, name: str, uid: str) -> str:
         return f"{name}: gone"
     except kube_errors.ApiError as exc:
         return f"{name}: unreadable ({type(exc).__name__})"
-    return f"{name}: present" if (obj.get("metadata") or {}).get("uid") == uid else f"{name}: replaced"
+    return f"{name}: present" if views.decode_meta(obj).uid == uid else f"{name}: replaced"
 
 
 def _target(cp: model.Checkpoint, report: orphans.ShadowReport) -> shadows.Target | None:
@@ -76,10 +76,10 @@ def _target(cp: model.Checkpoint, report: orphans.ShadowReport) -> shadows.Targe
 def rows(
     reports: list[orphans.ShadowReport],
     cp: model.Checkpoint,
-    listed: Mapping[str, Mapping[str, Any]],
+    listed: Mapping[str, Mapping[str, object]],
     *,
-    claims: Any,
-    pods: Any,
+    claims: seams.ClaimApi,
+    pods: seams.PodApi,
 ) -> list[Row]:
     """Describe each report with its live claim/Pod identity and the action ``--apply`` would take."""
     out = []
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         api.close()
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``orphans`` on the ``sriov-dra`` subcommand parser."""
     p = sub.add_parser(
         "orphans",

@@ -192,7 +192,7 @@ def command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 1 if any(c["status"] == preflight_node.FAIL for c in found) else 0
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``preflight`` on the ``sriov-dra`` subcommand parser (node options = module options)."""
     d = preflight_node.DEFAULTS
     p = sub.add_parser(

@@ -408,3 +408,30 @@ def test_claim_network_data_naming_another_interface_fails_its_check() -> None:
     world["resourceclaims"][0]["status"]["devices"][1]["networkData"]["interfaceName"] = "dra9"
     first = _rows(world)[0]
     assert first.checks["networkDataInterface"] is False and not first.ok
+
+
+# --- bugs the strict types showed (each crashed `sriov-dra inspect` with a traceback) -----------------
+
+
+def test_source_nad_whose_config_is_not_a_json_object_makes_no_name_check_and_no_traceback() -> None:
+    world = _world()
+    world["network-attachment-definitions"][0]["spec"]["config"] = "[]"
+    first = _rows(world)[0]
+    assert "networkNamePreserved" not in first.checks and first.shadow
+
+
+@pytest.mark.parametrize("config", ["{not json", "[1, 2]"], ids=["unparseable", "array"])
+def test_shadow_whose_config_is_not_a_json_object_is_a_failed_row_not_a_traceback(config: str) -> None:
+    world = _world()
+    world["network-attachment-definitions"][2]["spec"]["config"] = config
+    first = _rows(world)[0]
+    assert first.shadow and first.subnet == "" and first.checks["deviceIdIsVf"] is False and not first.ok
+
+
+@pytest.mark.parametrize(
+    "ipam",
+    [{"ranges": {"a": 1}}, {"ranges": [5]}, {"ranges": [{"subnet": "10.0.0.0/8"}]}],
+    ids=["ranges-object", "ranges-of-numbers", "ranges-not-nested"],
+)
+def test_rail_subnet_of_malformed_host_local_ranges_is_empty_not_a_traceback(ipam: dict[str, Any]) -> None:
+    assert inspect._subnet({"ipam": ipam}) == ""
