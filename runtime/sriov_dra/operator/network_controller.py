@@ -28,11 +28,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from sriov_dra.core import conditions, sriovnetwork
 from sriov_dra.kube import errors as api_errors
-from sriov_dra.kube import objects
+from sriov_dra.kube import objects, views
 from sriov_dra.operator import settings, status
 from sriov_dra_rules import errors
 
@@ -116,7 +115,7 @@ class NetworkController:
         return self._ready(network, True, _RR.NETWORK_READY, READY_MESSAGE, outcome)
 
     def _ensure_nad(
-        self, ref: sriovnetwork.ObjectRef, where: sriovnetwork.ObjectRef, expected: Mapping[str, Any]
+        self, ref: sriovnetwork.ObjectRef, where: sriovnetwork.ObjectRef, expected: Mapping[str, object]
     ) -> str:
         existing = self.client.get_or_none(objects.NAD, where.name, where.namespace)
         if existing is None:
@@ -128,8 +127,8 @@ class NetworkController:
                 existing = self.client.get(objects.NAD, where.name, where.namespace)
             else:
                 return "created"
-        meta = existing.get("metadata") or {}
-        marker = (meta.get("annotations") or {}).get(sriovnetwork.OWNER_REF_ANNOTATION)
+        meta = views.mapping(existing.get("metadata"))
+        marker = views.mapping(meta.get("annotations")).get(sriovnetwork.OWNER_REF_ANNOTATION)
         if marker and marker != sriovnetwork.owner_marker(ref):
             raise _Claimed(f"NetworkAttachmentDefinition '{where}' already exists and is owned by {marker}")
         if meta.get("deletionTimestamp"):
@@ -137,7 +136,10 @@ class NetworkController:
         if not sriovnetwork.nad_differences(expected, existing):
             return "unchanged"
         body = dict(expected)
-        body["metadata"] = {**dict(expected["metadata"]), "resourceVersion": meta.get("resourceVersion")}
+        body["metadata"] = {
+            **views.mapping(expected["metadata"]),
+            "resourceVersion": meta.get("resourceVersion"),
+        }
         self.client.replace(objects.NAD, body)
         return "updated"
 
@@ -159,19 +161,21 @@ class NetworkController:
             live = self.client.get_or_none(objects.NAD, nad_ref.name, nad_ref.namespace)
             if live is None:
                 continue
-            meta = live.get("metadata") or {}
-            if (meta.get("annotations") or {}).get(
+            meta = views.mapping(live.get("metadata"))
+            if views.mapping(meta.get("annotations")).get(
                 sriovnetwork.OWNER_REF_ANNOTATION
             ) != sriovnetwork.owner_marker(ref):
                 continue
-            if self.client.delete(objects.NAD, nad_ref.name, nad_ref.namespace, uid=meta.get("uid")):
+            if self.client.delete(
+                objects.NAD, nad_ref.name, nad_ref.namespace, uid=views.optional_text(meta.get("uid"))
+            ):
                 removed += 1
                 log.info("source nad deleted", extra={"nad": str(nad_ref), "network": str(ref)})
         return removed
 
-    def _drop_legacy_finalizer(self, network: Mapping[str, Any]) -> None:
-        meta = network.get("metadata") or {}
-        finalizers = meta.get("finalizers") or []
+    def _drop_legacy_finalizer(self, network: Mapping[str, object]) -> None:
+        meta = views.mapping(network.get("metadata"))
+        finalizers = list(views.items(meta.get("finalizers")))
         if sriovnetwork.LEGACY_FINALIZER not in finalizers:
             return
         index = finalizers.index(sriovnetwork.LEGACY_FINALIZER)
@@ -179,11 +183,13 @@ class NetworkController:
             {"op": "test", "path": f"/metadata/finalizers/{index}", "value": sriovnetwork.LEGACY_FINALIZER},
             {"op": "remove", "path": f"/metadata/finalizers/{index}"},
         ]
-        self.client.json_patch(objects.SRIOV_NETWORK, str(meta.get("name")), meta.get("namespace"), ops)
+        self.client.json_patch(
+            objects.SRIOV_NETWORK, str(meta.get("name")), views.optional_text(meta.get("namespace")), ops
+        )
 
     def _ready(
         self,
-        network: Mapping[str, Any],
+        network: Mapping[str, object],
         ok: bool,
         reason: sriovnetwork.ReadyReason | errors.Reason,
         message: str,
@@ -191,13 +197,14 @@ class NetworkController:
         *,
         event_reason: str | None = None,
     ) -> Result:
-        meta = network.get("metadata") or {}
+        meta = views.mapping(network.get("metadata"))
+        generation = meta.get("generation")
         desired = conditions.Condition(
             sriovnetwork.READY,
             conditions.Status.TRUE if ok else conditions.Status.FALSE,
             reason.value,
             message,
-            int(meta.get("generation") or 0),
+            int(generation) if isinstance(generation, int) else 0,
         )
         self.writer.set(objects.SRIOV_NETWORK, network, desired, event_reason=event_reason)
         return Result(outcome or "ok", detail="" if ok else f"{reason}: {message}")

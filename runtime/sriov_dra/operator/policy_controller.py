@@ -23,11 +23,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sriov_dra.core import conditions, drapolicy, generated, sriovnetwork
 from sriov_dra.kube import errors as api_errors
-from sriov_dra.kube import objects
+from sriov_dra.kube import objects, views
 from sriov_dra.operator import settings, status
 from sriov_dra_rules import errors
 
@@ -60,8 +59,8 @@ class PolicyController:
         config: settings.ReconcileSettings,
         writer: status.StatusWriter,
         *,
-        policies: Callable[[], Sequence[Mapping[str, Any]]],
-        nodes: Callable[[], Sequence[Mapping[str, Any]]],
+        policies: Callable[[], Sequence[Mapping[str, object]]],
+        nodes: Callable[[], Sequence[Mapping[str, object]]],
     ) -> None:
         self.client = client
         self.config = config
@@ -105,7 +104,9 @@ class PolicyController:
     def reconcile(self) -> Result:
         """One full pass; see the module docstring."""
         policy_objects = [
-            p for p in self.policies() if (p.get("metadata") or {}).get("namespace") == self.config.namespace
+            p
+            for p in self.policies()
+            if views.mapping(p.get("metadata")).get("namespace") == self.config.namespace
         ]
         refs = drapolicy.references(policy_objects, prefix=self.config.resource_prefix)
         resolutions = {ref: self.resolve(ref) for ref in sorted(refs)}
@@ -182,14 +183,14 @@ class PolicyController:
 
     def _write_conditions(
         self,
-        policy_objects: Sequence[Mapping[str, Any]],
+        policy_objects: Sequence[Mapping[str, object]],
         plan: drapolicy.DraPolicyPlan,
         failures: Mapping[str, str],
         failed: list[str],
     ) -> dict[str, str]:
         reasons: dict[str, str] = {}
         for obj in policy_objects:
-            meta = obj.get("metadata") or {}
+            meta = views.mapping(obj.get("metadata"))
             name = str(meta.get("name"))
             if meta.get("deletionTimestamp"):
                 continue

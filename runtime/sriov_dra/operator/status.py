@@ -14,10 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from sriov_dra.core import conditions
-from sriov_dra.kube import errors, events, objects
+from sriov_dra.kube import errors, events, objects, views
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ class StatusWriter:
     def set(
         self,
         res: objects.Resource,
-        obj: Mapping[str, Any],
+        obj: Mapping[str, object],
         desired: conditions.Condition,
         *,
         event_reason: str | None = None,
@@ -59,9 +58,11 @@ class StatusWriter:
         stored = conditions.find(obj, desired.type)
         if not conditions.needs_write(stored, desired):
             return False
-        meta = obj.get("metadata") or {}
+        meta = views.mapping(obj.get("metadata"))
         body = conditions.to_api(desired, stored, now=self.now())
-        self.client.apply_status(res, str(meta.get("name")), meta.get("namespace"), {"conditions": [body]})
+        self.client.apply_status(
+            res, str(meta.get("name")), views.optional_text(meta.get("namespace")), {"conditions": [body]}
+        )
         if self.recorder is not None and event_reason is not None:
             self.recorder.record(
                 res, obj, reason=event_reason, note=desired.message, warning=desired.status != "True"
@@ -77,7 +78,7 @@ class StatusWriter:
             )
         return True
 
-    def remove(self, res: objects.Resource, obj: Mapping[str, Any], type_: str) -> bool:
+    def remove(self, res: objects.Resource, obj: Mapping[str, object], type_: str) -> bool:
         """Remove the condition ``type_`` with a JSON Patch guarded by a ``test`` op; True when removed."""
         status = obj.get("status") or {}
         items = status.get("conditions") if isinstance(status, Mapping) else None
@@ -85,14 +86,18 @@ class StatusWriter:
             return False
         for index, item in enumerate(items):
             if isinstance(item, Mapping) and item.get("type") == type_:
-                meta = obj.get("metadata") or {}
+                meta = views.mapping(obj.get("metadata"))
                 ops = [
                     {"op": "test", "path": f"/status/conditions/{index}/type", "value": type_},
                     {"op": "remove", "path": f"/status/conditions/{index}"},
                 ]
                 try:
                     self.client.json_patch(
-                        res, str(meta.get("name")), meta.get("namespace"), ops, subresource="status"
+                        res,
+                        str(meta.get("name")),
+                        views.optional_text(meta.get("namespace")),
+                        ops,
+                        subresource="status",
                     )
                 except errors.Invalid:
                     log.info("condition moved; retried next reconcile", extra={"op": "remove-condition"})

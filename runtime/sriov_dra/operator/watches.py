@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from sriov_dra.core import conditions, nodepolicy, sriovnetwork
+from sriov_dra.kube import views
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import queue
 from sriov_dra_rules import names
@@ -39,26 +39,25 @@ Ref = sriovnetwork.ObjectRef
 Enqueue = Callable[[queue.Key], None]
 
 
-def is_shadow(nad: Mapping[str, Any]) -> bool:
+def is_shadow(nad: Mapping[str, object]) -> bool:
     """True for a plugin-created shadow NAD (never a source NAD)."""
-    meta = nad.get("metadata") or {}
-    labels = meta.get("labels") or {}
+    meta = _meta(nad)
+    labels = views.mapping(meta.get("labels"))
     return bool(
         str(meta.get("name") or "").startswith(names.SHADOW_NAME_PREFIX)
         or labels.get(names.LABEL_MANAGED_BY) == names.MANAGED_BY_VALUE
     )
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+def _meta(obj: Mapping[str, object]) -> Mapping[str, object]:
+    return views.mapping(obj.get("metadata"))
 
 
-def _marker(nad: Mapping[str, Any] | None) -> Ref | None:
+def _marker(nad: Mapping[str, object] | None) -> Ref | None:
     if nad is None:
         return None
     return sriovnetwork.parse_owner_marker(
-        (_meta(nad).get("annotations") or {}).get(sriovnetwork.OWNER_REF_ANNOTATION)
+        views.mapping(_meta(nad).get("annotations")).get(sriovnetwork.OWNER_REF_ANNOTATION)
     )
 
 
@@ -96,7 +95,7 @@ class Router:
         return {net for net, where in self._targets.items() if where == nad}
 
     # ---- handlers (watch threads) --------------------------------------------------------
-    def on_policy(self, event: str, obj: Mapping[str, Any]) -> None:
+    def on_policy(self, event: str, obj: Mapping[str, object]) -> None:
         """Node policy events (operator namespace)."""
         key = sriovnetwork.ref_of(obj)
         meta = _meta(obj)
@@ -114,17 +113,17 @@ class Router:
         if changed:
             self._enqueue(queue.POLICIES)
 
-    def on_network(self, event: str, obj: Mapping[str, Any]) -> None:
+    def on_network(self, event: str, obj: Mapping[str, object]) -> None:
         """SriovNetwork events (all namespaces)."""
         key = sriovnetwork.ref_of(obj)
         meta = _meta(obj)
-        spec = obj.get("spec") or {}
+        spec = views.mapping(obj.get("spec"))
         ready = conditions.find(obj, sriovnetwork.READY) or {}
         own = (
             meta.get("uid"),
             meta.get("generation"),
             bool(meta.get("deletionTimestamp")),
-            sriovnetwork.LEGACY_FINALIZER in (meta.get("finalizers") or []),
+            sriovnetwork.LEGACY_FINALIZER in views.items(meta.get("finalizers")),
         )
         readiness = (
             *own[:3],
@@ -147,13 +146,13 @@ class Router:
         if wake_plan:
             self._enqueue(queue.POLICIES)
 
-    def on_nad(self, event: str, obj: Mapping[str, Any]) -> None:
+    def on_nad(self, event: str, obj: Mapping[str, object]) -> None:
         """NAD events (all namespaces); shadows are ignored entirely."""
         if is_shadow(obj):
             return
         key = sriovnetwork.ref_of(obj)
         meta = _meta(obj)
-        annotations = meta.get("annotations") or {}
+        annotations = views.mapping(meta.get("annotations"))
         projection = (
             meta.get("uid"),
             bool(meta.get("deletionTimestamp")),
@@ -188,7 +187,7 @@ class Router:
         if wake_plan:
             self._enqueue(queue.POLICIES)
 
-    def on_namespace(self, event: str, obj: Mapping[str, Any]) -> None:
+    def on_namespace(self, event: str, obj: Mapping[str, object]) -> None:
         """Namespace creation or deletion wakes the networks that render into it."""
         if event == kube_watches.MODIFIED:
             return
@@ -201,11 +200,11 @@ class Router:
         if wake_plan:
             self._enqueue(queue.POLICIES)
 
-    def on_node(self, event: str, obj: Mapping[str, Any]) -> None:
+    def on_node(self, event: str, obj: Mapping[str, object]) -> None:
         """Node creation, deletion and label changes wake the plan."""
         meta = _meta(obj)
         name = str(meta.get("name") or "")
-        projection = (meta.get("uid"), repr(sorted((meta.get("labels") or {}).items())))
+        projection = (meta.get("uid"), repr(sorted(views.mapping(meta.get("labels")).items())))
         with self._lock:
             if event == kube_watches.DELETED:
                 self._nodes.pop(name, None)
