@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import os
+import time
 from pathlib import Path
 
 from hypothesis import given
@@ -45,3 +47,14 @@ def test_guest_test_ids_are_the_module_level_test_functions(tmp_path: Path) -> N
     )
     (tmp_path / "helpers.py").write_text("def test_not_a_test_file():\n    pass\n")
     assert vm.guest_test_ids(tmp_path) == ["test_x.py::test_one"]
+
+
+def test_publishing_an_image_deletes_images_unused_for_days_and_keeps_recent_ones(tmp_path: Path) -> None:
+    stale, recent, built = tmp_path / "runtime-old.sqfs", tmp_path / "runtime-new.sqfs", tmp_path / ".tmp"
+    for path in (stale, recent, built):
+        path.write_bytes(b"x")
+    old = time.time() - vm.IMAGE_KEEP_S - 60
+    os.utime(stale, (old, old))
+    final = vm._publish(built, tmp_path / "runtime-built.sqfs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runtime-built.sqfs", "runtime-new.sqfs"]
+    assert final.read_bytes() == b"x"

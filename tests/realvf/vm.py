@@ -231,10 +231,28 @@ def _images_dir() -> Path:
     return path
 
 
+IMAGE_KEEP_S = 3 * 24 * 3600.0
+"""Cached images unused for this long are deleted when another one is built (each clone's venv
+path gives its own ~200 MB runtime image)."""
+
+
 def _publish(tmp: Path, final: Path) -> Path:
-    """Move a finished build into place atomically (a concurrent session may build the same)."""
+    """Move a finished build into place atomically (a concurrent session may build the same),
+    then delete the images nobody used for :data:`IMAGE_KEEP_S`."""
     os.replace(tmp, final)
+    cutoff = time.time() - IMAGE_KEEP_S
+    for old in final.parent.glob("*-*.*"):
+        with contextlib.suppress(OSError):
+            if old != final and old.is_file() and old.stat().st_mtime < cutoff:
+                old.unlink()
     return final
+
+
+def _reuse(path: Path) -> tuple[Path, bool]:
+    """A cached image, marked as used now (its mtime is the last use, for the pruning above)."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+    return path, True
 
 
 def build_initramfs(parts: Parts) -> tuple[Path, bool]:
@@ -248,7 +266,7 @@ def build_initramfs(parts: Parts) -> tuple[Path, bool]:
     key = _key(INIT_SCRIPT, _stat_key(parts.busybox), (parts.kernel_dir / ".stamp").read_text(), order)
     final = _images_dir() / f"initramfs-{parts.kernel_abi}-{key}.cpio"
     if final.is_file():
-        return final, True
+        return _reuse(final)
     with tempfile.TemporaryDirectory(dir=_images_dir(), prefix=".initramfs.") as tmp:
         root = Path(tmp) / "root"
         for d in ("bin", "dev", "proc", "sys", "tmp", "run", "mnt", "root", "etc", "lib64"):
@@ -355,7 +373,7 @@ def build_runtime_image(parts: Parts) -> tuple[Path, bool]:
     key = _key(sys.version, str(base), str(venv), listing, _stat_key(parts.ip), BASE_PREFIX_EXCLUDES)
     final = _images_dir() / f"runtime-{key}.sqfs"
     if final.is_file():
-        return final, True
+        return _reuse(final)
     with tempfile.TemporaryDirectory(dir=_images_dir(), prefix=".runtime.") as tmp:
         sysroot = Path(tmp) / "sysroot"
         (sysroot / "lib").mkdir(parents=True)
