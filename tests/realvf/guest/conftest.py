@@ -17,7 +17,10 @@ from collections.abc import Iterator
 import pytest
 
 if os.environ.get("SRIOV_DRA_REALVF_GUEST") != "1":  # pragma: no cover - the host never collects guest/
-    raise RuntimeError("tests/realvf/guest runs only inside the realvf QEMU guest")
+    raise pytest.UsageError(
+        "tests/realvf/guest runs only inside the realvf QEMU guest: run pytest tests/realvf (or -m realvf), "
+        "which boots the guest and reports each of these tests as tests/realvf/test_guest.py"
+    )
 
 from tests.realvf.guest.realvfs import (
     NUM_VFS,
