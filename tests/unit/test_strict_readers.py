@@ -79,6 +79,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "runtime/sriov_dra/lab/cninode.py": (1, "the 00-multus.conf that thick Multus generated"),
     "runtime/sriov_dra/lab/demo.py": (1, "API server audit log lines (machine-written)"),
     "runtime/sriov_dra/lab/iproute.py": (1, CNI_RESULT),
+    "runtime/sriov_dra/lab/realnode.py": (1, CNI_RESULT),
     "runtime/sriov_dra/lab/kubelet_state.py": (1, "the kubelet simulator's own state file"),
     "runtime/sriov_dra/lab/leftovers.py": (1, "the plugin's checkpoint, only listed for leftovers"),
     "runtime/sriov_dra/lab/stack.py": (1, "the lab's own state file"),
