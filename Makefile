@@ -6,17 +6,21 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 LAB_ARGS ?=
+SCALE_ARGS ?=
 
 .PHONY: setup deps realvf-setup venv binaries collections test lint typecheck unit lab bench clean-cache help
 
 help:
-	@echo "make setup   - Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI binaries,"
+	@echo "make setup   - Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI binaries and the"
+	@echo "               real-node parts (kubelet, containerd, crictl, pause),"
 	@echo "               QEMU and the guest kernel of the realvf tier (tools/realvf-setup.sh)"
 	@echo "make test    - lint, type checks and every test tier (unit, host, cluster, cni, e2e, ansible)"
 	@echo "make lab     - the main job: the local lab (see README.md); options of 'sriov-dra lab demo' in"
 	@echo "               LAB_ARGS, e.g. make lab LAB_ARGS=\"--multus thick\" or LAB_ARGS=--hold"
 	@echo "make collections - .venv plus the Ansible collections the roles need (kubernetes.core), no Go build"
-	@echo "make bench   - benchmarks under bench/ (ratios measured in one run)"
+	@echo "make bench   - benchmarks under bench/ (ratios measured in one run); bench/scale.py runs the"
+	@echo "               spec 18.3 size (1,000 Pods x 8 VFs, ~10 min of the total on 2 cores); a small"
+	@echo "               run: make bench SCALE_ARGS=\"--pods 100 --prepared-claims 16\""
 	@echo "make lint    - ruff, ruff format --check, import-linter layer contracts"
 	@echo "make typecheck - mypy (strict on core, kube, host, lab, guard)"
 	@echo "make unit    - only the pure core tier (about 3 minutes)"
@@ -64,7 +68,8 @@ lab: setup
 	$(VENV)/bin/sriov-dra lab demo $(LAB_ARGS)
 
 bench: venv
-	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in bench/*.py; do echo "== $$b"; args=""; [ "$$b" = bench/scale.py ] && args="$(SCALE_ARGS)"; \
+		$(PY) $$b $$args || exit 1; done
 
 clean-cache:
 	rm -rf $${SRIOV_DRA_CACHE:-$$HOME/.cache/sriov-dra}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the pinned third-party binaries that the cluster, cni and e2e test tiers and the lab run:
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes), etcd (via etcdmain),
-# Multus (multus, multus-shim, multus-daemon), the containernetworking reference plugins and whereabouts.
+# Multus (multus, multus-shim, multus-daemon), the containernetworking reference plugins, whereabouts, and
+# the real-node parts: the kubelet (same module and ldflags as the apiserver), containerd (containerd,
+# containerd-shim-runc-v2, ctr) and crictl. runc comes from Debian (tools/install-debian-deps.sh).
 #
 # Everything is built with the local Go toolchain from modules served by the Go module proxy, into
 #   ${SRIOV_DRA_CACHE:-~/.cache/sriov-dra}/<component>/<version>/bin
@@ -52,13 +54,13 @@ wrapper_module() {
   (cd "$1" && go mod init "$2" >/dev/null 2>&1 && go mod edit -go=1.26.0)
 }
 
-build_kubernetes() {
-  local v=$KUBERNETES_VERSION bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
-  if fresh kubernetes "$v" "${bins[@]}"; then log "kubernetes $v: cached"; return; fi
-  local bin src staging minor
-  bin=$(component_dir kubernetes "$v"); src="$cache/src/kubernetes-$v"
-  staging="v0.${v#v1.}"; minor=${v#v1.}; minor=${minor%%.*}
-  log "kubernetes $v: resolving k8s.io/kubernetes and its staging modules at $staging"
+# kubernetes_module DIR VERSION CMD...: the wrapper module requiring k8s.io/kubernetes@VERSION with every
+# staging module replaced by its v0.<minor> release, importing k8s.io/kubernetes/cmd/CMD for each CMD.
+# Prints the ldflags that stamp the version into component-base and client-go.
+kubernetes_module() {
+  local src=$1 v=$2; shift 2
+  local staging="v0.${v#v1.}" minor=${v#v1.}; minor=${minor%%.*}
+  log "kubernetes $v: resolving k8s.io/kubernetes and its staging modules at $staging for $*"
   wrapper_module "$src" sriov-dra.local/kbuild
   local gomod
   gomod=$(go mod download -json "k8s.io/kubernetes@$v" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])') \
@@ -69,34 +71,40 @@ build_kubernetes() {
   local m args=()
   for m in $mods; do args+=("-replace=$m=$m@$staging"); done
   (cd "$src" && go mod edit "${args[@]}")
-  cat > "$src/tools.go" <<GO
-//go:build tools
-
-// Package tools pins the Kubernetes commands that tools/build-binaries.sh builds.
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
-  (cd "$src" && go get "k8s.io/kubernetes@$v" && go mod tidy) \
+  {
+    printf '//go:build tools\n\n// Package tools pins the Kubernetes commands that tools/build-binaries.sh builds.\npackage tools\n\nimport (\n'
+    local c; for c in "$@"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+    printf ')\n'
+  } > "$src/tools.go"
+  (cd "$src" && go get "k8s.io/kubernetes@$v" && go mod tidy) >&2 \
     || die "cannot resolve k8s.io/kubernetes@$v with staging modules at $staging"
-  local ld=""
+  local ld="" pkg
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
+  printf '%s' "$ld"
+}
+
+# kubernetes_build COMPONENT CMD...: build k8s.io/kubernetes/cmd/CMD at $KUBERNETES_VERSION into COMPONENT's dir.
+kubernetes_build() {
+  local name=$1 v=$KUBERNETES_VERSION; shift
+  if fresh "$name" "$v" "$@"; then log "$name $v: cached"; return; fi
+  local bin src ld b
+  bin=$(component_dir "$name" "$v"); src="$cache/src/$name-$v"
+  ld=$(kubernetes_module "$src" "$v" "$@") || exit 1
   mkdir -p "$bin"
-  local b
-  for b in "${bins[@]}"; do
-    log "kubernetes $v: building $b (several minutes on a cold cache)"
+  for b in "$@"; do
+    log "$name $v: building $b (several minutes on a cold cache)"
     (cd "$src" && go build -trimpath -ldflags "-s -w$ld" -o "$bin/$b" "k8s.io/kubernetes/cmd/$b") \
       || die "building k8s.io/kubernetes/cmd/$b@$v failed"
   done
-  stamp kubernetes "$v"
+  stamp "$name" "$v"
 }
+
+build_kubernetes() { kubernetes_build kubernetes kube-apiserver kube-controller-manager kube-scheduler kubectl; }
+
+# The kubelet is its own component (own stamp and wrapper), so adding it does not rebuild the control plane.
+build_kubelet() { kubernetes_build kubelet kubelet; }
 
 build_etcd() {
   local v=$ETCD_VERSION
@@ -126,7 +134,7 @@ GO
 # wrapper_build COMPONENT VERSION MODULE LDFLAGS PKG:BIN... : build main packages of one module at one
 # version through a wrapper module that requires it. A wrapper (rather than `go install pkg@version`)
 # also works for modules whose version list the proxy does not serve, and can carry replace
-# directives that `go install` refuses (set WRAPPER_REPLACES to "old=new@ver ...").
+# directives that `go install` refuses (set WRAPPER_REPLACES to "old=new@ver ..."; WRAPPER_TAGS to build tags).
 wrapper_build() {
   local name=$1 v=$2 mod=$3 ld=$4; shift 4
   local bin src; bin=$(component_dir "$name" "$v"); src="$cache/src/$name-$v"
@@ -143,7 +151,8 @@ wrapper_build() {
   mkdir -p "$bin"
   for spec in "$@"; do
     log "$name $v: building ${spec##*:}"
-    (cd "$src" && go build -trimpath -ldflags "-s -w $ld" -o "$bin/${spec##*:}" "$mod/${spec%%:*}") \
+    (cd "$src" && go build -trimpath ${WRAPPER_TAGS:+-tags "$WRAPPER_TAGS"} -ldflags "-s -w $ld" \
+      -o "$bin/${spec##*:}" "$mod/${spec%%:*}") \
       || die "building $mod/${spec%%:*}@$v failed"
   done
   stamp "$name" "$v"
@@ -171,7 +180,35 @@ build_whereabouts() {
     wrapper_build whereabouts "$v" "$mod" "" cmd:whereabouts
 }
 
-want=${*:-kubernetes etcd multus cni-plugins whereabouts}
+build_containerd() {
+  local v=$CONTAINERD_VERSION mod=github.com/containerd/containerd/v2
+  if fresh containerd "$v" containerd containerd-shim-runc-v2 ctr; then log "containerd $v: cached"; return; fi
+  # Version without the leading v, as containerd's release Makefile stamps it: the CRI RuntimeVersion,
+  # so the Node status reads containerd://${v#v}. No cgo: the snapshotters that need it are left out.
+  WRAPPER_TAGS=no_btrfs,no_devmapper,no_zfs wrapper_build containerd "$v" "$mod" \
+    "-X $mod/version.Version=${v#v} -X $mod/version.Revision=$v" \
+    cmd/containerd:containerd cmd/containerd-shim-runc-v2:containerd-shim-runc-v2 cmd/ctr:ctr
+}
+
+build_crictl() {
+  local v=$CRICTL_VERSION mod=sigs.k8s.io/cri-tools
+  if fresh crictl "$v" crictl; then log "crictl $v: cached"; return; fi
+  wrapper_build crictl "$v" "$mod" "-X $mod/pkg/version.Version=$v" cmd/crictl:crictl
+}
+
+# The lab's pause binary (the sandbox image's /pause), static, from tools/pause.c; PAUSE_VERSION names
+# the source revision (bump it with the file).
+build_pause() {
+  local v=$PAUSE_VERSION
+  if fresh pause "$v" pause; then log "pause $v: cached"; return; fi
+  command -v gcc >/dev/null || die "gcc not found (needed for the static pause binary; tools/install-debian-deps.sh installs it)"
+  local bin; bin=$(component_dir pause "$v"); mkdir -p "$bin"
+  log "pause $v: compiling tools/pause.c (static)"
+  gcc -static -Os -s -Wall -Werror -o "$bin/pause" "$here/pause.c" || die "compiling $here/pause.c failed (libc6-dev provides the static libc)"
+  stamp pause "$v"
+}
+
+want=${*:-kubernetes etcd multus cni-plugins whereabouts kubelet containerd crictl pause}
 start=$(date +%s)
 for c in $want; do
   case $c in
@@ -180,7 +217,11 @@ for c in $want; do
     multus) build_multus ;;
     cni-plugins) build_cni_plugins ;;
     whereabouts) build_whereabouts ;;
-    *) die "unknown component '$c' (known: kubernetes etcd multus cni-plugins whereabouts)" ;;
+    kubelet) build_kubelet ;;
+    containerd) build_containerd ;;
+    crictl) build_crictl ;;
+    pause) build_pause ;;
+    *) die "unknown component '$c' (known: kubernetes etcd multus cni-plugins whereabouts kubelet containerd crictl pause)" ;;
   esac
 done
 log "all requested binaries ready under $cache ($(( $(date +%s) - start ))s)"

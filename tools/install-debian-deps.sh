@@ -2,13 +2,19 @@
 # Install the Debian packages the tests and the lab need, only when something is missing.
 # iproute2: network namespaces and veth; python3-venv: the project venv; git: the Go module
 # proxy fallbacks and ansible-galaxy; golang is NOT taken from Debian (bookworm's 1.19 is too old):
-# the Go toolchain >= 1.26 must already be on PATH.
+# the Go toolchain >= 1.26 must already be on PATH. Real lab nodes (lab/realnode.py): runc (the OCI
+# runtime containerd calls), busybox-static (the workload image's /bin/busybox), gcc and libc6-dev
+# (the static pause binary, tools/pause.c).
 set -euo pipefail
 need=()
 command -v ip >/dev/null || need+=(iproute2)
 command -v git >/dev/null || need+=(git)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 command -v nsenter >/dev/null || need+=(util-linux)
+command -v runc >/dev/null || need+=(runc)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || need+=(busybox-static)
+command -v gcc >/dev/null || need+=(gcc)
+[ -e /usr/lib/x86_64-linux-gnu/libc.a ] || [ -n "$(find /usr/lib -name libc.a -print -quit 2>/dev/null)" ] || need+=(libc6-dev)
 if [ ${#need[@]} -eq 0 ]; then
   echo "[setup] Debian packages present"
   exit 0

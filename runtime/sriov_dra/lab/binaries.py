@@ -32,6 +32,12 @@ COMPONENTS: dict[str, tuple[str, str]] = {
     "loopback": ("cni-plugins", "CNI_PLUGINS_VERSION"),
     "macvlan": ("cni-plugins", "CNI_PLUGINS_VERSION"),
     "whereabouts": ("whereabouts", "WHEREABOUTS_VERSION"),
+    "kubelet": ("kubelet", "KUBERNETES_VERSION"),
+    "containerd": ("containerd", "CONTAINERD_VERSION"),
+    "containerd-shim-runc-v2": ("containerd", "CONTAINERD_VERSION"),
+    "ctr": ("containerd", "CONTAINERD_VERSION"),
+    "crictl": ("crictl", "CRICTL_VERSION"),
+    "pause": ("pause", "PAUSE_VERSION"),
 }
 
 
