@@ -253,7 +253,12 @@ def _rollback_new(ctx: claim_context.ClaimContext, record: model.ClaimRecord) ->
     except Exception as exc:
         ctx.log.error(
             "prepare rollback failed",
-            extra={"claim": record.claim_uid, "pod": record.pod_uid, "op": "prepare", "reason": str(exc)},
+            extra={
+                "claim_uid": record.claim_uid,
+                "pod_uid": record.pod_uid,
+                "op": "prepare",
+                "reason": str(exc),
+            },
         )
         return str(exc)
     return None
@@ -297,7 +302,7 @@ def ensure_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> N
             ctx.log.warning(
                 "vf driver differs from the recorded original",
                 extra={
-                    "claim": record.claim_uid,
+                    "claim_uid": record.claim_uid,
                     "pci": device.pci_address,
                     "op": "prepare",
                     "reason": f"found {bound.original_driver}, recorded {device.original_driver or None}",

@@ -185,6 +185,7 @@ class CniHooks:
 
         violations = self._verify(req, expected, budget)
         if not violations:
+            _log_verified_claims(req, expected)
             return Outcome(
                 Reason.PASSED_VERIFIED if managed else Reason.PASSED_UNMANAGED,
                 0,
@@ -383,3 +384,28 @@ class CniHooks:
         level = logging.INFO if final.exit_code == 0 else logging.WARNING
         log.log(level, "cni request handled", extra={**fields, "detail": final.message})
         return final
+
+
+def _log_verified_claims(req: request.CniRequest, expected: Sequence[shadows.ExpectedInterface]) -> None:
+    """One INFO line per managed ResourceClaim whose interfaces Multus attached and the guard verified.
+
+    Carries ``claim_uid`` (the same field the plugin logs at prepare), ``pod``, ``pod_uid``,
+    ``ifname`` (comma-separated, in attach order) and ``nad``, so one log filter on a claim UID
+    follows the claim from the plugin's prepare to its interfaces (issue 14 item 3).
+    """
+    by_claim: dict[str, list[shadows.ExpectedInterface]] = {}
+    for e in expected:
+        if e.claim_uid:
+            by_claim.setdefault(e.claim_uid, []).append(e)
+    for claim_uid, interfaces in by_claim.items():
+        log.info(
+            "claim interfaces verified",
+            extra={
+                "op": "ADD",
+                "claim_uid": claim_uid,
+                "pod": f"{req.pod_namespace}/{req.pod_name}",
+                "pod_uid": req.pod_uid or "",
+                "ifname": ",".join(e.ifname for e in interfaces),
+                "nad": ",".join(e.network for e in interfaces),
+            },
+        )

@@ -63,12 +63,15 @@ class ExpectedInterface:
     Shapes: ``ifname`` the interface in the Pod's netns (the selection's ``interface``, or the
     ``net<N>`` Multus derives); ``network`` ``<ns>/<NAD name>`` as in network-status;
     ``pci_address`` the bound VF's BDF for a managed shadow, ``None`` for an ordinary NAD (no
-    device to compare).
+    device to compare); ``claim_uid`` the ResourceClaim the managed shadow binds (its binding's
+    ``claimUID``, logged so one filter on a claim UID follows it from the plugin into the guard),
+    ``None`` for an ordinary NAD.
     """
 
     ifname: str
     network: str
     pci_address: str | None = None
+    claim_uid: str | None = None
 
     def describe(self) -> str:
         """``eth1 (NAD ns/net-a)`` or ``dra0 (NAD ns/dra-sriov-..., VF 0000:03:00.1)`` for messages."""
@@ -140,7 +143,10 @@ def check_shadow(
     if entry is not None:
         found += _registry_violations(ref, meta, binding, entry)
     expected = ExpectedInterface(
-        ifname=binding.interface, network=f"{ns}/{name}", pci_address=binding.pci_address
+        ifname=binding.interface,
+        network=f"{ns}/{name}",
+        pci_address=binding.pci_address,
+        claim_uid=str(binding.claim_uid),
     )
     return ShadowVerdict(managed=True, violations=tuple(found), expected=expected)
 

@@ -563,6 +563,8 @@ class LabStack:
                 node.name,
                 "--metrics-address",
                 "",
+                "--log-format",
+                "json",
             ],
         )
         processes.wait_until(
@@ -603,7 +605,7 @@ class LabStack:
             "--namespace",
             node.policy_namespace,
             "--log-format",
-            "text",
+            "json",  # the shipped default: one schema (sriov_dra.servicekit.logs) across the services
         ]
         if self.options.auto_attach:
             argv.append("--multus-auto-attach")
@@ -761,7 +763,7 @@ class LabStack:
                 "--metrics-address",
                 "",
                 "--log-format",
-                "text",
+                "json",
             ],
         )
         return self.operator

@@ -127,6 +127,18 @@ def test_managed_add_is_verified_and_multus_output_relayed_unchanged(tmp_path: P
     assert len(pod_reads) == 2 and sorted(r[2] for r in nad_reads) == sorted(p.name for p in w.plans)
 
 
+def test_verified_managed_add_logs_one_line_per_claim_uid_with_its_interfaces(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One log filter on the claim UID finds the guard's verification as it finds the plugin's prepare."""
+    caplog.set_level("INFO", logger="sriov_dra.guard")
+    out = World(tmp_path).add()
+    assert out.reason is R.PASSED_VERIFIED
+    (line,) = [r for r in caplog.records if r.getMessage() == "claim interfaces verified"]
+    assert line.__dict__["claim_uid"] == mp.CLAIM_UID
+    assert line.__dict__["ifname"] == "dra0,dra1" and line.__dict__["pod"] == f"{NS}/{POD}"
+
+
 def test_pod_without_selections_reads_only_the_pod_and_is_not_verified(tmp_path: Path) -> None:
     w = World(tmp_path)
     w.api.put("pods", mp.pod(NS, POD, annotations={}))
