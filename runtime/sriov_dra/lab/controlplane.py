@@ -134,6 +134,17 @@ class ControlPlane:
         """A new admin ApiClient for this control plane (caller closes it)."""
         return kube_client.from_kubeconfig(self.kubeconfig)
 
+    def client_kubeconfig(self, name: str, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """Issue a client certificate for ``user`` (CN) in ``groups`` (O) and write ``<workdir>/<name>.kubeconfig``.
+
+        Shapes: the kubeconfig names the apiserver by its loopback URL (:attr:`server`). Used for
+        identities the lab creates after start, e.g. a real node's ``system:node:<node>``.
+        Raises: ``RuntimeError`` before :meth:`start`.
+        """
+        if self._authority is None:
+            raise RuntimeError("the control plane is not started: no PKI to issue a client certificate from")
+        return self._kubeconfig(name, user, groups)
+
     def pids(self) -> list[int]:
         """PIDs of the component processes started so far."""
         return [p.pid for p in self.processes if p.pid is not None]
@@ -159,6 +170,14 @@ class ControlPlane:
             dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
             ip_addresses=("127.0.0.1", "10.0.0.1"),
             server=True,
+        )
+        # The apiserver's client identity towards kubelets (exec, logs, port-forward): a member of
+        # system:masters, so a kubelet's Webhook authorization admits it.
+        ca.issue(
+            "apiserver-kubelet-client",
+            common_name="kube-apiserver-kubelet-client",
+            organizations=("system:masters",),
+            client=True,
         )
         pki.write_service_account_keys(self._pki)
 
@@ -241,6 +260,10 @@ class ControlPlane:
             "--authorization-mode=Node,RBAC",
             "--allow-privileged=true",
             "--profiling=false",
+            # Real lab nodes (lab/realnode.py): reach a kubelet by its node IP (node names do not resolve).
+            f"--kubelet-client-certificate={p / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={p / 'apiserver-kubelet-client.key'}",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
             *self._gates(),
         ]
         if self.settings.audit:

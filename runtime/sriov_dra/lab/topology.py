@@ -271,6 +271,40 @@ def _is_mountpoint(path: Path) -> bool:
         return any(line.split()[4] == target for line in f)
 
 
+def create_mount_namespace(ns_file: Path, owner: str) -> None:
+    """Create a mount namespace (``slave`` propagation from the host) and persist it as ``ns_file``.
+
+    As ``ip netns`` does for network namespaces: the namespace is bound onto a file, which only
+    works on a private mount, so the file's directory is bound onto itself and made private first.
+    ``owner`` names the node in errors. Raises: :class:`TopologyError`.
+    """
+    ns_dir = ns_file.parent
+    ns_dir.mkdir(parents=True, exist_ok=True)
+    if not _is_mountpoint(ns_dir):
+        _run(["mount", "--bind", str(ns_dir), str(ns_dir)], "binding the lab namespace directory")
+        _run(["mount", "--make-private", str(ns_dir)], "making the lab namespace directory private")
+    ns_file.touch()
+    _run(
+        ["unshare", f"--mount={ns_file}", "--propagation", "slave", "true"],
+        f"creating the mount namespace of {owner}",
+    )
+
+
+def remove_mount_namespace(ns_file: Path) -> None:
+    """Unbind and delete ``ns_file`` (the namespace ends with its last process); unbind its directory when empty.
+
+    Idempotent; never raises.
+    """
+    if ns_file.exists():
+        if _is_mountpoint(ns_file):
+            subprocess.run(["umount", str(ns_file)], capture_output=True, check=False)
+        with contextlib.suppress(OSError):
+            ns_file.unlink()
+    ns_dir = ns_file.parent
+    if ns_dir.exists() and not any(ns_dir.iterdir()) and _is_mountpoint(ns_dir):
+        subprocess.run(["umount", str(ns_dir)], capture_output=True, check=False)
+
+
 class NodeMachine:
     """Creates and removes one node's fake hardware and namespaces (see the module docstring)."""
 
@@ -328,17 +362,7 @@ class NodeMachine:
             path.mkdir(parents=True, exist_ok=True)
 
     def _create_mountns(self) -> None:
-        ns_dir = self.layout.mountns_file.parent
-        ns_dir.mkdir(parents=True, exist_ok=True)
-        if not _is_mountpoint(ns_dir):
-            # A namespace file can only be bound on a private mount (as ip netns does for /run/netns).
-            _run(["mount", "--bind", str(ns_dir), str(ns_dir)], "binding the lab namespace directory")
-            _run(["mount", "--make-private", str(ns_dir)], "making the lab namespace directory private")
-        self.layout.mountns_file.touch()
-        _run(
-            ["unshare", f"--mount={self.layout.mountns_file}", "--propagation", "slave", "true"],
-            f"creating the mount namespace of {self.layout.name}",
-        )
+        create_mount_namespace(self.layout.mountns_file, self.layout.name)
         enter = ["nsenter", f"--mount={self.layout.mountns_file}", "--"]
         for mount in NODE_MOUNTS:
             _run([*enter, "mkdir", "-p", mount], f"creating mount point {mount}")
@@ -353,15 +377,7 @@ class NodeMachine:
 
         Idempotent; never raises for what is already gone (failures are logged).
         """
-        ns_file = self.layout.mountns_file
-        if ns_file.exists():
-            if _is_mountpoint(ns_file):
-                subprocess.run(["umount", str(ns_file)], capture_output=True, check=False)
-            with contextlib.suppress(OSError):
-                ns_file.unlink()
-        ns_dir = ns_file.parent
-        if ns_dir.exists() and not any(ns_dir.iterdir()) and _is_mountpoint(ns_dir):
-            subprocess.run(["umount", str(ns_dir)], capture_output=True, check=False)
+        remove_mount_namespace(self.layout.mountns_file)
         try:
             iproute.del_netns(self.layout.netns_name)
         except iproute.IpError as exc:
