@@ -14,9 +14,7 @@ the spec §14.2 mappings (DeviceAttributes, SriovResourcePolicy, DeviceClasses),
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,27 +60,8 @@ def api(lab: Any) -> client.ApiClient:
 @pytest.fixture
 def namespace(lab: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace per test, deleted afterwards (Pods first, so their teardown runs)."""
-    from sriov_dra.lab import workloads
-
-    core = client.CoreV1Api(lab.api)
-    base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
-    name = f"{base}-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    workloads.eventually(
-        f"ServiceAccount {name}/default",
-        lambda: any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account(name).items),
-        timeout_s=30,
-    )
-    try:
+    with helpers.fresh_namespace(lab.api, request.node.name) as name:
         yield name
-    finally:
-        core.delete_collection_namespaced_pod(name)
-        workloads.eventually(
-            f"Pods of {name} to be gone",
-            lambda: not core.list_namespaced_pod(name).items,
-            timeout_s=120,
-        )
-        core.delete_namespace(name)
 
 
 @pytest.fixture(scope="session")

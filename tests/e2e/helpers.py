@@ -2,15 +2,48 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from kubernetes import client
 
 from sriov_dra.lab import workloads
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
 ADMIN_KINDS = ("DeviceAttributes", "SriovResourcePolicy", "DeviceClass")
+
+
+@contextlib.contextmanager
+def fresh_namespace(api: client.ApiClient, test_name: str) -> Iterator[str]:
+    """A new namespace named after ``test_name``, with its ``default`` ServiceAccount; deleted afterwards.
+
+    Its Pods are deleted and awaited first, so their teardown runs on the nodes before the namespace goes.
+    """
+    core = client.CoreV1Api(api)
+    base = re.sub(r"[^a-z0-9-]", "-", test_name.lower())[:40].strip("-")
+    name = f"{base}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    workloads.eventually(
+        f"ServiceAccount {name}/default",
+        lambda: any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account(name).items),
+        timeout_s=30,
+    )
+    try:
+        yield name
+    finally:
+        core.delete_collection_namespaced_pod(name)
+        workloads.eventually(
+            f"Pods of {name} to be gone",
+            lambda: not core.list_namespaced_pod(name).items,
+            timeout_s=120,
+        )
+        core.delete_namespace(name)
 
 
 def rail_mapping_docs() -> list[dict[str, Any]]:

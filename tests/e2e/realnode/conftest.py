@@ -1,0 +1,102 @@
+"""Real nodes (``sriov_dra.lab.realnode``) against the session control plane: kubelet v1.36, containerd 2.2.
+
+These tests use the root ``control_plane`` fixture (not the e2e tier's simulated lab), so the
+``api`` and ``namespace`` fixtures of ``tests/e2e/conftest.py`` are replaced here by ones on that
+control plane. They skip with a printed reason (fail when ``SRIOV_DRA_REQUIRE_TIERS`` names
+``e2e``) when a real part is missing on this machine: root, the pinned kubelet/containerd/crictl
+and pause binaries (``make setup``), runc, busybox-static, cgroup hierarchies.
+
+One node (``real_node``) serves the whole folder; a test that needs another node starts it with
+``start_node`` and it is stopped (and checked for leftovers) at the end of that test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from tests import tiers
+from tests.e2e import helpers
+
+
+@pytest.fixture(scope="session")
+def node_bridge(control_plane: Any) -> Iterator[Any]:
+    """The lab's host bridge for real nodes (created once, removed at the end)."""
+    from sriov_dra.lab import realnode
+
+    missing = realnode.missing_parts()
+    if missing:
+        tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
+    bridge = realnode.NodeBridge(lab_id=realnode.new_lab_id()).create()
+    try:
+        yield bridge
+    finally:
+        bridge.remove()
+
+
+@pytest.fixture(scope="session")
+def node_factory(
+    control_plane: Any, node_bridge: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[int], Any]]:
+    """Start real node ``index`` (1-based) on the session control plane; every node is stopped at the end."""
+    from sriov_dra.lab import realnode
+
+    started: list[realnode.RealNode] = []
+    base = tmp_path_factory.mktemp("realnodes")
+
+    def start(index: int) -> realnode.RealNode:
+        node = realnode.RealNode(
+            control_plane=control_plane,
+            bridge=node_bridge,
+            name=f"real-{node_bridge.lab_id}-{index}",
+            index=index,
+            root=base / f"node{index}",
+        )
+        started.append(node)
+        return node.start()
+
+    try:
+        yield start
+    finally:
+        for node in reversed(started):
+            node.stop()
+
+
+@pytest.fixture(scope="session")
+def real_node(node_factory: Callable[[int], Any]) -> Any:
+    """Real node 1, started once for the folder."""
+    return node_factory(1)
+
+
+@pytest.fixture
+def api(control_plane: Any) -> Iterator[client.ApiClient]:
+    """An admin ApiClient of the session control plane."""
+    api_client = control_plane.api()
+    try:
+        yield api_client
+    finally:
+        api_client.close()
+
+
+@pytest.fixture
+def namespace(api: client.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test on the session control plane (Pods deleted and awaited first)."""
+    with helpers.fresh_namespace(api, request.node.name) as name:
+        yield name
+
+
+@pytest.fixture
+def kubectl(control_plane: Any) -> Callable[..., Any]:
+    """Run the pinned kubectl with the admin kubeconfig; returns the finished process."""
+    import subprocess
+
+    from sriov_dra.lab import binaries
+
+    def run(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+        argv = [str(binaries.find("kubectl")), f"--kubeconfig={Path(control_plane.kubeconfig)}", *args]
+        return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout_s)
+
+    return run
