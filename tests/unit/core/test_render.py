@@ -13,67 +13,22 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.fakes.render_sources import (
+    CONFLIST,
+    INVALID,
+    OTHER_PCI,
+    PCI,
+    SINGLE,
+    UNSUPPORTED,
+    nad,
+    paths,
+    reject,
+    rendered_doc,
+)
 
 from sriov_dra.core import render
 from sriov_dra_rules import errors, names, strictjson
 from sriov_dra_rules.strictjson import JsonValue, RawNumber
-
-PCI = "0000:3b:02.1"
-OTHER_PCI = "0000:3b:02.2"
-INVALID = errors.Reason.INVALID_NETWORK_TEMPLATE
-UNSUPPORTED = errors.Reason.UNSUPPORTED_NETWORK_TEMPLATE
-
-
-def nad(
-    config: object = None, *, name: str = "net-a", namespace: str = "ns-a", **extra: object
-) -> dict[str, object]:
-    """A source NAD as read from the API; ``config`` dicts are serialised, strings used as-is."""
-    text = config if not isinstance(config, dict | list) else json.dumps(config)
-    metadata: dict[str, object] = {
-        "name": name,
-        "namespace": namespace,
-        "uid": "5a5a5a5a-0000-4000-8000-00000000000a",
-    }
-    metadata.update(extra)
-    obj: dict[str, object] = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition"}
-    obj["metadata"] = metadata
-    if config is not None:
-        obj["spec"] = {"config": text}
-    return obj
-
-
-def rendered_doc(result: render.RenderedConfig) -> dict[str, JsonValue]:
-    doc = strictjson.decode(result.config_text)
-    assert isinstance(doc, dict)
-    return doc
-
-
-def reject(source: object, pci: str = PCI) -> errors.InvalidSpec:
-    with pytest.raises(errors.InvalidSpec) as caught:
-        render.render_shadow_config(source, pci)  # type: ignore[arg-type]
-    return caught.value
-
-
-def paths(exc: errors.InvalidSpec) -> list[str]:
-    return [e.path for e in exc.errors]
-
-
-SINGLE = {
-    "cniVersion": "1.0.0",
-    "name": "sriov-net",
-    "type": "sriov",
-    "vlan": 100,
-    "ipam": {"type": "host-local", "subnet": "10.56.217.0/24"},
-}
-CONFLIST = {
-    "cniVersion": "1.0.0",
-    "name": "ai-workloads-rail-a",
-    "plugins": [
-        {"type": "sriov", "ipam": {"type": "whereabouts", "range": "192.0.2.0/24"}},
-        {"type": "tuning", "mtu": 9000},
-    ],
-}
-
 
 # --- outputs ------------------------------------------------------------------------------------
 
@@ -168,80 +123,6 @@ def test_unknown_fields_non_ascii_and_numbers_are_preserved() -> None:
         "trust",
         "spoofchk",
     ]
-
-
-# --- effective CNI name (spec §7 step 3, §7.1 step 1; C08) ---------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("config", "expected_name", "expected_keys"),
-    [
-        ({"cniVersion": "0.4.0", "plugins": [{"type": "sriov"}]}, "net-a", ["cniVersion", "name", "plugins"]),
-        ({"cniVersion": "0.4.0", "name": "", "plugins": [{"type": "sriov"}]}, "net-a", ["cniVersion", "name", "plugins"]),
-        ({"plugins": [{"type": "sriov"}], "cniVersion": "0.4.0"}, "net-a", ["plugins", "cniVersion", "name"]),
-        ({"cniVersion": "1.0.0", "type": "sriov"}, "net-a", ["cniVersion", "name", "type", "deviceID"]),
-        ({"name": "ai-workloads-rail-a", "cniVersion": "1.0.0", "type": "sriov"}, "ai-workloads-rail-a",
-         ["name", "cniVersion", "type", "deviceID"]),
-        ({"cniVersion": "1.0.0", "name": "Rail_A.v2-x", "type": "sriov"}, "Rail_A.v2-x", ["cniVersion", "name", "type", "deviceID"]),
-    ],
-    ids=[
-        "C08-conflist-without-name-gets-template-metadata-name", "empty-name-replaced-in-place",
-        "missing-name-inserted-after-cniVersion", "single-plugin-without-name",
-        "explicit-name-preserved-exactly-in-place", "explicit-name-with-cni-punctuation-preserved",
-    ],
-)  # fmt: skip
-def test_effective_cni_name(
-    config: dict[str, JsonValue], expected_name: str, expected_keys: list[str]
-) -> None:
-    result = render.render_shadow_config(nad(config), PCI)
-    out = rendered_doc(result)
-    assert result.cni_name == expected_name
-    assert out["name"] == expected_name
-    assert list(out) == expected_keys
-
-
-def test_C08_literal_macvlan_input_is_rejected_as_device_creating() -> None:
-    config = {"cniVersion": "0.4.0", "plugins": [{"type": "macvlan", "master": "eth1", "mode": "bridge"}]}
-    exc = reject(nad(config))
-    assert exc.reason == UNSUPPORTED
-    assert paths(exc) == ["spec.config.plugins[0].type", "spec.config.plugins"]
-    assert "'macvlan' creates or moves its own network device" in exc.errors[0].message
-    assert "ns-a/net-a" in str(exc)
-
-
-def test_cni_name_never_comes_from_the_pci_or_shadow() -> None:
-    a = render.render_shadow_config(nad({"cniVersion": "1.0.0", "type": "sriov"}), PCI)
-    b = render.render_shadow_config(nad({"cniVersion": "1.0.0", "type": "sriov"}), OTHER_PCI)
-    assert a.cni_name == b.cni_name == "net-a"
-
-
-@pytest.mark.parametrize(
-    ("config", "path", "mentions"),
-    [
-        ({"cniVersion": "1.0.0", "name": "-bad", "type": "sriov"}, "spec.config.name", "is not valid"),
-        ({"cniVersion": "1.0.0", "name": "has space", "type": "sriov"}, "spec.config.name", "is not valid"),
-        ({"cniVersion": "1.0.0", "name": "a/b", "type": "sriov"}, "spec.config.name", "is not valid"),
-        ({"cniVersion": "1.0.0", "name": 7, "type": "sriov"}, "spec.config.name", "must be a string"),
-        ({"cniVersion": "1.0.0", "name": None, "type": "sriov"}, "spec.config.name", "must be a string"),
-    ],
-    ids=["leading-dash", "space", "slash", "number", "null"],
-)
-def test_invalid_explicit_cni_name_is_rejected_not_replaced(
-    config: dict[str, JsonValue], path: str, mentions: str
-) -> None:
-    exc = reject(nad(config))
-    assert exc.reason == INVALID
-    assert paths(exc) == [path]
-    assert mentions in exc.errors[0].message
-
-
-def test_source_without_metadata_name_is_invalid() -> None:
-    source = nad({"cniVersion": "1.0.0", "name": "x", "type": "sriov"})
-    source["metadata"] = {"namespace": "ns-a"}
-    exc = reject(source)
-    assert exc.reason == INVALID
-    assert paths(exc) == ["metadata.name"]
-    assert "ns-a/<no name>" in str(exc)
 
 
 # --- C09: deviceID placement -----------------------------------------------------------------
@@ -503,116 +384,6 @@ def test_sriov_fields_of_wrong_type_are_invalid(field: str, value: JsonValue) ->
     exc = reject(nad(text))
     assert exc.reason == INVALID
     assert paths(exc) == [f"spec.config.{field}"]
-
-
-# --- layout (spec §7 steps 4-6) -----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("config", "expected"),
-    [
-        ({"cniVersion": "1.0.0", "type": "sriov", "plugins": [{"type": "sriov"}]},
-         [("spec.config", INVALID, "both type and plugins")]),
-        ({"cniVersion": "1.0.0", "type": "", "plugins": []}, [("spec.config", INVALID, "both type and plugins")]),
-        ({"cniVersion": "1.0.0", "name": "x"}, [("spec.config", INVALID, "neither type")]),
-        ({"cniVersion": "1.0.0", "type": "macvlan"}, [("spec.config.type", UNSUPPORTED, "requires type \"sriov\"")]),
-        ({"cniVersion": "1.0.0", "type": 1}, [("spec.config.type", INVALID, "must be a string")]),
-        ({"cniVersion": "1.0.0", "type": "multus", "delegates": [{"type": "sriov"}]},
-         [("spec.config.delegates", UNSUPPORTED, "nested Multus"), ("spec.config.type", UNSUPPORTED, "nested Multus")]),
-        ({"cniVersion": "1.0.0", "plugins": []}, [("spec.config.plugins", INVALID, "got an empty array")]),
-        ({"cniVersion": "1.0.0", "plugins": {"type": "sriov"}}, [("spec.config.plugins", INVALID, "got an object")]),
-        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, "tuning"]},
-         [("spec.config.plugins[1]", INVALID, "must be a plugin object")]),
-        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"mtu": 9000}]},
-         [("spec.config.plugins[1].type", INVALID, "nonempty string")]),
-        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "sriov"}]},
-         [("spec.config.plugins[1].type", UNSUPPORTED, "second sriov entry")]),
-        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "multus-shim"}]},
-         [("spec.config.plugins[1].type", UNSUPPORTED, "nested Multus")]),
-        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "portmap"}]},
-         [("spec.config.plugins[1].type", UNSUPPORTED, "followed only by the metaplugins tuning")]),
-        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "bond", "links": []}]},
-         [("spec.config.plugins[1].type", UNSUPPORTED, "another binding model")]),
-        ({"cniVersion": "1.0.0", "plugins": [{"type": "tuning"}]}, [("spec.config.plugins", UNSUPPORTED, "no sriov entry")]),
-        ({"cniVersion": "1.0.0", "plugins": [{"type": "sriov", "delegates": []}]},
-         [("spec.config.plugins[0]", UNSUPPORTED, "nested plugin lists")]),
-        ({"cniVersion": "1.0.0", "plugins": [{"type": "SRIOV"}]},
-         [("spec.config.plugins[0].type", UNSUPPORTED, "'SRIOV' is not supported"),
-          ("spec.config.plugins", UNSUPPORTED, "no sriov entry")]),
-    ],
-    ids=[
-        "ambiguous-type-and-plugins", "ambiguous-even-when-empty", "neither-type-nor-plugins",
-        "single-plugin-not-sriov", "single-plugin-type-not-string", "nested-multus-delegates",
-        "empty-plugins", "plugins-not-array", "plugin-entry-not-object", "plugin-entry-without-type",
-        "two-sriov-entries", "nested-multus-in-chain", "non-allowlisted-metaplugin",
-        "bond-graph", "conflist-without-sriov", "nested-list-in-entry", "type-is-case-sensitive",
-    ],
-)  # fmt: skip
-def test_layout_rules(config: dict[str, JsonValue], expected: list[tuple[str, errors.Reason, str]]) -> None:
-    exc = reject(nad(config))
-    assert paths(exc) == [p for p, _, _ in expected]
-    assert exc.reason == (INVALID if any(r == INVALID for _, r, _ in expected) else UNSUPPORTED)
-    for error, (_, _, mentions) in zip(exc.errors, expected, strict=True):
-        assert mentions in error.message
-
-
-@pytest.mark.parametrize(
-    "device_type", sorted(render.DEVICE_CREATING_TYPES), ids=lambda t: f"device-creating-{t}"
-)
-def test_every_device_creating_type_is_rejected_after_sriov(device_type: str) -> None:
-    exc = reject(nad({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": device_type}]}))
-    assert exc.reason == UNSUPPORTED
-    assert paths(exc) == ["spec.config.plugins[1].type"]
-
-
-def test_several_allowlisted_metaplugins_may_follow_sriov() -> None:
-    config = {
-        "cniVersion": "1.0.0",
-        "plugins": [{"type": "sriov"}, {"type": "tuning", "mtu": 9000}, {"type": "tuning", "sysctl": {}}],
-    }
-    out = rendered_doc(render.render_shadow_config(nad(config), PCI))
-    assert out["plugins"] == [
-        {"type": "sriov", "deviceID": PCI},
-        {"type": "tuning", "mtu": 9000},
-        {"type": "tuning", "sysctl": {}},
-    ]
-
-
-# --- CNI version (spec §7 step 8) -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("version", render.SUPPORTED_CNI_VERSIONS)
-def test_supported_cni_versions_are_accepted_and_kept(version: str) -> None:
-    result = render.render_shadow_config(nad({"cniVersion": version, "type": "sriov"}), PCI)
-    assert result.cni_version == version
-    assert rendered_doc(result)["cniVersion"] == version
-
-
-@pytest.mark.parametrize(
-    ("config", "path", "reason"),
-    [
-        ({"type": "sriov"}, "spec.config.cniVersion", INVALID),
-        ({"cniVersion": 1.0, "type": "sriov"}, "spec.config.cniVersion", INVALID),
-        ({"cniVersion": "0.2.0", "type": "sriov"}, "spec.config.cniVersion", UNSUPPORTED),
-        ({"cniVersion": "0.1.0", "type": "sriov"}, "spec.config.cniVersion", UNSUPPORTED),
-        ({"cniVersion": "2.0.0", "type": "sriov"}, "spec.config.cniVersion", UNSUPPORTED),
-        ({"cniVersion": "1.0", "type": "sriov"}, "spec.config.cniVersion", UNSUPPORTED),
-        ({"cniVersion": "1.1.0", "cniVersions": ["1.0.0", "9.9.9"], "plugins": [{"type": "sriov"}]},
-         "spec.config.cniVersions", UNSUPPORTED),
-        ({"cniVersion": "1.1.0", "cniVersions": "1.1.0", "plugins": [{"type": "sriov"}]}, "spec.config.cniVersions", INVALID),
-    ],
-    ids=["missing", "number", "legacy-0.2.0", "legacy-0.1.0", "future-2.0.0", "not-semver",
-         "cni-versions-with-unsupported", "cni-versions-not-array"],
-)  # fmt: skip
-def test_cni_version_validation(config: dict[str, JsonValue], path: str, reason: errors.Reason) -> None:
-    exc = reject(nad(config))
-    assert exc.reason == reason
-    assert paths(exc) == [path]
-
-
-def test_cni_versions_list_of_supported_versions_is_kept() -> None:
-    config = {"cniVersion": "1.1.0", "cniVersions": ["1.0.0", "1.1.0"], "plugins": [{"type": "sriov"}]}
-    assert rendered_doc(render.render_shadow_config(nad(config), PCI))["cniVersions"] == ["1.0.0", "1.1.0"]
 
 
 # --- error collection ---------------------------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""A network template's header and sriov entry fields: CNI version, CNI name, device and IPAM keys.
+
+This module owns spec §7 steps 3, 7 and 8 and §7.1 as checks on the decoded template:
+``cniVersion`` required and in :data:`SUPPORTED_CNI_VERSIONS` (an optional ``cniVersions`` list
+likewise); the effective CNI name (a nonempty name kept verbatim and matching the CNI pattern,
+else the source NAD's ``metadata.name``, never silently replaced: it keys IPAM pools); at the
+sriov entry, a ``deviceID``/``pciBusID`` naming another device refused, sriov-cni's integer and
+string fields typed as Go decodes them, ``ipam`` an object and Whereabouts fast node-slice mode
+refused.
+
+It must never edit the template, or decide where the sriov entry is (that is
+:mod:`~sriov_dra.core.templatelayout`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from sriov_dra.core import pci as pci_addresses
+from sriov_dra.core.templatefindings import CONFIG_PATH, TemplateFindings
+from sriov_dra.core.templatelayout import DEVICE_KEYS
+from sriov_dra_rules import strictjson
+from sriov_dra_rules.strictjson import JsonValue
+
+SUPPORTED_CNI_VERSIONS: Final[tuple[str, ...]] = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+"""CNI spec versions a template may declare.
+
+Multus v4.3.0 and sriov-cni both build on libcni v1.3.0, whose plugins support 0.1.0-1.1.0
+(``version.All``). 0.1.0 and 0.2.0 are excluded: conflists need 0.3.0 or later and their results
+carry no interface list for Multus's network-status. A missing ``cniVersion`` means 0.1.0 to a
+plugin, and Multus v4.3.0 rewrites a conflist without one lossily on DEL (reference multus.md §9).
+"""
+
+_CNI_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_SRIOV_INT_FIELDS: Final = ("vlan", "vlanQoS", "min_tx_rate", "max_tx_rate")
+_SRIOV_STR_FIELDS: Final = ("vlanProto", "mac", "spoofchk", "trust", "link_state", "logLevel", "logFile")
+
+
+def check_cni_version(doc: dict[str, JsonValue], found: TemplateFindings) -> str:
+    """Check ``cniVersion`` (and ``cniVersions``) and return the version, ``""`` when unusable."""
+    path = f"{CONFIG_PATH}.cniVersion"
+    supported = ", ".join(SUPPORTED_CNI_VERSIONS)
+    if "cniVersion" not in doc:
+        found.invalid(path, f"is required (absent means CNI 0.1.0); set one of {supported}")
+        return ""
+    version = doc["cniVersion"]
+    if not isinstance(version, str):
+        found.invalid(path, f"must be a string, got {strictjson.kind(version)}; set one of {supported}")
+        return ""
+    if version not in SUPPORTED_CNI_VERSIONS:
+        found.unsupported(
+            path,
+            f"CNI version {version!r} is not supported by Multus and sriov-cni here; use one of {supported}",
+        )
+    if "cniVersions" in doc:
+        versions = doc["cniVersions"]
+        list_path = f"{CONFIG_PATH}.cniVersions"
+        if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
+            found.invalid(list_path, f"must be an array of version strings, got {strictjson.kind(versions)}")
+        elif any(v not in SUPPORTED_CNI_VERSIONS for v in versions):
+            found.unsupported(list_path, f"lists {versions!r}; list only supported versions ({supported})")
+    return version
+
+
+def effective_name(doc: dict[str, JsonValue], metadata_name: str | None, found: TemplateFindings) -> str:
+    """The CNI network name the shadow carries: the template's own, else ``metadata_name``.
+
+    Returns ``""`` when neither is usable (a finding is then recorded).
+    """
+    path = f"{CONFIG_PATH}.name"
+    rule = "a letter or digit followed by letters, digits, '_', '.' or '-'"
+    name = doc.get("name")
+    if "name" in doc and not isinstance(name, str):
+        found.invalid(
+            path, f"must be a string, got {strictjson.kind(name)}; set the CNI network name or remove the key"
+        )
+        return ""
+    if isinstance(name, str) and name:
+        if _CNI_NAME.fullmatch(name) is None:
+            found.invalid(
+                path,
+                f"CNI network name {name!r} is not valid ({rule}); rename it once: IPAM pools are keyed on it",
+            )
+        return name
+    if metadata_name is None:
+        return ""
+    if _CNI_NAME.fullmatch(metadata_name) is None:
+        found.invalid(
+            path,
+            f"is missing and metadata.name {metadata_name!r} is not a valid CNI network name "
+            f"({rule}); set an explicit name",
+        )
+    return metadata_name
+
+
+def check_sriov_entry(entry: dict[str, JsonValue], path: str, pci: str, found: TemplateFindings) -> None:
+    """Check the sriov entry at ``path`` for binding to the canonical BDF ``pci``."""
+    for key in DEVICE_KEYS:
+        if key not in entry:
+            continue
+        value = entry[key]
+        key_path = strictjson.key_path(path, key)
+        if not isinstance(value, str):
+            found.invalid(key_path, f"must be a string, got {strictjson.kind(value)}")
+        elif value and pci_addresses.parse(value)[0] != pci:
+            found.unsupported(
+                key_path,
+                f"template pins {key} {value!r} but the allocated VF is {pci}; remove {key} from the "
+                "template (the driver sets it per allocation)",
+            )
+    for key in _SRIOV_INT_FIELDS:
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            found.invalid(strictjson.key_path(path, key), f"must be an integer, got {_preview(value)}")
+    for key in _SRIOV_STR_FIELDS:
+        value = entry.get(key)
+        if value is not None and not isinstance(value, str):
+            found.invalid(strictjson.key_path(path, key), f"must be a string, got {_preview(value)}")
+    if "ipam" not in entry:
+        return
+    ipam, ipam_path = entry["ipam"], f"{path}.ipam"
+    if not isinstance(ipam, dict):
+        found.invalid(ipam_path, f"must be an object, got {strictjson.kind(ipam)}")
+        return
+    ipam_type = ipam.get("type")
+    if ipam_type is not None and not isinstance(ipam_type, str):
+        found.invalid(f"{ipam_path}.type", f"must be a string, got {strictjson.kind(ipam_type)}")
+    if ipam_type == "whereabouts" and ipam.get("node_slice_size") not in (None, ""):
+        found.unsupported(
+            f"{ipam_path}.node_slice_size",
+            f"Whereabouts fast node-slice mode ({_preview(ipam['node_slice_size'])}) is not supported "
+            "with automatic attachment; remove node_slice_size to use the regular pool",
+        )
+
+
+def _preview(value: JsonValue) -> str:
+    text = strictjson.encode(value)
+    return text if len(text) <= 60 else text[:57] + "..."
