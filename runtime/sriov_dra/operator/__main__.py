@@ -21,7 +21,8 @@ from pathlib import Path
 from sriov_dra.core import nodepolicy, sriovnetwork
 from sriov_dra.host import strictyaml
 from sriov_dra.kube import client as kube_client
-from sriov_dra.operator import app, logs, settings
+from sriov_dra.operator import app, settings
+from sriov_dra.servicekit import logs
 from sriov_dra_rules import errors
 
 log = logging.getLogger("sriov_dra.operator")
@@ -74,7 +75,7 @@ def parser() -> argparse.ArgumentParser:
         help="host:port for /metrics, /healthz, /readyz; empty disables (env METRICS_ADDRESS)",
     )
     p.add_argument(
-        "--log-format", choices=[f.value for f in settings.LogFormat], default=_env("LOG_FORMAT", "text")
+        "--log-format", choices=[f.value for f in logs.LogFormat], default=_env("LOG_FORMAT", "text")
     )
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
     return p
@@ -136,7 +137,7 @@ def build_settings(args: argparse.Namespace) -> settings.OperatorSettings:
         ),
         serve=settings.ServeSettings(
             metrics_address=args.metrics_address,
-            log_format=settings.LogFormat(args.log_format),
+            log_format=logs.LogFormat(args.log_format),
             log_level=args.log_level,
         ),
         kubeconfig=args.kubeconfig,

@@ -28,6 +28,8 @@ from sriov_dra.kube import events, leader, objects
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import metrics as metrics_mod
 from sriov_dra.operator import network_controller, policy_controller, queue, settings, status, watches
+from sriov_dra.servicekit import health as health_mod
+from sriov_dra.servicekit import threads as svc_threads
 from sriov_dra_rules import names
 
 log = logging.getLogger(__name__)
@@ -45,8 +47,10 @@ class Operator:
         *,
         recorder: events.Recorder | None = None,
         now: Callable[[], str] = status.utc_now,
+        health: health_mod.Health | None = None,
     ) -> None:
         rc = config.reconcile
+        self.health = health or health_mod.Health()
         self.config = config
         self.metrics = metrics
         self.queue = queue.WorkQueue(
@@ -147,12 +151,20 @@ class Operator:
                         break
             self.synced.set()
             self.resync()
+            # A crashed worker stops reconciling (``stop``) and fails liveness: dead work must not
+            # look alive behind a held Lease.
             threads = [
-                threading.Thread(target=self._work, args=(stop,), name="operator-worker", daemon=True),
-                threading.Thread(target=self._resync_loop, args=(stop,), name="operator-resync", daemon=True),
+                svc_threads.start(
+                    "operator-worker", self._work, stop, health=self.health, on_crash=lambda _: stop.set()
+                ),
+                svc_threads.start(
+                    "operator-resync",
+                    self._resync_loop,
+                    stop,
+                    health=self.health,
+                    on_crash=lambda _: stop.set(),
+                ),
             ]
-            for t in threads:
-                t.start()
             stop.wait()
         finally:
             for t in threads:
@@ -200,14 +212,21 @@ def run(config: settings.OperatorSettings, api: Any, stop: threading.Event) -> i
     client = objects.Objects(api, field_manager=config.reconcile.field_manager, on_write=metrics.count_write)
     identity = config.leader.identity or default_identity()
     recorder = events.Recorder(client, controller="sriov-dra-operator", instance=identity)
-    operator = Operator(client, config, metrics, recorder=recorder)
+    state = health_mod.Health()
+    operator = Operator(client, config, metrics, recorder=recorder, health=state)
     leading = threading.Event()
+    # A standby replica is ready (it serves its probes and waits for the Lease); the leader is ready
+    # once its watches listed.
+    state.check(
+        "caches",
+        lambda: (
+            (True, "") if operator.synced.is_set() or not leading.is_set() else (False, "watches not synced")
+        ),
+    )
     endpoint = None
     if config.serve.metrics_address:
-        endpoint = metrics_mod.Endpoint(
-            metrics,
-            config.serve.metrics_address,
-            ready=lambda: operator.synced.is_set() or not leading.is_set(),
+        endpoint = health_mod.HttpServer(
+            config.serve.metrics_address, state, health_mod.registry_renderer(metrics.registry)
         )
         endpoint.start()
     halt = threading.Event()
@@ -234,8 +253,10 @@ def run(config: settings.OperatorSettings, api: Any, stop: threading.Event) -> i
             election = leader.make_election(
                 lock, lease, leader.StopClock(stop), on_started=leading.set, on_stopped=stopped
             )
-            election_thread = threading.Thread(target=election.run, name="leader-election", daemon=True)
-            election_thread.start()
+            # A crashed election loop renews nothing: stop reconciling as on a lost Lease.
+            election_thread = svc_threads.start(
+                "leader-election", election.run, health=state, on_crash=lambda _: stopped()
+            )
             log.info(
                 "waiting for leadership", extra={"op": "elect", "lease": f"{lease.namespace}/{lease.name}"}
             )
@@ -251,10 +272,14 @@ def run(config: settings.OperatorSettings, api: Any, stop: threading.Event) -> i
             stop.wait()
             halt.set()
 
-        threading.Thread(target=relay, name="operator-stop", daemon=True).start()
+        svc_threads.start("operator-stop", relay)
         operator.run(halt)
         if lost.is_set() and not stop.is_set():
             log.error("leadership lost; exiting", extra={"op": "elect", "outcome": "lost"})
+            return 1
+        alive, why = state.alive()
+        if not alive:
+            log.error("operator stopped: a worker crashed", extra={"op": "run", "reason": why})
             return 1
         return 0
     finally:

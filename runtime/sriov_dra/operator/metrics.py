@@ -1,19 +1,16 @@
-"""Prometheus metrics and the HTTP endpoint serving ``/metrics``, ``/healthz`` and ``/readyz``.
+"""The operator's Prometheus metrics (served by ``sriov_dra.servicekit.health.HttpServer``).
 
 Each operator instance owns its own registry (tests run several in one process). Label values
 are bounded: controller names, outcome words, API verbs, resource names and condition reasons.
 
-It must never block reconciliation: the endpoint runs on its own daemon thread.
+It must never block reconciliation: counting is a lock-free increment.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sriov_dra.kube import objects
 
@@ -70,51 +67,3 @@ class Metrics:
         self._policy_reasons |= set(counts)
         for reason in self._policy_reasons:
             self.policies.labels(reason).set(counts.get(reason, 0))
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Access logs would drown the structured log; probes are frequent."""
-
-
-class Endpoint:
-    """``/metrics`` (Prometheus text), ``/healthz`` (process alive), ``/readyz`` (``ready()`` true)."""
-
-    def __init__(self, metrics: Metrics, address: str, ready: Callable[[], bool]) -> None:
-        host, _, port = address.rpartition(":")
-        self._metrics_app = make_wsgi_app(metrics.registry)
-        self._ready = ready
-        self.server: WSGIServer = make_server(
-            host or "0.0.0.0", int(port), self._app, handler_class=_QuietHandler
-        )
-        self._thread = threading.Thread(target=self.server.serve_forever, name="metrics-http", daemon=True)
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful with port 0)."""
-        return int(self.server.server_port)
-
-    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if path == "/healthz":
-            start_response("200 OK", [("Content-Type", "text/plain")])
-            return [b"ok\n"]
-        if path == "/readyz":
-            ok = self._ready()
-            start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
-            return [b"ok\n" if ok else b"not ready\n"]
-        if path == "/metrics":
-            result: Iterable[bytes] = self._metrics_app(environ, start_response)
-            return result
-        start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found\n"]
-
-    def start(self) -> None:
-        """Serve on a daemon thread."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)

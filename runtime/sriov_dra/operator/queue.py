@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 
 Key = tuple[str, ...]
 POLICIES: Key = ("policies",)
@@ -35,10 +35,10 @@ class WorkQueue:
     ) -> None:
         self._clock = clock
         self._cond = threading.Condition()
-        self._due: dict[Hashable, float] = {}
-        self._processing: set[Hashable] = set()
-        self._again: dict[Hashable, float] = {}
-        self._failures: dict[Hashable, int] = {}
+        self._due: dict[Key, float] = {}
+        self._processing: set[Key] = set()
+        self._again: dict[Key, float] = {}
+        self._failures: dict[Key, int] = {}
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
 
@@ -61,7 +61,6 @@ class WorkQueue:
                     key = min(ready, key=lambda k: (self._due[k], str(k)))
                     del self._due[key]
                     self._processing.add(key)
-                    assert isinstance(key, tuple)
                     return key
                 wait = min([d - now for d in self._due.values()] + [poll_s])
                 self._cond.wait(max(0.001, wait))

@@ -5,17 +5,10 @@ Built once by the entrypoint from flags and environment variables; read everywhe
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
 from sriov_dra.core import nodepolicy, sriovnetwork
-
-
-class LogFormat(enum.StrEnum):
-    """Log output format (``--log-format``)."""
-
-    TEXT = "text"
-    JSON = "json"
+from sriov_dra.servicekit import logs
 
 
 @dataclass(frozen=True)
@@ -72,7 +65,7 @@ class ServeSettings:
     metrics_address: str = "0.0.0.0:8080"
     """``host:port``; empty disables the endpoint. Port 8080 inside the Pod network (the operator
     is not host-networked)."""
-    log_format: LogFormat = LogFormat.TEXT
+    log_format: logs.LogFormat = logs.LogFormat.TEXT
     log_level: str = "INFO"
 
 

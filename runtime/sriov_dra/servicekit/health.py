@@ -39,7 +39,17 @@ class Health:
     def __init__(self, conditions: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
         self._unmet: dict[str, str] = {name: "starting" for name in conditions}
+        self._checks: dict[str, Callable[[], tuple[bool, str]]] = {}
         self._crashed: dict[str, str] = {}
+
+    def check(self, name: str, probe: Callable[[], tuple[bool, str]]) -> None:
+        """Add readiness condition ``name`` decided by ``probe()`` at each ``/readyz`` request.
+
+        Shapes: ``probe`` returns ``(met, reason)``; it must be cheap and must not raise (an
+        exception counts as unmet with its text).
+        """
+        with self._lock:
+            self._checks[name] = probe
 
     def declare(self, name: str, reason: str = "starting") -> None:
         """Add readiness condition ``name``, unmet with ``reason`` (no-op if already declared)."""
@@ -72,9 +82,18 @@ class Health:
         if not ok:
             return False, why
         with self._lock:
-            if not self._unmet:
-                return True, "ok"
-            return False, "; ".join(f"{n}: {r}" for n, r in sorted(self._unmet.items()))
+            unmet = dict(self._unmet)
+            probes = dict(self._checks)
+        for name, probe in probes.items():
+            try:
+                met, reason = probe()
+            except Exception as exc:
+                met, reason = False, f"{type(exc).__name__}: {exc}"
+            if not met:
+                unmet[name] = reason or "not met"
+        if not unmet:
+            return True, "ok"
+        return False, "; ".join(f"{n}: {r}" for n, r in sorted(unmet.items()))
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

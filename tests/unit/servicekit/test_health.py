@@ -62,3 +62,19 @@ def test_metrics_and_unknown_paths(served: tuple[health.Health, int]) -> None:
     status, body = get(port, "/metrics")
     assert status == 200 and "probe_total 1.0" in body
     assert get(port, "/nope")[0] == 404
+
+
+def test_a_probed_condition_is_decided_at_each_request() -> None:
+    state = health.Health()
+    answers = iter([(False, "caches not synced"), (True, ""), ValueError("probe broke")])
+
+    def probe() -> tuple[bool, str]:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    state.check("caches", probe)
+    assert state.ready() == (False, "caches: caches not synced")
+    assert state.ready() == (True, "ok")
+    assert state.ready() == (False, "caches: ValueError: probe broke")
