@@ -542,8 +542,12 @@ imports = []
                     if parent.exists():
                         (path / name).write_text(parent.read_text())
 
-    def _spawn(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> Process:
-        """Start ``argv`` in the node's namespaces and cgroup (``<cgroupRoot>/system`` of every hierarchy)."""
+    def spawn(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> Process:
+        """Start ``argv`` in the node's namespaces and cgroup (``<cgroupRoot>/system`` of every hierarchy).
+
+        The process is the node's: :meth:`stop` stops it (after the kubelet, before containerd) and
+        its log is ``<logs>/<name>.log``. Raises: ``ProcessFailed`` when it cannot be started.
+        """
         procs = [str(d / "cgroup.procs") for d in self._cgroup_dirs("system")]
         join = 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
         proc = Process(
@@ -583,7 +587,7 @@ imports = []
     def _start_containerd(self) -> None:
         bin_dir = binaries.find("containerd").parent
         env = dict(os.environ, PATH=f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-        proc = self._spawn(
+        proc = self.spawn(
             "containerd", [str(bin_dir / "containerd"), f"--config={self.root / 'containerd.toml'}"], env
         )
         wait_until(
@@ -618,7 +622,7 @@ imports = []
             argv.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(self.labels.items())))
         env = dict(os.environ, PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         launched = time.monotonic()
-        proc = self._spawn("kubelet", argv, env)
+        proc = self.spawn("kubelet", argv, env)
         with self.control_plane.api() as api:
             core = client.CoreV1Api(api)
             wait_until(
@@ -641,6 +645,8 @@ imports = []
         kubelet = self.processes.pop("kubelet", None)
         if kubelet is not None:
             kubelet.stop()
+        for name in [n for n in self.processes if n not in ("containerd", "apiproxy")]:
+            self.processes.pop(name).stop()  # what else runs on the node (a kubelet plugin)
         containerd = self.processes.get("containerd")
         if containerd is not None and containerd.running():
             # Every sandbox through the CRI: StopPodSandbox runs CNI DEL (the address is released).

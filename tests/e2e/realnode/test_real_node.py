@@ -8,68 +8,17 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from tests.e2e.realnode.pods import busybox_pod, delete_pod, run_pod
 from tests.waiting import eventually
 
 KUBELET_VERSION = "v1.36.3"
 RUNTIME_VERSION = "containerd://2.2.9"
 HOST_SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops")
-
-
-def busybox_pod(name: str, node: str, script: str) -> dict[str, Any]:
-    """A Pod of the lab's local busybox image on ``node`` (chosen by the scheduler through a nodeSelector)."""
-    from sriov_dra.lab import images
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": images.BUSYBOX_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "command": ["sh", "-c", script],
-                }
-            ],
-        },
-    }
-
-
-def run_pod(core: client.CoreV1Api, namespace: str, pod: dict[str, Any]) -> tuple[client.V1Pod, float]:
-    """Create ``pod`` and wait until it is Running with an IP; returns it and the seconds it took."""
-    name = pod["metadata"]["name"]
-    applied = time.monotonic()
-    core.create_namespaced_pod(namespace, pod)
-
-    def running() -> client.V1Pod | None:
-        got = core.read_namespaced_pod(name, namespace)
-        return got if got.status.phase == "Running" and got.status.pod_ip else None
-
-    live = eventually(f"Pod {namespace}/{name} Running with an IP", running, timeout_s=120, interval_s=0.2)
-    return live, time.monotonic() - applied
-
-
-def delete_pod(core: client.CoreV1Api, namespace: str, name: str) -> None:
-    """Delete the Pod and wait until the API no longer has it."""
-    core.delete_namespaced_pod(name, namespace)
-
-    def gone() -> bool:
-        try:
-            core.read_namespaced_pod(name, namespace)
-        except client.ApiException as exc:
-            return exc.status == 404
-        return False
-
-    eventually(f"Pod {namespace}/{name} to be deleted", gone, timeout_s=120, interval_s=0.2)
 
 
 def pod_sandboxes(node: Any, namespace: str) -> list[str]:
