@@ -37,7 +37,7 @@ class ClaimsApi(Protocol):
         *,
         uid: str,
         compute: kube_claims.StatusCompute,
-        current: Mapping[str, Any] | None = None,
+        current: Mapping[str, object] | None = None,
     ) -> bool:
         """Conflict-safe write of ``compute(status.devices)``; True when it wrote."""
         ...

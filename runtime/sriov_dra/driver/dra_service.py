@@ -22,11 +22,14 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from sriov_dra.kubeletapi import dra_v1_pb2, dra_v1beta1_pb2, drahealth_v1alpha1_pb2, messages
 
 LOG = logging.getLogger(__name__)
+
+_Outcome = TypeVar("_Outcome")
+"""One claim's converted handler result (``messages.PrepareOutcome`` or ``UnprepareOutcome``)."""
 
 PrepareValue = messages.Prepared | messages.ClaimError | Exception
 UnprepareValue = messages.ClaimError | Exception | None
@@ -75,7 +78,7 @@ class ClaimDispatcher:
 
     def __init__(self, handler: ClaimHandler, *, serialize: bool = True) -> None:
         self._handler = handler
-        self._lock: AbstractContextManager[Any] = threading.Lock() if serialize else nullcontext()
+        self._lock: AbstractContextManager[object] = threading.Lock() if serialize else nullcontext()
 
     def prepare(self, claims: Iterable[messages.ClaimRef]) -> dict[str, messages.PrepareOutcome]:
         """Prepare ``claims`` and return exactly one outcome per distinct claim UID.
@@ -95,9 +98,9 @@ class ClaimDispatcher:
         self,
         verb: str,
         claims: Iterable[messages.ClaimRef],
-        call: Callable[[Sequence[messages.ClaimRef]], Mapping[str, Any]],
-        convert: Callable[[messages.ClaimRef, Any], Any],
-    ) -> dict[str, Any]:
+        call: Callable[[Sequence[messages.ClaimRef]], Mapping[str, object]],
+        convert: Callable[[messages.ClaimRef, object], _Outcome],
+    ) -> dict[str, _Outcome | messages.ClaimError]:
         wanted = _distinct(claims)
         if not wanted:
             return {}
@@ -111,7 +114,7 @@ class ClaimDispatcher:
                 LOG.exception(
                     "%s handler raised for a batch of %d claims; retrying each alone", verb, len(wanted)
                 )
-            outcomes: dict[str, Any] = {}
+            outcomes: dict[str, _Outcome | messages.ClaimError] = {}
             for claim in wanted:
                 try:
                     outcomes.update(_collect(verb, [claim], call([claim]), convert))
@@ -124,15 +127,15 @@ class ClaimDispatcher:
 def _collect(
     verb: str,
     wanted: Sequence[messages.ClaimRef],
-    results: Mapping[str, Any],
-    convert: Callable[[messages.ClaimRef, Any], Any],
-) -> dict[str, Any]:
+    results: Mapping[str, object],
+    convert: Callable[[messages.ClaimRef, object], _Outcome],
+) -> dict[str, _Outcome | messages.ClaimError]:
     unknown = set(results) - {c.uid for c in wanted}
     if unknown:
         LOG.warning(
             "%s handler returned results for unrequested claim UIDs %s; dropped", verb, sorted(unknown)
         )
-    outcomes: dict[str, Any] = {}
+    outcomes: dict[str, _Outcome | messages.ClaimError] = {}
     for claim in wanted:
         if claim.uid not in results:
             outcomes[claim.uid] = messages.ClaimError(

@@ -42,6 +42,7 @@ from typing import Any
 
 from sriov_dra.driver import (
     claim_context,
+    dra_service,
     faults,
     kubelet_server,
     locks,
@@ -54,7 +55,7 @@ from sriov_dra.driver import (
 from sriov_dra.driver.managed import multus_layout, service
 from sriov_dra.driver.managed import repair as managed_repair
 from sriov_dra.driver.managed import wiring as managed_wiring
-from sriov_dra.host import binding, cdi, checkpoint, devlink, fakesysfs
+from sriov_dra.host import binding, cdi, checkpoint, devlink, discovery, fakesysfs
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
@@ -78,7 +79,7 @@ class _SnapshotInventory:
     def __init__(self, pub: publisher.Publisher) -> None:
         self._pub = pub
 
-    def vfs(self) -> Mapping[str, Any]:
+    def vfs(self) -> Mapping[str, discovery.DiscoveredVf]:
         return self._pub.snapshot().inventory
 
 
@@ -331,13 +332,17 @@ class _CountingHandler:
         if self._plugin.store is not None:
             self._plugin.metrics.prepared_claims.set(len(self._plugin.store.all_claims()))
 
-    def prepare_resources(self, claims: Sequence[messages.ClaimRef]) -> Mapping[str, Any]:
+    def prepare_resources(
+        self, claims: Sequence[messages.ClaimRef]
+    ) -> Mapping[str, dra_service.PrepareValue]:
         try:
             return self._inner.prepare_resources(claims)
         finally:
             self._refresh()
 
-    def unprepare_resources(self, claims: Sequence[messages.ClaimRef]) -> Mapping[str, Any]:
+    def unprepare_resources(
+        self, claims: Sequence[messages.ClaimRef]
+    ) -> Mapping[str, dra_service.UnprepareValue]:
         try:
             return self._inner.unprepare_resources(claims)
         finally:

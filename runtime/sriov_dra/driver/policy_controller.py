@@ -25,7 +25,7 @@ import threading
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from sriov_dra.core import attributes, policies, slices
 from sriov_dra.host import discovery
@@ -92,7 +92,10 @@ class DeviceSnapshot:
         return outcome.reference if outcome is not None and outcome.eligible else None
 
 
-def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+_V = TypeVar("_V")
+
+
+def _frozen(mapping: Mapping[str, _V]) -> Mapping[str, _V]:
     return types.MappingProxyType(dict(mapping))
 
 

@@ -134,7 +134,7 @@ def decode_pod(obj: Mapping[str, object]) -> Pod:
     """The :class:`Pod` view of a Pod body (GET, LIST item or watch event object)."""
     spec, status = mapping(obj.get("spec")), mapping(obj.get("status"))
     statuses: dict[str, str | None] = {}
-    for entry in (mapping(s) for s in items(status.get("resourceClaimStatuses"))):
+    for entry in (s for s in items(status.get("resourceClaimStatuses")) if isinstance(s, Mapping)):
         claim = entry.get("resourceClaimName")
         statuses[str(entry.get("name"))] = claim if isinstance(claim, str) else None
     return Pod(
@@ -201,13 +201,24 @@ class DeviceStatus:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """One ``status.reservedFor`` entry: the consumer's ``apiGroup`` (``""`` core), resource, name, UID."""
+
+    api_group: str
+    resource: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
 class Claim:
-    """The ResourceClaim fields the CLI correlates (the plugin's checks are ``core.claimplan``'s)."""
+    """The ResourceClaim fields the plugin and the CLI read besides ``core.claimplan``'s checks."""
 
     meta: Meta
     constraints: tuple[Constraint, ...]
     results: tuple[AllocationResult, ...]
     devices: tuple[DeviceStatus, ...]
+    reserved_for: tuple[Reservation, ...] = ()
 
     def network_data(self, key: tuple[str, str, str]) -> NetworkData | None:
         """The ``networkData`` of the unshared device status of ``key`` (``None`` when it has none)."""
@@ -259,6 +270,16 @@ def decode_claim(obj: Mapping[str, object]) -> Claim:
                 network_data=_network_data(d.get("networkData")),
             )
             for d in (mapping(d) for d in items(status.get("devices")))
+        ),
+        reserved_for=tuple(
+            Reservation(
+                api_group=text(r.get("apiGroup")),
+                resource=text(r.get("resource")),
+                name=text(r.get("name")),
+                uid=text(r.get("uid")),
+            )
+            for r in items(status.get("reservedFor"))
+            if isinstance(r, Mapping)
         ),
     )
 

@@ -56,6 +56,7 @@ CLAIM: dict[str, Any] = {
         "allocation": {
             "devices": {"results": [{"request": "nic", "driver": "d", "pool": "p", "device": "vf-1"}]}
         },
+        "reservedFor": [{"resource": "pods", "name": "pairs", "uid": "11111111-2222-3333-4444-555555555555"}],
         "devices": [
             {"driver": "d", "pool": "p", "device": "vf-1", "shareID": "s-1", "networkData": {"ips": ["x"]}},
             {
@@ -100,6 +101,9 @@ def test_claim_view_reads_constraints_results_and_unshared_network_data() -> Non
     claim = views.decode_claim(CLAIM)
     assert claim.constraints == (views.Constraint(("gpu", "nic"), "x/pcieRoot"),)
     assert claim.results == (views.AllocationResult("nic", "d", "p", "vf-1"),)
+    assert claim.reserved_for == (
+        views.Reservation("", "pods", "pairs", "11111111-2222-3333-4444-555555555555"),
+    )
     assert claim.network_data(("d", "p", "vf-1")) == views.NetworkData("net1", ("192.0.2.5/24",), "aa")
     assert claim.network_data(("d", "p", "vf-2")) is None
 

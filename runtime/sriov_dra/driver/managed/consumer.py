@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from sriov_dra.core import claimplan, identities
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kube import views
 from sriov_dra_rules import errors
 
 EXTENDED_RESOURCE_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
@@ -56,12 +57,14 @@ class PodClaim:
 class Consumer:
     """The verified consumer Pod of one claim.
 
-    Shapes: ``pod`` is the live Pod JSON as read; ``aliases`` every resolved claim entry of the
-    Pod in spec order (entries with no claim skipped); ``claim_aliases`` the aliases naming the
-    claim being prepared, sorted.
+    Shapes: ``pod`` is the live Pod JSON as read (its annotations are patched against it) and
+    ``view`` its decoded fields; ``aliases`` every resolved claim entry of the Pod in spec order
+    (entries with no claim skipped); ``claim_aliases`` the aliases naming the claim being
+    prepared, sorted.
     """
 
-    pod: Mapping[str, Any]
+    pod: Mapping[str, object]
+    view: views.Pod
     namespace: str
     name: str
     uid: identities.PodUid
@@ -74,15 +77,11 @@ class Consumer:
         return f"Pod {self.namespace}/{self.name}"
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _consumer_error(message: str, *problems: errors.FieldError) -> errors.InvalidSpec:
     return errors.InvalidSpec(message, reason=errors.Reason.INVALID_CONSUMER, errors=problems)
 
 
-def resolve_pod_claims(pod: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+def resolve_pod_claims(pod: views.Pod) -> tuple[PodClaim, ...]:
     """Resolve every ``pod.spec.resourceClaims`` entry like Kubernetes ``resourceclaim.Name``.
 
     ``resourceClaimName`` → that name; ``resourceClaimTemplateName`` → the matching
@@ -90,33 +89,25 @@ def resolve_pod_claims(pod: Mapping[str, Any]) -> tuple[PodClaim, ...]:
     Raises: InvalidSpec(InvalidConsumer) for an entry with neither field, or a template entry the
     resourceclaim controller has not resolved yet (``ErrClaimNotFound``: retry later).
     """
-    meta = _mapping(pod.get("metadata"))
-    label = f"Pod {meta.get('namespace')}/{meta.get('name')}"
-    statuses = {
-        str(s.get("name")): s.get("resourceClaimName")
-        for s in (_mapping(pod.get("status")).get("resourceClaimStatuses") or [])
-        if isinstance(s, Mapping)
-    }
+    label = f"Pod {pod.meta.ref}"
     out: list[PodClaim] = []
     problems: list[errors.FieldError] = []
-    for index, entry in enumerate(_mapping(pod.get("spec")).get("resourceClaims") or []):
-        entry = _mapping(entry)
-        alias = str(entry.get("name") or "")
+    for index, entry in enumerate(pod.claims):
         path = f"spec.resourceClaims[{index}]"
-        direct, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
-        if isinstance(direct, str) and direct:
-            out.append(PodClaim(alias, direct, must_check_owner=False))
-        elif isinstance(template, str) and template:
-            if alias not in statuses:
+        if entry.claim_name:
+            out.append(PodClaim(entry.name, entry.claim_name, must_check_owner=False))
+        elif entry.template_name:
+            resolved = pod.claim_statuses.get(entry.name, "")
+            if entry.name not in pod.claim_statuses:
                 problems.append(
                     errors.FieldError(
                         path,
-                        f"claim {alias!r} from template {template!r} has no entry in "
+                        f"claim {entry.name!r} from template {entry.template_name!r} has no entry in "
                         "status.resourceClaimStatuses yet; the resourceclaim controller has not created it",
                     )
                 )
-            elif isinstance(statuses[alias], str) and statuses[alias]:
-                out.append(PodClaim(alias, str(statuses[alias]), must_check_owner=True))
+            elif resolved:
+                out.append(PodClaim(entry.name, resolved, must_check_owner=True))
         else:
             problems.append(
                 errors.FieldError(path, "sets neither resourceClaimName nor resourceClaimTemplateName")
@@ -126,41 +117,32 @@ def resolve_pod_claims(pod: Mapping[str, Any]) -> tuple[PodClaim, ...]:
     return tuple(out)
 
 
-def is_for_pod(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
+def is_for_pod(pod: views.Pod, claim: views.Meta) -> bool:
     """Kubernetes ``IsForPod(pod, claim, false)``: same namespace and controlled by this Pod UID."""
-    pod_meta, claim_meta = _mapping(pod.get("metadata")), _mapping(claim.get("metadata"))
-    if pod_meta.get("namespace") != claim_meta.get("namespace"):
+    if pod.meta.namespace != claim.namespace:
         return False
-    for ref in claim_meta.get("ownerReferences") or []:
-        ref = _mapping(ref)
-        if ref.get("controller") is True and ref.get("uid") == pod_meta.get("uid"):
-            return ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1"
+    for ref in claim.owners:
+        if ref.controller and ref.uid == pod.meta.uid:
+            return ref.kind == "Pod" and ref.api_version == "v1"
     return False
 
 
-def check_claim_kind(claim: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
+def check_claim_kind(claim: views.Meta, pod: views.Pod) -> None:
     """Refuse an extended-resource claim for the managed driver (spec §4.1).
 
     Raises: InvalidSpec(UnsupportedManagedClaimKind) naming the claim and the marker found.
     """
-    meta = _mapping(claim.get("metadata"))
-    name = meta.get("name")
-    marker = _mapping(meta.get("annotations")).get(EXTENDED_RESOURCE_ANNOTATION) == "true"
-    status_name = _mapping(_mapping(pod.get("status")).get("extendedResourceClaimStatus")).get(
-        "resourceClaimName"
-    )
-    if marker or (status_name and status_name == name):
+    marker = claim.annotations.get(EXTENDED_RESOURCE_ANNOTATION) == "true"
+    if marker or (pod.extended_claim_name and pod.extended_claim_name == claim.name):
         raise errors.InvalidSpec(
-            f"ResourceClaim {meta.get('namespace')}/{name} is an extended-resource claim; automatic "
-            "network attachment supports only claims from pod.spec.resourceClaims: request the VF "
+            f"ResourceClaim {claim.ref} is an extended-resource claim; "
+            "automatic network attachment supports only claims from pod.spec.resourceClaims: request the VF "
             "with a ResourceClaimTemplate instead of an extended resource",
             reason=errors.Reason.UNSUPPORTED_MANAGED_CLAIM_KIND,
         )
 
 
-def check_pod(
-    pod: Mapping[str, Any], *, plan: claimplan.ClaimPlan, node_name: str, new_prepare: bool
-) -> None:
+def check_pod(pod: views.Pod, *, plan: claimplan.ClaimPlan, node_name: str, new_prepare: bool) -> None:
     """Check the live Pod against the reservation and this node (spec §6.1 steps 3–4).
 
     Raises: InvalidSpec(InvalidConsumer) for another UID (the reserved Pod was replaced), another
@@ -168,22 +150,21 @@ def check_pod(
     Pod on a new prepare and LifecycleBlocked(ClaimReleaseInProgress) on a retry (the binding is
     kept for release).
     """
-    meta, spec = _mapping(pod.get("metadata")), _mapping(pod.get("spec"))
     label = f"Pod {plan.namespace}/{plan.pod_name}"
     problems: list[errors.FieldError] = []
-    if meta.get("uid") != plan.pod_uid:
+    if pod.meta.uid != plan.pod_uid:
         problems.append(
             errors.FieldError(
                 "metadata.uid",
-                f"is {meta.get('uid')}, but claim {plan.namespace}/{plan.name} is reserved for UID "
+                f"is {pod.meta.uid or None}, but claim {plan.namespace}/{plan.name} is reserved for UID "
                 f"{plan.pod_uid}: the Pod was replaced; the kubelet retries for the current Pod",
             )
         )
-    if spec.get("nodeName") != node_name:
+    if pod.node_name != node_name:
         problems.append(
-            errors.FieldError("spec.nodeName", f"is {spec.get('nodeName')!r}, not this node {node_name!r}")
+            errors.FieldError("spec.nodeName", f"is {pod.node_name or None!r}, not this node {node_name!r}")
         )
-    if new_prepare and spec.get("hostNetwork") is True:
+    if new_prepare and pod.host_network:
         problems.append(
             errors.FieldError(
                 "spec.hostNetwork",
@@ -192,7 +173,7 @@ def check_pod(
         )
     if problems:
         raise _consumer_error(f"{label} cannot consume claim {plan.namespace}/{plan.name}", *problems)
-    if meta.get("deletionTimestamp"):
+    if pod.meta.deleting:
         message = f"{label} is terminating; no network is attached to it"
         if new_prepare:
             raise _consumer_error(message)
@@ -228,7 +209,7 @@ def check_node_identity(node: seams.NodeIdentity, current_uid: str | None) -> No
 
 
 def verify_consumer(
-    claim: Mapping[str, Any],
+    claim: Mapping[str, object],
     plan: claimplan.ClaimPlan,
     *,
     pods: seams.PodApi,
@@ -255,13 +236,15 @@ def verify_consumer(
             f"Pod {plan.namespace}/{plan.pod_name}, the reserved consumer of claim {plan.namespace}/"
             f"{plan.name}, does not exist (any more); nothing is prepared for a missing Pod"
         ) from exc
-    check_pod(pod, plan=plan, node_name=node.name, new_prepare=new_prepare)
+    view = views.decode_pod(pod)
+    claim_meta = views.decode_meta(claim)
+    check_pod(view, plan=plan, node_name=node.name, new_prepare=new_prepare)
     if node_uid is not None:
         check_node_identity(node, node_uid())
-    check_claim_kind(claim, pod)
-    aliases = resolve_pod_claims(pod)
+    check_claim_kind(claim_meta, view)
+    aliases = resolve_pod_claims(view)
     naming = [a for a in aliases if a.claim_name == plan.name]
-    owned = [a for a in naming if not a.must_check_owner or is_for_pod(pod, claim)]
+    owned = [a for a in naming if not a.must_check_owner or is_for_pod(view, claim_meta)]
     if not owned:
         detail = (
             "the claim of that name is not controlled by this Pod (IsForPod failed)"
@@ -272,12 +255,12 @@ def verify_consumer(
             f"Pod {plan.namespace}/{plan.pod_name} does not reference claim {plan.namespace}/{plan.name}: "
             f"{detail}; the reservation does not authorize this prepare"
         )
-    meta = _mapping(pod.get("metadata"))
     return Consumer(
         pod=pod,
-        namespace=str(meta.get("namespace")),
-        name=str(meta.get("name")),
-        uid=identities.PodUid(str(meta.get("uid"))),
+        view=view,
+        namespace=view.meta.namespace,
+        name=view.meta.name,
+        uid=identities.PodUid(view.meta.uid),
         aliases=aliases,
         claim_aliases=tuple(sorted(a.alias for a in owned)),
     )
@@ -285,15 +268,15 @@ def verify_consumer(
 
 def sibling_claims(
     consumer: Consumer, *, this_claim: str, claims: seams.ClaimApi
-) -> Sequence[tuple[str, Mapping[str, Any]]]:
+) -> Sequence[tuple[str, Mapping[str, object]]]:
     """GET the Pod's other claims once each: ``(alias, claim JSON)`` for every alias of them.
 
     Claims are read by name once; a generated claim not controlled by the Pod is refused. The
     claim being prepared (``this_claim``) is skipped. Raises: InvalidSpec(InvalidConsumer) for a
     claim that is missing or not the Pod's; ``kube.errors`` classes for the GETs.
     """
-    out: list[tuple[str, Mapping[str, Any]]] = []
-    fetched: dict[str, Mapping[str, Any]] = {}
+    out: list[tuple[str, Mapping[str, object]]] = []
+    fetched: dict[str, Mapping[str, object]] = {}
     for entry in consumer.aliases:
         if entry.claim_name == this_claim:
             continue
@@ -306,7 +289,7 @@ def sibling_claims(
                     f"{entry.alias!r}), which does not exist; interface names need every claim of the Pod"
                 ) from exc
         claim = fetched[entry.claim_name]
-        if entry.must_check_owner and not is_for_pod(consumer.pod, claim):
+        if entry.must_check_owner and not is_for_pod(consumer.view, views.decode_meta(claim)):
             raise _consumer_error(
                 f"{consumer.ref}: claim {consumer.namespace}/{entry.claim_name} (alias {entry.alias!r}) is not "
                 "controlled by this Pod; it cannot be one of its generated claims"

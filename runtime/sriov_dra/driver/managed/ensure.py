@@ -29,11 +29,12 @@ import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from sriov_dra.core import checkpoint_lifecycle, identities
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import fanout, podnets, seams, shadows
+from sriov_dra.kube import views
 from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
@@ -173,13 +174,13 @@ def _raise_first(
 
 
 def ensure_managed_bindings(
-    pod: Mapping[str, Any],
+    pod: Mapping[str, object],
     *,
     node: seams.NodeIdentity,
     store: seams.Store,
     nads: seams.NadApi,
     pods: seams.PodApi,
-    reverify: Callable[[Mapping[str, Any]], None],
+    reverify: Callable[[Mapping[str, object]], None],
     clock: seams.Clock,
     backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
     max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
@@ -200,9 +201,8 @@ def ensure_managed_bindings(
     not take the operation locks or fan out itself (``fanout``).
     Source: spec §8.1 steps 3–5, §8.2 (EnsureManagedBindings), §8.3.
     """
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
-    pod_uid, pod_name = str(meta.get("uid")), str(meta.get("name"))
+    meta = views.decode_meta(pod)
+    pod_uid, pod_name = meta.uid, meta.name
     failed: dict[identities.ClaimUid, Exception] = {}
     created: list[str] = []
     ok: list[model.ClaimRecord] = []

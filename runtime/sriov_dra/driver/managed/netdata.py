@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import networkdata
 from sriov_dra.driver import claim_context
 from sriov_dra.driver.managed import observe
+from sriov_dra.kube import views
 from sriov_dra_rules import errors, names
 
 LOG = logging.getLogger(__name__)
@@ -42,7 +44,7 @@ class WriteReport:
     """Records not published yet (a binding not ``Ready``) or of another Pod."""
 
 
-def network_status_of(pod: Mapping[str, Any]) -> str | None:
+def network_status_of(pod: Mapping[str, object]) -> str | None:
     """The Pod's network-status annotation value, or ``None`` when it has none."""
     meta = pod.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
@@ -86,10 +88,10 @@ class NetworkDataWriter:
 
     def write(
         self,
-        pod: Mapping[str, Any],
+        pod: Mapping[str, object],
         records: Sequence[model.ClaimRecord],
         *,
-        current: Mapping[str, Mapping[str, Any]] | None = None,
+        current: Mapping[str, Mapping[str, object]] | None = None,
     ) -> WriteReport:
         """Merge the Pod's network-status into each published record's claim; never raises.
 
@@ -98,9 +100,8 @@ class NetworkDataWriter:
         records (others are skipped).
         """
         report = WriteReport()
-        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-        assert isinstance(meta, Mapping)
-        pod_uid, label = str(meta.get("uid")), f"Pod {meta.get('namespace')}/{meta.get('name')}"
+        meta = views.decode_meta(pod)
+        pod_uid, label = meta.uid, f"Pod {meta.ref}"
         mine = [r for r in records if r.pod_uid == pod_uid and published(r)]
         report.skipped = [r.claim_uid for r in records if r not in mine]
         if not mine:
@@ -120,7 +121,7 @@ class NetworkDataWriter:
         self,
         record: model.ClaimRecord,
         entries: Sequence[networkdata.StatusEntry],
-        current: Mapping[str, Any] | None,
+        current: Mapping[str, object] | None,
         report: WriteReport,
     ) -> None:
         claim = f"{record.namespace}/{record.name}"
@@ -181,7 +182,7 @@ class NetworkDataWriter:
             extra={"claim": claim, "pod_uid": pod_uid, "op": "networkData", "reason": text[:1024]},
         )
 
-    def forget(self, keep_claim_uids: set[str], keep_pod_uids: set[str]) -> None:
+    def forget(self, keep_claim_uids: AbstractSet[str], keep_pod_uids: AbstractSet[str]) -> None:
         """Drop remembered problems of claims and Pods no longer recorded (bounds the memory)."""
         for key in list(self._noted):
             uid = key.removeprefix("pod/")

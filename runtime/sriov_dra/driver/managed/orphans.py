@@ -16,11 +16,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from sriov_dra.core import bindings, identities
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import seams
+from sriov_dra.kube import views
 from sriov_dra_rules import errors, names
 
 
@@ -60,28 +60,21 @@ def label_selector(node_uid: str) -> str:
     return f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY_VALUE},{names.LABEL_NODE_UID}={node_uid}"
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
 def classify(
-    nad: Mapping[str, Any], records: Mapping[identities.ClaimUid, model.ClaimRecord], node_uid: str
+    nad: Mapping[str, object], records: Mapping[identities.ClaimUid, model.ClaimRecord], node_uid: str
 ) -> ShadowReport | None:
     """Classify one listed NAD; ``None`` when it is not a shadow of ``node_uid`` (ignored).
 
     ``records`` is the checkpoint by claim UID.
     """
-    meta = _meta(nad)
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
-    assert isinstance(labels, Mapping)
+    meta = views.decode_meta(nad)
     if (
-        labels.get(names.LABEL_NODE_UID) != node_uid
-        or labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY_VALUE
+        meta.labels.get(names.LABEL_NODE_UID) != node_uid
+        or meta.labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY_VALUE
     ):
         return None
-    finalizers = [str(f) for f in meta.get("finalizers") or []]
-    namespace, name, uid = str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid"))
+    finalizers = meta.finalizers
+    namespace, name, uid = meta.namespace, meta.name, meta.uid
     base = ShadowReport(
         namespace=namespace,
         name=name,
@@ -91,14 +84,12 @@ def classify(
         pod_uid="",
         attachment_id="",
         protected=names.FINALIZER_ATTACHMENT_PROTECTION in finalizers,
-        terminating=bool(meta.get("deletionTimestamp")),
+        terminating=meta.deleting,
         foreign_finalizers=tuple(f for f in finalizers if f != names.FINALIZER_ATTACHMENT_PROTECTION),
     )
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
-    assert isinstance(annotations, Mapping)
     try:
         binding = bindings.decode_binding(
-            annotations.get(names.BINDING_ANNOTATION), owner=f"NAD {namespace}/{name}"
+            meta.annotations.get(names.BINDING_ANNOTATION), owner=f"NAD {namespace}/{name}"
         )
     except errors.SriovDraError as exc:
         return replace(base, why=f"binding unreadable: {exc}")
@@ -127,7 +118,9 @@ def classify(
 
 
 def correlate(
-    nads: Iterable[Mapping[str, Any]], records: Mapping[identities.ClaimUid, model.ClaimRecord], node_uid: str
+    nads: Iterable[Mapping[str, object]],
+    records: Mapping[identities.ClaimUid, model.ClaimRecord],
+    node_uid: str,
 ) -> list[ShadowReport]:
     """Classify every listed NAD of ``node_uid``; sorted by namespace and name."""
     found = [r for r in (classify(n, records, node_uid) for n in nads) if r is not None]

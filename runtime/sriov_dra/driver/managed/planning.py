@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from sriov_dra.core import (
     bindings,
@@ -47,6 +46,7 @@ from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import fanout, podnets, seams
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kube import views
 from sriov_dra_rules import errors
 
 
@@ -131,7 +131,7 @@ def _not_eligible(claim: claimplan.ClaimPlan, devices: Sequence[str]) -> errors.
     )
 
 
-def _read_source(nads: seams.NadApi, template: templates.SourceTemplate) -> Mapping[str, Any]:
+def _read_source(nads: seams.NadApi, template: templates.SourceTemplate) -> Mapping[str, object]:
     try:
         return nads.get(template.namespace, template.name)
     except kube_errors.NotFound as exc:
@@ -153,7 +153,7 @@ def read_sources(
     *,
     nads: seams.NadApi,
     max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
-) -> dict[tuple[str, str], Mapping[str, Any]]:
+) -> dict[tuple[str, str], Mapping[str, object]]:
     """GET each distinct source NAD of ``wanted`` once, concurrently; ``(namespace, name)`` → object.
 
     Every read finishes before anything is decided; the error raised is the one of the first
@@ -166,7 +166,7 @@ def read_sources(
     outcomes = fanout.run_all(
         [functools.partial(_read_source, nads, t) for t in distinct.values()], max_in_flight=max_in_flight
     )
-    sources: dict[tuple[str, str], Mapping[str, Any]] = {}
+    sources: dict[tuple[str, str], Mapping[str, object]] = {}
     for key, outcome in zip(distinct, outcomes, strict=True):
         if outcome.error is not None:
             raise outcome.error
@@ -175,9 +175,8 @@ def read_sources(
     return sources
 
 
-def _source_ref(template: templates.SourceTemplate, source: Mapping[str, Any]) -> model.SourceRef:
-    meta = source.get("metadata") if isinstance(source.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
+def _source_ref(template: templates.SourceTemplate, source: Mapping[str, object]) -> model.SourceRef:
+    meta = views.mapping(source.get("metadata"))
     uid, version = meta.get("uid"), meta.get("resourceVersion")
     if not isinstance(uid, str) or not isinstance(version, str) or not uid or not version:
         raise errors.ContractViolation(f"source NAD {template} was read without metadata.uid/resourceVersion")
@@ -185,16 +184,13 @@ def _source_ref(template: templates.SourceTemplate, source: Mapping[str, Any]) -
 
 
 def _allocated(
-    claim_uid: str, aliases: Sequence[str], claim: Mapping[str, Any]
+    claim_uid: str, aliases: Sequence[str], claim: Mapping[str, object]
 ) -> list[ifnames.AllocatedDevice]:
     """This driver's results of one claim, once per alias naming it (spec §6.5)."""
-    status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
-    assert isinstance(status, Mapping)
-    allocation = status.get("allocation")
+    allocation = views.mapping(claim.get("status")).get("allocation")
     if not isinstance(allocation, Mapping):
-        meta = claim.get("metadata") or {}
         raise errors.InvalidSpec(
-            f"ResourceClaim {meta.get('namespace')}/{meta.get('name')} of the same Pod is not allocated; "
+            f"ResourceClaim {views.decode_meta(claim).ref} of the same Pod is not allocated; "
             "interface names need every allocation of the Pod (the scheduler allocates them together)",
             reason=errors.Reason.INVALID_CLAIM,
         )
@@ -218,7 +214,7 @@ def _allocated(
 
 def interface_names(
     consumer: consumer_mod.Consumer,
-    claim: Mapping[str, Any],
+    claim: Mapping[str, object],
     plan: claimplan.ClaimPlan,
     *,
     claims: seams.ClaimApi,
@@ -230,9 +226,9 @@ def interface_names(
     ``kube.errors`` classes for sibling GETs.
     """
     devices = _allocated(plan.claim_uid, consumer.claim_aliases, claim)
-    siblings: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
+    siblings: dict[str, tuple[Mapping[str, object], list[str]]] = {}
     for alias, other in consumer_mod.sibling_claims(consumer, this_claim=plan.name, claims=claims):
-        uid = str((other.get("metadata") or {}).get("uid"))
+        uid = views.decode_meta(other).uid
         siblings.setdefault(uid, (other, []))[1].append(alias)
     for uid, (other, aliases) in sorted(siblings.items()):
         devices.extend(_allocated(uid, sorted(aliases), other))
@@ -241,7 +237,7 @@ def interface_names(
 
 
 def plan_bindings(
-    claim: Mapping[str, Any],
+    claim: Mapping[str, object],
     plan: claimplan.ClaimPlan,
     consumer: consumer_mod.Consumer,
     *,

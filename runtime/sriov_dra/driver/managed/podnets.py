@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Final
 
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import identities, ifnames, jsonpatch, registry, selections
@@ -118,7 +118,7 @@ def _refresh_registry(
 
 
 def plan_merge(
-    pod: Mapping[str, Any],
+    pod: Mapping[str, object],
     entries: Sequence[selections.ManagedBinding],
     *,
     layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT,
@@ -148,9 +148,9 @@ def _write(
     pods: seams.PodApi,
     namespace: str,
     name: str,
-    first: Mapping[str, Any] | None,
-    compute: Callable[[Mapping[str, Any]], Sequence[jsonpatch.PatchOp]],
-    verify: Callable[[Mapping[str, Any]], bool],
+    first: Mapping[str, object] | None,
+    compute: Callable[[Mapping[str, object]], Sequence[jsonpatch.PatchOp]],
+    verify: Callable[[Mapping[str, object]], bool],
     clock: seams.Clock,
     backoff: Backoff,
 ) -> bool:
@@ -191,7 +191,7 @@ def _write(
     )
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+def _meta(obj: Mapping[str, object]) -> Mapping[str, object]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
 
@@ -199,9 +199,9 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def ensure_selections(
     *,
     pods: seams.PodApi,
-    pod: Mapping[str, Any],
+    pod: Mapping[str, object],
     entries: Sequence[selections.ManagedBinding],
-    reverify: Callable[[Mapping[str, Any]], None],
+    reverify: Callable[[Mapping[str, object]], None],
     clock: seams.Clock,
     backoff: Backoff = DEFAULT_BACKOFF,
     layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT,
@@ -218,7 +218,7 @@ def ensure_selections(
     meta = _meta(pod)
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
 
-    def verify(live: Mapping[str, Any]) -> bool:
+    def verify(live: Mapping[str, object]) -> bool:
         if live is not pod:
             reverify(live)
         return True
@@ -253,7 +253,7 @@ def remove_claim_selections(
     ``backoff.attempts`` conflicts; ``kube.errors`` classes other than NotFound.
     """
 
-    def compute(live: Mapping[str, Any]) -> Sequence[jsonpatch.PatchOp]:
+    def compute(live: Mapping[str, object]) -> Sequence[jsonpatch.PatchOp]:
         return selections.remove_managed_selections(selections.pod_snapshot(live), claim_uid).patch
 
     try:

@@ -34,6 +34,7 @@ from sriov_dra.core import checkpoint_lifecycle
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import podnets, seams, shadows
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kube import views as kube_views
 from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
@@ -69,16 +70,10 @@ def _pod_name(
         claim = claims.get(record.namespace, record.name)
     except kube_errors.NotFound:
         return None
-    meta = claim.get("metadata") if isinstance(claim.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
-    if meta.get("uid") != record.claim_uid:
+    found = kube_views.decode_claim(claim)
+    if found.meta.uid != record.claim_uid:
         return None
-    status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
-    assert isinstance(status, Mapping)
-    for entry in status.get("reservedFor") or []:
-        if isinstance(entry, Mapping) and entry.get("uid") == record.pod_uid:
-            return str(entry.get("name"))
-    return None
+    return next((r.name for r in found.reserved_for if r.uid == record.pod_uid), None)
 
 
 def _api_cleanup(

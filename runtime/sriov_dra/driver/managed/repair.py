@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import ensure as ensure_mod
 from sriov_dra.driver.managed import hostgate, netdata, observe, orphans, release, service
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kube import views
 from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ class RepairWorker:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._queue_lock = threading.Lock()
-        self._queued: dict[str, Mapping[str, Any]] = {}
+        self._queued: dict[str, Mapping[str, object]] = {}
         """Pods (by UID) whose network-status changed since it was last handled, newest object."""
         self._handled_status: dict[str, str | None] = {}
         """The network-status value last handled per Pod UID (full pass or queue)."""
@@ -174,7 +175,7 @@ class RepairWorker:
             self._wake.clear()
 
     # ------------------------------------------------------------------ Pod watch
-    def pod_event(self, kind: str, pod: Mapping[str, Any]) -> None:
+    def pod_event(self, kind: str, pod: Mapping[str, object]) -> None:
         """Handler of the node's Pod watch: queue a Pod whose network-status changed, wake the worker.
 
         Runs on the watch thread and does no API call: a Pod is queued only when it has forward
@@ -218,12 +219,12 @@ class RepairWorker:
         for uid, pod in sorted(queued.items()):
             if self._stop.is_set():
                 break
-            meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+            view = views.decode_pod(pod)
             value = netdata.network_status_of(pod)
             with self._queue_lock:
                 if uid in self._handled_status and self._handled_status[uid] == value:
                     continue
-            if spec.get("nodeName") != self.attach.node.name or meta.get("deletionTimestamp"):
+            if view.node_name != self.attach.node.name or view.meta.deleting:
                 continue
             records = ensure_mod.forward_records(self.attach.store, uid)
             if not records:
@@ -309,7 +310,7 @@ class RepairWorker:
         self._node_stop = None
         return None
 
-    def _forget_network_data(self, records: Any) -> None:
+    def _forget_network_data(self, records: Collection[model.ClaimRecord]) -> None:
         """Forget network-status values and noted problems of Pods and claims no longer recorded."""
         pods = {r.pod_uid for r in records}
         with self._queue_lock:
@@ -318,31 +319,29 @@ class RepairWorker:
         if self.network_data is not None:
             self.network_data.forget({r.claim_uid for r in records}, pods)
 
-    def _consumer(self, record: model.ClaimRecord) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    def _consumer(self, record: model.ClaimRecord) -> tuple[Mapping[str, object], Mapping[str, object]]:
         """The live claim and consumer Pod of ``record`` when forward repair applies; raises _Stop otherwise."""
         attach = self.attach
         try:
             claim = attach.claims.get(record.namespace, record.name)
         except kube_errors.NotFound:
             raise _Stop("claim deleted") from None
-        meta = claim.get("metadata") or {}
-        if meta.get("uid") != record.claim_uid:
+        found = views.decode_claim(claim)
+        if found.meta.uid != record.claim_uid:
             raise _Stop("claim replaced (another UID)")
-        reserved = [
-            e for e in (claim.get("status") or {}).get("reservedFor") or [] if e.get("uid") == record.pod_uid
-        ]
+        reserved = [r for r in found.reserved_for if r.uid == record.pod_uid]
         if not reserved:
             raise _Stop("claim no longer reserved for the recorded Pod")
         try:
-            pod = attach.pods.get(record.namespace, str(reserved[0].get("name")))
+            pod = attach.pods.get(record.namespace, reserved[0].name)
         except kube_errors.NotFound:
             raise _Stop("Pod deleted") from None
-        pod_meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        if pod_meta.get("uid") != record.pod_uid:
+        view = views.decode_pod(pod)
+        if view.meta.uid != record.pod_uid:
             raise _Stop("Pod replaced (another UID)")
-        if spec.get("nodeName") != attach.node.name:
+        if view.node_name != attach.node.name:
             raise _Stop("Pod is bound to another node")
-        if pod_meta.get("deletionTimestamp"):
+        if view.meta.deleting:
             raise _Stop("Pod is terminating")
         return claim, pod
 
@@ -385,8 +384,8 @@ class RepairWorker:
                 uid=meta.claim_uid,
             )
             return
-        pod_meta = pod.get("metadata") or {}
-        attach.note(result, namespace=first.namespace, name=str(pod_meta.get("name")), uid=pod_uid)
+        pod_name = views.decode_meta(pod).name
+        attach.note(result, namespace=first.namespace, name=pod_name, uid=pod_uid)
         if result.failed:
             report.failed[key] = ",".join(sorted({observe.reason_of(e) for e in result.failed.values()}))
             self._failed(key, attach.clock.monotonic())
@@ -398,7 +397,7 @@ class RepairWorker:
             attach.reporter.event(
                 observe.POD,
                 first.namespace,
-                str(pod_meta.get("name")),
+                pod_name,
                 pod_uid,
                 reason=observe.REASON_REPAIRED,
                 note=f"repaired managed networks (shadows recreated: {', '.join(result.created) or 'none'}; "

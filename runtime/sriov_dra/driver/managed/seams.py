@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from sriov_dra.core import attributes, checkpoint_lifecycle, identities
 from sriov_dra.core import checkpoint_model as model
@@ -25,7 +25,7 @@ from sriov_dra.driver.managed import multus_layout
 from sriov_dra.host import discovery
 from sriov_dra.kube import plugin_events
 
-JsonObject = dict[str, Any]
+JsonObject = dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class PodApi(Protocol):
         """Live GET. Raises: ``kube.errors`` classes (NotFound, Forbidden, ServerError, ...)."""
         ...
 
-    def json_patch(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> JsonObject:
+    def json_patch(self, namespace: str, name: str, ops: Sequence[Mapping[str, object]]) -> JsonObject:
         """RFC 6902 patch. Raises: ``kube.errors.Invalid`` for a failed ``test``, and the rest."""
         ...
 
@@ -62,7 +62,7 @@ class NadApi(Protocol):
         """Live GET. Raises: ``kube.errors`` classes."""
         ...
 
-    def create(self, body: Mapping[str, Any]) -> JsonObject:
+    def create(self, body: Mapping[str, object]) -> JsonObject:
         """Create the complete object. Raises: ``kube.errors.Conflict`` (already exists), ..."""
         ...
 
@@ -70,7 +70,7 @@ class NadApi(Protocol):
         """Delete with a UID precondition. Raises: NotFound; Conflict when the UID differs."""
         ...
 
-    def json_patch(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> JsonObject:
+    def json_patch(self, namespace: str, name: str, ops: Sequence[Mapping[str, object]]) -> JsonObject:
         """RFC 6902 patch on the main endpoint. Raises: ``kube.errors.Invalid`` for a failed test."""
         ...
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from sriov_dra.core import checkpoint_lifecycle, claimplan, identities
 from sriov_dra.core import checkpoint_model as model
@@ -31,6 +30,7 @@ from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import ensure as ensure_mod
 from sriov_dra.driver.managed import fanout, hostgate, lockorder, observe, planning, podnets, release, seams
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kube import views
 from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class ManagedAttach:
 
     # ---------------------------------------------------------------- prepare
     def verify(
-        self, claim: Mapping[str, Any], plan: claimplan.ClaimPlan, *, new_prepare: bool
+        self, claim: Mapping[str, object], plan: claimplan.ClaimPlan, *, new_prepare: bool
     ) -> consumer_mod.Consumer:
         """Verify the claim's consumer Pod (see ``consumer.verify_consumer``)."""
         return consumer_mod.verify_consumer(
@@ -92,7 +92,7 @@ class ManagedAttach:
             consumer_mod.check_node_identity(self.node, self.node_uid())
 
     def plan(
-        self, claim: Mapping[str, Any], plan: claimplan.ClaimPlan, consumer: consumer_mod.Consumer
+        self, claim: Mapping[str, object], plan: claimplan.ClaimPlan, consumer: consumer_mod.Consumer
     ) -> planning.ManagedPlan:
         """Plan a first managed prepare (see ``planning.plan_bindings``); nothing is changed."""
         return planning.plan_bindings(
@@ -109,34 +109,27 @@ class ManagedAttach:
 
     def reverify(
         self, pod_uid: str, claim_refs: list[tuple[str, str]]
-    ) -> Callable[[Mapping[str, Any]], None]:
+    ) -> Callable[[Mapping[str, object]], None]:
         """A check for a Pod re-read after a conflict: same UID and node, not terminating, and each
         of ``claim_refs`` (namespace, name) still reserved for it (spec §8.1 step 4)."""
 
-        def check(pod: Mapping[str, Any]) -> None:
-            meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-            spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-            assert isinstance(meta, Mapping) and isinstance(spec, Mapping)
-            label = f"Pod {meta.get('namespace')}/{meta.get('name')}"
-            if meta.get("uid") != pod_uid or spec.get("nodeName") != self.node.name:
+        def check(pod: Mapping[str, object]) -> None:
+            view = views.decode_pod(pod)
+            label = f"Pod {view.meta.ref}"
+            if view.meta.uid != pod_uid or view.node_name != self.node.name:
                 raise errors.InvalidSpec(
-                    f"{label} was replaced or moved while its networks were published (uid {meta.get('uid')}, "
-                    f"node {spec.get('nodeName')}); nothing more is written to it",
+                    f"{label} was replaced or moved while its networks were published (uid "
+                    f"{view.meta.uid or None}, node {view.node_name or None}); nothing more is written to it",
                     reason=errors.Reason.INVALID_CONSUMER,
                 )
-            if meta.get("deletionTimestamp"):
+            if view.meta.deleting:
                 raise errors.LifecycleBlocked(
                     f"{label} started terminating; its networks are not published any more",
                     reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
                 )
             for namespace, name in claim_refs:
-                claim = self.claims.get(namespace, name)
-                status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
-                assert isinstance(status, Mapping)
-                reserved = {
-                    str(e.get("uid")) for e in status.get("reservedFor") or [] if isinstance(e, Mapping)
-                }
-                if pod_uid not in reserved:
+                claim = views.decode_claim(self.claims.get(namespace, name))
+                if pod_uid not in {r.uid for r in claim.reserved_for}:
                     raise errors.InvalidSpec(
                         f"ResourceClaim {namespace}/{name} is no longer reserved for {label}; nothing more is "
                         "written to the Pod",
@@ -191,7 +184,7 @@ class ManagedAttach:
 
     def ensure_pod(
         self,
-        pod: Mapping[str, Any],
+        pod: Mapping[str, object],
         *,
         host: hostgate.HostStage,
         done: frozenset[str] = frozenset(),
@@ -205,9 +198,7 @@ class ManagedAttach:
         ``ensure.ensure_managed_bindings``). The caller holds the claim and Pod operation locks.
         Never raises per claim.
         """
-        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-        assert isinstance(meta, Mapping)
-        pod_uid = str(meta.get("uid"))
+        pod_uid = views.decode_meta(pod).uid
         held = hostgate.complete_host_stages(self.store, pod_uid, host, done=done)
         store = hostgate.GatedStore(self.store, held) if held else self.store
         refs = [(r.namespace, r.name) for r in ensure_mod.forward_records(store, pod_uid)]

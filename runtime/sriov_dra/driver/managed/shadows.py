@@ -30,6 +30,7 @@ from sriov_dra.core import bindings, identities, jsonpatch, render, shadow
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import podnets, seams
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kube import views
 from sriov_dra_rules import errors, names
 
 LOG = logging.getLogger(__name__)
@@ -94,25 +95,25 @@ def expected_shadow(target: Target, *, pod_name: str) -> dict[str, Any]:
     )
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+def _meta(obj: Mapping[str, object]) -> Mapping[str, object]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _finalizers(obj: Mapping[str, Any]) -> list[str]:
+def _finalizers(obj: Mapping[str, object]) -> list[str]:
     found = _meta(obj).get("finalizers")
     return [str(f) for f in found] if isinstance(found, list) else []
 
 
-def owner_pod_name(live: Mapping[str, Any], pod_uid: str) -> str | None:
+def owner_pod_name(live: Mapping[str, object], pod_uid: str) -> str | None:
     """The name in the live object's Pod ownerReference with ``pod_uid``, if there is one."""
-    for ref in _meta(live).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("kind") == "Pod" and ref.get("uid") == pod_uid:
-            return str(ref.get("name"))
+    for ref in views.decode_meta(live).owners:
+        if ref.kind == "Pod" and ref.uid == pod_uid:
+            return ref.name
     return None
 
 
-def _deletion_pending(target: Target, live: Mapping[str, Any]) -> errors.LifecycleBlocked:
+def _deletion_pending(target: Target, live: Mapping[str, object]) -> errors.LifecycleBlocked:
     return errors.LifecycleBlocked(
         f"{target.ref} of Pod {target.record.pod_uid} is terminating (deletionTimestamp "
         f"{_meta(live).get('deletionTimestamp')}); it is not recreated and no network is published from it. "
@@ -131,7 +132,7 @@ def _conflict(target: Target, problems: list[errors.FieldError], what: str) -> e
 
 
 def _check_live(
-    target: Target, live: Mapping[str, Any], expected: Mapping[str, Any]
+    target: Target, live: Mapping[str, object], expected: Mapping[str, object]
 ) -> list[errors.FieldError]:
     """Problems of a live object that should be our shadow, ignoring only a missing finalizer."""
     if _meta(live).get("deletionTimestamp"):
@@ -199,8 +200,8 @@ def ensure_shadow(
 
 def _verify_present(
     target: Target,
-    live: Mapping[str, Any],
-    expected: Mapping[str, Any],
+    live: Mapping[str, object],
+    expected: Mapping[str, object],
     *,
     nads: seams.NadApi,
     clock: seams.Clock,
@@ -222,7 +223,7 @@ def _verify_present(
 
 def _restore_finalizer(
     target: Target,
-    live: Mapping[str, Any],
+    live: Mapping[str, object],
     *,
     nads: seams.NadApi,
     clock: seams.Clock,
@@ -261,7 +262,7 @@ def _restore_finalizer(
 class ReleaseView:
     """What release found under the deterministic name: the live object (``None`` = gone)."""
 
-    live: Mapping[str, Any] | None
+    live: Mapping[str, object] | None
     uid: str
     pod_name: str | None
 

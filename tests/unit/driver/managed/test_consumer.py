@@ -8,6 +8,7 @@ import pytest
 
 from sriov_dra.core import identities
 from sriov_dra.driver.managed import consumer, seams
+from sriov_dra.kube import views
 from sriov_dra_rules import errors
 
 POD_UID = "11111111-2222-3333-4444-555555555555"
@@ -55,7 +56,7 @@ def pod(
 def test_resolve_pod_claims_follows_resourceclaim_name(claims, statuses, want) -> None:
     got = [
         (c.alias, c.claim_name, c.must_check_owner)
-        for c in consumer.resolve_pod_claims(pod(claims, statuses))
+        for c in consumer.resolve_pod_claims(views.decode_pod(pod(claims, statuses)))
     ]
     assert got == want
 
@@ -74,7 +75,7 @@ def test_resolve_pod_claims_follows_resourceclaim_name(claims, statuses, want) -
 )
 def test_unresolvable_claims_are_refused_with_the_entry_named(claims, statuses, fragment) -> None:
     with pytest.raises(errors.InvalidSpec) as caught:
-        consumer.resolve_pod_claims(pod(claims, statuses))
+        consumer.resolve_pod_claims(views.decode_pod(pod(claims, statuses)))
     assert caught.value.reason is errors.Reason.INVALID_CONSUMER and fragment in str(caught.value)
     assert "spec.resourceClaims[0]" in str(caught.value)
 
@@ -105,7 +106,7 @@ def owner(uid: str, *, controller: bool = True, kind: str = "Pod") -> dict[str, 
     ],
 )
 def test_is_for_pod(claim, want) -> None:
-    assert consumer.is_for_pod(pod([]), claim) is want
+    assert consumer.is_for_pod(views.decode_pod(pod([])), views.decode_meta(claim)) is want
 
 
 @pytest.mark.parametrize(
@@ -125,13 +126,14 @@ def test_is_for_pod(claim, want) -> None:
 )
 def test_extended_resource_claims_are_unsupported_managed_claim_kinds(claim, pod_status) -> None:
     with pytest.raises(errors.InvalidSpec) as caught:
-        consumer.check_claim_kind(claim, pod([], **pod_status))
+        consumer.check_claim_kind(views.decode_meta(claim), views.decode_pod(pod([], **pod_status)))
     assert caught.value.reason is errors.Reason.UNSUPPORTED_MANAGED_CLAIM_KIND
 
 
 def test_ordinary_claims_pass_the_kind_check() -> None:
     consumer.check_claim_kind(
-        {"metadata": {"name": "c"}}, pod([], extendedResourceClaimStatus={"resourceClaimName": "x"})
+        views.decode_meta({"metadata": {"name": "c"}}),
+        views.decode_pod(pod([], extendedResourceClaimStatus={"resourceClaimName": "x"})),
     )
 
 
