@@ -18,6 +18,11 @@ policy there reports ``ConflictingDRAMapping``/``UnsupportedManagedSelector``. O
 on the node's device inventory when one is given, else structurally (filters that are not
 provably disjoint overlap).
 
+This module owns the plan (parsing the policies, which objects are generated, which are
+withheld); the generated objects' names, labels and shapes are :mod:`~sriov_dra.core.draobjects`,
+each node's SriovResourcePolicy and its overlap rules :mod:`~sriov_dra.core.dranodes`, and each
+policy's verdict :mod:`~sriov_dra.core.draverdicts`.
+
 It must never do I/O, depend on input order, adopt or name objects it did not generate, or emit a
 match-all filter.
 """
@@ -25,44 +30,28 @@ match-all filter.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Final
+from dataclasses import dataclass
 
-from sriov_dra.core import attributes, conditions, limits, nodepolicy, overlap, policies, sriovnetwork
+from sriov_dra.core import attributes, nodepolicy, policies, sriovnetwork
+from sriov_dra.core.dranodes import node_policies
+
+# The ``X as X`` imports re-export what callers name ``drapolicy.X``; each is defined with its
+# sub-concern (generated objects, verdicts).
+from sriov_dra.core.draobjects import ATTRIBUTES_KIND as ATTRIBUTES_KIND
+from sriov_dra.core.draobjects import GENERATED_BY_LABEL as GENERATED_BY_LABEL
+from sriov_dra.core.draobjects import GENERATED_BY_VALUE as GENERATED_BY_VALUE
+from sriov_dra.core.draobjects import MANAGED_SELECTOR as MANAGED_SELECTOR
+from sriov_dra.core.draobjects import POLICY_KIND as POLICY_KIND
+from sriov_dra.core.draobjects import POLICY_UID_LABEL as POLICY_UID_LABEL
+from sriov_dra.core.draobjects import RESOURCE_POOL_LABEL as RESOURCE_POOL_LABEL
+from sriov_dra.core.draobjects import attributes_name as attributes_name
+from sriov_dra.core.draobjects import attributes_object, object_name
+from sriov_dra.core.draverdicts import CONDITION_TYPE as CONDITION_TYPE
+from sriov_dra.core.draverdicts import WITHHOLDING, Issues, outcomes
+from sriov_dra.core.draverdicts import PolicyOutcome as PolicyOutcome
 from sriov_dra_rules import errors, names
 
-DRA_GROUP: Final = "sriovnetwork.k8snetworkplumbingwg.io"
-DRA_API_VERSION: Final = f"{DRA_GROUP}/v1alpha1"
-ATTRIBUTES_KIND: Final = "DeviceAttributes"
-ATTRIBUTES_PLURAL: Final = "deviceattributes"
-POLICY_KIND: Final = "SriovResourcePolicy"
-POLICY_PLURAL: Final = "sriovresourcepolicies"
-GENERATED_BY_LABEL: Final = "sriovnetwork.openshift.io/generated-by"
-GENERATED_BY_VALUE: Final = "sriov-network-operator"
-POLICY_UID_LABEL: Final = "sriovnetwork.openshift.io/node-policy-uid"
-RESOURCE_POOL_LABEL: Final = "sriovnetwork.openshift.io/resource-pool"
-NODE_LABEL: Final = "sriovnetwork.openshift.io/node"
-HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
-CONDITION_TYPE: Final = "DRAConfigurationReady"
-READY_REASON: Final = "DRAConfigurationApplied"
-MANAGED_SELECTOR: Final = f"{GENERATED_BY_LABEL}={GENERATED_BY_VALUE}"
-"""Label selector of every object this plan generates (and the only ones it may delete)."""
-
 _R = errors.Reason
-PRECEDENCE: Final = (
-    _R.DRA_INACTIVE,
-    _R.INVALID_DRA_ATTRIBUTE,
-    _R.SOURCE_ACCESS_DENIED,
-    _R.SRIOV_NETWORK_NOT_FOUND,
-    _R.SRIOV_NETWORK_NOT_READY,
-    _R.SOURCE_NAD_NOT_READY,
-    _R.DRA_CONFIGURATION_SYNC_FAILED,
-    _R.UNSUPPORTED_MANAGED_SELECTOR,
-    _R.CONFLICTING_DRA_MAPPING,
-)
-"""Which reason a policy reports when several apply (earlier wins)."""
-_WITHHOLDING: Final = frozenset(PRECEDENCE[:7])
-_NODES_SHOWN: Final = 5
 
 
 @dataclass(frozen=True)
@@ -78,33 +67,6 @@ class PlanSettings:
     resource_prefix: str = sriovnetwork.DEFAULT_RESOURCE_PREFIX
     dra_enabled: bool = True
     nic_ids: tuple[nodepolicy.NicId, ...] = ()
-
-
-@dataclass(frozen=True)
-class PolicyOutcome:
-    """The DRAConfigurationReady verdict for one policy with a ``dra`` block.
-
-    ``attributes_name`` is set when its DeviceAttributes is published; ``nodes`` names the
-    SriovResourcePolicies whose configs carry its filter.
-    """
-
-    policy: str
-    uid: str
-    generation: int
-    reason: errors.Reason | None
-    message: str
-    attributes_name: str | None
-    nodes: tuple[str, ...]
-
-    def condition(self) -> conditions.Condition:
-        """The ``DRAConfigurationReady`` condition for this outcome."""
-        if self.reason is None:
-            return conditions.Condition(
-                CONDITION_TYPE, conditions.Status.TRUE, READY_REASON, self.message, self.generation
-            )
-        return conditions.Condition(
-            CONDITION_TYPE, conditions.Status.FALSE, self.reason.value, self.message, self.generation
-        )
 
 
 @dataclass(frozen=True)
@@ -124,12 +86,7 @@ class DraPolicyPlan:
     def names(self, kind: str) -> frozenset[str]:
         """Desired object names of ``kind`` (``DeviceAttributes`` or ``SriovResourcePolicy``)."""
         objs = self.device_attributes if kind == ATTRIBUTES_KIND else self.resource_policies
-        return frozenset(_name(o) for o in objs)
-
-
-def attributes_name(policy_uid: str) -> str:
-    """``dra-policy-<full policy UID>-attrs``: a recreated policy gets a different object."""
-    return f"dra-policy-{policy_uid}-attrs"
+        return frozenset(object_name(o) for o in objs)
 
 
 def references(
@@ -142,28 +99,6 @@ def references(
         if parsed.dra is not None and parsed.dra.network is not None:
             out.add(parsed.dra.network)
     return frozenset(out)
-
-
-@dataclass
-class _Issues:
-    """Per-policy problems collected while planning: reason → {detail → nodes}."""
-
-    by_reason: dict[errors.Reason, dict[str, list[str]]] = field(default_factory=dict)
-
-    def add(self, reason: errors.Reason, detail: str, node: str = "") -> None:
-        nodes = self.by_reason.setdefault(reason, {}).setdefault(detail, [])
-        if node:
-            nodes.append(node)
-
-    def verdict(self) -> tuple[errors.Reason | None, str]:
-        present = [r for r in PRECEDENCE if r in self.by_reason]
-        if not present:
-            return None, ""
-        parts = []
-        for reason in present:
-            for detail, nodes in sorted(self.by_reason[reason].items()):
-                parts.append(f"{detail} on node(s) {_fmt(nodes)}" if nodes else detail)
-        return present[0], "; ".join(parts)
 
 
 def build_dra_policy_plan(
@@ -186,14 +121,14 @@ def build_dra_policy_plan(
     """
     diagnostics: list[str] = []
     parsed = _parse_all(policy_objects, settings, diagnostics)
-    issues: dict[str, _Issues] = {p.name: _Issues() for p in parsed if p.has_dra}
+    issues: dict[str, Issues] = {p.name: Issues() for p in parsed if p.has_dra}
     if not settings.dra_enabled:
         for p in parsed:
             if p.has_dra:
                 issues[p.name].add(
                     _R.DRA_INACTIVE, "the DRA provider is disabled; spec.dra is stored, not applied"
                 )
-        return DraPolicyPlan((), (), frozenset(), _outcomes(parsed, issues, {}, {}), tuple(diagnostics))
+        return DraPolicyPlan((), (), frozenset(), outcomes(parsed, issues, {}, {}), tuple(diagnostics))
     generated = [p for p in parsed if p.name != nodepolicy.DEFAULT_POLICY_NAME]
     for p in parsed:
         if p.name == nodepolicy.DEFAULT_POLICY_NAME and p.has_dra:
@@ -204,12 +139,14 @@ def build_dra_policy_plan(
     attrs, withheld, published = _attribute_objects(generated, resolutions, settings, issues, diagnostics)
     pools = _pools(generated, settings, diagnostics)
     attrs.extend(obj for _, obj in pools.values())
-    srps, policy_nodes = _node_policies(generated, nodes, pools, settings, issues, inventory, diagnostics)
+    srps, policy_nodes = node_policies(
+        generated, nodes, pools, settings.namespace, issues, inventory, diagnostics
+    )
     return DraPolicyPlan(
-        device_attributes=tuple(sorted(attrs, key=_name)),
-        resource_policies=tuple(sorted(srps, key=_name)),
+        device_attributes=tuple(sorted(attrs, key=object_name)),
+        resource_policies=tuple(sorted(srps, key=object_name)),
         withheld=frozenset(withheld),
-        outcomes=_outcomes(parsed, issues, published, policy_nodes),
+        outcomes=outcomes(parsed, issues, published, policy_nodes),
         diagnostics=tuple(sorted(set(diagnostics))),
     )
 
@@ -234,7 +171,7 @@ def _attribute_objects(
     generated: Sequence[nodepolicy.NodePolicy],
     resolutions: Mapping[sriovnetwork.ObjectRef, sriovnetwork.SourceResolution],
     settings: PlanSettings,
-    issues: dict[str, _Issues],
+    issues: dict[str, Issues],
     diagnostics: list[str],
 ) -> tuple[list[Mapping[str, object]], set[str], dict[str, str]]:
     objects: list[Mapping[str, object]] = []
@@ -266,12 +203,12 @@ def _attribute_objects(
                 )
             else:
                 issues[p.name].add(resolution.reason or _R.SRIOV_NETWORK_NOT_READY, resolution.message)
-        if any(r in _WITHHOLDING for r in issues[p.name].by_reason):
+        if any(r in WITHHOLDING for r in issues[p.name].by_reason):
             withheld.add(name)
             continue
         published[p.name] = name
         labels = {GENERATED_BY_LABEL: GENERATED_BY_VALUE, POLICY_UID_LABEL: p.uid}
-        objects.append(_attrs_object(name, labels, values, settings.namespace))
+        objects.append(attributes_object(name, labels, values, settings.namespace))
     return objects, withheld, published
 
 
@@ -299,163 +236,5 @@ def _pools(
         value = nodepolicy.compat_resource_name(rn, settings.resource_prefix)
         labels = {GENERATED_BY_LABEL: GENERATED_BY_VALUE, RESOURCE_POOL_LABEL: pool}
         values = {nodepolicy.RESOURCE_NAME_ATTRIBUTE: attributes.string_value(value)}
-        out[rn] = (pool, _attrs_object(f"{pool}-attrs", labels, values, settings.namespace))
+        out[rn] = (pool, attributes_object(f"{pool}-attrs", labels, values, settings.namespace))
     return out
-
-
-def _attrs_object(
-    name: str, labels: Mapping[str, str], values: Mapping[str, attributes.AttributeValue], namespace: str
-) -> dict[str, object]:
-    return {
-        "apiVersion": DRA_API_VERSION,
-        "kind": ATTRIBUTES_KIND,
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(sorted(labels.items()))},
-        "spec": {"attributes": {k: values[k].to_json() for k in sorted(values)}},
-    }
-
-
-def _selector(
-    p: nodepolicy.NodePolicy, pools: Mapping[str, tuple[str, Mapping[str, object]]]
-) -> dict[str, object]:
-    """The policy-UID selector for DRA policies; upstream's pool selector for the others."""
-    if p.has_dra:
-        labels = {GENERATED_BY_LABEL: GENERATED_BY_VALUE, POLICY_UID_LABEL: p.uid}
-    else:
-        labels = {RESOURCE_POOL_LABEL: pools[p.resource_name][0]}
-    return {"matchLabels": dict(sorted(labels.items()))}
-
-
-def _node_policies(
-    generated: Sequence[nodepolicy.NodePolicy],
-    nodes: Sequence[Mapping[str, object]],
-    pools: Mapping[str, tuple[str, Mapping[str, object]]],
-    settings: PlanSettings,
-    issues: dict[str, _Issues],
-    inventory: Mapping[str, Sequence[policies.DeviceFacts]] | None,
-    diagnostics: list[str],
-) -> tuple[list[Mapping[str, object]], dict[str, list[str]]]:
-    usable = [p for p in generated if p.has_dra or p.resource_name in pools]
-    for p in generated:
-        if not p.has_dra and p.resource_name not in pools:
-            diagnostics.append(
-                f"{nodepolicy.KIND} {p.name}: resourceName {p.resource_name!r} has no pool; no config"
-            )
-    identity = {p.name: overlap.identity(p, nodepolicy.pool_name(p.resource_name)) for p in usable}
-    translated = [p for p in usable if p.translation.problem is None]
-    structural = overlap.conflicting_pairs(translated, identity)
-    # Built once per policy and shared (read-only) by every node's config list.
-    config_parts = {
-        p.name: (_selector(p, pools), [dict(p.translation.filter)])
-        for p in translated
-        if p.translation.filter is not None
-    }
-    srps: list[Mapping[str, object]] = []
-    policy_nodes: dict[str, list[str]] = {}
-    for node in sorted(nodes, key=_name):
-        node_name, labels = _name(node), _labels(node.get("metadata"))
-        applicable = sorted((p for p in usable if p.selects(labels)), key=lambda p: (p.priority, p.name))
-        if not applicable:
-            continue
-        hostname = labels.get(HOSTNAME_LABEL)
-        if not hostname:
-            diagnostics.append(f"node {node_name} has no {HOSTNAME_LABEL} label; no SriovResourcePolicy")
-            continue
-        names = {p.name for p in applicable}
-        broken = [p for p in applicable if p.translation.problem is not None]
-        managed = [p for p in applicable if p.has_dra]
-        withdrawn = False
-        if broken and managed:
-            withdrawn = True
-            for p in managed:
-                for b in broken:
-                    issues[p.name].add(
-                        _R.UNSUPPORTED_MANAGED_SELECTOR,
-                        f"policy {b.name}: {b.translation.problem}; configs withdrawn",
-                        node_name,
-                    )
-        for b in broken:
-            diagnostics.append(f"{nodepolicy.KIND} {b.name}: {b.translation.problem} (node {node_name})")
-        configured = [p for p in applicable if p.translation.problem is None]
-        if not withdrawn:
-            facts = None if inventory is None else inventory.get(node_name)
-            pairs = (
-                [(a, b) for a, b in structural if a.name in names and b.name in names]
-                if facts is None
-                else overlap.inventory_pairs(configured, identity, facts)
-            )
-            for a, b in pairs:
-                withdrawn = True
-                for p, other in ((a, b), (b, a)):
-                    if p.has_dra:
-                        issues[p.name].add(
-                            _R.CONFLICTING_DRA_MAPPING,
-                            f"overlaps policy {other.name} with a different mapping; make their nicSelectors "
-                            "disjoint (configs withdrawn)",
-                            node_name,
-                        )
-            if withdrawn:
-                for p in managed:
-                    if _R.CONFLICTING_DRA_MAPPING not in issues[p.name].by_reason:
-                        issues[p.name].add(
-                            _R.CONFLICTING_DRA_MAPPING, "node withdrawn by a conflict", node_name
-                        )
-        configs: list[dict[str, object]] = []
-        if not withdrawn:
-            for p in configured:
-                selector, filters = config_parts[p.name]
-                configs.append({"deviceAttributesSelector": selector, "resourceFilters": filters})
-                if p.has_dra:
-                    policy_nodes.setdefault(p.name, []).append(node_name)
-        srps.append(_srp(node_name, str(hostname), configs, settings.namespace))
-    return srps, policy_nodes
-
-
-def _srp(node: str, hostname: str, configs: list[dict[str, object]], namespace: str) -> dict[str, object]:
-    labels = {GENERATED_BY_LABEL: GENERATED_BY_VALUE}
-    if not limits.label_value_errors(node):
-        labels[NODE_LABEL] = node
-    term = {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": [hostname]}]}
-    return {
-        "apiVersion": DRA_API_VERSION,
-        "kind": POLICY_KIND,
-        "metadata": {"name": node, "namespace": namespace, "labels": dict(sorted(labels.items()))},
-        "spec": {"nodeSelector": {"nodeSelectorTerms": [term]}, "configs": configs},
-    }
-
-
-def _outcomes(
-    parsed: Sequence[nodepolicy.NodePolicy],
-    issues: Mapping[str, _Issues],
-    published: Mapping[str, str],
-    policy_nodes: Mapping[str, list[str]],
-) -> dict[str, PolicyOutcome]:
-    out: dict[str, PolicyOutcome] = {}
-    for p in parsed:
-        if not p.has_dra:
-            continue
-        reason, message = issues[p.name].verdict()
-        nodes = tuple(sorted(policy_nodes.get(p.name, ())))
-        name = published.get(p.name)
-        if reason is None:
-            message = (
-                f"DeviceAttributes {name} is generated and selected by the SriovResourcePolicy of "
-                f"{len(nodes)} node(s)"
-            )
-        out[p.name] = PolicyOutcome(p.name, p.uid, p.generation, reason, message, name, nodes)
-    return out
-
-
-def _fmt(nodes: Sequence[str]) -> str:
-    unique = sorted(set(nodes))
-    shown = ", ".join(unique[:_NODES_SHOWN])
-    return shown if len(unique) <= _NODES_SHOWN else f"{shown} (+{len(unique) - _NODES_SHOWN} more)"
-
-
-def _name(obj: Mapping[str, object]) -> str:
-    meta = obj.get("metadata")
-    return str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
-
-
-def _labels(meta: object) -> Mapping[str, str]:
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
