@@ -424,7 +424,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         except kube_errors.NotFound:
             elsewhere = sorted(
-                str(p["metadata"]["namespace"])
+                views.decode_meta(p).namespace
                 for p in client.list(POD, None, field_selector=f"metadata.name={args.pod}").items
             )
             hint = f"; it exists in: {', '.join(f'-n {n}' for n in elsewhere)}" if elsewhere else ""

@@ -167,7 +167,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             print(f"sriov-dra orphans: {exc}", file=sys.stderr)
             return 1
         reports = orphans.correlate(listed, cp.claims, node_uid)
-        by_name = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in listed}
+        by_name = {views.decode_meta(o).ref: o for o in listed}
         found = rows(reports, cp, by_name, claims=kube_claims.ClaimClient(api), pods=podpatch.PodClient(api))
         if args.output == "json":
             json.dump([asdict(r) for r in found], out, indent=2)
