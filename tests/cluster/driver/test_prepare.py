@@ -31,6 +31,7 @@ from kubernetes.client.rest import ApiException
 from tests import waiting
 from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 
+import sriov_dra
 from sriov_dra.core import cdi_spec, checkpoint_codec
 from sriov_dra.driver import faults
 from sriov_dra.host import checkpoint, fakesysfs
@@ -45,7 +46,7 @@ T = TypeVar("T")
 D = names.DOMAIN
 DRIVER = names.DRIVER_NAME
 KIND = cdi_spec.KIND
-MANIFESTS = Path(names.__file__).resolve().parents[1] / "manifests"
+MANIFESTS = Path(sriov_dra.__file__).resolve().parent / "manifests"
 CRDS = [
     MANIFESTS / "crds" / f"{D}_sriovresourcepolicies.yaml",
     MANIFESTS / "crds" / f"{D}_deviceattributes.yaml",
