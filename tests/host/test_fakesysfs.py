@@ -116,45 +116,12 @@ def test_attribute_files(tmp_path: Path, path: str, content: str) -> None:
     assert (tmp_path / "sys/bus/pci/devices" / path).read_text() == content
 
 
-@pytest.mark.parametrize(
-    ("pf", "index", "expected"),
-    [
-        ("0000:03:00.0", 0, "0000:03:02.0"),
-        ("0000:03:00.0", 7, "0000:03:02.7"),
-        ("0000:03:00.0", 8, "0000:03:03.0"),
-        ("0000:03:00.0", 127, "0000:03:11.7"),
-        ("0000:03:00.0", 240, "0000:04:00.0"),
-        ("0001:c1:00.1", 0, "0001:c1:02.1"),
-    ],
-    ids=[
-        "first-vf-at-offset-16",
-        "function-seven",
-        "device-carry",
-        "vf-127-of-128",
-        "bus-carry",
-        "pf-function-one",
-    ],
-)
-def test_vf_address_follows_routing_id_rule(pf: str, index: int, expected: str) -> None:
-    assert fakesysfs.vf_address(pf, index) == expected
-
-
-def test_vf_address_beyond_last_bus_is_refused() -> None:
-    with pytest.raises(ValueError, match="use fewer VFs"):
-        fakesysfs.vf_address("0000:ff:1f.0", 200)
-
-
 def test_veth_names_back_vf_netdevs(tmp_path: Path) -> None:
     fake = _lab(tmp_path, netdevs=(["lab-a0", "lab-a1"], ["lab-b0", "lab-b1"]))
     assert fake.sysfs.netdevs("0000:81:02.1") == ["lab-b1"]
     assert (tmp_path / "sys/class/net/lab-a0").resolve() == (
         tmp_path / "sys/devices/pci0000:00/0000:00:01.0/0000:03:02.0/net/lab-a0"
     )
-
-
-def test_make_vfs_rejects_wrong_name_count() -> None:
-    with pytest.raises(ValueError, match="got 1 netdev names for 2 VFs"):
-        fakesysfs.make_vfs(2, netdevs=["only-one"])
 
 
 def test_metadata_lets_another_process_drive_the_fake_kernel(tmp_path: Path) -> None:
