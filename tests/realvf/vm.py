@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sriov_dra.lab import processes
+from sriov_dra.lab import binaries, processes
 
 REPO = Path(__file__).resolve().parents[2]
 GUEST_TESTS = Path(__file__).resolve().parent / "guest"
@@ -451,12 +451,31 @@ REPO_EXCLUDES = (
 )
 
 
+GUEST_CNI_DIR = ".realvf-cni"
+"""Directory of the run image (under the repository's path in the guest) holding the pinned CNI
+plugins the guest's CNI tests run (:data:`GUEST_CNI_PLUGINS`); the guest reads it as ``CNI_PATH``."""
+GUEST_CNI_PLUGINS = ("host-device", "host-local")
+
+
+def guest_cni_pseudo() -> list[str]:
+    """mksquashfs pseudo entries copying each built :data:`GUEST_CNI_PLUGINS` binary into the run image.
+
+    A plugin not built yet is left out: the guest test that needs it reports it missing.
+    """
+    out = [f"{GUEST_CNI_DIR} d 755 0 0"]
+    for name in GUEST_CNI_PLUGINS:
+        with contextlib.suppress(binaries.BinaryMissing):
+            out.append(f"{GUEST_CNI_DIR}/{name} f 755 0 0 cat {binaries.find(name)}")
+    return out
+
+
 def build_run_image(parts: Parts, workdir: Path, script: str) -> Path:
-    """The per-session image: the repository (no venv, .git or caches) plus the run script."""
+    """The per-session image: the repository (no venv, .git or caches), the run script and the
+    pinned CNI plugins of :func:`guest_cni_pseudo`."""
     script_path = workdir / "run.sh"
     script_path.write_text(script)
     out = workdir / "run.sqfs"
-    pseudo = [f"{RUN_SCRIPT} f 755 0 0 cat {script_path}", ".venv d 755 0 0"]
+    pseudo = [f"{RUN_SCRIPT} f 755 0 0 cat {script_path}", ".venv d 755 0 0", *guest_cni_pseudo()]
     _mksquashfs(parts, [REPO], out, excludes=REPO_EXCLUDES, pseudo=pseudo)
     return out
 

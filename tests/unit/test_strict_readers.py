@@ -67,9 +67,9 @@ ALLOWED: dict[str, tuple[int, str]] = {
         "and the source NAD's name for a column (its config is read strictly by the plugin)",
     ),
     "runtime/sriov_dra/lab/sriov_cni.py": (
-        5,
+        7,
         "the lab's stand-in for sriov-cni (a Go plugin whose decoder keeps the last key): the config "
-        "Multus hands it, its own state and VF map files, and the IPAM plugin's result",
+        "Multus hands it, its own state and VF map files, and the IPAM and host-device plugins' results",
     ),
     "runtime/sriov_dra/lab/cni.py": (
         3,

@@ -222,6 +222,112 @@ def move_link(
             ipr.link("set", index=_index(ipr, name, op, target_netns), ifname=new_name)
 
 
+VF_LINK_STATES: Final = {"auto": 0, "enable": 1, "disable": 2}
+"""``IFLA_VF_LINK_STATE`` values by the names ``ip link set ... vf N state`` and sriov-cni's
+``link_state`` use."""
+
+
+@dataclass(frozen=True)
+class VfState:
+    """One VF as its PF's VF table (``ip link show <pf>``, ``IFLA_VFINFO_LIST``) reports it.
+
+    Shapes: ``vf`` the VF index; ``mac`` lowercase; ``vlan``/``qos`` 0 when none; ``spoofchk``,
+    ``trust`` and ``link_state`` (0 auto, 1 enable, 2 disable) ``None`` when the driver reports
+    none; rates in Mbit/s (0 = no limit), ``None`` when not reported.
+    """
+
+    vf: int
+    mac: str | None
+    vlan: int
+    qos: int
+    spoofchk: bool | None
+    trust: bool | None
+    link_state: int | None
+    min_tx_rate: int | None
+    max_tx_rate: int | None
+
+
+def _vf_field(info: Any, nla: str, key: str) -> int | None:
+    value = info.get_attr(nla)
+    return None if value is None else int(value[key])
+
+
+def vf_states(pf: str, *, netns_path: str | None = None) -> tuple[VfState, ...]:
+    """Return the VF table of PF link ``pf`` (netlink ``RTEXT_FILTER_VF``), by VF index.
+
+    Raises: :class:`NetlinkError` (no such link, netlink failure).
+    """
+    op = f"read the VF table of {pf}"
+    with _rtnl(netns_path, op) as ipr:
+        (msg,) = ipr.get_links(_index(ipr, pf, op, netns_path), ext_mask=1)
+    table = _attr(msg, "IFLA_VFINFO_LIST")
+    out: list[VfState] = []
+    for info in table.get_attrs("IFLA_VF_INFO") if table is not None else ():
+        mac = info.get_attr("IFLA_VF_MAC")
+        vlan = info.get_attr("IFLA_VF_VLAN") or {}
+        spoofchk, trust = (
+            _vf_field(info, "IFLA_VF_SPOOFCHK", "spoofchk"),
+            _vf_field(info, "IFLA_VF_TRUST", "trust"),
+        )
+        rate = info.get_attr("IFLA_VF_RATE")
+        out.append(
+            VfState(
+                vf=int(mac["vf"]) if mac is not None else len(out),
+                mac=str(mac["mac"]).lower() if mac is not None else None,
+                vlan=int(vlan.get("vlan", 0)),
+                qos=int(vlan.get("qos", 0)),
+                # The kernel reports -1 (as an unsigned 2**32-1) when the driver does not say.
+                spoofchk=None if spoofchk in (None, 2**32 - 1) else bool(spoofchk),
+                trust=None if trust in (None, 2**32 - 1) else bool(trust),
+                link_state=_vf_field(info, "IFLA_VF_LINK_STATE", "link_state"),
+                min_tx_rate=None if rate is None else int(rate["min_tx_rate"]),
+                max_tx_rate=None if rate is None else int(rate["max_tx_rate"]),
+            )
+        )
+    return tuple(sorted(out, key=lambda state: state.vf))
+
+
+def set_vf(
+    pf: str,
+    vf: int,
+    *,
+    vlan: int | None = None,
+    qos: int = 0,
+    spoofchk: bool | None = None,
+    trust: bool | None = None,
+    link_state: int | None = None,
+    min_tx_rate: int | None = None,
+    max_tx_rate: int | None = None,
+    netns_path: str | None = None,
+) -> None:
+    """Set VF ``vf``'s settings through its PF link ``pf``, as ``ip link set <pf> vf <vf> ...`` does.
+
+    Only the settings given are sent, each in its own request (a driver that refuses one, e.g.
+    igb's ``EOPNOTSUPP`` for link state, fails that one only). ``vlan`` with ``qos``; rates in
+    Mbit/s, sent together when either is given (the other as 0, no limit); ``link_state`` one of
+    :data:`VF_LINK_STATES`' values.
+    Raises: :class:`NetlinkError` naming the PF, the VF and the setting.
+    """
+    requests: list[tuple[str, dict[str, Any]]] = []
+    if vlan is not None:
+        requests.append((f"vlan {vlan} qos {qos}", {"vlan": {"vlan": vlan, "qos": qos}}))
+    if spoofchk is not None:
+        requests.append((f"spoofchk {'on' if spoofchk else 'off'}", {"spoofchk": int(spoofchk)}))
+    if trust is not None:
+        requests.append((f"trust {'on' if trust else 'off'}", {"trust": int(trust)}))
+    if link_state is not None:
+        requests.append((f"state {link_state}", {"link_state": link_state}))
+    if min_tx_rate is not None or max_tx_rate is not None:
+        rate = {"min_tx_rate": min_tx_rate or 0, "max_tx_rate": max_tx_rate or 0}
+        requests.append(
+            (f"min_tx_rate {rate['min_tx_rate']} max_tx_rate {rate['max_tx_rate']}", {"rate": rate})
+        )
+    for what, spec in requests:
+        op = f"set {pf} vf {vf} {what}"
+        with _rtnl(netns_path, op) as ipr:
+            ipr.link("set", index=_index(ipr, pf, op, netns_path), vf={"vf": vf, **spec})
+
+
 def add_address(name: str, cidr: str, *, netns_path: str | None = None) -> None:
     """Add address ``cidr`` (``10.0.0.2/24`` or IPv6) to link ``name``. Raises: :class:`NetlinkError`."""
     iface = ipaddress.ip_interface(cidr)
