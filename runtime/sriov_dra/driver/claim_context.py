@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from sriov_dra.driver import faults, locks
 from sriov_dra.driver.managed import service as managed_service
@@ -26,7 +26,7 @@ from sriov_dra.kube import claims as kube_claims
 class ClaimsApi(Protocol):
     """The ResourceClaim calls of the plugin (``kube.claims.ClaimClient``)."""
 
-    def get(self, namespace: str, name: str) -> dict[str, Any]:
+    def get(self, namespace: str, name: str) -> dict[str, object]:
         """Live GET of a claim as JSON. Raises: ``kube.errors.ApiError`` classes."""
         ...
 

@@ -38,7 +38,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from sriov_dra.driver import (
     claim_context,
@@ -59,6 +58,7 @@ from sriov_dra.host import binding, cdi, checkpoint, devlink, discovery, fakesys
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
+from sriov_dra.kube import watches as kube_watches
 from sriov_dra.kubeletapi import messages
 from sriov_dra_rules import errors
 
@@ -105,7 +105,7 @@ class Plugin:
         self.eswitch_modes: devlink.EswitchModes | None = None
         self.server: kubelet_server.KubeletPluginServer | None = None
         self.http: metrics.HttpServer | None = None
-        self._api: Any = None
+        self._api: kube_watches.ApiClient | None = None
         self.repair: managed_repair.RepairWorker | None = None
 
     # ------------------------------------------------------------------ health
@@ -154,7 +154,7 @@ class Plugin:
         )
         return store
 
-    def _api_client(self) -> Any:
+    def _api_client(self) -> kube_watches.ApiClient:
         cfg = self.settings
         try:
             if cfg.kubeconfig is not None:

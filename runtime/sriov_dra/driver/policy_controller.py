@@ -25,7 +25,7 @@ import threading
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from sriov_dra.core import attributes, policies, slices
 from sriov_dra.host import discovery
@@ -143,23 +143,20 @@ class PolicyController:
         self._node_key: tuple[str, tuple[tuple[str, str], ...]] | None = None
         self._last_diagnostics: tuple[policies.Diagnostic, ...] = ()
         ns_path = f"{GROUP_PATH}/namespaces/{namespace}"
-        common: dict[str, Any] = {"stop": stop, "timeout_s": watch_timeout_s, "log": log}
-        self.policies = watches.Watch(
-            api, watches.Target(f"{ns_path}/{POLICY_PLURAL}"), self._changed, name="policies", **common
+
+        def watch(target: watches.Target, handler: watches.Handler, name: str) -> watches.Watch:
+            return watches.Watch(
+                api, target, handler, name=name, stop=stop, timeout_s=watch_timeout_s, log=log
+            )
+
+        self.policies = watch(watches.Target(f"{ns_path}/{POLICY_PLURAL}"), self._changed, "policies")
+        self.device_attributes = watch(
+            watches.Target(f"{ns_path}/{ATTRIBUTES_PLURAL}"), self._changed, "deviceattributes"
         )
-        self.device_attributes = watches.Watch(
-            api,
-            watches.Target(f"{ns_path}/{ATTRIBUTES_PLURAL}"),
-            self._changed,
-            name="deviceattributes",
-            **common,
-        )
-        self.node = watches.Watch(
-            api,
+        self.node = watch(
             watches.Target("/api/v1/nodes", field_selector=f"metadata.name={node_name}"),
             self._node_changed,
-            name="node",
-            **common,
+            "node",
         )
 
     # ------------------------------------------------------------------ lifecycle

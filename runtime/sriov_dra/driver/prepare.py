@@ -56,7 +56,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sriov_dra.core import cdi_spec, checkpoint_lifecycle, claimplan, identities
 from sriov_dra.core import checkpoint_model as model
@@ -116,7 +116,7 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
 
 
 def _status_beside_patch(
-    ctx: claim_context.ClaimContext, record: model.ClaimRecord, claim: Mapping[str, Any]
+    ctx: claim_context.ClaimContext, record: model.ClaimRecord, claim: Mapping[str, object]
 ) -> Callable[[], None]:
     """Step 6 of a managed prepare, to run beside the Pod patch of step 5 (issue 5).
 
@@ -329,13 +329,13 @@ def ensure_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> N
     ctx.fault("prepare:pod-cdi")
 
 
-def status_entries(driver_name: str, record: model.ClaimRecord) -> list[dict[str, Any]]:
+def status_entries(driver_name: str, record: model.ClaimRecord) -> list[dict[str, object]]:
     """This driver's ``status.devices`` entries for a prepared claim (``data`` = VfConfig)."""
     return [claimplan.status_entry(driver_name, d.pool, d.device, d.vf_config) for d in record.devices]
 
 
 def update_status(
-    ctx: claim_context.ClaimContext, record: model.ClaimRecord, claim: Mapping[str, Any] | None
+    ctx: claim_context.ClaimContext, record: model.ClaimRecord, claim: Mapping[str, object] | None
 ) -> None:
     """Best-effort upsert of this driver's ``status.devices`` entries; never fails the prepare.
 

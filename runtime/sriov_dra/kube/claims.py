@@ -59,7 +59,7 @@ _GO_ESCAPES: Final = (
     ("\u2029", "\\u2029"),
 )
 
-StatusCompute = Callable[[object], list[dict[str, Any]] | None]
+StatusCompute = Callable[[object], list[dict[str, object]] | None]
 """Gets the claim's current ``status.devices`` (maybe None) and returns the new list, or None to
 write nothing. Must be pure: it runs again after every conflict."""
 

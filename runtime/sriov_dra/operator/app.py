@@ -20,7 +20,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from sriov_dra.core import drapolicy, sriovnetwork
 from sriov_dra.kube import errors as api_errors
@@ -203,7 +202,7 @@ def default_identity() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
 
 
-def run(config: settings.OperatorSettings, api: Any, stop: threading.Event) -> int:
+def run(config: settings.OperatorSettings, api: kube_watches.ApiClient, stop: threading.Event) -> int:
     """Serve metrics, win the Lease (if enabled), operate until ``stop``; exit code 1 on a lost Lease.
 
     ``api`` is the ``kubernetes.client.ApiClient`` built by :mod:`sriov_dra.kube.client`.

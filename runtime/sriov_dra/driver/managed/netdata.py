@@ -21,7 +21,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
 
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import networkdata
@@ -142,7 +141,7 @@ class NetworkDataWriter:
             else:
                 self._noted.pop(record.claim_uid, None)
 
-            def compute(existing: object) -> list[dict[str, Any]] | None:
+            def compute(existing: object) -> list[dict[str, object]] | None:
                 return networkdata.merged_network_data(existing, results, driver_name=self.driver_name)
 
             wrote = self.claims.update_device_status(

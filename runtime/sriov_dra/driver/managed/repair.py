@@ -45,7 +45,6 @@ import threading
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from sriov_dra.core import checkpoint_lifecycle
 from sriov_dra.core import checkpoint_model as model
@@ -53,6 +52,7 @@ from sriov_dra.driver.managed import ensure as ensure_mod
 from sriov_dra.driver.managed import hostgate, netdata, observe, orphans, release, service
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
+from sriov_dra.kube import watches as kube_watches
 from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class RepairWorker:
         """Pods (by UID) whose network-status changed since it was last handled, newest object."""
         self._handled_status: dict[str, str | None] = {}
         """The network-status value last handled per Pod UID (full pass or queue)."""
-        self.watch: Any = None
+        self.watch: kube_watches.Watch | None = None
         """The node's Pod watch feeding :meth:`pod_event` (closed by :meth:`stop`), if any."""
         self.network_data_runs = 0
         """Queue runs that handled at least one Pod (for tests and logs)."""

@@ -24,7 +24,6 @@ import enum
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from sriov_dra.core import bindings, identities, jsonpatch, render, shadow
 from sriov_dra.core import checkpoint_model as model
@@ -56,7 +55,7 @@ def targets(record: model.ClaimRecord) -> list[Target]:
     return [Target(record, d, d.managed) for d in record.devices if d.managed is not None]
 
 
-def expected_shadow(target: Target, *, pod_name: str) -> dict[str, Any]:
+def expected_shadow(target: Target, *, pod_name: str) -> dict[str, object]:
     """The object this binding's create call sends, rebuilt from the checkpoint (frozen bytes).
 
     Raises: ContractViolation when the record is inconsistent (see ``core.shadow``).

@@ -91,7 +91,7 @@ class LiveNodeUid:
 
 def build_attach(
     *,
-    api: Any,
+    api: watches.ApiClient,
     node_name: str,
     devices: seams.DeviceSource,
     store: seams.Store,
@@ -145,8 +145,12 @@ def build_attach(
 
 
 def pod_watch(
-    api: Any, node_name: str, worker: repair.RepairWorker, *, stop: threading.Event | None = None
-) -> Any:
+    api: watches.ApiClient,
+    node_name: str,
+    worker: repair.RepairWorker,
+    *,
+    stop: threading.Event | None = None,
+) -> watches.Watch:
     """The watch of the Pods bound to ``node_name`` (``fieldSelector=spec.nodeName=<node>``), feeding
     ``worker.pod_event``; not started.
 
@@ -166,7 +170,7 @@ def start_worker(
     settings: repair.RepairSettings | None = None,
     first_pass_timeout_s: float = 300.0,
     stop: threading.Event | None = None,
-    watch_api: Any = None,
+    watch_api: watches.ApiClient | None = None,
 ) -> repair.RepairWorker:
     """Start the repair worker and wait until its first pass ran to its end (spec §8.3).
 
