@@ -22,7 +22,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Protocol, TypeVar
+from typing import NoReturn, Protocol, TypeVar
 
 from sriov_dra.kubeletapi import dra_v1_pb2, dra_v1beta1_pb2, drahealth_v1alpha1_pb2, messages
 
@@ -30,6 +30,19 @@ LOG = logging.getLogger(__name__)
 
 _Outcome = TypeVar("_Outcome")
 """One claim's converted handler result (``messages.PrepareOutcome`` or ``UnprepareOutcome``)."""
+
+
+class RpcContext(Protocol):
+    """The part of ``grpc.ServicerContext`` the servicers use (grpc ships no type information)."""
+
+    def add_callback(self, callback: Callable[[], None]) -> bool:
+        """Run ``callback`` when the RPC ends (client cancel, deadline or completion)."""
+        ...
+
+    def abort(self, code: object, details: str) -> NoReturn:
+        """End the RPC with status ``code`` (a ``grpc.StatusCode``) and ``details``; raises."""
+        ...
+
 
 PrepareValue = messages.Prepared | messages.ClaimError | Exception
 UnprepareValue = messages.ClaimError | Exception | None
@@ -173,13 +186,13 @@ class DraV1Servicer:
         self._dispatcher = dispatcher
 
     def NodePrepareResources(
-        self, request: dra_v1_pb2.NodePrepareResourcesRequest, context: Any
+        self, request: dra_v1_pb2.NodePrepareResourcesRequest, context: RpcContext
     ) -> dra_v1_pb2.NodePrepareResourcesResponse:
         claims = [messages.claim_from_wire(c) for c in request.claims]
         return messages.prepare_response_v1(self._dispatcher.prepare(claims))
 
     def NodeUnprepareResources(
-        self, request: dra_v1_pb2.NodeUnprepareResourcesRequest, context: Any
+        self, request: dra_v1_pb2.NodeUnprepareResourcesRequest, context: RpcContext
     ) -> dra_v1_pb2.NodeUnprepareResourcesResponse:
         claims = [messages.claim_from_wire(c) for c in request.claims]
         return messages.unprepare_response_v1(self._dispatcher.unprepare(claims))
@@ -196,7 +209,7 @@ class DraV1beta1Servicer:
         self._dispatcher = dispatcher
 
     def NodePrepareResources(
-        self, request: dra_v1beta1_pb2.NodePrepareResourcesRequest, context: Any
+        self, request: dra_v1beta1_pb2.NodePrepareResourcesRequest, context: RpcContext
     ) -> dra_v1beta1_pb2.NodePrepareResourcesResponse:
         claims = [messages.claim_from_wire(c) for c in request.claims]
         outcomes = self._dispatcher.prepare(claims)
@@ -210,7 +223,7 @@ class DraV1beta1Servicer:
         return messages.prepare_response_v1beta1(outcomes)
 
     def NodeUnprepareResources(
-        self, request: dra_v1beta1_pb2.NodeUnprepareResourcesRequest, context: Any
+        self, request: dra_v1beta1_pb2.NodeUnprepareResourcesRequest, context: RpcContext
     ) -> dra_v1beta1_pb2.NodeUnprepareResourcesResponse:
         claims = [messages.claim_from_wire(c) for c in request.claims]
         return messages.unprepare_response_v1beta1(self._dispatcher.unprepare(claims))
@@ -243,7 +256,7 @@ class HealthServicer:
                 ended.set()
 
     def NodeWatchResources(
-        self, request: drahealth_v1alpha1_pb2.NodeWatchResourcesRequest, context: Any
+        self, request: drahealth_v1alpha1_pb2.NodeWatchResourcesRequest, context: RpcContext
     ) -> Iterator[drahealth_v1alpha1_pb2.NodeWatchResourcesResponse]:
         ended = threading.Event()
         with self._lock:

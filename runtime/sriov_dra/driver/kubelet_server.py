@@ -27,7 +27,6 @@ from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import grpc
 
@@ -65,12 +64,12 @@ class _RegistrationServicer:
         self._record = record
 
     def GetInfo(
-        self, request: pluginregistration_v1_pb2.InfoRequest, context: Any
+        self, request: pluginregistration_v1_pb2.InfoRequest, context: dra_service.RpcContext
     ) -> pluginregistration_v1_pb2.PluginInfo:
         return self._info
 
     def NotifyRegistrationStatus(
-        self, request: pluginregistration_v1_pb2.RegistrationStatus, context: Any
+        self, request: pluginregistration_v1_pb2.RegistrationStatus, context: dra_service.RpcContext
     ) -> pluginregistration_v1_pb2.RegistrationStatusResponse:
         state = RegistrationState(registered=request.plugin_registered, error=request.error)
         self._record(state)

@@ -17,7 +17,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
+
+import prometheus_client
 
 from sriov_dra.core import identities
 from sriov_dra.driver import claim_context, locks, prepare, unprepare
@@ -95,7 +97,7 @@ def build_attach(
     node_name: str,
     devices: seams.DeviceSource,
     store: seams.Store,
-    registry: Any,
+    registry: prometheus_client.CollectorRegistry,
     api_timeout_s: float,
     multus: multus_layout.LayoutSource = multus_layout.DEFAULT_SOURCE,
     watched_node_uid: Callable[[], str | None] | None = None,
