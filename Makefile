@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 LAB_ARGS ?=
-SCALE_ARGS ?=
+SCALE_ARGS ?= --pods 200
 
 .PHONY: setup deps realvf-setup venv binaries collections test lint typecheck unit lab bench clean-cache help
 
@@ -18,9 +18,9 @@ help:
 	@echo "make lab     - the main job: the local lab (see README.md); options of 'sriov-dra lab demo' in"
 	@echo "               LAB_ARGS, e.g. make lab LAB_ARGS=\"--multus thick\" or LAB_ARGS=--hold"
 	@echo "make collections - .venv plus the Ansible collections the roles need (kubernetes.core), no Go build"
-	@echo "make bench   - benchmarks under bench/ (ratios measured in one run); bench/scale.py runs the"
-	@echo "               spec 18.3 size (1,000 Pods x 8 VFs, ~10 min of the total on 2 cores); a small"
-	@echo "               run: make bench SCALE_ARGS=\"--pods 100 --prepared-claims 16\""
+	@echo "make bench   - benchmarks under bench/ (ratios measured in one run); bench/scale.py with"
+	@echo "               SCALE_ARGS (default --pods 200, ~5 min); the spec 18.3 size of 1,000 Pods x 8 VFs"
+	@echo "               (~20 min on 2 cores): make bench SCALE_ARGS=--pods=1000"
 	@echo "make lint    - ruff, ruff format --check, import-linter layer contracts"
 	@echo "make typecheck - mypy (strict on core, kube, host, lab, guard)"
 	@echo "make unit    - only the pure core tier (about 3 minutes)"
