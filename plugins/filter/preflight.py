@@ -14,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sriovnet.dra.plugins.module_utils import preflight_rules
 
 KEYS = ("version", "apis", "service_account", "policy_namespace", "denied", "reviewed", "crds", "workloads",
-        "policies", "nodes", "minimum")
+        "policies", "nodes", "admission", "minimum")
 
 
 def sriov_preflight_cluster(facts):
@@ -33,13 +33,19 @@ def sriov_preflight_cluster(facts):
         version=str(facts["version"]), apis=list(facts["apis"] or []), service_account=str(facts["service_account"]),
         policy_namespace=str(facts["policy_namespace"]), denied=list(facts["denied"] or []),
         reviewed=int(facts["reviewed"]), crds=list(facts["crds"] or []), workloads=list(facts["workloads"] or []),
-        policies=list(facts["policies"] or []), nodes=list(facts["nodes"] or []), minimum=str(facts["minimum"]),
+        policies=list(facts["policies"] or []), nodes=list(facts["nodes"] or []),
+        admission=dict(facts["admission"] or {}), minimum=str(facts["minimum"]),
     )
 
 
 def sriov_preflight_permissions(_unused=None):
     """The permissions the plugin's ServiceAccount needs (every verb of the shipped plugin RBAC)."""
     return [dict(p) for p in preflight_rules.PERMISSIONS]
+
+
+def sriov_preflight_admission_grant(_unused=None):
+    """The permission the admission policy checks for the plugin's own writes (``ADMISSION_GRANT``)."""
+    return dict(preflight_rules.ADMISSION_GRANT)
 
 
 class FilterModule:
@@ -49,4 +55,5 @@ class FilterModule:
         return {
             "sriov_preflight_cluster": sriov_preflight_cluster,
             "sriov_preflight_permissions": sriov_preflight_permissions,
+            "sriov_preflight_admission_grant": sriov_preflight_admission_grant,
         }

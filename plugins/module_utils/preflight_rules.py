@@ -5,7 +5,9 @@
 Owns the list of permissions the plugin's ServiceAccount needs (every verb of the shipped
 ``manifests/plugin/rbac.yaml``), the order, names, details and fixes of the cluster checks, and
 the findings they rest on: the Kubernetes version, the upstream sriov-network-operator's CRDs,
-SR-IOV network device plugin workloads, and SriovResourcePolicies that can select the same VF.
+SR-IOV network device plugin workloads, SriovResourcePolicies that can select the same VF, and
+whether the admission policy protecting the driver's objects is installed and bound
+(``manifests/plugin/admission-policy.yaml``) with the plugin's grant in place.
 ``sriov-dra preflight`` feeds it facts read through ``sriov_dra.kube``; the ``preflight`` role
 feeds it facts read with ``kubernetes.core`` (filter ``sriovnet.dra.sriov_preflight_cluster``).
 
@@ -38,6 +40,7 @@ CLUSTER_CHECKS = (
     "nad-crd",
     "plugin-crds",
     "plugin-rbac",
+    "admission-policy",
     "no-upstream-sriov-network-operator",
     "no-legacy-device-plugin",
     "no-overlapping-policies",
@@ -81,6 +84,13 @@ PERMISSIONS: tuple[dict[str, str], ...] = tuple(
     + _perms("sriovnetwork.k8snetworkplumbingwg.io", "deviceattributes", "get list watch", POLICY)
 )
 """Every permission of the shipped plugin RBAC; ``namespace`` ``""`` = all, ``policy`` = the policy namespace."""
+
+ADMISSION_POLICY = "sriov-dra-binding-protection"
+"""Name of the shipped ValidatingAdmissionPolicy and of its binding (``manifests/plugin/admission-policy.yaml``)."""
+ADMISSION_GRANT: dict[str, str] = _perms(
+    "sriovnetwork.k8snetworkplumbingwg.io", "managedbindings", "manage-own-node"
+)[0]
+"""The permission the policy asks about for the plugin's own writes (ClusterRole sriov-dra-binding-node-writer)."""
 
 
 def review_namespace(perm: Mapping[str, str], policy_namespace: str) -> str:
@@ -213,6 +223,65 @@ def _check(name: str, ok: bool, detail: str, fix: str) -> dict[str, str]:
     return {"name": name, "status": PASS if ok else FAIL, "detail": detail, "fix": "" if ok else fix}
 
 
+def _admission_check(admission: Mapping[str, Any], sa: str) -> dict[str, str]:
+    """The ``admission-policy`` check from ``{"required", "policy", "binding", "grant"}``.
+
+    ``policy`` and ``binding`` are the live objects named :data:`ADMISSION_POLICY` (``None`` when
+    absent); ``grant`` whether the plugin's ServiceAccount holds :data:`ADMISSION_GRANT`;
+    ``required`` false when the admin turned the policy off on purpose.
+    """
+    name = ADMISSION_POLICY
+    policy, binding = admission.get("policy"), admission.get("binding")
+    install = "apply manifests/plugin/admission-policy.yaml (role sriovnet.dra.plugin with plugin_admission_policy: true)"
+    if not policy and not binding:
+        if not admission.get("required", True):
+            return _check(
+                "admission-policy",
+                True,
+                f"ValidatingAdmissionPolicy {name} is not installed (not required): driver-owned metadata is "
+                "protected only by the guard's checks and the repair worker",
+                "",
+            )
+        return _check(
+            "admission-policy",
+            False,
+            f"ValidatingAdmissionPolicy {name} and its binding are not installed: anyone who may edit a Pod or a "
+            "NAD in a namespace can rewrite the plugin's shadows, registry and selections",
+            install
+            + ", or pass --no-admission-policy (preflight_admission_policy: false) if it is off on purpose",
+        )
+    spec = _spec(binding) if binding else {}
+    actions = list(spec.get("validationActions") or [])
+    problems = []
+    if not policy:
+        problems.append(f"ValidatingAdmissionPolicy {name} is missing (its binding enforces nothing)")
+    if not binding:
+        problems.append(f"ValidatingAdmissionPolicyBinding {name} is missing (the policy is inert)")
+    elif spec.get("policyName") != name:
+        problems.append(f"ValidatingAdmissionPolicyBinding {name} binds policy {spec.get('policyName')!r}")
+    elif "Deny" not in actions:
+        problems.append(f"ValidatingAdmissionPolicyBinding {name} has validationActions {actions} (no Deny)")
+    if problems:
+        return _check("admission-policy", False, "; ".join(problems), install)
+    if not admission.get("grant"):
+        return _check(
+            "admission-policy",
+            False,
+            f"ValidatingAdmissionPolicy {name} is enforced but ServiceAccount {sa} may not "
+            + describe(ADMISSION_GRANT, "")
+            + ": the policy refuses its shadows and Pod patches",
+            f"bind ServiceAccount {sa} to the ClusterRole sriov-dra-binding-node-writer (ClusterRoleBinding of the "
+            "same name); the role sriovnet.dra.plugin applies it",
+        )
+    return _check(
+        "admission-policy",
+        True,
+        f"ValidatingAdmissionPolicy {name} and its binding (Deny) are installed; ServiceAccount {sa} may write "
+        "its own node's bindings",
+        "",
+    )
+
+
 def _served(api: str, apis: Sequence[str]) -> str:
     return "served" if api in apis else "not served"
 
@@ -229,6 +298,7 @@ def cluster_checks(
     workloads: Sequence[Mapping[str, Any]],
     policies: Sequence[Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
+    admission: Mapping[str, Any],
     minimum: str = MIN_KUBERNETES,
 ) -> list[dict[str, str]]:
     """Every cluster check, in the order of :data:`CLUSTER_CHECKS`, with detail and fix.
@@ -236,7 +306,8 @@ def cluster_checks(
     ``version`` is the API server's gitVersion; ``apis`` the served ``group/version`` strings;
     ``service_account`` ``namespace/name``; ``denied`` the permissions of ``reviewed`` that the
     ServiceAccount's access reviews refused; ``crds`` CRD names; ``workloads`` DaemonSets (and
-    other workloads); ``policies`` SriovResourcePolicies; ``nodes`` Nodes.
+    other workloads); ``policies`` SriovResourcePolicies; ``nodes`` Nodes; ``admission`` the
+    admission policy facts (``required``, the live ``policy`` and ``binding`` or ``None``, ``grant``).
     Shapes: ``[{"name", "status": "pass"|"fail", "detail", "fix"}]``; ``fix`` empty on pass.
     """
     try:
@@ -288,6 +359,7 @@ def cluster_checks(
             f"(ClusterRoleBindings of the same names) and to the Role sriov-dra-plugin-policies in {policy_namespace}; "
             "the role sriovnet.dra.plugin applies them",
         ),
+        _admission_check(admission, sa),
         _check(
             "no-upstream-sriov-network-operator",
             not upstream,

@@ -1,7 +1,8 @@
 """``ansible-playbook sriovnet.dra.preflight`` against the real test control plane.
 
-With the plugin role applied and a prepared node, every check (8 cluster, 7 node) is reported as
-PASS (``cni-add`` SKIP: the stand-in node has no bridge plugin) and the play succeeds. With the
+With the plugin role applied (admission policy included) and a prepared node, every check (9 cluster,
+7 node) is reported as PASS (``cni-add`` SKIP: the stand-in node has no bridge plugin) and the play
+succeeds. With the
 spec §12.3 ClusterRoleBinding deleted, the same playbook reports ``FAIL plugin-rbac`` with the missing verbs and the fix, still reports every other check,
 and fails.
 """
@@ -19,7 +20,7 @@ from tests.ansible import node_fixture
 from tests.ansible.conftest import run
 
 CLUSTER_CHECKS = [
-    "kubernetes-version", "resource-k8s-io-v1", "nad-crd", "plugin-crds", "plugin-rbac",
+    "kubernetes-version", "resource-k8s-io-v1", "nad-crd", "plugin-crds", "plugin-rbac", "admission-policy",
     "no-upstream-sriov-network-operator", "no-legacy-device-plugin", "no-overlapping-policies",
 ]  # fmt: skip
 NODE_CHECKS = [
@@ -33,7 +34,10 @@ NODE_CHECKS = [
 ]
 NAMESPACE = "sriovnet-preflight-playbook"
 CLUSTER_RBAC = [("ClusterRoleBinding", "dra-sriov-managed-networks"), ("ClusterRole", "dra-sriov-managed-networks"),
-                ("ClusterRoleBinding", "sriov-dra-plugin"), ("ClusterRole", "sriov-dra-plugin")]  # fmt: skip
+                ("ClusterRoleBinding", "sriov-dra-plugin"), ("ClusterRole", "sriov-dra-plugin"),
+                ("ClusterRoleBinding", "sriov-dra-binding-node-writer"), ("ClusterRole", "sriov-dra-binding-node-writer"),
+                ("ClusterRoleBinding", "sriov-dra-binding-manager-operator"),
+                ("ClusterRoleBinding", "sriov-dra-binding-manager"), ("ClusterRole", "sriov-dra-binding-manager")]  # fmt: skip
 
 
 @pytest.fixture
@@ -62,6 +66,16 @@ def cluster(control_plane: object, api: object, ansible_env: dict[str, str], tmp
     try:
         yield env, ["ansible-playbook", "-i", str(inventory), "-e", f"@{extra}", "sriovnet.dra.preflight"]
     finally:
+        admission = k8s.AdmissionregistrationV1Api(api)
+        for delete in (
+            admission.delete_validating_admission_policy_binding,
+            admission.delete_validating_admission_policy,
+        ):
+            try:
+                delete("sriov-dra-binding-protection")
+            except k8s.ApiException as exc:
+                if exc.status != 404:
+                    raise
         rbac = k8s.RbacAuthorizationV1Api(api)
         for kind, name in CLUSTER_RBAC:
             delete = (

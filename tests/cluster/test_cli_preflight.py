@@ -1,7 +1,7 @@
 """``sriov-dra preflight`` against the session control plane.
 
-With the CRDs and the shipped plugin RBAC applied (cluster-scoped names prefixed, so other tests'
-bindings are untouched), every cluster check passes and the command exits 0. With the binding of
+With the CRDs, the shipped plugin RBAC and the admission policy applied (cluster-scoped RBAC names
+prefixed, so other tests' bindings are untouched), every cluster check passes and the command exits 0. With the binding of
 the spec §12.3 ClusterRole deleted, ``plugin-rbac`` fails naming each missing verb and the fix,
 every other check still passes, and the command exits 1.
 """
@@ -34,8 +34,14 @@ CRDS = (
 
 
 def _shipped_rbac() -> list[dict[str, Any]]:
-    """The shipped plugin RBAC moved to ``NS``; ClusterRoles/Bindings renamed with ``PREFIX``."""
-    docs = [d for d in yaml.safe_load_all((MANIFESTS / "plugin" / "rbac.yaml").read_text()) if d]
+    """The shipped plugin RBAC and admission policy moved to ``NS``; ClusterRoles/Bindings renamed with
+    ``PREFIX`` (the policy and its binding keep their names: the preflight looks them up by name)."""
+    docs = [
+        d
+        for name in ("rbac.yaml", "admission-policy.yaml")
+        for d in yaml.safe_load_all((MANIFESTS / "plugin" / name).read_text())
+        if d
+    ]
     out = []
     for doc in copy.deepcopy(docs):
         meta = doc["metadata"]
@@ -63,13 +69,16 @@ def installed(control_plane: Any, api: client.ApiClient) -> Iterator[Path]:
         yield Path(control_plane.kubeconfig)
     finally:
         api_rbac = client.RbacAuthorizationV1Api(api)
-        for doc in rbac:
-            if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
-                delete = (
-                    api_rbac.delete_cluster_role
-                    if doc["kind"] == "ClusterRole"
-                    else api_rbac.delete_cluster_role_binding
-                )
+        admission = client.AdmissionregistrationV1Api(api)
+        deletes = {
+            "ClusterRole": api_rbac.delete_cluster_role,
+            "ClusterRoleBinding": api_rbac.delete_cluster_role_binding,
+            "ValidatingAdmissionPolicy": admission.delete_validating_admission_policy,
+            "ValidatingAdmissionPolicyBinding": admission.delete_validating_admission_policy_binding,
+        }
+        for doc in reversed(rbac):
+            if doc["kind"] in deletes:
+                delete = deletes[doc["kind"]]
                 try:
                     delete(doc["metadata"]["name"])
                 except client.ApiException as exc:
@@ -78,7 +87,9 @@ def installed(control_plane: Any, api: client.ApiClient) -> Iterator[Path]:
         client.CoreV1Api(api).delete_namespace(NS, propagation_policy="Background")
 
 
-def _run(kubeconfig: Path, capsys: pytest.CaptureFixture[str], output: str = "json") -> tuple[int, str]:
+def _run(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str], output: str = "json", *extra: str
+) -> tuple[int, str]:
     argv = [
         "preflight",
         "--kubeconfig",
@@ -88,6 +99,7 @@ def _run(kubeconfig: Path, capsys: pytest.CaptureFixture[str], output: str = "js
         "--no-node-checks",
         "--output",
         output,
+        *extra,
     ]
     status = main.main(argv)
     return status, capsys.readouterr().out
@@ -145,3 +157,30 @@ def test_preflight_passes_with_the_shipped_rbac_and_names_the_verbs_a_broken_bin
     assert f"FAIL plugin-rbac: ServiceAccount {NS}/dra-driver-sriov may not: get core/pods" in text
     assert f"     fix: bind ServiceAccount {NS}/dra-driver-sriov" in text
     assert "PASS kubernetes-version: the API server is v1.36" in text
+
+
+def _admission(report: dict[str, Any]) -> dict[str, str]:
+    return next(c for c in report["checks"] if c["name"] == "admission-policy")
+
+
+def test_preflight_reports_the_admission_policy_its_binding_and_the_plugins_grant(
+    installed: Path, api: client.ApiClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out = _run(installed, capsys)
+    assert status == 0 and _admission(json.loads(out))["detail"] == (
+        f"ValidatingAdmissionPolicy {preflight_rules.ADMISSION_POLICY} and its binding (Deny) are installed; "
+        f"ServiceAccount {NS}/dra-driver-sriov may write its own node's bindings"
+    )
+    admission = client.AdmissionregistrationV1Api(api)
+    admission.delete_validating_admission_policy_binding(preflight_rules.ADMISSION_POLICY)
+    status, out = _run(installed, capsys)
+    report = json.loads(out)
+    assert status == 1 and report["failed_checks"] == ["admission-policy"]
+    assert _admission(report)["detail"] == (
+        f"ValidatingAdmissionPolicyBinding {preflight_rules.ADMISSION_POLICY} is missing (the policy is inert)"
+    )
+    admission.delete_validating_admission_policy(preflight_rules.ADMISSION_POLICY)
+    status, out = _run(installed, capsys)
+    assert status == 1 and "are not installed" in _admission(json.loads(out))["detail"]
+    status, out = _run(installed, capsys, "json", "--no-admission-policy")
+    assert status == 0 and "is not installed (not required)" in _admission(json.loads(out))["detail"]

@@ -148,6 +148,12 @@ def run_checks(args: argparse.Namespace) -> list[dict[str, str]]:
         workloads=facts.workloads,
         policies=facts.policies,
         nodes=facts.nodes,
+        admission={
+            "required": args.admission_policy,
+            "policy": facts.admission_policy,
+            "binding": facts.admission_binding,
+            "grant": facts.admission_grant,
+        },
         minimum=args.min_kubernetes,
     )
     if args.node_checks:
@@ -199,8 +205,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "preflight",
         help="check a cluster and this node for sriov-dra (pass/fail, the fix)",
         description=(
-            "Check the cluster (Kubernetes version, resource.k8s.io/v1, CRDs, the plugin's RBAC, no "
-            "upstream operator or legacy device plugin, no overlapping policies) and, unless "
+            "Check the cluster (Kubernetes version, resource.k8s.io/v1, CRDs, the plugin's RBAC, the "
+            "admission policy, no upstream operator or legacy device plugin, no overlapping policies) and, unless "
             "--no-node-checks, the node it runs on: the node checks read THIS machine's files (CNI "
             "binaries, CNI configs, the guard, cache mounts). Run it on a node (or inside a node's "
             "mount and network namespaces), or pass --no-node-checks off-node. One PASS/FAIL line per "
@@ -217,6 +223,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--min-kubernetes", default=preflight_rules.MIN_KUBERNETES, help="lowest Kubernetes version accepted"
+    )
+    p.add_argument(
+        "--admission-policy",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=(
+            "require the admission policy sriov-dra-binding-protection and its binding "
+            "(--no-admission-policy when the role ran with plugin_admission_policy: false)"
+        ),
     )
     p.add_argument(
         "--node-checks",

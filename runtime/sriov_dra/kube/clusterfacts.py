@@ -3,7 +3,8 @@
 Owns the API calls the preflight's cluster checks rest on: ``GET /version``, the served
 ``group/version`` list (``/api`` and ``/apis``), a SubjectAccessReview per permission for a
 ServiceAccount (its effective permissions, the same answer an impersonated
-SelfSubjectAccessReview gives), and LISTs of CRDs, DaemonSets, Nodes and SriovResourcePolicies.
+SelfSubjectAccessReview gives), LISTs of CRDs, DaemonSets, Nodes and SriovResourcePolicies, and
+GETs of the admission policy and its binding.
 The decisions are ``sriov_dra.core.preflight_rules``.
 
 It must never write anything but access reviews (which persist nothing).
@@ -24,6 +25,16 @@ CRD = objects.Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
 DAEMONSET = objects.Resource("apps", "v1", "daemonsets", "DaemonSet")
+VALIDATING_ADMISSION_POLICY = objects.Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False
+)
+VALIDATING_ADMISSION_POLICY_BINDING = objects.Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    False,
+)
 SUBJECT_ACCESS_REVIEW = objects.Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False
 )
@@ -35,7 +46,10 @@ class ClusterFacts:
     """What the cluster checks need, read once.
 
     Shapes: ``apis`` ``group/version`` strings (``v1`` for core); ``denied`` the permissions
-    (``preflight_rules.PERMISSIONS`` items) refused; ``crds`` CRD names; the rest API objects.
+    (``preflight_rules.PERMISSIONS`` items) refused; ``crds`` CRD names; ``admission_policy`` and
+    ``admission_binding`` the objects named ``preflight_rules.ADMISSION_POLICY`` or ``None``;
+    ``admission_grant`` whether the ServiceAccount holds ``preflight_rules.ADMISSION_GRANT``; the
+    rest API objects.
     """
 
     version: str
@@ -46,6 +60,9 @@ class ClusterFacts:
     workloads: list[dict[str, Any]]
     policies: list[dict[str, Any]]
     nodes: list[dict[str, Any]]
+    admission_policy: dict[str, Any] | None
+    admission_binding: dict[str, Any] | None
+    admission_grant: bool
 
 
 def served_apis(api: client.ApiClient) -> list[str]:
@@ -130,4 +147,15 @@ def read(
         workloads=reader.list(DAEMONSET).items,
         policies=policies,
         nodes=reader.list(objects.NODE).items,
+        admission_policy=reader.get_or_none(VALIDATING_ADMISSION_POLICY, preflight_rules.ADMISSION_POLICY),
+        admission_binding=reader.get_or_none(
+            VALIDATING_ADMISSION_POLICY_BINDING, preflight_rules.ADMISSION_POLICY
+        ),
+        admission_grant=not denied_permissions(
+            api,
+            namespace=namespace,
+            service_account=service_account,
+            policy_namespace=policy_namespace,
+            permissions=[preflight_rules.ADMISSION_GRANT],
+        ),
     )

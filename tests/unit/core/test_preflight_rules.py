@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from sriov_dra.core import preflight_rules as rules
 
 RBAC = Path(rules.__file__).resolve().parents[1] / "manifests" / "plugin" / "rbac.yaml"
+ADMISSION = RBAC.with_name("admission-policy.yaml")
+SHIPPED = {d["kind"]: d for d in yaml.safe_load_all(ADMISSION.read_text()) if d}
 SA = "dra-driver-sriov/dra-driver-sriov"
 GOOD_APIS = [
     "v1",
@@ -33,6 +35,18 @@ def _node(name: str, **labels: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": labels}}
 
 
+def _admission(**over: Any) -> dict[str, Any]:
+    """Admission facts of a cluster with the shipped policy and binding and the plugin's grant."""
+    facts: dict[str, Any] = {
+        "required": True,
+        "policy": SHIPPED["ValidatingAdmissionPolicy"],
+        "binding": SHIPPED["ValidatingAdmissionPolicyBinding"],
+        "grant": True,
+    }
+    facts.update(over)
+    return facts
+
+
 def _facts(**over: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "version": "v1.36.3",
@@ -45,6 +59,7 @@ def _facts(**over: Any) -> dict[str, Any]:
         "workloads": [],
         "policies": [],
         "nodes": [_node("n1")],
+        "admission": _admission(),
     }
     facts.update(over)
     return facts
@@ -210,3 +225,73 @@ def test_parse_version_rejects_what_is_not_a_version_naming_it(text: str) -> Non
 def test_policy_count_in_the_passing_overlap_detail_is_grammatical(count: int, detail: str) -> None:
     policies = [_policy(f"p{i}", pfNames=[f"ens{i}f0"]) for i in range(count)]
     assert _one("no-overlapping-policies", policies=policies)["detail"] == detail
+
+
+INSTALL = "apply manifests/plugin/admission-policy.yaml (role sriovnet.dra.plugin with plugin_admission_policy: true)"
+ADMISSION_CASES = [
+    ({"policy": None, "binding": None}, "fail",
+     "ValidatingAdmissionPolicy sriov-dra-binding-protection and its binding are not installed: anyone who may edit "
+     "a Pod or a NAD in a namespace can rewrite the plugin's shadows, registry and selections",
+     INSTALL + ", or pass --no-admission-policy (preflight_admission_policy: false) if it is off on purpose"),
+    ({"policy": None, "binding": None, "required": False}, "pass",
+     "ValidatingAdmissionPolicy sriov-dra-binding-protection is not installed (not required): driver-owned metadata "
+     "is protected only by the guard's checks and the repair worker", ""),
+    ({"binding": None}, "fail",
+     "ValidatingAdmissionPolicyBinding sriov-dra-binding-protection is missing (the policy is inert)", INSTALL),
+    ({"policy": None, "required": False}, "fail",
+     "ValidatingAdmissionPolicy sriov-dra-binding-protection is missing (its binding enforces nothing)", INSTALL),
+    ({"binding": {"spec": {"policyName": "sriov-dra-binding-protection", "validationActions": ["Audit", "Warn"]}}},
+     "fail", "ValidatingAdmissionPolicyBinding sriov-dra-binding-protection has validationActions ['Audit', 'Warn'] "
+     "(no Deny)", INSTALL),
+    ({"binding": {"spec": {"policyName": "other", "validationActions": ["Deny"]}}}, "fail",
+     "ValidatingAdmissionPolicyBinding sriov-dra-binding-protection binds policy 'other'", INSTALL),
+    ({"grant": False}, "fail",
+     f"ValidatingAdmissionPolicy sriov-dra-binding-protection is enforced but ServiceAccount {SA} may not "
+     "manage-own-node sriovnetwork.k8snetworkplumbingwg.io/managedbindings in all namespaces: the policy refuses "
+     "its shadows and Pod patches",
+     f"bind ServiceAccount {SA} to the ClusterRole sriov-dra-binding-node-writer (ClusterRoleBinding of the same "
+     "name); the role sriovnet.dra.plugin applies it"),
+    ({}, "pass",
+     "ValidatingAdmissionPolicy sriov-dra-binding-protection and its binding (Deny) are installed; ServiceAccount "
+     f"{SA} may write its own node's bindings", ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("over", "status", "detail", "fix"),
+    ADMISSION_CASES,
+    ids=["absent", "absent-not-required", "binding-missing", "policy-missing-even-if-not-required",
+         "binding-without-deny", "binding-to-another-policy", "plugin-grant-missing", "installed"],
+)  # fmt: skip
+def test_the_admission_policy_check_says_what_is_installed_and_what_to_do(
+    over: dict[str, Any], status: str, detail: str, fix: str
+) -> None:
+    check = _one("admission-policy", admission=_admission(**over))
+    assert (check["status"], check["detail"], check["fix"]) == (status, detail, fix)
+
+
+def test_the_admission_names_are_those_of_the_shipped_policy_and_its_plugin_grant() -> None:
+    assert SHIPPED["ValidatingAdmissionPolicy"]["metadata"]["name"] == rules.ADMISSION_POLICY
+    binding = SHIPPED["ValidatingAdmissionPolicyBinding"]
+    assert binding["metadata"]["name"] == rules.ADMISSION_POLICY
+    assert binding["spec"] == {"policyName": rules.ADMISSION_POLICY, "validationActions": ["Deny"]}
+    docs = [d for d in yaml.safe_load_all(ADMISSION.read_text()) if d]
+    writer = next(
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "sriov-dra-binding-node-writer"
+    )
+    grant = rules.ADMISSION_GRANT
+    assert writer["rules"] == [
+        {"apiGroups": [grant["group"]], "resources": [grant["resource"]], "verbs": [grant["verb"]]}
+    ]
+    bound = next(
+        d
+        for d in docs
+        if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] == writer["metadata"]["name"]
+    )
+    assert bound["subjects"] == [
+        {"kind": "ServiceAccount", "name": "dra-driver-sriov", "namespace": "dra-driver-sriov"}
+    ]
+    expression = yaml.safe_dump(SHIPPED["ValidatingAdmissionPolicy"]["spec"]["variables"])
+    assert f".resource('{grant['resource']}')" in expression and f".check('{grant['verb']}')" in expression
