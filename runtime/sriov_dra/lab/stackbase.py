@@ -1,0 +1,101 @@
+"""What every part of the lab stack shares: its settings, one node's handles, the names it uses.
+
+This module owns :class:`LabOptions`, :class:`NodeStack`, the lab's fixed names (driver,
+namespaces, the plugin's ServiceAccount, the manifests directory, the logs directory), the strict
+reader of the manifests it applies, and :class:`StackState`: the attributes the stack's parts
+(:mod:`~sriov_dra.lab.stackinstall`, :mod:`~sriov_dra.lab.stackservices`,
+:mod:`~sriov_dra.lab.stack`) read and the client-certificate kubeconfigs they share.
+
+It must never start a process, touch a node, or write to the cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from sriov_dra.host import strictyaml
+from sriov_dra.lab import controlplane, kubelet_sim, processes, roles, topology
+from sriov_dra.lab.nodes import SimulatedNode
+
+MANIFESTS: Final = Path(__file__).resolve().parents[1] / "manifests"
+DRIVER_NAME: Final = "sriovnetwork.k8snetworkplumbingwg.io"
+POLICY_NAMESPACE: Final = "dra-driver-sriov"
+OPERATOR_NAMESPACE: Final = "sriov-network-operator"
+LOGS_DIR: Final = "logs"
+"""Under the work directory: ``controlplane/<component>.log``, ``<node>/<service>.log``, ``operator.log``."""
+PLUGIN_SERVICE_ACCOUNT: Final = ("dra-driver-sriov", "dra-driver-sriov")
+"""(namespace, name) of the plugin's ServiceAccount, the one the shipped plugin RBAC binds."""
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    """How to build the lab.
+
+    Units: ``start_timeout_s`` seconds per service readiness wait.
+    """
+
+    workdir: Path
+    nodes: int = 2
+    vfs_per_pf: int = 4
+    multus_mode: str = "thin"
+    auto_attach: bool = True
+    policy_namespace: str = POLICY_NAMESPACE
+    operator: bool = True
+    start_timeout_s: float = 90.0
+
+
+@dataclass
+class NodeStack:
+    """One running lab node."""
+
+    layout: topology.NodeLayout
+    machine: topology.NodeMachine
+    node: SimulatedNode
+    kubelet: kubelet_sim.KubeletSimulator | None = None
+    processes: dict[str, processes.Process] = field(default_factory=dict)
+    policy_namespace: str = POLICY_NAMESPACE
+
+    @property
+    def name(self) -> str:
+        """The Node name."""
+        return self.layout.name
+
+
+def load_manifests(*paths: Path) -> list[dict[str, Any]]:
+    """Every YAML document of ``paths`` (files, or directories of ``*.yaml``), in order.
+
+    Raises: InvalidSpec when a file is not strict YAML (:mod:`sriov_dra.host.strictyaml`).
+    """
+    docs: list[dict[str, Any]] = []
+    for path in paths:
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        for file in files:
+            docs.extend(d for d in strictyaml.read_all(file) if isinstance(d, dict))
+    return docs
+
+
+class StackState:
+    """The state the stack's parts share; :class:`~sriov_dra.lab.stack.LabStack` sets every field.
+
+    ``api`` is the admin API client of the control plane (``None`` before start and after stop).
+    """
+
+    options: LabOptions
+    workdir: Path
+    logs_dir: Path
+    lab_id: str
+    cp: controlplane.ControlPlane
+    nodes: list[NodeStack]
+    operator: processes.Process | None
+    api: Any
+    role_summaries: list[roles.RoleSummary]
+    _kubeconfigs: dict[str, Path]
+    _playbook_runs: list[roles.PlaybookRun]
+
+    def kubeconfig(self, name: str, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """A client-certificate kubeconfig for ``user`` (cached by ``name``)."""
+        if name not in self._kubeconfigs:
+            self._kubeconfigs[name] = self.cp._kubeconfig(name, user, groups)
+        return self._kubeconfigs[name]

@@ -1,0 +1,181 @@
+"""Installing the lab: the roles' inventory and runs, the lab-only cluster objects, each node's CNI files.
+
+This module owns steps 2–4 of :class:`~sriov_dra.lab.stack.LabStack`'s start as methods the stack
+inherits: the inventory of ``playbooks/lab.yml`` and its cluster and node runs (waiting for every
+shipped CRD), what no role ships (whereabouts' CRDs, the lab's Multus/whereabouts identities, the
+GPU class), and per node the files the roles expect to find: the CNI bin dir with the pinned
+plugins and the lab's sriov plugin, the primary network, the Multus and whereabouts kubeconfigs,
+and the ``multus-guard`` shim written by the guard DaemonSet's init container command.
+
+It must never start a service, or write a node file outside the node's layout.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from sriov_dra.kube import apply
+from sriov_dra.lab import binaries, cni, processes, roles, session, topology
+from sriov_dra.lab.stackbase import (
+    MANIFESTS,
+    OPERATOR_NAMESPACE,
+    PLUGIN_SERVICE_ACCOUNT,
+    POLICY_NAMESPACE,
+    NodeStack,
+    StackState,
+    load_manifests,
+)
+
+PRIMARY_FILE: Final = "10-lab-pods.conflist"
+DAEMON_CONFIG: Final = "/etc/cni/net.d/multus.d/daemon-config.json"
+THICK_SOCKET_DIR: Final = "/run/multus/sock/"
+"""The daemon removes its socket directory at start, so it must not be the mount point itself."""
+CNI_BINARIES: Final = (
+    "bridge",
+    "host-local",
+    "loopback",
+    "static",
+    "tuning",
+    "whereabouts",
+    "multus",
+    "multus-shim",
+)
+
+
+class StackInstall(StackState):
+    """The lab's install steps (see the module docstring); mixed into the stack."""
+
+    def _install_lab_objects(self) -> None:
+        """What no role ships: whereabouts' CRDs, the lab's Multus/whereabouts identities, the GPU class."""
+        crds = load_manifests(MANIFESTS / "lab" / "whereabouts-crds.yaml")
+        apply.apply_objects(self.api, crds)
+        rbac = load_manifests(MANIFESTS / "lab" / "node-components-rbac.yaml")
+        apply.apply_objects(self.api, [*rbac, session.gpu_device_class()])
+        apply.wait_crds_established(self.api, [c["metadata"]["name"] for c in crds])
+
+    def _write_inventory(self) -> Path:
+        """The inventory of ``playbooks/lab.yml`` for this lab's nodes (see :mod:`~sriov_dra.lab.roles`)."""
+        thick = self.options.multus_mode == "thick"
+        hosts = []
+        for index, name in enumerate(session.node_names(self.options.nodes), start=1):
+            lay = topology.NodeLayout.for_node(self.workdir, self.lab_id, name, index)
+            node_vars: dict[str, Any] = {
+                "guard_socket": str(lay.guard_socket),
+                "vfs_node_name": name,
+                "vfs_host_root": str(lay.sysfs_root),
+                "vfs_pfs": [{"pf": pf, "num_vfs": self.options.vfs_per_pf} for pf, *_ in topology.RAILS],
+            }
+            prefix = topology.NodeMachine(lay).exec_prefix()
+            hosts.append(roles.NodeHost(name, tuple(prefix), node_vars))
+        cluster_vars: dict[str, Any] = {
+            "multus_mode": self.options.multus_mode,
+            "multus_primary_cni": PRIMARY_FILE,
+            "guard_mode": self.options.multus_mode,
+            "guard_primary_cni": PRIMARY_FILE,
+            "guard_namespace": POLICY_NAMESPACE,
+            "guard_shim_interpreter": sys.executable,
+            "vfs_timeout": 5,
+            "plugin_namespace": PLUGIN_SERVICE_ACCOUNT[0],
+            "plugin_policy_namespace": self.options.policy_namespace,
+            "plugin_multus_auto_attach": self.options.auto_attach,
+            "operator_namespace": OPERATOR_NAMESPACE,
+        }
+        if thick:  # the guard role's default inlines the primary (no clusterNetwork: multus-cni #1449)
+            cluster_vars["guard_multus_extra"] = {
+                "daemonConfigFile": DAEMON_CONFIG,
+                "daemonSocketDir": THICK_SOCKET_DIR,
+            }
+        workdir = self.workdir / "ansible"
+        return roles.write_inventory(workdir, roles.inventory(workdir, hosts, cluster_vars))
+
+    def _start_roles(self, inventory: Path, limit: str, name: str) -> roles.PlaybookRun:
+        run = roles.PlaybookRun(
+            inventory.parent, inventory, kubeconfig=self.cp.kubeconfig, limit=limit, name=name
+        ).start()
+        self._playbook_runs.append(run)
+        return run
+
+    def _finish_roles(self, *runs: roles.PlaybookRun) -> None:
+        """Wait for ``runs`` (collecting their summaries), then for every shipped CRD to be established.
+
+        Raises: ``roles.PlaybookFailed``.
+        """
+        timeout_s = max(300.0, 3 * self.options.start_timeout_s)
+        summaries = [s for run in runs for s in run.wait(timeout_s)]
+        self.role_summaries = roles.merge(summaries)
+        self._playbook_runs.clear()
+        crds = load_manifests(MANIFESTS / "crds")
+        apply.wait_crds_established(self.api, [c["metadata"]["name"] for c in crds])
+
+    def _install_cni(self, node: NodeStack) -> None:
+        lay = node.layout
+        for name in CNI_BINARIES:
+            link = lay.cni_bin_dir / name
+            if not link.exists():
+                link.symlink_to(binaries.find(name))
+        cni.build_bin_dir(
+            lay.cni_bin_dir,
+            {
+                "sriov": [
+                    sys.executable,
+                    "-m",
+                    "sriov_dra.lab.sriov_cni",
+                    "--vf-map",
+                    str(lay.vf_map),
+                    "--state-dir",
+                    str(lay.lab_sriov_state),
+                ]
+            },
+        )
+        primary = {
+            "cniVersion": "1.0.0",
+            "name": "lab-pods",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": "cni0",
+                    "isGateway": True,
+                    "ipam": {"type": "host-local", "ranges": [[{"subnet": f"10.244.{lay.index}.0/24"}]]},
+                }
+            ],
+        }
+        (lay.cni_conf_dir / PRIMARY_FILE).write_text(json.dumps(primary, indent=2) + "\n")
+        multus_dir = lay.cni_conf_dir / "multus.d"
+        multus_dir.mkdir(exist_ok=True)
+        shutil.copyfile(
+            self.kubeconfig("multus", "system:serviceaccount:kube-system:multus"),
+            multus_dir / "multus.kubeconfig",
+        )
+        wb_dir = lay.cni_conf_dir / "whereabouts.d"
+        wb_dir.mkdir(exist_ok=True)
+        shutil.copyfile(
+            self.kubeconfig("whereabouts", "system:serviceaccount:kube-system:whereabouts"),
+            wb_dir / "whereabouts.kubeconfig",
+        )
+        flat = {
+            "datastore": "kubernetes",
+            "kubernetes": {"kubeconfig": "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"},
+            "log_file": str(lay.logs / "whereabouts.log"),  # a host path, also valid in the node
+            "log_level": "verbose",
+        }
+        (wb_dir / "whereabouts.conf").write_text(json.dumps(flat, indent=2) + "\n")
+        (wb_dir / "nodename").write_text(node.name + "\n")
+        # The guard DaemonSet's init container command; the conflist is the guard role's (playbooks/lab.yml).
+        done = node.machine.run_in_node(
+            [
+                sys.executable,
+                "-c",
+                "import pathlib, sys; from sriov_dra.guard import install; "
+                "install.write_shim(pathlib.Path(sys.argv[1]), interpreter=sys.argv[2])",
+                "/opt/cni/bin",
+                sys.executable,
+            ]
+        )
+        if done.returncode != 0:
+            raise processes.ProcessFailed(
+                f"installing the multus-guard shim on {node.name} failed: {done.stderr.strip()}"
+            )

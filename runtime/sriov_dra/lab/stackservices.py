@@ -1,0 +1,360 @@
+"""Starting and stopping the lab's services, each as a process through its entrypoint in its node.
+
+This module owns step 5 and 6 of :class:`~sriov_dra.lab.stack.LabStack`'s start and the
+restarts tests use, as methods the stack inherits: the API relay into a node, thick Multus, the
+guard daemon, the DRA plugin (with a Node-bound token of its ServiceAccount and the shipped
+policy-namespace Role), the synthetic GPU plugin, the kubelet simulator and the operator, each
+started inside the node's namespaces, killed with the lab (``setpriv --pdeathsig KILL``) and
+waited for until it is ready.
+
+It must never import a service module, or start a service other than through its entrypoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Final
+
+import yaml
+from kubernetes import client
+
+from sriov_dra.kube import apply
+from sriov_dra.lab import binaries, kubelet_sim, multus, processes, sandboxes, session
+from sriov_dra.lab.stackbase import (
+    DRIVER_NAME,
+    MANIFESTS,
+    OPERATOR_NAMESPACE,
+    PLUGIN_SERVICE_ACCOUNT,
+    POLICY_NAMESPACE,
+    NodeStack,
+    StackState,
+    load_manifests,
+)
+from sriov_dra.lab.stackinstall import DAEMON_CONFIG, PRIMARY_FILE, THICK_SOCKET_DIR
+
+SA_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+class StackServices(StackState):
+    """The lab's service starters and stoppers (see the module docstring); mixed into the stack."""
+
+    def _spawn(
+        self,
+        node: NodeStack | None,
+        name: str,
+        argv: list[str],
+        *,
+        in_node: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> processes.Process:
+        prefix = node.machine.exec_prefix() if (node is not None and in_node) else []
+        logs = node.layout.logs if node is not None else self.logs_dir
+        # setpriv asks for SIGKILL when the lab dies, instead of Process's preexec_fn: running Python
+        # in a child forked from a process with live gRPC threads (the kubelet simulators' plugin
+        # connections) can abort the child before it execs.
+        proc = processes.Process(
+            name=name,
+            argv=["setpriv", "--pdeathsig", "KILL", "--", *prefix, *argv],
+            log_path=logs / f"{name}.log",
+            env={**os.environ, **env} if env else None,
+            die_with_parent=False,
+        )
+        proc.start()
+        if node is not None:
+            node.processes[name] = proc
+        return proc
+
+    def _start_apiproxy(self, node: NodeStack) -> None:
+        port = self.cp.ports["kube-apiserver"]
+        proc = self._spawn(
+            node,
+            "apiproxy",
+            [
+                sys.executable,
+                "-m",
+                "sriov_dra.lab.apiproxy",
+                "--netns",
+                node.layout.netns_path,
+                "--port",
+                str(port),
+            ],
+            in_node=False,
+        )
+        processes.wait_until(
+            f"the API relay into {node.name}",
+            lambda: "relaying" in processes.tail(proc.log_path, 5),
+            timeout_s=self.options.start_timeout_s,
+            process=proc,
+        )
+
+    def _start_thick_multus(self, node: NodeStack) -> None:
+        """Thick Multus: ``multus-daemon`` on the node, pinned to the lab primary, in-cluster credentials."""
+        lay = node.layout
+        sa = lay.host_dir(SA_DIR)
+        (sa / "token").write_text(
+            multus.request_token(self.api, namespace="kube-system", name="multus", expiration_s=86400)
+        )
+        (sa / "ca.crt").write_bytes(self.cp.ca_cert.read_bytes())
+        (sa / "namespace").write_text("kube-system")
+        (lay.host_dir("/run/multus") / "generated").mkdir(exist_ok=True)
+        config = {
+            "cniVersion": "1.0.0",
+            "logToStderr": True,
+            "logLevel": "verbose",
+            "socketDir": THICK_SOCKET_DIR,
+            "multusConfigFile": "auto",
+            "multusAutoconfigDir": "/etc/cni/net.d",
+            "multusMasterCNI": PRIMARY_FILE,
+            "cniConfigDir": "/run/multus/generated",
+            "binDir": "/opt/cni/bin",
+            "cniDir": "/var/lib/cni/multus",
+        }
+        # Replaces the multus role's daemon config, which is shaped for the DaemonSet's container (/host
+        # mounts, chroot); both pin the same primary.
+        host_config = lay.cni_conf_dir / DAEMON_CONFIG.removeprefix("/etc/cni/net.d/")
+        host_config.write_text(json.dumps(config, indent=2) + "\n")
+        port = self.cp.ports["kube-apiserver"]
+        proc = self._spawn(
+            node,
+            "multus-daemon",
+            [str(binaries.find("multus-daemon")), "-config", DAEMON_CONFIG],
+            env={
+                "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                "KUBERNETES_SERVICE_PORT": str(port),
+                "MULTUS_NODE_NAME": node.name,
+                "CNI_PATH": "/opt/cni/bin",
+            },
+        )
+        processes.wait_until(
+            f"thick Multus on {node.name}",
+            (lay.host_dir("/run/multus") / "sock" / "multus.sock").exists,
+            timeout_s=self.options.start_timeout_s,
+            process=proc,
+        )
+
+    def _start_guard(self, node: NodeStack) -> None:
+        # The ServiceAccount the guard role creates and binds to the shipped ClusterRole.
+        kubeconfig = self.kubeconfig("guard", f"system:serviceaccount:{POLICY_NAMESPACE}:sriov-dra-guard")
+        proc = self._spawn(
+            node,
+            "guard",
+            [
+                sys.executable,
+                "-m",
+                "sriov_dra.guard.main",
+                "serve",
+                "--socket",
+                str(node.layout.guard_socket),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--node-name",
+                node.name,
+                "--metrics-address",
+                "",
+                "--log-format",
+                "json",
+            ],
+        )
+        processes.wait_until(
+            f"the guard socket on {node.name}",
+            node.layout.guard_socket.exists,
+            timeout_s=self.options.start_timeout_s,
+            process=proc,
+        )
+
+    def start_plugin(self, node: NodeStack, *, policy_namespace: str | None = None) -> processes.Process:
+        """Start ``node``'s DRA plugin (after a stop: the same checkpoint). Returns its process.
+
+        Raises: ``processes.ProcessFailed`` when it exits or does not register in time.
+        """
+        if policy_namespace is not None:
+            node.policy_namespace = policy_namespace
+        self._grant_policy_reads(node.policy_namespace)
+        lay = node.layout
+        argv = [
+            sys.executable,
+            "-m",
+            "sriov_dra.driver",
+            "--node-name",
+            node.name,
+            "--kubeconfig",
+            str(self._plugin_kubeconfig(node)),
+            "--sysfs-root",
+            str(lay.sysfs_root),
+            "--fake-sysfs-kernel",
+            "--kubelet-plugins-directory-path",
+            str(lay.plugins_dir),
+            "--kubelet-registrar-directory-path",
+            str(lay.registry_dir),
+            "--cdi-root",
+            str(lay.cdi_root),
+            "--state-dir",
+            str(lay.plugin_state_dir),
+            "--namespace",
+            node.policy_namespace,
+            "--log-format",
+            "json",  # the shipped default: one schema (sriov_dra.servicekit.logs) across the services
+        ]
+        if self.options.auto_attach:
+            argv.append("--multus-auto-attach")
+        proc = self._spawn(node, "plugin", argv)
+        registration = lay.registry_dir / f"{DRIVER_NAME}-reg.sock"
+        processes.wait_until(
+            f"the DRA plugin's registration socket on {node.name}",
+            registration.exists,
+            timeout_s=self.options.start_timeout_s,
+            process=proc,
+        )
+        return proc
+
+    def _start_gpu_plugin(self, node: NodeStack) -> None:
+        lay = node.layout
+        proc = self._spawn(
+            node,
+            "gpu-plugin-synthetic",
+            [
+                sys.executable,
+                "-m",
+                "sriov_dra.lab.gpu_plugin",
+                "--node-name",
+                node.name,
+                "--kubeconfig",
+                str(self.cp.kubeconfig),
+                "--plugins-dir",
+                str(lay.plugins_dir),
+                "--registry-dir",
+                str(lay.registry_dir),
+            ],
+        )
+        processes.wait_until(
+            f"the synthetic GPU plugin on {node.name}",
+            (lay.registry_dir / f"{session.GPU_DRIVER}-reg.sock").exists,
+            timeout_s=self.options.start_timeout_s,
+            process=proc,
+        )
+
+    def _plugin_kubeconfig(self, node: NodeStack) -> Path:
+        """A kubeconfig with a token of the plugin's ServiceAccount bound to ``node``'s Node object.
+
+        A DaemonSet Pod's projected token is tied to its node, which is what the shipped RBAC's
+        ``resourceclaims/driver`` ``associated-node:*`` verbs require; binding the lab token to the
+        Node gives the plugin process the same association.
+        """
+        path = node.layout.root / "plugin.kubeconfig"
+        if path.exists():
+            return path
+        body = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(
+                audiences=None,
+                expiration_seconds=86400,
+                bound_object_ref=client.V1BoundObjectReference(
+                    api_version="v1", kind="Node", name=node.name, uid=node.node.uid
+                ),
+            )
+        )
+        answer = client.CoreV1Api(self.api).create_namespaced_service_account_token(
+            PLUGIN_SERVICE_ACCOUNT[1], PLUGIN_SERVICE_ACCOUNT[0], body
+        )
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "lab",
+                    "cluster": {"server": self.cp.server, "certificate-authority": str(self.cp.ca_cert)},
+                }
+            ],
+            "users": [{"name": "plugin", "user": {"token": answer.status.token}}],
+            "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "plugin"}}],
+            "current-context": "lab",
+        }
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    def _grant_policy_reads(self, namespace: str) -> None:
+        """The shipped policy-namespace Role and RoleBinding, rendered into ``namespace``.
+
+        An operator-managed install watches the operator's namespace; the role renders the same
+        Role there (the ServiceAccount stays the plugin's).
+        """
+        docs = [
+            {**d, "metadata": {**d["metadata"], "namespace": namespace}}
+            for d in load_manifests(MANIFESTS / "plugin" / "rbac.yaml")
+            if d["kind"] in ("Role", "RoleBinding")
+        ]
+        apply.apply_objects(self.api, docs)
+
+    def stop_plugin(self, node: NodeStack) -> None:
+        """Stop ``node``'s plugin (SIGTERM, then SIGKILL after the grace period)."""
+        proc = node.processes.pop("plugin", None)
+        if proc is not None:
+            proc.stop()
+
+    def start_kubelet(self, node: NodeStack) -> kubelet_sim.KubeletSimulator:
+        """Start ``node``'s kubelet simulator on its checkpoint and wait for the plugin to register.
+
+        Raises: ``processes.ProcessFailed`` when the plugin does not register in time.
+        """
+        lay = node.layout
+        kubeconfig = self.kubeconfig(f"kubelet-{node.name}", f"system:node:{node.name}", ("system:nodes",))
+        runtime = sandboxes.RuntimeSettings(
+            conf_dir=lay.cni_conf_dir,
+            bin_dir=lay.cni_bin_dir,
+            bin_dir_in_node="/opt/cni/bin",
+            exec_prefix=tuple(node.machine.exec_prefix()),
+            netns_prefix=f"sdl{self.lab_id}-",
+        )
+        settings = kubelet_sim.SimSettings(
+            node_name=node.name,
+            registry_dir=lay.registry_dir,
+            state_file=lay.kubelet_state_dir / "state.json",
+            runtime=runtime,
+        )
+        from sriov_dra.kube import client as kube_client
+
+        sim = kubelet_sim.KubeletSimulator(kube_client.from_kubeconfig(kubeconfig), settings).start()
+        node.kubelet = sim
+        for driver in (DRIVER_NAME, session.GPU_DRIVER):
+            if not sim.wait_registered(driver, timeout_s=self.options.start_timeout_s):
+                raise processes.ProcessFailed(
+                    f"the {driver} plugin on {node.name} did not register with the kubelet simulator; see "
+                    f"the logs in {lay.logs}"
+                )
+        return sim
+
+    def stop_kubelet(self, node: NodeStack) -> None:
+        """Stop ``node``'s kubelet simulator (its checkpoint and the Pods' sandboxes stay)."""
+        if node.kubelet is not None:
+            node.kubelet.stop()
+            node.kubelet.api.close()
+            node.kubelet = None
+
+    def start_operator(self) -> processes.Process:
+        """Start the operator in :data:`OPERATOR_NAMESPACE` with its shipped RBAC identity."""
+        kubeconfig = self.kubeconfig(
+            "operator", f"system:serviceaccount:{OPERATOR_NAMESPACE}:sriov-dra-operator"
+        )
+        self.operator = self._spawn(
+            None,
+            "operator",
+            [
+                sys.executable,
+                "-m",
+                "sriov_dra.operator",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--namespace",
+                OPERATOR_NAMESPACE,
+                "--leader-elect",
+                "false",
+                "--metrics-address",
+                "",
+                "--log-format",
+                "json",
+            ],
+        )
+        return self.operator
