@@ -30,69 +30,34 @@ Runs one daemon sync thread per node and one short-lived daemon worker thread pe
 to do (Pods proceed in parallel, one Pod's steps in order, as the kubelet's pod workers do);
 never changes namespace itself (every CNI call is a child process entering the node's
 namespaces).
+
+This module owns the node's sync loop and Pod workers (dispatch, retry with backoff) and what
+tests inspect; one Pod's steps and the settings are :mod:`~sriov_dra.lab.kubelet_pods`'s.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects
-from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import iproute, kubelet, sandboxes
+from sriov_dra.lab import iproute, sandboxes
 from sriov_dra.lab import kubelet_state as state
+
+# The ``X as X`` imports re-export what the lab names ``kubelet_sim.X``.
+from sriov_dra.lab.kubelet_pods import POD, NotReady, PodSteps
+from sriov_dra.lab.kubelet_pods import PodRecord as PodRecord
+from sriov_dra.lab.kubelet_pods import SimSettings as SimSettings
 
 log = logging.getLogger(__name__)
 
-POD = objects.Resource("", "v1", "pods", "Pod")
-CLAIM = objects.Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
-EVENT = objects.Resource("", "v1", "events", "Event")
 
-
-@dataclass(frozen=True)
-class SimSettings:
-    """One node's simulator settings.
-
-    Units: ``poll_s`` seconds between Pod list syncs; backoffs in seconds (doubling per failure).
-    """
-
-    node_name: str
-    registry_dir: Path
-    state_file: Path
-    runtime: sandboxes.RuntimeSettings
-    host_ip: str = "127.0.0.1"
-    poll_s: float = 0.2
-    backoff_min_s: float = 0.5
-    backoff_max_s: float = 8.0
-
-
-@dataclass
-class PodRecord:
-    """What the simulator did for one Pod (for tests and inspection).
-
-    Shapes: ``prepare_calls`` / ``unprepare_calls`` list every RPC made for the Pod (driver, claim
-    UIDs); ``failures`` the Event messages emitted, oldest first.
-    """
-
-    prepare_calls: list[kubelet.DriverCall] = field(default_factory=list)
-    unprepare_calls: list[kubelet.DriverCall] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    sandboxes_started: int = 0
-
-
-class _NotReady(Exception):
-    """The Pod cannot start yet (claims not created/allocated/reserved); wait without an Event."""
-
-
-class KubeletSimulator:
+class KubeletSimulator(PodSteps):
     """The kubelet of one lab node (see the module docstring)."""
 
     def __init__(self, api: client.ApiClient, settings: SimSettings) -> None:
@@ -109,7 +74,6 @@ class KubeletSimulator:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    # ------------------------------------------------------------------ lifecycle
     def start(self) -> KubeletSimulator:
         """Load the checkpoint (restoring prepared claims), then sync in a daemon thread.
 
@@ -142,7 +106,6 @@ class KubeletSimulator:
                 log.exception("kubelet sync failed", extra={"node": self.settings.node_name})
             self._stop.wait(self.settings.poll_s)
 
-    # ------------------------------------------------------------------ sync
     def _pods(self) -> list[dict[str, Any]]:
         query = [("fieldSelector", f"spec.nodeName={self.settings.node_name}")]
         doc = self.objects._call(f"list pods on {self.settings.node_name}", "GET", POD.path(), query=query)
@@ -204,7 +167,7 @@ class KubeletSimulator:
     def _guarded(self, uid: str, pod: dict[str, Any] | None, step: Any) -> None:
         try:
             step(pod)
-        except _NotReady:
+        except NotReady:
             self._backoff(uid, quiet=True)
             return
         except (
@@ -231,216 +194,6 @@ class KubeletSimulator:
                 else min(previous * 2, self.settings.backoff_max_s)
             )
             self._retry_at[uid] = (time.monotonic() + delay, delay)
-
-    def record(self, pod_uid: str) -> PodRecord:
-        """The simulator's record of ``pod_uid`` (created empty on first use)."""
-        with self._lock:
-            return self.records.setdefault(pod_uid, PodRecord())
-
-    # ------------------------------------------------------------------ start
-    def _claims(self, pod: dict[str, Any]) -> list[kubelet.PodClaim]:
-        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-        generated = {
-            s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
-        }
-        out: dict[str, kubelet.PodClaim] = {}
-        for entry in spec.get("resourceClaims") or []:
-            if entry.get("resourceClaimName"):
-                claim_name = entry["resourceClaimName"]
-            elif entry.get("name") in generated:
-                claim_name = generated[entry["name"]]
-                if not claim_name:
-                    continue  # the template needs no claim (nil name): skipped, as the kubelet does
-            else:
-                raise _NotReady(f"claim of {entry.get('name')} not generated yet")
-            if claim_name in out:
-                continue
-            claim = self.objects.get_or_none(CLAIM, claim_name, meta["namespace"])
-            if claim is None:
-                raise _NotReady(f"ResourceClaim {claim_name} not found")
-            cstatus = claim.get("status") or {}
-            reserved = {r.get("uid") for r in cstatus.get("reservedFor") or []}
-            results = ((cstatus.get("allocation") or {}).get("devices") or {}).get("results") or []
-            if not cstatus.get("allocation") or meta["uid"] not in reserved:
-                raise _NotReady(f"ResourceClaim {claim_name} not allocated/reserved for the Pod yet")
-            ref = messages.ClaimRef(meta["namespace"], claim_name, claim["metadata"]["uid"])
-            out[claim_name] = kubelet.PodClaim(ref, tuple(sorted({r["driver"] for r in results})))
-        return list(out.values())
-
-    def _start_pod(self, pod: dict[str, Any]) -> None:
-        meta = pod["metadata"]
-        uid, ns, name = meta["uid"], meta["namespace"], meta["name"]
-        claims = self._claims(pod)
-        if claims:
-            self.manager.sync_registry(self.settings.registry_dir)
-        begin = time.monotonic()
-        prepared = self.manager.prepare_pod(uid, claims)
-        prepare_ms = int((time.monotonic() - begin) * 1000)
-        self.record(uid).prepare_calls.extend(prepared.calls)
-        self.state.save(self.manager.export_claims())
-        if prepared.failure is not None:
-            self._event(pod, "FailedPrepareDynamicResources", prepared.failure.message)
-            raise ValueError(prepared.failure.message)
-        cdi = {
-            ref.uid: [cid for devices in by_driver.values() for d in devices for cid in d.cdi_device_ids]
-            for ref, by_driver in prepared.devices.items()
-        }
-        old = self.state.sandbox(uid)
-        if old is not None:  # the sandbox died: the runtime cleans it up before a new one
-            self.runtime.stop(old)
-            self.state.drop_sandbox(uid)
-        begin = time.monotonic()
-        try:
-            record = self.runtime.start(namespace=ns, name=name, uid=uid, cdi_devices=cdi)
-        except sandboxes.SandboxError as exc:
-            self._event(pod, "FailedCreatePodSandBox", f"Failed to create pod sandbox: {exc}")
-            raise
-        self.state.put_sandbox(record)
-        self.record(uid).sandboxes_started += 1
-        sandbox_ms = int((time.monotonic() - begin) * 1000)
-        self._report_running(pod, record)
-        log.info(
-            "pod running",
-            extra={
-                "node": self.settings.node_name,
-                "pod": f"{ns}/{name}",
-                "netns": record.netns,
-                "prepare_ms": prepare_ms,
-                "sandbox_ms": sandbox_ms,
-            },
-        )
-
-    def _report_running(self, pod: dict[str, Any], record: state.SandboxRecord) -> None:
-        meta, spec = pod["metadata"], pod.get("spec") or {}
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        ips = sandboxes.pod_ips(record.result)
-        status = dict(pod.get("status") or {})
-        conditions = [
-            {"type": t, "status": "True", "lastTransitionTime": now}
-            for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
-        ]
-        scheduled = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
-        status.update(
-            {
-                "phase": "Running",
-                "conditions": scheduled + conditions,
-                "hostIP": self.settings.host_ip,
-                "hostIPs": [{"ip": self.settings.host_ip}],
-                "startTime": status.get("startTime") or now,
-                "containerStatuses": [
-                    {
-                        "name": c["name"],
-                        "image": c.get("image", ""),
-                        "imageID": "",
-                        "containerID": f"lab://{record.container_id}",
-                        "ready": True,
-                        "started": True,
-                        "restartCount": 0,
-                        "state": {"running": {"startedAt": now}},
-                    }
-                    for c in spec.get("containers") or []
-                ],
-            }
-        )
-        if ips:
-            status["podIP"] = ips[0]
-            status["podIPs"] = [{"ip": ip} for ip in ips]
-        ops = [
-            {"op": "test", "path": "/metadata/uid", "value": meta["uid"]},
-            {"op": "replace", "path": "/status", "value": status},
-        ]
-        self.objects.json_patch(POD, meta["name"], meta["namespace"], ops, subresource="status")
-
-    # ------------------------------------------------------------------ stop
-    def _terminate(self, pod: dict[str, Any]) -> None:
-        meta = pod["metadata"]
-        record = self.state.sandbox(meta["uid"])
-        self._teardown(record, pod)
-
-    def _teardown(self, record: state.SandboxRecord | None, pod: dict[str, Any] | None) -> None:
-        uid = record.pod_uid if record is not None else pod["metadata"]["uid"] if pod else ""
-        begin = time.monotonic()
-        if record is not None:
-            try:
-                self.runtime.stop(record)
-            except sandboxes.SandboxError as exc:
-                if pod is not None:
-                    self._event(pod, "FailedKillPod", f"error killing pod: {exc}")
-                raise
-            self.state.drop_sandbox(uid)
-        sandbox_ms = int((time.monotonic() - begin) * 1000)
-        result = self.manager.unprepare_pod(uid)
-        unprepare_ms = int((time.monotonic() - begin) * 1000) - sandbox_ms
-        log.info(
-            "pod torn down",
-            extra={
-                "node": self.settings.node_name,
-                "pod_uid": uid,
-                "sandbox_ms": sandbox_ms,
-                "unprepare_ms": unprepare_ms,
-            },
-        )
-        self.record(uid).unprepare_calls.extend(result.calls)
-        self.state.save(self.manager.export_claims())
-        if result.failure is not None:
-            if pod is not None:
-                self._event(pod, "FailedUnprepareDynamicResources", result.failure.message)
-            raise ValueError(result.failure.message)
-        if pod is not None:
-            self._delete(pod)
-
-    def _delete(self, pod: dict[str, Any]) -> None:
-        meta = pod["metadata"]
-        body = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "gracePeriodSeconds": 0,
-            "preconditions": {"uid": meta["uid"]},
-        }
-        try:
-            self.objects._call(
-                f"delete pod {meta['namespace']}/{meta['name']}",
-                "DELETE",
-                POD.path(meta["namespace"], meta["name"]),
-                body=body,
-            )
-        except (kube_errors.NotFound, kube_errors.Conflict):
-            return  # already gone, or replaced by a new Pod with the same name
-        log.info(
-            "pod deleted",
-            extra={"node": self.settings.node_name, "pod": f"{meta['namespace']}/{meta['name']}"},
-        )
-
-    # ------------------------------------------------------------------ helpers
-    def _event(self, pod: dict[str, Any], reason: str, message: str) -> None:
-        meta = pod["metadata"]
-        self.record(meta["uid"]).failures.append(f"{reason}: {message}")
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta["uid"],
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning",
-            "source": {"component": "kubelet", "host": self.settings.node_name},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-            "reportingComponent": "kubelet",
-            "reportingInstance": self.settings.node_name,
-        }
-        try:
-            self.objects.create(EVENT, body)
-        except kube_errors.ApiError as exc:
-            log.warning("cannot record event", extra={"reason": reason, "error": str(exc)})
 
     def kill_sandbox(self, pod_uid: str) -> None:
         """Stop the sandbox of ``pod_uid`` as the runtime does when a sandbox dies (DEL, netns removed).
