@@ -1,0 +1,119 @@
+"""``ansible-playbook sriovnet.dra.cleanup`` against the real test control plane, with the admission policy on.
+
+The plugin role (no DaemonSet) installs the plugin's RBAC and the admission policy. While a shadow
+NAD still carries the protection finalizer the playbook refuses and removes nothing, the policy
+included. Once the shadow is released (the finalizer removed by cluster-admin, a binding manager,
+as the plugin would), the playbook passes through the policy with the admin's kubeconfig and
+removes the policy, its binding and its ClusterRoles with the rest of the plugin's RBAC.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+from tests.ansible.conftest import run
+
+from sriov_dra_rules import names
+
+NAMESPACE = "sriovnet-cleanup-playbook"
+POLICY = "sriov-dra-binding-protection"
+SHADOW = "dra-sriov-" + "c" * 32
+
+
+def _policy_objects(api: Any) -> list[str]:
+    """Which of the policy, its binding and its two ClusterRoles exist."""
+    admission, rbac = k8s.AdmissionregistrationV1Api(api), k8s.RbacAuthorizationV1Api(api)
+    reads = {
+        "ValidatingAdmissionPolicy": lambda: admission.read_validating_admission_policy(POLICY),
+        "ValidatingAdmissionPolicyBinding": lambda: admission.read_validating_admission_policy_binding(
+            POLICY
+        ),
+        "ClusterRole/sriov-dra-binding-node-writer": lambda: rbac.read_cluster_role(
+            "sriov-dra-binding-node-writer"
+        ),
+        "ClusterRole/sriov-dra-binding-manager": lambda: rbac.read_cluster_role("sriov-dra-binding-manager"),
+    }
+    found = []
+    for what, read in reads.items():
+        try:
+            read()
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
+            continue
+        found.append(what)
+    return found
+
+
+def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_with_the_rbac(
+    control_plane: Any, api: Any, ansible_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**ansible_env, "K8S_AUTH_KUBECONFIG": str(control_plane.kubeconfig)}
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(
+        "all:\n  children:\n    sriov_dra_nodes:\n      hosts:\n        localhost:\n"
+        f"          ansible_connection: local\n          ansible_python_interpreter: {sys.executable}\n"
+    )
+    setup = tmp_path / "setup.yml"
+    setup.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: sriovnet.dra.plugin\n"
+        f"      plugin_namespace: {NAMESPACE}\n      plugin_deploy_daemonset: false\n"
+    )
+    run(["ansible-playbook", "-i", str(inventory), str(setup)], env)
+    assert len(_policy_objects(api)) == 4
+    (tmp_path / "net.d").mkdir()
+    extra = tmp_path / "vars.json"
+    extra.write_text(
+        json.dumps(
+            {
+                "cleanup_plugin_namespace": NAMESPACE,
+                "cleanup_guard_namespace": NAMESPACE,
+                "cleanup_operator_namespace": NAMESPACE,
+                "cleanup_guard_cni_conf_dir": str(tmp_path / "net.d"),
+                "cleanup_checkpoint": str(tmp_path / "no-checkpoint.json"),
+            }
+        )
+    )
+    cleanup = ["ansible-playbook", "-i", str(inventory), "-e", f"@{extra}", "sriovnet.dra.cleanup"]
+    custom = k8s.CustomObjectsApi(api)
+    shadow = {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {
+            "name": SHADOW,
+            "namespace": NAMESPACE,
+            "labels": {names.LABEL_MANAGED_BY: names.MANAGED_BY_VALUE},
+            "finalizers": [names.FINALIZER_ATTACHMENT_PROTECTION],
+        },
+        "spec": {"config": "{}"},
+    }
+    custom.create_namespaced_custom_object(
+        "k8s.cni.cncf.io", "v1", NAMESPACE, "network-attachment-definitions", shadow
+    )
+    try:
+        refused = run(cleanup, env, check=False)
+        assert refused.returncode != 0
+        assert f"shadow NADs {SHADOW} still carry {names.FINALIZER_ATTACHMENT_PROTECTION}" in refused.stdout
+        assert len(_policy_objects(api)) == 4  # nothing was removed
+    finally:
+        custom.patch_namespaced_custom_object(
+            "k8s.cni.cncf.io",
+            "v1",
+            NAMESPACE,
+            "network-attachment-definitions",
+            SHADOW,
+            {"metadata": {"finalizers": None}},
+        )  # as cluster-admin, a binding manager; the policy lets it through
+    custom.delete_namespaced_custom_object(
+        "k8s.cni.cncf.io", "v1", NAMESPACE, "network-attachment-definitions", SHADOW
+    )
+    try:
+        passed = run(cleanup, env)
+        assert "failed=0" in passed.stdout
+        assert _policy_objects(api) == []
+    finally:
+        k8s.CoreV1Api(api).delete_namespace(NAMESPACE, propagation_policy="Background")
