@@ -17,340 +17,32 @@ template's, the address is inside the rail subnet, the paired roots are equal, a
 ``networkData`` names the interface (and, with a netns, its addresses). Read-only; works
 against any cluster with the admin's kubeconfig (GET/LIST of Pods, ResourceClaims,
 ResourceSlices, NADs).
+
+This module owns the command (arguments, reading the Pod's netns with ``--netns``, exit status);
+the correlation is :mod:`~sriov_dra.cli.inspectrows`'s and the output
+:mod:`~sriov_dra.cli.inspecttable`'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
-from sriov_dra.core import bindings
+# The ``X as X`` imports re-export what callers name ``inspect.X``; each is defined with its
+# sub-concern (correlation, output).
+from sriov_dra.cli.inspectrows import CLAIM as CLAIM
+from sriov_dra.cli.inspectrows import DEVICE_ID as DEVICE_ID
+from sriov_dra.cli.inspectrows import PCIE_ROOT as PCIE_ROOT
+from sriov_dra.cli.inspectrows import POD as POD
+from sriov_dra.cli.inspectrows import SLICE as SLICE
+from sriov_dra.cli.inspectrows import Row as Row
+from sriov_dra.cli.inspectrows import inspect_pod as inspect_pod
+from sriov_dra.cli.inspecttable import render_json as render_json
+from sriov_dra.cli.inspecttable import render_table as render_table
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects, views
-from sriov_dra_rules import errors as core_errors
-from sriov_dra_rules import names
-
-POD = objects.Resource("", "v1", "pods", "Pod")
-CLAIM = objects.Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
-SLICE = objects.Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
-PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
-DEVICE_ID = "k8s.cni.cncf.io/deviceID"
-
-NetnsReader = Callable[[str], Mapping[str, Sequence[str]]]
-"""``reader(netns_path)`` → ``{interface name: [CIDR addresses]}`` of a network namespace."""
-
-
-@dataclass(frozen=True)
-class Row:
-    """One VF of a Pod, correlated end to end (see the module docstring).
-
-    Shapes: ``gpus`` entries ``"<request>: <pool>/<device> @<root>"``; ``ips`` CIDR strings
-    (plain IPs from network-status); ``ip_origin`` ``netns``, ``claim networkData`` or
-    ``network-status``; ``claim_ips`` the claim's ``networkData.ips`` (empty when it has none);
-    ``checks`` maps a check name to ``True``/``False`` (absent when it cannot be made).
-    """
-
-    pod: str
-    node: str
-    claim: str
-    request: str
-    driver: str
-    pool: str
-    device: str
-    vf_pci: str
-    pcie_root: str
-    gpus: tuple[str, ...]
-    shadow: str
-    source: str
-    interface: str
-    ips: tuple[str, ...]
-    ip_origin: str
-    subnet: str
-    checks: dict[str, bool] = field(default_factory=dict)
-    mac: str = ""
-    claim_ips: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """True when a shadow was found and every check made passed."""
-        return bool(self.shadow) and all(self.checks.values())
-
-
-def _slice_index(client: objects.Objects) -> dict[tuple[str, str, str], dict[str, views.AttributeValue]]:
-    index: dict[tuple[str, str, str], dict[str, views.AttributeValue]] = {}
-    for item in client.list(SLICE).items:
-        index.update(views.slice_devices(item))
-    return index
-
-
-def _claim_names(pod: views.Pod) -> list[str]:
-    out: list[str] = []
-    for entry in pod.claims:
-        name = entry.claim_name or pod.claim_statuses.get(entry.name)
-        if name and name not in out:
-            out.append(name)
-    return out
-
-
-def _partners(claim: views.Claim, request: str) -> set[str]:
-    """Requests bound to ``request`` by a ``matchAttribute`` constraint on pcieRoot."""
-    found: set[str] = set()
-    for constraint in claim.constraints:
-        if constraint.match_attribute == PCIE_ROOT and request in constraint.requests:
-            found.update(m for m in constraint.requests if m != request)
-    return found
-
-
-def _subnet(config: Mapping[str, object]) -> str:
-    ipam = views.mapping(config.get("ipam"))
-    value = ipam.get("range") or ipam.get("subnet")
-    if isinstance(value, str):
-        if "-" in value and "/" in value:  # whereabouts "start-end/prefix"
-            start, rest = value.split("-", 1)
-            value = f"{start}/{rest.rsplit('/', 1)[1]}"
-        try:
-            return str(ipaddress.ip_network(value, strict=False))
-        except ValueError:
-            return value
-    ranges = views.items(ipam.get("ranges"))
-    first = views.items(ranges[0]) if ranges else ()
-    if first and isinstance(first[0], Mapping):
-        return str(first[0].get("subnet", ""))
-    return ""
-
-
-def _config(text: str) -> Mapping[str, object]:
-    """A NAD's ``spec.config`` as a JSON object (``{}`` when it is not one: this is a display)."""
-    try:
-        parsed: object = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return views.mapping(parsed)
-
-
-def _network_status(pod: views.Pod) -> dict[str, tuple[list[str], str]]:
-    """``{interface: (ips, mac)}`` from Multus's network-status (best effort: this is a display)."""
-    raw = pod.meta.annotations.get(names.NETWORK_STATUS_ANNOTATION, "[]")
-    try:
-        entries: object = json.loads(raw)
-    except ValueError:
-        return {}
-    out: dict[str, tuple[list[str], str]] = {}
-    for entry in views.items(entries):
-        if isinstance(entry, Mapping) and entry.get("interface"):
-            ips = entry.get("ips")
-            listed = [str(ip) for ip in ips] if isinstance(ips, list) else []
-            out[str(entry["interface"])] = (listed, str(entry.get("mac") or ""))
-    return out
-
-
-def _in_subnet(ips: Sequence[str], subnet: str) -> bool | None:
-    if not ips or not subnet:
-        return None
-    try:
-        net = ipaddress.ip_network(subnet, strict=False)
-        return all(ipaddress.ip_interface(ip).ip in net for ip in ips)
-    except ValueError:
-        return False
-
-
-def _shadows(
-    client: objects.Objects, namespace: str, pod_uid: str
-) -> list[tuple[views.Nad, bindings.Binding]]:
-    selector = f"{names.LABEL_POD_UID}={pod_uid}"
-    found = []
-    for item in client.list(objects.NAD, namespace, label_selector=selector).items:
-        nad = views.decode_nad(item)
-        try:
-            found.append((nad, bindings.decode_binding(nad.meta.annotations.get(names.BINDING_ANNOTATION))))
-        except core_errors.ContractViolation:
-            continue
-    return found
-
-
-def _source_network_name(client: objects.Objects, ref: bindings.SourceRef) -> str | None:
-    """The CNI network name of the source NAD (``None`` when it is gone or its config is no object)."""
-    nad = client.get_or_none(objects.NAD, ref.name, ref.namespace)
-    if nad is None:
-        return None
-    try:
-        parsed: object = json.loads(views.decode_nad(nad).config or "{}")
-    except ValueError:
-        return None
-    if not isinstance(parsed, Mapping):
-        return None
-    return str(parsed.get("name"))
-
-
-def inspect_pod(
-    client: objects.Objects,
-    namespace: str,
-    name: str,
-    *,
-    netns: str | None = None,
-    read_netns: NetnsReader | None = None,
-    sriov_driver: str = names.DRIVER_NAME,
-) -> list[Row]:
-    """Correlate every SR-IOV VF of Pod ``namespace/name`` (see the module docstring).
-
-    Raises: ``sriov_dra.kube.errors.NotFound`` when the Pod does not exist.
-    """
-    pod = views.decode_pod(client.get(POD, name, namespace))
-    uid = pod.meta.uid
-    slices = _slice_index(client)
-    shadows = _shadows(client, namespace, uid)
-    local = read_netns(netns) if (netns and read_netns) else None
-    reported = _network_status(pod)
-    rows: list[Row] = []
-    for claim_name in _claim_names(pod):
-        found = client.get_or_none(CLAIM, claim_name, namespace)
-        if found is None:
-            continue
-        claim = views.decode_claim(found)
-        by_request = {r.request: r for r in claim.results}
-        for result in claim.results:
-            if result.driver != sriov_driver:
-                continue
-            key = result.key
-            attrs = slices.get(key, {})
-            pci, root = str(attrs.get(DEVICE_ID, "")), str(attrs.get(PCIE_ROOT, ""))
-            gpus, roots = [], []
-            for partner in sorted(_partners(claim, result.request)):
-                other = by_request.get(partner)
-                if other is None or other.driver == sriov_driver:
-                    continue
-                other_root = str(slices.get(other.key, {}).get(PCIE_ROOT, ""))
-                roots.append(other_root)
-                gpus.append(f"{partner}: {other.pool}/{other.device} @{other_root}")
-            shadow = next(
-                ((nad, b) for nad, b in shadows if b.claim_uid == claim.meta.uid and b.pci_address == pci),
-                None,
-            )
-            checks: dict[str, bool] = {}
-            if roots:
-                checks["pcieRootEqual"] = all(r == root and r for r in roots)
-            shadow_name = source = interface = subnet = mac = ""
-            ips: list[str] = []
-            origin = ""
-            network = claim.network_data(key)
-            claim_ips = network.ips if network is not None else ()
-            if shadow is not None:
-                nad, binding = shadow
-                config = _config(nad.config)
-                shadow_name, interface = nad.meta.name, binding.interface
-                source = f"{binding.source.namespace}/{binding.source.name}"
-                subnet = _subnet(config)
-                checks["deviceIdIsVf"] = config.get("deviceID") == pci
-                checks["bindingIdentity"] = binding.pod_uid == uid and binding.claim_uid == claim.meta.uid
-                template_name = _source_network_name(client, binding.source)
-                if template_name is not None:
-                    checks["networkNamePreserved"] = config.get("name") == template_name
-                status_ips, status_mac = reported.get(interface, ([], ""))
-                mac = (network.hardware_address if network is not None else "") or status_mac
-                if local is not None:
-                    ips, origin = list(local.get(interface, [])), "netns"
-                elif network is not None:
-                    ips, origin = list(claim_ips), "claim networkData"
-                else:
-                    ips, origin = list(status_ips), "network-status"
-                if network is not None:
-                    checks["networkDataInterface"] = network.interface_name == interface
-                    if local is not None:
-                        checks["networkDataMatchesNetns"] = sorted(claim_ips) == sorted(ips)
-                inside = _in_subnet(ips, subnet)
-                if inside is not None:
-                    checks["ipInRailSubnet"] = inside
-                checks["interfaceHasAddress"] = bool(ips)
-            rows.append(
-                Row(
-                    pod=f"{namespace}/{name}",
-                    node=pod.node_name,
-                    claim=claim_name,
-                    request=result.request,
-                    driver=result.driver,
-                    pool=result.pool,
-                    device=result.device,
-                    vf_pci=pci,
-                    pcie_root=root,
-                    gpus=tuple(gpus),
-                    shadow=shadow_name,
-                    source=source,
-                    interface=interface,
-                    ips=tuple(ips),
-                    ip_origin=origin,
-                    subnet=subnet,
-                    checks=checks,
-                    mac=mac,
-                    claim_ips=claim_ips,
-                )
-            )
-    rows.sort(key=lambda r: (r.interface or "~", r.claim, r.request))
-    return rows
-
-
-def render_table(rows: Sequence[Row]) -> str:
-    """The correlation table as text: one header, one line per VF, then failed checks if any."""
-    if not rows:
-        return "(no SR-IOV devices allocated to this Pod)"
-    head = (
-        "REQUEST",
-        "DEVICE",
-        "VF PCI",
-        "PCIE ROOT",
-        "PAIRED GPU",
-        "SHADOW NAD",
-        "TEMPLATE",
-        "IF",
-        "IP",
-        "MAC",
-        "RAIL SUBNET",
-    )
-    lines = [
-        (
-            r.request,
-            r.device,
-            r.vf_pci,
-            r.pcie_root,
-            ", ".join(g.split(": ", 1)[1].split("/", 1)[-1] if ": " in g else g for g in r.gpus) or "-",
-            r.shadow or "(none)",
-            r.source or "-",
-            r.interface or "-",
-            ",".join(r.ips) or "-",
-            r.mac or "-",
-            r.subnet or "-",
-        )
-        for r in rows
-    ]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines, strict=True)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    first = rows[0]
-    out = [
-        f"Pod {first.pod} on node {first.node}: claim {', '.join(sorted({r.claim for r in rows}))}, "
-        f"driver {first.driver}, pool {first.pool}"
-    ]
-    out.append(fmt.format(*head).rstrip())
-    out.extend(fmt.format(*line).rstrip() for line in lines)
-    failed = [f"  {r.request}: {k} failed" for r in rows for k, v in r.checks.items() if not v]
-    missing = [f"  {r.request}: no shadow NAD bound to VF {r.vf_pci}" for r in rows if not r.shadow]
-    if failed or missing:
-        out.append("problems:")
-        out.extend(missing + failed)
-    else:
-        origin = {r.ip_origin for r in rows} - {""}
-        out.append(
-            f"checks passed: {', '.join(sorted({k for r in rows for k in r.checks}))} (IPs from {', '.join(sorted(origin)) or '-'})"
-        )
-    if any(r.ip_origin == "network-status" and any("/" not in ip for ip in r.ips) for r in rows):
-        out.append(
-            "IPs without prefix: Multus's network-status carries none; --netns <the Pod's network "
-            "namespace path> reads each interface's address with its prefix on the node"
-        )
-    return "\n".join(out)
 
 
 class NetnsUnreadable(RuntimeError):
@@ -378,11 +70,6 @@ def read_netns(path: str) -> dict[str, list[str]]:
         raise NetnsUnreadable(path, reason[-1] if reason else str(exc)) from exc
     except (OSError, subprocess.SubprocessError) as exc:
         raise NetnsUnreadable(path, str(exc)) from exc
-
-
-def render_json(rows: Sequence[Row]) -> str:
-    """The rows as a JSON list (for scripts)."""
-    return json.dumps([asdict(r) | {"ok": r.ok} for r in rows], indent=2)
 
 
 class Inspector:
