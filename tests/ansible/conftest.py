@@ -31,6 +31,15 @@ LOCAL_PLAYBOOK = (
 """``ansible-playbook`` against this machine with this Python; append the playbook's path."""
 
 
+def node_inventory(path: Path) -> Path:
+    """Write an inventory at ``path`` with this machine (this Python) as the one host of ``sriov_dra_nodes``."""
+    path.write_text(
+        "all:\n  children:\n    sriov_dra_nodes:\n      hosts:\n        localhost:\n"
+        f"          ansible_connection: local\n          ansible_python_interpreter: {sys.executable}\n"
+    )
+    return path
+
+
 @pytest.fixture(scope="session")
 def collection_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A collections path whose ``ansible_collections/sriovnet/dra`` is this repository."""

@@ -10,12 +10,11 @@ removes the policy, its binding and its ClusterRoles with the rest of the plugin
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-from tests.ansible.conftest import run
+from tests.ansible.conftest import node_inventory, run
 
 from sriov_dra_rules import names
 
@@ -53,11 +52,7 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
     control_plane: Any, api: Any, ansible_env: dict[str, str], tmp_path: Path
 ) -> None:
     env = {**ansible_env, "K8S_AUTH_KUBECONFIG": str(control_plane.kubeconfig)}
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(
-        "all:\n  children:\n    sriov_dra_nodes:\n      hosts:\n        localhost:\n"
-        f"          ansible_connection: local\n          ansible_python_interpreter: {sys.executable}\n"
-    )
+    inventory = node_inventory(tmp_path / "inventory.yml")
     setup = tmp_path / "setup.yml"
     setup.write_text(
         "- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: sriovnet.dra.plugin\n"

@@ -10,14 +10,13 @@ and fails.
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
 from tests.ansible import node_fixture
-from tests.ansible.conftest import run
+from tests.ansible.conftest import node_inventory, run
 
 CLUSTER_CHECKS = [
     "kubernetes-version", "resource-k8s-io-v1", "nad-crd", "plugin-crds", "plugin-rbac", "admission-policy",
@@ -43,11 +42,7 @@ CLUSTER_RBAC = [("ClusterRoleBinding", "dra-sriov-managed-networks"), ("ClusterR
 @pytest.fixture
 def cluster(control_plane: object, api: object, ansible_env: dict[str, str], tmp_path: Path):
     env = {**ansible_env, "K8S_AUTH_KUBECONFIG": str(control_plane.kubeconfig)}  # type: ignore[attr-defined]
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(
-        "all:\n  children:\n    sriov_dra_nodes:\n      hosts:\n        localhost:\n"
-        f"          ansible_connection: local\n          ansible_python_interpreter: {sys.executable}\n"
-    )
+    inventory = node_inventory(tmp_path / "inventory.yml")
     setup = tmp_path / "setup.yml"
     setup.write_text(
         "- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: sriovnet.dra.plugin\n"
