@@ -38,9 +38,10 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from sriov_dra.driver import logs, settings  # noqa: E402
 from sriov_dra.driver import main as driver_main  # noqa: E402
+from sriov_dra.driver import settings  # noqa: E402
 from sriov_dra.driver.managed import repair, wiring  # noqa: E402
+from sriov_dra.servicekit import logs  # noqa: E402
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _VERSIONED = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(/.*)?$")

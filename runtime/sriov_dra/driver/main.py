@@ -8,7 +8,8 @@ only after the previous one succeeded:
    selections, release with finalizers) and its repair worker;
 2. **checkpoint** loaded from ``<state dir>/checkpoint.json`` (a corrupt file or unknown version
    → exit 1 with the file named and left untouched);
-3. API client; the metrics/health HTTP server (``/healthz`` answers 503 until step 7 finishes);
+3. API client; the metrics/health HTTP server (``sriov_dra.servicekit.health``: ``/readyz`` answers 503
+   until step 7 finishes, ``/healthz`` 503 once an essential worker crashed);
 4. **discovery** of the node's VFs (eswitch modes from devlink when the sysfs root is the host's)
    and the **publisher** (policy namespace and CRDs checked, the watches and the ResourceSlice
    worker started);
@@ -45,7 +46,6 @@ from sriov_dra.driver import (
     faults,
     kubelet_server,
     locks,
-    logs,
     metrics,
     prepare,
     publisher,
@@ -60,6 +60,7 @@ from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.kubeletapi import messages
+from sriov_dra.servicekit import health, logs
 from sriov_dra_rules import errors
 
 LOG = logging.getLogger("sriov_dra.driver")
@@ -104,13 +105,16 @@ class Plugin:
         self.publisher: publisher.Publisher | None = None
         self.eswitch_modes: devlink.EswitchModes | None = None
         self.server: kubelet_server.KubeletPluginServer | None = None
-        self.http: metrics.HttpServer | None = None
+        self.http: health.HttpServer | None = None
+        # /readyz: registered with the kubelet (step 7); /healthz: no essential worker crashed.
+        self.health_state = health.Health()
+        self.health_state.check("registered", self.readiness)
         self._api: kube_watches.ApiClient | None = None
         self.repair: managed_repair.RepairWorker | None = None
 
     # ------------------------------------------------------------------ health
-    def health(self) -> tuple[bool, str]:
-        """``(ready, reason)`` for ``/healthz`` and ``/readyz``."""
+    def readiness(self) -> tuple[bool, str]:
+        """``(ready, reason)``: the ``/readyz`` condition (registered with the kubelet, not stopping)."""
         if self.stop_event.is_set():
             return False, "shutting down"
         if self.server is None:
@@ -173,7 +177,7 @@ class Plugin:
         self.store = self._load_checkpoint()
         self._api = self._api_client()
         if cfg.metrics_bind_address:
-            self.http = metrics.HttpServer(cfg.metrics_bind_address, self.metrics, self.health)
+            self.http = health.HttpServer(cfg.metrics_bind_address, self.health_state, self.metrics.render)
             try:
                 self.http.start()
             except OSError as exc:
@@ -191,6 +195,7 @@ class Plugin:
             node_name=cfg.node_name,
             sysfs=sysfs,
             eswitch_modes=self.eswitch_modes,
+            health=self.health_state,
             policy_namespace=cfg.policy_namespace,
             driver_name=cfg.driver_name,
             stop=self.stop_event,
@@ -279,6 +284,7 @@ class Plugin:
                 first_pass_timeout_s=self.settings.repair_first_pass_timeout_s,
                 stop=self.stop_event,
                 watch_api=self._api,
+                health=self.health_state,
             )
         except managed_wiring.FirstPassTimeout as exc:
             raise StartupError(str(exc)) from exc

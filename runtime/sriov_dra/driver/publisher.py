@@ -36,6 +36,8 @@ from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import resourceslices, watches
+from sriov_dra.servicekit import health as health_mod
+from sriov_dra.servicekit import threads as svc_threads
 from sriov_dra_rules import names
 
 LOG = logging.getLogger(__name__)
@@ -81,7 +83,9 @@ class Publisher:
         watch_timeout_s: int = 300,
         eswitch_modes: discovery.EswitchModeSource | None = None,
         log: logging.Logger | logging.LoggerAdapter[logging.Logger] = LOG,
+        health: health_mod.Health | None = None,
     ) -> None:
+        self._health = health
         self.api = api
         self.node_name = node_name
         self.sysfs = sysfs
@@ -138,8 +142,10 @@ class Publisher:
         )
         controller.start()
         self._slices.start()
-        self._worker = threading.Thread(target=self._run, name=f"publisher-{self.node_name}", daemon=True)
-        self._worker.start()
+        # A crash outside the per-sync handling records itself in ``health`` (liveness fails).
+        self._worker = svc_threads.start(
+            f"publisher-{self.node_name}", self._run, health=self._health, log=self._log
+        )
         self._log.info(
             "publisher started",
             extra={"op": "publish", "node": self.node_name, "outcome": f"{len(inventory)} vfs discovered"},

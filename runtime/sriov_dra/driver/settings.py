@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Final, NoReturn
 
 from sriov_dra.core import ifnames
-from sriov_dra.driver import logs
 from sriov_dra.kubeletapi import endpoints
+from sriov_dra.servicekit import logs
 from sriov_dra_rules import errors, names
 
 DISABLED_ADDRESSES: Final = frozenset({"", "0"})

@@ -65,7 +65,7 @@ class JsonFormatter(logging.Formatter):
         doc.update(fields(record))
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=str, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(doc, default=str, ensure_ascii=False)
 
 
 def _text_value(value: object) -> str:

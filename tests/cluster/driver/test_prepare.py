@@ -135,27 +135,32 @@ class PluginNode:
         return self.process
 
     def start(self, *, kill_at: str = "") -> None:
-        """Start the plugin and register it with the test kubelet; /healthz is 503 until then."""
+        """Start the plugin and register it with the test kubelet.
+
+        ``/readyz`` (serving) is 503 until the kubelet registered the plugin, while ``/healthz``
+        (alive) is already 200: the two probes mean what they mean in every service.
+        """
         proc = self.launch(kill_at=kill_at)
         processes.wait_until(
-            "the plugin to serve its sockets (/healthz: waiting for the kubelet)",
-            lambda: self.healthz()[1].startswith("waiting"),
+            "the plugin to serve its sockets (/readyz: waiting for the kubelet)",
+            lambda: self.probe("/readyz")[1].startswith("registered: waiting"),
             timeout_s=60,
             process=proc,
         )
-        assert self.healthz()[0] == 503
+        assert self.probe("/readyz")[0] == 503
+        assert self.probe("/healthz") == (200, "ok\n")
         self.kubelet.deregister(DRIVER)
         assert self.kubelet.wait_for_driver(self.registry, DRIVER, timeout_s=30)
         processes.wait_until(
-            "/healthz to turn ready after registration",
-            lambda: self.healthz()[0] == 200,
+            "/readyz to turn ready after registration",
+            lambda: self.probe("/readyz")[0] == 200,
             timeout_s=30,
             process=proc,
         )
 
-    def healthz(self) -> tuple[int, str]:
+    def probe(self, path: str) -> tuple[int, str]:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.core import ifnames
-from sriov_dra.driver import faults, logs, main, settings
+from sriov_dra.driver import faults, main, settings
+from sriov_dra.servicekit import logs
 
 BASE = {"NODE_NAME": "node-a"}
 

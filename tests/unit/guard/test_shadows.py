@@ -60,11 +60,11 @@ def _reasons(verdict: shadows.ShadowVerdict) -> list[R]:
     return [v.reason for v in verdict.violations]
 
 
-def test_valid_shadow_passes_and_names_its_interface() -> None:
+def test_valid_shadow_passes_and_names_its_interface_and_claim() -> None:
     verdict = shadows.check_shadow(_nad(), pod=VIEW, entry=ENTRY)
     assert verdict.managed and verdict.violations == ()
     assert verdict.expected == shadows.ExpectedInterface(
-        ifname="dra0", network=f"{NS}/{PLANNED.name}", pci_address=PCI
+        ifname="dra0", network=f"{NS}/{PLANNED.name}", pci_address=PCI, claim_uid=mp.CLAIM_UID
     )
 
 

@@ -53,6 +53,8 @@ from sriov_dra.driver.managed import hostgate, netdata, observe, orphans, releas
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
 from sriov_dra.kube import watches as kube_watches
+from sriov_dra.servicekit import health as health_mod
+from sriov_dra.servicekit import threads as svc_threads
 from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)
@@ -131,10 +133,13 @@ class RepairWorker:
         """Why the latest pass ended early (empty after a complete pass)."""
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> None:
-        """Start the worker thread; its first pass runs immediately."""
-        self._thread = threading.Thread(target=self._run, name="managed-repair", daemon=True)
-        self._thread.start()
+    def start(self, *, health: health_mod.Health | None = None) -> None:
+        """Start the worker thread; its first pass runs immediately.
+
+        A crash of the loop itself (each pass already contains its own errors) is recorded in
+        ``health``: liveness fails and the container restarts instead of serving without repair.
+        """
+        self._thread = svc_threads.start("managed-repair", self._run, health=health, log=LOG)
 
     def wait_first_pass(self, timeout_s: float) -> bool:
         """Wait until a pass ran to its end (the readiness gate); True when one did.

@@ -36,6 +36,7 @@ from sriov_dra.driver.managed import (
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import nodeinfo, plugin_events, podpatch, shadows, watches
+from sriov_dra.servicekit import health as health_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -173,8 +174,11 @@ def start_worker(
     first_pass_timeout_s: float = 300.0,
     stop: threading.Event | None = None,
     watch_api: watches.ApiClient | None = None,
+    health: health_mod.Health | None = None,
 ) -> repair.RepairWorker:
     """Start the repair worker and wait until its first pass ran to its end (spec §8.3).
+
+    ``health`` records a crash of the worker's loop (the plugin is then no longer alive).
 
     The worker releases hosts and completes interrupted host stages through the handler's
     context (``unprepare.release_host``, ``prepare.ensure_host``) and fills claim ``networkData``
@@ -194,7 +198,7 @@ def start_worker(
         settings=settings,
         network_data=netdata.NetworkDataWriter(claims=context.claims, driver_name=context.driver_name),
     )
-    worker.start()
+    worker.start(health=health)
     if watch_api is not None:
         worker.watch = pod_watch(watch_api, attach.node.name, worker, stop=stop).start()
     wait_first_pass(worker, timeout_s=first_pass_timeout_s, stop=stop)
