@@ -54,22 +54,30 @@ class NetnsUnreadable(RuntimeError):
 
 
 def read_netns(path: str) -> dict[str, list[str]]:
-    """``{interface: [CIDR]}`` of the namespace at ``path`` (link-local IPv6 left out), read with ``ip``.
+    """``{interface: [CIDR]}`` of the namespace at ``path`` (link-local IPv6 left out), read by netlink.
 
-    Raises: :class:`NetnsUnreadable` when ``ip``/``nsenter`` fails (no such file, not a network
-    namespace, permission denied) or cannot run; the reason is its last stderr line.
+    The socket is opened inside the namespace by ``sriov_dra.host.netlink`` (the calling thread
+    never changes namespace), so the command needs no ``ip``/``nsenter`` binary.
+    Raises: :class:`NetnsUnreadable` naming the path and the kernel's reason (no such file, not a
+    network namespace, permission denied).
     """
-    import subprocess
+    import errno as errno_codes
+    import ipaddress
+    import os
 
-    from sriov_dra.lab import iproute
+    from sriov_dra.host import netlink
 
     try:
-        return iproute.addresses(path)
-    except iproute.IpError as exc:
-        reason = str(exc).rsplit("): ", 1)[-1].strip().splitlines()
-        raise NetnsUnreadable(path, reason[-1] if reason else str(exc)) from exc
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise NetnsUnreadable(path, str(exc)) from exc
+        found = netlink.links(path)
+    except netlink.NetlinkError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        if exc.errno == errno_codes.ENOENT:
+            reason = f"{reason} (no namespace is mounted there)"
+        raise NetnsUnreadable(path, reason) from exc
+    return {
+        link.name: [a for a in link.addresses if not ipaddress.ip_interface(a).ip.is_link_local]
+        for link in found
+    }
 
 
 class Inspector:

@@ -84,9 +84,17 @@ def _rtnl(netns_path: str | None, op: str) -> Iterator[Any]:
             netns_path=netns_path,
             errno=errno_codes.ENOENT,
         )
+    # pyroute2 0.9 leaves its sockets and event loop open when the constructor fails (e.g. a
+    # path that is not a network namespace): build the object first so the failure can close it.
+    ipr = IPRoute.__new__(IPRoute)
     try:
-        ipr = IPRoute() if netns_path is None else IPRoute(netns=netns_path, flags=0)
+        if netns_path is None:
+            ipr.__init__()
+        else:
+            ipr.__init__(netns=netns_path, flags=0)
     except (OSError, _PyNetlinkError, TimeoutError) as exc:
+        with contextlib.suppress(Exception):
+            ipr.close()
         raise _translate(exc, op, netns_path) from exc
     try:
         yield ipr
