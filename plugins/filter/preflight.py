@@ -4,14 +4,14 @@
 """The preflight role's cluster checks: facts read with kubernetes.core -> checks with pass/fail and fix.
 
 The decisions are ``module_utils/preflight_rules.py`` (a byte copy of
-``sriov_dra.core.preflight_rules``, which ``sriov-dra preflight`` uses), so the role and the CLI
+``sriov_dra_rules.preflight_rules``, which ``sriov-dra preflight`` uses), so the role and the CLI
 report the same checks with the same words. Pure; it never calls the API.
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sriovnet.dra.plugins.module_utils import preflight_rules
+from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import preflight_rules
 
 KEYS = ("version", "apis", "service_account", "policy_namespace", "denied", "reviewed", "crds", "workloads",
         "policies", "nodes", "admission", "minimum")

@@ -20,7 +20,7 @@ Pure functions of their inputs; they never call the API or touch files.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sriovnet.dra.plugins.module_utils import preflight_rules
+from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import preflight_rules
 
 DRIVER_BY_DEVICE_TYPE = {"netdevice": None, "vfio-pci": "vfio-pci"}
 
@@ -91,7 +91,7 @@ def sriov_vf_plan(policies, node_labels, pfs):
 def sriov_policy_overlaps(policies, nodes):
     """Pairs of SriovResourcePolicies that can both select one VF on some node.
 
-    The preflight's rule (``module_utils/preflight_rules.py``, a copy of ``sriov_dra.core.preflight_rules``).
+    The preflight's rule (``module_utils/preflight_rules.py``, a copy of ``sriov_dra_rules.preflight_rules``).
     Shapes: ``[{"policies": [a, b], "nodes": [...]}]`` sorted; empty when they are disjoint.
     """
     return preflight_rules.policy_overlaps(policies, nodes)

@@ -125,7 +125,8 @@ failed_checks:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sriovnet.dra.plugins.module_utils import args, base, checks, cni
+from ansible_collections.sriovnet.dra.plugins.module_utils import args, base, cni
+from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import preflight_node as checks
 
 
 def argspec():

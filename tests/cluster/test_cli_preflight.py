@@ -19,11 +19,12 @@ import yaml
 from kubernetes import client
 from tests import waiting
 
+import sriov_dra
 from sriov_dra.cli import main
-from sriov_dra.core import preflight_rules
 from sriov_dra.kube import apply, clusterfacts
+from sriov_dra_rules import preflight_rules
 
-MANIFESTS = Path(preflight_rules.__file__).resolve().parents[1] / "manifests"
+MANIFESTS = Path(sriov_dra.__file__).resolve().parent / "manifests"
 NS = "sriov-dra-preflight-cli"
 PREFIX = "preflight-cli-"
 CRDS = (

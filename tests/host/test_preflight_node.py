@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from tests import tiers
 
-from sriov_dra.host import preflight_node
 from sriov_dra.lab import binaries
+from sriov_dra_rules import preflight_node
 
 FIX = (
     "make {d}/bridge and {d}/host-local run on this node (same architecture, kernel bridge and veth support) and "

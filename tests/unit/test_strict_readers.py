@@ -58,10 +58,9 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "runtime/sriov_dra/kube/pods.py": (1, API),
     "runtime/sriov_dra/kube/watches.py": (1, "a watch event line of the API server (machine-written)"),
     "runtime/sriov_dra/kube/health.py": (1, "the API server's /version answer (machine-written)"),
-    "runtime/sriov_dra/host/preflight_node.py": (2, CNI_RESULT),
-    "plugins/module_utils/checks.py": (2, CNI_RESULT + "; byte copy of host/preflight_node.py"),
+    "plugins/module_utils/sriov_dra_rules/preflight_node.py": (2, CNI_RESULT),
     "runtime/sriov_dra/host/fakesysfs.py": (1, "the fake sysfs tree's own metadata file (written by it)"),
-    "runtime/sriov_dra/cli/inspect.py": (
+    "runtime/sriov_dra/cli/inspectrows.py": (
         3,
         "display only, never acted on: Multus's network-status, the shadow config our plugin wrote, "
         "and the source NAD's name for a column (its config is read strictly by the plugin)",
@@ -82,7 +81,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "runtime/sriov_dra/lab/realnode.py": (1, CNI_RESULT),
     "runtime/sriov_dra/lab/kubelet_state.py": (1, "the kubelet simulator's own state file"),
     "runtime/sriov_dra/lab/leftovers.py": (1, "the plugin's checkpoint, only listed for leftovers"),
-    "runtime/sriov_dra/lab/stack.py": (1, "the lab's own state file"),
+    "runtime/sriov_dra/lab/labdir.py": (1, "the lab's own state file"),
 }
 
 

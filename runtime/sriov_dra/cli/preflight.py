@@ -1,7 +1,7 @@
 """``sriov-dra preflight``: the checks of spec §4.3 and §18.1, each with pass/fail and what to change.
 
-Cluster checks (``sriov_dra.core.preflight_rules`` on facts read by ``sriov_dra.kube.clusterfacts``)
-and, unless ``--no-node-checks``, the node checks of this machine (``sriov_dra.host.preflight_node``)
+Cluster checks (``sriov_dra_rules.preflight_rules`` on facts read by ``sriov_dra.kube.clusterfacts``)
+and, unless ``--no-node-checks``, the node checks of this machine (``sriov_dra_rules.preflight_node``)
 with the guard's own config parser as the installation contract. The same rules run in the
 Ansible role ``sriovnet.dra.preflight`` (byte copies in ``plugins/module_utils``). Prints one line
 per check (``--output json``: one JSON document) and exits 1 when any check failed.
@@ -19,12 +19,11 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from sriov_dra.core import preflight_rules
 from sriov_dra.guard import install, shim
-from sriov_dra.host import preflight_node
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import clusterfacts
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra_rules import preflight_node, preflight_rules
 
 DEFAULT_NAMESPACE = "dra-driver-sriov"
 DEFAULT_SERVICE_ACCOUNT = "dra-driver-sriov"

@@ -5,7 +5,7 @@ Owns the API calls the preflight's cluster checks rest on: ``GET /version``, the
 ServiceAccount (its effective permissions, the same answer an impersonated
 SelfSubjectAccessReview gives), LISTs of CRDs, DaemonSets, Nodes and SriovResourcePolicies, and
 GETs of the admission policy and its binding.
-The decisions are ``sriov_dra.core.preflight_rules``.
+The decisions are ``sriov_dra_rules.preflight_rules``.
 
 It must never write anything but access reviews (which persist nothing).
 """
@@ -18,8 +18,8 @@ from typing import Any
 
 from kubernetes import client
 
-from sriov_dra.core import preflight_rules
 from sriov_dra.kube import errors, objects
+from sriov_dra_rules import preflight_rules
 
 CRD = objects.Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False

@@ -1,6 +1,6 @@
 """Tests for ``sriov-dra preflight`` without a cluster: the guard contract, output, exit codes.
 
-The node checks themselves are ``sriov_dra.host.preflight_node`` (tested through the module in
+The node checks themselves are ``sriov_dra_rules.preflight_node`` (tested through the module in
 ``tests/unit/plugins/modules/test_preflight.py`` and for the real ADD in ``tests/host``); here the
 CLI's guard contract (the guard's own parser) must agree with the collection's on every layout.
 """
@@ -18,7 +18,7 @@ from tests.ansible import node_fixture
 
 from sriov_dra.cli import main
 from sriov_dra.cli import preflight as cli
-from sriov_dra.host import preflight_node
+from sriov_dra_rules import preflight_node
 
 
 @pytest.fixture

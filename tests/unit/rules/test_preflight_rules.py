@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.preflight_rules: each cluster check passes, and fails naming the fix."""
+"""Tests for sriov_dra_rules.preflight_rules: each cluster check passes, and fails naming the fix."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import preflight_rules as rules
+import sriov_dra
+from sriov_dra_rules import preflight_rules as rules
 
-RBAC = Path(rules.__file__).resolve().parents[1] / "manifests" / "plugin" / "rbac.yaml"
+RBAC = Path(sriov_dra.__file__).resolve().parent / "manifests" / "plugin" / "rbac.yaml"
 ADMISSION = RBAC.with_name("admission-policy.yaml")
 SHIPPED = {d["kind"]: d for d in yaml.safe_load_all(ADMISSION.read_text()) if d}
 SA = "dra-driver-sriov/dra-driver-sriov"
