@@ -205,23 +205,42 @@ class Process:
     def stop(self) -> None:
         """SIGTERM the child's process group, wait ``stop_grace_s``, SIGKILL, and reap.
 
-        Idempotent; safe on a child that already exited.
+        Idempotent; safe on a child that already exited. The group is signalled only while its
+        leader is unreaped (running or a zombie): a process group id is the leader's PID, and once
+        the leader is reaped the kernel may hand that PID (so that group id) to an unrelated
+        process, which a late ``killpg`` would kill. So the leader is waited for without being
+        reaped (``waitid`` with ``WNOWAIT``), what is left of its group is killed, and only then it
+        is reaped. A leader already reaped (by :meth:`running` or :meth:`check`) is never signalled.
         """
-        if self.popen is None:
+        if self.popen is None or self.popen.returncode is not None:
             return
         pgid = self.popen.pid
-        if self.popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        if not _wait_unreaped(pgid, self.stop_grace_s):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=self.stop_grace_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pgid, signal.SIGKILL)
-                self.popen.wait(timeout=10)
-        # Children that outlived the leader keep the group alive: kill what is left.
+                os.killpg(pgid, signal.SIGKILL)
+            _wait_unreaped(pgid, 10.0)
+        # Children that outlived the leader keep the group alive: kill what is left, while the
+        # unreaped leader still holds the group id.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=10)
+
+
+def _wait_unreaped(pid: int, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` seconds for child ``pid`` to exit, leaving it unreaped; True if it did."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+                return True
+        except ChildProcessError:  # already reaped elsewhere
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 def wait_until(
