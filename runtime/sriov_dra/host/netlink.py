@@ -22,6 +22,8 @@ import contextlib
 import errno as errno_codes
 import ipaddress
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,9 +76,39 @@ def _describe(netns_path: str | None) -> str:
     return "the host namespace" if netns_path is None else f"network namespace {netns_path}"
 
 
+_OPENING = threading.local()
+"""``netns`` is True on a thread while it uses an IPRoute that pyroute2 may fork a helper for."""
+
+
+def _plain_signals_in_netns_helper() -> None:
+    """In a child forked while this thread opened a namespace: SIGINT/SIGTERM back to their defaults.
+
+    pyroute2 enters a namespace through a forked helper and ends it with SIGTERM. The fork copies
+    the parent's Python signal handlers, so a handler that raises (the CLI turns SIGTERM into
+    KeyboardInterrupt) would run in the helper and unwind the *parent's* copied stack in the
+    child: its ``finally`` blocks ran there and stopped the lab's processes under the real parent.
+    With the defaults the helper just dies. Other forks of the process are left alone.
+    """
+    if getattr(_OPENING, "netns", False):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_plain_signals_in_netns_helper)
+
+
 @contextlib.contextmanager
 def _rtnl(netns_path: str | None, op: str) -> Iterator[Any]:
     """Yield an IPRoute socket opened inside ``netns_path``; translate every library failure."""
+    previous = getattr(_OPENING, "netns", False)
+    _OPENING.netns = netns_path is not None
+    try:
+        yield from _rtnl_socket(netns_path, op)
+    finally:
+        _OPENING.netns = previous
+
+
+def _rtnl_socket(netns_path: str | None, op: str) -> Iterator[Any]:
     if netns_path is not None and not os.path.exists(netns_path):
         raise NetlinkError(
             f"{op}: {_describe(netns_path)} does not exist (the sandbox may already be gone)",
