@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,23 +12,18 @@ from sriov_dra.cli import inspect
 
 
 @pytest.fixture
-def netns() -> Iterator[str]:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs root and iproute2 to make a network namespace")
-    name = f"insp-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        for args in (
-            ["link", "add", "dra0", "type", "veth", "peer", "name", "peer0"],
-            ["addr", "add", "192.0.2.10/24", "dev", "dra0"],
-            ["addr", "add", "2001:db8::10/64", "dev", "dra0"],
-            ["link", "set", "dra0", "up"],
-            ["link", "set", "peer0", "up"],
-        ):
-            subprocess.run(["ip", "-n", name, *args], check=True)
-        yield f"/var/run/netns/{name}"
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
+def netns(scratch_netns: str) -> str:
+    """A namespace holding ``dra0`` (IPv4 + IPv6) and its veth peer ``peer0``."""
+    name = scratch_netns.rsplit("/", 1)[-1]
+    for args in (
+        ["link", "add", "dra0", "type", "veth", "peer", "name", "peer0"],
+        ["addr", "add", "192.0.2.10/24", "dev", "dra0"],
+        ["addr", "add", "2001:db8::10/64", "dev", "dra0"],
+        ["link", "set", "dra0", "up"],
+        ["link", "set", "peer0", "up"],
+    ):
+        subprocess.run(["ip", "-n", name, *args], check=True)
+    return scratch_netns
 
 
 def test_inspect_reads_the_namespace_addresses_by_netlink_leaving_out_link_local(netns: str) -> None:

@@ -9,29 +9,12 @@ first ``make lab`` of a fresh clone, slow enough to lose the race, failed with "
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from sriov_dra.host import netlink
-
-
-@pytest.fixture
-def netns() -> Iterator[str]:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs root and iproute2 to make a network namespace")
-    name = f"sigt-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        yield f"/var/run/netns/{name}"
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 def test_a_child_forked_while_opening_a_namespace_gets_default_signal_handlers() -> None:
@@ -55,7 +38,7 @@ def test_a_child_forked_while_opening_a_namespace_gets_default_signal_handlers()
 
 
 def test_namespace_reads_under_a_raising_sigterm_handler_never_run_parent_code_in_the_helper(
-    netns: str, tmp_path: Path
+    scratch_netns: str, tmp_path: Path
 ) -> None:
     """A process with the CLI's handler reads a namespace many times; no helper runs its finally."""
     marker = tmp_path / "finally-ran-in"
@@ -68,7 +51,7 @@ signal.signal(signal.SIGTERM, interrupt)
 main = os.getpid()
 try:
     for _ in range(40):
-        netlink.links({netns!r})
+        netlink.links({scratch_netns!r})
 finally:
     if os.getpid() != main:
         open({str(marker)!r}, "a").write(str(os.getpid()) + "\\n")
