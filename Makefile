@@ -22,7 +22,7 @@ help:
 	@echo "               SCALE_ARGS (default --pods 200, ~5 min); the spec 18.3 size of 1,000 Pods x 8 VFs"
 	@echo "               (~20 min on 2 cores): make bench SCALE_ARGS=--pods=1000"
 	@echo "make lint    - ruff, ruff format --check, import-linter layer contracts"
-	@echo "make typecheck - mypy (strict on core, kube, host, lab, guard)"
+	@echo "make typecheck - mypy (strict on the whole runtime, the shared rules and the lab)"
 	@echo "make unit    - only the pure core tier (about 3 minutes)"
 
 setup: deps realvf-setup venv binaries collections
@@ -34,11 +34,11 @@ deps:
 venv: $(STAMP)
 	@echo "[setup] Python venv ready ($(VENV); reinstalled only when pyproject.toml changes)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml lab/pyproject.toml
 	@echo "[setup] creating $(VENV) and installing the Python dependencies (a few minutes the first time)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -m pip install -q -e '.[dev]'
+	@$(PY) -m pip install -q -e '.[dev]' -e ./lab
 	@touch $(STAMP)
 
 collections: venv
@@ -51,8 +51,8 @@ realvf-setup:
 	@bash tools/realvf-setup.sh
 
 lint: venv
-	$(VENV)/bin/ruff check runtime plugins/module_utils/sriov_dra_rules tests bench tools
-	$(VENV)/bin/ruff format --check runtime plugins/module_utils/sriov_dra_rules tests bench tools
+	$(VENV)/bin/ruff check runtime plugins/module_utils/sriov_dra_rules lab tests bench tools
+	$(VENV)/bin/ruff format --check runtime plugins/module_utils/sriov_dra_rules lab tests bench tools
 	$(VENV)/bin/lint-imports
 
 typecheck: venv

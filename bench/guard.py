@@ -1,7 +1,7 @@
 """Benchmark: what the guard adds to a CNI ADD, and how fast its shim starts.
 
 ``bench_add()`` starts a real control plane and one lab node's CNI stack
-(``sriov_dra.lab.cninode``: Multus v4.3.0 thin and thick, the guard daemon, host-local, the lab
+(``sriov_dra_lab.cninode``: Multus v4.3.0 thin and thick, the guard daemon, host-local, the lab
 sriov plugin on veth lab VFs), creates a Pod with **2 managed interfaces** exactly as the plugin
 would, and then, interleaved in the same run, times the runtime's ADD through the guard
 (shim → daemon: live Pod and shadow GETs, checks → Multus → netns and network-status check) and the
@@ -33,7 +33,7 @@ from kubernetes import client
 
 from sriov_dra.core import bindings, identities, registry, render, shadow
 from sriov_dra.guard import install
-from sriov_dra.lab import binaries, cninode, controlplane, netns
+from sriov_dra_lab import binaries, cninode, controlplane, netns
 from sriov_dra_rules import names
 
 GOAL_RATIO: Final = 1.2

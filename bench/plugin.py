@@ -8,7 +8,7 @@ splits into two slices (128 + 128):
   ``slices.plan_writes`` from an empty pool, best of ``repeats``; then the idle plan against the
   slices it produced (must be empty: 0 writes);
 * **against a real control plane** (when the pinned kube-apiserver/etcd binaries are built, see
-  ``sriov_dra.lab.binaries``): a control plane is started with ``sriov_dra.lab.controlplane.running``,
+  ``sriov_dra_lab.binaries``): a control plane is started with ``sriov_dra_lab.controlplane.running``,
   the CRDs, a namespace, the policy and a simulated Ready node are created, and the time from
   ``Publisher.start()`` (which runs discovery) to the first publication of all 256 devices is
   measured; then ``resyncs`` idle syncs are run and the API writes they performed are counted
@@ -38,8 +38,8 @@ from sriov_dra.core import policies, slices
 from sriov_dra.driver import publisher
 from sriov_dra.host import discovery, fakesysfs
 from sriov_dra.kube import apply, resourceslices
-from sriov_dra.lab import binaries, controlplane
-from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_lab import binaries, controlplane
+from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
 VFS_PER_PF: Final = 128

@@ -1,6 +1,6 @@
 """Benchmark: API requests and latency of one auto-attach prepare of a k-VF claim (default k = 2).
 
-Against a real kube-apiserver (started with ``sriov_dra.lab.controlplane.running``; the pinned
+Against a real kube-apiserver (started with ``sriov_dra_lab.controlplane.running``; the pinned
 binaries must be built), ``rounds`` times: a fresh Pod (bound to a simulated node) and a fresh
 claim allocated k VFs, each on its own rail (its own source NAD, as on a GPU node with one rail
 per GPU; status written as the scheduler would), then one NodePrepare through the real handler
@@ -70,8 +70,8 @@ from sriov_dra.host import binding, cdi, checkpoint, discovery, fakesysfs
 from sriov_dra.kube import apply, podpatch, shadows
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import binaries, controlplane
-from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_lab import binaries, controlplane
+from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
 NS: Final = "bench-prepare"

@@ -1,7 +1,7 @@
 """Benchmark: spec §18.3 scale — 1,000 Pods with 8 managed VFs each, 8,000 shadows (issue 17 item 3).
 
 Against a real control plane (etcd, kube-apiserver, kube-controller-manager with the garbage
-collector, kube-scheduler: ``sriov_dra.lab.controlplane``), the objects of ``--pods`` Pods with
+collector, kube-scheduler: ``sriov_dra_lab.controlplane``), the objects of ``--pods`` Pods with
 ``--vfs-per-pod`` managed VFs each are created, spread over simulated nodes of 256 VFs each
 (two PFs × 128, the lab's fake-sysfs node), ``256 // vfs-per-pod`` Pods per node:
 
@@ -10,7 +10,7 @@ collector, kube-scheduler: ``sriov_dra.lab.controlplane``), the objects of ``--p
   256 VFs, its API requests counted). Its ``--prepared-claims`` claims (default 64; each of its
   Pods holds two claims of ``vfs-per-pod / 2`` VFs, so 32 Pods and all 256 VFs) are allocated
   (status written as the scheduler would) and **prepared through the real NodePrepare path**:
-  the lab's kubelet client (``sriov_dra.lab.kubelet``) calls the plugin's DRA socket over gRPC;
+  the lab's kubelet client (``sriov_dra_lab.kubelet``) calls the plugin's DRA socket over gRPC;
 * **every other Pod's objects are created exactly as the plugin creates them**, without running
   a plugin per node (``bench/scalekit/objects.py``: the product's own builders — interface names,
   rendering, identities, ``expected_shadow``, ``podnets.plan_merge``; a unit test proves them
@@ -84,8 +84,8 @@ from sriov_dra.driver.managed import shadows as managed_shadows
 from sriov_dra.host import checkpoint, discovery, fakesysfs
 from sriov_dra.kube import apply, podpatch, resourceslices, shadows, watches
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import binaries, controlplane, guard, kubelet, processes
-from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_lab import binaries, controlplane, guard, kubelet, processes
+from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
 D: Final = names.DOMAIN

@@ -77,7 +77,7 @@ def control_plane() -> Iterator[object]:
     Skips with the reason when the pinned binaries are not built or a component cannot start
     (fails instead when ``SRIOV_DRA_REQUIRE_TIERS`` requires the cluster tier).
     """
-    from sriov_dra.lab import binaries, controlplane, processes
+    from sriov_dra_lab import binaries, controlplane, processes
     from tests import tiers
 
     settings = controlplane.ControlPlaneSettings(audit=True)
@@ -97,7 +97,7 @@ def control_plane() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def api(control_plane: object) -> Iterator[object]:
     """An admin ApiClient for the session control plane."""
-    from sriov_dra.lab import controlplane
+    from sriov_dra_lab import controlplane
 
     assert isinstance(control_plane, controlplane.ControlPlane)
     client = control_plane.api()
@@ -137,7 +137,7 @@ def namespace(api: object, request: pytest.FixtureRequest) -> Iterator[str]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if any process started by the tests (in any process group) survived them."""
-    from sriov_dra.lab import processes
+    from sriov_dra_lab import processes
 
     left = processes.survivors()
     if left:

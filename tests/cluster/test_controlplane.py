@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from sriov_dra.kube import health
-from sriov_dra.lab import binaries, controlplane, processes
+from sriov_dra_lab import binaries, controlplane, processes
 
 
 def test_apiserver_reports_the_pinned_version(api):

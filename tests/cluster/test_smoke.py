@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from tests import waiting
 
-from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_lab.nodes import SimulatedNode
 
 T = TypeVar("T")
 DRIVER = "smoke.sriov-dra.test"

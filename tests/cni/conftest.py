@@ -1,6 +1,6 @@
 """cni tier fixtures: one lab node's CNI stack on the session control plane, and a World per test.
 
-The stack (``sriov_dra.lab.cninode.CniNode``) is real: Multus v4.3.0 thin and thick, the
+The stack (``sriov_dra_lab.cninode.CniNode``) is real: Multus v4.3.0 thin and thick, the
 containernetworking plugins, whereabouts, the guard daemon with the shipped ClusterRole, network
 namespaces and veth lab VFs. The tier skips with the printed reason only when a real part cannot
 start (not root, binaries not built, a component exiting); ``SRIOV_DRA_REQUIRE_TIERS=cni`` turns
@@ -20,7 +20,7 @@ from tests import tiers
 from tests.cni import world as world_module
 
 from sriov_dra.host import netlink
-from sriov_dra.lab import binaries, cninode, controlplane, guard, processes
+from sriov_dra_lab import binaries, cninode, controlplane, guard, processes
 
 NODE = "cni-node-a"
 

@@ -35,7 +35,7 @@ from kubernetes import client
 from tests.cni.world import RAIL_A, RAIL_B, World, eventually
 
 from sriov_dra.host import netlink
-from sriov_dra.lab import cni
+from sriov_dra_lab import cni
 
 MODES = ["thin", "thick"]
 PRIMARY = "lab-primary"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.guard import install
-from sriov_dra.lab import cni, cninode, guard
+from sriov_dra_lab import cni, cninode, guard
 
 
 @pytest.mark.parametrize("mode", ["thin", "thick"])

@@ -20,7 +20,7 @@ import pytest
 from tests.cni.world import RAIL_A, Rail, World
 
 from sriov_dra.host import netlink
-from sriov_dra.lab import cni
+from sriov_dra_lab import cni
 
 # host-local's range set of a /30 is .253-.254 and its default gateway (.253) is never handed out,
 # so .254 is the tiny rail's only address.

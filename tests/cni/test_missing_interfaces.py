@@ -23,7 +23,7 @@ import pytest
 from tests.cni.world import RAIL_A, World
 
 from sriov_dra.host import netlink
-from sriov_dra.lab import cni
+from sriov_dra_lab import cni
 from sriov_dra_rules import names
 
 MODES = ["thin", "thick"]

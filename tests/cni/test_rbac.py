@@ -17,7 +17,7 @@ import pytest
 from tests.cni.world import World
 
 from sriov_dra.guard import decisions, install
-from sriov_dra.lab import cninode, guard, multus
+from sriov_dra_lab import cninode, guard, multus
 
 R = decisions.Reason
 

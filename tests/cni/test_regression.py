@@ -27,7 +27,7 @@ from tests.fakes import stale_apiserver
 
 from sriov_dra.guard import decisions
 from sriov_dra.host import netlink
-from sriov_dra.lab import cninode, controlplane
+from sriov_dra_lab import cninode, controlplane
 
 R = decisions.Reason
 MULTUS_USER = "system:serviceaccount:kube-system:multus"

@@ -20,7 +20,7 @@ from tests.fakes import managed_pods as mp
 
 from sriov_dra.core import bindings
 from sriov_dra.guard import decisions
-from sriov_dra.lab import cni
+from sriov_dra_lab import cni
 from sriov_dra_rules import names
 
 R = decisions.Reason

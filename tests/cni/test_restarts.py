@@ -19,7 +19,7 @@ import pytest
 from tests.cni.world import RAIL_A, RAIL_B, Rail, World
 
 from sriov_dra.host import netlink
-from sriov_dra.lab import cni
+from sriov_dra_lab import cni
 
 # The second Pod's VFs: other PCI addresses on the same rails (same source NADs, networks, ranges).
 RAIL_A2 = Rail(RAIL_A.source, RAIL_A.cni_name, "0000:03:00.2", RAIL_A.subnet, RAIL_A.ipam)

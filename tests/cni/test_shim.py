@@ -15,7 +15,7 @@ from tests.cni.world import RAIL_A, RAIL_B, World
 
 from sriov_dra.guard import install, shim
 from sriov_dra.host import netlink
-from sriov_dra.lab import cni, cninode
+from sriov_dra_lab import cni, cninode
 
 
 def _dead_socket_conf(node: cninode.CniNode, mode: str, tmp_path: Path) -> Path:

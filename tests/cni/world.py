@@ -1,6 +1,6 @@
 """Per-test objects of the cni tier: source NADs, Pods, shadows and sandboxes on a real API server.
 
-A :class:`World` is one test's namespace on the session's :class:`~sriov_dra.lab.cninode.CniNode`.
+A :class:`World` is one test's namespace on the session's :class:`~sriov_dra_lab.cninode.CniNode`.
 Shadows are planned with the real ``core`` contracts (``tests.fakes.managed_pods``), created on
 the API server, and the Pod is annotated with its selections and registry exactly as the plugin
 would. Tests then break one thing and run the runtime's CNI chain through the guard.
@@ -24,7 +24,7 @@ from tests import waiting
 from tests.fakes import managed_pods as mp
 
 from sriov_dra.core import registry
-from sriov_dra.lab import cni, cninode, netns
+from sriov_dra_lab import cni, cninode, netns
 from sriov_dra_rules import names
 
 T = TypeVar("T")

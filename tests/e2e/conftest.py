@@ -1,6 +1,6 @@
 """The e2e tier: one lab (control plane, two simulated nodes, every service) for the whole session.
 
-The lab is :class:`sriov_dra.lab.stack.LabStack`, the same object ``sriov-dra lab demo`` runs: it
+The lab is :class:`sriov_dra_lab.stack.LabStack`, the same object ``sriov-dra lab demo`` runs: it
 installs through the collection's roles (``playbooks/lab.yml``; a role that fails is a test error,
 its output in ``<lab>/ansible/ansible-*.log``) and then starts the services as processes. It
 skips (fails when ``SRIOV_DRA_REQUIRE_TIERS`` names ``e2e``) only when a real part cannot start on
@@ -27,7 +27,7 @@ from tests.e2e import helpers
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A running lab with two nodes (see the module docstring)."""
-    from sriov_dra.lab import binaries, processes, stack, topology
+    from sriov_dra_lab import binaries, processes, stack, topology
 
     if os.geteuid() != 0:
         tiers.unavailable("e2e", "the lab needs root (network and mount namespaces, veth interfaces)")
@@ -70,7 +70,7 @@ def rails(lab: Any) -> list[dict[str, Any]]:
 
     The NAD names resolve in each Pod's namespace, so every test brings its own templates.
     """
-    from sriov_dra.lab import workloads
+    from sriov_dra_lab import workloads
 
     docs = helpers.rail_mapping_docs()
     workloads.apply_docs(lab.api, docs)

@@ -12,7 +12,7 @@ from typing import Any
 
 from kubernetes import client
 
-from sriov_dra.lab import workloads
+from sriov_dra_lab import workloads
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
@@ -129,11 +129,11 @@ def in_namespace(namespace: str, *docs: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def wait_clean(lab: Any, *, timeout_s: float = 60.0) -> Any:
-    """Wait until :func:`sriov_dra.lab.leftovers.collect` finds nothing; return the last count.
+    """Wait until :func:`sriov_dra_lab.leftovers.collect` finds nothing; return the last count.
 
     On timeout the last (non-empty) result is returned, so the assertion shows what was left.
     """
-    from sriov_dra.lab import leftovers
+    from sriov_dra_lab import leftovers
 
     def clean() -> leftovers.Leftovers | None:
         found = leftovers.collect(lab)

@@ -23,7 +23,7 @@ from tests.e2e.helpers import (
     wait_clean,
 )
 
-from sriov_dra.lab import workloads
+from sriov_dra_lab import workloads
 
 ROUNDS = 25
 PODS_PER_ROUND = 4

@@ -22,7 +22,7 @@ from tests.e2e.helpers import PAIRS, wait_clean
 
 from sriov_dra.cli import inspect
 from sriov_dra.kube import objects
-from sriov_dra.lab import demo, workloads
+from sriov_dra_lab import demo, workloads
 from sriov_dra_rules import names
 
 RAILS = {"rail-a-net": "192.0.2.0/24", "rail-b-net": "198.51.100.0/24"}

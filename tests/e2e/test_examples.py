@@ -20,7 +20,7 @@ from tests.e2e.helpers import EXAMPLES, wait_clean
 
 from sriov_dra.cli import inspect
 from sriov_dra.kube import objects
-from sriov_dra.lab import stack, workloads
+from sriov_dra_lab import stack, workloads
 
 POLICY_KINDS = ("SriovResourcePolicy", "DeviceAttributes")
 

@@ -26,7 +26,7 @@ from tests.e2e.helpers import (
 )
 
 from sriov_dra.kube import objects
-from sriov_dra.lab import leftovers, workloads
+from sriov_dra_lab import leftovers, workloads
 
 
 def _unnamed(name: str, ipam: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.e2e.helpers import claim_template, in_namespace, template, vf_pod, wait_clean
 
-from sriov_dra.lab import workloads
+from sriov_dra_lab import workloads
 
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
 

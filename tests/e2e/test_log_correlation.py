@@ -18,7 +18,7 @@ from tests.e2e.helpers import SRIOV_CLASS, claim_template, in_namespace, on_pf, 
 
 from sriov_dra.cli import inspect
 from sriov_dra.kube import objects
-from sriov_dra.lab import workloads
+from sriov_dra_lab import workloads
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 

@@ -25,7 +25,7 @@ from tests.e2e.helpers import (
 )
 
 from sriov_dra.kube import objects
-from sriov_dra.lab import workloads
+from sriov_dra_lab import workloads
 
 
 def _in(cidr: str, subnet: str) -> bool:

@@ -15,7 +15,7 @@ from tests.e2e.helpers import PAIRS, wait_clean
 
 from sriov_dra.cli import inspect
 from sriov_dra.kube import objects
-from sriov_dra.lab import demo, stack, workloads
+from sriov_dra_lab import demo, stack, workloads
 
 
 @pytest.fixture(scope="module")

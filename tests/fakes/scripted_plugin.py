@@ -1,4 +1,4 @@
-"""FAKE DRA kubelet plugin with scripted wire answers, to test the kubelet side (``sriov_dra.lab``).
+"""FAKE DRA kubelet plugin with scripted wire answers, to test the kubelet side (``sriov_dra_lab``).
 
 This is a test fake, not our plugin: it serves the registration service and the v1/v1beta1
 DRAPlugin services on ONE unix socket (so ``PluginInfo.endpoint`` may be left empty) and answers

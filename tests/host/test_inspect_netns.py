@@ -41,6 +41,6 @@ def test_inspect_names_a_path_that_is_not_a_network_namespace(tmp_path: Path) ->
 
 
 def test_inspect_imports_nothing_from_the_lab() -> None:
-    code = "import sys, sriov_dra.cli.inspect as i; i.read_netns; print(sorted(m for m in sys.modules if m.startswith('sriov_dra.lab')))"
+    code = "import sys, sriov_dra.cli.inspect as i; i.read_netns; print(sorted(m for m in sys.modules if m.startswith('sriov_dra_lab')))"
     out = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -10,7 +10,7 @@ import pytest
 from tests import tiers
 
 from sriov_dra.host import netlink
-from sriov_dra.lab import netns
+from sriov_dra_lab import netns
 
 
 @pytest.fixture

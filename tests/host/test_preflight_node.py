@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tests import tiers
 
-from sriov_dra.lab import binaries
+from sriov_dra_lab import binaries
 from sriov_dra_rules import preflight_node
 
 FIX = (

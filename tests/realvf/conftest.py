@@ -46,7 +46,7 @@ def realvf_results(tmp_path_factory: pytest.TempPathFactory) -> object:
     """
     from tests.realvf import vm
 
-    from sriov_dra.lab import processes
+    from sriov_dra_lab import processes
 
     try:
         parts = vm.locate()

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sriov_dra.lab import binaries, processes
+from sriov_dra_lab import binaries, processes
 
 REPO = Path(__file__).resolve().parents[2]
 GUEST_TESTS = Path(__file__).resolve().parent / "guest"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = (REPO / "runtime" / "sriov_dra", REPO / "plugins")
+ROOTS = (REPO / "runtime" / "sriov_dra", REPO / "plugins", REPO / "lab" / "sriov_dra_lab")
 JSON_NAMES = frozenset({"load", "loads", "JSONDecoder"})
 YAML_NAMES = frozenset(
     {"load", "load_all", "safe_load", "safe_load_all", "full_load", "full_load_all", "unsafe_load"}
@@ -65,23 +65,23 @@ ALLOWED: dict[str, tuple[int, str]] = {
         "display only, never acted on: Multus's network-status, the shadow config our plugin wrote, "
         "and the source NAD's name for a column (its config is read strictly by the plugin)",
     ),
-    "runtime/sriov_dra/lab/sriov_cni.py": (
+    "lab/sriov_dra_lab/sriov_cni.py": (
         7,
         "the lab's stand-in for sriov-cni (a Go plugin whose decoder keeps the last key): the config "
         "Multus hands it, its own state and VF map files, and the IPAM and host-device plugins' results",
     ),
-    "runtime/sriov_dra/lab/cni.py": (
+    "lab/sriov_dra_lab/cni.py": (
         3,
         "CNI results on stdout, and the primary network config the lab itself installed, read as "
         "the container runtime's libcni reads it",
     ),
-    "runtime/sriov_dra/lab/cninode.py": (1, "the 00-multus.conf that thick Multus generated"),
-    "runtime/sriov_dra/lab/demo.py": (1, "API server audit log lines (machine-written)"),
-    "runtime/sriov_dra/lab/iproute.py": (1, CNI_RESULT),
-    "runtime/sriov_dra/lab/realnode.py": (1, CNI_RESULT),
-    "runtime/sriov_dra/lab/kubelet_state.py": (1, "the kubelet simulator's own state file"),
-    "runtime/sriov_dra/lab/leftovers.py": (1, "the plugin's checkpoint, only listed for leftovers"),
-    "runtime/sriov_dra/lab/labdir.py": (1, "the lab's own state file"),
+    "lab/sriov_dra_lab/cninode.py": (1, "the 00-multus.conf that thick Multus generated"),
+    "lab/sriov_dra_lab/demo.py": (1, "API server audit log lines (machine-written)"),
+    "lab/sriov_dra_lab/iproute.py": (1, CNI_RESULT),
+    "lab/sriov_dra_lab/realnode.py": (1, CNI_RESULT),
+    "lab/sriov_dra_lab/kubelet_state.py": (1, "the kubelet simulator's own state file"),
+    "lab/sriov_dra_lab/leftovers.py": (1, "the plugin's checkpoint, only listed for leftovers"),
+    "lab/sriov_dra_lab/labdir.py": (1, "the lab's own state file"),
 }
 
 

@@ -81,7 +81,7 @@ def read_netns(path: str) -> dict[str, list[str]]:
 
 
 class Inspector:
-    """The demo's view of this command (``sriov_dra.lab.demo.Inspector``)."""
+    """The demo's view of this command (``sriov_dra_lab.demo.Inspector``)."""
 
     def inspect(self, client: objects.Objects, namespace: str, name: str, netns: str | None) -> list[Row]:
         """Rows of Pod ``namespace/name``; IPs from ``netns`` when given."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from kubernetes.config import ConfigException
 
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra.lab import binaries, processes
+from sriov_dra_lab import binaries, processes
 
 
 def _quiet_lab(args: argparse.Namespace) -> None:
@@ -42,7 +42,7 @@ def _quiet_lab(args: argparse.Namespace) -> None:
 def _lab_up(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sriov_dra.lab import console
+    from sriov_dra_lab import console
 
     _quiet_lab(args)
     workdir = Path(args.workdir).resolve()
@@ -61,7 +61,7 @@ def _lab_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sriov_dra.cli import inspect
-    from sriov_dra.lab import demo
+    from sriov_dra_lab import demo
 
     _quiet_lab(args)
     return demo.run(

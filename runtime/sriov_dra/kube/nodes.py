@@ -2,7 +2,7 @@
 
 Used by the lab's simulated nodes and the cluster tests (a real kubelet would do this; there is
 none on the lab machine). Owns only these API calls; the thread that repeats them lives in
-``sriov_dra.lab.nodes``.
+``sriov_dra_lab.nodes``.
 """
 
 from __future__ import annotations

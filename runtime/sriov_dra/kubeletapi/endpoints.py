@@ -3,7 +3,7 @@
 Owns every wire string the kubelet and a DRA plugin must agree on outside the messages
 themselves: the gRPC service names, the ``supported_versions`` strings of plugin registration,
 the plugin type, the conventional socket locations and the kubelet's call deadlines. The plugin
-server (``sriov_dra.driver``) and the kubelet simulator (``sriov_dra.lab``) both read them here,
+server (``sriov_dra.driver``) and the kubelet simulator (``sriov_dra_lab``) both read them here,
 so the two sides cannot disagree. Pure values and path arithmetic; never touches the filesystem.
 
 Source: /work/shared/reference/dra-protocol.md §1.1, §1.3, §2.1–§2.4 (kubelet v0.36.3,

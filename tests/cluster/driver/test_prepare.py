@@ -3,7 +3,7 @@
 The plugin runs as a real process through its entrypoint (``python -m sriov_dra.driver``) on a
 fake-sysfs node (``host.fakesysfs``; its fake kernel emulates driver binding, enabled with the
 lab-only ``--fake-sysfs-kernel``) against kube-apiserver, controller-manager and scheduler
-v1.36.3. The test kubelet (``sriov_dra.lab.kubelet``) registers it and calls NodePrepare /
+v1.36.3. The test kubelet (``sriov_dra_lab.kubelet``) registers it and calls NodePrepare /
 NodeUnprepare as the kubelet does. Every step asserts CDI files, the VF's driver on the fake
 sysfs, the claim's ``status.devices`` and the checkpoint file. The crash tests kill the process
 (SIGKILL, through the test-only ``SRIOV_DRA_TEST_KILL_AT`` hook) at every step boundary and
@@ -38,8 +38,8 @@ from sriov_dra.host import checkpoint, fakesysfs
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import apply
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import controlplane, kubelet, processes, session
-from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_lab import controlplane, kubelet, processes, session
+from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
 T = TypeVar("T")

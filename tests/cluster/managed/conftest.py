@@ -31,8 +31,8 @@ from sriov_dra.kube import apply
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import session
-from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_lab import session
+from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
 T = TypeVar("T")

@@ -23,7 +23,7 @@ from kubernetes import client
 
 from sriov_dra.kube import apply
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import binaries
+from sriov_dra_lab import binaries
 from sriov_dra_rules import names
 
 from .conftest import (

@@ -29,7 +29,7 @@ from sriov_dra.driver.managed import netdata, repair, wiring
 from sriov_dra.kube import apply
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import session
+from sriov_dra_lab import session
 from sriov_dra_rules import names
 
 from .conftest import RBAC, ClusterPlugin, eventually, load_all

@@ -8,7 +8,7 @@ from kubernetes import client
 
 from sriov_dra.driver.managed import wiring
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_lab.nodes import SimulatedNode
 
 from .conftest import ClusterPlugin, eventually, nads_in, workload_pod
 

@@ -24,9 +24,9 @@ from kubernetes import client
 from tests.cluster.operator.conftest import Harness, eventually
 
 from sriov_dra.kube import leader, objects
-from sriov_dra.lab import controlplane, processes
 from sriov_dra.operator import __main__ as entrypoint
 from sriov_dra.operator import app, metrics, settings
+from sriov_dra_lab import controlplane, processes
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from tests.fakes import operator_objects as oo
 
 from sriov_dra.core import sriovnetwork
 from sriov_dra.kube import objects
-from sriov_dra.lab import controlplane
+from sriov_dra_lab import controlplane
 from sriov_dra_rules import strictjson
 
 

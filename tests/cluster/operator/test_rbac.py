@@ -24,7 +24,7 @@ from tests.cluster.operator.conftest import MANIFESTS, SHADOW_SELECTOR, Harness
 
 from sriov_dra.core import sriovnetwork
 from sriov_dra.kube import apply, leader, objects, watches
-from sriov_dra.lab import controlplane
+from sriov_dra_lab import controlplane
 
 OPERATOR = MANIFESTS / "operator"
 SHIPPED_NS = "sriov-network-operator"

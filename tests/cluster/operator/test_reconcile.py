@@ -19,7 +19,7 @@ from tests.fakes import operator_objects as oo
 
 from sriov_dra.core import sriovnetwork
 from sriov_dra.kube import objects
-from sriov_dra.lab import controlplane
+from sriov_dra_lab import controlplane
 
 GEN = "sriovnetwork.openshift.io/generated-by"
 UID_LABEL = "sriovnetwork.openshift.io/node-policy-uid"

@@ -1,4 +1,4 @@
-"""Real nodes (``sriov_dra.lab.realnode``) against the session control plane: kubelet v1.36, containerd 2.2.
+"""Real nodes (``sriov_dra_lab.realnode``) against the session control plane: kubelet v1.36, containerd 2.2.
 
 These tests use the root ``control_plane`` fixture (not the e2e tier's simulated lab), so the
 ``api`` and ``namespace`` fixtures of ``tests/e2e/conftest.py`` are replaced here by ones on that
@@ -25,7 +25,7 @@ from tests.e2e import helpers
 @pytest.fixture(scope="session")
 def node_bridge(control_plane: Any) -> Iterator[Any]:
     """The lab's host bridge for real nodes (created once, removed at the end)."""
-    from sriov_dra.lab import realnode
+    from sriov_dra_lab import realnode
 
     missing = realnode.missing_parts()
     if missing:
@@ -42,7 +42,7 @@ def node_factory(
     control_plane: Any, node_bridge: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[[int], Any]]:
     """Start real node ``index`` (1-based) on the session control plane; every node is stopped at the end."""
-    from sriov_dra.lab import realnode
+    from sriov_dra_lab import realnode
 
     started: list[realnode.RealNode] = []
     base = tmp_path_factory.mktemp("realnodes")
@@ -93,7 +93,7 @@ def kubectl(control_plane: Any) -> Callable[..., Any]:
     """Run the pinned kubectl with the admin kubeconfig; returns the finished process."""
     import subprocess
 
-    from sriov_dra.lab import binaries
+    from sriov_dra_lab import binaries
 
     def run(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
         argv = [str(binaries.find("kubectl")), f"--kubeconfig={Path(control_plane.kubeconfig)}", *args]

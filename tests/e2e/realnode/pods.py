@@ -11,7 +11,7 @@ from tests.waiting import eventually
 
 def busybox_pod(name: str, node: str, script: str) -> dict[str, Any]:
     """A Pod of the lab's local busybox image on ``node`` (chosen by the scheduler through a nodeSelector)."""
-    from sriov_dra.lab import images
+    from sriov_dra_lab import images
 
     return {
         "apiVersion": "v1",

@@ -23,7 +23,7 @@ from tests.waiting import eventually
 
 from sriov_dra.core import checkpoint_codec
 from sriov_dra.host import checkpoint
-from sriov_dra.lab import controlplane
+from sriov_dra_lab import controlplane
 from sriov_dra_rules import names
 
 D = names.DOMAIN

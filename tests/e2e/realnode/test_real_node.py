@@ -1,4 +1,4 @@
-"""A real kubelet v1.36 with containerd 2.2 and runc, as ``sriov_dra.lab.realnode`` starts it, runs Pods.
+"""A real kubelet v1.36 with containerd 2.2 and runc, as ``sriov_dra_lab.realnode`` starts it, runs Pods.
 
 Each test names what it proves; measurements (Ready time, apply→Running, RSS) are printed, never
 asserted.
@@ -30,14 +30,14 @@ def pod_sandboxes(node: Any, namespace: str) -> list[str]:
 
 def pod_veths(node: Any) -> list[str]:
     """veth links in the node network namespace (the bridge plugin's host ends)."""
-    from sriov_dra.lab import iproute
+    from sriov_dra_lab import iproute
 
     return sorted(n for n in iproute.link_names(node.netns_path) if n.startswith("veth"))
 
 
 def reservations(node: Any) -> list[str]:
     """host-local reservation files of the node's Pod network (bookkeeping files left out)."""
-    from sriov_dra.lab import realnode
+    from sriov_dra_lab import realnode
 
     d = node.node_dir("/var/lib/cni") / "networks" / realnode.POD_NETWORK
     if not d.is_dir():
@@ -49,7 +49,7 @@ def reservations(node: Any) -> list[str]:
 
 def pod_cgroups(node: Any, uid: str) -> list[str]:
     """Cgroup directories of the Pod ``uid`` under the node's cgroup root, in any hierarchy."""
-    from sriov_dra.lab import realnode
+    from sriov_dra_lab import realnode
 
     needle = "pod" + uid
     found = []

@@ -10,7 +10,7 @@ from tests import tiers
 
 from sriov_dra.guard import decisions, shadows, verify
 from sriov_dra.host import netlink
-from sriov_dra.lab import netns
+from sriov_dra_lab import netns
 
 EXPECTED = (
     shadows.ExpectedInterface("dra0", "ns/dra-sriov-a", "0000:03:00.1"),

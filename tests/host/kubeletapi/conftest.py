@@ -12,7 +12,7 @@ from tests.fakes.claim_handler import FakeClaimHandler
 
 from sriov_dra.driver import kubelet_server
 from sriov_dra.kubeletapi import endpoints
-from sriov_dra.lab import kubelet
+from sriov_dra_lab import kubelet
 
 DRIVER = "vf.test.example.com"
 

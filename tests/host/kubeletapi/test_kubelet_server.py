@@ -1,6 +1,6 @@
 """The plugin's kubelet-facing servers on real unix sockets (``sriov_dra.driver.kubelet_server``).
 
-Driven by the kubelet-side client of ``sriov_dra.lab`` and by raw generated stubs.
+Driven by the kubelet-side client of ``sriov_dra_lab`` and by raw generated stubs.
 Source: /work/shared/reference/dra-protocol.md §1.2, §1.3, §2.2, §2.3, §2.4, §9.
 """
 
@@ -31,7 +31,7 @@ from sriov_dra.kubeletapi import (
     pluginregistration_v1_pb2,
     pluginregistration_v1_pb2_grpc,
 )
-from sriov_dra.lab import kubelet, kubelet_plugins
+from sriov_dra_lab import kubelet, kubelet_plugins
 
 A = messages.ClaimRef("ns", "a", "uid-a")
 B = messages.ClaimRef("ns", "b", "uid-b")

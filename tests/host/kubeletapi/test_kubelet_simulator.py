@@ -1,4 +1,4 @@
-"""The simulated kubelet DRA manager against real plugins on unix sockets (``sriov_dra.lab``).
+"""The simulated kubelet DRA manager against real plugins on unix sockets (``sriov_dra_lab``).
 
 Checks that the lab drives a plugin as a 1.36 kubelet does: discovery in the registry
 directory, the registration handshake, v1 preferred, one call per driver per Pod with only the
@@ -21,7 +21,7 @@ from tests.host.kubeletapi.conftest import DRIVER, ServerFactory
 
 from sriov_dra.driver import kubelet_server
 from sriov_dra.kubeletapi import dra_v1_pb2, endpoints, messages
-from sriov_dra.lab import kubelet, kubelet_plugins
+from sriov_dra_lab import kubelet, kubelet_plugins
 from sriov_dra_rules import errors
 
 OTHER = "gpu.test.example.com"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import kubelet_state
+from sriov_dra_lab import kubelet_state
 
 CLAIM = kubelet_state.ClaimRecord("ns", "c1", "uid-1", ("a.example", "b.example"), ("pod-1", "pod-2"), True)
 BOX = kubelet_state.SandboxRecord(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.lab import processes
+from sriov_dra_lab import processes
 
 
 def alive(pid: int) -> bool:

@@ -19,7 +19,7 @@ import pytest
 from tests import tiers
 
 from sriov_dra.host import netlink
-from sriov_dra.lab import netns
+from sriov_dra_lab import netns
 
 PCI = "0000:03:00.5"
 
@@ -60,7 +60,7 @@ def _run(
         CNI_PATH=str(bin_dir),
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "sriov_dra.lab.sriov_cni", "--vf-map", str(vf_map), "--state-dir", str(state)],
+        [sys.executable, "-m", "sriov_dra_lab.sriov_cni", "--vf-map", str(vf_map), "--state-dir", str(state)],
         input=json.dumps(conf).encode(),
         capture_output=True,
         env=env,

@@ -1,6 +1,6 @@
 """The SR-IOV CNI step on a real VF: the lab's ``sriov`` plugin (the sriov-cni stand-in) in real-VF mode.
 
-The plugin's CNI entry (:func:`sriov_dra.lab.sriov_cni.run` with ``--real-vfs``, what its wrapper
+The plugin's CNI entry (:func:`sriov_dra_lab.sriov_cni.run` with ``--real-vfs``, what its wrapper
 executes) runs in this process with the CNI environment and stdin; the device move and IPAM are
 the pinned upstream ``host-device`` and ``host-local`` binaries it executes from ``CNI_PATH`` (the
 run image's :data:`tests.realvf.vm.GUEST_CNI_DIR`). The PF's VF table is read with the host's
@@ -25,7 +25,7 @@ import pytest
 from tests.realvf.guest import realvfs
 
 from sriov_dra.host import netlink
-from sriov_dra.lab import sriov_cni
+from sriov_dra_lab import sriov_cni
 
 CNI_PATH = realvfs.REPO / ".realvf-cni"
 SUBNET = "10.56.1.0/24"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sriov_dra.lab import binaries, console, stack, topology
+from sriov_dra_lab import binaries, console, stack, topology
 
 KUBECTL = Path("/cache/kubernetes/v1.36.3/bin/kubectl")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.lab import demo
+from sriov_dra_lab import demo
 
 
 def _event(user: str, group: str, resource: str) -> str:

@@ -10,7 +10,7 @@ import tarfile
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.lab import images
+from sriov_dra_lab import images
 
 NAMES = st.from_regex(r"[a-z][a-z0-9]{0,8}(/[a-z][a-z0-9]{0,8}){0,2}:[a-z0-9]{1,6}", fullmatch=True)
 FILES = st.lists(

@@ -1,6 +1,6 @@
 """The kubelet's choice of DRA service from a plugin's ``supported_versions``.
 
-``sriov_dra.lab.kubelet_plugins.select_service`` mirrors the 1.36 kubelet's
+``sriov_dra_lab.kubelet_plugins.select_service`` mirrors the 1.36 kubelet's
 ``validateSupportedServices``: the plugin's first entry that the kubelet supports wins.
 Source: /work/shared/reference/dra-protocol.md §1.3.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sriov_dra.kubeletapi import endpoints
-from sriov_dra.lab import kubelet_plugins
+from sriov_dra_lab import kubelet_plugins
 from sriov_dra_rules import errors
 
 V1 = endpoints.DraService.V1

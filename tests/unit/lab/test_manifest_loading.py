@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.lab import stack, workloads
+from sriov_dra_lab import stack, workloads
 from sriov_dra_rules import errors
 
 POD = """apiVersion: v1

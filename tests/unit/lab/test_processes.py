@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from sriov_dra.lab import processes
+from sriov_dra_lab import processes
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])

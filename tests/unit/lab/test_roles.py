@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.lab import roles
+from sriov_dra_lab import roles
 
 OUTPUT = """\
 PLAY [Cluster objects] *********************************************************

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sriov_dra.lab import sandboxes
+from sriov_dra_lab import sandboxes
 
 BRIDGE_RESULT = {
     "interfaces": [{"name": "cni0"}, {"name": "veth1"}, {"name": "eth0", "sandbox": "/var/run/netns/x"}],

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sriov_dra.host import netlink
-from sriov_dra.lab import sriov_cni
+from sriov_dra_lab import sriov_cni
 
 BEFORE = netlink.VfState(
     vf=0,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sriov_dra.lab import topology
+from sriov_dra_lab import topology
 
 
 def test_each_rail_has_its_vfs_under_its_own_root() -> None:

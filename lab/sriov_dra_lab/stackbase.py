@@ -3,8 +3,8 @@
 This module owns :class:`LabOptions`, :class:`NodeStack`, the lab's fixed names (driver,
 namespaces, the plugin's ServiceAccount, the manifests directory, the logs directory), the strict
 reader of the manifests it applies, and :class:`StackState`: the attributes the stack's parts
-(:mod:`~sriov_dra.lab.stackinstall`, :mod:`~sriov_dra.lab.stackservices`,
-:mod:`~sriov_dra.lab.stack`) read and the client-certificate kubeconfigs they share.
+(:mod:`~sriov_dra_lab.stackinstall`, :mod:`~sriov_dra_lab.stackservices`,
+:mod:`~sriov_dra_lab.stack`) read and the client-certificate kubeconfigs they share.
 
 It must never start a process, touch a node, or write to the cluster.
 """
@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from sriov_dra.host import strictyaml
-from sriov_dra.lab import controlplane, kubelet_sim, processes, roles, topology
-from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_lab import controlplane, kubelet_sim, processes, roles, topology
+from sriov_dra_lab.nodes import SimulatedNode
+from sriov_dra_lab.paths import LAB_MANIFESTS as LAB_MANIFESTS
+from sriov_dra_lab.paths import MANIFESTS as MANIFESTS
 
-MANIFESTS: Final = Path(__file__).resolve().parents[1] / "manifests"
 DRIVER_NAME: Final = "sriovnetwork.k8snetworkplumbingwg.io"
 POLICY_NAMESPACE: Final = "dra-driver-sriov"
 OPERATOR_NAMESPACE: Final = "sriov-network-operator"
@@ -77,7 +78,7 @@ def load_manifests(*paths: Path) -> list[dict[str, Any]]:
 
 
 class StackState:
-    """The state the stack's parts share; :class:`~sriov_dra.lab.stack.LabStack` sets every field.
+    """The state the stack's parts share; :class:`~sriov_dra_lab.stack.LabStack` sets every field.
 
     ``api`` is the admin API client of the control plane (``None`` before start and after stop).
     """

@@ -12,7 +12,7 @@ namespace (``setns``), creates and binds the listening socket, and returns to th
 before any thread starts; a socket keeps the namespace it was created in. It is a separate
 process, so no thread of the lab itself ever changes namespace.
 
-Run: ``python -m sriov_dra.lab.apiproxy --netns /var/run/netns/<node> --port <apiserver port>``.
+Run: ``python -m sriov_dra_lab.apiproxy --netns /var/run/netns/<node> --port <apiserver port>``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """What the lab shows a person at the keyboard: the start with progress, the hints, the hold.
 
-Owns ``sriov-dra lab up`` (the whole :class:`~sriov_dra.lab.stack.LabStack` the demo runs, with
+Owns ``sriov-dra lab up`` (the whole :class:`~sriov_dra_lab.stack.LabStack` the demo runs, with
 no example applied; ``--bare``: only the control plane, the Node objects and the synthetic GPU
 slices), the start sequence ``lab demo`` shares with it (work directory reset, one line per role,
 ready line), the hint blocks (``KUBECONFIG``, kubectl from the build cache, example commands,
 where the logs are) and the hold until Enter. Never applies a workload and never decides a
-verdict (that is :mod:`~sriov_dra.lab.demo`).
+verdict (that is :mod:`~sriov_dra_lab.demo`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sriov_dra.kube import apply
-from sriov_dra.lab import (
+from sriov_dra_lab import (
     binaries,
     controlplane,
     iproute,
+    paths,
     processes,
     roles,
     session,
@@ -28,9 +29,9 @@ from sriov_dra.lab import (
     topology,
     workloads,
 )
-from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_lab.nodes import SimulatedNode
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = paths.REPO
 PAIRS_EXAMPLE = Path("examples") / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
 ONE_NETWORK_EXAMPLE = Path("examples") / "one-network-deviceclass"
 OPERATOR_EXAMPLE = Path("examples") / "operator-two-rails"
@@ -62,7 +63,7 @@ def netns_command(lab: stack.LabStack, namespace: str, name: str) -> str:
     """A shell expression printing the network namespace path of Pod ``namespace/name`` on ``lab``.
 
     Shapes: the kubelet simulator names a sandbox ``sdl<lab id>-<first 8 of the Pod UID>-<hex>``
-    under :data:`~sriov_dra.lab.iproute.NETNS_DIR`.
+    under :data:`~sriov_dra_lab.iproute.NETNS_DIR`.
     """
     uid = f"kubectl -n {namespace} get pod {name} -o jsonpath='{{.metadata.uid}}' | cut -c1-8"
     return f'"$(ls -d {iproute.NETNS_DIR}/sdl{lab.lab_id}-$({uid})-*)"'

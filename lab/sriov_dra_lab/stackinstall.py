@@ -1,6 +1,6 @@
 """Installing the lab: the roles' inventory and runs, the lab-only cluster objects, each node's CNI files.
 
-This module owns steps 2–4 of :class:`~sriov_dra.lab.stack.LabStack`'s start as methods the stack
+This module owns steps 2–4 of :class:`~sriov_dra_lab.stack.LabStack`'s start as methods the stack
 inherits: the inventory of ``playbooks/lab.yml`` and its cluster and node runs (waiting for every
 shipped CRD), what no role ships (whereabouts' CRDs, the lab's Multus/whereabouts identities, the
 GPU class), and per node the files the roles expect to find: the CNI bin dir with the pinned
@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from sriov_dra.kube import apply
-from sriov_dra.lab import binaries, cni, processes, roles, session, topology
-from sriov_dra.lab.stackbase import (
+from sriov_dra_lab import binaries, cni, processes, roles, session, topology
+from sriov_dra_lab.stackbase import (
+    LAB_MANIFESTS,
     MANIFESTS,
     OPERATOR_NAMESPACE,
     PLUGIN_SERVICE_ACCOUNT,
@@ -51,14 +52,14 @@ class StackInstall(StackState):
 
     def _install_lab_objects(self) -> None:
         """What no role ships: whereabouts' CRDs, the lab's Multus/whereabouts identities, the GPU class."""
-        crds = load_manifests(MANIFESTS / "lab" / "whereabouts-crds.yaml")
+        crds = load_manifests(LAB_MANIFESTS / "whereabouts-crds.yaml")
         apply.apply_objects(self.api, crds)
-        rbac = load_manifests(MANIFESTS / "lab" / "node-components-rbac.yaml")
+        rbac = load_manifests(LAB_MANIFESTS / "node-components-rbac.yaml")
         apply.apply_objects(self.api, [*rbac, session.gpu_device_class()])
         apply.wait_crds_established(self.api, [c["metadata"]["name"] for c in crds])
 
     def _write_inventory(self) -> Path:
-        """The inventory of ``playbooks/lab.yml`` for this lab's nodes (see :mod:`~sriov_dra.lab.roles`)."""
+        """The inventory of ``playbooks/lab.yml`` for this lab's nodes (see :mod:`~sriov_dra_lab.roles`)."""
         thick = self.options.multus_mode == "thick"
         hosts = []
         for index, name in enumerate(session.node_names(self.options.nodes), start=1):
@@ -123,7 +124,7 @@ class StackInstall(StackState):
                 "sriov": [
                     sys.executable,
                     "-m",
-                    "sriov_dra.lab.sriov_cni",
+                    "sriov_dra_lab.sriov_cni",
                     "--vf-map",
                     str(lay.vf_map),
                     "--state-dir",

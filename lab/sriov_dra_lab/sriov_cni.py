@@ -34,7 +34,7 @@ netdev, the ``vf_lock`` file lock (the tier never runs two ADDs at once).
 
 * ADD requires ``deviceID`` (a PCI BDF); without it it fails with sriov-cni's own message
   ``LoadConf(): VF pci addr is required``. The BDF is mapped to a host interface through the lab
-  VF map file (``--vf-map``, written by :func:`sriov_dra.lab.netns.write_vf_map`) where sriov-cni
+  VF map file (``--vf-map``, written by :func:`sriov_dra_lab.netns.write_vf_map`) where sriov-cni
   would read ``/sys/bus/pci/devices/<bdf>/net``.
 * A VF held by another live sandbox is refused (``pci address ... is already allocated``).
 * The interface is moved into ``CNI_NETNS`` and renamed to ``CNI_IFNAME``; IPAM is delegated to
@@ -50,8 +50,8 @@ netdev, the ``vf_lock`` file lock (the tier never runs two ADDs at once).
   PF); those keys are accepted and ignored.
 
 State lives in ``--state-dir`` (one JSON file per container and interface, one marker per VF).
-Run as ``python -m sriov_dra.lab.sriov_cni --vf-map FILE --state-dir DIR`` from a wrapper in the
-lab's CNI bin dir (:func:`sriov_dra.lab.cni.build_bin_dir`), or with ``--real-vfs [--state-dir DIR]
+Run as ``python -m sriov_dra_lab.sriov_cni --vf-map FILE --state-dir DIR`` from a wrapper in the
+lab's CNI bin dir (:func:`sriov_dra_lab.cni.build_bin_dir`), or with ``--real-vfs [--state-dir DIR]
 [--sysfs-root DIR]`` on real VFs.
 """
 

@@ -12,9 +12,9 @@ Does what containerd's CRI plugin does for a Pod's network, and nothing else:
   then remove the namespace. A failed DEL keeps the namespace so that DEL can be retried.
 
 Every plugin runs *on the node*: the command is prefixed with the node's ``nsenter`` argv
-(:meth:`sriov_dra.lab.topology.NodeMachine.exec_prefix`) and ``CNI_PATH`` is the node's
+(:meth:`sriov_dra_lab.topology.NodeMachine.exec_prefix`) and ``CNI_PATH`` is the node's
 ``/opt/cni/bin``. The config is passed byte-for-byte as libcni builds it
-(:func:`sriov_dra.lab.cni.plugin_config`). Never interprets a plugin's result beyond reading
+(:func:`sriov_dra_lab.cni.plugin_config`). Never interprets a plugin's result beyond reading
 its addresses for the Pod status.
 """
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sriov_dra.lab import cni, iproute
-from sriov_dra.lab import kubelet_state as state
+from sriov_dra_lab import cni, iproute
+from sriov_dra_lab import kubelet_state as state
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ class SandboxRuntime:
         """Create the sandbox namespace and run CNI ADD; undo both on failure.
 
         Raises: :class:`SandboxError` with the CNI error (what ``FailedCreatePodSandBox`` says);
-        :class:`~sriov_dra.lab.iproute.IpError` if the namespace cannot be created.
+        :class:`~sriov_dra_lab.iproute.IpError` if the namespace cannot be created.
         """
         network_file = cni.runtime_choice(self.settings.conf_dir)
         network = cni.load_network(network_file)

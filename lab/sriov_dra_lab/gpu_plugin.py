@@ -1,6 +1,6 @@
 """LAB ONLY — SYNTHETIC: a stand-in kubelet plugin for the ``gpu.nvidia.com`` driver (no GPU anywhere).
 
-The lab publishes synthetic GPU ResourceSlices (:mod:`sriov_dra.lab.session`) so the scheduler
+The lab publishes synthetic GPU ResourceSlices (:mod:`sriov_dra_lab.session`) so the scheduler
 can pair each VF with a GPU by PCIe root, as spec §14.2 asks. A kubelet refuses to start a Pod
 whose claim has results of a driver that is not registered, so every lab node also runs this
 process: it registers as ``gpu.nvidia.com`` over the real kubelet plugin protocol and answers
@@ -8,7 +8,7 @@ NodePrepareResources with the claim's ``gpu.nvidia.com`` results and synthetic C
 (``k8s.gpu.nvidia.com/gpu=synthetic-<device>``), and NodeUnprepareResources with success. It
 touches no device, writes no CDI file and is never part of the product.
 
-Run: ``python -m sriov_dra.lab.gpu_plugin --node-name N --kubeconfig K --plugins-dir P --registry-dir R``.
+Run: ``python -m sriov_dra_lab.gpu_plugin --node-name N --kubeconfig K --plugins-dir P --registry-dir R``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Pod steps of the lab's kubelet simulator: claims, prepare, sandbox, Running; teardown, delete.
 
-This module owns what :class:`~sriov_dra.lab.kubelet_sim.KubeletSimulator` does for one Pod, as
-methods it inherits, in the kubelet's order (see :mod:`~sriov_dra.lab.kubelet_sim`): resolving
+This module owns what :class:`~sriov_dra_lab.kubelet_sim.KubeletSimulator` does for one Pod, as
+methods it inherits, in the kubelet's order (see :mod:`~sriov_dra_lab.kubelet_sim`): resolving
 the Pod's claims (:class:`NotReady` while one is missing, unallocated or not reserved), prepare
 through the plugins and the sandbox with its CNI ADD, each checkpointed, the ``Running`` status
 under a UID test; on stop the CNI DEL, unprepare and the final UID-preconditioned delete; and the
@@ -24,10 +24,10 @@ from typing import Any
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import kubelet, kubelet_state, sandboxes
+from sriov_dra_lab import kubelet, kubelet_state, sandboxes
 
 # The Pod steps log under the simulator's logger name, as before they were split out of it.
-log = logging.getLogger("sriov_dra.lab.kubelet_sim")
+log = logging.getLogger("sriov_dra_lab.kubelet_sim")
 
 POD = objects.Resource("", "v1", "pods", "Pod")
 CLAIM = objects.Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
@@ -70,7 +70,7 @@ class NotReady(Exception):
 
 
 class PodSteps:
-    """One Pod's start and stop steps; :class:`~sriov_dra.lab.kubelet_sim.KubeletSimulator` sets every field."""
+    """One Pod's start and stop steps; :class:`~sriov_dra_lab.kubelet_sim.KubeletSimulator` sets every field."""
 
     settings: SimSettings
     objects: objects.Objects

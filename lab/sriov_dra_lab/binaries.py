@@ -12,7 +12,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from sriov_dra_lab import paths
+
+REPO_ROOT = paths.REPO
 VERSIONS_FILE = REPO_ROOT / "tools" / "versions.env"
 
 #: Which component builds which binary (mirrors tools/build-binaries.sh).

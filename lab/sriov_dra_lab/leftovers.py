@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sriov_dra.kube import objects
-from sriov_dra.lab import stack as stack_mod
+from sriov_dra_lab import stack as stack_mod
 from sriov_dra_rules import names
 
 IPPOOL = objects.Resource("whereabouts.cni.cncf.io", "v1alpha1", "ippools", "IPPool")

@@ -3,16 +3,16 @@
 :class:`CniNode` builds, on a running control plane, everything a node runs below the kubelet so
 the cni test tier, the guard benchmark and the lab's kubelet simulator drive the same chain:
 
-* a CNI bin dir of recording wrappers (:func:`sriov_dra.lab.cni.build_bin_dir`) around the pinned
+* a CNI bin dir of recording wrappers (:func:`sriov_dra_lab.cni.build_bin_dir`) around the pinned
   ``multus``, ``multus-shim``, ``macvlan``, ``tuning``, ``host-local``, ``static``, ``whereabouts``
-  binaries and the lab ``sriov`` plugin (:mod:`sriov_dra.lab.sriov_cni`), plus the installed
+  binaries and the lab ``sriov`` plugin (:mod:`sriov_dra_lab.sriov_cni`), plus the installed
   ``multus-guard`` shim;
 * a primary network (``macvlan`` on a host veth uplink, host-local IPAM, ``tuning`` with the
   ``mac`` capability) in one runtime conf dir per Multus mode;
 * identities: a ``multus`` ServiceAccount with Multus's permissions (thin kubeconfig and the thick
   daemon's token) and a ``sriov-dra-guard`` ServiceAccount with only the shipped guard ClusterRole;
-* the thick ``multus-daemon`` (:class:`sriov_dra.lab.multus.ThickMultus`) and the guard daemon
-  (:class:`sriov_dra.lab.guard.GuardDaemon`), installed with ``sriov-dra-guard install``;
+* the thick ``multus-daemon`` (:class:`sriov_dra_lab.multus.ThickMultus`) and the guard daemon
+  (:class:`sriov_dra_lab.guard.GuardDaemon`), installed with ``sriov-dra-guard install``;
 * the lab VF map of the ``sriov`` plugin (:meth:`CniNode.use_vfs`) and whereabouts' flat config
   file (``whereabouts_conf``, for templates' ``ipam.configuration_path``; IPPools in kube-system).
 
@@ -36,8 +36,8 @@ from typing import Any, Final
 from kubernetes import client
 
 from sriov_dra.host import netlink
-from sriov_dra.lab import binaries, cni, controlplane, guard, multus, netns
-from sriov_dra.lab.nodes import SimulatedNode
+from sriov_dra_lab import binaries, cni, controlplane, guard, multus, netns
+from sriov_dra_lab.nodes import SimulatedNode
 
 PRIMARY_NAME: Final = "10-lab-primary.conflist"
 MODES: Final = ("thin", "thick")
@@ -107,7 +107,7 @@ class CniNode:
         plugins["sriov"] = [
             sys.executable,
             "-m",
-            "sriov_dra.lab.sriov_cni",
+            "sriov_dra_lab.sriov_cni",
             f"--vf-map={self.vf_map}",
             f"--state-dir={self.workdir / 'lab-sriov-state'}",
         ]

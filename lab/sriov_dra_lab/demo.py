@@ -2,7 +2,7 @@
 
 Phases, each on a clean lab state, each ending with its workloads deleted and a leftover count:
 
-1. start the lab as ``lab up`` does (:func:`~sriov_dra.lab.console.start`; control plane, two
+1. start the lab as ``lab up`` does (:func:`~sriov_dra_lab.console.start`; control plane, two
    simulated nodes with two rails each, ``playbooks/lab.yml`` with the collection's roles (one summary line per role),
    plugins, guards, Multus, IPAM, operator);
 2. spec §14.2 (``examples/gpu-nic-pairs``): the GPU/NIC pairs example, applied verbatim (the lab's
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sriov_dra.kube import objects
-from sriov_dra.lab import console, leftovers, processes, stack, workloads
+from sriov_dra_lab import console, leftovers, paths, processes, stack, workloads
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLES = paths.REPO / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
 ONE_NETWORK = EXAMPLES / "one-network-deviceclass"
 OPERATOR = EXAMPLES / "operator-two-rails"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sriov_dra.lab import processes
+from sriov_dra_lab import processes
 
 ENTRYPOINT = [sys.executable, "-m", "sriov_dra.guard.main"]
 

@@ -17,7 +17,7 @@ Owns everything that makes a lab node look like a real node to the processes tha
 
 Everything a node runs (plugin, guard, Multus, CNI plugins) is started through
 :meth:`NodeMachine.exec_prefix`, i.e. inside both namespaces. The API server listens on the host's
-loopback only, so :mod:`sriov_dra.lab.apiproxy` relays the same port into the node namespace.
+loopback only, so :mod:`sriov_dra_lab.apiproxy` relays the same port into the node namespace.
 
 Creates only what it names (netns ``sdl<lab id>-<node>``, mount-ns files under the lab work
 directory) and removes exactly that. Empty mount points (the :data:`NODE_MOUNTS`) are created on
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from sriov_dra.host import fakesysfs
-from sriov_dra.lab import iproute
+from sriov_dra_lab import iproute
 
 log = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ class NodeMachine:
 
         Order: directories → fake sysfs → netns (lo up) → veth VFs → VF map → mount namespace.
         On failure everything created so far is removed. Raises: :class:`TopologyError`,
-        :class:`~sriov_dra.lab.iproute.IpError`.
+        :class:`~sriov_dra_lab.iproute.IpError`.
         """
         try:
             self._create_dirs()

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.lab import iproute, topology
+from sriov_dra_lab import iproute, topology
 
 STATE_FILE: Final = "lab.json"
 

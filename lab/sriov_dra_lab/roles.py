@@ -32,7 +32,9 @@ from typing import Any, Final
 
 import yaml
 
-REPO: Final = Path(__file__).resolve().parents[3]
+from sriov_dra_lab import paths
+
+REPO: Final = paths.REPO
 PLAYBOOK: Final = REPO / "playbooks" / "lab.yml"
 COLLECTION: Final = ("sriovnet", "dra")
 NODE_GROUP: Final = "sriov_dra_nodes"

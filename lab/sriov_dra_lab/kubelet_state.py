@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from sriov_dra.host import atomicfile
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import kubelet
+from sriov_dra_lab import kubelet
 
 VERSION: Final = 1
 
@@ -36,7 +36,7 @@ class StateCorrupt(ValueError):
 
 @dataclass(frozen=True)
 class ClaimRecord:
-    """One cached claim (see :class:`sriov_dra.lab.kubelet.KubeletDraManager`)."""
+    """One cached claim (see :class:`sriov_dra_lab.kubelet.KubeletDraManager`)."""
 
     namespace: str
     name: str

@@ -3,7 +3,7 @@
 A *sandbox* is a named network namespace (``/var/run/netns/<name>``), what the container runtime
 creates before calling CNI ADD and removes after DEL. A *lab VF* is one end of a veth pair in the
 host namespace, named after its fake PCI address; the lab ``sriov`` plugin
-(:mod:`sriov_dra.lab.sriov_cni`) moves it into a sandbox as the real sriov-cni moves a VF netdev.
+(:mod:`sriov_dra_lab.sriov_cni`) moves it into a sandbox as the real sriov-cni moves a VF netdev.
 The peer end stays in the host namespace. Unlike a real VF, a veth end inside a namespace that is
 destroyed is destroyed with it (and so is its peer): tear sandboxes down with CNI DEL first.
 

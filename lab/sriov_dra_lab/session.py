@@ -3,7 +3,7 @@
 Owns the lab's topology: node names, their labels, and the synthetic ``gpu.nvidia.com`` devices
 (two full GPUs per node, one under each of the two PCIe roots the fake SR-IOV hardware uses). The
 GPU slices are clearly marked synthetic; no GPU driver runs in the lab. Starts nothing
-(``sriov-dra lab up`` is :mod:`~sriov_dra.lab.console`).
+(``sriov-dra lab up`` is :mod:`~sriov_dra_lab.console`).
 """
 
 from __future__ import annotations

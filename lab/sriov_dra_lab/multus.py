@@ -32,11 +32,11 @@ from kubernetes.client.rest import ApiException
 
 from sriov_dra.host import strictyaml
 from sriov_dra.kube import apply
-from sriov_dra.lab import binaries, processes
+from sriov_dra_lab import binaries, processes
+from sriov_dra_lab.paths import LAB_MANIFESTS, MANIFESTS
 
-MANIFESTS: Final = Path(__file__).resolve().parents[1] / "manifests"
 GUARD_CLUSTER_ROLE: Final = MANIFESTS / "guard" / "clusterrole.yaml"
-WHEREABOUTS_CRDS: Final = MANIFESTS / "lab" / "whereabouts-crds.yaml"
+WHEREABOUTS_CRDS: Final = LAB_MANIFESTS / "whereabouts-crds.yaml"
 SA_MOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 MULTUS_RULES: Final[list[dict[str, Any]]] = [

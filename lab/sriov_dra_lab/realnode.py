@@ -7,7 +7,7 @@ One :class:`RealNode` is one node of the lab's control plane, with its own
   documentation only, never routed; the lab already uses TEST-NET-1/2 for its rails), one free
   ``/28`` per bridge; the node namespace gets no default route, so nothing leaves the machine. The
   apiserver listens on the host loopback only; as for the simulated nodes,
-  :mod:`sriov_dra.lab.apiproxy` relays its port onto ``127.0.0.1`` inside the node namespace, so
+  :mod:`sriov_dra_lab.apiproxy` relays its port onto ``127.0.0.1`` inside the node namespace, so
   the kubelet uses the lab's loopback URL and certificate unchanged. The apiserver reaches the
   kubelet (``kubectl exec``/``logs``) at the node IP over the bridge;
 - **mount namespace**, ONE shared by containerd and the kubelet (runc bind-mounts what the
@@ -21,9 +21,9 @@ One :class:`RealNode` is one node of the lab's control plane, with its own
   copied), the kubelet's ``cgroupRoot``: the kubelet, containerd and every shim run in its
   ``system`` child, the Pods under ``kubepods``. Stop kills what is left in it and removes it;
 - credentials: the kubelet's client certificate ``CN=system:node:<node>, O=system:nodes`` from the
-  lab PKI (:meth:`~sriov_dra.lab.controlplane.ControlPlane.client_kubeconfig`); x509 client-CA
+  lab PKI (:meth:`~sriov_dra_lab.controlplane.ControlPlane.client_kubeconfig`); x509 client-CA
   authentication and Webhook authorization on its own port 10250;
-- images without a registry (:mod:`sriov_dra.lab.images`): the pause and busybox images, imported
+- images without a registry (:mod:`sriov_dra_lab.images`): the pause and busybox images, imported
   with ``ctr -n k8s.io images import``; the pause image is containerd's pinned sandbox image;
 - the Pod network: a ``bridge`` + ``host-local`` conflist (the pinned CNI plugins), Pod range
   ``10.244.<index>.0/24`` inside the node namespace (the lab's primary-network scheme).
@@ -35,7 +35,7 @@ The settings are the ones measured on this machine type (``../shared/reference/r
 Stop leaves nothing: the kubelet stops first, then every sandbox is stopped and removed through
 the CRI (CNI DEL releases its address), containerd stops, whatever is left in the node's cgroups
 is killed, the mount namespace, the network namespace (its veth with it), the cgroups and the
-Node object are removed. Every process is started through :class:`~sriov_dra.lab.processes.Process`
+Node object are removed. Every process is started through :class:`~sriov_dra_lab.processes.Process`
 (own session, SIGKILL when the lab dies).
 """
 
@@ -60,9 +60,9 @@ from typing import Any, Final
 import yaml
 from kubernetes import client
 
-from sriov_dra.lab import binaries, images, iproute, topology
-from sriov_dra.lab.controlplane import ControlPlane
-from sriov_dra.lab.processes import Process, ProcessFailed, wait_until
+from sriov_dra_lab import binaries, images, iproute, topology
+from sriov_dra_lab.controlplane import ControlPlane
+from sriov_dra_lab.processes import Process, ProcessFailed, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -567,7 +567,7 @@ imports = []
             argv=[
                 sys.executable,
                 "-m",
-                "sriov_dra.lab.apiproxy",
+                "sriov_dra_lab.apiproxy",
                 "--netns",
                 self.netns_path,
                 "--port",

@@ -7,7 +7,7 @@ recursively), the registration handshake (``GetInfo``, validation, then
 list that the kubelet supports, so v1 when the plugin lists it first), and one long-lived
 connection per plugin for NodePrepare/NodeUnprepare with the kubelet's 45 s deadline and its
 response checks (no unknown claim UID, no missing claim). Which claims to send, and when, is
-:mod:`sriov_dra.lab.kubelet`'s job. Never starts a plugin and never writes in the registry.
+:mod:`sriov_dra_lab.kubelet`'s job. Never starts a plugin and never writes in the registry.
 
 Source: /work/shared/reference/dra-protocol.md §1.3, §2.2, §3.1.
 """

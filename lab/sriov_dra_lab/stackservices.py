@@ -1,6 +1,6 @@
 """Starting and stopping the lab's services, each as a process through its entrypoint in its node.
 
-This module owns step 5 and 6 of :class:`~sriov_dra.lab.stack.LabStack`'s start and the
+This module owns step 5 and 6 of :class:`~sriov_dra_lab.stack.LabStack`'s start and the
 restarts tests use, as methods the stack inherits: the API relay into a node, thick Multus, the
 guard daemon, the DRA plugin (with a Node-bound token of its ServiceAccount and the shipped
 policy-namespace Role), the synthetic GPU plugin, the kubelet simulator and the operator, each
@@ -22,8 +22,8 @@ import yaml
 from kubernetes import client
 
 from sriov_dra.kube import apply
-from sriov_dra.lab import binaries, kubelet_sim, multus, processes, sandboxes, session
-from sriov_dra.lab.stackbase import (
+from sriov_dra_lab import binaries, kubelet_sim, multus, processes, sandboxes, session
+from sriov_dra_lab.stackbase import (
     DRIVER_NAME,
     MANIFESTS,
     OPERATOR_NAMESPACE,
@@ -33,7 +33,7 @@ from sriov_dra.lab.stackbase import (
     StackState,
     load_manifests,
 )
-from sriov_dra.lab.stackinstall import DAEMON_CONFIG, PRIMARY_FILE, THICK_SOCKET_DIR
+from sriov_dra_lab.stackinstall import DAEMON_CONFIG, PRIMARY_FILE, THICK_SOCKET_DIR
 
 SA_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -75,7 +75,7 @@ class StackServices(StackState):
             [
                 sys.executable,
                 "-m",
-                "sriov_dra.lab.apiproxy",
+                "sriov_dra_lab.apiproxy",
                 "--netns",
                 node.layout.netns_path,
                 "--port",
@@ -218,7 +218,7 @@ class StackServices(StackState):
             [
                 sys.executable,
                 "-m",
-                "sriov_dra.lab.gpu_plugin",
+                "sriov_dra_lab.gpu_plugin",
                 "--node-name",
                 node.name,
                 "--kubeconfig",

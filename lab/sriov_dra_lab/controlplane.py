@@ -1,7 +1,7 @@
 """A real Kubernetes 1.36 control plane on loopback: etcd, apiserver, controller-manager, scheduler.
 
 Owns starting and stopping the four components as local processes from the pinned binaries
-(``sriov_dra.lab.binaries``), their PKI and kubeconfigs, readiness, and the installation of the
+(``sriov_dra_lab.binaries``), their PKI and kubeconfigs, readiness, and the installation of the
 NetworkAttachmentDefinition CRD the way a Multus deployment does. Used by the cluster/cni/e2e test
 tiers and by the lab. Everything lives under one work directory; nothing listens beyond 127.0.0.1.
 
@@ -29,12 +29,12 @@ from kubernetes import client
 from sriov_dra.host import strictyaml
 from sriov_dra.kube import apply, health
 from sriov_dra.kube import client as kube_client
-from sriov_dra.lab import binaries, pki
-from sriov_dra.lab.processes import Process, ProcessFailed, free_port, port_in_use, wait_until
+from sriov_dra_lab import binaries, pki
+from sriov_dra_lab.paths import MANIFESTS
+from sriov_dra_lab.processes import Process, ProcessFailed, free_port, port_in_use, wait_until
 
 log = logging.getLogger(__name__)
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 NAD_CRD = MANIFESTS / "crds" / "network-attachment-definitions.yaml"
 SERVICE_CIDR = "10.0.0.0/24"
 AUDIT_POLICY = """\

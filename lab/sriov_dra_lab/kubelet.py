@@ -35,7 +35,7 @@ from pathlib import Path
 import grpc
 
 from sriov_dra.kubeletapi import messages
-from sriov_dra.lab import kubelet_plugins
+from sriov_dra_lab import kubelet_plugins
 from sriov_dra_rules import errors
 
 
@@ -137,7 +137,7 @@ class KubeletDraManager:
     def register(self, registration_socket: Path) -> kubelet_plugins.RegisteredPlugin:
         """Register the plugin behind ``registration_socket``; it replaces an earlier instance of its driver.
 
-        Raises: as :func:`sriov_dra.lab.kubelet_plugins.register_plugin`.
+        Raises: as :func:`sriov_dra_lab.kubelet_plugins.register_plugin`.
         """
         plugin = kubelet_plugins.register_plugin(registration_socket, timeouts=self._timeouts)
         client = kubelet_plugins.DraPluginClient(plugin, call_timeout_s=self._timeouts.call_s)

@@ -9,10 +9,10 @@ Start (a Pod bound to this node, not terminating, without a live sandbox):
      ``status.resourceClaimStatuses``); wait while a claim is missing, unallocated or not
      reserved for the Pod;
   2. register plugins found in the node's plugin registry, then ``prepare_pod`` through
-     :class:`~sriov_dra.lab.kubelet.KubeletDraManager` (one NodePrepareResources per driver, only
+     :class:`~sriov_dra_lab.kubelet.KubeletDraManager` (one NodePrepareResources per driver, only
      claims not yet prepared); checkpoint the claim cache;
   3. create the sandbox: network namespace + CNI ADD through the node's CNI config
-     (:mod:`~sriov_dra.lab.sandboxes`); checkpoint the sandbox;
+     (:mod:`~sriov_dra_lab.sandboxes`); checkpoint the sandbox;
   4. report the Pod ``Running`` with its IPs (status subresource, UID-tested JSON Patch).
   A failure emits the kubelet's Warning Event (``FailedPrepareDynamicResources``,
   ``FailedCreatePodSandBox``) and is retried with backoff, as the kubelet does.
@@ -32,7 +32,7 @@ never changes namespace itself (every CNI call is a child process entering the n
 namespaces).
 
 This module owns the node's sync loop and Pod workers (dispatch, retry with backoff) and what
-tests inspect; one Pod's steps and the settings are :mod:`~sriov_dra.lab.kubelet_pods`'s.
+tests inspect; one Pod's steps and the settings are :mod:`~sriov_dra_lab.kubelet_pods`'s.
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ from kubernetes import client
 
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects
-from sriov_dra.lab import iproute, sandboxes
-from sriov_dra.lab import kubelet_state as state
+from sriov_dra_lab import iproute, sandboxes
+from sriov_dra_lab import kubelet_state as state
 
 # The ``X as X`` imports re-export what the lab names ``kubelet_sim.X``.
-from sriov_dra.lab.kubelet_pods import POD, NotReady, PodSteps
-from sriov_dra.lab.kubelet_pods import PodRecord as PodRecord
-from sriov_dra.lab.kubelet_pods import SimSettings as SimSettings
+from sriov_dra_lab.kubelet_pods import POD, NotReady, PodSteps
+from sriov_dra_lab.kubelet_pods import PodRecord as PodRecord
+from sriov_dra_lab.kubelet_pods import SimSettings as SimSettings
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class KubeletSimulator(PodSteps):
     def start(self) -> KubeletSimulator:
         """Load the checkpoint (restoring prepared claims), then sync in a daemon thread.
 
-        Raises: :class:`~sriov_dra.lab.kubelet_state.StateCorrupt`.
+        Raises: :class:`~sriov_dra_lab.kubelet_state.StateCorrupt`.
         """
         self.state.load()
         self.manager.restore_claims(self.state.claims)
@@ -200,7 +200,7 @@ class KubeletSimulator(PodSteps):
 
         The next sync finds the running Pod without a sandbox and starts a new one; its claims stay
         prepared, so no NodePrepareResources call is made. Raises:
-        :class:`~sriov_dra.lab.sandboxes.SandboxError` or ``KeyError`` if the Pod has no sandbox.
+        :class:`~sriov_dra_lab.sandboxes.SandboxError` or ``KeyError`` if the Pod has no sandbox.
         """
         record = self.state.sandbox(pod_uid)
         if record is None:

@@ -2,21 +2,21 @@
 
 Owns the lab's wiring, in this order (``LabStack.start``), each step after the previous succeeded:
 
-1. the control plane (:mod:`~sriov_dra.lab.controlplane`, with an audit log);
+1. the control plane (:mod:`~sriov_dra_lab.controlplane`, with an audit log);
 2. lab-only cluster objects no role ships: the whereabouts CRDs, the lab's Multus/whereabouts
    identities, the synthetic GPU DeviceClass;
-3. per node: the Node (Ready, with a Lease), its machine (:mod:`~sriov_dra.lab.topology`: fake
+3. per node: the Node (Ready, with a Lease), its machine (:mod:`~sriov_dra_lab.topology`: fake
    sysfs, node network and mount namespaces, veth VFs), the API relay into the node namespace, the
    node's CNI files the roles expect to find (bin dir with the pinned plugins, primary network,
    Multus and whereabouts kubeconfigs) and the ``multus-guard`` shim, written by the command the
    guard DaemonSet's init container runs;
-4. ``playbooks/lab.yml`` (:mod:`~sriov_dra.lab.roles`): the roles ``multus``, ``guard``, ``vfs``,
+4. ``playbooks/lab.yml`` (:mod:`~sriov_dra_lab.roles`): the roles ``multus``, ``guard``, ``vfs``,
    ``plugin`` and ``operator`` without their DaemonSets/Deployment, i.e. every CRD, DeviceClass,
    namespace, ServiceAccount and RBAC object they ship, Multus's node files, the guard's conflist
    (``sriovnet.dra.cni_config``) and the VF counts checked on the fake sysfs;
 5. per node, the services: thick Multus (``--multus thick``), the guard daemon, the DRA plugin
    (``python -m sriov_dra.driver``), the synthetic ``gpu.nvidia.com`` kubelet plugin
-   (:mod:`~sriov_dra.lab.gpu_plugin`), the kubelet simulator (registered with both), and the
+   (:mod:`~sriov_dra_lab.gpu_plugin`), the kubelet simulator (registered with both), and the
    synthetic GPU ResourceSlice;
 6. the operator (``python -m sriov_dra.operator``).
 
@@ -25,9 +25,9 @@ service module is imported): there is no container runtime for the roles' worklo
 reverse order; each process is stopped by its PID.
 
 This module owns that order and the stop; the steps live by sub-concern: install (roles, lab
-objects, node CNI files) in :mod:`~sriov_dra.lab.stackinstall`, each service's start and stop in
-:mod:`~sriov_dra.lab.stackservices`, the work directory's state and cleanup in
-:mod:`~sriov_dra.lab.labdir`, and the shared settings and names in :mod:`~sriov_dra.lab.stackbase`.
+objects, node CNI files) in :mod:`~sriov_dra_lab.stackinstall`, each service's start and stop in
+:mod:`~sriov_dra_lab.stackservices`, the work directory's state and cleanup in
+:mod:`~sriov_dra_lab.labdir`, and the shared settings and names in :mod:`~sriov_dra_lab.stackbase`.
 """
 
 from __future__ import annotations
@@ -41,21 +41,21 @@ from pathlib import Path
 from typing import Any
 
 from sriov_dra.kube import apply
-from sriov_dra.lab import binaries, controlplane, processes, roles, session, topology
+from sriov_dra_lab import binaries, controlplane, processes, roles, session, topology
 
 # The ``X as X`` imports re-export what callers name ``stack.X``; each is defined with its
 # sub-concern (shared settings and names, the work directory).
-from sriov_dra.lab.labdir import STATE_FILE, clean_stale
-from sriov_dra.lab.labdir import reset_workdir as reset_workdir
-from sriov_dra.lab.nodes import SimulatedNode
-from sriov_dra.lab.stackbase import LOGS_DIR as LOGS_DIR
-from sriov_dra.lab.stackbase import OPERATOR_NAMESPACE as OPERATOR_NAMESPACE
-from sriov_dra.lab.stackbase import POLICY_NAMESPACE as POLICY_NAMESPACE
-from sriov_dra.lab.stackbase import LabOptions as LabOptions
-from sriov_dra.lab.stackbase import NodeStack as NodeStack
-from sriov_dra.lab.stackbase import load_manifests as load_manifests
-from sriov_dra.lab.stackinstall import CNI_BINARIES, StackInstall
-from sriov_dra.lab.stackservices import StackServices
+from sriov_dra_lab.labdir import STATE_FILE, clean_stale
+from sriov_dra_lab.labdir import reset_workdir as reset_workdir
+from sriov_dra_lab.nodes import SimulatedNode
+from sriov_dra_lab.stackbase import LOGS_DIR as LOGS_DIR
+from sriov_dra_lab.stackbase import OPERATOR_NAMESPACE as OPERATOR_NAMESPACE
+from sriov_dra_lab.stackbase import POLICY_NAMESPACE as POLICY_NAMESPACE
+from sriov_dra_lab.stackbase import LabOptions as LabOptions
+from sriov_dra_lab.stackbase import NodeStack as NodeStack
+from sriov_dra_lab.stackbase import load_manifests as load_manifests
+from sriov_dra_lab.stackinstall import CNI_BINARIES, StackInstall
+from sriov_dra_lab.stackservices import StackServices
 
 log = logging.getLogger(__name__)
 
