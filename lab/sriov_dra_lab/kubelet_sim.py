@@ -57,6 +57,16 @@ from sriov_dra_lab.kubelet_pods import SimSettings as SimSettings
 log = logging.getLogger(__name__)
 
 
+def quiet_failure(exc: BaseException, *, stopping: bool) -> bool:
+    """True when a failed sync or Pod step is logged as one line, without its traceback.
+
+    That is an API server that cannot be reached (a transport failure, status 0: the lab's control
+    plane stopped first, e.g. on Ctrl-C) or any failure once the simulator is stopping; anything
+    else is unexpected and keeps its traceback.
+    """
+    return stopping or (isinstance(exc, kube_errors.ApiError) and exc.status == 0)
+
+
 class KubeletSimulator(PodSteps):
     """The kubelet of one lab node (see the module docstring)."""
 
@@ -98,12 +108,18 @@ class KubeletSimulator(PodSteps):
             worker.join(timeout=150)
         self.manager.close()
 
+    def _log_failure(self, what: str, exc: Exception, extra: dict[str, str]) -> None:
+        if quiet_failure(exc, stopping=self._stop.is_set()):
+            log.warning("%s: %s", what, exc, extra=extra)
+        else:
+            log.exception(what, extra=extra)
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self.sync_once()
-            except Exception:  # one bad sync must not stop the node; it is retried
-                log.exception("kubelet sync failed", extra={"node": self.settings.node_name})
+            except Exception as exc:  # one bad sync must not stop the node; it is retried
+                self._log_failure("kubelet sync failed", exc, {"node": self.settings.node_name})
             self._stop.wait(self.settings.poll_s)
 
     def _pods(self) -> list[dict[str, Any]]:
@@ -152,8 +168,8 @@ class KubeletSimulator(PodSteps):
     def _work(self, uid: str, pod: dict[str, Any] | None, step: Any) -> None:
         try:
             self._guarded(uid, pod, step)
-        except Exception:  # a worker never dies silently; the Pod is retried on a later sync
-            log.exception("pod worker failed", extra={"node": self.settings.node_name, "pod_uid": uid})
+        except Exception as exc:  # a worker never dies silently; the Pod is retried on a later sync
+            self._log_failure("pod worker failed", exc, {"node": self.settings.node_name, "pod_uid": uid})
             self._backoff(uid)
         finally:
             with self._lock:

@@ -23,7 +23,9 @@ def _quiet_lab(args: argparse.Namespace) -> None:
 
     Silences the readiness polls' connection-refused retries (urllib3 WARNINGs): the client
     library resets urllib3's level per configuration, a filter survives that. SIGTERM stops the
-    lab like Ctrl-C (its cleanup runs).
+    lab like Ctrl-C (its cleanup runs). SIGINT gets the same handler explicitly: a shell starts an
+    ``&`` job of a non-interactive script with SIGINT ignored, and Python then installs no
+    KeyboardInterrupt handler of its own, so ``kill -INT`` would not stop such a lab.
     """
     import os
     import signal
@@ -37,6 +39,7 @@ def _quiet_lab(args: argparse.Namespace) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
 
 
 def _lab_up(args: argparse.Namespace) -> int:
