@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from sriov_dra.core import hostlocal
 from sriov_dra.core.gojson import STRING_LITERAL, go_json_indent
 from sriov_dra.core.networkrefs import mapping, ref_of
 from sriov_dra_rules import errors, strictjson
@@ -76,6 +77,8 @@ def _object_text(text: str, field: str, example: str, problems: list[errors.Fiel
         return None
     if field == "ipam":
         found = _spaced_strings(text, value, path)
+        if not found and value.get("type") == "host-local":
+            found = hostlocal.range_problems(value, path)
         if found:
             problems.extend(found)
             return None
@@ -157,8 +160,9 @@ def render_config(network: Mapping[str, object]) -> str:
     ``capabilities``, ``link_state``, ``logLevel``, ``logFile``, ``ipam`` [}, metaPlugins]].
     Raises: InvalidSpec (reason ``InvalidNetworkSpec``) naming the SriovNetwork and carrying one
     FieldError per problem: a wrong-typed field, ``spec.ipam``/``spec.capabilities`` that is not
-    one strict JSON object, a ``spec.metaPlugins`` entry that is not, or a ``spec.ipam`` string
-    holding whitespace (upstream would delete it, see :func:`_spaced_strings`).
+    one strict JSON object, a ``spec.metaPlugins`` entry that is not, a ``spec.ipam`` string
+    holding whitespace (upstream would delete it, see :func:`_spaced_strings`), or a host-local
+    ``spec.ipam`` whose ranges host-local would refuse at CNI ADD (:mod:`~sriov_dra.core.hostlocal`).
     Source: reference sriov-network-operator.md §2 (template ``sriov-cni-config.yaml``).
     """
     ref = ref_of(network)
