@@ -67,8 +67,8 @@ class ClaimHandler(Protocol):
         ...
 
 
-HealthSource = Callable[[], Iterable[messages.DeviceId]]
-"""Returns every device the driver currently offers; the stream reports each one HEALTHY."""
+HealthSource = Callable[[], Iterable[messages.DeviceHealthReport]]
+"""Returns every watched device's current health (no I/O: the latest reading, ``driver.device_health``)."""
 
 
 def _distinct(claims: Iterable[messages.ClaimRef]) -> list[messages.ClaimRef]:
@@ -230,12 +230,15 @@ class DraV1beta1Servicer:
 
 
 class HealthServicer:
-    """``v1alpha1.DRAResourceHealth``: streams every device from ``source`` as HEALTHY.
+    """``v1alpha1.DRAResourceHealth``: streams the health ``source`` reports, on change and periodically.
 
-    Sends a complete report at once, then every ``interval_s`` seconds, until the kubelet closes
-    the stream or :meth:`close` is called (server shutdown). Keep ``interval_s`` well under the
-    kubelet's 30 s staleness timeout. If ``source`` raises, that report is skipped (logged), so
-    devices age to Unknown at the kubelet rather than being reported healthy on stale data.
+    Each open stream sends a complete report at once, again as soon as :meth:`notify` is called
+    (a device's health or reason changed) and otherwise every ``interval_s`` seconds, until the
+    kubelet closes the stream or :meth:`close` is called (server shutdown). The kubelet 1.36
+    stamps each entry with its receive time and reads a device Unknown once it was not reported
+    for 30 s (``DefaultHealthTimeout``; ``health_check_timeout_seconds`` left at 0), so keep
+    ``interval_s`` well under that. If ``source`` raises, that report is skipped (logged), so
+    devices age to Unknown at the kubelet rather than being reported on stale data.
 
     Units: ``interval_s`` seconds; ``clock`` returns Unix time in seconds (for ``last_updated_time``).
     """
@@ -246,33 +249,46 @@ class HealthServicer:
         self._clock = clock
         self._lock = threading.Lock()
         self._closed = False
-        self._streams: set[threading.Event] = set()
+        self._streams: dict[threading.Event, list[bool]] = {}  # wake-up -> [ended]
 
     def close(self) -> None:
         """End every open stream now and refuse new ones (they end after no report)."""
         with self._lock:
             self._closed = True
-            for ended in self._streams:
-                ended.set()
+            for wake, ended in self._streams.items():
+                ended[0] = True
+                wake.set()
+
+    def notify(self) -> None:
+        """Make every open stream send a report now (a device's health changed)."""
+        with self._lock:
+            for wake in self._streams:
+                wake.set()
 
     def NodeWatchResources(
         self, request: drahealth_v1alpha1_pb2.NodeWatchResourcesRequest, context: RpcContext
     ) -> Iterator[drahealth_v1alpha1_pb2.NodeWatchResourcesResponse]:
-        ended = threading.Event()
+        wake, ended = threading.Event(), [False]
         with self._lock:
             if self._closed:
                 return
-            self._streams.add(ended)
-        context.add_callback(ended.set)
+            self._streams[wake] = ended
+
+        def cancelled() -> None:
+            ended[0] = True
+            wake.set()
+
+        context.add_callback(cancelled)
         try:
-            while not ended.is_set():
+            while not ended[0]:
+                wake.clear()
                 try:
-                    devices = list(self._source())
+                    reports = list(self._source())
                 except Exception:
                     LOG.exception("device health source raised; skipping this health report")
                 else:
-                    yield messages.healthy_devices_response(devices, now_s=int(self._clock()))
-                ended.wait(self._interval_s)
+                    yield messages.health_response(reports, now_s=int(self._clock()))
+                wake.wait(self._interval_s)
         finally:
             with self._lock:
-                self._streams.discard(ended)
+                self._streams.pop(wake, None)

@@ -150,6 +150,12 @@ class KubeletPluginServer:
         if self._on_registration is not None:
             self._on_registration(state)
 
+    def notify_health(self) -> None:
+        """Make every open health stream send a report now; a no-op without a health service."""
+        health = self._health
+        if health is not None:
+            health.notify()
+
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -18,7 +18,8 @@ only after the previous one succeeded:
    complete pass awaited (spec §8.3: after the checkpoint load, before managed readiness), at
    most ``--repair-first-pass-timeout-s`` (past it → exit 1 naming the last pass error; 0 = no
    bound, progress logged); nothing is served to the kubelet before it;
-6. the **DRA socket** serving NodePrepare/NodeUnprepare (v1, v1beta1) and device health;
+6. the **DRA socket** serving NodePrepare/NodeUnprepare (v1, v1beta1) and device health (the
+   ``driver.device_health`` monitor read once, then polled on its own thread);
 7. the **registration socket** (the kubelet may call step 6 as soon as it sees this one).
 
 Shutdown (SIGTERM, SIGINT, SIGHUP, SIGQUIT): registration socket removed first (the kubelet
@@ -40,8 +41,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
+from sriov_dra.core import devicehealth
 from sriov_dra.driver import (
     claim_context,
+    device_health,
     dra_service,
     faults,
     kubelet_server,
@@ -54,13 +57,13 @@ from sriov_dra.driver import (
 from sriov_dra.driver.managed import multus_layout, service
 from sriov_dra.driver.managed import repair as managed_repair
 from sriov_dra.driver.managed import wiring as managed_wiring
-from sriov_dra.host import binding, cdi, checkpoint, devlink, discovery, fakesysfs
+from sriov_dra.host import binding, cdi, checkpoint, devlink, discovery, fakesysfs, vfhealth
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.kubeletapi import messages
-from sriov_dra.servicekit import health, logs
+from sriov_dra.servicekit import health, logs, threads
 from sriov_dra_rules import errors
 
 LOG = logging.getLogger("sriov_dra.driver")
@@ -252,13 +255,12 @@ class Plugin:
             self.repair = self._start_repair(attach, context)
             if self.stop_event.is_set():  # a signal arrived while waiting: do not register
                 return
+        monitor = self._device_health(pub, sysfs)
         self.server = kubelet_server.KubeletPluginServer(
             driver_name=cfg.driver_name,
             handler=_CountingHandler(prepare.DraHandler(context), self),
             sockets=cfg.sockets,
-            health_source=lambda: [
-                messages.DeviceId(pool_name=cfg.node_name, device_name=n) for n in pub.snapshot().published
-            ],
+            health_source=monitor.reports,
             serialize_calls=False,
             on_registration=self._on_registration,
         )
@@ -266,9 +268,37 @@ class Plugin:
             self.server.start()
         except (OSError, RuntimeError) as exc:
             raise StartupError(f"cannot serve the kubelet sockets {cfg.sockets}: {exc}") from exc
+        threads.start("device-health", monitor.run, self.stop_event, health=self.health_state)
         LOG.info(
             "plugin started", extra={"op": "startup", "node": cfg.node_name, "socket": str(cfg.sockets.dra)}
         )
+
+    def _device_health(
+        self, pub: publisher.Publisher, sysfs: sysfs_mod.Sysfs
+    ) -> device_health.DeviceHealthMonitor:
+        """Step 6: the device health monitor over the advertised and prepared VFs, polled once now.
+
+        Its changes wake the server's open health streams (``notify_health``).
+        """
+        node, store = self.settings.node_name, self.store
+        if store is None:  # step 2 runs first
+            raise StartupError("the checkpoint must be loaded before device health is watched")
+
+        def targets() -> list[devicehealth.HealthTarget]:
+            snap = pub.snapshot()
+            return device_health.watch_targets(
+                node, snap.inventory, snap.published, store.all_claims().values()
+            )
+
+        def changed() -> None:
+            if self.server is not None:
+                self.server.notify_health()
+
+        monitor = device_health.DeviceHealthMonitor(
+            targets=targets, reader=vfhealth.VfHealthReader(sysfs), on_change=changed
+        )
+        monitor.poll()
+        return monitor
 
     def _start_repair(
         self, attach: service.ManagedAttach, context: claim_context.ClaimContext

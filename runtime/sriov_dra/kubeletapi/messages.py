@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from sriov_dra.core import devicehealth
 from sriov_dra.kubeletapi import dra_v1_pb2, dra_v1beta1_pb2, drahealth_v1alpha1_pb2
 
 AnyClaimMessage = dra_v1_pb2.Claim | dra_v1beta1_pb2.Claim
@@ -208,23 +209,41 @@ def unprepare_outcomes_from_wire(
     return {uid: (ClaimError(entry.error) if entry.error else None) for uid, entry in response.claims.items()}
 
 
-def healthy_devices_response(
-    devices: Iterable[DeviceId], *, now_s: int
-) -> drahealth_v1alpha1_pb2.NodeWatchResourcesResponse:
-    """A complete health report that marks every device in ``devices`` HEALTHY as of ``now_s``.
+MAX_HEALTH_MESSAGE = 1024
+"""The kubelet keeps at most this many characters of ``DeviceHealth.message`` (dra-protocol.md §2.4)."""
 
-    Units: ``now_s`` is Unix time in whole seconds (``DeviceHealth.last_updated_time``). The
-    per-device timeout is left at 0, which selects the kubelet default of 30 s.
+
+@dataclass(frozen=True)
+class DeviceHealthReport:
+    """One device's entry in a health report: ``health`` the enum name, ``message`` its reason."""
+
+    device: DeviceId
+    health: devicehealth.Health
+    message: str
+
+
+def health_response(
+    reports: Iterable[DeviceHealthReport], *, now_s: int
+) -> drahealth_v1alpha1_pb2.NodeWatchResourcesResponse:
+    """A complete health report of ``reports`` as of ``now_s``.
+
+    Units: ``now_s`` is Unix time in whole seconds (``DeviceHealth.last_updated_time``; the kubelet
+    1.36 stamps its own receive time instead). The per-device timeout is left at 0, which selects
+    the kubelet default of 30 s after which an unreported device reads Unknown. Messages longer
+    than :data:`MAX_HEALTH_MESSAGE` are cut to it, ending in ``...``.
     """
     return drahealth_v1alpha1_pb2.NodeWatchResourcesResponse(
         devices=[
             drahealth_v1alpha1_pb2.DeviceHealth(
                 device=drahealth_v1alpha1_pb2.DeviceIdentifier(
-                    pool_name=d.pool_name, device_name=d.device_name
+                    pool_name=r.device.pool_name, device_name=r.device.device_name
                 ),
-                health=drahealth_v1alpha1_pb2.HEALTHY,
+                health=r.health.value,
                 last_updated_time=now_s,
+                message=r.message
+                if len(r.message) <= MAX_HEALTH_MESSAGE
+                else r.message[: MAX_HEALTH_MESSAGE - 3] + "...",
             )
-            for d in devices
+            for r in reports
         ]
     )

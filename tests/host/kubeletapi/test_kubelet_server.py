@@ -18,6 +18,7 @@ import pytest
 from tests.fakes.claim_handler import FakeClaimHandler
 from tests.host.kubeletapi.conftest import DRIVER, ServerFactory
 
+from sriov_dra.core import devicehealth
 from sriov_dra.driver import kubelet_server
 from sriov_dra.kubeletapi import (
     dra_v1_pb2,
@@ -208,7 +209,7 @@ def test_stop_removes_both_sockets_and_refuses_connections(
 
 
 def test_stop_is_idempotent_and_server_restarts_on_the_same_paths(make_server: ServerFactory) -> None:
-    srv = make_server(health_source=lambda: [messages.DeviceId("pool-a", "vf-0")], health_interval_s=0.05)
+    srv = make_server(health_source=lambda: [_report("pool-a", "vf-0")], health_interval_s=0.05)
     srv.start()
     srv.stop(grace_s=0)
     srv.stop(grace_s=0)
@@ -362,8 +363,14 @@ def test_claim_namespace_name_and_uid_reach_the_handler(
 # -- health ---------------------------------------------------------------------------------
 
 
-def test_health_stream_reports_every_device_healthy_repeatedly(make_server: ServerFactory) -> None:
-    devices = [messages.DeviceId("pool-a", "vf-0"), messages.DeviceId("pool-b", "vf-1")]
+def _report(
+    pool: str, device: str, health: str = "HEALTHY", message: str = ""
+) -> messages.DeviceHealthReport:
+    return messages.DeviceHealthReport(messages.DeviceId(pool, device), devicehealth.Health(health), message)
+
+
+def test_health_stream_reports_each_devices_health_and_reason_repeatedly(make_server: ServerFactory) -> None:
+    devices = [_report("pool-a", "vf-0", "HEALTHY", "ok"), _report("pool-b", "vf-1", "UNHEALTHY", "PF down")]
     srv = make_server(health_source=lambda: devices, health_interval_s=0.05, clock=lambda: 1_750_000_000.7)
     srv.start()
     client = _client(srv, endpoints.DraService.V1)
@@ -371,18 +378,41 @@ def test_health_stream_reports_every_device_healthy_repeatedly(make_server: Serv
         reports = client.watch_health(reports=2, timeout_s=10)
     finally:
         client.close()
-    expected = tuple(kubelet_plugins.HealthReport(d, "HEALTHY", 1_750_000_000, 0, "") for d in devices)
+    expected = tuple(
+        kubelet_plugins.HealthReport(d.device, d.health.value, 1_750_000_000, 0, d.message) for d in devices
+    )
     assert reports == [expected, expected]
+
+
+def test_notify_health_sends_the_changed_health_at_once_instead_of_at_the_next_interval(
+    make_server: ServerFactory,
+) -> None:
+    current = [_report("pool-a", "vf-0", "HEALTHY", "ok")]
+    srv = make_server(health_source=lambda: list(current), health_interval_s=3600)
+    srv.start()
+    ch = _channel(srv.sockets.dra)
+    try:
+        stream = drahealth_v1alpha1_pb2_grpc.DRAResourceHealthStub(ch).NodeWatchResources(
+            drahealth_v1alpha1_pb2.NodeWatchResourcesRequest(), timeout=30
+        )
+        assert [d.health for d in next(stream).devices] == [drahealth_v1alpha1_pb2.HEALTHY]
+        current[0] = _report("pool-a", "vf-0", "UNHEALTHY", "PF ens1f0 has no carrier")
+        srv.notify_health()
+        (entry,) = next(stream).devices
+        assert (entry.health, entry.message) == (drahealth_v1alpha1_pb2.UNHEALTHY, "PF ens1f0 has no carrier")
+        stream.cancel()
+    finally:
+        ch.close()
 
 
 def test_health_source_error_skips_the_report_instead_of_claiming_health(make_server: ServerFactory) -> None:
     calls: list[int] = []
 
-    def flaky() -> list[messages.DeviceId]:
+    def flaky() -> list[messages.DeviceHealthReport]:
         calls.append(1)
         if len(calls) == 1:
             raise OSError("sysfs unreadable")
-        return [messages.DeviceId("pool-a", "vf-0")]
+        return [_report("pool-a", "vf-0")]
 
     srv = make_server(health_source=flaky, health_interval_s=0.05)
     srv.start()

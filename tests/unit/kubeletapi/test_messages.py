@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sriov_dra.core import devicehealth
 from sriov_dra.core import networks as core_networks
 from sriov_dra.kubeletapi import dra_v1_pb2, dra_v1beta1_pb2, drahealth_v1alpha1_pb2, messages
 from sriov_dra_rules import errors as core_errors
@@ -118,12 +119,29 @@ def test_claim_error_from_exception(exc: Exception, expected: str) -> None:
     assert messages.ClaimError.from_exception(exc).message == expected
 
 
-def test_healthy_devices_response_marks_each_device_healthy_at_now() -> None:
-    response = messages.healthy_devices_response(
-        [messages.DeviceId("p", "a"), messages.DeviceId("p", "b")], now_s=1_700_000_000
+def test_health_response_carries_each_devices_health_and_reason_at_now() -> None:
+    H = devicehealth.Health
+    response = messages.health_response(
+        [
+            messages.DeviceHealthReport(messages.DeviceId("p", "a"), H.HEALTHY, "ok"),
+            messages.DeviceHealthReport(messages.DeviceId("p", "b"), H.UNHEALTHY, "PF x has no carrier"),
+            messages.DeviceHealthReport(messages.DeviceId("p", "c"), H.UNKNOWN, "x" * 2000),
+        ],
+        now_s=1_700_000_000,
     )
-    assert [(d.device.pool_name, d.device.device_name) for d in response.devices] == [("p", "a"), ("p", "b")]
-    assert {d.health for d in response.devices} == {drahealth_v1alpha1_pb2.HEALTHY}
+    assert [(d.device.pool_name, d.device.device_name) for d in response.devices] == [
+        ("p", "a"),
+        ("p", "b"),
+        ("p", "c"),
+    ]
+    assert [d.health for d in response.devices] == [
+        drahealth_v1alpha1_pb2.HEALTHY,
+        drahealth_v1alpha1_pb2.UNHEALTHY,
+        drahealth_v1alpha1_pb2.UNKNOWN,
+    ]
+    assert [d.message for d in response.devices[:2]] == ["ok", "PF x has no carrier"]
+    assert len(response.devices[2].message) == messages.MAX_HEALTH_MESSAGE
+    assert response.devices[2].message.endswith("...")
     assert {d.last_updated_time for d in response.devices} == {1_700_000_000}
     assert {d.health_check_timeout_seconds for d in response.devices} == {0}
 

@@ -1,0 +1,105 @@
+"""Read what the node shows for a VF's health: its sysfs function and driver, its PF and the PF's link.
+
+For each :class:`~sriov_dra.core.devicehealth.HealthTarget` this module reads, under the plugin's
+sysfs root, whether the VF's and the PF's PCI functions exist, which driver the VF has bound and
+the PF's interface name; and, through netlink in the plugin's own network namespace (the host's on
+a real node, where the plugin runs with hostNetwork), whether that interface is up with carrier
+(``IFF_UP``, ``IFLA_CARRIER``, operstate). A fake sysfs tree gives its PF a real link of the
+same name in the namespace the plugin runs in, so the same netlink answer is read on both.
+
+Each fact the node does not answer (an I/O error other than "absent", a failed netlink dump)
+becomes :class:`~sriov_dra.core.devicehealth.Unreadable` naming the path or the operation and
+the error; absent files are facts (VF gone, unbound, no interface). The decision is
+:func:`sriov_dra.core.devicehealth.decide`'s.
+
+It never writes anything and never enters another namespace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+from sriov_dra.core import devicehealth
+from sriov_dra.host import netlink
+from sriov_dra.host import sysfs as sysfs_mod
+
+_T = TypeVar("_T")
+
+LinkTable = Callable[[], Mapping[str, devicehealth.PfLink]]
+"""Returns the links of the plugin's network namespace by name; raises ``netlink.NetlinkError``."""
+
+
+def own_namespace_links() -> Mapping[str, devicehealth.PfLink]:
+    """The links of the caller's network namespace (``netlink.carrier_states(None)``)."""
+    return netlink.carrier_states(None)
+
+
+def _ask(path: Path, read: Callable[[Path], _T]) -> _T | devicehealth.Unreadable | None:
+    """``read(path)``; None when the path is absent (a fact), ``Unreadable`` for any other error."""
+    try:
+        return read(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return devicehealth.Unreadable(f"cannot read {path}: {exc.strerror or exc} (errno {exc.errno})")
+
+
+class VfHealthReader:
+    """Reads :class:`~sriov_dra.core.devicehealth.VfReading` values for targets.
+
+    ``sysfs`` is the plugin's sysfs view (its root); ``links`` the netlink link table of the
+    plugin's namespace (default :func:`own_namespace_links`; host tests pass another namespace's).
+    """
+
+    def __init__(self, sysfs: sysfs_mod.Sysfs, *, links: LinkTable = own_namespace_links) -> None:
+        self._sysfs = sysfs
+        self._links = links
+
+    def read(self, targets: Iterable[devicehealth.HealthTarget]) -> dict[str, devicehealth.VfReading]:
+        """Read every target (one netlink dump for all); returns ``{device name: VfReading}``.
+
+        Never raises for a node that does not answer; that becomes ``Unreadable`` facts.
+        """
+        table: Mapping[str, devicehealth.PfLink] | devicehealth.Unreadable
+        try:
+            table = self._links()
+        except netlink.NetlinkError as exc:
+            table = devicehealth.Unreadable(f"cannot list the links of the plugin's network namespace: {exc}")
+        return {t.device: self._read_one(t, table) for t in targets}
+
+    def _present(self, bdf: str) -> bool | devicehealth.Unreadable:
+        found = _ask(self._sysfs.pci_device_dir(bdf), os.stat)
+        return found if isinstance(found, devicehealth.Unreadable) else found is not None
+
+    def _driver(self, bdf: str) -> str | devicehealth.Unreadable | None:
+        return _ask(
+            self._sysfs.pci_device_dir(bdf) / "driver", lambda p: os.path.basename(os.readlink(p)) or None
+        )
+
+    def _pf_netdev(self, bdf: str) -> str | devicehealth.Unreadable | None:
+        names = _ask(self._sysfs.pci_device_dir(bdf) / "net", os.listdir)
+        if names is None or isinstance(names, devicehealth.Unreadable):
+            return names
+        return self._sysfs.pf_netdev(bdf)
+
+    def _read_one(
+        self,
+        target: devicehealth.HealthTarget,
+        table: Mapping[str, devicehealth.PfLink] | devicehealth.Unreadable,
+    ) -> devicehealth.VfReading:
+        vf_present = self._present(target.pci_address)
+        pf_present = self._present(target.pf_pci_address)
+        netdev = self._pf_netdev(target.pf_pci_address) if pf_present is True else None
+        link: devicehealth.PfLink | devicehealth.Unreadable | None = None
+        if isinstance(netdev, str):
+            link = table if isinstance(table, devicehealth.Unreadable) else table.get(netdev)
+        return devicehealth.VfReading(
+            vf_present=vf_present,
+            driver=self._driver(target.pci_address) if vf_present is True else None,
+            pf_present=pf_present,
+            pf_netdev=netdev,
+            pf_link=link,
+        )
