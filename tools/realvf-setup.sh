@@ -8,7 +8,8 @@
 #       ${SRIOV_DRA_CACHE:-~/.cache/sriov-dra}/realvf/<kernel abi>/
 #     then depmod -b and the modules the guest loads decompressed (busybox insmod cannot read .ko.xz).
 # The kernel cache is keyed on the package version and the module list; a second run prints "cached"
-# and does nothing. Nothing is written into the repository.
+# and does nothing; a changed module list alone is resolved again in the unpacked tree (no download).
+# Nothing is written into the repository.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,8 +19,10 @@ cache=${SRIOV_DRA_CACHE:-$HOME/.cache/sriov-dra}
 kdir="$cache/realvf/$REALVF_KERNEL_ABI"
 recipe_rev=1   # bump when the kernel unpacking recipe changes in a way that must redo it
 
-# The modules the guest's init loads (with their dependencies, resolved by modprobe on the host).
-modules=(igb igbvf vfio vfio_pci vfio_iommu_type1 veth squashfs overlay virtio_blk virtio_pci)
+# The modules the guest's init loads (with their dependencies, resolved by modprobe on the host), in
+# this order: the igb PFs probe before virtio_net, so the guest's management NIC (tests/realvf/vm.py,
+# QEMU user networking to the host's API server) is named after them.
+modules=(igb igbvf vfio vfio_pci vfio_iommu_type1 veth squashfs overlay virtio_blk virtio_pci virtio_net)
 
 log() { printf '[realvf-setup] %s\n' "$*" >&2; }
 die() { printf '[realvf-setup] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -87,9 +90,49 @@ kernel_key() {
     "$REALVF_KERNEL_ABI" "$REALVF_KERNEL_VERSION" "$recipe_rev" "${modules[*]}"
 }
 
+# Resolve each module of $modules with its dependencies in the unpacked tree $1, decompress those
+# files, then depmod again so that modules.dep names the plain .ko files. load-order.txt lists them
+# dependencies first, once each. Files decompressed by an earlier run are already plain .ko files.
+resolve_modules() {
+  local root=$1 order="$1/load-order.txt" m path
+  depmod -b "$root" "$REALVF_KERNEL_ABI"
+  : > "$order"
+  for m in "${modules[@]}"; do
+    modprobe -d "$root" -S "$REALVF_KERNEL_ABI" --show-depends "$m" >"$root/.deps" \
+      || die "guest kernel $REALVF_KERNEL_ABI has no module $m"
+    awk '$1=="insmod"{print $2}' "$root/.deps" \
+      | while read -r path; do
+          grep -qxF "$path" "$order" || echo "$path" >> "$order"
+        done
+    # A built-in module prints "builtin <name>" and needs no file.
+  done
+  rm -f "$root/.deps"
+  local out=()
+  while read -r path; do
+    case "$path" in
+      *.ko.xz) xz -d -f "$path"; out+=("${path%.xz}") ;;
+      *.ko.zst) zstd -q -d --rm -f "$path"; out+=("${path%.zst}") ;;
+      *.ko) out+=("$path") ;;
+      *) die "unexpected module file $path" ;;
+    esac
+  done < "$order"
+  printf '%s\n' "${out[@]#"$root"}" > "$order"
+  depmod -b "$root" "$REALVF_KERNEL_ABI"
+  log "guest kernel $REALVF_KERNEL_ABI ready in $kdir (${#out[@]} modules to load)"
+}
+
 fetch_kernel() {
-  if [ "$(cat "$kdir/.stamp" 2>/dev/null)" = "$(kernel_key)" ]; then
+  local stamp
+  stamp=$(cat "$kdir/.stamp" 2>/dev/null || true)
+  if [ "$stamp" = "$(kernel_key)" ]; then
     log "guest kernel $REALVF_KERNEL_ABI ($REALVF_KERNEL_VERSION): cached in $kdir"
+    return 0
+  fi
+  if [ -n "$stamp" ] && [ "${stamp%% modules=*}" = "$(kernel_key | sed 's/ modules=.*//')" ]; then
+    log "guest kernel $REALVF_KERNEL_ABI ($REALVF_KERNEL_VERSION): cached; resolving the new module list"
+    rm -f "$kdir/.stamp"
+    resolve_modules "$kdir"
+    kernel_key > "$kdir/.stamp"
     return 0
   fi
   local pkg="linux-image-$REALVF_KERNEL_ABI" tmp
@@ -104,38 +147,13 @@ fetch_kernel() {
   dpkg -x "$tmp"/linux-image-*.deb "$tmp/root"
   rm -f "$tmp"/linux-image-*.deb
   [ -f "$tmp/root/boot/vmlinuz-$REALVF_KERNEL_ABI" ] || die "$pkg has no boot/vmlinuz-$REALVF_KERNEL_ABI"
-  depmod -b "$tmp/root" "$REALVF_KERNEL_ABI"
-  # Resolve each module with its dependencies, decompress those files, then depmod again so that
-  # modules.dep names the plain .ko files. load-order.txt lists them dependencies first, once each.
-  local order="$tmp/root/load-order.txt" m path
-  : > "$order"
-  for m in "${modules[@]}"; do
-    modprobe -d "$tmp/root" -S "$REALVF_KERNEL_ABI" --show-depends "$m" >"$tmp/deps" \
-      || die "guest kernel $REALVF_KERNEL_ABI has no module $m"
-    awk '$1=="insmod"{print $2}' "$tmp/deps" \
-      | while read -r path; do
-          grep -qxF "$path" "$order" || echo "$path" >> "$order"
-        done
-    # A built-in module prints "builtin <name>" and needs no file.
-  done
-  local out=()
-  while read -r path; do
-    case "$path" in
-      *.ko.xz) xz -d -f "$path"; out+=("${path%.xz}") ;;
-      *.ko.zst) zstd -q -d --rm -f "$path"; out+=("${path%.zst}") ;;
-      *.ko) out+=("$path") ;;
-      *) die "unexpected module file $path" ;;
-    esac
-  done < "$order"
-  printf '%s\n' "${out[@]#"$tmp/root"}" > "$order"
-  depmod -b "$tmp/root" "$REALVF_KERNEL_ABI"
+  resolve_modules "$tmp/root"
   rm -rf "$kdir"
   mkdir -p "$(dirname "$kdir")"
   mv "$tmp/root" "$kdir"
   kernel_key > "$kdir/.stamp"
   rm -rf "$tmp"
   trap - EXIT
-  log "guest kernel $REALVF_KERNEL_ABI ready in $kdir (${#out[@]} modules to load)"
 }
 
 mkdir -p "$cache/realvf"

@@ -11,9 +11,11 @@ otherwise) and the measured boot and session times.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from tests import tiers
+from tests.realvf import kubeapi
 
 IN_GUEST = os.environ.get("SRIOV_DRA_REALVF_GUEST") == "1"
 collect_ignore = ["test_guest.py"] if IN_GUEST else ["guest"]
@@ -54,6 +56,7 @@ def realvf_results(tmp_path_factory: pytest.TempPathFactory) -> object:
         tiers.unavailable("realvf", str(exc))
     workdir = tmp_path_factory.mktemp("realvf")
     accel = vm.choose_accelerator(parts, workdir)
+    host_api = _start_host_api(workdir)
     header = (
         f"realvf: guest kernel {parts.kernel_abi}, {parts.qemu_version}, "
         f"accelerator {accel.name} ({accel.reason})"
@@ -61,10 +64,20 @@ def realvf_results(tmp_path_factory: pytest.TempPathFactory) -> object:
     _SUMMARY.append(header)
     print(header)
     try:
-        run = vm.run_guest(parts, accel, workdir, pytest_args=GUEST_PYTEST_ARGS)
+        run = vm.run_guest(
+            parts,
+            accel,
+            workdir,
+            pytest_args=GUEST_PYTEST_ARGS,
+            kubeconfig=host_api.kubeconfig if host_api is not None else None,
+            api_host=kubeapi.API_HOST,
+        )
     except processes.ProcessFailed as exc:
         _SUMMARY.append(f"realvf: guest session failed; logs in {workdir}")
         pytest.fail(f"realvf guest session failed: {exc}", pytrace=False)
+    finally:
+        if host_api is not None:
+            host_api.stop()
     timing = (
         f"realvf: boot to the guest's pytest {run.boot_s:.1f}s ({run.boots} boot(s)), whole guest "
         f"session {run.total_s:.1f}s (QEMU CPU {run.qemu_cpu_s:.1f}s), guest pytest exit "
@@ -79,6 +92,29 @@ def realvf_results(tmp_path_factory: pytest.TempPathFactory) -> object:
             pytrace=False,
         )
     return vm.parse_junit(run.junit)
+
+
+def _start_host_api(workdir: Path) -> kubeapi.HostApi | None:
+    """The session's control plane for the guest (``kubeapi.start``), or None when it cannot start.
+
+    Without it the guest gets no kubeconfig and its API tests skip, naming the reason (which fails
+    them where ``SRIOV_DRA_REQUIRE_TIERS`` requires the tier).
+    """
+    import time
+
+    from sriov_dra_lab import binaries, processes
+
+    started = time.monotonic()
+    try:
+        host_api = kubeapi.start(workdir)
+    except (binaries.BinaryMissing, processes.ProcessFailed, TimeoutError, OSError) as exc:
+        _SUMMARY.append(f"realvf: no control plane for the guest ({exc}); its API tests skip")
+        return None
+    _SUMMARY.append(
+        f"realvf: control plane on the host for the guest ({host_api.control_plane.server}, "
+        f"reached as https://{kubeapi.API_HOST}:* from the guest) started in {time.monotonic() - started:.1f}s"
+    )
+    return host_api
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -58,3 +58,47 @@ def test_publishing_an_image_deletes_images_unused_for_days_and_keeps_recent_one
     final = vm._publish(built, tmp_path / "runtime-built.sqfs")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runtime-built.sqfs", "runtime-new.sqfs"]
     assert final.read_bytes() == b"x"
+
+
+def test_the_guest_kubeconfig_embeds_its_credentials_and_names_the_api_server_by_a_name_the_guest_maps_to_the_host(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    import yaml
+    from tests.realvf import kubeapi
+
+    for name, body in (("ca.crt", b"CA"), ("c.crt", b"CERT"), ("c.key", b"KEY")):
+        (tmp_path / name).write_bytes(body)
+    client_config = {
+        "users": [
+            {"user": {"client-certificate": str(tmp_path / "c.crt"), "client-key": str(tmp_path / "c.key")}}
+        ]
+    }
+    issued = tmp_path / "issued.kubeconfig"
+    issued.write_text(yaml.safe_dump(client_config))
+    cp = SimpleNamespace(
+        server="https://127.0.0.1:41234", ca_cert=tmp_path / "ca.crt", client_kubeconfig=lambda *a: issued
+    )
+    doc = yaml.safe_load(kubeapi.guest_kubeconfig(cp, tmp_path / "guest").read_text())
+    cluster, user = doc["clusters"][0]["cluster"], doc["users"][0]["user"]
+    assert cluster["server"] == f"https://{kubeapi.API_HOST}:41234"
+    assert [base64.b64decode(v) for v in (cluster["certificate-authority-data"], *user.values())] == [
+        b"CA",
+        b"CERT",
+        b"KEY",
+    ]
+    assert (tmp_path / "guest").stat().st_mode & 0o777 == 0o600
+    script = vm.run_script(
+        base=Path("/b"),
+        venv=Path("/v"),
+        repo=Path("/r"),
+        pytest_args=[],
+        kernel="k",
+        api_host=kubeapi.API_HOST,
+    )
+    assert f'{vm.HOST_FROM_GUEST} {kubeapi.API_HOST}" >> /etc/hosts' in script
+    assert "SRIOV_DRA_REALVF_KUBECONFIG=/r/.realvf-kube/kubeconfig" in script
+    assert "/etc/hosts" not in vm.run_script(
+        base=Path("/b"), venv=Path("/v"), repo=Path("/r"), pytest_args=[], kernel="k"
+    )

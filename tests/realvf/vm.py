@@ -407,9 +407,44 @@ def _mksquashfs(
         raise Unavailable(f"mksquashfs failed ({' '.join(argv[:6])} ...): {result.stderr.strip()[-800:]}")
 
 
-def run_script(*, base: Path, venv: Path, repo: Path, pytest_args: Sequence[str], kernel: str) -> str:
-    """The session's guest script: mounts at real paths, then pytest on tests/realvf/guest."""
+HOST_FROM_GUEST = "10.0.2.2"
+"""The host's loopback as the guest sees it through QEMU user networking."""
+GUEST_MGMT_ADDRESS = "10.0.2.15/24"
+GUEST_KUBE_DIR = ".realvf-kube"
+"""Directory of the run image holding the guest's kubeconfig (``kubeconfig``) when the host runs an
+API server for the session; the guest reads it from ``SRIOV_DRA_REALVF_KUBECONFIG``."""
+
+
+def _mgmt_net_script(repo: Path, api_host: str) -> str:
+    """Shell lines configuring the guest's virtio-net NIC, the API server's host name and the env."""
+    return f"""mgmt=lo
+for n in /sys/class/net/*; do
+  [ "$(basename "$(readlink "$n/device/driver" 2>/dev/null)")" = virtio_net ] && mgmt=${{n##*/}}
+done
+ip link set lo up
+ip link set "$mgmt" up && ip addr add {GUEST_MGMT_ADDRESS} dev "$mgmt" \\
+  && ip route add default via {HOST_FROM_GUEST} || echo "realvf-run: management NIC setup failed"
+echo "{HOST_FROM_GUEST} {api_host}" >> /etc/hosts
+export SRIOV_DRA_REALVF_KUBECONFIG={repo}/{GUEST_KUBE_DIR}/kubeconfig
+"""
+
+
+def run_script(
+    *,
+    base: Path,
+    venv: Path,
+    repo: Path,
+    pytest_args: Sequence[str],
+    kernel: str,
+    api_host: str | None = None,
+) -> str:
+    """The session's guest script: mounts at real paths, then pytest on tests/realvf/guest.
+
+    With ``api_host`` (the API server's name in the guest's kubeconfig) it also brings up the
+    management NIC (:func:`qemu_argv` ``mgmt_nic``) and maps ``api_host`` to :data:`HOST_FROM_GUEST`.
+    """
     args = " ".join(_sh_quote(a) for a in pytest_args)
+    net = _mgmt_net_script(repo, api_host) if api_host else ""
     return f"""set -u
 export PATH=/bin
 mkdir -p {base} {repo} /opt/realvf/bin /tmp/overlay/upper /tmp/overlay/work /run/netns /var
@@ -422,7 +457,7 @@ mount --bind /mnt/rt/{venv.name} {venv}
 export HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 PYTHONUNBUFFERED=1 TMPDIR=/tmp
 export PATH={venv}/bin:/opt/realvf/bin:/bin
 export SRIOV_DRA_REALVF_GUEST=1 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 SRIOV_DRA_REALVF_KERNEL={kernel}
-cd {repo}
+{net}cd {repo}
 echo {READY}
 {venv}/bin/python -m pytest {args}
 rc=$?
@@ -469,13 +504,15 @@ def guest_cni_pseudo() -> list[str]:
     return out
 
 
-def build_run_image(parts: Parts, workdir: Path, script: str) -> Path:
-    """The per-session image: the repository (no venv, .git or caches), the run script and the
-    pinned CNI plugins of :func:`guest_cni_pseudo`."""
+def build_run_image(parts: Parts, workdir: Path, script: str, *, kubeconfig: Path | None = None) -> Path:
+    """The per-session image: the repository (no venv, .git or caches), the run script, the
+    pinned CNI plugins of :func:`guest_cni_pseudo` and the guest's ``kubeconfig`` if given."""
     script_path = workdir / "run.sh"
     script_path.write_text(script)
     out = workdir / "run.sqfs"
     pseudo = [f"{RUN_SCRIPT} f 755 0 0 cat {script_path}", ".venv d 755 0 0", *guest_cni_pseudo()]
+    if kubeconfig is not None:
+        pseudo += [f"{GUEST_KUBE_DIR} d 700 0 0", f"{GUEST_KUBE_DIR}/kubeconfig f 600 0 0 cat {kubeconfig}"]
     _mksquashfs(parts, [REPO], out, excludes=REPO_EXCLUDES, pseudo=pseudo)
     return out
 
@@ -489,8 +526,13 @@ def qemu_argv(
     results: Path | None,
     disks: Sequence[tuple[str, Path]] = (),
     append: str = "",
+    mgmt_nic: bool = False,
 ) -> list[str]:
-    """The guest's QEMU command line (layout of real-vfs.md: two roots, two NUMA nodes, vIOMMU)."""
+    """The guest's QEMU command line (layout of real-vfs.md: two roots, two NUMA nodes, vIOMMU).
+
+    ``mgmt_nic`` adds a virtio-net NIC on QEMU user networking (not one of the igb test NICs): the
+    guest reaches the host's loopback as :data:`HOST_FROM_GUEST` through it.
+    """
     cmdline = f"console=ttyS0 intel_iommu=on tsc=reliable panic=-1 loglevel=4 rdinit=/init {append}".strip()
     argv = [str(parts.qemu), "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]
     argv += ["-machine", "q35", "-accel", accel, "-smp", "1", "-m", "1536"]
@@ -510,6 +552,8 @@ def qemu_argv(
         argv += ["-device", f"pcie-root-port,id=rp{index},bus=pxb{index},chassis={index + 1}"]
         argv += ["-netdev", f"user,id=igbnet{index},restrict=on"]
         argv += ["-device", f"igb,netdev=igbnet{index},bus=rp{index}"]
+    if mgmt_nic:
+        argv += ["-netdev", "user,id=mgmt", "-device", "virtio-net-pci,netdev=mgmt,bus=pcie.0"]
     return argv
 
 
@@ -576,8 +620,13 @@ def run_guest(
     workdir: Path,
     *,
     pytest_args: Sequence[str],
+    kubeconfig: Path | None = None,
+    api_host: str = "",
 ) -> GuestRun:
     """Boot the guest, run pytest in it, return its junit XML (see module docstring).
+
+    ``kubeconfig`` (naming its API server as ``api_host``, which the guest resolves to
+    :data:`HOST_FROM_GUEST`) gives the guest a management NIC and that kubeconfig.
 
     A boot that does not print :data:`READY` within :data:`BOOT_CPU_S` of QEMU CPU time (or
     :data:`BOOT_WALL_S`) is killed and retried once; tests are never retried. Raises:
@@ -589,8 +638,15 @@ def run_guest(
     runtime, _ = build_runtime_image(parts)
     base, venv = _python_dirs()
     args = [*pytest_args, "--junitxml=/tmp/realvf-junit.xml"]
-    script = run_script(base=base, venv=venv, repo=REPO, pytest_args=args, kernel=parts.kernel_abi)
-    run_image = build_run_image(parts, workdir, script)
+    script = run_script(
+        base=base,
+        venv=venv,
+        repo=REPO,
+        pytest_args=args,
+        kernel=parts.kernel_abi,
+        api_host=api_host if kubeconfig is not None else None,
+    )
+    run_image = build_run_image(parts, workdir, script, kubeconfig=kubeconfig)
     notes: list[str] = []
     for boot in (1, 2):
         console = workdir / f"console-{boot}.log"
@@ -604,6 +660,7 @@ def run_guest(
                 console=console,
                 results=results,
                 disks=[(SERIAL_RUNTIME, runtime), (SERIAL_RUN, run_image)],
+                mgmt_nic=kubeconfig is not None,
             ),
             workdir / f"qemu-{boot}.log",
             stop_grace_s=3.0,
