@@ -13,7 +13,9 @@ outcomes). One pass, at startup and then every ``interval_s``:
   authorized it and may have died before its host step), and is published only when that
   succeeds; missing shadows are recreated from frozen bytes, missing selections and registry
   entries restored, a missing finalizer put back; a terminating shadow is never recreated
-  (``ShadowDeletionPending`` Event). If anything does not hold, forward repair stops for that
+  (``ShadowDeletionPending`` Event). The shadows are read from one label-selected LIST of this
+  node's shadows per pass (``passlist``: same decisions, a name it missed gets a live GET),
+  not one GET each. If anything does not hold, forward repair stops for that
   Pod: the observation alone never releases anything;
 - ``Deleting`` records: the kubelet already authorized their release; it is resumed (local
   cleanup through the handler's host release, then finalization);
@@ -49,7 +51,7 @@ from dataclasses import dataclass, field
 from sriov_dra.core import checkpoint_lifecycle
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.driver.managed import ensure as ensure_mod
-from sriov_dra.driver.managed import hostgate, netdata, observe, orphans, release, service
+from sriov_dra.driver.managed import hostgate, netdata, observe, orphans, passlist, release, seams, service
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
 from sriov_dra.kube import watches as kube_watches
@@ -272,6 +274,7 @@ class RepairWorker:
         budget = self.settings.max_items_per_pass
         self._forget_network_data(records.values())
         node_check = self._node_identity() if forward else None
+        listed = self._list_shadows() if forward and node_check is None else None
         for pod_uid, pod_records in sorted(forward.items()):
             key = f"pod/{pod_uid}"
             if node_check is not None:
@@ -282,7 +285,7 @@ class RepairWorker:
                 report.deferred.append(key)
                 continue
             budget -= 1
-            self._repair_pod(pod_uid, pod_records, report, key)
+            self._repair_pod(pod_uid, pod_records, report, key, nads=listed)
         for record in releasing:
             key = f"claim/{record.claim_uid}"
             if budget <= 0 or not self._due(key, clock.monotonic()):
@@ -314,6 +317,18 @@ class RepairWorker:
             return False, observe.reason_of(exc)
         self._node_stop = None
         return None
+
+    def _list_shadows(self) -> seams.NadApi | None:
+        """The pass's one LIST of this node's shadows (``passlist``); ``None`` (each shadow is then
+        read with its own GET, as before) when the LIST fails."""
+        try:
+            return passlist.ListedShadows.of_node(self.attach.nads, self.attach.node.uid)
+        except kube_errors.ApiError as exc:
+            LOG.warning(
+                "shadow LIST failed: this pass reads each shadow",
+                extra={"op": "repair", "reason": observe.reason_of(exc)},
+            )
+            return None
 
     def _forget_network_data(self, records: Collection[model.ClaimRecord]) -> None:
         """Forget network-status values and noted problems of Pods and claims no longer recorded."""
@@ -351,7 +366,13 @@ class RepairWorker:
         return claim, pod
 
     def _repair_pod(
-        self, pod_uid: str, records: list[model.ClaimRecord], report: PassReport, key: str
+        self,
+        pod_uid: str,
+        records: list[model.ClaimRecord],
+        report: PassReport,
+        key: str,
+        *,
+        nads: seams.NadApi | None,
     ) -> None:
         attach = self.attach
         first = records[0]
@@ -361,7 +382,7 @@ class RepairWorker:
             with attach.locks.hold(first.claim_uid, pod_uid):
                 if not ensure_mod.forward_records(attach.store, pod_uid):
                     return
-                result = attach.ensure_pod(pod, host=self.host_prepare)
+                result = attach.ensure_pod(pod, host=self.host_prepare, nads=nads)
                 if self.network_data is not None:  # diagnostic, never raises (netdata)
                     self.network_data.write(
                         pod,

@@ -189,14 +189,16 @@ class ManagedAttach:
         host: hostgate.HostStage,
         done: frozenset[str] = frozenset(),
         beside_patch: Mapping[str, Callable[[], None]] | None = None,
+        nads: seams.NadApi | None = None,
     ) -> ensure_mod.EnsureResult:
         """Host-gated EnsureManagedBindings for the verified live ``pod`` (prepare and repair).
 
         Completes the host stage of the Pod's ``Pending`` records (except ``done``), then ensures
         and publishes only those whose host stage is complete; the others are reported failed.
         ``beside_patch``: best-effort writes per claim UID run beside the Pod patch (see
-        ``ensure.ensure_managed_bindings``). The caller holds the claim and Pod operation locks.
-        Never raises per claim.
+        ``ensure.ensure_managed_bindings``). ``nads`` replaces the attach's NAD API for this call
+        (the repair pass's one-LIST view, ``passlist``). The caller holds the claim and Pod
+        operation locks. Never raises per claim.
         """
         pod_uid = views.decode_meta(pod).uid
         held = hostgate.complete_host_stages(self.store, pod_uid, host, done=done)
@@ -206,7 +208,7 @@ class ManagedAttach:
             pod,
             node=self.node,
             store=store,
-            nads=self.nads,
+            nads=nads if nads is not None else self.nads,
             pods=self.pods,
             reverify=self.reverify(pod_uid, refs),
             clock=self.clock,
