@@ -36,9 +36,10 @@ from kubernetes import client
 
 from sriov_dra.core import policies, slices
 from sriov_dra.driver import publisher
-from sriov_dra.host import discovery, fakesysfs
+from sriov_dra.host import discovery
 from sriov_dra.kube import apply, resourceslices
 from sriov_dra_lab import binaries, controlplane
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.host import discovery, fakesysfs
+from sriov_dra.host import discovery
+from sriov_dra_lab.fakes import fakesysfs
 
 VFS_PER_PF: Final = 128
 

@@ -66,11 +66,12 @@ from kubernetes import client
 from sriov_dra.core import attributes, identities
 from sriov_dra.driver import claim_context, locks, prepare
 from sriov_dra.driver.managed import fanout, lockorder, seams, service
-from sriov_dra.host import binding, cdi, checkpoint, discovery, fakesysfs
+from sriov_dra.host import binding, cdi, checkpoint, discovery
 from sriov_dra.kube import apply, podpatch, shadows
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import binaries, controlplane
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 

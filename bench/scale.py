@@ -81,10 +81,11 @@ from sriov_dra.core import checkpoint_codec, limits
 from sriov_dra.driver import publisher
 from sriov_dra.driver.managed import seams
 from sriov_dra.driver.managed import shadows as managed_shadows
-from sriov_dra.host import checkpoint, discovery, fakesysfs
+from sriov_dra.host import checkpoint, discovery
 from sriov_dra.kube import apply, podpatch, resourceslices, shadows, watches
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import binaries, controlplane, guard, kubelet, processes
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
@@ -455,7 +456,6 @@ class PluginNode:
             f"--node-name={self.node.name}",
             f"--kubeconfig={self.kubeconfig}",
             f"--sysfs-root={self.root / 'host'}",
-            "--fake-sysfs-kernel",
             f"--kubelet-plugins-directory-path={self.root / 'plugins'}",
             f"--kubelet-registrar-directory-path={self.root / 'registry'}",
             f"--cdi-root={self.root / 'cdi'}",

@@ -42,6 +42,7 @@ from sriov_dra.driver import main as driver_main  # noqa: E402
 from sriov_dra.driver import settings  # noqa: E402
 from sriov_dra.driver.managed import repair, wiring  # noqa: E402
 from sriov_dra.servicekit import logs  # noqa: E402
+from sriov_dra_lab import launch_plugin  # noqa: E402
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _VERSIONED = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(/.*)?$")
@@ -217,7 +218,7 @@ def main() -> int:
     """Start the plugin, answer commands until ``stop`` or end of input, stop the plugin."""
     config = settings.parse(sys.argv[1:], dict(os.environ))
     logs.configure(config.log_format, config.log_level)
-    plugin = BenchPlugin(config)
+    plugin = BenchPlugin(config, seams=launch_plugin.seams())  # the fake tree's kernel and eswitch
     started = time.perf_counter()
     try:
         plugin.start()

@@ -37,6 +37,7 @@ from kubernetes import client
 
 from sriov_dra.host import netlink
 from sriov_dra_lab import binaries, cni, controlplane, guard, multus, netns
+from sriov_dra_lab.fakes import netedit
 from sriov_dra_lab.nodes import SimulatedNode
 
 PRIMARY_NAME: Final = "10-lab-primary.conflist"
@@ -116,7 +117,7 @@ class CniNode:
         )
         self.use_vfs([])
         [self.uplink] = netns.create_vfs(["uplink"], prefix="lup")
-        netlink.set_up(self.uplink.ifname)
+        netedit.set_up(self.uplink.ifname)
         for conf_dir in self.conf_dirs.values():
             conf_dir.mkdir(parents=True, exist_ok=True)
             (conf_dir / PRIMARY_NAME).write_text(json.dumps(self.primary_network(), indent=2))

@@ -7,7 +7,7 @@ host namespace, named after its fake PCI address; the lab ``sriov`` plugin
 The peer end stays in the host namespace. Unlike a real VF, a veth end inside a namespace that is
 destroyed is destroyed with it (and so is its peer): tear sandboxes down with CNI DEL first.
 
-Everything goes through :mod:`sriov_dra.host.netlink`. Names carry a per-run random suffix so that
+Everything goes through :mod:`sriov_dra_lab.fakes.netedit` (over :mod:`sriov_dra.host.netlink`). Names carry a per-run random suffix so that
 parallel runs and leftovers never collide; removal is by the exact names this module created.
 """
 
@@ -20,7 +20,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sriov_dra.host import atomicfile, netlink
+from sriov_dra.host import atomicfile
+from sriov_dra_lab.fakes import netedit
 
 
 def unique_name(prefix: str) -> str:
@@ -35,16 +36,16 @@ def sandbox(prefix: str = "sdra") -> Iterator[str]:
     Raises: ``netlink.NetlinkError`` when it cannot be created.
     """
     name = unique_name(prefix)
-    path = netlink.create_netns(name)
+    path = netedit.create_netns(name)
     try:
         yield path
     finally:
-        netlink.remove_netns(name)
+        netedit.remove_netns(name)
 
 
 def remove_sandbox(path: str) -> None:
     """Remove the named namespace at ``path`` (``/var/run/netns/<name>``); absent is fine."""
-    netlink.remove_netns(Path(path).name)
+    netedit.remove_netns(Path(path).name)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def create_vfs(pcis: Sequence[str], *, prefix: str = "lvf") -> list[LabVf]:
     try:
         for index, pci in enumerate(pcis):
             vf = LabVf(pci=pci, ifname=f"{prefix}{tag}{index}"[:15], peer=f"{prefix}{tag}p{index}"[:15])
-            netlink.create_veth_pair(vf.ifname, vf.peer)
+            netedit.create_veth_pair(vf.ifname, vf.peer)
             made.append(vf)
     except BaseException:
         delete_vfs(made)
@@ -80,8 +81,8 @@ def create_vfs(pcis: Sequence[str], *, prefix: str = "lvf") -> list[LabVf]:
 def delete_vfs(vfs: Sequence[LabVf]) -> None:
     """Delete the lab VFs' veth pairs wherever their host end still is (absent is fine)."""
     for vf in vfs:
-        netlink.delete_link(vf.ifname)
-        netlink.delete_link(vf.peer)
+        netedit.delete_link(vf.ifname)
+        netedit.delete_link(vf.peer)
 
 
 def write_vf_map(path: Path, vfs: Sequence[LabVf]) -> Path:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from kubernetes import client
 
-from sriov_dra.kube import nodes
+from sriov_dra_lab.fakes import heartbeats
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class SimulatedNode:
         test means to exercise. So this returns only once those taints are gone.
         Raises: ``TimeoutError`` naming the taints still present after ``schedulable_timeout_s``.
         """
-        self.uid = nodes.ensure_node(self.api, self.name, labels=self.labels)
+        self.uid = heartbeats.ensure_node(self.api, self.name, labels=self.labels)
         self._beat()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.name}", daemon=True)
         self._thread.start()
@@ -64,7 +64,7 @@ class SimulatedNode:
         deadline = time.monotonic() + self.schedulable_timeout_s
         left: list[str] = []
         while time.monotonic() < deadline:
-            left = [k for k in nodes.taint_keys(self.api, self.name) if k in blocking]
+            left = [k for k in heartbeats.taint_keys(self.api, self.name) if k in blocking]
             if not left:
                 return
             self._stop.wait(0.2)
@@ -75,8 +75,8 @@ class SimulatedNode:
 
     def _beat(self) -> None:
         now = dt.datetime.now(dt.UTC)
-        nodes.mark_ready(self.api, self.name, now=now)
-        nodes.renew_lease(self.api, self.name, self.uid, now=now)
+        heartbeats.mark_ready(self.api, self.name, now=now)
+        heartbeats.renew_lease(self.api, self.name, self.uid, now=now)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -91,4 +91,4 @@ class SimulatedNode:
         if self._thread is not None:
             self._thread.join(timeout=15)
         if delete:
-            nodes.delete_node(self.api, self.name)
+            heartbeats.delete_node(self.api, self.name)

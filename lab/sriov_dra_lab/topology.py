@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.host import fakesysfs
 from sriov_dra_lab import iproute
+from sriov_dra_lab.fakes import fakesysfs
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,7 @@ def plan_vfs(vfs_per_pf: int) -> list[LabVf]:
     """The VFs every lab node gets, rail A then rail B, by index.
 
     Shapes: ``vfs_per_pf`` VFs per PF; PCI addresses follow the SR-IOV routing-ID rule of
-    :func:`sriov_dra.host.fakesysfs.vf_address` (first VF offset 2, stride 1, as ConnectX).
+    :func:`sriov_dra_lab.fakes.fakesysfs.vf_address` (first VF offset 2, stride 1, as ConnectX).
     """
     out: list[LabVf] = []
     for pf, bdf, root, _port, _numa in RAILS:

@@ -1,6 +1,6 @@
 """FAKE SR-IOV kernel for fake sysfs trees: VF creation/removal on ``sriov_numvfs`` writes.
 
-**Tests and molecule scenarios only.** ``sriov_dra.host.fakesysfs`` builds trees and emulates
+**Tests and molecule scenarios only.** ``sriov_dra_lab.fakes.fakesysfs`` builds trees and emulates
 driver binding; a plain file cannot react to a write of ``sriov_numvfs``, so this module adds the
 kernel's SR-IOV rules (``drivers/pci/iov.c`` ``sriov_numvfs_store``):
 
@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from sriov_dra.host import fakesysfs
+from sriov_dra_lab.fakes import fakesysfs
 
 DEFAULT_VF_DRIVER = {"ice": "iavf", "i40e": "iavf", "ixgbe": "ixgbevf", "mlx5_core": "mlx5_core"}
 """PF driver -> the VF driver the fake kernel binds new VFs to (``iavf`` otherwise)."""

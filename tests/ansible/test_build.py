@@ -15,7 +15,7 @@ import pytest
 from tests.ansible import collection_build
 from tests.ansible.conftest import LOCAL_PLAYBOOK, run
 
-from sriov_dra.host import fakesysfs
+from sriov_dra_lab.fakes import fakesysfs
 
 MODULES = ["sriov_numvfs", "sriov_facts", "cni_config", "preflight"]
 

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from tests.ansible.conftest import run
 
-from sriov_dra.host import discovery, fakesysfs
+from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as host_sysfs
+from sriov_dra_lab.fakes import fakesysfs
 
 
 def _facts(root: Path, env: dict[str, str]) -> dict[str, Any]:

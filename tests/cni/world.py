@@ -238,7 +238,7 @@ class World:
     def sandbox(self) -> str:
         """A fresh network namespace for one Pod sandbox (removed at close)."""
         name = netns.unique_name("csb")
-        path = netns.netlink.create_netns(name)
+        path = netns.netedit.create_netns(name)
         self._sandboxes.append(path)
         return path
 

@@ -24,8 +24,9 @@ from tests.fakes import kube_objects as ko
 from sriov_dra.core import attributes
 from sriov_dra.driver import claim_context, locks, prepare
 from sriov_dra.driver.managed import lockorder, observe, seams, service
-from sriov_dra.host import atomicfile, binding, cdi, checkpoint, discovery, fakesysfs
+from sriov_dra.host import atomicfile, binding, cdi, checkpoint, discovery
 from sriov_dra.kubeletapi import messages
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_rules import names
 
 NS = "ns-a"

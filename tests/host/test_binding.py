@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.core import identities
-from sriov_dra.host import binding, fakesysfs
+from sriov_dra.host import binding
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_rules import errors
 
 PF = identities.PciAddress("0000:03:00.0")

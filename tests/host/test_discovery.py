@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sriov_dra.core import attributes, identities, policies
-from sriov_dra.host import discovery, fakesysfs
+from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_rules import names
 
 D = "sriovnetwork.k8snetworkplumbingwg.io"
@@ -176,32 +177,28 @@ def test_a_vf_reports_its_pfs_root_even_when_its_own_link_is_odd(tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    ("source_answer", "fake_file", "expected"),
+    ("source_answer", "expected"),
     [
-        ("switchdev", None, "switchdev"),
-        ("legacy", "switchdev", "legacy"),
-        (None, "switchdev", "switchdev"),
-        ("", None, "legacy"),
-        (None, None, "legacy"),
-        ("switchdev_inactive", None, "legacy"),
+        ("switchdev", "switchdev"),
+        ("legacy", "legacy"),
+        ("", "legacy"),
+        (None, "legacy"),
+        ("switchdev_inactive", "legacy"),
     ],
     ids=[
         "devlink-switchdev",
-        "devlink-wins-over-fake-file",
-        "fake-file-when-devlink-silent",
+        "devlink-legacy",
         "empty-devlink-answer-is-legacy",
-        "nothing-known-is-legacy",
+        "devlink-silent-is-legacy",
         "unknown-devlink-mode-is-legacy",
     ],
 )
-def test_eswitch_mode_sources(
-    tmp_path: Path, source_answer: str | None, fake_file: str | None, expected: str
-) -> None:
+def test_eswitch_mode_sources(tmp_path: Path, source_answer: str | None, expected: str) -> None:
     fake = fakesysfs.build(
         tmp_path,
         [
             fakesysfs.FakePf(
-                bdf="0000:03:00.0", ifname="p0", eswitch_mode=fake_file, vfs=fakesysfs.make_vfs(1)
+                bdf="0000:03:00.0", ifname="p0", eswitch_mode="switchdev", vfs=fakesysfs.make_vfs(1)
             )
         ],
     )
@@ -217,6 +214,25 @@ def test_eswitch_mode_sources(
         attributes.string_value(expected),
     )
     assert asked == ["0000:03:00.0"]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"), [(False, "legacy"), (True, "switchdev")], ids=["no-source", "fake-source"]
+)
+def test_fake_tree_eswitch_mode_reaches_discovery_only_through_its_source(
+    tmp_path: Path, source: bool, expected: str
+) -> None:
+    fake = fakesysfs.build(
+        tmp_path,
+        [
+            fakesysfs.FakePf(
+                bdf="0000:03:00.0", ifname="p0", eswitch_mode="switchdev", vfs=fakesysfs.make_vfs(1)
+            )
+        ],
+    )
+    modes = fakesysfs.FakeEswitchModes(tmp_path) if source else None
+    (vf,) = discovery.discover(fake.sysfs, eswitch_modes=modes)
+    assert vf.eswitch_mode == expected
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
-"""Tests for ``sriov_dra.host.fakepci``: the VF addresses and VF lists a fake tree is built from."""
+"""Tests for ``sriov_dra_lab.fakes.fakepci``: the VF addresses and VF lists a fake tree is built from."""
 
 from __future__ import annotations
 
 import pytest
 
-from sriov_dra.host import fakepci
+from sriov_dra_lab.fakes import fakepci
 
 
 @pytest.mark.parametrize(

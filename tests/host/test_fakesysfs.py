@@ -1,4 +1,4 @@
-"""Tests for ``sriov_dra.host.fakesysfs``: tree layout and the fake kernel's emulated rules."""
+"""Tests for ``sriov_dra_lab.fakes.fakesysfs``: tree layout and the fake kernel's emulated rules."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.host import discovery, fakesysfs
+from sriov_dra.host import discovery
+from sriov_dra_lab.fakes import fakesysfs
 
 
 def _lab(root: Path, vfs: int = 2, **kwargs: object) -> fakesysfs.FakeSysfs:

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.host import fakesysfs, pcieroot
+from sriov_dra.host import pcieroot
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra_lab.fakes import fakesysfs
 
 
 def _two_roots(root: Path) -> fakesysfs.FakeSysfs:

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from sriov_dra.core import policies, slices
-from sriov_dra.host import discovery, fakesysfs
+from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_rules import names
 
 NODE = "worker-1"

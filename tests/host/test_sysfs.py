@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.core import identities
-from sriov_dra.host import fakesysfs
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_rules import errors
 
 PF0 = identities.PciAddress("0000:03:00.0")
@@ -94,7 +94,6 @@ def test_pf_info_reads_every_fact(tmp_path: Path) -> None:
         device_id="101d",
         numa_node=1,
         link_type=sysfs_mod.LinkType.INFINIBAND,
-        eswitch_mode=sysfs_mod.EswitchMode.SWITCHDEV,
         driver="mlx5_core",
         totalvfs=16,
         numvfs=3,
@@ -136,7 +135,6 @@ def test_vf_facts(
             netdev=netdev,
             numa_node=0,
             link_type=sysfs_mod.LinkType.ETHERNET,
-            eswitch_mode=None,
             driver_override=override,
             rdma_devices=(),
         )
@@ -233,19 +231,22 @@ def test_driver_override(tmp_path: Path, content: str | None, expected: str | No
 
 @pytest.mark.parametrize(
     ("content", "expected"),
-    [
-        ("switchdev\n", sysfs_mod.EswitchMode.SWITCHDEV),
-        ("legacy", sysfs_mod.EswitchMode.LEGACY),
-        ("odd", None),
-        (None, None),
-    ],
-    ids=["fake-switchdev", "fake-legacy", "unknown-value-is-none", "real-host-has-no-file"],
+    [("switchdev\n", "switchdev"), ("legacy", "legacy"), ("odd", "odd"), ("\n", None), (None, None)],
+    ids=["fake-switchdev", "fake-legacy", "other-text-passed-on", "empty-is-none", "no-file-is-none"],
 )
-def test_eswitch_mode_from_fake_file(tmp_path: Path, content: str | None, expected: object) -> None:
+def test_fake_tree_answers_eswitch_mode_through_the_devlink_seam(
+    tmp_path: Path, content: str | None, expected: str | None
+) -> None:
     fake = _tree(tmp_path)
     if content is not None:
-        (fake.sysfs.pci_device_dir(PF0) / sysfs_mod.FAKE_ESWITCH_MODE_FILE).write_text(content)
-    assert fake.sysfs.eswitch_mode(PF0) == expected
+        (fake.sysfs.pci_device_dir(PF0) / fakesysfs.ESWITCH_MODE_FILE).write_text(content)
+    assert fakesysfs.FakeEswitchModes(tmp_path)(PF0) == expected
+
+
+def test_product_sysfs_reader_does_not_know_the_fake_eswitch_file() -> None:
+    source = Path(sysfs_mod.__file__).read_text(encoding="utf-8")
+    assert fakesysfs.ESWITCH_MODE_FILE not in source
+    assert not hasattr(sysfs_mod.Sysfs, "eswitch_mode")
 
 
 def test_virtfns_sorted_numerically_and_junk_ignored(tmp_path: Path) -> None:

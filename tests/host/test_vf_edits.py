@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.core import cdi_spec
-from sriov_dra.host import fakesysfs, vf_edits
+from sriov_dra.host import vf_edits
+from sriov_dra_lab.fakes import fakesysfs
 
 PF = "0000:03:00.0"
 VF = "0000:03:02.0"

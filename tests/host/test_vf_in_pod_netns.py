@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.core import identities
-from sriov_dra.host import binding, discovery, fakesysfs
+from sriov_dra.host import binding, discovery
+from sriov_dra_lab.fakes import fakesysfs
 
 PF = identities.PciAddress("0000:03:00.0")
 

@@ -15,7 +15,7 @@ from sriov_dra.core import devicehealth as dh
 from sriov_dra.driver import device_health
 from sriov_dra.host import discovery, netlink, vfhealth
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab.fakes import fakesysfs, netedit
 
 PF_BDF = "0000:03:00.0"
 
@@ -28,9 +28,9 @@ def setup(
     fake = fakesysfs.build(
         tmp_path, [fakesysfs.FakePf(bdf=PF_BDF, ifname=pf_name, vfs=(fakesysfs.FakeVf(),))]
     )
-    netlink.create_veth_pair(pf_name, f"{pf_name}p", netns_path=netns)
-    netlink.set_up(pf_name, netns_path=netns)
-    netlink.set_up(f"{pf_name}p", netns_path=netns)
+    netedit.create_veth_pair(pf_name, f"{pf_name}p", netns_path=netns)
+    netedit.set_up(pf_name, netns_path=netns)
+    netedit.set_up(f"{pf_name}p", netns_path=netns)
     sysfs = sysfs_mod.Sysfs(tmp_path)
     inventory = discovery.by_name(discovery.discover(sysfs))
     (target,) = device_health.watch_targets("node-1", inventory, inventory, [])
@@ -47,15 +47,15 @@ def test_pf_link_down_makes_its_vf_unhealthy_and_up_healthy_again(tmp_path: Path
     assert health(reader, target) == dh.Verdict(
         dh.Health.HEALTHY, f"VF {target.pci_address} bound to iavf; PF {pf} up with carrier"
     )
-    netlink.set_up(pf, netns_path=scratch_netns, up=False)
+    netedit.set_up(pf, netns_path=scratch_netns, up=False)
     assert health(reader, target) == dh.Verdict(dh.Health.UNHEALTHY, f"PF {pf} is down (operstate down)")
-    netlink.set_up(pf, netns_path=scratch_netns)
+    netedit.set_up(pf, netns_path=scratch_netns)
     assert health(reader, target).health is dh.Health.HEALTHY
 
 
 def test_pf_without_carrier_makes_its_vf_unhealthy(tmp_path: Path, scratch_netns: str) -> None:
     _, reader, target, pf = setup(tmp_path, scratch_netns)
-    netlink.set_up(f"{pf}p", netns_path=scratch_netns, up=False)  # the far end: the kernel drops carrier
+    netedit.set_up(f"{pf}p", netns_path=scratch_netns, up=False)  # the far end: the kernel drops carrier
     verdict = health(reader, target)
     assert verdict.health is dh.Health.UNHEALTHY
     assert verdict.reason.startswith(f"PF {pf} has no carrier (operstate ")

@@ -1,13 +1,13 @@
 """What a fake sysfs tree holds: the PFs and VFs to create, and the lab's standard node layouts.
 
 **For tests and the local lab only.** This module owns the descriptions
-:func:`~sriov_dra.host.fakesysfs.build` lays out: :class:`FakePf` (IDs, driver, NUMA node,
+:func:`~sriov_dra_lab.fakes.fakesysfs.build` lays out: :class:`FakePf` (IDs, driver, NUMA node,
 bridges and the device directories above its root bus, SR-IOV routing-ID offset and stride) and
 :class:`FakeVf` (driver bound now, default driver, netdev name, RDMA devices), the VF address the
 kernel's routing-ID rule gives, and the node layouts tests and the lab share (two PFs under two
 root complexes; a Hyper-V PF under VMBus).
 
-It must never write a file; the tree is :mod:`~sriov_dra.host.fakesysfs`'s.
+It must never write a file; the tree is :mod:`~sriov_dra_lab.fakes.fakesysfs`'s.
 """
 
 from __future__ import annotations

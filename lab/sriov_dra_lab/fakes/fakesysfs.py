@@ -16,7 +16,7 @@ The plugin never imports this module in production. It builds, under any directo
 - ``sys/bus/pci/drivers/<name>/{bind,unbind}`` and ``sys/bus/pci/drivers_probe`` as plain files.
 
 VF netdev names are only names: the lab may pick names of real veth interfaces, which the caller
-creates separately through ``host/netlink.py``.
+creates separately through :mod:`sriov_dra_lab.fakes.netedit`.
 
 A fake tree has no kernel, so writes to ``bind``/``unbind``/``drivers_probe``/``driver_override``
 change nothing by themselves. :class:`FakeKernelPci` is a **fake** :class:`~sriov_dra.host.binding.KernelPci`:
@@ -25,8 +25,12 @@ netdev dirs appear and disappear, ``driver_override`` matching, default-driver p
 facts it needs (each function's default driver and netdev name) are kept in :data:`METADATA_FILE`
 at the tree root, so another process (the lab's plugin) can load them.
 
-The PFs and VFs to create are described in :mod:`~sriov_dra.host.fakepci` (re-exported here);
-this module owns the tree and the fake kernel acting on it.
+The PFs and VFs to create are described in :mod:`~sriov_dra_lab.fakes.fakepci` (re-exported here);
+this module owns the tree and the fake kernel acting on it. A PF's eswitch mode, which a real
+kernel answers only through devlink, is the file :data:`ESWITCH_MODE_FILE` in the PF's directory;
+:class:`FakeEswitchModes` reads it back as the plugin's eswitch-mode source
+(``discovery.EswitchModeSource``, the seam ``host/devlink.py`` fills on a real host), so the
+product's sysfs reader never knows the file.
 
 It must never be pointed at a real ``/`` (every write is under the given root) and must never
 be used by production code paths.
@@ -47,13 +51,18 @@ from sriov_dra.host import sysfs as sysfs_mod
 
 # The ``X as X`` imports re-export what tests and the lab name ``fakesysfs.X``; the descriptions
 # of what to create live in :mod:`~sriov_dra.host.fakepci`.
-from sriov_dra.host.fakepci import VMBUS_ANCESTORS as VMBUS_ANCESTORS
-from sriov_dra.host.fakepci import FakePf as FakePf
-from sriov_dra.host.fakepci import FakeVf as FakeVf
-from sriov_dra.host.fakepci import make_vfs as make_vfs
-from sriov_dra.host.fakepci import two_root_pfs as two_root_pfs
-from sriov_dra.host.fakepci import vf_address as vf_address
-from sriov_dra.host.fakepci import vmbus_pf as vmbus_pf
+from sriov_dra_lab.fakes.fakepci import VMBUS_ANCESTORS as VMBUS_ANCESTORS
+from sriov_dra_lab.fakes.fakepci import FakePf as FakePf
+from sriov_dra_lab.fakes.fakepci import FakeVf as FakeVf
+from sriov_dra_lab.fakes.fakepci import make_vfs as make_vfs
+from sriov_dra_lab.fakes.fakepci import two_root_pfs as two_root_pfs
+from sriov_dra_lab.fakes.fakepci import vf_address as vf_address
+from sriov_dra_lab.fakes.fakepci import vmbus_pf as vmbus_pf
+
+ESWITCH_MODE_FILE = "sriov_dra_eswitch_mode"
+"""Not a kernel file: the fake trees' stand-in for devlink's eswitch answer, in a fake PF's directory.
+The collection's facts module reads the same name (``sriov_dra_rules.sysfsread``; a unit test keeps
+them equal)."""
 
 METADATA_FILE = ".sriov-dra-fake.json"
 """Fake-kernel facts at the tree root (not part of any real sysfs)."""
@@ -154,7 +163,7 @@ class FakeSysfs:
         _write(pf_dir / "sriov_offset", f"{pf.first_vf_offset}\n")
         _write(pf_dir / "sriov_stride", f"{pf.vf_stride}\n")
         if pf.eswitch_mode is not None:
-            _write(pf_dir / sysfs_mod.FAKE_ESWITCH_MODE_FILE, f"{pf.eswitch_mode}\n")
+            _write(pf_dir / ESWITCH_MODE_FILE, f"{pf.eswitch_mode}\n")
         self._remember_netdev(pf.bdf, pf.ifname, pf.link_type, pf.phys_port_name)
         self.attach_driver(pf.bdf, pf.driver)
         addresses: list[identities.PciAddress] = []
@@ -344,6 +353,26 @@ class FakeKernelPci:
         err = self._failures.pop((op, bdf), None)
         if err is not None:
             raise OSError(err, os.strerror(err), bdf)
+
+
+class FakeEswitchModes:
+    """The fake tree's eswitch-mode source for the plugin (``discovery.EswitchModeSource``).
+
+    Called with a PF address; returns the text of :data:`ESWITCH_MODE_FILE` in that PF's
+    directory under ``root`` (stripped; discovery maps values other than ``legacy``/``switchdev``
+    to ``legacy`` with a warning), or None when the tree has no such file (then ``legacy``), as
+    ``host/devlink.py`` answers for the host's own devices.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.sysfs = sysfs_mod.Sysfs(Path(root))
+
+    def __call__(self, pf_bdf: identities.PciAddress) -> str | None:
+        try:
+            text = (self.sysfs.pci_device_dir(pf_bdf) / ESWITCH_MODE_FILE).read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError):
+            return None
+        return text.strip() or None
 
 
 def _write(path: Path, text: str) -> None:

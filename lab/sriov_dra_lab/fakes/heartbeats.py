@@ -1,8 +1,8 @@
-"""Node objects and their heartbeats: register a Node, keep it Ready, renew its Lease.
+"""Simulated Node heartbeats: register a Node, keep it Ready, renew its Lease (lab and tests only).
 
-Used by the lab's simulated nodes and the cluster tests (a real kubelet would do this; there is
-none on the lab machine). Owns only these API calls; the thread that repeats them lives in
-``sriov_dra_lab.nodes``.
+A real kubelet does this; the lab's simulated nodes and the cluster tests have none, so they do
+it themselves. The product does not ship this module (no service fakes a Node). Owns only these
+API calls; the thread that repeats them lives in ``sriov_dra_lab.nodes``.
 """
 
 from __future__ import annotations

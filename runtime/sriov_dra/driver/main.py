@@ -28,6 +28,15 @@ publisher and the HTTP server stop. Prepared state lives in the checkpoint and t
 plain kill loses nothing either.
 
 Only this module exits the process; everything below raises.
+
+Seams: :func:`main` and :class:`Plugin` take a :class:`PluginSeams` naming what a caller other than
+the shipped entrypoint replaces: the PCI writer for the sysfs root (driver binding), the
+eswitch-mode source, and the fault hook called at the step boundaries of ``driver.faults``. The
+shipped entrypoint passes none of them (the kernel's own sysfs writes, devlink when the root is
+``/``, no faults). The lab, which runs the plugin on fake sysfs trees and kills it at step
+boundaries in the crash tests, starts it through its own launcher
+(``python -m sriov_dra_lab.launch_plugin``, the same flags), which calls :func:`main` with its fakes;
+the product ships none of them.
 """
 
 from __future__ import annotations
@@ -37,9 +46,11 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Final
 
 from sriov_dra.core import devicehealth
 from sriov_dra.driver import (
@@ -57,7 +68,7 @@ from sriov_dra.driver import (
 from sriov_dra.driver.managed import multus_layout, service
 from sriov_dra.driver.managed import repair as managed_repair
 from sriov_dra.driver.managed import wiring as managed_wiring
-from sriov_dra.host import binding, cdi, checkpoint, devlink, discovery, fakesysfs, vfhealth
+from sriov_dra.host import binding, cdi, checkpoint, devlink, discovery, vfhealth
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
@@ -87,6 +98,26 @@ class _SnapshotInventory:
         return self._pub.snapshot().inventory
 
 
+@dataclass(frozen=True)
+class PluginSeams:
+    """What a launcher other than the shipped entrypoint replaces (see the module docstring).
+
+    ``kernel`` builds the PCI writer for ``--sysfs-root`` (None: the kernel's own sysfs files,
+    ``binding.SysfsKernelPci``); ``eswitch_modes`` builds the eswitch-mode source for it (None:
+    devlink when the root is ``/``, else every PF ``legacy``); ``fault`` is called with each
+    ``driver.faults`` point name after the step it names. A builder may raise
+    :class:`StartupError` to refuse a root (exit 1 with its message).
+    """
+
+    kernel: Callable[[Path], binding.KernelPci] | None = None
+    eswitch_modes: Callable[[Path], discovery.EswitchModeSource] | None = None
+    fault: faults.FaultHook = faults.NO_FAULTS
+
+
+PRODUCTION: Final = PluginSeams()
+"""The shipped entrypoint's seams: nothing replaced."""
+
+
 class Plugin:
     """One plugin process: :meth:`start` in the documented order, :meth:`stop` in reverse.
 
@@ -97,11 +128,11 @@ class Plugin:
         self,
         config: settings.PluginSettings,
         *,
-        fault: faults.FaultHook = faults.NO_FAULTS,
+        seams: PluginSeams = PRODUCTION,
         stop_event: threading.Event | None = None,
     ) -> None:
         self.settings = config
-        self.fault = fault
+        self.seams = seams
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.metrics = metrics.PluginMetrics()
         self.store: checkpoint.CheckpointStore | None = None
@@ -189,15 +220,18 @@ class Plugin:
                 ) from exc
         sysfs = sysfs_mod.Sysfs(cfg.sysfs_root)
         # The kernel answers eswitch modes through devlink only for its own devices: under another
-        # sysfs root (a test tree) its answers would be about other hardware, so discovery reads
-        # that tree's own eswitch file instead (host/discovery.py).
-        if cfg.sysfs_root == Path("/"):
-            self.eswitch_modes = devlink.EswitchModes()
+        # sysfs root (a test tree) its answers would be about other hardware, so such a tree comes
+        # with its own source (PluginSeams.eswitch_modes) or every PF is legacy.
+        eswitch_modes: discovery.EswitchModeSource | None = None
+        if self.seams.eswitch_modes is not None:
+            eswitch_modes = self.seams.eswitch_modes(cfg.sysfs_root)
+        elif cfg.sysfs_root == Path("/"):
+            self.eswitch_modes = eswitch_modes = devlink.EswitchModes()
         pub = publisher.Publisher(
             api=self._api,
             node_name=cfg.node_name,
             sysfs=sysfs,
-            eswitch_modes=self.eswitch_modes,
+            eswitch_modes=eswitch_modes,
             health=self.health_state,
             policy_namespace=cfg.policy_namespace,
             driver_name=cfg.driver_name,
@@ -215,8 +249,8 @@ class Plugin:
         except OSError as exc:
             raise StartupError(f"cannot use the CDI root {cfg.cdi_root}: {exc}") from exc
         kernel: binding.KernelPci = (
-            fakesysfs.FakeSysfs(cfg.sysfs_root).kernel()
-            if cfg.fake_sysfs_kernel
+            self.seams.kernel(cfg.sysfs_root)
+            if self.seams.kernel is not None
             else binding.SysfsKernelPci(sysfs)
         )
         attach = None
@@ -245,7 +279,7 @@ class Plugin:
             cdi=specs,
             sysfs=sysfs,
             require_netdevice=cfg.multus_auto_attach,
-            fault=self.fault,
+            fault=self.seams.fault,
             metrics=self.metrics,
             managed=attach,
             claim_locks=attach.locks.claim_locks if attach is not None else locks.KeyedLocks("claim"),
@@ -385,8 +419,17 @@ class _CountingHandler:
             self._refresh()
 
 
-def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    """Parse settings, configure logs and run the plugin; return the process exit status."""
+def main(
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    seams: PluginSeams = PRODUCTION,
+) -> int:
+    """Parse settings, configure logs and run the plugin; return the process exit status.
+
+    ``seams``: :data:`PRODUCTION` for the shipped entrypoint; a launcher passes its own
+    (:class:`PluginSeams`), and every replaced seam is logged as a warning at startup.
+    """
     environ = dict(os.environ if env is None else env)
     try:
         config = settings.parse(list(sys.argv[1:] if argv is None else argv), environ)
@@ -395,14 +438,14 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return EXIT_BAD_SETTINGS
     logs.configure(config.log_format, config.log_level)
     LOG.info("settings", extra={"op": "startup", **config.as_log_fields()})
-    try:
-        fault = faults.from_environment(environ)
-    except ValueError as exc:
-        LOG.error("invalid fault injection setting", extra={"op": "startup", "reason": str(exc)})
-        return EXIT_BAD_SETTINGS
-    if fault is not faults.NO_FAULTS:
+    replaced = [
+        name
+        for name, value in (("kernel", seams.kernel), ("eswitch_modes", seams.eswitch_modes))
+        if value is not None
+    ] + (["fault"] if seams.fault is not faults.NO_FAULTS else [])
+    if replaced:
         LOG.warning(
-            "FAULT INJECTION ENABLED (tests only)",
-            extra={"op": "startup", "reason": f"{faults.ENV_VAR}={environ[faults.ENV_VAR]}"},
+            "seams replaced by the launcher (not the shipped entrypoint)",
+            extra={"op": "startup", "reason": ", ".join(replaced)},
         )
-    return Plugin(config, fault=fault).run()
+    return Plugin(config, seams=seams).run()

@@ -75,8 +75,6 @@ class PluginSettings:
     log_format: logs.LogFormat
     log_level: str
     metrics_bind_address: str
-    fake_sysfs_kernel: bool = False
-    """Test/lab only: emulate the kernel's driver-binding effects on a fake sysfs tree."""
     api_timeout_s: float = 10.0
     shutdown_grace_s: float = 5.0
     driver_name: str = names.DRIVER_NAME
@@ -223,11 +221,6 @@ def _parser(env: Mapping[str, str]) -> _Parser:
         if flag.name in ("multus-auto-attach", "multus-auxiliary-chain"):
             option.nargs = "?"
             option.const = "true"
-    parser.add_argument(
-        "--fake-sysfs-kernel",
-        action="store_true",
-        help="TEST/LAB ONLY: emulate kernel driver binding on a fake --sysfs-root tree",
-    )
     return parser
 
 
@@ -312,8 +305,8 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
 
     Raises: SettingsError listing every problem: missing/invalid node name, relative paths, an
     invalid namespace, a mode other than MULTUS (STANDALONE is named as unsupported),
-    ``--multus-auto-attach`` without MULTUS, a bad boolean, log format/level or address, and
-    ``--fake-sysfs-kernel`` with ``--sysfs-root /``, an invalid ``--multus-primary-interface``,
+    ``--multus-auto-attach`` without MULTUS, a bad boolean, log format/level or address, an
+    invalid ``--multus-primary-interface``,
     a ``--multus-system-namespaces`` entry that is not a namespace name, a relative
     ``--multus-config-file``, a ``--repair-first-pass-timeout-s`` that is not seconds >= 0.
     """
@@ -385,14 +378,6 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
                 where("api-max-in-flight"), f"{in_flight_raw!r} is not a whole number from 1 to 16"
             )
         )
-    fake = bool(args["fake_sysfs_kernel"])
-    if fake and paths["sysfs-root"] == Path("/"):
-        problems.append(
-            errors.FieldError(
-                "--fake-sysfs-kernel",
-                "is for fake sysfs trees only; set --sysfs-root to the tree's directory",
-            )
-        )
     errors.raise_if_any(problems, "sriov-dra-plugin settings are invalid", cls=SettingsError)
     plugins_dir = paths["kubelet-plugins-directory-path"]
     return PluginSettings(
@@ -409,7 +394,6 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
         log_format=log_format,
         log_level=level,
         metrics_bind_address=address,
-        fake_sysfs_kernel=fake,
         multus_layout=multus_layout,
         multus_config_file=multus_config_file,
         repair_first_pass_timeout_s=first_pass_s,

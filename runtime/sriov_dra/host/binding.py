@@ -20,8 +20,8 @@ dra-driver-sriov.md §4.4, §9 item 5) plus the managed-mode check of spec §8.1
   host stage can be re-run for a VF in use.
 
 Every write goes through the :class:`KernelPci` Protocol. :class:`SysfsKernelPci` writes the
-real files; tests and the lab use ``fakesysfs.FakeKernelPci``, a fake that emulates the kernel's
-effect on a fake tree. Each change is verified by reading sysfs back. On a failure after the
+real files; tests and the lab use ``sriov_dra_lab.fakes.fakesysfs.FakeKernelPci`` (not shipped), a
+fake that emulates the kernel's effect on a fake tree. Each change is verified by reading sysfs back. On a failure after the
 first write the binder tries to put the original driver back, then raises.
 
 It must never load kernel modules (a missing driver is reported with the ``modprobe`` fix),

@@ -89,8 +89,8 @@ DISCOVERY_ATTRIBUTES = frozenset(
 class EswitchModeSource(Protocol):
     """Asks the kernel (devlink) for a PF's eswitch mode; None when it cannot tell.
 
-    The production source lives with the netlink gate (``host/netlink.py``); discovery works
-    without one, falling back to the fake-sysfs file and then ``legacy``.
+    The production source is ``host/devlink.py`` (the host's own devices); a test tree passes its
+    own (the lab's ``FakeEswitchModes``). Without one, discovery publishes ``legacy``.
     """
 
     def __call__(self, pf_bdf: identities.PciAddress) -> str | None: ...
@@ -268,7 +268,7 @@ def _eswitch_mode(
     source: EswitchModeSource | None,
     log: logging.Logger | logging.LoggerAdapter[logging.Logger],
 ) -> sysfs_mod.EswitchMode:
-    """devlink source, then the fake-sysfs file, then ``legacy`` (upstream's fallback)."""
+    """The source's answer (devlink on a host), else ``legacy`` (upstream's fallback)."""
     if source is not None:
         raw = source(pf.bdf)
         if raw:
@@ -280,6 +280,4 @@ def _eswitch_mode(
                     extra={"pci": pf.bdf, "pf": pf.ifname, "op": "discovery", "reason": raw},
                 )
                 return sysfs_mod.EswitchMode.LEGACY
-    if pf.eswitch_mode is not None:
-        return pf.eswitch_mode
     return sysfs_mod.EswitchMode.LEGACY

@@ -1,4 +1,4 @@
-"""Netlink access to network namespaces: list a namespace's links, and the few link edits the lab needs.
+"""Netlink access to network namespaces: read a namespace's links (the product edits none).
 
 This module is the one gate to pyroute2 (STYLE.md §1). Every call opens its netlink socket *inside*
 the target namespace: pyroute2 forks a short-lived helper that enters the namespace, creates the
@@ -8,10 +8,10 @@ path of its bind mount (``/var/run/netns/<name>``, the runtime's ``CNI_NETNS``) 
 the caller's own namespace. Opening never creates a missing namespace.
 
 Readers (:func:`links`, :func:`link_names`) serve the guard's post-ADD check and
-:func:`carrier_states` the plugin's PF health; the editors (veth pairs, moving and renaming a
-link, addresses, namespaces) serve the lab's VF stand-in and the tests. Errors from the library
-never leak: they become :class:`NetlinkError` naming the operation,
-the namespace and the errno.
+:func:`carrier_states` the plugin's PF health. The link editors (veth pairs, moves, addresses, VF
+settings, namespaces) are the lab's (``sriov_dra_lab.fakes.netedit``, not shipped), opened through
+:func:`socket_in`. Errors from the library never leak: they become :class:`NetlinkError` naming
+the operation, the namespace and the errno.
 
 It must never enter a namespace on the calling thread, create a namespace implicitly, or touch a
 link it was not named.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import errno as errno_codes
-import ipaddress
 import os
 import signal
 import threading
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from pyroute2 import IPRoute, netns
+from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError as _PyNetlinkError
 
 from sriov_dra.core import devicehealth
@@ -215,232 +214,26 @@ def carrier_states(netns_path: str | None = None) -> dict[str, devicehealth.PfLi
         }
 
 
-def _index(ipr: Any, name: str, op: str, netns_path: str | None) -> int:
-    found = ipr.link_lookup(ifname=name)
-    if not found:
-        raise NetlinkError(
-            f"{op}: no interface {name!r} in {_describe(netns_path)}",
-            op=op,
-            netns_path=netns_path,
-            errno=errno_codes.ENODEV,
-        )
-    return int(found[0])
+# --- the seam for link editors the product does not ship ----------------------------------------
 
 
-def create_veth_pair(name: str, peer: str, *, netns_path: str | None = None) -> None:
-    """Create the veth pair ``name``/``peer`` in one namespace. Raises: :class:`NetlinkError`."""
-    with _rtnl(netns_path, f"create veth {name}/{peer}") as ipr:
-        ipr.link("add", ifname=name, kind="veth", peer=peer)
+def socket_in(netns_path: str | None, op: str) -> contextlib.AbstractContextManager[Any]:
+    """An IPRoute socket opened inside ``netns_path`` (None: the caller's own namespace).
 
-
-def delete_link(name: str, *, netns_path: str | None = None, missing_ok: bool = True) -> None:
-    """Delete link ``name`` (a veth's peer goes with it). Raises: :class:`NetlinkError`."""
-    op = f"delete link {name}"
-    with _rtnl(netns_path, op) as ipr:
-        found = ipr.link_lookup(ifname=name)
-        if not found:
-            if missing_ok:
-                return
-            raise NetlinkError(
-                f"{op}: no such interface", op=op, netns_path=netns_path, errno=errno_codes.ENODEV
-            )
-        ipr.link("del", index=found[0])
-
-
-def set_up(name: str, *, netns_path: str | None = None, up: bool = True) -> None:
-    """Set link ``name`` administratively up (or down). Raises: :class:`NetlinkError`."""
-    op = f"set {name} {'up' if up else 'down'}"
-    with _rtnl(netns_path, op) as ipr:
-        ipr.link("set", index=_index(ipr, name, op, netns_path), state="up" if up else "down")
-
-
-def move_link(
-    name: str,
-    *,
-    target_netns: str | None,
-    new_name: str,
-    netns_path: str | None = None,
-) -> None:
-    """Move link ``name`` from ``netns_path`` into ``target_netns`` and name it ``new_name`` there.
-
-    The link is set down, moved, renamed inside the target (so a name taken only in the source
-    namespace cannot collide), and left down. ``target_netns=None`` means the caller's own
-    namespace (used to return a link from a sandbox).
-    Raises: :class:`NetlinkError`; on a failed rename the link stays in the target namespace
-    under its old name.
+    For link editors outside the product (the lab's ``sriov_dra_lab.fakes.netedit``: veth pairs,
+    moves, addresses, routes, VF settings, namespaces), under this module's rules: pyroute2's forked
+    helper makes the socket (the calling thread never enters the namespace), a missing namespace
+    is never created, and library failures inside the ``with`` block raise :class:`NetlinkError`
+    naming ``op`` and the namespace.
     """
-    op = f"move {name} to {_describe(target_netns)} as {new_name}"
-    target_fd = os.open(target_netns or f"/proc/{os.getpid()}/ns/net", os.O_RDONLY)
-    try:
-        with _rtnl(netns_path, op) as ipr:
-            index = _index(ipr, name, op, netns_path)
-            ipr.link("set", index=index, state="down")
-            ipr.link("set", index=index, net_ns_fd=target_fd)
-    finally:
-        os.close(target_fd)
-    if new_name != name:
-        with _rtnl(target_netns, op) as ipr:
-            ipr.link("set", index=_index(ipr, name, op, target_netns), ifname=new_name)
+    return _rtnl(netns_path, op)
 
 
-VF_LINK_STATES: Final = {"auto": 0, "enable": 1, "disable": 2}
-"""``IFLA_VF_LINK_STATE`` values by the names ``ip link set ... vf N state`` and sriov-cni's
-``link_state`` use."""
+def error(exc: BaseException, op: str, netns_path: str | None) -> NetlinkError:
+    """``exc`` (``OSError`` or a pyroute2 failure) as the :class:`NetlinkError` this module raises."""
+    return _translate(exc, op, netns_path)
 
 
-@dataclass(frozen=True)
-class VfState:
-    """One VF as its PF's VF table (``ip link show <pf>``, ``IFLA_VFINFO_LIST``) reports it.
-
-    Shapes: ``vf`` the VF index; ``mac`` lowercase; ``vlan``/``qos`` 0 when none; ``spoofchk``,
-    ``trust`` and ``link_state`` (0 auto, 1 enable, 2 disable) ``None`` when the driver reports
-    none; rates in Mbit/s (0 = no limit), ``None`` when not reported.
-    """
-
-    vf: int
-    mac: str | None
-    vlan: int
-    qos: int
-    spoofchk: bool | None
-    trust: bool | None
-    link_state: int | None
-    min_tx_rate: int | None
-    max_tx_rate: int | None
-
-
-def _vf_field(info: Any, nla: str, key: str) -> int | None:
-    value = info.get_attr(nla)
-    return None if value is None else int(value[key])
-
-
-def vf_states(pf: str, *, netns_path: str | None = None) -> tuple[VfState, ...]:
-    """Return the VF table of PF link ``pf`` (netlink ``RTEXT_FILTER_VF``), by VF index.
-
-    Raises: :class:`NetlinkError` (no such link, netlink failure).
-    """
-    op = f"read the VF table of {pf}"
-    with _rtnl(netns_path, op) as ipr:
-        (msg,) = ipr.get_links(_index(ipr, pf, op, netns_path), ext_mask=1)
-    table = _attr(msg, "IFLA_VFINFO_LIST")
-    out: list[VfState] = []
-    for info in table.get_attrs("IFLA_VF_INFO") if table is not None else ():
-        mac = info.get_attr("IFLA_VF_MAC")
-        vlan = info.get_attr("IFLA_VF_VLAN") or {}
-        spoofchk, trust = (
-            _vf_field(info, "IFLA_VF_SPOOFCHK", "spoofchk"),
-            _vf_field(info, "IFLA_VF_TRUST", "trust"),
-        )
-        rate = info.get_attr("IFLA_VF_RATE")
-        out.append(
-            VfState(
-                vf=int(mac["vf"]) if mac is not None else len(out),
-                mac=str(mac["mac"]).lower() if mac is not None else None,
-                vlan=int(vlan.get("vlan", 0)),
-                qos=int(vlan.get("qos", 0)),
-                # The kernel reports -1 (as an unsigned 2**32-1) when the driver does not say.
-                spoofchk=None if spoofchk in (None, 2**32 - 1) else bool(spoofchk),
-                trust=None if trust in (None, 2**32 - 1) else bool(trust),
-                link_state=_vf_field(info, "IFLA_VF_LINK_STATE", "link_state"),
-                min_tx_rate=None if rate is None else int(rate["min_tx_rate"]),
-                max_tx_rate=None if rate is None else int(rate["max_tx_rate"]),
-            )
-        )
-    return tuple(sorted(out, key=lambda state: state.vf))
-
-
-def set_vf(
-    pf: str,
-    vf: int,
-    *,
-    vlan: int | None = None,
-    qos: int = 0,
-    spoofchk: bool | None = None,
-    trust: bool | None = None,
-    link_state: int | None = None,
-    min_tx_rate: int | None = None,
-    max_tx_rate: int | None = None,
-    netns_path: str | None = None,
-) -> None:
-    """Set VF ``vf``'s settings through its PF link ``pf``, as ``ip link set <pf> vf <vf> ...`` does.
-
-    Only the settings given are sent, each in its own request (a driver that refuses one, e.g.
-    igb's ``EOPNOTSUPP`` for link state, fails that one only). ``vlan`` with ``qos``; rates in
-    Mbit/s, sent together when either is given (the other as 0, no limit); ``link_state`` one of
-    :data:`VF_LINK_STATES`' values.
-    Raises: :class:`NetlinkError` naming the PF, the VF and the setting.
-    """
-    requests: list[tuple[str, dict[str, Any]]] = []
-    if vlan is not None:
-        requests.append((f"vlan {vlan} qos {qos}", {"vlan": {"vlan": vlan, "qos": qos}}))
-    if spoofchk is not None:
-        requests.append((f"spoofchk {'on' if spoofchk else 'off'}", {"spoofchk": int(spoofchk)}))
-    if trust is not None:
-        requests.append((f"trust {'on' if trust else 'off'}", {"trust": int(trust)}))
-    if link_state is not None:
-        requests.append((f"state {link_state}", {"link_state": link_state}))
-    if min_tx_rate is not None or max_tx_rate is not None:
-        rate = {"min_tx_rate": min_tx_rate or 0, "max_tx_rate": max_tx_rate or 0}
-        requests.append(
-            (f"min_tx_rate {rate['min_tx_rate']} max_tx_rate {rate['max_tx_rate']}", {"rate": rate})
-        )
-    for what, spec in requests:
-        op = f"set {pf} vf {vf} {what}"
-        with _rtnl(netns_path, op) as ipr:
-            ipr.link("set", index=_index(ipr, pf, op, netns_path), vf={"vf": vf, **spec})
-
-
-def add_address(name: str, cidr: str, *, netns_path: str | None = None) -> None:
-    """Add address ``cidr`` (``10.0.0.2/24`` or IPv6) to link ``name``. Raises: :class:`NetlinkError`."""
-    iface = ipaddress.ip_interface(cidr)
-    op = f"add address {cidr} to {name}"
-    with _rtnl(netns_path, op) as ipr:
-        ipr.addr(
-            "add",
-            index=_index(ipr, name, op, netns_path),
-            address=str(iface.ip),
-            prefixlen=iface.network.prefixlen,
-        )
-
-
-def add_route(dst: str, *, gateway: str | None, name: str, netns_path: str | None = None) -> None:
-    """Add a route to ``dst`` (CIDR) via ``gateway`` (or on-link) out of ``name``.
-
-    Raises: :class:`NetlinkError`.
-    """
-    op = f"add route {dst} via {gateway or 'link'} dev {name}"
-    with _rtnl(netns_path, op) as ipr:
-        kwargs: dict[str, Any] = {"dst": dst, "oif": _index(ipr, name, op, netns_path)}
-        if gateway:
-            kwargs["gateway"] = gateway
-        ipr.route("add", **kwargs)
-
-
-def create_netns(name: str) -> str:
-    """Create the named namespace ``/var/run/netns/<name>`` and return its path.
-
-    Raises: :class:`NetlinkError` (``EEXIST`` when it already exists).
-    """
-    path = str(NETNS_RUN_DIR / name)
-    if os.path.exists(path):
-        raise NetlinkError(
-            f"network namespace {path} already exists",
-            op="create netns",
-            netns_path=path,
-            errno=errno_codes.EEXIST,
-        )
-    try:
-        netns.create(name)
-    except OSError as exc:
-        raise _translate(exc, "create netns", path) from exc
-    return path
-
-
-def remove_netns(name: str) -> None:
-    """Unmount and remove the named namespace; absent counts as removed. Raises: :class:`NetlinkError`."""
-    path = NETNS_RUN_DIR / name
-    if not path.exists():
-        return
-    try:
-        netns.remove(name)
-    except OSError as exc:
-        raise _translate(exc, "remove netns", str(path)) from exc
+def describe(netns_path: str | None) -> str:
+    """``the host namespace`` or ``network namespace <path>``, as every error message here names it."""
+    return _describe(netns_path)

@@ -4,7 +4,7 @@ This module owns the plugin's *reads* of ``/sys`` for discovery and driver bindi
 under ``sys/bus/pci/devices``, SR-IOV PFs and their ``virtfn<N>`` links, each function's vendor,
 device and class IDs, NUMA node, bound driver, ``driver_override`` and netdevs, and a netdev's
 link type. Every path is ``<root>/sys/...`` so that host-tier tests and the lab run on a fake
-tree built by :mod:`sriov_dra.host.fakesysfs`; in the plugin container the root is ``/``.
+tree (the lab's ``sriov_dra_lab.fakes.fakesysfs``, not shipped); in the plugin container the root is ``/``.
 
 The reading rules themselves live once, shared with the Ansible collection, in
 ``sriov_dra_rules.sysfsread`` and ``sriov_dra_rules.topology`` (reference dra-driver-sriov.md
@@ -17,8 +17,8 @@ The reading rules themselves live once, shared with the Ansible collection, in
 - IDs are lowercase hex without ``0x``; the NUMA node is None (no node) when the kernel
   reports ``-1`` or the file is missing or not a node number, never ``-1``;
 - the link type comes from the PF netdev's ``type`` (1 ethernet, 32 infiniband, else unknown);
-- the eswitch mode is not in sysfs: upstream asks devlink. This reader only knows the fake-only
-  file :data:`FAKE_ESWITCH_MODE_FILE`; discovery takes a devlink source as a parameter.
+- the eswitch mode is not in sysfs: upstream asks devlink, and so does discovery, through the
+  source it takes as a parameter (``host/devlink.py`` on the host; a test tree passes its own).
 
 It must never write to sysfs (:mod:`sriov_dra.host.binding` does), never follow a path outside
 its root on purpose, and never raise for a missing optional file: absent facts are ``None``.
@@ -37,7 +37,6 @@ from sriov_dra_rules import sysfsread, topology
 NET_CLASS = sysfsread.NET_CLASS
 ARPHRD_ETHER = sysfsread.ARPHRD_ETHER
 ARPHRD_INFINIBAND = sysfsread.ARPHRD_INFINIBAND
-FAKE_ESWITCH_MODE_FILE = sysfsread.FAKE_ESWITCH_MODE_FILE
 """Re-exported from ``sriov_dra_rules.sysfsread`` for the fake tree builder and tests."""
 
 SysfsReadError = sysfsread.SysfsReadError
@@ -75,9 +74,8 @@ class PfInfo:
     """Facts of one SR-IOV PF that has a netdev.
 
     Shapes: IDs lowercase hex without ``0x`` (``""`` if unreadable); ``numa_node`` None when the
-    kernel reports no node (``numa_node_reason`` then says why, else it is None);
-    ``eswitch_mode`` None when sysfs cannot tell (always on a real host; discovery then asks
-    devlink or assumes legacy).
+    kernel reports no node (``numa_node_reason`` then says why, else it is None). The eswitch mode
+    is not a sysfs fact (discovery asks its devlink source).
     """
 
     bdf: identities.PciAddress
@@ -86,7 +84,6 @@ class PfInfo:
     device_id: str
     numa_node: int | None
     link_type: LinkType
-    eswitch_mode: EswitchMode | None
     driver: str | None
     totalvfs: int | None
     numvfs: int | None
@@ -99,8 +96,8 @@ class VfInfo:
 
     ``driver`` is None when unbound; ``netdev`` is the VF's own netdev (present only while a
     netdevice driver is bound); ``numa_node`` is the VF's own file (None: no node); ``link_type``
-    and ``eswitch_mode`` are the PF's (a VF has no netdev type while unbound, and the eswitch is
-    the PF's); ``driver_override`` None when the file is absent, ``""`` when cleared.
+    is the PF's (a VF has no netdev type while unbound); ``driver_override`` None when the file
+    is absent, ``""`` when cleared.
     """
 
     bdf: identities.PciAddress
@@ -113,7 +110,6 @@ class VfInfo:
     netdev: str | None
     numa_node: int | None
     link_type: LinkType
-    eswitch_mode: EswitchMode | None
     driver_override: str | None
     rdma_devices: tuple[str, ...]
 
@@ -266,15 +262,6 @@ class Sysfs:
         """Link type of a netdev from ``class/net/<if>/type``; ``unknown`` when unreadable."""
         return LinkType(sysfsread.link_type(self._top, ifname))
 
-    def eswitch_mode(self, pf_bdf: str) -> EswitchMode | None:
-        """Eswitch mode as far as sysfs can tell: the fake-only :data:`FAKE_ESWITCH_MODE_FILE`.
-
-        Returns None on a real host (the kernel exposes the mode only through devlink) and for a
-        value other than ``legacy``/``switchdev``.
-        """
-        mode = sysfsread.eswitch_mode(self._top, pf_bdf)
-        return EswitchMode(mode) if mode is not None else None
-
     def pcie_root(self, bdf: str) -> topology.PcieRoot:
         """The ``pcieRoot`` of ``bdf`` or why there is none (``sriov_dra_rules.topology``)."""
         return sysfsread.pcie_root(self._top, bdf)
@@ -296,7 +283,6 @@ class Sysfs:
             device_id=self.device_id(bdf) or "",
             numa_node=numa.node,
             link_type=self.link_type(ifname),
-            eswitch_mode=self.eswitch_mode(bdf),
             driver=self.current_driver(bdf),
             totalvfs=self.sriov_totalvfs(bdf),
             numvfs=self.sriov_numvfs(bdf),
@@ -326,7 +312,6 @@ class Sysfs:
             netdev=netdevs[0] if netdevs else None,
             numa_node=self.numa_node(bdf),
             link_type=pf.link_type,
-            eswitch_mode=pf.eswitch_mode,
             driver_override=self.driver_override(bdf),
             rdma_devices=tuple(self.rdma_devices(bdf)),
         )

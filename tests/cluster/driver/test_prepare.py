@@ -1,12 +1,13 @@
 """Cluster tier: the plugin process prepares and unprepares claims the real scheduler allocated.
 
-The plugin runs as a real process through its entrypoint (``python -m sriov_dra.driver``) on a
-fake-sysfs node (``host.fakesysfs``; its fake kernel emulates driver binding, enabled with the
-lab-only ``--fake-sysfs-kernel``) against kube-apiserver, controller-manager and scheduler
+The plugin runs as a real process through the product's entrypoint, started by the lab's
+launcher (``python -m sriov_dra_lab.launch_plugin``: the product's ``main`` with the fake tree's
+kernel, eswitch source and fault hook) on a fake-sysfs node (``sriov_dra_lab.fakes.fakesysfs``;
+its fake kernel emulates driver binding) against kube-apiserver, controller-manager and scheduler
 v1.36.3. The test kubelet (``sriov_dra_lab.kubelet``) registers it and calls NodePrepare /
 NodeUnprepare as the kubelet does. Every step asserts CDI files, the VF's driver on the fake
 sysfs, the claim's ``status.devices`` and the checkpoint file. The crash tests kill the process
-(SIGKILL, through the test-only ``SRIOV_DRA_TEST_KILL_AT`` hook) at every step boundary and
+(SIGKILL, through the lab's ``SRIOV_DRA_TEST_KILL_AT`` hook, ``sriov_dra_lab.fakes.faultkill``) at every step boundary and
 prove that the next prepare or unprepare after a restart completes.
 """
 
@@ -34,11 +35,12 @@ from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 import sriov_dra
 from sriov_dra.core import cdi_spec, checkpoint_codec
 from sriov_dra.driver import faults
-from sriov_dra.host import checkpoint, fakesysfs
+from sriov_dra.host import checkpoint
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import apply
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import controlplane, kubelet, processes, session
+from sriov_dra_lab.fakes import fakesysfs, faultkill
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
@@ -102,11 +104,10 @@ class PluginNode:
         return [
             sys.executable,
             "-m",
-            "sriov_dra.driver",
+            "sriov_dra_lab.launch_plugin",
             f"--node-name={self.name}",
             f"--kubeconfig={self.kubeconfig}",
             f"--sysfs-root={self.root / 'host'}",
-            "--fake-sysfs-kernel",
             f"--kubelet-plugins-directory-path={self.root / 'plugins'}",
             f"--kubelet-registrar-directory-path={self.registry}",
             f"--cdi-root={self.cdi_root}",
@@ -121,9 +122,9 @@ class PluginNode:
         """Start the plugin process (without waiting for anything)."""
         self.port = processes.free_port()
         env = dict(os.environ)
-        env.pop(faults.ENV_VAR, None)
+        env.pop(faultkill.ENV_VAR, None)
         if kill_at:
-            env[faults.ENV_VAR] = kill_at
+            env[faultkill.ENV_VAR] = kill_at
         self.starts += 1
         self.process = processes.Process(
             f"plugin-{self.starts}",

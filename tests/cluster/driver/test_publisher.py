@@ -23,8 +23,8 @@ from tests import waiting
 
 from sriov_dra.core import slices
 from sriov_dra.driver import policy_controller, publisher
-from sriov_dra.host import fakesysfs
 from sriov_dra.kube import apply, resourceslices
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 

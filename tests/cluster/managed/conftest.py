@@ -26,12 +26,13 @@ from tests import waiting
 
 from sriov_dra.driver import claim_context, prepare, publisher, unprepare
 from sriov_dra.driver.managed import repair, wiring
-from sriov_dra.host import binding, cdi, checkpoint, fakesysfs
+from sriov_dra.host import binding, cdi, checkpoint
 from sriov_dra.kube import apply
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import session
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 

@@ -23,8 +23,9 @@ from kubernetes import client
 from tests.fakes import operator_objects as oo
 
 from sriov_dra.core import conditions, drapolicy, sriovnetwork
-from sriov_dra.kube import apply, events, nodes, objects
+from sriov_dra.kube import apply, events, objects
 from sriov_dra.operator import network_controller, policy_controller, settings, status
+from sriov_dra_lab.fakes import heartbeats
 
 T = TypeVar("T")
 MANIFESTS = Path(objects.__file__).resolve().parents[1] / "manifests"
@@ -126,7 +127,7 @@ class Harness:
 
     def add_node(self, name: str, **labels: str) -> str:
         full = f"{self.run[:40]}-{name}"
-        nodes.ensure_node(
+        heartbeats.ensure_node(
             self.api,
             full,
             labels={**oo.DUAL_RAIL, RUN_LABEL: self.run, "kubernetes.io/hostname": full, **labels},
@@ -201,7 +202,7 @@ class Harness:
 
     def cleanup(self) -> None:
         for name in self.node_names:
-            nodes.delete_node(self.api, name)
+            heartbeats.delete_node(self.api, name)
         for ns in self.namespaces:
             self.admin.delete(objects.NAMESPACE, ns)
 

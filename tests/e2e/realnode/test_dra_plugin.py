@@ -57,7 +57,7 @@ def plugin(
 
     Yields its state directory; the plugin is stopped afterwards.
     """
-    from sriov_dra.host import fakesysfs
+    from sriov_dra_lab.fakes import fakesysfs
 
     root = real_node.root / f"plugin-{namespace}"
     fakesysfs.build(root / "host", fakesysfs.two_root_pfs(2))
@@ -76,11 +76,10 @@ def plugin(
     argv = [
         sys.executable,
         "-m",
-        "sriov_dra.driver",
+        "sriov_dra_lab.launch_plugin",
         f"--node-name={real_node.name}",
         f"--kubeconfig={control_plane.kubeconfig}",
         f"--sysfs-root={root / 'host'}",
-        "--fake-sysfs-kernel",
         "--kubelet-plugins-directory-path=/var/lib/kubelet/plugins",
         "--kubelet-registrar-directory-path=/var/lib/kubelet/plugins_registry",
         f"--cdi-root={real_node.cdi_dir}",

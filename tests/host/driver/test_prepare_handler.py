@@ -20,9 +20,10 @@ from tests.fakes import claims_api as fx
 
 from sriov_dra.core import cdi_spec
 from sriov_dra.driver import claim_context, faults, prepare, unprepare
-from sriov_dra.host import binding, cdi, checkpoint, discovery, fakesysfs
+from sriov_dra.host import binding, cdi, checkpoint, discovery
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_rules import errors
 
 PF = "0000:03:00.0"

@@ -11,6 +11,7 @@ from tests import tiers
 from sriov_dra.guard import decisions, shadows, verify
 from sriov_dra.host import netlink
 from sriov_dra_lab import netns
+from sriov_dra_lab.fakes import netedit
 
 EXPECTED = (
     shadows.ExpectedInterface("dra0", "ns/dra-sriov-a", "0000:03:00.1"),
@@ -26,8 +27,8 @@ def sandbox_with_dra0() -> Iterator[str]:
     vfs = netns.create_vfs(["0000:03:00.1", "ordinary"], prefix="gvn")
     try:
         with netns.sandbox("gvn") as path:
-            netlink.move_link(vfs[0].ifname, target_netns=path, new_name="dra0")
-            netlink.move_link(vfs[1].ifname, target_netns=path, new_name="eth1")
+            netedit.move_link(vfs[0].ifname, target_netns=path, new_name="dra0")
+            netedit.move_link(vfs[1].ifname, target_netns=path, new_name="eth1")
             yield path
     finally:
         netns.delete_vfs(vfs)

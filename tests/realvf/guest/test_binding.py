@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from tests.realvf.guest.realvfs import SYS_PCI, VF_DRIVER, RawVf, raw_vf, wait_until, write
 
-from sriov_dra.host import binding, netlink
+from sriov_dra.host import binding
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra_lab.fakes import netedit
 
 
 def _binder() -> binding.DriverBinder:
@@ -57,17 +58,17 @@ def test_rerunning_the_host_stage_accepts_a_vf_whose_netdev_is_in_a_pod_netns(al
     (name,) = vf.net or ("",)
     binder = _binder()
     pod = f"realvf-{uuid.uuid4().hex[:8]}"
-    path = netlink.create_netns(pod)
+    path = netedit.create_netns(pod)
     try:
-        netlink.move_link(name, target_netns=path, new_name="net1")
+        netedit.move_link(name, target_netns=path, new_name="net1")
         assert raw_vf(vf.bdf).net == ()
         for requested in (binding.KEEP, binding.DEFAULT):
             record = binder.apply(vf.bdf, requested, require_netdevice=True)
             assert (record.changed, record.driver) == (False, VF_DRIVER)
         assert binder.check_netdevice(vf.bdf) is None
-        netlink.move_link("net1", target_netns=None, new_name=name, netns_path=path)
+        netedit.move_link("net1", target_netns=None, new_name=name, netns_path=path)
     finally:
-        netlink.remove_netns(pod)
+        netedit.remove_netns(pod)
     wait_until(f"{name} back in the host namespace", lambda: raw_vf(vf.bdf).net == (name,))
 
 

@@ -15,6 +15,7 @@ from tests.realvf.guest.realvfs import NUM_VFS, ROOTS, VF_DRIVER, RawVf, RealPf,
 from sriov_dra.core import policies, slices
 from sriov_dra.host import discovery, netlink
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra_lab.fakes import netedit
 
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
 
@@ -74,9 +75,9 @@ def test_a_vf_inside_a_pod_netns_is_still_discovered_as_the_same_device(all_vfs:
     (name,) = vf.net or ("",)
     before = _discover()[vf.bdf]
     pod = f"realvf-{uuid.uuid4().hex[:8]}"
-    path = netlink.create_netns(pod)
+    path = netedit.create_netns(pod)
     try:
-        netlink.move_link(name, target_netns=path, new_name="net1")
+        netedit.move_link(name, target_netns=path, new_name="net1")
         # The kernel fact the fake trees must show: net/ stays, but lists nothing in this netns.
         assert raw_vf(vf.bdf).net == ()
         inside = [link for link in netlink.links(path) if link.parent_device == vf.bdf]
@@ -84,9 +85,9 @@ def test_a_vf_inside_a_pod_netns_is_still_discovered_as_the_same_device(all_vfs:
         now = _discover()[vf.bdf]
         assert _comparable(now) == _comparable(before)
         assert now.netdev is None
-        netlink.move_link("net1", target_netns=None, new_name=name, netns_path=path)
+        netedit.move_link("net1", target_netns=None, new_name=name, netns_path=path)
     finally:
-        netlink.remove_netns(pod)
+        netedit.remove_netns(pod)
     wait_until(f"{name} back in the host namespace", lambda: raw_vf(vf.bdf).net == (name,))
 
 
@@ -97,9 +98,9 @@ def test_a_vf_returned_by_a_deleted_pod_netns_comes_back_as_net1_and_is_the_same
     (name,) = vf.net or ("",)
     before = _discover()[vf.bdf]
     pod = f"realvf-{uuid.uuid4().hex[:8]}"
-    path = netlink.create_netns(pod)
-    netlink.move_link(name, target_netns=path, new_name="net1")
-    netlink.remove_netns(pod)  # the runtime deleted the sandbox before CNI DEL
+    path = netedit.create_netns(pod)
+    netedit.move_link(name, target_netns=path, new_name="net1")
+    netedit.remove_netns(pod)  # the runtime deleted the sandbox before CNI DEL
     try:
         wait_until("the VF's netdev back in the host namespace", lambda: raw_vf(vf.bdf).net == ("net1",))
         now = _discover()[vf.bdf]
@@ -107,4 +108,4 @@ def test_a_vf_returned_by_a_deleted_pod_netns_comes_back_as_net1_and_is_the_same
         assert now.netdev == "net1"
     finally:
         if raw_vf(vf.bdf).net == ("net1",):
-            netlink.move_link("net1", target_netns=None, new_name=name)
+            netedit.move_link("net1", target_netns=None, new_name=name)

@@ -26,6 +26,7 @@ from tests.realvf.guest import realvfs
 
 from sriov_dra.host import netlink
 from sriov_dra_lab import sriov_cni
+from sriov_dra_lab.fakes import netedit
 
 CNI_PATH = realvfs.REPO / ".realvf-cni"
 SUBNET = "10.56.1.0/24"
@@ -55,12 +56,12 @@ class Cni:
     def netns(self) -> str:
         name = f"pod-{uuid.uuid4().hex[:8]}"
         self.netnses.append(name)
-        return netlink.create_netns(name)
+        return netedit.create_netns(name)
 
     def remove_netns(self, path: str) -> None:
         name = os.path.basename(path)
         self.netnses.remove(name)
-        netlink.remove_netns(name)
+        netedit.remove_netns(name)
 
     def conf(self, bdf: str | None, **vf_settings: object) -> dict[str, Any]:
         ranges = [[{"subnet": SUBNET, "rangeStart": "10.56.1.10", "rangeEnd": "10.56.1.20"}]]
@@ -98,7 +99,7 @@ def cni(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp
     yield calls
     for name in calls.netnses:
         if (netlink.NETNS_RUN_DIR / name).exists():
-            netlink.remove_netns(name)
+            netedit.remove_netns(name)
 
 
 def _vf_table_line(pf: str, index: int) -> str:

@@ -18,7 +18,8 @@ from tests.fakes.watch_api import FakeWatchApi, obj
 
 from sriov_dra.core import attributes
 from sriov_dra.driver import policy_controller as pc
-from sriov_dra.host import discovery, fakesysfs
+from sriov_dra.host import discovery
+from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_rules import names
 
 NS = "dra-driver-sriov"

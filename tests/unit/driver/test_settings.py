@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.core import ifnames
-from sriov_dra.driver import faults, main, settings
+from sriov_dra.driver import main, settings
 from sriov_dra.servicekit import logs
 
 BASE = {"NODE_NAME": "node-a"}
@@ -82,7 +82,7 @@ def test_multus_auto_attach_is_read_from_flag_or_environment(
         (["--log-format", "xml"], BASE, ["'xml' is not json or text"]),
         (["--metrics-bind-address", "9464"], BASE, ["METRICS_BIND_ADDRESS", "host:port"]),
         (["--metrics-bind-address", "example.com:9464"], BASE, ["is not an IP address"]),
-        (["--fake-sysfs-kernel"], BASE, ["--fake-sysfs-kernel", "fake sysfs trees only"]),
+        (["--fake-sysfs-kernel"], BASE, ["invalid command line", "--fake-sysfs-kernel"]),
         (["positional"], BASE, ["invalid command line"]),
     ],
     ids=[
@@ -96,7 +96,7 @@ def test_multus_auto_attach_is_read_from_flag_or_environment(
         "bad-log-format",
         "address-without-host",
         "address-hostname",
-        "fake-kernel-on-real-root",
+        "no-fake-kernel-flag-in-the-product",
         "positional-argument",
     ],
 )
@@ -202,23 +202,6 @@ def test_text_logs_print_extra_fields_as_key_value() -> None:
     line = stream.getvalue()
     assert "WARNING t: prepare failed" in line
     assert "reason=InvalidClaim claim=a/b" in line
-
-
-@pytest.mark.parametrize(
-    ("env", "expected"),
-    [({}, None), ({faults.ENV_VAR: "prepare:bound"}, "prepare:bound")],
-    ids=["unset-means-no-faults", "named-point-kills-there"],
-)
-def test_fault_injection_is_off_unless_the_environment_names_a_point(
-    env: dict[str, str], expected: str | None
-) -> None:
-    hook = faults.from_environment(env)
-    assert (hook.point if isinstance(hook, faults.KillAt) else None) == expected
-
-
-def test_fault_injection_refuses_an_unknown_point() -> None:
-    with pytest.raises(ValueError, match="names no fault point"):
-        faults.from_environment({faults.ENV_VAR: "prepare:nowhere"})
 
 
 @pytest.mark.parametrize(

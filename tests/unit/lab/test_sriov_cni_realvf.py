@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.host import netlink
 from sriov_dra_lab import sriov_cni
+from sriov_dra_lab.fakes import netedit
 
-BEFORE = netlink.VfState(
+BEFORE = netedit.VfState(
     vf=0,
     mac="00:00:00:00:00:00",
     vlan=7,

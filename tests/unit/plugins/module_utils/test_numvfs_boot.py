@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.ansible import fake_sriov_kernel
 
-from sriov_dra.host import fakesysfs
+from sriov_dra_lab.fakes import fakesysfs
 
 REPO = Path(__file__).resolve().parents[4]
 MODULE_UTILS = REPO / "plugins" / "module_utils"

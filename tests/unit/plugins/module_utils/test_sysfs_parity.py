@@ -3,7 +3,7 @@
 Both ``plugins/module_utils/sysfs.py`` (plain dicts for the modules) and ``sriov_dra.host.sysfs``
 (typed records for discovery) are thin adapters over the one copy of the rules in
 ``sriov_dra_rules`` (``sysfsread``, ``topology``). Each tree below is built once with
-``sriov_dra.host.fakesysfs`` and read by both; every fact the collection reports must equal the
+``sriov_dra_lab.fakes.fakesysfs`` and read by both; every fact the collection reports must equal the
 plugin's (PFs, uplink choice, IDs, NUMA, link type, eswitch, counts, VFs, drivers, netdevs,
 RDMA devices and the ``pcieRoot`` value, a VF's being its PF's, or its absence with the same
 reason), including a Hyper-V/VMBus layout and ``numa_node`` ``-1``.
@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from ansible_collections.sriovnet.dra.plugins.module_utils import sysfs as coll_sysfs
 
-from sriov_dra.host import fakesysfs, pcieroot
+from sriov_dra.host import pcieroot
 from sriov_dra.host import sysfs as host_sysfs
+from sriov_dra_lab.fakes import fakesysfs
 
 
 def _two_roots(root: Path) -> None:
@@ -130,7 +131,8 @@ def _plugin_view(root: Path) -> dict[str, object]:
                 "driver": pf.driver,
                 "numa_node": pf.numa_node,
                 "link_type": pf.link_type.value,
-                "eswitch_mode": pf.eswitch_mode.value if pf.eswitch_mode else None,
+                # the plugin asks its eswitch source (the fake tree's stand-in for devlink here)
+                "eswitch_mode": fakesysfs.FakeEswitchModes(root)(pf.bdf),
                 "totalvfs": pf.totalvfs,
                 "numvfs": pf.numvfs,
                 "pcie_root": root_result.root,

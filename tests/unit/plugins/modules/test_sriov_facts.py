@@ -9,8 +9,9 @@ import pytest
 from ansible_collections.sriovnet.dra.plugins.modules import sriov_facts
 from tests.unit.plugins import harness
 
-from sriov_dra.host import discovery, fakesysfs
+from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as host_sysfs
+from sriov_dra_lab.fakes import fakesysfs
 
 
 @pytest.fixture

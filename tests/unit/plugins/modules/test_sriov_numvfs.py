@@ -16,7 +16,7 @@ from ansible_collections.sriovnet.dra.plugins.modules import sriov_numvfs
 from tests.ansible import fake_sriov_kernel
 from tests.unit.plugins import harness
 
-from sriov_dra.host import fakesysfs
+from sriov_dra_lab.fakes import fakesysfs
 
 PF0, PF0_BDF = "enp3s0f0", "0000:03:00.0"  # 0 VFs, sriov_totalvfs 64
 PF1, PF1_BDF = "enp129s0f0", "0000:81:00.0"  # 63 VFs, sriov_totalvfs 64 (C26)
