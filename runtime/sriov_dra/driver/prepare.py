@@ -28,8 +28,9 @@ Preparing one claim (:func:`prepare_claim`), in this order:
    other drivers' entries kept; still under the locks, so a late write cannot overtake a
    concurrent unprepare of the claim), unlock, and return the devices with top-level request
    names and both CDI IDs. In auto-attach mode this write runs *concurrently with the Pod
-   patch* of step 5 (issue 5) and is joined before ``Ready`` is persisted (see
-   :func:`_status_beside_patch` for why that is safe); in manual mode it follows step 4.
+   patch* of step 5 (issue 5) and is joined before the ensure pass returns, after ``Ready`` is
+   persisted (see :func:`_status_beside_patch` for why that is safe); in manual mode it
+   follows step 4.
 
 A claim that already has a record (a retry, or a kubelet restart) skips step 3 and re-runs step 4
 against the recorded state: when everything is in place that changes nothing, so a repeated
@@ -135,9 +136,10 @@ def _status_beside_patch(
     - *Cleanup*: unprepare clears the entries before it drops the record (``unprepare``, and
       step 9 of a managed release, ``release``), so an entry written by a prepare that failed
       later is removed with the record; a retry finds it in place and writes nothing.
-    - *Lifetime*: the fan-out joins this write before ``Ready`` is persisted, so it ends while
-      this handler still holds the claim and Pod locks: no status write outlives the prepare or
-      overtakes an unprepare. A hang is bounded by the claim client's request timeout.
+    - *Lifetime*: the ensure pass joins this write before it returns (after ``Ready`` is
+      persisted, which does not wait for it: issue 17 item 4), so it ends while this handler
+      still holds the claim and Pod locks: no status write outlives the prepare or overtakes an
+      unprepare. A hang is bounded by the claim client's request timeout.
     - *Failure*: :func:`update_status` never raises; a failed write changes no outcome.
     """
     return lambda: update_status(ctx, record, claim)

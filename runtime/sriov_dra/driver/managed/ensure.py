@@ -14,9 +14,12 @@ and Pod operation locks (this module never locks):
 3. one merge of every claim whose shadows all exist into the live Pod (``podnets``); a claim
    whose shadows failed is left out, so no selection names a shadow that does not exist. The
    caller's best-effort side writes for the claims published here (``beside_patch``: the
-   prepare's diagnostic claim status) run concurrently with this patch (``fanout``) and are
-   joined before step 4;
-4. persist ``Ready`` for the claims that were published.
+   prepare's diagnostic claim status) run on the fan-out workers while this thread sends the
+   patch (``fanout.start``);
+4. persist ``Ready`` for the claims that were published, then join the side writes (on every
+   path, before returning: none outlives the caller's locks). ``Ready`` does not wait for them:
+   they are diagnostic (spec §8.1 step 5: not a connectivity barrier), and on a loaded API
+   server the status write can end after the patch (issue 17 item 4).
 
 An error on one claim is reported for that claim and never undoes another claim's work or any
 hardware: state stays recoverable and the next prepare or repair pass continues forward.
@@ -197,8 +200,9 @@ def ensure_managed_bindings(
     ``beside_patch`` maps a claim UID to a best-effort write that may run as soon as that
     claim's shadows exist: it runs concurrently with the Pod patch when the claim is published
     in this pass (never when its shadows failed), whether the patch succeeds or not, and it has
-    finished before any ``Ready`` write; its exception is logged and changes no result. It must
-    not take the operation locks or fan out itself (``fanout``).
+    finished when this function returns or raises (the ``Ready`` writes do not wait for it; with
+    ``max_in_flight <= 1`` it runs after them); its exception is logged and changes no result. It
+    must not take the operation locks or fan out itself (``fanout``).
     Source: spec §8.1 steps 3–5, §8.2 (EnsureManagedBindings), §8.3.
     """
     meta = views.decode_meta(pod)
@@ -239,18 +243,35 @@ def ensure_managed_bindings(
 
     beside = beside_patch or {}
     sides = [(r.claim_uid, beside[r.claim_uid]) for r in ok if r.claim_uid in beside]
-    outcomes = fanout.run_all([patch, *(call for _, call in sides)], max_in_flight=max_in_flight)
-    for (claim_uid, _), side in zip(sides, outcomes[1:], strict=True):
+    started = fanout.start([call for _, call in sides], max_in_flight=max_in_flight)
+    try:  # the patch on this thread, the side writes on workers meanwhile
+        result = _publish(patch, ok, store=store, failed=failed, created=created)
+    finally:  # joined on every path: no side write outlives the caller's locks
+        outcomes = started.wait()
+    for (claim_uid, _), side in zip(sides, outcomes, strict=True):
         if side.error is not None:  # best-effort by contract: noted, never a claim failure
             LOG.warning(
                 "side write beside the Pod patch failed",
                 extra={"claim_uid": claim_uid, "op": "ensure", "reason": str(side.error)},
             )
-    if outcomes[0].error is not None:
+    return result
+
+
+def _publish(
+    patch: Callable[[], bool],
+    ok: list[model.ClaimRecord],
+    *,
+    store: seams.Store,
+    failed: dict[identities.ClaimUid, Exception],
+    created: list[str],
+) -> EnsureResult:
+    """Steps 3 (the Pod patch) and 4 (``Ready`` for the claims it published) of the module docstring."""
+    try:
+        patched = patch()
+    except Exception as exc:
         for record in ok:
-            failed[record.claim_uid] = outcomes[0].error
+            failed[record.claim_uid] = exc
         return EnsureResult(failed=failed, created=tuple(created))
-    patched = outcomes[0].value is True
     ready: list[identities.ClaimUid] = []
     for record in ok:
         try:
@@ -261,4 +282,4 @@ def ensure_managed_bindings(
             ready.append(record.claim_uid)
         except Exception as exc:
             failed[record.claim_uid] = exc
-    return EnsureResult(ready=tuple(ready), failed=failed, created=tuple(created), patched=patched)
+    return EnsureResult(ready=tuple(ready), failed=failed, created=tuple(created), patched=patched is True)

@@ -1,6 +1,6 @@
 """Bounded fan-out of independent calls inside ONE ordered step of the forward sequence (issue 5).
 
-Owns :func:`run_all`: run a handful of independent calls (the source NAD GETs of one plan, the
+Owns :func:`run_all` (and :func:`start`, its non-blocking form): run a handful of independent calls (the source NAD GETs of one plan, the
 shadow ensures of one claim) on at most ``max_in_flight`` threads at once, wait for **every** one
 of them, and hand back each call's result or exception in call order. The caller then decides
 exactly as the sequential loop did, and a failure of one call never leaves another still running
@@ -107,6 +107,41 @@ def _workers(size: int) -> _Workers:
         return workers
 
 
+class Started(Generic[T]):
+    """Calls handed to the workers by :func:`start` (or kept to run at :meth:`wait`)."""
+
+    def __init__(self, batch: _Batch[T] | None, deferred: Sequence[Callable[[], T]]) -> None:
+        self._batch = batch
+        self._deferred = deferred
+
+    def wait(self) -> list[Outcome[T]]:
+        """Wait for every call; return their outcomes in call order (see :func:`run_all`).
+
+        Raises: the first non-``Exception`` ``BaseException`` of a call, after all calls finished.
+        """
+        if self._batch is None:
+            return [_one(call) for call in self._deferred]
+        return self._batch.wait()
+
+
+def start(calls: Sequence[Callable[[], T]], *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> Started[T]:
+    """Hand every call to the workers and return at once; :meth:`Started.wait` joins them.
+
+    For work the caller does meanwhile on its own thread (the Pod patch beside the claim status
+    write): unlike :func:`run_all`, a single call goes to a worker too, so it overlaps the
+    caller's. With ``max_in_flight <= 1`` nothing runs until :meth:`Started.wait`, which then runs
+    the calls one after the other on the waiting thread. The caller must call :meth:`Started.wait`
+    on every path (a ``finally``), so no call outlives the step.
+    """
+    if max_in_flight <= 1 or not calls:
+        return Started(None, calls)
+    batch = _Batch(calls)
+    workers = _workers(max_in_flight)
+    for index in range(len(calls)):
+        workers.items.put((batch, index))
+    return Started(batch, ())
+
+
 def run_all(
     calls: Sequence[Callable[[], T]], *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
 ) -> list[Outcome[T]]:
@@ -125,8 +160,4 @@ def run_all(
     """
     if len(calls) <= 1 or max_in_flight <= 1:
         return [_one(call) for call in calls]
-    batch = _Batch(calls)
-    workers = _workers(max_in_flight)
-    for index in range(len(calls)):
-        workers.items.put((batch, index))
-    return batch.wait()
+    return start(calls, max_in_flight=max_in_flight).wait()

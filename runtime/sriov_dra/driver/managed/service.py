@@ -153,7 +153,7 @@ class ManagedAttach:
         died between its checkpoint and its host step); a claim whose host step fails is not
         published and keeps its error (``hostgate``). ``beside_patch`` is a best-effort write for
         ``claim_uid`` that runs concurrently with the Pod patch once the claim's shadows exist and
-        is joined before ``Ready`` is persisted (``ensure.ensure_managed_bindings``).
+        is joined before this returns; ``Ready`` does not wait for it (``ensure.ensure_managed_bindings``).
         Raises: LifecycleBlocked(ClaimReleaseInProgress) when the claim's record is being
         released; the claim's own failure from the ensure pass (state kept for retry);
         ContractViolation when the claim has no managed record (an old checkpoint on an enabled

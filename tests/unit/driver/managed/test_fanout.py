@@ -89,3 +89,36 @@ def test_a_process_death_inline_ends_the_step_at_once() -> None:
 
 def test_no_calls_give_no_outcomes() -> None:
     assert fanout.run_all([], max_in_flight=8) == []
+
+
+def test_start_runs_even_a_single_call_on_a_worker_beside_the_caller() -> None:
+    caller_busy, call_ran = threading.Event(), threading.Event()
+
+    def side() -> str:
+        assert caller_busy.wait(timeout=10)  # the caller is still in its own work: true overlap
+        call_ran.set()
+        return "status"
+
+    started = fanout.start([side], max_in_flight=2)
+    caller_busy.set()
+    assert call_ran.wait(timeout=10)
+    assert [o.value for o in started.wait()] == ["status"]
+
+
+def test_start_with_one_in_flight_runs_nothing_until_wait() -> None:
+    ran: list[str] = []
+    started = fanout.start([lambda: ran.append("side")], max_in_flight=1)
+    ran.append("caller")
+    started.wait()
+    assert ran == ["caller", "side"]
+
+
+def test_start_keeps_each_error_and_reraises_a_process_death_after_all_finished() -> None:
+    tracker = Tracker()
+    started = fanout.start(
+        [tracker.call(0, fail=ValueError("x")), tracker.call(1, fail=Died()), tracker.call(2)],
+        max_in_flight=4,
+    )
+    with pytest.raises(Died):
+        started.wait()
+    assert sorted(tracker.finished) == [0, 1, 2]
