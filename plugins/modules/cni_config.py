@@ -110,17 +110,24 @@ conf_files:
   elements: str
 """
 
+import json
 import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sriovnet.dra.plugins.module_utils import args, base, cni
+from ansible_collections.sriovnet.dra.plugins.module_utils import args, base
+from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import (
+    cniinstall,
+    errors,
+    strictjson,
+)
 
 
 def argspec():
     """The module's argument spec."""
     return args.argspec(
         conf_dir={"type": "path", "required": True},
-        name={"type": "str", "default": "00-multus-guard.conflist"},
+        name={"type": "str", "default": cniinstall.GUARD_FILE},
         config={"type": "dict"},
         state={"type": "str", "choices": ["present", "absent"], "default": "present"},
         mode={"type": "str", "default": "0644"},
@@ -138,14 +145,73 @@ def _mode(text):
     return value
 
 
+def render(config):
+    """The exact bytes written for a config (sorted keys, 2-space indent, trailing newline)."""
+    return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def current_state(path):
+    """``(decoded JSON or None, mode or None)`` of an existing file; content that is not strict JSON
+    (a repeated key included) is None, so the module replaces it with the wanted config."""
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        return None, None
+    try:
+        with open(path, "rb") as handle:
+            return strictjson.decode_file(handle.read(), what="guard config", source=path), mode
+    except (OSError, errors.InvalidSpec):
+        return None, mode
+
+
+def atomic_write(path, data, mode):
+    """Replace ``path`` with ``data``: temp file in the same directory, fsync, rename, dir fsync."""
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
+    try:
+        os.write(fd, data)
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.rename(tmp, path)
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        if fd >= 0:
+            os.close(fd)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise base.ModuleError("cannot write %s: %s" % (path, exc.strerror)) from None
+
+
+def check_contract(conf_dir, name, config, daemon_config):
+    """The shared install contract (``sriov_dra_rules.cniinstall``) for the file about to be written;
+    returns the guard's plugin entry. Raises: base.ModuleError with the contract's message."""
+    try:
+        entry = cniinstall.validate_guard_config(name, config)
+        cniinstall.check_primary(conf_dir, name, entry)
+        cniinstall.check_sorts_first(conf_dir, name)
+        if daemon_config:
+            cniinstall.check_multus_daemon_config(daemon_config, name)
+    except cniinstall.ContractError as exc:
+        raise base.ModuleError(str(exc)) from None
+    return entry
+
+
 def run(module):
     """Validate, compare and (unless in check mode) write or remove the guard file; never exits."""
     params = module.params
     conf_dir, name = params["conf_dir"], params["name"]
     if os.sep in name:
-        raise base.ModuleError("name %r must be a file name, not a path; put the directory in conf_dir" % name)
+        raise base.ModuleError(
+            "name %r must be a file name, not a path; put the directory in conf_dir" % name
+        )
     path = os.path.join(conf_dir, name)
-    before, before_mode = cni.current_state(path)
+    before, before_mode = current_state(path)
     result = {"path": path}
     if params["state"] == "absent":
         changed = before_mode is not None
@@ -157,24 +223,20 @@ def run(module):
         if config is None:
             raise base.ModuleError("config is required with state=present: the guard's conflist content")
         mode = _mode(params["mode"])
-        entry = cni.validate_guard_config(name, config)
-        cni.check_primary(conf_dir, name, entry)
-        cni.check_sorts_first(conf_dir, name)
-        if params["multus_daemon_config"]:
-            cni.check_multus_daemon_config(params["multus_daemon_config"], name)
+        entry = check_contract(conf_dir, name, config, params["multus_daemon_config"])
         changed = before != config or before_mode != mode
         if changed and not module.check_mode:
-            cni.atomic_write(path, cni.render(config), mode)
+            atomic_write(path, render(config), mode)
         after = config
         result["primary"] = entry["multus"]["primaryConfig"]
     result["changed"] = changed
-    result["conf_files"] = cni.conf_files(conf_dir) if os.path.isdir(conf_dir) else []
+    result["conf_files"] = cniinstall.conf_files(conf_dir) if os.path.isdir(conf_dir) else []
     if module._diff:
         result["diff"] = {
             "before_header": path,
             "after_header": path,
-            "before": cni.render(before).decode() if before is not None else "",
-            "after": cni.render(after).decode() if after is not None else "",
+            "before": render(before).decode() if before is not None else "",
+            "after": render(after).decode() if after is not None else "",
         }
     return result
 

@@ -122,10 +122,8 @@ failed_checks:
   elements: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sriovnet.dra.plugins.module_utils import args, base, cni
+from ansible_collections.sriovnet.dra.plugins.module_utils import args, base
 from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import preflight_node as checks
 
 
@@ -147,23 +145,10 @@ def argspec():
     )
 
 
-def validate_guard(conf_dir, guard_file, daemon_config):
-    """The guard file, its pinned primary and (thick) the daemon config, by module_utils/cni.py's contract."""
-    path = os.path.join(conf_dir, guard_file)
-    config = cni.load_json(path, "guard config")
-    entry = cni.validate_guard_config(guard_file, config)
-    cni.check_primary(conf_dir, guard_file, entry)
-    if daemon_config and entry["multus"]["mode"] == "thick":
-        cni.check_multus_daemon_config(daemon_config, guard_file)
-    return "%s: mode %s, primary pinned to %s" % (path, entry["multus"]["mode"], entry["multus"]["primaryConfig"])
-
-
-CONTRACT = checks.GuardContract(cni.conf_files, validate_guard, cni.CniConfigError)
-
-
 def run(module):
-    """Run every node check; never exits and changes nothing on the node."""
-    found = checks.node_checks(module.params, CONTRACT)
+    """Run every node check (the guard's through the shared install contract, ``sriov_dra_rules.cniinstall``,
+    as ``sriov-dra preflight`` does); never exits and changes nothing on the node."""
+    found = checks.node_checks(module.params)
     return {"changed": False, "checks": found, "failed_checks": checks.failed(found)}
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from sriov_dra.guard import install
 from sriov_dra_lab import cni, cninode, guard
+from sriov_dra_rules import cniinstall
 
 
 @pytest.mark.parametrize("mode", ["thin", "thick"])
@@ -25,7 +26,7 @@ def test_runtime_picks_the_guard_and_multus_keeps_its_pinned_primary(
     assert cni.runtime_choice(conf_dir).name == install.CONFLIST_NAME
     assert not (conf_dir / "00-multus.conf").exists()
     assert (
-        install.installation_problems(
+        cniinstall.installation_problems(
             conf_dir, mode=mode, multus_master_cni=cninode.PRIMARY_NAME, autoconfig_dir=conf_dir
         )
         == []

@@ -9,11 +9,11 @@ what to change and is empty unless the check failed; a skipped check says why in
 ``host-local`` network between two throwaway network namespaces with a temporary IPAM data
 directory, all removed again whatever happens. They never change anything else on the node.
 
-The guard's installation contract (which file the runtime uses, what a valid guard file is) is
-passed in as a :class:`GuardContract`: the collection gives ``module_utils/cni.py``, the CLI the
-guard's own parser. This file is canonical in ``runtime/sriov_dra/host/preflight_node.py`` and
-carried byte for byte as ``plugins/module_utils/checks.py`` (``collection/sync_shared.py``), so
-it must import only the standard library.
+The guard's install contract (which file the runtime uses, what a valid guard file and a
+pinned primary are) is the sibling :mod:`cniinstall`, the same rules ``sriov-dra-guard install``
+and the ``cni_config`` module apply, so ``sriov-dra preflight`` and the collection's ``preflight``
+module give one verdict with one reason. Like every shared rules module it imports only the
+standard library and its siblings.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from . import cniinstall
 
 PASS = "pass"
 FAIL = "fail"
@@ -50,26 +52,6 @@ DEFAULTS: dict[str, Any] = {
     "add_check": True,
 }
 """Option -> default, shared by the module's argument spec and ``sriov-dra preflight``."""
-
-
-class GuardContract:
-    """The guard installation contract as one side implements it.
-
-    ``config_files(conf_dir)`` lists CNI config file names in the runtime's order;
-    ``validate(conf_dir, guard_file, daemon_config)`` checks the guard file, its pinned primary
-    and (thick, ``daemon_config`` not None) Multus's daemon config and returns a one-line
-    description. Both raise ``error`` with an actionable message.
-    """
-
-    def __init__(
-        self,
-        config_files: Callable[[str], list[str]],
-        validate: Callable[[str, str, str | None], str],
-        error: type[Exception],
-    ) -> None:
-        self.config_files = config_files
-        self.validate = validate
-        self.error = error
 
 
 def message(exc: BaseException) -> str:
@@ -141,11 +123,11 @@ def check_cni_exec(bin_dir: str, names: Sequence[str], timeout_s: float) -> dict
     )
 
 
-def check_guard_first(conf_dir: str, guard_file: str, contract: GuardContract) -> dict[str, str]:
-    """The guard's file exists and is the first CNI config file the runtime sees."""
+def check_guard_first(conf_dir: str, guard_file: str) -> dict[str, str]:
+    """The guard's file exists and is the first CNI config file the runtime sees (:func:`cniinstall.conf_files`)."""
     try:
-        files = contract.config_files(conf_dir)
-    except contract.error as exc:
+        files = cniinstall.conf_files(conf_dir)
+    except cniinstall.ContractError as exc:
         return result(
             "guard-first", False, message(exc), f"create {conf_dir} and run the sriovnet.dra.guard role"
         )
@@ -160,13 +142,12 @@ def check_guard_first(conf_dir: str, guard_file: str, contract: GuardContract) -
     )
 
 
-def check_guard_config(
-    conf_dir: str, guard_file: str, daemon_config: str | None, contract: GuardContract
-) -> dict[str, str]:
-    """The guard's file passes the installation contract, incl. thick Multus's daemon config."""
+def check_guard_config(conf_dir: str, guard_file: str, daemon_config: str | None) -> dict[str, str]:
+    """The guard's file passes the install contract (:func:`cniinstall.check_installed`), incl. thick
+    Multus's daemon config when ``daemon_config`` is given."""
     try:
-        detail = contract.validate(conf_dir, guard_file, daemon_config)
-    except contract.error as exc:
+        detail = cniinstall.check_installed(conf_dir, guard_file, daemon_config)
+    except cniinstall.ContractError as exc:
         return result(
             "guard-config",
             False,
@@ -350,7 +331,7 @@ def check_cni_add(bin_dir: str, timeout_s: float, enabled: bool = True) -> dict[
     )
 
 
-def node_checks(options: Mapping[str, Any], contract: GuardContract) -> list[dict[str, str]]:
+def node_checks(options: Mapping[str, Any]) -> list[dict[str, str]]:
     """Every node check in a fixed order; ``options`` has the keys of :data:`DEFAULTS`."""
     o = dict(DEFAULTS)
     o.update({k: v for k, v in options.items() if v is not None})
@@ -361,8 +342,8 @@ def node_checks(options: Mapping[str, Any], contract: GuardContract) -> list[dic
         check_binaries(o["cni_bin_dir"], binaries),
         check_cni_exec(o["cni_bin_dir"], binaries, o["exec_timeout"]),
         check_cni_add(o["cni_bin_dir"], o["exec_timeout"], o["add_check"]),
-        check_guard_first(o["cni_conf_dir"], o["guard_file"], contract),
-        check_guard_config(o["cni_conf_dir"], o["guard_file"], daemon_config, contract),
+        check_guard_first(o["cni_conf_dir"], o["guard_file"]),
+        check_guard_config(o["cni_conf_dir"], o["guard_file"], daemon_config),
         check_cache_dirs(o["cache_dirs"], o["mounts_file"]),
         check_legacy_device_plugin(o["legacy_device_plugin_config"]),
     ]

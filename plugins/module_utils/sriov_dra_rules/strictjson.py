@@ -193,18 +193,15 @@ def walk(value: JsonValue, path: str = "$") -> list[tuple[JsonValue, str]]:
 
 
 def _decode(text: str, path: str, parse_float: Callable[[str], object], *, sequence: bool) -> object:
-    duplicates: list[tuple[dict[str, JsonValue], list[str]]] = []
+    duplicates: list[tuple[dict[str, JsonValue], dict[str, list[JsonValue]]]] = []
 
     def object_pairs(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
         obj = dict(pairs)
         if len(obj) != len(pairs):
-            seen: set[str] = set()
-            repeated: dict[str, None] = {}
-            for k, _value in pairs:
-                if k in seen:
-                    repeated[k] = None
-                seen.add(k)
-            duplicates.append((obj, list(repeated)))
+            values: dict[str, list[JsonValue]] = {}
+            for k, v in pairs:
+                values.setdefault(k, []).append(v)
+            duplicates.append((obj, {k: vs for k, vs in values.items() if len(vs) > 1}))
         return obj
 
     def reject_constant(name: str) -> JsonValue:
@@ -329,20 +326,46 @@ def _walk(value: JsonValue, path: str) -> list[tuple[JsonValue, str]]:
     return out
 
 
+DUPLICATE_VALUE_CHARS: Final = 40
+"""How much of each value of a repeated key a message shows (longer values end in ``...``)."""
+
+
+def shown_value(value: JsonValue) -> str:
+    """A decoded value as JSON text for a message, at most :data:`DUPLICATE_VALUE_CHARS` characters.
+
+    Shapes: ``"flannel"``, ``{"type":"x"}``, ``[1,2,3,4,...`` (cut values end in ``...``); a lone
+    surrogate is written as its ``\\uXXXX`` escape, so the message stays valid UTF-8.
+    """
+    try:
+        text = encode(value)
+    except ValueError:  # an infinite float that decode_plain gave for a literal such as 1e999
+        text = repr(value)
+    if _has_surrogate(text):
+        text = "".join(c if not 0xD800 <= ord(c) <= 0xDFFF else f"\\u{ord(c):04x}" for c in text)
+    if len(text) > DUPLICATE_VALUE_CHARS:
+        text = text[: DUPLICATE_VALUE_CHARS - 3] + "..."
+    return text
+
+
+def _values_phrase(values: list[JsonValue]) -> str:
+    shown = [shown_value(v) for v in values]
+    return ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
 def _duplicate_errors(
-    value: JsonValue, duplicates: list[tuple[dict[str, JsonValue], list[str]]], path: str
+    value: JsonValue, duplicates: list[tuple[dict[str, JsonValue], dict[str, list[JsonValue]]]], path: str
 ) -> list[errors.FieldError]:
     nodes = [(node, node_path) for node, node_path in _walk(value, path) if isinstance(node, dict)]
     paths = {id(node): node_path for node, node_path in nodes}
     order = {id(node): i for i, (node, _node_path) in enumerate(nodes)}
     found: list[errors.FieldError] = []
-    for obj, keys in sorted(duplicates, key=lambda item: order[id(item[0])]):
-        for key in keys:
+    for obj, repeated in sorted(duplicates, key=lambda item: order[id(item[0])]):
+        for key, values in repeated.items():
             found.append(
                 errors.FieldError(
                     key_path(paths[id(obj)], key),
-                    f"duplicate key {json.dumps(key, ensure_ascii=False)} in one object (readers disagree on which value wins); "
-                    "keep exactly one",
+                    f"duplicate key {json.dumps(key, ensure_ascii=False)} in one object with the values "
+                    f"{_values_phrase(values)} (readers disagree on which value wins); keep exactly one",
                 )
             )
     return found

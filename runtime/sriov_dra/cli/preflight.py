@@ -1,10 +1,11 @@
 """``sriov-dra preflight``: the checks of spec §4.3 and §18.1, each with pass/fail and what to change.
 
-Cluster checks (``sriov_dra_rules.preflight_rules`` on facts read by ``sriov_dra.kube.clusterfacts``)
-and, unless ``--no-node-checks``, the node checks of this machine (``sriov_dra_rules.preflight_node``)
-with the guard's own config parser as the installation contract. The same rules run in the
-Ansible role ``sriovnet.dra.preflight`` (byte copies in ``plugins/module_utils``). Prints one line
-per check (``--output json``: one JSON document) and exits 1 when any check failed.
+Unless ``--no-cluster-checks``, the cluster checks (``sriov_dra_rules.preflight_rules`` on facts
+read by ``sriov_dra.kube.clusterfacts``) and, unless ``--no-node-checks``, the node checks of this
+machine (``sriov_dra_rules.preflight_node``, whose guard checks are the shared install contract
+``sriov_dra_rules.cniinstall``). The same rules, from the same files, run in the Ansible role
+``sriovnet.dra.preflight`` and its ``preflight`` module, so both give one verdict with one reason.
+Prints one line per check (``--output json``: one JSON document) and exits 1 when any check failed.
 
 It must never change the cluster (access reviews persist nothing) or the node (the test ADD
 uses throwaway namespaces and a temporary IPAM directory).
@@ -17,9 +18,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from sriov_dra.guard import install, shim
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import clusterfacts
 from sriov_dra.kube import errors as kube_errors
@@ -29,105 +29,33 @@ DEFAULT_NAMESPACE = "dra-driver-sriov"
 DEFAULT_SERVICE_ACCOUNT = "dra-driver-sriov"
 
 
-class GuardContractError(ValueError):
-    """The guard file, its primary or Multus's daemon config fails the guard's contract."""
-
-
-def config_files(conf_dir: str) -> list[str]:
-    """CNI config file names in ``conf_dir`` in the runtime's order (``install.runtime_choice`` is the first).
-
-    Raises: GuardContractError when the directory cannot be listed.
-    """
-    try:
-        names = os.listdir(conf_dir)
-    except OSError as exc:
-        raise GuardContractError(f"cannot list the CNI config directory {conf_dir}: {exc.strerror}") from exc
-    return sorted(
-        n
-        for n in names
-        if n.endswith(install.CONFIG_SUFFIXES)
-        and not n.startswith(".")
-        and os.path.isfile(os.path.join(conf_dir, n))
-    )
-
-
-def _load(path: str, what: str) -> dict[str, Any]:
-    try:
-        doc = install.read_json(Path(path), what)
-    except OSError as exc:
-        raise GuardContractError(f"cannot read {what} {path}: {exc.strerror}") from exc
-    except ValueError as exc:
-        raise GuardContractError(str(exc)) from exc
-    if not isinstance(doc, dict):
-        raise GuardContractError(f"{what} {path} must hold a JSON object")
-    return doc
-
-
-def validate_guard(conf_dir: str, guard_file: str, daemon_config: str | None) -> str:
-    """The guard file parses with the guard's own parser, its primary is real, Multus's primary is pinned.
-
-    Raises: GuardContractError naming the file, the key and the fix.
-    """
-    path = os.path.join(conf_dir, guard_file)
-    doc = _load(path, "guard config")
-    plugins = doc.get("plugins")
-    if not isinstance(plugins, list) or len(plugins) != 1 or not isinstance(plugins[0], dict):
-        raise GuardContractError(
-            f"guard config {path}: plugins must hold exactly one object of type multus-guard"
-        )
-    entry = {"cniVersion": doc.get("cniVersion"), "name": doc.get("name"), **plugins[0]}
-    try:
-        conf = shim.parse_conf(json.dumps(entry).encode())
-    except shim.GuardConfError as exc:
-        raise GuardContractError(f"guard config {path}: {exc}") from exc
-    primary = _load(conf.primary_config, "primary network config")
-    kinds = {str(p.get("type")) for p in [primary, *primary.get("plugins", [])] if isinstance(p, dict)}
-    if kinds & {"multus", "multus-shim", install.PLUGIN_TYPE}:
-        raise GuardContractError(
-            f"guard config {path}: primary {conf.primary_config} is a Multus or guard config (recursion); "
-            "point multus.primaryConfig at the cluster network's config"
-        )
-    held = plugins[0].get("capabilities")
-    caps: dict[str, Any] = held if isinstance(held, dict) else {}
-    missing = [c for c in install.primary_capabilities(primary) if caps.get(c) is not True]
-    if missing:
-        raise GuardContractError(
-            f"guard config {path}: capabilities {missing} of the primary {conf.primary_config} are not enabled in "
-            "plugins[0].capabilities; add them"
-        )
-    master = None
-    if daemon_config and conf.mode == "thick":
-        daemon = _load(daemon_config, "Multus daemon config")
-        master = daemon.get("multusMasterCNI")
-        if daemon.get("multusConfigFile", "auto") == "auto" and not master:
-            raise GuardContractError(
-                f"Multus daemon config {daemon_config}: multusConfigFile is auto but multusMasterCNI is not set; "
-                "set multusMasterCNI to the primary network's file name"
-            )
-    problems = [
-        p
-        for p in install.installation_problems(
-            Path(conf_dir), mode=conf.mode, multus_master_cni=master, autoconfig_dir=None
-        )
-        if not p.startswith("the runtime would use")  # that is the guard-first check
-    ]
-    if problems:
-        raise GuardContractError(f"guard config {path}: " + "; ".join(problems))
-    return f"{path}: mode {conf.mode}, primary pinned to {conf.primary_config}"
-
-
-CONTRACT = preflight_node.GuardContract(config_files, validate_guard, GuardContractError)
-
-
 def kubeconfig_path(given: str | None) -> Path:
     """``--kubeconfig``, else the first file of ``$KUBECONFIG``, else ``~/.kube/config``."""
     path = given or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     return Path(path.split(os.pathsep)[0])
 
 
+def node_results(args: argparse.Namespace) -> list[dict[str, str]]:
+    """The node checks of this machine with the options of ``args`` (the module's options, by name)."""
+    options = {k: getattr(args, k) for k in preflight_node.DEFAULTS}
+    return preflight_node.node_checks(options)
+
+
 def run_checks(args: argparse.Namespace) -> list[dict[str, str]]:
-    """Cluster checks (when a kubeconfig is usable) then node checks, as ``{name, status, detail, fix}``."""
+    """Cluster checks (unless ``--no-cluster-checks``) then node checks, as ``{name, status, detail, fix}``.
+
+    Raises: kube_errors.ApiError when the cluster cannot be read.
+    """
     found: list[dict[str, str]] = []
+    if args.cluster_checks:
+        found += cluster_results(args)
+    if args.node_checks:
+        found += node_results(args)
+    return found
+
+
+def cluster_results(args: argparse.Namespace) -> list[dict[str, str]]:
+    """The cluster checks on facts read through the kubeconfig of ``args``."""
     policy_ns = args.policy_namespace or args.namespace
     api = kube_client.from_kubeconfig(kubeconfig_path(args.kubeconfig))
     try:
@@ -136,7 +64,7 @@ def run_checks(args: argparse.Namespace) -> list[dict[str, str]]:
         )
     finally:
         api.close()
-    found += preflight_rules.cluster_checks(
+    return preflight_rules.cluster_checks(
         version=facts.version,
         apis=facts.apis,
         service_account=f"{args.namespace}/{args.service_account}",
@@ -155,10 +83,6 @@ def run_checks(args: argparse.Namespace) -> list[dict[str, str]]:
         },
         minimum=args.min_kubernetes,
     )
-    if args.node_checks:
-        options = {k: getattr(args, k) for k in preflight_node.DEFAULTS}
-        found += preflight_node.node_checks(options, CONTRACT)
-    return found
 
 
 def render(found: list[dict[str, str]], output: str, out: TextIO) -> None:
@@ -176,15 +100,23 @@ def render(found: list[dict[str, str]], output: str, out: TextIO) -> None:
 
 
 def command(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Run ``sriov-dra preflight``; 0 when no check failed, 1 when one did, 2 when the API is unreachable.
+    """Run ``sriov-dra preflight``; 0 when no check failed, 1 when one did, 2 when the API is unreachable
+    or nothing was asked for (``--no-cluster-checks --no-node-checks``).
 
     ``out`` defaults to the ``sys.stdout`` of the moment of the call (not of the import), so a
     redirected or captured stdout receives the report.
     """
     out = sys.stdout if out is None else out
-    if not kubeconfig_path(args.kubeconfig).is_file():
+    if not args.cluster_checks and not args.node_checks:
         print(
-            f"sriov-dra preflight: no kubeconfig at {kubeconfig_path(args.kubeconfig)}; pass --kubeconfig",
+            "sriov-dra preflight: --no-cluster-checks and --no-node-checks leave nothing to check; drop one",
+            file=sys.stderr,
+        )
+        return 2
+    if args.cluster_checks and not kubeconfig_path(args.kubeconfig).is_file():
+        print(
+            f"sriov-dra preflight: no kubeconfig at {kubeconfig_path(args.kubeconfig)}; pass --kubeconfig "
+            "(or --no-cluster-checks for the node checks only)",
             file=sys.stderr,
         )
         return 2
@@ -204,9 +136,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "preflight",
         help="check a cluster and this node for sriov-dra (pass/fail, the fix)",
         description=(
-            "Check the cluster (Kubernetes version, resource.k8s.io/v1, CRDs, the plugin's RBAC, the "
-            "admission policy, no upstream operator or legacy device plugin, no overlapping policies) and, unless "
-            "--no-node-checks, the node it runs on: the node checks read THIS machine's files (CNI "
+            "Check, unless --no-cluster-checks, the cluster (Kubernetes version, resource.k8s.io/v1, CRDs, the "
+            "plugin's RBAC, the admission policy, no upstream operator or legacy device plugin, no overlapping "
+            "policies) and, unless --no-node-checks, the node it runs on: the node checks read THIS machine's files (CNI "
             "binaries, CNI configs, the guard, cache mounts). Run it on a node (or inside a node's "
             "mount and network namespaces), or pass --no-node-checks off-node. One PASS/FAIL line per "
             "check with the fix; exit 0 when none failed, 1 when one did, 2 when the API is unreachable."
@@ -231,6 +163,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "require the admission policy sriov-dra-binding-protection and its binding "
             "(--no-admission-policy when the role ran with plugin_admission_policy: false)"
         ),
+    )
+    p.add_argument(
+        "--cluster-checks",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="check the cluster through the kubeconfig (on by default; --no-cluster-checks for the node only)",
     )
     p.add_argument(
         "--node-checks",

@@ -25,7 +25,7 @@ from sriov_dra.host import netlink
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import nads, pods
 from sriov_dra.servicekit import health, logs
-from sriov_dra_rules import errors, strictjson
+from sriov_dra_rules import cniinstall, errors, strictjson
 
 log = logging.getLogger("sriov_dra.guard")
 SOCKET_READY = "socket"
@@ -51,16 +51,62 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-format", choices=("text", "json"), default="text")
     serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
-    inst = sub.add_parser("install", help="write the multus-guard shim and 00-multus-guard.conflist")
-    inst.add_argument("--bin-dir", type=Path, required=True)
-    inst.add_argument("--conf-dir", type=Path, required=True)
-    inst.add_argument("--mode", choices=("thick", "thin"), required=True)
-    inst.add_argument("--primary-config", type=Path, required=True, help="the pinned primary network file")
-    inst.add_argument("--socket", default=defaults.socket_path.as_posix())
-    inst.add_argument("--interpreter", default="/usr/bin/python3", help="python3 for the shim's #! line")
-    inst.add_argument("--multus", default="{}", help="JSON object of further multus.* keys")
-    inst.add_argument("--multus-master-cni", default=None, help="Multus's pinned primary file name")
-    inst.add_argument("--autoconfig-dir", type=Path, default=None, help="Multus's autoconfig directory")
+    inst = sub.add_parser(
+        "install",
+        help="write the multus-guard shim and 00-multus-guard.conflist",
+        description=(
+            "Write <bin-dir>/multus-guard and <conf-dir>/00-multus-guard.conflist for the pinned primary "
+            "network, after checking the guard's install contract (sriov_dra_rules.cniinstall); then print "
+            "what in the node's CNI setup would still bypass the guard. Exit 0 when nothing would, 1 when "
+            "something would, 2 when an argument is refused (nothing written)."
+        ),
+    )
+    inst.add_argument(
+        "--bin-dir", type=Path, required=True, help="CNI binary directory for the shim (usually /opt/cni/bin)"
+    )
+    inst.add_argument(
+        "--conf-dir",
+        type=Path,
+        required=True,
+        help="the container runtime's CNI config directory (usually /etc/cni/net.d)",
+    )
+    inst.add_argument(
+        "--mode", choices=("thick", "thin"), required=True, help="how Multus runs: thick (daemon) or thin"
+    )
+    inst.add_argument(
+        "--primary-config",
+        type=Path,
+        required=True,
+        help="absolute path of the pinned primary network's CNI config (the cluster network, e.g. "
+        "/etc/cni/net.d/10-flannel.conflist); not a 00-multus* file",
+    )
+    inst.add_argument(
+        "--socket",
+        default=defaults.socket_path.as_posix(),
+        help="the guard daemon's unix socket, written as guard.socket (default: %(default)s)",
+    )
+    inst.add_argument(
+        "--interpreter",
+        default="/usr/bin/python3",
+        help="python3 for the shim's #! line (default: %(default)s)",
+    )
+    inst.add_argument(
+        "--multus",
+        default="{}",
+        help='JSON object of further multus.* keys, e.g. \'{"daemonSocketDir": "/run/multus/"}\' (default: {})',
+    )
+    inst.add_argument(
+        "--multus-master-cni",
+        default=None,
+        help="the file name Multus pins as its primary (multusMasterCNI or thin --multus-master-cni-file-name), "
+        "checked after the install",
+    )
+    inst.add_argument(
+        "--autoconfig-dir",
+        type=Path,
+        default=None,
+        help="Multus's autoconfig directory, to check what its auto-discovery would pick (default: not checked)",
+    )
     return parser
 
 
@@ -110,23 +156,45 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+PRIMARY_FIX = (
+    "pass --primary-config the absolute path of the cluster network's CNI config file (the primary the "
+    "runtime used before the guard, e.g. /etc/cni/net.d/10-flannel.conflist)"
+)
+
+
+def _refuse(message: str) -> int:
+    print(f"sriov-dra-guard install: {message}", file=sys.stderr)
+    return 2
+
+
 def _install(args: argparse.Namespace) -> int:
     try:
         extra = strictjson.decode_plain(args.multus, path="--multus")
     except errors.InvalidSpec as exc:
         found = "; ".join(str(e) for e in exc.errors)
-        print(f"sriov-dra-guard install: --multus is not strict JSON: {found}", file=sys.stderr)
-        return 2
+        return _refuse(f"--multus is not strict JSON: {found}")
     if not isinstance(extra, dict):
-        print("sriov-dra-guard install: --multus must be a JSON object", file=sys.stderr)
-        return 2
-    text = install.guard_conflist(
-        primary_config=args.primary_config, mode=args.mode, socket_path=args.socket, multus=extra
-    )
+        return _refuse(
+            f"--multus must be a JSON object of further multus.* keys, got {strictjson.kind(extra)}; "
+            'pass e.g. \'{"daemonSocketDir": "/run/multus/"}\' or leave it out'
+        )
+    primary = args.primary_config
+    if not primary.is_absolute():
+        return _refuse(f"--primary-config {primary} is a relative path; {PRIMARY_FIX}")
+    try:
+        cniinstall.check_primary_file(args.conf_dir, install.CONFLIST_NAME, str(primary))
+    except cniinstall.ContractError as exc:
+        return _refuse(f"--primary-config {primary}: {exc}; {PRIMARY_FIX}")
+    try:
+        text = install.guard_conflist(
+            primary_config=primary, mode=args.mode, socket_path=args.socket, multus=extra
+        )
+    except cniinstall.ContractError as exc:
+        return _refuse(f"the guard config these flags give is refused: {exc}; correct --socket or --multus")
     shim_path = install.write_shim(args.bin_dir, interpreter=args.interpreter)
     conf_path = install.write_conflist(args.conf_dir, text)
     print(f"installed {shim_path} and {conf_path}")
-    problems = install.installation_problems(
+    problems = cniinstall.installation_problems(
         args.conf_dir,
         mode=args.mode,
         multus_master_cni=args.multus_master_cni,

@@ -365,6 +365,6 @@ def test_repeated_field_is_refused_with_its_path(raw: object, path: str) -> None
     with pytest.raises(errors.InvalidSpec) as exc:
         vfconfig.decode_vf_config(raw)
     assert exc.value.reason is errors.Reason.INVALID_VF_CONFIG
-    assert [(e.path, e.message.split(" (")[0]) for e in exc.value.errors] == [
+    assert [(e.path, e.message.split(" with the values ")[0]) for e in exc.value.errors] == [
         (path, f'duplicate key "{path[11:]}" in one object')
     ]

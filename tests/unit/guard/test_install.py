@@ -1,4 +1,7 @@
-"""Tests for sriov_dra.guard.install: the shim file, the runtime-facing conflist, ordering rules."""
+"""Tests for sriov_dra.guard.install: the shim file and the runtime-facing conflist.
+
+The ordering and pinning rules are the shared contract's (tests/unit/rules/test_cniinstall.py).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.guard import install, shim
+from sriov_dra_rules import cniinstall
 
 PRIMARY = {
     "cniVersion": "0.4.0",
@@ -59,7 +63,7 @@ def test_conflist_is_what_the_shim_accepts(tmp_path: Path) -> None:
 
 
 def test_conflist_refuses_an_invalid_multus_key(tmp_path: Path) -> None:
-    with pytest.raises(shim.GuardConfError):
+    with pytest.raises(cniinstall.ContractError, match=r"multus.config must not set \['type'\]"):
         install.guard_conflist(
             primary_config=_primary(tmp_path), mode="thin", multus={"config": {"type": "x"}}
         )
@@ -80,44 +84,3 @@ def test_shim_file_is_the_module_behind_a_python_line(tmp_path: Path) -> None:
     assert data.startswith(b"#!/usr/bin/python3 -IS\n")
     assert data.split(b"\n", 1)[1] == Path(shim.__file__).read_bytes()
     assert os.access(path, os.X_OK) and path.name == "multus-guard"
-
-
-@pytest.mark.parametrize(
-    ("files", "mode", "master", "same_dir", "problem"),
-    [
-        (["10-flannel.conflist"], "thin", "10-flannel.conflist", True, None),
-        (["10-flannel.conflist"], "thin", None, True, "auto-discovery"),
-        (["10-flannel.conflist"], "thick", None, True, None),
-        (["10-flannel.conflist"], "thin", None, False, None),
-        (["10-flannel.conflist"], "thick", install.CONFLIST_NAME, True, "multusMasterCNI names"),
-        (["00-cilium.conflist", "10-flannel.conflist"], "thick", "10-flannel.conflist", True, "bypassed"),
-    ],
-    ids=[
-        "thin-pinned",
-        "thin-unpinned-picks-guard-file",
-        "thick-unpinned-skips-00-multus-prefix",
-        "thin-separate-autoconfig-dir",
-        "master-is-guard-file",
-        "other-file-sorts-first",
-    ],
-)
-def test_installation_problems(
-    tmp_path: Path, files: list[str], mode: str, master: str | None, same_dir: bool, problem: str | None
-) -> None:
-    for name in files:
-        _primary(tmp_path, name=name)
-    install.write_conflist(tmp_path, install.guard_conflist(primary_config=tmp_path / files[-1], mode=mode))
-    autoconfig = tmp_path if same_dir else tmp_path / "elsewhere"
-    found = install.installation_problems(
-        tmp_path, mode=mode, multus_master_cni=master, autoconfig_dir=autoconfig
-    )
-    if problem is None:
-        assert found == []
-    else:
-        assert len(found) == 1 and problem in found[0]
-
-
-def test_runtime_choice_ignores_temporaries_and_other_suffixes(tmp_path: Path) -> None:
-    for name in (".00-a.conflist.x.tmp", "00-a.conflist.bak", "05-b.conf", "10-c.json"):
-        (tmp_path / name).write_text("{}")
-    assert install.runtime_choice(tmp_path) == "05-b.conf"

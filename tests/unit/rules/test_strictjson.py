@@ -132,6 +132,41 @@ def test_decode_rejects_duplicate_keys_with_paths(text: str, paths: list[str]) -
 
 
 @pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ('{"mode":"thin","mode":"thick"}', '"thin" and "thick"'),
+        ('{"b":1,"b":2,"b":3}', "1, 2 and 3"),
+        ('{"x":1.50,"x":null}', "1.50 and null"),
+        ('{"x":{"type":"a"},"x":[true,false]}', '{"type":"a"} and [true,false]'),
+        ('{"x":"' + "v" * 60 + '","x":"short"}', '"' + "v" * 36 + '... and "short"'),
+        ('{"x":[' + ",".join(["1"] * 40) + '],"x":0}', "[" + "1," * 18 + "... and 0"),
+        ('{"x":"\\ud800","x":"é"}', '"\\ud800" and "é"'),
+    ],
+    ids=["two-strings", "three-integers", "exact-number-and-null", "object-and-list", "long-string-shortened",
+         "long-list-shortened", "lone-surrogate-escaped"],
+)  # fmt: skip
+def test_a_duplicate_key_error_shows_every_value_in_order_shortened_when_long(text: str, values: str) -> None:
+    (problem,) = [p for p in _problems(text) if "duplicate key" in p.message]
+    key = problem.path.rsplit(".", 1)[1]
+    assert problem.message == (
+        f'duplicate key "{key}" in one object with the values {values} (readers disagree on which value wins); '
+        "keep exactly one"
+    )
+    assert problem.message.encode("utf-8")  # a message is always valid UTF-8
+
+
+@given(st.text(max_size=200), st.text(max_size=200))
+def test_shown_values_are_short_valid_utf8_json_prefixes(first: str, second: str) -> None:
+    text = json.dumps({"k": first})[:-1] + "," + json.dumps({"k": second})[1:]
+    (problem,) = [p for p in _problems(text) if "duplicate key" in p.message]
+    for value in (first, second):
+        shown = strictjson.shown_value(value)
+        assert len(shown) <= strictjson.DUPLICATE_VALUE_CHARS
+        shown.encode("utf-8")
+        assert shown in problem.message
+
+
+@pytest.mark.parametrize(
     ("text", "path"),
     [
         ('{"a":"\\ud800"}', "$.a"),
@@ -358,7 +393,7 @@ def test_decode_file_names_the_file_and_each_repeated_key() -> None:
         )
     assert caught.value.detail == (
         'primary config /etc/x.conf is not valid JSON: $.type: duplicate key "type" in one object '
-        "(readers disagree on which value wins); keep exactly one"
+        'with the values "flannel" and "bridge" (readers disagree on which value wins); keep exactly one'
     )
 
 

@@ -253,7 +253,7 @@ def test_primary_with_a_repeated_key_is_refused_naming_it(dirs):
         _run(conf, _guard(str(primary)))
     assert failed.value.msg == (
         f'primary network config {primary} is not valid JSON: $.plugins[0].type: duplicate key "type" in one '
-        "object (readers disagree on which value wins); keep exactly one"
+        'object with the values "flannel" and "multus" (readers disagree on which value wins); keep exactly one'
     )
     assert not (conf / GUARD).exists()
 

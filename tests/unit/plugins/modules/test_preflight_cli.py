@@ -1,8 +1,10 @@
-"""Tests for ``sriov-dra preflight`` without a cluster: the guard contract, output, exit codes.
+"""Tests for ``sriov-dra preflight`` without a cluster: node checks, output, exit codes.
 
-The node checks themselves are ``sriov_dra_rules.preflight_node`` (tested through the module in
-``tests/unit/plugins/modules/test_preflight.py`` and for the real ADD in ``tests/host``); here the
-CLI's guard contract (the guard's own parser) must agree with the collection's on every layout.
+The node checks themselves are ``sriov_dra_rules.preflight_node`` with the shared install contract
+``sriov_dra_rules.cniinstall`` (tested in ``tests/unit/rules`` and for the real ADD in
+``tests/host``); here the CLI's options reach them as the module's do, so the CLI and the module
+give the same result on every layout (a real AnsiballZ run of the module is in
+``tests/ansible/test_preflight_parity.py``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from typing import Any
 import pytest
 from ansible_collections.sriovnet.dra.plugins.modules import preflight as module
 from tests.ansible import node_fixture
+from tests.unit.plugins import harness
 
 from sriov_dra.cli import main
 from sriov_dra.cli import preflight as cli
-from sriov_dra_rules import preflight_node
 
 
 @pytest.fixture
@@ -31,13 +33,12 @@ def _by_name(found: list[dict[str, str]]) -> dict[str, dict[str, str]]:
 
 
 def _both(options: dict[str, Any]) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
-    return (
-        _by_name(preflight_node.node_checks(options, cli.CONTRACT)),
-        _by_name(preflight_node.node_checks(options, module.CONTRACT)),
-    )
+    """(the CLI's node checks for these options given as flags, the module's run with them)."""
+    args = main.build_parser().parse_args(["preflight", *node_fixture.cli_flags(options)])
+    return _by_name(cli.node_results(args)), _by_name(harness.run_module(module, options)["checks"])
 
 
-def test_a_good_node_passes_the_guard_checks_of_both_contracts(node: dict[str, Any]) -> None:
+def test_a_good_node_passes_the_guard_checks_of_cli_and_module(node: dict[str, Any]) -> None:
     ours, collection = _both(node)
     conf = node["cni_conf_dir"]
     assert (
@@ -53,7 +54,7 @@ def test_a_good_node_passes_the_guard_checks_of_both_contracts(node: dict[str, A
     assert ours["guard-config"]["detail"] == (
         f"{conf}/00-multus-guard.conflist: mode thick, primary pinned to {conf}/10-flannel.conflist"
     )
-    assert ours["guard-config"] == collection["guard-config"]
+    assert ours == collection
 
 
 def _unpinned(node: dict[str, Any]) -> None:
@@ -81,43 +82,55 @@ def _repeated_key(node: dict[str, Any]) -> None:
     guard.write_text(text.replace('"multus":{', '"multus":{"mode":"thin",', 1))
 
 
+def _zero_timeout(node: dict[str, Any]) -> None:
+    guard = Path(node["cni_conf_dir"]) / "00-multus-guard.conflist"
+    doc = json.loads(guard.read_text())
+    doc["plugins"][0]["guard"]["timeoutSeconds"] = 0
+    guard.write_text(json.dumps(doc))
+
+
 BROKEN = [
     (_unpinned, "multusConfigFile is auto but multusMasterCNI is not set"),
-    (_recursive, "is a Multus or guard config (recursion)"),
+    (_recursive, "has plugin type multus-shim (recursion)"),
     (_uncapable, "capabilities ['portMappings'] of the primary"),
     (_not_json, "is not valid JSON"),
     (_repeated_key, 'is not valid JSON: $.plugins[0].multus.mode: duplicate key "mode"'),
+    (_zero_timeout, "plugins[0].guard.timeoutSeconds must be a positive number of seconds, got 0"),
 ]
 
 
 @pytest.mark.parametrize(
     ("breaks", "said"),
     BROKEN,
-    ids=["unpinned-thick-primary", "recursive-primary", "missing-capability", "not-json", "repeated-key"],
+    ids=[
+        "unpinned-thick-primary",
+        "recursive-primary",
+        "missing-capability",
+        "not-json",
+        "repeated-key",
+        "timeout-the-shim-refuses",
+    ],
 )
-def test_a_broken_guard_setup_fails_guard_config_in_both_with_the_same_fix(
+def test_a_broken_guard_setup_fails_guard_config_in_cli_and_module_with_the_same_reason_and_fix(
     node: dict[str, Any], breaks: Any, said: str
 ) -> None:
     breaks(node)
     ours, collection = _both(node)
-    assert ours["guard-config"]["status"] == collection["guard-config"]["status"] == "fail"
+    assert ours["guard-config"]["status"] == "fail"
     assert said in ours["guard-config"]["detail"]
-    assert (
-        ours["guard-config"]["fix"]
-        == collection["guard-config"]["fix"]
-        == (
-            "correct the file or key this check's detail names, then rerun the sriovnet.dra.multus and sriovnet.dra.guard roles"
-        )
+    assert ours["guard-config"]["fix"] == (
+        "correct the file or key this check's detail names, then rerun the sriovnet.dra.multus and sriovnet.dra.guard roles"
     )
+    assert ours == collection
 
 
-def test_a_repeated_key_is_named_in_the_same_words_by_both(node: dict[str, Any]) -> None:
+def test_a_repeated_key_is_named_with_both_values(node: dict[str, Any]) -> None:
     _repeated_key(node)
     ours, collection = _both(node)
     assert ours["guard-config"]["detail"] == collection["guard-config"]["detail"]
     assert ours["guard-config"]["detail"].endswith(
-        'is not valid JSON: $.plugins[0].multus.mode: duplicate key "mode" in one object '
-        "(readers disagree on which value wins); keep exactly one"
+        'is not valid JSON: $.plugins[0].multus.mode: duplicate key "mode" in one object with the values "thin" '
+        'and "thick" (readers disagree on which value wins); keep exactly one'
     )
 
 
@@ -132,6 +145,25 @@ def test_a_missing_conf_dir_fails_guard_first_with_the_create_fix(
         == (f"create {missing} and run the sriovnet.dra.guard role")
     )
     assert ours["guard-first"]["detail"].startswith(f"cannot list the CNI config directory {missing}")
+
+
+def test_node_checks_alone_need_no_kubeconfig(
+    node: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["preflight", "--no-cluster-checks", "-o", "json", "--kubeconfig", str(tmp_path / "none")]
+    code = main.main([*argv, *node_fixture.cli_flags(node)])
+    report = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in report["checks"]] == [
+        c["name"] for c in harness.run_module(module, node)["checks"]
+    ]
+    assert (code, report["failed_checks"]) == (0, [])
+
+
+def test_no_checks_at_all_exits_2_saying_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main.main(["preflight", "--no-cluster-checks", "--no-node-checks"]) == 2
+    assert capsys.readouterr().err == (
+        "sriov-dra preflight: --no-cluster-checks and --no-node-checks leave nothing to check; drop one\n"
+    )
 
 
 FOUND = [
@@ -168,7 +200,7 @@ def test_without_a_kubeconfig_it_exits_2_naming_the_path(
 ) -> None:
     missing = tmp_path / "kubeconfig"
     assert main.main(["preflight", "--kubeconfig", str(missing), "--no-node-checks"]) == 2
-    assert f"no kubeconfig at {missing}; pass --kubeconfig" in capsys.readouterr().err
+    assert f"no kubeconfig at {missing}; pass --kubeconfig (or --no-cluster-checks" in capsys.readouterr().err
 
 
 def test_node_checks_and_add_check_can_be_switched_off() -> None:
