@@ -91,7 +91,9 @@ def sriov_vf_plan(policies, node_labels, pfs):
 def sriov_policy_overlaps(policies, nodes):
     """Pairs of SriovResourcePolicies that can both select one VF on some node.
 
-    The preflight's rule (``module_utils/preflight_rules.py``, a copy of ``sriov_dra_rules.preflight_rules``).
+    The preflight's rule (``module_utils/sriov_dra_rules/preflight_rules.py``), which decides node
+    selection and filter matching with the plugin's own ``labelselectors`` and ``resourcefilters``
+    (``drivers`` never keeps two policies apart; a ``Gt``/``Lt`` term selects no node).
     Shapes: ``[{"policies": [a, b], "nodes": [...]}]`` sorted; empty when they are disjoint.
     """
     return preflight_rules.policy_overlaps(policies, nodes)

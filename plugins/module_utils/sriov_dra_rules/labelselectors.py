@@ -1,14 +1,31 @@
-"""Label selectors and node selectors as SriovResourcePolicy uses them.
+# Copyright: sriov-dra developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Label selectors and node selectors as SriovResourcePolicy uses them: the one matcher of both.
 
-This module owns two matchers: ``metav1.LabelSelector`` (a policy config's
-``deviceAttributesSelector``) with Kubernetes semantics, and ``core/v1 NodeSelector`` (a policy's
-``spec.nodeSelector``) evaluated the way upstream dra-driver-sriov does, which differs from
-Kubernetes (reference dra-driver-sriov.md §2.2): ``matchFields`` is ignored, an empty term or an
-empty term list matches every node, and a term with ``Gt``/``Lt`` or an invalid requirement never
-matches. Every construct on which upstream and Kubernetes disagree is reported as unsupported so
-that managed mode can refuse it (spec §5.3) while compatibility mode keeps upstream's answer.
+This module owns two matchers, used by the plugin's policy evaluation (``sriov_dra.core.policies``),
+the DeviceAttributes selection and the preflight's policy-overlap check (``preflight_rules``, run
+by ``sriov-dra preflight`` and the Ansible ``preflight`` role alike), so that every part decides
+which policy applies to which node the same way:
 
-It must never do I/O and never guess a match for an invalid selector.
+- ``metav1.LabelSelector`` (a policy config's ``deviceAttributesSelector``) with Kubernetes
+  semantics (``labels.Requirement.Matches`` for In, NotIn, Exists, DoesNotExist).
+- ``core/v1 NodeSelector`` (a policy's ``spec.nodeSelector``) evaluated the way upstream
+  dra-driver-sriov's ``matchesNodeSelector`` does (reference dra-driver-sriov.md §2.2), because
+  that is what the plugin serving the policy does. It differs from Kubernetes node affinity:
+  ``matchFields`` is ignored; an empty term or an empty term list matches every node (Kubernetes:
+  none); and a term with ``Gt`` or ``Lt`` never matches. Kubernetes' ``NodeSelectorRequirement``
+  accepts ``Gt``/``Lt`` with exactly one value, read as an integer and compared with the node
+  label's integer value, but upstream converts each term with ``LabelSelectorAsSelector``, which
+  refuses those operators, and skips the term. We follow upstream, not Kubernetes, so that the
+  preflight never predicts a match the plugin will not make.
+
+Every construct on which upstream and Kubernetes disagree (and every invalid requirement) is
+reported in :attr:`NodeSelection.unsupported`, so managed mode refuses it (spec §5.3: "reject them
+for the managed configuration instead of pretending they filter correctly") while compatibility
+mode keeps upstream's answer; :meth:`NodeSelection.takes_part` is that decision.
+
+It must never do I/O and never guess a match for an invalid selector. Standard library only; it
+is shared with the collection (siblings by relative import).
 """
 
 from __future__ import annotations
@@ -16,11 +33,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core import limits
-from sriov_dra_rules import errors
+from . import errors, names
 
 _SET_OPS = frozenset({"In", "NotIn"})
 _EXIST_OPS = frozenset({"Exists", "DoesNotExist"})
+_NUMERIC_OPS = frozenset({"Gt", "Lt"})
+"""Valid in a Kubernetes NodeSelectorRequirement, refused by upstream's conversion (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -67,19 +85,28 @@ def parse_requirement(raw: object, path: str) -> tuple[Requirement | None, list[
     if not isinstance(key, str) or not key:
         problems.append(errors.FieldError(f"{path}.key", "must be a nonempty label key"))
     else:
-        problems.extend(errors.FieldError(f"{path}.key", m) for m in limits.qualified_name_errors(key))
+        problems.extend(errors.FieldError(f"{path}.key", m) for m in names.qualified_name_errors(key))
     vals = [] if values is None else values
     if not isinstance(vals, list) or not all(isinstance(v, str) for v in vals):
         problems.append(errors.FieldError(f"{path}.values", "must be a list of strings"))
         vals = []
     for v in vals:
-        problems.extend(errors.FieldError(f"{path}.values", m) for m in limits.label_value_errors(v))
+        problems.extend(errors.FieldError(f"{path}.values", m) for m in names.label_value_errors(v))
     if isinstance(op, str) and op in _SET_OPS:  # a list/object operator is unhashable: reported below
         if not vals:
             problems.append(errors.FieldError(f"{path}.values", f"operator {op} needs at least one value"))
     elif isinstance(op, str) and op in _EXIST_OPS:
         if vals:
             problems.append(errors.FieldError(f"{path}.values", f"operator {op} takes no values"))
+    elif isinstance(op, str) and op in _NUMERIC_OPS:
+        problems.append(
+            errors.FieldError(
+                f"{path}.operator",
+                f"{op!r} is not supported: Kubernetes node affinity compares integer label values with it, "
+                "but upstream dra-driver-sriov skips a nodeSelector term that uses it, so the term selects "
+                "no node; list the label values with In or NotIn instead",
+            )
+        )
     else:
         problems.append(
             errors.FieldError(
@@ -137,6 +164,18 @@ class NodeSelection:
     applies: bool
     unsupported: tuple[errors.FieldError, ...] = ()
     malformed: tuple[errors.FieldError, ...] = ()
+
+    def takes_part(self, managed: bool) -> bool:
+        """Whether the policy's configs take part on this node (the plugin's decision).
+
+        Compatibility mode: upstream's answer (:attr:`applies`). Managed mode (spec §5.3,
+        §12.2.5): also when the selector uses a construct upstream and Kubernetes read
+        differently, so its configs claim and block their devices instead of letting them fall
+        through to another policy. A malformed selector takes part nowhere.
+        """
+        if self.malformed:
+            return False
+        return self.applies or (managed and bool(self.unsupported))
 
 
 def evaluate_node_selector(raw: object, node_labels: Mapping[str, str], path: str) -> NodeSelection:

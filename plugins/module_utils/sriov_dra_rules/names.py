@@ -3,7 +3,9 @@
 This module owns every annotation, label, finalizer and attribute key that the plugin, the guard
 and the operator must spell identically (ARCHITECTURE.md §4), the driver name, the contract
 versions, and the small predicates that decide whether a string is a UUID, a full SHA-256 hex
-digest, a DNS-1123 label or subdomain, a DRA pool name, a plain PCI BDF or a Linux interface name.
+digest, a DNS-1123 label or subdomain, a DRA pool name, a plain PCI BDF or a Linux interface name,
+and the shapes of Kubernetes qualified names (label and annotation keys) and label values
+(:func:`qualified_name_errors`, :func:`label_value_errors`, which return every problem).
 Validators return ``None`` for a valid value or a short actionable problem phrase; callers wrap it
 in a :class:`~sriov_dra_rules.errors.FieldError` with the field path.
 
@@ -94,6 +96,10 @@ _UUID_RE: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[
 _HEX64_RE: Final = re.compile(r"[0-9a-f]{64}")
 _LABEL_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _PCI_RE: Final = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]")
+
+QUALIFIED_NAME_MAX_LEN: Final = 63
+LABEL_VALUE_MAX_LEN: Final = 63
+_QUALIFIED_NAME_RE: Final = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 
 def uuid_problem(value: object) -> str | None:
@@ -251,3 +257,53 @@ def is_pci_address(value: object) -> bool:
 def is_ifname(value: object) -> bool:
     """Return whether ``value`` is a valid Linux interface name (see :func:`ifname_problem`)."""
     return ifname_problem(value) is None
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """Problems that make ``value`` an invalid qualified name (label or annotation key).
+
+    Shapes: ``[prefix/]name``; prefix a DNS-1123 subdomain; name 1–63 characters of
+    ``[A-Za-z0-9-_.]`` starting and ending alphanumeric.
+    Source: ``IsQualifiedName``.
+    """
+    parts = value.split("/")
+    if len(parts) == 1:
+        prefix, name = "", parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return ["prefix part must be non-empty"]
+    else:
+        return ["a qualified name must be 'name' or 'prefix/name' with at most one '/'"]
+    prefix_problem = dns1123_subdomain_problem(prefix) if prefix else None
+    problems = [f"prefix part {prefix_problem}"] if prefix_problem else []
+    if not name:
+        problems.append("name part must be non-empty")
+        return problems
+    if len(name) > QUALIFIED_NAME_MAX_LEN:
+        problems.append(
+            f"name part must be no more than {QUALIFIED_NAME_MAX_LEN} characters (is {len(name)})"
+        )
+    if not _QUALIFIED_NAME_RE.fullmatch(name):
+        problems.append(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+            "and end with an alphanumeric character"
+        )
+    return problems
+
+
+def label_value_errors(value: str) -> list[str]:
+    """Problems that make ``value`` an invalid label value.
+
+    Shapes: empty, or 1–63 characters of ``[A-Za-z0-9-_.]`` starting and ending alphanumeric.
+    Source: ``IsValidLabelValue``.
+    """
+    problems: list[str] = []
+    if len(value) > LABEL_VALUE_MAX_LEN:
+        problems.append(f"must be no more than {LABEL_VALUE_MAX_LEN} characters (is {len(value)})")
+    if value and not _QUALIFIED_NAME_RE.fullmatch(value):
+        problems.append(
+            "a valid label value must be empty or consist of alphanumeric characters, '-', '_' "
+            "or '.', and must start and end with an alphanumeric character"
+        )
+    return problems

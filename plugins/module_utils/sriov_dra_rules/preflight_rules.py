@@ -11,9 +11,11 @@ whether the admission policy protecting the driver's objects is installed and bo
 ``sriov-dra preflight`` feeds it facts read through ``sriov_dra.kube``; the ``preflight`` role
 feeds it facts read with ``kubernetes.core`` (filter ``sriovnet.dra.sriov_preflight_cluster``).
 
-It must never do I/O. This file is canonical in ``runtime/sriov_dra/core/preflight_rules.py``
-and carried byte for byte as ``plugins/module_utils/preflight_rules.py``
-(``collection/sync_shared.py``), so it imports only the standard library.
+Which policy takes part on which node, and which filters can match one device, are the
+plugin's rules, imported from :mod:`.labelselectors` and :mod:`.resourcefilters`.
+
+It must never do I/O. It is shared with the collection, so it imports only the standard library
+and its siblings (by relative import).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from . import labelselectors, resourcefilters
 
 PASS = "pass"
 FAIL = "fail"
@@ -123,35 +127,18 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
-def _requirement_matches(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, op, values = str(req.get("key") or ""), req.get("operator"), req.get("values") or []
-    if op == "In":
-        return key in labels and labels[key] in values
-    if op == "NotIn":
-        return key not in labels or labels[key] not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt") and key in labels and len(values) == 1:
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
+def node_selected(
+    selector: Mapping[str, Any] | None, labels: Mapping[str, str], *, managed: bool = True
+) -> bool:
+    """Whether a policy with ``spec.nodeSelector`` ``selector`` takes part on a node with ``labels``.
 
-
-def node_selected(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """core/v1 NodeSelector: terms ORed, expressions ANDed; an empty or missing selector selects all."""
-    terms = (selector or {}).get("nodeSelectorTerms") or []
-    if not terms:
-        return True
-    return any(all(_requirement_matches(r, labels) for r in t.get("matchExpressions") or []) for t in terms)
-
-
-FILTER_FIELDS = ("vendors", "devices", "pciAddresses", "pfNames", "pfPciAddresses", "drivers")
-LINK_TYPES = {"eth": "ethernet", "ethernet": "ethernet", "ib": "infiniband", "infiniband": "infiniband"}
+    The plugin's decision (:meth:`labelselectors.NodeSelection.takes_part`, upstream
+    dra-driver-sriov's node-selector semantics): ``matchFields`` ignored, an empty term matches
+    every node, a term with ``Gt``/``Lt`` matches none; in managed mode a selector with such a
+    construct takes part everywhere (its configs claim and block). ``None`` selects every node.
+    """
+    selection = labelselectors.evaluate_node_selector(selector, labels, "spec.nodeSelector")
+    return selection.takes_part(managed)
 
 
 def _spec(obj: Any) -> Mapping[str, Any]:
@@ -164,32 +151,39 @@ def _name(obj: Mapping[str, Any]) -> str:
     return "{}/{}".format(meta.get("namespace", ""), meta.get("name", ""))
 
 
-def _filters_intersect(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    for field in FILTER_FIELDS:
-        left, right = a.get(field) or [], b.get(field) or []
-        if left and right and not set(left) & set(right):
-            return False
-    la, lb = a.get("linkType"), b.get("linkType")
-    return not (
-        la and lb and LINK_TYPES.get(la.lower(), la.lower()) != LINK_TYPES.get(lb.lower(), lb.lower())
-    )
+def _filters(policy: Mapping[str, Any], managed: bool) -> list[resourcefilters.ResourceFilter]:
+    """Every resource filter of a policy as the plugin applies it (match-all for a config without).
 
-
-def _filters(policy: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Every resource filter of a policy (``[{}]`` for a config without filters: all devices)."""
-    found: list[Mapping[str, Any]] = []
-    for config in _spec(policy).get("configs") or []:
-        found.extend((config or {}).get("resourceFilters") or [{}])
+    A filter the plugin refuses as malformed selects nothing (the plugin rejects the policy).
+    """
+    found: list[resourcefilters.ResourceFilter] = []
+    configs = _spec(policy).get("configs")
+    for c_index, config in enumerate(configs if isinstance(configs, list) else []):
+        raw = config.get("resourceFilters") if isinstance(config, Mapping) else None
+        if not raw:
+            found.append(resourcefilters.ResourceFilter())
+            continue
+        for f_index, entry in enumerate(raw if isinstance(raw, list) else []):
+            where = f"spec.configs[{c_index}].resourceFilters[{f_index}]"
+            parsed = resourcefilters.parse_filter(entry, where, managed=managed).filter
+            if parsed is not None:
+                found.append(parsed)
     return found
 
 
 def policy_overlaps(
-    policies: Iterable[Mapping[str, Any]] | None, nodes: Iterable[Mapping[str, Any]] | None
+    policies: Iterable[Mapping[str, Any]] | None,
+    nodes: Iterable[Mapping[str, Any]] | None,
+    *,
+    managed: bool = True,
 ) -> list[dict[str, list[str]]]:
     """Pairs of SriovResourcePolicies that can both select one VF on some node (spec §18.1 item 3).
 
-    Two policies overlap on a node when both node selectors select it and some resource filter of
-    each can match the same device (every field set on both sides shares a value).
+    Two policies overlap on a node when both take part there (:func:`node_selected`) and some
+    resource filter of each can match the same device
+    (:meth:`resourcefilters.ResourceFilter.may_match_a_device_of`). Both follow the plugin:
+    ``drivers`` never narrows a filter, and in ``managed`` mode (the default, the auto-attach
+    rollout this check guards) ``pfName#range`` entries count as their whole PF.
     Shapes: ``[{"policies": [a, b], "nodes": [...]}]`` sorted, ``namespace/name`` strings.
     """
     found: dict[tuple[str, str], list[str]] = {}
@@ -197,10 +191,13 @@ def policy_overlaps(
     for node in nodes or []:
         labels = (node.get("metadata") or {}).get("labels") or {}
         node_name = (node.get("metadata") or {}).get("name", "")
-        selected = [p for p in ordered if node_selected(_spec(p).get("nodeSelector"), labels)]
+        selected = [
+            p for p in ordered if node_selected(_spec(p).get("nodeSelector"), labels, managed=managed)
+        ]
         for i, first in enumerate(selected):
             for second in selected[i + 1 :]:
-                if any(_filters_intersect(a, b) for a in _filters(first) for b in _filters(second)):
+                pairs = ((a, b) for a in _filters(first, managed) for b in _filters(second, managed))
+                if any(a.may_match_a_device_of(b) for a, b in pairs):
                     found.setdefault((_name(first), _name(second)), []).append(node_name)
     return [{"policies": list(pair), "nodes": sorted(found[pair])} for pair in sorted(found)]
 

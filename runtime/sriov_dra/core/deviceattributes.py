@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core import attributes, labelselectors, templates
+from sriov_dra.core import attributes, templates
 from sriov_dra.core.policyfindings import Findings, index_by_name, or_default
-from sriov_dra_rules import errors
+from sriov_dra_rules import errors, labelselectors
 
 _ATTRS = "DeviceAttributes"
 

@@ -1,9 +1,10 @@
 """Kubernetes object-metadata limits, computed exactly as the API server computes them.
 
 Owns the size rule for ``metadata.annotations`` (the sum of the UTF-8 byte lengths of every key
-and value must not exceed 256 KiB) and the shapes of qualified names (annotation and label keys)
-and label values. Callers use these before they publish metadata so that a write is refused here
-with an actionable message instead of half-applied or rejected late by admission. DNS-1123
+and value must not exceed 256 KiB); the shapes of qualified names (annotation and label keys) and
+label values are validated in :mod:`sriov_dra_rules.names` and re-exported here. Callers use these
+before they publish metadata so that a write is refused here with an actionable message instead of
+half-applied or rejected late by admission. DNS-1123
 labels and subdomains have one validator, :func:`sriov_dra_rules.names.dns1123_label_problem` /
 :func:`~sriov_dra_rules.names.dns1123_subdomain_problem`, which a qualified name's prefix uses too.
 
@@ -17,7 +18,6 @@ Source: kubernetes ``staging/src/k8s.io/apimachinery/pkg/api/validation/objectme
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from sriov_dra_rules import errors, names
@@ -25,10 +25,12 @@ from sriov_dra_rules import errors, names
 TOTAL_ANNOTATION_SIZE_LIMIT_B = 256 * 1024
 """Largest allowed sum of ``len(key) + len(value)`` over all annotations, in bytes (inclusive)."""
 
-QUALIFIED_NAME_MAX_LEN = 63
-LABEL_VALUE_MAX_LEN = 63
-
-_QUALIFIED_NAME_RE = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+# Label keys and values are validated once, in sriov_dra_rules.names (the collection's node-selector
+# matcher needs them too); limits re-exports them for its callers.
+QUALIFIED_NAME_MAX_LEN = names.QUALIFIED_NAME_MAX_LEN
+LABEL_VALUE_MAX_LEN = names.LABEL_VALUE_MAX_LEN
+qualified_name_errors = names.qualified_name_errors
+label_value_errors = names.label_value_errors
 
 
 def byte_len(text: str) -> int:
@@ -83,59 +85,9 @@ def check_annotations_size(annotations: Mapping[str, str], *, obj: str) -> None:
     )
 
 
-def qualified_name_errors(value: str) -> list[str]:
-    """Problems that make ``value`` an invalid qualified name (label or annotation key).
-
-    Shapes: ``[prefix/]name``; prefix a DNS-1123 subdomain; name 1–63 characters of
-    ``[A-Za-z0-9-_.]`` starting and ending alphanumeric.
-    Source: ``IsQualifiedName``.
-    """
-    parts = value.split("/")
-    if len(parts) == 1:
-        prefix, name = "", parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            return ["prefix part must be non-empty"]
-    else:
-        return ["a qualified name must be 'name' or 'prefix/name' with at most one '/'"]
-    prefix_problem = names.dns1123_subdomain_problem(prefix) if prefix else None
-    problems = [f"prefix part {prefix_problem}"] if prefix_problem else []
-    if not name:
-        problems.append("name part must be non-empty")
-        return problems
-    if len(name) > QUALIFIED_NAME_MAX_LEN:
-        problems.append(
-            f"name part must be no more than {QUALIFIED_NAME_MAX_LEN} characters (is {len(name)})"
-        )
-    if not _QUALIFIED_NAME_RE.fullmatch(name):
-        problems.append(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
-            "and end with an alphanumeric character"
-        )
-    return problems
-
-
 def annotation_key_errors(key: str) -> list[str]:
     """Problems that make ``key`` an invalid annotation key (a qualified name, case-insensitive).
 
     Source: ``ValidateAnnotations`` (lower-cases the key, then ``IsQualifiedName``).
     """
     return qualified_name_errors(key.lower())
-
-
-def label_value_errors(value: str) -> list[str]:
-    """Problems that make ``value`` an invalid label value.
-
-    Shapes: empty, or 1–63 characters of ``[A-Za-z0-9-_.]`` starting and ending alphanumeric.
-    Source: ``IsValidLabelValue``.
-    """
-    problems: list[str] = []
-    if len(value) > LABEL_VALUE_MAX_LEN:
-        problems.append(f"must be no more than {LABEL_VALUE_MAX_LEN} characters (is {len(value)})")
-    if value and not _QUALIFIED_NAME_RE.fullmatch(value):
-        problems.append(
-            "a valid label value must be empty or consist of alphanumeric characters, '-', '_' "
-            "or '.', and must start and end with an alphanumeric character"
-        )
-    return problems

@@ -3,11 +3,13 @@
 This module owns the driver side of spec §5.3 and §12.2.5 steps 1–2, compatible with upstream
 dra-driver-sriov (reference §2.2, §3.4, §9.3): opt-in advertisement, policies in name order and
 configs in list order, the first matching (policy, config) claims a device, and the per-device
-outcome (eligible, or claimed and blocked with its reasons). It parses each policy and its
-``nodeSelector`` here and leaves the sub-concerns to their modules: the VF facts and discovery
-attributes to :mod:`~sriov_dra.core.devicefacts`, ``resourceFilters`` (AND across fields, OR
-within a field and across filters, ``linkType`` normalised) to
-:mod:`~sriov_dra.core.resourcefilters`, DeviceAttributes selected per config and merged in name
+outcome (eligible, or claimed and blocked with its reasons). It parses each policy here and
+leaves the sub-concerns to their modules: the ``nodeSelector`` to
+:mod:`sriov_dra_rules.labelselectors`, the VF facts and discovery attributes to
+:mod:`~sriov_dra.core.devicefacts`, ``resourceFilters`` (AND across fields, OR within a field and
+across filters, ``linkType`` normalised, ``drivers`` never a constraint) to
+:mod:`sriov_dra_rules.resourcefilters` (both shared with the preflight's overlap check),
+DeviceAttributes selected per config and merged in name
 order (last key wins) to :mod:`~sriov_dra.core.deviceattributes`, and diagnostics to
 :mod:`~sriov_dra.core.policyfindings`. In managed mode it adds the spec's safety rules: a
 selector that matches nothing, an invalid map, a reserved key or conflicting network references
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core import attributes, labelselectors
+from sriov_dra.core import attributes
 from sriov_dra.core.deviceattributes import AttrObject, parse_attribute_objects, resolve_selector
 
 # Callers name these ``policies.X`` (the evaluation's inputs and outputs); they are defined where
@@ -33,9 +35,8 @@ from sriov_dra.core.devicefacts import DeviceFacts as DeviceFacts
 from sriov_dra.core.devicefacts import discovered_attributes as discovered_attributes
 from sriov_dra.core.policyfindings import Diagnostic as Diagnostic
 from sriov_dra.core.policyfindings import Findings, index_by_name, or_default
-from sriov_dra.core.resourcefilters import ResourceFilter as ResourceFilter
-from sriov_dra.core.resourcefilters import parse_filter
-from sriov_dra_rules import errors
+from sriov_dra_rules import errors, labelselectors, resourcefilters
+from sriov_dra_rules.resourcefilters import ResourceFilter as ResourceFilter
 
 _POLICY = "SriovResourcePolicy"
 
@@ -227,3 +228,21 @@ def _parse_config(
     if len(parsed) != len(filters):
         return None
     return _Config(policy, index, tuple(parsed), frozenset(reasons), reference, values, sources)
+
+
+def parse_filter(
+    raw: object, source: str, path: str, ctx: Findings, reasons: set[errors.Reason]
+) -> ResourceFilter | None:
+    """Parse one ``resourceFilters[]`` entry; what the driver cannot honour is dropped from matching.
+
+    The semantics are :func:`sriov_dra_rules.resourcefilters.parse_filter`'s (shared with the
+    preflight's overlap check); this records its findings: structural errors in ``ctx`` (then
+    ``None``), and ``UnsupportedResourceFilter`` diagnostics that, in managed mode, add to
+    ``reasons`` so the config claims and blocks the superset it matches (spec §12.2.5).
+    Shapes: ``source`` is ``SriovResourcePolicy/<name>``, ``path`` the entry's field path.
+    """
+    parsed = resourcefilters.parse_filter(raw, path, managed=ctx.managed)
+    ctx.structural.extend(errors.FieldError(f"{source}.{e.path}", e.message) for e in parsed.structural)
+    for problem in parsed.unsupported:
+        ctx.unsupported(source, problem.path, problem.message, reasons)
+    return parsed.filter

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.labelselectors: label selector and upstream node-selector semantics."""
+"""Tests for sriov_dra_rules.labelselectors: label selector and upstream node-selector semantics."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import labelselectors
+from sriov_dra_rules import labelselectors
 
 LABELS = {"tier": "gpu", "rail": "a"}
 
