@@ -295,23 +295,6 @@ def translate_filter(spec: Mapping[str, object], nic_ids: Sequence[NicId]) -> Tr
     return Translation(dict(sorted(out.items())), matcher, None)
 
 
-def may_overlap(a: policies.ResourceFilter, b: policies.ResourceFilter) -> bool:
-    """False only when no VF can match both filters: some field set in both with disjoint values.
-
-    ``pfNames`` and ``pfPciAddresses`` name PFs differently, so only equal fields are compared.
-    """
-    for left, right in (
-        (a.vendors, b.vendors),
-        (a.devices, b.devices),
-        (a.pci_addresses, b.pci_addresses),
-        (a.pf_names, b.pf_names),
-        (a.pf_pci_addresses, b.pf_pci_addresses),
-    ):
-        if left and right and left.isdisjoint(right):
-            return False
-    return not (a.link_type and b.link_type and a.link_type != b.link_type)
-
-
 def _untranslatable(problem: str) -> Translation:
     return Translation(None, None, problem)
 

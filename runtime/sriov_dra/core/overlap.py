@@ -5,7 +5,8 @@ whose filters can select the same VF must publish the same mapping, or the node'
 withdrawn. This module owns the comparison: a policy's *identity* is the mapping it intends to
 publish (compatibility resourceName, custom attributes and the SriovNetwork reference, or the
 legacy pool), independent of whether its reference currently resolves; overlap is decided on the
-node's device inventory when known, else structurally (not provably disjoint means overlapping).
+node's device inventory when known, else structurally (not provably disjoint means overlapping,
+:meth:`sriov_dra_rules.resourcefilters.ResourceFilter.may_match_a_device_of`, the preflight's rule too).
 
 It must never do I/O or consider two policies without a DRA block a conflict (upstream's
 priority order decides between legacy pools).
@@ -65,7 +66,7 @@ def conflicting_pairs(
         if not (a.has_dra or b.has_dra) or identities[a.name] == identities[b.name]:
             continue
         ma, mb = a.translation.matcher, b.translation.matcher
-        if ma is not None and mb is not None and nodepolicy.may_overlap(ma, mb):
+        if ma is not None and mb is not None and ma.may_match_a_device_of(mb):
             out.append((a, b))
     return out
 

@@ -76,7 +76,7 @@ def test_pf_bucketing_finds_exactly_the_pairs_a_full_comparison_finds(
         for b in translated[i + 1 :]
         if (a.has_dra or b.has_dra)
         and identity[a.name] != identity[b.name]
-        and nodepolicy.may_overlap(a.translation.matcher, b.translation.matcher)  # type: ignore[arg-type]
+        and a.translation.matcher.may_match_a_device_of(b.translation.matcher)  # type: ignore[union-attr,arg-type]
     ]
     got = [(a.name, b.name) for a, b in overlap.conflicting_pairs(translated, identity)]
     assert got == brute
