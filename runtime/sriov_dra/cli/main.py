@@ -1,8 +1,16 @@
-"""The sriov-dra command: admin and lab subcommands.
+"""The sriov-dra command: admin subcommands, and those other installed distributions register.
 
 Owns argument parsing and the mapping of subcommands to the modules that implement them. Exits
 non-zero with a one-line actionable message on failure; never prints a traceback for expected
 errors (missing binaries, a component that did not start).
+
+Registered subcommands: a distribution declares an entry point in the group
+:data:`COMMANDS_GROUP`, named after the subcommand, whose object is called as
+``run(argv, inspector=..., log_level=...)`` with the arguments after the subcommand's name and
+returns the exit status. The lab (``sriov-dra-lab``, never in the image) registers ``lab`` this way.
+The group is listed through ``importlib.metadata`` without loading anything: only running a
+registered subcommand imports its distribution, so ``sriov-dra --help`` and the admin commands
+import nothing from the lab. Without the lab, ``sriov-dra lab`` says how to install it (exit 2).
 """
 
 from __future__ import annotations
@@ -11,137 +19,55 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from importlib import metadata
+from typing import Final
 
 from kubernetes.config import ConfigException
 
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra_lab import binaries, processes
+
+COMMANDS_GROUP: Final = "sriov_dra.cli_commands"
+"""The entry-point group of subcommands other distributions register (the lab's ``lab``)."""
+
+LAB_NOT_INSTALLED: Final = (
+    "the lab is not installed: it is the separate distribution sriov-dra-lab (lab/ in the "
+    "repository, never in the image); install it next to sriov-dra with `pip install -e ./lab` "
+    "(make setup does)"
+)
 
 
-def _quiet_lab(args: argparse.Namespace) -> None:
-    """Keep a lab command's terminal to its own progress lines; component logs are in the work dir.
-
-    Silences the readiness polls' connection-refused retries (urllib3 WARNINGs): the client
-    library resets urllib3's level per configuration, a filter survives that. SIGTERM stops the
-    lab like Ctrl-C (its cleanup runs). SIGINT gets the same handler explicitly: a shell starts an
-    ``&`` job of a non-interactive script with SIGINT ignored, and Python then installs no
-    KeyboardInterrupt handler of its own, so ``kill -INT`` would not stop such a lab.
-    """
-    import os
-    import signal
-
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC's fork notices would interleave with the output
-    if args.log_level != "DEBUG":
-        logging.getLogger("sriov_dra").setLevel(logging.WARNING)
-        logging.getLogger("urllib3.connectionpool").addFilter(lambda record: record.levelno >= logging.ERROR)
-
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGINT, interrupt)
+def _registered() -> dict[str, metadata.EntryPoint]:
+    """The subcommands other installed distributions register, by name (nothing is imported)."""
+    return {ep.name: ep for ep in metadata.entry_points(group=COMMANDS_GROUP)}
 
 
-def _lab_up(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from sriov_dra_lab import console
-
-    _quiet_lab(args)
-    workdir = Path(args.workdir).resolve()
-    if args.bare:
-        return console.up_bare(workdir=workdir, nodes=args.nodes, wait=not args.no_hold)
-    return console.up(
-        workdir=workdir,
-        multus_mode=args.multus,
-        nodes=args.nodes,
-        operator_managed=args.operator_managed,
-        wait=not args.no_hold,
-    )
+def _registered_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    found = _registered()
+    for name, ep in sorted(found.items()):
+        dist = ep.dist.name if ep.dist is not None else "an installed distribution"
+        parser = sub.add_parser(
+            name,
+            add_help=False,  # the registered command parses (and helps with) its own arguments
+            help=f"registered by {dist}; `sriov-dra {name} --help` for its commands",
+        )
+        parser.set_defaults(registered=ep)
+    if "lab" not in found:
+        lab = sub.add_parser("lab", add_help=False, help="the local lab (not installed: sriov-dra-lab)")
+        lab.set_defaults(registered=None, func=_lab_missing)
 
 
-def _lab_demo(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def _lab_missing(_args: argparse.Namespace) -> int:
+    print(f"sriov-dra lab: {LAB_NOT_INSTALLED}", file=sys.stderr)
+    return 2
 
+
+def _run_registered(ep: metadata.EntryPoint, argv: list[str], args: argparse.Namespace) -> int:
+    """Load ``ep`` and run it on the arguments after its name (the module docstring's contract)."""
     from sriov_dra.cli import inspect
-    from sriov_dra_lab import demo
 
-    _quiet_lab(args)
-    return demo.run(
-        workdir=Path(args.workdir).resolve(),
-        inspector=inspect.Inspector(),
-        multus_mode=args.multus,
-        hold=args.hold,
-    )
-
-
-def _lab_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    lab = sub.add_parser(
-        "lab",
-        help="the local lab: a real control plane and simulated SR-IOV nodes (up, demo)",
-        description=(
-            "The local lab on this machine (needs root). Both commands use one work directory (default "
-            ".lab): controlplane/, nodes/<node>/, ansible/, and every component log under logs/."
-        ),
-    )
-    lab_sub = lab.add_subparsers(dest="lab_command", required=True, metavar="{up,demo}")
-    up = lab_sub.add_parser(
-        "up",
-        help="start the whole lab (control plane, nodes, roles, plugins, guards, Multus, operator) "
-        "without the examples, print KUBECONFIG, kubectl and commands to try, stop on Enter "
-        "(--bare: control plane and Node objects only)",
-        description=(
-            "Start the same lab `lab demo` runs (control plane, simulated nodes, playbooks/lab.yml "
-            "through the roles, plugins, guards, Multus, operator) without applying any example; print "
-            "KUBECONFIG, the kubectl of the build cache and commands to try (kubectl apply -f examples/..., "
-            "sriov-dra inspect, sriov-dra orphans); stop everything on Enter or Ctrl-C."
-        ),
-    )
-    _workdir(up)
-    _multus(up)
-    up.add_argument("--nodes", type=int, default=2, help="number of simulated nodes (default: 2)")
-    up.add_argument(
-        "--operator-managed",
-        action="store_true",
-        help="plugins watch the operator's namespace (for examples/operator-two-rails)",
-    )
-    up.add_argument(
-        "--bare",
-        action="store_true",
-        help="only the control plane, Node objects and synthetic GPU slices (no roles, plugins or CRDs)",
-    )
-    up.add_argument("--no-hold", action="store_true", help="stop again right after a successful start")
-    up.set_defaults(func=_lab_up)
-    demo = lab_sub.add_parser(
-        "demo",
-        help="the main job (make lab): the same lab, then the spec §14 examples end to end with their "
-        "correlation tables, stop, one PASS/FAIL line (--hold: pause with a Pod running)",
-        description=(
-            "Start the lab, apply the spec §14.2, §14.1 and §14.3 examples one after the other, print "
-            "each Pod's correlation table and checks, verify nothing is left after each deletion, stop "
-            "the lab and print one PASS/FAIL line with the demo's time."
-        ),
-    )
-    _workdir(demo)
-    _multus(demo)
-    demo.add_argument(
-        "--hold",
-        action="store_true",
-        help="pause with the §14.2 Pod running (and commands to inspect it) until Enter",
-    )
-    demo.set_defaults(func=_lab_demo)
-
-
-def _workdir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--workdir", default=".lab", help="the lab's files and logs (default: .lab; replaced at start)"
-    )
-
-
-def _multus(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--multus", choices=["thin", "thick"], default="thin", help="Multus mode (default: thin)"
-    )
+    tail = argv[argv.index(args.command) + 1 :]
+    status: int = ep.load()(tail, inspector=inspect.Inspector, log_level=args.log_level)
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,27 +76,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    _lab_parsers(sub)
     from sriov_dra.cli import inspect, orphans, preflight
 
     inspect.add_parser(sub)
     orphans.add_parser(sub)
     preflight.add_parser(sub)
+    _registered_parsers(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sriov-dra``; returns the process exit status."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(words)
+    registered: metadata.EntryPoint | None = getattr(args, "registered", None)
+    if unknown and not hasattr(args, "registered"):  # a registered command parses its own
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if registered is not None:
+            return _run_registered(registered, words, args)
         status: int = args.func(args)
-    except binaries.BinaryMissing as exc:
-        print(f"sriov-dra: {exc}", file=sys.stderr)
-        return 2
-    except processes.ProcessFailed as exc:
-        print(f"sriov-dra: {exc}", file=sys.stderr)
-        return 1
     except ConfigException as exc:
         print(
             f"sriov-dra: no usable kubeconfig ({exc}); pass --kubeconfig FILE or set KUBECONFIG",

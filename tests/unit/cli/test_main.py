@@ -1,8 +1,10 @@
-"""``sriov-dra lab``: what ``--help`` says, the options ``up`` and ``demo`` take, a quiet terminal."""
+"""``sriov-dra``: the admin commands' help and options, and ``lab`` registered by the lab distribution."""
 
 from __future__ import annotations
 
-import logging
+import json
+import subprocess
+import sys
 
 import pytest
 
@@ -13,79 +15,6 @@ def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     with pytest.raises(SystemExit):
         main.build_parser().parse_args([*argv, "--help"])
     return " ".join(capsys.readouterr().out.split())
-
-
-def test_lab_help_describes_up_and_demo_and_the_one_workdir(capsys: pytest.CaptureFixture[str]) -> None:
-    text = _help(capsys, "lab")
-    assert (
-        "up start the whole lab (control plane, nodes, roles, plugins, guards, Multus, operator) without the examples"
-        in text
-    )
-    assert "demo the main job (make lab): the same lab, then the spec §14 examples" in text
-    assert "every component log under logs/" in text
-
-
-@pytest.mark.parametrize(
-    ("command", "phrase"),
-    [
-        ("demo", "Start the lab, apply the spec §14.2, §14.1 and §14.3 examples"),
-        ("up", "without applying any example; print KUBECONFIG, the kubectl of the build cache"),
-    ],
-    ids=["demo-has-a-description", "up-has-a-description"],
-)
-def test_each_lab_command_help_has_a_description(
-    capsys: pytest.CaptureFixture[str], command: str, phrase: str
-) -> None:
-    assert phrase in _help(capsys, "lab", command)
-
-
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (
-            ["lab", "up"],
-            {"bare": False, "multus": "thin", "nodes": 2, "operator_managed": False, "no_hold": False},
-        ),
-        (["lab", "up", "--bare", "--nodes", "3"], {"bare": True, "nodes": 3}),
-        (
-            ["lab", "up", "--multus", "thick", "--operator-managed"],
-            {"multus": "thick", "operator_managed": True},
-        ),
-        (
-            ["lab", "demo", "--multus", "thick", "--hold"],
-            {"multus": "thick", "hold": True, "workdir": ".lab"},
-        ),
-    ],
-    ids=[
-        "up-defaults-to-the-whole-lab",
-        "up-bare-keeps-the-old-behaviour",
-        "up-thick-operator-managed",
-        "demo-options",
-    ],
-)
-def test_lab_options_parse(argv: list[str], expected: dict[str, object]) -> None:
-    args = vars(main.build_parser().parse_args(argv))
-    assert {k: args[k] for k in expected} == expected
-
-
-def test_readiness_poll_retries_stay_off_the_terminal_even_after_a_level_reset(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import signal
-
-    pool = logging.getLogger("urllib3.connectionpool")
-    monkeypatch.setattr(pool, "filters", [])
-    monkeypatch.setattr(logging.getLogger("sriov_dra"), "level", logging.NOTSET)
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        main._quiet_lab(main.build_parser().parse_args(["lab", "up"]))
-        pool.setLevel(logging.WARNING)  # what the client library does per configuration
-        retry = pool.makeRecord(pool.name, logging.WARNING, __file__, 1, "Retrying ... /readyz", (), None)
-        error = pool.makeRecord(pool.name, logging.ERROR, __file__, 1, "gave up", (), None)
-        assert (pool.filter(retry), bool(pool.filter(error))) == (False, True)
-        assert logging.getLogger("sriov_dra").level == logging.WARNING
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.mark.parametrize(
@@ -122,3 +51,55 @@ def test_preflight_help_shows_defaults_and_node_checks_on_by_default(
 )
 def test_every_admin_command_accepts_o_for_output(argv: list[str]) -> None:
     assert main.build_parser().parse_args(argv).output == "json"
+
+
+NO_LAB_PROBE = """
+import json, sys
+from sriov_dra.cli import main
+try:
+    main.main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "sriov_dra_lab")))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["inspect", "p", "--kubeconfig", "/nonexistent/kubeconfig"], ["preflight", "--help"]],
+    ids=["help", "inspect", "preflight-help"],
+)
+def test_help_and_admin_commands_import_nothing_from_the_lab(argv: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", NO_LAB_PROBE, *argv], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == [], done.stderr
+
+
+def test_the_lab_registers_its_subcommand_through_the_entry_point_group() -> None:
+    registered = main._registered()
+    assert registered["lab"].value == "sriov_dra_lab.cli:run"
+    assert registered["lab"].dist is not None and registered["lab"].dist.name == "sriov-dra-lab"
+
+
+def test_lab_command_without_the_lab_distribution_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(main, "_registered", dict)
+    assert main.main(["lab", "demo", "--hold"]) == 2
+    err = capsys.readouterr().err
+    assert "the lab is not installed" in err and "pip install -e ./lab" in err
+
+
+def test_lab_arguments_reach_the_registered_command_unparsed(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main.main(["--log-level", "WARNING", "lab", "up", "--help"])
+    assert done.value.code == 0
+    assert "usage: sriov-dra lab up" in capsys.readouterr().out
+
+
+def test_admin_command_still_refuses_unknown_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main.main(["preflight", "--no-such-flag"])
+    assert done.value.code == 2
+    assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err

@@ -11,8 +11,8 @@ from sriov_dra_lab import kubelet_sim
 
 CHILD = """
 import argparse, os, signal, sys, time
-from sriov_dra.cli import main
-main._quiet_lab(argparse.Namespace(log_level="INFO"))
+from sriov_dra_lab import cli
+cli._quiet_lab(argparse.Namespace(log_level="INFO"))
 try:
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(30)
