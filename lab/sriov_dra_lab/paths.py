@@ -2,8 +2,9 @@
 
 The lab runs from a checkout (``make setup`` installs this distribution in editable mode next to
 the product), so the repository root is two levels above this package. The product's manifests are
-read from the installed ``sriov_dra`` package, the one place the services and the roles load them
-from; the lab-only manifests (whereabouts CRDs, node-component RBAC) live in this package.
+read from the installed ``sriov_dra`` package (its ``manifests/`` entries link to the files the
+roles own; the wheel and the image carry them as regular files); the lab-only manifests
+(whereabouts CRDs, node-component RBAC) live in this package.
 """
 
 from __future__ import annotations
