@@ -1,0 +1,137 @@
+"""Device health on a real kubelet v1.36: a PF's link down shows its VF Unhealthy in the consuming Pod's status.
+
+The plugin runs as ``test_dra_plugin.py`` runs it (a fake sysfs tree for the PCI side, inside the
+real node's namespaces). Each fake PF's interface is a real veth of the same name in the node's
+network namespace, where the plugin reads links through netlink as it reads a real PF in the host
+namespace. The real kubelet opens ``v1alpha1.DRAResourceHealth/NodeWatchResources`` (gate
+``ResourceHealthStatus``, beta and on by default in 1.36, for the kubelet and the apiserver alike)
+and writes what it receives into ``status.containerStatuses[].allocatedResourcesStatus``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from tests.e2e.realnode.pods import busybox_pod, delete_pod, run_pod
+from tests.e2e.realnode.test_dra_plugin import DRIVER, claim_records, log_events
+
+# The plugin on the real node and its cluster objects, exactly as test_dra_plugin.py runs them (fixtures).
+from tests.e2e.realnode.test_dra_plugin import dra_objects as dra_objects
+from tests.e2e.realnode.test_dra_plugin import plugin as plugin
+from tests.waiting import eventually
+
+from sriov_dra.host import sysfs as sysfs_mod
+
+
+def _ip(node: Any, *args: str) -> None:
+    done = node.run_in_node(["ip", *args])
+    assert done.returncode == 0, f"ip {' '.join(args)}: {done.stderr}"
+
+
+def _device_health(core: client.CoreV1Api, namespace: str, pod: str, resource_ids: set[str]) -> str | None:
+    """The health the Pod's ``claim:vfs`` entry shows for the device (``Healthy``, ``Unhealthy``, ``Unknown``).
+
+    The kubelet 1.36 names a device by its first CDI device ID, else ``<driver>/<pool>/<device>``
+    (``buildResourceHealth`` in ``pkg/kubelet/cm/dra/manager.go``); ``resource_ids`` holds both.
+    """
+    live = core.read_namespaced_pod(pod, namespace)
+    for status in live.status.container_statuses or []:
+        for entry in status.allocated_resources_status or []:
+            for resource in entry.resources or []:
+                if entry.name == "claim:vfs" and resource.resource_id in resource_ids:
+                    return f"{resource.health}: {resource.message or ''}"
+    return None
+
+
+def test_pf_link_down_shows_its_vf_unhealthy_in_the_pod_status_and_link_up_healthy_again(
+    real_node: Any, plugin: Path, api: client.ApiClient, namespace: str
+) -> None:
+    host = sysfs_mod.Sysfs(plugin.parent / "host")
+    pf_names = [pf.ifname for pf in host.pfs()]
+    for name in pf_names:
+        _ip(real_node, "link", "add", name, "type", "veth", "peer", "name", f"{name}p")
+        _ip(real_node, "link", "set", f"{name}p", "up")
+        _ip(real_node, "link", "set", name, "up")
+    resource, core = client.ResourceV1Api(api), client.CoreV1Api(api)
+    try:
+        resource.create_namespaced_resource_claim_template(
+            namespace,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-vf"},
+                "spec": {
+                    "spec": {
+                        "devices": {"requests": [{"name": "vf", "exactly": {"deviceClassName": DRIVER}}]}
+                    }
+                },
+            },
+        )
+        eventually(
+            f"a ResourceSlice of {real_node.name}",
+            lambda: resource.list_resource_slice(field_selector=f"spec.nodeName={real_node.name}").items,
+            timeout_s=90,
+            interval_s=0.5,
+        )
+        pod = busybox_pod("vf-health", real_node.name, "exec sleep 3600")
+        pod["spec"]["resourceClaims"] = [{"name": "vfs", "resourceClaimTemplateName": "one-vf"}]
+        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "vfs"}]}
+        live, _ = run_pod(core, namespace, pod)
+        claim = resource.read_namespaced_resource_claim(
+            live.status.resource_claim_statuses[0].resource_claim_name, namespace
+        )
+        result = claim.status.allocation.devices.results[0]
+        device = result.device
+        (prepared,) = claim_records(plugin)[claim.metadata.uid].devices
+        resource_ids = {prepared.cdi_device_ids[0], f"{DRIVER}/{result.pool}/{device}"}
+        pci = device.replace("-", ":", 2).replace("-", ".")
+        pf_bdf = host.physfn(pci)
+        assert pf_bdf is not None, f"{pci} is a VF of the fake tree"
+        pf = host.pf_netdev(pf_bdf)
+        assert pf in pf_names
+
+        def wait_health(want: str, what: str) -> None:
+            seen: list[str | None] = [None]
+
+            def shows() -> bool:
+                seen[0] = _device_health(core, namespace, "vf-health", resource_ids)
+                return seen[0] is not None and seen[0].startswith(want)
+
+            try:
+                eventually(what, shows, timeout_s=90, interval_s=0.5)
+            except pytest.fail.Exception:
+                health_log = [e for e in log_events(real_node) if e.get("op") == "health"][-4:]
+                pytest.fail(
+                    f"{what}: the Pod status showed {seen[0]!r}; the plugin's health log: {health_log}"
+                )
+
+        wait_health("Healthy: VF ", f"VF {device} Healthy in the Pod status")
+        started = time.monotonic()
+        _ip(real_node, "link", "set", pf, "down")
+        wait_health(
+            f"Unhealthy: PF {pf} is down (operstate down)", f"VF {device} Unhealthy after PF {pf} down"
+        )
+        print(f"PF {pf} down -> Pod status Unhealthy in {time.monotonic() - started:.1f}s")
+        started = time.monotonic()
+        _ip(real_node, "link", "set", pf, "up")
+        wait_health(f"Healthy: VF {pci} bound to ", f"VF {device} Healthy after PF {pf} up")
+        print(f"PF {pf} up -> Pod status Healthy in {time.monotonic() - started:.1f}s")
+
+        changes = [
+            (e.get("outcome"), e.get("reason"))
+            for e in log_events(real_node)
+            if e.get("msg") == "device health changed" and e.get("device") == device
+        ]
+        assert ("HEALTHY -> UNHEALTHY", f"PF {pf} is down (operstate down)") in changes
+        assert [o for o, _ in changes].count("HEALTHY -> UNHEALTHY") == 1, "one log line per transition"
+    finally:
+        # Before the plugin fixture stops the plugin: the kubelet needs it to unprepare the claim.
+        with contextlib.suppress(client.ApiException):
+            delete_pod(core, namespace, "vf-health")
+        for name in pf_names:
+            real_node.run_in_node(["ip", "link", "del", name])
