@@ -50,7 +50,7 @@ from sriov_dra.host import binding
 from sriov_dra.host import sysfs as sysfs_mod
 
 # The ``X as X`` imports re-export what tests and the lab name ``fakesysfs.X``; the descriptions
-# of what to create live in :mod:`~sriov_dra.host.fakepci`.
+# of what to create live in :mod:`~sriov_dra_lab.fakes.fakepci`.
 from sriov_dra_lab.fakes.fakepci import VMBUS_ANCESTORS as VMBUS_ANCESTORS
 from sriov_dra_lab.fakes.fakepci import FakePf as FakePf
 from sriov_dra_lab.fakes.fakepci import FakeVf as FakeVf
