@@ -68,6 +68,7 @@ def _lab_demo(args: argparse.Namespace) -> int:
         inspector=args.inspector(),
         multus_mode=args.multus,
         hold=args.hold,
+        real_nodes=args.nodes == "real",
     )
 
 
@@ -124,6 +125,13 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
         "--hold",
         action="store_true",
         help="pause with the §14.2 Pod running (and commands to inspect it) until Enter",
+    )
+    demo.add_argument(
+        "--nodes",
+        choices=["simulated", "real"],
+        default="simulated",
+        help="simulated nodes (a kubelet simulator) or real ones (kubelet v1.36 + containerd per node); "
+        "default: simulated",
     )
     demo.set_defaults(func=_lab_demo)
     lab.set_defaults(log_level="INFO")  # run() passes the CLI's --log-level

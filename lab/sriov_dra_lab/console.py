@@ -224,11 +224,17 @@ def hold(prompt: str) -> float:
 
 
 def start(
-    workdir: Path, *, multus_mode: str = "thin", nodes: int = 2, operator_managed: bool = False
+    workdir: Path,
+    *,
+    multus_mode: str = "thin",
+    nodes: int = 2,
+    operator_managed: bool = False,
+    real_nodes: bool = False,
 ) -> stack.LabStack | None:
     """Start the whole lab in ``workdir`` (reset first) with progress lines; ``None`` when it cannot.
 
-    ``operator_managed`` restarts the plugins on the operator's namespace afterwards (spec §14.3).
+    ``operator_managed`` restarts the plugins on the operator's namespace afterwards (spec §14.3);
+    ``real_nodes`` runs real kubelets and containerd (each node's versions are printed).
     Returns: the running lab (the caller stops it), or ``None`` after printing one ``FAIL`` line
     (roles failed, machine cannot host the lab; everything started is stopped already).
     Raises: ``binaries.BinaryMissing`` / ``processes.ProcessFailed`` when a component cannot start.
@@ -236,11 +242,14 @@ def start(
     began = time.monotonic()
     for line in stack.reset_workdir(workdir):
         say(f"    cleaned up a previous run: {line}")
+    kind = "real nodes (kubelet + containerd)" if real_nodes else "nodes"
     say(
-        f"== starting the lab in {workdir} (control plane, {nodes} nodes x 2 rails, plugins, guards, "
+        f"== starting the lab in {workdir} (control plane, {nodes} {kind} x 2 rails, plugins, guards, "
         f"Multus {multus_mode}, whereabouts, operator)"
     )
-    lab = stack.LabStack(stack.LabOptions(workdir=workdir, nodes=nodes, multus_mode=multus_mode))
+    lab = stack.LabStack(
+        stack.LabOptions(workdir=workdir, nodes=nodes, multus_mode=multus_mode, real_nodes=real_nodes)
+    )
     try:
         lab.start()
     except roles.PlaybookFailed as exc:
@@ -255,6 +264,13 @@ def start(
         )
         for summary in lab.role_summaries:
             say(f"      {summary.line()}")
+        for node in lab.nodes:
+            if node.real is not None:
+                kubelet, runtime = node.real_versions()
+                say(
+                    f"    {node.name}: kubelet {kubelet}, {runtime}, Ready {node.real.ready_after_s:.1f} s "
+                    "after launch"
+                )
         if operator_managed:
             say(f"    plugins on the operator's namespace {stack.OPERATOR_NAMESPACE} (operator-managed)")
             for node in lab.nodes:

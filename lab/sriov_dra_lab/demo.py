@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sriov_dra.kube import objects
-from sriov_dra_lab import console, leftovers, paths, processes, stack, workloads
+from sriov_dra_lab import console, leftovers, paths, processes, realstack, stack, workloads
 
 EXAMPLES = paths.REPO / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
@@ -197,6 +197,8 @@ class Demo:
 
     def _netns(self, pod: Mapping[str, Any]) -> str | None:
         node = self.lab.node(pod["spec"]["nodeName"])
+        if node.real is not None:
+            return realstack.sandbox_netns(node.real, pod["metadata"]["uid"])
         record = node.kubelet.sandbox(pod["metadata"]["uid"]) if node.kubelet else None
         return record.netns if record else None
 
@@ -376,6 +378,7 @@ def run(
     multus_mode: str = "thin",
     hold: bool = False,
     phases: Sequence[str] = ("pairs", "one-network", "operator"),
+    real_nodes: bool = False,
 ) -> int:
     """Run the demo (see the module docstring); returns 0 on PASS, 1 on FAIL, 2 when the lab cannot start.
 
@@ -385,7 +388,7 @@ def run(
     """
     start = time.monotonic()
     verdict = Verdict()
-    lab = console.start(workdir, multus_mode=multus_mode)
+    lab = console.start(workdir, multus_mode=multus_mode, real_nodes=real_nodes)
     if lab is None:
         return 2
     try:

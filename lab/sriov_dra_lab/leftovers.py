@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sriov_dra.kube import objects
+from sriov_dra_lab import realstack
 from sriov_dra_lab import stack as stack_mod
 from sriov_dra_rules import names
 
@@ -134,6 +135,8 @@ def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers) -> None:
                 if entry in HOST_LOCAL_BOOKKEEPING or entry.startswith("last_reserved_ip"):
                     continue
                 found.ip_reservations.append(f"{node.name}: host-local {net}/{entry}")
+    if node.real is not None:
+        found.sandboxes.extend(f"{node.name}: {box}" for box in realstack.sandboxes(node.real))
     if node.kubelet is not None:
         for claim in node.kubelet.prepared_claims():
             found.kubelet_claims.append(f"{node.name}: {claim.namespace}/{claim.name}")

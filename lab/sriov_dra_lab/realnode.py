@@ -9,7 +9,8 @@ One :class:`RealNode` is one node of the lab's control plane, with its own
   apiserver listens on the host loopback only; as for the simulated nodes,
   :mod:`sriov_dra_lab.apiproxy` relays its port onto ``127.0.0.1`` inside the node namespace, so
   the kubelet uses the lab's loopback URL and certificate unchanged. The apiserver reaches the
-  kubelet (``kubectl exec``/``logs``) at the node IP over the bridge;
+  kubelet (``kubectl exec``/``logs``) at the node IP over the bridge. Pods reach the apiserver at
+  the ``kubernetes`` Service IP through one DNAT rule of the node namespace (no kube-proxy);
 - **mount namespace**, ONE shared by containerd and the kubelet (runc bind-mounts what the
   kubelet mounted), with a fresh tmpfs ``/run`` (``/run/containerd/...`` is hard-coded) and the
   node's own directories bound over ``/var/lib/kubelet``, ``/var/lib/containerd``, ``/var/lib/cni``
@@ -61,7 +62,7 @@ import yaml
 from kubernetes import client
 
 from sriov_dra_lab import binaries, images, iproute, topology
-from sriov_dra_lab.controlplane import ControlPlane
+from sriov_dra_lab.controlplane import SERVICE_CIDR, ControlPlane
 from sriov_dra_lab.processes import Process, ProcessFailed, wait_until
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,8 @@ KUBELET_SYSCTLS: Final = (
 )
 """Every global sysctl the kubelet sets at start (its container manager's kernel tunables)."""
 CNI_PLUGINS: Final = ("bridge", "host-local", "loopback")
+API_SERVICE: Final = str(ipaddress.ip_network(SERVICE_CIDR).network_address + 1)
+"""The ``kubernetes`` Service's cluster IP (the apiserver's pick: the service range's first address)."""
 POD_NETWORK: Final = "lab-pods"
 
 
@@ -126,6 +129,11 @@ def missing_parts() -> list[str]:
         if shutil.which(tool) is None:
             out.append(
                 f"{tool} not on PATH (tools/install-debian-deps.sh installs runc, util-linux, iproute2)"
+            )
+    for tool in ("iptables", "sysctl"):
+        if shutil.which(tool) is None:
+            out.append(
+                f"{tool} not on PATH (install Debian's iptables and procps: the Pods' route to the API)"
             )
     if not images.BUSYBOX.exists():
         out.append(f"{images.BUSYBOX} missing (install Debian's busybox-static)")
@@ -233,6 +241,14 @@ class RealNode:
     root: Path
     labels: dict[str, str] = field(default_factory=dict)
     ready_timeout_s: float = 120.0
+    binds: tuple[tuple[Path, str], ...] = ()
+    """(host directory, path in the node) bound into the node mount namespace after ``/run`` is
+    replaced (a source under the host's ``/run`` too): what the lab's node services share with the
+    kubelet and containerd (the plugin sockets, ``/run/multus``, the service-account directory)."""
+    extra_cdi_dirs: tuple[Path, ...] = ()
+    """More containerd ``cdi_spec_dirs`` after :attr:`cdi_dir` (the lab's synthetic GPU specs)."""
+    registry_hosts: dict[str, str] = field(default_factory=dict)
+    """``{registry: hosts.toml text}``: containerd resolves those registries as the text says (a mirror)."""
     processes: dict[str, Process] = field(default_factory=dict, init=False)
     ready_after_s: float = field(default=0.0, init=False)
     """Seconds from launching the kubelet to the Node's Ready condition (measured at start)."""
@@ -342,6 +358,7 @@ class RealNode:
             self._create_mountns()
             self._create_cgroups()
             self._start_apiproxy()
+            self._route_service_ip()
             self._start_containerd()
             self._import_images()
             self._start_kubelet()
@@ -383,6 +400,9 @@ class RealNode:
         (self.node_dir("/etc/cni/net.d") / "10-lab-pods.conflist").write_text(json.dumps(conflist, indent=2))
         for key in KUBELET_SYSCTLS:
             (self.root / "sysctl" / key.replace("/", ".")).write_text(Path("/proc/sys", key).read_text())
+        for registry, text in self.registry_hosts.items():
+            (self.root / "certs.d" / registry).mkdir(parents=True, exist_ok=True)
+            (self.root / "certs.d" / registry / "hosts.toml").write_text(text)
         (self.root / "containerd.toml").write_text(self.containerd_config())
         kubeconfig = self.control_plane.client_kubeconfig(
             f"kubelet-{self.name}", f"system:node:{self.name}", ("system:nodes",)
@@ -412,7 +432,7 @@ imports = []
 
 [plugins.'io.containerd.cri.v1.runtime']
   enable_cdi = true
-  cdi_spec_dirs = ["{self.cdi_dir}"]
+  cdi_spec_dirs = {json.dumps([str(d) for d in (self.cdi_dir, *self.extra_cdi_dirs)])}
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
@@ -428,6 +448,8 @@ imports = []
 
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "{self.root / "certs.d"}"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "{images.PAUSE_IMAGE}"
 
@@ -516,9 +538,18 @@ imports = []
             topology.create_mount_namespace(self.mountns_file, self.name)
         except topology.TopologyError as exc:
             raise RealNodeError(str(exc)) from exc
-        script = ["set -e", "mount -t tmpfs -o mode=755 tmpfs /run"]
+        # A bind's source may lie under the host's /run, which the tmpfs hides: bind it onto a stash
+        # directory first, then move it into place.
+        stash = self.root / "stash"
+        script = ["set -e"]
+        for i, (source, _target) in enumerate(self.binds):
+            (stash / str(i)).mkdir(parents=True, exist_ok=True)
+            script.append(f"mount --bind {source} {stash / str(i)}")
+        script.append("mount -t tmpfs -o mode=755 tmpfs /run")
         for mount in NODE_DIRS:
             script += [f"mkdir -p {mount}", f"mount --bind {self.node_dir(mount)} {mount}"]
+        for i, (_source, target) in enumerate(self.binds):
+            script += [f"mkdir -p {target}", f"mount --move {stash / str(i)} {target}"]
         for key in KUBELET_SYSCTLS:
             script.append(f"mount --bind {self.root / 'sysctl' / key.replace('/', '.')} /proc/sys/{key}")
         _run(
@@ -583,6 +614,42 @@ imports = []
             timeout_s=30,
             process=proc,
         )
+
+    def _route_service_ip(self) -> None:
+        """Pods reach the API server at the ``kubernetes`` Service address, as kube-proxy arranges it.
+
+        There is no kube-proxy: one DNAT rule in the node network namespace sends
+        :data:`API_SERVICE` (the first address of the service range, the IP the kubelet gives
+        every Pod as ``KUBERNETES_SERVICE_HOST``, a SAN of the apiserver certificate) on port 443
+        to the API relay on the node's loopback; ``route_localnet`` (a sysctl of the node namespace
+        only) lets the node route that loopback destination for traffic from its Pod bridge.
+        Raises: :class:`RealNodeError` when ``iptables`` fails.
+        """
+        port = self.control_plane.ports["kube-apiserver"]
+        for argv in (
+            ["sysctl", "-q", "-w", "net.ipv4.conf.all.route_localnet=1"],
+            [
+                "iptables",
+                "-t",
+                "nat",
+                "-A",
+                "PREROUTING",
+                "-d",
+                f"{API_SERVICE}/32",
+                "-p",
+                "tcp",
+                "--dport",
+                "443",
+                "-j",
+                "DNAT",
+                "--to-destination",
+                f"127.0.0.1:{port}",
+            ],
+        ):
+            _run(
+                ["ip", "netns", "exec", self.netns_name, *argv],
+                f"routing the kubernetes Service of {self.name}",
+            )
 
     def _start_containerd(self) -> None:
         bin_dir = binaries.find("containerd").parent

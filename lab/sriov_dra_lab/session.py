@@ -14,7 +14,8 @@ GPU_DRIVER = "gpu.nvidia.com"
 #: The two PCIe roots of every simulated node: rail A (GPU 0 + PF ens1f0) and rail B (GPU 1 + ens2f0).
 PCIE_ROOTS = ("pci0000:00", "pci0000:80")
 SYNTHETIC_LABEL = "lab.sriov-dra.dev/synthetic"
-NODE_LABELS = {"networking.example.com/dual-rail": "true", "lab.sriov-dra.dev/simulated": "true"}
+SIMULATED_LABEL = "lab.sriov-dra.dev/simulated"
+NODE_LABELS = {"networking.example.com/dual-rail": "true", SIMULATED_LABEL: "true"}
 
 
 def node_names(count: int) -> list[str]:

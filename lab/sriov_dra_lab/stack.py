@@ -21,7 +21,13 @@ Owns the lab's wiring, in this order (``LabStack.start``), each step after the p
 6. the operator (``python -m sriov_dra.operator``).
 
 Services are started as processes through their entrypoints, inside the node's namespaces (no
-service module is imported): there is no container runtime for the roles' workloads. Stop is the
+service module is imported): the roles' workloads do not run as Pods yet.
+
+With ``LabOptions.real_nodes`` (``sriov-dra lab demo --nodes real``) step 3 starts, per node, a
+real kubelet v1.36 with containerd instead of the Node object and the kubelet simulator
+(:mod:`~sriov_dra_lab.realstack`: the same fake hardware, CNI files and services on it), after the
+nodes' host bridge and the image mirror the examples pull from; stop ends each real node (kubelet,
+sandboxes through the CRI, containerd, namespaces) before its services. Stop is the
 reverse order; each process is stopped by its PID.
 
 This module owns that order and the stop; the steps live by sub-concern: install (roles, lab
@@ -41,7 +47,18 @@ from pathlib import Path
 from typing import Any
 
 from sriov_dra.kube import apply
-from sriov_dra_lab import binaries, controlplane, processes, roles, session, topology
+from sriov_dra_lab import (
+    binaries,
+    controlplane,
+    images,
+    processes,
+    realnode,
+    realstack,
+    registry,
+    roles,
+    session,
+    topology,
+)
 
 # The ``X as X`` imports re-export what callers name ``stack.X``; each is defined with its
 # sub-concern (shared settings and names, the work directory).
@@ -83,6 +100,10 @@ class LabStack(StackInstall, StackServices):
         self._kubeconfigs: dict[str, Path] = {}
         self.role_summaries: list[roles.RoleSummary] = []
         self._playbook_runs: list[roles.PlaybookRun] = []
+        self.bridge: realnode.NodeBridge | None = None
+        """The host bridge of the real nodes (``options.real_nodes``)."""
+        self.mirror: registry.Mirror | None = None
+        """The image mirror on that bridge (the examples' image)."""
 
     def start(self) -> LabStack:
         """Start everything (see the module docstring); stop what started on failure.
@@ -96,6 +117,8 @@ class LabStack(StackInstall, StackServices):
             raise topology.TopologyError(
                 "the lab needs root: it creates network and mount namespaces and veth interfaces; run it as root"
             )
+        if self.options.real_nodes and (missing := realnode.missing_parts()):
+            raise topology.TopologyError("real nodes cannot run here: " + "; ".join(missing))
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / STATE_FILE).write_text(json.dumps({"labId": self.lab_id}) + "\n")
         try:
@@ -104,6 +127,10 @@ class LabStack(StackInstall, StackServices):
             inventory = self._write_inventory()
             cluster_run = self._start_roles(inventory, "localhost", "cluster")
             self._install_lab_objects()
+            if self.options.real_nodes:
+                self.bridge = realnode.NodeBridge(lab_id=self.lab_id).create()
+                specs = [registry.toolbox_spec(), images.busybox_spec()]
+                self.mirror = registry.Mirror(self.bridge.host_address, specs).start()
             for index in range(1, self.options.nodes + 1):
                 self._prepare_node(index)
             node_run = self._start_roles(inventory, roles.NODE_GROUP, "nodes")
@@ -137,12 +164,22 @@ class LabStack(StackInstall, StackServices):
             self.operator.stop()
             self.operator = None
         for node in reversed(self.nodes):
+            if node.real is not None:
+                # The real kubelet first, then its sandboxes (CNI DEL through Multus and the guard,
+                # which still run), containerd and the node's namespaces.
+                node.node.stop()
             for proc in reversed(list(node.processes.values())):
                 proc.stop()
             node.processes.clear()
             node.machine.destroy()
             node.node.stop()
         self.nodes.clear()
+        if self.mirror is not None:
+            self.mirror.stop()
+            self.mirror = None
+        if self.bridge is not None:
+            self.bridge.remove()
+            self.bridge = None
         if self.api is not None:
             self.api.close()
             self.api = None
@@ -155,19 +192,48 @@ class LabStack(StackInstall, StackServices):
     def _prepare_node(self, index: int) -> NodeStack:
         """Node object, machine, API relay and the node's CNI files; the services start later."""
         name = session.node_names(index)[-1]
+        if self.options.real_nodes:
+            return self._prepare_real_node(name, index)
         layout = topology.NodeLayout.for_node(self.workdir, self.lab_id, name, index)
         sim_node = SimulatedNode(
             self.api, name, labels={**session.NODE_LABELS, "kubernetes.io/hostname": name}
         )
         machine = topology.NodeMachine(layout, vfs_per_pf=self.options.vfs_per_pf)
-        node = NodeStack(
-            layout=layout, machine=machine, node=sim_node, policy_namespace=self.options.policy_namespace
-        )
-        self.nodes.append(node)
+        node = self._add_node(layout, machine, sim_node)
         sim_node.start()
         machine.create()
         self._start_apiproxy(node)
         self._install_cni(node)
+        return node
+
+    def _prepare_real_node(self, name: str, index: int) -> NodeStack:
+        """A real kubelet + containerd carrying the node's fake hardware (:mod:`~sriov_dra_lab.realstack`)."""
+        assert self.bridge is not None and self.mirror is not None
+        layout = realstack.RealNodeLayout.for_node(self.workdir, self.lab_id, name, index)
+        machine = realstack.RealNodeMachine(layout, vfs_per_pf=self.options.vfs_per_pf)
+        machine.create_dirs()
+        realstack.write_gpu_cdi(layout)
+        labels = {k: v for k, v in session.NODE_LABELS.items() if k != session.SIMULATED_LABEL}
+        real = realstack.new_real_node(
+            layout, control_plane=self.cp, bridge=self.bridge, mirror=self.mirror, labels=labels
+        )
+        node = self._add_node(layout, machine, real)
+        real.start()
+        machine.create()
+        self._install_cni(node)
+        return node
+
+    def _add_node(
+        self,
+        layout: topology.NodeLayout,
+        machine: topology.NodeMachine,
+        handle: SimulatedNode | realstack.RealLabNode,
+    ) -> NodeStack:
+        """Record a node before it starts, so a failed start stops what it made."""
+        node = NodeStack(
+            layout=layout, machine=machine, node=handle, policy_namespace=self.options.policy_namespace
+        )
+        self.nodes.append(node)
         return node
 
     def _start_services(self, node: NodeStack) -> None:
@@ -177,7 +243,8 @@ class LabStack(StackInstall, StackServices):
         self._start_guard(node)
         self.start_plugin(node)
         self._start_gpu_plugin(node)
-        self.start_kubelet(node)
+        if node.real is None:
+            self.start_kubelet(node)
         apply.apply_objects(self.api, [session.gpu_slice(node.name)])
 
     def node(self, name: str) -> NodeStack:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from sriov_dra.host import strictyaml
-from sriov_dra_lab import controlplane, kubelet_sim, processes, roles, topology
+from sriov_dra_lab import controlplane, kubelet_sim, processes, realnode, realstack, roles, topology
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_lab.paths import LAB_MANIFESTS as LAB_MANIFESTS
 from sriov_dra_lab.paths import MANIFESTS as MANIFESTS
@@ -45,6 +45,8 @@ class LabOptions:
     policy_namespace: str = POLICY_NAMESPACE
     operator: bool = True
     start_timeout_s: float = 90.0
+    real_nodes: bool = False
+    """Real kubelets and containerd (:mod:`~sriov_dra_lab.realstack`) instead of simulated nodes."""
 
 
 @dataclass
@@ -53,7 +55,7 @@ class NodeStack:
 
     layout: topology.NodeLayout
     machine: topology.NodeMachine
-    node: SimulatedNode
+    node: SimulatedNode | realstack.RealLabNode
     kubelet: kubelet_sim.KubeletSimulator | None = None
     processes: dict[str, processes.Process] = field(default_factory=dict)
     policy_namespace: str = POLICY_NAMESPACE
@@ -62,6 +64,15 @@ class NodeStack:
     def name(self) -> str:
         """The Node name."""
         return self.layout.name
+
+    @property
+    def real(self) -> realnode.RealNode | None:
+        """The real node (kubelet + containerd) of a real lab node; None for a simulated one."""
+        return self.node.real if isinstance(self.node, realstack.RealLabNode) else None
+
+    def real_versions(self) -> tuple[str, str]:
+        """(kubelet version, container runtime) from the Node status of a real node; ('', '') otherwise."""
+        return self.node.versions() if isinstance(self.node, realstack.RealLabNode) else ("", "")
 
 
 def load_manifests(*paths: Path) -> list[dict[str, Any]]:
@@ -94,6 +105,11 @@ class StackState:
     role_summaries: list[roles.RoleSummary]
     _kubeconfigs: dict[str, Path]
     _playbook_runs: list[roles.PlaybookRun]
+
+    def layout(self, name: str, index: int) -> topology.NodeLayout:
+        """The layout of node ``name`` (1-based ``index``): a real node's when the lab runs real nodes."""
+        kind = realstack.RealNodeLayout if self.options.real_nodes else topology.NodeLayout
+        return kind.for_node(self.workdir, self.lab_id, name, index)
 
     def kubeconfig(self, name: str, user: str, groups: tuple[str, ...] = ()) -> Path:
         """A client-certificate kubeconfig for ``user`` (cached by ``name``)."""

@@ -63,7 +63,7 @@ class StackInstall(StackState):
         thick = self.options.multus_mode == "thick"
         hosts = []
         for index, name in enumerate(session.node_names(self.options.nodes), start=1):
-            lay = topology.NodeLayout.for_node(self.workdir, self.lab_id, name, index)
+            lay = self.layout(name, index)
             node_vars: dict[str, Any] = {
                 "guard_socket": str(lay.guard_socket),
                 "vfs_node_name": name,

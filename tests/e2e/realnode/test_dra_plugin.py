@@ -23,12 +23,12 @@ from tests.waiting import eventually
 
 from sriov_dra.core import checkpoint_codec
 from sriov_dra.host import checkpoint
-from sriov_dra_lab import controlplane
+from sriov_dra_lab import paths
 from sriov_dra_rules import names
 
 D = names.DOMAIN
 DRIVER = names.DRIVER_NAME
-MANIFESTS = Path(controlplane.__file__).resolve().parents[1] / "manifests"
+MANIFESTS = paths.MANIFESTS
 CRDS = (
     MANIFESTS / "crds" / f"{D}_sriovresourcepolicies.yaml",
     MANIFESTS / "crds" / f"{D}_deviceattributes.yaml",

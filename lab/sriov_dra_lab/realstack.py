@@ -1,0 +1,217 @@
+"""LAB ONLY: the lab's nodes as real kubelets (``sriov-dra lab demo --nodes real``).
+
+A real lab node is a :class:`~sriov_dra_lab.realnode.RealNode` (kubelet v1.36 + containerd 2.2 in
+the node's own network and mount namespaces) carrying everything a simulated node's
+:class:`~sriov_dra_lab.topology.NodeMachine` gives it, at the same host paths, so the stack's
+install and service steps run unchanged:
+
+- the **layout** (:class:`RealNodeLayout`) is the simulated one with the real node's names: its
+  network namespace ``sdrn<lab>-<index>``, its mount-namespace file and its CDI directory (the one
+  containerd reads); the node root holds ``fs/<mount>`` for both, so the CNI conf/bin dirs and
+  ``/var/lib/cni`` the stack fills are the ones containerd's CNI uses;
+- the **machine** (:class:`RealNodeMachine`): the fake sysfs tree and one veth per VF, created in
+  the real node's network namespace after it started; the namespaces are the real node's;
+- **binds** into the node mount namespace (:func:`node_binds`): the lab's short socket directory
+  (the guard socket; the DRA plugins' directories as symlinks to the kubelet's own
+  ``/var/lib/kubelet/plugins`` and ``plugins_registry``), ``/run/multus`` and the
+  service-account directory (thick Multus's in-cluster credentials);
+- **images**: pause and busybox imported, the examples' toolbox image pulled through the lab's
+  mirror (:mod:`sriov_dra_lab.registry`);
+- the synthetic GPU plugin's CDI specs in a directory of their own (:func:`write_gpu_cdi`), which
+  containerd also reads: the real containerd refuses a CDI device it cannot resolve.
+
+The plugin, guard, Multus and operator still run as host processes inside the node namespaces.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from kubernetes import client
+
+from sriov_dra_lab import iproute, realnode, registry, session, topology
+from sriov_dra_lab.controlplane import ControlPlane
+from sriov_dra_lab.fakes import fakesysfs
+
+log = logging.getLogger(__name__)
+
+SA_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+REAL_LABEL: Final = "lab.sriov-dra.dev/real-kubelet"
+GPU_CDI_KIND: Final = "k8s.gpu.nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class RealNodeLayout(topology.NodeLayout):
+    """A simulated node's layout with the real node's namespace names and CDI directory."""
+
+    @classmethod
+    def for_node(cls, workdir: Path, lab_id: str, name: str, index: int) -> RealNodeLayout:
+        """The layout of real node ``name`` (1-based ``index``): the simulated paths, the real names."""
+        base = topology.NodeLayout.for_node(workdir, lab_id, name, index)
+        return cls(name=name, index=index, root=base.root, run_root=base.run_root, lab_id=lab_id)
+
+    @property
+    def netns_name(self) -> str:
+        """The real node's network namespace (``RealNode.netns_name``)."""
+        return f"sdrn{self.lab_id}-{self.index}"
+
+    @property
+    def mountns_file(self) -> Path:
+        """The real node's mount-namespace file (``RealNode.mountns_file``)."""
+        return self.root / "ns" / "mnt"
+
+    @property
+    def cdi_root(self) -> Path:
+        """The CDI directory containerd reads (``RealNode.cdi_dir``)."""
+        return self.root / "cdi"
+
+    @property
+    def gpu_cdi_dir(self) -> Path:
+        """The synthetic GPU plugin's CDI directory (a second containerd ``cdi_spec_dirs`` entry)."""
+        return self.root / "cdi-gpu"
+
+
+class RealNodeMachine(topology.NodeMachine):
+    """The fake hardware of a real node, in the real node's namespaces (module docstring)."""
+
+    def create_dirs(self) -> None:
+        """The node's directories (before the real node starts: its binds need their sources).
+
+        The DRA plugins' directories stay the kubelet's own (``<root>/fs/var/lib/kubelet/plugins``
+        and ``plugins_registry``: the kubelet re-binds its root directory onto itself, which would
+        hide a mount beneath it); the layout's short socket paths are symlinks to them, so a
+        socket path stays under the 108-byte limit and resolves the same in the node.
+        """
+        kubelet = self.layout.host_dir(realnode.KUBELET_ROOT)
+        self.layout.kubelet_dir.mkdir(parents=True, exist_ok=True)
+        for link, name in (
+            (self.layout.plugins_dir, "plugins"),
+            (self.layout.registry_dir, "plugins_registry"),
+        ):
+            (kubelet / name).mkdir(parents=True, exist_ok=True)
+            if not link.is_symlink():
+                link.symlink_to(kubelet / name, target_is_directory=True)
+        self._create_dirs()
+
+    def create(self) -> None:
+        """Fake sysfs, one veth per VF in the (running) real node's netns, the VF map.
+
+        Raises: :class:`~sriov_dra_lab.iproute.IpError`.
+        """
+        self._create_dirs()
+        fakesysfs.build(self.layout.sysfs_root, topology.fake_pfs(self.vfs_per_pf))
+        for vf in self.vfs:
+            iproute.add_veth(self.layout.netns_path, vf.ifname, vf.peer)
+            iproute.set_up(self.layout.netns_path, vf.peer)
+        self.layout.vf_map.write_text(json.dumps({vf.pci: vf.ifname for vf in self.vfs}, indent=2))
+
+    def destroy(self) -> None:
+        """Nothing of the namespaces (the real node removes them): the lab socket directory only."""
+        shutil.rmtree(self.layout.run_root, ignore_errors=True)
+
+
+def node_binds(layout: topology.NodeLayout) -> tuple[tuple[Path, str], ...]:
+    """What the real node's mount namespace gets from the lab (module docstring), as (host dir, node path)."""
+    return (
+        (layout.run_root, str(layout.run_root)),
+        (layout.host_dir("/run/multus"), "/run/multus"),
+        (layout.host_dir(SA_DIR), SA_DIR),
+    )
+
+
+def write_gpu_cdi(layout: RealNodeLayout) -> Path:
+    """The CDI spec of the node's synthetic GPUs (``synthetic-gpu-<i>``: one environment variable each).
+
+    Shapes: CDI 0.6.0, kind :data:`GPU_CDI_KIND`, the device names the synthetic GPU plugin returns.
+    """
+    devices = [
+        {"name": f"synthetic-{d['name']}", "containerEdits": {"env": [f"LAB_SYNTHETIC_GPU_{i}={d['name']}"]}}
+        for i, d in enumerate(session.gpu_slice(layout.name)["spec"]["devices"])
+    ]
+    spec = {"cdiVersion": "0.6.0", "kind": GPU_CDI_KIND, "devices": devices}
+    layout.gpu_cdi_dir.mkdir(parents=True, exist_ok=True)
+    path = layout.gpu_cdi_dir / "k8s.gpu.nvidia.com-synthetic.json"
+    path.write_text(json.dumps(spec, indent=2) + "\n")
+    return path
+
+
+class RealLabNode:
+    """The Node of a real lab node: the real node itself, started and stopped (the stack's ``node.node``)."""
+
+    def __init__(self, real: realnode.RealNode) -> None:
+        self.real = real
+        self.name = real.name
+        self.uid = ""
+
+    def start(self) -> RealLabNode:
+        """Start the real node (kubelet Ready) and read its Node UID. Raises: as ``RealNode.start``."""
+        self.real.start()
+        with self.real.control_plane.api() as api:
+            self.uid = client.CoreV1Api(api).read_node(self.name).metadata.uid
+        return self
+
+    def stop(self, *, delete: bool = False) -> None:
+        """Stop the kubelet, every sandbox (CNI DEL), containerd, and remove the node's namespaces."""
+        self.real.stop(delete_node=delete)
+
+    def versions(self) -> tuple[str, str]:
+        """(kubelet version, container runtime version) from the Node status."""
+        with self.real.control_plane.api() as api:
+            info = client.CoreV1Api(api).read_node(self.name).status.node_info
+        return info.kubelet_version, info.container_runtime_version
+
+
+def new_real_node(
+    layout: RealNodeLayout,
+    *,
+    control_plane: ControlPlane,
+    bridge: realnode.NodeBridge,
+    mirror: registry.Mirror,
+    labels: Mapping[str, str],
+) -> RealLabNode:
+    """The (not started) real node of ``layout`` on ``bridge``, pulling the examples' image through ``mirror``."""
+    real = realnode.RealNode(
+        control_plane=control_plane,
+        bridge=bridge,
+        name=layout.name,
+        index=layout.index,
+        root=layout.root,
+        labels={**labels, REAL_LABEL: "true"},
+        binds=node_binds(layout),
+        extra_cdi_dirs=(layout.gpu_cdi_dir,),
+        registry_hosts={r: mirror.hosts_toml(r) for r in sorted(mirror.registries)},
+    )
+    return RealLabNode(real)
+
+
+def sandbox_netns(node: realnode.RealNode, pod_uid: str) -> str | None:
+    """The network namespace of Pod ``pod_uid``'s ready sandbox as a host path (``/proc/<pause pid>/ns/net``).
+
+    None when the node has no ready sandbox of that Pod.
+    """
+    listed = node.crictl("pods", "-q", "--state=ready", f"--label=io.kubernetes.pod.uid={pod_uid}")
+    for sandbox in listed.stdout.split():
+        done = node.crictl("inspectp", sandbox)
+        if done.returncode == 0:
+            pid = (json.loads(done.stdout).get("info") or {}).get("pid")
+            if pid:
+                return f"/proc/{pid}/ns/net"
+    return None
+
+
+def sandboxes(node: realnode.RealNode) -> list[str]:
+    """Every Pod sandbox containerd holds on ``node`` as ``namespace/name state`` (a leftover after a phase)."""
+    done = node.crictl("pods", "-o", "json")
+    if done.returncode != 0:
+        return [f"crictl pods failed: {done.stderr.strip()}"]
+    out = []
+    for item in json.loads(done.stdout or "{}").get("items") or []:
+        meta = item.get("metadata") or {}
+        out.append(f"{meta.get('namespace')}/{meta.get('name')} {item.get('state')}")
+    return out
