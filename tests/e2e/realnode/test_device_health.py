@@ -59,32 +59,22 @@ def test_pf_link_down_shows_its_vf_unhealthy_in_the_pod_status_and_link_up_healt
         _ip(real_node, "link", "set", name, "up")
     resource, core = client.ResourceV1Api(api), client.CoreV1Api(api)
     try:
-        resource.create_namespaced_resource_claim_template(
+        # One ResourceClaim the Pod names (the scheduler allocates it once the node's slice exists).
+        claim_spec = {"devices": {"requests": [{"name": "vf", "exactly": {"deviceClassName": DRIVER}}]}}
+        resource.create_namespaced_resource_claim(
             namespace,
             {
                 "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaimTemplate",
-                "metadata": {"name": "one-vf"},
-                "spec": {
-                    "spec": {
-                        "devices": {"requests": [{"name": "vf", "exactly": {"deviceClassName": DRIVER}}]}
-                    }
-                },
+                "kind": "ResourceClaim",
+                "metadata": {"name": "vf"},
+                "spec": claim_spec,
             },
         )
-        eventually(
-            f"a ResourceSlice of {real_node.name}",
-            lambda: resource.list_resource_slice(field_selector=f"spec.nodeName={real_node.name}").items,
-            timeout_s=90,
-            interval_s=0.5,
-        )
         pod = busybox_pod("vf-health", real_node.name, "exec sleep 3600")
-        pod["spec"]["resourceClaims"] = [{"name": "vfs", "resourceClaimTemplateName": "one-vf"}]
+        pod["spec"]["resourceClaims"] = [{"name": "vfs", "resourceClaimName": "vf"}]
         pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "vfs"}]}
-        live, _ = run_pod(core, namespace, pod)
-        claim = resource.read_namespaced_resource_claim(
-            live.status.resource_claim_statuses[0].resource_claim_name, namespace
-        )
+        run_pod(core, namespace, pod)
+        claim = resource.read_namespaced_resource_claim("vf", namespace)
         result = claim.status.allocation.devices.results[0]
         device = result.device
         (prepared,) = claim_records(plugin)[claim.metadata.uid].devices
