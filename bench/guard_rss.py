@@ -1,0 +1,89 @@
+"""Benchmark: the guard daemon's RSS (issue 17 item 3, goal <= 80 MiB) and what its imports cost.
+
+Starts a real control plane (``sriov_dra_lab.controlplane``), then ``sriov-dra-guard serve``
+through its entrypoint (``sriov_dra_lab.guard.GuardDaemon``, with the control plane's
+kubeconfig), waits until it is ready and idle, and reads its ``VmRSS``/``VmHWM`` from
+``/proc/<pid>/status`` — the same measurement as ``bench/scale.py``'s "guard daemon RSS at idle",
+without the 8,000 shadows. Then a fresh interpreter per import shows where the memory is before
+the daemon does anything, and whether the guard's modules pull in the ``kubernetes`` package
+(they must not: ``kube.lightclient``). Absolute numbers depend on the Python build and libraries.
+
+Run as a script: ``.venv/bin/python bench/guard_rss.py [idle seconds]`` (default 2).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Final
+
+from sriov_dra_lab import binaries, controlplane, guard
+
+GOAL_GUARD_RSS_MIB: Final = 80.0
+ROOT: Final = Path(__file__).resolve().parents[1]
+IMPORTS: Final = (
+    ("a bare interpreter", "pass"),
+    ("kubernetes.client", "import kubernetes.client"),
+    ("the guard's modules", "import sriov_dra.guard.main"),
+)
+PROBE: Final = (
+    "import sys; exec(sys.argv[1]); "
+    "print(open('/proc/self/status').read().split('VmRSS:')[1].split()[0], 'kubernetes' in sys.modules)"
+)
+
+
+def status_mib(pid: int) -> dict[str, float]:
+    """``VmRSS``/``VmHWM`` of process ``pid`` in MiB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def import_costs() -> list[tuple[str, float, bool]]:
+    """``(what, RSS MiB, kubernetes loaded)`` of a fresh interpreter after each of :data:`IMPORTS`."""
+    out = []
+    for what, statement in IMPORTS:
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, statement], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+        rss, loaded = done.stdout.split()[-2:]
+        out.append((what, int(rss) / 1024, loaded == "True"))
+    return out
+
+
+def main() -> None:
+    """Print the guard daemon's idle RSS against its goal, then the import costs."""
+    idle_s = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
+    with tempfile.TemporaryDirectory(prefix="sriov-dra-bench-guard-") as tmp:
+        work = Path(tmp)
+        try:
+            with controlplane.running() as cp:
+                (work / "guard").mkdir(mode=0o700)
+                daemon = guard.GuardDaemon(work / "guard" / "guard.sock", cp.kubeconfig, work / "guard.log")
+                daemon.start()
+                try:
+                    time.sleep(idle_s)
+                    assert daemon.process is not None and daemon.process.pid is not None
+                    mem = status_mib(daemon.process.pid)
+                finally:
+                    daemon.stop()
+        except binaries.BinaryMissing as exc:
+            print(f"not measured: the control plane binaries are missing ({exc})")
+            return
+    verdict = "ok" if mem["VmRSS"] <= GOAL_GUARD_RSS_MIB else "OVER"
+    print(
+        f"guard daemon RSS at idle: {mem['VmRSS']:.1f} MiB (peak {mem['VmHWM']:.1f} MiB), "
+        f"goal <= {GOAL_GUARD_RSS_MIB:.0f} MiB: {verdict}"
+    )
+    for what, rss, loaded in import_costs():
+        print(f"  fresh interpreter after {what}: {rss:.1f} MiB (kubernetes package loaded: {loaded})")
+
+
+if __name__ == "__main__":
+    main()
