@@ -35,7 +35,8 @@ def _quiet_lab(args: argparse.Namespace) -> None:
 
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC's fork notices would interleave with the output
     if args.log_level != "DEBUG":
-        logging.getLogger("sriov_dra").setLevel(logging.WARNING)
+        for name in ("sriov_dra", "sriov_dra_lab"):  # the product's and the lab's own progress logs
+            logging.getLogger(name).setLevel(logging.WARNING)
         logging.getLogger("urllib3.connectionpool").addFilter(lambda record: record.levelno >= logging.ERROR)
 
     def interrupt(_signum: int, _frame: object) -> None:

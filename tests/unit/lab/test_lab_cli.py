@@ -68,14 +68,15 @@ def test_lab_options_parse(argv: list[str], expected: dict[str, object]) -> None
     assert {k: args[k] for k in expected} == expected
 
 
-def test_readiness_poll_retries_stay_off_the_terminal_even_after_a_level_reset(
+def test_readiness_poll_retries_and_lab_info_lines_stay_off_the_terminal_even_after_a_level_reset(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import signal
 
     pool = logging.getLogger("urllib3.connectionpool")
     monkeypatch.setattr(pool, "filters", [])
-    monkeypatch.setattr(logging.getLogger("sriov_dra"), "level", logging.NOTSET)
+    for name in ("sriov_dra", "sriov_dra_lab"):
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         cli._quiet_lab(cli.build_parser().parse_args(["up"]))
@@ -84,6 +85,7 @@ def test_readiness_poll_retries_stay_off_the_terminal_even_after_a_level_reset(
         error = pool.makeRecord(pool.name, logging.ERROR, __file__, 1, "gave up", (), None)
         assert (pool.filter(retry), bool(pool.filter(error))) == (False, True)
         assert logging.getLogger("sriov_dra").level == logging.WARNING
+        assert logging.getLogger("sriov_dra_lab").level == logging.WARNING  # the lab's progress INFO lines
     finally:
         for sig, handler in previous.items():  # _quiet_lab sets both
             signal.signal(sig, handler)
