@@ -8,16 +8,17 @@ PYTEST_ARGS ?=
 LAB_ARGS ?=
 SCALE_ARGS ?= --pods 200
 
-.PHONY: setup deps realvf-setup venv binaries collections test lint typecheck unit lab bench clean-cache help
+.PHONY: setup deps realvf-setup venv binaries image collections test lint typecheck unit lab bench clean-cache help
 
 help:
 	@echo "make setup   - Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI binaries and the"
-	@echo "               real-node parts (kubelet, containerd, crictl, pause),"
+	@echo "               real-node parts (kubelet, containerd, crictl, pause, the images: make image),"
 	@echo "               QEMU and the guest kernel of the realvf tier (tools/realvf-setup.sh)"
 	@echo "make test    - lint, type checks and every test tier (unit, host, cluster, cni, e2e, ansible)"
 	@echo "make lab     - the main job: the local lab (see README.md); options of 'sriov-dra lab demo' in"
 	@echo "               LAB_ARGS, e.g. make lab LAB_ARGS=\"--multus thick\" or LAB_ARGS=--hold"
 	@echo "make collections - .venv plus the Ansible collections the roles need (kubernetes.core), no Go build"
+	@echo "make image   - the container images the real lab nodes run (tools/build-image.sh; mmdebstrap + buildah)"
 	@echo "make bench   - benchmarks under bench/ (ratios measured in one run); bench/scale.py with"
 	@echo "               SCALE_ARGS (default --pods 200, ~5 min); the spec 18.3 size of 1,000 Pods x 8 VFs"
 	@echo "               (~20 min on 2 cores): make bench SCALE_ARGS=--pods=1000"
@@ -25,7 +26,7 @@ help:
 	@echo "make typecheck - mypy (strict on the whole runtime, the shared rules and the lab)"
 	@echo "make unit    - only the pure core tier (about 3 minutes)"
 
-setup: deps realvf-setup venv binaries collections
+setup: deps realvf-setup venv binaries image collections
 	@echo "[setup] done: venv in $(VENV), binaries under $${SRIOV_DRA_CACHE:-$$HOME/.cache/sriov-dra}"
 
 deps:
@@ -46,6 +47,11 @@ collections: venv
 
 binaries:
 	@bash tools/build-binaries.sh
+
+# The images the real lab nodes run (sriov-dra from collection/image/Containerfile, Multus thin and thick),
+# built without a registry; rebuilt only when their inputs change (tools/build-image.sh).
+image: binaries
+	@bash tools/build-image.sh
 
 realvf-setup:
 	@bash tools/realvf-setup.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the pinned third-party binaries that the cluster, cni and e2e test tiers and the lab run:
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes), etcd (via etcdmain),
-# Multus (multus, multus-shim, multus-daemon), the containernetworking reference plugins, whereabouts, and
+# Multus (multus, multus-shim, multus-daemon; install_multus, thin_entrypoint, passthru for its images), the containernetworking reference plugins, whereabouts, and
 # the real-node parts: the kubelet (same module and ldflags as the apiserver), containerd (containerd,
 # containerd-shim-runc-v2, ctr) and crictl. runc comes from Debian (tools/install-debian-deps.sh).
 #
@@ -165,6 +165,17 @@ build_multus() {
     cmd/multus:multus cmd/multus-shim:multus-shim cmd/multus-daemon:multus-daemon
 }
 
+# Multus's image helpers (what the upstream images hold beside the binaries above, under the names its
+# hack/build-go.sh gives them): install_multus (the thick init container copies multus-shim and passthru
+# to the host), thin_entrypoint (the thin container) and passthru (cmd/passthru-cni). Own component and
+# stamp, so adding them does not rebuild multus.
+build_multus_tools() {
+  local v=$MULTUS_VERSION mod=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
+  if fresh multus-tools "$v" install_multus thin_entrypoint passthru; then log "multus-tools $v: cached"; return; fi
+  wrapper_build multus-tools "$v" "$mod" "-X $mod/pkg/multus.version=$v -X $mod/pkg/multus.releaseStatus=released" \
+    cmd/install_multus:install_multus cmd/thin_entrypoint:thin_entrypoint cmd/passthru-cni:passthru
+}
+
 build_cni_plugins() {
   local v=$CNI_PLUGINS_VERSION mod=github.com/containernetworking/plugins
   if fresh cni-plugins "$v" host-local static tuning bridge loopback macvlan host-device; then log "cni-plugins $v: cached"; return; fi
@@ -209,20 +220,21 @@ build_pause() {
   stamp pause "$v"
 }
 
-want=${*:-kubernetes etcd multus cni-plugins whereabouts kubelet containerd crictl pause}
+want=${*:-kubernetes etcd multus multus-tools cni-plugins whereabouts kubelet containerd crictl pause}
 start=$(date +%s)
 for c in $want; do
   case $c in
     kubernetes) build_kubernetes ;;
     etcd) build_etcd ;;
     multus) build_multus ;;
+    multus-tools) build_multus_tools ;;
     cni-plugins) build_cni_plugins ;;
     whereabouts) build_whereabouts ;;
     kubelet) build_kubelet ;;
     containerd) build_containerd ;;
     crictl) build_crictl ;;
     pause) build_pause ;;
-    *) die "unknown component '$c' (known: kubernetes etcd multus cni-plugins whereabouts kubelet containerd crictl pause)" ;;
+    *) die "unknown component '$c' (known: kubernetes etcd multus multus-tools cni-plugins whereabouts kubelet containerd crictl pause)" ;;
   esac
 done
 log "all requested binaries ready under $cache ($(( $(date +%s) - start ))s)"
