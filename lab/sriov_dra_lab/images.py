@@ -14,6 +14,13 @@ Source: OCI image-spec v1.1 (image layout, manifest, config, descriptor media ty
 
 The archives are deterministic (fixed mtimes, sorted entries), so a given binary always gives the
 same digests.
+
+The **built images** are the ones the product and Multus ship, built by ``tools/build-image.sh``
+(``make setup``) and listed in ``<cache>/image/images.json`` (:func:`built_images`): the sriov-dra
+image from ``collection/image/Containerfile`` and Multus thin and thick under upstream's names.
+:func:`import_built` loads one into a node's containerd under its name and under
+``<repository>@<digest>``, so a Pod that references it by digest (as the roles render it) resolves
+locally.
 """
 
 from __future__ import annotations
@@ -23,10 +30,12 @@ import io
 import json
 import subprocess
 import tarfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from sriov_dra_lab import binaries
 
 PAUSE_IMAGE: Final = "sriov-dra.local/lab/pause:1"
 """The sandbox image every real lab node pins (containerd ``pinned_images.sandbox``)."""
@@ -212,3 +221,104 @@ def write_archive(spec: ImageSpec, directory: Path) -> tuple[Path, str]:
     path = directory / f"{base}.oci.tar"
     path.write_bytes(data)
     return path, digest
+
+
+# --------------------------------------------------------------------------- built images
+PRODUCT: Final = "sriov-dra"
+"""Key of the product image (``collection/image/Containerfile``) in :func:`built_images`."""
+MULTUS_THIN: Final = "multus-thin"
+"""Key of Multus thin (``ghcr.io/k8snetworkplumbingwg/multus-cni:<version>``, ``/thin_entrypoint``)."""
+MULTUS_THICK: Final = "multus-thick"
+"""Key of Multus thick (``...multus-cni:<version>-thick``, ``/usr/src/multus-cni/bin/multus-daemon``)."""
+BUILD_HINT: Final = "build them with `make setup` (or `bash tools/build-image.sh`)"
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """One image ``tools/build-image.sh`` built: ``name`` ``repository:tag``, ``digest`` of its manifest
+    (``sha256:<64 hex>``), ``archive`` the OCI archive (``oci-archive`` transport) holding it."""
+
+    key: str
+    name: str
+    digest: str
+    archive: Path
+
+    @property
+    def repository(self) -> str:
+        """``name`` without its tag."""
+        head, sep, tail = self.name.rpartition(":")
+        return head if sep and "/" not in tail else self.name
+
+    @property
+    def reference(self) -> str:
+        """``repository:tag@sha256:<hex>``, the form the roles require (``*_image`` pinned by digest)."""
+        return f"{self.name}@{self.digest}"
+
+    @property
+    def digest_name(self) -> str:
+        """``repository@sha256:<hex>``: the name containerd's CRI looks a digest reference up by."""
+        return f"{self.repository}@{self.digest}"
+
+
+def built_index() -> Path:
+    """``<cache>/image/images.json``, the index ``tools/build-image.sh`` writes last."""
+    return binaries.cache_root() / "image" / "images.json"
+
+
+def built_images(index: Path | None = None) -> dict[str, BuiltImage]:
+    """The images ``tools/build-image.sh`` built, by key (:data:`PRODUCT`, :data:`MULTUS_THIN`, ...).
+
+    Shapes: the index is ``{"images": [{"key", "name", "digest", "archive"}, ...]}``.
+    Raises: :class:`ImageError` naming the index or archive when it is missing or malformed, and
+    how to build it.
+    """
+    path = index or built_index()
+    try:
+        doc = json.loads(path.read_text())
+        entries = doc["images"]
+        found = {
+            e["key"]: BuiltImage(key=e["key"], name=e["name"], digest=e["digest"], archive=Path(e["archive"]))
+            for e in entries
+        }
+    except FileNotFoundError as exc:
+        raise ImageError(f"no built images: {path} does not exist; {BUILD_HINT}") from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ImageError(f"cannot read the built-image index {path}: {exc!r}; {BUILD_HINT}") from exc
+    for image in found.values():
+        if not image.digest.startswith("sha256:") or len(image.digest) != 71:
+            raise ImageError(f"{path}: image {image.name} has digest {image.digest!r}, not sha256:<64 hex>")
+        if not image.archive.is_file():
+            raise ImageError(
+                f"{path}: the archive of {image.name} ({image.archive}) is missing; {BUILD_HINT}"
+            )
+    return found
+
+
+Ctr = Callable[..., subprocess.CompletedProcess[str]]
+"""``ctr`` against one containerd in the ``k8s.io`` namespace: ``ctr(*args, timeout_s=...)``
+(:meth:`sriov_dra_lab.realnode.RealNode.ctr`)."""
+
+
+def import_built(ctr: Ctr, image: BuiltImage) -> None:
+    """Import ``image``'s archive into a containerd and name it ``image.name`` and ``image.digest_name``.
+
+    The second name is what a pull by digest creates and what the CRI resolves a reference
+    ``repository[:tag]@sha256:<hex>`` to (containerd 2.2 ``LocalResolve`` drops the tag of a
+    digested reference); ``ctr images import`` makes only the first. Idempotent.
+    Raises: :class:`ImageError` with ctr's message when the import or the tag fails, or when the
+    imported manifest is not ``image.digest``.
+    """
+    done = ctr("images", "import", "--local", str(image.archive), timeout_s=300)
+    if done.returncode != 0:
+        raise ImageError(f"importing {image.archive} ({image.name}) failed: {done.stderr.strip()}")
+    listed = ctr("images", "ls", "-q", f"name=={image.name}", timeout_s=60)
+    tagged = ctr("images", "tag", "--force", image.name, image.digest_name, timeout_s=60)
+    if tagged.returncode != 0:
+        raise ImageError(f"naming {image.name} {image.digest_name} failed: {tagged.stderr.strip()}")
+    check = ctr("images", "check", f"name=={image.digest_name}", timeout_s=60)
+    if image.name not in listed.stdout or image.digest not in check.stdout:
+        raise ImageError(
+            f"{image.archive} did not import as {image.name} with manifest {image.digest} "
+            f"(ctr images check: {check.stdout.strip() or check.stderr.strip()}); rebuild with "
+            "`bash tools/build-image.sh --force`"
+        )
