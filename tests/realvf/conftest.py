@@ -27,7 +27,7 @@ GUEST_PYTEST_ARGS = (
     "-p",
     "pytest_timeout",
     "-o",
-    "timeout=300",
+    "timeout=480",
     "--color=no",
     "-rA",
     "-q",

@@ -6,7 +6,9 @@ two PFs :data:`NUM_VFS` VFs through the collection's ``numvfs`` rules (0 → 4, 
 it costs about 1.3 s per PF under TCG); the autouse :func:`_baseline` fixture puts every VF back on
 igbvf with its netdev in the host namespace after each test, so one test's state never leaks
 into the next. Raw facts (:func:`raw_vf`) are read straight from ``/sys`` with ``os`` calls, as the
-independent answer the product code is compared with.
+independent answer the product code is compared with. The session fixtures :func:`api` (the host's
+API server) and :func:`plugin` (the one plugin process of the session, started by the first test
+that needs it) are :mod:`tests.realvf.guest.kubeplugin`'s.
 """
 
 from __future__ import annotations
@@ -75,3 +77,19 @@ def _baseline(real_pfs: list[RealPf]) -> Iterator[None]:
 def all_vfs(real_pfs: list[RealPf]) -> list[RawVf]:
     """Every VF of both PFs as raw sysfs shows it now, sorted by address."""
     return sorted((vf for pf in real_pfs for vf in raw_vfs(pf)), key=lambda v: v.bdf)
+
+
+@pytest.fixture(scope="session")
+def api() -> Iterator[object]:
+    """An admin ApiClient for the host's API server (skips when the host started none)."""
+    from tests.realvf.guest import kubeplugin
+
+    yield from kubeplugin.open_api()
+
+
+@pytest.fixture(scope="session")
+def plugin(api: object, real_pfs: list[RealPf], tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The session's one plugin process, registered, with every VF advertised (kubeplugin.run_plugin)."""
+    from tests.realvf.guest import kubeplugin
+
+    yield from kubeplugin.run_plugin(api, real_pfs, tmp_path_factory.mktemp("plugin"))
