@@ -68,10 +68,10 @@ bah() { buildah --root "$top/storage" --runroot "$top/runroot" --storage-driver 
 sha() { sha256sum | cut -c1-64; }
 
 # tree_hash PATH...: one hash over the contents and modes of the files under PATH (relative to the
-# repository), symlinks followed (the manifests under runtime/ are links into roles/), __pycache__ and
-# *.pyc left out, in a stable order.
+# repository), symlinks followed (the manifests under runtime/ are links into roles/), __pycache__,
+# *.pyc and *.egg-info (an editable install's metadata, not in git) left out, in a stable order.
 tree_hash() {
-  (cd "$repo" && find -L "$@" \( -name __pycache__ -o -name '*.pyc' \) -prune -o -type f -print \
+  (cd "$repo" && find -L "$@" \( -name __pycache__ -o -name '*.pyc' -o -name '*.egg-info' \) -prune -o -type f -print \
     | LC_ALL=C sort | while IFS= read -r f; do
       printf '%s %s %s\n' "$f" "$(stat -L -c %a "$f")" "$(sha256sum < "$f" | cut -c1-64)"
     done) | sha
@@ -183,8 +183,12 @@ done
   printf ']}\n'
 } > "$top/images.json.tmp"
 mv "$top/images.json.tmp" "$top/images.json"
-# Old outputs of other keys are dropped (each archive is tens of MB).
-find "$top/out" -maxdepth 1 -type f \( -name '*.oci.tar' -o -name '*.digest' \) \
-  ! -name "sriov-dra-$product_key.*" ! -name "multus-thin-$multus_key.*" ! -name "multus-thick-$multus_key.*" -delete
+# Outputs of older keys are dropped, keeping the three newest of each image (each archive is tens of MB;
+# another checkout or a test importing an archive at this moment may still use a recent one).
+for prefix in sriov-dra multus-thin multus-thick; do
+  ls -t "$top/out/$prefix"-*.oci.tar 2>/dev/null | tail -n +4 | while IFS= read -r old; do
+    rm -f "$old" "${old%.oci.tar}.digest"
+  done
+done
 find "$top/base" -maxdepth 1 -type f -name '*.tar' ! -name "$SUITE-$base_key.tar" -delete
 log "images ready ($top/images.json): $PRODUCT_NAME@$(cat "$product_out.digest")"
