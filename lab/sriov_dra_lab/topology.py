@@ -8,6 +8,8 @@ Owns everything that makes a lab node look like a real node to the processes tha
 - a **node network namespace** holding one veth pair per VF: the VF end carries the VF's netdev
   name from the fake tree (``ens1f0v0`` …), the peer end (``…p``) stays beside it. The lab
   ``sriov`` CNI plugin moves a VF end into a Pod's namespace exactly as sriov-cni moves a VF;
+  each PF's interface is a veth pair too (``ens1f0``/``ens1f0p``, both up), so the plugin reads
+  its carrier through netlink as it reads a real PF's (device health, ``host/vfhealth.py``);
 - a **node mount namespace** (persisted as a bind-mounted file, like ``ip netns``) in which the
   node's own directories are mounted over ``/etc/cni/net.d``, ``/opt/cni/bin``, ``/var/lib/cni``,
   ``/run/multus`` and the service-account directory, so Multus (thin and thick), whereabouts
@@ -326,7 +328,8 @@ class NodeMachine:
     def create(self) -> None:
         """Build the fake sysfs, the node netns with its VFs, and the node mount namespace.
 
-        Order: directories → fake sysfs → netns (lo up) → veth VFs → VF map → mount namespace.
+        Order: directories → fake sysfs → netns (lo up) → veth PFs (up) → veth VFs → VF map → mount
+        namespace.
         On failure everything created so far is removed. Raises: :class:`TopologyError`,
         :class:`~sriov_dra_lab.iproute.IpError`.
         """
@@ -335,6 +338,10 @@ class NodeMachine:
             fakesysfs.build(self.layout.sysfs_root, fake_pfs(self.vfs_per_pf))
             iproute.add_netns(self.layout.netns_name)
             iproute.set_up(self.layout.netns_path, "lo")
+            for pf, *_ in RAILS:
+                iproute.add_veth(self.layout.netns_path, pf, f"{pf}p")
+                iproute.set_up(self.layout.netns_path, f"{pf}p")
+                iproute.set_up(self.layout.netns_path, pf)
             for vf in self.vfs:
                 iproute.add_veth(self.layout.netns_path, vf.ifname, vf.peer)
                 iproute.set_up(self.layout.netns_path, vf.peer)
