@@ -77,7 +77,7 @@ def _pod(name: str, node: str, containers: list[dict[str, Any]], **spec: Any) ->
     return pod
 
 
-def test_a_pod_referencing_the_product_image_by_digest_runs_sriov_dra_and_sriov_dra_plugin_help_with_exit_0(
+def test_a_pod_referencing_the_product_image_by_digest_runs_every_service_entrypoint_help_with_exit_0(
     real_node: Any, loaded: dict[str, Any], api: client.ApiClient, namespace: str
 ) -> None:
     from sriov_dra_lab import images
@@ -92,16 +92,20 @@ def test_a_pod_referencing_the_product_image_by_digest_runs_sriov_dra_and_sriov_
             # repository@digest and repository:tag@digest: both forms the roles accept.
             {"name": "cli", "image": product.digest_name, "command": ["sriov-dra", "--help"]},
             {"name": "plugin", "image": product.reference, "command": ["sriov-dra-plugin", "--help"]},
+            # The other two services the roles run from the same image.
+            {"name": "guard", "image": product.reference, "command": ["sriov-dra-guard", "--help"]},
+            {"name": "operator", "image": product.reference, "command": ["sriov-dra-operator", "--help"]},
         ],
     )
     for container in pod["spec"]["containers"]:
         container["imagePullPolicy"] = "IfNotPresent"
     done = _finished_pod(core, namespace, pod)
     logs = {
-        c: core.read_namespaced_pod_log("product-help", namespace, container=c) for c in ("cli", "plugin")
+        c: core.read_namespaced_pod_log("product-help", namespace, container=c)
+        for c in ("cli", "plugin", "guard", "operator")
     }
     assert done.status.phase == "Succeeded", (_exit_codes(done), logs)
-    assert _exit_codes(done) == {"cli": 0, "plugin": 0}
+    assert _exit_codes(done) == {"cli": 0, "plugin": 0, "guard": 0, "operator": 0}
     assert all(s.image_id.endswith(product.digest) for s in done.status.container_statuses)
     assert "usage: sriov-dra" in logs["cli"]
     assert "usage: sriov-dra-plugin" in logs["plugin"]
