@@ -15,6 +15,7 @@ import io
 import json
 import re
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,9 @@ def loaded(real_node: Any, built: dict[str, Any]) -> dict[str, Any]:
     from sriov_dra_lab import images
 
     for image in built.values():
+        started = time.monotonic()
         images.import_built(real_node.ctr, image)
+        print(f"imported {image.reference} into {real_node.name} in {time.monotonic() - started:.1f}s")
     return built
 
 
