@@ -20,10 +20,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sriov_dra.driver import dra_service, kubelet_server
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
-from sriov_dra.kubeletapi import endpoints, messages
+from sriov_dra.kubeletapi import dra_service, endpoints, messages, plugin_server
 
 DRIVER = "gpu.nvidia.com"
 CDI_KIND = "k8s.gpu.nvidia.com/gpu"
@@ -80,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--registry-dir", type=Path, required=True)
     args = parser.parse_args(argv)
     api = kube_client.from_kubeconfig(args.kubeconfig)
-    server = kubelet_server.KubeletPluginServer(
+    server = plugin_server.KubeletPluginServer(
         driver_name=DRIVER,
         handler=SyntheticGpuHandler(kube_claims.ClaimClient(api, timeout_s=10.0)),
         sockets=endpoints.plugin_sockets(

@@ -1,7 +1,7 @@
 """FAKE ClaimHandler for the kubelet plugin server tests: records calls, fails on request.
 
 This is a test fake, not a driver: it prepares nothing. It satisfies
-``sriov_dra.driver.dra_service.ClaimHandler`` and lets a test choose, per claim UID, a success
+``sriov_dra.kubeletapi.dra_service.ClaimHandler`` and lets a test choose, per claim UID, a success
 with given devices, a returned ``ClaimError``, a returned exception, or an exception raised
 for any batch that contains the claim. Calls can be held on an event to test shutdown grace.
 """

@@ -8,7 +8,7 @@ but a fact could not be read (:class:`Unreadable`), e.g. the PF interface is not
 plugin's network namespace. The reason names the VF, the PF and every failing or unreadable fact.
 
 The readings come from :mod:`sriov_dra.host.vfhealth`; the stream to the kubelet is the driver
-layer's (``driver.device_health``, ``driver.dra_service.HealthServicer``). This module reads no
+layer's (``driver.device_health``, ``kubeletapi.dra_service.HealthServicer``). This module reads no
 file and no clock.
 
 Source: issue 15 item 4; the kubelet's ``v1alpha1.DRAResourceHealth`` states (reference

@@ -56,9 +56,7 @@ from sriov_dra.core import devicehealth
 from sriov_dra.driver import (
     claim_context,
     device_health,
-    dra_service,
     faults,
-    kubelet_server,
     locks,
     metrics,
     prepare,
@@ -73,7 +71,7 @@ from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import watches as kube_watches
-from sriov_dra.kubeletapi import messages
+from sriov_dra.kubeletapi import dra_service, messages, plugin_server
 from sriov_dra.servicekit import health, logs, threads
 from sriov_dra_rules import errors
 
@@ -138,7 +136,7 @@ class Plugin:
         self.store: checkpoint.CheckpointStore | None = None
         self.publisher: publisher.Publisher | None = None
         self.eswitch_modes: devlink.EswitchModes | None = None
-        self.server: kubelet_server.KubeletPluginServer | None = None
+        self.server: plugin_server.KubeletPluginServer | None = None
         self.http: health.HttpServer | None = None
         # /readyz: registered with the kubelet (step 7); /healthz: no essential worker crashed.
         self.health_state = health.Health()
@@ -162,7 +160,7 @@ class Plugin:
             return False, f"the kubelet rejected the registration: {state.error}"
         return True, "ok"
 
-    def _on_registration(self, state: kubelet_server.RegistrationState) -> None:
+    def _on_registration(self, state: plugin_server.RegistrationState) -> None:
         self.metrics.registered.set(1 if state.registered else 0)
 
     # ------------------------------------------------------------------ lifecycle
@@ -290,7 +288,7 @@ class Plugin:
             if self.stop_event.is_set():  # a signal arrived while waiting: do not register
                 return
         monitor = self._device_health(pub, sysfs)
-        self.server = kubelet_server.KubeletPluginServer(
+        self.server = plugin_server.KubeletPluginServer(
             driver_name=cfg.driver_name,
             handler=_CountingHandler(prepare.DraHandler(context), self),
             sockets=cfg.sockets,

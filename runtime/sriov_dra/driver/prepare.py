@@ -1,6 +1,6 @@
 """NodePrepareResources for SR-IOV VF claims (manual MULTUS mode), and the kubelet-facing handler.
 
-Caller: the kubelet, through ``driver.kubelet_server`` / ``driver.dra_service`` (45 s deadline per
+Caller: the kubelet, through ``kubeletapi.plugin_server`` / ``kubeletapi.dra_service`` (45 s deadline per
 call; repeated after kubelet restarts). :class:`DraHandler` implements
 ``dra_service.ClaimHandler``: every claim of a call is handled on its own, and a failure becomes
 that claim's error without touching the others.
@@ -61,11 +61,11 @@ from typing import TypeVar
 
 from sriov_dra.core import cdi_spec, checkpoint_lifecycle, claimplan, identities
 from sriov_dra.core import checkpoint_model as model
-from sriov_dra.driver import claim_context, dra_service, unprepare
+from sriov_dra.driver import claim_context, unprepare
 from sriov_dra.driver.managed import planning
 from sriov_dra.host import vf_edits
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra.kubeletapi import messages
+from sriov_dra.kubeletapi import dra_service, messages
 from sriov_dra_rules import errors
 
 T = TypeVar("T")

@@ -68,7 +68,7 @@ class ClaimHandler(Protocol):
 
 
 HealthSource = Callable[[], Iterable[messages.DeviceHealthReport]]
-"""Returns every watched device's current health (no I/O: the latest reading, ``driver.device_health``)."""
+"""Returns every watched device's current health (no I/O: the latest reading, e.g. ``sriov_dra.driver.device_health``)."""
 
 
 def _distinct(claims: Iterable[messages.ClaimRef]) -> list[messages.ClaimRef]:

@@ -1,6 +1,8 @@
-"""The plugin's two kubelet-facing gRPC servers and their unix sockets.
+"""A DRA kubelet plugin's two kubelet-facing gRPC servers and their unix sockets (any driver).
 
-Caller: the plugin entrypoint starts one :class:`KubeletPluginServer` and stops it on SIGTERM.
+Callers: the SR-IOV plugin entrypoint (``sriov_dra.driver.main``) and the lab's synthetic GPU
+driver (``sriov_dra_lab.gpu_plugin``) each start one :class:`KubeletPluginServer` and stop it
+on SIGTERM; it knows nothing of SR-IOV.
 The kubelet finds the plugin through the registration socket in its ``plugins_registry``
 directory, calls ``GetInfo`` and ``NotifyRegistrationStatus`` there, then dials the advertised DRA
 socket for NodePrepare/NodeUnprepare (v1 or v1beta1) and the device health stream.
@@ -11,7 +13,7 @@ at once), and shutdown removes the registration socket first (the kubelet deregi
 disappears), then stops the DRA server with a grace period for in-flight calls and removes its
 socket. Owns the registration answer (type ``DRAPlugin``, the driver name, the DRA socket path,
 the supported services) and the record of the kubelet's verdict. Never prepares anything itself:
-claims go to the :class:`~sriov_dra.driver.dra_service.ClaimHandler` given by the driver layer.
+claims go to the :class:`~sriov_dra.kubeletapi.dra_service.ClaimHandler` given by the driver layer.
 
 Source: /work/shared/reference/dra-protocol.md §2.2, §2.3, §9.1, §9.5.
 """
@@ -30,8 +32,8 @@ from pathlib import Path
 
 import grpc
 
-from sriov_dra.driver import dra_service
 from sriov_dra.kubeletapi import (
+    dra_service,
     dra_v1_pb2_grpc,
     dra_v1beta1_pb2_grpc,
     drahealth_v1alpha1_pb2_grpc,

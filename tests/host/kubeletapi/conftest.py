@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from tests.fakes.claim_handler import FakeClaimHandler
 
-from sriov_dra.driver import kubelet_server
-from sriov_dra.kubeletapi import endpoints
+from sriov_dra.kubeletapi import endpoints, plugin_server
 from sriov_dra_lab import kubelet
 
 DRIVER = "vf.test.example.com"
@@ -41,18 +40,18 @@ def handler() -> Iterator[FakeClaimHandler]:
     fake.release.set()  # never leave a held call behind
 
 
-ServerFactory = Callable[..., kubelet_server.KubeletPluginServer]
+ServerFactory = Callable[..., plugin_server.KubeletPluginServer]
 
 
 @pytest.fixture
 def make_server(sockets: endpoints.PluginSockets, handler: FakeClaimHandler) -> Iterator[ServerFactory]:
     """Build (not start) plugin servers on ``sockets`` with ``handler``; all are stopped at teardown."""
-    made: list[kubelet_server.KubeletPluginServer] = []
+    made: list[plugin_server.KubeletPluginServer] = []
 
-    def factory(**kwargs: object) -> kubelet_server.KubeletPluginServer:
+    def factory(**kwargs: object) -> plugin_server.KubeletPluginServer:
         options: dict[str, object] = {"driver_name": DRIVER, "handler": handler, "sockets": sockets}
         options.update(kwargs)
-        server = kubelet_server.KubeletPluginServer(**options)  # type: ignore[arg-type]
+        server = plugin_server.KubeletPluginServer(**options)  # type: ignore[arg-type]
         made.append(server)
         return server
 
@@ -62,7 +61,7 @@ def make_server(sockets: endpoints.PluginSockets, handler: FakeClaimHandler) -> 
 
 
 @pytest.fixture
-def server(make_server: ServerFactory) -> kubelet_server.KubeletPluginServer:
+def server(make_server: ServerFactory) -> plugin_server.KubeletPluginServer:
     """A started plugin server (DRA v1 + v1beta1, no health) with the fake handler."""
     srv = make_server()
     srv.start()

@@ -1,4 +1,4 @@
-"""The plugin's kubelet-facing servers on real unix sockets (``sriov_dra.driver.kubelet_server``).
+"""The plugin's kubelet-facing servers on real unix sockets (``sriov_dra.kubeletapi.plugin_server``).
 
 Driven by the kubelet-side client of ``sriov_dra_lab`` and by raw generated stubs.
 Source: /work/shared/reference/dra-protocol.md §1.2, §1.3, §2.2, §2.3, §2.4, §9.
@@ -19,7 +19,6 @@ from tests.fakes.claim_handler import FakeClaimHandler
 from tests.host.kubeletapi.conftest import DRIVER, ServerFactory
 
 from sriov_dra.core import devicehealth
-from sriov_dra.driver import kubelet_server
 from sriov_dra.kubeletapi import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -29,6 +28,7 @@ from sriov_dra.kubeletapi import (
     drahealth_v1alpha1_pb2_grpc,
     endpoints,
     messages,
+    plugin_server,
     pluginregistration_v1_pb2,
     pluginregistration_v1_pb2_grpc,
 )
@@ -53,7 +53,7 @@ def _get_info(path: Path) -> pluginregistration_v1_pb2.PluginInfo:
 
 
 def _client(
-    server: kubelet_server.KubeletPluginServer, service: endpoints.DraService
+    server: plugin_server.KubeletPluginServer, service: endpoints.DraService
 ) -> kubelet_plugins.DraPluginClient:
     plugin = kubelet_plugins.RegisteredPlugin(
         driver_name=DRIVER,
@@ -69,7 +69,7 @@ def _client(
 
 
 def test_registration_handshake_registers_plugin_and_server_records_verdict(
-    server: kubelet_server.KubeletPluginServer, manager: kubelet.KubeletDraManager
+    server: plugin_server.KubeletPluginServer, manager: kubelet.KubeletDraManager
 ) -> None:
     plugin = manager.register(server.sockets.registration)
     assert plugin == kubelet_plugins.RegisteredPlugin(
@@ -79,7 +79,7 @@ def test_registration_handshake_registers_plugin_and_server_records_verdict(
         supported_versions=("v1.DRAPlugin", "v1beta1.DRAPlugin"),
         registration_socket=server.sockets.registration,
     )
-    assert server.wait_for_registration(5) == kubelet_server.RegistrationState(registered=True, error="")
+    assert server.wait_for_registration(5) == plugin_server.RegistrationState(registered=True, error="")
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_get_info_answers_type_name_endpoint_and_versions(
 def test_failed_registration_is_recorded_surfaced_and_answered_with_an_error(
     make_server: ServerFactory,
 ) -> None:
-    seen: list[kubelet_server.RegistrationState] = []
+    seen: list[plugin_server.RegistrationState] = []
     srv = make_server(on_registration=seen.append)
     srv.start()
     with _channel(srv.sockets.registration) as ch, pytest.raises(grpc.RpcError) as info:
@@ -117,12 +117,12 @@ def test_failed_registration_is_recorded_surfaced_and_answered_with_an_error(
         )
     assert info.value.code() == grpc.StatusCode.UNKNOWN
     assert "driver already registered" in info.value.details()
-    expected = kubelet_server.RegistrationState(registered=False, error="driver already registered")
+    expected = plugin_server.RegistrationState(registered=False, error="driver already registered")
     assert srv.registration == expected
     assert seen == [expected]
 
 
-def test_no_verdict_before_the_kubelet_calls(server: kubelet_server.KubeletPluginServer) -> None:
+def test_no_verdict_before_the_kubelet_calls(server: plugin_server.KubeletPluginServer) -> None:
     assert server.registration is None
     assert server.wait_for_registration(0.05) is None
 
@@ -195,7 +195,7 @@ def test_dra_service_answers_as_soon_as_registration_socket_exists(make_server: 
 
 
 def test_stop_removes_both_sockets_and_refuses_connections(
-    server: kubelet_server.KubeletPluginServer,
+    server: plugin_server.KubeletPluginServer,
 ) -> None:
     dra, reg = server.sockets.dra, server.sockets.registration
     assert dra.is_socket() and reg.is_socket()
@@ -254,7 +254,7 @@ def test_non_socket_file_at_socket_path_is_refused_and_nothing_is_left_serving(
 
 
 def test_in_flight_call_finishes_within_the_grace_period(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler
 ) -> None:
     handler.hold = True
     client = _client(server, endpoints.DraService.V1)
@@ -288,7 +288,7 @@ def test_in_flight_call_finishes_within_the_grace_period(
     ids=["v1-prepare", "v1-unprepare", "v1beta1-prepare", "v1beta1-unprepare"],
 )
 def test_empty_request_succeeds_with_empty_map(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler, stub: type, request_type: type
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler, stub: type, request_type: type
 ) -> None:
     method = "NodePrepareResources" if "Unprepare" not in request_type.__name__ else "NodeUnprepareResources"
     with _channel(server.sockets.dra) as ch:
@@ -299,7 +299,7 @@ def test_empty_request_succeeds_with_empty_map(
 
 @pytest.mark.parametrize("service", list(endpoints.DraService), ids=["v1", "v1beta1"])
 def test_response_has_exactly_one_entry_per_requested_claim(
-    server: kubelet_server.KubeletPluginServer, service: endpoints.DraService
+    server: plugin_server.KubeletPluginServer, service: endpoints.DraService
 ) -> None:
     claims = [messages.ClaimRef("ns", f"c{i}", f"uid-{i}") for i in range(7)]
     client = _client(server, service)
@@ -315,7 +315,7 @@ def test_response_has_exactly_one_entry_per_requested_claim(
 
 @pytest.mark.parametrize("service", list(endpoints.DraService), ids=["v1", "v1beta1"])
 def test_one_claims_error_never_fails_the_other_claims(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler, service: endpoints.DraService
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler, service: endpoints.DraService
 ) -> None:
     handler.raise_for = {"uid-b"}
     handler.fail = {"uid-c": "VF 0000:03:02.1 is bound to vfio-pci"}
@@ -332,7 +332,7 @@ def test_one_claims_error_never_fails_the_other_claims(
 
 
 def test_v1beta1_delegates_to_the_same_handler_and_drops_share_id(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler
 ) -> None:
     handler.devices = {"uid-a": (SHARED,)}
     v1, v1beta1 = _client(server, endpoints.DraService.V1), _client(server, endpoints.DraService.V1BETA1)
@@ -350,7 +350,7 @@ def test_v1beta1_delegates_to_the_same_handler_and_drops_share_id(
 
 
 def test_claim_namespace_name_and_uid_reach_the_handler(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler
 ) -> None:
     client = _client(server, endpoints.DraService.V1)
     try:
@@ -440,7 +440,7 @@ def test_stop_ends_open_health_streams_promptly(make_server: ServerFactory) -> N
     ch.close()
 
 
-def test_health_service_is_not_served_without_a_source(server: kubelet_server.KubeletPluginServer) -> None:
+def test_health_service_is_not_served_without_a_source(server: plugin_server.KubeletPluginServer) -> None:
     with _channel(server.sockets.dra) as ch, pytest.raises(grpc.RpcError) as info:
         next(
             drahealth_v1alpha1_pb2_grpc.DRAResourceHealthStub(ch).NodeWatchResources(

@@ -19,8 +19,7 @@ from tests.fakes.claim_handler import FakeClaimHandler
 from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 from tests.host.kubeletapi.conftest import DRIVER, ServerFactory
 
-from sriov_dra.driver import kubelet_server
-from sriov_dra.kubeletapi import dra_v1_pb2, endpoints, messages
+from sriov_dra.kubeletapi import dra_v1_pb2, endpoints, messages, plugin_server
 from sriov_dra_lab import kubelet, kubelet_plugins
 from sriov_dra_rules import errors
 
@@ -38,10 +37,10 @@ def other_handler() -> FakeClaimHandler:
 
 @pytest.fixture
 def two_plugins(
-    server: kubelet_server.KubeletPluginServer, other_handler: FakeClaimHandler, short_dir: Path
-) -> Iterator[tuple[kubelet_server.KubeletPluginServer, kubelet_server.KubeletPluginServer]]:
+    server: plugin_server.KubeletPluginServer, other_handler: FakeClaimHandler, short_dir: Path
+) -> Iterator[tuple[plugin_server.KubeletPluginServer, plugin_server.KubeletPluginServer]]:
     """Our plugin server for DRIVER plus a second plugin server for OTHER in the same registry."""
-    other = kubelet_server.KubeletPluginServer(
+    other = plugin_server.KubeletPluginServer(
         driver_name=OTHER,
         handler=other_handler,
         sockets=endpoints.plugin_sockets(
@@ -96,11 +95,11 @@ def test_plugin_started_later_is_discovered_and_registered(
         starter.join()
     plugin = manager.plugin(DRIVER)
     assert plugin is not None and plugin.service is endpoints.DraService.V1
-    assert srv.wait_for_registration(5) == kubelet_server.RegistrationState(True, "")
+    assert srv.wait_for_registration(5) == plugin_server.RegistrationState(True, "")
 
 
 def test_removed_registration_socket_deregisters_the_driver(
-    server: kubelet_server.KubeletPluginServer, manager: kubelet.KubeletDraManager
+    server: plugin_server.KubeletPluginServer, manager: kubelet.KubeletDraManager
 ) -> None:
     registry = server.sockets.registration.parent
     assert manager.sync_registry(registry) == ([DRIVER], [])
@@ -163,7 +162,7 @@ def test_v1beta1_only_plugin_is_called_over_v1beta1_and_empty_endpoint_means_thi
 
 
 def test_one_call_per_driver_with_only_not_yet_prepared_claims(
-    two_plugins: tuple[kubelet_server.KubeletPluginServer, ...],
+    two_plugins: tuple[plugin_server.KubeletPluginServer, ...],
     handler: FakeClaimHandler,
     other_handler: FakeClaimHandler,
     manager: kubelet.KubeletDraManager,
@@ -193,7 +192,7 @@ def test_one_call_per_driver_with_only_not_yet_prepared_claims(
 
 
 def test_kubelet_restart_prepares_cached_claims_again(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler, manager: kubelet.KubeletDraManager
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler, manager: kubelet.KubeletDraManager
 ) -> None:
     _registered(manager, server.sockets.registration.parent, DRIVER)
     assert manager.prepare_pod("pod-1", [kubelet.PodClaim(C1, (DRIVER,))]).ok
@@ -207,7 +206,7 @@ def test_kubelet_restart_prepares_cached_claims_again(
 
 
 def test_claim_error_fails_the_pod_and_leaves_claims_unprepared_for_retry(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler, manager: kubelet.KubeletDraManager
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler, manager: kubelet.KubeletDraManager
 ) -> None:
     _registered(manager, server.sockets.registration.parent, DRIVER)
     handler.fail = {"uid-2": "no free VF on pool-a"}
@@ -227,7 +226,7 @@ def test_claim_error_fails_the_pod_and_leaves_claims_unprepared_for_retry(
 
 
 def test_unregistered_driver_fails_the_pod_before_any_call(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler, manager: kubelet.KubeletDraManager
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler, manager: kubelet.KubeletDraManager
 ) -> None:
     _registered(manager, server.sockets.registration.parent, DRIVER)
     result = manager.prepare_pod("pod-1", [kubelet.PodClaim(C1, (DRIVER,)), kubelet.PodClaim(C2, (OTHER,))])
@@ -237,7 +236,7 @@ def test_unregistered_driver_fails_the_pod_before_any_call(
 
 
 def test_same_claim_name_with_a_new_uid_fails_while_the_old_one_is_cached(
-    server: kubelet_server.KubeletPluginServer, manager: kubelet.KubeletDraManager
+    server: plugin_server.KubeletPluginServer, manager: kubelet.KubeletDraManager
 ) -> None:
     _registered(manager, server.sockets.registration.parent, DRIVER)
     assert manager.prepare_pod("pod-1", [kubelet.PodClaim(C1, (DRIVER,))]).ok
@@ -291,7 +290,7 @@ def test_bad_plugin_answers_fail_the_pod(
 
 
 def test_call_deadline_applies_to_prepare(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler
 ) -> None:
     manager = kubelet.KubeletDraManager(timeouts=kubelet_plugins.KubeletTimeouts(call_s=0.3))
     try:
@@ -309,7 +308,7 @@ def test_call_deadline_applies_to_prepare(
 
 
 def test_shared_claim_is_unprepared_only_with_its_last_pod(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler, manager: kubelet.KubeletDraManager
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler, manager: kubelet.KubeletDraManager
 ) -> None:
     _registered(manager, server.sockets.registration.parent, DRIVER)
     assert manager.prepare_pod("pod-1", [kubelet.PodClaim(C1, (DRIVER,)), kubelet.PodClaim(C2, (DRIVER,))]).ok
@@ -329,7 +328,7 @@ def test_shared_claim_is_unprepared_only_with_its_last_pod(
 
 
 def test_failed_unprepare_keeps_the_claim_for_a_retry(
-    server: kubelet_server.KubeletPluginServer, handler: FakeClaimHandler, manager: kubelet.KubeletDraManager
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler, manager: kubelet.KubeletDraManager
 ) -> None:
     _registered(manager, server.sockets.registration.parent, DRIVER)
     assert manager.prepare_pod("pod-1", [kubelet.PodClaim(C1, (DRIVER,))]).ok

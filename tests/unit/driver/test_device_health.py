@@ -12,11 +12,11 @@ import pytest
 from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import devicehealth as dh
 from sriov_dra.core import identities
-from sriov_dra.driver import device_health, dra_service
+from sriov_dra.driver import device_health
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
+from sriov_dra.kubeletapi import dra_service, messages
 from sriov_dra.kubeletapi import drahealth_v1alpha1_pb2 as pb
-from sriov_dra.kubeletapi import messages
 
 UP = dh.PfLink(True, True, "up")
 NO_CARRIER = dh.PfLink(True, False, "lowerlayerdown")

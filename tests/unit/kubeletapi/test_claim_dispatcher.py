@@ -1,6 +1,6 @@
 """The per-claim result contract between the kubelet and the driver's ClaimHandler.
 
-``sriov_dra.driver.dra_service.ClaimDispatcher``: one outcome per distinct claim UID, empty
+``sriov_dra.kubeletapi.dra_service.ClaimDispatcher``: one outcome per distinct claim UID, empty
 requests answered without the handler, and one claim's failure never failing another.
 Source: /work/shared/reference/dra-protocol.md §1.2.
 """
@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 from tests.fakes.claim_handler import FakeClaimHandler
 
-from sriov_dra.driver import dra_service
-from sriov_dra.kubeletapi import messages
+from sriov_dra.kubeletapi import dra_service, messages
 
 A = messages.ClaimRef("ns", "a", "uid-a")
 B = messages.ClaimRef("ns", "b", "uid-b")
