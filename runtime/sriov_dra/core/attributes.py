@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sriov_dra.core import limits
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import errors, names, strictjson
 
 DRIVER_DOMAIN = names.DOMAIN
 """Driver name and attribute domain of upstream dra-driver-sriov (reference §2.1)."""
@@ -185,7 +185,9 @@ def parse_attribute_value(raw: object, path: str) -> tuple[AttributeValue | None
         raw = raw.to_json()
     if not isinstance(raw, Mapping):
         return None, [
-            errors.FieldError(path, f"expected an object such as {{'string': 'x'}}, got {_kind(raw)}")
+            errors.FieldError(
+                path, f"expected an object such as {{'string': 'x'}}, got {strictjson.kind(raw)}"
+            )
         ]
     members = sorted(str(k) for k in raw)
     if len(members) != 1:
@@ -206,16 +208,16 @@ def parse_attribute_value(raw: object, path: str) -> tuple[AttributeValue | None
     where = f"{path}.{member}"
     if kind is AttributeType.BOOL:
         if not isinstance(value, bool):
-            return None, [errors.FieldError(where, f"expected a boolean, got {_kind(value)}")]
+            return None, [errors.FieldError(where, f"expected a boolean, got {strictjson.kind(value)}")]
         return AttributeValue(kind, value), []
     if kind is AttributeType.INT:
         if isinstance(value, bool) or not isinstance(value, int):
-            return None, [errors.FieldError(where, f"expected an integer, got {_kind(value)}")]
+            return None, [errors.FieldError(where, f"expected an integer, got {strictjson.kind(value)}")]
         if not INT64_MIN <= value <= INT64_MAX:
             return None, [errors.FieldError(where, f"{value} does not fit a signed 64-bit integer")]
         return AttributeValue(kind, value), []
     if not isinstance(value, str):
-        return None, [errors.FieldError(where, f"expected a string, got {_kind(value)}")]
+        return None, [errors.FieldError(where, f"expected a string, got {strictjson.kind(value)}")]
     problems: list[errors.FieldError] = []
     if not limits.has_utf8_form(value):  # a JSON "\ud800" escape: the API server could never store it
         return None, [
@@ -267,7 +269,9 @@ def validate_attribute_map(
     if raw is None:
         return AttributeMap({}, (), ())
     if not isinstance(raw, Mapping):
-        return AttributeMap({}, (errors.FieldError(path, f"expected an object, got {_kind(raw)}"),), ())
+        return AttributeMap(
+            {}, (errors.FieldError(path, f"expected an object, got {strictjson.kind(raw)}"),), ()
+        )
     values: dict[str, AttributeValue] = {}
     problems: list[errors.FieldError] = []
     collisions: list[str] = []
@@ -366,21 +370,3 @@ def reference_attributes(ref: NadReference) -> dict[str, AttributeValue]:
     if ref.namespace is not None:
         out[NAD_NAMESPACE_KEY] = string_value(ref.namespace)
     return out
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    return type(value).__name__

@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from sriov_dra_rules import names
+from sriov_dra_rules import names, strictjson
 
 KNOWN_KEYS: Final = frozenset(
     {
@@ -55,21 +55,6 @@ _MAC_DOT_RE: Final = re.compile(r"[0-9A-Fa-f]{4}(?:\.[0-9A-Fa-f]{4})*")
 _MAC_BYTES: Final = (6, 8, 20)
 
 
-def json_type(value: Any) -> str:
-    """JSON type name of a decoded value, for messages (``null``, ``number``, ``list``, ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    return "object"
-
-
 def unknown_key_message(key: str) -> str:
     """Message for a key no selection may carry, with the most useful hint."""
     if key == "interfaceRequest":
@@ -91,12 +76,12 @@ def unknown_key_message(key: str) -> str:
 def _expect_str(value: Any) -> str | None:
     if isinstance(value, str):
         return None
-    return f"expected string, got {json_type(value)}"
+    return f"expected string, got {strictjson.kind(value)}"
 
 
 def _check_name(value: Any) -> str | None:
     if not isinstance(value, str):
-        return f"expected non-empty string, got {json_type(value)}"
+        return f"expected non-empty string, got {strictjson.kind(value)}"
     if not value:
         return "must not be empty: the NAD name to attach"
     return names.dns1123_subdomain_problem(value)
@@ -104,28 +89,28 @@ def _check_name(value: Any) -> str | None:
 
 def _check_namespace(value: Any) -> str | None:
     if not isinstance(value, str):
-        return f"expected string, got {json_type(value)}"
+        return f"expected string, got {strictjson.kind(value)}"
     return names.dns1123_label_problem(value) if value else None
 
 
 def _check_interface(value: Any) -> str | None:
     if not isinstance(value, str):
-        return f"expected string, got {json_type(value)}"
+        return f"expected string, got {strictjson.kind(value)}"
     return names.ifname_problem(value) if value else None
 
 
 def _check_mac(value: Any) -> str | None:
     if not isinstance(value, str):
-        return f"expected string, got {json_type(value)}"
+        return f"expected string, got {strictjson.kind(value)}"
     return None if value == "" or mac_is_valid(value) else f"{value!r} is not a MAC/EUI-64/IPoIB address"
 
 
 def _check_str_list(value: Any, item_check: Callable[[str], str | None]) -> str | None:
     if not isinstance(value, list):
-        return f"expected list of strings, got {json_type(value)}"
+        return f"expected list of strings, got {strictjson.kind(value)}"
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            return f"[{i}]: expected string, got {json_type(item)}"
+            return f"[{i}]: expected string, got {strictjson.kind(item)}"
         problem = item_check(item)
         if problem is not None:
             return f"[{i}]: {problem}"
@@ -144,7 +129,7 @@ def _ip_problem(text: str) -> str | None:
 
 def _check_int(value: Any, *, maximum: int | None = None) -> str | None:
     if type(value) is not int:
-        return f"expected integer, got {json_type(value)}"
+        return f"expected integer, got {strictjson.kind(value)}"
     if value < 0 or (maximum is not None and value > maximum):
         return f"{value} is out of range 0..{maximum if maximum is not None else 'max'}"
     return None
@@ -152,10 +137,10 @@ def _check_int(value: Any, *, maximum: int | None = None) -> str | None:
 
 def _check_port_mappings(value: Any) -> str | None:
     if not isinstance(value, list):
-        return f"expected list of objects, got {json_type(value)}"
+        return f"expected list of objects, got {strictjson.kind(value)}"
     for i, entry in enumerate(value):
         if not isinstance(entry, dict):
-            return f"[{i}]: expected object, got {json_type(entry)}"
+            return f"[{i}]: expected object, got {strictjson.kind(entry)}"
         for key, item in entry.items():
             if key not in _PORT_MAPPING_KEYS:
                 return f"[{i}]: unknown key {key!r}; known keys: {', '.join(_PORT_MAPPING_KEYS)}"
@@ -167,7 +152,7 @@ def _check_port_mappings(value: Any) -> str | None:
 
 def _check_bandwidth(value: Any) -> str | None:
     if not isinstance(value, dict):
-        return f"expected object, got {json_type(value)}"
+        return f"expected object, got {strictjson.kind(value)}"
     for key, item in value.items():
         if key not in _BANDWIDTH_KEYS:
             return f"unknown key {key!r}; known keys: {', '.join(_BANDWIDTH_KEYS)}"
@@ -178,7 +163,7 @@ def _check_bandwidth(value: Any) -> str | None:
 
 
 def _check_object(value: Any) -> str | None:
-    return None if isinstance(value, dict) else f"expected object, got {json_type(value)}"
+    return None if isinstance(value, dict) else f"expected object, got {strictjson.kind(value)}"
 
 
 _FIELD_CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
