@@ -20,7 +20,10 @@ Pure functions of their inputs; they never call the API or touch files.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import preflight_rules
+from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import (
+    nodepolicies,
+    preflight_rules,
+)
 
 DRIVER_BY_DEVICE_TYPE = {"netdevice": None, "vfio-pci": "vfio-pci"}
 
@@ -35,44 +38,30 @@ def _name(obj):
     return "%s/%s" % (meta.get("namespace", ""), meta.get("name", ""))
 
 
-def _labels_match(selector, labels):
-    return all(labels.get(k) == v for k, v in (selector or {}).items())
-
-
-def _nic_matches(nic, pf):
-    if nic.get("vendor") and nic["vendor"].lower() != pf.get("vendor"):
-        return False
-    if nic.get("deviceID") and nic["deviceID"].lower() != pf.get("device_id"):
-        return False
-    names = [n.split("#", 1)[0] for n in nic.get("pfNames") or []]
-    if names and pf.get("name") not in names:
-        return False
-    roots = nic.get("rootDevices") or []
-    return not roots or pf.get("pci_address") in roots
-
-
 def sriov_vf_plan(policies, node_labels, pfs):
     """The VF count and driver per PF that the node policies selecting this node ask for.
 
     Shapes: ``[{"pf": <netdev>, "pci_address", "num_vfs", "vf_driver": str|None, "policies": [...]}]``
-    sorted by PCI address. The highest ``numVfs`` of the policies selecting a PF wins.
+    sorted by PCI address. The highest ``numVfs`` of the policies selecting a PF wins. Node and NIC
+    selection are the operator's own (``module_utils/sriov_dra_rules/nodepolicies.py``, also used
+    by the runtime's ``core.nodepolicy``).
     Raises: AnsibleFilterError for a ``netFilter`` selector (cloud NICs are not supported here)
     or policies asking for different device types on one PF (one VF driver per PF).
     """
     plan = {}
-    for policy in sorted(policies or [], key=lambda p: (_spec(p).get("priority", 99), _name(p))):
+    for policy in sorted(policies or [], key=lambda p: (nodepolicies.priority_of(_spec(p)), _name(p))):
         spec = _spec(policy)
-        if not _labels_match(spec.get("nodeSelector"), node_labels or {}):
+        if not nodepolicies.node_selected(spec.get("nodeSelector"), node_labels or {}):
             continue
-        nic = spec.get("nicSelector") or {}
-        if nic.get("netFilter"):
+        nic = nodepolicies.read_nic_selector(spec)
+        if nic.has_net_filter:
             raise AnsibleFilterError("policy %s: nicSelector.netFilter is not supported by sriovnet.dra.vfs; select the "
                                      "PF by pfNames, rootDevices, vendor or deviceID" % _name(policy))
         device_type = spec.get("deviceType", "netdevice")
         if device_type not in DRIVER_BY_DEVICE_TYPE:
             raise AnsibleFilterError("policy %s: deviceType %r is not netdevice or vfio-pci" % (_name(policy), device_type))
         for pf in pfs or []:
-            if not _nic_matches(nic, pf):
+            if not nic.selects_pf(pf):
                 continue
             entry = plan.setdefault(pf["pci_address"], {
                 "pf": pf["name"], "pci_address": pf["pci_address"], "num_vfs": 0,

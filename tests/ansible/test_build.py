@@ -78,6 +78,35 @@ def test_installed_module_runs_against_a_fake_tree(
     assert '"pcie_root": "pci0000:80"' in proc.stdout or "pci0000:80" in proc.stdout
 
 
+def test_installed_vf_plan_filter_selects_nodes_and_pfs_through_the_shared_rules(
+    installed: tuple[Path, dict[str, str]],
+) -> None:
+    _, env = installed
+    policies = [
+        {
+            "metadata": {"namespace": "o", "name": "a"},
+            "spec": {
+                "nodeSelector": {"sriov": "true"},
+                "numVfs": 4,
+                "nicSelector": {"pfNames": ["ens1f0#0-1"]},
+            },
+        },
+        {
+            "metadata": {"namespace": "o", "name": "b"},
+            "spec": {"nodeSelector": {"sriov": "false"}, "numVfs": 8, "nicSelector": {"pfNames": ["ens1f0"]}},
+        },
+    ]
+    pfs = [{"pci_address": "0000:03:00.0", "name": "ens1f0", "vendor": "8086", "device_id": "1592"}]
+    plan = f"sriovnet.dra.sriov_vf_plan({{'sriov': 'true'}}, {json.dumps(pfs)})"
+    expr = "{{ " + json.dumps(policies) + " | " + plan + " | to_json }}"
+    proc = run(["ansible", "localhost", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+                "-m", "debug", "-a", json.dumps({"msg": expr}), "-o"], env)  # fmt: skip
+    result = json.loads(proc.stdout.split("=>", 1)[1])
+    assert json.loads(result["msg"]) == [
+        {"pf": "ens1f0", "pci_address": "0000:03:00.0", "num_vfs": 4, "vf_driver": None, "policies": ["o/a"]}
+    ]
+
+
 def test_installed_playbooks_resolve_by_fqcn(installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     _, env = installed
     inventory = tmp_path / "inventory.yml"

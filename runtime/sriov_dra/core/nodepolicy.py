@@ -16,7 +16,8 @@ unsafe output:
   empty-filter defect fixed: a selector that cannot be expressed exactly (``netFilter``,
   ``pf#first-last`` VF ranges, a PF ``deviceID`` without a known VF ID, or nothing at all) is
   reported as untranslatable instead of becoming a match-all filter (spec §13.3);
-* node selection by exact label equality, upstream's resource-pool name normalisation and the
+* node selection by exact label equality and the reading of ``nicSelector`` (both from
+  ``sriov_dra_rules.nodepolicies``, shared with the collection's ``sriov_vf_plan`` filter), upstream's resource-pool name normalisation and the
   structural "may these two filters select the same VF" test used when no node inventory is known.
 
 It must never do I/O or widen a filter silently.
@@ -29,13 +30,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from sriov_dra.core import attributes, limits, policies, sriovnetwork
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import errors, names, nodepolicies
 
 GROUP: Final = "sriovnetwork.openshift.io"
 KIND: Final = "SriovNetworkNodePolicy"
 PLURAL: Final = "sriovnetworknodepolicies"
 DEFAULT_POLICY_NAME: Final = "default"
-DEFAULT_PRIORITY: Final = 99
+DEFAULT_PRIORITY: Final = nodepolicies.DEFAULT_PRIORITY
 NETWORK_NAME_KEY: Final = f"{GROUP}/sriovNetworkName"
 NETWORK_NAMESPACE_KEY: Final = f"{GROUP}/sriovNetworkNamespace"
 NETWORK_KEYS: Final = frozenset({NETWORK_NAME_KEY, NETWORK_NAMESPACE_KEY})
@@ -92,8 +93,12 @@ class NodePolicy:
     translation: Translation
 
     def selects(self, node_labels: Mapping[str, str]) -> bool:
-        """Upstream ``Selected()``: every nodeSelector pair equals the node's label."""
-        return all(node_labels.get(k) == v for k, v in self.node_selector.items())
+        """Upstream ``Selected()``: every nodeSelector pair equals the node's label.
+
+        The one rule of ``sriov_dra_rules.nodepolicies.node_selected`` (the collection's
+        ``sriov_vf_plan`` filter uses it too).
+        """
+        return nodepolicies.node_selected(self.node_selector, node_labels)
 
 
 def compat_resource_name(resource_name: str, prefix: str) -> str:
@@ -122,7 +127,6 @@ def parse_policy(obj: Mapping[str, object], *, prefix: str, nic_ids: Sequence[Ni
     meta = _map(obj.get("metadata"))
     spec = _map(obj.get("spec"))
     selector = _map(spec.get("nodeSelector"))
-    priority = spec.get("priority")
     generation = meta.get("generation")
     resource_name = spec.get("resourceName")
     rn = resource_name if isinstance(resource_name, str) else ""
@@ -131,9 +135,7 @@ def parse_policy(obj: Mapping[str, object], *, prefix: str, nic_ids: Sequence[Ni
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
         generation=generation if isinstance(generation, int) else 0,
-        priority=priority
-        if isinstance(priority, int) and not isinstance(priority, bool)
-        else DEFAULT_PRIORITY,
+        priority=nodepolicies.priority_of(spec),
         resource_name=rn,
         node_selector={str(k): str(v) for k, v in selector.items()},
         has_dra=has_dra,
@@ -250,15 +252,14 @@ def translate_filter(spec: Mapping[str, object], nic_ids: Sequence[NicId]) -> Tr
     driver does not implement it; VF driver binding comes from VfConfig at prepare).
     Source: reference sriov-network-operator.md §4.4 and "Filter translation"; spec §13.3.
     """
-    nic = _map(spec.get("nicSelector"))
-    if nic.get("netFilter"):
+    nic = nodepolicies.read_nic_selector(spec)
+    if nic.has_net_filter:
         return _untranslatable("nicSelector.netFilter has no resourceFilter equivalent")
     out: dict[str, object] = {}
-    vendor = nic.get("vendor")
-    if isinstance(vendor, str) and vendor:
+    vendor, device = nic.vendor, nic.device_id
+    if vendor:
         out["vendors"] = [vendor]
-    device = nic.get("deviceID")
-    if isinstance(device, str) and device:
+    if device:
         if spec.get("numVfs") == 0:
             out["devices"] = [device]
         else:
@@ -271,13 +272,13 @@ def translate_filter(spec: Mapping[str, object], nic_ids: Sequence[NicId]) -> Tr
                     "add it to --supported-nic-ids or select by pfNames/rootDevices"
                 )
             out["devices"] = vf_ids
-    pf_names = _strings(nic.get("pfNames"))
-    ranged = [p for p in pf_names if "#" in p]
+    pf_names = nic.pf_names
+    ranged = list(nic.ranged_pf_names)
     if ranged:
         return _untranslatable(f"nicSelector.pfNames VF ranges {ranged} cannot be selected; list whole PFs")
     if pf_names:
         out["pfNames"] = sorted(set(pf_names))
-    roots = _strings(nic.get("rootDevices"))
+    roots = nic.root_devices
     if roots:
         out["pfPciAddresses"] = sorted(set(roots))
     link = spec.get("linkType")
