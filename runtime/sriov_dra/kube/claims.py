@@ -178,8 +178,8 @@ def replace_status_devices(
     """
     meta = claim.get("metadata") or {}
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
-    body = copy.deepcopy(dict(claim))
-    body.setdefault("status", {})["devices"] = devices
+    # shallow: encode_claim deep-copies what it changes; the caller's claim is never touched
+    body = {**claim, "status": {**(claim.get("status") or {}), "devices": devices}}
     path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}/status"
     action = f"update {RESOURCE} {namespace}/{name} status.devices"
     last: errors.ApiError | None = None

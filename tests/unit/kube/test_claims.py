@@ -131,3 +131,23 @@ def test_encoding_property_decodes_to_the_same_claim_with_each_parameters_object
     for param, style in zip(params, styles, strict=True):
         expected = json.dumps(param) if style == "python" else claims._styled(param, "go")
         assert f'"parameters":{expected}' in text
+
+
+def test_a_status_write_sends_the_new_devices_and_leaves_the_read_claim_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    claim = claim_with(PARAMS)
+    before = json.dumps(claim)
+    sent: list[bytes] = []
+
+    def put_json(api: object, path: str, data: bytes, *, action: str, timeout_s: float) -> dict[str, Any]:
+        sent.append(data)
+        return {}
+
+    monkeypatch.setattr(claims, "_put_json", put_json)
+    claims.replace_status_devices(object(), claim, [{"driver": "d", "pool": "p", "device": "v"}], timeout_s=1)  # type: ignore[arg-type]
+    assert json.dumps(claim) == before
+    body = json.loads(sent[0])
+    assert body["status"]["devices"] == [{"driver": "d", "pool": "p", "device": "v"}]
+    assert body["status"]["allocation"] == claim["status"]["allocation"]
+    assert raw_parameters(sent[0], 0) == claims._styled(PARAMS, "go")
