@@ -5,8 +5,9 @@ through its entrypoint (``sriov_dra_lab.guard.GuardDaemon``, with the control pl
 kubeconfig), waits until it is ready and idle, and reads its ``VmRSS``/``VmHWM`` from
 ``/proc/<pid>/status`` — the same measurement as ``bench/scale.py``'s "guard daemon RSS at idle",
 without the 8,000 shadows. Then a fresh interpreter per import shows where the memory is before
-the daemon does anything, and whether the guard's modules pull in the ``kubernetes`` package
-(they must not: ``kube.lightclient``). Absolute numbers depend on the Python build and libraries.
+the daemon does anything: a bare interpreter, the official ``kubernetes`` client alone (importing
+any of its modules loads every API and model module) and the guard's modules (which use that
+client, as every service does). Absolute numbers depend on the Python build and libraries.
 
 Run as a script: ``.venv/bin/python bench/guard_rss.py [idle seconds]`` (default 2).
 """

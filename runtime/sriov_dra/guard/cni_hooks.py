@@ -43,7 +43,7 @@ log = logging.getLogger("sriov_dra.guard")
 
 
 class Reader(Protocol):
-    """A live GET of one namespaced object (``kube.livereads.get_pod`` / ``get_nad`` bound to a client)."""
+    """A live GET of one namespaced object (``kube.pods.get_pod`` / ``kube.nads.get_nad`` bound to a client)."""
 
     def __call__(self, namespace: str, name: str, *, timeout_s: float) -> dict[str, Any]: ...
 

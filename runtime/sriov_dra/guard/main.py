@@ -22,7 +22,8 @@ from pathlib import Path
 
 from sriov_dra.guard import cni_hooks, install, metrics, multus, server, settings
 from sriov_dra.host import netlink
-from sriov_dra.kube import lightclient, livereads
+from sriov_dra.kube import client as kube_client
+from sriov_dra.kube import nads, pods
 from sriov_dra.servicekit import health, logs
 from sriov_dra_rules import cniinstall, errors, strictjson
 
@@ -121,17 +122,12 @@ def _serve(args: argparse.Namespace) -> int:
     )
     logs.configure(args.log_format, args.log_level)
     log.info("guard starting", extra=conf.describe())
-    # no kubernetes package in the guard: its import alone costs ~56 MiB RSS (kube.lightclient)
-    api = (
-        lightclient.LightClient.from_kubeconfig(conf.kubeconfig)
-        if conf.kubeconfig
-        else lightclient.LightClient.in_cluster()
-    )
+    api = kube_client.from_kubeconfig(conf.kubeconfig) if conf.kubeconfig else kube_client.in_cluster()
     recorder = metrics.GuardMetrics()
     hooks = cni_hooks.CniHooks(
         settings=conf,
-        get_pod=lambda ns, name, *, timeout_s: livereads.get_pod(api, ns, name, timeout_s=timeout_s),
-        get_nad=lambda ns, name, *, timeout_s: livereads.get_nad(api, ns, name, timeout_s=timeout_s),
+        get_pod=lambda ns, name, *, timeout_s: pods.get_pod(api, ns, name, timeout_s=timeout_s),
+        get_nad=lambda ns, name, *, timeout_s: nads.get_nad(api, ns, name, timeout_s=timeout_s),
         runner=multus.MultusRunner(),
         netns_links=netlink.links,
         clock=cni_hooks.SystemClock(),

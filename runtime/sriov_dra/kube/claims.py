@@ -37,7 +37,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client import rest
 
-from sriov_dra.kube import errors
+from sriov_dra.kube import errors, pods
 
 LOG = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def get_claim(api: client.ApiClient, namespace: str, name: str, *, timeout_s: fl
             name, namespace, _preload_content=False, _request_timeout=timeout_s
         )
         body = response.data
-    return errors.decode_object(body, action)
+    return pods.decode_object(body, action)
 
 
 def _styled(value: object, style: str) -> str:
@@ -162,7 +162,7 @@ def _put_json(
         if not 200 <= response.status <= 299:
             raise rest.ApiException(http_resp=rest.RESTResponse(response))
         body = response.data
-    return errors.decode_object(body, action)
+    return pods.decode_object(body, action)
 
 
 def replace_status_devices(

@@ -1,14 +1,9 @@
 """API errors as our own classes, so that callers decide by class, never by status number.
 
 Owns the mapping of the client's ``ApiException`` (and transport failures) to :class:`ApiError`
-subclasses, and of :class:`HttpStatusError`, the same answer from ``kube.lightclient``. Each is
-raised ``from`` the original exception; response bodies are truncated to 256 characters before
-they can reach a log. None of these classes subclasses ``ApiException`` (a test asserts it), so
-the client library's types never leak past ``sriov_dra.kube``.
-
-This module does not import the ``kubernetes`` package (importing any of it loads the whole
-client, issue 17 item 3): an ``ApiException`` is recognized through the module that defines it,
-which is loaded whenever such an exception can exist.
+subclasses. Each is raised ``from`` the original exception; response bodies are truncated to 256
+characters before they can reach a log. None of these classes subclasses ``ApiException`` (a test
+asserts it), so the client library's types never leak past ``sriov_dra.kube``.
 
 Source: STYLE.md §2 (kopf ``_cogs/clients/errors.py``), Kubernetes API status codes.
 """
@@ -16,10 +11,11 @@ Source: STYLE.md §2 (kopf ``_cogs/clients/errors.py``), Kubernetes API status c
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from kubernetes.client.rest import ApiException
 
 BODY_LIMIT = 256
 T = TypeVar("T")
@@ -86,40 +82,6 @@ class ServerError(ApiError):
     retryable = True
 
 
-class HttpStatusError(Exception):
-    """A non-2xx answer as ``kube.lightclient`` reports it (the fields of the client's ``ApiException``)."""
-
-    def __init__(self, status: int, reason: str, body: bytes | str, headers: Mapping[str, str]) -> None:
-        super().__init__(f"HTTP {status} {reason}")
-        self.status = status
-        self.reason = reason
-        self.body = body
-        self.headers = dict(headers)
-
-
-def _is_status_error(exc: BaseException) -> bool:
-    """``exc`` is an HTTP status answer: ours, or the kubernetes client's ``ApiException``."""
-    if isinstance(exc, HttpStatusError):
-        return True
-    module = sys.modules.get("kubernetes.client.exceptions")
-    client_class = getattr(module, "ApiException", None)
-    return isinstance(client_class, type) and isinstance(exc, client_class)
-
-
-def decode_object(body: bytes, action: str) -> dict[str, Any]:
-    """Decode a response body that must be one JSON object.
-
-    Raises: ``ServerError`` naming ``action`` when it is not JSON or not an object.
-    """
-    try:
-        doc = json.loads(body)
-    except ValueError as exc:
-        raise ServerError(f"{action}: the server answered with a body that is not JSON") from exc
-    if not isinstance(doc, dict):
-        raise ServerError(f"{action}: the server answered with JSON that is not an object")
-    return doc
-
-
 _BY_STATUS: dict[int, type[ApiError]] = {
     401: Unauthorized,
     403: Forbidden,
@@ -130,7 +92,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
-def _status_fields(exc: Any) -> tuple[str, str]:
+def _status_fields(exc: ApiException) -> tuple[str, str]:
     """Return ``(reason, message)`` from a Kubernetes Status body, or from the exception."""
     body = exc.body or ""
     if isinstance(body, bytes):
@@ -151,16 +113,14 @@ def translate(exc: BaseException, *, action: str) -> ApiError:
 
     Shapes: ``action`` names the request, e.g. ``"get pod ai/trainer"``.
     """
-    if _is_status_error(exc):
-        fields: Any = exc  # an ApiException or an HttpStatusError: status, reason, body, headers
-        status = int(fields.status or 0)
-        reason, message = _status_fields(fields)
+    if isinstance(exc, ApiException):
+        status = int(exc.status or 0)
+        reason, message = _status_fields(exc)
         text = f"{action}: HTTP {status} {reason}: {message}".rstrip(": ")
-        raw = fields.body
-        body = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
+        body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else str(exc.body or "")
         if status == 429:
             retry = 1.0
-            headers = fields.headers or {}
+            headers = exc.headers or {}
             try:
                 retry = float(headers.get("Retry-After", "1"))
             except (TypeError, ValueError):
@@ -181,10 +141,10 @@ def translated(action: str) -> Iterator[None]:
         yield
     except ApiError:
         raise
-    except (OSError, TimeoutError) as exc:
+    except (ApiException, OSError, TimeoutError) as exc:
         raise translate(exc, action=action) from exc
     except Exception as exc:  # urllib3 errors (MaxRetryError, ProtocolError) are not OSError
-        if _is_status_error(exc) or type(exc).__module__.startswith("urllib3"):
+        if type(exc).__module__.startswith("urllib3"):
             raise translate(exc, action=action) from exc
         raise
 

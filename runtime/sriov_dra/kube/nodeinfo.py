@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from sriov_dra.kube import errors
+from sriov_dra.kube import errors, pods
 
 
 def node_uid(api: client.ApiClient, name: str, *, timeout_s: float) -> str:
@@ -24,7 +24,7 @@ def node_uid(api: client.ApiClient, name: str, *, timeout_s: float) -> str:
     with errors.translated(action):
         response = client.CoreV1Api(api).read_node(name, _preload_content=False, _request_timeout=timeout_s)
         body = response.data
-    uid = (errors.decode_object(body, action).get("metadata") or {}).get("uid")
+    uid = (pods.decode_object(body, action).get("metadata") or {}).get("uid")
     if not isinstance(uid, str) or not uid:
         raise errors.ServerError(f"{action}: the answer has no metadata.uid")
     return uid

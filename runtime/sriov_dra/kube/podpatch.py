@@ -60,4 +60,4 @@ class PodClient:
                 _request_timeout=self._timeout_s,
             )
             data = response.data
-        return errors.decode_object(data, action)
+        return pods.decode_object(data, action)

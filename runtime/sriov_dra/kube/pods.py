@@ -11,6 +11,7 @@ caller owns the budget and decides what is retryable.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubernetes import client
@@ -35,4 +36,18 @@ def get_pod(api: client.ApiClient, namespace: str, name: str, *, timeout_s: floa
             name, namespace, _preload_content=False, _request_timeout=timeout_s
         )
         body = response.data
-    return errors.decode_object(body, action)
+    return decode_object(body, action)
+
+
+def decode_object(body: bytes, action: str) -> dict[str, Any]:
+    """Decode a response body that must be one JSON object.
+
+    Raises: ``errors.ServerError`` naming ``action`` when it is not JSON or not an object.
+    """
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise errors.ServerError(f"{action}: the server answered with a body that is not JSON") from exc
+    if not isinstance(doc, dict):
+        raise errors.ServerError(f"{action}: the server answered with JSON that is not an object")
+    return doc

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from sriov_dra.kube import errors
+from sriov_dra.kube import errors, pods
 
 GROUP: Final = "k8s.cni.cncf.io"
 VERSION: Final = "v1"
@@ -59,7 +59,7 @@ class NadClient:
                 _request_timeout=self._timeout_s,
             )
             body = response.data
-        return errors.decode_object(body, action)
+        return pods.decode_object(body, action)
 
     def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST the complete NAD ``body`` into its ``metadata.namespace``; return the created object.
@@ -83,7 +83,7 @@ class NadClient:
                 _request_timeout=self._timeout_s,
             )
             data = response.data
-        return errors.decode_object(data, action)
+        return pods.decode_object(data, action)
 
     def delete(self, namespace: str, name: str, *, uid: str) -> None:
         """Request deletion of NAD ``namespace/name`` if and only if its UID is still ``uid``.
@@ -136,7 +136,7 @@ class NadClient:
                 _request_timeout=self._timeout_s,
             )
             data = response.data
-        return errors.decode_object(data, action)
+        return pods.decode_object(data, action)
 
     def list_all(self, *, label_selector: str) -> list[dict[str, Any]]:
         """One LIST of NADs across all namespaces matching ``label_selector``.
@@ -155,6 +155,6 @@ class NadClient:
                 _request_timeout=self._timeout_s,
             )
             data = response.data
-        doc = errors.decode_object(data, action)
+        doc = pods.decode_object(data, action)
         items = doc.get("items")
         return [dict(i) for i in items if isinstance(i, dict)] if isinstance(items, list) else []
