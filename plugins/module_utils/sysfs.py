@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.sriovnet.dra.plugins.module_utils import base
+from ansible_collections.sriovnet.dra.plugins.module_utils import base, devlink
 from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import sysfsread
 
 BDF_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
@@ -52,8 +52,10 @@ class Sysfs:
     Shapes: listings are sorted (BDFs lexicographically, VFs by index).
     """
 
-    def __init__(self, root="/"):
+    def __init__(self, root="/", eswitch=None):
+        """``eswitch(bdf) -> (mode, reason)`` asks the kernel; default ``devlink.eswitch_mode``."""
         self.root = str(root)
+        self._eswitch = eswitch or devlink.eswitch_mode
 
     # --- paths ---------------------------------------------------------------------------------
 
@@ -130,8 +132,12 @@ class Sysfs:
         return sysfsread.link_type(self.root, ifname)
 
     def eswitch_mode(self, bdf):
-        """``legacy``/``switchdev`` from the fake-only file, else None (a host needs devlink)."""
-        return sysfsread.eswitch_mode(self.root, bdf)
+        """``(mode, reason)`` from the kernel through ``devlink`` (sysfs has no eswitch mode).
+
+        ``mode`` is ``legacy``/``switchdev`` or None (unknown); ``reason`` says why when the kernel
+        did not simply answer a mode (``module_utils/devlink.py``).
+        """
+        return self._eswitch(bdf)
 
     def virtfns(self, pf_bdf):
         """``[(index, vf_bdf)]`` for every ``virtfn<N>`` link of the PF, sorted by index.
@@ -188,6 +194,7 @@ class Sysfs:
         if ifname is None:
             return None
         root, problem = self.pcie_root(bdf)
+        eswitch, eswitch_reason = self.eswitch_mode(bdf)
         return {
             "pci_address": bdf,
             "name": ifname,
@@ -196,7 +203,8 @@ class Sysfs:
             "driver": self.driver(bdf),
             "numa_node": self.numa_node(bdf),
             "link_type": self.link_type(ifname),
-            "eswitch_mode": self.eswitch_mode(bdf),
+            "eswitch_mode": eswitch,
+            "eswitch_mode_reason": eswitch_reason,
             "totalvfs": self.totalvfs(bdf),
             "numvfs": self.numvfs(bdf),
             "pcie_root": root,

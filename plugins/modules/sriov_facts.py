@@ -87,7 +87,14 @@ ansible_facts:
               description: V(ethernet), V(infiniband) or V(unknown).
               type: str
             eswitch_mode:
-              description: Eswitch mode when sysfs shows it (only fake trees do; a host needs devlink), else null.
+              description:
+                - The kernel's eswitch mode, V(legacy) or V(switchdev), asked through C(devlink -j dev eswitch show pci/<address>)
+                  (iproute2). A PF whose driver answers "Operation not supported" or has no devlink instance is V(legacy).
+                - Null when unknown (no C(devlink) command, a kernel without devlink, another failure);
+                  C(eswitch_mode_reason) says why.
+              type: str
+            eswitch_mode_reason:
+              description: Why C(eswitch_mode) is V(legacy) by the kernel's "not supported" answer, or why it is null; else null.
               type: str
             totalvfs:
               description: C(sriov_totalvfs).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ from tests.ansible.conftest import run
 
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as host_sysfs
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab.fakes import fakedevlink, fakesysfs
 
 
 def _facts(root: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -71,3 +72,31 @@ def test_ansible_run_facts_give_the_published_root_and_no_minus_one_node(
         for vf in discovery.discover(host_sysfs.Sysfs(tmp_path))
     }
     assert from_facts == published
+
+
+def test_ansible_run_facts_ask_devlink_for_the_eswitch_mode_as_the_plugin_publishes_it(
+    tmp_path: Path, ansible_env: dict[str, str]
+) -> None:
+    root = tmp_path / "root"
+    switchdev = fakesysfs.FakePf(
+        bdf="0000:3b:00.0", ifname="ens2f0np0", eswitch_mode="switchdev", vfs=fakesysfs.make_vfs(1)
+    )
+    plain = fakesysfs.FakePf(
+        bdf="0000:5e:00.0", ifname="ens3f0", pcie_root="pci0000:5d", bridges=("0000:5d:00.0",),
+        vfs=fakesysfs.make_vfs(1),
+    )  # fmt: skip
+    fakesysfs.build(root, (switchdev, plain))
+    # The fake devlink first on PATH: the module runs its real command path against the fake tree.
+    bin_dir = fakedevlink.install(tmp_path / "bin", root).parent
+    env = {**ansible_env, "PATH": f"{bin_dir}{os.pathsep}{ansible_env.get('PATH', os.environ['PATH'])}"}
+    facts = _facts(root, env)
+    modes = {pf["pci_address"]: pf["eswitch_mode"] for pf in facts["pfs"]}
+    assert {pf["pci_address"]: (pf["eswitch_mode"], pf["eswitch_mode_reason"]) for pf in facts["pfs"]} == {
+        "0000:3b:00.0": ("switchdev", None),
+        "0000:5e:00.0": ("legacy", "devlink: Operation not supported (no eswitch on this PF): legacy"),
+    }
+    published = {
+        vf.pf_pci_address: vf.eswitch_mode.value
+        for vf in discovery.discover(host_sysfs.Sysfs(root), eswitch_modes=fakesysfs.FakeEswitchModes(root))
+    }
+    assert published == modes

@@ -19,8 +19,8 @@ in tests), and reads ``<root>/sys/...``. The reading rules follow upstream dra-d
   resolve), makes a relative target absolute against the link's directory with a lexical clean
   (Go's ``filepath.Clean``), and requires it under ``<root>/sys/devices``;
 - the link type comes from ``class/net/<if>/type`` (1 ethernet, 32 infiniband, else unknown);
-- the eswitch mode is not in sysfs (upstream asks devlink); only the fake trees' file
-  :data:`FAKE_ESWITCH_MODE_FILE` is read here.
+- the eswitch mode is not in sysfs: the kernel answers it through devlink (the plugin's
+  ``sriov_dra.host.devlink``, the collection's ``module_utils/devlink.py``), never read here.
 
 It reads the node, so in the runtime only ``sriov_dra.host`` may import it (an import-linter
 contract). It must never write, never follow a path outside ``root`` on purpose, and never raise
@@ -50,10 +50,6 @@ LINK_UNKNOWN = "unknown"
 
 ESWITCH_MODES = ("legacy", "switchdev")
 """Published ``EswitchMode`` values (upstream ``consts.EswitchMode*``)."""
-
-FAKE_ESWITCH_MODE_FILE = "sriov_dra_eswitch_mode"
-"""Not a kernel file: the fake trees' stand-in for devlink's eswitch mode, written only by the
-test and lab tree builder into a fake PF's directory; on a real host it never exists."""
 
 _VIRTFN_RE = re.compile(r"virtfn(0|[1-9][0-9]*)")
 _UPLINK_PORT_RE = re.compile(r"p[0-9]+")
@@ -262,12 +258,6 @@ def link_type(root: str, ifname: str) -> str:
     if value == ARPHRD_INFINIBAND:
         return LINK_INFINIBAND
     return LINK_UNKNOWN
-
-
-def eswitch_mode(root: str, bdf: str) -> str | None:
-    """``legacy`` or ``switchdev`` from :data:`FAKE_ESWITCH_MODE_FILE`; None on a real host."""
-    text = read_text(pci_path(root, bdf, FAKE_ESWITCH_MODE_FILE))
-    return text if text in ESWITCH_MODES else None
 
 
 def pcie_root(root: str, bdf: str) -> topology.PcieRoot:

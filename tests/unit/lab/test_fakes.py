@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,7 @@ import pytest
 from sriov_dra.driver import faults
 from sriov_dra.driver import main as plugin_main
 from sriov_dra_lab import launch_plugin
-from sriov_dra_lab.fakes import fakesysfs, faultkill
-from sriov_dra_rules import sysfsread
+from sriov_dra_lab.fakes import fakedevlink, fakesysfs, faultkill
 
 
 @pytest.mark.parametrize(
@@ -53,5 +53,13 @@ def test_launcher_fake_kernel_refuses_the_host_sysfs() -> None:
         launch_plugin.fake_kernel(Path("/"))
 
 
-def test_fake_tree_eswitch_file_is_the_one_the_collection_facts_read() -> None:
-    assert fakesysfs.ESWITCH_MODE_FILE == sysfsread.FAKE_ESWITCH_MODE_FILE
+def test_fake_devlink_answers_the_fake_trees_eswitch_file_as_iproute2_does(tmp_path: Path) -> None:
+    pf = fakesysfs.FakePf(bdf="0000:3b:00.0", ifname="ens2f0np0", eswitch_mode="switchdev")
+    fakesysfs.build(tmp_path, (pf, fakesysfs.FakePf(bdf="0000:5e:00.0", ifname="ens3f0")))
+    status, out, _ = fakedevlink.answer(["-j", "dev", "eswitch", "show", "pci/0000:3b:00.0"], tmp_path)
+    assert (status, json.loads(out)["dev"]["pci/0000:3b:00.0"]["mode"]) == (0, "switchdev")
+    assert fakedevlink.answer(["-j", "dev", "eswitch", "show", "pci/0000:5e:00.0"], tmp_path) == (
+        1, "", "kernel answers: Operation not supported\n")  # fmt: skip
+    assert fakedevlink.answer(["-j", "dev", "eswitch", "show", "pci/0000:99:00.0"], tmp_path)[2] == (
+        "kernel answers: No such device\n")  # fmt: skip
+    assert fakedevlink.answer(["dev", "show"], tmp_path)[0] == 2

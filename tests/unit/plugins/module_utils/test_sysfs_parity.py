@@ -20,7 +20,7 @@ from ansible_collections.sriovnet.dra.plugins.module_utils import sysfs as coll_
 
 from sriov_dra.host import pcieroot
 from sriov_dra.host import sysfs as host_sysfs
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab.fakes import fakedevlink, fakesysfs
 
 
 def _two_roots(root: Path) -> None:
@@ -131,8 +131,9 @@ def _plugin_view(root: Path) -> dict[str, object]:
                 "driver": pf.driver,
                 "numa_node": pf.numa_node,
                 "link_type": pf.link_type.value,
-                # the plugin asks its eswitch source (the fake tree's stand-in for devlink here)
-                "eswitch_mode": fakesysfs.FakeEswitchModes(root)(pf.bdf),
+                # the plugin asks its eswitch source (the fake tree's stand-in for devlink here) and
+                # publishes legacy without an answer; the collection asks the fake devlink command
+                "eswitch_mode": fakesysfs.FakeEswitchModes(root)(pf.bdf) or "legacy",
                 "totalvfs": pf.totalvfs,
                 "numvfs": pf.numvfs,
                 "pcie_root": root_result.root,
@@ -165,12 +166,20 @@ def _collection_view(root: Path) -> dict[str, object]:
     reader = coll_sysfs.Sysfs(str(root))
     pfs = reader.pfs()
     vfs = [reader.vf_facts(pf, i, bdf) for pf in pfs for i, bdf in reader.virtfns(pf["pci_address"])]
+    for pf in pfs:
+        del pf[
+            "eswitch_mode_reason"
+        ]  # the plugin logs its reasons; tests/unit/plugins/module_utils/test_devlink.py
     return {"pfs": pfs, "vfs": vfs}
 
 
 @pytest.mark.parametrize("build", TREES, ids=TREE_IDS)
-def test_collection_reader_equals_plugin_reader(tmp_path: Path, build) -> None:
+def test_collection_reader_equals_plugin_reader(
+    tmp_path: Path, build, monkeypatch: pytest.MonkeyPatch
+) -> None:
     build(tmp_path)
+    bin_dir = fakedevlink.install(tmp_path / "fake-devlink-bin", tmp_path).parent
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     plugin = _plugin_view(tmp_path)
     assert plugin["pfs"], "every tree has at least one PF"
     assert _collection_view(tmp_path) == plugin
