@@ -95,7 +95,7 @@ def key_path(base: str, key: str) -> str:
     if _PLAIN_KEY.fullmatch(key) is not None:
         return f"{base}.{key}"
     quoted = json.dumps(key, ensure_ascii=False)
-    if _has_surrogate(quoted):
+    if not has_utf8_form(quoted):
         quoted = json.dumps(key)  # escaped, so the path itself stays valid UTF-8
     return f"{base}[{quoted}]"
 
@@ -340,7 +340,7 @@ def shown_value(value: JsonValue) -> str:
         text = encode(value)
     except ValueError:  # an infinite float that decode_plain gave for a literal such as 1e999
         text = repr(value)
-    if _has_surrogate(text):
+    if not has_utf8_form(text):
         text = "".join(c if not 0xD800 <= ord(c) <= 0xDFFF else f"\\u{ord(c):04x}" for c in text)
     if len(text) > DUPLICATE_VALUE_CHARS:
         text = text[: DUPLICATE_VALUE_CHARS - 3] + "..."
@@ -371,12 +371,17 @@ def _duplicate_errors(
     return found
 
 
-def _has_surrogate(text: str) -> bool:
+def has_utf8_form(text: str) -> bool:
+    """True unless ``text`` holds a lone UTF-16 surrogate (a JSON ``"\\ud800"`` escape).
+
+    No UTF-8 byte string can carry one, so the API server (and any Go reader) could never store
+    it. ``sriov_dra.core.limits.has_utf8_form`` is this function.
+    """
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return True
-    return False
+        return False
+    return True
 
 
 def _surrogate_errors(value: JsonValue, path: str) -> list[errors.FieldError]:
@@ -385,8 +390,8 @@ def _surrogate_errors(value: JsonValue, path: str) -> list[errors.FieldError]:
     for node, node_path in _walk(value, path):
         if isinstance(node, dict):
             found.extend(
-                errors.FieldError(key_path(node_path, k), f"key {fix}") for k in node if _has_surrogate(k)
+                errors.FieldError(key_path(node_path, k), f"key {fix}") for k in node if not has_utf8_form(k)
             )
-        elif isinstance(node, str) and _has_surrogate(node):
+        elif isinstance(node, str) and not has_utf8_form(node):
             found.append(errors.FieldError(node_path, f"string {fix}"))
     return found

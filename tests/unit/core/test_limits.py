@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sriov_dra.core import limits
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import errors, names, strictjson
 
 LIMIT = limits.TOTAL_ANNOTATION_SIZE_LIMIT_B
 
@@ -123,3 +123,7 @@ def test_qualified_name_prefix_is_checked_by_the_one_dns1123_validator() -> None
 )
 def test_has_utf8_form_is_false_only_for_a_lone_surrogate(text: str, expected: bool) -> None:
     assert limits.has_utf8_form(text) is expected
+
+
+def test_the_utf8_rule_is_the_one_the_strict_json_reader_applies() -> None:
+    assert limits.has_utf8_form is strictjson.has_utf8_form
