@@ -701,6 +701,18 @@ imports = []
             )
         self.ready_after_s = time.monotonic() - launched
 
+    def restart_kubelet(self) -> float:
+        """Stop the kubelet (SIGTERM; its Pods keep running) and start it again; wait for Ready.
+
+        The kubelet restores its own checkpoints (``/var/lib/kubelet``), as after a node's
+        kubelet restart. Returns: seconds from the new launch to Ready. Raises: as :meth:`start`.
+        """
+        old = self.processes.pop("kubelet", None)
+        if old is not None:
+            old.stop()
+        self._start_kubelet()
+        return self.ready_after_s
+
     # ------------------------------------------------------------------ stop
     def stop(self, *, delete_node: bool = True) -> None:
         """Stop the node and remove everything it made (see the module docstring). Idempotent; never raises.

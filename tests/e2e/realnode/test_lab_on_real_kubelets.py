@@ -1,0 +1,312 @@
+"""The whole lab on real kubelets (``LabStack`` with ``real_nodes``): the kubelet behaviour the spec depends on.
+
+One lab (control plane, two real nodes with kubelet v1.36 + containerd, the roles, Multus thin,
+the guard, the plugin; no operator) serves the module; each test applies its own workload and
+deletes it, and checks that nothing is left (``sriov_dra_lab.leftovers``). Nothing stands in for
+the kubelet or the container runtime.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from tests import tiers
+from tests.waiting import eventually
+
+PAIRS_POD = ("ai-workloads", "gpu-sriov-pairs-demo")
+RAILS = {"dra0": "192.0.2.0/24", "dra1": "198.51.100.0/24"}
+
+
+@pytest.fixture(scope="module")
+def real_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A started lab on two real nodes (stopped at the end, checked for leftovers on the machine)."""
+    from sriov_dra_lab import realnode, stack
+
+    missing = realnode.missing_parts()
+    if missing:
+        tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
+    lab = stack.LabStack(
+        stack.LabOptions(workdir=tmp_path_factory.mktemp("reallab"), real_nodes=True, operator=False)
+    )
+    started = time.monotonic()
+    lab.start()
+    print(
+        f"real lab started in {time.monotonic() - started:.0f} s; nodes Ready after launch: "
+        + ", ".join(f"{n.name} {n.real.ready_after_s:.1f} s" for n in lab.nodes if n.real is not None)
+    )
+    reals = [n.real for n in lab.nodes]
+    try:
+        yield lab
+    finally:
+        lab.stop()
+    assert [line for r in reals if r is not None for line in r.leftovers()] == []
+
+
+def _pairs_docs() -> list[dict[str, Any]]:
+    from sriov_dra_lab import demo, workloads
+
+    return workloads.load(demo.PAIRS)
+
+
+def _start(lab: Any, docs: list[dict[str, Any]], namespace: str, name: str) -> dict[str, Any]:
+    from sriov_dra_lab import workloads
+
+    workloads.apply_docs(lab.api, [d for d in docs if d["kind"] != "Pod"])
+    applied = time.monotonic()
+    workloads.apply_docs(lab.api, [d for d in docs if d["kind"] == "Pod"])
+    pod = workloads.wait_running(lab.api, namespace, name, timeout_s=180)
+    print(f"{namespace}/{name} apply→Running {time.monotonic() - applied:.1f} s")  # measured, not asserted
+    return pod
+
+
+def _nothing_left(lab: Any) -> None:
+    from sriov_dra_lab import leftovers
+
+    def clean() -> bool:
+        return leftovers.collect(lab).empty
+
+    try:
+        eventually("no leftovers", clean, timeout_s=90, interval_s=1)
+    except BaseException:
+        pytest.fail("leftovers: " + leftovers.collect(lab).describe())
+
+
+def _finish(lab: Any, docs: list[dict[str, Any]]) -> None:
+    from sriov_dra_lab import workloads
+
+    workloads.delete_docs(lab.api, [d for d in docs if d["kind"] == "Pod"], timeout_s=180)
+    workloads.delete_docs(lab.api, [d for d in docs if d["kind"] != "Pod"], timeout_s=180)
+    _nothing_left(lab)
+
+
+def _kubectl(lab: Any, *args: str) -> str:
+    from sriov_dra_lab import binaries
+
+    done = subprocess.run(
+        [str(binaries.find("kubectl")), f"--kubeconfig={lab.cp.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _plugin_events(node: Any, msg: str, claim_uid: str) -> list[dict[str, Any]]:
+    out = []
+    for line in (node.layout.logs / "plugin.log").read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            event = json.loads(line)
+            if event.get("msg") == msg and event.get("claim_uid") == claim_uid:
+                out.append(event)
+    return out
+
+
+def _claim_uid(lab: Any, pod: dict[str, Any]) -> str:
+    namespace = pod["metadata"]["namespace"]
+    (status,) = pod["status"]["resourceClaimStatuses"]
+    claim = client.ResourceV1Api(lab.api).read_namespaced_resource_claim(
+        status["resourceClaimName"], namespace
+    )
+    return str(claim.metadata.uid)
+
+
+def _shadows(lab: Any, namespace: str) -> dict[str, str]:
+    nads = client.CustomObjectsApi(lab.api).list_namespaced_custom_object(
+        "k8s.cni.cncf.io", "v1", namespace, "network-attachment-definitions"
+    )
+    return {
+        n["metadata"]["name"]: n["metadata"]["resourceVersion"]
+        for n in nads["items"]
+        if n["metadata"]["name"].startswith("dra-sriov-")
+    }
+
+
+def _selections(lab: Any, namespace: str, name: str) -> str:
+    pod = client.CoreV1Api(lab.api).read_namespaced_pod(name, namespace)
+    return str((pod.metadata.annotations or {}).get("k8s.v1.cni.cncf.io/networks", ""))
+
+
+def _ready_sandbox(node: Any, pod_uid: str) -> str | None:
+    done = node.real.crictl("pods", "-q", "--state=ready", f"--label=io.kubernetes.pod.uid={pod_uid}")
+    ids = done.stdout.split()
+    return ids[0] if ids else None
+
+
+def _recreate_sandbox(lab: Any, node: Any, pod: dict[str, Any]) -> str:
+    """``crictl stopp`` + ``rmp`` the Pod's sandbox; wait for the kubelet to run a new one. Returns its id."""
+    uid = pod["metadata"]["uid"]
+    old = _ready_sandbox(node, uid)
+    assert old is not None
+    for args in (("stopp", old), ("rmp", old)):
+        done = node.real.crictl(*args)
+        assert done.returncode == 0, done.stderr
+    new = eventually(
+        "a new sandbox of the Pod",
+        lambda: s if (s := _ready_sandbox(node, uid)) not in (None, old) else None,
+        timeout_s=180,
+        interval_s=1,
+    )
+
+    # The Pod stays Running in the API while its sandbox is recreated: wait for its container to run
+    # in the new sandbox and for the Pod status to name that container.
+    def running_in_new() -> bool:
+        ids = node.real.crictl("ps", "-q", "--state=running", f"--pod={new}").stdout.split()
+        got = client.CoreV1Api(lab.api).read_namespaced_pod(
+            pod["metadata"]["name"], pod["metadata"]["namespace"]
+        )
+        named = {(c.container_id or "").split("//")[-1] for c in got.status.container_statuses or []}
+        return bool(ids) and any(i in named for i in ids)
+
+    eventually("the Pod's container running in the new sandbox", running_in_new, timeout_s=180, interval_s=1)
+    return str(new)
+
+
+def _pod_addresses(lab: Any, namespace: str, name: str) -> dict[str, str]:
+    """``{ifname: address/prefix}`` of every IPv4 address in the container (``kubectl exec ip``)."""
+    out = _kubectl(lab, "exec", "-n", namespace, name, "--", "ip", "-o", "-4", "addr", "show")
+    found = {}
+    for line in out.splitlines():
+        match = re.match(r"\d+:\s+(\S+)\s+inet\s+(\S+)", line)
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def _assert_rails(addresses: dict[str, str]) -> None:
+    for ifname, subnet in RAILS.items():
+        assert ifname in addresses, addresses
+        assert ipaddress.ip_interface(addresses[ifname]) in ipaddress.ip_network(subnet), addresses
+
+
+@dataclass
+class Running:
+    """The §14.2 Pod running on a real node, with what a test compares after a kubelet event."""
+
+    docs: list[dict[str, Any]]
+    pod: dict[str, Any]
+    node: Any
+    claim_uid: str
+    prepared: int
+    """``prepare done`` lines of the claim in the plugin's log so far."""
+    shadows: dict[str, str]
+    selections: str
+
+
+@pytest.fixture
+def pairs(real_lab: Any) -> Iterator[Running]:
+    """The §14.2 example running (verbatim); deleted afterwards, with nothing left (also after a failure)."""
+    run = _running_pairs(real_lab)
+    try:
+        yield run
+    finally:
+        _finish(real_lab, run.docs)
+
+
+def _running_pairs(lab: Any) -> Running:
+    docs = _pairs_docs()
+    pod = _start(lab, docs, *PAIRS_POD)
+    node = lab.node(pod["spec"]["nodeName"])
+    claim_uid = _claim_uid(lab, pod)
+    return Running(
+        docs=docs,
+        pod=pod,
+        node=node,
+        claim_uid=claim_uid,
+        prepared=len(_plugin_events(node, "prepare done", claim_uid)),
+        shadows=_shadows(lab, PAIRS_POD[0]),
+        selections=_selections(lab, *PAIRS_POD),
+    )
+
+
+def test_managed_pairs_pod_on_real_kubelets_shows_dra0_dra1_with_the_rails_addresses_and_every_vfs_cdi_edit(
+    real_lab: Any, pairs: Running
+) -> None:
+    run = pairs
+    node = run.node
+    _assert_rails(_pod_addresses(real_lab, *PAIRS_POD))
+    env = set(_kubectl(real_lab, "exec", "-n", PAIRS_POD[0], PAIRS_POD[1], "--", "env").splitlines())
+    specs = [json.loads(p.read_text()) for p in sorted(Path(node.layout.cdi_root).glob("*.json"))]
+    edits = [e for s in specs for d in s["devices"] for e in d["containerEdits"]["env"]]
+    vf_devices = [e for e in edits if e.startswith("SRIOVNETWORK_VF_DEVICE_")]
+    assert len(vf_devices) == 2, edits  # one per prepared VF
+    assert set(edits) <= env, sorted(set(edits) - env)
+    _finish(real_lab, run.docs)
+
+
+def test_sandbox_recreated_without_a_new_prepare_keeps_the_frozen_shadows_and_selections(
+    real_lab: Any, pairs: Running
+) -> None:
+    run = pairs
+    assert len(run.shadows) == 2 and run.selections
+    _recreate_sandbox(real_lab, run.node, run.pod)
+    # The kubelet's prepare cache: no NodePrepare for a recreated sandbox (spec §3.2).
+    assert len(_plugin_events(run.node, "prepare done", run.claim_uid)) == run.prepared
+    assert _shadows(real_lab, PAIRS_POD[0]) == run.shadows
+    assert _selections(real_lab, *PAIRS_POD) == run.selections
+    _assert_rails(_pod_addresses(real_lab, *PAIRS_POD))
+    _finish(real_lab, run.docs)
+
+
+def test_kubelet_restart_then_sandbox_recreation_reprepares_idempotently(
+    real_lab: Any, pairs: Running
+) -> None:
+    run = pairs
+    before = _pod_addresses(real_lab, *PAIRS_POD)
+    run.node.real.restart_kubelet()
+    _recreate_sandbox(real_lab, run.node, run.pod)
+    # K7: the restored checkpoint resets the kubelet's prepared flag, so the new sandbox prepares again.
+    assert len(_plugin_events(run.node, "prepare done", run.claim_uid)) > run.prepared
+    assert _shadows(real_lab, PAIRS_POD[0]) == run.shadows
+    assert _selections(real_lab, *PAIRS_POD) == run.selections
+    after = _pod_addresses(real_lab, *PAIRS_POD)
+    assert {k: before[k] for k in RAILS} == {k: after.get(k) for k in RAILS}
+    _finish(real_lab, run.docs)
+
+
+def _stamp(text: str) -> dt.datetime:
+    head, _, frac = text.rstrip("Z").partition(".")
+    return dt.datetime.fromisoformat(f"{head}.{(frac or '0')[:6]:0<6}+00:00")
+
+
+@pytest.mark.parametrize("propagation", ["Foreground", "Background"])
+def test_pod_deletion_tears_down_sandbox_and_cni_before_node_unprepare_and_leaves_nothing(
+    real_lab: Any, pairs: Running, propagation: str
+) -> None:
+    run = pairs
+    node, claim_uid = run.node, run.claim_uid
+    sandbox = _ready_sandbox(node, run.pod["metadata"]["uid"])
+    client.CoreV1Api(real_lab.api).delete_namespaced_pod(
+        PAIRS_POD[1], PAIRS_POD[0], body=client.V1DeleteOptions(propagation_policy=propagation)
+    )
+    unprepared = eventually(
+        "NodeUnprepareResources",
+        lambda: _plugin_events(node, "unprepare done", claim_uid),
+        timeout_s=180,
+        interval_s=1,
+    )
+    log = (node.real.logs / "containerd.log").read_text(errors="replace")
+    teardown = [
+        line
+        for line in log.splitlines()
+        if f'TearDown network for sandbox \\"{sandbox}\\" successfully' in line
+    ]
+    assert teardown, f"containerd tore down the network (CNI DEL) of sandbox {sandbox}"
+    stamp = re.search(r'time="([^"]+)"', teardown[0])
+    assert stamp is not None
+    assert _stamp(stamp.group(1)) < _stamp(unprepared[0]["ts"]), (
+        "StopPodSandbox + CNI DEL before NodeUnprepare (K13)"
+    )
+    _finish(real_lab, run.docs)
