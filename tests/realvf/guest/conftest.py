@@ -39,6 +39,18 @@ from tests.realvf.guest.realvfs import (
     wait_until,
 )
 
+PYROUTE2_CHILD_REPLY_S = 60.0
+"""pyroute2 enters a named netns through a forked child and gives up on it after 2 s
+(``pyroute2.config.default_communicate_timeout``); forking this test process under TCG on a loaded
+host took longer ("no response from the child"), so the guest's test process waits this long."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give pyroute2's netns child :data:`PYROUTE2_CHILD_REPLY_S` to answer in this process."""
+    from pyroute2 import config as pyroute2_config
+
+    pyroute2_config.default_communicate_timeout = PYROUTE2_CHILD_REPLY_S
+
 
 @pytest.fixture(scope="session")
 def real_pfs() -> list[RealPf]:

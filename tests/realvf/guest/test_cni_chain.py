@@ -42,7 +42,7 @@ BINARIES = ("multus", "loopback", "host-device", "host-local")
 
 @dataclass
 class Chain:
-    """The node's CNI bin and conf dirs with the guard installed, and the running guard daemon."""
+    """The node's CNI bin and conf dirs with the guard installed (its daemon runs while the fixture lives)."""
 
     bin_dir: Path
     conf_dir: Path
