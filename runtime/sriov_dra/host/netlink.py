@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pyroute2 import IPRoute
+from pyroute2 import config as _pyroute2_config
 from pyroute2.netlink.exceptions import NetlinkError as _PyNetlinkError
 
 from sriov_dra.core import devicehealth
@@ -38,6 +39,19 @@ NETNS_RUN_DIR: Final = Path("/var/run/netns")
 """Where ``ip netns`` (and the lab) bind-mount named namespaces."""
 
 IFF_UP: Final = 0x1
+
+NETNS_HELPER_REPLY_S: Final = 20.0
+"""How long a namespace's forked pyroute2 helper may take to hand back its socket (seconds).
+
+pyroute2 0.9 gives it 2 s (``pyroute2.config.default_communicate_timeout``) and then fails the call
+with "no response from the child". Forking a service process of 80-120 MiB on a loaded node took
+longer than that in the realvf tier (TCG guest, load 7-12), which would fail a guard ADD check or a
+PF health read for no fault of the node; a bounded, longer wait keeps both correct. Set once here,
+the one gate to pyroute2, when this module is imported."""
+
+_pyroute2_config.default_communicate_timeout = max(
+    float(_pyroute2_config.default_communicate_timeout), NETNS_HELPER_REPLY_S
+)
 
 
 class NetlinkError(Exception):
