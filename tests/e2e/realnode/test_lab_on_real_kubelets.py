@@ -310,3 +310,34 @@ def test_pod_deletion_tears_down_sandbox_and_cni_before_node_unprepare_and_leave
         "StopPodSandbox + CNI DEL before NodeUnprepare (K13)"
     )
     _finish(real_lab, run.docs)
+
+
+def test_whereabouts_rail_addresses_are_unique_across_the_two_nodes_and_host_local_stays_per_node(
+    real_lab: Any,
+) -> None:
+    import copy
+
+    from sriov_dra_lab import workloads
+
+    docs = _pairs_docs()
+    (template,) = [d for d in docs if d["kind"] == "Pod"]
+    pods = []
+    for node in real_lab.nodes:
+        pod = copy.deepcopy(template)
+        pod["metadata"]["name"] = f"pairs-{node.name}"
+        pod["spec"]["nodeSelector"] = {**pod["spec"]["nodeSelector"], "kubernetes.io/hostname": node.name}
+        pods.append(pod)
+    both = [*(d for d in docs if d["kind"] != "Pod"), *pods]
+    workloads.apply_docs(real_lab.api, both)
+    rails: dict[str, list[str]] = {ifname: [] for ifname in RAILS}
+    for pod, node in zip(pods, real_lab.nodes, strict=True):
+        live = workloads.wait_running(real_lab.api, "ai-workloads", pod["metadata"]["name"], timeout_s=180)
+        # host-local: the primary address comes from this node's own Pod range.
+        assert ipaddress.ip_address(live["status"]["podIP"]) in ipaddress.ip_network(node.real.pod_subnet)
+        addresses = _pod_addresses(real_lab, "ai-workloads", pod["metadata"]["name"])
+        _assert_rails(addresses)
+        for ifname in RAILS:
+            rails[ifname].append(addresses[ifname])
+    # whereabouts: one cluster-wide pool per rail, so the two nodes never hand out the same address.
+    assert all(len(set(found)) == len(real_lab.nodes) for found in rails.values()), rails
+    _finish(real_lab, both)
