@@ -48,9 +48,6 @@ LINK_INFINIBAND = "infiniband"
 LINK_UNKNOWN = "unknown"
 """Published ``linkType`` values (upstream ``consts.LinkType*``)."""
 
-ESWITCH_MODES = ("legacy", "switchdev")
-"""Published ``EswitchMode`` values (upstream ``consts.EswitchMode*``)."""
-
 _VIRTFN_RE = re.compile(r"virtfn(0|[1-9][0-9]*)")
 _UPLINK_PORT_RE = re.compile(r"p[0-9]+")
 
