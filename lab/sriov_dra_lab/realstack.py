@@ -9,7 +9,7 @@ install and service steps run unchanged:
   network namespace ``sdrn<lab>-<index>``, its mount-namespace file and its CDI directory (the one
   containerd reads); the node root holds ``fs/<mount>`` for both, so the CNI conf/bin dirs and
   ``/var/lib/cni`` the stack fills are the ones containerd's CNI uses;
-- the **machine** (:class:`RealNodeMachine`): the fake sysfs tree and one veth per VF, created in
+- the **machine** (:class:`RealNodeMachine`): the fake sysfs tree and one veth per PF and VF, created in
   the real node's network namespace after it started; the namespaces are the real node's;
 - **binds** into the node mount namespace (:func:`node_binds`): the lab's short socket directory
   (the guard socket; the DRA plugins' directories as symlinks to the kubelet's own
@@ -35,7 +35,7 @@ from typing import Final
 
 from kubernetes import client
 
-from sriov_dra_lab import iproute, realnode, registry, session, topology
+from sriov_dra_lab import realnode, registry, session, topology
 from sriov_dra_lab.controlplane import ControlPlane
 from sriov_dra_lab.fakes import fakesysfs
 
@@ -100,16 +100,13 @@ class RealNodeMachine(topology.NodeMachine):
         self._create_dirs()
 
     def create(self) -> None:
-        """Fake sysfs, one veth per VF in the (running) real node's netns, the VF map.
+        """Fake sysfs, the PF and VF veths in the (running) real node's netns, the VF map.
 
         Raises: :class:`~sriov_dra_lab.iproute.IpError`.
         """
         self._create_dirs()
         fakesysfs.build(self.layout.sysfs_root, topology.fake_pfs(self.vfs_per_pf))
-        for vf in self.vfs:
-            iproute.add_veth(self.layout.netns_path, vf.ifname, vf.peer)
-            iproute.set_up(self.layout.netns_path, vf.peer)
-        self.layout.vf_map.write_text(json.dumps({vf.pci: vf.ifname for vf in self.vfs}, indent=2))
+        self.create_links()
 
     def destroy(self) -> None:
         """Nothing of the namespaces (the real node removes them): the lab socket directory only."""

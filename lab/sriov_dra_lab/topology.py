@@ -338,20 +338,27 @@ class NodeMachine:
             fakesysfs.build(self.layout.sysfs_root, fake_pfs(self.vfs_per_pf))
             iproute.add_netns(self.layout.netns_name)
             iproute.set_up(self.layout.netns_path, "lo")
-            for pf, *_ in RAILS:
-                iproute.add_veth(self.layout.netns_path, pf, f"{pf}p")
-                iproute.set_up(self.layout.netns_path, f"{pf}p")
-                iproute.set_up(self.layout.netns_path, pf)
-            for vf in self.vfs:
-                iproute.add_veth(self.layout.netns_path, vf.ifname, vf.peer)
-                iproute.set_up(self.layout.netns_path, vf.peer)
-            self.layout.vf_map.parent.mkdir(parents=True, exist_ok=True)
-            self.layout.vf_map.write_text(json.dumps({vf.pci: vf.ifname for vf in self.vfs}, indent=2))
+            self.create_links()
             self._create_mountns()
         except BaseException:
             self.destroy()
             raise
         log.info("lab node machine ready", extra={"node": self.layout.name, "netns": self.layout.netns_path})
+
+    def create_links(self) -> None:
+        """In the (existing) node netns: one veth per PF (both ends up) and per VF, then the VF map.
+
+        Raises: :class:`~sriov_dra_lab.iproute.IpError`.
+        """
+        for pf, *_ in RAILS:
+            iproute.add_veth(self.layout.netns_path, pf, f"{pf}p")
+            iproute.set_up(self.layout.netns_path, f"{pf}p")
+            iproute.set_up(self.layout.netns_path, pf)
+        for vf in self.vfs:
+            iproute.add_veth(self.layout.netns_path, vf.ifname, vf.peer)
+            iproute.set_up(self.layout.netns_path, vf.peer)
+        self.layout.vf_map.parent.mkdir(parents=True, exist_ok=True)
+        self.layout.vf_map.write_text(json.dumps({vf.pci: vf.ifname for vf in self.vfs}, indent=2))
 
     def _create_dirs(self) -> None:
         for mount in NODE_MOUNTS:
