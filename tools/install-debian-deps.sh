@@ -4,7 +4,8 @@
 # proxy fallbacks and ansible-galaxy; golang is NOT taken from Debian (bookworm's 1.19 is too old):
 # the Go toolchain >= 1.26 must already be on PATH. Real lab nodes (lab/realnode.py): runc (the OCI
 # runtime containerd calls), busybox-static (the workload image's /bin/busybox), gcc and libc6-dev
-# (the static pause binary, tools/pause.c). Images without a registry (tools/build-image.sh): mmdebstrap
+# (the static pause binary, tools/pause.c), iptables (the Service-IP DNAT to the API server inside each
+# node's namespace) and procps (sysctl, route_localnet inside the node's namespace). Images without a registry (tools/build-image.sh): mmdebstrap
 # (the bookworm base root filesystem) and buildah (builds collection/image/Containerfile, daemonless).
 set -euo pipefail
 need=()
@@ -15,6 +16,8 @@ command -v nsenter >/dev/null || need+=(util-linux)
 command -v runc >/dev/null || need+=(runc)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || need+=(busybox-static)
 command -v gcc >/dev/null || need+=(gcc)
+command -v iptables >/dev/null || [ -x /usr/sbin/iptables ] || need+=(iptables)
+command -v sysctl >/dev/null || [ -x /usr/sbin/sysctl ] || need+=(procps)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v buildah >/dev/null || need+=(buildah)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || [ -n "$(find /usr/lib -name libc.a -print -quit 2>/dev/null)" ] || need+=(libc6-dev)

@@ -1,7 +1,7 @@
 """driver.prepare / driver.unprepare on a fake-sysfs node, with a FAKE claim API.
 
 Host parts are real (checkpoint file, CDI files, driver binding through the fake kernel of
-``host.fakesysfs``); only the API server is replaced by ``tests.fakes.claims_api.FakeClaimsApi``
+``sriov_dra_lab.fakes.fakesysfs``); only the API server is replaced by ``tests.fakes.claims_api.FakeClaimsApi``
 (a fake), so every error path can be forced. The cluster tier runs the same handler in the real
 plugin process against the real API server.
 """
