@@ -6,7 +6,8 @@
 only for ``sriov-dra lab ...``. Where the lab is not installed (the image), ``sriov-dra lab`` says
 how to install it.
 
-Owns the ``up``/``demo`` arguments and the lab's expected failures (a missing pinned binary exits
+Owns the ``up``/``demo``/``down`` arguments (``--node-kind real|simulated`` on ``up`` and
+``demo``; ``down`` removes what a killed lab left) and the lab's expected failures (a missing pinned binary exits
 2, a component that did not start exits 1, each with a one-line message and no traceback).
 """
 
@@ -49,6 +50,12 @@ def _quiet_lab(args: argparse.Namespace) -> None:
 def _lab_up(args: argparse.Namespace) -> int:
     from sriov_dra_lab import console
 
+    if args.bare and args.node_kind == "real":
+        print(
+            "sriov-dra: lab up --bare makes Node objects only; drop --bare or --node-kind real",
+            file=sys.stderr,
+        )
+        return 2
     _quiet_lab(args)
     workdir = Path(args.workdir).resolve()
     if args.bare:
@@ -59,6 +66,7 @@ def _lab_up(args: argparse.Namespace) -> int:
         nodes=args.nodes,
         operator_managed=args.operator_managed,
         wait=not args.no_hold,
+        real_nodes=args.node_kind == "real",
     )
 
 
@@ -69,8 +77,19 @@ def _lab_demo(args: argparse.Namespace) -> int:
         inspector=args.inspector(),
         multus_mode=args.multus,
         hold=args.hold,
-        real_nodes=args.nodes == "real",
+        real_nodes=args.node_kind == "real",
     )
+
+
+def _lab_down(args: argparse.Namespace) -> int:
+    from sriov_dra_lab import labdir
+
+    workdir = Path(args.workdir).resolve()
+    removed = labdir.down(workdir)
+    for line in removed:
+        print(f"    {line}", flush=True)
+    print(f"lab down: {'removed what a stopped lab left' if removed else 'nothing left'} in {workdir}")
+    return 0
 
 
 def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
@@ -82,7 +101,7 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
             ".lab): controlplane/, nodes/<node>/, ansible/, and every component log under logs/."
         ),
     )
-    lab_sub = lab.add_subparsers(dest="lab_command", required=True, metavar="{up,demo}")
+    lab_sub = lab.add_subparsers(dest="lab_command", required=True, metavar="{up,demo,down}")
     up = lab_sub.add_parser(
         "up",
         help="start the whole lab (control plane, nodes, roles, plugins, guards, Multus, operator) "
@@ -97,7 +116,8 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
     )
     _workdir(up)
     _multus(up)
-    up.add_argument("--nodes", type=int, default=2, help="number of simulated nodes (default: 2)")
+    up.add_argument("--nodes", type=int, default=2, help="number of nodes (default: 2)")
+    _node_kind(up)
     up.add_argument(
         "--operator-managed",
         action="store_true",
@@ -127,14 +147,20 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
         action="store_true",
         help="pause with the §14.2 Pod running (and commands to inspect it) until Enter",
     )
-    demo.add_argument(
-        "--nodes",
-        choices=["simulated", "real"],
-        default="simulated",
-        help="simulated nodes (a kubelet simulator) or real ones (kubelet v1.36 + containerd per node); "
-        "default: simulated",
-    )
+    _node_kind(demo)
     demo.set_defaults(func=_lab_demo)
+    down = lab_sub.add_parser(
+        "down",
+        help="remove what a lab killed without its stop left (processes, namespaces, mounts, links, cgroups)",
+        description=(
+            "Remove what a lab in the work directory left when it was killed before its stop: the "
+            "processes in its real nodes' cgroups, the mounts under the work directory, its network "
+            "namespaces, bridge and veths, its cgroups and its socket directory; only names carrying "
+            "the lab id of <workdir>/lab.json. Logs and files stay. `lab up` and `lab demo` do the same first."
+        ),
+    )
+    _workdir(down)
+    down.set_defaults(func=_lab_down)
     lab.set_defaults(log_level="INFO")  # run() passes the CLI's --log-level
     return lab
 
@@ -142,6 +168,16 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
 def _workdir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workdir", default=".lab", help="the lab's files and logs (default: .lab; replaced at start)"
+    )
+
+
+def _node_kind(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--node-kind",
+        choices=["simulated", "real"],
+        default="simulated",
+        help="simulated nodes (a kubelet simulator) or real ones (kubelet v1.36 + containerd per node); "
+        "default: simulated",
     )
 
 

@@ -290,13 +290,22 @@ def up(
     nodes: int = 2,
     operator_managed: bool = False,
     wait: bool = True,
+    real_nodes: bool = False,
 ) -> int:
     """``sriov-dra lab up``: start the whole lab, print :func:`lab_hints`, hold until Enter or Ctrl-C, stop.
+
+    ``real_nodes`` (``--node-kind real``): the nodes are real kubelets with containerd.
 
     Returns: 0 after a clean stop, 2 when the lab cannot start (the reason printed).
     Raises: as :func:`start`.
     """
-    lab = start(workdir, multus_mode=multus_mode, nodes=nodes, operator_managed=operator_managed)
+    lab = start(
+        workdir,
+        multus_mode=multus_mode,
+        nodes=nodes,
+        operator_managed=operator_managed,
+        real_nodes=real_nodes,
+    )
     if lab is None:
         return 2
     try:

@@ -1,34 +1,50 @@
 """A lab's work directory: the state file that names the lab, and the cleanup of what a killed lab left.
 
 This module owns :data:`STATE_FILE` (the lab id, written first at start), :func:`clean_stale`
-(mounts under the work directory, the lab's node network namespaces and run directory, found by
-that id) and :func:`reset_workdir` (only a directory holding one of :data:`LAB_MARKERS`).
+(what a lab killed without its stop left, found by that id: the processes in its real nodes'
+cgroups, mounts under the work directory, the node network namespaces, the real nodes' bridge and
+veths, their cgroups and the run directory) and :func:`reset_workdir` (only a directory holding
+one of :data:`LAB_MARKERS`).
 
-It must never touch a directory that is not a lab's, or another lab's namespaces.
+It must never touch a directory that is not a lab's, or another lab's namespaces, links or cgroups:
+every name it removes carries the lab id of the work directory's state file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Final
 
-from sriov_dra_lab import iproute, topology
+from sriov_dra_lab import cgroups as cgroups_mod
+from sriov_dra_lab import iproute, realnode, topology
 
 STATE_FILE: Final = "lab.json"
 
 
 def clean_stale(workdir: Path) -> list[str]:
-    """Remove what a lab killed without its stop left in ``workdir``: mounts, node netns, socket dirs.
+    """Remove what a lab killed without its stop left in ``workdir``; return what it removed, one line each.
 
-    Reads the lab id from ``<workdir>/lab.json``; unmounts every mount under ``workdir`` (deepest
-    first), deletes the network namespaces ``sdl<id>-*`` and ``/run/sdl-<id>``. Returns what it
-    removed (one line each); touches nothing of another lab.
+    Reads the lab id from ``<workdir>/lab.json``. In this order: kills every process left in the
+    real nodes' cgroups ``/sdrn<id>-<n>`` (containerd shims, pause and containers run in their own
+    sessions and outlive a SIGKILLed lab), unmounts every mount under ``workdir`` (deepest first:
+    the node mount-namespace files), deletes the network namespaces ``sdl<id>-*`` and
+    ``sdrn<id>-<n>``, the real nodes' bridge ``sdrnb<id>`` and host veths ``sdrnv<id><n>``, the
+    cgroups and ``/run/sdl-<id>``. The real nodes' iptables rules and sysctls live in their own
+    namespaces and go with them; the image mirror is a thread of the lab process. Never raises
+    on a single failed step; touches nothing of another lab.
     """
     done: list[str] = []
     root = workdir.resolve()
+    lab_id = _lab_id(root)
+    cgroups = _real_node_cgroups(lab_id) if lab_id else []
+    killed = cgroups_mod.kill_processes(cgroups)
+    if killed:
+        done.append(f"killed {len(killed)} processes left in the real nodes' cgroups")
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
         mounts = [line.split()[4] for line in f]
     for target in sorted(
@@ -36,21 +52,46 @@ def clean_stale(workdir: Path) -> list[str]:
     ):
         if subprocess.run(["umount", target], capture_output=True, check=False).returncode == 0:
             done.append(f"unmounted {target}")
-    try:
-        lab_id = json.loads((root / STATE_FILE).read_text())["labId"]
-    except (OSError, ValueError, KeyError):
+    if lab_id is None:
         return done
-    prefix = f"sdl{lab_id}-"
+    owned = re.compile(rf"sdl{lab_id}-.+|sdrn{lab_id}-\d+")
     if iproute.NETNS_DIR.is_dir():
         for entry in sorted(iproute.NETNS_DIR.iterdir()):
-            if entry.name.startswith(prefix):
-                iproute.del_netns(entry.name)
-                done.append(f"removed network namespace {entry.name}")
+            if owned.fullmatch(entry.name):
+                with contextlib.suppress(iproute.IpError):
+                    iproute.del_netns(entry.name)
+                    done.append(f"removed network namespace {entry.name}")
+    links = re.compile(rf"sdrnb{lab_id}|sdrnv{lab_id}\d+")
+    for link in sorted(p.name for p in Path("/sys/class/net").iterdir() if links.fullmatch(p.name)):
+        if subprocess.run(["ip", "link", "del", link], capture_output=True, check=False).returncode == 0:
+            done.append(f"removed link {link}")
+    for top in cgroups:
+        if cgroups_mod.remove_tree(top):
+            done.append(f"removed cgroup {top}")
     run_dir = topology.run_root(lab_id)
     if run_dir.exists():
         shutil.rmtree(run_dir, ignore_errors=True)
         done.append(f"removed {run_dir}")
     return done
+
+
+def _lab_id(root: Path) -> str | None:
+    """The lab id of the state file, when it is one (4 hex digits, as the lab writes it)."""
+    try:
+        lab_id = json.loads((root / STATE_FILE).read_text())["labId"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return lab_id if isinstance(lab_id, str) and re.fullmatch(r"[0-9a-f]{4}", lab_id) else None
+
+
+def _real_node_cgroups(lab_id: str) -> list[Path]:
+    """The real nodes' cgroup roots ``/sdrn<id>-<n>`` of every hierarchy (``RealNode.cgroup_root``)."""
+    owned = re.compile(rf"sdrn{lab_id}-\d+")
+    found: list[Path] = []
+    for hierarchy in realnode.cgroup_hierarchies():
+        with contextlib.suppress(OSError):
+            found += sorted(p for p in hierarchy.iterdir() if p.is_dir() and owned.fullmatch(p.name))
+    return found
 
 
 LAB_MARKERS: Final = (STATE_FILE, "controlplane", "admin.kubeconfig", "pki")
@@ -68,3 +109,14 @@ def reset_workdir(workdir: Path) -> list[str]:
     done = clean_stale(workdir)  # a lab killed before its stop
     shutil.rmtree(workdir)
     return done
+
+
+def down(workdir: Path) -> list[str]:
+    """``sriov-dra lab down``: remove what a lab that did not stop left (:func:`clean_stale`); keep its files.
+
+    Touches ``workdir`` only when it holds one of :data:`LAB_MARKERS`. Returns what was removed,
+    one line each (empty: nothing was left).
+    """
+    if not any((workdir / marker).exists() for marker in LAB_MARKERS):
+        return []
+    return clean_stale(workdir)

@@ -49,7 +49,6 @@ import logging
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -61,7 +60,7 @@ from typing import Any, Final
 import yaml
 from kubernetes import client
 
-from sriov_dra_lab import binaries, images, iproute, topology
+from sriov_dra_lab import binaries, cgroups, images, iproute, topology
 from sriov_dra_lab.controlplane import SERVICE_CIDR, ControlPlane
 from sriov_dra_lab.processes import Process, ProcessFailed, wait_until
 
@@ -753,37 +752,16 @@ imports = []
         self._started = False
 
     def _cgroup_pids(self) -> set[int]:
-        pids: set[int] = set()
-        for top in self._cgroup_dirs():
-            for dirpath, _dirs, files in os.walk(top):
-                if "cgroup.procs" in files:
-                    with contextlib.suppress(OSError):
-                        pids.update(int(p) for p in (Path(dirpath) / "cgroup.procs").read_text().split())
-        return pids
+        return cgroups.pids(self._cgroup_dirs())
 
     def _kill_cgroups(self) -> None:
-        deadline = time.monotonic() + 20
-        while (pids := self._cgroup_pids()) and time.monotonic() < deadline:
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.2)
-        if pids:
+        cgroups.kill_processes(self._cgroup_dirs())
+        if pids := self._cgroup_pids():
             log.warning("processes still in the cgroups of %s: %s", self.name, sorted(pids))
 
     def _remove_cgroups(self) -> None:
         for top in self._cgroup_dirs():
-            if not top.exists():
-                continue
-            for dirpath, _dirs, _files in os.walk(top, topdown=False):
-                for _ in range(50):
-                    try:
-                        os.rmdir(dirpath)
-                        break
-                    except FileNotFoundError:
-                        break
-                    except OSError:
-                        time.sleep(0.1)  # a killed process leaves its cgroup a moment later
+            cgroups.remove_tree(top)
 
     def _delete_node(self) -> None:
         try:

@@ -1,4 +1,4 @@
-"""LAB ONLY: the lab's nodes as real kubelets (``sriov-dra lab demo --nodes real``).
+"""LAB ONLY: the lab's nodes as real kubelets (``sriov-dra lab demo --node-kind real``).
 
 A real lab node is a :class:`~sriov_dra_lab.realnode.RealNode` (kubelet v1.36 + containerd 2.2 in
 the node's own network and mount namespaces) carrying everything a simulated node's

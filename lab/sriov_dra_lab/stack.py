@@ -23,7 +23,7 @@ Owns the lab's wiring, in this order (``LabStack.start``), each step after the p
 Services are started as processes through their entrypoints, inside the node's namespaces (no
 service module is imported): the roles' workloads do not run as Pods yet.
 
-With ``LabOptions.real_nodes`` (``sriov-dra lab demo --nodes real``) step 3 starts, per node, a
+With ``LabOptions.real_nodes`` (``sriov-dra lab demo --node-kind real``) step 3 starts, per node, a
 real kubelet v1.36 with containerd instead of the Node object and the kubelet simulator
 (:mod:`~sriov_dra_lab.realstack`: the same fake hardware, CNI files and services on it), after the
 nodes' host bridge and the image mirror the examples pull from; stop ends each real node (kubelet,

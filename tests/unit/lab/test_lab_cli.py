@@ -44,8 +44,19 @@ def test_each_lab_command_help_has_a_description(
     [
         (
             ["up"],
-            {"bare": False, "multus": "thin", "nodes": 2, "operator_managed": False, "no_hold": False},
+            {
+                "bare": False,
+                "multus": "thin",
+                "nodes": 2,
+                "operator_managed": False,
+                "no_hold": False,
+                "node_kind": "simulated",
+            },
         ),
+        (["up", "--node-kind", "real", "--nodes", "2"], {"node_kind": "real", "nodes": 2}),
+        (["demo", "--node-kind", "real"], {"node_kind": "real"}),
+        (["demo"], {"node_kind": "simulated"}),
+        (["down", "--workdir", "/tmp/x"], {"workdir": "/tmp/x"}),
         (["up", "--bare", "--nodes", "3"], {"bare": True, "nodes": 3}),
         (
             ["up", "--multus", "thick", "--operator-managed"],
@@ -58,6 +69,10 @@ def test_each_lab_command_help_has_a_description(
     ],
     ids=[
         "up-defaults-to-the-whole-lab",
+        "up-chooses-real-nodes",
+        "demo-chooses-real-nodes",
+        "demo-defaults-to-simulated-nodes",
+        "down-takes-the-workdir",
         "up-bare-keeps-the-old-behaviour",
         "up-thick-operator-managed",
         "demo-options",
@@ -66,6 +81,12 @@ def test_each_lab_command_help_has_a_description(
 def test_lab_options_parse(argv: list[str], expected: dict[str, object]) -> None:
     args = vars(cli.build_parser().parse_args(argv))
     assert {k: args[k] for k in expected} == expected
+
+
+def test_lab_up_bare_with_real_nodes_is_refused_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    status = cli.run(["up", "--bare", "--node-kind", "real"], inspector=lambda: None)  # type: ignore[arg-type,return-value]
+    assert status == 2
+    assert "drop --bare or --node-kind real" in capsys.readouterr().err
 
 
 def test_readiness_poll_retries_and_lab_info_lines_stay_off_the_terminal_even_after_a_level_reset(
