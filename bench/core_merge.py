@@ -24,7 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from sriov_dra.core import identities, networks, registry, selections
+from sriov_dra.core import identities, networks, registry
+from sriov_dra.core.plugin import selections
 from sriov_dra_rules import names
 
 GOAL_RATIO: Final = 3.0

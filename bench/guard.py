@@ -31,7 +31,8 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from sriov_dra.core import bindings, identities, registry, render, shadow
+from sriov_dra.core import bindings, identities, registry, render
+from sriov_dra.core.plugin import shadow
 from sriov_dra.guard import install
 from sriov_dra_lab import binaries, cninode, controlplane, netns
 from sriov_dra_rules import names

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from sriov_dra.core import drapolicy, sriovnetwork
+from sriov_dra.core.operator import drapolicy, sriovnetwork
 
 GOAL_S: Final = 2.0
 """The plan for 500 policies × 100 nodes must take at most this many seconds."""

@@ -34,7 +34,8 @@ from typing import Final
 import yaml
 from kubernetes import client
 
-from sriov_dra.core import policies, slices
+from sriov_dra.core import policies
+from sriov_dra.core.plugin import slices
 from sriov_dra.driver import publisher
 from sriov_dra.host import discovery
 from sriov_dra.kube import apply, resourceslices

@@ -77,7 +77,8 @@ import yaml
 from bench.scalekit import objects
 from kubernetes import client
 
-from sriov_dra.core import checkpoint_codec, limits
+from sriov_dra.core import limits
+from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.driver import publisher
 from sriov_dra.driver.managed import seams
 from sriov_dra.driver.managed import shadows as managed_shadows

@@ -12,10 +12,10 @@ here re-implements a product rule; each step calls the code the plugin's prepare
 - the checkpoint records the plugin would hold (``Pending`` bindings, then the shadow UIDs),
   built like ``planning.PlannedBinding.managed``;
 - the shadow body: ``driver.managed.shadows.expected_shadow`` (the body of the plugin's create
-  call, built by ``core.shadow.build_shadow_nad``: labels, finalizer, ownerReference, binding
+  call, built by ``core.plugin.shadow.build_shadow_nad``: labels, finalizer, ownerReference, binding
   annotation);
 - the Pod patch: ``driver.managed.podnets.plan_merge`` over ``podnets.intended_entries`` (the
-  ``core.selections`` merge and the ``core.registry`` codec, with the UID/resourceVersion tests).
+  ``core.plugin.selections`` merge and the ``core.registry`` codec, with the UID/resourceVersion tests).
 
 ``tests/unit/bench/test_scale_objects.py`` runs the real prepare on a fake node and checks that
 these builders produce the same shadows and the same Pod annotations. Pure: no I/O.
@@ -27,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import identities, ifnames, jsonpatch, render, selections
+from sriov_dra.core import identities, ifnames, render
+from sriov_dra.core.plugin import checkpoint_model as model
+from sriov_dra.core.plugin import jsonpatch, selections
 from sriov_dra.driver.managed import podnets
 from sriov_dra.driver.managed import shadows as managed_shadows
 

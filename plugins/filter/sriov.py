@@ -44,7 +44,7 @@ def sriov_vf_plan(policies, node_labels, pfs):
     Shapes: ``[{"pf": <netdev>, "pci_address", "num_vfs", "vf_driver": str|None, "policies": [...]}]``
     sorted by PCI address. The highest ``numVfs`` of the policies selecting a PF wins. Node and NIC
     selection are the operator's own (``module_utils/sriov_dra_rules/nodepolicies.py``, also used
-    by the runtime's ``core.nodepolicy``).
+    by the runtime's ``core.operator.nodepolicy``).
     Raises: AnsibleFilterError for a ``netFilter`` selector (cloud NICs are not supported here)
     or policies asking for different device types on one PF (one VF driver per PF).
     """

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sriov_dra.core import cdi_spec, identities
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import identities
+from sriov_dra.core.plugin import cdi_spec
+from sriov_dra.core.plugin import checkpoint_model as model
 
 NODE_NAME = "node-a"
 NODE_UID = "0b7c6f2e-5a1d-4c3e-9f10-2a3b4c5d6e7f"

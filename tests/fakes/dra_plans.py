@@ -1,6 +1,6 @@
 """Settings, resolutions and plan helpers for the DRA policy plan tests (spec §12.2.2–§12.2.6, §14.3).
 
-Shared by the unit tests of :mod:`sriov_dra.core.drapolicy` and its sub-concern modules
+Shared by the unit tests of :mod:`sriov_dra.core.operator.drapolicy` and its sub-concern modules
 (``dranodes``): the operator namespace settings, both rails' SriovNetworks resolved, two
 worker nodes, :func:`plan`, which runs the real plan, and the expected rail objects.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import drapolicy, sriovnetwork
+from sriov_dra.core.operator import drapolicy, sriovnetwork
 from sriov_dra_rules import errors
 
 R = errors.Reason

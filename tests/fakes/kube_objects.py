@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sriov_dra.core import jsonpatch
+from sriov_dra.core.plugin import jsonpatch
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra_rules import errors
 

@@ -345,7 +345,8 @@ def convergence_problems(node: ManagedNode, *, pod: str = "consumer") -> list[st
     with its interface; the registry recording the same UIDs; VFs on their kernel driver; the
     claim and Pod CDI specs present.
     """
-    from sriov_dra.core import registry, shadow
+    from sriov_dra.core import registry
+    from sriov_dra.core.plugin import shadow
     from sriov_dra.driver.managed import shadows
 
     out: list[str] = []

@@ -2,7 +2,7 @@
 
 Everything is produced by the real ``sriov_dra.core`` contracts: identities and attachmentIDs
 (``core.identities``), the frozen config (``core.render``), the binding annotation and shadow
-object (``core.bindings``, ``core.shadow``), the registry (``core.registry``). Unit tests use the
+object (``core.bindings``, ``core.plugin.shadow``), the registry (``core.registry``). Unit tests use the
 plain dicts (adding the ``uid`` the API server would set); cni tests create them on a real API
 server and read back the server-set UIDs. Tests then break one rule to prove one check.
 """
@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import bindings, identities, registry, render, shadow
+from sriov_dra.core import bindings, identities, registry, render
+from sriov_dra.core.plugin import shadow
 from sriov_dra_rules import names
 
 NODE_NAME = "node-a"

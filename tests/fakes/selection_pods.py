@@ -1,6 +1,6 @@
 """Pods, registry entries and managed bindings for the selection merging tests (spec §9).
 
-Shared by the unit tests of :mod:`sriov_dra.core.selections` and its sub-concern modules
+Shared by the unit tests of :mod:`sriov_dra.core.plugin.selections` and its sub-concern modules
 (``selectionownership``, ``selectionupdate``): three bindings of two claims in namespace ``ai``,
 Pod snapshots and plain Pod dicts, and :func:`merged`, which runs the real merge.
 """
@@ -12,7 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sriov_dra.core import identities, networks, registry, selections
+from sriov_dra.core import identities, networks, registry
+from sriov_dra.core.plugin import selections
 from sriov_dra_rules import names
 
 NS = "ai"

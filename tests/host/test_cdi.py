@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from tests.fakes import checkpoint_records as fx
 
-from sriov_dra.core import cdi_spec
-from sriov_dra.core import checkpoint_lifecycle as lifecycle
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import cdi_spec
+from sriov_dra.core.plugin import checkpoint_lifecycle as lifecycle
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.host import cdi, checkpoint
 from sriov_dra_rules import errors
 

@@ -25,9 +25,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import checkpoint_records as fx
 
-from sriov_dra.core import checkpoint_codec as codec
-from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_codec as codec
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.host import atomicfile
 from sriov_dra.host import checkpoint as store_mod
 from sriov_dra_rules import errors

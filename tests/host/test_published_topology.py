@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from sriov_dra.core import policies, slices
+from sriov_dra.core import policies
+from sriov_dra.core.plugin import slices
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra_lab.fakes import fakesysfs

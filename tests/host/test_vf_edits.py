@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.core import cdi_spec
+from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.host import vf_edits
 from sriov_dra_lab.fakes import fakesysfs
 

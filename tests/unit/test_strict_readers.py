@@ -35,7 +35,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
         3,
         "the one strict YAML reader itself (a SafeLoader subclass and its type annotations)",
     ),
-    "runtime/sriov_dra/core/checkpoint_codec.py": (
+    "runtime/sriov_dra/core/plugin/checkpoint_codec.py": (
         1,
         "our own checkpoint: a checksummed codec that refuses repeated keys and NaN itself",
     ),

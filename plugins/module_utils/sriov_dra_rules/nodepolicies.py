@@ -2,7 +2,7 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """SriovNetworkNodePolicy node and NIC selection: the one reading of ``nodeSelector``/``nicSelector``.
 
-Used by the operator's DRA plan (``sriov_dra.core.nodepolicy``: which policies apply to a node,
+Used by the operator's DRA plan (``sriov_dra.core.operator.nodepolicy``: which policies apply to a node,
 which ``nicSelector`` fields become a resourceFilter) and by the collection's ``sriov_vf_plan``
 filter (which PFs of a node get how many VFs), so both decide node and NIC selection the same way:
 

@@ -26,8 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TextIO
 
-from sriov_dra.core import checkpoint_codec, identities
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_codec
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import orphans, seams, shadows
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client

@@ -21,8 +21,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
-from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import devicehealth
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.host import discovery
 from sriov_dra.kubeletapi import messages
 

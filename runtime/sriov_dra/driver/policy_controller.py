@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from sriov_dra.core import attributes, policies, slices
+from sriov_dra.core import attributes, policies
+from sriov_dra.core.plugin import slices
 from sriov_dra.host import discovery
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import watches

@@ -7,7 +7,7 @@ that claim's error without touching the others.
 
 Preparing one claim (:func:`prepare_claim`), in this order:
 
-1. **Read and check** (no lock, no change): live GET of the claim, then ``core.claimplan``: the
+1. **Read and check** (no lock, no change): live GET of the claim, then ``core.plugin.claimplan``: the
    UID the kubelet sent, the allocation, one Pod consumer, this driver's results only, this
    node's pool, discovered VFs, no admin/shared results, strict VfConfig layering.
 2. **Lock** the claim UID, then the consumer Pod UID (``driver.locks``; never the reverse).
@@ -59,8 +59,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from sriov_dra.core import cdi_spec, checkpoint_lifecycle, claimplan, identities
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import identities
+from sriov_dra.core.plugin import cdi_spec, checkpoint_lifecycle, claimplan
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import claim_context, unprepare
 from sriov_dra.driver.managed import planning
 from sriov_dra.host import vf_edits

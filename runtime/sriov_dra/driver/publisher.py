@@ -5,7 +5,7 @@ created later needs a restart), the :class:`~sriov_dra.driver.policy_controller.
 watches, a watch of this driver's slices on this node (so a slice someone deleted, e.g. the
 kubelet wiping node slices at its start, is recreated), and one worker thread that re-evaluates
 and republishes after any change and every ``resync_s``. Each sync lists the slices (a read),
-plans with :func:`sriov_dra.core.slices.plan_writes` and writes only what differs, so an idle
+plans with :func:`sriov_dra.core.plugin.slices.plan_writes` and writes only what differs, so an idle
 resync performs no API write; the count of writes is kept in :class:`PublisherStats`.
 
 Wiring (the plugin entrypoint)::
@@ -30,7 +30,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from sriov_dra.core import slices
+from sriov_dra.core.plugin import slices
 from sriov_dra.driver import policy_controller
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod

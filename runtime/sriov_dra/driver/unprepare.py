@@ -31,8 +31,8 @@ Source: spec §6.3, §8.4 steps 4, 5, 9; reference ``dra-protocol.md`` §3.4, §
 
 from __future__ import annotations
 
-from sriov_dra.core import checkpoint_lifecycle, claimplan
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import checkpoint_lifecycle, claimplan
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import claim_context
 from sriov_dra.host import binding
 from sriov_dra.kubeletapi import messages

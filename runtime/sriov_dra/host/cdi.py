@@ -2,14 +2,14 @@
 
 The container runtime reads every spec file in its CDI directories and resolves the fully-qualified
 device IDs the kubelet passes it (``<vendor>/<class>=<name>``). This module writes and removes the
-two kinds of file the plugin owns (names and content come from ``core.cdi_spec``):
+two kinds of file the plugin owns (names and content come from ``core.plugin.cdi_spec``):
 
 - one per claim, ``sriovnetwork.k8snetworkplumbingwg.io-vf_<claimUID>.json``, written at prepare
   and removed at unprepare;
 - one per Pod, ``sriovnetwork.k8snetworkplumbingwg.io-vf_<podUID>.json``, carrying
   ``SRIOVNETWORK_PCI_ADDRESSES`` for every VF of the Pod's locally unreleased claims; it is kept
   (rebuilt) while any such claim remains and removed after the last one (spec §8.4 step 5; compute
-  the address list with ``core.checkpoint_lifecycle.pod_cdi_pci_addresses``).
+  the address list with ``core.plugin.checkpoint_lifecycle.pod_cdi_pci_addresses``).
 
 Writes are atomic (``host.atomicfile``) and idempotent: re-writing identical content leaves the
 file untouched, so a runtime watching the directory sees no churn. Removing an absent file
@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.core import cdi_spec
+from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.host import atomicfile
 
 DEFAULT_CDI_ROOT: Final = Path("/var/run/cdi")

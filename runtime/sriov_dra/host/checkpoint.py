@@ -1,6 +1,6 @@
 """The plugin's durable checkpoint store: claim records in memory, persisted before they count.
 
-``CheckpointStore`` keeps every prepared claim's record (``core.checkpoint_model``) in memory and in
+``CheckpointStore`` keeps every prepared claim's record (``core.plugin.checkpoint_model``) in memory and in
 one file (default name ``checkpoint.json`` in the plugin directory), written with
 ``host.atomicfile`` so a crash leaves either the old or the new checkpoint. Every mutation builds
 the new state, writes the whole checkpoint, and only then publishes the new state in memory; when
@@ -11,7 +11,7 @@ The mutation API is narrow (spec §6.3): ``set_claim`` (claim-UID uniqueness: an
 with ``ClaimReleaseInProgress`` while any record for the UID exists), ``update_managed_bindings``
 (phase Pending↔Ready and shadow UID only), ``mark_managed_deleting``,
 ``mark_managed_release_complete`` and ``delete_claim`` (one claim; the Pod's other claims stay).
-Rules live in ``core.checkpoint_lifecycle``; this module only applies them atomically.
+Rules live in ``core.plugin.checkpoint_lifecycle``; this module only applies them atomically.
 
 Concurrency: one lock guards the in-memory map. It is held only to read a record and to
 check-encode-write-publish a change; caller-supplied update functions run outside it, against a
@@ -33,10 +33,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.core import checkpoint_codec as codec
-from sriov_dra.core import checkpoint_lifecycle as lifecycle
-from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_codec as codec
+from sriov_dra.core.plugin import checkpoint_lifecycle as lifecycle
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.host import atomicfile
 from sriov_dra_rules import errors
 
@@ -113,7 +113,7 @@ class _Unchanged(Exception):
 
 
 class CheckpointStore:
-    """Thread-safe, durable map of claim UID → :class:`~sriov_dra.core.checkpoint_model.ClaimRecord`.
+    """Thread-safe, durable map of claim UID → :class:`~sriov_dra.core.plugin.checkpoint_model.ClaimRecord`.
 
     Call :meth:`load` once before anything else. ``write`` is injectable (keyword-only) so tests
     can make persistence fail and observe the in-memory rollback.

@@ -1,6 +1,6 @@
 """What a prepared VF's container needs, read from sysfs: VFIO group, RDMA devices.
 
-Owns the host reads behind one VF's CDI container edits (``core.cdi_spec.VfEdits``), taken after
+Owns the host reads behind one VF's CDI container edits (``core.plugin.cdi_spec.VfEdits``), taken after
 the driver binding is in place:
 
 - a VF bound to ``vfio-pci`` gets its IOMMU group (``iommu_group`` link) and whether that group
@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 
-from sriov_dra.core import cdi_spec
+from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.host import sysfs as sysfs_mod
 
 LOG = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def vf_edits(
     """Read the container-edit facts of VF ``bdf`` (DRA device ``device``) as bound now.
 
     Shapes: ``vfio_group`` is set iff the VF is bound to ``vfio-pci`` and has an IOMMU group.
-    Raises: nothing for missing files (absent facts add no edits); ``core.cdi_spec`` validates
+    Raises: nothing for missing files (absent facts add no edits); ``core.plugin.cdi_spec`` validates
     the values when the spec is built.
     """
     group = ""

@@ -6,7 +6,7 @@ the ``resourceclaims/status`` subresource. The update is a PUT of the claim as r
 ``status.devices`` replaced, carrying the read ``metadata.resourceVersion`` and ``metadata.uid``,
 so the API server refuses it (409) when anyone changed the claim since; the caller's pure
 ``compute`` function then runs again on a fresh read. Other drivers' entries are whatever
-``compute`` keeps (``core.claimplan.merged_status_devices`` keeps all of them), so a conflict can
+``compute`` keeps (``core.plugin.claimplan.merged_status_devices`` keeps all of them), so a conflict can
 never drop them, unlike upstream's retry that re-applied a stale snapshot.
 
 Why a PUT with hand-encoded bytes and not a patch: the server keeps every opaque

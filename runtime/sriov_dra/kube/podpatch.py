@@ -3,7 +3,7 @@
 Owns the two Pod requests of the auto-attach path (spec §8.1 step 4, §8.4 step 3, §9): the live
 GET (through :func:`sriov_dra.kube.pods.get_pod`, never a cache) and an RFC 6902 JSON Patch whose
 ``test`` operations on ``/metadata/uid`` and ``/metadata/resourceVersion`` make it conditional
-(the ops come from ``core.selections``). A failed ``test`` is answered with HTTP 422 by the API
+(the ops come from ``core.plugin.selections``). A failed ``test`` is answered with HTTP 422 by the API
 server, so callers must treat ``errors.Invalid`` like a conflict: re-read and recompute.
 
 RBAC (spec §12.3): ``pods`` get, patch. No update, delete or finalizer permission is needed.

@@ -3,12 +3,12 @@
 Owns the API calls of slice publication: list this driver's node-scoped slices (field selectors
 ``spec.driver`` and ``spec.nodeName``, which the API supports for ResourceSlices), create,
 replace with the resourceVersion precondition, delete with UID and resourceVersion
-preconditions, applying a :class:`sriov_dra.core.slices.SliceWrites` plan in its order, and the
+preconditions, applying a :class:`sriov_dra.core.plugin.slices.SliceWrites` plan in its order, and the
 watch target of the same collection. Every failure is a :mod:`sriov_dra.kube.errors` class
 naming the request; every successful write is reported to ``on_write`` so callers can count
 writes (an idle resync must perform none).
 
-It must never decide what to write (that is ``core.slices``), retry, or write without the
+It must never decide what to write (that is ``core.plugin.slices``), retry, or write without the
 precondition the plan carries.
 Source: reference dra-protocol.md §4.1.
 """
@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from sriov_dra.core import slices
+from sriov_dra.core.plugin import slices
 from sriov_dra.kube import errors, watches
 
 PATH: Final = "/apis/resource.k8s.io/v1/resourceslices"

@@ -2,7 +2,7 @@
 
 Owns every NAD request the auto-attach path makes (spec §8, §12.3): a live GET (source templates
 and shadows), the shadow create with everything in one call (the body comes from
-``core.shadow.build_shadow_nad``: ownerReference, finalizer and binding annotation included), a
+``core.plugin.shadow.build_shadow_nad``: ownerReference, finalizer and binding annotation included), a
 DELETE carrying a UID precondition, an RFC 6902 JSON Patch on the NAD's *main* endpoint (the NAD
 CRD has no ``/finalizers`` subresource), and one all-namespace LIST narrowed by a label selector
 (the orphan scan). Answers are the server's JSON; failures are :mod:`sriov_dra.kube.errors`

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from sriov_dra.core import nodepolicy, sriovnetwork
+from sriov_dra.core.operator import nodepolicy, sriovnetwork
 from sriov_dra.host import strictyaml
 from sriov_dra.kube import client as kube_client
 from sriov_dra.operator import app, settings

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sriov_dra.core import drapolicy, sriovnetwork
+from sriov_dra.core.operator import drapolicy, sriovnetwork
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import events, leader, objects
 from sriov_dra.kube import watches as kube_watches

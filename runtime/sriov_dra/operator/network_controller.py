@@ -2,7 +2,7 @@
 
 Sole writer of source NADs (spec §12.2.3). For one SriovNetwork it:
 
-* renders the NAD with :func:`sriov_dra.core.sriovnetwork.render_nad` and creates it, or updates
+* renders the NAD with :func:`sriov_dra.core.operator.sriovnetwork.render_nad` and creates it, or updates
   it only when its spec, annotations or owner references differ (no write when equal);
 * refuses ``spec.networkNamespace`` on networks outside the operator namespace, a missing target
   namespace, and a same-named NAD that another network's owner marker claims, each as
@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core import conditions, sriovnetwork
+from sriov_dra.core.operator import conditions, sriovnetwork
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import objects, views
 from sriov_dra.operator import settings, status

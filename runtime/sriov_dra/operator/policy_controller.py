@@ -6,9 +6,9 @@ Each pass (spec §12.2.2–§12.2.6):
 2. resolves every SriovNetwork reference with live GETs (never a cache): the network, then the
    source NAD at the network's rendered target; 403 becomes ``SourceAccessDenied``, other read
    failures ``DRAConfigurationSyncFailed``;
-3. builds one :func:`sriov_dra.core.drapolicy.build_dra_policy_plan`;
+3. builds one :func:`sriov_dra.core.operator.drapolicy.build_dra_policy_plan`;
 4. lists the existing generated objects (generated-by label only) and performs the writes of
-   :func:`sriov_dra.core.generated.plan_writes`: withheld attribute objects deleted first, then
+   :func:`sriov_dra.core.operator.generated.plan_writes`: withheld attribute objects deleted first, then
    creates/updates, then cleanup by the complete desired name set. A create that meets an
    unmarked object is refused (never adopted). Every failed write is retried with backoff;
 5. writes ``DRAConfigurationReady`` with ``observedGeneration`` where it changed; a policy whose
@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sriov_dra.core import conditions, drapolicy, generated, sriovnetwork
+from sriov_dra.core.operator import conditions, drapolicy, generated, sriovnetwork
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import objects, views
 from sriov_dra.operator import settings, status

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sriov_dra.core import nodepolicy, sriovnetwork
+from sriov_dra.core.operator import nodepolicy, sriovnetwork
 from sriov_dra.servicekit import logs
 
 

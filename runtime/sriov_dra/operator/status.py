@@ -15,7 +15,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
 
-from sriov_dra.core import conditions
+from sriov_dra.core.operator import conditions
 from sriov_dra.kube import errors, events, objects, views
 
 log = logging.getLogger(__name__)

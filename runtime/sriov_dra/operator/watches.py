@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
-from sriov_dra.core import conditions, nodepolicy, sriovnetwork
+from sriov_dra.core.operator import conditions, nodepolicy, sriovnetwork
 from sriov_dra.kube import views
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import queue

@@ -33,7 +33,7 @@ from tests import waiting
 from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 
 import sriov_dra
-from sriov_dra.core import cdi_spec, checkpoint_codec
+from sriov_dra.core.plugin import cdi_spec, checkpoint_codec
 from sriov_dra.driver import faults
 from sriov_dra.host import checkpoint
 from sriov_dra.host import sysfs as sysfs_mod

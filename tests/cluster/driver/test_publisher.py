@@ -21,7 +21,7 @@ import yaml
 from kubernetes import client
 from tests import waiting
 
-from sriov_dra.core import slices
+from sriov_dra.core.plugin import slices
 from sriov_dra.driver import policy_controller, publisher
 from sriov_dra.kube import apply, resourceslices
 from sriov_dra_lab.fakes import fakesysfs

@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import conditions, drapolicy, sriovnetwork
+from sriov_dra.core.operator import conditions, drapolicy, sriovnetwork
 from sriov_dra.kube import apply, events, objects
 from sriov_dra.operator import network_controller, policy_controller, settings, status
 from sriov_dra_lab.fakes import heartbeats

@@ -19,7 +19,7 @@ from kubernetes import client
 from tests.cluster.operator.conftest import Harness, audit_writes, line_count
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import sriovnetwork
+from sriov_dra.core.operator import sriovnetwork
 from sriov_dra.kube import objects
 from sriov_dra_lab import controlplane
 from sriov_dra_rules import strictjson

@@ -22,7 +22,7 @@ from kubernetes.leaderelection import leaderelectionrecord
 from tests import waiting
 from tests.cluster.operator.conftest import MANIFESTS, SHADOW_SELECTOR, Harness
 
-from sriov_dra.core import sriovnetwork
+from sriov_dra.core.operator import sriovnetwork
 from sriov_dra.kube import apply, leader, objects, watches
 from sriov_dra_lab import controlplane
 

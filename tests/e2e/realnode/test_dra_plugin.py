@@ -21,7 +21,7 @@ from kubernetes import client
 from tests.e2e.realnode.pods import busybox_pod, delete_pod, run_pod
 from tests.waiting import eventually
 
-from sriov_dra.core import checkpoint_codec
+from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.host import checkpoint
 from sriov_dra_lab import paths
 from sriov_dra_rules import names

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from tests.fakes import claims_api as fx
 
-from sriov_dra.core import cdi_spec
+from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.driver import claim_context, faults, prepare, unprepare
 from sriov_dra.host import binding, cdi, checkpoint, discovery
 from sriov_dra.kube import errors as kube_errors

@@ -30,7 +30,8 @@ from tests import waiting
 from tests.realvf import kubeapi
 from tests.realvf.guest import realvfs
 
-from sriov_dra.core import bindings, checkpoint_codec
+from sriov_dra.core import bindings
+from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.host import checkpoint
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kubeletapi import messages

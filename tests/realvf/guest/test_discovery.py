@@ -12,7 +12,8 @@ from pathlib import Path
 
 from tests.realvf.guest.realvfs import NUM_VFS, ROOTS, VF_DRIVER, RawVf, RealPf, raw_vf, wait_until
 
-from sriov_dra.core import policies, slices
+from sriov_dra.core import policies
+from sriov_dra.core.plugin import slices
 from sriov_dra.host import discovery, netlink
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra_lab.fakes import netedit

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from sriov_dra.cli import orphans
-from sriov_dra.core import checkpoint_codec
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import checkpoint_codec
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import nodeinfo
 from sriov_dra.kube import shadows as kube_shadows

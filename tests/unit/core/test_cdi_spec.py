@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.cdi_spec: CDI names, device IDs, container edits and spec documents."""
+"""Tests for sriov_dra.core.plugin.cdi_spec: CDI names, device IDs, container edits and spec documents."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import cdi_spec
+from sriov_dra.core.plugin import cdi_spec
 from sriov_dra_rules import errors
 
 CLAIM = "7e3c1d2a-4b5f-4a6e-8c9d-0e1f2a3b4c5d"

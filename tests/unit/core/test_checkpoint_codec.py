@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.checkpoint_codec: round trip, determinism, strict rejections (spec §6.3)."""
+"""Tests for sriov_dra.core.plugin.checkpoint_codec: round trip, determinism, strict rejections (spec §6.3)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import checkpoint_records as fx
 
-from sriov_dra.core import cdi_spec, identities
-from sriov_dra.core import checkpoint_codec as codec
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import identities
+from sriov_dra.core.plugin import cdi_spec
+from sriov_dra.core.plugin import checkpoint_codec as codec
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra_rules import errors
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "checkpoint" / "v1-no-managed.json"

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.checkpoint_lifecycle: phase moves, narrow updates, claim reuse, CDI consumers."""
+"""Tests for sriov_dra.core.plugin.checkpoint_lifecycle: phase moves, narrow updates, claim reuse, CDI consumers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import checkpoint_records as fx
 
-from sriov_dra.core import checkpoint_lifecycle as lifecycle
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import checkpoint_lifecycle as lifecycle
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra_rules import errors
 
 P = model.Phase

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.checkpoint_model: record rules shared by encode and decode (spec §6.3)."""
+"""Tests for sriov_dra.core.plugin.checkpoint_model: record rules shared by encode and decode (spec §6.3)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 from tests.fakes import checkpoint_records as fx
 
-from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_model as model
 
 
 def test_phase_values_are_the_persisted_strings() -> None:

@@ -1,4 +1,4 @@
-"""core.claimplan: which claims can be prepared on this node, and the status.devices upsert."""
+"""core.plugin.claimplan: which claims can be prepared on this node, and the status.devices upsert."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import claims_api as fx
 
-from sriov_dra.core import claimplan, vfconfig
+from sriov_dra.core import vfconfig
+from sriov_dra.core.plugin import claimplan
 from sriov_dra_rules import errors
 
 DEV_A = "0000-03-02-0"

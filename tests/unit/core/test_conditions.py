@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.conditions: current-generation reads, write decisions, transition times."""
+"""Tests for sriov_dra.core.operator.conditions: current-generation reads, write decisions, transition times."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sriov_dra.core import conditions
+from sriov_dra.core.operator import conditions
 
 T = conditions.Status.TRUE
 F = conditions.Status.FALSE

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.dranodes: each node's SriovResourcePolicy and its overlap and translation safety rules (spec §12.2.4–§12.2.5)."""
+"""Tests for sriov_dra.core.operator.dranodes: each node's SriovResourcePolicy and its overlap and translation safety rules (spec §12.2.4–§12.2.5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.drapolicy.build_dra_policy_plan (spec §12.2.2–§12.2.6, §14.3)."""
+"""Tests for sriov_dra.core.operator.drapolicy.build_dra_policy_plan (spec §12.2.2–§12.2.6, §14.3)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ from tests.fakes.dra_plans import (
     srp,
 )
 
-from sriov_dra.core import drapolicy, policies, sriovnetwork
+from sriov_dra.core import policies
+from sriov_dra.core.operator import drapolicy, sriovnetwork
 from sriov_dra_rules import names
 
 

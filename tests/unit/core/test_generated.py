@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.generated.plan_writes: safe order, no-op, cleanup by name, no adoption."""
+"""Tests for sriov_dra.core.operator.generated.plan_writes: safe order, no-op, cleanup by name, no adoption."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import drapolicy, generated, sriovnetwork
+from sriov_dra.core.operator import drapolicy, generated, sriovnetwork
 from sriov_dra_rules import errors
 
 OP = oo.OP_NS

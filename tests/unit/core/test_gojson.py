@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.gojson: Go's json.Indent reproduced byte for byte."""
+"""Tests for sriov_dra.core.operator.gojson: Go's json.Indent reproduced byte for byte."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import gojson
+from sriov_dra.core.operator import gojson
 from sriov_dra_rules import errors
 
 R = errors.Reason

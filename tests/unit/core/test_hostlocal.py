@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.hostlocal: the ranges host-local v1.9.1 refuses, found before a NAD is written."""
+"""Tests for sriov_dra.core.operator.hostlocal: the ranges host-local v1.9.1 refuses, found before a NAD is written."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes.sriov_networks import simple
 
-from sriov_dra.core import hostlocal, networkconfig
+from sriov_dra.core.operator import hostlocal, networkconfig
 from sriov_dra_rules import errors
 
 P = "spec.ipam"

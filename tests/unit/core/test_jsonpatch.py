@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import jsonpatch
+from sriov_dra.core.plugin import jsonpatch
 from sriov_dra_rules import errors
 
 

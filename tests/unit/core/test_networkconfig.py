@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.networkconfig: a SriovNetwork's CNI config, byte-identical to upstream's template."""
+"""Tests for sriov_dra.core.operator.networkconfig: a SriovNetwork's CNI config, byte-identical to upstream's template."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 from tests.fakes.sriov_networks import simple
 
-from sriov_dra.core import gojson, networkconfig
+from sriov_dra.core.operator import gojson, networkconfig
 from sriov_dra_rules import errors, strictjson
 
 R = errors.Reason

@@ -1,4 +1,4 @@
-"""core.networkdata: network-status → claim status.devices[].networkData of managed VFs (issue 17)."""
+"""core.plugin.networkdata: network-status → claim status.devices[].networkData of managed VFs (issue 17)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import networkdata
+from sriov_dra.core.plugin import networkdata
 from sriov_dra_rules import errors
 
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"

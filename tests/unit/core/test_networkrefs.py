@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.networkrefs: the networkNamespace rule and the owner-ref marker."""
+"""Tests for sriov_dra.core.operator.networkrefs: the networkNamespace rule and the owner-ref marker."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import networkrefs
+from sriov_dra.core.operator import networkrefs
 from sriov_dra_rules import errors
 
 R = errors.Reason

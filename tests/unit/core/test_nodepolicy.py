@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.nodepolicy: spec.dra validation, filter translation, pools, overlap."""
+"""Tests for sriov_dra.core.operator.nodepolicy: spec.dra validation, filter translation, pools, overlap."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import nodepolicy, policies, sriovnetwork
+from sriov_dra.core import policies
+from sriov_dra.core.operator import nodepolicy, sriovnetwork
 from sriov_dra_rules import errors
 
 COMPAT = "openshift.io/sriov_vfs"

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.overlap: mapping identities, structural and inventory overlap."""
+"""Tests for sriov_dra.core.operator.overlap: mapping identities, structural and inventory overlap."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import nodepolicy, overlap, policies
+from sriov_dra.core import policies
+from sriov_dra.core.operator import nodepolicy, overlap
 
 
 def parsed(name: str, uid_n: int, **kw: Any) -> nodepolicy.NodePolicy:

@@ -31,20 +31,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import (
-    bindings,
-    checkpoint_codec,
-    drapolicy,
-    multusconf,
-    networks,
-    nodepolicy,
-    policies,
-    registry,
-    render,
-    sriovnetwork,
-    templates,
-    vfconfig,
-)
+from sriov_dra.core import bindings, multusconf, networks, policies, registry, render, templates, vfconfig
+from sriov_dra.core.operator import drapolicy, nodepolicy, sriovnetwork
+from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra_rules import errors, strictjson
 
 T = TypeVar("T")
@@ -475,7 +464,7 @@ def test_binding_annotation_of_any_value_decodes_or_is_a_contract_violation(text
         assert bindings.decode_binding(bindings.encode_binding(out)) == out
 
 
-# --------------------------------------------------------------------------- checkpoint (core.checkpoint_codec)
+# --------------------------------------------------------------------------- checkpoint (core.plugin.checkpoint_codec)
 
 _CHECKPOINTS = [json.loads(p.read_text()) for p in sorted((FIXTURES / "checkpoint").glob("*.json"))]
 
@@ -502,7 +491,7 @@ def test_checkpoint_of_any_bytes_decodes_or_is_a_contract_violation(data: bytes)
     _reason(out, *_CONTRACT_REASONS)
 
 
-# --------------------------------------------------------------------------- node policies (core.nodepolicy)
+# --------------------------------------------------------------------------- node policies (core.operator.nodepolicy)
 
 _NIC_TABLE = {"Intel_i40e_XXV710": "8086 158a 154c", "Nvidia_mlx5_ConnectX-6": "0x15b3 101b 101c"}
 _NIC_IDS = nodepolicy.parse_nic_ids(_NIC_TABLE)
@@ -543,7 +532,7 @@ def test_supported_nic_table_of_any_shape_parses_or_is_an_invalid_spec(data: dic
     typed(lambda: nodepolicy.parse_nic_ids(data), errors.InvalidSpec)
 
 
-# --------------------------------------------------------------------------- DRA policies (core.policies, core.drapolicy)
+# --------------------------------------------------------------------------- DRA policies (core.policies, core.operator.drapolicy)
 
 _D = "sriovnetwork.k8snetworkplumbingwg.io"
 _SRPS: list[Any] = [
@@ -707,7 +696,7 @@ def test_allocation_configs_of_any_shape_decode_or_are_an_invalid_vf_config(conf
     _reason(out, errors.Reason.INVALID_VF_CONFIG)
 
 
-# --------------------------------------------------------------------------- SriovNetwork objects (core.sriovnetwork)
+# --------------------------------------------------------------------------- SriovNetwork objects (core.operator.sriovnetwork)
 
 _EVERY_NETWORK_FIELD: dict[str, Any] = {
     "vlan": 100, "vlanQoS": 2, "vlanProto": "802.1q", "spoofChk": "on", "trust": "off", "linkState": "enable",

@@ -25,13 +25,8 @@ from tests.fakes.selection_pods import (
     tuple_text,
 )
 
-from sriov_dra.core import (
-    identities,
-    ifnames,
-    limits,
-    networks,
-    selections,
-)
+from sriov_dra.core import identities, ifnames, limits, networks
+from sriov_dra.core.plugin import selections
 from sriov_dra_rules import errors
 
 # --- merge: refusals -------------------------------------------------------------------------

@@ -30,12 +30,8 @@ from tests.fakes.selection_pods import (
     tuple_text,
 )
 
-from sriov_dra.core import (
-    jsonpatch,
-    networks,
-    registry,
-    selections,
-)
+from sriov_dra.core import networks, registry
+from sriov_dra.core.plugin import jsonpatch, selections
 from sriov_dra_rules import errors, names
 
 # --- merge: writing --------------------------------------------------------------------------

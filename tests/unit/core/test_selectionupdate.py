@@ -7,9 +7,7 @@ from typing import Any
 import pytest
 from tests.fakes.selection_pods import NS, POD_UID, pod_dict
 
-from sriov_dra.core import (
-    selectionupdate,
-)
+from sriov_dra.core.plugin import selectionupdate
 from sriov_dra_rules import errors
 
 # --- pod snapshot ----------------------------------------------------------------------------

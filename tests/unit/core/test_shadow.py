@@ -1,4 +1,4 @@
-"""Tests of sriov_dra.core.shadow: the fresh shadow NAD object and the live-object verification."""
+"""Tests of sriov_dra.core.plugin.shadow: the fresh shadow NAD object and the live-object verification."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import bindings, identities, render, shadow
+from sriov_dra.core import bindings, identities, render
+from sriov_dra.core.plugin import shadow
 from sriov_dra_rules import errors, names
 
 POD_UID = "11111111-2222-3333-4444-555555555555"

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.slices: published devices, pool layout, slice names and minimal writes."""
+"""Tests for sriov_dra.core.plugin.slices: published devices, pool layout, slice names and minimal writes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import attributes, policies, slices
+from sriov_dra.core import attributes, policies
+from sriov_dra.core.plugin import slices
 from sriov_dra_rules import errors, names
 
 DRIVER = names.DRIVER_NAME

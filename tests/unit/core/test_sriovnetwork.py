@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.sriovnetwork: the source NAD manifest, its managed fields, source resolution."""
+"""Tests for sriov_dra.core.operator.sriovnetwork: the source NAD manifest, its managed fields, source resolution."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from tests.fakes import operator_objects as oo
 from tests.fakes.sriov_networks import simple
 
-from sriov_dra.core import sriovnetwork
+from sriov_dra.core.operator import sriovnetwork
 from sriov_dra_rules import errors
 
 R = errors.Reason

@@ -9,9 +9,9 @@ from typing import NoReturn
 
 import pytest
 
-from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import devicehealth as dh
 from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import device_health
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod

@@ -1,7 +1,7 @@
 """Cross-part contract: what the plugin writes on a Pod, the guard accepts before Multus ADD.
 
-The plugin's merger (``core.selections``) writes the managed selections and the
-``managed-networks`` registry; its shadow builder (``core.shadow``, ``core.render``,
+The plugin's merger (``core.plugin.selections``) writes the managed selections and the
+``managed-networks`` registry; its shadow builder (``core.plugin.shadow``, ``core.render``,
 ``core.bindings``) writes the shadow NADs. The guard (``guard.checks``, ``guard.shadows``) reads
 them live. Everything here is produced by the plugin's own functions (nothing hand-written on
 the plugin side) and then judged by the guard, for arbitrary manual selections around the managed
@@ -30,7 +30,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import ifnames, networks, selections
+from sriov_dra.core import ifnames, networks
+from sriov_dra.core.plugin import selections
 from sriov_dra.guard import checks, decisions, shadows
 from sriov_dra_rules import errors, names
 

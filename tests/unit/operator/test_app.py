@@ -8,7 +8,7 @@ import pytest
 from tests.fakes import operator_objects as oo
 from tests.fakes.objects_api import FakeObjects
 
-from sriov_dra.core import sriovnetwork
+from sriov_dra.core.operator import sriovnetwork
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import app, metrics, queue, settings
 

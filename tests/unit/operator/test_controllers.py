@@ -8,7 +8,7 @@ import pytest
 from tests.fakes import operator_objects as oo
 from tests.fakes.objects_api import FakeObjects
 
-from sriov_dra.core import conditions, drapolicy, sriovnetwork
+from sriov_dra.core.operator import conditions, drapolicy, sriovnetwork
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import events, objects
 from sriov_dra.operator import network_controller, policy_controller, settings, status

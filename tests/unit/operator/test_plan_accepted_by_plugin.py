@@ -1,6 +1,6 @@
 """Cross-part contract: what the operator generates, the plugin's policy evaluation accepts.
 
-The operator (``core.drapolicy``) turns SriovNetworkNodePolicies with ``spec.dra`` into
+The operator (``core.operator.drapolicy``) turns SriovNetworkNodePolicies with ``spec.dra`` into
 DeviceAttributes and per-node SriovResourcePolicies; the plugin (``core.policies``) evaluates those
 very objects against its discovered VFs in managed mode. For arbitrary policy sets (overlapping or
 disjoint PFs, ready, missing or absent networks, priorities) this proves the two agree:
@@ -23,7 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import attributes, drapolicy, nodepolicy, policies, sriovnetwork
+from sriov_dra.core import attributes, policies
+from sriov_dra.core.operator import drapolicy, nodepolicy, sriovnetwork
 from sriov_dra_rules import errors
 
 PFS = ("ens1f0", "ens2f0", "ens3f0")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.core import nodepolicy
+from sriov_dra.core.operator import nodepolicy
 from sriov_dra.operator import __main__ as entrypoint
 from sriov_dra_rules import errors
 

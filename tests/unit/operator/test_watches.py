@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import sriovnetwork
+from sriov_dra.core.operator import sriovnetwork
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import queue, watches
 

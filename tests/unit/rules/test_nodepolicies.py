@@ -1,5 +1,5 @@
 """SriovNetworkNodePolicy node and NIC selection (``sriov_dra_rules.nodepolicies``), the one rule
-the operator's DRA plan (``core.nodepolicy``) and the collection's ``sriov_vf_plan`` filter share."""
+the operator's DRA plan (``core.operator.nodepolicy``) and the collection's ``sriov_vf_plan`` filter share."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ansible_collections.sriovnet.dra.plugins.filter import sriov
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import nodepolicy
+from sriov_dra.core.operator import nodepolicy
 from sriov_dra_rules import nodepolicies
 
 PF = {"pci_address": "0000:03:00.0", "name": "ens1f0", "vendor": "8086", "device_id": "1592"}

@@ -1,6 +1,6 @@
 """Consumer verification: the one live Pod a claim is prepared for, and the Pod's claim aliases.
 
-Owns spec §6.1 for the auto-attach path. ``core.claimplan`` has already checked the claim itself
+Owns spec §6.1 for the auto-attach path. ``core.plugin.claimplan`` has already checked the claim itself
 (UID, allocation, exactly one ``reservedFor`` Pod, this driver's results from this node's pool,
 no admin-access or shared results). This module then reads the consumer Pod live and checks that
 it is exactly the reserved Pod (UID), bound to this node (``spec.nodeName``), and, for a new
@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import claimplan, identities
+from sriov_dra.core import identities
+from sriov_dra.core.plugin import claimplan
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views

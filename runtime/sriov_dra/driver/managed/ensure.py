@@ -34,8 +34,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import NoReturn
 
-from sriov_dra.core import checkpoint_lifecycle, identities
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_lifecycle
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import fanout, podnets, seams, shadows
 from sriov_dra.kube import views
 from sriov_dra_rules import errors

@@ -26,8 +26,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from sriov_dra.core import checkpoint_lifecycle, identities
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_lifecycle
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import ensure, seams
 
 LOG = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ every full pass with the live Pod it read, and in between for a Pod whose
 ``k8s.v1.cni.cncf.io/network-status`` changed (the node's Pod watch, ``RepairWorker.pod_event``).
 For each of the Pod's records whose managed bindings are all ``Ready``, the shadow NAD and
 interface the checkpoint records for each device are correlated with the network-status entries
-(``core.networkdata``) and merged into the claim's existing entries of this driver through the
+(``core.plugin.networkdata``) and merged into the claim's existing entries of this driver through the
 claim client's UID/resourceVersion-checked update (a 409 re-reads and recomputes; another
 driver's entries are kept exactly as read). Nothing is written when nothing changed.
 
@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import networkdata
+from sriov_dra.core.plugin import checkpoint_model as model
+from sriov_dra.core.plugin import networkdata
 from sriov_dra.driver import claim_context
 from sriov_dra.driver.managed import observe
 from sriov_dra.kube import views
@@ -52,7 +52,7 @@ def network_status_of(pod: Mapping[str, object]) -> str | None:
 
 
 def attachments(record: model.ClaimRecord) -> list[networkdata.Attachment]:
-    """The record's managed VFs as ``core.networkdata`` attachments (shadow, interface, subnets)."""
+    """The record's managed VFs as ``core.plugin.networkdata`` attachments (shadow, interface, subnets)."""
     return [
         networkdata.Attachment(
             pool=d.pool,

@@ -18,7 +18,7 @@ from typing import Final
 
 import prometheus_client
 
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import plugin_events

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from sriov_dra.core import bindings, identities
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import views
 from sriov_dra_rules import errors, names

@@ -1,7 +1,7 @@
 """Planning a managed claim before any hardware change (spec §5, §8.1 step 1, §12.2.5 steps 3–4).
 
 Owns the pre-hardware half of a first managed prepare. From the verified consumer and the
-claim's plan (``core.claimplan``) it:
+claim's plan (``core.plugin.claimplan``) it:
 
 1. reads ONE device snapshot (eligibility and attributes together) and refuses any device that
    is not advertised now (``DeviceNotEligible``) before a VfConfig fallback is even considered;
@@ -30,19 +30,9 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sriov_dra.core import (
-    bindings,
-    checkpoint_lifecycle,
-    claimplan,
-    identities,
-    ifnames,
-    render,
-    selections,
-    shadow,
-    templates,
-    vfconfig,
-)
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import bindings, identities, ifnames, render, templates, vfconfig
+from sriov_dra.core.plugin import checkpoint_lifecycle, claimplan, selections, shadow
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import fanout, podnets, seams
 from sriov_dra.kube import errors as kube_errors
@@ -334,7 +324,7 @@ def check_pod_annotation(
     """Dry-run the Pod annotation merge with this plan plus the Pod's other forward bindings.
 
     ``layout`` is the node's Multus delegate layout (read from ``plan.node.multus`` when omitted).
-    Raises: the ``core.selections.merge_managed_selections`` errors (nothing is written); the
+    Raises: the ``core.plugin.selections.merge_managed_selections`` errors (nothing is written); the
     ``LayoutSource.current`` errors.
     """
     draft = model.ClaimRecord(

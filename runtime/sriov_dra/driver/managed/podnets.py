@@ -1,6 +1,6 @@
 """Publishing managed selections on the live Pod: one conditional patch, re-read and recompute.
 
-Owns the API half of spec §9 (the pure half is ``core.selections``): turning checkpointed
+Owns the API half of spec §9 (the pure half is ``core.plugin.selections``): turning checkpointed
 bindings into the deterministic list of intended selections, sending the JSON Patch that
 ``merge_managed_selections`` / ``remove_managed_selections`` computed (``test`` ops on
 ``/metadata/uid`` and ``/metadata/resourceVersion``), and, when the Pod changed meanwhile (409, or
@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from sriov_dra.core import checkpoint_model as model
-from sriov_dra.core import identities, ifnames, jsonpatch, registry, selections
+from sriov_dra.core import identities, ifnames, registry
+from sriov_dra.core.plugin import checkpoint_model as model
+from sriov_dra.core.plugin import jsonpatch, selections
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra_rules import errors, names
@@ -126,7 +127,7 @@ def plan_merge(
     """The patch that makes the live ``pod`` select exactly ``entries`` (``()`` when it already does).
 
     ``layout`` is the node's Multus delegate layout the interface names are checked against.
-    Raises: the ``core.selections.merge_managed_selections`` errors (ownership conflicts, manual
+    Raises: the ``core.plugin.selections.merge_managed_selections`` errors (ownership conflicts, manual
     selection of a managed template, interface collisions, annotation too large, malformed input).
     """
     snapshot = selections.pod_snapshot(pod)
@@ -249,7 +250,7 @@ def remove_claim_selections(
 
     A missing Pod, or a Pod with another UID (a replacement), is left alone: there is nothing of
     ours on it. Returns True when a patch was sent.
-    Raises: the ``core.selections.remove_managed_selections`` errors; ``errors.Conflict`` after
+    Raises: the ``core.plugin.selections.remove_managed_selections`` errors; ``errors.Conflict`` after
     ``backoff.attempts`` conflicts; ``kube.errors`` classes other than NotFound.
     """
 

@@ -30,8 +30,8 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from sriov_dra.core import checkpoint_lifecycle
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import checkpoint_lifecycle
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import podnets, seams, shadows
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views as kube_views

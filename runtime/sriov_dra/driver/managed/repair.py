@@ -48,8 +48,8 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from sriov_dra.core import checkpoint_lifecycle
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import checkpoint_lifecycle
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import ensure as ensure_mod
 from sriov_dra.driver.managed import hostgate, netdata, observe, orphans, passlist, release, seams, service
 from sriov_dra.kube import errors as kube_errors

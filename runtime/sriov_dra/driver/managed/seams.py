@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sriov_dra.core import attributes, checkpoint_lifecycle, identities
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import attributes, identities
+from sriov_dra.core.plugin import checkpoint_lifecycle
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import multus_layout
 from sriov_dra.host import discovery
 from sriov_dra.kube import plugin_events

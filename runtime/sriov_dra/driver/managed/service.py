@@ -24,8 +24,9 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 
-from sriov_dra.core import checkpoint_lifecycle, claimplan, identities
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_lifecycle, claimplan
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import ensure as ensure_mod
 from sriov_dra.driver.managed import fanout, hostgate, lockorder, observe, planning, podnets, release, seams

@@ -25,8 +25,9 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core import bindings, identities, jsonpatch, render, shadow
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core import bindings, identities, render
+from sriov_dra.core.plugin import checkpoint_model as model
+from sriov_dra.core.plugin import jsonpatch, shadow
 from sriov_dra.driver.managed import podnets, seams
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
@@ -58,7 +59,7 @@ def targets(record: model.ClaimRecord) -> list[Target]:
 def expected_shadow(target: Target, *, pod_name: str) -> dict[str, object]:
     """The object this binding's create call sends, rebuilt from the checkpoint (frozen bytes).
 
-    Raises: ContractViolation when the record is inconsistent (see ``core.shadow``).
+    Raises: ContractViolation when the record is inconsistent (see ``core.plugin.shadow``).
     """
     b, dev, rec = target.binding, target.device, target.record
     identity = identities.build_binding_identity(

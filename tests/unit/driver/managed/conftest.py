@@ -6,8 +6,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import shadows
 
 NODE_UID = "0a0a0a0a-0000-4000-8000-00000000000a"

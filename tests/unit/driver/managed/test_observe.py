@@ -6,7 +6,7 @@ import prometheus_client
 import pytest
 from tests.fakes import kube_objects as ko
 
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import observe
 from sriov_dra_rules import errors
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sriov_dra.core import bindings
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import orphans, seams
 from sriov_dra_rules import names
 

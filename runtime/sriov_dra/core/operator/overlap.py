@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from sriov_dra.core import nodepolicy, policies
+from sriov_dra.core import policies
+from sriov_dra.core.operator import nodepolicy
 
 Identity = tuple[object, ...]
 

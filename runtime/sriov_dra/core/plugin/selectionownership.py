@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sriov_dra.core import ifnames, networks, registry
-from sriov_dra.core.selectionupdate import PodSnapshot
+from sriov_dra.core.plugin.selectionupdate import PodSnapshot
 from sriov_dra_rules import errors, names
 
 _TUPLE_KEYS = frozenset({"name", "namespace", "interface"})

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from sriov_dra.core import conditions, nodepolicy
+from sriov_dra.core.operator import conditions, nodepolicy
 from sriov_dra_rules import errors
 
 CONDITION_TYPE: Final = "DRAConfigurationReady"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Final, TypeAlias
 
-from sriov_dra.core import checkpoint_model as model
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra_rules import errors
 
 

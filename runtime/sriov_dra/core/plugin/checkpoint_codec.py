@@ -42,8 +42,8 @@ import json
 from collections.abc import Collection, Iterable
 from typing import Final
 
-from sriov_dra.core import checkpoint_model as model
 from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra_rules import errors, names
 
 _TOP_KEYS: Final = frozenset({"version", "checksum", "data"})

@@ -19,9 +19,9 @@ on the node's device inventory when one is given, else structurally (filters tha
 provably disjoint overlap).
 
 This module owns the plan (parsing the policies, which objects are generated, which are
-withheld); the generated objects' names, labels and shapes are :mod:`~sriov_dra.core.draobjects`,
-each node's SriovResourcePolicy and its overlap rules :mod:`~sriov_dra.core.dranodes`, and each
-policy's verdict :mod:`~sriov_dra.core.draverdicts`.
+withheld); the generated objects' names, labels and shapes are :mod:`~sriov_dra.core.operator.draobjects`,
+each node's SriovResourcePolicy and its overlap rules :mod:`~sriov_dra.core.operator.dranodes`, and each
+policy's verdict :mod:`~sriov_dra.core.operator.draverdicts`.
 
 It must never do I/O, depend on input order, adopt or name objects it did not generate, or emit a
 match-all filter.
@@ -32,23 +32,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core import attributes, nodepolicy, policies, sriovnetwork
-from sriov_dra.core.dranodes import node_policies
+from sriov_dra.core import attributes, policies
+from sriov_dra.core.operator import nodepolicy, sriovnetwork
+from sriov_dra.core.operator.dranodes import node_policies
 
 # The ``X as X`` imports re-export what callers name ``drapolicy.X``; each is defined with its
 # sub-concern (generated objects, verdicts).
-from sriov_dra.core.draobjects import ATTRIBUTES_KIND as ATTRIBUTES_KIND
-from sriov_dra.core.draobjects import GENERATED_BY_LABEL as GENERATED_BY_LABEL
-from sriov_dra.core.draobjects import GENERATED_BY_VALUE as GENERATED_BY_VALUE
-from sriov_dra.core.draobjects import MANAGED_SELECTOR as MANAGED_SELECTOR
-from sriov_dra.core.draobjects import POLICY_KIND as POLICY_KIND
-from sriov_dra.core.draobjects import POLICY_UID_LABEL as POLICY_UID_LABEL
-from sriov_dra.core.draobjects import RESOURCE_POOL_LABEL as RESOURCE_POOL_LABEL
-from sriov_dra.core.draobjects import attributes_name as attributes_name
-from sriov_dra.core.draobjects import attributes_object, object_name
-from sriov_dra.core.draverdicts import CONDITION_TYPE as CONDITION_TYPE
-from sriov_dra.core.draverdicts import WITHHOLDING, Issues, outcomes
-from sriov_dra.core.draverdicts import PolicyOutcome as PolicyOutcome
+from sriov_dra.core.operator.draobjects import ATTRIBUTES_KIND as ATTRIBUTES_KIND
+from sriov_dra.core.operator.draobjects import GENERATED_BY_LABEL as GENERATED_BY_LABEL
+from sriov_dra.core.operator.draobjects import GENERATED_BY_VALUE as GENERATED_BY_VALUE
+from sriov_dra.core.operator.draobjects import MANAGED_SELECTOR as MANAGED_SELECTOR
+from sriov_dra.core.operator.draobjects import POLICY_KIND as POLICY_KIND
+from sriov_dra.core.operator.draobjects import POLICY_UID_LABEL as POLICY_UID_LABEL
+from sriov_dra.core.operator.draobjects import RESOURCE_POOL_LABEL as RESOURCE_POOL_LABEL
+from sriov_dra.core.operator.draobjects import attributes_name as attributes_name
+from sriov_dra.core.operator.draobjects import attributes_object, object_name
+from sriov_dra.core.operator.draverdicts import CONDITION_TYPE as CONDITION_TYPE
+from sriov_dra.core.operator.draverdicts import WITHHOLDING, Issues, outcomes
+from sriov_dra.core.operator.draverdicts import PolicyOutcome as PolicyOutcome
 from sriov_dra_rules import errors, names
 
 _R = errors.Reason

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sriov_dra.core import nodepolicy, overlap, policies
-from sriov_dra.core.draobjects import (
+from sriov_dra.core import policies
+from sriov_dra.core.operator import nodepolicy, overlap
+from sriov_dra.core.operator.draobjects import (
     HOSTNAME_LABEL,
     config_selector,
     object_labels,
     object_name,
     resource_policy_object,
 )
-from sriov_dra.core.draverdicts import Issues
+from sriov_dra.core.operator.draverdicts import Issues
 from sriov_dra_rules import errors
 
 _R = errors.Reason

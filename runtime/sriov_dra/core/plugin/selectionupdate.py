@@ -1,6 +1,6 @@
 """The Pod side of selection merging: the snapshot read, the registry against the Pod UID, the update.
 
-This module owns what :mod:`~sriov_dra.core.selections` reads from and hands back for one live
+This module owns what :mod:`~sriov_dra.core.plugin.selections` reads from and hands back for one live
 Pod (spec §9 JSON Patch paragraph, §6.4): :class:`PodSnapshot` (namespace, name, UID,
 resourceVersion, annotations), the managed-networks registry decoded only when it records this
 Pod's UID (a copied registry is an ``OwnershipConflict``), the registry written back (removed when
@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import identities, jsonpatch, registry
+from sriov_dra.core import identities, registry
+from sriov_dra.core.plugin import jsonpatch
 from sriov_dra_rules import errors, names
 
 

@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import attributes, limits, policies, sriovnetwork
+from sriov_dra.core import attributes, limits, policies
+from sriov_dra.core.operator import sriovnetwork
 from sriov_dra_rules import errors, names, nodepolicies
 
 GROUP: Final = "sriovnetwork.openshift.io"

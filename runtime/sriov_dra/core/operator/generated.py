@@ -23,7 +23,7 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core import drapolicy
+from sriov_dra.core.operator import drapolicy
 
 
 class Op(enum.StrEnum):

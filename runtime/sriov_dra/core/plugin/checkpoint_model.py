@@ -23,7 +23,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-from sriov_dra.core import cdi_spec, identities, limits
+from sriov_dra.core import identities, limits
+from sriov_dra.core.plugin import cdi_spec
 from sriov_dra_rules import errors, names
 
 CHECKPOINT_VERSION: Final = 1

@@ -20,8 +20,8 @@ it) cannot drift (spec §12.2.3 "reuse RenderNetAttDef ... so the two controller
   policy's reference (current-generation ``Ready=True``, NAD not deleting, content and marker
   equal to the rendering, a same-namespace ownerReference naming the current UID).
 
-The sub-concerns live in their modules (:mod:`~sriov_dra.core.networkrefs`: identity, target and
-marker; :mod:`~sriov_dra.core.networkconfig`: the CNI config; :mod:`~sriov_dra.core.gojson`: the
+The sub-concerns live in their modules (:mod:`~sriov_dra.core.operator.networkrefs`: identity, target and
+marker; :mod:`~sriov_dra.core.operator.networkconfig`: the CNI config; :mod:`~sriov_dra.core.operator.gojson`: the
 re-indent); this module owns the NAD manifest, its managed-field comparison and
 :func:`resolve_source`, and re-exports the others' names its callers use.
 
@@ -39,21 +39,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import conditions
+from sriov_dra.core.operator import conditions
 
 # The ``X as X`` imports re-export what callers name ``sriovnetwork.X``; each is defined with its
 # sub-concern (identity and marker, config rendering, Go's indent).
-from sriov_dra.core.gojson import go_json_indent as go_json_indent
-from sriov_dra.core.networkconfig import INVALID_SPEC_REASON as INVALID_SPEC_REASON
-from sriov_dra.core.networkconfig import render_config as render_config
-from sriov_dra.core.networkrefs import API_VERSION, GROUP, KIND, mapping
-from sriov_dra.core.networkrefs import OWNER_REF_ANNOTATION as OWNER_REF_ANNOTATION
-from sriov_dra.core.networkrefs import ObjectRef as ObjectRef
-from sriov_dra.core.networkrefs import namespace_rule_problem as namespace_rule_problem
-from sriov_dra.core.networkrefs import owner_marker as owner_marker
-from sriov_dra.core.networkrefs import parse_owner_marker as parse_owner_marker
-from sriov_dra.core.networkrefs import ref_of as ref_of
-from sriov_dra.core.networkrefs import target as target
+from sriov_dra.core.operator.gojson import go_json_indent as go_json_indent
+from sriov_dra.core.operator.networkconfig import INVALID_SPEC_REASON as INVALID_SPEC_REASON
+from sriov_dra.core.operator.networkconfig import render_config as render_config
+from sriov_dra.core.operator.networkrefs import API_VERSION, GROUP, KIND, mapping
+from sriov_dra.core.operator.networkrefs import OWNER_REF_ANNOTATION as OWNER_REF_ANNOTATION
+from sriov_dra.core.operator.networkrefs import ObjectRef as ObjectRef
+from sriov_dra.core.operator.networkrefs import namespace_rule_problem as namespace_rule_problem
+from sriov_dra.core.operator.networkrefs import owner_marker as owner_marker
+from sriov_dra.core.operator.networkrefs import parse_owner_marker as parse_owner_marker
+from sriov_dra.core.operator.networkrefs import ref_of as ref_of
+from sriov_dra.core.operator.networkrefs import target as target
 from sriov_dra_rules import errors
 
 RESOURCE_NAME_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"

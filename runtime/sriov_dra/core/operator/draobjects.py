@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from sriov_dra.core import attributes, limits, nodepolicy
+from sriov_dra.core import attributes, limits
+from sriov_dra.core.operator import nodepolicy
 
 DRA_GROUP: Final = "sriovnetwork.k8snetworkplumbingwg.io"
 DRA_API_VERSION: Final = f"{DRA_GROUP}/v1alpha1"

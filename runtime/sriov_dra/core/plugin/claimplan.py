@@ -277,7 +277,7 @@ def merged_status_devices(
     Every entry of another driver is kept as it is, in place; this driver's entries whose key
     is in ``ours`` are replaced in place, the others dropped, and new ones appended in ``ours``
     order (an empty ``ours`` removes them all). A replaced entry keeps its ``networkData`` when
-    ``ours`` has none (the repair worker fills it from network-status, ``core.networkdata``; a
+    ``ours`` has none (the repair worker fills it from network-status, ``core.plugin.networkdata``; a
     repeated prepare must not erase it). Returns ``None``
     when the result equals ``existing`` (nothing to write).
 

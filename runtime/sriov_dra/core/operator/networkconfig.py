@@ -5,7 +5,7 @@ encoded (never pasted), keys in upstream's template order, optional keys omitted
 strings JSON-encoded so that they round-trip exactly, ``"ipam":{}`` when unset;
 ``ipam``/``capabilities`` (one JSON object each) and ``metaPlugins`` (comma-separated objects)
 decoded strictly on their own and then emitted as written; ``metaPlugins`` turning the config
-into a ``plugins`` conflist; then re-indented by :func:`~sriov_dra.core.gojson.go_json_indent`.
+into a ``plugins`` conflist; then re-indented by :func:`~sriov_dra.core.operator.gojson.go_json_indent`.
 
 It must never paste administrator text into the config that has not been decoded strictly on its
 own, or render a value upstream would render differently (it refuses instead).
@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import hostlocal
-from sriov_dra.core.gojson import STRING_LITERAL, go_json_indent
-from sriov_dra.core.networkrefs import mapping, ref_of
+from sriov_dra.core.operator import hostlocal
+from sriov_dra.core.operator.gojson import STRING_LITERAL, go_json_indent
+from sriov_dra.core.operator.networkrefs import mapping, ref_of
 from sriov_dra_rules import errors, strictjson
 
 CNI_VERSION: Final = "1.0.0"
@@ -162,7 +162,7 @@ def render_config(network: Mapping[str, object]) -> str:
     FieldError per problem: a wrong-typed field, ``spec.ipam``/``spec.capabilities`` that is not
     one strict JSON object, a ``spec.metaPlugins`` entry that is not, a ``spec.ipam`` string
     holding whitespace (upstream would delete it, see :func:`_spaced_strings`), or a host-local
-    ``spec.ipam`` whose ranges host-local would refuse at CNI ADD (:mod:`~sriov_dra.core.hostlocal`).
+    ``spec.ipam`` whose ranges host-local would refuse at CNI ADD (:mod:`~sriov_dra.core.operator.hostlocal`).
     Source: reference sriov-network-operator.md §2 (template ``sriov-cni-config.yaml``).
     """
     ref = ref_of(network)

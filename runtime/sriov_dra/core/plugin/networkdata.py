@@ -393,7 +393,7 @@ def merged_network_data(
     read, in place; no entry is added or removed. Returns ``None`` when the result equals
     ``existing`` (nothing to write), and when ``existing`` is not a list of objects (nothing of
     ours to fill; a list that cannot be read is not rewritten).
-    Source: ``core.claimplan.merged_status_devices`` (the same keys and no-change rule).
+    Source: ``core.plugin.claimplan.merged_status_devices`` (the same keys and no-change rule).
     """
     if not isinstance(existing, list) or not all(isinstance(e, Mapping) for e in existing):
         return None
