@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Final
 
 from sriov_dra.core import identities, networks, registry
-from sriov_dra.core.plugin import selections
+from sriov_dra.core.plugin import selectionownership, selections, selectionupdate
 from sriov_dra_rules import names
 
 GOAL_RATIO: Final = 3.0
@@ -39,7 +39,7 @@ MANUAL_ENTRIES: Final = 56
 MANAGED_ENTRIES: Final = 8
 
 
-def _binding(claim: str, device: int, interface: str) -> selections.ManagedBinding:
+def _binding(claim: str, device: int, interface: str) -> selectionownership.ManagedBinding:
     aid = hashlib.sha256(f"{claim}/{device}".encode()).hexdigest()
     entry = registry.RegistryEntry(
         attachment_id=identities.AttachmentId(aid),
@@ -50,10 +50,10 @@ def _binding(claim: str, device: int, interface: str) -> selections.ManagedBindi
         interface=interface,
         config_sha256=hashlib.sha256(f"config/{device}".encode()).hexdigest(),
     )
-    return selections.ManagedBinding(entry, source_namespace=NAMESPACE, source_name=f"rail-{device}")
+    return selectionownership.ManagedBinding(entry, source_namespace=NAMESPACE, source_name=f"rail-{device}")
 
 
-def build_pod() -> tuple[selections.PodSnapshot, list[selections.ManagedBinding]]:
+def build_pod() -> tuple[selectionupdate.PodSnapshot, list[selectionownership.ManagedBinding]]:
     """The 64-entry Pod and the two bindings to merge into it."""
     manual = [
         {
@@ -76,7 +76,7 @@ def build_pod() -> tuple[selections.PodSnapshot, list[selections.ManagedBinding]
         names.MANAGED_NETWORKS_ANNOTATION: registry.encode_registry(reg),
         "kubectl.kubernetes.io/last-applied-configuration": "{}",
     }
-    pod = selections.PodSnapshot(
+    pod = selectionupdate.PodSnapshot(
         namespace=NAMESPACE, name="bench", uid=POD_UID, resource_version="100", annotations=annotations
     )
     new = [_binding(CLAIM_NEW, d, f"dra{d}") for d in range(MANAGED_ENTRIES, MANAGED_ENTRIES + 2)]

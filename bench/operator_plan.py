@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from sriov_dra.core.operator import drapolicy, sriovnetwork
+from sriov_dra.core.operator import drapolicy, networkrefs, sriovnetwork
 
 GOAL_S: Final = 2.0
 """The plan for 500 policies × 100 nodes must take at most this many seconds."""
@@ -30,7 +30,7 @@ OP_NS: Final = "sriov-network-operator"
 
 
 def inputs() -> tuple[
-    list[dict[str, Any]], list[dict[str, Any]], dict[sriovnetwork.ObjectRef, sriovnetwork.SourceResolution]
+    list[dict[str, Any]], list[dict[str, Any]], dict[networkrefs.ObjectRef, sriovnetwork.SourceResolution]
 ]:
     """The benchmark inventory (see the module docstring)."""
     policies: list[dict[str, Any]] = []
@@ -77,9 +77,9 @@ def inputs() -> tuple[
         for n in range(NODES)
     ]
     resolutions = {
-        sriovnetwork.ObjectRef(OP_NS, f"net-{k}"): sriovnetwork.SourceResolution(
-            sriovnetwork.ObjectRef(OP_NS, f"net-{k}"),
-            sriovnetwork.ObjectRef("ai-workloads", f"net-{k}"),
+        networkrefs.ObjectRef(OP_NS, f"net-{k}"): sriovnetwork.SourceResolution(
+            networkrefs.ObjectRef(OP_NS, f"net-{k}"),
+            networkrefs.ObjectRef("ai-workloads", f"net-{k}"),
             None,
             "",
         )

@@ -29,7 +29,7 @@ from typing import Any
 
 from sriov_dra.core import identities, ifnames, render
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.core.plugin import jsonpatch, selections
+from sriov_dra.core.plugin import jsonpatch, selections, selectionupdate
 from sriov_dra.driver.managed import podnets
 from sriov_dra.driver.managed import shadows as managed_shadows
 
@@ -179,7 +179,7 @@ def pod_annotations(
 ) -> dict[str, str]:
     """The Pod's annotations after that patch (for sizes; the same merge as :func:`pod_patch`)."""
     update = selections.merge_managed_selections(
-        selections.pod_snapshot(pod), podnets.intended_entries(recs), layout=layout
+        selectionupdate.pod_snapshot(pod), podnets.intended_entries(recs), layout=layout
     )
     return dict(
         update.annotations if update.changed else (pod.get("metadata") or {}).get("annotations") or {}

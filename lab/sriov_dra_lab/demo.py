@@ -48,7 +48,7 @@ NETWORK_DATA_WAIT_S = 45.0
 
 
 class InspectedRow(Protocol):
-    """What the demo reads from one correlated VF (``sriov_dra.cli.inspect.Row``)."""
+    """What the demo reads from one correlated VF (``sriov_dra.cli.inspectrows.Row``)."""
 
     @property
     def request(self) -> str: ...

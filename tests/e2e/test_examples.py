@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from tests.e2e.helpers import EXAMPLES, wait_clean
 
-from sriov_dra.cli import inspect
+from sriov_dra.cli import inspect, inspectrows, inspecttable
 from sriov_dra.kube import objects
 from sriov_dra_lab import stack, workloads
 
@@ -36,11 +36,11 @@ def without_direct_policies(lab: Any, rails: list[dict[str, Any]]) -> Iterator[N
         workloads.apply_docs(lab.api, policies)
 
 
-def _rows(lab: Any, namespace: str, name: str) -> list[inspect.Row]:
+def _rows(lab: Any, namespace: str, name: str) -> list[inspectrows.Row]:
     pod = workloads.wait_running(lab.api, namespace, name, timeout_s=180)
     box = lab.node(pod["spec"]["nodeName"]).kubelet.sandbox(pod["metadata"]["uid"])
     client = objects.Objects(lab.api, field_manager="e2e")
-    return inspect.inspect_pod(client, namespace, name, netns=box.netns, read_netns=inspect.read_netns)
+    return inspectrows.inspect_pod(client, namespace, name, netns=box.netns, read_netns=inspect.read_netns)
 
 
 def test_one_nad_for_a_device_class(lab: Any, without_direct_policies: None) -> None:
@@ -49,7 +49,7 @@ def test_one_nad_for_a_device_class(lab: Any, without_direct_policies: None) -> 
     workloads.apply_docs(lab.api, docs)
     try:
         [row] = _rows(lab, "ai-workloads", "one-network-demo")
-        assert row.ok, inspect.render_table([row])
+        assert row.ok, inspecttable.render_table([row])
         assert (row.interface, row.subnet, row.source) == ("dra0", "192.0.2.0/24", "ai-workloads/rail-a-net")
         assert row.vf_pci.startswith("0000:03:"), "the policy advertises ens1f0 only"
     finally:
@@ -109,7 +109,7 @@ def test_two_rails_through_the_operator(lab: Any, operator_managed: None) -> Non
         workloads.apply_docs(lab.api, [d for d in workload if d["kind"] != "Namespace"])
         rows = _rows(lab, "ai-workloads", "gpu-sriov-pairs-demo")
         assert [r.interface for r in rows] == ["dra0", "dra1"] and all(r.ok for r in rows), (
-            inspect.render_table(rows)
+            inspecttable.render_table(rows)
         )
         assert sorted(r.subnet for r in rows) == ["192.0.2.0/24", "198.51.100.0/24"]
     finally:

@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import drapolicy, sriovnetwork
+from sriov_dra.core.operator import drapolicy, networkrefs, sriovnetwork
 from sriov_dra_rules import errors
 
 R = errors.Reason
@@ -28,15 +28,15 @@ ATTRS_A = f"dra-policy-{oo.UID_A}-attrs"
 ATTRS_B = f"dra-policy-{oo.UID_B}-attrs"
 
 
-def ready(*refs: sriovnetwork.ObjectRef) -> dict[sriovnetwork.ObjectRef, sriovnetwork.SourceResolution]:
+def ready(*refs: networkrefs.ObjectRef) -> dict[networkrefs.ObjectRef, sriovnetwork.SourceResolution]:
     return {
-        r: sriovnetwork.SourceResolution(r, sriovnetwork.ObjectRef(oo.TARGET_NS, r.name), None, "")
+        r: sriovnetwork.SourceResolution(r, networkrefs.ObjectRef(oo.TARGET_NS, r.name), None, "")
         for r in refs
     }
 
 
-RAIL_A = sriovnetwork.ObjectRef(OP, "rail-a-net")
-RAIL_B = sriovnetwork.ObjectRef(OP, "rail-b-net")
+RAIL_A = networkrefs.ObjectRef(OP, "rail-a-net")
+RAIL_B = networkrefs.ObjectRef(OP, "rail-b-net")
 BOTH_READY = ready(RAIL_A, RAIL_B)
 NODES = [oo.node("worker-1"), oo.node("worker-2")]
 
@@ -44,7 +44,7 @@ NODES = [oo.node("worker-1"), oo.node("worker-2")]
 def plan(
     pols: Sequence[dict[str, Any]],
     nodes: Sequence[dict[str, Any]] = NODES,
-    resolutions: dict[sriovnetwork.ObjectRef, sriovnetwork.SourceResolution] | None = None,
+    resolutions: dict[networkrefs.ObjectRef, sriovnetwork.SourceResolution] | None = None,
     settings: drapolicy.PlanSettings = SETTINGS,
     **kw: Any,
 ) -> drapolicy.DraPolicyPlan:

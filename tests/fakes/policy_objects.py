@@ -8,7 +8,7 @@ and ``ens2f0``, the last VF infiniband from another vendor), a dual-rail node, a
 
 from __future__ import annotations
 
-from sriov_dra.core import policies
+from sriov_dra.core import devicefacts, policies
 from sriov_dra_rules import errors
 
 D = "sriovnetwork.k8snetworkplumbingwg.io"
@@ -17,7 +17,7 @@ NS_KEY = f"{D}/netAttachDefNamespace"
 R = errors.Reason
 
 
-def vf(bdf: str, pf: str, pf_bdf: str, vf_id: int, **extra: object) -> policies.DeviceFacts:
+def vf(bdf: str, pf: str, pf_bdf: str, vf_id: int, **extra: object) -> devicefacts.DeviceFacts:
     fields: dict[str, object] = {
         "pci_address": bdf,
         "vendor": "15b3",
@@ -32,7 +32,7 @@ def vf(bdf: str, pf: str, pf_bdf: str, vf_id: int, **extra: object) -> policies.
         "link_type": "ethernet",
     }
     fields.update(extra)
-    return policies.DeviceFacts(**fields)  # type: ignore[arg-type]
+    return devicefacts.DeviceFacts(**fields)  # type: ignore[arg-type]
 
 
 DEVICES = (
@@ -77,7 +77,7 @@ def evaluate(
     objs: list[dict[str, object]] | None = None,
     *,
     managed: bool = True,
-    devices: tuple[policies.DeviceFacts, ...] = DEVICES,
+    devices: tuple[devicefacts.DeviceFacts, ...] = DEVICES,
     node: dict[str, str] | None = None,
 ) -> policies.PolicyEvaluation:
     return policies.evaluate_policies(

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sriov_dra.core import identities, networks, registry
-from sriov_dra.core.plugin import selections
+from sriov_dra.core.plugin import selectionownership, selections, selectionupdate
 from sriov_dra_rules import names
 
 NS = "ai"
@@ -38,8 +38,12 @@ def entry(claim: str, device: int, interface: str, *, namespace: str = NS) -> re
     )
 
 
-def binding(claim: str, device: int, interface: str, source: str = "rail-a-net") -> selections.ManagedBinding:
-    return selections.ManagedBinding(entry(claim, device, interface), source_namespace=NS, source_name=source)
+def binding(
+    claim: str, device: int, interface: str, source: str = "rail-a-net"
+) -> selectionownership.ManagedBinding:
+    return selectionownership.ManagedBinding(
+        entry(claim, device, interface), source_namespace=NS, source_name=source
+    )
 
 
 A0 = binding(CLAIM_A, 0, "dra0", "rail-a-net")
@@ -49,8 +53,8 @@ B2 = binding(CLAIM_B, 2, "dra2", "rail-c-net")
 
 def pod(
     annotations: Mapping[str, str] | None = None, *, rv: str = "7", uid: str = POD_UID
-) -> selections.PodSnapshot:
-    return selections.PodSnapshot(
+) -> selectionupdate.PodSnapshot:
+    return selectionupdate.PodSnapshot(
         namespace=NS,
         name="demo",
         uid=uid,
@@ -59,24 +63,26 @@ def pod(
     )
 
 
-def after(update: selections.SelectionUpdate, rv: str = "8") -> selections.PodSnapshot:
+def after(update: selectionupdate.SelectionUpdate, rv: str = "8") -> selectionupdate.PodSnapshot:
     return pod(update.annotations, rv=rv)
 
 
-def tuple_text(b: selections.ManagedBinding) -> str:
+def tuple_text(b: selectionownership.ManagedBinding) -> str:
     e = b.entry
     return json.dumps(
         {"name": e.name, "namespace": e.namespace, "interface": e.interface}, separators=(",", ":")
     )
 
 
-def reg_text(*bindings: selections.ManagedBinding, pod_uid: str = POD_UID) -> str:
+def reg_text(*bindings: selectionownership.ManagedBinding, pod_uid: str = POD_UID) -> str:
     return registry.encode_registry(
         registry.Registry(pod_uid=identities.PodUid(pod_uid), entries=tuple(b.entry for b in bindings))
     )
 
 
-def merged(*bindings: selections.ManagedBinding, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def merged(
+    *bindings: selectionownership.ManagedBinding, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Annotations of a Pod on which ``bindings`` were merged (built through the code under test)."""
     return dict(selections.merge_managed_selections(pod(base or {}), bindings).annotations)
 
@@ -92,7 +98,7 @@ def pod_dict(annotations: Mapping[str, str] | None, rv: str = "7") -> dict[str, 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta}
 
 
-def edited(b: selections.ManagedBinding, **changes: Any) -> str:
+def edited(b: selectionownership.ManagedBinding, **changes: Any) -> str:
     """``b``'s selection tuple with ``changes`` applied (``None`` drops a key), as compact JSON."""
     obj: dict[str, Any] = {
         "name": b.entry.name,

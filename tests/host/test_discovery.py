@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import attributes, identities, policies
+from sriov_dra.core import attributes, devicefacts, identities
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra_lab.fakes import fakesysfs
@@ -331,7 +331,7 @@ def test_no_pci_bus_fails_discovery(tmp_path: Path) -> None:
 
 def test_to_device_facts_carries_every_policy_fact(tmp_path: Path) -> None:
     vf = discovery.by_name(discovery.discover(_lab(tmp_path).sysfs))["0000-81-02-1"]
-    assert vf.to_device_facts() == policies.DeviceFacts(
+    assert vf.to_device_facts() == devicefacts.DeviceFacts(
         pci_address="0000:81:02.1",
         vendor="8086",
         device_id="1889",
@@ -347,4 +347,4 @@ def test_to_device_facts_carries_every_policy_fact(tmp_path: Path) -> None:
         rdma_capable=False,
     )
     assert vf.to_device_facts().name == vf.name
-    assert policies.discovered_attributes(vf.to_device_facts()) == dict(vf.attributes)
+    assert devicefacts.discovered_attributes(vf.to_device_facts()) == dict(vf.attributes)

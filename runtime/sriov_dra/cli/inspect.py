@@ -30,17 +30,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-# The ``X as X`` imports re-export what callers name ``inspect.X``; each is defined with its
-# sub-concern (correlation, output).
-from sriov_dra.cli.inspectrows import CLAIM as CLAIM
-from sriov_dra.cli.inspectrows import DEVICE_ID as DEVICE_ID
-from sriov_dra.cli.inspectrows import PCIE_ROOT as PCIE_ROOT
-from sriov_dra.cli.inspectrows import POD as POD
-from sriov_dra.cli.inspectrows import SLICE as SLICE
-from sriov_dra.cli.inspectrows import Row as Row
-from sriov_dra.cli.inspectrows import inspect_pod as inspect_pod
-from sriov_dra.cli.inspecttable import render_json as render_json
-from sriov_dra.cli.inspecttable import render_table as render_table
+from sriov_dra.cli.inspectrows import POD, Row, inspect_pod
+from sriov_dra.cli.inspecttable import render_json, render_table
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects, views
 

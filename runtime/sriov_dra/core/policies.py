@@ -28,15 +28,10 @@ from dataclasses import dataclass
 
 from sriov_dra.core import attributes
 from sriov_dra.core.deviceattributes import AttrObject, parse_attribute_objects, resolve_selector
-
-# Callers name these ``policies.X`` (the evaluation's inputs and outputs); they are defined where
-# their sub-concern lives and re-exported here.
-from sriov_dra.core.devicefacts import DeviceFacts as DeviceFacts
-from sriov_dra.core.devicefacts import discovered_attributes as discovered_attributes
-from sriov_dra.core.policyfindings import Diagnostic as Diagnostic
-from sriov_dra.core.policyfindings import Findings, index_by_name, or_default
+from sriov_dra.core.devicefacts import DeviceFacts, discovered_attributes
+from sriov_dra.core.policyfindings import Diagnostic, Findings, index_by_name, or_default
 from sriov_dra_rules import errors, labelselectors, resourcefilters
-from sriov_dra_rules.resourcefilters import ResourceFilter as ResourceFilter
+from sriov_dra_rules.resourcefilters import ResourceFilter
 
 _POLICY = "SriovResourcePolicy"
 

@@ -52,15 +52,13 @@ from dataclasses import dataclass
 
 from sriov_dra.core import bindings
 from sriov_dra.core import pci as pci_addresses
-
-# Callers and tests name these ``render.X``; each is defined with the rule it belongs to.
-from sriov_dra.core.templatefields import SUPPORTED_CNI_VERSIONS as SUPPORTED_CNI_VERSIONS
-from sriov_dra.core.templatefields import check_cni_version, check_sriov_entry, effective_name
-from sriov_dra.core.templatefindings import CONFIG_PATH as CONFIG_PATH
-from sriov_dra.core.templatefindings import TemplateFindings, raise_findings
-from sriov_dra.core.templatelayout import METAPLUGIN_ALLOWLIST as METAPLUGIN_ALLOWLIST
-from sriov_dra.core.templatelayout import SRIOV_PLUGIN_TYPE as SRIOV_PLUGIN_TYPE
-from sriov_dra.core.templatelayout import locate_sriov_entry
+from sriov_dra.core.templatefields import (
+    check_cni_version,
+    check_sriov_entry,
+    effective_name,
+)
+from sriov_dra.core.templatefindings import CONFIG_PATH, TemplateFindings, raise_findings
+from sriov_dra.core.templatelayout import SRIOV_PLUGIN_TYPE, locate_sriov_entry
 from sriov_dra_rules import errors, strictjson
 from sriov_dra_rules.strictjson import JsonValue
 

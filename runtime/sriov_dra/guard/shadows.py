@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import bindings, identities, registry, render
+from sriov_dra.core import bindings, identities, registry, render, templatefindings, templatelayout
 from sriov_dra.guard import decisions
 from sriov_dra_rules import errors, names, strictjson
 
@@ -295,17 +295,17 @@ def _sriov_device_id(config: str) -> tuple[str | None, str | None]:
     entry); deviceID ``None`` when absent or empty.
     """
     try:
-        doc = strictjson.decode(config, path=render.CONFIG_PATH)
+        doc = strictjson.decode(config, path=templatefindings.CONFIG_PATH)
     except errors.InvalidSpec:
         return None, None
     if not isinstance(doc, dict):
         return None, None
     entry: object = doc
-    path = render.CONFIG_PATH
+    path = templatefindings.CONFIG_PATH
     plugins = doc.get("plugins")
     if "type" not in doc and isinstance(plugins, list) and plugins:
-        entry, path = plugins[0], f"{render.CONFIG_PATH}.plugins[0]"
-    if not isinstance(entry, dict) or entry.get("type") != render.SRIOV_PLUGIN_TYPE:
+        entry, path = plugins[0], f"{templatefindings.CONFIG_PATH}.plugins[0]"
+    if not isinstance(entry, dict) or entry.get("type") != templatelayout.SRIOV_PLUGIN_TYPE:
         return None, None
     value = entry.get("deviceID")
     return path, value if isinstance(value, str) and value else None

@@ -10,7 +10,7 @@ that existing DeviceClass CEL, SriovResourcePolicy and Multus keep working:
   ``dra.net/numaNode`` only when known, see below), with ``vfID`` and ``dra.net/numaNode``
   ints, ``rdmaCapable`` a bool and the rest strings; ``vendor`` is the PF vendor and
   ``deviceID`` the VF device ID, as upstream; the map itself is built by
-  ``core.policies.discovered_attributes`` from :meth:`DiscoveredVf.to_device_facts`, so the
+  ``core.devicefacts.discovered_attributes`` from :meth:`DiscoveredVf.to_device_facts`, so the
   policy layer and discovery cannot disagree;
 - ``EswitchMode`` comes from the injected devlink source, else the fake-sysfs file, else
   ``legacy`` (upstream's fallback for a devlink error or empty answer);
@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sriov_dra.core import attributes, identities, policies
+from sriov_dra.core import attributes, devicefacts, identities
 from sriov_dra.host import pcieroot
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra_rules import names
@@ -126,9 +126,9 @@ class DiscoveredVf:
     driver_override: str | None
     attributes: Mapping[str, attributes.AttributeValue] = field(hash=False)
 
-    def to_device_facts(self) -> policies.DeviceFacts:
-        """The policy layer's view of this VF (``core.policies.DeviceFacts``)."""
-        return policies.DeviceFacts(
+    def to_device_facts(self) -> devicefacts.DeviceFacts:
+        """The policy layer's view of this VF (``core.devicefacts.DeviceFacts``)."""
+        return devicefacts.DeviceFacts(
             pci_address=self.pci_address,
             vendor=self.vendor,
             device_id=self.device_id,
@@ -259,7 +259,7 @@ def _discovered(
         attributes=types.MappingProxyType({}),
     )
     # One source of truth for names and types: core.policies builds the map from the facts.
-    published = policies.discovered_attributes(found.to_device_facts())
+    published = devicefacts.discovered_attributes(found.to_device_facts())
     return dataclasses.replace(found, attributes=types.MappingProxyType(dict(sorted(published.items()))))
 
 

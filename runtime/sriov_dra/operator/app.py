@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sriov_dra.core.operator import drapolicy, sriovnetwork
+from sriov_dra.core.operator import draverdicts, networkrefs
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import events, leader, objects
 from sriov_dra.kube import watches as kube_watches
@@ -112,7 +112,7 @@ class Operator:
                 ok, outcome, detail = not result.retry, result.outcome, "; ".join(result.failed_writes)
                 self.metrics.set_policy_reasons(result.reasons.values())
             else:
-                net = self.networks.reconcile(sriovnetwork.ObjectRef(key[1], key[2]))
+                net = self.networks.reconcile(networkrefs.ObjectRef(key[1], key[2]))
                 ok, outcome, detail = not net.retry, net.outcome, net.detail
         except api_errors.ApiError as exc:
             detail = str(exc)
@@ -126,7 +126,7 @@ class Operator:
             "reconciled",
             extra={
                 "controller": controller,
-                "key": "/".join(key[1:]) or drapolicy.CONDITION_TYPE,
+                "key": "/".join(key[1:]) or draverdicts.CONDITION_TYPE,
                 "outcome": outcome,
                 "duration_ms": round(elapsed * 1000, 1),
                 **({"detail": detail[:512]} if detail else {}),

@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core.operator import conditions, sriovnetwork
+from sriov_dra.core.operator import conditions, networkrefs, sriovnetwork
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import objects, views
 from sriov_dra.operator import settings, status
@@ -61,14 +61,14 @@ class NetworkController:
         client: objects.Objects,
         config: settings.ReconcileSettings,
         writer: status.StatusWriter,
-        marked_nads: Callable[[sriovnetwork.ObjectRef], Iterable[sriovnetwork.ObjectRef]],
+        marked_nads: Callable[[networkrefs.ObjectRef], Iterable[networkrefs.ObjectRef]],
     ) -> None:
         self.client = client
         self.config = config
         self.writer = writer
         self.marked_nads = marked_nads
 
-    def reconcile(self, ref: sriovnetwork.ObjectRef) -> Result:
+    def reconcile(self, ref: networkrefs.ObjectRef) -> Result:
         """Bring the source NAD of SriovNetwork ``ref`` and its Ready condition up to date."""
         network = self.client.get_or_none(objects.SRIOV_NETWORK, ref.name, ref.namespace)
         if network is None:
@@ -76,11 +76,11 @@ class NetworkController:
             return Result("cleaned" if removed else "absent")
         meta = network.get("metadata") or {}
         if meta.get("deletionTimestamp"):
-            self._delete_marked(ref, keep=None, also=(sriovnetwork.target(network),))
+            self._delete_marked(ref, keep=None, also=(networkrefs.target(network),))
             self._drop_legacy_finalizer(network)
             return Result("deleted")
         self._drop_legacy_finalizer(network)
-        rule = sriovnetwork.namespace_rule_problem(network, self.config.namespace)
+        rule = networkrefs.namespace_rule_problem(network, self.config.namespace)
         if rule is not None:
             return self._ready(network, False, _RR.NAD_INVALID, rule, "invalid")
         try:
@@ -92,7 +92,7 @@ class NetworkController:
                 "network spec invalid", extra={"network": str(ref), "outcome": "invalid", "problem": message}
             )
             return self._ready(network, False, exc.reason, message, "invalid", event_reason=exc.reason.value)
-        where = sriovnetwork.target(network)
+        where = networkrefs.target(network)
         if self.client.get_or_none(objects.NAMESPACE, where.namespace) is None:
             message = f'target namespace "{where.namespace}" does not exist'
             return self._ready(network, False, _RR.NAMESPACE_NOT_FOUND, message, "waiting")
@@ -115,7 +115,7 @@ class NetworkController:
         return self._ready(network, True, _RR.NETWORK_READY, READY_MESSAGE, outcome)
 
     def _ensure_nad(
-        self, ref: sriovnetwork.ObjectRef, where: sriovnetwork.ObjectRef, expected: Mapping[str, object]
+        self, ref: networkrefs.ObjectRef, where: networkrefs.ObjectRef, expected: Mapping[str, object]
     ) -> str:
         existing = self.client.get_or_none(objects.NAD, where.name, where.namespace)
         if existing is None:
@@ -128,8 +128,8 @@ class NetworkController:
             else:
                 return "created"
         meta = views.mapping(existing.get("metadata"))
-        marker = views.mapping(meta.get("annotations")).get(sriovnetwork.OWNER_REF_ANNOTATION)
-        if marker and marker != sriovnetwork.owner_marker(ref):
+        marker = views.mapping(meta.get("annotations")).get(networkrefs.OWNER_REF_ANNOTATION)
+        if marker and marker != networkrefs.owner_marker(ref):
             raise _Claimed(f"NetworkAttachmentDefinition '{where}' already exists and is owned by {marker}")
         if meta.get("deletionTimestamp"):
             return "deleting"
@@ -145,10 +145,10 @@ class NetworkController:
 
     def _delete_marked(
         self,
-        ref: sriovnetwork.ObjectRef,
+        ref: networkrefs.ObjectRef,
         *,
-        keep: sriovnetwork.ObjectRef | None,
-        also: Iterable[sriovnetwork.ObjectRef] = (),
+        keep: networkrefs.ObjectRef | None,
+        also: Iterable[networkrefs.ObjectRef] = (),
     ) -> int:
         """Delete every NAD carrying ``ref``'s marker except ``keep``; 404s count as done.
 
@@ -163,8 +163,8 @@ class NetworkController:
                 continue
             meta = views.mapping(live.get("metadata"))
             if views.mapping(meta.get("annotations")).get(
-                sriovnetwork.OWNER_REF_ANNOTATION
-            ) != sriovnetwork.owner_marker(ref):
+                networkrefs.OWNER_REF_ANNOTATION
+            ) != networkrefs.owner_marker(ref):
                 continue
             if self.client.delete(
                 objects.NAD, nad_ref.name, nad_ref.namespace, uid=views.optional_text(meta.get("uid"))

@@ -24,7 +24,15 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sriov_dra.core.operator import conditions, drapolicy, generated, sriovnetwork
+from sriov_dra.core.operator import (
+    conditions,
+    draobjects,
+    drapolicy,
+    draverdicts,
+    generated,
+    networkrefs,
+    sriovnetwork,
+)
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import objects, views
 from sriov_dra.operator import settings, status
@@ -32,8 +40,8 @@ from sriov_dra_rules import errors
 
 log = logging.getLogger(__name__)
 _KINDS = {
-    drapolicy.ATTRIBUTES_KIND: objects.DEVICE_ATTRIBUTES,
-    drapolicy.POLICY_KIND: objects.RESOURCE_POLICY,
+    draobjects.ATTRIBUTES_KIND: objects.DEVICE_ATTRIBUTES,
+    draobjects.POLICY_KIND: objects.RESOURCE_POLICY,
 }
 
 
@@ -77,13 +85,13 @@ class PolicyController:
             nic_ids=self.config.nic_ids,
         )
 
-    def resolve(self, ref: sriovnetwork.ObjectRef) -> sriovnetwork.SourceResolution:
+    def resolve(self, ref: networkrefs.ObjectRef) -> sriovnetwork.SourceResolution:
         """Resolve one SriovNetwork reference with live reads (spec §12.2.3)."""
         try:
             network = self.client.get_or_none(objects.SRIOV_NETWORK, ref.name, ref.namespace)
             nad = None
             if network is not None:
-                where = sriovnetwork.target(network)
+                where = networkrefs.target(network)
                 nad = self.client.get_or_none(objects.NAD, where.name, where.namespace)
         except api_errors.Forbidden as exc:
             return sriovnetwork.unresolved(
@@ -120,7 +128,7 @@ class PolicyController:
         try:
             existing = {
                 kind: self.client.list(
-                    res, self.config.namespace, label_selector=drapolicy.MANAGED_SELECTOR
+                    res, self.config.namespace, label_selector=draobjects.MANAGED_SELECTOR
                 ).items
                 for kind, res in _KINDS.items()
             }
@@ -131,7 +139,7 @@ class PolicyController:
                 failures[name] = str(exc)
         if existing is not None:
             writes = generated.plan_writes(
-                plan, existing[drapolicy.ATTRIBUTES_KIND], existing[drapolicy.POLICY_KIND]
+                plan, existing[draobjects.ATTRIBUTES_KIND], existing[draobjects.POLICY_KIND]
             )
             for write in writes:
                 problem = self._execute(write)
@@ -165,7 +173,7 @@ class PolicyController:
                     if not generated.is_managed(current):
                         return (
                             f"{write.kind} {ns}/{write.name} exists without the label "
-                            f"{drapolicy.MANAGED_SELECTOR} and is not adopted; delete or rename it"
+                            f"{draobjects.MANAGED_SELECTOR} and is not adopted; delete or rename it"
                         )
                     body = dict(write.body)
                     meta = body.get("metadata")
@@ -197,12 +205,12 @@ class PolicyController:
             outcome = plan.outcomes.get(name)
             try:
                 if outcome is None:
-                    self.writer.remove(objects.NODE_POLICY, obj, drapolicy.CONDITION_TYPE)
+                    self.writer.remove(objects.NODE_POLICY, obj, draverdicts.CONDITION_TYPE)
                     continue
                 desired = outcome.condition()
                 if outcome.reason is None and name in failures:
                     desired = conditions.Condition(
-                        drapolicy.CONDITION_TYPE,
+                        draverdicts.CONDITION_TYPE,
                         conditions.Status.FALSE,
                         errors.Reason.DRA_CONFIGURATION_SYNC_FAILED.value,
                         failures[name],
@@ -211,5 +219,5 @@ class PolicyController:
                 reasons[name] = desired.reason
                 self.writer.set(objects.NODE_POLICY, obj, desired)
             except api_errors.ApiError as exc:
-                failed.append(f"condition of {drapolicy.CONDITION_TYPE} on {name}: {exc}")
+                failed.append(f"condition of {draverdicts.CONDITION_TYPE} on {name}: {exc}")
         return reasons

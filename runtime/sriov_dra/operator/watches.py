@@ -29,13 +29,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
-from sriov_dra.core.operator import conditions, nodepolicy, sriovnetwork
+from sriov_dra.core.operator import conditions, networkrefs, nodepolicy, sriovnetwork
 from sriov_dra.kube import views
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import queue
 from sriov_dra_rules import names
 
-Ref = sriovnetwork.ObjectRef
+Ref = networkrefs.ObjectRef
 Enqueue = Callable[[queue.Key], None]
 
 
@@ -56,8 +56,8 @@ def _meta(obj: Mapping[str, object]) -> Mapping[str, object]:
 def _marker(nad: Mapping[str, object] | None) -> Ref | None:
     if nad is None:
         return None
-    return sriovnetwork.parse_owner_marker(
-        views.mapping(_meta(nad).get("annotations")).get(sriovnetwork.OWNER_REF_ANNOTATION)
+    return networkrefs.parse_owner_marker(
+        views.mapping(_meta(nad).get("annotations")).get(networkrefs.OWNER_REF_ANNOTATION)
     )
 
 
@@ -97,7 +97,7 @@ class Router:
     # ---- handlers (watch threads) --------------------------------------------------------
     def on_policy(self, event: str, obj: Mapping[str, object]) -> None:
         """Node policy events (operator namespace)."""
-        key = sriovnetwork.ref_of(obj)
+        key = networkrefs.ref_of(obj)
         meta = _meta(obj)
         projection = (meta.get("uid"), meta.get("generation"), bool(meta.get("deletionTimestamp")))
         parsed = nodepolicy.parse_policy(obj, prefix=self._prefix, nic_ids=())
@@ -115,7 +115,7 @@ class Router:
 
     def on_network(self, event: str, obj: Mapping[str, object]) -> None:
         """SriovNetwork events (all namespaces)."""
-        key = sriovnetwork.ref_of(obj)
+        key = networkrefs.ref_of(obj)
         meta = _meta(obj)
         spec = views.mapping(obj.get("spec"))
         ready = conditions.find(obj, sriovnetwork.READY) or {}
@@ -138,7 +138,7 @@ class Router:
                 wake_self, wake_plan = True, key in self._referenced()
             else:
                 self._networks[key] = (own, readiness)
-                self._targets[key] = sriovnetwork.target(obj)
+                self._targets[key] = networkrefs.target(obj)
                 wake_self = old is None or old[0] != own
                 wake_plan = key in self._referenced() and (old is None or old[1] != readiness)
         if wake_self:
@@ -150,14 +150,14 @@ class Router:
         """NAD events (all namespaces); shadows are ignored entirely."""
         if is_shadow(obj):
             return
-        key = sriovnetwork.ref_of(obj)
+        key = networkrefs.ref_of(obj)
         meta = _meta(obj)
         annotations = views.mapping(meta.get("annotations"))
         projection = (
             meta.get("uid"),
             bool(meta.get("deletionTimestamp")),
             repr(obj.get("spec")),
-            annotations.get(sriovnetwork.OWNER_REF_ANNOTATION),
+            annotations.get(networkrefs.OWNER_REF_ANNOTATION),
             annotations.get(sriovnetwork.RESOURCE_NAME_ANNOTATION),
             repr(meta.get("ownerReferences")),
         )

@@ -19,7 +19,7 @@ from kubernetes import client
 from tests.cluster.operator.conftest import Harness, audit_writes, line_count
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import sriovnetwork
+from sriov_dra.core.operator import networkconfig
 from sriov_dra.kube import objects
 from sriov_dra_lab import controlplane
 from sriov_dra_rules import strictjson
@@ -106,6 +106,6 @@ def test_string_fields_that_broke_out_of_the_template_stay_one_string_in_the_nad
         config: Any = strictjson.decode(nad["spec"]["config"])  # strict: a second vlan key is refused
         assert (config["logFile"], config["vlan"], "x" in config) == (log_file, vlan, False)
         net = h.admin.get(objects.SRIOV_NETWORK, name, h.ns)
-        assert nad["spec"]["config"] == sriovnetwork.render_config(net)
+        assert nad["spec"]["config"] == networkconfig.render_config(net)
         ready = h.ready(name)
         assert ready is not None and ready["status"] == "True"

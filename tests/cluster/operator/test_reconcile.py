@@ -17,7 +17,7 @@ import pytest
 from tests.cluster.operator.conftest import Harness, audit_writes, line_count
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import sriovnetwork
+from sriov_dra.core.operator import networkrefs
 from sriov_dra.kube import objects
 from sriov_dra_lab import controlplane
 
@@ -116,7 +116,7 @@ def test_spec_14_3_manifests_produce_exactly_the_expected_objects(harness: Harne
         nad = h.admin.get(objects.NAD, rail, h.target_ns)
         assert nad["metadata"]["annotations"] == {
             "k8s.v1.cni.cncf.io/resourceName": "openshift.io/sriov_vfs",
-            sriovnetwork.OWNER_REF_ANNOTATION: f"SriovNetwork.sriovnetwork.openshift.io/{h.ns}/{rail}",
+            networkrefs.OWNER_REF_ANNOTATION: f"SriovNetwork.sriovnetwork.openshift.io/{h.ns}/{rail}",
         }
         assert "ownerReferences" not in nad["metadata"]
         config = json.loads(nad["spec"]["config"])
@@ -171,7 +171,7 @@ def mutate_nad(h: Harness, fn: Any) -> None:
             lambda n: n["spec"].update(config=n["spec"]["config"].replace("192.0.2.0/24", "10.9.0.0/16")),
             "content differs",
         ),
-        (lambda n: n["metadata"]["annotations"].pop(sriovnetwork.OWNER_REF_ANNOTATION), "owner marker None"),
+        (lambda n: n["metadata"]["annotations"].pop(networkrefs.OWNER_REF_ANNOTATION), "owner marker None"),
     ],
     ids=["changed-nad-content", "removed-owner-marker"],
 )
@@ -263,7 +263,7 @@ def test_non_operator_namespace_redirection_is_refused(harness: Harness) -> None
     h.create_namespace(h.target_ns)
     h.add_node("worker-1")
     h.network("tenant-net", namespace=tenant)  # networkNamespace outside the operator namespace
-    h.extra_networks.add(sriovnetwork.ObjectRef(tenant, "tenant-net"))
+    h.extra_networks.add(networkrefs.ObjectRef(tenant, "tenant-net"))
     h.policy("p", pf="ens1f0", dra={"attributes": oo.reference("tenant-net", tenant)})
     h.settle()
     ready = h.ready("tenant-net", tenant)
@@ -343,7 +343,7 @@ def test_network_deletion_removes_its_nad_without_a_finalizer(harness: Harness) 
     assert not net["metadata"].get("finalizers")
     h.admin.delete(objects.SRIOV_NETWORK, "rail-a-net", h.ns)
     assert h.admin.get_or_none(objects.SRIOV_NETWORK, "rail-a-net", h.ns) is None  # nothing blocks deletion
-    assert h.networks.reconcile(sriovnetwork.ObjectRef(h.ns, "rail-a-net")).outcome == "cleaned"
+    assert h.networks.reconcile(networkrefs.ObjectRef(h.ns, "rail-a-net")).outcome == "cleaned"
     assert h.admin.get_or_none(objects.NAD, "rail-a-net", h.target_ns) is None
     h.reconcile_policies()
     assert h.reason("rail-a-policy") == "SriovNetworkNotFound"

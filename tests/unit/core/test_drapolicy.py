@@ -29,8 +29,8 @@ from tests.fakes.dra_plans import (
     srp,
 )
 
-from sriov_dra.core import policies
-from sriov_dra.core.operator import drapolicy, sriovnetwork
+from sriov_dra.core import devicefacts, policies
+from sriov_dra.core.operator import draobjects, drapolicy, sriovnetwork
 from sriov_dra_rules import names
 
 
@@ -77,7 +77,7 @@ def test_spec_14_3_two_rails_sharing_a_resource_name_get_separate_maps_and_selec
 def test_generated_map_is_accepted_by_the_driver_in_managed_mode() -> None:
     p = plan(oo.rail_policies(), [oo.node("worker-1")])
     devices = [
-        policies.DeviceFacts(f"0000:0{i}:00.{vf}", "15b3", "101e", "101d", pf, f"0000:0{i}:00.0", vf)
+        devicefacts.DeviceFacts(f"0000:0{i}:00.{vf}", "15b3", "101e", "101d", pf, f"0000:0{i}:00.0", vf)
         for i, pf in ((1, "ens1f0"), (2, "ens2f0"))
         for vf in (1, 2)
     ]
@@ -244,5 +244,5 @@ def test_plan_does_not_depend_on_input_order(policy_order: list[int], node_order
 
 @given(st.uuids())
 def test_generated_attribute_names_are_dns_labels(uid: Any) -> None:
-    name = drapolicy.attributes_name(str(uid))
+    name = draobjects.attributes_name(str(uid))
     assert names.is_dns1123_label(name) and len(name) <= 63

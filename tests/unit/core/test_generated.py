@@ -7,19 +7,19 @@ from typing import Any
 
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import drapolicy, generated, sriovnetwork
+from sriov_dra.core.operator import draobjects, drapolicy, generated, networkrefs, sriovnetwork
 from sriov_dra_rules import errors
 
 OP = oo.OP_NS
-RAIL_A = sriovnetwork.ObjectRef(OP, "rail-a-net")
-RAIL_B = sriovnetwork.ObjectRef(OP, "rail-b-net")
+RAIL_A = networkrefs.ObjectRef(OP, "rail-a-net")
+RAIL_B = networkrefs.ObjectRef(OP, "rail-b-net")
 ATTRS_A = f"dra-policy-{oo.UID_A}-attrs"
 ATTRS_B = f"dra-policy-{oo.UID_B}-attrs"
 
 
-def resolutions(*refs: sriovnetwork.ObjectRef) -> dict[sriovnetwork.ObjectRef, sriovnetwork.SourceResolution]:
+def resolutions(*refs: networkrefs.ObjectRef) -> dict[networkrefs.ObjectRef, sriovnetwork.SourceResolution]:
     return {
-        r: sriovnetwork.SourceResolution(r, sriovnetwork.ObjectRef(oo.TARGET_NS, r.name), None, "")
+        r: sriovnetwork.SourceResolution(r, networkrefs.ObjectRef(oo.TARGET_NS, r.name), None, "")
         for r in refs
     }
 
@@ -100,7 +100,7 @@ def test_unmarked_objects_are_never_updated_or_deleted() -> None:
     p = make_plan()
     foreign = stored(p.device_attributes)
     for obj in foreign:
-        del obj["metadata"]["labels"][drapolicy.GENERATED_BY_LABEL]
+        del obj["metadata"]["labels"][draobjects.GENERATED_BY_LABEL]
     stray = stored([{"metadata": {"name": "admin-attrs", "labels": {"team": "net"}}, "spec": {}}])
     writes = generated.plan_writes(p, [*foreign, *stray], [])
     assert [w.op for w in writes] == [generated.Op.CREATE] * 3  # the controller refuses the taken names
@@ -109,7 +109,7 @@ def test_unmarked_objects_are_never_updated_or_deleted() -> None:
 
 def test_is_managed_requires_the_exact_label_value() -> None:
     assert generated.is_managed(
-        {"metadata": {"labels": {drapolicy.GENERATED_BY_LABEL: "sriov-network-operator"}}}
+        {"metadata": {"labels": {draobjects.GENERATED_BY_LABEL: "sriov-network-operator"}}}
     )
-    assert not generated.is_managed({"metadata": {"labels": {drapolicy.GENERATED_BY_LABEL: "someone-else"}}})
+    assert not generated.is_managed({"metadata": {"labels": {draobjects.GENERATED_BY_LABEL: "someone-else"}}})
     assert not generated.is_managed({"metadata": {}})

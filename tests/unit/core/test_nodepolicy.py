@@ -10,9 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import policies
-from sriov_dra.core.operator import nodepolicy, sriovnetwork
-from sriov_dra_rules import errors
+from sriov_dra.core.operator import networkrefs, nodepolicy
+from sriov_dra_rules import errors, resourcefilters
 
 COMPAT = "openshift.io/sriov_vfs"
 D = "sriovnetwork.k8snetworkplumbingwg.io"
@@ -66,7 +65,7 @@ def custom(n: int) -> dict[str, Any]:
 def test_valid_blocks(dra: dict[str, Any], network: tuple[str, str] | None, custom_keys: list[str]) -> None:
     got = nodepolicy.validate_dra(dra, compat_value=COMPAT)
     assert got.problems == ()
-    assert got.network == (sriovnetwork.ObjectRef(*network) if network else None)
+    assert got.network == (networkrefs.ObjectRef(*network) if network else None)
     assert sorted(got.custom) == sorted(custom_keys)
     assert not set(got.custom) & nodepolicy.NETWORK_KEYS
 
@@ -230,8 +229,10 @@ def test_pool_names_are_lowercase_dashes_and_digits(rn: str) -> None:
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", nodepolicy.pool_name(rn))
 
 
-def f(**kw: Any) -> policies.ResourceFilter:
-    return policies.ResourceFilter(**{k: frozenset(v) if isinstance(v, list) else v for k, v in kw.items()})
+def f(**kw: Any) -> resourcefilters.ResourceFilter:
+    return resourcefilters.ResourceFilter(
+        **{k: frozenset(v) if isinstance(v, list) else v for k, v in kw.items()}
+    )
 
 
 @pytest.mark.parametrize(
@@ -251,7 +252,9 @@ def f(**kw: Any) -> policies.ResourceFilter:
         "different-link-types",
     ],
 )
-def test_structural_overlap(a: policies.ResourceFilter, b: policies.ResourceFilter, overlap: bool) -> None:
+def test_structural_overlap(
+    a: resourcefilters.ResourceFilter, b: resourcefilters.ResourceFilter, overlap: bool
+) -> None:
     assert a.may_match_a_device_of(b) is overlap
     assert b.may_match_a_device_of(a) is overlap
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import policies
+from sriov_dra.core import devicefacts
 from sriov_dra.core.operator import nodepolicy, overlap
 
 
@@ -33,8 +33,8 @@ def test_inventory_pairs_need_one_device_matched_by_both() -> None:
     a = parsed("a", 1, nic={"vendor": "15b3"}, dra={"attributes": oo.reference("rail-a-net")})
     b = parsed("b", 2, nic={"pfNames": ["ens2f0"]}, dra={"attributes": oo.reference("rail-b-net")})
     ids = {p.name: overlap.identity(p, None) for p in (a, b)}
-    only_a = [policies.DeviceFacts("0000:01:00.1", "15b3", "101e", "101d", "ens1f0", "0000:01:00.0", 1)]
-    shared = [policies.DeviceFacts("0000:02:00.1", "15b3", "101e", "101d", "ens2f0", "0000:02:00.0", 1)]
+    only_a = [devicefacts.DeviceFacts("0000:01:00.1", "15b3", "101e", "101d", "ens1f0", "0000:01:00.0", 1)]
+    shared = [devicefacts.DeviceFacts("0000:02:00.1", "15b3", "101e", "101d", "ens2f0", "0000:02:00.0", 1)]
     assert overlap.inventory_pairs([a, b], ids, only_a) == []
     assert [(x.name, y.name) for x, y in overlap.inventory_pairs([a, b], ids, shared)] == [("a", "b")]
 

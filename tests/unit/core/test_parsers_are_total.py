@@ -31,8 +31,18 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import bindings, multusconf, networks, policies, registry, render, templates, vfconfig
-from sriov_dra.core.operator import drapolicy, nodepolicy, sriovnetwork
+from sriov_dra.core import (
+    bindings,
+    devicefacts,
+    multusconf,
+    networks,
+    policies,
+    registry,
+    render,
+    templates,
+    vfconfig,
+)
+from sriov_dra.core.operator import drapolicy, networkrefs, nodepolicy, sriovnetwork
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra_rules import errors, strictjson
 
@@ -591,7 +601,7 @@ _DEVICE_ATTRIBUTE_OBJECTS: list[Any] = [
 ]
 
 
-def _vf(bdf: str, pf: str, vf_id: int, **extra: Any) -> policies.DeviceFacts:
+def _vf(bdf: str, pf: str, vf_id: int, **extra: Any) -> devicefacts.DeviceFacts:
     fields: dict[str, Any] = {
         "pci_address": bdf,
         "vendor": "15b3",
@@ -605,7 +615,7 @@ def _vf(bdf: str, pf: str, vf_id: int, **extra: Any) -> policies.DeviceFacts:
         "pcie_root": "pci0000:3a",
         "link_type": "ethernet",
     }
-    return policies.DeviceFacts(**(fields | extra))
+    return devicefacts.DeviceFacts(**(fields | extra))
 
 
 _DEVICES = (
@@ -634,10 +644,10 @@ def test_resource_policies_and_device_attributes_of_any_shape_evaluate_or_are_an
 
 
 _RESOLUTIONS = {
-    ref: sriovnetwork.SourceResolution(ref, sriovnetwork.ObjectRef(oo.TARGET_NS, ref.name), None, "")
+    ref: sriovnetwork.SourceResolution(ref, networkrefs.ObjectRef(oo.TARGET_NS, ref.name), None, "")
     for ref in (
-        sriovnetwork.ObjectRef(oo.OP_NS, "rail-a-net"),
-        sriovnetwork.ObjectRef(oo.OP_NS, "rail-b-net"),
+        networkrefs.ObjectRef(oo.OP_NS, "rail-a-net"),
+        networkrefs.ObjectRef(oo.OP_NS, "rail-b-net"),
     )
 }
 _PLAN_SETTINGS = drapolicy.PlanSettings(namespace=oo.OP_NS, nic_ids=_NIC_IDS)
@@ -757,7 +767,7 @@ def test_sriov_network_and_nad_of_any_shape_resolve_to_a_verdict_without_raising
     network: dict[str, Any], nad: dict[str, Any] | None
 ) -> None:
     """``resolve_source`` documents no error: every problem is an unresolved verdict with a reason."""
-    ref = sriovnetwork.ObjectRef(oo.OP_NS, "rail-a-net")
+    ref = networkrefs.ObjectRef(oo.OP_NS, "rail-a-net")
     verdict = typed(
         lambda: sriovnetwork.resolve_source(
             ref, network, nad, operator_namespace=oo.OP_NS, resource_prefix="openshift.io"

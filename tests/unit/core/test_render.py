@@ -26,7 +26,7 @@ from tests.fakes.render_sources import (
     rendered_doc,
 )
 
-from sriov_dra.core import render
+from sriov_dra.core import render, templatefields
 from sriov_dra_rules import errors, names, strictjson
 from sriov_dra_rules.strictjson import JsonValue, RawNumber
 
@@ -456,7 +456,7 @@ IPAM = st.dictionaries(st.text(max_size=12).filter(lambda k: k != "node_slice_si
 @st.composite
 def templates(draw: st.DrawFn) -> tuple[dict[str, JsonValue], dict[str, object]]:
     """A valid template (as a value) and its source NAD with the template as text."""
-    root: dict[str, JsonValue] = {"cniVersion": draw(st.sampled_from(render.SUPPORTED_CNI_VERSIONS))}
+    root: dict[str, JsonValue] = {"cniVersion": draw(st.sampled_from(templatefields.SUPPORTED_CNI_VERSIONS))}
     name = draw(st.none() | st.just("") | CNI_NAMES)
     if name is not None:
         root["name"] = name

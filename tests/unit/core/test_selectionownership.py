@@ -26,14 +26,14 @@ from tests.fakes.selection_pods import (
 )
 
 from sriov_dra.core import identities, ifnames, limits, networks
-from sriov_dra.core.plugin import selections
+from sriov_dra.core.plugin import selectionownership, selections
 from sriov_dra_rules import errors
 
 # --- merge: refusals -------------------------------------------------------------------------
 
 
 def conflict(
-    annotations: Mapping[str, str] | None, bindings: Sequence[selections.ManagedBinding]
+    annotations: Mapping[str, str] | None, bindings: Sequence[selectionownership.ManagedBinding]
 ) -> errors.Conflict:
     with pytest.raises(errors.Conflict) as info:
         selections.merge_managed_selections(pod(annotations), bindings)
@@ -104,7 +104,7 @@ def test_registry_of_another_pod_uid_is_a_conflict() -> None:
 
 
 def test_registry_entry_disagreeing_with_checkpoint_is_a_conflict() -> None:
-    changed_uid = selections.ManagedBinding(
+    changed_uid = selectionownership.ManagedBinding(
         dataclasses.replace(A0.entry, uid=identities.ObjectUid("d0d0d0d0-0000-4000-8000-0000000000ff")),
         source_namespace=NS,
         source_name="rail-a-net",
@@ -140,7 +140,9 @@ def test_C01_malformed_networks_is_never_rewritten() -> None:
 
 
 def test_binding_outside_the_pod_namespace_is_a_contract_violation() -> None:
-    foreign = selections.ManagedBinding(entry(CLAIM_A, 0, "dra0", namespace="elsewhere"), NS, "rail-a-net")
+    foreign = selectionownership.ManagedBinding(
+        entry(CLAIM_A, 0, "dra0", namespace="elsewhere"), NS, "rail-a-net"
+    )
     with pytest.raises(errors.ContractViolation):
         selections.merge_managed_selections(pod({}), [foreign])
 

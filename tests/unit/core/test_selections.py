@@ -31,7 +31,7 @@ from tests.fakes.selection_pods import (
 )
 
 from sriov_dra.core import networks, registry
-from sriov_dra.core.plugin import jsonpatch, selections
+from sriov_dra.core.plugin import jsonpatch, selectionownership, selections
 from sriov_dra_rules import errors, names
 
 # --- merge: writing --------------------------------------------------------------------------
@@ -241,7 +241,7 @@ separators = st.sampled_from([(",", ":"), (", ", ": "), (" , ", " : ")])
 
 
 @st.composite
-def pods(draw: st.DrawFn) -> tuple[dict[str, str], list[selections.ManagedBinding]]:
+def pods(draw: st.DrawFn) -> tuple[dict[str, str], list[selectionownership.ManagedBinding]]:
     """A Pod with manual entries (JSON or comma), maybe claim B already merged, and claim A's bindings."""
     annotations: dict[str, str] = {}
     objects = draw(st.lists(manual_objects, max_size=6))
@@ -270,7 +270,9 @@ def unrelated(value: str | None) -> list[tuple[tuple[str, str, str | None], Mapp
 
 
 @given(pods())
-def test_property_merge_is_idempotent(case: tuple[dict[str, str], list[selections.ManagedBinding]]) -> None:
+def test_property_merge_is_idempotent(
+    case: tuple[dict[str, str], list[selectionownership.ManagedBinding]],
+) -> None:
     annotations, bindings = case
     first = selections.merge_managed_selections(pod(annotations), bindings)
     second = selections.merge_managed_selections(after(first), bindings)
@@ -280,7 +282,7 @@ def test_property_merge_is_idempotent(case: tuple[dict[str, str], list[selection
 
 @given(pods())
 def test_property_unrelated_entries_are_preserved_exactly(
-    case: tuple[dict[str, str], list[selections.ManagedBinding]],
+    case: tuple[dict[str, str], list[selectionownership.ManagedBinding]],
 ) -> None:
     annotations, bindings = case
     update = selections.merge_managed_selections(pod(annotations), bindings)
@@ -294,7 +296,9 @@ def test_property_unrelated_entries_are_preserved_exactly(
 
 
 @given(pods())
-def test_property_remove_undoes_merge(case: tuple[dict[str, str], list[selections.ManagedBinding]]) -> None:
+def test_property_remove_undoes_merge(
+    case: tuple[dict[str, str], list[selectionownership.ManagedBinding]],
+) -> None:
     annotations, bindings = case
     merged_pod = after(selections.merge_managed_selections(pod(annotations), bindings))
     restored = selections.remove_managed_selections(merged_pod, CLAIM_A).annotations

@@ -9,7 +9,7 @@ import pytest
 from tests.fakes import operator_objects as oo
 from tests.fakes.sriov_networks import simple
 
-from sriov_dra.core.operator import sriovnetwork
+from sriov_dra.core.operator import networkrefs, sriovnetwork
 from sriov_dra_rules import errors
 
 R = errors.Reason
@@ -73,7 +73,7 @@ def test_nad_differences_name_only_changed_managed_fields() -> None:
     ]
 
 
-REF_A = sriovnetwork.ObjectRef(OP, "rail-a-net")
+REF_A = networkrefs.ObjectRef(OP, "rail-a-net")
 
 
 def _deleting(obj: dict[str, Any]) -> dict[str, Any]:
@@ -114,11 +114,11 @@ def _content(nad: dict[str, Any]) -> None:
 
 
 def _no_marker(nad: dict[str, Any]) -> None:
-    del nad["metadata"]["annotations"][sriovnetwork.OWNER_REF_ANNOTATION]
+    del nad["metadata"]["annotations"][networkrefs.OWNER_REF_ANNOTATION]
 
 
 def _other_marker(nad: dict[str, Any]) -> None:
-    nad["metadata"]["annotations"][sriovnetwork.OWNER_REF_ANNOTATION] = MARKER_A.replace("rail-a", "rail-b")
+    nad["metadata"]["annotations"][networkrefs.OWNER_REF_ANNOTATION] = MARKER_A.replace("rail-a", "rail-b")
 
 
 def _resource_name(nad: dict[str, Any]) -> None:
@@ -167,11 +167,11 @@ def test_unusable_sources_are_refused_with_the_precise_reason(case: Any, reason:
 def test_ready_cross_namespace_source_resolves_to_the_rendered_target() -> None:
     net, nad = _case()
     got = sriovnetwork.resolve_source(REF_A, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
-    assert got.ready and got.nad == sriovnetwork.ObjectRef("ai-workloads", "rail-a-net")
+    assert got.ready and got.nad == networkrefs.ObjectRef("ai-workloads", "rail-a-net")
 
 
 def test_same_namespace_owner_reference_must_name_the_current_uid() -> None:
-    ref = sriovnetwork.ObjectRef("tenant", "n1")
+    ref = networkrefs.ObjectRef("tenant", "n1")
     net = oo.sriov_network("n1", namespace="tenant", network_namespace=None, uid="new-uid", ready="True")
     nad = rendered(net)
     ok = sriovnetwork.resolve_source(ref, net, nad, operator_namespace=OP, resource_prefix="openshift.io")

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from tests.fakes import managed_pods as mp
 
 from sriov_dra.core import ifnames, networks
-from sriov_dra.core.plugin import selections
+from sriov_dra.core.plugin import selectionownership, selections, selectionupdate
 from sriov_dra.guard import checks, decisions, shadows
 from sriov_dra_rules import errors, names
 
@@ -58,7 +58,7 @@ PLANS = [
 ]
 ENTRIES = [mp.registry_entry(p, uid) for p, uid in zip(PLANS, NAD_UIDS, strict=True)]
 BINDINGS = [
-    selections.ManagedBinding(entry, NS, src) for entry, (src, *_) in zip(ENTRIES, RAILS, strict=True)
+    selectionownership.ManagedBinding(entry, NS, src) for entry, (src, *_) in zip(ENTRIES, RAILS, strict=True)
 ]
 # The live shadows as the API serves them: server-set UID, and a JSON round trip of the object.
 NADS = {
@@ -131,7 +131,7 @@ def test_guard_accepts_what_the_merger_publishes_and_refuses_what_it_refuses(
         before[names.NETWORKS_ANNOTATION] = text
     wanted = BINDINGS[:count]
     try:
-        update = selections.merge_managed_selections(selections.pod_snapshot(_pod(before)), wanted)
+        update = selections.merge_managed_selections(selectionupdate.pod_snapshot(_pod(before)), wanted)
     except errors.Conflict as exc:
         assert exc.reason is errors.Reason.DUPLICATE_INTERFACE_NAME, exc
         # The same annotation as the guard would see it had the merger written it anyway.
@@ -166,9 +166,9 @@ def test_guard_accepts_the_pod_after_one_claim_is_released(
     text = _manual_annotation(manual, comma)
     if text is not None:
         before[names.NETWORKS_ANNOTATION] = text
-    merged = selections.merge_managed_selections(selections.pod_snapshot(_pod(before)), BINDINGS)
+    merged = selections.merge_managed_selections(selectionupdate.pod_snapshot(_pod(before)), BINDINGS)
     released = selections.remove_managed_selections(
-        selections.pod_snapshot(_pod(merged.annotations)), CLAIMS[0]
+        selectionupdate.pod_snapshot(_pod(merged.annotations)), CLAIMS[0]
     )
     remaining = [b.entry for b in BINDINGS if b.entry.claim_uid != CLAIMS[0]]
     assert released.removed and not released.kept

@@ -23,22 +23,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import attributes, policies
-from sriov_dra.core.operator import drapolicy, nodepolicy, sriovnetwork
+from sriov_dra.core import attributes, devicefacts, policies
+from sriov_dra.core.operator import draobjects, drapolicy, networkrefs, nodepolicy, sriovnetwork
 from sriov_dra_rules import errors
 
 PFS = ("ens1f0", "ens2f0", "ens3f0")
 NETWORKS = ("rail-a-net", "rail-b-net", "missing-net")
 READY = {
-    ref: sriovnetwork.SourceResolution(ref, sriovnetwork.ObjectRef(oo.TARGET_NS, ref.name), None, "")
+    ref: sriovnetwork.SourceResolution(ref, networkrefs.ObjectRef(oo.TARGET_NS, ref.name), None, "")
     for ref in (
-        sriovnetwork.ObjectRef(oo.OP_NS, "rail-a-net"),
-        sriovnetwork.ObjectRef(oo.OP_NS, "rail-b-net"),
+        networkrefs.ObjectRef(oo.OP_NS, "rail-a-net"),
+        networkrefs.ObjectRef(oo.OP_NS, "rail-b-net"),
     )
 }
 NODE = oo.node("worker-1")
 DEVICES = [
-    policies.DeviceFacts(f"0000:0{i}:00.{vf}", "15b3", "101e", "101d", pf, f"0000:0{i}:00.0", vf)
+    devicefacts.DeviceFacts(f"0000:0{i}:00.{vf}", "15b3", "101e", "101d", pf, f"0000:0{i}:00.0", vf)
     for i, pf in enumerate(PFS, start=1)
     for vf in (1, 2)
 ]
@@ -89,8 +89,8 @@ def _claiming_policy(
     """The node policy whose generated config (by its selector labels) claimed the device."""
     configs = plan.resource_policies[0]["spec"]["configs"]  # type: ignore[index]
     labels = configs[outcome.config_index]["deviceAttributesSelector"]["matchLabels"]
-    uid = labels.get(drapolicy.POLICY_UID_LABEL)
-    pool = labels.get(drapolicy.RESOURCE_POOL_LABEL)
+    uid = labels.get(draobjects.POLICY_UID_LABEL)
+    pool = labels.get(draobjects.RESOURCE_POOL_LABEL)
     return next(
         o
         for o in objs

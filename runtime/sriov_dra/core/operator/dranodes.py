@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sriov_dra.core import policies
+from sriov_dra.core import devicefacts
 from sriov_dra.core.operator import nodepolicy, overlap
 from sriov_dra.core.operator.draobjects import (
     HOSTNAME_LABEL,
@@ -37,7 +37,7 @@ def node_policies(
     pools: Mapping[str, tuple[str, Mapping[str, object]]],
     namespace: str,
     issues: dict[str, Issues],
-    inventory: Mapping[str, Sequence[policies.DeviceFacts]] | None,
+    inventory: Mapping[str, Sequence[devicefacts.DeviceFacts]] | None,
     diagnostics: list[str],
 ) -> tuple[list[Mapping[str, object]], dict[str, list[str]]]:
     """Every node's SriovResourcePolicy in ``namespace``, and the nodes each DRA policy configures.

@@ -32,24 +32,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core import attributes, policies
-from sriov_dra.core.operator import nodepolicy, sriovnetwork
+from sriov_dra.core import attributes, devicefacts
+from sriov_dra.core.operator import networkrefs, nodepolicy, sriovnetwork
 from sriov_dra.core.operator.dranodes import node_policies
-
-# The ``X as X`` imports re-export what callers name ``drapolicy.X``; each is defined with its
-# sub-concern (generated objects, verdicts).
-from sriov_dra.core.operator.draobjects import ATTRIBUTES_KIND as ATTRIBUTES_KIND
-from sriov_dra.core.operator.draobjects import GENERATED_BY_LABEL as GENERATED_BY_LABEL
-from sriov_dra.core.operator.draobjects import GENERATED_BY_VALUE as GENERATED_BY_VALUE
-from sriov_dra.core.operator.draobjects import MANAGED_SELECTOR as MANAGED_SELECTOR
-from sriov_dra.core.operator.draobjects import POLICY_KIND as POLICY_KIND
-from sriov_dra.core.operator.draobjects import POLICY_UID_LABEL as POLICY_UID_LABEL
-from sriov_dra.core.operator.draobjects import RESOURCE_POOL_LABEL as RESOURCE_POOL_LABEL
-from sriov_dra.core.operator.draobjects import attributes_name as attributes_name
-from sriov_dra.core.operator.draobjects import attributes_object, object_name
-from sriov_dra.core.operator.draverdicts import CONDITION_TYPE as CONDITION_TYPE
-from sriov_dra.core.operator.draverdicts import WITHHOLDING, Issues, outcomes
-from sriov_dra.core.operator.draverdicts import PolicyOutcome as PolicyOutcome
+from sriov_dra.core.operator.draobjects import (
+    ATTRIBUTES_KIND,
+    GENERATED_BY_LABEL,
+    GENERATED_BY_VALUE,
+    POLICY_UID_LABEL,
+    RESOURCE_POOL_LABEL,
+    attributes_name,
+    attributes_object,
+    object_name,
+)
+from sriov_dra.core.operator.draverdicts import WITHHOLDING, Issues, PolicyOutcome, outcomes
 from sriov_dra_rules import errors, names
 
 _R = errors.Reason
@@ -92,9 +88,9 @@ class DraPolicyPlan:
 
 def references(
     policy_objects: Sequence[Mapping[str, object]], *, prefix: str = ""
-) -> frozenset[sriovnetwork.ObjectRef]:
+) -> frozenset[networkrefs.ObjectRef]:
     """Every valid SriovNetwork reference of the DRA policies (what the controller must resolve)."""
-    out: set[sriovnetwork.ObjectRef] = set()
+    out: set[networkrefs.ObjectRef] = set()
     for obj in policy_objects:
         parsed = nodepolicy.parse_policy(obj, prefix=prefix, nic_ids=())
         if parsed.dra is not None and parsed.dra.network is not None:
@@ -105,10 +101,10 @@ def references(
 def build_dra_policy_plan(
     policy_objects: Sequence[Mapping[str, object]],
     nodes: Sequence[Mapping[str, object]],
-    resolutions: Mapping[sriovnetwork.ObjectRef, sriovnetwork.SourceResolution],
+    resolutions: Mapping[networkrefs.ObjectRef, sriovnetwork.SourceResolution],
     settings: PlanSettings,
     *,
-    inventory: Mapping[str, Sequence[policies.DeviceFacts]] | None = None,
+    inventory: Mapping[str, Sequence[devicefacts.DeviceFacts]] | None = None,
 ) -> DraPolicyPlan:
     """Plan every generated DeviceAttributes and SriovResourcePolicy, and each DRA policy's verdict.
 
@@ -170,7 +166,7 @@ def _parse_all(
 
 def _attribute_objects(
     generated: Sequence[nodepolicy.NodePolicy],
-    resolutions: Mapping[sriovnetwork.ObjectRef, sriovnetwork.SourceResolution],
+    resolutions: Mapping[networkrefs.ObjectRef, sriovnetwork.SourceResolution],
     settings: PlanSettings,
     issues: dict[str, Issues],
     diagnostics: list[str],

@@ -23,7 +23,7 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core.operator import drapolicy
+from sriov_dra.core.operator import draobjects, drapolicy
 
 
 class Op(enum.StrEnum):
@@ -61,7 +61,7 @@ def is_managed(obj: Mapping[str, object]) -> bool:
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     return (
         isinstance(labels, Mapping)
-        and labels.get(drapolicy.GENERATED_BY_LABEL) == drapolicy.GENERATED_BY_VALUE
+        and labels.get(draobjects.GENERATED_BY_LABEL) == draobjects.GENERATED_BY_VALUE
     )
 
 
@@ -86,7 +86,7 @@ def plan_writes(
             by_node.setdefault(node, []).append(outcome.policy)
 
     def owners_attrs(obj: Mapping[str, object]) -> tuple[str, ...]:
-        uid = _labels(obj).get(drapolicy.POLICY_UID_LABEL)
+        uid = _labels(obj).get(draobjects.POLICY_UID_LABEL)
         return (by_uid[uid],) if uid in by_uid else ()
 
     def owners_srp(name: str) -> tuple[str, ...]:
@@ -96,17 +96,17 @@ def plan_writes(
     srps = _index(existing_policies)
     writes: list[Write] = []
     for name in sorted(plan.withheld & attrs.keys()):
-        writes.append(_delete(drapolicy.ATTRIBUTES_KIND, attrs[name], owners_attrs(attrs[name])))
-    writes.extend(_upserts(drapolicy.ATTRIBUTES_KIND, plan.device_attributes, attrs, owners_attrs))
+        writes.append(_delete(draobjects.ATTRIBUTES_KIND, attrs[name], owners_attrs(attrs[name])))
+    writes.extend(_upserts(draobjects.ATTRIBUTES_KIND, plan.device_attributes, attrs, owners_attrs))
     writes.extend(
-        _upserts(drapolicy.POLICY_KIND, plan.resource_policies, srps, lambda o: owners_srp(_name(o)))
+        _upserts(draobjects.POLICY_KIND, plan.resource_policies, srps, lambda o: owners_srp(_name(o)))
     )
-    desired_srps = plan.names(drapolicy.POLICY_KIND)
+    desired_srps = plan.names(draobjects.POLICY_KIND)
     for name in sorted(srps.keys() - desired_srps):
-        writes.append(_delete(drapolicy.POLICY_KIND, srps[name], ()))
-    desired_attrs = plan.names(drapolicy.ATTRIBUTES_KIND)
+        writes.append(_delete(draobjects.POLICY_KIND, srps[name], ()))
+    desired_attrs = plan.names(draobjects.ATTRIBUTES_KIND)
     for name in sorted(attrs.keys() - desired_attrs - plan.withheld):
-        writes.append(_delete(drapolicy.ATTRIBUTES_KIND, attrs[name], ()))
+        writes.append(_delete(draobjects.ATTRIBUTES_KIND, attrs[name], ()))
     return tuple(writes)
 
 

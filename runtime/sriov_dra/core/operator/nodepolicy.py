@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import attributes, limits, policies
-from sriov_dra.core.operator import sriovnetwork
-from sriov_dra_rules import errors, names, nodepolicies
+from sriov_dra.core import attributes, limits
+from sriov_dra.core.operator import networkrefs
+from sriov_dra_rules import errors, names, nodepolicies, resourcefilters
 
 GROUP: Final = "sriovnetwork.openshift.io"
 KIND: Final = "SriovNetworkNodePolicy"
@@ -66,7 +66,7 @@ class DraInput:
     """
 
     custom: Mapping[str, attributes.AttributeValue]
-    network: sriovnetwork.ObjectRef | None
+    network: networkrefs.ObjectRef | None
     problems: tuple[errors.FieldError, ...]
 
 
@@ -75,7 +75,7 @@ class Translation:
     """The resourceFilter of a policy: API form plus the parsed matcher, or why there is none."""
 
     filter: Mapping[str, object] | None
-    matcher: policies.ResourceFilter | None
+    matcher: resourcefilters.ResourceFilter | None
     problem: str | None
 
 
@@ -212,7 +212,7 @@ def _network_reference(
     present: set[object],
     values: Mapping[str, attributes.AttributeValue],
     problems: list[errors.FieldError],
-) -> sriovnetwork.ObjectRef | None:
+) -> networkrefs.ObjectRef | None:
     """The operator reference pair: both or neither, strings, valid object name and namespace."""
     has_name, has_ns = NETWORK_NAME_KEY in present, NETWORK_NAMESPACE_KEY in present
     if not has_name and not has_ns:
@@ -242,7 +242,7 @@ def _network_reference(
             problems.append(errors.FieldError(where, f"is not a valid {kind}: {problem}"))
             return None
         parts.append(value.value)
-    return sriovnetwork.ObjectRef(parts[0], parts[1])
+    return networkrefs.ObjectRef(parts[0], parts[1])
 
 
 def translate_filter(spec: Mapping[str, object], nic_ids: Sequence[NicId]) -> Translation:
@@ -287,7 +287,7 @@ def translate_filter(spec: Mapping[str, object], nic_ids: Sequence[NicId]) -> Tr
         out["linkType"] = "ib" if link.lower() == "ib" else "eth"
     if not out:
         return _untranslatable("nicSelector translates to an empty filter, which would match every VF")
-    matcher = policies.ResourceFilter(
+    matcher = resourcefilters.ResourceFilter(
         vendors=frozenset(_strings(out.get("vendors"))),
         devices=frozenset(_strings(out.get("devices"))),
         pf_names=frozenset(_strings(out.get("pfNames"))),

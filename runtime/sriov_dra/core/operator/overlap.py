@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from sriov_dra.core import policies
+from sriov_dra.core import devicefacts
 from sriov_dra.core.operator import nodepolicy
 
 Identity = tuple[object, ...]
@@ -75,7 +75,7 @@ def conflicting_pairs(
 def inventory_pairs(
     configured: Sequence[nodepolicy.NodePolicy],
     identities: Mapping[str, Identity],
-    facts: Iterable[policies.DeviceFacts],
+    facts: Iterable[devicefacts.DeviceFacts],
 ) -> list[tuple[nodepolicy.NodePolicy, nodepolicy.NodePolicy]]:
     """Conflicting pairs that match at least one actual device of the node."""
     pairs: dict[tuple[str, str], tuple[nodepolicy.NodePolicy, nodepolicy.NodePolicy]] = {}

@@ -40,20 +40,19 @@ from dataclasses import dataclass
 from typing import Final
 
 from sriov_dra.core.operator import conditions
-
-# The ``X as X`` imports re-export what callers name ``sriovnetwork.X``; each is defined with its
-# sub-concern (identity and marker, config rendering, Go's indent).
-from sriov_dra.core.operator.gojson import go_json_indent as go_json_indent
-from sriov_dra.core.operator.networkconfig import INVALID_SPEC_REASON as INVALID_SPEC_REASON
-from sriov_dra.core.operator.networkconfig import render_config as render_config
-from sriov_dra.core.operator.networkrefs import API_VERSION, GROUP, KIND, mapping
-from sriov_dra.core.operator.networkrefs import OWNER_REF_ANNOTATION as OWNER_REF_ANNOTATION
-from sriov_dra.core.operator.networkrefs import ObjectRef as ObjectRef
-from sriov_dra.core.operator.networkrefs import namespace_rule_problem as namespace_rule_problem
-from sriov_dra.core.operator.networkrefs import owner_marker as owner_marker
-from sriov_dra.core.operator.networkrefs import parse_owner_marker as parse_owner_marker
-from sriov_dra.core.operator.networkrefs import ref_of as ref_of
-from sriov_dra.core.operator.networkrefs import target as target
+from sriov_dra.core.operator.networkconfig import INVALID_SPEC_REASON, render_config
+from sriov_dra.core.operator.networkrefs import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    OWNER_REF_ANNOTATION,
+    ObjectRef,
+    mapping,
+    namespace_rule_problem,
+    owner_marker,
+    ref_of,
+    target,
+)
 from sriov_dra_rules import errors
 
 RESOURCE_NAME_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"

@@ -33,11 +33,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sriov_dra.core import ifnames, limits, networks, registry
-
-# The ``X as X`` imports re-export what callers name ``selections.X`` (the merge's inputs and
-# output); each is defined with its sub-concern.
-from sriov_dra.core.plugin.selectionownership import ManagedBinding as ManagedBinding
 from sriov_dra.core.plugin.selectionownership import (
+    ManagedBinding,
     check_bindings,
     check_interfaces,
     check_manual_templates,
@@ -47,10 +44,14 @@ from sriov_dra.core.plugin.selectionownership import (
     ownership_problems,
     reconcile_registry,
 )
-from sriov_dra.core.plugin.selectionupdate import PodSnapshot as PodSnapshot
-from sriov_dra.core.plugin.selectionupdate import SelectionUpdate as SelectionUpdate
-from sriov_dra.core.plugin.selectionupdate import decode_registry, set_registry, unchanged, update
-from sriov_dra.core.plugin.selectionupdate import pod_snapshot as pod_snapshot
+from sriov_dra.core.plugin.selectionupdate import (
+    PodSnapshot,
+    SelectionUpdate,
+    decode_registry,
+    set_registry,
+    unchanged,
+    update,
+)
 from sriov_dra_rules import errors, names
 
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from sriov_dra.core import bindings, identities, ifnames, render, templates, vfconfig
-from sriov_dra.core.plugin import checkpoint_lifecycle, claimplan, selections, shadow
+from sriov_dra.core.plugin import checkpoint_lifecycle, claimplan, selections, selectionupdate, shadow
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import fanout, podnets, seams
@@ -357,7 +357,7 @@ def check_pod_annotation(
     ]
     entries = podnets.intended_entries([*others, draft], placeholder=True)
     selections.merge_managed_selections(
-        selections.pod_snapshot(plan.consumer.pod),
+        selectionupdate.pod_snapshot(plan.consumer.pod),
         entries,
         layout=layout if layout is not None else plan.node.multus.current(),
     )

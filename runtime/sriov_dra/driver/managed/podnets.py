@@ -23,7 +23,7 @@ from typing import Final
 
 from sriov_dra.core import identities, ifnames, registry
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.core.plugin import jsonpatch, selections
+from sriov_dra.core.plugin import jsonpatch, selectionownership, selections, selectionupdate
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra_rules import errors, names
@@ -61,9 +61,9 @@ def _natural(text: str) -> tuple[object, ...]:
 
 def entry_for(
     record: model.ClaimRecord, binding: model.ManagedBinding, *, uid: str = ""
-) -> selections.ManagedBinding:
+) -> selectionownership.ManagedBinding:
     """The intended selection of one checkpointed binding (``uid`` overrides an unknown UID)."""
-    return selections.ManagedBinding(
+    return selectionownership.ManagedBinding(
         entry=registry.RegistryEntry(
             attachment_id=binding.attachment_id,
             claim_uid=record.claim_uid,
@@ -80,7 +80,7 @@ def entry_for(
 
 def intended_entries(
     records: Iterable[model.ClaimRecord], *, placeholder: bool = False
-) -> list[selections.ManagedBinding]:
+) -> list[selectionownership.ManagedBinding]:
     """Every managed binding of ``records`` as intended selections, in deterministic order.
 
     Shapes: ordered by interface name in natural order (``dra2`` before ``dra10``), which is the
@@ -96,8 +96,8 @@ def intended_entries(
 
 
 def _refresh_registry(
-    snapshot: selections.PodSnapshot, entries: Sequence[selections.ManagedBinding]
-) -> selections.PodSnapshot:
+    snapshot: selectionupdate.PodSnapshot, entries: Sequence[selectionownership.ManagedBinding]
+) -> selectionupdate.PodSnapshot:
     """Return ``snapshot`` with registry entries' UIDs set to the checkpoint's where only that differs."""
     text = (snapshot.annotations or {}).get(names.MANAGED_NETWORKS_ANNOTATION)
     if text is None:
@@ -120,7 +120,7 @@ def _refresh_registry(
 
 def plan_merge(
     pod: Mapping[str, object],
-    entries: Sequence[selections.ManagedBinding],
+    entries: Sequence[selectionownership.ManagedBinding],
     *,
     layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT,
 ) -> tuple[jsonpatch.PatchOp, ...]:
@@ -130,7 +130,7 @@ def plan_merge(
     Raises: the ``core.plugin.selections.merge_managed_selections`` errors (ownership conflicts, manual
     selection of a managed template, interface collisions, annotation too large, malformed input).
     """
-    snapshot = selections.pod_snapshot(pod)
+    snapshot = selectionupdate.pod_snapshot(pod)
     refreshed = _refresh_registry(snapshot, entries)
     update = selections.merge_managed_selections(refreshed, entries, layout=layout)
     final = update.annotations if update.changed else refreshed.annotations or {}
@@ -201,7 +201,7 @@ def ensure_selections(
     *,
     pods: seams.PodApi,
     pod: Mapping[str, object],
-    entries: Sequence[selections.ManagedBinding],
+    entries: Sequence[selectionownership.ManagedBinding],
     reverify: Callable[[Mapping[str, object]], None],
     clock: seams.Clock,
     backoff: Backoff = DEFAULT_BACKOFF,
@@ -255,7 +255,7 @@ def remove_claim_selections(
     """
 
     def compute(live: Mapping[str, object]) -> Sequence[jsonpatch.PatchOp]:
-        return selections.remove_managed_selections(selections.pod_snapshot(live), claim_uid).patch
+        return selections.remove_managed_selections(selectionupdate.pod_snapshot(live), claim_uid).patch
 
     try:
         return _write(

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core import bindings, identities, render
+from sriov_dra.core import bindings, identities, render, templatelayout
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.core.plugin import jsonpatch, shadow
 from sriov_dra.driver.managed import podnets, seams
@@ -83,7 +83,7 @@ def expected_shadow(target: Target, *, pod_name: str) -> dict[str, object]:
         cni_version="",
         is_conflist=False,
         plugin_index=None,
-        plugin_type=render.SRIOV_PLUGIN_TYPE,
+        plugin_type=templatelayout.SRIOV_PLUGIN_TYPE,
         pci_address=dev.pci_address,
     )
     return shadow.build_shadow_nad(
