@@ -7,8 +7,9 @@ only for ``sriov-dra lab ...``. Where the lab is not installed (the image), ``sr
 how to install it.
 
 Owns the ``up``/``demo``/``down`` arguments (``--node-kind real|simulated`` on ``up`` and
-``demo``; ``down`` removes what a killed lab left) and the lab's expected failures (a missing pinned binary exits
-2, a component that did not start exits 1, each with a one-line message and no traceback).
+``demo``, real by default, the simulator by flag; ``down`` removes what a killed lab left) and the
+lab's expected failures (a missing pinned binary exits 2, a component that did not start exits 1,
+each with a one-line message and no traceback).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def _lab_up(args: argparse.Namespace) -> int:
         return 2
     _quiet_lab(args)
     workdir = Path(args.workdir).resolve()
-    if args.bare:
+    if args.bare:  # Node objects only: no kubelet of either kind
         return console.up_bare(workdir=workdir, nodes=args.nodes, wait=not args.no_hold)
     return console.up(
         workdir=workdir,
@@ -66,7 +67,7 @@ def _lab_up(args: argparse.Namespace) -> int:
         nodes=args.nodes,
         operator_managed=args.operator_managed,
         wait=not args.no_hold,
-        real_nodes=args.node_kind == "real",
+        real_nodes=args.node_kind in ("real", None),
     )
 
 
@@ -117,7 +118,7 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
     _workdir(up)
     _multus(up)
     up.add_argument("--nodes", type=int, default=2, help="number of nodes (default: 2)")
-    _node_kind(up)
+    _node_kind(up, None, "real (simulated with --bare)")
     up.add_argument(
         "--operator-managed",
         action="store_true",
@@ -147,7 +148,7 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
         action="store_true",
         help="pause with the §14.2 Pod running (and commands to inspect it) until Enter",
     )
-    _node_kind(demo)
+    _node_kind(demo, "real", "real")
     demo.set_defaults(func=_lab_demo)
     down = lab_sub.add_parser(
         "down",
@@ -171,13 +172,13 @@ def _workdir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _node_kind(parser: argparse.ArgumentParser) -> None:
+def _node_kind(parser: argparse.ArgumentParser, default: str | None, default_text: str) -> None:
     parser.add_argument(
         "--node-kind",
-        choices=["simulated", "real"],
-        default="simulated",
-        help="simulated nodes (a kubelet simulator) or real ones (kubelet v1.36 + containerd per node); "
-        "default: simulated",
+        choices=["real", "simulated"],
+        default=default,
+        help="real nodes (kubelet v1.36 + containerd per node) or simulated ones (a kubelet simulator); "
+        f"default: {default_text}",
     )
 
 
