@@ -102,17 +102,34 @@ LABEL_VALUE_MAX_LEN: Final = 63
 _QUALIFIED_NAME_RE: Final = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 
+def pattern_problem(
+    value: object, pattern: re.Pattern[str], *, what: str, expected: str = "a string"
+) -> str | None:
+    """Say why ``value`` is not a string that ``pattern`` matches in full, or return ``None``.
+
+    Messages: ``must be <expected>, got <type>`` for a non-string, ``'<value>' is not <what>``
+    for a string ``pattern`` does not fully match. The one shape behind every
+    ``*_problem`` validator of a single pattern (here and in ``core.plugin.cdi_spec``).
+    """
+    if not isinstance(value, str):
+        return f"must be {expected}, got {type(value).__name__}"
+    if not pattern.fullmatch(value):
+        return f"{value!r} is not {what}"
+    return None
+
+
 def uuid_problem(value: object) -> str | None:
     """Say why ``value`` is not a canonical lowercase UUID, or return ``None``.
 
     Shapes: ``8-4-4-4-12`` lowercase hex digits, 36 characters, as Kubernetes writes
     ``metadata.uid``. Upper case is rejected so that UIDs compare exactly.
     """
-    if not isinstance(value, str):
-        return f"must be a string UUID, got {type(value).__name__}"
-    if not _UUID_RE.fullmatch(value):
-        return f"{value!r} is not a lowercase UUID like 11111111-2222-3333-4444-555555555555"
-    return None
+    return pattern_problem(
+        value,
+        _UUID_RE,
+        what="a lowercase UUID like 11111111-2222-3333-4444-555555555555",
+        expected="a string UUID",
+    )
 
 
 def hex64_problem(value: object) -> str | None:
@@ -120,11 +137,12 @@ def hex64_problem(value: object) -> str | None:
 
     Shapes: exactly 64 characters ``[0-9a-f]``; truncated or upper-case digests are rejected.
     """
-    if not isinstance(value, str):
-        return f"must be a string of 64 lowercase hex characters, got {type(value).__name__}"
-    if not _HEX64_RE.fullmatch(value):
-        return f"{value!r} is not 64 lowercase hex characters (a full SHA-256 digest)"
-    return None
+    return pattern_problem(
+        value,
+        _HEX64_RE,
+        what="64 lowercase hex characters (a full SHA-256 digest)",
+        expected="a string of 64 lowercase hex characters",
+    )
 
 
 def dns1123_label_problem(value: object) -> str | None:
@@ -185,11 +203,9 @@ def pci_address_problem(value: object) -> str | None:
     Shapes: ``dddd:bb:dd.f`` in lowercase hex (domain 4, bus 2, device 00-1f, function 0-7), e.g.
     ``0000:03:00.1``; no ``pci:`` prefix. Source: spec §7 step 7.
     """
-    if not isinstance(value, str):
-        return f"must be a string, got {type(value).__name__}"
-    if not _PCI_RE.fullmatch(value):
-        return f"{value!r} is not a lowercase PCI address like 0000:03:00.1 (no 'pci:' prefix)"
-    return None
+    return pattern_problem(
+        value, _PCI_RE, what="a lowercase PCI address like 0000:03:00.1 (no 'pci:' prefix)"
+    )
 
 
 def ifname_problem(value: object) -> str | None:

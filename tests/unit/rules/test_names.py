@@ -300,3 +300,39 @@ def test_ifname_check_never_raises_and_its_message_has_a_utf8_form(value: str) -
     problem = names.ifname_problem(value)
     if problem is not None:
         problem.encode("utf-8")
+
+
+def test_pattern_problem_names_the_type_then_the_value_and_what_was_expected() -> None:
+    pattern = re.compile(r"[a-z]+")
+    assert names.pattern_problem("abc", pattern, what="lowercase letters") is None
+    assert names.pattern_problem(7, pattern, what="lowercase letters") == "must be a string, got int"
+    assert names.pattern_problem("ab1", pattern, what="lowercase letters") == "'ab1' is not lowercase letters"
+    assert (
+        names.pattern_problem(None, pattern, what="x", expected="a string UUID")
+        == "must be a string UUID, got NoneType"
+    )
+
+
+def test_pattern_problem_matches_the_whole_value() -> None:
+    assert names.pattern_problem("abc-", re.compile(r"[a-z]+"), what="letters") == "'abc-' is not letters"
+
+
+@pytest.mark.parametrize(
+    ("check", "bad", "message"),
+    [
+        (
+            names.uuid_problem,
+            "ABC",
+            "'ABC' is not a lowercase UUID like 11111111-2222-3333-4444-555555555555",
+        ),
+        (names.uuid_problem, 1, "must be a string UUID, got int"),
+        (names.hex64_problem, "ab", "'ab' is not 64 lowercase hex characters (a full SHA-256 digest)"),
+        (
+            names.pci_address_problem,
+            "pci:0000:03:00.1",
+            "'pci:0000:03:00.1' is not a lowercase PCI address like 0000:03:00.1 (no 'pci:' prefix)",
+        ),
+    ],
+)
+def test_single_pattern_validators_keep_their_messages(check: object, bad: object, message: str) -> None:
+    assert check(bad) == message  # type: ignore[operator]

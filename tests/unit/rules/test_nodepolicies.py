@@ -3,14 +3,10 @@ the operator's DRA plan (``core.operator.nodepolicy``) and the collection's ``sr
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from ansible_collections.sriovnet.dra.plugins.filter import sriov
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core.operator import nodepolicy
 from sriov_dra_rules import nodepolicies
 
 PF = {"pci_address": "0000:03:00.0", "name": "ens1f0", "vendor": "8086", "device_id": "1592"}
@@ -90,17 +86,6 @@ def test_nic_selector_selects_a_pf_when_every_given_field_matches(
 def test_hex_ids_compare_case_insensitively() -> None:
     nic = nodepolicies.read_nic_selector({"nicSelector": {"vendor": "15B3", "deviceID": "101D"}})
     assert nic.selects_pf({"vendor": "15b3", "device_id": "101d", "name": "x", "pci_address": "y"})
-
-
-def test_the_operator_plan_and_the_vf_plan_filter_use_this_one_rule() -> None:
-    assert Path(sriov.nodepolicies.__file__).samefile(nodepolicies.__file__)
-    policy = nodepolicy.parse_policy(
-        {"metadata": {"name": "p"}, "spec": {"nodeSelector": {"rail": "a"}, "priority": True}},
-        prefix="",
-        nic_ids=(),
-    )
-    assert policy.priority == nodepolicies.DEFAULT_PRIORITY
-    assert policy.selects({"rail": "a"}) and not policy.selects({"rail": "b"})
 
 
 json_values = st.recursive(

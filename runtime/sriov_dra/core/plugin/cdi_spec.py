@@ -65,11 +65,9 @@ def device_name_problem(value: object) -> str | None:
 
     Shapes: ``[A-Za-z0-9]``, then ``[A-Za-z0-9_.:-]*``, ending alphanumeric (CDI parser rule).
     """
-    if not isinstance(value, str):
-        return f"must be a string, got {type(value).__name__}"
-    if not _DEVICE_NAME_RE.fullmatch(value):
-        return f"{value!r} is not a CDI device name (alphanumerics and '_.:-', alphanumeric at both ends)"
-    return None
+    return names.pattern_problem(
+        value, _DEVICE_NAME_RE, what="a CDI device name (alphanumerics and '_.:-', alphanumeric at both ends)"
+    )
 
 
 def kind_problem(value: object) -> str | None:

@@ -1,0 +1,23 @@
+"""The collection's ``sriov_vf_plan`` filter and the operator's DRA plan share one node-policy rule
+(``sriov_dra_rules.nodepolicies``). It lives here because the filter is imported as the collection,
+which ``tests/unit/plugins/conftest.py`` sets up (``ansible_collections.sriovnet.dra``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ansible_collections.sriovnet.dra.plugins.filter import sriov
+
+from sriov_dra.core.operator import nodepolicy
+from sriov_dra_rules import nodepolicies
+
+
+def test_the_operator_plan_and_the_vf_plan_filter_use_this_one_rule() -> None:
+    assert Path(sriov.nodepolicies.__file__).samefile(nodepolicies.__file__)
+    policy = nodepolicy.parse_policy(
+        {"metadata": {"name": "p"}, "spec": {"nodeSelector": {"rail": "a"}, "priority": True}},
+        prefix="",
+        nic_ids=(),
+    )
+    assert policy.priority == nodepolicies.DEFAULT_PRIORITY
+    assert policy.selects({"rail": "a"}) and not policy.selects({"rail": "b"})
