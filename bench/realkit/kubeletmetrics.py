@@ -1,0 +1,120 @@
+"""The kubelet's own histograms, read through the apiserver proxy (``nodes/<node>/proxy/metrics``).
+
+``bench/pod_start.py`` reads a node's ``/metrics`` before and after each Pod start; with one Pod
+starting at a time on that node, the change of a histogram's ``_sum`` (and ``_count``) between two
+readings is that Pod's time in the phase the histogram measures. Only the Prometheus text format's
+sample lines are parsed (``name{labels} value``); ``# HELP``/``# TYPE`` lines are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kubernetes import client
+
+SAMPLE: Final = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+LABEL: Final = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One histogram the bench splits a Pod start by: ``name`` (without ``_sum``) and label filter."""
+
+    title: str
+    metric: str
+    labels: Mapping[str, str]
+
+
+# What kubelet v1.36.3 exposes (read on this machine's real nodes): the DRA manager's
+# PrepareResources span (every driver of the Pod's claims), its gRPC call per driver, the sandbox
+# (RunPodSandbox: containerd's sandbox and CNI ADD), the CRI container calls as the kubelet's
+# runtime client times them, and the Pod start spans.
+PHASES: Final = (
+    Phase(
+        "kubelet DRA PrepareResources (all drivers)",
+        "dra_operations_duration_seconds",
+        {"operation_name": "PrepareResources"},
+    ),
+    Phase(
+        "  NodePrepareResources gRPC, sriov plugin",
+        "dra_grpc_operations_duration_seconds",
+        {
+            "driver_name": "sriovnetwork.k8snetworkplumbingwg.io",
+            "method_name": "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
+        },
+    ),
+    Phase(
+        "  NodePrepareResources gRPC, GPU plugin",
+        "dra_grpc_operations_duration_seconds",
+        {
+            "driver_name": "gpu.nvidia.com",
+            "method_name": "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
+        },
+    ),
+    Phase("kubelet RunPodSandbox (sandbox + CNI ADD)", "kubelet_run_podsandbox_duration_seconds", {}),
+    Phase(
+        "CRI CreateContainer",
+        "kubelet_runtime_operations_duration_seconds",
+        {"operation_type": "create_container"},
+    ),
+    Phase(
+        "CRI StartContainer",
+        "kubelet_runtime_operations_duration_seconds",
+        {"operation_type": "start_container"},
+    ),
+    Phase("kubelet pod start SLI (creation→running, no pulls)", "kubelet_pod_start_sli_duration_seconds", {}),
+    Phase("kubelet pod start (kubelet saw it→running)", "kubelet_pod_start_duration_seconds", {}),
+    Phase("kubelet pod start total (creation→running)", "kubelet_pod_start_total_duration_seconds", {}),
+    Phase("kubelet pod worker start", "kubelet_pod_worker_start_duration_seconds", {}),
+)
+
+
+def read(api: client.ApiClient, node: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of ``node``'s kubelet ``/metrics``: ``{(name, labels): value}``.
+
+    Raises: ``kubernetes.client.ApiException`` when the proxy call fails.
+    """
+    resp: Any = client.CoreV1Api(api).connect_get_node_proxy_with_path(
+        node, "metrics", _preload_content=False
+    )
+    out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+    for line in resp.data.decode().splitlines():
+        match = SAMPLE.match(line)
+        if match is None:
+            continue
+        name, labels, value = match.groups()
+        try:
+            out[(name, frozenset(LABEL.findall(labels or "")))] = float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def total(
+    samples: Mapping[tuple[str, frozenset[tuple[str, str]]], float], phase: Phase, suffix: str
+) -> float:
+    """The sum of ``phase.metric + suffix`` over every label set that includes ``phase.labels``."""
+    want = set(phase.labels.items())
+    return sum(v for (name, labels), v in samples.items() if name == phase.metric + suffix and want <= labels)
+
+
+def delta(
+    before: Mapping[tuple[str, frozenset[tuple[str, str]]], float],
+    after: Mapping[tuple[str, frozenset[tuple[str, str]]], float],
+) -> dict[str, tuple[float, float]]:
+    """Per :data:`PHASES` title: (seconds, observations) added between the two readings."""
+    return {
+        p.title: (
+            total(after, p, "_sum") - total(before, p, "_sum"),
+            total(after, p, "_count") - total(before, p, "_count"),
+        )
+        for p in PHASES
+    }
+
+
+def names(samples: Mapping[tuple[str, frozenset[tuple[str, str]]], float], *words: str) -> list[str]:
+    """The metric names containing any of ``words`` (what this kubelet exposes)."""
+    return sorted({n for n, _ in samples if any(w in n for w in words)})
