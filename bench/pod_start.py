@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -345,7 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     """Start the lab on real nodes, run the interleaved rounds, print the report, stop the lab."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10, help="measured starts per variant (default 10)")
-    parser.add_argument("--workdir", type=Path, default=None, help="lab work directory (default: a temp dir)")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="lab work directory, kept (default: a temp dir, removed)"
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1, got {args.rounds}")
@@ -408,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         workloads.delete_docs(lab.api, [*extra[:-1], *setup[::-1]], timeout_s=180)
     finally:
         lab.stop()
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)  # its logs are kept only with --workdir
     print(f"total {time.monotonic() - began:.0f} s")
     return 0
 
