@@ -33,7 +33,8 @@ gone, VFs home, IP reservations released; stopped sandboxes are left to the kube
 the next one.
 
 RSS (``VmRSS`` from ``/proc``) of the plugin and guard processes of both nodes at idle and after
-the rounds (with ``VmHWM``, the peak). Issue 15 asks for 64 prepared claims as well: the lab's
+the rounds (with ``VmHWM``, the peak), against the goals ``bench/scale.py`` uses (plugin <= 120
+MiB, guard <= 80 MiB). Issue 15 asks for 64 prepared claims as well: the lab's
 real nodes have 8 VFs each (16 in all), so at most 8 one-VF claims per node can be prepared; that
 figure is not measured here. The plugin and guard run as host processes in the node namespaces,
 not as Pods.
@@ -76,6 +77,8 @@ ATTR: Final = f"{DRIVER}/"
 RAIL_PFS: Final = (("rail-a-net", "ens1f0", "dra0"), ("rail-b-net", "ens2f0", "dra1"))
 GPU_TEMPLATE: Final = "gpu-pairs-gpus-only"
 PROCESSES: Final = ("plugin", "guard")
+RSS_GOALS_MIB: Final = {"plugin": 120.0, "guard": 80.0}
+"""The RSS goals ``bench/scale.py`` prints the plugin and the guard against (the guard's: issue 17 item 3)."""
 
 
 @dataclass
@@ -337,7 +340,11 @@ def report(
     )
     for key in idle:
         (r0, _), (r1, h1) = idle[key], loaded.get(key, (float("nan"), float("nan")))
-        print(f"INFO  RSS {key}: idle {r0:.1f} MiB, after the rounds {r1:.1f} MiB (peak VmHWM {h1:.1f} MiB)")
+        goal = RSS_GOALS_MIB[key.rsplit(" ", 1)[1]]
+        print(
+            f"{'PASS' if max(r0, r1) <= goal else 'MISS'}  RSS {key}: idle {r0:.1f} MiB, after the rounds "
+            f"{r1:.1f} MiB (peak VmHWM {h1:.1f} MiB) (goal <= {goal:.0f} MiB)"
+        )
     print("INFO  RSS after 64 prepared claims: not measured (the lab's real nodes have 8 VFs each)")
 
 
