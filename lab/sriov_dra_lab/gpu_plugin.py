@@ -8,6 +8,11 @@ NodePrepareResources with the claim's ``gpu.nvidia.com`` results and synthetic C
 (``k8s.gpu.nvidia.com/gpu=synthetic-<device>``), and NodeUnprepareResources with success. It
 touches no device, writes no CDI file and is never part of the product.
 
+Like a real DRA driver it keeps its node's ResourceSlice published: a real kubelet deletes every
+ResourceSlice of its node when it starts (kubelet v1.36 ``DRAPluginManager`` wipes them so no Pod
+is scheduled to a driver that may not come back) and leaves republishing to each driver, so this
+process re-creates the synthetic slice (:func:`keep_slice_published`) whenever it is gone.
+
 Run: ``python -m sriov_dra_lab.gpu_plugin --node-name N --kubeconfig K --plugins-dir P --registry-dir R``.
 """
 
@@ -20,9 +25,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kubernetes import client
+
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
+from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kube import resourceslices
 from sriov_dra.kubeletapi import dra_service, endpoints, messages, plugin_server
+from sriov_dra_lab import session
 
 DRIVER = "gpu.nvidia.com"
 CDI_KIND = "k8s.gpu.nvidia.com/gpu"
@@ -70,6 +80,25 @@ class SyntheticGpuHandler:
         return {ref.uid: None for ref in claims}
 
 
+def keep_slice_published(
+    api: client.ApiClient, node: str, stop: threading.Event, *, interval_s: float = 2.0
+) -> None:
+    """Until ``stop``: re-create ``node``'s synthetic GPU slice (:func:`session.gpu_slice`) when it is gone.
+
+    Units: ``interval_s`` seconds between LISTs of this driver's slices on ``node``. A failed call
+    is printed and retried at the next interval; an existing slice is never rewritten.
+    """
+    while not stop.wait(interval_s):
+        try:
+            if not resourceslices.list_slices(api, driver=DRIVER, node=node, timeout_s=10.0):
+                resourceslices.create_slice(api, session.gpu_slice(node), timeout_s=10.0)
+                print(
+                    f"re-created the synthetic {DRIVER} ResourceSlice of {node} (it was deleted)", flush=True
+                )
+        except kube_errors.ApiError as exc:
+            print(f"keeping the synthetic {DRIVER} ResourceSlice of {node}: {exc}", flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status."""
     parser = argparse.ArgumentParser(prog="lab-gpu-plugin", description=__doc__.splitlines()[0])
@@ -90,8 +119,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server.start()
+    keeper = threading.Thread(
+        target=keep_slice_published, args=(api, args.node_name, stop), name="gpu-slice-keeper", daemon=True
+    )
+    keeper.start()
     print(f"synthetic {DRIVER} plugin serving for {args.node_name} (no GPU hardware)", flush=True)
     stop.wait()
+    keeper.join(timeout=15.0)
     server.stop(grace_s=2.0)
     api.close()
     return 0

@@ -24,6 +24,10 @@ from kubernetes import client
 from tests import tiers
 from tests.waiting import eventually
 
+from sriov_dra.kube import resourceslices
+from sriov_dra_lab import gpu_plugin
+from sriov_dra_rules import names
+
 PAIRS_POD = ("ai-workloads", "gpu-sriov-pairs-demo")
 RAILS = {"dra0": "192.0.2.0/24", "dra1": "198.51.100.0/24"}
 
@@ -273,6 +277,15 @@ def test_kubelet_restart_then_sandbox_recreation_reprepares_idempotently(
     assert _selections(real_lab, *PAIRS_POD) == run.selections
     after = _pod_addresses(real_lab, *PAIRS_POD)
     assert {k: before[k] for k in RAILS} == {k: after.get(k) for k in RAILS}
+    # The restarted kubelet wiped every ResourceSlice of its node; both drivers publish theirs again,
+    # so the node stays schedulable for the next VF + GPU Pod.
+    for driver in (names.DRIVER_NAME, gpu_plugin.DRIVER):
+        eventually(
+            f"{driver} slices of {run.node.name} after the kubelet restart",
+            lambda driver=driver: resourceslices.list_slices(real_lab.api, driver=driver, node=run.node.name),
+            timeout_s=90,
+            interval_s=1,
+        )
     _finish(real_lab, run.docs)
 
 
