@@ -397,6 +397,10 @@ class NodeMachine:
         except iproute.IpError as exc:
             log.warning("cannot remove node netns", extra={"node": self.layout.name, "error": str(exc)})
         shutil.rmtree(self.layout.run_root, ignore_errors=True)
+        # The lab's /run/sdl-<id> once its last node is gone (a node built without a stack, as the
+        # host tests do, left it behind); rmdir only removes an empty directory.
+        with contextlib.suppress(OSError):
+            self.layout.run_root.parent.rmdir()
 
     # ------------------------------------------------------------------ queries
     def vfs_at_home(self) -> set[str]:

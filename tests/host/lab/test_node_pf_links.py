@@ -41,3 +41,4 @@ def test_every_vf_of_a_lab_node_reads_healthy_and_its_pf_down_unhealthy(tmp_path
         assert health() == {"ens1f0": dh.Health.UNHEALTHY, "ens2f0": dh.Health.HEALTHY}
     finally:
         machine.destroy()
+    assert not layout.run_root.parent.exists(), "the lab's /run/sdl-<id> directory is left behind"
