@@ -375,7 +375,7 @@ def has_utf8_form(text: str) -> bool:
     """True unless ``text`` holds a lone UTF-16 surrogate (a JSON ``"\\ud800"`` escape).
 
     No UTF-8 byte string can carry one, so the API server (and any Go reader) could never store
-    it. ``sriov_dra.core.limits.has_utf8_form`` is this function.
+    it.
     """
     try:
         text.encode("utf-8")

@@ -219,7 +219,7 @@ def parse_attribute_value(raw: object, path: str) -> tuple[AttributeValue | None
     if not isinstance(value, str):
         return None, [errors.FieldError(where, f"expected a string, got {strictjson.kind(value)}")]
     problems: list[errors.FieldError] = []
-    if not limits.has_utf8_form(value):  # a JSON "\ud800" escape: the API server could never store it
+    if not strictjson.has_utf8_form(value):  # a JSON "\ud800" escape: the API server could never store it
         return None, [
             errors.FieldError(
                 where, "contains a lone UTF-16 surrogate, which has no UTF-8 form; use valid characters"

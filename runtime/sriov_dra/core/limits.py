@@ -9,7 +9,7 @@ labels and subdomains have one validator, :func:`sriov_dra_rules.names.dns1123_l
 :func:`~sriov_dra_rules.names.dns1123_subdomain_problem`, which a qualified name's prefix uses too.
 
 This module must never do I/O or import anything but the standard library, ``sriov_dra_rules.errors``,
-``sriov_dra_rules.names`` and ``sriov_dra_rules.strictjson`` (whose UTF-8 rule it re-exports).
+``sriov_dra_rules.names`` and ``sriov_dra_rules.strictjson``.
 
 Source: kubernetes ``staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go``
 (``ValidateAnnotations``, ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``) and
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sriov_dra_rules import errors, names, strictjson
+from sriov_dra_rules import errors, names
 
 TOTAL_ANNOTATION_SIZE_LIMIT_B = 256 * 1024
 """Largest allowed sum of ``len(key) + len(value)`` over all annotations, in bytes (inclusive)."""
@@ -40,10 +40,6 @@ def byte_len(text: str) -> int:
     count as three bytes each instead of raising.
     """
     return len(text.encode("utf-8", "surrogatepass"))
-
-
-has_utf8_form = strictjson.has_utf8_form
-"""True unless a string holds a lone UTF-16 surrogate (the shared rule, ``sriov_dra_rules.strictjson``)."""
 
 
 def annotations_size(annotations: Mapping[str, str]) -> int:

@@ -122,8 +122,4 @@ def test_qualified_name_prefix_is_checked_by_the_one_dns1123_validator() -> None
     ids=["empty", "ascii", "non-ascii-and-pair", "lone-high-surrogate", "lone-low-surrogate"],
 )
 def test_has_utf8_form_is_false_only_for_a_lone_surrogate(text: str, expected: bool) -> None:
-    assert limits.has_utf8_form(text) is expected
-
-
-def test_the_utf8_rule_is_the_one_the_strict_json_reader_applies() -> None:
-    assert limits.has_utf8_form is strictjson.has_utf8_form
+    assert strictjson.has_utf8_form(text) is expected

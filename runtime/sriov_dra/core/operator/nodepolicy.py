@@ -31,7 +31,7 @@ from typing import Final
 
 from sriov_dra.core import attributes, limits
 from sriov_dra.core.operator import networkrefs
-from sriov_dra_rules import errors, names, nodepolicies, resourcefilters
+from sriov_dra_rules import errors, names, nodepolicies, resourcefilters, strictjson
 
 GROUP: Final = "sriovnetwork.openshift.io"
 KIND: Final = "SriovNetworkNodePolicy"
@@ -189,7 +189,7 @@ def validate_dra(raw: object, *, compat_value: str) -> DraInput:
             )
         )
     size = limits.byte_len(compat_value)
-    if not limits.has_utf8_form(compat_value):
+    if not strictjson.has_utf8_form(compat_value):
         problems.append(
             errors.FieldError(
                 "spec.resourceName",

@@ -23,9 +23,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-from sriov_dra.core import identities, limits
+from sriov_dra.core import identities
 from sriov_dra.core.plugin import cdi_spec
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import errors, names, strictjson
 
 CHECKPOINT_VERSION: Final = 1
 """Top-level checkpoint format version this build reads and writes."""
@@ -173,7 +173,7 @@ def _binding_problems(
     _problem(out, f"{path}.interface", names.ifname_problem(b.interface))
     if not b.rendered_config:
         out.append(errors.FieldError(f"{path}.renderedConfig", "must not be empty"))
-    elif not limits.has_utf8_form(b.rendered_config):
+    elif not strictjson.has_utf8_form(b.rendered_config):
         out.append(errors.FieldError(f"{path}.renderedConfig", "contains text that is not valid UTF-8"))
     elif b.config_sha256 != config_sha256(b.rendered_config):
         out.append(errors.FieldError(f"{path}.configSHA256", "is not the SHA-256 of renderedConfig"))
