@@ -98,7 +98,7 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
     lab = argparse.ArgumentParser(
         prog=prog,
         description=(
-            "The local lab on this machine (needs root). Both commands use one work directory (default "
+            "The local lab on this machine (needs root). Every lab command uses one work directory (default "
             ".lab): controlplane/, nodes/<node>/, ansible/, and every component log under logs/."
         ),
     )
