@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -97,6 +98,39 @@ def test_delete_link_is_idempotent(vfs: list[netns.LabVf]) -> None:
     assert vfs[1].ifname not in netlink.link_names(None) and vfs[1].peer not in netlink.link_names(None)
     with pytest.raises(netlink.NetlinkError):
         netedit.delete_link(vfs[1].ifname, missing_ok=False)
+
+
+def test_delete_link_counts_a_link_gone_between_lookup_and_delete_as_absent(
+    vfs: list[netns.LabVf], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deleted namespace's veth peers vanish asynchronously (the kernel's netns cleanup), so
+    the link can disappear after the lookup found it; ``missing_ok`` must still hold (CI saw
+    ``delete link ...: No such device`` from a fixture's teardown)."""
+    real_socket_in = netlink.socket_in
+    victim = vfs[1].ifname
+
+    class VanishingAfterLookup:
+        def __init__(self, ipr: object) -> None:
+            self._ipr = ipr
+
+        def link_lookup(self, **kwargs: object) -> list[int]:
+            found = self._ipr.link_lookup(**kwargs)  # type: ignore[attr-defined]
+            with real_socket_in(None, "fault: delete behind the caller's back") as other:
+                other.link("del", index=found[0])
+            return list(found)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._ipr, name)
+
+    @contextlib.contextmanager
+    def socket_in(netns_path: str | None, op: str) -> Iterator[object]:
+        with real_socket_in(netns_path, op) as ipr:
+            yield VanishingAfterLookup(ipr)
+
+    monkeypatch.setattr(netedit.netlink, "socket_in", socket_in)
+    netedit.delete_link(victim)
+    monkeypatch.undo()
+    assert victim not in netlink.link_names(None)
 
 
 def test_create_existing_namespace_is_refused(sandbox: str) -> None:

@@ -44,17 +44,25 @@ def create_veth_pair(name: str, peer: str, *, netns_path: str | None = None) -> 
 
 
 def delete_link(name: str, *, netns_path: str | None = None, missing_ok: bool = True) -> None:
-    """Delete link ``name`` (a veth's peer goes with it). Raises: :class:`NetlinkError`."""
+    """Delete link ``name`` (a veth's peer goes with it). Raises: :class:`NetlinkError`.
+
+    With ``missing_ok`` a link that vanishes between the lookup and the delete counts as absent:
+    the kernel destroys a deleted namespace's devices (and their veth peers here) asynchronously,
+    so a peer found a moment ago can be gone by the time the delete arrives (``ENODEV``).
+    """
     op = f"delete link {name}"
-    with netlink.socket_in(netns_path, op) as ipr:
-        found = ipr.link_lookup(ifname=name)
-        if not found:
-            if missing_ok:
-                return
-            raise netlink.NetlinkError(
-                f"{op}: no such interface", op=op, netns_path=netns_path, errno=errno_codes.ENODEV
-            )
-        ipr.link("del", index=found[0])
+    try:
+        with netlink.socket_in(netns_path, op) as ipr:
+            found = ipr.link_lookup(ifname=name)
+            if not found:
+                raise netlink.NetlinkError(
+                    f"{op}: no such interface", op=op, netns_path=netns_path, errno=errno_codes.ENODEV
+                )
+            ipr.link("del", index=found[0])
+    except netlink.NetlinkError as exc:
+        if missing_ok and exc.errno == errno_codes.ENODEV:
+            return
+        raise
 
 
 def set_up(name: str, *, netns_path: str | None = None, up: bool = True) -> None:
