@@ -27,7 +27,8 @@ Measured, each printed against its goal (``PASS``/``MISS``; ``INFO`` without a g
 * the **largest Pod's annotations** against the 256 KiB limit, with 8 VFs (live Pods) and with
   32 VFs (built by the same builders, not created);
 * the **plugin's RSS** at idle with 256 VFs (published, no claim) and after the prepares; the
-  **guard daemon's** RSS at idle (``sriov-dra-guard serve`` through its entrypoint);
+  **guard daemon's** RSS at idle (``sriov-dra-guard serve`` through its entrypoint); both run
+  with the product image's Python environment (``sriov_dra_lab.imageenv``: ``PYTHONOPTIMIZE=2``);
 * **where the plugin's memory goes**: the plugin restarted on the same checkpoint with
   ``SRIOV_DRA_BENCH_TRACEMALLOC`` (read by the bench child, not the product), tracemalloc top 10;
 * **cleanup** of the whole set: the plugin node's claims through the real release path
@@ -85,7 +86,7 @@ from sriov_dra.driver.managed import shadows as managed_shadows
 from sriov_dra.host import checkpoint, discovery
 from sriov_dra.kube import apply, podpatch, resourceslices, shadows, watches
 from sriov_dra.kubeletapi import messages
-from sriov_dra_lab import binaries, controlplane, guard, kubelet, processes
+from sriov_dra_lab import binaries, controlplane, guard, imageenv, kubelet, processes
 from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
@@ -402,7 +403,7 @@ class PluginChild:
     """``bench/scalekit/plugin_child.py`` as a process: one JSON line per command."""
 
     def __init__(self, argv: list[str], log: Path, *, tracemalloc_frames: int = 0) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, **imageenv.python_env(), "PYTHONPATH": str(ROOT)}  # as the image runs it
         if tracemalloc_frames:
             env["SRIOV_DRA_BENCH_TRACEMALLOC"] = str(tracemalloc_frames)
         self.log = log.open("ab")
@@ -862,7 +863,11 @@ def bench(sizes: Sizes, work: Path, report: Report) -> None:
 
         # --- guard daemon at idle
         daemon = guard.GuardDaemon(
-            work / "guard" / "guard.sock", cp.kubeconfig, work / "guard.log", node_name=plugin_node_name
+            work / "guard" / "guard.sock",
+            cp.kubeconfig,
+            work / "guard.log",
+            node_name=plugin_node_name,
+            env=imageenv.python_env(),
         )
         (work / "guard").mkdir(mode=0o700)
         daemon.start()
@@ -947,6 +952,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     report = Report()
+    imageenv.compile_like_the_image(imageenv.python_env())  # the plugin and guard run as the image runs them
     with tempfile.TemporaryDirectory(prefix="scale-", dir="/tmp") as tmp:  # short: unix socket paths
         try:
             bench(sizes, Path(tmp), report)

@@ -9,6 +9,7 @@ runs the daemon with a given identity. Readiness is the daemon's own ``/readyz``
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.request
@@ -70,6 +71,8 @@ class GuardDaemon:
     node_name: str | None = None
     extra_args: Sequence[str] = ()
     metrics_port: int = field(default_factory=processes.free_port)
+    env: Mapping[str, str] | None = None
+    """Variables added to the daemon's environment (e.g. the image's ``PYTHONOPTIMIZE``)."""
     process: processes.Process | None = field(default=None, init=False)
 
     @property
@@ -90,7 +93,11 @@ class GuardDaemon:
             *self.extra_args,
         ]
         self.process = processes.Process(
-            name="sriov-dra-guard", argv=argv, log_path=self.log_path, stop_grace_s=15.0
+            name="sriov-dra-guard",
+            argv=argv,
+            log_path=self.log_path,
+            stop_grace_s=15.0,
+            env={**os.environ, **self.env} if self.env else None,
         )
         self.process.start()
         processes.wait_until(

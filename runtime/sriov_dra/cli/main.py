@@ -36,6 +36,12 @@ LAB_NOT_INSTALLED: Final = (
 )
 
 
+DESCRIPTION: Final = (
+    "The sriov-dra command: admin subcommands, and those other installed distributions register."
+)
+"""The ``--help`` summary (not ``__doc__``: the image runs Python with ``PYTHONOPTIMIZE=2``, no docstrings)."""
+
+
 def _registered() -> dict[str, metadata.EntryPoint]:
     """The subcommands other installed distributions register, by name (nothing is imported)."""
     return {ep.name: ep for ep in metadata.entry_points(group=COMMANDS_GROUP)}
@@ -72,7 +78,7 @@ def _run_registered(ep: metadata.EntryPoint, argv: list[str], args: argparse.Nam
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand (also used by the tests)."""
-    parser = argparse.ArgumentParser(prog="sriov-dra", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="sriov-dra", description=DESCRIPTION)
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
 from sriov_dra.guard import cni_hooks, install, metrics, multus, server, settings
 from sriov_dra.host import netlink
@@ -32,9 +33,13 @@ SOCKET_READY = "socket"
 """Readiness condition: the guard's unix socket listens (``/readyz`` is 503 before)."""
 
 
+DESCRIPTION: Final = "sriov-dra-guard: the guard daemon's entrypoint (serve) and its installer (install)."
+"""The ``--help`` summary (not ``__doc__``: the image runs Python with ``PYTHONOPTIMIZE=2``, no docstrings)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Arguments of ``serve`` and ``install``."""
-    parser = argparse.ArgumentParser(prog="sriov-dra-guard", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="sriov-dra-guard", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     defaults = settings.GuardSettings()
 

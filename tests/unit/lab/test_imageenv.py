@@ -1,0 +1,60 @@
+"""The product image's Python environment, as the lab's processes and the benches carry it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sriov_dra_lab import imageenv
+
+
+def test_the_image_runs_its_services_without_docstrings_and_compiles_its_bytecode_at_that_level() -> None:
+    env = imageenv.python_env()
+    assert env["PYTHONOPTIMIZE"] == "2"
+    assert "PYTHONDONTWRITEBYTECODE" not in env, "the venv must still write the bytecode it lacks"
+    text = imageenv.CONTAINERFILE.read_text()
+    levels = re.findall(r"compileall\b[^\n]*?-o (\d)", text)
+    assert levels == [env["PYTHONOPTIMIZE"]], "the build stage compiles at the level the services run at"
+
+
+def test_continuation_lines_are_joined_and_only_the_last_env_counts(tmp_path: Path) -> None:
+    containerfile = tmp_path / "Containerfile"
+    containerfile.write_text(
+        "FROM base\nENV PYTHONOPTIMIZE=1\nRUN true\n"
+        'ENV PATH=/x:$PATH \\\n    PYTHONOPTIMIZE=2 \\\n    PYTHONDONTWRITEBYTECODE=1 \\\n    LABEL_TEXT="a b"\n'
+    )
+    assert imageenv.python_env(containerfile) == {"PYTHONOPTIMIZE": "2"}
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("FROM base\nRUN true\n", "no ENV instruction"), ("FROM base\nENV PYTHONOPTIMIZE 2\n", "KEY=value")],
+)
+def test_an_unreadable_env_is_an_error_naming_the_file(tmp_path: Path, text: str, problem: str) -> None:
+    containerfile = tmp_path / "Containerfile"
+    containerfile.write_text(text)
+    with pytest.raises(ValueError, match=problem) as info:
+        imageenv.python_env(containerfile)
+    assert str(containerfile) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "entrypoint", ["sriov-dra", "sriov-dra-plugin", "sriov-dra-guard", "sriov-dra-operator"]
+)
+def test_every_service_entrypoint_answers_help_with_the_images_python_environment(entrypoint: str) -> None:
+    """Under ``PYTHONOPTIMIZE=2`` every ``__doc__`` is None: nothing may build its help from one."""
+    venv_bin = Path(sys.executable).parent
+    done = subprocess.run(
+        [str(venv_bin / entrypoint), "--help"],
+        env={"PATH": "/usr/bin:/bin", **imageenv.python_env()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout
