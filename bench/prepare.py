@@ -47,8 +47,9 @@ Where the time goes (measured, issue 17 item 4):
   is joined afterwards, still under the operation locks (``driver.managed.ensure``).
 - Not in the floor: the three checkpoint writes the spec orders (``Pending`` before the first
   shadow create, the shadow UIDs before the Pod patch, ``Ready`` durably before the answer; spec
-  §8.1 steps 2, 3, 5), each a file and a directory ``fsync`` (0.7-1 ms on an idle disk, several
-  ms when other work writes), and the plugin's CPU between requests (planning and rendering
+  §8.1 steps 2, 3, 5). ``Pending`` and ``Ready`` are each a file and a directory ``fsync``
+  (0.7-1 ms on an idle disk, several ms when other work writes); the UIDs' write is atomic but
+  not flushed (a UID lost to a power cut is recovered by name, as after a lost create response), and the plugin's CPU between requests (planning and rendering
   about 1 ms, the host stage about 1 ms, checkpoint encodes, thread hand-offs). They are what
   separates the prepare from the floor.
 
@@ -203,17 +204,20 @@ CHECKPOINT_WRITES: Final = ("write: checkpoint Pending", "write: checkpoint UIDs
 
 
 class DurableWrites:
-    """Times the local atomic writes (``host.atomicfile``): the checkpoint's are fsync'd, the CDI
-    specs' are not (derived files, rebuilt from the record by every prepare; ``host.cdi``)."""
+    """Times the local atomic writes (``host.atomicfile``): the checkpoint's ``Pending`` and
+    ``Ready`` are fsync'd, its shadow UIDs and the CDI specs are not (the UIDs are recovered by
+    name after a power loss, ``driver.managed.ensure``; CDI specs are derived files, rebuilt from
+    the record by every prepare; ``host.cdi``). Each checkpoint line says whether it was flushed."""
 
     def __init__(self, timeline: Timeline) -> None:
         self.timeline = timeline
         self.checkpoints = 0
 
-    def checkpoint(self, path: Path, data: bytes) -> None:
+    def checkpoint(self, path: Path, data: bytes, *, durable: bool = True) -> None:
         index = min(self.checkpoints, len(CHECKPOINT_WRITES) - 1)
         self.checkpoints += 1
-        self.timeline.timed(CHECKPOINT_WRITES[index], lambda: checkpoint.default_write(path, data))
+        label = CHECKPOINT_WRITES[index] + ("" if durable else " (not flushed)")
+        self.timeline.timed(label, lambda: checkpoint.default_write(path, data, durable=durable))
 
     def cdi(self, path: Path, data: bytes) -> None:
         self.timeline.timed("write: CDI specs", lambda: cdi.default_write(path, data))

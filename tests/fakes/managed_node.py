@@ -128,6 +128,8 @@ class ManagedNode:
     """Raised by every CDI spec write while set (a full or read-only CDI directory)."""
     on_write: Callable[[bytes], None] | None = None
     """Called with the bytes of every checkpoint write once the file is replaced (side-effect order)."""
+    flushed: list[bool] = field(default_factory=list)
+    """Per checkpoint write, in order: whether it asked to be flushed to disk (``durable``)."""
 
     def __post_init__(self) -> None:
         pfs = fakesysfs.two_root_pfs(vfs_per_pf=2)
@@ -169,13 +171,14 @@ class ManagedNode:
                 return exc
         return None
 
-    def _write(self, path: Path, data: bytes) -> None:
+    def _write(self, path: Path, data: bytes, *, durable: bool = True) -> None:
         self.writes += 1
+        self.flushed.append(durable)
         exc = self._take("before")
         if exc is not None:
             self._take("after")  # keep before/after counts aligned for this write
             raise exc
-        atomicfile.write_atomic(path, data, mode=checkpoint.CHECKPOINT_FILE_MODE)
+        atomicfile.write_atomic(path, data, mode=checkpoint.CHECKPOINT_FILE_MODE, durable=durable)
         if self.on_write is not None:
             self.on_write(data)
         exc = self._take("after")

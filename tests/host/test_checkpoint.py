@@ -43,12 +43,14 @@ class RecordingWrite:
     def __init__(self) -> None:
         self.calls = 0
         self.fail = False
+        self.durable: list[bool] = []
 
-    def __call__(self, path: Path, data: bytes) -> None:
+    def __call__(self, path: Path, data: bytes, *, durable: bool = True) -> None:
         self.calls += 1
+        self.durable.append(durable)
         if self.fail:
             raise OSError(28, "No space left on device")
-        store_mod.default_write(path, data)
+        store_mod.default_write(path, data, durable=durable)
 
 
 @pytest.fixture
@@ -273,6 +275,18 @@ def test_update_persists_the_observed_shadow_uid(store: store_mod.CheckpointStor
     out = store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID))
     assert [b.shadow_uid for b in out.managed_bindings()] == [fx.SHADOW_UID]
     assert reload(store)[fx.CLAIM_1] == out
+
+
+def test_a_non_durable_update_replaces_the_file_atomically_without_asking_for_a_flush(
+    store: store_mod.CheckpointStore, write: RecordingWrite
+) -> None:
+    store.set_claim(fx.record(phase=P.PENDING, shadow_uid=""))
+    out = store.update_managed_bindings(
+        fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID), durable=False
+    )
+    assert write.durable[-2:] == [True, False], "Set is flushed, the UID update is not"
+    assert reload(store)[fx.CLAIM_1] == out, "a fresh reader (a restarted plugin) sees the update"
+    assert not list(store.path.parent.glob("*.tmp*")), "no temporary is left beside the checkpoint"
 
 
 def test_update_that_changes_nothing_writes_nothing(

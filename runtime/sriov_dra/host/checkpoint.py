@@ -26,7 +26,6 @@ version fails ``load`` with an actionable ``ContractViolation`` and the file is 
 from __future__ import annotations
 
 import copy
-import functools
 import threading
 import typing
 from collections.abc import Callable
@@ -46,12 +45,24 @@ CHECKPOINT_FILE_NAME: Final = "checkpoint.json"
 CHECKPOINT_FILE_MODE: Final = 0o600
 """Permission bits: rendered CNI configs may reference IPAM credentials; only root reads it."""
 
-WriteFn = Callable[[Path, bytes], None]
-"""Replaces the file at the path with the bytes atomically, or raises leaving it unchanged."""
+
+class WriteFn(typing.Protocol):
+    """Replaces the file at the path with the bytes atomically, or raises leaving it unchanged.
+
+    ``durable`` (default ``True``) asks for the new content to survive a power loss before the
+    call returns (``fsync`` of the file and its directory); ``False`` keeps the replacement
+    atomic and ordered for every reader and for a killed process, without waiting for the disk.
+    """
+
+    def __call__(self, path: Path, data: bytes, *, durable: bool = True) -> None: ...
+
 
 _Compute = Callable[[model.ClaimRecord | None], model.ClaimRecord | None]
 
-default_write: Final[WriteFn] = functools.partial(atomicfile.write_atomic, mode=CHECKPOINT_FILE_MODE)
+
+def default_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """:func:`sriov_dra.host.atomicfile.write_atomic` with :data:`CHECKPOINT_FILE_MODE` (see :class:`WriteFn`)."""
+    atomicfile.write_atomic(path, data, mode=CHECKPOINT_FILE_MODE, durable=durable)
 
 
 @typing.overload
@@ -190,11 +201,14 @@ class CheckpointStore:
 
     # --- mutations --------------------------------------------------------------------------------
 
-    def _commit(self, claim_uid: identities.ClaimUid, compute: _Compute) -> model.ClaimRecord | None:
+    def _commit(
+        self, claim_uid: identities.ClaimUid, compute: _Compute, *, durable: bool = True
+    ) -> model.ClaimRecord | None:
         """Apply ``compute`` to the claim's record and persist the result, then publish it.
 
         ``compute`` gets a deep copy of the current record (or ``None``) and returns the new record
         (``None`` deletes); it runs outside the lock and may raise to abort without any effect.
+        ``durable`` is passed to the write (see :class:`WriteFn`).
         """
         self._require_loaded()
         while True:
@@ -215,7 +229,7 @@ class CheckpointStore:
                 # only the changed claim is validated: every other record was validated when it
                 # was committed or loaded, and records are immutable (copies go in and out)
                 data = codec.encode_checkpoint(model.Checkpoint(claims=claims), changed=(claim_uid,))
-                self._write(self._path, data)  # raises: memory keeps the old state (rollback)
+                self._write(self._path, data, durable=durable)  # raises: memory keeps the old state
                 self._claims = claims
             return copy_record(new)
 
@@ -252,7 +266,12 @@ class CheckpointStore:
         return require
 
     def _mutate(
-        self, claim_uid: str, what: str, change: Callable[[model.ClaimRecord], model.ClaimRecord]
+        self,
+        claim_uid: str,
+        what: str,
+        change: Callable[[model.ClaimRecord], model.ClaimRecord],
+        *,
+        durable: bool = True,
     ) -> model.ClaimRecord:
         require = self._existing(claim_uid, what)
 
@@ -263,23 +282,29 @@ class CheckpointStore:
                 raise _Unchanged
             return new
 
-        result = self._commit(identities.ClaimUid(claim_uid), compute)
+        result = self._commit(identities.ClaimUid(claim_uid), compute, durable=durable)
         assert result is not None
         return result
 
-    def update_managed_bindings(self, claim_uid: str, update: lifecycle.BindingUpdate) -> model.ClaimRecord:
+    def update_managed_bindings(
+        self, claim_uid: str, update: lifecycle.BindingUpdate, *, durable: bool = True
+    ) -> model.ClaimRecord:
         """Narrowly update the claim's managed bindings and persist; return the new record.
 
         ``update`` is a function applied to each managed binding (it must be pure: it may run more
         than once under contention) or a mapping attachmentID → replacement binding. Only phase
         Pending↔Ready and the shadow UID may change (see ``checkpoint_lifecycle``). An update that
-        changes nothing writes nothing.
+        changes nothing writes nothing. ``durable=False`` replaces the file atomically without
+        waiting for the disk (:class:`WriteFn`): for the observed shadow UIDs, which a power loss
+        may lose because the next prepare recovers them by name (spec §8.1 step 3).
 
         Raises: ``ContractViolation`` for an absent claim or a disallowed change; ``Conflict``
         (``ShadowConflict``) for a replaced shadow UID; ``OSError`` when the write fails (memory
         unchanged). Source: spec §6.3, §8.1 step 3, §8.3.
         """
-        return self._mutate(claim_uid, "update", lambda r: lifecycle.apply_binding_update(r, update))
+        return self._mutate(
+            claim_uid, "update", lambda r: lifecycle.apply_binding_update(r, update), durable=durable
+        )
 
     def mark_managed_deleting(self, claim_uid: str) -> model.ClaimRecord:
         """Persist ``Deleting`` for the claim's Pending/Ready bindings; return the new record.

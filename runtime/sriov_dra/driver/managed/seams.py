@@ -108,9 +108,10 @@ class Store(Protocol):
         ...
 
     def update_managed_bindings(
-        self, claim_uid: str, update: checkpoint_lifecycle.BindingUpdate
+        self, claim_uid: str, update: checkpoint_lifecycle.BindingUpdate, *, durable: bool = True
     ) -> model.ClaimRecord:
-        """Persist a narrow update (phase Pending↔Ready, shadow UID). Raises: OSError, ..."""
+        """Persist a narrow update (phase Pending↔Ready, shadow UID); ``durable=False`` does not wait
+        for the disk. Raises: OSError, ..."""
         ...
 
     def mark_managed_deleting(self, claim_uid: str) -> model.ClaimRecord:

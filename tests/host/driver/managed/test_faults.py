@@ -198,6 +198,41 @@ def test_a_lost_create_response_is_adopted_only_after_a_full_identity_check(node
     assert mn.convergence_problems(node) == []
 
 
+def test_a_prepare_flushes_pending_and_ready_but_not_the_observed_shadow_uids(node: mn.ManagedNode) -> None:
+    """Spec §8.1: ``Pending`` is persisted before the first create and ``Ready`` durably before the
+    answer; the UIDs in between are written atomically but not flushed (issue 17 item 4)."""
+    ref = node.add_consumer(TWO_RAILS)
+    node.flushed.clear()  # the empty checkpoint the first load created
+    assert isinstance(node.prepare(ref), messages.Prepared)
+    assert node.flushed == [True, False, True]
+
+
+def test_shadow_uids_a_power_cut_lost_are_recovered_by_name_and_released_without_a_new_shadow(
+    node: mn.ManagedNode,
+) -> None:
+    """A power cut after the Pod patch, before ``Ready``: the disk holds only the flushed ``Pending``
+    record (no UIDs); the next prepare adopts the live shadows by name after the identity check."""
+    ref = node.add_consumer(TWO_RAILS)
+    flushed: list[bytes] = []
+    node.on_write = lambda data: flushed.append(data) if node.flushed[-1] else None
+    assert run(node, lambda: (write(crash("ready"), skip=2)(node), node.prepare(ref))[1]) == "crashed"
+    live = {n["metadata"]["name"]: n["metadata"]["uid"] for n in node.kube.shadows(mn.NS)}
+    assert len(live) == 2 and len(flushed) == 1, "only Pending reached the disk before the cut"
+    node.store.path.write_bytes(flushed[0])  # what survives the power cut
+    node.on_write = None
+    node.restart()
+    assert {b.shadow_uid for b in node.store.snapshot_claim(ref.uid).managed_bindings()} == {""}
+
+    node.kube.calls.clear()
+    assert isinstance(node.prepare(ref), messages.Prepared)
+    recorded = {b.shadow_name: b.shadow_uid for b in node.store.snapshot_claim(ref.uid).managed_bindings()}
+    assert recorded == live, "the live shadows were adopted, not replaced"
+    assert {n["metadata"]["uid"] for n in node.kube.shadows(mn.NS)} == set(live.values())
+    assert mn.convergence_problems(node) == []
+    assert node.unprepare(ref) is None
+    assert node.kube.shadows(mn.NS) == []
+
+
 def test_an_unrelated_object_under_the_shadow_name_is_never_overwritten(node: mn.ManagedNode) -> None:
     ref = node.add_consumer(TWO_RAILS)
     node.kube.fail("nads.create", crash("create"), after=True)
