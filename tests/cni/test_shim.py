@@ -42,7 +42,7 @@ def test_add_with_the_daemon_down_fails_clearly_and_runs_nothing(
     att = world.attachment(pod.name, uid=pod.uid)
     result = world.add(mode, att, conf_dir=_dead_socket_conf(world.node, mode, tmp_path))
     error = result.error or {}
-    assert error["code"] == shim.CODE_TRY_AGAIN
+    assert error["code"] == shim.CniErrorCode.TRY_AGAIN
     assert "guard daemon is not reachable" in error["msg"] and "nobody.sock" in error["msg"]
     assert "DEL, CHECK, GC and STATUS do not need it" in error["details"]
     assert world.node.recorded(att.container_id) == []

@@ -46,10 +46,10 @@ ALLOWED: dict[str, tuple[int, str]] = {
         "source text (raw_decode); see tests/unit/core/test_networks.py",
     ),
     "runtime/sriov_dra/guard/shim.py": (
-        5,
-        "the CNI shim is installed as a standalone file run by python3 -I -S (install.write_shim), so "
-        "it cannot import sriov_dra_rules; the guard conflist and primary it reads are checked "
-        "strictly by sriov-dra-guard install, sriov-dra preflight and the cni_config module",
+        2,
+        "Multus's delegate cache, read as Multus's Go decoder reads it (machine-written), and the guard "
+        "daemon's answer (our own wire format); the guard's config, its primary and Multus's daemon "
+        "config go through sriov_dra_rules (installed beside the shim)",
     ),
     "runtime/sriov_dra/guard/server.py": (1, "the shim's request on the guard socket (our own wire format)"),
     "runtime/sriov_dra/guard/verify.py": (1, "Multus's network-status annotation (machine-written)"),

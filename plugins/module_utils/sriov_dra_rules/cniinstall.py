@@ -14,9 +14,10 @@ What a node must look like for the runtime to call the guard and the guard to ca
 - **What a guard file is**: a ``.conflist`` with ``cniVersion``, ``name`` and exactly one plugin
   of type ``multus-guard`` whose keys the shim accepts (``multus.mode`` ``thick``/``thin``, an
   absolute ``multus.primaryConfig``, string-valued optional keys, a positive
-  ``guard.timeoutSeconds``, no key of ``multus.config`` that the guard sets itself). The shim
-  (``sriov_dra.guard.shim.parse_conf``) stands alone on the node and keeps its own parser; a
-  unit test holds the two to the same verdicts (:func:`validate_guard_config`).
+  ``guard.timeoutSeconds``, no key of ``multus.config`` that the guard sets itself): the one
+  parser of those keys is :func:`sriov_dra_rules.guardconf.check_entry`, which the shim runs
+  on the node (``sriov-dra-guard install`` installs this package beside it), so
+  :func:`validate_guard_config` refuses exactly what the shim refuses, and more.
 - **Which primary may be pinned**: not the guard's own file, not a Multus-generated
   ``00-multus*`` file, not a config of plugin type ``multus``, ``multus-shim`` or
   ``multus-guard`` (recursion), readable strict JSON, and every capability it enables is enabled
@@ -40,7 +41,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final
 
-from . import errors, strictjson
+from . import errors, guardconf, strictjson
 
 GUARD_FILE: Final = "00-multus-guard.conflist"
 """The guard's runtime-facing config file name; it sorts first in the CNI config directory."""
@@ -54,20 +55,8 @@ THIN_SKIPS: Final = "00-multus.conf"
 """The only prefix thin Multus's auto-discovery skips."""
 CONF_EXTENSIONS: Final = (".conf", ".conflist", ".json")
 """Suffixes of the files a CNI runtime reads from its config directory (libcni's defaults)."""
-RESERVED_MULTUS_KEYS: Final = frozenset(
-    {"type", "name", "cniVersion", "delegates", "clusterNetwork", "kubeconfig", "daemonSocketDir"}
-    | {"runtimeConfig", "capabilities", "args", "prevResult"}
-)
-"""Keys of ``multus.config`` the guard sets itself (the shim refuses them)."""
-TEXT_KEYS: Final = (
-    ("guard", "socket"),
-    ("multus", "binary"),
-    ("multus", "clusterNetwork"),
-    ("multus", "daemonSocketDir"),
-    ("multus", "kubeconfig"),
-    ("multus", "daemonConfigFile"),
-)
-"""Optional keys of the guard's entry that, when present, must be non-empty strings."""
+RESERVED_MULTUS_KEYS: Final = guardconf.RESERVED_MULTUS_KEYS
+"""Keys of ``multus.config`` the guard sets itself (the shim refuses them; :mod:`.guardconf`)."""
 
 
 class ContractError(ValueError):
@@ -151,16 +140,13 @@ def validate_guard_config(name: str, config: Mapping[str, Any]) -> dict[str, Any
     """Check the guard file's name and content; return its one plugin entry.
 
     Shapes: ``name`` is the file name (``00-multus-guard.conflist``), ``config`` the decoded file.
-    Raises: ContractError naming the key, the value found and the fix; it refuses everything
-    ``sriov_dra.guard.shim.parse_conf`` refuses, and more (a root ``type``, a relative
-    ``primaryConfig``, a ``.conf`` name).
+    Raises: ContractError naming the key, the value found and the fix: the entry, flattened as
+    the runtime hands it to the shim, fails :func:`sriov_dra_rules.guardconf.check_entry` (the
+    shim's own check), or the file is more than the shim sees wrong (a root ``type``, not one
+    plugin of type ``multus-guard``, a relative ``primaryConfig``, a ``.conf`` name).
     """
     if not name.endswith(".conflist"):
         raise ContractError(f"guard config file {name} must be a .conflist (for example {GUARD_FILE})")
-    for key in ("cniVersion", "name"):
-        value = config.get(key)
-        if not isinstance(value, str) or not value:
-            raise ContractError(f"guard config {name}: key {key} must be a non-empty string, got {value!r}")
     if "type" in config:
         raise ContractError(
             f"guard config {name}: a conflist must not have a root type key; put it in plugins[0]"
@@ -176,54 +162,20 @@ def validate_guard_config(name: str, config: Mapping[str, Any]) -> dict[str, Any
         raise ContractError(
             f"guard config {name}: plugins[0].type must be {GUARD_TYPE}, got {entry.get('type')!r}"
         )
-    for section in ("guard", "multus"):
-        if not isinstance(entry.get(section, {}), dict):
-            raise ContractError(
-                f"guard config {name}: plugins[0].{section} must be an object, got {strictjson.kind(entry[section])}"
-            )
-    multus = entry.get("multus")
-    if not isinstance(multus, dict):
-        raise ContractError(
-            f"guard config {name}: plugins[0].multus must be an object with mode and primaryConfig"
+    try:
+        keys = guardconf.check_entry(
+            {**entry, "cniVersion": config.get("cniVersion"), "name": config.get("name")}
         )
-    if multus.get("mode") not in ("thick", "thin"):
-        raise ContractError(
-            f'guard config {name}: plugins[0].multus.mode must be "thick" or "thin", got {multus.get("mode")!r}'
-        )
-    primary = multus.get("primaryConfig")
-    if not isinstance(primary, str) or not os.path.isabs(primary):
+    except guardconf.GuardConfError as exc:
+        where = f"key {exc.key}" if exc.key in ("cniVersion", "name") else f"plugins[0].{exc.key}"
+        raise ContractError(f"guard config {name}: {where} {exc.problem}") from None
+    primary = keys["multus.primaryConfig"]
+    if not os.path.isabs(str(primary)):
         raise ContractError(
             f"guard config {name}: plugins[0].multus.primaryConfig must be the absolute path of the pinned "
             f"primary network's config file, got {primary!r}"
         )
-    _check_optional_keys(name, entry)
     return entry
-
-
-def _check_optional_keys(name: str, entry: Mapping[str, Any]) -> None:
-    """The optional keys the shim reads have the types it accepts (see :func:`validate_guard_config`)."""
-    for section, key in TEXT_KEYS:
-        value = entry.get(section, {}).get(key)
-        if value is not None and (not isinstance(value, str) or not value):
-            raise ContractError(
-                f"guard config {name}: plugins[0].{section}.{key} must be a non-empty string, got {value!r}; "
-                "remove it to use the default"
-            )
-    timeout = entry.get("guard", {}).get("timeoutSeconds", 1)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise ContractError(
-            f"guard config {name}: plugins[0].guard.timeoutSeconds must be a positive number of seconds, got {timeout!r}"
-        )
-    extra = entry["multus"].get("config", {})
-    if not isinstance(extra, dict):
-        raise ContractError(
-            f"guard config {name}: plugins[0].multus.config must be an object, got {strictjson.kind(extra)}"
-        )
-    reserved = sorted(RESERVED_MULTUS_KEYS.intersection(extra))
-    if reserved:
-        raise ContractError(
-            f"guard config {name}: plugins[0].multus.config must not set {reserved}; the guard sets these keys itself"
-        )
 
 
 def check_primary_file(conf_dir: str | os.PathLike[str], name: str, primary: str) -> dict[str, Any]:

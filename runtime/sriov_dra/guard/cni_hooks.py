@@ -334,7 +334,7 @@ class CniHooks:
             why = "timed out (the ADD budget ran out)" if run.timed_out else f"exited {run.exit_code}"
             stdout = shim.cni_error(
                 version,
-                shim.CODE_TRY_AGAIN,
+                shim.CniErrorCode.TRY_AGAIN,
                 f"multus-guard: Multus {why} without a result",
                 run.stderr[-1000:],
             )

@@ -112,10 +112,10 @@ def cni_code(reason: Reason) -> int:
     """CNI error code for ``reason``: 11 (try again) when a retry alone can help, 101 for a failed
     post-ADD verification, 100 for a rejection that needs a fix first."""
     if reason in _RETRYABLE:
-        return shim.CODE_TRY_AGAIN
+        return shim.CniErrorCode.TRY_AGAIN
     if reason in _VERIFICATION:
-        return shim.CODE_VERIFICATION_FAILED
-    return shim.CODE_REJECTED
+        return shim.CniErrorCode.VERIFICATION_FAILED
+    return shim.CniErrorCode.REJECTED
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,15 @@
 What a node needs (the Ansible ``guard`` role does exactly this, ``sriov-dra-guard install`` is
 the same code for the lab and for manual installs):
 
-1. ``<cni bin dir>/multus-guard``: this package's ``guard/shim.py`` with a ``#!<python3> -IS``
-   line (standard library only, so it needs no virtualenv and starts in tens of milliseconds);
+1. ``<cni bin dir>/multus-guard.d/<digest>/sriov_dra_rules/``: the shared rules package, the
+   one copy of the guard config's rules the shim runs, as one content-addressed directory
+   (``<digest>`` is :func:`rules_digest` of its sources), written completely under a hidden
+   name, compiled, and renamed into place; then ``<cni bin dir>/multus-guard``: this package's
+   ``guard/shim.py`` with a ``#!<python3> -IS`` line and ``RULES_VERSION`` set to that digest
+   (standard library and those rules only, so it needs no virtualenv and starts in tens of
+   milliseconds). The shim is replaced atomically after its rules are in place, so a runtime
+   exec sees an old shim with its old rules or the new shim with the new ones, never a mix;
+   the directories no shim refers to any longer are removed after it (:func:`write_shim`);
 2. ``<cni conf dir>/00-multus-guard.conflist``: one plugin of type ``multus-guard`` carrying the
    primary network's runtime capabilities (so ``portMappings``/``bandwidth`` reach Multus) and the
    guard's Multus settings;
@@ -21,11 +28,16 @@ Source: reference multus.md §2.1, §2.2, §2.5; ARCHITECTURE.md §6.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import py_compile
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import sriov_dra_rules
 from sriov_dra.guard import shim
 from sriov_dra.host import atomicfile
 from sriov_dra_rules import cniinstall
@@ -70,18 +82,138 @@ def guard_conflist(
     return json.dumps(doc, indent=2) + "\n"
 
 
-def shim_text(interpreter: str) -> bytes:
-    """The installable shim: ``#!<interpreter> -IS`` followed by ``guard/shim.py`` unchanged."""
+RULES_PACKAGE: Final = "sriov_dra_rules"
+_VERSION_LINE: Final = b"\nRULES_VERSION: str | None = None\n"
+
+
+def rules_sources() -> dict[str, bytes]:
+    """The rules package the shim imports, as installed: ``{file name: bytes}`` of its ``*.py`` files."""
+    root = Path(sriov_dra_rules.__file__).parent
+    return {p.name: p.read_bytes() for p in sorted(root.glob("*.py"))}
+
+
+def rules_digest(sources: Mapping[str, bytes]) -> str:
+    """The version of a rules copy: SHA-256 (hex, first 16 characters) over its file names and bytes."""
+    h = hashlib.sha256()
+    for name in sorted(sources):
+        data = sources[name]
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()[:16]
+
+
+def shim_text(interpreter: str, rules_version: str) -> bytes:
+    """The installable shim: ``#!<interpreter> -IS``, then ``guard/shim.py`` with ``RULES_VERSION`` set.
+
+    Raises: ``ValueError`` when the source does not hold the one ``RULES_VERSION`` line to set.
+    """
     source = Path(shim.__file__).read_bytes()
-    return f"#!{interpreter} -IS\n".encode() + source
+    if source.count(_VERSION_LINE) != 1:
+        raise ValueError(f"{shim.__file__} must hold exactly one line {_VERSION_LINE.strip().decode()!r}")
+    versioned = source.replace(_VERSION_LINE, f"\nRULES_VERSION: str | None = {rules_version!r}\n".encode())
+    return f"#!{interpreter} -IS\n".encode() + versioned
+
+
+def _matches(directory: Path, sources: Mapping[str, bytes]) -> bool:
+    package = directory / RULES_PACKAGE
+    try:
+        found = {p.name: p.read_bytes() for p in package.glob("*.py")}
+    except OSError:
+        return False
+    return found == dict(sources)
+
+
+def write_rules(bin_dir: Path) -> str:
+    """Install the rules the shim imports as ``<bin_dir>/multus-guard.d/<digest>/``; return the digest.
+
+    The directory is written under a hidden temporary name (every file fsynced, bytecode compiled
+    for this interpreter with unchecked hashes, so the read-only tree needs no writes later) and
+    renamed into place; an existing directory of that digest with the same sources is kept, one
+    with other contents is replaced. Raises: ``OSError`` when it cannot be written.
+    """
+    sources = rules_sources()
+    digest = rules_digest(sources)
+    parent = bin_dir / shim.RULES_PARENT
+    target = parent / digest
+    if _matches(target, sources):
+        return digest
+    parent.mkdir(parents=True, exist_ok=True)
+    temp = parent / f".{digest}.tmp-{os.getpid()}"
+    shutil.rmtree(temp, ignore_errors=True)
+    package = temp / RULES_PACKAGE
+    package.mkdir(parents=True)
+    for name, data in sources.items():
+        atomicfile.write_atomic(package / name, data, mode=0o644)
+        py_compile.compile(
+            str(package / name), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH
+        )
+    for directory in (package / "__pycache__", package, temp):
+        atomicfile.fsync_directory(directory)
+    if target.exists():  # other contents under this digest (edited by hand): set aside, then replaced
+        shutil.rmtree(target)
+    os.rename(temp, target)
+    atomicfile.fsync_directory(parent)
+    return digest
+
+
+def prune_rules(bin_dir: Path, keep: str | None) -> list[Path]:
+    """Remove every entry of ``<bin_dir>/multus-guard.d`` but ``keep`` (and the parent if nothing is left).
+
+    Run after the shim that uses ``keep`` is in place (``None``: after the shim is removed).
+    Returns the removed paths. Raises: ``OSError`` when one cannot be removed.
+    """
+    parent = bin_dir / shim.RULES_PARENT
+    try:
+        entries = sorted(parent.iterdir())
+    except FileNotFoundError:
+        return []
+    removed = []
+    for entry in entries:
+        if entry.name != keep:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+            removed.append(entry)
+    if keep is None:
+        parent.rmdir()
+    elif removed:
+        atomicfile.fsync_directory(parent)
+    return removed
 
 
 def write_shim(bin_dir: Path, *, interpreter: str) -> Path:
-    """Install the shim as ``<bin_dir>/multus-guard`` (mode 0755, atomic). Returns its path."""
+    """Install the rules, then the shim as ``<bin_dir>/multus-guard`` (mode 0755, atomic), then prune.
+
+    Order: :func:`write_rules`, the shim naming that digest, :func:`prune_rules` (older rules
+    directories, and temporaries of an interrupted install, are removed once no shim names them).
+    Returns the shim's path. Raises: ``OSError`` when a file cannot be written or removed.
+    """
     path = bin_dir / SHIM_NAME
     bin_dir.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_atomic(path, shim_text(interpreter), mode=0o755)
+    digest = write_rules(bin_dir)
+    atomicfile.write_atomic(path, shim_text(interpreter, digest), mode=0o755)
+    prune_rules(bin_dir, digest)
     return path
+
+
+def remove_shim(bin_dir: Path) -> list[Path]:
+    """Remove ``<bin_dir>/multus-guard`` first, then every rules directory; return what was removed."""
+    path = bin_dir / SHIM_NAME
+    removed = [path] if atomicfile.remove_durable(path) else []
+    return removed + prune_rules(bin_dir, None)
+
+
+def uninstall(bin_dir: Path, conf_dir: Path) -> list[Path]:
+    """Take the guard off the node: the conflist first, then the shim, then its rules directories.
+
+    In that order the runtime never finds a conflist naming a shim that is gone, nor a shim
+    without its rules. Returns the removed paths (``[]`` when nothing was installed).
+    Raises: ``OSError`` when one cannot be removed (what came before it is already removed).
+    """
+    conflist = conf_dir / CONFLIST_NAME
+    removed = [conflist] if atomicfile.remove_durable(conflist) else []
+    return removed + remove_shim(bin_dir)
 
 
 def write_conflist(conf_dir: Path, text: str) -> Path:

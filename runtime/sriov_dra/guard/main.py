@@ -6,6 +6,7 @@ logs the effective settings once (the one log schema of ``sriov_dra.servicekit.l
 ``/metrics``, ``/healthz`` (alive) and ``/readyz`` (503 until the socket listens), and on SIGTERM/SIGINT stops accepting, drains in-flight requests within
 ``drain_grace_s`` and exits 0. ``install`` writes the shim and ``00-multus-guard.conflist``
 (:mod:`~sriov_dra.guard.install`) and prints any installation problem; it exits 1 if there is one.
+``uninstall`` removes them again, the conflist first (:func:`~sriov_dra.guard.install.uninstall`).
 
 Only this module exits the process; expected start-up failures print one actionable line.
 """
@@ -112,6 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="Multus's autoconfig directory, to check what its auto-discovery would pick (default: not checked)",
     )
+    uninst = sub.add_parser(
+        "uninstall",
+        help="remove 00-multus-guard.conflist, the multus-guard shim and its rules",
+        description=(
+            "Remove <conf-dir>/00-multus-guard.conflist first (the runtime then calls Multus's own config), "
+            "then <bin-dir>/multus-guard and every <bin-dir>/multus-guard.d/ version. Absent files are fine."
+        ),
+    )
+    uninst.add_argument("--bin-dir", type=Path, required=True, help="CNI binary directory of the shim")
+    uninst.add_argument("--conf-dir", type=Path, required=True, help="the runtime's CNI config directory")
     return parser
 
 
@@ -210,11 +221,18 @@ def _install(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _uninstall(args: argparse.Namespace) -> int:
+    removed = install.uninstall(args.bin_dir, args.conf_dir)
+    print(f"removed {', '.join(map(str, removed))}" if removed else "nothing to remove")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``sriov-dra-guard``; returns the exit status."""
     args = build_parser().parse_args(argv)
+    commands = {"serve": _serve, "install": _install, "uninstall": _uninstall}
     try:
-        return _serve(args) if args.command == "serve" else _install(args)
+        return commands[args.command](args)
     except (OSError, ValueError) as exc:
         print(f"sriov-dra-guard {args.command}: {exc}", file=sys.stderr)
         return 1

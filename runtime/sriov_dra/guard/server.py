@@ -145,11 +145,11 @@ class GuardServer:
             stdin_bytes = stdin.encode("utf-8")  # a lone surrogate has no UTF-8 form: ValueError
         except (ValueError, OSError) as exc:
             msg = f"multus-guard: the guard daemon could not decode the shim's request: {exc}"
-            return shim.encode_response(1, shim.cni_error("1.0.0", shim.CODE_DECODE, msg))
+            return shim.encode_response(1, shim.cni_error("1.0.0", shim.CniErrorCode.DECODE, msg))
         if not self._slots.acquire(timeout=self.hooks.settings.add_budget_s):
             msg = f"multus-guard: {decisions.Reason.OVERLOADED}: no free slot within the ADD budget"
             self.hooks.metrics.decided(decisions.Reason.OVERLOADED)
-            return shim.encode_response(1, shim.cni_error("1.0.0", shim.CODE_TRY_AGAIN, msg))
+            return shim.encode_response(1, shim.cni_error("1.0.0", shim.CniErrorCode.TRY_AGAIN, msg))
         try:
             outcome = self.hooks.handle({str(k): str(v) for k, v in env.items()}, stdin_bytes)
         finally:

@@ -16,150 +16,100 @@ The runtime finds ``00-multus-guard.conflist`` first in its CNI config directory
   skipping every delegate DEL.
 * ``VERSION``: answered here.
 
-This file is also the one definition, shared with the daemon, of the guard's config keys
-(:class:`GuardConf`), the Multus config the guard synthesizes (:func:`multus_config`), how Multus
-is found (:func:`multus_binary`), the shim↔daemon wire format and the CNI error object. It must
-import nothing but the standard library and start fast (``python3 -I -S``), must never add to or
-rewrite the environment or CNI_ARGS it forwards, and must never run a delegate itself.
+The guard's config keys are read by the shared rules (:mod:`sriov_dra_rules.guardconf`, re-exported
+here as :class:`GuardConf`, :func:`parse_conf`); this file is the one definition, shared with the
+daemon, of the Multus config the guard synthesizes (:func:`multus_config`), how Multus is found
+(:func:`multus_binary`), the shim↔daemon wire format and the CNI error object. It must import
+nothing but the standard library and ``sriov_dra_rules`` and start fast (``python3 -I -S``), must
+never add to or rewrite the environment or CNI_ARGS it forwards, and must never run a delegate itself.
+
+Installed (``sriov-dra-guard install``, :mod:`sriov_dra.guard.install`), this file is
+``<cni bin dir>/multus-guard`` with :data:`RULES_VERSION` set to the digest of the
+``sriov_dra_rules`` copy installed before it at ``<cni bin dir>/multus-guard.d/<digest>/``; it
+puts exactly that directory first on ``sys.path``, so a shim never runs rules of another version.
 
 Source: spec §10, §11; ARCHITECTURE.md §6; reference multus.md §1.2, §2.1, §2.2, §2.5, §11.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import socket
 import stat
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any, Final
 
+RULES_VERSION: str | None = None
+"""``None`` in the source tree (``sriov_dra_rules`` is importable beside ``sriov_dra``); the installed
+shim carries the digest of the rules directory installed for it (:func:`rules_dir`)."""
+RULES_PARENT: Final = "multus-guard.d"
+"""Beside the installed shim: ``multus-guard.d/<digest>/sriov_dra_rules/``."""
+
+
+def rules_dir(shim_path: str, version: str) -> str:
+    """The directory the installed shim at ``shim_path`` puts on ``sys.path``: ``<its dir>/multus-guard.d/<version>``."""
+    return os.path.join(os.path.dirname(os.path.realpath(shim_path)), RULES_PARENT, version)
+
+
+# The installed file: its own rules, never another version's, and no bytecode written beside them.
+if RULES_VERSION is not None:
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, rules_dir(__file__, RULES_VERSION))
+try:
+    from sriov_dra_rules import errors, guardconf, strictjson
+except ImportError as _missing:  # pragma: no cover - only an installed shim without its rules directory
+    print(
+        json.dumps(
+            {
+                "cniVersion": "1.0.0",
+                "code": 11,
+                "msg": f"multus-guard: cannot load its rules ({_missing}); run sriov-dra-guard install again",
+                "details": f"expected {rules_dir(__file__, str(RULES_VERSION))}/sriov_dra_rules",
+            }
+        )
+    )
+    sys.exit(1)
+
+GuardConf = guardconf.GuardConf
+GuardConfError = guardconf.GuardConfError
+parse_conf = guardconf.parse_conf
+DEFAULT_SOCKET: Final = guardconf.DEFAULT_SOCKET
+
 SUPPORTED_VERSIONS: Final = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
-DEFAULT_SOCKET: Final = "/run/sriov-dra/multus-guard.sock"
-DEFAULT_TIMEOUT_S: Final = 180.0
-"""How long the shim waits for the daemon's answer; above the daemon's ADD budget (110 s)."""
-DEFAULT_DAEMON_SOCKET_DIR: Final = "/run/multus/"
-DEFAULT_THIN_KUBECONFIG: Final = "/etc/cni/net.d/multus.d/multus.kubeconfig"
 PROTOCOL: Final = 1
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 PASSTHROUGH_COMMANDS: Final = frozenset({"DEL", "CHECK", "GC", "STATUS"})
-RESERVED_MULTUS_KEYS: Final = frozenset(
-    {"type", "name", "cniVersion", "delegates", "clusterNetwork", "kubeconfig", "daemonSocketDir"}
-    | {"runtimeConfig", "capabilities", "args", "prevResult"}
-)
-"""Keys of ``multus.config`` the guard always sets itself."""
 DEFAULT_MULTUS_CACHE_DIR: Final = "/var/lib/cni/multus"
 """Multus's ``cniDir`` default (v4.3.0 ``pkg/types/conf.go``): one delegate cache file per container ID."""
 CORRUPT_COPY_INFIX: Final = ".corrupt-"
 """An unreadable cache ``<cniDir>/<id>`` is kept as ``<cniDir>/<id>.corrupt-<UTC time>[.<n>]``."""
 
-# CNI error codes (CNI spec "Error"); 100+ are this plugin's own.
-CODE_INVALID_ENV: Final = 4
-CODE_DECODE: Final = 6
-CODE_INVALID_CONFIG: Final = 7
-CODE_TRY_AGAIN: Final = 11
-CODE_REJECTED: Final = 100
-CODE_VERIFICATION_FAILED: Final = 101
+
+class CniErrorCode(enum.IntEnum):
+    """The ``code`` of a CNI error object (CNI spec "Error"); 100 and above are this plugin's own."""
+
+    INVALID_ENV = 4
+    DECODE = 6
+    INVALID_CONFIG = 7
+    TRY_AGAIN = 11
+    REJECTED = 100
+    VERIFICATION_FAILED = 101
 
 
-class GuardConfError(ValueError):
-    """The guard's CNI config (stdin) is malformed; the message names the key and the fix."""
+def _read_json_file(path: str) -> object:
+    """The strict JSON value in the file at ``path`` (:func:`sriov_dra_rules.strictjson.decode_file`).
 
-
-@dataclass(frozen=True)
-class GuardConf:
-    """The guard plugin's config, as the runtime passes it on stdin.
-
-    Shapes: ``mode`` is ``"thick"`` (``multus-shim`` to a running ``multus-daemon``) or ``"thin"``
-    (the ``multus`` binary); ``primary_config`` the pinned primary network's config file, inlined
-    as ``delegates[0]``; ``cluster_network``, when set, is given to Multus as ``clusterNetwork``
-    instead (a path or NAD name as Multus resolves it); ``extra`` more Multus NetConf keys copied
-    into the synthesized config. ``raw`` is the whole decoded stdin object.
-    Units: ``timeout_s`` seconds.
+    Raises: ``OSError`` when it cannot be read; ``ValueError`` naming each problem with its path.
     """
-
-    cni_version: str
-    name: str
-    mode: str
-    primary_config: str
-    socket: str = DEFAULT_SOCKET
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    binary: str | None = None
-    cluster_network: str | None = None
-    daemon_socket_dir: str = DEFAULT_DAEMON_SOCKET_DIR
-    kubeconfig: str = DEFAULT_THIN_KUBECONFIG
-    daemon_config_file: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
-
-
-def _section(obj: dict[str, Any], key: str) -> dict[str, Any]:
-    value = obj.get(key, {})
-    if not isinstance(value, dict):
-        raise GuardConfError(f"config key {key!r} must be an object, got {type(value).__name__}")
-    return value
-
-
-def _text(section: dict[str, Any], key: str, where: str, default: str | None = None) -> str | None:
-    value = section.get(key, default)
-    if value is not None and (not isinstance(value, str) or not value):
-        raise GuardConfError(f"config key {where}.{key} must be a non-empty string, got {value!r}")
-    return value
-
-
-def parse_conf(stdin: bytes) -> GuardConf:
-    """Decode and validate the guard's stdin config.
-
-    Raises: :class:`GuardConfError` naming the key for malformed JSON, a missing or wrong-typed
-    key, an unknown ``multus.mode``, a non-positive timeout or a reserved key in ``multus.config``.
-    """
+    with open(path, "rb") as f:
+        raw = f.read()
     try:
-        obj = json.loads(stdin)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise GuardConfError(f"the CNI config on stdin is not JSON: {exc}") from exc
-    except RecursionError as exc:
-        raise GuardConfError(
-            "the CNI config on stdin is not JSON: arrays or objects are nested too deeply"
-        ) from exc
-    if not isinstance(obj, dict):
-        raise GuardConfError("the CNI config on stdin must be a JSON object")
-    guard, multus = _section(obj, "guard"), _section(obj, "multus")
-    version, name = obj.get("cniVersion"), obj.get("name")
-    if not isinstance(version, str) or not version:
-        raise GuardConfError("config key cniVersion must be a non-empty string (use the primary's version)")
-    if not isinstance(name, str) or not name:
-        raise GuardConfError("config key name must be a non-empty string")
-    mode = multus.get("mode")
-    if mode not in ("thick", "thin"):
-        raise GuardConfError(f'config key multus.mode must be "thick" or "thin", got {mode!r}')
-    primary = _text(multus, "primaryConfig", "multus")
-    if primary is None:
-        raise GuardConfError("config key multus.primaryConfig is required: the pinned primary network's file")
-    timeout = guard.get("timeoutSeconds", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-        raise GuardConfError(f"config key guard.timeoutSeconds must be a positive number, got {timeout!r}")
-    extra = _section(multus, "config")
-    reserved = sorted(RESERVED_MULTUS_KEYS.intersection(extra))
-    if reserved:
-        raise GuardConfError(f"multus.config must not set {reserved}; the guard sets these keys itself")
-    return GuardConf(
-        cni_version=version,
-        name=name,
-        mode=mode,
-        primary_config=primary,
-        socket=_text(guard, "socket", "guard", DEFAULT_SOCKET) or DEFAULT_SOCKET,
-        timeout_s=float(timeout),
-        binary=_text(multus, "binary", "multus"),
-        cluster_network=_text(multus, "clusterNetwork", "multus"),
-        daemon_socket_dir=_text(multus, "daemonSocketDir", "multus", DEFAULT_DAEMON_SOCKET_DIR)
-        or DEFAULT_DAEMON_SOCKET_DIR,
-        kubeconfig=_text(multus, "kubeconfig", "multus", DEFAULT_THIN_KUBECONFIG) or DEFAULT_THIN_KUBECONFIG,
-        daemon_config_file=_text(multus, "daemonConfigFile", "multus"),
-        extra=dict(extra),
-        raw=obj,
-    )
+        return strictjson.decode_file(raw, what="file", source=path)
+    except errors.InvalidSpec as exc:
+        raise ValueError("; ".join(str(e) for e in exc.errors)) from None
 
 
 def multus_config(conf: GuardConf, *, teardown: bool = False) -> dict[str, Any]:
@@ -197,17 +147,13 @@ def multus_config(conf: GuardConf, *, teardown: bool = False) -> dict[str, Any]:
         out["clusterNetwork"] = conf.cluster_network
         return out
     try:
-        with open(conf.primary_config, "rb") as f:
-            try:
-                primary = json.loads(f.read())
-            except RecursionError:
-                raise ValueError("arrays or objects are nested too deeply") from None
+        primary = _read_json_file(conf.primary_config)
         if not isinstance(primary, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as exc:
         if not teardown:
             raise GuardConfError(
-                f"cannot read the primary network config {conf.primary_config}: {exc}"
+                "", f"cannot read the primary network config {conf.primary_config}: {exc}"
             ) from exc
         out["clusterNetwork"] = conf.primary_config
         return out
@@ -228,16 +174,7 @@ def multus_binary(conf: GuardConf, cni_path: str) -> str:
         candidate = os.path.join(directory, name)
         if os.access(candidate, os.X_OK):
             return candidate
-    raise GuardConfError(f"{name} not found in CNI_PATH {dirs}; install Multus or set multus.binary")
-
-
-def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {key!r} is repeated (readers disagree which one counts): keep one")
-        out[key] = value
-    return out
+    raise GuardConfError("", f"{name} not found in CNI_PATH {dirs}; install Multus or set multus.binary")
 
 
 def multus_cache_dir(conf: GuardConf) -> str:
@@ -255,21 +192,20 @@ def multus_cache_dir(conf: GuardConf) -> str:
     if conf.mode == "thick" and conf.daemon_config_file:
         path = conf.daemon_config_file
         try:
-            with open(path, "rb") as f:
-                daemon = json.loads(f.read(), object_pairs_hook=_refuse_repeated_keys)
-        except (OSError, ValueError, RecursionError) as exc:
+            daemon = _read_json_file(path)
+        except (OSError, ValueError) as exc:
             raise GuardConfError(
-                f"cannot read Multus daemon config {path} (multus.daemonConfigFile): {exc}"
+                "", f"cannot read Multus daemon config {path} (multus.daemonConfigFile): {exc}"
             ) from exc
         if not isinstance(daemon, dict):
-            raise GuardConfError(f"Multus daemon config {path} is not a JSON object")
+            raise GuardConfError("", f"Multus daemon config {path} is not a JSON object")
         sources.append((path, daemon))
     found = DEFAULT_MULTUS_CACHE_DIR
     for where, keys in sources:
         if "cniDir" in keys:
             value = keys["cniDir"]
             if not isinstance(value, str) or not value:
-                raise GuardConfError(f"cniDir in {where} must be a non-empty path, got {value!r}")
+                raise GuardConfError("", f"cniDir in {where} must be a non-empty path, got {value!r}")
             found = value
     return found
 
@@ -474,30 +410,30 @@ def _ask_daemon(conf: GuardConf, env: dict[str, str], stdin: bytes) -> tuple[int
     try:
         request = encode_request(env, stdin)
     except UnicodeDecodeError as exc:
-        return 1, cni_error(conf.cni_version, CODE_DECODE, f"multus-guard: stdin is not UTF-8: {exc}")
+        return 1, cni_error(conf.cni_version, CniErrorCode.DECODE, f"multus-guard: stdin is not UTF-8: {exc}")
     if len(request) > MAX_MESSAGE_BYTES:  # the daemon would stop reading: a broken pipe, not a reason
         msg = (
             f"multus-guard: the request is {len(request)} bytes, over the guard daemon's limit of "
             f"{MAX_MESSAGE_BYTES} bytes; shrink the CNI config the runtime passes (runtimeConfig, prevResult)"
         )
-        return 1, cni_error(conf.cni_version, CODE_INVALID_CONFIG, msg)
+        return 1, cni_error(conf.cni_version, CniErrorCode.INVALID_CONFIG, msg)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(conf.timeout_s)
         try:
             sock.connect(conf.socket)
         except OSError as exc:
             msg = f"multus-guard: the guard daemon is not reachable at {conf.socket}: {exc}"
-            return 1, cni_error(conf.cni_version, CODE_TRY_AGAIN, msg, details)
+            return 1, cni_error(conf.cni_version, CniErrorCode.TRY_AGAIN, msg, details)
         try:
             sock.sendall(request)
             sock.shutdown(socket.SHUT_WR)
             return decode_response(read_all(sock))
         except TimeoutError:
             msg = f"multus-guard: no answer from the guard daemon at {conf.socket} within {conf.timeout_s:g}s"
-            return 1, cni_error(conf.cni_version, CODE_TRY_AGAIN, msg, details)
+            return 1, cni_error(conf.cni_version, CniErrorCode.TRY_AGAIN, msg, details)
         except (OSError, ValueError) as exc:
             msg = f"multus-guard: the guard daemon at {conf.socket} failed to answer: {exc}"
-            return 1, cni_error(conf.cni_version, CODE_TRY_AGAIN, msg, details)
+            return 1, cni_error(conf.cni_version, CniErrorCode.TRY_AGAIN, msg, details)
 
 
 def _exec_multus(conf: GuardConf, env: dict[str, str]) -> int:
@@ -529,7 +465,7 @@ def main() -> int:
     try:
         conf = parse_conf(stdin)
     except GuardConfError as exc:
-        print(cni_error("1.0.0", CODE_INVALID_CONFIG, f"multus-guard: {exc}"))
+        print(cni_error("1.0.0", CniErrorCode.INVALID_CONFIG, f"multus-guard: {exc}"))
         return 1
     try:
         if command == "ADD":
@@ -539,9 +475,13 @@ def main() -> int:
         if command in PASSTHROUGH_COMMANDS:
             return _exec_multus(conf, env)
     except GuardConfError as exc:
-        print(cni_error(conf.cni_version, CODE_INVALID_CONFIG, f"multus-guard: {exc}"))
+        print(cni_error(conf.cni_version, CniErrorCode.INVALID_CONFIG, f"multus-guard: {exc}"))
         return 1
-    print(cni_error(conf.cni_version, CODE_INVALID_ENV, f"multus-guard: unknown CNI_COMMAND {command!r}"))
+    print(
+        cni_error(
+            conf.cni_version, CniErrorCode.INVALID_ENV, f"multus-guard: unknown CNI_COMMAND {command!r}"
+        )
+    )
     return 1
 
 

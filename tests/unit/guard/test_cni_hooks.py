@@ -170,7 +170,7 @@ def test_manual_only_pod_with_primary_only_success_fails_interfaces_missing_afte
     assert out.reason is R.INTERFACES_MISSING and out.exit_code == 1
     assert w.commands() == ["ADD", "DEL"] and w.runner.calls[1].env["CNI_CONTAINERID"] == "c1"
     err = _error(out)
-    assert err["code"] == shim.CODE_VERIFICATION_FAILED
+    assert err["code"] == shim.CniErrorCode.VERIFICATION_FAILED
     assert f"Pod {NS}/{POD}" in err["msg"] and "eth1 (NAD ns-a/net-a)" in err["msg"]
     assert "NetworkStatusMissing" in err["details"] and "ns-a/net-a on eth1" in err["details"]
     assert "Multus DEL succeeded" in err["details"]
@@ -215,7 +215,7 @@ def test_primary_only_success_is_turned_into_failure_after_multus_del(tmp_path: 
     assert w.commands() == ["ADD", "DEL"]
     assert w.runner.calls[1].env["CNI_CONTAINERID"] == "c1" and w.runner.calls[1].env["CNI_NETNS"] == NETNS
     err = _error(out)
-    assert err["code"] == shim.CODE_VERIFICATION_FAILED
+    assert err["code"] == shim.CniErrorCode.VERIFICATION_FAILED
     assert "dra0" in err["msg"] and "dra1" in err["msg"]
     assert R.NETWORK_STATUS_MISSING.value in err["details"] and "Multus DEL succeeded" in err["details"]
 
@@ -275,7 +275,7 @@ def test_rejection_runs_no_multus_at_all(tmp_path: Path, change: Any, reason: R)
     out = w.add()
     assert out.reason is reason and out.exit_code == 1 and w.runner.calls == []
     err = _error(out)
-    assert err["code"] == shim.CODE_REJECTED and "no delegate ran" in err["details"]
+    assert err["code"] == shim.CniErrorCode.REJECTED and "no delegate ran" in err["details"]
 
 
 def test_c15_collision_between_manual_selections_is_rejected_before_multus(tmp_path: Path) -> None:
@@ -349,7 +349,7 @@ def test_persistent_server_errors_fail_without_a_stale_fallback(tmp_path: Path) 
     w.api.failures[("pods", NS, POD)] = [kube_errors.ServerError("HTTP 500 boom")] * 50
     out = w.add()
     assert out.reason is R.API_READ_FAILED and w.runner.calls == []
-    assert "no stale copy" in _error(out)["msg"] and _error(out)["code"] == shim.CODE_TRY_AGAIN
+    assert "no stale copy" in _error(out)["msg"] and _error(out)["code"] == shim.CniErrorCode.TRY_AGAIN
 
 
 def test_reads_are_bounded_by_the_remaining_budget(tmp_path: Path) -> None:
@@ -391,7 +391,7 @@ def test_multus_unavailable(tmp_path: Path) -> None:
     w = World(tmp_path)
     w.runner.unavailable = True
     out = w.add()
-    assert out.reason is R.MULTUS_UNAVAILABLE and _error(out)["code"] == shim.CODE_TRY_AGAIN
+    assert out.reason is R.MULTUS_UNAVAILABLE and _error(out)["code"] == shim.CniErrorCode.TRY_AGAIN
 
 
 def test_del_is_passed_through_without_any_read(tmp_path: Path) -> None:
@@ -416,7 +416,7 @@ def test_unexpected_exception_still_answers(tmp_path: Path) -> None:
 
     w.api.on_read = boom
     out = w.add()
-    assert out.reason is R.INTERNAL_ERROR and _error(out)["code"] == shim.CODE_TRY_AGAIN
+    assert out.reason is R.INTERNAL_ERROR and _error(out)["code"] == shim.CniErrorCode.TRY_AGAIN
 
 
 def test_metrics_count_decisions_and_split_latency(tmp_path: Path) -> None:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,9 +81,80 @@ def test_single_plugin_primary_capabilities(tmp_path: Path) -> None:
     ] == {"ips": True}
 
 
-def test_shim_file_is_the_module_behind_a_python_line(tmp_path: Path) -> None:
+def _run(path: Path, command: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """The installed shim as the runtime runs it: its own #! line, no environment but CNI_*."""
+    env = {"CNI_COMMAND": command, "CNI_CONTAINERID": "c1", "CNI_PATH": str(path.parent)}
+    return subprocess.run([str(path)], input=stdin, env=env, capture_output=True, check=False)
+
+
+def test_shim_file_is_the_module_behind_a_python_line_naming_its_rules(tmp_path: Path) -> None:
     path = install.write_shim(tmp_path, interpreter="/usr/bin/python3")
+    digest = install.rules_digest(install.rules_sources())
     data = path.read_bytes()
     assert data.startswith(b"#!/usr/bin/python3 -IS\n")
-    assert data.split(b"\n", 1)[1] == Path(shim.__file__).read_bytes()
+    source = Path(shim.__file__).read_bytes()
+    assert data.split(b"\n", 1)[1] == source.replace(
+        b"\nRULES_VERSION: str | None = None\n", f"\nRULES_VERSION: str | None = {digest!r}\n".encode()
+    )
     assert os.access(path, os.X_OK) and path.name == "multus-guard"
+    rules = tmp_path / "multus-guard.d" / digest / "sriov_dra_rules"
+    assert {p.name: p.read_bytes() for p in rules.glob("*.py")} == install.rules_sources()
+    assert sorted(p.name for p in (tmp_path / "multus-guard.d").iterdir()) == [digest]
+
+
+def test_installed_shim_runs_the_installed_rules_and_no_other_copy(tmp_path: Path) -> None:
+    """Run with -I -S from its #! line, the shim loads guardconf from its own versioned directory."""
+    path = install.write_shim(tmp_path, interpreter=sys.executable)
+    assert json.loads(_run(path, "VERSION").stdout)["supportedVersions"][-1] == "1.1.0"
+    done = _run(
+        path, "ADD", json.dumps({"cniVersion": "1.0.0", "name": "n", "multus": {"mode": "fat"}}).encode()
+    )
+    error = json.loads(done.stdout)
+    assert done.returncode == 1 and error["code"] == shim.CniErrorCode.INVALID_CONFIG
+    assert error["msg"] == 'multus-guard: config key multus.mode must be "thick" or "thin", got \'fat\''
+    digest = install.rules_digest(install.rules_sources())
+    guardconf = tmp_path / "multus-guard.d" / digest / "sriov_dra_rules" / "guardconf.py"
+    guardconf.write_text(guardconf.read_text().replace('must be "thick" or "thin"', "MARKED"))
+    for pyc in guardconf.parent.glob("__pycache__/guardconf.*.pyc"):
+        pyc.unlink()
+    assert "MARKED" in json.loads(_run(path, "ADD", b'{"cniVersion": "1.0.0", "name": "n"}').stdout)["msg"]
+    assert not list(guardconf.parent.glob("__pycache__/guardconf.*.pyc")), "the shim wrote bytecode"
+
+
+def test_an_installed_shim_without_its_rules_fails_with_try_again_and_the_fix(tmp_path: Path) -> None:
+    path = install.write_shim(tmp_path, interpreter=sys.executable)
+    shutil.rmtree(tmp_path / "multus-guard.d")
+    done = _run(path, "ADD", b"{}")
+    error = json.loads(done.stdout)
+    assert done.returncode == 1 and error["code"] == shim.CniErrorCode.TRY_AGAIN
+    assert "run sriov-dra-guard install again" in error["msg"]
+
+
+def test_reinstalling_another_version_keeps_only_the_rules_the_shim_names(tmp_path: Path) -> None:
+    parent = tmp_path / "multus-guard.d"
+    (parent / "0123456789abcdef" / "sriov_dra_rules").mkdir(parents=True)  # an older version's rules
+    (parent / ".0123456789abcdef.tmp-99").mkdir()  # an interrupted install's temporary
+    path = install.write_shim(tmp_path, interpreter=sys.executable)
+    digest = install.rules_digest(install.rules_sources())
+    assert sorted(p.name for p in parent.iterdir()) == [digest]
+    assert f"RULES_VERSION: str | None = {digest!r}" in path.read_text()
+    before = (parent / digest / "sriov_dra_rules" / "names.py").stat().st_ino
+    install.write_shim(tmp_path, interpreter=sys.executable)  # the same version: kept as it is
+    assert (parent / digest / "sriov_dra_rules" / "names.py").stat().st_ino == before
+
+
+def test_a_rules_directory_edited_by_hand_is_replaced_on_reinstall(tmp_path: Path) -> None:
+    install.write_shim(tmp_path, interpreter=sys.executable)
+    digest = install.rules_digest(install.rules_sources())
+    names = tmp_path / "multus-guard.d" / digest / "sriov_dra_rules" / "names.py"
+    names.write_text("edited\n")
+    install.write_shim(tmp_path, interpreter=sys.executable)
+    assert names.read_bytes() == install.rules_sources()["names.py"]
+
+
+def test_remove_shim_leaves_no_shim_and_no_rules(tmp_path: Path) -> None:
+    install.write_shim(tmp_path, interpreter=sys.executable)
+    removed = install.remove_shim(tmp_path)
+    assert removed[0] == tmp_path / "multus-guard"
+    assert list(tmp_path.iterdir()) == []
+    assert install.remove_shim(tmp_path) == []

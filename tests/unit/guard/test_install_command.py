@@ -139,3 +139,22 @@ def test_valid_multus_keys_reach_the_conflist_as_before(tmp_path: Path) -> None:
         "primaryConfig": str(tmp_path / "net.d" / "10-flannel.conflist"),
         **json.loads(multus),
     }
+
+
+def test_uninstall_removes_the_conflist_the_shim_and_every_rules_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(tmp_path, json.dumps(PRIMARY)) == 0
+    bin_dir, conf_dir = tmp_path / "bin", tmp_path / "net.d"
+    (bin_dir / "multus-guard.d" / "0123456789abcdef").mkdir()  # an older version left by hand
+    (bin_dir / "host-local").write_text("not ours")
+    capsys.readouterr()
+    argv = ["uninstall", "--bin-dir", str(bin_dir), "--conf-dir", str(conf_dir)]
+    assert main.main(argv) == 0
+    assert capsys.readouterr().out.startswith(
+        f"removed {conf_dir / install.CONFLIST_NAME}, {bin_dir / 'multus-guard'}, "
+    )
+    assert sorted(p.name for p in bin_dir.iterdir()) == ["host-local"]
+    assert sorted(p.name for p in conf_dir.iterdir()) == ["10-flannel.conflist"]
+    assert main.main(argv) == 0
+    assert capsys.readouterr().out == "nothing to remove\n"

@@ -98,6 +98,6 @@ def test_undecodable_request_gets_one_cni_error_answer_and_no_decision(
     hooks, path = served
     code, stdout = _ask(path, payload)
     error = json.loads(stdout)
-    assert code == 1 and error["code"] == shim.CODE_DECODE
+    assert code == 1 and error["code"] == shim.CniErrorCode.DECODE
     assert "could not decode" in error["msg"] and mentions in error["msg"]
     assert hooks.calls == []

@@ -40,11 +40,13 @@ def _parse(obj: dict[str, Any]) -> shim.GuardConf:
     return shim.parse_conf(json.dumps(obj).encode())
 
 
-def test_shim_imports_only_the_standard_library() -> None:
+def test_shim_imports_only_the_standard_library_and_the_shared_rules() -> None:
+    """The rules package itself is held to the standard library by tests/unit/rules."""
     tree = ast.parse(Path(shim.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert imported <= {"__future__", "json", "os", "socket", "stat", "sys", "time", "dataclasses", "typing"}
+    stdlib = {"__future__", "enum", "json", "os", "socket", "stat", "sys", "time", "typing"}
+    assert imported <= stdlib | {"sriov_dra_rules"}
 
 
 def test_parse_conf_reads_every_key(tmp_path: Path) -> None:
@@ -69,7 +71,7 @@ def test_parse_conf_reads_every_key(tmp_path: Path) -> None:
         (lambda c: c["multus"].update(config={"delegates": []}), "delegates"),
         (lambda c: c["guard"].update(timeoutSeconds=0), "timeoutSeconds"),
         (lambda c: c["guard"].update(timeoutSeconds=True), "timeoutSeconds"),
-        (lambda c: c.update(multus="thin"), "'multus'"),
+        (lambda c: c.update(multus="thin"), "multus must be an object, got a string"),
         (lambda c: c.pop("cniVersion"), "cniVersion"),
         (lambda c: c["multus"].update(kubeconfig=""), "kubeconfig"),
     ],
@@ -201,6 +203,24 @@ def test_cni_error_object_shape() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("text", "mentions"),
+    [
+        (b'{"cniVersion": "1.0.0", "name": "a", "name": "b"}', '$.name: duplicate key "name"'),
+        (
+            b'{"cniVersion": "1.0.0", "name": "a", "guard": {"timeoutSeconds": NaN}}',
+            "NaN is not a JSON number",
+        ),
+        (b'{"cniVersion": "1.0.0", "name": "\xff"}', "not UTF-8 text"),
+    ],
+    ids=["repeated-key", "nan", "not-utf8"],
+)
+def test_parse_conf_reads_stdin_with_the_one_strict_json_reader(text: bytes, mentions: str) -> None:
+    with pytest.raises(shim.GuardConfError) as info:
+        shim.parse_conf(text)
+    assert str(info.value).startswith("the CNI config on stdin is not JSON: ") and mentions in str(info.value)
+
+
 def test_parse_conf_refuses_nesting_too_deep_to_decode_with_a_guard_conf_error() -> None:
     with pytest.raises(shim.GuardConfError) as info:
         shim.parse_conf(b"[" * 100_000 + b"]" * 100_000)
@@ -229,7 +249,7 @@ def test_add_over_the_message_limit_is_refused_by_the_shim_with_the_size_not_a_b
     monkeypatch.setattr(shim.os, "environ", {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1"})
     assert shim.main() == 1
     error = json.loads(capsys.readouterr().out)
-    assert error["code"] == shim.CODE_INVALID_CONFIG
+    assert error["code"] == shim.CniErrorCode.INVALID_CONFIG
     assert f"limit of {shim.MAX_MESSAGE_BYTES} bytes" in error["msg"]
 
 
@@ -313,7 +333,7 @@ def test_thick_daemon_config_cni_dir_wins_as_in_multus_overlay(tmp_path: Path) -
     ("daemon_text", "mentions"),
     [
         (None, "cannot read Multus daemon config"),
-        ('{"cniDir": "/a", "cniDir": "/b"}', "'cniDir' is repeated"),
+        ('{"cniDir": "/a", "cniDir": "/b"}', 'duplicate key "cniDir"'),
         ('["cniDir"]', "is not a JSON object"),
         ('{"cniDir": 5}', "cniDir in"),
         ('{"cniDir": ""}', "non-empty path"),
