@@ -4,7 +4,8 @@ The plugin role (no DaemonSet) installs the plugin's RBAC and the admission poli
 NAD still carries the protection finalizer the playbook refuses and removes nothing, the policy
 included. Once the shadow is released (the finalizer removed by cluster-admin, a binding manager,
 as the plugin would), the playbook passes through the policy with the admin's kubeconfig and
-removes the policy, its binding and its ClusterRoles with the rest of the plugin's RBAC.
+removes the policy, its binding and its ClusterRoles with the rest of the plugin's RBAC, and the
+guard's shim with every version of its rules from the node's CNI bin directory.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from kubernetes import client as k8s
 from tests.ansible.conftest import node_inventory, run
 
+from sriov_dra.guard import install
 from sriov_dra_rules import names
 
 NAMESPACE = "sriovnet-cleanup-playbook"
@@ -61,6 +63,9 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
     run(["ansible-playbook", "-i", str(inventory), str(setup)], env)
     assert len(_policy_objects(api)) == 4
     (tmp_path / "net.d").mkdir()
+    bin_dir = tmp_path / "bin"
+    install.write_shim(bin_dir, interpreter="/usr/bin/python3")  # what the guard's init container leaves
+    (bin_dir / "host-local").write_text("not the guard's")
     extra = tmp_path / "vars.json"
     extra.write_text(
         json.dumps(
@@ -69,6 +74,7 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
                 "cleanup_guard_namespace": NAMESPACE,
                 "cleanup_operator_namespace": NAMESPACE,
                 "cleanup_guard_cni_conf_dir": str(tmp_path / "net.d"),
+                "cleanup_guard_cni_bin_dir": str(bin_dir),
                 "cleanup_checkpoint": str(tmp_path / "no-checkpoint.json"),
             }
         )
@@ -94,6 +100,7 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
         assert refused.returncode != 0
         assert f"shadow NADs {SHADOW} still carry {names.FINALIZER_ATTACHMENT_PROTECTION}" in refused.stdout
         assert len(_policy_objects(api)) == 4  # nothing was removed
+        assert (bin_dir / "multus-guard").exists()
     finally:
         custom.patch_namespaced_custom_object(
             "k8s.cni.cncf.io",
@@ -110,5 +117,6 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
         passed = run(cleanup, env)
         assert "failed=0" in passed.stdout
         assert _policy_objects(api) == []
+        assert sorted(p.name for p in bin_dir.iterdir()) == ["host-local"]  # no shim, no rules version left
     finally:
         k8s.CoreV1Api(api).delete_namespace(NAMESPACE, propagation_policy="Background")

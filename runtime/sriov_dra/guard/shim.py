@@ -1,4 +1,4 @@
-"""``multus-guard``: the CNI plugin the container runtime calls instead of Multus (standard library only).
+"""``multus-guard``: the CNI plugin the container runtime calls instead of Multus (standard library and sriov_dra_rules).
 
 The runtime finds ``00-multus-guard.conflist`` first in its CNI config directory and runs this file
 (installed as ``multus-guard`` in the CNI bin dir). What it does per ``CNI_COMMAND``:
