@@ -32,8 +32,9 @@ import hashlib
 import json
 import os
 import py_compile
+import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -127,7 +128,8 @@ def write_rules(bin_dir: Path) -> str:
     """Install the rules the shim imports as ``<bin_dir>/multus-guard.d/<digest>/``; return the digest.
 
     The directory is written under a hidden temporary name (every file fsynced, bytecode compiled
-    for this interpreter with unchecked hashes, so the read-only tree needs no writes later) and
+    for this interpreter at optimization level 0 (the shim's ``-IS``; the image's services run
+    with ``PYTHONOPTIMIZE=2``) with unchecked hashes, so the read-only tree needs no writes later) and
     renamed into place; an existing directory of that digest with the same sources is kept, one
     with other contents is replaced. Raises: ``OSError`` when it cannot be written.
     """
@@ -144,8 +146,11 @@ def write_rules(bin_dir: Path) -> str:
     package.mkdir(parents=True)
     for name, data in sources.items():
         atomicfile.write_atomic(package / name, data, mode=0o644)
-        py_compile.compile(
-            str(package / name), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH
+        py_compile.compile(  # optimize=0: the shim runs as ``python3 -IS`` whatever PYTHONOPTIMIZE installs it
+            str(package / name),
+            doraise=True,
+            optimize=0,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
         )
     for directory in (package / "__pycache__", package, temp):
         atomicfile.fsync_directory(directory)
@@ -156,10 +161,24 @@ def write_rules(bin_dir: Path) -> str:
     return digest
 
 
-def prune_rules(bin_dir: Path, keep: str | None) -> list[Path]:
-    """Remove every entry of ``<bin_dir>/multus-guard.d`` but ``keep`` (and the parent if nothing is left).
+def installed_rules_version(shim_path: Path) -> str | None:
+    """The ``RULES_VERSION`` an installed shim names (``None``: no shim, or none it names).
 
-    Run after the shim that uses ``keep`` is in place (``None``: after the shim is removed).
+    Raises: ``OSError`` when the shim exists but cannot be read.
+    """
+    try:
+        text = shim_path.read_bytes()
+    except FileNotFoundError:
+        return None
+    found = re.search(rb"^RULES_VERSION: str \| None = '([0-9a-f]{16})'$", text, re.M)
+    return found.group(1).decode() if found else None
+
+
+def prune_rules(bin_dir: Path, keep: Collection[str]) -> list[Path]:
+    """Remove every entry of ``<bin_dir>/multus-guard.d`` but those named in ``keep`` (and the
+    parent when ``keep`` is empty and nothing is left).
+
+    Run after the shim that uses ``keep`` is in place (empty: after the shim is removed).
     Returns the removed paths. Raises: ``OSError`` when one cannot be removed.
     """
     parent = bin_dir / shim.RULES_PARENT
@@ -169,13 +188,13 @@ def prune_rules(bin_dir: Path, keep: str | None) -> list[Path]:
         return []
     removed = []
     for entry in entries:
-        if entry.name != keep:
+        if entry.name not in keep:
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
             removed.append(entry)
-    if keep is None:
+    if not keep:
         parent.rmdir()
     elif removed:
         atomicfile.fsync_directory(parent)
@@ -185,15 +204,18 @@ def prune_rules(bin_dir: Path, keep: str | None) -> list[Path]:
 def write_shim(bin_dir: Path, *, interpreter: str) -> Path:
     """Install the rules, then the shim as ``<bin_dir>/multus-guard`` (mode 0755, atomic), then prune.
 
-    Order: :func:`write_rules`, the shim naming that digest, :func:`prune_rules` (older rules
-    directories, and temporaries of an interrupted install, are removed once no shim names them).
-    Returns the shim's path. Raises: ``OSError`` when a file cannot be written or removed.
+    Order: :func:`write_rules`, the shim naming that digest, :func:`prune_rules`. The rules the
+    replaced shim named are kept too (until the next upgrade): a CNI call that exec'd the old shim
+    just before the replacement still finds its rules. Older directories and temporaries of an
+    interrupted install are removed. Returns the shim's path. Raises: ``OSError`` when a file
+    cannot be written or removed.
     """
     path = bin_dir / SHIM_NAME
     bin_dir.mkdir(parents=True, exist_ok=True)
+    previous = installed_rules_version(path)
     digest = write_rules(bin_dir)
     atomicfile.write_atomic(path, shim_text(interpreter, digest), mode=0o755)
-    prune_rules(bin_dir, digest)
+    prune_rules(bin_dir, {digest} | ({previous} if previous else set()))
     return path
 
 
@@ -201,7 +223,7 @@ def remove_shim(bin_dir: Path) -> list[Path]:
     """Remove ``<bin_dir>/multus-guard`` first, then every rules directory; return what was removed."""
     path = bin_dir / SHIM_NAME
     removed = [path] if atomicfile.remove_durable(path) else []
-    return removed + prune_rules(bin_dir, None)
+    return removed + prune_rules(bin_dir, ())
 
 
 def uninstall(bin_dir: Path, conf_dir: Path) -> list[Path]:

@@ -143,6 +143,37 @@ def test_reinstalling_another_version_keeps_only_the_rules_the_shim_names(tmp_pa
     assert (parent / digest / "sriov_dra_rules" / "names.py").stat().st_ino == before
 
 
+def test_an_upgrade_keeps_the_rules_the_replaced_shim_named_until_the_next_install(tmp_path: Path) -> None:
+    """A CNI call that exec'd the old shim just before the upgrade must still find its rules."""
+    parent = tmp_path / "multus-guard.d"
+    old, stale = "0123456789abcdef", "fedcba9876543210"
+    for version in (old, stale):
+        (parent / version / "sriov_dra_rules").mkdir(parents=True)
+    (tmp_path / "multus-guard").write_bytes(install.shim_text(sys.executable, old))
+    assert install.installed_rules_version(tmp_path / "multus-guard") == old
+    install.write_shim(tmp_path, interpreter=sys.executable)
+    digest = install.rules_digest(install.rules_sources())
+    assert sorted(p.name for p in parent.iterdir()) == sorted([digest, old])
+    install.write_shim(tmp_path, interpreter=sys.executable)  # the next install: the old one goes
+    assert sorted(p.name for p in parent.iterdir()) == [digest]
+
+
+def test_the_rules_bytecode_is_for_the_shims_plain_python_even_when_installed_with_pythonoptimize(
+    tmp_path: Path,
+) -> None:
+    """The image's services run with PYTHONOPTIMIZE=2; the shim runs as ``python3 -IS`` (level 0)."""
+    code = "import sys; from pathlib import Path; from sriov_dra.guard import install; install.write_shim(Path(sys.argv[1]), interpreter=sys.executable)"
+    subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], env={**os.environ, "PYTHONOPTIMIZE": "2"}, check=True
+    )
+    digest = install.rules_digest(install.rules_sources())
+    cache = tmp_path / "multus-guard.d" / digest / "sriov_dra_rules" / "__pycache__"
+    tag = sys.implementation.cache_tag
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        f"{n[:-3]}.{tag}.pyc" for n in install.rules_sources()
+    )
+
+
 def test_a_rules_directory_edited_by_hand_is_replaced_on_reinstall(tmp_path: Path) -> None:
     install.write_shim(tmp_path, interpreter=sys.executable)
     digest = install.rules_digest(install.rules_sources())
