@@ -179,14 +179,22 @@ def _claim(name: str, roots: list[str]) -> dict[str, Any]:
     }
 
 
-def workload(api: client.ApiClient, plugin: Plugin, roots: list[str], data_dir: Path) -> Iterator[Workload]:
-    """A namespace with the template NAD (host-local in ``data_dir``), a claim of one VF under each
-    of ``roots`` and its Pod, scheduled and allocated; unprepared (if still prepared) and deleted after."""
+def workload(
+    api: client.ApiClient,
+    plugin: Plugin,
+    roots: list[str],
+    data_dir: Path,
+    vf_settings: dict[str, object] | None = None,
+) -> Iterator[Workload]:
+    """A namespace with the template NAD (host-local in ``data_dir``; ``vf_settings`` such as
+    ``{"vlan": 100, "spoofchk": "off"}`` added to its sriov config, which the plugin renders into
+    each shadow), a claim of one VF under each of ``roots`` and its Pod, scheduled and allocated;
+    unprepared (if still prepared) and deleted after."""
     core, res = client.CoreV1Api(api), client.ResourceV1Api(api)
     ns = f"realvf-{uuid.uuid4().hex[:8]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
     try:
-        config = {"cniVersion": "1.0.0", "name": "rail", "type": "sriov"}
+        config = {"cniVersion": "1.0.0", "name": "rail", "type": "sriov", **(vf_settings or {})}
         config["ipam"] = {"type": "host-local", "dataDir": str(data_dir), "ranges": [[{"subnet": SUBNET}]]}
         client.CustomObjectsApi(api).create_namespaced_custom_object(
             NAD_GROUP,

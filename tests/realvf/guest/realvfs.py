@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +27,10 @@ ROOTS = {"pci0000:20": 0, "pci0000:40": 1}
 """PCIe root of each igb PF -> the NUMA node QEMU gave its pxb-pcie bus (vm.qemu_argv)."""
 SESSION_WRITES: dict[str, list[str]] = {}
 """PF address -> the writes the session fixture's ``numvfs.converge`` made (test_numvfs checks)."""
+HELD: set[str] = set()
+"""VF addresses a module-scoped fixture keeps inside a Pod netns across its module's tests (the
+chain's VF in use, guest/test_cni_chain.py); the autouse baseline check skips them until the
+fixture gives them back and discards them here."""
 
 
 def collection_module_utils() -> object:
@@ -120,6 +126,17 @@ def raw_vf(bdf: str, index: int = -1) -> RawVf:
         net=net,
         device_id=read(dev / "device").removeprefix("0x"),
     )
+
+
+def vf_table_line(pf: str, index: int) -> str:
+    """The ``vf <index> ...`` line of ``ip link show <pf>`` (iproute2's rendering of the PF's VF table:
+    MAC, ``vlan N`` when set, ``spoof checking on|off``, ``trust on|off``), read independently of
+    the product's and the stand-in's netlink code."""
+    text = subprocess.run(["ip", "link", "show", pf], capture_output=True, text=True, check=True).stdout
+    for line in text.splitlines():
+        if re.match(rf"\s*vf {index}\b", line):
+            return line.strip()
+    raise AssertionError(f"no vf {index} line in ip link show {pf}:\n{text}")
 
 
 def wait_until(what: str, predicate: Callable[[], object], timeout_s: float = 60.0) -> None:

@@ -8,8 +8,15 @@ conflist, installed by ``sriov-dra-guard install`` (its entry point, run in this
 shim asks the guard daemon (``sriov-dra-guard serve``, started here), which runs the pinned Multus
 thin binary; Multus reads the Pod and the shadow from the API server and runs the lab's ``sriov``
 plugin with ``--real-vfs``, which moves the VF with the pinned ``host-device`` and gets the
-address from ``host-local`` (both from the run image). One ADD and one DEL: each CNI exec of a
-Python plugin costs seconds of import time under TCG.
+address from ``host-local`` (both from the run image).
+
+Each CNI exec of a Python plugin costs seconds of import time under TCG, so the module prepares one
+claim (its template NAD sets the chain network's :data:`VF_SETTINGS`) and installs the chain once
+(module-scoped fixtures) and uses two sandboxes of its Pod: one whose ADD is deleted after its
+netns was, and one held in use (:func:`in_use`, in :data:`realvfs.HELD` while it is) across the
+three tests that follow it in file order (the realvf tier keeps the in-module order): its ADD's
+VF settings, a second ADD on its VF refused, and its DEL, which the last of them runs. The PF's
+VF table is read with iproute2 (:func:`realvfs.vf_table_line`).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -38,6 +45,8 @@ from sriov_dra_rules import names
 CNI_DIR = realvfs.REPO / ".realvf-cni"
 PRIMARY = "10-realvf-primary.conflist"
 BINARIES = ("multus", "loopback", "host-device", "host-local")
+VF_SETTINGS = {"vlan": 100, "spoofchk": "off", "trust": "on"}
+"""The chain network's VF settings (the template NAD's sriov config; the shadows carry them)."""
 
 
 @dataclass
@@ -57,12 +66,13 @@ class Chain:
         )
 
 
-@pytest.fixture
-def chain(plugin: kubeplugin.Plugin, tmp_path: Path) -> Iterator[Chain]:
+@pytest.fixture(scope="module")
+def chain(plugin: kubeplugin.Plugin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     """The bin dir (pinned binaries, the sriov stand-in, the guard shim), the guard's conflist, its daemon."""
     missing = [n for n in BINARIES if not os.access(CNI_DIR / n, os.X_OK)]
     if missing:
         pytest.skip(f"{missing} not in the run image (build the pinned CNI plugins: make setup)")
+    tmp_path = tmp_path_factory.mktemp("chain")
     bin_dir, conf_dir = tmp_path / "bin", tmp_path / "net.d"
     commands = {name: [str(CNI_DIR / name)] for name in BINARIES}
     commands["sriov"] = [sys.executable, "-m", "sriov_dra_lab.sriov_cni", "--real-vfs"]
@@ -104,53 +114,225 @@ def chain(plugin: kubeplugin.Plugin, tmp_path: Path) -> Iterator[Chain]:
         daemon.stop()
 
 
-@pytest.fixture
-def one_vf(api: client.ApiClient, plugin: kubeplugin.Plugin, tmp_path: Path) -> Iterator[kubeplugin.Workload]:
-    """A Pod with a claim of one VF (under the first root), scheduled and allocated."""
-    yield from kubeplugin.workload(api, plugin, sorted(realvfs.ROOTS)[:1], tmp_path / "host-local")
+@dataclass
+class Prepared:
+    """The module's Pod with its prepared claim of one VF: the shadow, the VF and its PF's VF table."""
+
+    workload: kubeplugin.Workload
+    pod_uid: str
+    shadow: str
+    network: str
+    """The CNI network name of the shadow's config (the template's ``name``)."""
+    bdf: str
+    name: str
+    """The VF's netdev name in the host namespace."""
+    pf: str
+    index: int
+    """The VF's index in the PF's VF table."""
+    idle_line: str
+    """The VF's line of ``ip link show <pf>`` while no sandbox uses it."""
+    host_local: Path
+
+    def allocations(self) -> list[Path]:
+        """host-local's address files of the rail's subnet."""
+        return sorted(self.host_local.rglob("10.56.*"))
+
+    def table_line(self) -> str:
+        return realvfs.vf_table_line(self.pf, self.index)
 
 
-def test_guard_multus_thin_and_the_sriov_stand_in_move_the_prepared_real_vf_into_the_pod_netns_with_the_rail_address_and_del_restores_it(
-    api: client.ApiClient,
-    plugin: kubeplugin.Plugin,
-    one_vf: kubeplugin.Workload,
-    chain: Chain,
-    tmp_path: Path,
-) -> None:
-    assert isinstance(plugin.prepare(one_vf.ref), messages.Prepared)
-    ((shadow, bdf),) = kubeplugin.shadow_vfs(kubeplugin.shadows(api, one_vf.namespace)).items()
-    (name,) = realvfs.raw_vf(bdf).net or ("",)
-    pod = client.CoreV1Api(api).read_namespaced_pod(one_vf.pod, one_vf.namespace)
-    sandbox = f"realvf-{uuid.uuid4().hex[:8]}"
-    path = netedit.create_netns(sandbox)
+@dataclass
+class Sandbox:
+    """One Pod sandbox of the runtime: its netns and the attachment the runtime's ADD/DEL carry."""
+
+    netns_name: str
+    att: cni.Attachment
+    added: cni.CniResult | None = None
+    deleted: bool = field(default=False)
+
+    @property
+    def netns(self) -> str:
+        return self.att.netns
+
+    def inside(self) -> list[netlink.LinkInfo]:
+        """The links of the sandbox's netns other than ``lo``."""
+        return [link for link in netlink.links(self.netns) if link.name != "lo"]
+
+    def remove_netns(self) -> None:
+        if (netlink.NETNS_RUN_DIR / self.netns_name).exists():
+            netedit.remove_netns(self.netns_name)
+
+
+def new_sandbox(prepared: Prepared, chain: Chain) -> Sandbox:
+    """A new netns and container ID for the module's Pod (what the runtime makes for each sandbox)."""
+    name = f"realvf-{uuid.uuid4().hex[:8]}"
+    path = netedit.create_netns(name)
     container = uuid.uuid4().hex
+    w = prepared.workload
     att = cni.Attachment(
         container_id=container,
         netns=path,
-        cni_args=cni.k8s_args(one_vf.namespace, one_vf.pod, pod.metadata.uid, container),
+        cni_args=cni.k8s_args(w.namespace, w.pod, prepared.pod_uid, container),
         ifname="eth0",
         cni_path=(chain.bin_dir,),
     )
-    try:
-        added = chain.run("ADD", att)
-        assert added.ok, f"ADD failed: {added.stdout}{added.stderr}"
-        (vf_link,) = [link for link in netlink.links(path) if link.name == "dra0"]
-        assert vf_link.parent_device == bdf, "the interface in the Pod netns is the allocated real VF"
-        address = ipaddress.ip_interface(vf_link.addresses[0])
-        assert address.network == ipaddress.ip_network(kubeplugin.SUBNET), vf_link
-        assert realvfs.raw_vf(bdf).net == (), "the VF's netdev left the host namespace"
-        status = json.loads(kubeplugin.annotations(api, one_vf)[names.NETWORK_STATUS_ANNOTATION])
-        (entry,) = [e for e in status if e.get("interface") == "dra0"]
-        assert (entry["name"], entry["ips"]) == (f"{one_vf.namespace}/{shadow}", [str(address.ip)])
+    return Sandbox(name, att)
 
-        deleted = chain.run("DEL", att, added.result)
-        assert deleted.ok, f"DEL failed: {deleted.stdout}{deleted.stderr}"
-        assert [link.name for link in netlink.links(path) if link.name != "lo"] == []
-        print(f"cni chain: ADD {added.duration_s:.1f}s, DEL {deleted.duration_s:.1f}s")
-    finally:
-        netedit.remove_netns(sandbox)
+
+@pytest.fixture(scope="module")
+def one_vf(
+    api: client.ApiClient, plugin: kubeplugin.Plugin, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[kubeplugin.Workload]:
+    """A Pod with a claim of one VF (under the first root) of the network with :data:`VF_SETTINGS`."""
+    host_local = tmp_path_factory.mktemp("host-local")
+    yield from kubeplugin.workload(api, plugin, sorted(realvfs.ROOTS)[:1], host_local, VF_SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def prepared(
+    api: client.ApiClient,
+    plugin: kubeplugin.Plugin,
+    real_pfs: list[realvfs.RealPf],
+    one_vf: kubeplugin.Workload,
+) -> Iterator[Prepared]:
+    """The claim prepared by the plugin (NodePrepare), its shadow read back; unprepared after."""
+    assert isinstance(plugin.prepare(one_vf.ref), messages.Prepared)
+    (shadow,) = kubeplugin.shadows(api, one_vf.namespace)
+    shadow_name = shadow["metadata"]["name"]
+    bdf = kubeplugin.shadow_vfs([shadow])[shadow_name]
+    config = json.loads(shadow["spec"]["config"])
+    assert {key: config.get(key) for key in VF_SETTINGS} == VF_SETTINGS, "the shadow keeps the settings"
+    (pf,) = [pf for pf in real_pfs if any(vf.bdf == bdf for vf in realvfs.raw_vfs(pf))]
+    (index,) = [vf.index for vf in realvfs.raw_vfs(pf) if vf.bdf == bdf]
+    (name,) = realvfs.raw_vf(bdf).net or ("",)
+    pod = client.CoreV1Api(api).read_namespaced_pod(one_vf.pod, one_vf.namespace)
+    idle = realvfs.vf_table_line(pf.ifname, index)
+    assert "vlan" not in idle and "spoof checking on" in idle and "trust off" in idle, idle
+    (host_local,) = {config["ipam"]["dataDir"]}
+    yield Prepared(
+        one_vf,
+        pod.metadata.uid,
+        shadow_name,
+        config["name"],
+        bdf,
+        name,
+        pf.ifname,
+        index,
+        idle,
+        Path(host_local),
+    )
+    assert plugin.unprepare(one_vf.ref) is None
+
+
+def _assert_given_back(prepared: Prepared) -> None:
+    """The VF in the host namespace under its name without an address, its VF-table line as while
+    idle (no VLAN, spoofchk on, trust off) and its address released by host-local."""
+    bdf, name = prepared.bdf, prepared.name
     realvfs.wait_until(f"{name} back in the host namespace", lambda: realvfs.raw_vf(bdf).net == (name,))
     (host_link,) = [link for link in netlink.links(None) if link.name == name]
     assert host_link.addresses == (), "DEL removed the rail address"
-    assert not any((tmp_path / "host-local").rglob("10.56.*")), "host-local released the address"
-    assert plugin.unprepare(one_vf.ref) is None
+    assert prepared.table_line() == prepared.idle_line, "DEL reset VLAN (0), spoofchk and trust"
+    assert prepared.allocations() == [], "host-local released the address"
+
+
+def test_del_through_the_chain_after_the_pod_netns_was_deleted_gives_the_vf_back_under_its_name_and_releases_its_address(
+    prepared: Prepared, chain: Chain
+) -> None:
+    # First in the module: it needs the VF idle, before in_use holds it.
+    box = new_sandbox(prepared, chain)
+    try:
+        added = chain.run("ADD", box.att)
+        assert added.ok, f"ADD failed: {added.stdout}{added.stderr}"
+        assert [(link.name, link.parent_device) for link in box.inside()] == [("dra0", prepared.bdf)]
+        assert len(prepared.allocations()) == 1
+    finally:
+        box.remove_netns()
+    # The kernel gives the VF back to the host namespace as it was named in the Pod (dra0).
+    deleted = chain.run("DEL", box.att, added.result)
+    assert deleted.ok, f"DEL failed: {deleted.stdout}{deleted.stderr}"
+    _assert_given_back(prepared)
+    print(f"cni chain, deleted netns: ADD {added.duration_s:.1f}s, DEL {deleted.duration_s:.1f}s")
+
+
+@pytest.fixture(scope="module")
+def in_use(prepared: Prepared, chain: Chain) -> Iterator[Sandbox]:
+    """A sandbox of the Pod whose ADD through the chain holds the VF (in :data:`realvfs.HELD`) until
+    :func:`test_del_through_the_chain_gives_the_vf_back_under_its_name_with_vlan_0_and_no_address`
+    (or this fixture's teardown, when that test did not run) deletes it."""
+    box = new_sandbox(prepared, chain)
+    try:
+        box.added = chain.run("ADD", box.att)
+        assert box.added.ok, f"ADD failed: {box.added.stdout}{box.added.stderr}"
+        realvfs.HELD.add(prepared.bdf)
+        print(f"cni chain, VF in use: ADD {box.added.duration_s:.1f}s")
+        yield box
+    finally:
+        if box.added is not None and box.added.ok and not box.deleted:
+            chain.run("DEL", box.att, box.added.result)
+        box.remove_netns()
+        realvfs.HELD.discard(prepared.bdf)
+
+
+def _assert_held(box: Sandbox) -> None:
+    assert not box.deleted, "runs before the DEL test of this module (file order), which ends the use"
+
+
+def test_add_through_the_chain_moves_the_prepared_vf_into_the_pod_netns_with_the_rail_address_and_sets_the_networks_vlan_spoofchk_trust_in_the_pfs_vf_table(
+    api: client.ApiClient, prepared: Prepared, in_use: Sandbox
+) -> None:
+    _assert_held(in_use)
+    (vf_link,) = in_use.inside()
+    assert (vf_link.name, vf_link.parent_device) == ("dra0", prepared.bdf), "the allocated real VF"
+    address = ipaddress.ip_interface(vf_link.addresses[0])
+    assert address.network == ipaddress.ip_network(kubeplugin.SUBNET), vf_link
+    assert realvfs.raw_vf(prepared.bdf).net == (), "the VF's netdev left the host namespace"
+    status = json.loads(kubeplugin.annotations(api, prepared.workload)[names.NETWORK_STATUS_ANNOTATION])
+    (entry,) = [e for e in status if e.get("interface") == "dra0"]
+    assert (entry["name"], entry["ips"]) == (
+        f"{prepared.workload.namespace}/{prepared.shadow}",
+        [str(address.ip)],
+    )
+    line = prepared.table_line()
+    assert "vlan 100" in line and "spoof checking off" in line and "trust on" in line, line
+
+
+def test_a_second_add_through_the_chain_on_the_vf_in_use_is_refused_with_sriov_cnis_message_before_anything_moves(
+    prepared: Prepared, chain: Chain, in_use: Sandbox
+) -> None:
+    _assert_held(in_use)
+    (held_link,) = in_use.inside()
+    in_use_line = prepared.table_line()
+    second = new_sandbox(prepared, chain)  # another sandbox (container, netns) of the same Pod
+    try:
+        refused = chain.run("ADD", second.att)
+        assert not refused.ok and refused.error is not None, refused.stdout
+        # Multus relays the delegate's error prefixed with the Pod and the CNI network name; the
+        # guard relays Multus's unchanged.
+        w = prepared.workload
+        assert (refused.error["code"], refused.error["msg"]) == (
+            999,
+            f"[{w.namespace}/{w.pod}/{prepared.pod_uid}:{prepared.network}]: error adding container to "
+            f'network "{prepared.network}": pci address {prepared.bdf} is already allocated',
+        ), refused.error
+        msg = refused.error["msg"]
+        print(f"cni chain, refused second ADD: {refused.duration_s:.1f}s: {msg}")
+        assert second.inside() == []
+        assert in_use.inside() == [held_link], "the first sandbox keeps its VF and address"
+        assert realvfs.raw_vf(prepared.bdf).net == ()
+        assert prepared.table_line() == in_use_line, "the refused ADD changed no VF setting"
+        assert len(prepared.allocations()) == 1, "the refused ADD allocated no address"
+    finally:
+        second.remove_netns()
+
+
+def test_del_through_the_chain_gives_the_vf_back_under_its_name_with_vlan_0_and_no_address(
+    prepared: Prepared, chain: Chain, in_use: Sandbox
+) -> None:
+    assert in_use.added is not None
+    deleted = chain.run("DEL", in_use.att, in_use.added.result)
+    in_use.deleted = True
+    assert deleted.ok, f"DEL failed: {deleted.stdout}{deleted.stderr}"
+    assert in_use.inside() == []
+    _assert_given_back(prepared)
+    realvfs.HELD.discard(prepared.bdf)
+    print(f"cni chain, VF in use: DEL {deleted.duration_s:.1f}s")

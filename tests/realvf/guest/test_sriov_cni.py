@@ -14,7 +14,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -102,15 +101,6 @@ def cni(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp
             netedit.remove_netns(name)
 
 
-def _vf_table_line(pf: str, index: int) -> str:
-    """The ``vf <index> ...`` line of ``ip link show <pf>`` (iproute2's rendering of the VF table)."""
-    text = subprocess.run(["ip", "link", "show", pf], capture_output=True, text=True, check=True).stdout
-    for line in text.splitlines():
-        if re.match(rf"\s*vf {index}\b", line):
-            return line.strip()
-    raise AssertionError(f"no vf {index} line in ip link show {pf}:\n{text}")
-
-
 def _inside(netns: str) -> list[netlink.LinkInfo]:
     return [link for link in netlink.links(netns) if link.name != "lo"]
 
@@ -124,7 +114,7 @@ def _assert_released(
     assert realvfs.raw_vf(real.bdf).net == (name,), "DEL gives the VF back under its original name"
     (host_link,) = [link for link in netlink.links(None) if link.name == name]
     assert host_link.addresses == ()
-    assert _vf_table_line(pf.ifname, real.index) == before, "VLAN, spoofchk and trust as before ADD"
+    assert realvfs.vf_table_line(pf.ifname, real.index) == before, "VLAN, spoofchk and trust as before ADD"
     assert cni.allocations() == []
     assert not Path(f"/var/lib/cni/sriov/{container}-net1").exists()
     assert not Path(f"/var/lib/cni/sriov/pci/{real.bdf}").exists()
@@ -134,7 +124,7 @@ def test_add_moves_the_real_vf_into_the_netns_with_the_rail_address_and_programs
     vf: tuple[realvfs.RealPf, realvfs.RawVf, str], cni: Cni
 ) -> None:
     pf, real, name = vf
-    before = _vf_table_line(pf.ifname, real.index)
+    before = realvfs.vf_table_line(pf.ifname, real.index)
     assert "vlan" not in before and "spoof checking on" in before and "trust off" in before, before
     pod = cni.netns()
     conf = cni.conf(real.bdf, vlan=100, spoofchk="off", trust="on")
@@ -146,7 +136,7 @@ def test_add_moves_the_real_vf_into_the_netns_with_the_rail_address_and_programs
     assert [ip["address"] for ip in result["ips"]] == [link.addresses[0]]
     assert result["interfaces"][0]["name"] == "net1" and result["interfaces"][0]["sandbox"] == pod
     assert realvfs.raw_vf(real.bdf).net == (), "the VF's netdev left the host namespace"
-    programmed = _vf_table_line(pf.ifname, real.index)
+    programmed = realvfs.vf_table_line(pf.ifname, real.index)
     assert "vlan 100" in programmed and "spoof checking off" in programmed and "trust on" in programmed
     state = json.loads(Path("/var/lib/cni/sriov/c1-net1").read_text())
     assert (state["deviceID"], state["pf"], state["vfIndex"], state["hostIfname"]) == (
@@ -167,7 +157,7 @@ def test_del_after_the_netns_was_deleted_renames_the_returned_vf_back_and_releas
     vf: tuple[realvfs.RealPf, realvfs.RawVf, str], cni: Cni
 ) -> None:
     pf, real, _ = vf
-    before = _vf_table_line(pf.ifname, real.index)
+    before = realvfs.vf_table_line(pf.ifname, real.index)
     pod = cni.netns()
     conf = cni.conf(real.bdf, vlan=200)
     status, result = cni("ADD", conf, netns=pod, container="c2")
@@ -187,12 +177,12 @@ def test_a_second_add_on_a_vf_in_use_is_refused_as_sriov_cni_refuses_it_before_a
     conf = cni.conf(real.bdf, vlan=100)
     assert cni("ADD", conf, netns=first, container="c3")[0] == 0
     try:
-        in_use = _vf_table_line(pf.ifname, real.index)
+        in_use = realvfs.vf_table_line(pf.ifname, real.index)
         status, error = cni("ADD", cni.conf(real.bdf, vlan=300), netns=second, container="c4")
         assert status == 1
         assert (error["code"], error["msg"]) == (999, f"pci address {real.bdf} is already allocated")
         assert [link.name for link in _inside(first)] == ["net1"] and _inside(second) == []
-        assert _vf_table_line(pf.ifname, real.index) == in_use, "the refused ADD changed no VF setting"
+        assert realvfs.vf_table_line(pf.ifname, real.index) == in_use, "the refused ADD changed no VF setting"
         assert len(cni.allocations()) == 1 and not Path("/var/lib/cni/sriov/c4-net1").exists()
 
         status, error = cni("ADD", cni.conf(None), netns=second, container="c4")
