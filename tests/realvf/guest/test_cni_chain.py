@@ -255,10 +255,11 @@ def test_del_through_the_chain_after_the_pod_netns_was_deleted_gives_the_vf_back
 
 
 @pytest.fixture(scope="module")
-def in_use(prepared: Prepared, chain: Chain) -> Iterator[Sandbox]:
+def in_use(prepared: Prepared, chain: Chain, real_pfs: list[realvfs.RealPf]) -> Iterator[Sandbox]:
     """A sandbox of the Pod whose ADD through the chain holds the VF (in :data:`realvfs.HELD`) until
     :func:`test_del_through_the_chain_gives_the_vf_back_under_its_name_with_vlan_0_and_no_address`
-    (or this fixture's teardown, when that test did not run) deletes it."""
+    (or this fixture's teardown, when that test did not run) deletes it. The baseline check skips
+    the VF while it is held, so the teardown checks it is back (restoring the VFs if not)."""
     box = new_sandbox(prepared, chain)
     try:
         box.added = chain.run("ADD", box.att)
@@ -271,6 +272,14 @@ def in_use(prepared: Prepared, chain: Chain) -> Iterator[Sandbox]:
             chain.run("DEL", box.att, box.added.result)
         box.remove_netns()
         realvfs.HELD.discard(prepared.bdf)
+        try:
+            realvfs.wait_until(
+                f"the held VF {prepared.bdf} back as {prepared.name}",
+                lambda: realvfs.raw_vf(prepared.bdf).net == (prepared.name,),
+            )
+        except pytest.fail.Exception:
+            realvfs.restore_baseline(real_pfs)
+            raise
 
 
 def _assert_held(box: Sandbox) -> None:
