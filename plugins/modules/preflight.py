@@ -122,8 +122,7 @@ failed_checks:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sriovnet.dra.plugins.module_utils import args, base
+from ansible_collections.sriovnet.dra.plugins.module_utils import args, entry
 from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import preflight_node as checks
 
 
@@ -153,9 +152,7 @@ def run(module):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
-    result = base.execute(module, run)
-    module.exit_json(**result)
+    entry.main(argspec(), run)
 
 
 if __name__ == "__main__":

@@ -158,8 +158,7 @@ ansible_facts:
               type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sriovnet.dra.plugins.module_utils import args, base
+from ansible_collections.sriovnet.dra.plugins.module_utils import args, entry
 from ansible_collections.sriovnet.dra.plugins.module_utils import sysfs as sysfs_mod
 
 
@@ -187,9 +186,7 @@ def run(module):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argspec(), supports_check_mode=True)
-    result = base.execute(module, run)
-    module.exit_json(**result)
+    entry.main(argspec(), run)
 
 
 if __name__ == "__main__":
