@@ -346,21 +346,7 @@ def update_status(
     when the entries are already there.
     """
     ours = status_entries(ctx.driver_name, record)
-    try:
-        ctx.claims.update_device_status(
-            record.namespace,
-            record.name,
-            uid=record.claim_uid,
-            compute=lambda existing: claimplan.merged_status_devices(
-                existing, ours, driver_name=ctx.driver_name
-            ),
-            current=claim,
-        )
-    except Exception as exc:
-        ctx.log.warning(
-            "claim status not updated",
-            extra={"claim": f"{record.namespace}/{record.name}", "op": "status", "reason": str(exc)},
-        )
+    unprepare.write_status(ctx, record, ours, current=claim, failure="claim status not updated")
 
 
 def describe(exc: BaseException) -> tuple[str, str]:

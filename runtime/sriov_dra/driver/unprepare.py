@@ -31,6 +31,8 @@ Source: spec §6.3, §8.4 steps 4, 5, 9; reference ``dra-protocol.md`` §3.4, §
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sriov_dra.core.plugin import checkpoint_lifecycle, claimplan
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import claim_context
@@ -125,17 +127,36 @@ def clear_then_fault(ctx: claim_context.ClaimContext, record: model.ClaimRecord)
 
 def clear_status(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> None:
     """Best-effort removal of this driver's ``status.devices`` entries; other drivers' stay."""
+    write_status(ctx, record, [], current=None, failure="claim status not cleared")
+
+
+def write_status(
+    ctx: claim_context.ClaimContext,
+    record: model.ClaimRecord,
+    ours: list[dict[str, object]],
+    *,
+    current: Mapping[str, object] | None,
+    failure: str,
+) -> None:
+    """Best-effort write of ``ours`` as this driver's ``status.devices`` entries of the claim.
+
+    Other drivers' entries stay (``claimplan.merged_status_devices``); ``ours`` empty clears ours.
+    ``current`` is the claim already read, or None to GET it. Never raises: any failure is logged
+    as the warning ``failure`` with the claim and the reason (diagnostic status is best-effort,
+    spec §6.3 and §8.1 step 5). Used by prepare (set) and unprepare (clear).
+    """
     try:
         ctx.claims.update_device_status(
             record.namespace,
             record.name,
             uid=record.claim_uid,
             compute=lambda existing: claimplan.merged_status_devices(
-                existing, [], driver_name=ctx.driver_name
+                existing, ours, driver_name=ctx.driver_name
             ),
+            current=current,
         )
     except Exception as exc:
         ctx.log.warning(
-            "claim status not cleared",
+            failure,
             extra={"claim": f"{record.namespace}/{record.name}", "op": "status", "reason": str(exc)},
         )
