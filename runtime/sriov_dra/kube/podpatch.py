@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from sriov_dra.kube import errors, pods
+from sriov_dra.kube import pods
 
 DEFAULT_TIMEOUT_S: Final = 10.0
 """Budget of one Pod request."""
@@ -49,15 +49,12 @@ class PodClient:
         Source: spec §9 (JSON Patch paragraph), K12.
         """
         action = f"patch pods {namespace}/{name}"
-        with errors.translated(action):
-            response = self._api.patch_namespaced_pod(
-                name,
-                namespace,
-                [dict(op) for op in ops],
-                field_manager=FIELD_MANAGER,
-                _content_type="application/json-patch+json",
-                _preload_content=False,
-                _request_timeout=self._timeout_s,
-            )
-            data = response.data
-        return pods.decode_object(data, action)
+        return pods.json_patch(
+            action,
+            self._api.patch_namespaced_pod,
+            name,
+            namespace,
+            ops=ops,
+            field_manager=FIELD_MANAGER,
+            timeout_s=self._timeout_s,
+        )

@@ -12,6 +12,7 @@ caller owns the budget and decides what is retryable.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
@@ -51,3 +52,33 @@ def decode_object(body: bytes, action: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise errors.ServerError(f"{action}: the server answered with JSON that is not an object")
     return doc
+
+
+def json_patch(
+    action: str,
+    patch: Callable[..., Any],
+    *target: str,
+    ops: Sequence[Mapping[str, Any]],
+    field_manager: str,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """One RFC 6902 JSON Patch request: ``patch(*target, ops, ...)``, the object it returns.
+
+    ``patch`` is a generated client's patch method (``patch_namespaced_pod``,
+    ``patch_namespaced_custom_object``), ``target`` its leading positional arguments, ``ops`` the
+    operations (copied), ``timeout_s`` the request budget in seconds. ``action`` names the request
+    in errors. Raises: the :mod:`sriov_dra.kube.errors` class of the failure (``errors.Invalid``
+    for a failed ``test`` op); ``errors.ServerError`` when the answer is not one JSON object.
+    Source: spec §9 (JSON Patch paragraph), K12.
+    """
+    with errors.translated(action):
+        response = patch(
+            *target,
+            [dict(op) for op in ops],
+            field_manager=field_manager,
+            _content_type="application/json-patch+json",
+            _preload_content=False,
+            _request_timeout=timeout_s,
+        )
+        data = response.data
+    return decode_object(data, action)

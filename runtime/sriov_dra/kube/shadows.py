@@ -122,21 +122,18 @@ class NadClient:
         Source: spec §8.4 step 7, K11, K12.
         """
         action = f"patch {RESOURCE} {namespace}/{name}"
-        with errors.translated(action):
-            response = self._api.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-                [dict(op) for op in ops],
-                field_manager=FIELD_MANAGER,
-                _content_type="application/json-patch+json",
-                _preload_content=False,
-                _request_timeout=self._timeout_s,
-            )
-            data = response.data
-        return pods.decode_object(data, action)
+        return pods.json_patch(
+            action,
+            self._api.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            ops=ops,
+            field_manager=FIELD_MANAGER,
+            timeout_s=self._timeout_s,
+        )
 
     def list_all(self, *, label_selector: str) -> list[dict[str, Any]]:
         """One LIST of NADs across all namespaces matching ``label_selector``.
