@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
-from collections.abc import Callable
+import sys
+from pathlib import Path
 from typing import Final
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.benchkit import timing
 
 from sriov_dra.core import identities, networks, registry
 from sriov_dra.core.plugin import selectionownership, selections, selectionupdate
@@ -83,17 +87,6 @@ def build_pod() -> tuple[selectionupdate.PodSnapshot, list[selectionownership.Ma
     return pod, new
 
 
-def _best_per_call(fn: Callable[[], object], *, calls: int, repeats: int) -> float:
-    """Best (lowest) mean seconds per call of ``fn`` over ``repeats`` batches of ``calls``."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
-
-
 def bench_merge(*, calls: int = 300, repeats: int = 7) -> float:
     """Return merge time divided by parse time for the same 64-entry annotation, measured now.
 
@@ -114,8 +107,8 @@ def bench_merge(*, calls: int = 300, repeats: int = 7) -> float:
     update = selections.merge_managed_selections(pod, new)  # warm caches; also proves it changes
     assert update.changed and len(update.added) == 2
     parse_only()
-    merge_s = _best_per_call(merge, calls=calls, repeats=repeats)
-    parse_s = _best_per_call(parse_only, calls=calls, repeats=repeats)
+    merge_s = timing.best_per_call(merge, calls=calls, repeats=repeats)
+    parse_s = timing.best_per_call(parse_only, calls=calls, repeats=repeats)
     return merge_s / parse_s
 
 

@@ -13,9 +13,13 @@ Run as a script (``make bench`` or ``.venv/bin/python bench/core_render.py``) to
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
+import sys
+from pathlib import Path
 from typing import Final
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.benchkit import timing
 
 from sriov_dra.core import render
 
@@ -64,17 +68,6 @@ SOURCE_NAD: Final[dict[str, object]] = {
 }
 
 
-def _best_per_call(fn: Callable[[], object], *, calls: int, repeats: int) -> float:
-    """Best (lowest) mean seconds per call of ``fn`` over ``repeats`` batches of ``calls``."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
-
-
 def bench_render(*, calls: int = 2000, repeats: int = 7) -> float:
     """Return render time divided by plain ``json.loads`` + ``json.dumps`` time, measured now.
 
@@ -94,8 +87,8 @@ def bench_render(*, calls: int = 2000, repeats: int = 7) -> float:
 
     rendered()  # warm caches (regex compilation, imports)
     plain()
-    render_s = _best_per_call(rendered, calls=calls, repeats=repeats)
-    plain_s = _best_per_call(plain, calls=calls, repeats=repeats)
+    render_s = timing.best_per_call(rendered, calls=calls, repeats=repeats)
+    plain_s = timing.best_per_call(plain, calls=calls, repeats=repeats)
     return render_s / plain_s
 
 

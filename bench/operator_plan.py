@@ -15,9 +15,13 @@ because a script of that name shadows the standard library's ``operator`` module
 from __future__ import annotations
 
 import copy
-import time
-from collections.abc import Callable
+import sys
+from pathlib import Path
 from typing import Any, Final
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.benchkit import timing
 
 from sriov_dra.core.operator import drapolicy, networkrefs, sriovnetwork
 
@@ -88,15 +92,6 @@ def inputs() -> tuple[
     return policies, nodes, resolutions
 
 
-def _best(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def bench_plan(*, repeats: int = 3) -> tuple[float, float]:
     """Return ``(plan seconds, plan / deepcopy ratio)``, best of ``repeats`` each, measured now."""
     policies, nodes, resolutions = inputs()
@@ -110,8 +105,8 @@ def bench_plan(*, repeats: int = 3) -> tuple[float, float]:
     def plain() -> object:
         return copy.deepcopy((policies, nodes, resolutions))
 
-    plan_s = _best(plan, repeats)
-    copy_s = _best(plain, repeats)
+    plan_s = timing.best_per_call(plan, repeats=repeats)
+    copy_s = timing.best_per_call(plain, repeats=repeats)
     return plan_s, plan_s / copy_s
 
 

@@ -22,17 +22,21 @@ Run as a script: ``.venv/bin/python bench/plugin.py``.
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import yaml
 from kubernetes import client
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.benchkit import timing
 
 from sriov_dra.core import policies
 from sriov_dra.core.plugin import slices
@@ -74,15 +78,6 @@ class ClusterBench:
     idle_resource_versions_changed: int
 
 
-def _best(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def bench_plan(root: Path, *, repeats: int = 5) -> PlanBench:
     """Discovery and the pure publication plan on the tree at ``root`` (see the module docstring)."""
     fake = fakesysfs.build(root, fakesysfs.two_root_pfs(VFS_PER_PF))
@@ -110,8 +105,8 @@ def bench_plan(root: Path, *, repeats: int = 5) -> PlanBench:
     return PlanBench(
         devices=len(slices.pool_devices(server)),
         slices=len(first.creates),
-        discovery_s=_best(lambda: discovery.discover(fake.sysfs), repeats),
-        plan_s=_best(plan, repeats),
+        discovery_s=timing.best_per_call(lambda: discovery.discover(fake.sysfs), repeats=repeats),
+        plan_s=timing.best_per_call(plan, repeats=repeats),
         idle_writes=idle.count,
     )
 

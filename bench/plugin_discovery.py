@@ -17,12 +17,15 @@ Run as a script (``.venv/bin/python bench/plugin_discovery.py``) to print the nu
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.benchkit import timing
 
 from sriov_dra.host import discovery
 from sriov_dra_lab.fakes import fakesysfs
@@ -63,15 +66,6 @@ def scandir_walk(top: str) -> int:
     return count
 
 
-def _best(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def bench_discovery(*, vfs_per_pf: int = VFS_PER_PF, repeats: int = 7) -> DiscoveryBench:
     """Measure discovery and the scandir walk on a fresh 2-PF tree; see the module docstring."""
     with tempfile.TemporaryDirectory(prefix="sriov-dra-bench-") as tmp:
@@ -79,8 +73,8 @@ def bench_discovery(*, vfs_per_pf: int = VFS_PER_PF, repeats: int = 7) -> Discov
         found = discovery.discover(fake.sysfs)  # warm the page cache; also proves the tree
         assert len(found) == 2 * vfs_per_pf, len(found)
         entries = scandir_walk(tmp)
-        discovery_s = _best(lambda: discovery.discover(fake.sysfs), repeats)
-        scandir_s = _best(lambda: scandir_walk(tmp), repeats)
+        discovery_s = timing.best_per_call(lambda: discovery.discover(fake.sysfs), repeats=repeats)
+        scandir_s = timing.best_per_call(lambda: scandir_walk(tmp), repeats=repeats)
     return DiscoveryBench(len(found), entries, discovery_s, scandir_s)
 
 
