@@ -56,7 +56,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "runtime/sriov_dra/kube/errors.py": (1, API),
     "runtime/sriov_dra/kube/objects.py": (1, API),
     "runtime/sriov_dra/kube/pods.py": (1, API),
-    "runtime/sriov_dra/kube/watches.py": (1, "a watch event line of the API server (machine-written)"),
     "runtime/sriov_dra/kube/health.py": (1, "the API server's /version answer (machine-written)"),
     "plugins/module_utils/sriov_dra_rules/preflight_node.py": (2, CNI_RESULT),
     "plugins/module_utils/devlink.py": (1, "iproute2's devlink -j output (machine-written; never raises)"),

@@ -22,7 +22,6 @@ and raises ``ApiException`` for an ``ERROR`` event instead of retrying it).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -34,7 +33,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.watch import watch as k8s_watch
 
-from sriov_dra.kube import errors, objects
+from sriov_dra.kube import errors, objects, pods
 
 LOG = logging.getLogger(__name__)
 
@@ -85,13 +84,7 @@ def request_json(
             resp.release_conn()
     if not raw:
         return {}
-    try:
-        doc = json.loads(raw)
-    except ValueError as exc:
-        raise errors.ServerError(f"{action}: the server answered with a body that is not JSON") from exc
-    if not isinstance(doc, dict):
-        raise errors.ServerError(f"{action}: the server answered with JSON that is not an object")
-    return doc
+    return pods.decode_object(raw, action)
 
 
 @dataclass(frozen=True)
