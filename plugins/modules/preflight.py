@@ -26,13 +26,8 @@ description:
   - Changes nothing on the node (the C(cni-add) namespaces and IPAM data are temporary). The same checks run
     as C(sriov-dra preflight). The cluster checks (API versions, RBAC, co-installed operators, overlapping policies) are
     in the P(sriovnet.dra.preflight#role) role.
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
+extends_documentation_fragment:
+  - sriovnet.dra.read_only
 options:
   cni_conf_dir:
     description: The container runtime's CNI config directory.

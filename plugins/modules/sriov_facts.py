@@ -23,13 +23,8 @@ description:
     V(-1) is never reported as a node, as the plugin then publishes no C(dra.net/numaNode) attribute.
 extends_documentation_fragment:
   - sriovnet.dra.host_root
+  - sriovnet.dra.read_only
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
   facts:
     support: full
     description: Sets C(ansible_facts.sriov).
