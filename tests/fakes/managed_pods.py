@@ -119,6 +119,29 @@ def plan_shadow(
     return PlannedShadow(nad=nad, binding=binding, rendered=rendered)
 
 
+def plan_rails(
+    pod_namespace: str, pod_name: str, rails: Sequence[tuple[str, str, str, str, str]]
+) -> list[PlannedShadow]:
+    """Plan one shadow per rail of a Pod with ``plan_shadow``, interfaces ``dra<i>`` on devices ``vf-<i>``.
+
+    ``rails``: (source NAD name, host-local CNI name, subnet CIDR, VF PCI address, claim UID), each
+    source in ``pod_namespace`` with a host-local template.
+    """
+    return [
+        plan_shadow(
+            pod_namespace=pod_namespace,
+            pod_name=pod_name,
+            pod_uid=POD_UID,
+            source=source_nad(pod_namespace, src, host_local_template(cni, subnet)),
+            pci=pci,
+            interface=f"dra{i}",
+            device=f"vf-{i}",
+            claim_uid=claim,
+        )
+        for i, (src, cni, subnet, pci, claim) in enumerate(rails)
+    ]
+
+
 def registry_entry(planned: PlannedShadow, nad_uid: str) -> registry.RegistryEntry:
     """The registry entry for a created shadow whose server-set UID is ``nad_uid``."""
     b = planned.binding

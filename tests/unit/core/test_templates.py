@@ -30,6 +30,18 @@ def cfg(name: str = "", namespace: str = "") -> vfconfig.VfConfig:
     return vfconfig.VfConfig(net_attach_def_name=name, net_attach_def_namespace=namespace)
 
 
+def vfconfig_entry(source: str, **parameters: str) -> dict[str, object]:
+    """One allocation config entry for request ``nic``: a VfConfig from ``source`` with ``parameters``."""
+    return {
+        "source": source,
+        "requests": ["nic"],
+        "opaque": {
+            "driver": D,
+            "parameters": {"apiVersion": f"{D}/v1alpha1", "kind": "VfConfig", **parameters},
+        },
+    }
+
+
 @pytest.mark.parametrize(
     ("device_attrs", "config", "expected"),
     [
@@ -161,31 +173,8 @@ def test_invalid_pod_namespace_is_refused() -> None:
 def test_class_infra_plus_claim_name_resolves_to_claim_name_in_pod_namespace() -> None:
     scoped = vfconfig.decode_allocation_configs(
         [
-            {
-                "source": "FromClass",
-                "requests": ["nic"],
-                "opaque": {
-                    "driver": D,
-                    "parameters": {
-                        "apiVersion": f"{D}/v1alpha1",
-                        "kind": "VfConfig",
-                        "netAttachDefName": "a",
-                        "netAttachDefNamespace": "infra",
-                    },
-                },
-            },
-            {
-                "source": "FromClaim",
-                "requests": ["nic"],
-                "opaque": {
-                    "driver": D,
-                    "parameters": {
-                        "apiVersion": f"{D}/v1alpha1",
-                        "kind": "VfConfig",
-                        "netAttachDefName": "b",
-                    },
-                },
-            },
+            vfconfig_entry("FromClass", netAttachDefName="a", netAttachDefNamespace="infra"),
+            vfconfig_entry("FromClaim", netAttachDefName="b"),
         ]
     )
     result = templates.resolve_template(

@@ -19,26 +19,14 @@ FIXTURES = Path(__file__).parents[2] / "fixtures" / "contract"
 UIDS = ("d0d0d0d0-0000-4000-8000-00000000000a", "d0d0d0d0-0000-4000-8000-00000000000b")
 
 
-def _plans() -> list[mp.PlannedShadow]:
-    rails = (
-        ("rail-a-net", "rail-a", "192.0.2.0/24", "0000:03:00.1"),
-        ("rail-b-net", "rail-b", "198.51.100.0/24", "0000:80:00.1"),
-    )
-    return [
-        mp.plan_shadow(
-            pod_namespace=NS,
-            pod_name=POD,
-            pod_uid=mp.POD_UID,
-            source=mp.source_nad(NS, src, mp.host_local_template(cni, subnet)),
-            pci=pci,
-            interface=f"dra{i}",
-            device=f"vf-{i}",
-        )
-        for i, (src, cni, subnet, pci) in enumerate(rails)
-    ]
-
-
-PLANS = _plans()
+PLANS = mp.plan_rails(
+    NS,
+    POD,
+    (
+        ("rail-a-net", "rail-a", "192.0.2.0/24", "0000:03:00.1", mp.CLAIM_UID),
+        ("rail-b-net", "rail-b", "198.51.100.0/24", "0000:80:00.1", mp.CLAIM_UID),
+    ),
+)
 ENTRIES = [mp.registry_entry(p, uid) for p, uid in zip(PLANS, UIDS, strict=True)]
 NADS = {(p.namespace, p.name): mp.with_uid(p.nad, uid) for p, uid in zip(PLANS, UIDS, strict=True)}
 

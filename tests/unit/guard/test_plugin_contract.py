@@ -43,19 +43,7 @@ RAILS = (
     ("rail-c-net", "rail-c", "203.0.113.0/24", "0000:81:00.1", CLAIMS[1]),
 )
 NAD_UIDS = tuple(f"d0d0d0d0-0000-4000-8000-00000000000{i}" for i in range(len(RAILS)))
-PLANS = [
-    mp.plan_shadow(
-        pod_namespace=NS,
-        pod_name=POD,
-        pod_uid=mp.POD_UID,
-        source=mp.source_nad(NS, src, mp.host_local_template(cni, subnet)),
-        pci=pci,
-        interface=f"dra{i}",
-        device=f"vf-{i}",
-        claim_uid=claim,
-    )
-    for i, (src, cni, subnet, pci, claim) in enumerate(RAILS)
-]
+PLANS = mp.plan_rails(NS, POD, RAILS)
 ENTRIES = [mp.registry_entry(p, uid) for p, uid in zip(PLANS, NAD_UIDS, strict=True)]
 BINDINGS = [
     selectionownership.ManagedBinding(entry, NS, src) for entry, (src, *_) in zip(ENTRIES, RAILS, strict=True)

@@ -32,6 +32,20 @@ def setup() -> tuple[ko.FakeKube, ko.PodView, ko.FakeClock, dict[str, Any]]:
     return kube, ko.PodView(kube), ko.FakeClock(), live
 
 
+def ensure(
+    pods: ko.PodView,
+    pod: dict[str, Any],
+    clock: ko.FakeClock,
+    records: tuple[Any, ...] = (REC,),
+    **options: Any,
+) -> bool:
+    """``podnets.ensure_selections`` for the intended entries of ``records``; no re-verify unless ``options`` give one."""
+    options.setdefault("reverify", lambda _p: None)
+    return podnets.ensure_selections(
+        pods=pods, pod=pod, entries=podnets.intended_entries(list(records)), clock=clock, **options
+    )
+
+
 def test_entries_are_in_natural_interface_order() -> None:
     rec = record(*(f"0000-03-02-{i}" for i in range(3)))
     devices = list(rec.devices)
@@ -44,15 +58,11 @@ def test_entries_are_in_natural_interface_order() -> None:
 
 def test_one_patch_publishes_selections_and_registry_then_repeats_write_nothing() -> None:
     kube, pods, clock, live = setup()
-    assert podnets.ensure_selections(
-        pods=pods, pod=live, entries=podnets.intended_entries([REC]), reverify=lambda _p: None, clock=clock
-    )
+    assert ensure(pods, live, clock)
     stored = kube.pod(NS, "consumer")["metadata"]["annotations"]
     assert [s["interface"] for s in json.loads(stored[names.NETWORKS_ANNOTATION])] == ["dra0", "dra1"]
     again = kube.pod(NS, "consumer")
-    assert not podnets.ensure_selections(
-        pods=pods, pod=again, entries=podnets.intended_entries([REC]), reverify=lambda _p: None, clock=clock
-    )
+    assert not ensure(pods, again, clock)
     assert [op for op, _ in kube.calls] == ["pods.patch"]
 
 
@@ -60,13 +70,7 @@ def test_a_stale_read_is_recomputed_from_the_live_pod_and_keeps_the_other_writer
     kube, pods, clock, live = setup()
     kube.edit_pod(NS, "consumer", lambda p: p["metadata"].setdefault("annotations", {}).update(other="kept"))
     checked: list[str] = []
-    podnets.ensure_selections(
-        pods=pods,
-        pod=live,
-        entries=podnets.intended_entries([REC]),
-        reverify=lambda p: checked.append(p["metadata"]["resourceVersion"]),
-        clock=clock,
-    )
+    ensure(pods, live, clock, reverify=lambda p: checked.append(p["metadata"]["resourceVersion"]))
     stored = kube.pod(NS, "consumer")["metadata"]["annotations"]
     assert stored["other"] == "kept" and names.MANAGED_NETWORKS_ANNOTATION in stored
     assert len(checked) == 1 and clock.slept == [0.05]  # one re-read, re-verified, one backoff
@@ -76,13 +80,7 @@ def test_a_422_without_any_change_is_a_real_error_not_a_retry_loop() -> None:
     kube, pods, clock, live = setup()
     kube.fail("pods.patch", ko.invalid)
     with pytest.raises(ko.kube_errors.Invalid):
-        podnets.ensure_selections(
-            pods=pods,
-            pod=live,
-            entries=podnets.intended_entries([REC]),
-            reverify=lambda _p: None,
-            clock=clock,
-        )
+        ensure(pods, live, clock)
     assert [op for op, _ in kube.calls] == ["pods.patch", "pods.get"]
 
 
@@ -90,12 +88,10 @@ def test_conflicts_stop_after_the_bounded_attempts() -> None:
     kube, pods, clock, live = setup()
     kube.fail("pods.patch", ko.conflict, times=10)
     with pytest.raises(errors.Conflict, match="kept changing"):
-        podnets.ensure_selections(
-            pods=pods,
-            pod=live,
-            entries=podnets.intended_entries([REC]),
-            reverify=lambda _p: None,
-            clock=clock,
+        ensure(
+            pods,
+            live,
+            clock,
             backoff=podnets.Backoff(attempts=3, first_s=0.1, max_s=0.15),
         )
     assert clock.slept == [0.1, 0.15]
@@ -110,30 +106,20 @@ def test_reverify_stops_writing_to_a_replaced_pod() -> None:
             raise errors.LifecycleBlocked("terminating")
 
     with pytest.raises(errors.LifecycleBlocked):
-        podnets.ensure_selections(
-            pods=pods, pod=live, entries=podnets.intended_entries([REC]), reverify=refuse, clock=clock
-        )
+        ensure(pods, live, clock, reverify=refuse)
     assert "annotations" not in kube.pod(NS, "consumer")["metadata"]
 
 
 def test_a_registry_uid_replaced_by_repair_is_rewritten_in_the_same_patch() -> None:
     kube, pods, clock, live = setup()
-    podnets.ensure_selections(
-        pods=pods, pod=live, entries=podnets.intended_entries([REC]), reverify=lambda _p: None, clock=clock
-    )
+    ensure(pods, live, clock)
     devices = list(REC.devices)
     devices[1] = replace(
         devices[1], managed=replace(devices[1].managed, shadow_uid="77777777-0000-4000-8000-000000000000")
     )
     recreated = replace(REC, devices=tuple(devices))
     before = copy.deepcopy(kube.pod(NS, "consumer")["metadata"]["annotations"][names.NETWORKS_ANNOTATION])
-    assert podnets.ensure_selections(
-        pods=pods,
-        pod=kube.pod(NS, "consumer"),
-        entries=podnets.intended_entries([recreated]),
-        reverify=lambda _p: None,
-        clock=clock,
-    )
+    assert ensure(pods, kube.pod(NS, "consumer"), clock, (recreated,))
     stored = kube.pod(NS, "consumer")["metadata"]["annotations"]
     assert stored[names.NETWORKS_ANNOTATION] == before
     uids = [e.uid for e in registry.decode_registry(stored[names.MANAGED_NETWORKS_ANNOTATION]).entries]
@@ -143,13 +129,7 @@ def test_a_registry_uid_replaced_by_repair_is_rewritten_in_the_same_patch() -> N
 def test_removal_touches_only_this_claim_and_ignores_a_missing_or_replaced_pod() -> None:
     kube, pods, clock, live = setup()
     other = record("0000-03-02-5", claim_uid="c1a1c1a1-0000-4000-8000-000000000002", first_interface=2)
-    podnets.ensure_selections(
-        pods=pods,
-        pod=live,
-        entries=podnets.intended_entries([REC, other]),
-        reverify=lambda _p: None,
-        clock=clock,
-    )
+    ensure(pods, live, clock, (REC, other))
     assert podnets.remove_claim_selections(
         pods=pods, namespace=NS, name="consumer", pod_uid=POD_UID, claim_uid=REC.claim_uid, clock=clock
     )
