@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.core.plugin import checkpoint_model as model
+from sriov_dra_rules import errors
 
 NODE_NAME = "node-a"
 NODE_UID = "0b7c6f2e-5a1d-4c3e-9f10-2a3b4c5d6e7f"
@@ -159,3 +162,19 @@ def with_phase(rec: model.ClaimRecord, phase: model.Phase) -> model.ClaimRecord:
 def checkpoint(*records: model.ClaimRecord) -> model.Checkpoint:
     """Return a checkpoint holding ``records`` keyed by their claim UIDs."""
     return model.Checkpoint(claims={r.claim_uid: r for r in records})
+
+
+def count_validations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Wrap the model's record validator (for this test only) to log each claim UID it validates.
+
+    Returns the list the wrapper appends to, in call order; the real validator still decides.
+    """
+    seen: list[str] = []
+    real = model.record_problems
+
+    def counting(rec: model.ClaimRecord, path: str = "") -> list[errors.FieldError]:
+        seen.append(rec.claim_uid)
+        return real(rec, path)
+
+    monkeypatch.setattr(model, "record_problems", counting)
+    return seen

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import os
-import signal
 import stat
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from tests.fakes import rename_kill
 
 from sriov_dra.host import atomicfile
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_write_creates_the_file_with_content_and_mode(tmp_path: Path) -> None:
@@ -99,31 +94,10 @@ def test_read_optional_distinguishes_absent_from_empty(tmp_path: Path) -> None:
 
 def _kill_between_temp_write_and_rename(target: Path, data: bytes) -> None:
     """Run write_atomic in a child that blocks at the rename; SIGKILL it there."""
-    child = textwrap.dedent(
-        f"""
-        import os, sys, time
-        from pathlib import Path
-        from sriov_dra.host import atomicfile
-
-        def blocked_replace(src, dst):
-            sys.stdout.write("at-rename\\n")
-            sys.stdout.flush()
-            time.sleep(60)
-
-        os.replace = blocked_replace
-        atomicfile.write_atomic(Path({str(target)!r}), {data!r})
-        """
+    rename_kill.kill_at_rename(
+        setup="from sriov_dra.host import atomicfile\n",
+        write=f"atomicfile.write_atomic(Path({str(target)!r}), {data!r})\n",
     )
-    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, cwd=REPO)
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == b"at-rename\n"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-    assert proc.returncode == -signal.SIGKILL
 
 
 def test_kill_between_temp_write_and_rename_leaves_the_old_file_intact(tmp_path: Path) -> None:

@@ -6,12 +6,7 @@ import dataclasses
 import enum
 import hashlib
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import types
 import typing
@@ -24,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import checkpoint_records as fx
+from tests.fakes import rename_kill
 
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_codec as codec
@@ -432,33 +428,15 @@ def test_kill_during_a_checkpoint_write_leaves_the_previous_checkpoint_loadable(
     first.load()
     first.set_claim(fx.record(fx.CLAIM_1, fx.POD_A))
     committed = path.read_bytes()
-    child = textwrap.dedent(
-        f"""
-        import os, sys, time
-        from pathlib import Path
+    rename_kill.kill_at_rename(
+        setup=f"""
         from tests.fakes import checkpoint_records as fx
         from sriov_dra.host import checkpoint
-
-        def blocked_replace(src, dst):
-            sys.stdout.write("at-rename\\n")
-            sys.stdout.flush()
-            time.sleep(60)
-
         store = checkpoint.CheckpointStore(Path({str(path)!r}))
         store.load()
-        os.replace = blocked_replace
-        store.set_claim(fx.record(fx.CLAIM_2, fx.POD_A, indexes=(1,)))
-        """
+        """,
+        write="store.set_claim(fx.record(fx.CLAIM_2, fx.POD_A, indexes=(1,)))\n",
     )
-    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, cwd=REPO)
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == b"at-rename\n"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
     assert path.read_bytes() == committed
     assert len(atomicfile.stale_temporaries(path)) == 1
     restarted = store_mod.CheckpointStore(path)
@@ -472,15 +450,7 @@ def test_kill_during_a_checkpoint_write_leaves_the_previous_checkpoint_loadable(
 @pytest.fixture
 def validated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Claim UIDs passed to the model's record validator, in call order."""
-    seen: list[str] = []
-    real = model.record_problems
-
-    def counting(rec: model.ClaimRecord, path: str = "") -> list[errors.FieldError]:
-        seen.append(rec.claim_uid)
-        return real(rec, path)
-
-    monkeypatch.setattr(model, "record_problems", counting)
-    return seen
+    return fx.count_validations(monkeypatch)
 
 
 @pytest.mark.parametrize(

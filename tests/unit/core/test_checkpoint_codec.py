@@ -231,14 +231,7 @@ def test_encode_refuses_a_validated_bad_claim_with_the_same_errors(changed: tupl
 def test_encode_validates_only_the_changed_claims(
     monkeypatch: pytest.MonkeyPatch, changed: tuple[str, ...], validated: list[str]
 ) -> None:
-    seen: list[str] = []
-    real = model.record_problems
-
-    def counting(rec: model.ClaimRecord, path: str = "") -> list[errors.FieldError]:
-        seen.append(rec.claim_uid)
-        return real(rec, path)
-
-    monkeypatch.setattr(model, "record_problems", counting)
+    seen = fx.count_validations(monkeypatch)
     cp = _two_claims(bad="")
     full = codec.encode_checkpoint(cp)
     assert seen == [fx.CLAIM_1, fx.CLAIM_2]
