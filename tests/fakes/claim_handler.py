@@ -9,10 +9,13 @@ for any batch that contains the claim. Calls can be held on an event to test shu
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from sriov_dra.kubeletapi import messages
+
+_Ok = TypeVar("_Ok")
 
 
 @dataclass
@@ -47,25 +50,25 @@ class FakeClaimHandler:
     ) -> Mapping[str, messages.Prepared | messages.ClaimError | Exception]:
         self.prepare_calls.append(tuple(claims))
         self._enter(claims)
-        out: dict[str, messages.Prepared | messages.ClaimError | Exception] = {}
-        for claim in claims:
-            if claim.uid in self.omit:
-                continue
-            if claim.uid in self.fail:
-                out[claim.uid] = messages.ClaimError(self.fail[claim.uid])
-            elif claim.uid in self.returned_exception:
-                out[claim.uid] = ValueError(f"fake value error for {claim.uid}")
-            else:
-                default = (messages.Device(pool_name="pool-a", device_name=f"dev-{claim.name}"),)
-                out[claim.uid] = messages.Prepared(self.devices.get(claim.uid, default))
-        return out
+
+        def prepared(claim: messages.ClaimRef) -> messages.Prepared:
+            default = (messages.Device(pool_name="pool-a", device_name=f"dev-{claim.name}"),)
+            return messages.Prepared(self.devices.get(claim.uid, default))
+
+        return self._answers(claims, prepared)
 
     def unprepare_resources(
         self, claims: Sequence[messages.ClaimRef]
     ) -> Mapping[str, messages.ClaimError | Exception | None]:
         self.unprepare_calls.append(tuple(claims))
         self._enter(claims)
-        out: dict[str, messages.ClaimError | Exception | None] = {}
+        return self._answers(claims, lambda _claim: None)
+
+    def _answers(
+        self, claims: Sequence[messages.ClaimRef], ok: Callable[[messages.ClaimRef], _Ok]
+    ) -> dict[str, _Ok | messages.ClaimError | Exception]:
+        """Per claim UID: nothing for ``omit``, the scripted error or exception, else ``ok(claim)``."""
+        out: dict[str, _Ok | messages.ClaimError | Exception] = {}
         for claim in claims:
             if claim.uid in self.omit:
                 continue
@@ -74,5 +77,5 @@ class FakeClaimHandler:
             elif claim.uid in self.returned_exception:
                 out[claim.uid] = ValueError(f"fake value error for {claim.uid}")
             else:
-                out[claim.uid] = None
+                out[claim.uid] = ok(claim)
         return out
