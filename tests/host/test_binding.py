@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import errno
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -31,7 +33,18 @@ def _setup(
     return fake, kernel, binding.DriverBinder(fake.sysfs, kernel=kernel)
 
 
-APPLY_CASES = [
+class ApplyCase(NamedTuple):
+    """One row of the apply table: the VF's driver before, the VfConfig ``driver``, the driver after,
+    whether ``apply`` changed anything, and the kernel writes (operation, value) in order."""
+
+    initial: str | None
+    requested: str
+    final: str | None
+    changed: bool
+    ops: list[tuple[str, str]]
+
+
+APPLY_ROWS = [
     ("iavf", "", "iavf", False, []),
     ("iavf", "default", "iavf", False, []),
     ("vfio-pci", "default", "iavf", True, [("unbind", "vfio-pci"), ("probe", "")]),
@@ -67,40 +80,41 @@ APPLY_IDS = [
 ]
 
 
-@pytest.mark.parametrize(("initial", "requested", "final", "changed", "ops"), APPLY_CASES, ids=APPLY_IDS)
-def test_apply(
-    tmp_path: Path,
-    initial: str | None,
-    requested: str,
-    final: str | None,
-    changed: bool,
-    ops: list[tuple[str, str]],
-) -> None:
-    fake, kernel, binder = _setup(tmp_path, fakesysfs.FakeVf(driver=initial))
-    record = binder.apply(VF, requested)
-    assert record == binding.BindRecord(VF, requested, initial, final, changed)
-    assert fake.sysfs.current_driver(VF) == final
-    assert [(op, value) for op, bdf, value in kernel.calls] == ops
+@dataclass(frozen=True)
+class Applied:
+    """A fake VF set up with ``case.initial`` and ``case.requested`` applied to it, and what apply returned."""
+
+    case: ApplyCase
+    fake: fakesysfs.FakeSysfs
+    kernel: fakesysfs.FakeKernelPci
+    binder: binding.DriverBinder
+    record: binding.BindRecord
+
+
+@pytest.fixture(params=[ApplyCase(*row) for row in APPLY_ROWS], ids=APPLY_IDS)
+def applied(tmp_path: Path, request: pytest.FixtureRequest) -> Applied:
+    """Each row of the apply table, applied to a fresh fake VF."""
+    case: ApplyCase = request.param
+    fake, kernel, binder = _setup(tmp_path, fakesysfs.FakeVf(driver=case.initial))
+    return Applied(case, fake, kernel, binder, binder.apply(VF, case.requested))
+
+
+def test_apply(applied: Applied) -> None:
+    case, fake, kernel = applied.case, applied.fake, applied.kernel
+    assert applied.record == binding.BindRecord(VF, case.requested, case.initial, case.final, case.changed)
+    assert fake.sysfs.current_driver(VF) == case.final
+    assert [(op, value) for op, bdf, value in kernel.calls] == case.ops
     assert {bdf for _, bdf, _ in kernel.calls} <= {VF}
     assert fake.sysfs.driver_override(VF) == ""
 
 
-@pytest.mark.parametrize(("initial", "requested", "final", "changed", "ops"), APPLY_CASES, ids=APPLY_IDS)
-def test_restore_returns_original_driver_and_is_idempotent(
-    tmp_path: Path,
-    initial: str | None,
-    requested: str,
-    final: str | None,
-    changed: bool,
-    ops: list[tuple[str, str]],
-) -> None:
-    fake, kernel, binder = _setup(tmp_path, fakesysfs.FakeVf(driver=initial))
-    record = binder.apply(VF, requested)
-    assert binder.restore_record(record) is changed
-    assert fake.sysfs.current_driver(VF) == initial
+def test_restore_returns_original_driver_and_is_idempotent(applied: Applied) -> None:
+    case, fake, kernel, binder = applied.case, applied.fake, applied.kernel, applied.binder
+    assert binder.restore_record(applied.record) is case.changed
+    assert fake.sysfs.current_driver(VF) == case.initial
     assert fake.sysfs.driver_override(VF) == ""
     calls = len(kernel.calls)
-    assert binder.restore(VF, requested=requested, original_driver=initial) is False
+    assert binder.restore(VF, requested=case.requested, original_driver=case.initial) is False
     assert len(kernel.calls) == calls
 
 
