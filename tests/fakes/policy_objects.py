@@ -47,6 +47,15 @@ ALL = RAIL_A | RAIL_B
 NODE = {"networking.example.com/dual-rail": "true", "kubernetes.io/hostname": "node-a"}
 
 
+def hostname_selector(node: str) -> dict[str, object]:
+    """A SriovResourcePolicy ``spec.nodeSelector`` that matches the one Node labelled ``kubernetes.io/hostname=node``."""
+    return {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
+        ]
+    }
+
+
 def policy(name: str, *configs: dict[str, object], node_selector: object = None) -> dict[str, object]:
     spec: dict[str, object] = {"configs": list(configs)}
     if node_selector is not None:

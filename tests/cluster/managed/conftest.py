@@ -23,6 +23,7 @@ import pytest
 import yaml
 from kubernetes import client
 from tests import waiting
+from tests.fakes import policy_objects as po
 
 from sriov_dra.driver import claim_context, prepare, publisher, unprepare
 from sriov_dra.driver.managed import repair, wiring
@@ -158,15 +159,7 @@ def rail_mapping(node: str) -> list[dict[str, Any]]:
             "kind": "SriovResourcePolicy",
             "metadata": {"name": f"dual-rail-{suffix}", "namespace": PLUGIN_NS},
             "spec": {
-                "nodeSelector": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
-                            ]
-                        }
-                    ]
-                },
+                "nodeSelector": po.hostname_selector(node),
                 "configs": configs,
             },
         }
@@ -198,6 +191,29 @@ def pairs_template(namespace: str) -> dict[str, Any]:
                         {"requests": ["gpu-1", "nic-1"], "matchAttribute": "resource.kubernetes.io/pcieRoot"},
                     ],
                 }
+            }
+        },
+    }
+
+
+def one_vf_claim(namespace: str, name: str = "one-vf") -> dict[str, object]:
+    """A ResourceClaim ``name`` in ``namespace`` for exactly one VF of the shipped DeviceClass."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "vf",
+                        "exactly": {
+                            "deviceClassName": "sriov-pcie-netdevice",
+                            "allocationMode": "ExactCount",
+                            "count": 1,
+                        },
+                    }
+                ]
             }
         },
     }

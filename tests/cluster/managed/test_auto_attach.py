@@ -20,7 +20,17 @@ from sriov_dra.kube import apply
 from sriov_dra.kubeletapi import messages
 from sriov_dra_rules import names
 
-from .conftest import RBAC, ClusterPlugin, eventually, gone, load_all, nads_in, pairs_template, workload_pod
+from .conftest import (
+    RBAC,
+    ClusterPlugin,
+    eventually,
+    gone,
+    load_all,
+    nads_in,
+    one_vf_claim,
+    pairs_template,
+    workload_pod,
+)
 
 RAILS = {"pci0000:00": ("rail-a-net", "192.0.2.0/24"), "pci0000:80": ("rail-b-net", "198.51.100.0/24")}
 
@@ -279,26 +289,9 @@ def test_namespace_termination_waits_for_release_then_completes(api, plugin):
 
 def test_sequential_reuse_gets_a_new_identity_and_concurrent_reuse_is_refused(api, plugin, namespace):
     plugin.publish_mapping(namespace)
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "shared-vf", "namespace": namespace},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "vf",
-                        "exactly": {
-                            "deviceClassName": "sriov-pcie-netdevice",
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                        },
-                    }
-                ]
-            }
-        },
-    }
-    client.ResourceV1Api(api).create_namespaced_resource_claim(namespace, claim)
+    client.ResourceV1Api(api).create_namespaced_resource_claim(
+        namespace, one_vf_claim(namespace, "shared-vf")
+    )
     use = [{"name": "devices", "resourceClaimName": "shared-vf"}]
     core = client.CoreV1Api(api)
     core.create_namespaced_pod(namespace, workload_pod("first", plugin.node.name, use))

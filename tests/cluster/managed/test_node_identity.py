@@ -10,29 +10,7 @@ from sriov_dra.driver.managed import wiring
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab.nodes import SimulatedNode
 
-from .conftest import ClusterPlugin, eventually, nads_in, workload_pod
-
-
-def one_vf_claim(namespace: str) -> dict[str, object]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "one-vf", "namespace": namespace},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "vf",
-                        "exactly": {
-                            "deviceClassName": "sriov-pcie-netdevice",
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                        },
-                    }
-                ]
-            }
-        },
-    }
+from .conftest import ClusterPlugin, eventually, nads_in, one_vf_claim, workload_pod
 
 
 def node_gone(api: client.ApiClient, name: str) -> bool:

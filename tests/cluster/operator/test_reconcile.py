@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from tests.cluster.operator.conftest import Harness, audit_writes, line_count
 from tests.fakes import operator_objects as oo
+from tests.fakes import policy_objects as po
 
 from sriov_dra.core.operator import networkrefs
 from sriov_dra.kube import objects
@@ -62,15 +63,7 @@ def expected_srp(h: Harness, node: str, configs: list[dict[str, Any]]) -> dict[s
             "labels": {GEN: "sriov-network-operator", "sriovnetwork.openshift.io/node": node},
         },
         "spec": {
-            "nodeSelector": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
-                        ]
-                    }
-                ]
-            },
+            "nodeSelector": po.hostname_selector(node),
             "configs": configs,
         },
     }
