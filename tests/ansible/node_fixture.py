@@ -9,6 +9,16 @@ from sriov_dra.guard import install
 
 CNI_OK = '#!/bin/sh\ncat >/dev/null\necho \'{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}\'\n'
 BINARIES = ("multus-shim", "multus-guard", "sriov", "host-local", "whereabouts")
+# The node checks of the preflight module, in the order it reports them.
+NODE_CHECKS = [
+    "cni-binaries",
+    "cni-exec",
+    "cni-add",
+    "guard-first",
+    "guard-config",
+    "cache-mounts",
+    "legacy-device-plugin",
+]
 
 
 def prepare(root: Path) -> dict[str, object]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.sriovnet.dra.plugins.modules import preflight
+from tests.ansible import node_fixture
 from tests.unit.plugins import harness
 
 GUARD = "00-multus-guard.conflist"
@@ -62,15 +63,7 @@ def _checks(params: dict[str, object]) -> dict[str, dict[str, str]]:
 
 def test_good_node_passes_every_check_in_a_fixed_order(node):
     result = harness.run_module(preflight, node)
-    assert [c["name"] for c in result["checks"]] == [
-        "cni-binaries",
-        "cni-exec",
-        "cni-add",
-        "guard-first",
-        "guard-config",
-        "cache-mounts",
-        "legacy-device-plugin",
-    ]
+    assert [c["name"] for c in result["checks"]] == node_fixture.NODE_CHECKS
     assert result["failed_checks"] == []
     assert all(c["fix"] == "" for c in result["checks"])
     assert {c["status"] for c in result["checks"]} == {"pass", "skip"}
