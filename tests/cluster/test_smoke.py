@@ -182,8 +182,25 @@ def test_template_claim_is_created_allocated_and_pod_bound(api, namespace, node,
     assert bound == node.name
 
 
-def test_pcie_root_match_attribute_allocates_a_pair_on_one_root(api, namespace, node, device_classes, slices):
+def gpu_nic_pair_pod(api, namespace: str, node, device_classes) -> str:
+    """Create a Pod on ``node`` whose claim template asks one GPU and one NIC with the same PCIe root.
+
+    Labels the Node with its hostname first (the Pod's nodeSelector); returns the Pod's name.
+    """
     gpu_cls, nic_cls = device_classes
+    client.CoreV1Api(api).patch_node(
+        node.name, {"metadata": {"labels": {"kubernetes.io/hostname": node.name}}}
+    )
+    template = create_template(
+        api,
+        namespace,
+        [exact(gpu_cls, "gpu"), exact(nic_cls, "nic")],
+        [{"requests": ["gpu", "nic"], "matchAttribute": PCIE_ROOT}],
+    )
+    return pod_with_template(api, namespace, node.name, template)
+
+
+def test_pcie_root_match_attribute_allocates_a_pair_on_one_root(api, namespace, node, device_classes, slices):
     # GPUs on two roots, the only NIC on the second: the constraint forces gpu-1 (root 80).
     slices.append(
         publish_slice(
@@ -196,16 +213,7 @@ def test_pcie_root_match_attribute_allocates_a_pair_on_one_root(api, namespace, 
             ],
         )
     )
-    client.CoreV1Api(api).patch_node(
-        node.name, {"metadata": {"labels": {"kubernetes.io/hostname": node.name}}}
-    )
-    template = create_template(
-        api,
-        namespace,
-        [exact(gpu_cls, "gpu"), exact(nic_cls, "nic")],
-        [{"requests": ["gpu", "nic"], "matchAttribute": PCIE_ROOT}],
-    )
-    pod = pod_with_template(api, namespace, node.name, template)
+    pod = gpu_nic_pair_pod(api, namespace, node, device_classes)
     allocated = eventually(
         "the scheduler to allocate the pair",
         lambda: (c := generated_claim(api, namespace, pod)) and c["status"].get("allocation") and c,
@@ -217,22 +225,12 @@ def test_pcie_root_match_attribute_allocates_a_pair_on_one_root(api, namespace, 
 def test_pcie_root_match_attribute_without_a_pair_leaves_pod_unschedulable(
     api, namespace, node, device_classes, slices
 ):
-    gpu_cls, nic_cls = device_classes
     slices.append(
         publish_slice(
             api, node.name, [device("gpu-0", "gpu", "pci0000:00"), device("nic-1", "nic", "pci0000:80")]
         )
     )
-    client.CoreV1Api(api).patch_node(
-        node.name, {"metadata": {"labels": {"kubernetes.io/hostname": node.name}}}
-    )
-    template = create_template(
-        api,
-        namespace,
-        [exact(gpu_cls, "gpu"), exact(nic_cls, "nic")],
-        [{"requests": ["gpu", "nic"], "matchAttribute": PCIE_ROOT}],
-    )
-    pod = pod_with_template(api, namespace, node.name, template)
+    pod = gpu_nic_pair_pod(api, namespace, node, device_classes)
 
     def unschedulable() -> str | None:
         p = client.CoreV1Api(api).read_namespaced_pod(pod, namespace)

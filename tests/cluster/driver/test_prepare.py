@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from tests import waiting
+from tests.cluster.driver.conftest import install_plugin_objects
 from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 
-import sriov_dra
 from sriov_dra.core.plugin import cdi_spec, checkpoint_codec
 from sriov_dra.driver import faults
 from sriov_dra.host import checkpoint
@@ -48,12 +47,6 @@ T = TypeVar("T")
 D = names.DOMAIN
 DRIVER = names.DRIVER_NAME
 KIND = cdi_spec.KIND
-MANIFESTS = Path(sriov_dra.__file__).resolve().parent / "manifests"
-CRDS = [
-    MANIFESTS / "crds" / f"{D}_sriovresourcepolicies.yaml",
-    MANIFESTS / "crds" / f"{D}_deviceattributes.yaml",
-]
-DEVICE_CLASS = MANIFESTS / "deviceclasses" / f"{D}.yaml"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 
 
@@ -65,10 +58,7 @@ def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 60.0) -
 @pytest.fixture(scope="module")
 def installed(api: client.ApiClient) -> None:
     """CRDs, the shipped DeviceClass and the synthetic GPU DeviceClass, as the lab installs them."""
-    crds = [yaml.safe_load(p.read_text()) for p in CRDS]
-    apply.apply_objects(api, crds)
-    apply.wait_crds_established(api, [c["metadata"]["name"] for c in crds])
-    apply.apply_objects(api, [yaml.safe_load(DEVICE_CLASS.read_text()), session.gpu_device_class()])
+    install_plugin_objects(api, session.gpu_device_class())
 
 
 @dataclass

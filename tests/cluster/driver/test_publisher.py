@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-import yaml
 from kubernetes import client
 from tests import waiting
+from tests.cluster.driver.conftest import install_plugin_objects
 
 from sriov_dra.core.plugin import slices
 from sriov_dra.driver import policy_controller, publisher
-from sriov_dra.kube import apply, resourceslices
+from sriov_dra.kube import resourceslices
 from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
@@ -31,12 +31,6 @@ from sriov_dra_rules import names
 T = TypeVar("T")
 D = names.DOMAIN
 DRIVER = names.DRIVER_NAME
-MANIFESTS = Path(publisher.__file__).resolve().parents[1] / "manifests"
-CRDS = [
-    MANIFESTS / "crds" / f"{D}_sriovresourcepolicies.yaml",
-    MANIFESTS / "crds" / f"{D}_deviceattributes.yaml",
-]
-DEVICE_CLASS = MANIFESTS / "deviceclasses" / f"{D}.yaml"
 
 
 def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 30.0) -> T:
@@ -47,10 +41,7 @@ def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 30.0) -
 @pytest.fixture(scope="module")
 def installed(api: client.ApiClient) -> None:
     """The two CRDs and the shipped DeviceClass, applied as an installation would."""
-    crds = [yaml.safe_load(p.read_text()) for p in CRDS]
-    apply.apply_objects(api, crds)
-    apply.wait_crds_established(api, [c["metadata"]["name"] for c in crds])
-    apply.apply_objects(api, [yaml.safe_load(DEVICE_CLASS.read_text())])
+    install_plugin_objects(api)
 
 
 @pytest.fixture
