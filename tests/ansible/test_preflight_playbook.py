@@ -22,15 +22,7 @@ CLUSTER_CHECKS = [
     "kubernetes-version", "resource-k8s-io-v1", "nad-crd", "plugin-crds", "plugin-rbac", "admission-policy",
     "no-upstream-sriov-network-operator", "no-legacy-device-plugin", "no-overlapping-policies",
 ]  # fmt: skip
-NODE_CHECKS = [
-    "cni-binaries",
-    "cni-exec",
-    "cni-add",
-    "guard-first",
-    "guard-config",
-    "cache-mounts",
-    "legacy-device-plugin",
-]
+NODE_CHECKS = node_fixture.NODE_CHECKS
 NAMESPACE = "sriovnet-preflight-playbook"
 CLUSTER_RBAC = [("ClusterRoleBinding", "dra-sriov-managed-networks"), ("ClusterRole", "dra-sriov-managed-networks"),
                 ("ClusterRoleBinding", "sriov-dra-plugin"), ("ClusterRole", "sriov-dra-plugin"),
