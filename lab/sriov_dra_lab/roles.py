@@ -213,11 +213,45 @@ class PlaybookRun:
         return summarize(text)
 
     def kill(self) -> None:
-        """Stop the run and its forked workers if still going (SIGKILL to its group, then reap)."""
+        """Stop the run and its forked workers if still going (SIGKILL to every descendant, then reap).
+
+        ansible-core's workers leave the run's process group (``WorkerProcess._detach`` calls
+        ``setsid``), so the group alone misses a worker still in a task (a role's rollout wait):
+        the run is stopped (no new fork), its descendants are listed from ``/proc`` and each is
+        killed with its own group (a worker's module process), then the run's group.
+        """
         if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGSTOP)
+            for pid in descendants(self.process.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)  # a worker leads its own group (setsid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (children first), from the parent IDs in ``/proc/<n>/stat``."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def write_inventory(workdir: Path, inventory_doc: Mapping[str, Any]) -> Path:

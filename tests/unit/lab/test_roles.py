@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests.waiting import eventually
 
 from sriov_dra_lab import roles
 
@@ -120,3 +123,38 @@ def test_a_failed_run_raises_with_the_log_tail(tmp_path: Path, code: int | None,
     if code is not None:
         assert "boom" in str(caught.value)
     assert run.process is not None and run.process.poll() is not None
+
+
+def test_killing_a_run_also_kills_a_worker_that_left_the_runs_process_group(tmp_path: Path) -> None:
+    # ansible-core's workers call setsid; a stand-in run forks one such worker that sleeps on.
+    script = (
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(300)\n"
+        "    os._exit(0)\n"
+        "print(pid, flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    run = roles.PlaybookRun(
+        tmp_path, tmp_path / "inventory.yml", kubeconfig=tmp_path / "k", limit="x", name="t"
+    )
+    run.process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert run.process.stdout is not None
+    worker = int(run.process.stdout.readline())
+    assert os.getpgid(worker) == worker != os.getpgid(run.process.pid)  # outside the run's group
+    run.kill()
+    run.process.stdout.close()
+    assert run.process.returncode == -signal.SIGKILL
+
+    def gone() -> bool:
+        try:
+            with open(f"/proc/{worker}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # killed, not yet reaped by init
+        except FileNotFoundError:
+            return True
+
+    assert eventually("the worker to be killed", gone, timeout_s=10, interval_s=0.05)
