@@ -20,9 +20,11 @@ from sriov_dra.kube import apply
 from sriov_dra_lab import (
     binaries,
     controlplane,
+    images,
     iproute,
     paths,
     processes,
+    realstack,
     roles,
     session,
     stack,
@@ -255,7 +257,7 @@ def start(
     except roles.PlaybookFailed as exc:
         say(f"FAIL: the collection's roles failed on the lab: {exc}")
         return None
-    except (topology.TopologyError, iproute.IpError) as exc:
+    except (topology.TopologyError, iproute.IpError, images.ImageError) as exc:
         say(f"FAIL: the lab cannot start on this machine: {exc}")
         return None
     try:
@@ -271,6 +273,10 @@ def start(
                     f"    {node.name}: kubelet {kubelet}, {runtime}, Ready {node.real.ready_after_s:.1f} s "
                     "after launch"
                 )
+        if real_nodes:
+            say(f"    the roles' workloads run image {lab.workload_image().reference}:")
+            for line in realstack.workload_images(lab.api):
+                say(f"      {line}")
         if operator_managed:
             say(f"    plugins on the operator's namespace {stack.OPERATOR_NAMESPACE} (operator-managed)")
             for node in lab.nodes:

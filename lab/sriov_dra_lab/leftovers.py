@@ -10,7 +10,8 @@ After the demo (and every e2e teardown) deletes its workloads, nothing of theirs
 - **CDI files**: spec files in a node's CDI root;
 - **IP reservations**: whereabouts ``IPPool`` allocations and ``OverlappingRangeIPReservation``
   objects; host-local reservation files in each node's ``/var/lib/cni/networks``;
-- **kubelet claims / sandboxes**: the kubelet simulators' prepared claims and Pod sandboxes;
+- **kubelet claims / sandboxes**: the kubelet simulators' prepared claims and Pod sandboxes (on real
+  nodes the sandboxes containerd holds, but the lab's own service Pods and their host-local addresses);
 - **VFs away**: lab VF netdevs not back in their node namespace.
 
 Read-only: it reports, never cleans. ``scope`` restricts Pod- and NAD-level checks to namespaces
@@ -120,6 +121,15 @@ def _checkpoint_claims(path: str) -> list[str]:
     return sorted(claims)
 
 
+def _holder(reservation: os.PathLike[str]) -> str:
+    """The container ID a host-local reservation file names (its first line); "" when unreadable."""
+    try:
+        with open(reservation, encoding="utf-8", errors="replace") as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
+
+
 def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers) -> None:
     lay = node.layout
     for uid in _checkpoint_claims(str(lay.plugin_state_dir / "checkpoint.json")):
@@ -129,11 +139,14 @@ def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers) -> None:
             if not name.startswith("."):
                 found.cdi_files.append(f"{node.name}: {lay.cdi_root / name}")
     networks = lay.cni_state_dir / "networks"
+    services = realstack.service_sandbox_ids(node.real) if node.real is not None else set()
     if networks.is_dir():
         for net in sorted(os.listdir(networks)):
             for entry in sorted(os.listdir(networks / net)):
                 if entry in HOST_LOCAL_BOOKKEEPING or entry.startswith("last_reserved_ip"):
                     continue
+                if services and _holder(networks / net / entry) in services:
+                    continue  # the lab's own service Pods (realstack.SERVICE_NAMESPACES)
                 found.ip_reservations.append(f"{node.name}: host-local {net}/{entry}")
     if node.real is not None:
         found.sandboxes.extend(f"{node.name}: {box}" for box in realstack.sandboxes(node.real))

@@ -246,6 +246,9 @@ class RealNode:
     kubelet and containerd (the plugin sockets, ``/run/multus``, the service-account directory)."""
     extra_cdi_dirs: tuple[Path, ...] = ()
     """More containerd ``cdi_spec_dirs`` after :attr:`cdi_dir` (the lab's synthetic GPU specs)."""
+    built_images: tuple[images.BuiltImage, ...] = ()
+    """Images ``tools/build-image.sh`` built (the product's, Multus), imported before the kubelet starts,
+    so no Pod the roles deploy can reach this node before its image is there (no registry serves them)."""
     registry_hosts: dict[str, str] = field(default_factory=dict)
     """``{registry: hosts.toml text}``: containerd resolves those registries as the text says (a mirror)."""
     processes: dict[str, Process] = field(default_factory=dict, init=False)
@@ -672,6 +675,20 @@ imports = []
                 raise RealNodeError(
                     f"importing {spec.name} into {self.name}'s containerd failed: {done.stderr.strip()}"
                 )
+        for image in self.built_images:
+            started = time.monotonic()
+            try:
+                images.import_built(self.ctr, image)
+            except images.ImageError as exc:
+                raise RealNodeError(f"{self.name}: {exc}") from exc
+            log.info(
+                "built image imported",
+                extra={
+                    "node": self.name,
+                    "image": image.reference,
+                    "s": round(time.monotonic() - started, 1),
+                },
+            )
 
     def _start_kubelet(self) -> None:
         argv = [

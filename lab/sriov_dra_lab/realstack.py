@@ -20,7 +20,10 @@ install and service steps run unchanged:
 - the synthetic GPU plugin's CDI specs in a directory of their own (:func:`write_gpu_cdi`), which
   containerd also reads: the real containerd refuses a CDI device it cannot resolve.
 
-The plugin, guard, Multus and operator still run as host processes inside the node namespaces.
+The operator runs as the operator role's Deployment (its Pods from the built product image, imported
+into each node's containerd before the kubelet starts: ``RealNode.built_images``); the plugin, guard
+and Multus still run as host processes inside the node namespaces. The lab's service Pods
+(:data:`SERVICE_NAMESPACES`) are not counted as a workload's leftovers.
 """
 
 from __future__ import annotations
@@ -28,14 +31,14 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from kubernetes import client
 
-from sriov_dra_lab import realnode, registry, session, topology
+from sriov_dra_lab import images, realnode, registry, session, topology
 from sriov_dra_lab.controlplane import ControlPlane
 from sriov_dra_lab.fakes import fakesysfs
 
@@ -171,8 +174,13 @@ def new_real_node(
     bridge: realnode.NodeBridge,
     mirror: registry.Mirror,
     labels: Mapping[str, str],
+    built: Sequence[images.BuiltImage] = (),
 ) -> RealLabNode:
-    """The (not started) real node of ``layout`` on ``bridge``, pulling the examples' image through ``mirror``."""
+    """The (not started) real node of ``layout`` on ``bridge``, pulling the examples' image through ``mirror``.
+
+    ``built``: the images the roles' workloads run, imported into the node's containerd before its
+    kubelet starts (``RealNode.built_images``).
+    """
     real = realnode.RealNode(
         control_plane=control_plane,
         bridge=bridge,
@@ -182,6 +190,7 @@ def new_real_node(
         labels={**labels, REAL_LABEL: "true"},
         binds=node_binds(layout),
         extra_cdi_dirs=(layout.gpu_cdi_dir,),
+        built_images=tuple(built),
         registry_hosts={r: mirror.hosts_toml(r) for r in sorted(mirror.registries)},
     )
     return RealLabNode(real)
@@ -202,13 +211,59 @@ def sandbox_netns(node: realnode.RealNode, pod_uid: str) -> str | None:
     return None
 
 
-def sandboxes(node: realnode.RealNode) -> list[str]:
-    """Every Pod sandbox containerd holds on ``node`` as ``namespace/name state`` (a leftover after a phase)."""
+SERVICE_NAMESPACES: Final = frozenset({"sriov-network-operator", "dra-driver-sriov", "kube-system"})
+"""Where the roles deploy the lab's own services (operator, plugin and guard, Multus): their Pods are
+the lab, not a workload's leftovers."""
+
+
+def _sandbox_items(node: realnode.RealNode) -> list[dict[str, Any]] | str:
     done = node.crictl("pods", "-o", "json")
     if done.returncode != 0:
-        return [f"crictl pods failed: {done.stderr.strip()}"]
+        return f"crictl pods failed: {done.stderr.strip()}"
+    items: list[dict[str, Any]] = json.loads(done.stdout or "{}").get("items") or []
+    return items
+
+
+def sandboxes(node: realnode.RealNode) -> list[str]:
+    """Every workload Pod sandbox containerd holds on ``node`` as ``namespace/name state`` (a leftover after a phase).
+
+    The sandboxes of the lab's services (:data:`SERVICE_NAMESPACES`) are not listed.
+    """
+    items = _sandbox_items(node)
+    if isinstance(items, str):
+        return [items]
     out = []
-    for item in json.loads(done.stdout or "{}").get("items") or []:
+    for item in items:
         meta = item.get("metadata") or {}
-        out.append(f"{meta.get('namespace')}/{meta.get('name')} {item.get('state')}")
+        if meta.get("namespace") not in SERVICE_NAMESPACES:
+            out.append(f"{meta.get('namespace')}/{meta.get('name')} {item.get('state')}")
     return out
+
+
+def service_sandbox_ids(node: realnode.RealNode) -> set[str]:
+    """The sandbox IDs of the lab's service Pods on ``node`` (their host-local reservations are not leftovers)."""
+    items = _sandbox_items(node)
+    if isinstance(items, str):
+        return set()
+    return {
+        str(item.get("id"))
+        for item in items
+        if (item.get("metadata") or {}).get("namespace") in SERVICE_NAMESPACES
+    }
+
+
+def workload_images(api: Any) -> list[str]:
+    """Each service Pod (:data:`SERVICE_NAMESPACES`) as ``namespace/name on <node> <phase>: <image> (<imageID>)``.
+
+    Shapes: one line per container, from the Pod status (the digest the kubelet's runtime reports).
+    """
+    lines = []
+    core = client.CoreV1Api(api)
+    for namespace in sorted(SERVICE_NAMESPACES):
+        for pod in core.list_namespaced_pod(namespace).items:
+            for status in pod.status.container_statuses or []:
+                lines.append(
+                    f"{namespace}/{pod.metadata.name} on {pod.spec.node_name} {pod.status.phase}: "
+                    f"{status.image} ({status.image_id})"
+                )
+    return lines

@@ -18,10 +18,12 @@ Owns the lab's wiring, in this order (``LabStack.start``), each step after the p
    (``python -m sriov_dra.driver``), the synthetic ``gpu.nvidia.com`` kubelet plugin
    (:mod:`~sriov_dra_lab.gpu_plugin`), the kubelet simulator (registered with both), and the
    synthetic GPU ResourceSlice;
-6. the operator (``python -m sriov_dra.operator``).
+6. the operator (``python -m sriov_dra.operator``); on real nodes the operator role deploys it as its
+   Deployment instead, and step 5 runs while the cluster run waits for that rollout (the Pods'
+   sandboxes need the guard and Multus of step 5).
 
 Services are started as processes through their entrypoints, inside the node's namespaces (no
-service module is imported): the roles' workloads do not run as Pods yet.
+service module is imported); of the roles' workloads only the operator runs as Pods (real nodes).
 
 With ``LabOptions.real_nodes`` (``sriov-dra lab demo --node-kind real``) step 3 starts, per node, a
 real kubelet v1.36 with containerd instead of the Node object and the kubelet simulator
@@ -134,11 +136,19 @@ class LabStack(StackInstall, StackServices):
             for index in range(1, self.options.nodes + 1):
                 self._prepare_node(index)
             node_run = self._start_roles(inventory, roles.NODE_GROUP, "nodes")
+            if self.options.real_nodes:
+                # The operator role waits for its Deployment's rollout, and its Pods' sandboxes need the
+                # node's CNI chain (guard, Multus): the services start once the node files and the
+                # guard's and plugin's cluster objects are in place, while the cluster run still waits.
+                self._wait_node_roles(node_run)
+                for node in self.nodes:
+                    self._start_services(node)
             self._finish_roles(cluster_run, node_run)
-            for node in self.nodes:
-                self._start_services(node)
-            if self.options.operator:
-                self.start_operator()
+            if not self.options.real_nodes:
+                for node in self.nodes:
+                    self._start_services(node)
+            if self.options.operator and not self.options.real_nodes:
+                self.start_operator()  # on real nodes the operator role deployed its Deployment
         except BaseException:
             self.stop()
             raise
@@ -215,7 +225,12 @@ class LabStack(StackInstall, StackServices):
         realstack.write_gpu_cdi(layout)
         labels = {k: v for k, v in session.NODE_LABELS.items() if k != session.SIMULATED_LABEL}
         real = realstack.new_real_node(
-            layout, control_plane=self.cp, bridge=self.bridge, mirror=self.mirror, labels=labels
+            layout,
+            control_plane=self.cp,
+            bridge=self.bridge,
+            mirror=self.mirror,
+            labels=labels,
+            built=[self.workload_image()] if self.options.operator else [],
         )
         node = self._add_node(layout, machine, real)
         real.start()

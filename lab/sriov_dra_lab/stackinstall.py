@@ -18,8 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from kubernetes import client as kube_client
+
 from sriov_dra.kube import apply
-from sriov_dra_lab import binaries, cni, processes, roles, session, topology
+from sriov_dra_lab import binaries, cni, images, processes, roles, session, topology
+from sriov_dra_lab.controlplane import SERVICE_CIDR
 from sriov_dra_lab.stackbase import (
     LAB_MANIFESTS,
     MANIFESTS,
@@ -84,6 +87,7 @@ class StackInstall(StackState):
             "plugin_policy_namespace": self.options.policy_namespace,
             "plugin_multus_auto_attach": self.options.auto_attach,
             "operator_namespace": OPERATOR_NAMESPACE,
+            **self._deploy_vars(),
         }
         if thick:  # the guard role's default inlines the primary (no clusterNetwork: multus-cni #1449)
             cluster_vars["guard_multus_extra"] = {
@@ -93,12 +97,67 @@ class StackInstall(StackState):
         workdir = self.workdir / "ansible"
         return roles.write_inventory(workdir, roles.inventory(workdir, hosts, cluster_vars))
 
+    def _deploy_vars(self) -> dict[str, Any]:
+        """The roles' ``*_deploy_*`` switches (and images) for this lab's node kind.
+
+        Real nodes run the operator as the Deployment the operator role renders, from the product
+        image built from ``collection/image/Containerfile`` (``operator_image``, pinned by digest,
+        imported into every node's containerd before its kubelet starts). Simulated nodes have no
+        container runtime: every switch is off and the lab starts the entrypoints as processes.
+        The plugin, guard and Multus run as processes on both kinds (still to switch, issue 15).
+        Raises: ``images.ImageError`` when real nodes are asked for and the images were not built.
+        """
+        switches: dict[str, Any] = {
+            "multus_deploy_daemonset": False,
+            "guard_deploy_daemonset": False,
+            "plugin_deploy_daemonset": False,
+            "operator_deploy_deployment": False,
+        }
+        if self.options.real_nodes and self.options.operator:
+            switches["operator_deploy_deployment"] = True
+            switches["operator_image"] = self.workload_image().reference
+        return switches
+
+    def workload_image(self) -> images.BuiltImage:
+        """The product image the real nodes' workloads run (``tools/build-image.sh``'s build).
+
+        Raises: ``images.ImageError`` naming the index and how to build it.
+        """
+        return images.built_images()[images.PRODUCT]
+
     def _start_roles(self, inventory: Path, limit: str, name: str) -> roles.PlaybookRun:
         run = roles.PlaybookRun(
             inventory.parent, inventory, kubeconfig=self.cp.kubeconfig, limit=limit, name=name
         ).start()
         self._playbook_runs.append(run)
         return run
+
+    def _wait_node_roles(self, node_run: roles.PlaybookRun) -> None:
+        """Wait for the node run, then for the cluster objects the services need (the cluster run goes on).
+
+        The operator's ServiceAccount marks them: the operator role runs after the guard and plugin
+        roles (``playbooks/lab.yml``), and its RBAC task after its CRDs and namespace. Then every
+        shipped CRD must be established. Raises: ``roles.PlaybookFailed``; ``processes.ProcessFailed``
+        when the objects do not appear in time.
+        """
+        timeout_s = max(300.0, 3 * self.options.start_timeout_s)
+        node_run.wait(timeout_s)
+        core = kube_client.CoreV1Api(self.api)
+
+        def applied() -> bool:
+            try:
+                core.read_namespaced_service_account("sriov-dra-operator", OPERATOR_NAMESPACE)
+            except kube_client.ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            return True
+
+        processes.wait_until(
+            "the roles' cluster objects (ServiceAccount sriov-dra-operator)", applied, timeout_s=timeout_s
+        )
+        crds = load_manifests(MANIFESTS / "crds")
+        apply.wait_crds_established(self.api, [c["metadata"]["name"] for c in crds])
 
     def _finish_roles(self, *runs: roles.PlaybookRun) -> None:
         """Wait for ``runs`` (collecting their summaries), then for every shipped CRD to be established.
@@ -132,7 +191,7 @@ class StackInstall(StackState):
                 ]
             },
         )
-        primary = {
+        primary: dict[str, Any] = {
             "cniVersion": "1.0.0",
             "name": "lab-pods",
             "plugins": [
@@ -144,6 +203,10 @@ class StackInstall(StackState):
                 }
             ],
         }
+        if node.real is not None:
+            # The roles' workloads (the operator) reach the API server at the kubernetes Service IP,
+            # which the real node DNATs to its API relay (realnode.RealNode._route_service_ip).
+            primary["plugins"][0]["ipam"]["routes"] = [{"dst": SERVICE_CIDR}]
         (lay.cni_conf_dir / PRIMARY_FILE).write_text(json.dumps(primary, indent=2) + "\n")
         multus_dir = lay.cni_conf_dir / "multus.d"
         multus_dir.mkdir(exist_ok=True)

@@ -1,0 +1,103 @@
+"""Which of the roles' workloads the lab deploys, per node kind, and how their Pods are told apart from leftovers.
+
+On real nodes the operator runs as the operator role's Deployment from the built product image
+(pinned by digest); simulated nodes have no container runtime, so every ``*_deploy_*`` switch is
+off there. The play in ``playbooks/lab.yml`` sets none of them, so the inventory decides.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sriov_dra_lab import images, leftovers, realstack
+from sriov_dra_lab.stackbase import LabOptions
+from sriov_dra_lab.stackinstall import StackInstall
+
+REPO = Path(__file__).resolve().parents[3]
+SWITCHES = (
+    "multus_deploy_daemonset",
+    "guard_deploy_daemonset",
+    "plugin_deploy_daemonset",
+    "operator_deploy_deployment",
+)
+PRODUCT = images.BuiltImage(
+    key=images.PRODUCT,
+    name="sriov-dra.local/sriov-dra:0.1.0",
+    digest="sha256:" + "ab" * 32,
+    archive=Path("/nonexistent.oci.tar"),
+)
+
+
+class _Install(StackInstall):
+    """StackInstall with only the options it reads, and a fixed built image instead of the cache's index."""
+
+    def __init__(self, options: LabOptions) -> None:
+        self.options = options
+
+    def workload_image(self) -> images.BuiltImage:
+        return PRODUCT
+
+
+def test_the_lab_playbook_sets_no_deploy_switch_so_the_inventory_decides() -> None:
+    plays = yaml.safe_load((REPO / "playbooks" / "lab.yml").read_text())
+    set_in_plays = [(p["name"], k) for p in plays for k in p.get("vars", {}) if k in SWITCHES]
+    assert len(plays) == 3  # not vacuous: the cluster play and the two node plays
+    assert set_in_plays == []
+
+
+def test_simulated_nodes_deploy_no_workload(tmp_path: Path) -> None:
+    found = _Install(LabOptions(workdir=tmp_path))._deploy_vars()
+    assert found == dict.fromkeys(SWITCHES, False)
+
+
+def test_real_nodes_deploy_the_operator_deployment_from_the_built_image_by_digest(tmp_path: Path) -> None:
+    found = _Install(LabOptions(workdir=tmp_path, real_nodes=True))._deploy_vars()
+    assert found["operator_deploy_deployment"] is True
+    assert found["operator_image"] == f"sriov-dra.local/sriov-dra:0.1.0@sha256:{'ab' * 32}"
+    # Still processes on real nodes (issue 15 item 1, next steps).
+    assert [k for k in SWITCHES if found[k]] == ["operator_deploy_deployment"]
+
+
+def test_real_nodes_without_the_operator_deploy_nothing(tmp_path: Path) -> None:
+    found = _Install(LabOptions(workdir=tmp_path, real_nodes=True, operator=False))._deploy_vars()
+    assert found == dict.fromkeys(SWITCHES, False)
+
+
+class _Crictl:
+    """LABELLED FAKE of a real node's ``crictl pods -o json`` (the CRI boundary), listing ``items``."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.items = items
+
+    def crictl(self, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+        assert args == ("pods", "-o", "json")
+        return subprocess.CompletedProcess(list(args), 0, json.dumps({"items": self.items}), "")
+
+
+def _box(sandbox_id: str, namespace: str, name: str) -> dict[str, Any]:
+    return {"id": sandbox_id, "metadata": {"namespace": namespace, "name": name}, "state": "SANDBOX_READY"}
+
+
+ITEMS = [
+    _box("aaa", "sriov-network-operator", "sriov-dra-operator-1"),
+    _box("bbb", "ai-workloads", "gpu-sriov-pairs-demo"),
+    _box("ccc", "kube-system", "kube-multus-ds-x"),
+]
+
+
+def test_a_workload_sandbox_is_a_leftover_and_the_lab_services_sandboxes_are_not() -> None:
+    node: Any = _Crictl(ITEMS)
+    assert realstack.sandboxes(node) == ["ai-workloads/gpu-sriov-pairs-demo SANDBOX_READY"]
+    assert realstack.service_sandbox_ids(node) == {"aaa", "ccc"}
+
+
+def test_a_host_local_reservation_names_its_holder_by_its_first_line(tmp_path: Path) -> None:
+    held = tmp_path / "10.244.1.7"
+    held.write_text("aaa\r\neth0")
+    assert leftovers._holder(held) == "aaa"
+    assert leftovers._holder(tmp_path / "gone") == ""
