@@ -112,21 +112,46 @@ def _micro_time(value: object) -> str:
 
 
 class LeaseLock:
-    """The official elector's lock protocol on one Lease."""
+    """The official elector's lock protocol on one Lease.
 
-    def __init__(self, client: objects.Objects, name: str, namespace: str, identity: str) -> None:
+    It also remembers when the API server last answered one of its requests (any HTTP status,
+    a refusal included; not a transport failure): :meth:`answer_age_s`, which a standby's
+    readiness uses, since a standby sends nothing else.
+    """
+
+    def __init__(
+        self,
+        client: objects.Objects,
+        name: str,
+        namespace: str,
+        identity: str,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
         self.name = name
         self.namespace = namespace
         self.identity = identity
         self._last: objects.JsonObject | None = None
+        self._monotonic = monotonic
+        self._answered: float | None = None
+
+    def _heard(self, exc: errors.ApiError | None = None) -> None:
+        if exc is None or exc.status > 0:
+            self._answered = self._monotonic()
+
+    def answer_age_s(self) -> float | None:
+        """Seconds since the API server last answered a Lease request (``None``: never yet)."""
+        return None if self._answered is None else self._monotonic() - self._answered
 
     def get(self, name: str, namespace: str) -> tuple[bool, Any]:
         """``(True, record)``, ``(True, None)`` for a Lease without holder, ``(False, failure)``."""
         try:
             lease = self.client.get(objects.LEASE, name, namespace)
         except errors.ApiError as exc:
+            self._heard(exc)
             return False, _Failure(exc.status, str(exc))
+        self._heard()
         self._last = lease
         spec = lease.get("spec") or {}
         if not spec.get("holderIdentity"):
@@ -159,8 +184,10 @@ class LeaseLock:
         try:
             self._last = self.client.create(objects.LEASE, body)
         except errors.ApiError as exc:
+            self._heard(exc)
             log.info("lease create failed", extra={"op": "create", "outcome": str(exc)[:200]})
             return False
+        self._heard()
         return True
 
     def update(self, name: str, namespace: str, updated_record: Any) -> bool:
@@ -176,8 +203,10 @@ class LeaseLock:
         try:
             self._last = self.client.replace(objects.LEASE, body)
         except errors.ApiError as exc:
+            self._heard(exc)
             log.info("lease update failed", extra={"op": "update", "outcome": str(exc)[:200]})
             return False
+        self._heard()
         return True
 
 

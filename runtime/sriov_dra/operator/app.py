@@ -202,6 +202,23 @@ def default_identity() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
 
 
+def standby_ready(leading: bool, answer_age_s: float | None, lease_duration_s: float) -> tuple[bool, str]:
+    """The API part of readiness: ``(ready, why not)``.
+
+    A leader is judged by its watches (the ``caches`` check). A standby is ready only while the
+    API server answers its Lease reads: never yet (``answer_age_s`` ``None``), or not within one
+    lease duration (seconds), is not ready, so a rollout does not pass on replicas that cannot
+    reach the API (they could never take over).
+    """
+    if leading:
+        return True, ""
+    if answer_age_s is None:
+        return False, "standby: the API server has not answered a Lease read yet"
+    if answer_age_s > lease_duration_s:
+        return False, f"standby: no answer from the API server to the Lease reads for {answer_age_s:.0f} s"
+    return True, ""
+
+
 def run(config: settings.OperatorSettings, api: kube_watches.ApiClient, stop: threading.Event) -> int:
     """Serve metrics, win the Lease (if enabled), operate until ``stop``; exit code 1 on a lost Lease.
 
@@ -214,12 +231,20 @@ def run(config: settings.OperatorSettings, api: kube_watches.ApiClient, stop: th
     state = health_mod.Health()
     operator = Operator(client, config, metrics, recorder=recorder, health=state)
     leading = threading.Event()
-    # A standby replica is ready (it serves its probes and waits for the Lease); the leader is ready
-    # once its watches listed.
+    election_thread = None
+    lock: leader.LeaseLock | None = None
+    # The leader is ready once its watches listed; a standby once the API server answers its
+    # Lease reads (it serves its probes and waits for the Lease).
     state.check(
         "caches",
         lambda: (
             (True, "") if operator.synced.is_set() or not leading.is_set() else (False, "watches not synced")
+        ),
+    )
+    state.check(
+        "api",
+        lambda: standby_ready(
+            leading.is_set(), None if lock is None else lock.answer_age_s(), config.leader.lease_duration_s
         ),
     )
     endpoint = None
@@ -230,8 +255,6 @@ def run(config: settings.OperatorSettings, api: kube_watches.ApiClient, stop: th
         endpoint.start()
     halt = threading.Event()
     lost = threading.Event()
-    election_thread = None
-    lock = None
     try:
         if config.leader.enabled:
             lease = leader.LeaseSettings(

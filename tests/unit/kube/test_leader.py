@@ -254,3 +254,15 @@ def test_lease_lock_reports_read_failures_in_the_shape_the_elector_reads() -> No
     api = FakeObjects(fail={("get", "leases", "op"): errors.Forbidden("forbidden", status=403)})
     ok, failure = leader.LeaseLock(api, "op", "ns", "a").get("op", "ns")  # type: ignore[arg-type]
     assert not ok and '"code": 403' in failure.body and "forbidden" in failure.reason
+
+
+def test_the_lock_remembers_when_the_api_server_last_answered_a_refusal_included() -> None:
+    now = [100.0]
+    api = FakeObjects(fail={("get", "leases", "op"): errors.ApiError("connection refused", status=0)})
+    lock = leader.LeaseLock(api, "op", "ns", "a", monotonic=lambda: now[0])  # type: ignore[arg-type]
+    lock.get("op", "ns")
+    assert lock.answer_age_s() is None, "a transport failure is no answer"
+    api.fail = {("get", "leases", "op"): errors.Forbidden("forbidden", status=403)}
+    lock.get("op", "ns")
+    now[0] = 103.5
+    assert lock.answer_age_s() == 3.5, "a refusal is an answer"

@@ -61,3 +61,15 @@ def test_a_crashing_reconcile_is_contained_and_counted(
 
 def test_watches_cover_the_five_sources(operator: app.Operator) -> None:
     assert sorted(operator.watchers) == ["nads", "namespaces", "networks", "nodes", "policies"]
+
+
+@pytest.mark.parametrize(
+    ("leading", "age", "ready"),
+    [(True, None, True), (False, None, False), (False, 3.0, True), (False, 15.0, True), (False, 15.1, False)],
+)
+def test_a_standby_is_ready_only_while_the_api_server_answers_its_lease_reads(
+    leading: bool, age: float | None, ready: bool
+) -> None:
+    ok, why = app.standby_ready(leading, age, 15.0)
+    assert ok is ready
+    assert (why == "") is ready and (ready or "standby" in why)
