@@ -48,8 +48,8 @@ Where the time goes (measured, issue 17 item 4):
 - Not in the floor: the three checkpoint writes the spec orders (``Pending`` before the first
   shadow create, the shadow UIDs before the Pod patch, ``Ready`` durably before the answer; spec
   §8.1 steps 2, 3, 5). ``Pending`` and ``Ready`` are each a file and a directory ``fsync``
-  (0.7-1 ms on an idle disk, several ms when other work writes); the UIDs' write is atomic but
-  not flushed (a UID lost to a power cut is recovered by name, as after a lost create response), and the plugin's CPU between requests (planning and rendering
+  (0.7-1 ms on an idle disk, several ms when other work writes); the UIDs' write flushes its
+  content but not the rename (a UID lost to a power cut is recovered by name, as after a lost create response), and the plugin's CPU between requests (planning and rendering
   about 1 ms, the host stage about 1 ms, checkpoint encodes, thread hand-offs). They are what
   separates the prepare from the floor.
 
@@ -216,7 +216,7 @@ class DurableWrites:
     def checkpoint(self, path: Path, data: bytes, *, durable: bool = True) -> None:
         index = min(self.checkpoints, len(CHECKPOINT_WRITES) - 1)
         self.checkpoints += 1
-        label = CHECKPOINT_WRITES[index] + ("" if durable else " (not flushed)")
+        label = CHECKPOINT_WRITES[index] + ("" if durable else " (rename not flushed)")
         self.timeline.timed(label, lambda: checkpoint.default_write(path, data, durable=durable))
 
     def cdi(self, path: Path, data: bytes) -> None:

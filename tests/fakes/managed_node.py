@@ -178,7 +178,7 @@ class ManagedNode:
         if exc is not None:
             self._take("after")  # keep before/after counts aligned for this write
             raise exc
-        atomicfile.write_atomic(path, data, mode=checkpoint.CHECKPOINT_FILE_MODE, durable=durable)
+        atomicfile.write_atomic(path, data, mode=checkpoint.CHECKPOINT_FILE_MODE, sync_directory=durable)
         if self.on_write is not None:
             self.on_write(data)
         exc = self._take("after")

@@ -273,14 +273,14 @@ def test_update_persists_the_observed_shadow_uid(store: store_mod.CheckpointStor
     assert reload(store)[fx.CLAIM_1] == out
 
 
-def test_a_non_durable_update_replaces_the_file_atomically_without_asking_for_a_flush(
+def test_a_non_durable_update_replaces_the_file_atomically_and_asks_only_for_the_content_flush(
     store: store_mod.CheckpointStore, write: RecordingWrite
 ) -> None:
     store.set_claim(fx.record(phase=P.PENDING, shadow_uid=""))
     out = store.update_managed_bindings(
         fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID), durable=False
     )
-    assert write.durable[-2:] == [True, False], "Set is flushed, the UID update is not"
+    assert write.durable[-2:] == [True, False], "Set is fully durable, the UID update only its content"
     assert reload(store)[fx.CLAIM_1] == out, "a fresh reader (a restarted plugin) sees the update"
     assert not list(store.path.parent.glob("*.tmp*")), "no temporary is left beside the checkpoint"
 

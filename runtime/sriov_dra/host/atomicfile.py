@@ -40,7 +40,9 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
+def write_atomic(
+    path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True, sync_directory: bool | None = None
+) -> None:
     """Replace ``path`` with ``data`` atomically and (unless ``durable=False``) durably.
 
     On any failure before the rename the temporary file is removed and ``path`` keeps its old
@@ -52,6 +54,11 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = 
     the file may be old, absent or empty. Only for derived files that are rebuilt from durable
     state before anyone reads them again after a reboot (CDI specs, ``host.cdi``); never for the
     checkpoint.
+
+    ``sync_directory=False`` (with ``durable``) flushes the new content before the rename but not
+    the rename itself: after a power loss the file holds the old or the new complete content,
+    never an empty or partial one (the checkpoint's shadow-UID write; ``host.checkpoint``).
+    ``None`` follows ``durable``.
 
     Shapes: ``data`` is written byte for byte; the file gets permission bits ``mode``.
     Raises: ``OSError`` from the file system (``FileNotFoundError`` for a missing directory,
@@ -78,7 +85,7 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = 
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    if durable:
+    if durable and (sync_directory is None or sync_directory):
         fsync_directory(directory)
 
 

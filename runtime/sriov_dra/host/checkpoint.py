@@ -50,8 +50,10 @@ class WriteFn(typing.Protocol):
     """Replaces the file at the path with the bytes atomically, or raises leaving it unchanged.
 
     ``durable`` (default ``True``) asks for the new content to survive a power loss before the
-    call returns (``fsync`` of the file and its directory); ``False`` keeps the replacement
-    atomic and ordered for every reader and for a killed process, without waiting for the disk.
+    call returns (``fsync`` of the file and its directory); ``False`` still flushes the new
+    content before the atomic rename but not the rename: after a power loss the file holds the
+    previous or the new complete checkpoint, never an empty or partial one (the file holds every
+    claim of the node, so it must never be lost), and a killed process sees the new one.
     """
 
     def __call__(self, path: Path, data: bytes, *, durable: bool = True) -> None: ...
@@ -62,7 +64,7 @@ _Compute = Callable[[model.ClaimRecord | None], model.ClaimRecord | None]
 
 def default_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     """:func:`sriov_dra.host.atomicfile.write_atomic` with :data:`CHECKPOINT_FILE_MODE` (see :class:`WriteFn`)."""
-    atomicfile.write_atomic(path, data, mode=CHECKPOINT_FILE_MODE, durable=durable)
+    atomicfile.write_atomic(path, data, mode=CHECKPOINT_FILE_MODE, sync_directory=durable)
 
 
 @typing.overload
@@ -294,9 +296,10 @@ class CheckpointStore:
         ``update`` is a function applied to each managed binding (it must be pure: it may run more
         than once under contention) or a mapping attachmentID → replacement binding. Only phase
         Pending↔Ready and the shadow UID may change (see ``checkpoint_lifecycle``). An update that
-        changes nothing writes nothing. ``durable=False`` replaces the file atomically without
-        waiting for the disk (:class:`WriteFn`): for the observed shadow UIDs, which a power loss
-        may lose because the next prepare recovers them by name (spec §8.1 step 3).
+        changes nothing writes nothing. ``durable=False`` flushes the new content but not the
+        rename (:class:`WriteFn`): for the observed shadow UIDs, which a power loss may lose
+        (the previous checkpoint stays whole) because the next prepare recovers them by name
+        (spec §8.1 step 3).
 
         Raises: ``ContractViolation`` for an absent claim or a disallowed change; ``Conflict``
         (``ShadowConflict``) for a replaced shadow UID; ``OSError`` when the write fails (memory

@@ -145,7 +145,7 @@ def _ensure_claim(
             observed[target.binding.attachment_id] = replace(target.binding, shadow_uid=uid)
     if failures:
         _raise_first(record, failures, store=store, observed=observed)
-    if observed:  # atomic and before the Pod patch, not flushed: see _persist_observed
+    if observed:  # atomic and before the Pod patch, rename not flushed: see _persist_observed
         return _persist_observed(store, record.claim_uid, observed)
     return (store.snapshot_claim(record.claim_uid) or record) if rewritten else record
 
@@ -155,8 +155,9 @@ def _persist_observed(
 ) -> model.ClaimRecord:
     """Record the shadow UIDs observed (spec §8.1 step 3: a narrow checkpoint mutation).
 
-    The write is atomic and done before the Pod patch, but not flushed to disk
-    (``durable=False``): a UID lost to a power cut is the state a lost create response leaves
+    The write is atomic and done before the Pod patch; its content is flushed but the rename is
+    not (``durable=False``): after a power cut the file holds this or the previous complete
+    checkpoint, and a UID lost that way is the state a lost create response leaves
     (shadow present, no UID recorded), which the next prepare, the repair worker and the
     release path already resolve by the deterministic name with the full identity check. The
     ``Pending`` write before the first create and the ``Ready`` write before the answer stay

@@ -200,7 +200,7 @@ def test_a_lost_create_response_is_adopted_only_after_a_full_identity_check(node
 
 def test_a_prepare_flushes_pending_and_ready_but_not_the_observed_shadow_uids(node: mn.ManagedNode) -> None:
     """Spec §8.1: ``Pending`` is persisted before the first create and ``Ready`` durably before the
-    answer; the UIDs in between are written atomically but not flushed (issue 17 item 4)."""
+    answer; the UIDs in between flush their content but not the rename (issue 17 item 4)."""
     ref = node.add_consumer(TWO_RAILS)
     node.flushed.clear()  # the empty checkpoint the first load created
     assert isinstance(node.prepare(ref), messages.Prepared)
