@@ -54,24 +54,34 @@ def rules_dir(shim_path: str, version: str) -> str:
     return os.path.join(os.path.dirname(os.path.realpath(shim_path)), RULES_PARENT, version)
 
 
+MIN_PYTHON: Final = (3, 11)
+"""The oldest interpreter the rules run on (``enum.StrEnum``); the node's ``python3`` runs this file."""
+
+
+def _cannot_start(msg: str, details: str) -> None:
+    """Answer the runtime with a CNI error object (code 11) and exit 1: the rules cannot be used."""
+    print(json.dumps({"cniVersion": "1.0.0", "code": 11, "msg": f"multus-guard: {msg}", "details": details}))
+    sys.exit(1)
+
+
+if sys.version_info < MIN_PYTHON:  # pragma: no cover - only an installed shim on an old python3
+    _cannot_start(
+        f"{sys.executable} is Python {sys.version.split()[0]}, the shim needs {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or "
+        "later; install it with a newer interpreter (sriov-dra-guard install --interpreter, role variable "
+        "guard_shim_interpreter)",
+        f"interpreter {sys.executable}",
+    )
 # The installed file: its own rules, never another version's, and no bytecode written beside them.
 if RULES_VERSION is not None:
     sys.dont_write_bytecode = True
     sys.path.insert(0, rules_dir(__file__, RULES_VERSION))
 try:
     from sriov_dra_rules import errors, guardconf, strictjson
-except ImportError as _missing:  # pragma: no cover - only an installed shim without its rules directory
-    print(
-        json.dumps(
-            {
-                "cniVersion": "1.0.0",
-                "code": 11,
-                "msg": f"multus-guard: cannot load its rules ({_missing}); run sriov-dra-guard install again",
-                "details": f"expected {rules_dir(__file__, str(RULES_VERSION))}/sriov_dra_rules",
-            }
-        )
+except Exception as _missing:  # pragma: no cover - only an installed shim without (readable) rules
+    _cannot_start(
+        f"cannot load its rules ({type(_missing).__name__}: {_missing}); run sriov-dra-guard install again",
+        f"expected {rules_dir(__file__, str(RULES_VERSION))}/sriov_dra_rules",
     )
-    sys.exit(1)
 
 GuardConf = guardconf.GuardConf
 GuardConfError = guardconf.GuardConfError

@@ -130,6 +130,23 @@ def test_an_installed_shim_without_its_rules_fails_with_try_again_and_the_fix(tm
     assert "run sriov-dra-guard install again" in error["msg"]
 
 
+def test_an_installed_shim_on_a_python_older_than_its_rules_answers_a_cni_error_naming_the_fix(
+    tmp_path: Path,
+) -> None:
+    """The node's python3 runs the shim; on 3.9/3.10 the rules (``enum.StrEnum``) cannot load."""
+    path = install.write_shim(tmp_path, interpreter=sys.executable)
+    old_python = "import runpy, sys; sys.version_info = (3, 10, 12, 'final', 0); runpy.run_path(sys.argv[1])"
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", old_python, str(path)],
+        env={"CNI_COMMAND": "VERSION"},
+        capture_output=True,
+        check=False,
+    )
+    error = json.loads(done.stdout)
+    assert done.returncode == 1 and error["code"] == shim.CniErrorCode.TRY_AGAIN
+    assert "needs 3.11 or later" in error["msg"] and "guard_shim_interpreter" in error["msg"]
+
+
 def test_reinstalling_another_version_keeps_only_the_rules_the_shim_names(tmp_path: Path) -> None:
     parent = tmp_path / "multus-guard.d"
     (parent / "0123456789abcdef" / "sriov_dra_rules").mkdir(parents=True)  # an older version's rules
