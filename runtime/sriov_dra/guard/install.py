@@ -28,13 +28,16 @@ Source: reference multus.md §2.1, §2.2, §2.5; ARCHITECTURE.md §6.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import py_compile
 import re
 import shutil
-from collections.abc import Collection, Mapping
+import tempfile
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -140,10 +143,27 @@ def write_rules(bin_dir: Path) -> str:
     if _matches(target, sources):
         return digest
     parent.mkdir(parents=True, exist_ok=True)
-    temp = parent / f".{digest}.tmp-{os.getpid()}"
-    shutil.rmtree(temp, ignore_errors=True)
+    temp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{digest}.tmp-"))
+    try:
+        _fill(temp, sources)
+        if (
+            target.exists() or target.is_symlink()
+        ):  # other contents under this digest: set aside, then removed
+            aside = Path(tempfile.mkdtemp(dir=parent, prefix=f".{digest}.old-"))
+            os.rename(target, aside / digest)
+            shutil.rmtree(aside)
+        os.rename(temp, target)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    atomicfile.fsync_directory(parent)
+    return digest
+
+
+def _fill(temp: Path, sources: Mapping[str, bytes]) -> None:
+    """Write ``sources`` as ``temp/sriov_dra_rules/`` with level-0 bytecode, everything fsync'd."""
     package = temp / RULES_PACKAGE
-    package.mkdir(parents=True)
+    package.mkdir()
     for name, data in sources.items():
         atomicfile.write_atomic(package / name, data, mode=0o644)
         py_compile.compile(  # optimize=0: the shim runs as ``python3 -IS`` whatever PYTHONOPTIMIZE installs it
@@ -154,11 +174,6 @@ def write_rules(bin_dir: Path) -> str:
         )
     for directory in (package / "__pycache__", package, temp):
         atomicfile.fsync_directory(directory)
-    if target.exists():  # other contents under this digest (edited by hand): set aside, then replaced
-        shutil.rmtree(target)
-    os.rename(temp, target)
-    atomicfile.fsync_directory(parent)
-    return digest
 
 
 def installed_rules_version(shim_path: Path) -> str | None:
@@ -212,18 +227,34 @@ def write_shim(bin_dir: Path, *, interpreter: str) -> Path:
     """
     path = bin_dir / SHIM_NAME
     bin_dir.mkdir(parents=True, exist_ok=True)
-    previous = installed_rules_version(path)
-    digest = write_rules(bin_dir)
-    atomicfile.write_atomic(path, shim_text(interpreter, digest), mode=0o755)
-    prune_rules(bin_dir, {digest} | ({previous} if previous else set()))
+    with _exclusive(bin_dir):
+        previous = installed_rules_version(path)
+        digest = write_rules(bin_dir)
+        atomicfile.write_atomic(path, shim_text(interpreter, digest), mode=0o755)
+        prune_rules(bin_dir, {digest} | ({previous} if previous else set()))
     return path
+
+
+@contextlib.contextmanager
+def _exclusive(bin_dir: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``bin_dir`` itself: installs and removals on one node never
+    interleave (two init containers, or an install beside one), and no lock file is left behind."""
+    fd = os.open(bin_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def remove_shim(bin_dir: Path) -> list[Path]:
     """Remove ``<bin_dir>/multus-guard`` first, then every rules directory; return what was removed."""
     path = bin_dir / SHIM_NAME
-    removed = [path] if atomicfile.remove_durable(path) else []
-    return removed + prune_rules(bin_dir, ())
+    if not bin_dir.is_dir():
+        return []
+    with _exclusive(bin_dir):
+        removed = [path] if atomicfile.remove_durable(path) else []
+        return removed + prune_rules(bin_dir, ())
 
 
 def uninstall(bin_dir: Path, conf_dir: Path) -> list[Path]:

@@ -206,3 +206,23 @@ def test_remove_shim_leaves_no_shim_and_no_rules(tmp_path: Path) -> None:
     assert removed[0] == tmp_path / "multus-guard"
     assert list(tmp_path.iterdir()) == []
     assert install.remove_shim(tmp_path) == []
+
+
+def test_concurrent_installs_into_one_bin_dir_all_succeed_and_leave_one_complete_rules_copy(
+    tmp_path: Path,
+) -> None:
+    """Two init containers (or an install beside one) on a node: the bin-dir lock serializes them."""
+    code = (
+        "import sys; from pathlib import Path; from sriov_dra.guard import install; "
+        "install.write_shim(Path(sys.argv[1]), interpreter=sys.executable)"
+    )
+    for round_ in range(5):
+        bin_dir = tmp_path / f"bin{round_}"
+        bin_dir.mkdir()
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(bin_dir)]) for _ in range(3)]
+        assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+        digest = install.rules_digest(install.rules_sources())
+        assert sorted(p.name for p in (bin_dir / "multus-guard.d").iterdir()) == [digest]
+        rules = bin_dir / "multus-guard.d" / digest / "sriov_dra_rules"
+        assert {p.name: p.read_bytes() for p in rules.glob("*.py")} == install.rules_sources()
+        assert json.loads(_run(bin_dir / "multus-guard", "VERSION").stdout)["cniVersion"] == "1.1.0"
