@@ -37,6 +37,8 @@ DEFAULT_SOCKET: Final = "/run/sriov-dra/multus-guard.sock"
 """The guard daemon's unix socket unless ``guard.socket`` says otherwise."""
 DEFAULT_TIMEOUT_S: Final = 180.0
 """How long the shim waits for the daemon's answer; above the daemon's ADD budget (110 s)."""
+MAX_TIMEOUT_S: Final = 3600.0
+"""The longest ``guard.timeoutSeconds`` accepted: an hour (a CNI ADD waiting longer is a fault)."""
 DEFAULT_DAEMON_SOCKET_DIR: Final = "/run/multus/"
 DEFAULT_THIN_KUBECONFIG: Final = "/etc/cni/net.d/multus.d/multus.kubeconfig"
 MODES: Final = ("thick", "thin")
@@ -112,6 +114,12 @@ def _root_text(entry: Mapping[str, Any], key: str, fix: str) -> str:
     return value
 
 
+def _short(value: object) -> str:
+    """``repr(value)``, cut to 40 characters (a 400-digit number stays readable in a message)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 def check_entry(entry: Mapping[str, Any]) -> dict[str, str | None]:
     """Check the guard's flattened entry; return its string-valued keys.
 
@@ -151,8 +159,15 @@ def check_entry(entry: Mapping[str, Any]) -> dict[str, str | None]:
             )
         out[f"{section}.{key}"] = value
     timeout = sections["guard"].get("timeoutSeconds", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise GuardConfError("guard.timeoutSeconds", f"must be a positive number of seconds, got {timeout!r}")
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout <= MAX_TIMEOUT_S  # also keeps float() and socket.settimeout from overflowing
+    ):
+        raise GuardConfError(
+            "guard.timeoutSeconds",
+            f"must be a positive number of seconds up to {MAX_TIMEOUT_S:g}, got {_short(timeout)}",
+        )
     extra = sections["multus"].get("config", {})
     if not isinstance(extra, dict):
         raise GuardConfError("multus.config", f"must be an object, got {strictjson.kind(extra)}")

@@ -13,8 +13,7 @@ The runtime finds ``00-multus-guard.conflist`` first in its CNI config directory
   depends on the guard daemon (Multus's own exit status and output reach the runtime). Before a
   DEL it moves an unreadable Multus delegate cache of the container aside, keeping it as a copy
   next to it (:func:`set_aside_unreadable_cache`), so Multus rebuilds the delegates instead of
-  skipping every delegate DEL.
-* ``VERSION``: answered here.
+  skipping every delegate DEL. ``VERSION`` is answered here.
 
 The guard's config keys are read by the shared rules (:mod:`sriov_dra_rules.guardconf`, re-exported
 here as :class:`GuardConf`, :func:`parse_conf`); this file is the one definition, shared with the
@@ -54,21 +53,18 @@ def rules_dir(shim_path: str, version: str) -> str:
     return os.path.join(os.path.dirname(os.path.realpath(shim_path)), RULES_PARENT, version)
 
 
-MIN_PYTHON: Final = (3, 11)
-"""The oldest interpreter the rules run on (``enum.StrEnum``); the node's ``python3`` runs this file."""
+MIN_PYTHON: Final = (3, 11)  # the oldest the rules run on (enum.StrEnum); the node's python3 runs this file
 
 
-def _cannot_start(msg: str, details: str) -> None:
-    """Answer the runtime with a CNI error object (code 11) and exit 1: the rules cannot be used."""
+def _cannot_start(msg: str, details: str) -> None:  # the CNI error object (code 11); exit 1
     print(json.dumps({"cniVersion": "1.0.0", "code": 11, "msg": f"multus-guard: {msg}", "details": details}))
     sys.exit(1)
 
 
 if sys.version_info < MIN_PYTHON:  # pragma: no cover - only an installed shim on an old python3
     _cannot_start(
-        f"{sys.executable} is Python {sys.version.split()[0]}, the shim needs {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or "
-        "later; install it with a newer interpreter (sriov-dra-guard install --interpreter, role variable "
-        "guard_shim_interpreter)",
+        f"{sys.executable} is Python {sys.version.split()[0]}, the shim needs 3.11 or later; install it with "
+        "a newer interpreter (sriov-dra-guard install --interpreter, role variable guard_shim_interpreter)",
         f"interpreter {sys.executable}",
     )
 # The installed file: its own rules, never another version's, and no bytecode written beside them.
@@ -77,10 +73,11 @@ if RULES_VERSION is not None:
     sys.path.insert(0, rules_dir(__file__, RULES_VERSION))
 try:
     from sriov_dra_rules import errors, guardconf, strictjson
-except Exception as _missing:  # pragma: no cover - only an installed shim without (readable) rules
+except Exception as _bad:  # pragma: no cover - only an installed shim without (readable) rules
+    why, where = f"{type(_bad).__name__}: {_bad}", rules_dir(__file__, str(RULES_VERSION))
     _cannot_start(
-        f"cannot load its rules ({type(_missing).__name__}: {_missing}); run sriov-dra-guard install again",
-        f"expected {rules_dir(__file__, str(RULES_VERSION))}/sriov_dra_rules",
+        f"cannot load its rules ({why}); run sriov-dra-guard install again",
+        f"expected {where}/sriov_dra_rules",
     )
 
 GuardConf = guardconf.GuardConf
@@ -458,8 +455,12 @@ def _exec_multus(conf: GuardConf, env: dict[str, str]) -> int:
     os.dup2(fd, 0)
     os.close(fd)
     sys.stdout.flush()
-    os.execve(binary, [binary], env)
-    return 127  # not reached
+    try:
+        os.execve(binary, [binary], env)  # returns only by raising
+    except OSError as exc:
+        msg = f"multus-guard: cannot run Multus {binary}: {exc.strerror}; fix guard config key multus.binary"
+        print(cni_error(conf.cni_version, CniErrorCode.INVALID_CONFIG, msg, binary))
+    return 1
 
 
 def main() -> int:

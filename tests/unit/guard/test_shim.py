@@ -6,6 +6,8 @@ import ast
 import io
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import sriov_dra_rules
 from sriov_dra.guard import shim
 
 PRIMARY = {
@@ -71,6 +74,8 @@ def test_parse_conf_reads_every_key(tmp_path: Path) -> None:
         (lambda c: c["multus"].update(config={"delegates": []}), "delegates"),
         (lambda c: c["guard"].update(timeoutSeconds=0), "timeoutSeconds"),
         (lambda c: c["guard"].update(timeoutSeconds=True), "timeoutSeconds"),
+        (lambda c: c["guard"].update(timeoutSeconds=1e308), "up to 3600"),
+        (lambda c: c["guard"].update(timeoutSeconds=10**400), "timeoutSeconds must be a positive number"),
         (lambda c: c.update(multus="thin"), "multus must be an object, got a string"),
         (lambda c: c.pop("cniVersion"), "cniVersion"),
         (lambda c: c["multus"].update(kubeconfig=""), "kubeconfig"),
@@ -82,6 +87,8 @@ def test_parse_conf_reads_every_key(tmp_path: Path) -> None:
         "reserved-key-in-multus-config",
         "timeout-zero",
         "timeout-boolean",
+        "timeout-past-an-hour",
+        "timeout-a-400-digit-integer",
         "multus-not-an-object",
         "cni-version-missing",
         "empty-kubeconfig",
@@ -366,3 +373,24 @@ def test_thick_cache_dir_is_not_guessed_from_a_daemon_config_it_cannot_read(
 )
 def test_only_a_cni_container_id_names_a_cache_file(value: str, valid: bool) -> None:
     assert shim.is_container_id(value) is valid
+
+
+def test_a_teardown_whose_multus_binary_cannot_run_answers_a_cni_error_naming_the_key(tmp_path: Path) -> None:
+    """DEL/CHECK exec Multus directly; a missing ``multus.binary`` must not end in a traceback."""
+    conf = json.dumps(_conf(tmp_path, binary=str(tmp_path / "nonexistent" / "multus"))).encode()
+    rules = Path(sriov_dra_rules.__file__).parent.parent
+    done = subprocess.run(
+        [sys.executable, "-S", shim.__file__],
+        input=conf,
+        env={
+            "CNI_COMMAND": "CHECK",
+            "CNI_CONTAINERID": "c1",
+            "CNI_PATH": str(tmp_path),
+            "PYTHONPATH": str(rules),
+        },
+        capture_output=True,
+        check=False,
+    )
+    error = json.loads(done.stdout)
+    assert done.returncode == 1 and error["code"] == shim.CniErrorCode.INVALID_CONFIG, done.stderr
+    assert "cannot run Multus" in error["msg"] and "multus.binary" in error["msg"]
