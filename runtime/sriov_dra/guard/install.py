@@ -69,10 +69,17 @@ def guard_conflist(
     the primary's (Multus requires compatible versions); ``capabilities`` are the primary's
     enabled ones (:func:`sriov_dra_rules.cniinstall.enabled_capabilities`). Whether the
     primary may be pinned in a given directory is :func:`sriov_dra_rules.cniinstall.check_primary_file`.
-    Raises: ``cniinstall.ContractError`` when the primary cannot be read as one strict JSON
+    Raises: ``cniinstall.ContractError`` when ``multus`` holds ``mode`` or ``primaryConfig``
+    (they would override the checked arguments), when the primary cannot be read as one strict JSON
     object (a repeated key is named with its path) or the result is not a valid guard config (:func:`sriov_dra_rules.cniinstall.validate_guard_config`, which
     refuses what the shim refuses).
     """
+    overridden = sorted(set(multus or {}) & {"mode", "primaryConfig"})
+    if overridden:  # they would silently replace the checked --mode / --primary-config
+        raise cniinstall.ContractError(
+            f"multus.{overridden[0]} cannot be given among the further multus keys "
+            "(the mode and the primary config are their own settings: --mode, --primary-config)"
+        )
     primary = cniinstall.load_json(primary_config, "primary network config")
     version = cni_version or primary.get("cniVersion")
     plugin: dict[str, Any] = {"type": PLUGIN_TYPE}

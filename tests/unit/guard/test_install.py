@@ -226,3 +226,13 @@ def test_concurrent_installs_into_one_bin_dir_all_succeed_and_leave_one_complete
         rules = bin_dir / "multus-guard.d" / digest / "sriov_dra_rules"
         assert {p.name: p.read_bytes() for p in rules.glob("*.py")} == install.rules_sources()
         assert json.loads(_run(bin_dir / "multus-guard", "VERSION").stdout)["cniVersion"] == "1.1.0"
+
+
+@pytest.mark.parametrize("key", ["mode", "primaryConfig"])
+def test_further_multus_keys_cannot_override_the_checked_mode_or_primary_config(
+    tmp_path: Path, key: str
+) -> None:
+    primary = tmp_path / "10-primary.conflist"
+    primary.write_text(json.dumps({"cniVersion": "1.0.0", "name": "p", "plugins": [{"type": "loopback"}]}))
+    with pytest.raises(cniinstall.ContractError, match=f"multus.{key} cannot be given"):
+        install.guard_conflist(primary_config=primary, mode="thick", multus={key: "/etc/passwd"})
