@@ -11,7 +11,9 @@ the same code for the lab and for manual installs):
    (standard library and those rules only, so it needs no virtualenv and starts in tens of
    milliseconds). The shim is replaced atomically after its rules are in place, so a runtime
    exec sees an old shim with its old rules or the new shim with the new ones, never a mix;
-   the directories no shim refers to any longer are removed after it (:func:`write_shim`);
+   after it the older directories are removed but the one the replaced shim named, kept until
+   the next install for a CNI call already running it; installs and removals on one bin dir
+   are serialized by a ``flock`` on the directory (:func:`write_shim`);
 2. ``<cni conf dir>/00-multus-guard.conflist``: one plugin of type ``multus-guard`` carrying the
    primary network's runtime capabilities (so ``portMappings``/``bandwidth`` reach Multus) and the
    guard's Multus settings;

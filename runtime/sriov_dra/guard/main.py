@@ -1,4 +1,4 @@
-"""``sriov-dra-guard``: the guard daemon's entrypoint (``serve``) and its installer (``install``).
+"""``sriov-dra-guard``: the guard daemon's entrypoint (``serve``), its installer (``install``, ``uninstall``).
 
 ``serve`` wires the real dependencies (a kubeconfig or in-cluster API client, live Pod and NAD
 reads from ``sriov_dra.kube``, netlink reads from ``sriov_dra.host``, Multus as a child process),
@@ -34,7 +34,7 @@ SOCKET_READY = "socket"
 """Readiness condition: the guard's unix socket listens (``/readyz`` is 503 before)."""
 
 
-DESCRIPTION: Final = "sriov-dra-guard: the guard daemon's entrypoint (serve) and its installer (install)."
+DESCRIPTION: Final = "sriov-dra-guard: the guard daemon (serve) and its node installer (install, uninstall)."
 """The ``--help`` summary (not ``__doc__``: the image runs Python with ``PYTHONOPTIMIZE=2``, no docstrings)."""
 
 
