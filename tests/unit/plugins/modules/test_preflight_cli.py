@@ -95,7 +95,7 @@ BROKEN = [
     (_uncapable, "capabilities ['portMappings'] of the primary"),
     (_not_json, "is not valid JSON"),
     (_repeated_key, 'is not valid JSON: $.plugins[0].multus.mode: duplicate key "mode"'),
-    (_zero_timeout, "plugins[0].guard.timeoutSeconds must be a positive number of seconds, got 0"),
+    (_zero_timeout, "plugins[0].guard.timeoutSeconds must be a positive number of seconds up to 3600, got 0"),
 ]
 
 
