@@ -127,14 +127,14 @@ def test_a_failed_run_raises_with_the_log_tail(tmp_path: Path, code: int | None,
 
 def test_killing_a_run_also_kills_a_worker_that_left_the_runs_process_group(tmp_path: Path) -> None:
     # ansible-core's workers call setsid; a stand-in run forks one such worker that sleeps on.
+    # The worker reports its pid only after setsid, so the group check below never races it.
     script = (
         "import os, sys, time\n"
-        "pid = os.fork()\n"
-        "if pid == 0:\n"
+        "if os.fork() == 0:\n"
         "    os.setsid()\n"
+        "    print(os.getpid(), flush=True)\n"
         "    time.sleep(300)\n"
         "    os._exit(0)\n"
-        "print(pid, flush=True)\n"
         "time.sleep(300)\n"
     )
     run = roles.PlaybookRun(
@@ -145,9 +145,11 @@ def test_killing_a_run_also_kills_a_worker_that_left_the_runs_process_group(tmp_
     )
     assert run.process.stdout is not None
     worker = int(run.process.stdout.readline())
-    assert os.getpgid(worker) == worker != os.getpgid(run.process.pid)  # outside the run's group
-    run.kill()
-    run.process.stdout.close()
+    try:
+        assert os.getpgid(worker) == worker != os.getpgid(run.process.pid)  # outside the run's group
+    finally:
+        run.kill()
+        run.process.stdout.close()
     assert run.process.returncode == -signal.SIGKILL
 
     def gone() -> bool:
