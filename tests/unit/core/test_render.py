@@ -450,7 +450,21 @@ VALUES = st.recursive(
 )
 EXTRA = st.dictionaries(st.text(max_size=10).filter(lambda k: k not in RESERVED), VALUES, max_size=4)
 CNI_NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,20}", fullmatch=True)
-IPAM = st.dictionaries(st.text(max_size=12).filter(lambda k: k != "node_slice_size"), VALUES, max_size=5)
+IPAM_TYPES = st.none() | st.sampled_from(["host-local", "static", "dhcp", "whereabouts", ""])
+
+
+@st.composite
+def _ipam(draw: st.DrawFn) -> dict[str, JsonValue]:
+    """A valid ``ipam`` object: any other keys, ``type`` (when present) a string as the template check requires."""
+    keys = st.text(max_size=12).filter(lambda k: k not in ("node_slice_size", "type"))
+    out: dict[str, JsonValue] = draw(st.dictionaries(keys, VALUES, max_size=5))
+    ipam_type = draw(IPAM_TYPES)
+    if ipam_type is not None:
+        out["type"] = ipam_type
+    return out
+
+
+IPAM = _ipam()
 
 
 @st.composite
