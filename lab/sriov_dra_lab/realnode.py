@@ -554,6 +554,10 @@ imports = []
             script += [f"mkdir -p {target}", f"mount --move {stash / str(i)} {target}"]
         for key in KUBELET_SYSCTLS:
             script.append(f"mount --bind {self.root / 'sysctl' / key.replace('/', '.')} /proc/sys/{key}")
+        # As on a systemd host, the node's mounts are shared (still a slave of the host's, so nothing
+        # propagates back): a HostToContainer hostPath (the guard's node root) then sees the netns and
+        # IPAM mounts containerd makes after the container started.
+        script.append("mount --make-rshared /")
         _run(
             ["nsenter", f"--mount={self.mountns_file}", "--", "sh", "-c", "\n".join(script)],
             f"mounting the node directories of {self.name}",
@@ -620,33 +624,25 @@ imports = []
     def _route_service_ip(self) -> None:
         """Pods reach the API server at the ``kubernetes`` Service address, as kube-proxy arranges it.
 
-        There is no kube-proxy: one DNAT rule in the node network namespace sends
+        There is no kube-proxy: DNAT rules in the node network namespace send
         :data:`API_SERVICE` (the first address of the service range, the IP the kubelet gives
         every Pod as ``KUBERNETES_SERVICE_HOST``, a SAN of the apiserver certificate) on port 443
-        to the API relay on the node's loopback; ``route_localnet`` (a sysctl of the node namespace
-        only) lets the node route that loopback destination for traffic from its Pod bridge.
+        to the API relay on the node's loopback, for Pods on the bridge (``PREROUTING``) and for
+        host-network Pods such as the guard's (``OUTPUT``, as kube-proxy also does; the node has no
+        default route, so the Service address is a local route on ``lo`` there, as kube-proxy's
+        IPVS mode binds Service addresses: without it a host-network connect fails with
+        ENETUNREACH before any DNAT); ``route_localnet`` (a sysctl of the node namespace only) lets
+        the node route that loopback destination for traffic from its Pod bridge.
         Raises: :class:`RealNodeError` when ``iptables`` fails.
         """
         port = self.control_plane.ports["kube-apiserver"]
+        dnat = ["-d", f"{API_SERVICE}/32", "-p", "tcp", "--dport", "443"]
+        dnat += ["-j", "DNAT", "--to-destination", f"127.0.0.1:{port}"]
         for argv in (
             ["sysctl", "-q", "-w", "net.ipv4.conf.all.route_localnet=1"],
-            [
-                "iptables",
-                "-t",
-                "nat",
-                "-A",
-                "PREROUTING",
-                "-d",
-                f"{API_SERVICE}/32",
-                "-p",
-                "tcp",
-                "--dport",
-                "443",
-                "-j",
-                "DNAT",
-                "--to-destination",
-                f"127.0.0.1:{port}",
-            ],
+            ["iptables", "-t", "nat", "-A", "PREROUTING", *dnat],
+            ["iptables", "-t", "nat", "-A", "OUTPUT", *dnat],
+            ["ip", "route", "add", "local", f"{API_SERVICE}/32", "dev", "lo"],
         ):
             _run(
                 ["ip", "netns", "exec", self.netns_name, *argv],

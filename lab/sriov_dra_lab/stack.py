@@ -8,22 +8,24 @@ Owns the lab's wiring, in this order (``LabStack.start``), each step after the p
 3. per node: the Node (Ready, with a Lease), its machine (:mod:`~sriov_dra_lab.topology`: fake
    sysfs, node network and mount namespaces, veth VFs), the API relay into the node namespace, the
    node's CNI files the roles expect to find (bin dir with the pinned plugins, primary network,
-   Multus and whereabouts kubeconfigs) and the ``multus-guard`` shim, written by the command the
-   guard DaemonSet's init container runs;
+   Multus and whereabouts kubeconfigs) and, on simulated nodes, the ``multus-guard`` shim, written
+   by the command the guard DaemonSet's init container runs;
 4. ``playbooks/lab.yml`` (:mod:`~sriov_dra_lab.roles`): the roles ``multus``, ``guard``, ``vfs``,
-   ``plugin`` and ``operator`` without their DaemonSets/Deployment, i.e. every CRD, DeviceClass,
-   namespace, ServiceAccount and RBAC object they ship, Multus's node files, the guard's conflist
+   ``plugin`` and ``operator`` (without the workloads the lab runs as processes), i.e. every CRD,
+   DeviceClass, namespace, ServiceAccount and RBAC object they ship, Multus's node files, the guard's conflist
    (``sriovnet.dra.cni_config``) and the VF counts checked on the fake sysfs;
-5. per node, the services: thick Multus (``--multus thick``), the guard daemon, the DRA plugin
+5. per node, the services: thick Multus (``--multus thick``), the guard daemon (simulated nodes;
+   real nodes run the guard role's DaemonSet), the DRA plugin
    (``python -m sriov_dra.driver``), the synthetic ``gpu.nvidia.com`` kubelet plugin
    (:mod:`~sriov_dra_lab.gpu_plugin`), the kubelet simulator (registered with both), and the
    synthetic GPU ResourceSlice;
 6. the operator (``python -m sriov_dra.operator``); on real nodes the operator role deploys it as its
-   Deployment instead, and step 5 runs while the cluster run waits for that rollout (the Pods'
-   sandboxes need the guard and Multus of step 5).
+   Deployment instead, and step 5 runs while the cluster run waits for the rollouts (the operator
+   Pods' sandboxes need the guard and Multus).
 
 Services are started as processes through their entrypoints, inside the node's namespaces (no
-service module is imported); of the roles' workloads only the operator runs as Pods (real nodes).
+service module is imported); of the roles' workloads the guard and the operator run as Pods on real
+nodes.
 
 With ``LabOptions.real_nodes`` (``sriov-dra lab demo --node-kind real``) step 3 starts, per node, a
 real kubelet v1.36 with containerd instead of the Node object and the kubelet simulator
@@ -255,7 +257,8 @@ class LabStack(StackInstall, StackServices):
         """Start ``node``'s processes (after the roles installed their objects and files)."""
         if self.options.multus_mode == "thick":
             self._start_thick_multus(node)
-        self._start_guard(node)
+        if not self.guard_as_daemonset:
+            self._start_guard(node)
         self.start_plugin(node)
         self._start_gpu_plugin(node)
         if node.real is None:

@@ -106,6 +106,11 @@ class StackState:
     _kubeconfigs: dict[str, Path]
     _playbook_runs: list[roles.PlaybookRun]
 
+    @property
+    def guard_as_daemonset(self) -> bool:
+        """True when the guard runs as the guard role's DaemonSet (real nodes), not as a lab process."""
+        return self.options.real_nodes
+
     def layout(self, name: str, index: int) -> topology.NodeLayout:
         """The layout of node ``name`` (1-based ``index``): a real node's when the lab runs real nodes."""
         kind = realstack.RealNodeLayout if self.options.real_nodes else topology.NodeLayout

@@ -5,7 +5,8 @@ inherits: the inventory of ``playbooks/lab.yml`` and its cluster and node runs (
 shipped CRD), what no role ships (whereabouts' CRDs, the lab's Multus/whereabouts identities, the
 GPU class), and per node the files the roles expect to find: the CNI bin dir with the pinned
 plugins and the lab's sriov plugin, the primary network, the Multus and whereabouts kubeconfigs,
-and the ``multus-guard`` shim written by the guard DaemonSet's init container command.
+and, on simulated nodes, the ``multus-guard`` shim written by the guard DaemonSet's init container
+command (real nodes run that DaemonSet).
 
 It must never start a service, or write a node file outside the node's layout.
 """
@@ -68,11 +69,12 @@ class StackInstall(StackState):
         for index, name in enumerate(session.node_names(self.options.nodes), start=1):
             lay = self.layout(name, index)
             node_vars: dict[str, Any] = {
-                "guard_socket": str(lay.guard_socket),
                 "vfs_node_name": name,
                 "vfs_host_root": str(lay.sysfs_root),
                 "vfs_pfs": [{"pf": pf, "num_vfs": self.options.vfs_per_pf} for pf, *_ in topology.RAILS],
             }
+            if not self.guard_as_daemonset:  # the DaemonSet's socket is the role's default, in every node
+                node_vars["guard_socket"] = str(lay.guard_socket)
             prefix = topology.NodeMachine(lay).exec_prefix()
             hosts.append(roles.NodeHost(name, tuple(prefix), node_vars))
         cluster_vars: dict[str, Any] = {
@@ -100,11 +102,13 @@ class StackInstall(StackState):
     def _deploy_vars(self) -> dict[str, Any]:
         """The roles' ``*_deploy_*`` switches (and images) for this lab's node kind.
 
-        Real nodes run the operator as the Deployment the operator role renders, from the product
-        image built from ``collection/image/Containerfile`` (``operator_image``, pinned by digest,
-        imported into every node's containerd before its kubelet starts). Simulated nodes have no
-        container runtime: every switch is off and the lab starts the entrypoints as processes.
-        The plugin, guard and Multus run as processes on both kinds (still to switch, issue 15).
+        Real nodes run the guard as the DaemonSet the guard role renders (its init container installs
+        the shim, the daemon runs Multus chrooted into the node's root) and the operator as the
+        operator role's Deployment, both from the product image built from
+        ``collection/image/Containerfile`` (pinned by digest, imported into every node's containerd
+        before its kubelet starts). Simulated nodes have no container runtime: every switch is off and
+        the lab starts the entrypoints as processes. The plugin and Multus run as processes on both
+        kinds (still to switch, issue 15).
         Raises: ``images.ImageError`` when real nodes are asked for and the images were not built.
         """
         switches: dict[str, Any] = {
@@ -113,6 +117,9 @@ class StackInstall(StackState):
             "plugin_deploy_daemonset": False,
             "operator_deploy_deployment": False,
         }
+        if self.guard_as_daemonset:
+            switches["guard_deploy_daemonset"] = True
+            switches["guard_image"] = self.workload_image().reference
         if self.options.real_nodes and self.options.operator:
             switches["operator_deploy_deployment"] = True
             switches["operator_image"] = self.workload_image().reference
@@ -228,6 +235,8 @@ class StackInstall(StackState):
         }
         (wb_dir / "whereabouts.conf").write_text(json.dumps(flat, indent=2) + "\n")
         (wb_dir / "nodename").write_text(node.name + "\n")
+        if self.guard_as_daemonset:
+            return  # the guard DaemonSet's init container installs the shim
         # The guard DaemonSet's init container command; the conflist is the guard role's (playbooks/lab.yml).
         done = node.machine.run_in_node(
             [

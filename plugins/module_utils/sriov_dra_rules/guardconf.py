@@ -99,6 +99,11 @@ class GuardConf:
     extra: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def multus_name(self) -> str:
+        """The Multus executable looked for on ``CNI_PATH``: ``multus-shim`` (thick) or ``multus`` (thin)."""
+        return "multus-shim" if self.mode == "thick" else "multus"
+
 
 def _section(entry: Mapping[str, Any], key: str) -> dict[str, Any]:
     value = entry.get(key, {})

@@ -119,6 +119,7 @@ class CniHooks:
         recorder: metrics.GuardMetrics,
     ) -> None:
         self.settings = settings
+        self._host_root = str(settings.host_root) if settings.host_root else None
         self._get_pod = get_pod
         self._get_nad = get_nad
         self._runner = runner
@@ -159,7 +160,9 @@ class CniHooks:
             pod = checks.pod_view(pod_json)
             checks.check_pod_identity(pod, runtime_uid=req.pod_uid, node_name=self.settings.node_name)
             nets = checks.read_networks(pod, cni_ifname=req.ifname)
-            multus_layout = layout.multus_layout(req.conf, primary_ifname=nets.primary_ifname)
+            multus_layout = layout.multus_layout(
+                req.conf, primary_ifname=nets.primary_ifname, host_root=self._host_root
+            )
             nads = {
                 t: self._read("network-attachment-definitions", self._get_nad, t[0], t[1], budget)
                 for t in checks.managed_targets(nets)

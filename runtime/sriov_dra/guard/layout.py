@@ -8,8 +8,9 @@ reads those three settings from the config the guard hands Multus (``multus.conf
 in thick mode, by the daemon's ``daemon-config.json`` (whose keys win, as in Multus's own overlay).
 The keys are read by :mod:`sriov_dra.core.multusconf`, the same reading the plugin uses.
 
-It reads local config files only; it must never cache them across requests (an admin's edit takes
-effect on the next ADD) or guess a value it cannot read.
+It reads local config files only, at the node's paths (under ``host_root`` when the daemon runs in a
+container, :func:`sriov_dra.guard.multus.node_path`); it must never cache them across requests (an
+admin's edit takes effect on the next ADD) or guess a value it cannot read.
 """
 
 from __future__ import annotations
@@ -18,22 +19,23 @@ import os
 from typing import Any
 
 from sriov_dra.core import ifnames, multusconf
-from sriov_dra.guard import decisions, shim
+from sriov_dra.guard import decisions, multus, shim
 from sriov_dra_rules import errors
 
 _CONFIG_SUFFIXES = (".conf", ".conflist", ".json")
 
 
-def effective_multus_keys(conf: shim.GuardConf) -> dict[str, Any]:
+def effective_multus_keys(conf: shim.GuardConf, *, host_root: str | None = None) -> dict[str, Any]:
     """``multus.config`` overlaid with the thick daemon's config file, when one is named.
 
-    Raises: :class:`decisions.Rejected` (``InvalidCniRequest``) when the daemon config cannot be
+    ``host_root``: the node's root as the daemon sees it (the file is read at the node's path under
+    it; messages name the node's path). Raises: :class:`decisions.Rejected` (``InvalidCniRequest``) when the daemon config cannot be
     read or is not a JSON object.
     """
     keys = dict(conf.extra)
     if conf.mode == "thick" and conf.daemon_config_file:
         try:
-            with open(conf.daemon_config_file, "rb") as f:
+            with open(multus.node_path(host_root, conf.daemon_config_file), "rb") as f:
                 data = f.read()
         except OSError as exc:
             raise decisions.Rejected.one(
@@ -47,24 +49,28 @@ def effective_multus_keys(conf: shim.GuardConf) -> dict[str, Any]:
     return keys
 
 
-def _auxiliary_chain(conf: shim.GuardConf, chain: str | None) -> bool:
+def _auxiliary_chain(conf: shim.GuardConf, chain: str | None, host_root: str | None) -> bool:
     """Multus adds the aux-chain delegate when its sub-directory holds plugin configs."""
     if chain is None:
         return False
-    directory = os.path.join(os.path.dirname(conf.primary_config), chain)
+    directory = multus.node_path(host_root, os.path.join(os.path.dirname(conf.primary_config), chain))
     try:
         return any(name.endswith(_CONFIG_SUFFIXES) for name in os.listdir(directory))
     except OSError:
         return False
 
 
-def multus_layout(conf: shim.GuardConf, *, primary_ifname: str) -> ifnames.MultusLayout:
+def multus_layout(
+    conf: shim.GuardConf, *, primary_ifname: str, host_root: str | None = None
+) -> ifnames.MultusLayout:
     """Return the delegate layout Multus will use for this request.
+
+    ``host_root``: as :func:`effective_multus_keys` (the node's files under it).
 
     Raises: :class:`decisions.Rejected` (``InvalidCniRequest``) for unreadable or malformed keys.
     Source: reference multus.md §2.3, §3 (delegate order, getIfname).
     """
-    keys = effective_multus_keys(conf)
+    keys = effective_multus_keys(conf, host_root=host_root)
     source = "multus.config of the guard"
     if conf.mode == "thick" and conf.daemon_config_file:
         source += f" overlaid by {conf.daemon_config_file}"
@@ -75,7 +81,7 @@ def multus_layout(conf: shim.GuardConf, *, primary_ifname: str) -> ifnames.Multu
             base=ifnames.MultusLayout(
                 primary_ifname=primary_ifname, system_namespaces=multusconf.DEFAULT_SYSTEM_NAMESPACES
             ),
-            auxiliary_chain=_auxiliary_chain(conf, multusconf.auxiliary_chain_name(keys)),
+            auxiliary_chain=_auxiliary_chain(conf, multusconf.auxiliary_chain_name(keys), host_root),
         )
     except errors.InvalidSpec as exc:
         raise decisions.Rejected.one(decisions.Reason.INVALID_CNI_REQUEST, str(exc)) from exc

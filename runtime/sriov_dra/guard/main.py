@@ -48,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--socket", type=Path, default=defaults.socket_path)
     serve.add_argument("--kubeconfig", type=Path, default=None, help="default: in-cluster service account")
     serve.add_argument("--node-name", default=None, help="refuse ADDs for Pods bound to other nodes")
+    serve.add_argument(
+        "--host-root",
+        type=Path,
+        default=None,
+        help="the node's / as mounted in this container (e.g. /host): Multus runs chrooted into it and the "
+        "Pod's netns is opened under it (default: run on the node itself)",
+    )
     serve.add_argument("--add-budget-seconds", type=float, default=defaults.add_budget_s)
     serve.add_argument("--api-timeout-seconds", type=float, default=defaults.api_timeout_s)
     serve.add_argument("--max-concurrent", type=int, default=defaults.max_concurrent)
@@ -130,6 +137,7 @@ def _serve(args: argparse.Namespace) -> int:
     conf = settings.GuardSettings(
         socket_path=args.socket,
         kubeconfig=args.kubeconfig,
+        host_root=args.host_root,
         node_name=args.node_name,
         add_budget_s=args.add_budget_seconds,
         api_timeout_s=args.api_timeout_seconds,
@@ -139,13 +147,14 @@ def _serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_format, args.log_level)
     log.info("guard starting", extra=conf.describe())
     api = kube_client.from_kubeconfig(conf.kubeconfig) if conf.kubeconfig else kube_client.in_cluster()
+    host_root = str(conf.host_root) if conf.host_root else None
     recorder = metrics.GuardMetrics()
     hooks = cni_hooks.CniHooks(
         settings=conf,
         get_pod=lambda ns, name, *, timeout_s: pods.get_pod(api, ns, name, timeout_s=timeout_s),
         get_nad=lambda ns, name, *, timeout_s: nads.get_nad(api, ns, name, timeout_s=timeout_s),
-        runner=multus.MultusRunner(),
-        netns_links=netlink.links,
+        runner=multus.MultusRunner(host_root),
+        netns_links=lambda netns: netlink.links(multus.node_path(host_root, netns)),
         clock=cni_hooks.SystemClock(),
         recorder=recorder,
     )

@@ -23,6 +23,11 @@ class GuardSettings:
     """Unix socket the shim connects to (directory mode 0700, socket 0600, root only)."""
     kubeconfig: Path | None = None
     """Kubeconfig of the guard's identity; ``None`` uses the Pod's service account (in-cluster)."""
+    host_root: Path | None = None
+    """The node's root filesystem as the daemon sees it (the guard DaemonSet mounts the node's ``/``
+    at ``/host``): Multus runs chrooted into it and the Pod's netns is opened under it, so an ADD
+    sees the node's IPAM state, Multus cache and netns mounts as the shim's DEL does. ``None``: the
+    daemon runs on the node itself and uses paths as given."""
     node_name: str | None = None
     """This node's name; when set, an ADD for a Pod bound elsewhere is refused (``PodNodeMismatch``)."""
     add_budget_s: float = 110.0

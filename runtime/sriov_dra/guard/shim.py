@@ -175,7 +175,7 @@ def multus_binary(conf: GuardConf, cni_path: str) -> str:
     """
     if conf.binary:
         return conf.binary
-    name = "multus-shim" if conf.mode == "thick" else "multus"
+    name = conf.multus_name
     dirs = [d for d in cni_path.split(os.pathsep) if d]
     for directory in dirs:
         candidate = os.path.join(directory, name)

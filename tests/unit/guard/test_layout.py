@@ -101,3 +101,32 @@ def test_guard_multus_config_key_of_the_wrong_type_is_an_invalid_cni_request(tmp
     assert info.value.reason is decisions.Reason.INVALID_CNI_REQUEST
     assert "multus.config of the guard" in str(info.value)
     assert "systemNamespaces: " in str(info.value) and "namespaceIsolation: " in str(info.value)
+
+
+def test_in_a_container_the_daemon_config_and_aux_chain_are_read_at_the_nodes_paths_under_its_root(
+    tmp_path: Path,
+) -> None:
+    # The guard DaemonSet mounts the node's / at host_root; the config names node paths.
+    root = tmp_path / "host"
+    conf_dir = root / "etc" / "cni" / "net.d"
+    (conf_dir / "multus.d").mkdir(parents=True)
+    (conf_dir / "multus.d" / "daemon-config.json").write_text(json.dumps({"defaultNetworks": ["d"]}))
+    (conf_dir / "aux").mkdir()
+    (conf_dir / "aux" / "10-x.conf").write_text("{}")
+    obj = {
+        "cniVersion": "1.0.0",
+        "name": "n",
+        "multus": {
+            "mode": "thick",
+            "primaryConfig": "/etc/cni/net.d/10-primary.conflist",
+            "daemonConfigFile": "/etc/cni/net.d/multus.d/daemon-config.json",
+            "config": {"auxiliaryCNIChainName": "aux"},
+        },
+    }
+    conf = shim.parse_conf(json.dumps(obj).encode())
+    out = layout.multus_layout(conf, primary_ifname="eth0", host_root=str(root))
+    assert out.default_networks == ("d",) and out.auxiliary_chain
+    (conf_dir / "multus.d" / "daemon-config.json").unlink()
+    with pytest.raises(decisions.Rejected) as info:
+        layout.multus_layout(conf, primary_ifname="eth0", host_root=str(root))
+    assert "cannot read Multus daemon config /etc/cni/net.d/multus.d/daemon-config.json" in str(info.value)

@@ -1,8 +1,8 @@
 """Which of the roles' workloads the lab deploys, per node kind, and how their Pods are told apart from leftovers.
 
-On real nodes the operator runs as the operator role's Deployment from the built product image
-(pinned by digest); simulated nodes have no container runtime, so every ``*_deploy_*`` switch is
-off there. The play in ``playbooks/lab.yml`` sets none of them, so the inventory decides.
+On real nodes the guard runs as the guard role's DaemonSet and the operator as the operator role's
+Deployment, both from the built product image (pinned by digest); simulated nodes have no container
+runtime, so every ``*_deploy_*`` switch is off there. The play in ``playbooks/lab.yml`` sets none of them, so the inventory decides.
 """
 
 from __future__ import annotations
@@ -55,17 +55,22 @@ def test_simulated_nodes_deploy_no_workload(tmp_path: Path) -> None:
     assert found == dict.fromkeys(SWITCHES, False)
 
 
-def test_real_nodes_deploy_the_operator_deployment_from_the_built_image_by_digest(tmp_path: Path) -> None:
+DIGEST_REF = f"sriov-dra.local/sriov-dra:0.1.0@sha256:{'ab' * 32}"
+
+
+def test_real_nodes_deploy_the_guard_daemonset_and_the_operator_deployment_from_the_built_image_by_digest(
+    tmp_path: Path,
+) -> None:
     found = _Install(LabOptions(workdir=tmp_path, real_nodes=True))._deploy_vars()
-    assert found["operator_deploy_deployment"] is True
-    assert found["operator_image"] == f"sriov-dra.local/sriov-dra:0.1.0@sha256:{'ab' * 32}"
-    # Still processes on real nodes (issue 15 item 1, next steps).
-    assert [k for k in SWITCHES if found[k]] == ["operator_deploy_deployment"]
+    assert found["guard_image"] == found["operator_image"] == DIGEST_REF
+    # The plugin and Multus are still processes on real nodes (issue 15 item 1, next steps).
+    assert [k for k in SWITCHES if found[k]] == ["guard_deploy_daemonset", "operator_deploy_deployment"]
 
 
-def test_real_nodes_without_the_operator_deploy_nothing(tmp_path: Path) -> None:
+def test_real_nodes_without_the_operator_deploy_only_the_guard(tmp_path: Path) -> None:
     found = _Install(LabOptions(workdir=tmp_path, real_nodes=True, operator=False))._deploy_vars()
-    assert found == dict.fromkeys(SWITCHES, False)
+    assert [k for k in SWITCHES if found[k]] == ["guard_deploy_daemonset"]
+    assert "operator_image" not in found
 
 
 class _Crictl:

@@ -1,0 +1,80 @@
+"""The guard role's DaemonSet runs the daemon against the node's own root and reports readiness it can prove.
+
+Rendered from ``roles/guard/templates/daemonset.yaml.j2`` with the role's defaults and Jinja2 (the
+one Ansible filter the template uses is given its Ansible meaning: ``dirname``). What is checked:
+the daemon runs Multus chrooted into the node's ``/`` (mounted with HostToContainer propagation, so
+netns and IPAM mounts made later are visible), its probes read the endpoint it serves, and the init
+container installs the shim into the node's CNI bin dir.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+ROLE = REPO / "roles" / "guard"
+
+
+def _render(**overrides: Any) -> dict[str, Any]:
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    values = {**defaults, "guard_image": "r/sriov-dra:1@sha256:" + "0" * 64, **overrides}
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["dirname"] = os.path.dirname
+    docs = list(
+        yaml.safe_load_all(
+            env.from_string((ROLE / "templates" / "daemonset.yaml.j2").read_text()).render(**values)
+        )
+    )
+    daemonset: dict[str, Any] = next(d for d in docs if d["kind"] == "DaemonSet")
+    return daemonset
+
+
+def _pod(doc: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = doc["spec"]["template"]["spec"]
+    return spec
+
+
+def test_the_daemon_runs_multus_chrooted_into_the_nodes_root_mounted_with_host_to_container_propagation() -> (
+    None
+):
+    pod = _pod(_render())
+    guard = pod["containers"][0]
+    assert "--host-root=/host" in guard["args"]
+    mount = next(m for m in guard["volumeMounts"] if m["mountPath"] == "/host")
+    assert mount.get("mountPropagation") == "HostToContainer" and not mount.get("readOnly")
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["hostPath"]["path"] == "/"
+    assert pod["hostNetwork"] is True  # the probes and the socket are the node's
+
+
+def test_the_socket_is_the_nodes_socket_directory_at_the_same_path() -> None:
+    pod = _pod(_render(guard_socket="/run/custom/guard.sock"))
+    guard = pod["containers"][0]
+    assert "--socket=/run/custom/guard.sock" in guard["args"]
+    mount = next(m for m in guard["volumeMounts"] if m["mountPath"] == "/run/custom")
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["hostPath"] == {"path": "/run/custom", "type": "DirectoryOrCreate"}
+
+
+def test_the_probes_read_the_endpoint_the_daemon_serves_on_the_nodes_loopback() -> None:
+    guard = _pod(_render(guard_metrics_port=9700))["containers"][0]
+    assert "--metrics-address=127.0.0.1:9700" in guard["args"]
+    ready, alive = guard["readinessProbe"]["httpGet"], guard["livenessProbe"]["httpGet"]
+    assert (ready["host"], ready["port"], ready["path"]) == ("127.0.0.1", 9700, "/readyz")
+    assert (alive["host"], alive["port"], alive["path"]) == ("127.0.0.1", 9700, "/healthz")
+
+
+def test_the_init_container_installs_the_shim_into_the_nodes_cni_bin_dir_for_the_nodes_python() -> None:
+    pod = _pod(
+        _render(guard_cni_bin_dir="/opt/other/bin", guard_shim_interpreter="/usr/local/bin/python3.12")
+    )
+    init = pod["initContainers"][0]
+    assert init["command"][-2:] == ["/host/opt/other/bin", "/usr/local/bin/python3.12"]
+    mount = next(m for m in init["volumeMounts"] if m["mountPath"] == "/host/opt/other/bin")
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["hostPath"]["path"] == "/opt/other/bin"
