@@ -139,9 +139,10 @@ class LabStack(StackInstall, StackServices):
                 self._prepare_node(index)
             node_run = self._start_roles(inventory, roles.NODE_GROUP, "nodes")
             if self.options.real_nodes:
-                # The operator role waits for its Deployment's rollout, and its Pods' sandboxes need the
-                # node's CNI chain (guard, Multus): the services start once the node files and the
-                # guard's and plugin's cluster objects are in place, while the cluster run still waits.
+                # The guard and operator roles wait for their rollouts, and the operator Pods' sandboxes
+                # need the node's CNI chain (the guard Pod, Multus): the services start once the node
+                # files and the guard's and plugin's cluster objects are in place, while the cluster run
+                # still waits.
                 self._wait_node_roles(node_run)
                 for node in self.nodes:
                     self._start_services(node)
@@ -232,7 +233,7 @@ class LabStack(StackInstall, StackServices):
             bridge=self.bridge,
             mirror=self.mirror,
             labels=labels,
-            built=[self.workload_image()] if self.options.operator else [],
+            built=[self.workload_image()],  # the guard DaemonSet's (and the operator Deployment's) image
         )
         node = self._add_node(layout, machine, real)
         real.start()

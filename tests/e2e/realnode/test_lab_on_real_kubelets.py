@@ -1,7 +1,7 @@
 """The whole lab on real kubelets (``LabStack`` with ``real_nodes``): the kubelet behaviour the spec depends on.
 
 One lab (control plane, two real nodes with kubelet v1.36 + containerd, the roles, Multus thin,
-the guard, the plugin; no operator) serves the module; each test applies its own workload and
+the guard as the guard role's DaemonSet, the plugin; no operator) serves the module; each test applies its own workload and
 deletes it, and checks that nothing is left (``sriov_dra_lab.leftovers``). Nothing stands in for
 the kubelet or the container runtime.
 """
