@@ -20,10 +20,10 @@ install and service steps run unchanged:
 - the synthetic GPU plugin's CDI specs in a directory of their own (:func:`write_gpu_cdi`), which
   containerd also reads: the real containerd refuses a CDI device it cannot resolve.
 
-The guard runs as the guard role's DaemonSet and the operator as the operator role's Deployment
-(their Pods from the built product image, imported into each node's containerd before the kubelet
-starts: ``RealNode.built_images``); the plugin and Multus still run as host processes inside the
-node namespaces. The lab's service Pods
+Thin Multus and the guard run as their roles' DaemonSets and the operator as the operator role's
+Deployment (their Pods from the built images, imported into each node's containerd before the
+kubelet starts: ``RealNode.built_images``); the plugin and thick Multus still run as host processes
+inside the node namespaces. The lab's service Pods
 (:data:`SERVICE_NAMESPACES`) are not counted as a workload's leftovers.
 """
 

@@ -15,7 +15,7 @@ Owns the lab's wiring, in this order (``LabStack.start``), each step after the p
    DeviceClass, namespace, ServiceAccount and RBAC object they ship, Multus's node files, the guard's conflist
    (``sriovnet.dra.cni_config``) and the VF counts checked on the fake sysfs;
 5. per node, the services: thick Multus (``--multus thick``), the guard daemon (simulated nodes;
-   real nodes run the guard role's DaemonSet), the DRA plugin
+   real nodes run the guard role's and, for thin, the multus role's DaemonSets), the DRA plugin
    (``python -m sriov_dra.driver``), the synthetic ``gpu.nvidia.com`` kubelet plugin
    (:mod:`~sriov_dra_lab.gpu_plugin`), the kubelet simulator (registered with both), and the
    synthetic GPU ResourceSlice;
@@ -24,8 +24,8 @@ Owns the lab's wiring, in this order (``LabStack.start``), each step after the p
    Pods' sandboxes need the guard and Multus).
 
 Services are started as processes through their entrypoints, inside the node's namespaces (no
-service module is imported); of the roles' workloads the guard and the operator run as Pods on real
-nodes.
+service module is imported); of the roles' workloads thin Multus, the guard and the operator run as
+Pods on real nodes.
 
 With ``LabOptions.real_nodes`` (``sriov-dra lab demo --node-kind real``) step 3 starts, per node, a
 real kubelet v1.36 with containerd instead of the Node object and the kubelet simulator
@@ -233,7 +233,7 @@ class LabStack(StackInstall, StackServices):
             bridge=self.bridge,
             mirror=self.mirror,
             labels=labels,
-            built=[self.workload_image()],  # the guard DaemonSet's (and the operator Deployment's) image
+            built=self.node_images(),
         )
         node = self._add_node(layout, machine, real)
         real.start()

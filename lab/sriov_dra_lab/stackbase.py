@@ -111,6 +111,15 @@ class StackState:
         """True when the guard runs as the guard role's DaemonSet (real nodes), not as a lab process."""
         return self.options.real_nodes
 
+    @property
+    def multus_as_daemonset(self) -> bool:
+        """True when Multus runs as the multus role's DaemonSet: thin Multus on real nodes.
+
+        Thick Multus stays a lab process for now: the role's daemon config is shaped for the
+        DaemonSet's ``/host`` mounts and the lab replaces it for a daemon on the node.
+        """
+        return self.options.real_nodes and self.options.multus_mode == "thin"
+
     def layout(self, name: str, index: int) -> topology.NodeLayout:
         """The layout of node ``name`` (1-based ``index``): a real node's when the lab runs real nodes."""
         kind = realstack.RealNodeLayout if self.options.real_nodes else topology.NodeLayout

@@ -51,6 +51,9 @@ CNI_BINARIES: Final = (
 )
 
 
+MULTUS_BINARIES: Final = frozenset({"multus", "multus-shim"})
+
+
 class StackInstall(StackState):
     """The lab's install steps (see the module docstring); mixed into the stack."""
 
@@ -105,10 +108,11 @@ class StackInstall(StackState):
         Real nodes run the guard as the DaemonSet the guard role renders (its init container installs
         the shim, the daemon runs Multus chrooted into the node's root) and the operator as the
         operator role's Deployment, both from the product image built from
-        ``collection/image/Containerfile`` (pinned by digest, imported into every node's containerd
-        before its kubelet starts). Simulated nodes have no container runtime: every switch is off and
-        the lab starts the entrypoints as processes. The plugin and Multus run as processes on both
-        kinds (still to switch, issue 15).
+        ``collection/image/Containerfile``, and thin Multus as the multus role's DaemonSet from the
+        Multus image assembled from the pinned binaries (each pinned by digest, imported into every
+        node's containerd before its kubelet starts). Simulated nodes have no container runtime: every
+        switch is off and the lab starts the entrypoints as processes. The plugin (both kinds) and
+        thick Multus still run as processes (issue 15).
         Raises: ``images.ImageError`` when real nodes are asked for and the images were not built.
         """
         switches: dict[str, Any] = {
@@ -117,6 +121,9 @@ class StackInstall(StackState):
             "plugin_deploy_daemonset": False,
             "operator_deploy_deployment": False,
         }
+        if self.multus_as_daemonset:
+            switches["multus_deploy_daemonset"] = True
+            switches["multus_image"] = self.built_image(images.MULTUS_THIN).reference
         if self.guard_as_daemonset:
             switches["guard_deploy_daemonset"] = True
             switches["guard_image"] = self.workload_image().reference
@@ -125,12 +132,24 @@ class StackInstall(StackState):
             switches["operator_image"] = self.workload_image().reference
         return switches
 
-    def workload_image(self) -> images.BuiltImage:
-        """The product image the real nodes' workloads run (``tools/build-image.sh``'s build).
+    def built_image(self, key: str) -> images.BuiltImage:
+        """The image ``key`` (``images.PRODUCT``, ``images.MULTUS_THIN``, ...) ``tools/build-image.sh`` built.
 
         Raises: ``images.ImageError`` naming the index and how to build it.
         """
-        return images.built_images()[images.PRODUCT]
+        return images.built_images()[key]
+
+    def workload_image(self) -> images.BuiltImage:
+        """The product image the real nodes' workloads run. Raises: as :meth:`built_image`."""
+        return self.built_image(images.PRODUCT)
+
+    def node_images(self) -> list[images.BuiltImage]:
+        """The images a real node imports before its kubelet starts: the product's, and thin Multus's
+        when Multus runs as the multus role's DaemonSet. Raises: as :meth:`built_image`."""
+        out = [self.workload_image()]
+        if self.multus_as_daemonset:
+            out.append(self.built_image(images.MULTUS_THIN))
+        return out
 
     def _start_roles(self, inventory: Path, limit: str, name: str) -> roles.PlaybookRun:
         run = roles.PlaybookRun(
@@ -181,6 +200,8 @@ class StackInstall(StackState):
     def _install_cni(self, node: NodeStack) -> None:
         lay = node.layout
         for name in CNI_BINARIES:
+            if name in MULTUS_BINARIES and self.multus_as_daemonset:
+                continue  # the multus DaemonSet copies its own binary in
             link = lay.cni_bin_dir / name
             if not link.exists():
                 link.symlink_to(binaries.find(name))

@@ -1,7 +1,8 @@
 """Which of the roles' workloads the lab deploys, per node kind, and how their Pods are told apart from leftovers.
 
-On real nodes the guard runs as the guard role's DaemonSet and the operator as the operator role's
-Deployment, both from the built product image (pinned by digest); simulated nodes have no container
+On real nodes thin Multus runs as the multus role's DaemonSet (the Multus image assembled from the
+pinned binaries), the guard as the guard role's DaemonSet and the operator as the operator role's
+Deployment (the built product image), each pinned by digest; simulated nodes have no container
 runtime, so every ``*_deploy_*`` switch is off there. The play in ``playbooks/lab.yml`` sets none of them, so the inventory decides.
 """
 
@@ -33,14 +34,22 @@ PRODUCT = images.BuiltImage(
 )
 
 
+MULTUS_THIN = images.BuiltImage(
+    key=images.MULTUS_THIN,
+    name="ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0",
+    digest="sha256:" + "cd" * 32,
+    archive=Path("/nonexistent-multus.oci.tar"),
+)
+
+
 class _Install(StackInstall):
-    """StackInstall with only the options it reads, and a fixed built image instead of the cache's index."""
+    """StackInstall with only the options it reads, and fixed built images instead of the cache's index."""
 
     def __init__(self, options: LabOptions) -> None:
         self.options = options
 
-    def workload_image(self) -> images.BuiltImage:
-        return PRODUCT
+    def built_image(self, key: str) -> images.BuiltImage:
+        return {images.PRODUCT: PRODUCT, images.MULTUS_THIN: MULTUS_THIN}[key]
 
 
 def test_the_lab_playbook_sets_no_deploy_switch_so_the_inventory_decides() -> None:
@@ -58,18 +67,28 @@ def test_simulated_nodes_deploy_no_workload(tmp_path: Path) -> None:
 DIGEST_REF = f"sriov-dra.local/sriov-dra:0.1.0@sha256:{'ab' * 32}"
 
 
-def test_real_nodes_deploy_the_guard_daemonset_and_the_operator_deployment_from_the_built_image_by_digest(
+def test_real_nodes_deploy_thin_multus_the_guard_and_the_operator_from_the_built_images_by_digest(
     tmp_path: Path,
 ) -> None:
-    found = _Install(LabOptions(workdir=tmp_path, real_nodes=True))._deploy_vars()
+    install = _Install(LabOptions(workdir=tmp_path, real_nodes=True))
+    found = install._deploy_vars()
     assert found["guard_image"] == found["operator_image"] == DIGEST_REF
-    # The plugin and Multus are still processes on real nodes (issue 15 item 1, next steps).
-    assert [k for k in SWITCHES if found[k]] == ["guard_deploy_daemonset", "operator_deploy_deployment"]
+    assert found["multus_image"] == f"ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0@sha256:{'cd' * 32}"
+    # The plugin is still a process on real nodes (issue 15 item 1, next step).
+    assert [k for k in SWITCHES if not found[k]] == ["plugin_deploy_daemonset"]
+    assert install.node_images() == [PRODUCT, MULTUS_THIN]  # imported before the kubelet starts
 
 
-def test_real_nodes_without_the_operator_deploy_only_the_guard(tmp_path: Path) -> None:
+def test_real_nodes_with_thick_multus_run_the_multus_daemon_as_a_lab_process(tmp_path: Path) -> None:
+    install = _Install(LabOptions(workdir=tmp_path, real_nodes=True, multus_mode="thick"))
+    found = install._deploy_vars()
+    assert found["multus_deploy_daemonset"] is False and "multus_image" not in found
+    assert install.node_images() == [PRODUCT]
+
+
+def test_real_nodes_without_the_operator_deploy_no_operator(tmp_path: Path) -> None:
     found = _Install(LabOptions(workdir=tmp_path, real_nodes=True, operator=False))._deploy_vars()
-    assert [k for k in SWITCHES if found[k]] == ["guard_deploy_daemonset"]
+    assert [k for k in SWITCHES if found[k]] == ["multus_deploy_daemonset", "guard_deploy_daemonset"]
     assert "operator_image" not in found
 
 
