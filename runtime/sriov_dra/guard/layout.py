@@ -29,7 +29,8 @@ def effective_multus_keys(conf: shim.GuardConf, *, host_root: str | None = None)
     """``multus.config`` overlaid with the thick daemon's config file, when one is named.
 
     ``host_root``: the node's root as the daemon sees it (the file is read at the node's path under
-    it; messages name the node's path). Raises: :class:`decisions.Rejected` (``InvalidCniRequest``) when the daemon config cannot be
+    it; messages name the node's path).
+    Raises: :class:`decisions.Rejected` (``InvalidCniRequest``) when the daemon config cannot be
     read or is not a JSON object.
     """
     keys = dict(conf.extra)
