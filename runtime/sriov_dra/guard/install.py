@@ -38,6 +38,7 @@ import os
 import py_compile
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
@@ -231,15 +232,16 @@ def write_shim(bin_dir: Path, *, interpreter: str) -> Path:
     Order: :func:`write_rules`, the shim naming that digest, :func:`prune_rules`. The rules the
     replaced shim named are kept too (until the next upgrade): a CNI call that exec'd the old shim
     just before the replacement still finds its rules. Older directories and temporaries of an
-    interrupted install are removed. Returns the shim's path. Raises: ``OSError`` when a file
-    cannot be written or removed.
+    interrupted install are removed. A shim that already holds these bytes with mode 0755 is not
+    rewritten (an init container restarted on an unchanged node changes no file, not even its
+    mtime). Returns the shim's path. Raises: ``OSError`` when a file cannot be written or removed.
     """
     path = bin_dir / SHIM_NAME
     bin_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(bin_dir):
         previous = installed_rules_version(path)
         digest = write_rules(bin_dir)
-        atomicfile.write_atomic(path, shim_text(interpreter, digest), mode=0o755)
+        _replace_unless_same(path, shim_text(interpreter, digest), mode=0o755)
         prune_rules(bin_dir, {digest} | ({previous} if previous else set()))
     return path
 
@@ -279,8 +281,26 @@ def uninstall(bin_dir: Path, conf_dir: Path) -> list[Path]:
 
 
 def write_conflist(conf_dir: Path, text: str) -> Path:
-    """Install ``<conf_dir>/00-multus-guard.conflist`` (mode 0644, atomic). Returns its path."""
+    """Install ``<conf_dir>/00-multus-guard.conflist`` (mode 0644, atomic). Returns its path.
+
+    An existing file with these bytes and mode is left as it is: the runtime's config watch sees
+    no change when an unchanged install runs again. Raises: ``OSError`` from the file system.
+    """
     path = conf_dir / CONFLIST_NAME
     conf_dir.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_atomic(path, text.encode(), mode=0o644)
+    _replace_unless_same(path, text.encode(), mode=0o644)
     return path
+
+
+def _replace_unless_same(path: Path, data: bytes, *, mode: int) -> bool:
+    """Write ``data`` to ``path`` atomically unless it is a regular file already holding exactly
+    ``data`` with permission bits ``mode``; return whether it was written."""
+    try:
+        st = path.lstat()
+        same = stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == mode and path.read_bytes() == data
+    except FileNotFoundError:
+        same = False
+    if same:
+        return False
+    atomicfile.write_atomic(path, data, mode=mode)
+    return True

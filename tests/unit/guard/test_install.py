@@ -236,3 +236,27 @@ def test_further_multus_keys_cannot_override_the_checked_mode_or_primary_config(
     primary.write_text(json.dumps({"cniVersion": "1.0.0", "name": "p", "plugins": [{"type": "loopback"}]}))
     with pytest.raises(cniinstall.ContractError, match=f"multus.{key} cannot be given"):
         install.guard_conflist(primary_config=primary, mode="thick", multus={key: "/etc/passwd"})
+
+
+def test_an_identical_reinstall_rewrites_neither_the_shim_nor_the_conflist(tmp_path: Path) -> None:
+    bin_dir, conf_dir = tmp_path / "bin", tmp_path / "net.d"
+    shim_path = install.write_shim(bin_dir, interpreter=sys.executable)
+    text = install.guard_conflist(primary_config=_primary(tmp_path), mode="thin")
+    conf_path = install.write_conflist(conf_dir, text)
+    before = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (shim_path, conf_path)}
+
+    assert install.write_shim(bin_dir, interpreter=sys.executable) == shim_path
+    assert install.write_conflist(conf_dir, text) == conf_path
+
+    assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (shim_path, conf_path)} == before
+
+
+def test_a_reinstall_over_a_changed_mode_or_content_replaces_the_file(tmp_path: Path) -> None:
+    shim_path = install.write_shim(tmp_path, interpreter=sys.executable)
+    expected = shim_path.read_bytes()
+    shim_path.chmod(0o700)
+    install.write_shim(tmp_path, interpreter=sys.executable)
+    assert oct(shim_path.stat().st_mode & 0o777) == oct(0o755)
+    shim_path.write_bytes(b"#!/bin/sh\nexit 0\n")
+    install.write_shim(tmp_path, interpreter=sys.executable)
+    assert shim_path.read_bytes() == expected

@@ -21,18 +21,31 @@ def test_the_image_runs_its_services_without_docstrings_and_compiles_its_bytecod
     assert levels == [env["PYTHONOPTIMIZE"]], "the build stage compiles at the level the services run at"
 
 
-def test_continuation_lines_are_joined_and_only_the_last_env_counts(tmp_path: Path) -> None:
+def test_continuation_lines_are_joined_and_a_later_env_replaces_an_earlier_key(tmp_path: Path) -> None:
     containerfile = tmp_path / "Containerfile"
     containerfile.write_text(
-        "FROM base\nENV PYTHONOPTIMIZE=1\nRUN true\n"
+        "FROM base\nENV PYTHONOPTIMIZE=1 PYTHONHASHSEED=0\nRUN true\n"
         'ENV PATH=/x:$PATH \\\n    PYTHONOPTIMIZE=2 \\\n    PYTHONDONTWRITEBYTECODE=1 \\\n    LABEL_TEXT="a b"\n'
     )
-    assert imageenv.python_env(containerfile) == {"PYTHONOPTIMIZE": "2"}
+    assert imageenv.python_env(containerfile) == {"PYTHONOPTIMIZE": "2", "PYTHONHASHSEED": "0"}
+
+
+def test_only_the_final_stages_env_reaches_the_image(tmp_path: Path) -> None:
+    containerfile = tmp_path / "Containerfile"
+    containerfile.write_text(
+        "FROM base AS build\nENV PYTHONOPTIMIZE=1 PYTHONPATH=/build\nRUN true\n"
+        "FROM base\nENV PYTHONUNBUFFERED=1\n"
+    )
+    assert imageenv.python_env(containerfile) == {"PYTHONUNBUFFERED": "1"}
 
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("FROM base\nRUN true\n", "no ENV instruction"), ("FROM base\nENV PYTHONOPTIMIZE 2\n", "KEY=value")],
+    [
+        ("FROM base\nRUN true\n", "no ENV instruction"),
+        ("FROM base\nENV PYTHONOPTIMIZE=2\nFROM other\nRUN true\n", "no ENV instruction"),
+        ("FROM base\nENV PYTHONOPTIMIZE=2\nENV PYTHONHASHSEED 0\n", "KEY=value"),
+    ],
 )
 def test_an_unreadable_env_is_an_error_naming_the_file(tmp_path: Path, text: str, problem: str) -> None:
     containerfile = tmp_path / "Containerfile"
