@@ -294,13 +294,11 @@ def write_conflist(conf_dir: Path, text: str) -> Path:
 
 def _replace_unless_same(path: Path, data: bytes, *, mode: int) -> bool:
     """Write ``data`` to ``path`` atomically unless it is a regular file already holding exactly
-    ``data`` with permission bits ``mode``; return whether it was written."""
-    try:
+    ``data`` with permission bits ``mode`` (as ``host.cdi`` skips an identical spec); return
+    whether it was written."""
+    if atomicfile.read_optional(path) == data:
         st = path.lstat()
-        same = stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == mode and path.read_bytes() == data
-    except FileNotFoundError:
-        same = False
-    if same:
-        return False
+        if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == mode:
+            return False
     atomicfile.write_atomic(path, data, mode=mode)
     return True
