@@ -57,7 +57,8 @@ def log_places(workdir: Path) -> str:
     logs = workdir / stack.LOGS_DIR
     return (
         f"Component logs: {logs}/ (controlplane/<component>.log and audit.log, <node>/<service>.log, "
-        f"operator.log); roles: {workdir}/ansible/ansible-*.log"
+        f"operator.log); roles: {workdir}/ansible/ansible-*.log; on real nodes the roles' Pods (plugin, "
+        f"guard, Multus, operator): kubectl logs, or {workdir}/nodes/<node>/fs/var/log/pods/"
     )
 
 
@@ -73,7 +74,11 @@ def netns_command(lab: stack.LabStack, namespace: str, name: str) -> str:
 
 def orphans_command(lab: stack.LabStack, node: str) -> str:
     """``sriov-dra orphans`` for the plugin checkpoint of ``node`` (a name, or ``<node>``)."""
-    layout = topology.NodeLayout.for_node(lab.workdir, lab.lab_id, node, 0)
+    # The node's own layout (a real node's checkpoint is the DaemonSet's, under the kubelet's plugins dir).
+    kind = type(lab.nodes[0].layout) if lab.nodes else topology.NodeLayout
+    layout = next((n.layout for n in lab.nodes if n.name == node), None) or kind.for_node(
+        lab.workdir, lab.lab_id, node, 0
+    )
     checkpoint = layout.plugin_state_dir / "checkpoint.json"
     return f"{sriov_dra_command()} orphans --node {node} --checkpoint {checkpoint}"
 
@@ -279,9 +284,7 @@ def start(
                 say(f"      {line}")
         if operator_managed:
             say(f"    plugins on the operator's namespace {stack.OPERATOR_NAMESPACE} (operator-managed)")
-            for node in lab.nodes:
-                lab.stop_plugin(node)
-                lab.start_plugin(node, policy_namespace=stack.OPERATOR_NAMESPACE)
+            lab.switch_plugin_policy_namespace(stack.OPERATOR_NAMESPACE)
         say(f"    ready in {time.monotonic() - began:.0f} s; KUBECONFIG={lab.cp.kubeconfig}")
     except BaseException:
         lab.stop()

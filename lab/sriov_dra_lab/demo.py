@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sriov_dra.kube import objects
-from sriov_dra_lab import console, leftovers, paths, processes, realstack, stack, workloads
+from sriov_dra_lab import console, leftovers, paths, processes, stack, workloads
 
 EXAMPLES = paths.REPO / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
@@ -196,11 +196,7 @@ class Demo:
         self.client = objects.Objects(lab.api, field_manager="lab-user")
 
     def _netns(self, pod: Mapping[str, Any]) -> str | None:
-        node = self.lab.node(pod["spec"]["nodeName"])
-        if node.real is not None:
-            return realstack.sandbox_netns(node.real, pod["metadata"]["uid"])
-        record = node.kubelet.sandbox(pod["metadata"]["uid"]) if node.kubelet else None
-        return record.netns if record else None
+        return self.lab.pod_netns(pod)
 
     def show_pod(
         self, namespace: str, name: str, *, expect_vfs: int, rails: Sequence[str]
@@ -327,12 +323,9 @@ class Demo:
         """Spec §14.3: plugins on the operator namespace, SriovNetwork + node policies, the §14.2 workload."""
         v = self.verdict
         say(f"\n== spec §14.3: two rails through the operator ({OPERATOR.relative_to(EXAMPLES.parent)})")
-        say(
-            f"    restarting the plugins with policy namespace {stack.OPERATOR_NAMESPACE} (operator-managed install)"
-        )
-        for node in self.lab.nodes:
-            self.lab.stop_plugin(node)
-            self.lab.start_plugin(node, policy_namespace=stack.OPERATOR_NAMESPACE)
+        how = "the plugin DaemonSet rolled out" if self.lab.plugin_as_daemonset else "the plugins restarted"
+        say(f"    {how} with policy namespace {stack.OPERATOR_NAMESPACE} (operator-managed install)")
+        self.lab.switch_plugin_policy_namespace(stack.OPERATOR_NAMESPACE)
         workload = workloads.load(OPERATOR / "workload.yaml")
         networks = workloads.load(OPERATOR / "sriov-networks-and-policies.yaml")
         workloads.apply_docs(self.lab.api, [d for d in workload if d["kind"] == "Namespace"])
@@ -348,9 +341,7 @@ class Demo:
         self.show_pod("ai-workloads", "gpu-sriov-pairs-demo", expect_vfs=2, rails=RAIL_SUBNETS)
         self.teardown([*networks, *workload], "§14.3")
         v.sections.append("§14.3")
-        for node in self.lab.nodes:
-            self.lab.stop_plugin(node)
-            self.lab.start_plugin(node, policy_namespace=stack.POLICY_NAMESPACE)
+        self.lab.switch_plugin_policy_namespace(stack.POLICY_NAMESPACE)
 
     def _conditions(self) -> dict[str, str]:
         out = {}

@@ -251,6 +251,8 @@ class RealNode:
     so no Pod the roles deploy can reach this node before its image is there (no registry serves them)."""
     registry_hosts: dict[str, str] = field(default_factory=dict)
     """``{registry: hosts.toml text}``: containerd resolves those registries as the text says (a mirror)."""
+    logs_dir: Path | None = None
+    """Where the node's processes log (:attr:`logs`); None: ``<root>/logs``."""
     processes: dict[str, Process] = field(default_factory=dict, init=False)
     ready_after_s: float = field(default=0.0, init=False)
     """Seconds from launching the kubelet to the Node's Ready condition (measured at start)."""
@@ -309,7 +311,7 @@ class RealNode:
     @property
     def logs(self) -> Path:
         """Logs of the node's processes (``kubelet.log``, ``containerd.log``, ``apiproxy.log``)."""
-        return self.root / "logs"
+        return self.logs_dir if self.logs_dir is not None else self.root / "logs"
 
     def exec_prefix(self) -> list[str]:
         """``nsenter`` argv prefix that runs a command inside the node's network and mount namespaces."""

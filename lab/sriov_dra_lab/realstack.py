@@ -13,17 +13,20 @@ install and service steps run unchanged:
   the real node's network namespace after it started; the namespaces are the real node's;
 - **binds** into the node mount namespace (:func:`node_binds`): the lab's short socket directory
   (the guard socket; the DRA plugins' directories as symlinks to the kubelet's own
-  ``/var/lib/kubelet/plugins`` and ``plugins_registry``), ``/run/multus`` and the
-  service-account directory (thick Multus's in-cluster credentials);
+  ``/var/lib/kubelet/plugins`` and ``plugins_registry``), ``/run/multus``, the
+  service-account directory (thick Multus's in-cluster credentials), the fake sysfs tree at
+  :data:`~sriov_dra_lab.plugin_pods.SYSFS_ROOT` and the CDI directory at ``/var/run/cdi`` (the
+  plugin DaemonSet's paths, the same on every node);
 - **images**: pause and busybox imported, the examples' toolbox image pulled through the lab's
   mirror (:mod:`sriov_dra_lab.registry`);
 - the synthetic GPU plugin's CDI specs in a directory of their own (:func:`write_gpu_cdi`), which
   containerd also reads: the real containerd refuses a CDI device it cannot resolve.
 
-Thin Multus and the guard run as their roles' DaemonSets and the operator as the operator role's
-Deployment (their Pods from the built images, imported into each node's containerd before the
-kubelet starts: ``RealNode.built_images``); the plugin and thick Multus still run as host processes
-inside the node namespaces. The lab's service Pods
+Thin Multus, the guard and the plugin run as their roles' DaemonSets and the operator as the operator
+role's Deployment (their Pods from the built images, imported into each node's containerd before the
+kubelet starts: ``RealNode.built_images``; the plugin's tree and CDI directory at one node path each,
+:mod:`~sriov_dra_lab.plugin_pods`); thick Multus still runs as a host process inside the node
+namespaces. The lab's service Pods
 (:data:`SERVICE_NAMESPACES`) are not counted as a workload's leftovers.
 """
 
@@ -39,9 +42,10 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from sriov_dra_lab import images, realnode, registry, session, topology
+from sriov_dra_lab import images, plugin_pods, realnode, registry, session, topology
 from sriov_dra_lab.controlplane import ControlPlane
 from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_rules import names
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,11 @@ class RealNodeLayout(topology.NodeLayout):
         return self.root / "cdi"
 
     @property
+    def plugin_state_dir(self) -> Path:
+        """The plugin DaemonSet's checkpoint directory: the role's default ``<kubelet>/plugins/<driver>``."""
+        return self.host_dir(realnode.KUBELET_ROOT) / "plugins" / names.DRIVER_NAME
+
+    @property
     def gpu_cdi_dir(self) -> Path:
         """The synthetic GPU plugin's CDI directory (a second containerd ``cdi_spec_dirs`` entry)."""
         return self.root / "cdi-gpu"
@@ -102,6 +111,7 @@ class RealNodeMachine(topology.NodeMachine):
             if not link.is_symlink():
                 link.symlink_to(kubelet / name, target_is_directory=True)
         self._create_dirs()
+        self.layout.sysfs_root.mkdir(parents=True, exist_ok=True)  # a bind source (node_binds)
 
     def create(self) -> None:
         """Fake sysfs, the PF and VF veths in the (running) real node's netns, the VF map.
@@ -118,11 +128,18 @@ class RealNodeMachine(topology.NodeMachine):
 
 
 def node_binds(layout: topology.NodeLayout) -> tuple[tuple[Path, str], ...]:
-    """What the real node's mount namespace gets from the lab (module docstring), as (host dir, node path)."""
+    """What the real node's mount namespace gets from the lab (module docstring), as (host dir, node path).
+
+    The fake sysfs tree and the CDI directory are bound at the same node path on every node
+    (:data:`~sriov_dra_lab.plugin_pods.SYSFS_ROOT`, :data:`~sriov_dra_lab.plugin_pods.CDI_ROOT`): the
+    plugin role renders one DaemonSet for all of them.
+    """
     return (
         (layout.run_root, str(layout.run_root)),
         (layout.host_dir("/run/multus"), "/run/multus"),
         (layout.host_dir(SA_DIR), SA_DIR),
+        (layout.sysfs_root, plugin_pods.SYSFS_ROOT),
+        (layout.cdi_root, plugin_pods.CDI_ROOT),
     )
 
 
@@ -188,6 +205,7 @@ def new_real_node(
         name=layout.name,
         index=layout.index,
         root=layout.root,
+        logs_dir=layout.logs,  # with every other lab log, under <workdir>/logs/<node>
         labels={**labels, REAL_LABEL: "true"},
         binds=node_binds(layout),
         extra_cdi_dirs=(layout.gpu_cdi_dir,),
@@ -209,6 +227,28 @@ def sandbox_netns(node: realnode.RealNode, pod_uid: str) -> str | None:
             pid = (json.loads(done.stdout).get("info") or {}).get("pid")
             if pid:
                 return f"/proc/{pid}/ns/net"
+    return None
+
+
+def container_pid(node: realnode.RealNode, namespace: str, container: str) -> int | None:
+    """The host PID of the running container ``container`` of a Pod in ``namespace`` on ``node`` (CRI), or None.
+
+    For the roles' one-per-node Pods (the plugin's ``plugin``, the guard's ``guard``): their RSS and
+    status are the process's, read from ``/proc/<pid>``.
+    """
+    listed = node.crictl(
+        "ps",
+        "-q",
+        "--state=running",
+        f"--label=io.kubernetes.pod.namespace={namespace}",
+        f"--label=io.kubernetes.container.name={container}",
+    )
+    for cid in listed.stdout.split():
+        done = node.crictl("inspect", cid)
+        if done.returncode == 0:
+            pid = (json.loads(done.stdout).get("info") or {}).get("pid")
+            if pid:
+                return int(pid)
     return None
 
 

@@ -47,6 +47,7 @@ import logging
 import os
 import secrets
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -260,7 +261,10 @@ class LabStack(StackInstall, StackServices):
             self._start_thick_multus(node)
         if not self.guard_as_daemonset:
             self._start_guard(node)
-        self.start_plugin(node)
+        if self.plugin_as_daemonset:
+            self.start_plugin_pod(node)
+        else:
+            self.start_plugin(node)
         self._start_gpu_plugin(node)
         if node.real is None:
             self.start_kubelet(node)
@@ -272,6 +276,18 @@ class LabStack(StackInstall, StackServices):
             if node.name == name:
                 return node
         raise KeyError(f"no lab node {name!r}; nodes: {[n.name for n in self.nodes]}")
+
+    def pod_netns(self, pod: Mapping[str, Any]) -> str | None:
+        """The network namespace path of ``pod``'s ready sandbox on its node, or None when it has none.
+
+        A real node's is the pause process's (``/proc/<pid>/ns/net``, from the CRI); a simulated node's
+        the kubelet simulator's record. Raises: ``KeyError`` for a node that is not the lab's.
+        """
+        node = self.node(pod["spec"]["nodeName"])
+        if node.real is not None:
+            return realstack.sandbox_netns(node.real, pod["metadata"]["uid"])
+        record = node.kubelet.sandbox(pod["metadata"]["uid"]) if node.kubelet else None
+        return record.netns if record else None
 
     def environment(self) -> dict[str, str]:
         """``KUBECONFIG`` for a shell that wants to look at the lab."""

@@ -112,6 +112,15 @@ class StackState:
         return self.options.real_nodes
 
     @property
+    def plugin_as_daemonset(self) -> bool:
+        """True when the DRA plugin runs as the plugin role's DaemonSet (real nodes), not as a lab process.
+
+        Its Pods run the product image's ``sriov-dra-plugin`` with no lab seam: no fake kernel, no fault
+        hook (:mod:`~sriov_dra_lab.plugin_pods`).
+        """
+        return self.options.real_nodes
+
+    @property
     def multus_as_daemonset(self) -> bool:
         """True when Multus runs as the multus role's DaemonSet: thin Multus on real nodes.
 

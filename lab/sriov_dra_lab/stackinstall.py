@@ -22,7 +22,7 @@ from typing import Any, Final
 from kubernetes import client as kube_client
 
 from sriov_dra.kube import apply
-from sriov_dra_lab import binaries, cni, images, processes, roles, session, topology
+from sriov_dra_lab import binaries, cni, images, plugin_pods, processes, roles, session, topology
 from sriov_dra_lab.controlplane import SERVICE_CIDR
 from sriov_dra_lab.stackbase import (
     LAB_MANIFESTS,
@@ -110,9 +110,11 @@ class StackInstall(StackState):
         operator role's Deployment, both from the product image built from
         ``collection/image/Containerfile``, and thin Multus as the multus role's DaemonSet from the
         Multus image assembled from the pinned binaries (each pinned by digest, imported into every
-        node's containerd before its kubelet starts). Simulated nodes have no container runtime: every
-        switch is off and the lab starts the entrypoints as processes. The plugin (both kinds) and
-        thick Multus still run as processes (issue 15).
+        node's containerd before its kubelet starts). The plugin runs as the plugin role's DaemonSet
+        from the same image, on the nodes labelled :data:`~sriov_dra_lab.plugin_pods.SRIOV_READY_LABEL`,
+        reading each node's fake sysfs tree at :data:`~sriov_dra_lab.plugin_pods.SYSFS_ROOT`. Simulated
+        nodes have no container runtime: every switch is off and the lab starts the entrypoints as
+        processes. Thick Multus still runs as a process.
         Raises: ``images.ImageError`` when real nodes are asked for and the images were not built.
         """
         switches: dict[str, Any] = {
@@ -127,6 +129,12 @@ class StackInstall(StackState):
         if self.guard_as_daemonset:
             switches["guard_deploy_daemonset"] = True
             switches["guard_image"] = self.workload_image().reference
+        if self.plugin_as_daemonset:
+            switches["plugin_deploy_daemonset"] = True
+            switches["plugin_image"] = self.workload_image().reference
+            switches["plugin_sysfs_root"] = plugin_pods.SYSFS_ROOT
+            switches["plugin_cdi_root"] = plugin_pods.CDI_ROOT
+            switches["plugin_node_selector"] = {plugin_pods.SRIOV_READY_LABEL: "true"}
         if self.options.real_nodes and self.options.operator:
             switches["operator_deploy_deployment"] = True
             switches["operator_image"] = self.workload_image().reference

@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client
 
 from sriov_dra.kube import apply
-from sriov_dra_lab import binaries, kubelet_sim, multus, processes, sandboxes, session
+from sriov_dra_lab import binaries, kubelet_sim, multus, plugin_pods, processes, sandboxes, session
 from sriov_dra_lab.stackbase import (
     DRIVER_NAME,
     MANIFESTS,
@@ -174,6 +174,11 @@ class StackServices(StackState):
             node.policy_namespace = policy_namespace
         self._grant_policy_reads(node.policy_namespace)
         lay = node.layout
+        if self.plugin_as_daemonset:
+            raise RuntimeError(
+                f"the plugin on {node.name} runs as the plugin role's DaemonSet: start_plugin_pod, "
+                "switch_plugin_policy_namespace or delete_plugin_pod change it"
+            )
         argv = [
             sys.executable,
             "-m",
@@ -288,10 +293,93 @@ class StackServices(StackState):
         apply.apply_objects(self.api, docs)
 
     def stop_plugin(self, node: NodeStack) -> None:
-        """Stop ``node``'s plugin (SIGTERM, then SIGKILL after the grace period)."""
+        """Stop ``node``'s plugin process (SIGTERM, then SIGKILL after the grace period).
+
+        Raises: ``RuntimeError`` when the plugin runs as the DaemonSet (a Pod is deleted, not stopped).
+        """
+        if self.plugin_as_daemonset:
+            raise RuntimeError(
+                f"the plugin on {node.name} runs as the plugin role's DaemonSet: use delete_plugin_pod"
+            )
         proc = node.processes.pop("plugin", None)
         if proc is not None:
             proc.stop()
+
+    # --- the plugin as the plugin role's DaemonSet (real nodes) -------------------------------------
+
+    def _registration(self, node: NodeStack) -> Path:
+        return node.layout.registry_dir / f"{DRIVER_NAME}-reg.sock"
+
+    def start_plugin_pod(self, node: NodeStack) -> str:
+        """Let the DaemonSet run on ``node`` (its VFs exist: the node label) and wait until it is registered.
+
+        Returns the Pod's name. Raises: ``processes.ProcessFailed`` naming the Pod's state.
+        """
+        plugin_pods.mark_ready(self.api, node.name)
+        pod = plugin_pods.wait_running(
+            self.api,
+            PLUGIN_SERVICE_ACCOUNT[0],
+            node.name,
+            self._registration(node),
+            timeout_s=max(120.0, self.options.start_timeout_s),
+        )
+        return str(pod.metadata.name)
+
+    def delete_plugin_pod(self, node: NodeStack, *, wait: bool = True) -> str:
+        """Delete ``node``'s plugin Pod by hand; with ``wait``, until its replacement is Ready and registered.
+
+        Returns the deleted Pod's UID. Raises: ``LookupError`` (no Pod), ``processes.ProcessFailed``.
+        """
+        uid = plugin_pods.delete_pod(self.api, PLUGIN_SERVICE_ACCOUNT[0], node.name)
+        if wait:
+            plugin_pods.wait_running(
+                self.api,
+                PLUGIN_SERVICE_ACCOUNT[0],
+                node.name,
+                self._registration(node),
+                timeout_s=max(120.0, self.options.start_timeout_s),
+                after_uid=uid,
+            )
+        return uid
+
+    def switch_plugin_policy_namespace(self, policy_namespace: str) -> None:
+        """Run every node's plugin on ``policy_namespace`` (an operator-managed install watches the operator's).
+
+        Processes are restarted with the new ``--namespace``; the DaemonSet is edited and rolled out,
+        node by node, each new Pod waited for until registered. Raises: ``processes.ProcessFailed``.
+        """
+        if not self.plugin_as_daemonset:
+            for node in self.nodes:
+                self.stop_plugin(node)
+                self.start_plugin(node, policy_namespace=policy_namespace)
+            return
+        self._grant_policy_reads(policy_namespace)
+        plugin_pods.set_policy_namespace(self.api, PLUGIN_SERVICE_ACCOUNT[0], policy_namespace)
+        for node in self.nodes:
+            node.policy_namespace = policy_namespace
+            plugin_pods.wait_running(
+                self.api,
+                PLUGIN_SERVICE_ACCOUNT[0],
+                node.name,
+                self._registration(node),
+                timeout_s=max(180.0, 2 * self.options.start_timeout_s),
+            )
+
+    def plugin_log(self, node: NodeStack) -> list[str]:
+        """The lines ``node``'s plugin logged: its Pod's container log, or its process's log file."""
+        return self.service_log(node, "plugin")
+
+    def service_log(self, node: NodeStack, service: str) -> list[str]:
+        """The lines ``service`` (``plugin`` or ``guard``) logged on ``node``, wherever it runs.
+
+        A DaemonSet's Pod log (``kubectl logs``; the guard's namespace is the plugin's in the lab), or
+        the process's ``<logs>/<node>/<service>.log``. Raises: ``KeyError`` for another service.
+        """
+        as_pod = {"plugin": self.plugin_as_daemonset, "guard": self.guard_as_daemonset}[service]
+        if as_pod:
+            return plugin_pods.log_lines(self.api, PLUGIN_SERVICE_ACCOUNT[0], node.name, service=service)
+        path = node.layout.logs / f"{service}.log"
+        return path.read_text(errors="replace").splitlines() if path.exists() else []
 
     def start_kubelet(self, node: NodeStack) -> kubelet_sim.KubeletSimulator:
         """Start ``node``'s kubelet simulator on its checkpoint and wait for the plugin to register.

@@ -149,10 +149,9 @@ def interfaces(lab: Any, pod: dict[str, Any]) -> dict[str, list[str]]:
     """``{ifname: [CIDR]}`` inside the Pod's sandbox, read on its node (link-local IPv6 left out)."""
     from sriov_dra.cli import inspect
 
-    node = lab.node(pod["spec"]["nodeName"])
-    box = node.kubelet.sandbox(pod["metadata"]["uid"])
-    assert box is not None, f"Pod {pod['metadata']['name']} has no sandbox on {node.name}"
-    return inspect.read_netns(box.netns)
+    netns = lab.pod_netns(pod)
+    assert netns is not None, f"Pod {pod['metadata']['name']} has no sandbox on {pod['spec']['nodeName']}"
+    return inspect.read_netns(netns)
 
 
 def shadows_of(lab: Any, pod: dict[str, Any]) -> list[dict[str, Any]]:

@@ -89,9 +89,10 @@ def test_gpu_nic_pairs_meet_the_completion_criteria(lab: Any, pairs: list[dict[s
     assert sorted(s["name"] for s in selections) == sorted(s["metadata"]["name"] for s in shadows.items)
     assert all(set(s) == {"name", "namespace", "interface"} for s in selections)
 
-    box = node.kubelet.sandbox(pod["metadata"]["uid"])
+    netns = lab.pod_netns(pod)
+    assert netns is not None, f"the Pod has no ready sandbox on {node.name}"
     rows = inspectrows.inspect_pod(
-        client, "ai-workloads", "gpu-sriov-pairs-demo", netns=box.netns, read_netns=inspect.read_netns
+        client, "ai-workloads", "gpu-sriov-pairs-demo", netns=netns, read_netns=inspect.read_netns
     )
     assert [r.interface for r in rows] == ["dra0", "dra1"] and all(r.ok for r in rows), (
         inspecttable.render_table(rows)

@@ -38,9 +38,10 @@ def without_direct_policies(lab: Any, rails: list[dict[str, Any]]) -> Iterator[N
 
 def _rows(lab: Any, namespace: str, name: str) -> list[inspectrows.Row]:
     pod = workloads.wait_running(lab.api, namespace, name, timeout_s=180)
-    box = lab.node(pod["spec"]["nodeName"]).kubelet.sandbox(pod["metadata"]["uid"])
+    netns = lab.pod_netns(pod)
+    assert netns is not None, f"{namespace}/{name} has no ready sandbox"
     client = objects.Objects(lab.api, field_manager="e2e")
-    return inspectrows.inspect_pod(client, namespace, name, netns=box.netns, read_netns=inspect.read_netns)
+    return inspectrows.inspect_pod(client, namespace, name, netns=netns, read_netns=inspect.read_netns)
 
 
 def test_one_nad_for_a_device_class(lab: Any, without_direct_policies: None) -> None:
@@ -60,16 +61,12 @@ def test_one_nad_for_a_device_class(lab: Any, without_direct_policies: None) -> 
 
 @pytest.fixture
 def operator_managed(lab: Any, without_direct_policies: None) -> Iterator[None]:
-    """Plugins restarted on the operator's namespace for one test, then back on the direct one."""
-    for node in lab.nodes:
-        lab.stop_plugin(node)
-        lab.start_plugin(node, policy_namespace=stack.OPERATOR_NAMESPACE)
+    """Plugins on the operator's namespace for one test (a DaemonSet rollout on real nodes), then back."""
+    lab.switch_plugin_policy_namespace(stack.OPERATOR_NAMESPACE)
     try:
         yield
     finally:
-        for node in lab.nodes:
-            lab.stop_plugin(node)
-            lab.start_plugin(node, policy_namespace=stack.POLICY_NAMESPACE)
+        lab.switch_plugin_policy_namespace(stack.POLICY_NAMESPACE)
 
 
 def _ready(client: objects.Objects) -> bool:

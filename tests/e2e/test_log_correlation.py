@@ -3,15 +3,14 @@
 Issue 14 item 3: the plugin, the guard and the operator write the same JSON schema
 (``sriov_dra.servicekit.logs``: ``ts`` RFC 3339 UTC with ``Z``, lowercase ``level``, ``logger``,
 ``msg``, fields, ``exc``), so ``jq 'select(.claim_uid == "<uid>")'`` over the node's plugin and
-guard logs finds the claim's prepare in the plugin and the verification of its interfaces in the
-guard.
+guard logs (their Pods' logs on real nodes, their log files on simulated ones) finds the claim's
+prepare in the plugin and the verification of its interfaces in the guard.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 from tests.e2e.helpers import SRIOV_CLASS, claim_template, in_namespace, on_pf, template, vf_pod, wait_clean
@@ -23,10 +22,10 @@ from sriov_dra_lab import workloads
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
-def json_lines(path: Path) -> list[dict[str, Any]]:
-    """Every log line of ``path`` that is a JSON object (a service may print other lines at start)."""
+def json_lines(lines: list[str]) -> list[dict[str, Any]]:
+    """Every log line that is a JSON object (a service may print other lines at start)."""
     out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in lines:
         if line.startswith("{"):
             out.append(json.loads(line))
     return out
@@ -48,7 +47,7 @@ def test_one_filter_on_a_claim_uid_follows_a_prepare_through_plugin_and_guard_lo
     (status,) = pod["status"]["resourceClaimStatuses"]
     claim_uid = client.get(inspectrows.CLAIM, status["resourceClaimName"], namespace)["metadata"]["uid"]
 
-    logs = {s: json_lines(lab.logs_dir / node.name / f"{s}.log") for s in ("plugin", "guard")}
+    logs = {s: json_lines(lab.service_log(node, s)) for s in ("plugin", "guard")}
     for service, lines in logs.items():
         assert lines, f"{service} wrote no JSON log lines"
         for line in lines:

@@ -1,7 +1,7 @@
 """The whole lab on real kubelets (``LabStack`` with ``real_nodes``): the kubelet behaviour the spec depends on.
 
 One lab (control plane, two real nodes with kubelet v1.36 + containerd, the roles, Multus thin,
-the guard as the guard role's DaemonSet, the plugin; no operator) serves the module; each test applies its own workload and
+the guard and the plugin as their roles' DaemonSets; no operator) serves the module; each test applies its own workload and
 deletes it, and checks that nothing is left (``sriov_dra_lab.leftovers``). Nothing stands in for
 the kubelet or the container runtime.
 """
@@ -108,12 +108,13 @@ def _kubectl(lab: Any, *args: str) -> str:
     return done.stdout
 
 
-def _plugin_events(node: Any, msg: str, claim_uid: str) -> list[dict[str, Any]]:
+def _plugin_events(lab: Any, node: Any, msg: str, claim_uid: str | None = None) -> list[dict[str, Any]]:
+    """Events ``msg`` (of ``claim_uid``, when given) in the log of ``node``'s plugin Pod (``kubectl logs``)."""
     out = []
-    for line in (node.layout.logs / "plugin.log").read_text(errors="replace").splitlines():
+    for line in lab.plugin_log(node):
         if line.startswith("{"):
             event = json.loads(line)
-            if event.get("msg") == msg and event.get("claim_uid") == claim_uid:
+            if event.get("msg") == msg and claim_uid in (None, event.get("claim_uid")):
                 out.append(event)
     return out
 
@@ -229,7 +230,7 @@ def _running_pairs(lab: Any) -> Running:
         pod=pod,
         node=node,
         claim_uid=claim_uid,
-        prepared=len(_plugin_events(node, "prepare done", claim_uid)),
+        prepared=len(_plugin_events(lab, node, "prepare done", claim_uid)),
         shadows=_shadows(lab, PAIRS_POD[0]),
         selections=_selections(lab, *PAIRS_POD),
     )
@@ -257,7 +258,7 @@ def test_sandbox_recreated_without_a_new_prepare_keeps_the_frozen_shadows_and_se
     assert len(run.shadows) == 2 and run.selections
     _recreate_sandbox(real_lab, run.node, run.pod)
     # The kubelet's prepare cache: no NodePrepare for a recreated sandbox (spec §3.2).
-    assert len(_plugin_events(run.node, "prepare done", run.claim_uid)) == run.prepared
+    assert len(_plugin_events(real_lab, run.node, "prepare done", run.claim_uid)) == run.prepared
     assert _shadows(real_lab, PAIRS_POD[0]) == run.shadows
     assert _selections(real_lab, *PAIRS_POD) == run.selections
     _assert_rails(_pod_addresses(real_lab, *PAIRS_POD))
@@ -272,7 +273,7 @@ def test_kubelet_restart_then_sandbox_recreation_reprepares_idempotently(
     run.node.real.restart_kubelet()
     _recreate_sandbox(real_lab, run.node, run.pod)
     # K7: the restored checkpoint resets the kubelet's prepared flag, so the new sandbox prepares again.
-    assert len(_plugin_events(run.node, "prepare done", run.claim_uid)) > run.prepared
+    assert len(_plugin_events(real_lab, run.node, "prepare done", run.claim_uid)) > run.prepared
     assert _shadows(real_lab, PAIRS_POD[0]) == run.shadows
     assert _selections(real_lab, *PAIRS_POD) == run.selections
     after = _pod_addresses(real_lab, *PAIRS_POD)
@@ -294,6 +295,44 @@ def _stamp(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(f"{head}.{(frac or '0')[:6]:0<6}+00:00")
 
 
+def _checkpoint(node: Any) -> dict[str, Any]:
+    """The plugin's checkpoint on ``node``, read on the node's disk (the DaemonSet's ``<kubelet>/plugins/<driver>``)."""
+    data: dict[str, Any] = json.loads((node.layout.plugin_state_dir / "checkpoint.json").read_text())
+    return data
+
+
+def test_plugin_pod_deleted_by_hand_is_restarted_by_its_daemonset_and_recovers_from_its_checkpoint(
+    real_lab: Any, pairs: Running
+) -> None:
+    run = pairs
+    node = run.node
+    before = _checkpoint(node)
+    assert run.claim_uid in json.dumps(before)  # the claim's record is on the node's disk
+    old_uid = real_lab.delete_plugin_pod(node)  # waits for the DaemonSet's new Pod, Ready and registered
+    # Spec §8.3: the new Pod loads the same checkpoint (one claim) and rewrites nothing it holds.
+    (loaded,) = _plugin_events(real_lab, node, "checkpoint loaded")
+    assert loaded["claims"] == 1 and loaded["path"].endswith(
+        "/plugins/" + names.DRIVER_NAME + "/checkpoint.json"
+    )
+    assert _checkpoint(node) == before
+    assert _shadows(real_lab, PAIRS_POD[0]) == run.shadows  # no shadow rewritten or recreated
+    assert _selections(real_lab, *PAIRS_POD) == run.selections
+    _assert_rails(_pod_addresses(real_lab, *PAIRS_POD))
+    # The new Pod, not the deleted one, releases the claim: NodeUnprepare reaches it and nothing is left.
+    from sriov_dra_lab import plugin_pods
+
+    pod = plugin_pods.node_pod(real_lab.api, "dra-driver-sriov", node.name)
+    assert pod is not None and pod.metadata.uid != old_uid
+    client.CoreV1Api(real_lab.api).delete_namespaced_pod(*reversed(PAIRS_POD))
+    eventually(
+        "NodeUnprepareResources by the new plugin Pod",
+        lambda: _plugin_events(real_lab, node, "unprepare done", run.claim_uid),
+        timeout_s=180,
+        interval_s=1,
+    )
+    _finish(real_lab, run.docs)
+
+
 @pytest.mark.parametrize("propagation", ["Foreground", "Background"])
 def test_pod_deletion_tears_down_sandbox_and_cni_before_node_unprepare_and_leaves_nothing(
     real_lab: Any, pairs: Running, propagation: str
@@ -306,7 +345,7 @@ def test_pod_deletion_tears_down_sandbox_and_cni_before_node_unprepare_and_leave
     )
     unprepared = eventually(
         "NodeUnprepareResources",
-        lambda: _plugin_events(node, "unprepare done", claim_uid),
+        lambda: _plugin_events(real_lab, node, "unprepare done", claim_uid),
         timeout_s=180,
         interval_s=1,
     )

@@ -1,8 +1,8 @@
 """Which of the roles' workloads the lab deploys, per node kind, and how their Pods are told apart from leftovers.
 
 On real nodes thin Multus runs as the multus role's DaemonSet (the Multus image assembled from the
-pinned binaries), the guard as the guard role's DaemonSet and the operator as the operator role's
-Deployment (the built product image), each pinned by digest; simulated nodes have no container
+pinned binaries), the guard and the plugin as their roles' DaemonSets and the operator as the operator
+role's Deployment (the built product image), each pinned by digest; simulated nodes have no container
 runtime, so every ``*_deploy_*`` switch is off there. The play in ``playbooks/lab.yml`` sets none of them, so the inventory decides.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from sriov_dra_lab import images, leftovers, realstack
-from sriov_dra_lab.stackbase import LabOptions
+from sriov_dra_lab import images, leftovers, plugin_pods, realstack
+from sriov_dra_lab.stackbase import DRIVER_NAME, LabOptions
 from sriov_dra_lab.stackinstall import StackInstall
 
 REPO = Path(__file__).resolve().parents[3]
@@ -67,16 +67,31 @@ def test_simulated_nodes_deploy_no_workload(tmp_path: Path) -> None:
 DIGEST_REF = f"sriov-dra.local/sriov-dra:0.1.0@sha256:{'ab' * 32}"
 
 
-def test_real_nodes_deploy_thin_multus_the_guard_and_the_operator_from_the_built_images_by_digest(
+def test_real_nodes_deploy_thin_multus_the_guard_the_plugin_and_the_operator_from_the_built_images_by_digest(
     tmp_path: Path,
 ) -> None:
     install = _Install(LabOptions(workdir=tmp_path, real_nodes=True))
     found = install._deploy_vars()
-    assert found["guard_image"] == found["operator_image"] == DIGEST_REF
+    assert found["guard_image"] == found["plugin_image"] == found["operator_image"] == DIGEST_REF
     assert found["multus_image"] == f"ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0@sha256:{'cd' * 32}"
-    # The plugin is still a process on real nodes (issue 15 item 1, next step).
-    assert [k for k in SWITCHES if not found[k]] == ["plugin_deploy_daemonset"]
+    assert [k for k in SWITCHES if not found[k]] == []
     assert install.node_images() == [PRODUCT, MULTUS_THIN]  # imported before the kubelet starts
+
+
+def test_the_plugin_daemonset_reads_each_nodes_fake_tree_at_one_node_path_and_runs_only_on_labelled_nodes(
+    tmp_path: Path,
+) -> None:
+    found = _Install(LabOptions(workdir=tmp_path, real_nodes=True))._deploy_vars()
+    assert found["plugin_sysfs_root"] == plugin_pods.SYSFS_ROOT
+    assert found["plugin_cdi_root"] == plugin_pods.CDI_ROOT
+    assert found["plugin_node_selector"] == {plugin_pods.SRIOV_READY_LABEL: "true"}
+    # Each node binds its own tree and CDI directory at those node paths (realstack.node_binds).
+    layout = realstack.RealNodeLayout.for_node(tmp_path, "abcd", "lab-node-1", 1)
+    binds = dict((target, source) for source, target in realstack.node_binds(layout))
+    assert binds[plugin_pods.SYSFS_ROOT] == layout.sysfs_root
+    assert binds[plugin_pods.CDI_ROOT] == layout.cdi_root
+    # The checkpoint is the role's default, under the kubelet's plugins directory on the node's disk.
+    assert layout.plugin_state_dir == layout.host_dir("/var/lib/kubelet") / "plugins" / DRIVER_NAME
 
 
 def test_real_nodes_with_thick_multus_run_the_multus_daemon_as_a_lab_process(tmp_path: Path) -> None:
@@ -88,7 +103,11 @@ def test_real_nodes_with_thick_multus_run_the_multus_daemon_as_a_lab_process(tmp
 
 def test_real_nodes_without_the_operator_deploy_no_operator(tmp_path: Path) -> None:
     found = _Install(LabOptions(workdir=tmp_path, real_nodes=True, operator=False))._deploy_vars()
-    assert [k for k in SWITCHES if found[k]] == ["multus_deploy_daemonset", "guard_deploy_daemonset"]
+    assert [k for k in SWITCHES if found[k]] == [
+        "multus_deploy_daemonset",
+        "guard_deploy_daemonset",
+        "plugin_deploy_daemonset",
+    ]
     assert "operator_image" not in found
 
 
