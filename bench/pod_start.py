@@ -66,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.realkit import kubeletmetrics
 from kubernetes import client, watch
 
-from sriov_dra_lab import demo, leftovers, realnode, realstack, stack, workloads
+from sriov_dra_lab import demo, leftovers, realnode, realstack, stack, stackbase, workloads
 
 GOAL_RATIO: Final = 1.25
 NAMESPACE: Final = "ai-workloads"
@@ -280,7 +280,8 @@ def rss(lab: stack.LabStack) -> dict[str, tuple[float, float]]:
             proc = node.processes.get(name)
             pid = proc.pid if proc is not None else None
             if pid is None and node.real is not None:
-                pid = realstack.container_pid(node.real, stack.POLICY_NAMESPACE, name)
+                # Both DaemonSets run in the plugin's install namespace (the lab's guard_namespace is the same).
+                pid = realstack.container_pid(node.real, stackbase.PLUGIN_SERVICE_ACCOUNT[0], name)
             if pid is None:
                 continue
             status = Path(f"/proc/{pid}/status").read_text().splitlines()

@@ -9,8 +9,8 @@ the few things a cluster operator would do around it:
   label on a node only once its fake sysfs tree and VF veths exist (:func:`mark_ready`), so a plugin
   Pod never starts on a node without its hardware;
 - **the tree it reads**: each node's fake sysfs tree is bound at the one node path
-  :data:`SYSFS_ROOT` (``plugin_sysfs_root``); the node's CDI directory is bound at the role's default
-  ``/var/run/cdi``, which containerd reads, and the checkpoint is the role's default
+  :data:`SYSFS_ROOT` (``plugin_sysfs_root``); the node's CDI directory, which containerd reads, at
+  :data:`CDI_ROOT` (``plugin_cdi_root``), and the checkpoint is the role's default
   ``<kubelet>/plugins/<driver>/checkpoint.json``;
 - **waiting for it**: the Pod on a node Ready (its readiness probe is the plugin's ``/readyz``:
   registered with the kubelet) and the registration socket in the kubelet's registry
@@ -38,8 +38,10 @@ from sriov_dra_lab import processes
 SYSFS_ROOT: Final = "/run/sriov-dra-lab/sysfs"
 """The node path of each real node's fake sysfs tree (under the node's private tmpfs ``/run``, so
 nothing is created on the machine's own filesystem)."""
-CDI_ROOT: Final = "/var/run/cdi"
-"""The node path the plugin writes CDI specs to (the role's ``plugin_cdi_root`` default)."""
+CDI_ROOT: Final = "/run/cdi"
+"""The node path the plugin writes CDI specs to (``plugin_cdi_root``; the role's default ``/var/run/cdi`` is
+the same place only where ``/var/run`` links to ``/run``: binding at ``/run`` never creates a directory on
+the machine's own filesystem)."""
 SRIOV_READY_LABEL: Final = "lab.sriov-dra.dev/sriov-vfs"
 """Node label the plugin DaemonSet selects (``plugin_node_selector``)."""
 DAEMONSET: Final = "sriov-dra-plugin"
@@ -146,8 +148,10 @@ def set_policy_namespace(api: Any, namespace: str, policy_namespace: str) -> boo
     apps = client.AppsV1Api(api)
     ds = apps.read_namespaced_daemon_set(DAEMONSET, namespace)
     container = next(c for c in ds.spec.template.spec.containers if c.name == CONTAINER)
-    args = [a for a in container.args if not a.startswith("--namespace=")]
-    args.append(f"--namespace={policy_namespace}")
+    flag = f"--namespace={policy_namespace}"
+    args = [flag if a.startswith("--namespace=") else a for a in container.args]
+    if flag not in args:
+        args.append(flag)
     if args == container.args:
         return False
     patch = {"spec": {"template": {"spec": {"containers": [{"name": CONTAINER, "args": args}]}}}}

@@ -13,10 +13,10 @@ install and service steps run unchanged:
   the real node's network namespace after it started; the namespaces are the real node's;
 - **binds** into the node mount namespace (:func:`node_binds`): the lab's short socket directory
   (the guard socket; the DRA plugins' directories as symlinks to the kubelet's own
-  ``/var/lib/kubelet/plugins`` and ``plugins_registry``), ``/run/multus``, the
+  ``/var/lib/kubelet/plugins`` and ``plugins_registry``), ``/run/multus`` and the
   service-account directory (thick Multus's in-cluster credentials), the fake sysfs tree at
-  :data:`~sriov_dra_lab.plugin_pods.SYSFS_ROOT` and the CDI directory at ``/var/run/cdi`` (the
-  plugin DaemonSet's paths, the same on every node);
+  :data:`~sriov_dra_lab.plugin_pods.SYSFS_ROOT` and the CDI directory at
+  :data:`~sriov_dra_lab.plugin_pods.CDI_ROOT` (the plugin DaemonSet's paths, the same on every node);
 - **images**: pause and busybox imported, the examples' toolbox image pulled through the lab's
   mirror (:mod:`sriov_dra_lab.registry`);
 - the synthetic GPU plugin's CDI specs in a directory of their own (:func:`write_gpu_cdi`), which

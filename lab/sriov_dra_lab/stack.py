@@ -1,4 +1,4 @@
-"""The whole lab as one object: control plane, simulated nodes and every service, started and stopped.
+"""The whole lab as one object: control plane, real or simulated nodes and every service, started and stopped.
 
 Owns the lab's wiring, in this order (``LabStack.start``), each step after the previous succeeded:
 
@@ -11,21 +11,24 @@ Owns the lab's wiring, in this order (``LabStack.start``), each step after the p
    Multus and whereabouts kubeconfigs) and, on simulated nodes, the ``multus-guard`` shim, written
    by the command the guard DaemonSet's init container runs;
 4. ``playbooks/lab.yml`` (:mod:`~sriov_dra_lab.roles`): the roles ``multus``, ``guard``, ``vfs``,
-   ``plugin`` and ``operator`` (without the workloads the lab runs as processes), i.e. every CRD,
+   ``plugin`` and ``operator`` (with the workloads on real nodes, without those the lab runs as
+   processes), i.e. every CRD,
    DeviceClass, namespace, ServiceAccount and RBAC object they ship, Multus's node files, the guard's conflist
    (``sriovnet.dra.cni_config``) and the VF counts checked on the fake sysfs;
 5. per node, the services: thick Multus (``--multus thick``), the guard daemon (simulated nodes;
-   real nodes run the guard role's and, for thin, the multus role's DaemonSets), the DRA plugin
-   (``python -m sriov_dra.driver``), the synthetic ``gpu.nvidia.com`` kubelet plugin
-   (:mod:`~sriov_dra_lab.gpu_plugin`), the kubelet simulator (registered with both), and the
-   synthetic GPU ResourceSlice;
+   real nodes run the guard role's and, for thin, the multus role's DaemonSets), the DRA plugin (on
+   real nodes the plugin role's DaemonSet Pod, let onto the node by its label and waited for until
+   registered: :mod:`~sriov_dra_lab.plugin_pods`; on simulated nodes ``python -m
+   sriov_dra_lab.launch_plugin``), the synthetic ``gpu.nvidia.com`` kubelet plugin
+   (:mod:`~sriov_dra_lab.gpu_plugin`), on simulated nodes the kubelet simulator (registered with
+   both), and the synthetic GPU ResourceSlice;
 6. the operator (``python -m sriov_dra.operator``); on real nodes the operator role deploys it as its
    Deployment instead, and step 5 runs while the cluster run waits for the rollouts (the operator
    Pods' sandboxes need the guard and Multus).
 
 Services are started as processes through their entrypoints, inside the node's namespaces (no
-service module is imported); of the roles' workloads thin Multus, the guard and the operator run as
-Pods on real nodes.
+service module is imported); of the roles' workloads thin Multus, the guard, the plugin and the
+operator run as Pods on real nodes.
 
 With ``LabOptions.real_nodes`` (``sriov-dra lab demo --node-kind real``) step 3 starts, per node, a
 real kubelet v1.36 with containerd instead of the Node object and the kubelet simulator

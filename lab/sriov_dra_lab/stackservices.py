@@ -1,11 +1,12 @@
-"""Starting and stopping the lab's services, each as a process through its entrypoint in its node.
+"""Starting and stopping the lab's services: processes through their entrypoints, or the roles' Pods.
 
 This module owns step 5 and 6 of :class:`~sriov_dra_lab.stack.LabStack`'s start and the
 restarts tests use, as methods the stack inherits: the API relay into a node, thick Multus, the
-guard daemon, the DRA plugin (with a Node-bound token of its ServiceAccount and the shipped
-policy-namespace Role), the synthetic GPU plugin, the kubelet simulator and the operator, each
-started inside the node's namespaces, killed with the lab (``setpriv --pdeathsig KILL``) and
-waited for until it is ready.
+guard daemon, the DRA plugin (a process with a Node-bound token of its ServiceAccount and the
+shipped policy-namespace Role; on real nodes the plugin role's DaemonSet Pod instead, through
+:mod:`~sriov_dra_lab.plugin_pods`), the synthetic GPU plugin, the kubelet simulator and the
+operator, each process started inside the node's namespaces, killed with the lab (``setpriv
+--pdeathsig KILL``) and waited for until it is ready.
 
 It must never import a service module, or start a service other than through its entrypoint.
 """
@@ -166,19 +167,20 @@ class StackServices(StackState):
         )
 
     def start_plugin(self, node: NodeStack, *, policy_namespace: str | None = None) -> processes.Process:
-        """Start ``node``'s DRA plugin (after a stop: the same checkpoint). Returns its process.
+        """Start ``node``'s DRA plugin process (after a stop: the same checkpoint). Returns its process.
 
-        Raises: ``processes.ProcessFailed`` when it exits or does not register in time.
+        Raises: ``processes.ProcessFailed`` when it exits or does not register in time; ``RuntimeError``
+        when the plugin runs as the DaemonSet (nothing changed then).
         """
-        if policy_namespace is not None:
-            node.policy_namespace = policy_namespace
-        self._grant_policy_reads(node.policy_namespace)
-        lay = node.layout
         if self.plugin_as_daemonset:
             raise RuntimeError(
                 f"the plugin on {node.name} runs as the plugin role's DaemonSet: start_plugin_pod, "
                 "switch_plugin_policy_namespace or delete_plugin_pod change it"
             )
+        if policy_namespace is not None:
+            node.policy_namespace = policy_namespace
+        self._grant_policy_reads(node.policy_namespace)
+        lay = node.layout
         argv = [
             sys.executable,
             "-m",

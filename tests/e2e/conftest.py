@@ -1,11 +1,13 @@
-"""The e2e tier: one lab (control plane, two simulated nodes, every service) for the whole session.
+"""The e2e tier: one lab (control plane, two real nodes, every service) for the whole session.
 
-The lab is :class:`sriov_dra_lab.stack.LabStack`, the same object ``sriov-dra lab demo`` runs: it
-installs through the collection's roles (``playbooks/lab.yml``; a role that fails is a test error,
-its output in ``<lab>/ansible/ansible-*.log``) and then starts the services as processes. It
-skips (fails when ``SRIOV_DRA_REQUIRE_TIERS`` names ``e2e``) only when a real part cannot start on
-this machine: not root, no namespace tools, pinned binaries not built, a control plane component
-that does not come up. A service of this project that fails to start is a test error.
+The lab is :class:`sriov_dra_lab.stack.LabStack`, the same object ``sriov-dra lab demo`` runs, on real
+nodes (kubelet v1.36 + containerd + runc each): it installs through the collection's roles
+(``playbooks/lab.yml``; a role that fails is a test error, its output in
+``<lab>/ansible/ansible-*.log``), which deploy the plugin, the guard, thin Multus and the operator
+from the built images. It skips (fails when ``SRIOV_DRA_REQUIRE_TIERS`` names ``e2e``) only when a
+real part cannot start on this machine: not root, no namespace tools, pinned binaries or images not
+built, a control plane component that does not come up. A service of this project that fails to
+start is a test error.
 
 Every test works in its own namespace; the administrator's cluster objects the tests share are
 the spec §14.2 mappings (DeviceAttributes, SriovResourcePolicy, DeviceClasses), applied once.
@@ -27,17 +29,20 @@ from tests.e2e import helpers
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A running lab with two nodes (see the module docstring)."""
-    from sriov_dra_lab import binaries, processes, stack, topology
+    from sriov_dra_lab import binaries, images, processes, realnode, stack, topology
 
     if os.geteuid() != 0:
         tiers.unavailable("e2e", "the lab needs root (network and mount namespaces, veth interfaces)")
     missing = [t for t in ("nsenter", "unshare", "mount", "ip", "setpriv") if shutil.which(t) is None]
     if missing:
         tiers.unavailable("e2e", f"missing tools {missing} (util-linux, iproute2)")
-    lab = stack.LabStack(stack.LabOptions(workdir=tmp_path_factory.mktemp("lab"), nodes=2))
+    missing = realnode.missing_parts()
+    if missing:
+        tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
+    lab = stack.LabStack(stack.LabOptions(workdir=tmp_path_factory.mktemp("lab"), nodes=2, real_nodes=True))
     try:
         lab.start()
-    except binaries.BinaryMissing as exc:
+    except (binaries.BinaryMissing, images.ImageError, realnode.RealNodeError) as exc:
         tiers.unavailable("e2e", str(exc))
     except topology.TopologyError as exc:
         tiers.unavailable("e2e", f"this machine cannot create the lab's namespaces: {exc}")

@@ -67,13 +67,20 @@ def template(name: str, network: str, ipam: dict[str, Any]) -> dict[str, Any]:
 
 
 def vf_pod(name: str, template_name: str, *, node: str | None = None) -> dict[str, Any]:
-    """A Pod using claim template ``template_name`` (no networks annotation)."""
+    """A Pod using claim template ``template_name`` (no networks annotation).
+
+    Its container is the lab's local busybox image (imported into every real node, never pulled), asleep.
+    """
+    from sriov_dra_lab import images
+
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": 1,
         "containers": [
             {
                 "name": "workload",
-                "image": "registry.invalid/lab:none",
+                "image": images.BUSYBOX_IMAGE,
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c", "sleep 3600"],
                 "resources": {"claims": [{"name": "devices"}]},
             }
         ],

@@ -1,6 +1,8 @@
 """The lab with thick Multus (``multus-daemon`` + ``multus-shim``), the spec §14.2 example on it.
 
-A second, one-node lab for this module: the guard in front of thick Multus attaches both rails,
+A second, one-node lab on a real node for this module (thick Multus's daemon is a lab process in the
+node's namespaces, not yet the multus role's DaemonSet): the guard in front of thick Multus attaches
+both rails,
 Multus (the daemon's service-account identity) makes no ResourceClaim/ResourceSlice request, and
 deleting the Pod leaves nothing.
 """
@@ -23,7 +25,11 @@ def thick_lab(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     """A one-node lab running thick Multus (started after the main lab proved the machine can)."""
     thick = stack.LabStack(
         stack.LabOptions(
-            workdir=tmp_path_factory.mktemp("thick"), nodes=1, multus_mode="thick", operator=False
+            workdir=tmp_path_factory.mktemp("thick"),
+            nodes=1,
+            multus_mode="thick",
+            operator=False,
+            real_nodes=True,
         )
     )
     thick.start()
@@ -38,13 +44,11 @@ def test_gpu_nic_pairs_through_thick_multus(thick_lab: stack.LabStack) -> None:
     workloads.apply_docs(thick_lab.api, docs)
     pod = workloads.wait_running(thick_lab.api, "ai-workloads", "gpu-sriov-pairs-demo", timeout_s=180)
     assert (thick_lab.nodes[0].layout.host_dir("/run/multus") / "sock" / "multus.sock").exists()
-    sim = thick_lab.nodes[0].kubelet
-    assert sim is not None
-    box = sim.sandbox(pod["metadata"]["uid"])
-    assert box is not None
+    netns = thick_lab.pod_netns(pod)
+    assert netns is not None
     client = objects.Objects(thick_lab.api, field_manager="e2e")
     rows = inspectrows.inspect_pod(
-        client, "ai-workloads", "gpu-sriov-pairs-demo", netns=box.netns, read_netns=inspect.read_netns
+        client, "ai-workloads", "gpu-sriov-pairs-demo", netns=netns, read_netns=inspect.read_netns
     )
     assert [r.interface for r in rows] == ["dra0", "dra1"] and all(r.ok for r in rows), (
         inspecttable.render_table(rows)

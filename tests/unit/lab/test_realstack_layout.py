@@ -37,7 +37,7 @@ def test_real_node_gets_the_lab_socket_dir_multus_run_dir_service_account_dir_fa
         "/run/multus": layout.host_dir("/run/multus"),
         realstack.SA_DIR: layout.host_dir(realstack.SA_DIR),
         "/run/sriov-dra-lab/sysfs": layout.sysfs_root,
-        "/var/run/cdi": layout.cdi_root,
+        "/run/cdi": layout.cdi_root,
     }
 
 

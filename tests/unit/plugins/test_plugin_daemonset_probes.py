@@ -45,7 +45,21 @@ def test_an_all_interfaces_address_is_probed_on_loopback_and_a_named_one_on_that
     assert (probe["host"], probe["port"]) == (host, port)
 
 
-@pytest.mark.parametrize("address", ["0", ""])
-def test_with_metrics_off_there_is_no_endpoint_to_probe_and_no_probe(address: str) -> None:
+@pytest.mark.parametrize("address", ["0", "", 0])
+def test_with_metrics_off_there_is_no_endpoint_to_probe_and_no_probe(address: object) -> None:
+    # 0 unquoted in an inventory is YAML's integer: still "off", rendered as before.
     container = _container(_render(plugin_metrics_bind_address=address))
-    assert "readinessProbe" not in container and "livenessProbe" not in container
+    assert "--metrics-bind-address=0" in container["args"] or "--metrics-bind-address=" in container["args"]
+    assert not {"startupProbe", "readinessProbe", "livenessProbe"} & container.keys()
+
+
+def test_a_free_port_address_has_no_fixed_port_to_probe_and_no_probe() -> None:
+    container = _container(_render(plugin_metrics_bind_address="127.0.0.1:0"))
+    assert "--metrics-bind-address=127.0.0.1:0" in container["args"]
+    assert not {"startupProbe", "readinessProbe", "livenessProbe"} & container.keys()
+
+
+def test_a_slow_start_is_given_two_minutes_before_liveness_counts() -> None:
+    startup = _container(_render())["startupProbe"]
+    assert startup["httpGet"]["path"] == "/healthz"
+    assert startup["periodSeconds"] * startup["failureThreshold"] == 120
