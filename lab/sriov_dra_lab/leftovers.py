@@ -11,7 +11,9 @@ After the demo (and every e2e teardown) deletes its workloads, nothing of theirs
 - **IP reservations**: whereabouts ``IPPool`` allocations and ``OverlappingRangeIPReservation``
   objects; host-local reservation files in each node's ``/var/lib/cni/networks``;
 - **kubelet claims / sandboxes**: the kubelet simulators' prepared claims and Pod sandboxes (on real
-  nodes the sandboxes containerd holds, but the lab's own service Pods and their host-local addresses);
+  nodes the sandboxes containerd holds, but the lab's own service Pods and their host-local addresses,
+  and the stopped sandboxes of deleted Pods, which the kubelet's container GC removes within a minute:
+  :func:`~sriov_dra_lab.realstack.sandboxes`);
 - **VFs away**: lab VF netdevs not back in their node namespace.
 
 Read-only: it reports, never cleans. ``scope`` restricts Pod- and NAD-level checks to namespaces
@@ -130,7 +132,7 @@ def _holder(reservation: os.PathLike[str]) -> str:
         return ""
 
 
-def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers) -> None:
+def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers, live_pod_uids: Collection[str]) -> None:
     lay = node.layout
     for uid in _checkpoint_claims(str(lay.plugin_state_dir / "checkpoint.json")):
         found.checkpoint_records.append(f"{node.name}: claim {uid}")
@@ -149,7 +151,7 @@ def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers) -> None:
                     continue  # the lab's own service Pods (realstack.SERVICE_NAMESPACES)
                 found.ip_reservations.append(f"{node.name}: host-local {net}/{entry}")
     if node.real is not None:
-        found.sandboxes.extend(f"{node.name}: {box}" for box in realstack.sandboxes(node.real))
+        found.sandboxes.extend(f"{node.name}: {box}" for box in realstack.sandboxes(node.real, live_pod_uids))
     if node.kubelet is not None:
         for claim in node.kubelet.prepared_claims():
             found.kubelet_claims.append(f"{node.name}: {claim.namespace}/{claim.name}")
@@ -168,6 +170,7 @@ def collect(lab: stack_mod.LabStack, *, scope: Collection[str] | None = None) ->
     found = Leftovers()
     client = objects.Objects(lab.api, field_manager="sriov-dra-lab")
     _api_leftovers(client, found, scope)
+    live = {str((p.get("metadata") or {}).get("uid")) for p in client.list(POD).items}
     for node in lab.nodes:
-        _node_leftovers(node, found)
+        _node_leftovers(node, found, live)
     return found

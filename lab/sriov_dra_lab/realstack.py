@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -265,10 +265,18 @@ def _sandbox_items(node: realnode.RealNode) -> list[dict[str, Any]] | str:
     return items
 
 
-def sandboxes(node: realnode.RealNode) -> list[str]:
+STOPPED: Final = "SANDBOX_NOTREADY"
+
+
+def sandboxes(node: realnode.RealNode, live_pod_uids: Collection[str] | None = None) -> list[str]:
     """Every workload Pod sandbox containerd holds on ``node`` as ``namespace/name state`` (a leftover after a phase).
 
-    The sandboxes of the lab's services (:data:`SERVICE_NAMESPACES`) are not listed.
+    The sandboxes of the lab's services (:data:`SERVICE_NAMESPACES`) are not listed. With
+    ``live_pod_uids`` (the UIDs of the Pods the API still has), a **stopped** sandbox of a Pod that is
+    gone is not listed either: the kubelet ran StopPodSandbox (CNI DEL) for it and removes the record at
+    its next container GC, which runs once a minute (a deleted Pod's sandbox stayed 30–59 s here); what
+    a failed teardown would leave (addresses, VFs away) is counted on its own. A ready sandbox, or any
+    sandbox of a Pod the API still has, is listed.
     """
     items = _sandbox_items(node)
     if isinstance(items, str):
@@ -276,8 +284,15 @@ def sandboxes(node: realnode.RealNode) -> list[str]:
     out = []
     for item in items:
         meta = item.get("metadata") or {}
-        if meta.get("namespace") not in SERVICE_NAMESPACES:
-            out.append(f"{meta.get('namespace')}/{meta.get('name')} {item.get('state')}")
+        if meta.get("namespace") in SERVICE_NAMESPACES:
+            continue
+        if (
+            live_pod_uids is not None
+            and item.get("state") == STOPPED
+            and meta.get("uid") not in live_pod_uids
+        ):
+            continue
+        out.append(f"{meta.get('namespace')}/{meta.get('name')} {item.get('state')}")
     return out
 
 

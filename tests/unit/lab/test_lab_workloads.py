@@ -139,6 +139,20 @@ def test_a_workload_sandbox_is_a_leftover_and_the_lab_services_sandboxes_are_not
     assert realstack.service_sandbox_ids(node) == {"aaa", "ccc"}
 
 
+def test_a_stopped_sandbox_of_a_deleted_pod_awaits_the_kubelets_gc_and_is_no_leftover() -> None:
+    stopped = {**_box("ddd", "ai-workloads", "gone"), "state": "SANDBOX_NOTREADY"}
+    stopped["metadata"] = {**stopped["metadata"], "uid": "uid-gone"}
+    kept = {**_box("eee", "ai-workloads", "still-here"), "state": "SANDBOX_NOTREADY"}
+    kept["metadata"] = {**kept["metadata"], "uid": "uid-live"}
+    node: Any = _Crictl([*ITEMS, stopped, kept])
+    # Without the API's Pods every workload sandbox counts; with them, only the deleted Pod's stopped one is skipped.
+    assert len(realstack.sandboxes(node)) == 3
+    assert realstack.sandboxes(node, {"uid-live"}) == [
+        "ai-workloads/gpu-sriov-pairs-demo SANDBOX_READY",  # ready: counted even when its Pod is gone
+        "ai-workloads/still-here SANDBOX_NOTREADY",  # its Pod is still in the API
+    ]
+
+
 def test_a_host_local_reservation_names_its_holder_by_its_first_line(tmp_path: Path) -> None:
     held = tmp_path / "10.244.1.7"
     held.write_text("aaa\r\neth0")
