@@ -14,7 +14,7 @@ help:
 	@echo "make setup   - Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI binaries and the"
 	@echo "               real-node parts (kubelet, containerd, crictl, pause, the images: make image),"
 	@echo "               QEMU and the guest kernel of the realvf tier (tools/realvf-setup.sh)"
-	@echo "make test    - lint, type checks and every test tier (unit, host, cluster, cni, e2e, ansible)"
+	@echo "make test    - lint, type checks and every test tier (unit, host, cluster, cni, e2e, ansible, realvf)"
 	@echo "make lab     - the main job: the local lab (see README.md); options of 'sriov-dra lab demo' in"
 	@echo "               LAB_ARGS, e.g. make lab LAB_ARGS=\"--multus thick\" or LAB_ARGS=--hold"
 	@echo "make collections - .venv plus the Ansible collections the roles need (kubernetes.core), no Go build"
