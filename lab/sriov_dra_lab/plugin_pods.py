@@ -68,10 +68,9 @@ def node_pod(api: Any, namespace: str, node: str, *, selector: str = POD_LABEL) 
     return live[0] if live else None
 
 
-def _ready(pod: client.V1Pod | None, generation: str | None) -> bool:
-    if pod is None or pod.status is None:
-        return False
-    if generation is not None and (pod.metadata.labels or {}).get("controller-revision-hash") != generation:
+def _ready(pod: client.V1Pod, revision: str) -> bool:
+    """True when ``pod`` runs the DaemonSet's template ``revision`` (its hash) and is Ready."""
+    if pod.status is None or (pod.metadata.labels or {}).get("controller-revision-hash") != revision:
         return False
     conditions = {c.type: c.status for c in pod.status.conditions or []}
     return conditions.get("Ready") == "True"

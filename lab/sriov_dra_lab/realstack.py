@@ -221,12 +221,19 @@ def sandbox_netns(node: realnode.RealNode, pod_uid: str) -> str | None:
     None when the node has no ready sandbox of that Pod.
     """
     listed = node.crictl("pods", "-q", "--state=ready", f"--label=io.kubernetes.pod.uid={pod_uid}")
-    for sandbox in listed.stdout.split():
-        done = node.crictl("inspectp", sandbox)
+    pid = _first_pid(node, "inspectp", listed.stdout.split())
+    return None if pid is None else f"/proc/{pid}/ns/net"
+
+
+def _first_pid(node: realnode.RealNode, inspect: str, ids: Sequence[str]) -> int | None:
+    """The host PID ``crictl <inspect>`` (``inspectp`` for a sandbox, ``inspect`` for a container) reports
+    for the first of ``ids`` it can inspect, or None."""
+    for cri_id in ids:
+        done = node.crictl(inspect, cri_id)
         if done.returncode == 0:
             pid = (json.loads(done.stdout).get("info") or {}).get("pid")
             if pid:
-                return f"/proc/{pid}/ns/net"
+                return int(pid)
     return None
 
 
@@ -243,13 +250,7 @@ def container_pid(node: realnode.RealNode, namespace: str, container: str) -> in
         f"--label=io.kubernetes.pod.namespace={namespace}",
         f"--label=io.kubernetes.container.name={container}",
     )
-    for cid in listed.stdout.split():
-        done = node.crictl("inspect", cid)
-        if done.returncode == 0:
-            pid = (json.loads(done.stdout).get("info") or {}).get("pid")
-            if pid:
-                return int(pid)
-    return None
+    return _first_pid(node, "inspect", listed.stdout.split())
 
 
 SERVICE_NAMESPACES: Final = frozenset({"sriov-network-operator", "dra-driver-sriov", "kube-system"})
