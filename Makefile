@@ -39,7 +39,8 @@ $(STAMP): pyproject.toml lab/pyproject.toml
 	@echo "[setup] creating $(VENV) and installing the Python dependencies (a few minutes the first time)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -m pip install -q -e '.[dev]' -e ./lab
+	@# setuptools' notice on every editable install (a folder named like the package) is not actionable here
+	@PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[dev]' -e ./lab
 	@touch $(STAMP)
 
 collections: venv

@@ -150,7 +150,7 @@ for b in "$mbin/multus" "$mbin/multus-shim" "$mbin/multus-daemon" "$tbin/install
   [ -x "$b" ] || die "$b missing: build it with 'bash tools/build-binaries.sh multus multus-tools'"
 done
 multus_key=$(for b in "$mbin"/multus "$mbin"/multus-shim "$mbin"/multus-daemon "$tbin"/install_multus "$tbin"/thin_entrypoint "$tbin"/passthru; do
-  sha256sum < "$b"; done | { cat; echo "recipe=$recipe_rev"; } | sha | cut -c1-16)
+  sha256sum < "$b"; done | { cat; echo "recipe=$recipe_rev"; echo "multus-layout=2"; } | sha | cut -c1-16)  # layout 2: /var/run -> /run
 for flavour in thin thick; do
   if [ $flavour = thin ]; then name=$MULTUS_REPO:$MULTUS_VERSION; entry='["/thin_entrypoint"]'
   else name=$MULTUS_REPO:$MULTUS_VERSION-thick; entry='["/usr/src/multus-cni/bin/multus-daemon"]'; fi
@@ -158,8 +158,10 @@ for flavour in thin thick; do
   if fresh "$out"; then log "multus $flavour: cached ($multus_key)"; else
     log "multus $flavour: assembling $name from the pinned binaries"
     stage=$(mktemp -d "$top/stage.XXXXXX")
-    mkdir -p "$stage/usr/src/multus-cni/bin" "$stage/tmp" "$stage/etc"
+    mkdir -p "$stage/usr/src/multus-cni/bin" "$stage/tmp" "$stage/etc" "$stage/run" "$stage/var"
     chmod 1777 "$stage/tmp"
+    # as in upstream's Debian-based images: the runtime's CNI_NETNS (/var/run/netns/...) resolves in the container
+    ln -s ../run "$stage/var/run"
     cp "$mbin"/multus "$mbin"/multus-shim "$mbin"/multus-daemon "$tbin"/install_multus "$tbin"/thin_entrypoint "$tbin"/passthru \
       "$stage/usr/src/multus-cni/bin/"
     cp "$tbin/install_multus" "$tbin/thin_entrypoint" "$stage/"

@@ -8,7 +8,9 @@ directory (for a cluster whose binaries come from elsewhere). Never builds anyth
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,3 +106,19 @@ def find(name: str, versions: Versions | None = None) -> Path:
             f"(or `bash tools/build-binaries.sh`)"
         )
     return path
+
+
+def install(source: Path, dest: Path) -> None:
+    """Install binary ``source`` (from :func:`find`) as ``dest``: a hard link (a copy across file systems).
+
+    Never a symlink into the build cache: a node's CNI bin dir holds real files, as on a real node,
+    because thick Multus's daemon looks its delegates up inside its container, which mounts only the
+    node's CNI bin dir (it runs them chrooted into the node's root).
+    Raises: ``OSError`` (``dest`` exists, ``source`` is missing).
+    """
+    try:
+        os.link(source, dest)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.copy2(source, dest)

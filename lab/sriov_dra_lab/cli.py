@@ -109,7 +109,7 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
         "without the examples, print KUBECONFIG, kubectl and commands to try, stop on Enter "
         "(--bare: control plane and Node objects only)",
         description=(
-            "Start the same lab `lab demo` runs (control plane, simulated nodes, playbooks/lab.yml "
+            "Start the same lab `lab demo` runs (control plane, real nodes unless --node-kind simulated, playbooks/lab.yml "
             "through the roles, plugins, guards, Multus, operator) without applying any example; print "
             "KUBECONFIG, the kubectl of the build cache and commands to try (kubectl apply -f examples/..., "
             "sriov-dra inspect, sriov-dra orphans); stop everything on Enter or Ctrl-C."

@@ -24,6 +24,7 @@ from sriov_dra_lab import (
     iproute,
     paths,
     processes,
+    realnode,
     realstack,
     roles,
     session,
@@ -65,11 +66,28 @@ def log_places(workdir: Path) -> str:
 def netns_command(lab: stack.LabStack, namespace: str, name: str) -> str:
     """A shell expression printing the network namespace path of Pod ``namespace/name`` on ``lab``.
 
-    Shapes: the kubelet simulator names a sandbox ``sdl<lab id>-<first 8 of the Pod UID>-<hex>``
-    under :data:`~sriov_dra_lab.iproute.NETNS_DIR`.
+    Shapes: on real nodes, ``/proc/<pause pid>/ns/net`` of the Pod's ready sandbox, found as
+    :func:`~sriov_dra_lab.realstack.sandbox_netns` finds it (``crictl pods`` by Pod UID, then
+    ``crictl inspectp``) inside the mount namespace of the node ``kubectl`` reports
+    (``<workdir>/nodes/<node>/ns/mnt``). The kubelet simulator names a sandbox
+    ``sdl<lab id>-<first 8 of the Pod UID>-<hex>`` under :data:`~sriov_dra_lab.iproute.NETNS_DIR`.
     """
+    if lab.nodes and isinstance(lab.nodes[0].layout, realstack.RealNodeLayout):
+        return _real_netns_command(lab.workdir, namespace, name)
     uid = f"kubectl -n {namespace} get pod {name} -o jsonpath='{{.metadata.uid}}' | cut -c1-8"
     return f'"$(ls -d {iproute.NETNS_DIR}/sdl{lab.lab_id}-$({uid})-*)"'
+
+
+def _real_netns_command(workdir: Path, namespace: str, name: str) -> str:
+    where = f"kubectl -n {namespace} get pod {name} -o jsonpath='{{.spec.nodeName}} {{.metadata.uid}}'"
+    crictl = (
+        f"nsenter --mount={workdir.resolve()}/nodes/$1/ns/mnt {binaries.find('crictl')} "
+        f"--runtime-endpoint={realnode.RUNTIME_ENDPOINT}"
+    )
+    # 2>/dev/null: crictl warns on stderr that it has no /etc/crictl.yaml
+    sandbox = f"$({crictl} pods -q --state=ready --label=io.kubernetes.pod.uid=$2 2>/dev/null)"
+    template = "'/proc/{{.info.pid}}/ns/net'"
+    return f'"$(set -- $({where}); {crictl} inspectp -o go-template --template {template} {sandbox} 2>/dev/null)"'
 
 
 def orphans_command(lab: stack.LabStack, node: str) -> str:
@@ -129,7 +147,9 @@ def removal_commands(files: Sequence[Path]) -> list[str]:
 def preflight_commands(lab: stack.LabStack) -> list[str]:
     """The preflight against the lab: the CLI inside a node's namespaces, from the host, and the playbook.
 
-    With the plugins on the operator's namespace the CLI checks policies there (``--policy-namespace``).
+    With the plugins on the operator's namespace the CLI checks policies there (``--policy-namespace``);
+    the node checks are told the lab's Multus mode (``--multus-mode``; the playbook reads the
+    inventory's ``multus_mode``).
 
     The CLI's node checks read the machine it runs on (``/opt/cni/bin``, ``/etc/cni/net.d``): on
     the lab that is a node's mount and network namespaces, entered with ``nsenter``.
@@ -144,7 +164,7 @@ def preflight_commands(lab: stack.LabStack) -> list[str]:
         layout = lab.nodes[0].layout
         lines.append(
             f"nsenter --mount={layout.mountns_file} --net={layout.netns_path} "
-            f"{sriov} preflight {target}    # on node {layout.name} (root)"
+            f"{sriov} preflight {target} --multus-mode {lab.options.multus_mode}    # on node {layout.name} (root)"
         )
     lines.append(f"{sriov} preflight {target} --no-node-checks    # cluster checks only, from the host")
     playbook = Path(sys.executable).parent / "ansible-playbook"
@@ -180,6 +200,7 @@ def lab_hints(lab: stack.LabStack) -> str:
         *_environment(lab.cp.kubeconfig),
         *apply,
         f"kubectl -n {namespace} get pod {pod} -o wide    # Running after ~10 s",
+        f"kubectl -n {namespace} exec {pod} -- ip -o -f inet addr show    # dra0/dra1 with the rails' addresses",
         f"{sriov} inspect {pod} -n {namespace} --netns {netns_command(lab, namespace, pod)}",
         f"{orphans_command(lab, '<node>')}    # <node>: the Pod's, e.g. {node}",
         f"# to remove the example, {after} (never kubectl delete -f an example: "

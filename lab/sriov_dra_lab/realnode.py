@@ -243,7 +243,7 @@ class RealNode:
     binds: tuple[tuple[Path, str], ...] = ()
     """(host directory, path in the node) bound into the node mount namespace after ``/run`` is
     replaced (a source under the host's ``/run`` too): what the lab's node services share with the
-    kubelet and containerd (the plugin sockets, ``/run/multus``, the service-account directory)."""
+    kubelet and containerd (the plugin sockets, the fake sysfs tree, the CDI directory)."""
     extra_cdi_dirs: tuple[Path, ...] = ()
     """More containerd ``cdi_spec_dirs`` after :attr:`cdi_dir` (the lab's synthetic GPU specs)."""
     built_images: tuple[images.BuiltImage, ...] = ()
@@ -383,7 +383,7 @@ class RealNode:
         for plugin in CNI_PLUGINS:
             link = bin_dir / plugin
             if not link.exists():
-                link.symlink_to(binaries.find(plugin))
+                binaries.install(binaries.find(plugin), link)
         conflist = {
             "cniVersion": "1.0.0",
             "name": POD_NETWORK,
@@ -438,7 +438,6 @@ imports = []
   enable_cdi = true
   cdi_spec_dirs = {json.dumps([str(d) for d in (self.cdi_dir, *self.extra_cdi_dirs)])}
   restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
@@ -550,6 +549,9 @@ imports = []
             (stash / str(i)).mkdir(parents=True, exist_ok=True)
             script.append(f"mount --bind {source} {stash / str(i)}")
         script.append("mount -t tmpfs -o mode=755 tmpfs /run")
+        # containerd pins each sandbox's netns under /run/netns, as on a real node; a hostPath Pod
+        # mounting it (thick Multus's daemon validates CNI_NETNS there) needs the directory first.
+        script.append("mkdir -p /run/netns")
         for mount in NODE_DIRS:
             script += [f"mkdir -p {mount}", f"mount --bind {self.node_dir(mount)} {mount}"]
         for i, (_source, target) in enumerate(self.binds):

@@ -13,8 +13,7 @@ install and service steps run unchanged:
   the real node's network namespace after it started; the namespaces are the real node's;
 - **binds** into the node mount namespace (:func:`node_binds`): the lab's short socket directory
   (the guard socket; the DRA plugins' directories as symlinks to the kubelet's own
-  ``/var/lib/kubelet/plugins`` and ``plugins_registry``), ``/run/multus`` and the
-  service-account directory (thick Multus's in-cluster credentials), the fake sysfs tree at
+  ``/var/lib/kubelet/plugins`` and ``plugins_registry``), the fake sysfs tree at
   :data:`~sriov_dra_lab.plugin_pods.SYSFS_ROOT` and the CDI directory at
   :data:`~sriov_dra_lab.plugin_pods.CDI_ROOT` (the plugin DaemonSet's paths, the same on every node);
 - **images**: pause and busybox imported, the examples' toolbox image pulled through the lab's
@@ -49,7 +48,6 @@ from sriov_dra_rules import names
 
 log = logging.getLogger(__name__)
 
-SA_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 REAL_LABEL: Final = "lab.sriov-dra.dev/real-kubelet"
 GPU_CDI_KIND: Final = "k8s.gpu.nvidia.com/gpu"
 
@@ -136,8 +134,6 @@ def node_binds(layout: topology.NodeLayout) -> tuple[tuple[Path, str], ...]:
     """
     return (
         (layout.run_root, str(layout.run_root)),
-        (layout.host_dir("/run/multus"), "/run/multus"),
-        (layout.host_dir(SA_DIR), SA_DIR),
         (layout.sysfs_root, plugin_pods.SYSFS_ROOT),
         (layout.cdi_root, plugin_pods.CDI_ROOT),
     )

@@ -15,8 +15,10 @@ Owns the lab's wiring, in this order (``LabStack.start``), each step after the p
    processes), i.e. every CRD,
    DeviceClass, namespace, ServiceAccount and RBAC object they ship, Multus's node files, the guard's conflist
    (``sriovnet.dra.cni_config``) and the VF counts checked on the fake sysfs;
-5. per node, the services: thick Multus (``--multus thick``), the guard daemon (simulated nodes;
-   real nodes run the guard role's and, for thin, the multus role's DaemonSets), the DRA plugin (on
+5. per node, the services: thick Multus (``--multus thick``; on real nodes the multus role's
+   DaemonSet Pod, let onto the node by its label once the node run wrote its daemon config:
+   :mod:`~sriov_dra_lab.multus_pods`), the guard daemon (simulated nodes; real nodes run the guard
+   role's DaemonSet, and thin Multus as the multus role's DaemonSet), the DRA plugin (on
    real nodes the plugin role's DaemonSet Pod, let onto the node by its label and waited for until
    registered: :mod:`~sriov_dra_lab.plugin_pods`; on simulated nodes ``python -m
    sriov_dra_lab.launch_plugin``), the synthetic ``gpu.nvidia.com`` kubelet plugin
@@ -261,7 +263,10 @@ class LabStack(StackInstall, StackServices):
     def _start_services(self, node: NodeStack) -> None:
         """Start ``node``'s processes (after the roles installed their objects and files)."""
         if self.options.multus_mode == "thick":
-            self._start_thick_multus(node)
+            if self.multus_as_daemonset:
+                self.start_multus_pod(node)
+            else:
+                self._start_thick_multus(node)
         if not self.guard_as_daemonset:
             self._start_guard(node)
         if self.plugin_as_daemonset:

@@ -122,12 +122,11 @@ class StackState:
 
     @property
     def multus_as_daemonset(self) -> bool:
-        """True when Multus runs as the multus role's DaemonSet: thin Multus on real nodes.
+        """True when Multus (thin or thick) runs as the multus role's DaemonSet: on real nodes.
 
-        Thick Multus stays a lab process for now: the role's daemon config is shaped for the
-        DaemonSet's ``/host`` mounts and the lab replaces it for a daemon on the node.
+        Simulated nodes have no container runtime: thick Multus's daemon is a lab process there.
         """
-        return self.options.real_nodes and self.options.multus_mode == "thin"
+        return self.options.real_nodes
 
     def layout(self, name: str, index: int) -> topology.NodeLayout:
         """The layout of node ``name`` (1-based ``index``): a real node's when the lab runs real nodes."""

@@ -22,7 +22,17 @@ from typing import Any, Final
 from kubernetes import client as kube_client
 
 from sriov_dra.kube import apply
-from sriov_dra_lab import binaries, cni, images, plugin_pods, processes, roles, session, topology
+from sriov_dra_lab import (
+    binaries,
+    cni,
+    images,
+    multus_pods,
+    plugin_pods,
+    processes,
+    roles,
+    session,
+    topology,
+)
 from sriov_dra_lab.controlplane import SERVICE_CIDR
 from sriov_dra_lab.stackbase import (
     LAB_MANIFESTS,
@@ -95,26 +105,26 @@ class StackInstall(StackState):
             **self._deploy_vars(),
         }
         if thick:  # the guard role's default inlines the primary (no clusterNetwork: multus-cni #1449)
-            cluster_vars["guard_multus_extra"] = {
-                "daemonConfigFile": DAEMON_CONFIG,
-                "daemonSocketDir": THICK_SOCKET_DIR,
-            }
+            # The role's DaemonSet listens on multus-shim's default socket dir; the lab process on its own.
+            socket = {} if self.multus_as_daemonset else {"daemonSocketDir": THICK_SOCKET_DIR}
+            cluster_vars["guard_multus_extra"] = {"daemonConfigFile": DAEMON_CONFIG, **socket}
         workdir = self.workdir / "ansible"
         return roles.write_inventory(workdir, roles.inventory(workdir, hosts, cluster_vars))
 
     def _deploy_vars(self) -> dict[str, Any]:
         """The roles' ``*_deploy_*`` switches (and images) for this lab's node kind.
 
-        Real nodes run the guard as the DaemonSet the guard role renders (its init container installs
-        the shim, the daemon runs Multus chrooted into the node's root) and the operator as the
-        operator role's Deployment, both from the product image built from
-        ``collection/image/Containerfile``, and thin Multus as the multus role's DaemonSet from the
-        Multus image assembled from the pinned binaries (each pinned by digest, imported into every
-        node's containerd before its kubelet starts). The plugin runs as the plugin role's DaemonSet
-        from the same image, on the nodes labelled :data:`~sriov_dra_lab.plugin_pods.SRIOV_READY_LABEL`,
-        reading each node's fake sysfs tree at :data:`~sriov_dra_lab.plugin_pods.SYSFS_ROOT`. Simulated
-        nodes have no container runtime: every switch is off and the lab starts the entrypoints as
-        processes. Thick Multus still runs as a process.
+        Real nodes run Multus (thin or thick) as the multus role's DaemonSet from the Multus image of
+        that mode assembled from the pinned binaries (thick only on the nodes labelled
+        :data:`~sriov_dra_lab.multus_pods.CONFIG_LABEL`, once the node run wrote its daemon config),
+        the guard as the DaemonSet the guard role renders (its init container installs the shim, the
+        daemon runs Multus chrooted into the node's root) and the operator as the operator role's
+        Deployment, both from the product image built from ``collection/image/Containerfile`` (each
+        image pinned by digest, imported into every node's containerd before its kubelet starts). The
+        plugin runs as the plugin role's DaemonSet from the same image, on the nodes labelled
+        :data:`~sriov_dra_lab.plugin_pods.SRIOV_READY_LABEL`, reading each node's fake sysfs tree at
+        :data:`~sriov_dra_lab.plugin_pods.SYSFS_ROOT`. Simulated nodes have no container runtime:
+        every switch is off and the lab starts the entrypoints as processes.
         Raises: ``images.ImageError`` when real nodes are asked for and the images were not built.
         """
         switches: dict[str, Any] = {
@@ -125,7 +135,9 @@ class StackInstall(StackState):
         }
         if self.multus_as_daemonset:
             switches["multus_deploy_daemonset"] = True
-            switches["multus_image"] = self.built_image(images.MULTUS_THIN).reference
+            switches["multus_image"] = self.built_image(self._multus_image_key()).reference
+            if self.options.multus_mode == "thick":
+                switches["multus_node_selector"] = {multus_pods.CONFIG_LABEL: "true"}
         if self.guard_as_daemonset:
             switches["guard_deploy_daemonset"] = True
             switches["guard_image"] = self.workload_image().reference
@@ -152,12 +164,15 @@ class StackInstall(StackState):
         return self.built_image(images.PRODUCT)
 
     def node_images(self) -> list[images.BuiltImage]:
-        """The images a real node imports before its kubelet starts: the product's, and thin Multus's
-        when Multus runs as the multus role's DaemonSet. Raises: as :meth:`built_image`."""
+        """The images a real node imports before its kubelet starts: the product's, and the Multus image
+        of the lab's mode when Multus runs as the multus role's DaemonSet. Raises: as :meth:`built_image`."""
         out = [self.workload_image()]
         if self.multus_as_daemonset:
-            out.append(self.built_image(images.MULTUS_THIN))
+            out.append(self.built_image(self._multus_image_key()))
         return out
+
+    def _multus_image_key(self) -> str:
+        return images.MULTUS_THICK if self.options.multus_mode == "thick" else images.MULTUS_THIN
 
     def _start_roles(self, inventory: Path, limit: str, name: str) -> roles.PlaybookRun:
         run = roles.PlaybookRun(
@@ -212,7 +227,7 @@ class StackInstall(StackState):
                 continue  # the multus DaemonSet copies its own binary in
             link = lay.cni_bin_dir / name
             if not link.exists():
-                link.symlink_to(binaries.find(name))
+                binaries.install(binaries.find(name), link)
         cni.build_bin_dir(
             lay.cni_bin_dir,
             {

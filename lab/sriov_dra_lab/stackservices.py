@@ -23,7 +23,16 @@ import yaml
 from kubernetes import client
 
 from sriov_dra.kube import apply
-from sriov_dra_lab import binaries, kubelet_sim, multus, plugin_pods, processes, sandboxes, session
+from sriov_dra_lab import (
+    binaries,
+    kubelet_sim,
+    multus,
+    multus_pods,
+    plugin_pods,
+    processes,
+    sandboxes,
+    session,
+)
 from sriov_dra_lab.stackbase import (
     DRIVER_NAME,
     MANIFESTS,
@@ -311,6 +320,23 @@ class StackServices(StackState):
 
     def _registration(self, node: NodeStack) -> Path:
         return node.layout.registry_dir / f"{DRIVER_NAME}-reg.sock"
+
+    def start_multus_pod(self, node: NodeStack) -> str:
+        """Let thick Multus's DaemonSet run on ``node`` (its daemon config is written: the node label) and
+        wait until the daemon serves on the node's :data:`~sriov_dra_lab.multus_pods.SOCKET`.
+
+        Returns the Pod's name. Raises: ``processes.ProcessFailed`` naming the Pod's state.
+        """
+        real = node.real
+        assert real is not None, "thick Multus runs as a DaemonSet only on real nodes"
+        multus_pods.mark_config_written(self.api, node.name)
+        pod = multus_pods.wait_running(
+            self.api,
+            node.name,
+            lambda: real.run_in_node(["test", "-S", multus_pods.SOCKET]).returncode == 0,
+            timeout_s=max(120.0, self.options.start_timeout_s),
+        )
+        return str(pod.metadata.name)
 
     def start_plugin_pod(self, node: NodeStack) -> str:
         """Let the DaemonSet run on ``node`` (its VFs exist: the node label) and wait until it is registered.

@@ -10,6 +10,7 @@ and fails.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -129,3 +130,16 @@ def test_preflight_passes_then_fails_on_a_broken_rbac_binding(cluster, api) -> N
         in bad.stdout
     )
     assert "[plugin-rbac]" in bad.stdout + bad.stderr
+
+
+def test_preflight_node_checks_follow_the_inventorys_multus_mode(cluster, tmp_path: Path) -> None:
+    """The multus role's ``multus_mode: thin`` in the inventory (no ``preflight_node_options.multus_mode``)
+    makes the node checks look for thin Multus's ``multus`` binary, not thick's ``multus-shim``."""
+    env, argv = cluster
+    thin = tmp_path / "thin.json"
+    thin.write_text(json.dumps({"multus_mode": "thin", "preflight_fail": False}))
+    out = run([*argv, "-e", f"@{thin}"], env).stdout
+    assert _reported(out)["cni-binaries"] == "FAIL"
+    missing = re.search(r"FAIL cni-binaries: missing or not executable in \S+: ([\w, -]+?) -- fix", out)
+    assert missing is not None, out
+    assert missing.group(1).split(", ") == ["multus"]

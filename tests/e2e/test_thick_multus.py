@@ -1,8 +1,8 @@
 """The lab with thick Multus (``multus-daemon`` + ``multus-shim``), the spec §14.2 example on it.
 
-A second, one-node lab on a real node for this module (thick Multus's daemon is a lab process in the
-node's namespaces, not yet the multus role's DaemonSet): the guard in front of thick Multus attaches
-both rails,
+A second, one-node lab on a real node for this module, thick Multus running as the multus role's
+DaemonSet (``multus-daemon`` from the thick image, chrooted into the node's root, its socket on the
+node's ``/run/multus``, the role's daemon config): the guard in front of thick Multus attaches both rails,
 Multus (the daemon's service-account identity) makes no ResourceClaim/ResourceSlice request, and
 deleting the Pod leaves nothing.
 """
@@ -17,7 +17,7 @@ from tests.e2e.helpers import PAIRS, wait_clean
 
 from sriov_dra.cli import inspect, inspectrows, inspecttable
 from sriov_dra.kube import objects
-from sriov_dra_lab import demo, stack, workloads
+from sriov_dra_lab import demo, images, multus_pods, plugin_pods, stack, workloads
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,14 @@ def test_gpu_nic_pairs_through_thick_multus(thick_lab: stack.LabStack) -> None:
     docs = workloads.load(PAIRS)
     workloads.apply_docs(thick_lab.api, docs)
     pod = workloads.wait_running(thick_lab.api, "ai-workloads", "gpu-sriov-pairs-demo", timeout_s=180)
-    assert (thick_lab.nodes[0].layout.host_dir("/run/multus") / "sock" / "multus.sock").exists()
+    node = thick_lab.nodes[0]
+    assert node.real is not None
+    assert node.real.run_in_node(["test", "-S", multus_pods.SOCKET]).returncode == 0
+    daemon = plugin_pods.node_pod(
+        thick_lab.api, multus_pods.NAMESPACE, node.name, selector=multus_pods.POD_LABEL
+    )
+    assert daemon is not None and daemon.metadata.name.startswith("multus-thick-")
+    assert [c.image for c in daemon.spec.containers] == [thick_lab.built_image(images.MULTUS_THICK).reference]
     netns = thick_lab.pod_netns(pod)
     assert netns is not None
     client = objects.Objects(thick_lab.api, field_manager="e2e")

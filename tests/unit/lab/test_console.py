@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sriov_dra_lab import binaries, console, stack, topology
+from sriov_dra_lab import binaries, console, realstack, stack, topology
 
 KUBECTL = Path("/cache/kubernetes/v1.36.3/bin/kubectl")
 
@@ -19,12 +19,15 @@ def _lab(
     tmp_path: Path,
     nodes: tuple[str, ...] = ("lab-node-1", "lab-node-2"),
     policy_namespace: str = stack.POLICY_NAMESPACE,
+    layout: type[topology.NodeLayout] = topology.NodeLayout,
+    multus_mode: str = "thin",
 ) -> Any:
     """The attributes of a running LabStack the hints read."""
     workdir = tmp_path / ".lab"
     return SimpleNamespace(
         workdir=workdir,
         lab_id="ab12",
+        options=SimpleNamespace(multus_mode=multus_mode),
         cp=SimpleNamespace(
             kubeconfig=workdir / "controlplane" / "admin.kubeconfig", server="https://127.0.0.1:1"
         ),
@@ -32,7 +35,7 @@ def _lab(
             SimpleNamespace(
                 name=n,
                 policy_namespace=policy_namespace,
-                layout=topology.NodeLayout.for_node(workdir, "ab12", n, i),
+                layout=layout.for_node(workdir, "ab12", n, i),
             )
             for i, n in enumerate(nodes, start=1)
         ],
@@ -58,6 +61,29 @@ def test_netns_command_finds_the_sandbox_the_kubelet_simulator_names(tmp_path: P
         "\"$(ls -d /var/run/netns/sdlab12-$(kubectl -n ai get pod p -o jsonpath='{.metadata.uid}' "
         '| cut -c1-8)-*)"'
     )
+
+
+def test_netns_command_on_real_nodes_reads_the_pods_ready_sandbox_pid_through_crictl_on_its_node(
+    tmp_path: Path,
+) -> None:
+    lab = _lab(tmp_path, layout=realstack.RealNodeLayout)
+    expr = console.netns_command(lab, "ai", "p")
+    crictl = (
+        f"nsenter --mount={lab.workdir.resolve()}/nodes/$1/ns/mnt {KUBECTL.parent / 'crictl'} "
+        "--runtime-endpoint=unix:///run/containerd/containerd.sock"
+    )
+    assert expr == (
+        "\"$(set -- $(kubectl -n ai get pod p -o jsonpath='{.spec.nodeName} {.metadata.uid}'); "
+        f"{crictl} inspectp -o go-template --template '/proc/{{{{.info.pid}}}}/ns/net' "
+        f'$({crictl} pods -q --state=ready --label=io.kubernetes.pod.uid=$2 2>/dev/null) 2>/dev/null)"'
+    )
+    # the node's mount-namespace file the expression enters is the one the real node binds
+    assert lab.nodes[0].layout.mountns_file == lab.workdir / "nodes" / "lab-node-1" / "ns" / "mnt"
+
+
+def test_lab_up_hints_show_the_kubectl_exec_that_lists_the_pods_rail_interfaces(tmp_path: Path) -> None:
+    text = console.lab_hints(_lab(tmp_path))
+    assert "kubectl -n ai-workloads exec gpu-sriov-pairs-demo -- ip -o -f inet addr show" in text
 
 
 def test_lab_up_hints_give_kubeconfig_kubectl_an_example_inspect_and_orphans(tmp_path: Path) -> None:
@@ -119,16 +145,17 @@ def test_operator_managed_hints_give_the_operator_example_and_not_the_direct_pol
     assert "--no-node-checks" in text and "--policy-namespace sriov-network-operator --no-node-checks" in text
 
 
-def test_lab_up_hints_give_the_preflight_in_a_node_namespace_from_the_host_and_as_playbook(
-    tmp_path: Path,
+@pytest.mark.parametrize("mode", ["thin", "thick"])
+def test_lab_up_hints_give_the_preflight_in_a_node_namespace_with_the_labs_multus_mode_from_the_host_and_as_playbook(
+    tmp_path: Path, mode: str
 ) -> None:
-    lab = _lab(tmp_path)
+    lab = _lab(tmp_path, multus_mode=mode)
     text = console.lab_hints(lab)
     layout = lab.nodes[0].layout
     kubeconfig = lab.cp.kubeconfig
     assert (
         f"nsenter --mount={layout.mountns_file} --net={layout.netns_path} "
-        f"{console.sriov_dra_command()} preflight --kubeconfig {kubeconfig}"
+        f"{console.sriov_dra_command()} preflight --kubeconfig {kubeconfig} --multus-mode {mode}    # on node"
     ) in text
     assert f"preflight --kubeconfig {kubeconfig} --no-node-checks" in text
     ansible = lab.workdir / "ansible"

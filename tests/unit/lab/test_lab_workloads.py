@@ -1,7 +1,7 @@
 """Which of the roles' workloads the lab deploys, per node kind, and how their Pods are told apart from leftovers.
 
-On real nodes thin Multus runs as the multus role's DaemonSet (the Multus image assembled from the
-pinned binaries), the guard and the plugin as their roles' DaemonSets and the operator as the operator
+On real nodes Multus (thin or thick) runs as the multus role's DaemonSet (the Multus image of that mode
+assembled from the pinned binaries), the guard and the plugin as their roles' DaemonSets and the operator as the operator
 role's Deployment (the built product image), each pinned by digest; simulated nodes have no container
 runtime, so every ``*_deploy_*`` switch is off there. The play in ``playbooks/lab.yml`` sets none of them, so the inventory decides.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from sriov_dra_lab import images, leftovers, plugin_pods, realstack
+from sriov_dra_lab import images, leftovers, multus_pods, plugin_pods, realstack
 from sriov_dra_lab.stackbase import DRIVER_NAME, LabOptions
 from sriov_dra_lab.stackinstall import StackInstall
 
@@ -42,6 +42,14 @@ MULTUS_THIN = images.BuiltImage(
 )
 
 
+MULTUS_THICK = images.BuiltImage(
+    key=images.MULTUS_THICK,
+    name="ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick",
+    digest="sha256:" + "ef" * 32,
+    archive=Path("/nonexistent-multus-thick.oci.tar"),
+)
+
+
 class _Install(StackInstall):
     """StackInstall with only the options it reads, and fixed built images instead of the cache's index."""
 
@@ -49,7 +57,9 @@ class _Install(StackInstall):
         self.options = options
 
     def built_image(self, key: str) -> images.BuiltImage:
-        return {images.PRODUCT: PRODUCT, images.MULTUS_THIN: MULTUS_THIN}[key]
+        return {images.PRODUCT: PRODUCT, images.MULTUS_THIN: MULTUS_THIN, images.MULTUS_THICK: MULTUS_THICK}[
+            key
+        ]
 
 
 def test_the_lab_playbook_sets_no_deploy_switch_so_the_inventory_decides() -> None:
@@ -94,11 +104,21 @@ def test_the_plugin_daemonset_reads_each_nodes_fake_tree_at_one_node_path_and_ru
     assert layout.plugin_state_dir == layout.host_dir("/var/lib/kubelet") / "plugins" / DRIVER_NAME
 
 
-def test_real_nodes_with_thick_multus_run_the_multus_daemon_as_a_lab_process(tmp_path: Path) -> None:
+def test_real_nodes_with_thick_multus_run_the_thick_image_as_the_multus_roles_daemonset_on_labelled_nodes(
+    tmp_path: Path,
+) -> None:
     install = _Install(LabOptions(workdir=tmp_path, real_nodes=True, multus_mode="thick"))
     found = install._deploy_vars()
-    assert found["multus_deploy_daemonset"] is False and "multus_image" not in found
-    assert install.node_images() == [PRODUCT]
+    assert found["multus_deploy_daemonset"] is True
+    assert found["multus_image"] == f"ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick@sha256:{'ef' * 32}"
+    # the daemon starts only where the node run wrote its daemon config (the lab labels the node then)
+    assert found["multus_node_selector"] == {multus_pods.CONFIG_LABEL: "true"}
+    assert install.node_images() == [PRODUCT, MULTUS_THICK]
+
+
+def test_thin_multus_daemonset_runs_on_every_node(tmp_path: Path) -> None:
+    found = _Install(LabOptions(workdir=tmp_path, real_nodes=True))._deploy_vars()
+    assert found["multus_deploy_daemonset"] is True and "multus_node_selector" not in found
 
 
 def test_real_nodes_without_the_operator_deploy_no_operator(tmp_path: Path) -> None:

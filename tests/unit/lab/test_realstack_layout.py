@@ -27,15 +27,13 @@ def test_real_layout_names_the_real_nodes_network_and_mount_namespaces_and_cdi_d
         assert layout.host_dir(mount) == node.node_dir(mount)
 
 
-def test_real_node_gets_the_lab_socket_dir_multus_run_dir_service_account_dir_fake_sysfs_and_cdi_dir(
+def test_real_node_gets_the_lab_socket_dir_fake_sysfs_and_cdi_dir_and_keeps_its_own_multus_run_dir(
     tmp_path: Path,
 ) -> None:
     layout = realstack.RealNodeLayout.for_node(tmp_path, "ab12", "lab-node-1", 1)
     binds = dict((target, source) for source, target in realstack.node_binds(layout))
     assert binds == {
         str(layout.run_root): layout.run_root,
-        "/run/multus": layout.host_dir("/run/multus"),
-        realstack.SA_DIR: layout.host_dir(realstack.SA_DIR),
         "/run/sriov-dra-lab/sysfs": layout.sysfs_root,
         "/run/cdi": layout.cdi_root,
     }
