@@ -393,3 +393,40 @@ def test_whereabouts_rail_addresses_are_unique_across_the_two_nodes_and_host_loc
     # whereabouts: one cluster-wide pool per rail, so the two nodes never hand out the same address.
     assert all(len(set(found)) == len(real_lab.nodes) for found in rails.values()), rails
     _finish(real_lab, both)
+
+
+# Counts the modules a fresh interpreter compiles from source: a module whose .pyc is valid never reaches
+# SourceLoader.source_to_code. Imports the three services' entry modules as their entrypoints do.
+_COMPILED_PROBE = """
+import importlib._bootstrap_external as bootstrap, json, sys
+compiled = []
+original = bootstrap.SourceLoader.source_to_code
+def counting(self, data, path, *args, **kwargs):
+    compiled.append(path)
+    return original(self, data, path, *args, **kwargs)
+bootstrap.SourceLoader.source_to_code = counting
+import sriov_dra.driver.main, sriov_dra.guard.main, sriov_dra.operator.app
+print(json.dumps({"modules": len(sys.modules), "optimize": sys.flags.optimize, "compiled": compiled}))
+"""
+
+
+def test_the_images_services_load_every_module_from_its_bytecode_and_compile_none_at_start(
+    real_lab: Any,
+) -> None:
+    """In the plugin's container (the product image as the DaemonSet runs it), importing the plugin's, the
+    guard's and the operator's modules compiles nothing: the image's .opt-2.pyc files (venv and standard
+    library) are valid there, checked by source hash. With mtime-checked bytecode a copied source one
+    second newer than its .pyc made every start recompile ~1,600 modules (+28 MiB RSS, +1.7 s)."""
+    from sriov_dra_lab import plugin_pods
+
+    node = real_lab.nodes[0].name
+    pod = plugin_pods.node_pod(real_lab.api, "dra-driver-sriov", node)
+    assert pod is not None
+    out = _kubectl(
+        real_lab, "exec", "-n", "dra-driver-sriov", pod.metadata.name, "-c", "plugin", "--",
+        "python3", "-c", _COMPILED_PROBE,
+    )  # fmt: skip
+    found = json.loads(out.strip().splitlines()[-1])
+    assert found["optimize"] == 2  # the image's PYTHONOPTIMIZE reached the process
+    assert found["modules"] > 1000  # not vacuous: the kubernetes client and the stdlib were imported
+    assert found["compiled"] == []

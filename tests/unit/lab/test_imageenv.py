@@ -18,7 +18,17 @@ def test_the_image_runs_its_services_without_docstrings_and_compiles_its_bytecod
     assert "PYTHONDONTWRITEBYTECODE" not in env, "the venv must still write the bytecode it lacks"
     text = imageenv.CONTAINERFILE.read_text()
     levels = re.findall(r"compileall\b[^\n]*?-o (\d)", text)
-    assert levels == [env["PYTHONOPTIMIZE"]], "the build stage compiles at the level the services run at"
+    # the venv (build stage) and the base's standard library (final stage), at the level the services run at
+    assert levels == [env["PYTHONOPTIMIZE"]] * 2
+    final = re.split(r"^FROM\s.*$", text, flags=re.M)[-1]
+    assert re.search(r"compileall\b.*sysconfig.*stdlib", final.replace("\\\n", " ")), "the stdlib is compiled"
+
+
+def test_the_images_bytecode_is_checked_by_source_hash_so_copied_mtimes_cannot_make_it_stale() -> None:
+    text = imageenv.CONTAINERFILE.read_text().replace("\\\n", " ")
+    calls = re.findall(r"-m compileall\b[^\n]*", text)
+    assert len(calls) == 2
+    assert all("--invalidation-mode checked-hash" in c for c in calls), calls
 
 
 def test_continuation_lines_are_joined_and_a_later_env_replaces_an_earlier_key(tmp_path: Path) -> None:

@@ -1,13 +1,10 @@
-"""The lab's CLI and kubelet simulator on the way down: SIGINT always stops a lab, an API gone first logs one line."""
+"""The lab's CLI on the way down: SIGINT always stops a lab, even one started with SIGINT ignored."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
-
-from sriov_dra.kube import errors
-from sriov_dra_lab import kubelet_sim
 
 CHILD = """
 import argparse, os, signal, sys, time
@@ -39,19 +36,3 @@ def test_lab_command_started_with_sigint_ignored_still_stops_on_sigint() -> None
         check=False,
     )
     assert (done.returncode, done.stdout.strip()) == (0, "interrupted"), done.stderr
-
-
-def test_api_server_unreachable_is_a_quiet_sync_failure() -> None:
-    gone = errors.ServerError("GET /api/v1/pods: connection refused", status=0)
-    assert kubelet_sim.quiet_failure(gone, stopping=False)
-
-
-def test_any_failure_while_the_simulator_stops_is_quiet() -> None:
-    assert kubelet_sim.quiet_failure(RuntimeError("plugin socket closed"), stopping=True)
-
-
-def test_unexpected_failure_of_a_running_simulator_keeps_its_traceback() -> None:
-    assert not kubelet_sim.quiet_failure(RuntimeError("bug"), stopping=False)
-    assert not kubelet_sim.quiet_failure(
-        errors.ServerError("500 from the apiserver", status=500), stopping=False
-    )
