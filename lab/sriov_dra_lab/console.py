@@ -300,7 +300,10 @@ def start(
                     "after launch"
                 )
         if real_nodes:
-            say(f"    the roles' workloads run image {lab.workload_image().reference}:")
+            say(
+                f"    the roles' workloads (plugin, guard, operator) run image {lab.workload_image().reference}, "
+                "Multus the Multus image of its mode; each Pod and the image it runs:"
+            )
             for line in realstack.workload_images(lab.api):
                 say(f"      {line}")
         if operator_managed:

@@ -266,19 +266,30 @@ def check_multus_daemon_config(path: str | os.PathLike[str], guard_name: str) ->
     return config
 
 
-def check_installed(conf_dir: str, guard_file: str, daemon_config: str | None) -> str:
+def check_installed(
+    conf_dir: str, guard_file: str, daemon_config: str | None, expected_mode: str | None = None
+) -> str:
     """What the preflight's ``guard-config`` check verifies on a node; returns a one-line summary.
 
-    The guard file in ``conf_dir`` passes :func:`validate_guard_config`, its primary passes
+    The guard file in ``conf_dir`` passes :func:`validate_guard_config`, runs Multus in
+    ``expected_mode`` (``thick``/``thin``) when one is given, its primary passes
     :func:`check_primary` and, for thick mode with ``daemon_config`` given, Multus's daemon
     config passes :func:`check_multus_daemon_config`.
     Shapes: ``"<path>: mode <mode>, primary pinned to <primary>"``.
-    Raises: ContractError as those functions.
+    Raises: ContractError as those functions, or naming both modes and the flag to correct when
+    the installed mode is not ``expected_mode``.
     """
     path = os.path.join(conf_dir, guard_file)
     entry = validate_guard_config(guard_file, load_json(path, "guard config"))
+    mode = entry["multus"]["mode"]
+    if expected_mode and mode != expected_mode:
+        raise ContractError(
+            f"{path}: the guard runs Multus {mode}, but the check was asked for {expected_mode}; if this "
+            f"node runs {mode}, pass --multus-mode {mode} (module option multus_mode; the preflight role takes "
+            f"the inventory's multus_mode), else reinstall with the multus and guard roles in mode {expected_mode}"
+        )
     check_primary(conf_dir, guard_file, entry)
-    mode, primary = entry["multus"]["mode"], entry["multus"]["primaryConfig"]
+    primary = entry["multus"]["primaryConfig"]
     if daemon_config and mode == "thick":
         check_multus_daemon_config(daemon_config, guard_file)
     return f"{path}: mode {mode}, primary pinned to {primary}"

@@ -142,11 +142,13 @@ def check_guard_first(conf_dir: str, guard_file: str) -> dict[str, str]:
     )
 
 
-def check_guard_config(conf_dir: str, guard_file: str, daemon_config: str | None) -> dict[str, str]:
-    """The guard's file passes the install contract (:func:`cniinstall.check_installed`), incl. thick
-    Multus's daemon config when ``daemon_config`` is given."""
+def check_guard_config(
+    conf_dir: str, guard_file: str, daemon_config: str | None, multus_mode: str | None = None
+) -> dict[str, str]:
+    """The guard's file passes the install contract (:func:`cniinstall.check_installed`), runs Multus in
+    ``multus_mode`` when given, incl. thick Multus's daemon config when ``daemon_config`` is given."""
     try:
-        detail = cniinstall.check_installed(conf_dir, guard_file, daemon_config)
+        detail = cniinstall.check_installed(conf_dir, guard_file, daemon_config, multus_mode)
     except cniinstall.ContractError as exc:
         return result(
             "guard-config",
@@ -343,7 +345,7 @@ def node_checks(options: Mapping[str, Any]) -> list[dict[str, str]]:
         check_cni_exec(o["cni_bin_dir"], binaries, o["exec_timeout"]),
         check_cni_add(o["cni_bin_dir"], o["exec_timeout"], o["add_check"]),
         check_guard_first(o["cni_conf_dir"], o["guard_file"]),
-        check_guard_config(o["cni_conf_dir"], o["guard_file"], daemon_config),
+        check_guard_config(o["cni_conf_dir"], o["guard_file"], daemon_config, o["multus_mode"]),
         check_cache_dirs(o["cache_dirs"], o["mounts_file"]),
         check_legacy_device_plugin(o["legacy_device_plugin_config"]),
     ]

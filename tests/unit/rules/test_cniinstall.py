@@ -276,3 +276,21 @@ def test_installation_problems(
         assert found == []
     else:
         assert len(found) == 1 and problem in found[0]
+
+
+@pytest.mark.parametrize(("installed", "asked"), [("thick", "thin"), ("thin", "thick")])
+def test_a_guard_installed_in_the_other_multus_mode_fails_naming_both_modes_and_the_flag(
+    tmp_path: Path, installed: str, asked: str
+) -> None:
+    path = _write(tmp_path / "10-primary.conflist", PRIMARIES[2])
+    install.write_conflist(tmp_path, install.guard_conflist(primary_config=path, mode=installed))
+    assert cniinstall.check_installed(str(tmp_path), GUARD, None, installed).startswith(
+        f"{tmp_path / GUARD}: mode {installed}"
+    )
+    with pytest.raises(cniinstall.ContractError) as caught:
+        cniinstall.check_installed(str(tmp_path), GUARD, None, asked)
+    assert str(caught.value) == (
+        f"{tmp_path / GUARD}: the guard runs Multus {installed}, but the check was asked for {asked}; if this "
+        f"node runs {installed}, pass --multus-mode {installed} (module option multus_mode; the preflight role "
+        f"takes the inventory's multus_mode), else reinstall with the multus and guard roles in mode {asked}"
+    )
