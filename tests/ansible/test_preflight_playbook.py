@@ -18,6 +18,7 @@ import pytest
 from kubernetes import client as k8s
 from tests.ansible import node_fixture
 from tests.ansible.conftest import node_inventory, run
+from tests.waiting import eventually
 
 CLUSTER_CHECKS = [
     "kubernetes-version", "resource-k8s-io-v1", "nad-crd", "plugin-crds", "plugin-rbac", "admission-policy",
@@ -74,7 +75,20 @@ def cluster(control_plane: object, api: object, ansible_env: dict[str, str], tmp
             except k8s.ApiException as exc:
                 if exc.status != 404:
                     raise
-        k8s.CoreV1Api(api).delete_namespace(NAMESPACE, propagation_policy="Background")
+        core = k8s.CoreV1Api(api)
+        core.delete_namespace(NAMESPACE, propagation_policy="Background")
+
+        def gone() -> bool:
+            try:
+                core.read_namespace(NAMESPACE)
+            except k8s.ApiException as exc:
+                if exc.status == 404:
+                    return True
+                raise
+            return False
+
+        # the next test's setup creates the namespace again: a Terminating one would refuse its objects
+        eventually(f"namespace {NAMESPACE} deleted", lambda: gone() or None, timeout_s=180, interval_s=0.5)
 
 
 def _reported(out: str) -> dict[str, str]:
