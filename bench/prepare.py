@@ -47,11 +47,12 @@ Where the time goes (measured, issue 17 item 4):
   is joined afterwards, still under the operation locks (``driver.managed.ensure``).
 - Not in the floor: the three checkpoint writes the spec orders (``Pending`` before the first
   shadow create, the shadow UIDs before the Pod patch, ``Ready`` durably before the answer; spec
-  §8.1 steps 2, 3, 5). ``Pending`` and ``Ready`` are each a file and a directory ``fsync``
-  (0.7-1 ms on an idle disk, several ms when other work writes); the UIDs' write flushes its
-  content but not the rename (a UID lost to a power cut is recovered by name, as after a lost create response), and the plugin's CPU between requests (planning and rendering
-  about 1 ms, the host stage about 1 ms, checkpoint encodes, thread hand-offs). They are what
-  separates the prepare from the floor.
+  §8.1 steps 2, 3, 5), and the plugin's CPU between requests (planning and rendering about 1 ms,
+  the host stage about 1 ms, checkpoint encodes, thread hand-offs). They are what separates the
+  prepare from the floor. Each checkpoint write is one in-place ``fdatasync`` of the slot file
+  (``host.slotfile``) plus the readable copy's rename without a flush: about 0.1 + 0.1 ms idle,
+  0.25 + 0.23 ms (medians) beside this bench's API server and etcd; as a replace-by-rename with
+  a file and a directory ``fsync`` each durable write took 0.5 ms idle and 0.7-1.2 ms here.
 
 Run as a script: ``.venv/bin/python bench/prepare.py [rounds] [vfs]`` (vfs 1–8; 8 = a GPU node's rails).
 """
@@ -204,23 +205,32 @@ CHECKPOINT_WRITES: Final = ("write: checkpoint Pending", "write: checkpoint UIDs
 
 
 class DurableWrites:
-    """Times the local atomic writes (``host.atomicfile``): the checkpoint's ``Pending`` and
-    ``Ready`` are fsync'd, its shadow UIDs and the CDI specs are not (the UIDs are recovered by
-    name after a power loss, ``driver.managed.ensure``; CDI specs are derived files, rebuilt from
-    the record by every prepare; ``host.cdi``). Each checkpoint line says whether it was flushed."""
+    """Times the local writes: each checkpoint write (durable in the slot file with one
+    ``fdatasync``, then the readable copy renamed without a flush; ``host.checkpoint_files``) and
+    the CDI specs (derived files, rebuilt from the record by every prepare, not flushed; ``host.cdi``)."""
 
     def __init__(self, timeline: Timeline) -> None:
         self.timeline = timeline
         self.checkpoints = 0
 
-    def checkpoint(self, path: Path, data: bytes, *, durable: bool = True) -> None:
+    def checkpoint(self, files: checkpoint.CheckpointFiles, data: bytes) -> None:
         index = min(self.checkpoints, len(CHECKPOINT_WRITES) - 1)
         self.checkpoints += 1
-        label = CHECKPOINT_WRITES[index] + ("" if durable else " (rename not flushed)")
-        self.timeline.timed(label, lambda: checkpoint.default_write(path, data, durable=durable))
+        self.timeline.timed(CHECKPOINT_WRITES[index], lambda: checkpoint.CheckpointFiles.write(files, data))
 
     def cdi(self, path: Path, data: bytes) -> None:
         self.timeline.timed("write: CDI specs", lambda: cdi.default_write(path, data))
+
+
+class TimedFiles(checkpoint.CheckpointFiles):
+    """The real checkpoint files, each write routed through ``write(files, data)`` (timed)."""
+
+    def __init__(self, path: Path, write: Callable[[checkpoint.CheckpointFiles, bytes], None]) -> None:
+        super().__init__(path)
+        self._timed_write = write
+
+    def write(self, data: bytes) -> None:
+        self._timed_write(self, data)
 
 
 class Snapshot:
@@ -480,7 +490,8 @@ def bench(root: Path, rounds: int, vfs: int) -> Result:
             claims = Counting(kube_claims.ClaimClient(api), "claims", counts, timeline)
             (root / "state").mkdir()
             durable = DurableWrites(timeline)
-            store = checkpoint.CheckpointStore(root / "state" / "checkpoint.json", write=durable.checkpoint)
+            path = root / "state" / checkpoint.CHECKPOINT_FILE_NAME
+            store = checkpoint.CheckpointStore(path, files=TimedFiles(path, durable.checkpoint))
             store.load()
             specs = cdi.CdiSpecs(root / "cdi", write=durable.cdi)
             specs.ensure_root()

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes import claims_api as fx
+from tests.fakes import faulty_checkpoint
 from tests.fakes import kube_objects as ko
 
 from sriov_dra.core import attributes
 from sriov_dra.driver import claim_context, locks, prepare
 from sriov_dra.driver.managed import lockorder, observe, seams, service
-from sriov_dra.host import atomicfile, binding, cdi, checkpoint, discovery
+from sriov_dra.host import binding, cdi, checkpoint, discovery
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_rules import names
@@ -127,9 +128,7 @@ class ManagedNode:
     cdi_write_error: BaseException | None = None
     """Raised by every CDI spec write while set (a full or read-only CDI directory)."""
     on_write: Callable[[bytes], None] | None = None
-    """Called with the bytes of every checkpoint write once the file is replaced (side-effect order)."""
-    flushed: list[bool] = field(default_factory=list)
-    """Per checkpoint write, in order: whether it asked to be flushed to disk (``durable``)."""
+    """Called with the bytes of every checkpoint write once they are durable (side-effect order)."""
 
     def __post_init__(self) -> None:
         pfs = fakesysfs.two_root_pfs(vfs_per_pf=2)
@@ -171,19 +170,23 @@ class ManagedNode:
                 return exc
         return None
 
-    def _write(self, path: Path, data: bytes, *, durable: bool = True) -> None:
+    def _write(self, files: checkpoint.CheckpointFiles, data: bytes) -> None:
         self.writes += 1
-        self.flushed.append(durable)
         exc = self._take("before")
         if exc is not None:
             self._take("after")  # keep before/after counts aligned for this write
             raise exc
-        atomicfile.write_atomic(path, data, mode=checkpoint.CHECKPOINT_FILE_MODE, sync_directory=durable)
+        checkpoint.CheckpointFiles.write(files, data)
         if self.on_write is not None:
             self.on_write(data)
         exc = self._take("after")
         if exc is not None:
             raise exc
+
+    def replace_disk_checkpoint(self, data: bytes) -> None:
+        """Make ``data`` all the disk holds (what a power cut left), for the next :meth:`restart`."""
+        (self.root / "state" / checkpoint.SLOTS_FILE_NAME).unlink(missing_ok=True)
+        (self.root / "state" / checkpoint.CHECKPOINT_FILE_NAME).write_bytes(data)
 
     def _fault(self, point: str) -> None:
         self.points.append(point)
@@ -201,8 +204,9 @@ class ManagedNode:
 
     def restart(self) -> None:
         """A new plugin process: checkpoint re-read from disk, fresh locks and in-memory state."""
+        path = self.root / "state" / checkpoint.CHECKPOINT_FILE_NAME
         self.store = checkpoint.CheckpointStore(
-            self.root / "state" / checkpoint.CHECKPOINT_FILE_NAME, write=self._write
+            path, files=faulty_checkpoint.FaultyCheckpointFiles(path, self._write)
         )
         self.store.load()
         self.cdi = cdi.CdiSpecs(self.root / "cdi", write=self._cdi_write)

@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import hashlib
 import json
+import os
 import shutil
 import threading
 import types
@@ -19,12 +20,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import checkpoint_records as fx
-from tests.fakes import rename_kill
+from tests.fakes import faulty_checkpoint, rename_kill
 
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_codec as codec
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.host import atomicfile
+from sriov_dra.host import atomicfile, slotfile
 from sriov_dra.host import checkpoint as store_mod
 from sriov_dra_rules import errors
 
@@ -39,14 +40,16 @@ class RecordingWrite:
     def __init__(self) -> None:
         self.calls = 0
         self.fail = False
-        self.durable: list[bool] = []
 
-    def __call__(self, path: Path, data: bytes, *, durable: bool = True) -> None:
+    def __call__(self, files: store_mod.CheckpointFiles, data: bytes) -> None:
         self.calls += 1
-        self.durable.append(durable)
         if self.fail:
             raise OSError(28, "No space left on device")
-        store_mod.default_write(path, data, durable=durable)
+        store_mod.CheckpointFiles.write(files, data)
+
+    def store(self, path: Path) -> store_mod.CheckpointStore:
+        """A store of the checkpoint at ``path`` whose writes go through this function."""
+        return store_mod.CheckpointStore(path, files=faulty_checkpoint.FaultyCheckpointFiles(path, self))
 
 
 @pytest.fixture
@@ -56,7 +59,7 @@ def write() -> RecordingWrite:
 
 @pytest.fixture
 def store(tmp_path: Path, write: RecordingWrite) -> store_mod.CheckpointStore:
-    s = store_mod.CheckpointStore(tmp_path / store_mod.CHECKPOINT_FILE_NAME, write=write)
+    s = write.store(tmp_path / store_mod.CHECKPOINT_FILE_NAME)
     s.load()
     return s
 
@@ -273,15 +276,20 @@ def test_update_persists_the_observed_shadow_uid(store: store_mod.CheckpointStor
     assert reload(store)[fx.CLAIM_1] == out
 
 
-def test_a_non_durable_update_replaces_the_file_atomically_and_asks_only_for_the_content_flush(
-    store: store_mod.CheckpointStore, write: RecordingWrite
+def test_every_write_is_one_in_place_flush_of_the_slot_file_and_no_fsync(
+    store: store_mod.CheckpointStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Issue 17 item 4: a checkpoint write is durable after one ``fdatasync`` of the slot file,
+    without the two journal commits of a replace-by-rename (file and directory ``fsync``)."""
+    flushes: list[str] = []
+    real_fdatasync = os.fdatasync
+    monkeypatch.setattr(os, "fsync", lambda fd: flushes.append("fsync"))
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (flushes.append("fdatasync"), real_fdatasync(fd))[1])
     store.set_claim(fx.record(phase=P.PENDING, shadow_uid=""))
-    out = store.update_managed_bindings(
-        fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID), durable=False
-    )
-    assert write.durable[-2:] == [True, False], "Set is fully durable, the UID update only its content"
+    out = store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID))
+    assert flushes == ["fdatasync", "fdatasync"]
     assert reload(store)[fx.CLAIM_1] == out, "a fresh reader (a restarted plugin) sees the update"
+    assert codec.decode_checkpoint(store.path.read_bytes()).claims[fx.CLAIM_1] == out, "the readable copy too"
     assert not list(store.path.parent.glob("*.tmp*")), "no temporary is left beside the checkpoint"
 
 
@@ -413,7 +421,7 @@ def test_unreadable_checkpoint_fails_load_and_stays_untouched(
     before = path.stat()
     write = RecordingWrite()
     with pytest.raises(errors.ContractViolation) as info:
-        store_mod.CheckpointStore(path, write=write).load()
+        write.store(path).load()
     assert info.value.reason is reason
     assert str(path) in str(info.value)
     assert "left untouched" in str(info.value)
@@ -422,7 +430,11 @@ def test_unreadable_checkpoint_fails_load_and_stays_untouched(
     assert write.calls == 0
 
 
-def test_kill_during_a_checkpoint_write_leaves_the_previous_checkpoint_loadable(tmp_path: Path) -> None:
+def test_kill_before_the_readable_copy_is_replaced_keeps_the_durable_write_and_rewrites_the_copy(
+    tmp_path: Path,
+) -> None:
+    """A kill after the slot write, at the copy's rename: the write is durable (the caller never
+    learned it); the restarted store has it and rewrites ``checkpoint.json`` from the slot file."""
     path = tmp_path / "checkpoint.json"
     first = store_mod.CheckpointStore(path)
     first.load()
@@ -437,11 +449,85 @@ def test_kill_during_a_checkpoint_write_leaves_the_previous_checkpoint_loadable(
         """,
         write="store.set_claim(fx.record(fx.CLAIM_2, fx.POD_A, indexes=(1,)))\n",
     )
-    assert path.read_bytes() == committed
+    assert path.read_bytes() == committed, "readers still see the previous complete document"
     assert len(atomicfile.stale_temporaries(path)) == 1
     restarted = store_mod.CheckpointStore(path)
-    assert list(restarted.load()) == [fx.CLAIM_1]
+    assert list(restarted.load()) == [fx.CLAIM_1, fx.CLAIM_2]
+    assert list(codec.decode_checkpoint(path.read_bytes()).claims) == [fx.CLAIM_1, fx.CLAIM_2]
     assert atomicfile.stale_temporaries(path) == []
+
+
+def _slots(path: Path) -> Path:
+    return path.with_name(store_mod.SLOTS_FILE_NAME)
+
+
+def test_a_power_cut_tearing_a_slot_write_loads_the_previous_checkpoint(tmp_path: Path) -> None:
+    """Power loss in the middle of a write: the slot being written is torn, the other one whole."""
+    path = tmp_path / "checkpoint.json"
+    store = store_mod.CheckpointStore(path)
+    store.load()
+    store.set_claim(fx.record(fx.CLAIM_1, fx.POD_A))
+    before = _slots(path).read_bytes()
+    store.set_claim(fx.record(fx.CLAIM_2, fx.POD_A, indexes=(1,)))
+    after = _slots(path).read_bytes()
+    changed = [i for i in range(len(after)) if after[i] != before[i]]
+    cut = changed[len(changed) // 2]
+    _slots(path).write_bytes(after[:cut] + before[cut:])  # half the new slot reached the disk
+    assert list(store_mod.CheckpointStore(path).load()) == [fx.CLAIM_1]
+
+
+def test_a_legacy_checkpoint_json_alone_is_adopted_into_the_slot_file_unchanged(tmp_path: Path) -> None:
+    """Upgrade: a plugin directory written before the slot file existed loads as it was."""
+    path = tmp_path / "checkpoint.json"
+    shutil.copyfile(FIXTURE, path)
+    raw = path.read_bytes()
+    claims = store_mod.CheckpointStore(path).load()
+    assert claims == codec.decode_checkpoint(raw).claims
+    assert path.read_bytes() == raw, "the legacy file stays as the readable copy"
+    assert store_mod.CheckpointStore(path).load() == claims, "now from the slot file"
+    assert _slots(path).exists()
+
+
+def test_a_stale_or_missing_readable_copy_is_rewritten_from_the_slot_file(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    store = store_mod.CheckpointStore(path)
+    store.load()
+    store.set_claim(fx.record(fx.CLAIM_1, fx.POD_A))
+    current = path.read_bytes()
+    for stale in (b"", codec.encode_checkpoint(model.Checkpoint()), None):
+        if stale is None:
+            path.unlink()
+        else:
+            path.write_bytes(stale)
+        assert list(store_mod.CheckpointStore(path).load()) == [fx.CLAIM_1]
+        assert path.read_bytes() == current
+
+
+@pytest.mark.parametrize("damage", ["zeros", "garbage", "short"])
+def test_a_slot_file_without_a_valid_slot_fails_load_naming_it_and_leaves_both_files_untouched(
+    tmp_path: Path, damage: str
+) -> None:
+    path = tmp_path / "checkpoint.json"
+    store_mod.CheckpointStore(path).load()
+    size = _slots(path).stat().st_size
+    raw = {"zeros": bytes(size), "garbage": b"\x5a" * size, "short": b"{}"}[damage]
+    _slots(path).write_bytes(raw)
+    copy = path.read_bytes()
+    with pytest.raises(errors.ContractViolation) as info:
+        store_mod.CheckpointStore(path).load()
+    assert str(_slots(path)) in str(info.value) and "left untouched" in str(info.value)
+    assert _slots(path).read_bytes() == raw and path.read_bytes() == copy
+
+
+def test_a_valid_slot_holding_a_corrupt_document_fails_load_naming_the_slot_file(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    store_mod.CheckpointStore(path).load()
+    _slots(path).unlink()
+    slotfile.SlotFile(_slots(path)).create(b'{"version": 1}')
+    with pytest.raises(errors.ContractViolation) as info:
+        store_mod.CheckpointStore(path).load()
+    assert str(_slots(path)) in str(info.value)
+    assert "is corrupt" in str(info.value)
 
 
 # --- validation cost: only the changed claim is validated (issue 5) --------------------------------

@@ -6,8 +6,9 @@ only after the previous one succeeded:
 1. settings (flags/environment; invalid → exit 2 with every problem listed), logging, every
    setting logged; ``--multus-auto-attach`` switches on ``driver.managed`` (shadow NADs, Pod
    selections, release with finalizers) and its repair worker;
-2. **checkpoint** loaded from ``<state dir>/checkpoint.json`` (a corrupt file or unknown version
-   → exit 1 with the file named and left untouched);
+2. **checkpoint** loaded from ``<state dir>/checkpoint.slots`` (its readable copy
+   ``checkpoint.json`` alone is adopted; a corrupt file or unknown version → exit 1 with the file
+   named and left untouched; ``host.checkpoint_files``);
 3. API client; the metrics/health HTTP server (``sriov_dra.servicekit.health``: ``/readyz`` answers 503
    until step 7 finishes, ``/healthz`` 503 once an essential worker crashed);
 4. **discovery** of the node's VFs (eswitch modes from devlink when the sysfs root is the host's)

@@ -1,11 +1,12 @@
 """The plugin's durable checkpoint store: claim records in memory, persisted before they count.
 
-``CheckpointStore`` keeps every prepared claim's record (``core.plugin.checkpoint_model``) in memory and in
-one file (default name ``checkpoint.json`` in the plugin directory), written with
-``host.atomicfile`` so a crash leaves either the old or the new checkpoint. Every mutation builds
-the new state, writes the whole checkpoint, and only then publishes the new state in memory; when
-the write fails the in-memory state is left as it was (the rollback the spec asks for), so memory
-never claims more than the disk holds.
+``CheckpointStore`` keeps every prepared claim's record (``core.plugin.checkpoint_model``) in memory and on
+disk through ``host.checkpoint_files``: durably in ``checkpoint.slots`` (an A/B slot file, one
+``fdatasync`` per write, so a crash leaves the old or the new checkpoint) and as a readable copy
+``checkpoint.json`` in the plugin directory. Every mutation builds the new state, writes the whole
+checkpoint, and only then publishes the new state in memory; when the write fails the in-memory
+state is left as it was (the rollback the spec asks for), so memory never claims more than the
+disk holds.
 
 The mutation API is narrow (spec §6.3): ``set_claim`` (claim-UID uniqueness: another Pod waits
 with ``ClaimReleaseInProgress`` while any record for the UID exists), ``update_managed_bindings``
@@ -20,7 +21,7 @@ means another writer made progress). Never hold it across API or hardware work. 
 copies (:func:`copy_record`); callers can never mutate the store's state.
 
 This module must never delete or rewrite a checkpoint it cannot read: a corrupt file or unknown
-version fails ``load`` with an actionable ``ContractViolation`` and the file is left untouched.
+version fails ``load`` with an actionable ``ContractViolation`` and the files are left untouched.
 """
 
 from __future__ import annotations
@@ -36,35 +37,22 @@ from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_codec as codec
 from sriov_dra.core.plugin import checkpoint_lifecycle as lifecycle
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.host import atomicfile
+from sriov_dra.host import checkpoint_files
 from sriov_dra_rules import errors
 
-CHECKPOINT_FILE_NAME: Final = "checkpoint.json"
-"""File name inside the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), as upstream."""
+CHECKPOINT_FILE_NAME: Final = checkpoint_files.CHECKPOINT_FILE_NAME
+"""The readable copy's name inside the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), as upstream."""
 
-CHECKPOINT_FILE_MODE: Final = 0o600
+SLOTS_FILE_NAME: Final = checkpoint_files.SLOTS_FILE_NAME
+"""The durable record's name inside the plugin directory (``host.checkpoint_files``)."""
+
+CHECKPOINT_FILE_MODE: Final = checkpoint_files.CHECKPOINT_FILE_MODE
 """Permission bits: rendered CNI configs may reference IPAM credentials; only root reads it."""
 
-
-class WriteFn(typing.Protocol):
-    """Replaces the file at the path with the bytes atomically, or raises leaving it unchanged.
-
-    ``durable`` (default ``True``) asks for the new content to survive a power loss before the
-    call returns (``fsync`` of the file and its directory); ``False`` still flushes the new
-    content before the atomic rename but not the rename: after a power loss the file holds the
-    previous or the new complete checkpoint, never an empty or partial one (the file holds every
-    claim of the node, so it must never be lost), and a killed process sees the new one.
-    """
-
-    def __call__(self, path: Path, data: bytes, *, durable: bool = True) -> None: ...
-
+CheckpointFiles = checkpoint_files.CheckpointFiles
+"""The files seam: tests and benchmarks subclass it to fail or time writes (``write(data)``)."""
 
 _Compute = Callable[[model.ClaimRecord | None], model.ClaimRecord | None]
-
-
-def default_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """:func:`sriov_dra.host.atomicfile.write_atomic` with :data:`CHECKPOINT_FILE_MODE` (see :class:`WriteFn`)."""
-    atomicfile.write_atomic(path, data, mode=CHECKPOINT_FILE_MODE, sync_directory=durable)
 
 
 @typing.overload
@@ -128,44 +116,48 @@ class _Unchanged(Exception):
 class CheckpointStore:
     """Thread-safe, durable map of claim UID → :class:`~sriov_dra.core.plugin.checkpoint_model.ClaimRecord`.
 
-    Call :meth:`load` once before anything else. ``write`` is injectable (keyword-only) so tests
-    can make persistence fail and observe the in-memory rollback.
+    Call :meth:`load` once before anything else. ``files`` is injectable (keyword-only; default
+    :class:`CheckpointFiles` of ``path``) so tests can make persistence fail and observe the
+    in-memory rollback.
 
     Raises (every method after :meth:`load`): ``ContractViolation`` when used before ``load``.
     Source: spec §6.3; upstream ``pkg/podmanager`` (reference ``dra-driver-sriov.md`` §5).
     """
 
-    def __init__(self, path: Path, *, write: WriteFn = default_write) -> None:
+    def __init__(self, path: Path, *, files: checkpoint_files.CheckpointFiles | None = None) -> None:
         self._path = path
-        self._write = write
+        self._files = files if files is not None else checkpoint_files.CheckpointFiles(path)
         self._lock = threading.Lock()
         self._claims: dict[identities.ClaimUid, model.ClaimRecord] = {}
         self._loaded = False
 
     @property
     def path(self) -> Path:
-        """The checkpoint file this store reads and writes."""
+        """The readable copy ``checkpoint.json`` (the durable record is its sibling ``checkpoint.slots``)."""
         return self._path
 
     # --- reading ----------------------------------------------------------------------------------
 
     def load(self) -> dict[identities.ClaimUid, model.ClaimRecord]:
-        """Read and verify the file (creating an empty checkpoint when absent); return all claims.
+        """Read and verify the checkpoint (creating an empty one when absent); return all claims.
 
         Leftover temporaries of an interrupted write are removed first (one active plugin per
-        node, spec §6.3). Raises: ``ContractViolation`` naming the file for corrupt content, a
-        checksum mismatch or an unknown version (reason ``UnsupportedVersion``), with the file left
-        untouched and the in-memory state unchanged; ``OSError`` when the file or directory is unreadable or
-        an absent checkpoint cannot be created.
+        node, spec §6.3); a legacy ``checkpoint.json`` alone is adopted into the slot file and a
+        stale readable copy is rewritten, both only after the content decoded
+        (:class:`CheckpointFiles`). Raises: ``ContractViolation`` naming the file for corrupt
+        content, a checksum mismatch, a slot file without a valid slot or an unknown version
+        (reason ``UnsupportedVersion``), with the files left untouched and the in-memory state
+        unchanged; ``OSError`` when a file or the directory is unreadable or an absent checkpoint
+        cannot be created.
         """
-        atomicfile.remove_stale_temporaries(self._path)
-        raw = atomicfile.read_optional(self._path)
+        raw = self._files.read()
         if raw is None:
             empty = model.Checkpoint()
-            self._write(self._path, codec.encode_checkpoint(empty))
+            self._files.write(codec.encode_checkpoint(empty))
             claims: dict[identities.ClaimUid, model.ClaimRecord] = {}
         else:
-            claims = dict(codec.decode_checkpoint(raw, source=str(self._path)).claims)
+            claims = dict(codec.decode_checkpoint(raw, source=str(self._files.source)).claims)
+            self._files.settle()
         with self._lock:
             self._claims = claims
             self._loaded = True
@@ -203,14 +195,11 @@ class CheckpointStore:
 
     # --- mutations --------------------------------------------------------------------------------
 
-    def _commit(
-        self, claim_uid: identities.ClaimUid, compute: _Compute, *, durable: bool = True
-    ) -> model.ClaimRecord | None:
+    def _commit(self, claim_uid: identities.ClaimUid, compute: _Compute) -> model.ClaimRecord | None:
         """Apply ``compute`` to the claim's record and persist the result, then publish it.
 
         ``compute`` gets a deep copy of the current record (or ``None``) and returns the new record
         (``None`` deletes); it runs outside the lock and may raise to abort without any effect.
-        ``durable`` is passed to the write (see :class:`WriteFn`).
         """
         self._require_loaded()
         while True:
@@ -231,7 +220,7 @@ class CheckpointStore:
                 # only the changed claim is validated: every other record was validated when it
                 # was committed or loaded, and records are immutable (copies go in and out)
                 data = codec.encode_checkpoint(model.Checkpoint(claims=claims), changed=(claim_uid,))
-                self._write(self._path, data, durable=durable)  # raises: memory keeps the old state
+                self._files.write(data)  # raises: memory keeps the old state
                 self._claims = claims
             return copy_record(new)
 
@@ -272,8 +261,6 @@ class CheckpointStore:
         claim_uid: str,
         what: str,
         change: Callable[[model.ClaimRecord], model.ClaimRecord],
-        *,
-        durable: bool = True,
     ) -> model.ClaimRecord:
         require = self._existing(claim_uid, what)
 
@@ -284,30 +271,23 @@ class CheckpointStore:
                 raise _Unchanged
             return new
 
-        result = self._commit(identities.ClaimUid(claim_uid), compute, durable=durable)
+        result = self._commit(identities.ClaimUid(claim_uid), compute)
         assert result is not None
         return result
 
-    def update_managed_bindings(
-        self, claim_uid: str, update: lifecycle.BindingUpdate, *, durable: bool = True
-    ) -> model.ClaimRecord:
+    def update_managed_bindings(self, claim_uid: str, update: lifecycle.BindingUpdate) -> model.ClaimRecord:
         """Narrowly update the claim's managed bindings and persist; return the new record.
 
         ``update`` is a function applied to each managed binding (it must be pure: it may run more
         than once under contention) or a mapping attachmentID → replacement binding. Only phase
         Pending↔Ready and the shadow UID may change (see ``checkpoint_lifecycle``). An update that
-        changes nothing writes nothing. ``durable=False`` flushes the new content but not the
-        rename (:class:`WriteFn`): for the observed shadow UIDs, which a power loss may lose
-        (the previous checkpoint stays whole) because the next prepare recovers them by name
-        (spec §8.1 step 3).
+        changes nothing writes nothing. Durable when it returns, like every write of the store.
 
         Raises: ``ContractViolation`` for an absent claim or a disallowed change; ``Conflict``
         (``ShadowConflict``) for a replaced shadow UID; ``OSError`` when the write fails (memory
         unchanged). Source: spec §6.3, §8.1 step 3, §8.3.
         """
-        return self._mutate(
-            claim_uid, "update", lambda r: lifecycle.apply_binding_update(r, update), durable=durable
-        )
+        return self._mutate(claim_uid, "update", lambda r: lifecycle.apply_binding_update(r, update))
 
     def mark_managed_deleting(self, claim_uid: str) -> model.ClaimRecord:
         """Persist ``Deleting`` for the claim's Pending/Ready bindings; return the new record.

@@ -155,16 +155,10 @@ def _persist_observed(
 ) -> model.ClaimRecord:
     """Record the shadow UIDs observed (spec §8.1 step 3: a narrow checkpoint mutation).
 
-    The write is atomic and done before the Pod patch; its content is flushed but the rename is
-    not (``durable=False``): after a power cut the file holds this or the previous complete
-    checkpoint, and a UID lost that way is the state a lost create response leaves
-    (shadow present, no UID recorded), which the next prepare, the repair worker and the
-    release path already resolve by the deterministic name with the full identity check. The
-    ``Pending`` write before the first create and the ``Ready`` write before the answer stay
-    durable; the latter also makes this one durable. Saves one flush on the prepare's critical
-    path (issue 17 item 4).
+    The write is atomic and durable before the Pod patch, like every checkpoint write (one
+    in-place flush of the slot file, ``host.checkpoint_files``).
     """
-    return store.update_managed_bindings(claim_uid, observed, durable=False)
+    return store.update_managed_bindings(claim_uid, observed)
 
 
 def _raise_first(

@@ -97,10 +97,10 @@ class GatedStore:
         return self._store.set_claim(record)
 
     def update_managed_bindings(
-        self, claim_uid: str, update: checkpoint_lifecycle.BindingUpdate, *, durable: bool = True
+        self, claim_uid: str, update: checkpoint_lifecycle.BindingUpdate
     ) -> model.ClaimRecord:
         """See :meth:`seams.Store.update_managed_bindings`."""
-        return self._store.update_managed_bindings(claim_uid, update, durable=durable)
+        return self._store.update_managed_bindings(claim_uid, update)
 
     def mark_managed_deleting(self, claim_uid: str) -> model.ClaimRecord:
         """See :meth:`seams.Store.mark_managed_deleting`."""

@@ -108,10 +108,9 @@ class Store(Protocol):
         ...
 
     def update_managed_bindings(
-        self, claim_uid: str, update: checkpoint_lifecycle.BindingUpdate, *, durable: bool = True
+        self, claim_uid: str, update: checkpoint_lifecycle.BindingUpdate
     ) -> model.ClaimRecord:
-        """Persist a narrow update (phase Pending↔Ready, shadow UID); ``durable=False`` does not wait
-        for the disk. Raises: OSError, ..."""
+        """Persist a narrow update (phase Pending↔Ready, shadow UID), durably. Raises: OSError, ..."""
         ...
 
     def mark_managed_deleting(self, claim_uid: str) -> model.ClaimRecord:

@@ -22,6 +22,7 @@ from tests.fakes import kube_objects as ko
 from tests.fakes import managed_node as mn
 
 from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_codec as codec
 from sriov_dra.driver import faults
 from sriov_dra.host import checkpoint
 from sriov_dra.kubeletapi import messages
@@ -198,27 +199,39 @@ def test_a_lost_create_response_is_adopted_only_after_a_full_identity_check(node
     assert mn.convergence_problems(node) == []
 
 
-def test_a_prepare_flushes_pending_and_ready_but_not_the_observed_shadow_uids(node: mn.ManagedNode) -> None:
-    """Spec §8.1: ``Pending`` is persisted before the first create and ``Ready`` durably before the
-    answer; the UIDs in between flush their content but not the rename (issue 17 item 4)."""
-    ref = node.add_consumer(TWO_RAILS)
-    node.flushed.clear()  # the empty checkpoint the first load created
-    assert isinstance(node.prepare(ref), messages.Prepared)
-    assert node.flushed == [True, False, True]
-
-
-def test_shadow_uids_a_power_cut_lost_are_recovered_by_name_and_released_without_a_new_shadow(
+def test_a_prepare_writes_pending_then_the_shadow_uids_then_ready_each_durable_before_the_next_step(
     node: mn.ManagedNode,
 ) -> None:
-    """A power cut after the Pod patch, before ``Ready``: the disk holds only the flushed ``Pending``
-    record (no UIDs); the next prepare adopts the live shadows by name after the identity check."""
+    """Spec §8.1 steps 2, 3, 5: ``Pending`` before the first create, the observed UIDs before the Pod
+    patch, ``Ready`` before the answer; each write returns only once it is durable (slot file)."""
     ref = node.add_consumer(TWO_RAILS)
-    flushed: list[bytes] = []
-    node.on_write = lambda data: flushed.append(data) if node.flushed[-1] else None
+    written: list[list[tuple[str, str]]] = []
+    node.on_write = lambda data: written.append(
+        [
+            (b.phase.value, b.shadow_uid)
+            for r in codec.decode_checkpoint(data).claims.values()
+            for b in r.managed_bindings()
+        ]
+    )
+    assert isinstance(node.prepare(ref), messages.Prepared)
+    assert [sorted({phase for phase, _ in w}) for w in written] == [["Pending"], ["Pending"], ["Ready"]]
+    assert [all(uid for _, uid in w) for w in written] == [False, True, True]
+    assert node.writes == 4, "the empty checkpoint of the first load, then the three"
+
+
+def test_a_pending_record_without_shadow_uids_adopts_the_live_shadows_by_name_and_releases_them(
+    node: mn.ManagedNode,
+) -> None:
+    """The disk holds only the ``Pending`` record (no UIDs) while both shadows exist, as after a
+    lost create response and a crash: the next prepare adopts the live shadows by name after the
+    identity check and creates none."""
+    ref = node.add_consumer(TWO_RAILS)
+    pending: list[bytes] = []
+    node.on_write = lambda data: pending.append(data) if not pending else None
     assert run(node, lambda: (write(crash("ready"), skip=2)(node), node.prepare(ref))[1]) == "crashed"
     live = {n["metadata"]["name"]: n["metadata"]["uid"] for n in node.kube.shadows(mn.NS)}
-    assert len(live) == 2 and len(flushed) == 1, "only Pending reached the disk before the cut"
-    node.store.path.write_bytes(flushed[0])  # what survives the power cut
+    assert len(live) == 2
+    node.replace_disk_checkpoint(pending[0])
     node.on_write = None
     node.restart()
     assert {b.shadow_uid for b in node.store.snapshot_claim(ref.uid).managed_bindings()} == {""}
