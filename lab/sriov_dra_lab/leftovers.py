@@ -6,7 +6,7 @@ After the demo (and every e2e teardown) deletes its workloads, nothing of theirs
 - **finalizers**: objects still carrying the attachment-protection finalizer;
 - **selections**: Pods whose ``k8s.v1.cni.cncf.io/networks`` names a ``dra-sriov-*`` shadow, or
   that carry the managed-networks registry annotation;
-- **checkpoint records**: claims in a node plugin's ``checkpoint.json``;
+- **checkpoint records**: claims in a node plugin's checkpoint (``checkpoint.slots``, else ``checkpoint.json``);
 - **CDI files**: spec files in a node's CDI root;
 - **IP reservations**: whereabouts ``IPPool`` allocations and ``OverlappingRangeIPReservation``
   objects; host-local reservation files in each node's ``/var/lib/cni/networks``;
@@ -22,12 +22,13 @@ Read-only: it reports, never cleans. ``scope`` restricts Pod- and NAD-level chec
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
 
+from sriov_dra.core.plugin import checkpoint_codec
+from sriov_dra.host import checkpoint_files
 from sriov_dra.kube import objects
 from sriov_dra_lab import realstack
 from sriov_dra_lab import stack as stack_mod
@@ -114,13 +115,12 @@ def _api_leftovers(client: objects.Objects, found: Leftovers, scope: Collection[
 
 
 def _checkpoint_claims(path: str) -> list[str]:
+    """Claim UIDs of a plugin checkpoint, from its durable slot file when present (read only)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            doc: dict[str, Any] = json.load(f)
+        raw, source = checkpoint_files.read_only(Path(path))
     except FileNotFoundError:
         return []
-    claims = (doc.get("data") or {}).get("claims") or {}
-    return sorted(claims)
+    return sorted(checkpoint_codec.decode_checkpoint(raw, source=str(source)).claims)
 
 
 def _holder(reservation: os.PathLike[str]) -> str:

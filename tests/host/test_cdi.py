@@ -92,7 +92,9 @@ def test_specs_are_written_without_fsync_while_the_checkpoint_write_stays_durabl
     store = checkpoint.CheckpointStore(tmp_path / checkpoint.CHECKPOINT_FILE_NAME)
     store.load()
     store.set_claim(fx.record())
-    assert len(calls) == 3  # the record: load creates the slot file (file + directory), the set flushes it in place
+    assert (
+        len(calls) == 3
+    )  # the record: load creates the slot file (file + directory), the set flushes it in place
 
 
 def test_rewriting_identical_content_does_not_touch_the_file(

@@ -25,7 +25,7 @@ from tests.fakes import faulty_checkpoint, rename_kill
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_codec as codec
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.host import atomicfile, slotfile
+from sriov_dra.host import atomicfile, checkpoint_files, slotfile
 from sriov_dra.host import checkpoint as store_mod
 from sriov_dra_rules import errors
 
@@ -586,3 +586,31 @@ def test_a_corrupted_in_memory_record_still_cannot_be_written(
         store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, phase=P.READY))
     assert "pciAddress" in str(caught.value)
     assert write.calls == calls and store.path.read_bytes() == before
+
+
+def test_a_read_only_reader_takes_the_slot_file_before_a_stale_copy_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """``sriov-dra orphans`` and the lab read through ``read_only``: the durable record wins, and
+    neither file is created, replaced or touched."""
+    path = tmp_path / "checkpoint.json"
+    store = store_mod.CheckpointStore(path)
+    store.load()
+    store.set_claim(fx.record(fx.CLAIM_1, fx.POD_A))
+    durable = path.read_bytes()
+    path.write_bytes(codec.encode_checkpoint(model.Checkpoint()))  # a copy a power loss left older
+    before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in tmp_path.iterdir()}
+    assert checkpoint_files.read_only(path) == (durable, _slots(path))
+    assert checkpoint_files.read_only(_slots(path)) == (durable, _slots(path))
+    assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in tmp_path.iterdir()} == before
+
+
+def test_a_read_only_reader_of_a_legacy_directory_reads_checkpoint_json_and_misses_loudly(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "checkpoint.json"
+    with pytest.raises(FileNotFoundError):
+        checkpoint_files.read_only(path)
+    shutil.copyfile(FIXTURE, path)
+    assert checkpoint_files.read_only(path) == (FIXTURE.read_bytes(), path)
+    assert not _slots(path).exists()

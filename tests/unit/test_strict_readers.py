@@ -80,7 +80,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "lab/sriov_dra_lab/iproute.py": (1, CNI_RESULT),
     "lab/sriov_dra_lab/realnode.py": (1, CNI_RESULT),
     "lab/sriov_dra_lab/kubelet_state.py": (1, "the kubelet simulator's own state file"),
-    "lab/sriov_dra_lab/leftovers.py": (1, "the plugin's checkpoint, only listed for leftovers"),
     "lab/sriov_dra_lab/labdir.py": (1, "the lab's own state file"),
     "lab/sriov_dra_lab/images.py": (1, "the image index tools/build-image.sh writes (machine-written)"),
     "lab/sriov_dra_lab/realstack.py": (

@@ -30,6 +30,7 @@ from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import orphans, seams, shadows
+from sriov_dra.host import checkpoint_files
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import errors as kube_errors
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         try:
             try:
-                data = Path(args.checkpoint).read_bytes()
+                data, source = checkpoint_files.read_only(Path(args.checkpoint))
             except FileNotFoundError:
                 print(
                     f"sriov-dra orphans: no plugin checkpoint at {args.checkpoint}; "
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                     file=sys.stderr,
                 )
                 return 1
-            cp = checkpoint_codec.decode_checkpoint(data, source=args.checkpoint)
+            cp = checkpoint_codec.decode_checkpoint(data, source=str(source))
             node_uid = args.node_uid or nodeinfo.node_uid(api, args.node, timeout_s=10.0)
             nads = kube_shadows.NadClient(api)
             listed = nads.list_all(label_selector=orphans.label_selector(node_uid))
@@ -201,7 +202,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "List the shadow NADs the plugin manages for one node, each with its status against the "
             "plugin checkpoint (owned, ReleaseComplete, orphaned), its claim, Pod and foreign "
             "finalizers. Changes nothing unless --apply, which finalizes ReleaseComplete shadows only. "
-            "Off the node, pass --checkpoint with a copy of the node's checkpoint file."
+            "Reads the durable checkpoint.slots beside --checkpoint when it exists. Off the node, pass "
+            "--checkpoint with a copy of the node's checkpoint.slots (or checkpoint.json)."
         ),
     )
     who = p.add_mutually_exclusive_group(required=True)

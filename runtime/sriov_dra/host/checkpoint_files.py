@@ -7,10 +7,11 @@ Two files in the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), both
   §8.4 ask each write to be durable before the next API step).
 - ``checkpoint.json``: the same bytes (the versioned, checksummed JSON document of
   ``core.plugin.checkpoint_codec``), replaced atomically by ``rename`` right after each durable
-  write, without ``fsync``. It is what people and tools read: ``sriov-dra orphans --checkpoint``,
-  the drain and cleanup roles, ``jq . checkpoint.json``. A reader always sees a complete
-  document; after a power loss it may be older (or empty) until the plugin starts, which rewrites
-  it from the slot file before it serves anything.
+  write, without ``fsync``. It is what people and the drain and cleanup roles read (``jq .
+  checkpoint.json``); ``sriov-dra orphans`` and the lab read the slot file through
+  :func:`read_only`. A reader always sees a complete document, never behind a write the plugin
+  acted on (it is replaced before the write returns); after a power loss it may be older (or
+  empty) until the plugin starts, which rewrites it from the slot file before it serves anything.
 
 Upgrade: a plugin directory holding only ``checkpoint.json`` (written by a build before the slot
 file existed, durably) is adopted: :meth:`CheckpointFiles.settle` creates the slot file from it
@@ -40,6 +41,26 @@ CHECKPOINT_FILE_MODE: Final = 0o600
 """Permission bits of both files: rendered CNI configs may reference IPAM credentials; only root reads them."""
 
 LOG: Final = logging.getLogger(__name__)
+
+
+def read_only(path: Path) -> tuple[bytes, Path]:
+    """Read a checkpoint without writing anything: ``(document bytes, the file they came from)``.
+
+    ``path`` is either file of a plugin directory or a copy of one taken off the node: a slot file
+    (its newest valid slot), or a ``checkpoint.json`` whose sibling ``checkpoint.slots`` exists
+    (the durable record wins: the readable copy may lag after a power loss), else that file itself.
+    For tools (``sriov-dra orphans``, the lab) that must never write the plugin's files.
+    Raises: ``FileNotFoundError`` when neither exists; ``ContractViolation`` for a slot file
+    without a valid slot; ``OSError`` when unreadable.
+    """
+    slots = path if path.name.endswith(".slots") else path.with_name(SLOTS_FILE_NAME)
+    raw = atomicfile.read_optional(slots)
+    if raw is None:
+        return path.read_bytes(), path
+    try:
+        return slotfile.parse(raw, source=str(slots)).payload, slots
+    except slotfile.SlotFileError as exc:
+        raise errors.ContractViolation(f"checkpoint {exc}") from exc
 
 
 class CheckpointFiles:

@@ -12,6 +12,7 @@ import pytest
 from sriov_dra.cli import orphans
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.core.plugin import checkpoint_model as model
+from sriov_dra.host import slotfile
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import nodeinfo
 from sriov_dra.kube import shadows as kube_shadows
@@ -56,3 +57,15 @@ def test_empty_result_says_no_managed_shadows_for_the_node_after_the_header(tmp_
     lines = out.getvalue().splitlines()
     assert lines[0].split()[:3] == ["NAMESPACE", "NAME", "STATUS"]
     assert lines[1:] == ["no managed shadow NADs for node lab-node-1"]
+
+
+def test_the_durable_slot_file_beside_the_checkpoint_is_read_before_its_readable_copy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The readable ``checkpoint.json`` may lag after a power loss; ``checkpoint.slots`` is the record."""
+    path = tmp_path / "checkpoint.json"
+    path.write_bytes(checkpoint_codec.encode_checkpoint(model.Checkpoint()))
+    slotfile.SlotFile(tmp_path / "checkpoint.slots").create(b'{"version": 1}')
+    assert orphans.run(_args(path), io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert f"checkpoint {tmp_path / 'checkpoint.slots'} is corrupt" in err
