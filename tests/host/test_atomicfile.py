@@ -56,20 +56,12 @@ def test_failed_rename_removes_the_temporary_and_keeps_the_target(tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    ("durable", "sync_directory", "fsyncs"),
-    [(True, None, 2), (False, None, 0), (True, False, 1)],
-    ids=[
-        "durable:file-and-directory-fsynced",
-        "derived:atomic-rename-without-fsync",
-        "content-flushed:rename-not-flushed",
-    ],
+    ("durable", "fsyncs"),
+    [(True, 2), (False, 0)],
+    ids=["durable:file-and-directory-fsynced", "derived:atomic-rename-without-fsync"],
 )
 def test_write_fsyncs_the_file_and_directory_only_when_durable(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    durable: bool,
-    sync_directory: bool | None,
-    fsyncs: int,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durable: bool, fsyncs: int
 ) -> None:
     calls: list[int] = []
     real = os.fsync
@@ -77,7 +69,7 @@ def test_write_fsyncs_the_file_and_directory_only_when_durable(
     target = tmp_path / "state.json"
     target.write_bytes(b"old")
     old_inode = target.stat().st_ino
-    atomicfile.write_atomic(target, b"new", mode=0o600, durable=durable, sync_directory=sync_directory)
+    atomicfile.write_atomic(target, b"new", mode=0o600, durable=durable)
     assert len(calls) == fsyncs
     assert target.read_bytes() == b"new" and target.stat().st_ino != old_inode  # still a rename
     assert stat.S_IMODE(target.stat().st_mode) == 0o600 and atomicfile.stale_temporaries(target) == []

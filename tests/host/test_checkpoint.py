@@ -428,6 +428,7 @@ def test_unreadable_checkpoint_fails_load_and_stays_untouched(
     assert path.read_bytes() == raw
     assert path.stat().st_mtime_ns == before.st_mtime_ns
     assert write.calls == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json"], "no slot file was created"
 
 
 def test_kill_before_the_readable_copy_is_replaced_keeps_the_durable_write_and_rewrites_the_copy(
@@ -439,6 +440,7 @@ def test_kill_before_the_readable_copy_is_replaced_keeps_the_durable_write_and_r
     first = store_mod.CheckpointStore(path)
     first.load()
     first.set_claim(fx.record(fx.CLAIM_1, fx.POD_A))
+    first.close()  # the restarted plugin below is another process: it takes the slot file's lock
     committed = path.read_bytes()
     rename_kill.kill_at_rename(
         setup=f"""
@@ -484,8 +486,11 @@ def test_a_legacy_checkpoint_json_alone_is_adopted_into_the_slot_file_unchanged(
     claims = store_mod.CheckpointStore(path).load()
     assert claims == codec.decode_checkpoint(raw).claims
     assert path.read_bytes() == raw, "the legacy file stays as the readable copy"
+    adopted = slotfile.SlotFile(_slots(path)).read()
+    assert adopted is not None and adopted.payload == raw, "the slot file holds the legacy bytes as they were"
+    path.unlink()
     assert store_mod.CheckpointStore(path).load() == claims, "now from the slot file"
-    assert _slots(path).exists()
+    assert path.read_bytes() == raw
 
 
 def test_a_stale_or_missing_readable_copy_is_rewritten_from_the_slot_file(tmp_path: Path) -> None:
@@ -614,3 +619,27 @@ def test_a_read_only_reader_of_a_legacy_directory_reads_checkpoint_json_and_miss
     shutil.copyfile(FIXTURE, path)
     assert checkpoint_files.read_only(path) == (FIXTURE.read_bytes(), path)
     assert not _slots(path).exists()
+
+
+def test_a_read_only_reader_reads_a_live_slot_file_again_when_one_read_spans_two_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "checkpoint.json"
+    store = store_mod.CheckpointStore(path)
+    store.load()
+    store.set_claim(fx.record(fx.CLAIM_1, fx.POD_A))
+    good = _slots(path).read_bytes()
+    reads = iter([bytes(len(good)), bytes(len(good)), good])  # two torn-looking reads, then a whole one
+    monkeypatch.setattr(checkpoint_files.atomicfile, "read_optional", lambda p: next(reads))
+    raw, source = checkpoint_files.read_only(path)
+    assert source == _slots(path) and codec.decode_checkpoint(raw).claims == store.all_claims()
+
+
+def test_a_read_only_reader_takes_a_sibling_slot_file_only_for_checkpoint_json(tmp_path: Path) -> None:
+    """A copy named after its node (``node-a.json``) is read as given, never another file's slots."""
+    store = store_mod.CheckpointStore(tmp_path / "checkpoint.json")
+    store.load()
+    store.set_claim(fx.record(fx.CLAIM_1, fx.POD_A))
+    other = tmp_path / "node-a.json"
+    other.write_bytes(codec.encode_checkpoint(model.Checkpoint()))
+    assert checkpoint_files.read_only(other) == (other.read_bytes(), other)

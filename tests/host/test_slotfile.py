@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,31 +96,59 @@ def test_the_write_after_a_torn_slot_overwrites_the_torn_slot_never_the_valid_on
     assert got is not None and (got.payload, got.generation) == (b"third", 2)
 
 
+_PAYLOAD = st.tuples(st.binary(min_size=1, max_size=16), st.integers(min_value=0, max_value=12000)).map(
+    lambda t: (t[0] * (t[1] // len(t[0]) + 1))[: t[1]]
+)
+"""Blobs of one page and of several pages (a slot of the 16 KiB minimum holds up to 16,320 bytes)."""
+
+
 @settings(max_examples=60, deadline=None)
 @given(
-    payloads=st.lists(st.binary(max_size=600), min_size=1, max_size=5),
-    torn=st.binary(min_size=1, max_size=600),
-    cut=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
+    payloads=st.lists(_PAYLOAD, min_size=1, max_size=4),
+    torn=_PAYLOAD,
+    kept=st.lists(st.booleans(), min_size=8, max_size=8),
+    following=_PAYLOAD,
 )
-def test_property_a_write_cut_at_any_byte_reads_back_the_last_completed_blob(
-    tmp_path_factory: pytest.TempPathFactory, payloads: list[bytes], torn: bytes, cut: float
+def test_property_any_subset_of_pages_of_an_interrupted_write_reads_back_the_last_completed_blob(
+    tmp_path_factory: pytest.TempPathFactory,
+    payloads: list[bytes],
+    torn: bytes,
+    kept: list[bool],
+    following: bytes,
 ) -> None:
-    """Power loss model: only a prefix of the interrupted slot write reached the disk."""
-    f = slotfile.SlotFile(tmp_path_factory.mktemp("slots") / "blob.slots")
+    """Power loss model: any subset of the 4 KiB pages of the interrupted slot write reached the
+    disk. The restarted reader gets the last completed blob, and the writes after it never
+    overwrite that blob's slot (reading again after one more write gives that write)."""
+    path = tmp_path_factory.mktemp("slots") / "blob.slots"
+    f = slotfile.SlotFile(path)
     f.create(payloads[0])
     for p in payloads[1:]:
         f.write(p)
-    before = f.path.read_bytes()
+    before = path.read_bytes()
     f.write(torn)
-    after = f.path.read_bytes()
-    changed = [i for i in range(len(after)) if after[i] != before[i]]
-    if not changed:
-        return
-    n = changed[int(cut * len(changed))]
-    f.path.write_bytes(after[:n] + before[n:])
-    got = slotfile.SlotFile(f.path).read()
+    after = path.read_bytes()
+    f.close()
+    pages = [
+        i
+        for i in range(0, len(after), slotfile.PAGE)
+        if after[i : i + slotfile.PAGE] != before[i : i + slotfile.PAGE]
+    ]
+    disk = bytearray(before)
+    for n, start in enumerate(pages):
+        if kept[n % len(kept)]:
+            disk[start : start + slotfile.PAGE] = after[start : start + slotfile.PAGE]
+    path.write_bytes(bytes(disk))
+    restarted = slotfile.SlotFile(path)
+    got = restarted.read()
     assert got is not None
-    assert (got.payload, got.generation) == (payloads[-1], len(payloads))
+    if bytes(disk) == after:  # every page of the write reached the disk: it completed
+        assert (got.payload, got.generation) == (torn, len(payloads) + 1)
+    else:
+        assert (got.payload, got.generation) == (payloads[-1], len(payloads))
+    restarted.write(following)
+    restarted.close()
+    again = slotfile.SlotFile(path).read()
+    assert again is not None and again.payload == following and again.problems == ()
 
 
 def test_a_blob_larger_than_a_slot_grows_the_file_and_keeps_every_later_write_in_place(
@@ -165,6 +195,111 @@ def test_a_header_claiming_more_bytes_than_the_slot_holds_is_not_valid() -> None
     assert slotfile.decode_slot(region, 1) == (
         f"slot 1: generation 5 claims 1000000 payload bytes, the slot holds {len(region) - slotfile.HEADER.size}"
     )
+
+
+def test_read_makes_what_it_returns_durable_before_any_write_flushing_the_slot_and_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newest slot may be in the page cache only (a process killed before its ``fdatasync``, or a
+    failed ``fdatasync``), and a growth killed before its directory ``fsync`` leaves the rename in
+    memory: ``read`` writes the newest slot back, flushes it and syncs the directory, so the next
+    write may overwrite the other slot."""
+    f = fresh(tmp_path)
+    f.write(b"second")
+    f.close()
+    raw = f.path.read_bytes()
+    calls: list[str] = []
+    real_pwrite, real_fdatasync = os.pwrite, os.fdatasync
+    monkeypatch.setattr(
+        os, "pwrite", lambda fd, data, off: (calls.append(f"pwrite@{off}"), real_pwrite(fd, data, off))[1]
+    )
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append("fdatasync"), real_fdatasync(fd))[1])
+    monkeypatch.setattr(slotfile.atomicfile, "fsync_directory", lambda d: calls.append(f"fsync-dir {d}"))
+    got = slotfile.SlotFile(f.path).read()
+    assert got is not None and got.slot == 1
+    assert calls == [f"pwrite@{got.capacity}", "fdatasync", f"fsync-dir {tmp_path}"]
+    assert f.path.read_bytes() == raw, "the same bytes: nothing changes but their durability"
+
+
+def test_a_failed_flush_leaves_the_newest_slot_and_the_next_write_retries_the_same_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    f = fresh(tmp_path)  # generation 1 in slot 0
+    real = os.fdatasync
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    with pytest.raises(OSError, match="Input/output"):
+        f.write(b"unconfirmed")
+    monkeypatch.setattr(os, "fdatasync", real)
+    f.write(b"second")
+    capacity = f.path.stat().st_size // 2
+    raw = f.path.read_bytes()
+    assert slotfile.decode_slot(raw[:capacity], 0) == (1, b"first"), (
+        "the confirmed blob was never overwritten"
+    )
+    assert slotfile.decode_slot(raw[capacity:], 1) == (2, b"second")
+
+
+def test_a_growth_whose_directory_sync_fails_never_lets_a_later_write_reach_the_replaced_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rename happened, its durability is unknown: the next write replaces the file again
+    instead of writing in place into the descriptor of the unlinked old file."""
+    f = fresh(tmp_path)
+    real = slotfile.atomicfile.fsync_directory
+
+    def failing(directory: Path) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(slotfile.atomicfile, "fsync_directory", failing)
+    with pytest.raises(OSError):
+        f.write(b"g" * 20000)  # does not fit the 16 KiB slot: a growth
+    monkeypatch.setattr(slotfile.atomicfile, "fsync_directory", real)
+    f.write(b"small")
+    got = slotfile.SlotFile(f.path).read()
+    assert got is not None and got.payload == b"small"
+
+
+def test_a_second_process_waits_for_the_lock_and_then_fails_naming_the_file(tmp_path: Path) -> None:
+    """Spec §6.3: one plugin writes a node's checkpoint; a second writer never touches its slots."""
+    f = fresh(tmp_path)
+    f.close()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from sriov_dra.host import slotfile;"
+            f" f = slotfile.SlotFile(Path({str(f.path)!r})); f.read(); print('locked', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
+        raw = f.path.read_bytes()
+        with pytest.raises(slotfile.SlotFileBusy, match=r"locked by another process after 0\.2 s") as info:
+            slotfile.SlotFile(f.path).read(lock_wait_s=0.2)
+        assert str(f.path) in str(info.value)
+        assert f.path.read_bytes() == raw
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    assert slotfile.SlotFile(f.path).read(lock_wait_s=5) is not None, "the lock ends with its process"
+
+
+def test_two_different_blobs_of_one_generation_are_refused_not_guessed(tmp_path: Path) -> None:
+    path = tmp_path / "blob.slots"
+    capacity = slotfile.MIN_CAPACITY
+    a, b = slotfile.encode_slot(1, b"A"), slotfile.encode_slot(1, b"B")
+    raw = a + bytes(capacity - len(a)) + b + bytes(capacity - len(b))
+    path.write_bytes(raw)
+    with pytest.raises(slotfile.SlotFileError, match="two different blobs of generation 1"):
+        slotfile.SlotFile(path).read()
+    assert path.read_bytes() == raw
 
 
 def test_write_before_read_or_create_is_refused(tmp_path: Path) -> None:

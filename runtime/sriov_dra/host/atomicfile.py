@@ -40,9 +40,7 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(
-    path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True, sync_directory: bool | None = None
-) -> None:
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically and (unless ``durable=False``) durably.
 
     On any failure before the rename the temporary file is removed and ``path`` keeps its old
@@ -52,13 +50,8 @@ def write_atomic(
     ``durable=False`` skips both ``fsync`` calls: readers and a killed process still see the old
     or the new complete content (the rename is atomic), but after a power loss or kernel crash
     the file may be old, absent or empty. Only for derived files that are rebuilt from durable
-    state before anyone reads them again after a reboot (CDI specs, ``host.cdi``); never for the
-    checkpoint.
-
-    ``sync_directory=False`` (with ``durable``) flushes the new content before the rename but not
-    the rename itself: after a power loss the file holds the old or the new complete content,
-    never an empty or partial one (the checkpoint's shadow-UID write; ``host.checkpoint``).
-    ``None`` follows ``durable``.
+    state before anyone reads them again after a reboot (CDI specs, ``host.cdi``; the
+    checkpoint's readable copy, rebuilt from its slot file at start, ``host.checkpoint_files``).
 
     Shapes: ``data`` is written byte for byte; the file gets permission bits ``mode``.
     Raises: ``OSError`` from the file system (``FileNotFoundError`` for a missing directory,
@@ -85,7 +78,7 @@ def write_atomic(
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    if durable and (sync_directory is None or sync_directory):
+    if durable:
         fsync_directory(directory)
 
 

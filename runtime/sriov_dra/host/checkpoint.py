@@ -136,6 +136,12 @@ class CheckpointStore:
         """The readable copy ``checkpoint.json`` (the durable record is its sibling ``checkpoint.slots``)."""
         return self._path
 
+    def close(self) -> None:
+        """Release the files (and the slot file's lock, :mod:`sriov_dra.host.slotfile`); reload to use again."""
+        self._files.close()
+        with self._lock:
+            self._loaded = False
+
     # --- reading ----------------------------------------------------------------------------------
 
     def load(self) -> dict[identities.ClaimUid, model.ClaimRecord]:

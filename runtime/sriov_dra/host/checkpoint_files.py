@@ -16,15 +16,18 @@ Two files in the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), both
 Upgrade: a plugin directory holding only ``checkpoint.json`` (written by a build before the slot
 file existed, durably) is adopted: :meth:`CheckpointFiles.settle` creates the slot file from it
 after the store decoded it. Never delete ``checkpoint.slots`` while ``checkpoint.json`` may be
-stale, and never run a build older than the slot file on a node after this one (it would write
-only ``checkpoint.json``, and the next start would keep the slot file's content).
+stale. A build older than the slot file writes only ``checkpoint.json``: after rolling a node back
+to one and forward again, the slot file's older content wins and the records written meanwhile
+are lost, so drain the node (no prepared claim) before rolling back across this change.
 
 This module owns only which file holds what; the bytes are the codec's, the rules the store's.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import time
 from pathlib import Path
 from typing import Final
 
@@ -43,24 +46,41 @@ CHECKPOINT_FILE_MODE: Final = 0o600
 LOG: Final = logging.getLogger(__name__)
 
 
-def read_only(path: Path) -> tuple[bytes, Path]:
-    """Read a checkpoint without writing anything: ``(document bytes, the file they came from)``.
+READ_ATTEMPTS: Final = 5
+"""Reads of a live slot file before :func:`read_only` reports it corrupt (a read spanning two writes)."""
 
-    ``path`` is either file of a plugin directory or a copy of one taken off the node: a slot file
-    (its newest valid slot), or a ``checkpoint.json`` whose sibling ``checkpoint.slots`` exists
-    (the durable record wins: the readable copy may lag after a power loss), else that file itself.
-    For tools (``sriov-dra orphans``, the lab) that must never write the plugin's files.
-    Raises: ``FileNotFoundError`` when neither exists; ``ContractViolation`` for a slot file
-    without a valid slot; ``OSError`` when unreadable.
+
+def read_only(path: Path) -> tuple[bytes, Path]:
+    """Read a checkpoint without writing or locking anything: ``(document bytes, the file they came from)``.
+
+    ``path`` is a slot file (any name ending ``.slots``: its newest valid slot), or a file named
+    ``checkpoint.json`` whose sibling ``checkpoint.slots`` exists (the durable record wins: the
+    readable copy may lag after a power loss), else that file itself. For tools (``sriov-dra
+    orphans``, the lab) that must never write the plugin's files. A slot file without a valid slot
+    is read again (up to :data:`READ_ATTEMPTS` times, 20 ms apart), since one read of a live file
+    can span two of the plugin's writes.
+    Raises: ``FileNotFoundError`` when neither exists; ``ContractViolation`` for a slot file that
+    stays without a valid slot; ``OSError`` when unreadable.
     """
-    slots = path if path.name.endswith(".slots") else path.with_name(SLOTS_FILE_NAME)
-    raw = atomicfile.read_optional(slots)
-    if raw is None:
+    if path.name.endswith(".slots"):
+        slots = path
+    elif path.name == CHECKPOINT_FILE_NAME:
+        slots = path.with_name(SLOTS_FILE_NAME)
+    else:
         return path.read_bytes(), path
-    try:
-        return slotfile.parse(raw, source=str(slots)).payload, slots
-    except slotfile.SlotFileError as exc:
-        raise errors.ContractViolation(f"checkpoint {exc}") from exc
+    for attempt in range(READ_ATTEMPTS):
+        raw = atomicfile.read_optional(slots)
+        if raw is None:
+            if slots == path:
+                raise FileNotFoundError(errno.ENOENT, "no slot file", str(path))
+            return path.read_bytes(), path
+        try:
+            return slotfile.parse(raw, source=str(slots)).payload, slots
+        except slotfile.SlotFileError as exc:
+            if attempt + 1 == READ_ATTEMPTS:
+                raise errors.ContractViolation(f"checkpoint {exc}") from exc
+            time.sleep(0.02)
+    raise AssertionError("unreachable")
 
 
 class CheckpointFiles:
@@ -104,6 +124,8 @@ class CheckpointFiles:
         atomicfile.remove_stale_temporaries(self._path)
         try:
             found = self._slots.read()
+        except slotfile.SlotFileBusy as exc:
+            raise errors.ContractViolation(f"checkpoint {exc}") from exc
         except slotfile.SlotFileError as exc:
             raise errors.ContractViolation(
                 f"checkpoint {exc}. Restore it from a backup of the plugin directory, or drain the node "

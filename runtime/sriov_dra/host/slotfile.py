@@ -6,8 +6,9 @@ checkpoint is written three times on a prepare's critical path (spec §8.1 steps
 store keeps its durable copy here instead: the file never changes size or blocks between writes,
 so ``fdatasync`` flushes only the written pages (0.1 ms idle on the same disk; bench/prepare.py).
 
-Layout: the file is two slots of ``capacity`` bytes each (``capacity`` a multiple of 4096, the
-file exactly ``2 * capacity`` bytes). A slot is a 64-byte header, then the payload::
+Layout: the file is two slots of ``capacity`` bytes each (``capacity`` a multiple of 4096, and of
+the machine's page size when written, so one slot's writeback never rewrites the other's sectors;
+the file exactly ``2 * capacity`` bytes). A slot is a 64-byte header, then the payload::
 
     magic b"SDRSLOT1" (8) | generation (u64, big-endian) | payload length (u64, big-endian)
     | SHA-256 of (generation, length, payload) (32) | zero (8)
@@ -19,21 +20,37 @@ match) and the other slot whole, so :meth:`SlotFile.read` returns the previous b
 never returned, so nobody was told it succeeded. Every write is flushed before the next one may
 overwrite the other slot: skipping a flush could let a power loss tear both.
 
+What a new process reads may not be on the disk yet: a process killed between ``pwrite`` and
+``fdatasync``, or a failed ``fdatasync`` (Linux marks the pages clean anyway), leaves a newer
+slot in the page cache only, and a growth killed between its rename and its directory ``fsync``
+leaves a rename that is not durable. So :meth:`SlotFile.read`, before the first write may
+overwrite the other slot, writes the newest slot back in place, flushes it and ``fsync``s the
+directory: from then on the blob it returned is on the disk.
+
 A blob that does not fit grows the file: a new file of twice the needed size is written
 beside it and renamed over it with :func:`sriov_dra.host.atomicfile.write_atomic` (file and
 directory ``fsync``), the one slow write, once per doubling.
 
 This module owns only file mechanics (no JSON, no checkpoint rules). One writer per file: a
-:class:`SlotFile` is not thread-safe (the checkpoint store calls it under its lock), and two
-processes must never write the same file (one active plugin per node, spec §6.3).
+:class:`SlotFile` is not thread-safe (the checkpoint store calls it under its lock), and
+:meth:`SlotFile.read`/:meth:`SlotFile.create` take an exclusive POSIX record lock (``lockf``) on
+the file, held by the process until it closes the file or ends, so a second writer process (another
+plugin on the node, spec §6.3: one active plugin per node) waits and then fails instead of
+overwriting slots. The lock is per process: opening the file again in the same process does not
+wait, and closing any descriptor of it there releases it. Readers that must not write use
+:func:`parse` on the bytes (no lock).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
+import fcntl
 import hashlib
 import os
 import struct
+import time
+import weakref
 from pathlib import Path
 from typing import Final
 
@@ -43,7 +60,15 @@ MAGIC: Final = b"SDRSLOT1"
 HEADER: Final = struct.Struct(">8sQQ32s8x")
 """Slot header: magic, generation, payload length, digest, padding (64 bytes)."""
 PAGE: Final = 4096
+"""Slot sizes are multiples of this in every file (the format)."""
 MIN_CAPACITY: Final = 4 * PAGE
+LOCK_WAIT_S: Final = 30.0
+"""How long :meth:`SlotFile.read`/:meth:`SlotFile.create` wait for another holder of the lock (s)."""
+
+
+def _write_unit() -> int:
+    """The alignment this machine's writer uses: 4096 or the page size when larger (64 KiB pages)."""
+    return max(PAGE, os.sysconf("SC_PAGE_SIZE"))
 
 
 class SlotFileError(Exception):
@@ -51,6 +76,10 @@ class SlotFileError(Exception):
 
     ``str()`` names the file, what is wrong with each slot, and that the file was left untouched.
     """
+
+
+class SlotFileBusy(SlotFileError):
+    """Another process holds the slot file's lock (another writer is running)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,9 +113,10 @@ def encode_slot(generation: int, payload: bytes) -> bytes:
 
 
 def capacity_for(payload_size: int) -> int:
-    """Slot capacity (bytes) for a blob of ``payload_size`` bytes: room to double, whole pages, at least 16 KiB."""
+    """Slot capacity (bytes) for a blob of ``payload_size`` bytes: room to double, a power of two of
+    at least 16 KiB and of this machine's page size (see :func:`_write_unit`)."""
     needed = 2 * (HEADER.size + payload_size)
-    capacity = MIN_CAPACITY
+    capacity = max(MIN_CAPACITY, _write_unit())
     while capacity < needed:
         capacity *= 2
     return capacity
@@ -139,6 +169,11 @@ def parse(raw: bytes, *, source: str) -> ReadResult:
         raise SlotFileError(
             f"slot file {source} holds no valid slot ({'; '.join(problems)}); it was left untouched"
         )
+    if len(found) == 2 and found[0][0] == found[1][0] and found[0][2] != found[1][2]:
+        raise SlotFileError(
+            f"slot file {source} holds two different blobs of generation {found[0][0]} (no writer does "
+            "that: the file was edited or damaged); it was left untouched"
+        )
     generation, index, payload = max(found)
     return ReadResult(payload, generation, index, capacity, tuple(problems))
 
@@ -154,6 +189,7 @@ class SlotFile:
         self._path = path
         self._mode = mode
         self._fd: int | None = None
+        self._closer: weakref.finalize | None = None  # type: ignore[type-arg]
         self._capacity = 0
         self._generation = 0
         self._newest_slot = 1  # the first write after create goes to slot 1
@@ -168,19 +204,33 @@ class SlotFile:
         """Generation of the newest blob read or written (0 before :meth:`read`/:meth:`create`)."""
         return self._generation
 
-    def read(self) -> ReadResult | None:
-        """Read the newest valid blob and remember where the next write goes; ``None`` when absent.
+    def read(self, *, lock_wait_s: float = LOCK_WAIT_S) -> ReadResult | None:
+        """Read the newest valid blob, make it durable, and remember where the next write goes.
 
-        Leftover temporaries of an interrupted growth are removed first (one writer per file).
-        Raises: :class:`SlotFileError` (see :func:`parse`; the file is left untouched);
-        ``OSError`` when the file or its directory cannot be read.
+        ``None`` when the file is absent (then :meth:`create`). Takes the file's lock first
+        (waiting up to ``lock_wait_s`` seconds for another holder). Leftover temporaries of an
+        interrupted growth are removed. Before returning, the newest slot is written back in place
+        and flushed and the directory is ``fsync``ed (see the module docstring: what was read may
+        have been only in the page cache).
+        Raises: :class:`SlotFileBusy` when the lock stays held; :class:`SlotFileError` (see
+        :func:`parse`; the file is left untouched); ``OSError`` when a file or the directory
+        cannot be read or flushed.
         """
-        atomicfile.remove_stale_temporaries(self._path)
-        raw = atomicfile.read_optional(self._path)
-        if raw is None:
+        fd = _open_locked(self._path, lock_wait_s)
+        if fd is None:
+            atomicfile.remove_stale_temporaries(self._path)
             return None
-        result = parse(raw, source=str(self._path))
-        self._open()
+        try:
+            atomicfile.remove_stale_temporaries(self._path)
+            raw = _read_all(fd)
+            result = parse(raw, source=str(self._path))
+            _pwrite_all(fd, encode_slot(result.generation, result.payload), result.slot * result.capacity)
+            os.fdatasync(fd)
+            atomicfile.fsync_directory(self._path.parent)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._adopt(fd)
         self._capacity, self._generation, self._newest_slot = result.capacity, result.generation, result.slot
         return result
 
@@ -195,38 +245,120 @@ class SlotFile:
         """Durably store ``payload`` as the next generation; returns after ``fdatasync``.
 
         Raises: ``RuntimeError`` before :meth:`read` or :meth:`create`; ``OSError`` from
-        ``pwrite``/``fdatasync`` or a growth (the previous blob stays the newest valid one; the
-        written slot may hold the new blob, unconfirmed: the next write replaces it).
+        ``pwrite``/``fdatasync`` (the previous blob stays the newest valid one; the written slot
+        may hold the new blob, unconfirmed: the next write goes to the same slot) or from a growth
+        (the file is then the old one or the new one, unconfirmed: the next write replaces the
+        whole file again, never an unlinked one).
         """
         if self._fd is None:
-            raise RuntimeError(f"slot file {self._path} was written before read() or create()")
+            if self._generation == 0:
+                raise RuntimeError(f"slot file {self._path} was written before read() or create()")
+            self._replace(payload, self._generation + 1)  # an earlier growth failed part way
+            return
         generation = self._generation + 1
         slot = encode_slot(generation, payload)
         if len(slot) > self._capacity:
             self._replace(payload, generation)
             return
         target = 1 - self._newest_slot
-        view, offset = memoryview(slot), target * self._capacity
-        while view:
-            written = os.pwrite(self._fd, view, offset)
-            view, offset = view[written:], offset + written
+        _pwrite_all(self._fd, slot, target * self._capacity)
         os.fdatasync(self._fd)
         self._generation, self._newest_slot = generation, target
 
     def close(self) -> None:
-        """Close the file descriptor (a later :meth:`read` opens it again)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Close the file descriptor (a later :meth:`read` opens it again); also done when collected."""
+        if self._closer is not None:
+            self._closer()
+            self._closer = None
+        self._fd = None
 
-    def _open(self) -> None:
+    def _adopt(self, fd: int) -> None:
         self.close()
-        self._fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+        self._fd = fd
+        self._closer = weakref.finalize(self, os.close, fd)
 
     def _replace(self, payload: bytes, generation: int) -> None:
+        """Write a whole new file (``payload`` in slot 0) over the old one, durably, and lock it.
+
+        The old descriptor is closed first, so no later write can go to an unlinked inode when the
+        rename or its directory ``fsync`` fails (the next write then replaces the file again).
+        """
+        self.close()
         capacity = capacity_for(len(payload))
         slot = encode_slot(generation, payload)
         data = slot + bytes(2 * capacity - len(slot))
         atomicfile.write_atomic(self._path, data, mode=self._mode)
-        self._open()
+        fd = _open_locked(self._path, LOCK_WAIT_S)
+        if fd is None:
+            raise FileNotFoundError(
+                errno.ENOENT, "slot file removed right after it was written", str(self._path)
+            )
+        self._adopt(fd)
         self._capacity, self._generation, self._newest_slot = capacity, generation, 0
+
+
+def _open_locked(path: Path, wait_s: float) -> int | None:
+    """Open ``path`` read-write and lock it; ``None`` when absent.
+
+    The lock is taken on the file the path names *after* locking: a holder that replaced the file
+    (a growth) meanwhile makes this open the new one and lock again.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            _lock(fd, path, deadline, wait_s)
+            try:
+                current = os.stat(path).st_ino
+            except FileNotFoundError:
+                current = -1
+            if os.fstat(fd).st_ino == current:
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+_BUSY: Final = (errno.EACCES, errno.EAGAIN)
+
+
+def _lock(fd: int, path: Path, deadline: float, wait_s: float) -> None:
+    """Take the exclusive record lock of the whole file on ``fd``, retrying until ``deadline``
+    (``time.monotonic()``; ``wait_s`` is the whole wait, for the message)."""
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in _BUSY or time.monotonic() >= deadline:
+                if exc.errno in _BUSY:
+                    raise SlotFileBusy(
+                        f"slot file {path} is locked by another process after {wait_s:g} s (another plugin "
+                        "on this node?); stop it first: one plugin writes a node's checkpoint"
+                    ) from exc
+                raise
+            time.sleep(0.05)
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    chunks: list[bytes] = []
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)

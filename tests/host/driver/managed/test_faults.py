@@ -24,7 +24,7 @@ from tests.fakes import managed_node as mn
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_codec as codec
 from sriov_dra.driver import faults
-from sriov_dra.host import checkpoint
+from sriov_dra.host import checkpoint_files
 from sriov_dra.kubeletapi import messages
 from sriov_dra_rules import names
 
@@ -274,9 +274,8 @@ def finalizer_guard(node: mn.ManagedNode) -> None:
         removing = any(op["op"] == "remove" and op["path"].startswith("/metadata/finalizers/") for op in ops)
         if not removing:
             return
-        disk = checkpoint.CheckpointStore(path)
-        disk.load()
-        for record in disk.all_claims().values():
+        raw, source = checkpoint_files.read_only(path)
+        for record in codec.decode_checkpoint(raw, source=str(source)).claims.values():
             for b in record.managed_bindings():
                 if b.shadow_name == name:
                     assert b.phase.value == "ReleaseComplete", (
