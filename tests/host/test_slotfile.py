@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -305,3 +306,20 @@ def test_two_different_blobs_of_one_generation_are_refused_not_guessed(tmp_path:
 def test_write_before_read_or_create_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="before read"):
         slotfile.SlotFile(tmp_path / "blob.slots").write(b"x")
+
+
+def test_a_file_system_without_posix_locks_runs_without_the_lock_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    f = fresh(tmp_path)
+    f.close()
+
+    def unsupported(fd: int, cmd: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(slotfile.fcntl, "lockf", unsupported)
+    got = slotfile.SlotFile(f.path).read()
+    assert got is not None and got.payload == b"first"
+    assert [r.getMessage() for r in caplog.records] == [
+        "slot file lock unsupported: a second writer would not be stopped"
+    ]

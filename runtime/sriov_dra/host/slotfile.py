@@ -47,6 +47,7 @@ import dataclasses
 import errno
 import fcntl
 import hashlib
+import logging
 import os
 import struct
 import time
@@ -331,6 +332,8 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 
 _BUSY: Final = (errno.EACCES, errno.EAGAIN)
+_UNSUPPORTED: Final = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
+LOG: Final = logging.getLogger(__name__)
 
 
 def _lock(fd: int, path: Path, deadline: float, wait_s: float) -> None:
@@ -341,6 +344,12 @@ def _lock(fd: int, path: Path, deadline: float, wait_s: float) -> None:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except OSError as exc:
+            if exc.errno in _UNSUPPORTED:  # a file system without POSIX locks: run without the guard
+                LOG.warning(
+                    "slot file lock unsupported: a second writer would not be stopped",
+                    extra={"path": str(path), "reason": os.strerror(exc.errno or 0)},
+                )
+                return
             if exc.errno not in _BUSY or time.monotonic() >= deadline:
                 if exc.errno in _BUSY:
                     raise SlotFileBusy(
