@@ -10,6 +10,7 @@ Kubernetes API server; the cluster tier runs the real one.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,6 +105,10 @@ class FakeClaimsApi:
     fail_status: Exception | None = None
     gets: int = 0
     status_writes: int = 0
+    _lock: Any = field(default_factory=threading.RLock)
+    """Serializes calls: the plugin reads a claim on one thread while a fan-out worker writes its
+    status (as an API server serves concurrent requests); unguarded, a deepcopy of the stored claim
+    raced the in-place status update ("dictionary changed size during iteration")."""
 
     def add(self, claim: Mapping[str, Any]) -> None:
         meta = claim["metadata"]
@@ -113,6 +118,10 @@ class FakeClaimsApi:
         return self.claims[(namespace, name)]
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
+        with self._lock:
+            return self._get(namespace, name)
+
+    def _get(self, namespace: str, name: str) -> dict[str, Any]:
         self.gets += 1
         if self.fail_get is not None:
             exc, self.fail_get = self.fail_get, None
@@ -132,6 +141,18 @@ class FakeClaimsApi:
         uid: str,
         compute: kube_claims.StatusCompute,
         current: Mapping[str, Any] | None = None,
+    ) -> bool:
+        with self._lock:
+            return self._update_device_status(namespace, name, uid=uid, compute=compute, current=current)
+
+    def _update_device_status(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str,
+        compute: kube_claims.StatusCompute,
+        current: Mapping[str, Any] | None,
     ) -> bool:
         if self.fail_status is not None:
             raise self.fail_status

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import errno
 import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import types
 import typing
@@ -428,7 +431,7 @@ def test_unreadable_checkpoint_fails_load_and_stays_untouched(
     assert path.read_bytes() == raw
     assert path.stat().st_mtime_ns == before.st_mtime_ns
     assert write.calls == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json"], "no slot file was created"
+    assert not _slots(path).exists(), "no slot file was created"
 
 
 def test_kill_before_the_readable_copy_is_replaced_keeps_the_durable_write_and_rewrites_the_copy(
@@ -643,3 +646,51 @@ def test_a_read_only_reader_takes_a_sibling_slot_file_only_for_checkpoint_json(t
     other = tmp_path / "node-a.json"
     other.write_bytes(codec.encode_checkpoint(model.Checkpoint()))
     assert checkpoint_files.read_only(other) == (other.read_bytes(), other)
+
+
+def test_a_second_plugin_process_waits_for_the_lock_and_then_fails_naming_it_and_writing_nothing(
+    tmp_path: Path,
+) -> None:
+    """Spec §6.3: one plugin writes a node's checkpoint. The lock file is never replaced, so a
+    growth or a fresh directory leaves no window; the waiting process removes nothing."""
+    path = tmp_path / "checkpoint.json"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from pathlib import Path; from sriov_dra.host import checkpoint;"
+            f" s = checkpoint.CheckpointStore(Path({str(path)!r})); s.load(); print('locked', flush=True);"
+            " time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
+        temporary = tmp_path / ".checkpoint.json.inflight.tmp"  # the running plugin's write in progress
+        temporary.write_bytes(b"x")
+        before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+        second = store_mod.CheckpointStore(path, files=store_mod.CheckpointFiles(path, lock_wait_s=0.2))
+        with pytest.raises(errors.ContractViolation, match=r"held by another process after 0\.2 s") as info:
+            second.load()
+        assert str(tmp_path / "checkpoint.lock") in str(info.value)
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    third = store_mod.CheckpointStore(path, files=store_mod.CheckpointFiles(path, lock_wait_s=5))
+    assert third.load() == {}, "the lock ends with its process"
+
+
+def test_a_file_system_without_posix_locks_runs_without_the_lock_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def unsupported(fd: int, cmd: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(checkpoint_files.fcntl, "lockf", unsupported)
+    assert store_mod.CheckpointStore(tmp_path / "checkpoint.json").load() == {}
+    assert "checkpoint lock unsupported: a second plugin process would not be stopped" in [
+        r.getMessage() for r in caplog.records
+    ]

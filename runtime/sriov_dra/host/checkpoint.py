@@ -138,8 +138,8 @@ class CheckpointStore:
 
     def close(self) -> None:
         """Release the files (and the slot file's lock, :mod:`sriov_dra.host.slotfile`); reload to use again."""
-        self._files.close()
         with self._lock:
+            self._files.close()
             self._loaded = False
 
     # --- reading ----------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The checkpoint on disk: a durable A/B slot file and a readable copy beside it.
 
-Two files in the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), both mode 0600:
+Three files in the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), all mode 0600:
 
 - ``checkpoint.slots``: the durable record (``host.slotfile``). Every checkpoint write returns
   only after its bytes are flushed there in place, one ``fdatasync`` (spec §8.1 steps 2, 3, 5 and
@@ -12,6 +12,13 @@ Two files in the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), both
   :func:`read_only`. A reader always sees a complete document, never behind a write the plugin
   acted on (it is replaced before the write returns); after a power loss it may be older (or
   empty) until the plugin starts, which rewrites it from the slot file before it serves anything.
+- ``checkpoint.lock``: empty; the writing process holds an exclusive POSIX lock (``lockf``) on it
+  from :meth:`CheckpointFiles.read` until it ends or closes the files, taken before anything is
+  read, cleaned or written, so a second plugin process on the node (spec §6.3: one active plugin
+  per node) waits up to :data:`LOCK_WAIT_S` and then fails instead of writing slots or removing the
+  first one's temporaries. The lock is per process: within one process it does not exclude, and
+  closing another descriptor of the lock file would release it (nothing in the plugin opens it
+  twice). On a file system without POSIX locks the plugin runs without it and logs a warning.
 
 Upgrade: a plugin directory holding only ``checkpoint.json`` (written by a build before the slot
 file existed, durably) is adopted: :meth:`CheckpointFiles.settle` creates the slot file from it
@@ -26,7 +33,9 @@ This module owns only which file holds what; the bytes are the codec's, the rule
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Final
@@ -39,6 +48,13 @@ CHECKPOINT_FILE_NAME: Final = "checkpoint.json"
 
 SLOTS_FILE_NAME: Final = "checkpoint.slots"
 """The durable record's name inside the plugin directory."""
+
+LOCK_FILE_NAME: Final = "checkpoint.lock"
+"""An empty file the writing process holds a POSIX lock on for its whole life (never replaced)."""
+
+LOCK_WAIT_S: Final = 30.0
+"""How long a second process waits for the lock before it fails (s): a rolling restart's old Pod
+may still be stopping."""
 
 CHECKPOINT_FILE_MODE: Final = 0o600
 """Permission bits of both files: rendered CNI configs may reference IPAM credentials; only root reads them."""
@@ -91,9 +107,12 @@ class CheckpointFiles:
     Not thread-safe (the store calls it under its lock); one writer per directory.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, lock_wait_s: float = LOCK_WAIT_S) -> None:
         self._path = path
         self._slots = slotfile.SlotFile(path.with_name(SLOTS_FILE_NAME), mode=CHECKPOINT_FILE_MODE)
+        self._lock_path = path.with_name(LOCK_FILE_NAME)
+        self._lock_wait_s = lock_wait_s
+        self._lock_fd: int | None = None
         self._pending: bytes | None = None  # what settle() must still write
         self._adopt = False
         self._source = path
@@ -116,16 +135,18 @@ class CheckpointFiles:
     def read(self) -> bytes | None:
         """Return the checkpoint's bytes (the slot file's newest valid blob, else the readable copy), or ``None``.
 
-        Nothing is written here (:meth:`settle` does it once the caller has decoded the bytes).
-        A torn slot (a write that never completed) is logged with its reason and the other is used.
-        Raises: ``ContractViolation`` naming the slot file when it
-        holds no valid slot, with the files left untouched; ``OSError`` when a file is unreadable.
+        Takes the lock first (see the module docstring). Nothing of the checkpoint is written here
+        (:meth:`settle` does it once the caller has decoded the bytes) except what makes the slot
+        file's newest blob durable (``host.slotfile``). A torn slot (a write that never completed)
+        is logged with its reason and the other is used.
+        Raises: ``ContractViolation`` naming the lock file when another process holds it past the
+        wait, or naming the slot file when it holds no valid slot (the files left untouched);
+        ``OSError`` when a file is unreadable.
         """
+        self._hold_lock()
         atomicfile.remove_stale_temporaries(self._path)
         try:
             found = self._slots.read()
-        except slotfile.SlotFileBusy as exc:
-            raise errors.ContractViolation(f"checkpoint {exc}") from exc
         except slotfile.SlotFileError as exc:
             raise errors.ContractViolation(
                 f"checkpoint {exc}. Restore it from a backup of the plugin directory, or drain the node "
@@ -180,5 +201,41 @@ class CheckpointFiles:
         atomicfile.write_atomic(self._path, data, mode=CHECKPOINT_FILE_MODE, durable=False)
 
     def close(self) -> None:
-        """Close the slot file's descriptor."""
+        """Close the slot file and release the lock."""
         self._slots.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _hold_lock(self) -> None:
+        if self._lock_fd is not None:
+            return
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, CHECKPOINT_FILE_MODE)
+        deadline = time.monotonic() + self._lock_wait_s
+        while True:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno in _LOCK_UNSUPPORTED:
+                    LOG.warning(
+                        "checkpoint lock unsupported: a second plugin process would not be stopped",
+                        extra={"path": str(self._lock_path), "reason": os.strerror(exc.errno or 0)},
+                    )
+                    break
+                if exc.errno in _LOCK_BUSY and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                os.close(fd)
+                if exc.errno in _LOCK_BUSY:
+                    raise errors.ContractViolation(
+                        f"checkpoint lock {self._lock_path} is held by another process after "
+                        f"{self._lock_wait_s:g} s (another plugin on this node?); stop it first: one plugin "
+                        "writes a node's checkpoint"
+                    ) from exc
+                raise
+        self._lock_fd = fd
+
+
+_LOCK_BUSY: Final = (errno.EACCES, errno.EAGAIN)
+_LOCK_UNSUPPORTED: Final = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)

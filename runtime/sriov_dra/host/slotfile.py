@@ -6,9 +6,9 @@ checkpoint is written three times on a prepare's critical path (spec §8.1 steps
 store keeps its durable copy here instead: the file never changes size or blocks between writes,
 so ``fdatasync`` flushes only the written pages (0.1 ms idle on the same disk; bench/prepare.py).
 
-Layout: the file is two slots of ``capacity`` bytes each (``capacity`` a multiple of 4096, and of
-the machine's page size when written, so one slot's writeback never rewrites the other's sectors;
-the file exactly ``2 * capacity`` bytes). A slot is a 64-byte header, then the payload::
+Layout: the file is two slots of ``capacity`` bytes each (``capacity`` a multiple of 4096; a file
+this machine creates or grows uses a multiple of its page size too, so one slot's writeback never
+rewrites the other's sectors; the file exactly ``2 * capacity`` bytes). A slot is a 64-byte header, then the payload::
 
     magic b"SDRSLOT1" (8) | generation (u64, big-endian) | payload length (u64, big-endian)
     | SHA-256 of (generation, length, payload) (32) | zero (8)
@@ -24,33 +24,28 @@ What a new process reads may not be on the disk yet: a process killed between ``
 ``fdatasync``, or a failed ``fdatasync`` (Linux marks the pages clean anyway), leaves a newer
 slot in the page cache only, and a growth killed between its rename and its directory ``fsync``
 leaves a rename that is not durable. So :meth:`SlotFile.read`, before the first write may
-overwrite the other slot, writes the newest slot back in place, flushes it and ``fsync``s the
-directory: from then on the blob it returned is on the disk.
+overwrite the other slot, makes the blob it returns durable: when the other slot is valid too (the
+newest may be such an unflushed write) it writes the newest slot back in place; then it flushes
+the file and ``fsync``s the directory. When the other slot is not valid the newest was already
+flushed (a create, a growth, or the write before a torn one), so it is never rewritten: the only
+valid copy is never the one being written.
 
 A blob that does not fit grows the file: a new file of twice the needed size is written
 beside it and renamed over it with :func:`sriov_dra.host.atomicfile.write_atomic` (file and
 directory ``fsync``), the one slow write, once per doubling.
 
 This module owns only file mechanics (no JSON, no checkpoint rules). One writer per file: a
-:class:`SlotFile` is not thread-safe (the checkpoint store calls it under its lock), and
-:meth:`SlotFile.read`/:meth:`SlotFile.create` take an exclusive POSIX record lock (``lockf``) on
-the file, held by the process until it closes the file or ends, so a second writer process (another
-plugin on the node, spec §6.3: one active plugin per node) waits and then fails instead of
-overwriting slots. The lock is per process: opening the file again in the same process does not
-wait, and closing any descriptor of it there releases it. Readers that must not write use
-:func:`parse` on the bytes (no lock).
+:class:`SlotFile` is not thread-safe (the checkpoint store calls it under its lock), and the
+caller keeps a second process out (``host.checkpoint_files`` holds a lock file for the process's
+life). Readers that must not write use :func:`parse` on the bytes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
-import fcntl
 import hashlib
-import logging
 import os
 import struct
-import time
 import weakref
 from pathlib import Path
 from typing import Final
@@ -63,8 +58,6 @@ HEADER: Final = struct.Struct(">8sQQ32s8x")
 PAGE: Final = 4096
 """Slot sizes are multiples of this in every file (the format)."""
 MIN_CAPACITY: Final = 4 * PAGE
-LOCK_WAIT_S: Final = 30.0
-"""How long :meth:`SlotFile.read`/:meth:`SlotFile.create` wait for another holder of the lock (s)."""
 
 
 def _write_unit() -> int:
@@ -77,10 +70,6 @@ class SlotFileError(Exception):
 
     ``str()`` names the file, what is wrong with each slot, and that the file was left untouched.
     """
-
-
-class SlotFileBusy(SlotFileError):
-    """Another process holds the slot file's lock (another writer is running)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,27 +194,25 @@ class SlotFile:
         """Generation of the newest blob read or written (0 before :meth:`read`/:meth:`create`)."""
         return self._generation
 
-    def read(self, *, lock_wait_s: float = LOCK_WAIT_S) -> ReadResult | None:
+    def read(self) -> ReadResult | None:
         """Read the newest valid blob, make it durable, and remember where the next write goes.
 
-        ``None`` when the file is absent (then :meth:`create`). Takes the file's lock first
-        (waiting up to ``lock_wait_s`` seconds for another holder). Leftover temporaries of an
-        interrupted growth are removed. Before returning, the newest slot is written back in place
-        and flushed and the directory is ``fsync``ed (see the module docstring: what was read may
-        have been only in the page cache).
-        Raises: :class:`SlotFileBusy` when the lock stays held; :class:`SlotFileError` (see
-        :func:`parse`; the file is left untouched); ``OSError`` when a file or the directory
-        cannot be read or flushed.
+        ``None`` when the file is absent (then :meth:`create`). Leftover temporaries of an
+        interrupted growth are removed. Before returning, the blob is made durable (see the module
+        docstring: what was read may have been only in the page cache).
+        Raises: :class:`SlotFileError` (see :func:`parse`; the file is left untouched); ``OSError``
+        when a file or the directory cannot be read or flushed.
         """
-        fd = _open_locked(self._path, lock_wait_s)
-        if fd is None:
-            atomicfile.remove_stale_temporaries(self._path)
+        atomicfile.remove_stale_temporaries(self._path)
+        try:
+            fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
             return None
         try:
-            atomicfile.remove_stale_temporaries(self._path)
             raw = _read_all(fd)
             result = parse(raw, source=str(self._path))
-            _pwrite_all(fd, encode_slot(result.generation, result.payload), result.slot * result.capacity)
+            if not result.problems:  # the other slot is valid: the newest may be an unflushed write
+                _pwrite_all(fd, encode_slot(result.generation, result.payload), result.slot * result.capacity)
             os.fdatasync(fd)
             atomicfile.fsync_directory(self._path.parent)
         except BaseException:
@@ -279,7 +266,7 @@ class SlotFile:
         self._closer = weakref.finalize(self, os.close, fd)
 
     def _replace(self, payload: bytes, generation: int) -> None:
-        """Write a whole new file (``payload`` in slot 0) over the old one, durably, and lock it.
+        """Write a whole new file (``payload`` in slot 0) over the old one, durably, and open it.
 
         The old descriptor is closed first, so no later write can go to an unlinked inode when the
         rename or its directory ``fsync`` fails (the next write then replaces the file again).
@@ -289,39 +276,8 @@ class SlotFile:
         slot = encode_slot(generation, payload)
         data = slot + bytes(2 * capacity - len(slot))
         atomicfile.write_atomic(self._path, data, mode=self._mode)
-        fd = _open_locked(self._path, LOCK_WAIT_S)
-        if fd is None:
-            raise FileNotFoundError(
-                errno.ENOENT, "slot file removed right after it was written", str(self._path)
-            )
-        self._adopt(fd)
+        self._adopt(os.open(self._path, os.O_RDWR | os.O_CLOEXEC))
         self._capacity, self._generation, self._newest_slot = capacity, generation, 0
-
-
-def _open_locked(path: Path, wait_s: float) -> int | None:
-    """Open ``path`` read-write and lock it; ``None`` when absent.
-
-    The lock is taken on the file the path names *after* locking: a holder that replaced the file
-    (a growth) meanwhile makes this open the new one and lock again.
-    """
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        try:
-            _lock(fd, path, deadline, wait_s)
-            try:
-                current = os.stat(path).st_ino
-            except FileNotFoundError:
-                current = -1
-            if os.fstat(fd).st_ino == current:
-                return fd
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
 
 
 def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
@@ -329,35 +285,6 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
-
-
-_BUSY: Final = (errno.EACCES, errno.EAGAIN)
-_UNSUPPORTED: Final = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
-LOG: Final = logging.getLogger(__name__)
-
-
-def _lock(fd: int, path: Path, deadline: float, wait_s: float) -> None:
-    """Take the exclusive record lock of the whole file on ``fd``, retrying until ``deadline``
-    (``time.monotonic()``; ``wait_s`` is the whole wait, for the message)."""
-    while True:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError as exc:
-            if exc.errno in _UNSUPPORTED:  # a file system without POSIX locks: run without the guard
-                LOG.warning(
-                    "slot file lock unsupported: a second writer would not be stopped",
-                    extra={"path": str(path), "reason": os.strerror(exc.errno or 0)},
-                )
-                return
-            if exc.errno not in _BUSY or time.monotonic() >= deadline:
-                if exc.errno in _BUSY:
-                    raise SlotFileBusy(
-                        f"slot file {path} is locked by another process after {wait_s:g} s (another plugin "
-                        "on this node?); stop it first: one plugin writes a node's checkpoint"
-                    ) from exc
-                raise
-            time.sleep(0.05)
 
 
 def _read_all(fd: int) -> bytes:
