@@ -694,3 +694,16 @@ def test_a_file_system_without_posix_locks_runs_without_the_lock_and_says_so(
     assert "checkpoint lock unsupported: a second plugin process would not be stopped" in [
         r.getMessage() for r in caplog.records
     ]
+
+
+def test_the_store_names_the_file_it_loaded_the_checkpoint_from(tmp_path: Path) -> None:
+    """The plugin logs it at start (``checkpoint loaded``): the slot file, or a legacy copy it adopts."""
+    path = tmp_path / "checkpoint.json"
+    shutil.copyfile(FIXTURE, path)
+    first = store_mod.CheckpointStore(path)
+    first.load()
+    assert first.source == path, "a legacy directory: read from checkpoint.json, then adopted"
+    first.close()
+    again = store_mod.CheckpointStore(path)
+    again.load()
+    assert again.source == _slots(path)

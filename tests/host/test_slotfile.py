@@ -76,7 +76,7 @@ def test_a_torn_newest_slot_reads_the_previous_blob_and_names_the_torn_slot(tmp_
     f.path.write_bytes(bytes(raw))
     got = slotfile.SlotFile(f.path).read()
     assert got is not None and (got.payload, got.generation) == (b"first", 1)
-    assert got.problems == ("slot 1: generation 2 is torn (digest mismatch: a write that never completed)",)
+    assert got.problems == ("slot 1: generation 2 does not match its digest (a write cut short, or damage)",)
 
 
 def test_the_write_after_a_torn_slot_overwrites_the_torn_slot_never_the_valid_one(tmp_path: Path) -> None:

@@ -187,7 +187,13 @@ class Plugin:
             )
         self.metrics.prepared_claims.set(len(records))
         LOG.info(
-            "checkpoint loaded", extra={"op": "startup", "path": str(store.path), "claims": len(records)}
+            "checkpoint loaded",
+            extra={
+                "op": "startup",
+                "path": str(store.path),
+                "source": str(store.source),
+                "claims": len(records),
+            },
         )
         return store
 

@@ -136,6 +136,11 @@ class CheckpointStore:
         """The readable copy ``checkpoint.json`` (the durable record is its sibling ``checkpoint.slots``)."""
         return self._path
 
+    @property
+    def source(self) -> Path:
+        """The file the last :meth:`load` read the checkpoint from (``checkpoint.slots``, or a legacy ``checkpoint.json``)."""
+        return self._files.source
+
     def close(self) -> None:
         """Release the files (and the slot file's lock, :mod:`sriov_dra.host.slotfile`); reload to use again."""
         with self._lock:

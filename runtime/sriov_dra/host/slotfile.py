@@ -130,7 +130,7 @@ def decode_slot(raw: bytes, index: int) -> tuple[int, bytes] | str:
     payload = raw[HEADER.size : HEADER.size + length]
     if generation < 1 or _digest(generation, payload) != digest:
         return (
-            f"slot {index}: generation {generation} is torn (digest mismatch: a write that never completed)"
+            f"slot {index}: generation {generation} does not match its digest (a write cut short, or damage)"
         )
     return generation, payload
 
