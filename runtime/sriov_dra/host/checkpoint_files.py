@@ -123,11 +123,6 @@ class CheckpointFiles:
         return self._path
 
     @property
-    def slots_path(self) -> Path:
-        """The durable record, ``checkpoint.slots``."""
-        return self._slots.path
-
-    @property
     def source(self) -> Path:
         """The file the last :meth:`read` returned bytes from (for error messages)."""
         return self._source
