@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import (
+    checkpointdoc,
+    errors,
     nodepolicies,
     preflight_rules,
 )
@@ -91,25 +93,17 @@ def sriov_policy_overlaps(policies, nodes):
 def sriov_checkpoint_bindings(checkpoint):
     """Managed bindings recorded in the plugin's checkpoint (decoded JSON, or None when absent).
 
+    Prefer the ``sriovnet.dra.checkpoint_info`` module on the node: it reads ``checkpoint.slots``
+    (the durable record) and verifies the checksum; this filter sees only what it is given.
     Shapes: ``[{"claim_uid", "namespace", "name", "pod_uid", "device", "phase", "shadow"}]``.
     Raises: AnsibleFilterError when the document is not a version-1 checkpoint (nothing guessed).
     """
     if checkpoint is None or checkpoint == "":
         return []
-    if not isinstance(checkpoint, dict) or checkpoint.get("version") != 1 or not isinstance(checkpoint.get("data"), dict):
-        raise AnsibleFilterError("the plugin checkpoint is not a version-1 checkpoint; do not guess: inspect it with "
-                                 "'sriov-dra inspect' and drain by hand")
-    found = []
-    for uid, claim in sorted((checkpoint["data"].get("claims") or {}).items()):
-        for device in claim.get("devices") or []:
-            binding = device.get("managedBinding")
-            if binding:
-                found.append({
-                    "claim_uid": uid, "namespace": claim.get("namespace"), "name": claim.get("name"),
-                    "pod_uid": claim.get("podUID"), "device": device.get("device"), "phase": binding.get("phase"),
-                    "shadow": "%s/%s" % (binding.get("shadowNamespace"), binding.get("shadowName")),
-                })
-    return found
+    try:
+        return checkpointdoc.bindings_of(checkpoint, source="given to sriov_checkpoint_bindings")
+    except errors.SriovDraError as exc:
+        raise AnsibleFilterError(exc.detail)
 
 
 WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")

@@ -1,6 +1,8 @@
 """``ansible-playbook sriovnet.dra.cleanup`` against the real test control plane, with the admission policy on.
 
-The plugin role (no DaemonSet) installs the plugin's RBAC and the admission policy. While a shadow
+The plugin role (no DaemonSet) installs the plugin's RBAC and the admission policy. While the
+node's durable checkpoint (``checkpoint.slots``, its readable copy removed) holds a managed binding,
+or while a shadow
 NAD still carries the protection finalizer the playbook refuses and removes nothing, the policy
 included. Once the shadow is released (the finalizer removed by cluster-admin, a binding manager,
 as the plugin would), the playbook passes through the policy with the admin's kubeconfig and
@@ -16,8 +18,11 @@ from typing import Any
 
 from kubernetes import client as k8s
 from tests.ansible.conftest import node_inventory, run
+from tests.fakes import checkpoint_records as fx
 
 from sriov_dra.guard import install
+from sriov_dra.host import checkpoint as store_mod
+from sriov_dra.host import checkpoint_files
 from sriov_dra_rules import names
 
 NAMESPACE = "sriovnet-cleanup-playbook"
@@ -80,6 +85,21 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
         )
     )
     cleanup = ["ansible-playbook", "-i", str(inventory), "-e", f"@{extra}", "sriovnet.dra.cleanup"]
+    prepared = tmp_path / "plugin" / checkpoint_files.CHECKPOINT_FILE_NAME
+    prepared.parent.mkdir()
+    store = store_mod.CheckpointStore(prepared)
+    store.load()
+    binding = store.set_claim(fx.record()).devices[0].managed
+    store.close()
+    assert binding is not None
+    prepared.unlink()  # only the durable checkpoint.slots is left
+    node_held = run([*cleanup[:-1], "-e", f"cleanup_checkpoint={prepared}", cleanup[-1]], env, check=False)
+    assert node_held.returncode != 0
+    assert (
+        f"localhost still has 1 managed binding(s) in {prepared.with_name(checkpoint_files.SLOTS_FILE_NAME)} "
+        f"({binding.shadow_namespace}/{binding.shadow_name})"
+    ) in node_held.stdout
+    assert len(_policy_objects(api)) == 4  # nothing was removed
     custom = k8s.CustomObjectsApi(api)
     shadow = {
         "apiVersion": "k8s.cni.cncf.io/v1",

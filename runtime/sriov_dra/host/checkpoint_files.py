@@ -7,9 +7,9 @@ Three files in the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), al
   §8.4 ask each write to be durable before the next API step).
 - ``checkpoint.json``: the same bytes (the versioned, checksummed JSON document of
   ``core.plugin.checkpoint_codec``), replaced atomically by ``rename`` right after each durable
-  write, without ``fsync``. It is what people and the drain and cleanup roles read (``jq .
-  checkpoint.json``); ``sriov-dra orphans`` and the lab read the slot file through
-  :func:`read_only`. A reader always sees a complete document, never behind a write the plugin
+  write, without ``fsync``. It is what people read (``jq . checkpoint.json``); ``sriov-dra
+  orphans``, the lab and the drain and cleanup roles (``sriovnet.dra.checkpoint_info``) read the
+  slot file through ``sriov_dra_rules.checkpointread`` (:func:`read_only` here). A reader always sees a complete document, never behind a write the plugin
   acted on (it is replaced before the write returns); after a power loss it may be older (or
   empty) until the plugin starts, which rewrites it from the slot file before it serves anything.
 - ``checkpoint.lock``: empty; the writing process holds an exclusive POSIX lock (``lockf``) on it
@@ -41,12 +41,12 @@ from pathlib import Path
 from typing import Final
 
 from sriov_dra.host import atomicfile, slotfile
-from sriov_dra_rules import errors
+from sriov_dra_rules import checkpointread, errors
 
-CHECKPOINT_FILE_NAME: Final = "checkpoint.json"
+CHECKPOINT_FILE_NAME: Final = checkpointread.CHECKPOINT_FILE_NAME
 """The readable copy's name inside the plugin directory, as upstream's checkpoint."""
 
-SLOTS_FILE_NAME: Final = "checkpoint.slots"
+SLOTS_FILE_NAME: Final = checkpointread.SLOTS_FILE_NAME
 """The durable record's name inside the plugin directory."""
 
 LOCK_FILE_NAME: Final = "checkpoint.lock"
@@ -62,41 +62,16 @@ CHECKPOINT_FILE_MODE: Final = 0o600
 LOG: Final = logging.getLogger(__name__)
 
 
-READ_ATTEMPTS: Final = 5
-"""Reads of a live slot file before :func:`read_only` reports it corrupt (a read spanning two writes)."""
-
-
 def read_only(path: Path) -> tuple[bytes, Path]:
     """Read a checkpoint without writing or locking anything: ``(document bytes, the file they came from)``.
 
-    ``path`` is a slot file (any name ending ``.slots``: its newest valid slot), or a file named
-    ``checkpoint.json`` whose sibling ``checkpoint.slots`` exists (the durable record wins: the
-    readable copy may lag after a power loss), else that file itself. For tools (``sriov-dra
-    orphans``, the lab) that must never write the plugin's files. A slot file without a valid slot
-    is read again (up to :data:`READ_ATTEMPTS` times, 20 ms apart), since one read of a live file
-    can span two of the plugin's writes.
-    Raises: ``FileNotFoundError`` when neither exists; ``ContractViolation`` for a slot file that
-    stays without a valid slot; ``OSError`` when unreadable.
+    For tools (``sriov-dra orphans``, the lab) that must never write the plugin's files; the slot
+    file wins over ``checkpoint.json`` (see ``sriov_dra_rules.checkpointread.read_only``, which the
+    collection's ``checkpoint_info`` module uses too).
+    Raises: ``FileNotFoundError`` when neither file exists; ``ContractViolation`` for a slot file
+    that stays without a valid slot; ``OSError`` when unreadable.
     """
-    if path.name.endswith(".slots"):
-        slots = path
-    elif path.name == CHECKPOINT_FILE_NAME:
-        slots = path.with_name(SLOTS_FILE_NAME)
-    else:
-        return path.read_bytes(), path
-    for attempt in range(READ_ATTEMPTS):
-        raw = atomicfile.read_optional(slots)
-        if raw is None:
-            if slots == path:
-                raise FileNotFoundError(errno.ENOENT, "no slot file", str(path))
-            return path.read_bytes(), path
-        try:
-            return slotfile.parse(raw, source=str(slots)).payload, slots
-        except slotfile.SlotFileError as exc:
-            if attempt + 1 == READ_ATTEMPTS:
-                raise errors.ContractViolation(f"checkpoint {exc}") from exc
-            time.sleep(0.02)
-    raise AssertionError("unreachable")
+    return checkpointread.read_only(path)
 
 
 class CheckpointFiles:

@@ -6,12 +6,10 @@ checkpoint is written three times on a prepare's critical path (spec §8.1 steps
 store keeps its durable copy here instead: the file never changes size or blocks between writes,
 so ``fdatasync`` flushes only the written pages (0.1 ms idle on the same disk; bench/prepare.py).
 
-Layout: the file is two slots of ``capacity`` bytes each (``capacity`` a multiple of 4096; a file
-this machine creates or grows uses a multiple of its page size too, so one slot's writeback never
-rewrites the other's sectors; the file exactly ``2 * capacity`` bytes). A slot is a 64-byte header, then the payload::
-
-    magic b"SDRSLOT1" (8) | generation (u64, big-endian) | payload length (u64, big-endian)
-    | SHA-256 of (generation, length, payload) (32) | zero (8)
+Layout (``sriov_dra_rules.slotformat``, shared with the collection's ``checkpoint_info`` module):
+two slots of ``capacity`` bytes each (a multiple of 4096; a file this machine creates or grows
+uses a multiple of its page size too, so one slot's writeback never rewrites the other's sectors),
+each a 64-byte header (magic, generation, length, SHA-256) and the payload.
 
 A write goes to the slot that does *not* hold the newest valid generation, with the next
 generation, and returns after ``fdatasync``; the other slot keeps the previous blob until the
@@ -42,64 +40,43 @@ life). Readers that must not write use :func:`parse` on the bytes.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import os
-import struct
 import weakref
 from pathlib import Path
 from typing import Final
 
 from sriov_dra.host import atomicfile
+from sriov_dra_rules.slotformat import (
+    HEADER,
+    MAGIC,
+    PAGE,
+    ReadResult,
+    SlotFileError,
+    decode_slot,
+    encode_slot,
+    parse,
+)
 
-MAGIC: Final = b"SDRSLOT1"
-HEADER: Final = struct.Struct(">8sQQ32s8x")
-"""Slot header: magic, generation, payload length, digest, padding (64 bytes)."""
-PAGE: Final = 4096
-"""Slot sizes are multiples of this in every file (the format)."""
+__all__ = [
+    "HEADER",
+    "MAGIC",
+    "MIN_CAPACITY",
+    "PAGE",
+    "ReadResult",
+    "SlotFile",
+    "SlotFileError",
+    "capacity_for",
+    "decode_slot",
+    "encode_slot",
+    "parse",
+]
+
 MIN_CAPACITY: Final = 4 * PAGE
 
 
 def _write_unit() -> int:
     """The alignment this machine's writer uses: 4096 or the page size when larger (64 KiB pages)."""
     return max(PAGE, os.sysconf("SC_PAGE_SIZE"))
-
-
-class SlotFileError(Exception):
-    """The slot file exists but holds no valid slot, or is not a slot file at all.
-
-    ``str()`` names the file, what is wrong with each slot, and that the file was left untouched.
-    """
-
-
-@dataclasses.dataclass(frozen=True)
-class ReadResult:
-    """What :meth:`SlotFile.read` found.
-
-    ``payload``: the newest valid blob; ``generation``: its generation (1 for a new file);
-    ``slot``: the slot (0 or 1) holding it; ``capacity``: bytes per slot; ``problems``: one line
-    per slot that was not valid (empty when both were), for the caller to log.
-    """
-
-    payload: bytes
-    generation: int
-    slot: int
-    capacity: int
-    problems: tuple[str, ...]
-
-
-def _digest(generation: int, payload: bytes) -> bytes:
-    h = hashlib.sha256(struct.pack(">QQ", generation, len(payload)))
-    h.update(payload)
-    return h.digest()
-
-
-def encode_slot(generation: int, payload: bytes) -> bytes:
-    """Return the header and payload of one slot (no padding).
-
-    Shapes: ``generation`` >= 1; the result is ``64 + len(payload)`` bytes.
-    """
-    return HEADER.pack(MAGIC, generation, len(payload), _digest(generation, payload)) + payload
 
 
 def capacity_for(payload_size: int) -> int:
@@ -110,62 +87,6 @@ def capacity_for(payload_size: int) -> int:
     while capacity < needed:
         capacity *= 2
     return capacity
-
-
-def decode_slot(raw: bytes, index: int) -> tuple[int, bytes] | str:
-    """Return ``(generation, payload)`` of a valid slot, else a one-line reason naming slot ``index``.
-
-    ``raw`` is the slot's whole region (header, payload and any padding). An all-zero region is
-    reported as "never written".
-    """
-    if len(raw) < HEADER.size:
-        return f"slot {index}: shorter than its header ({len(raw)} bytes)"
-    magic, generation, length, digest = HEADER.unpack_from(raw)
-    if magic != MAGIC:
-        if not any(raw[: HEADER.size]):
-            return f"slot {index}: never written"
-        return f"slot {index}: no slot header (magic {magic!r})"
-    if length > len(raw) - HEADER.size:
-        return f"slot {index}: generation {generation} claims {length} payload bytes, the slot holds {len(raw) - HEADER.size}"
-    payload = raw[HEADER.size : HEADER.size + length]
-    if generation < 1 or _digest(generation, payload) != digest:
-        return (
-            f"slot {index}: generation {generation} does not match its digest (a write cut short, or damage)"
-        )
-    return generation, payload
-
-
-def parse(raw: bytes, *, source: str) -> ReadResult:
-    """Return the newest valid slot of a whole slot file's bytes.
-
-    Raises: :class:`SlotFileError` naming ``source`` when the size is not two whole-page slots or
-    neither slot is valid.
-    """
-    if len(raw) < 2 * PAGE or len(raw) % (2 * PAGE):
-        raise SlotFileError(
-            f"slot file {source} is {len(raw)} bytes, not two slots of whole {PAGE}-byte pages; "
-            "it was left untouched"
-        )
-    capacity = len(raw) // 2
-    found: list[tuple[int, int, bytes]] = []
-    problems: list[str] = []
-    for index in (0, 1):
-        result = decode_slot(raw[index * capacity : (index + 1) * capacity], index)
-        if isinstance(result, str):
-            problems.append(result)
-        else:
-            found.append((result[0], index, result[1]))
-    if not found:
-        raise SlotFileError(
-            f"slot file {source} holds no valid slot ({'; '.join(problems)}); it was left untouched"
-        )
-    if len(found) == 2 and found[0][0] == found[1][0] and found[0][2] != found[1][2]:
-        raise SlotFileError(
-            f"slot file {source} holds two different blobs of generation {found[0][0]} (no writer does "
-            "that: the file was edited or damaged); it was left untouched"
-        )
-    generation, index, payload = max(found)
-    return ReadResult(payload, generation, index, capacity, tuple(problems))
 
 
 class SlotFile:

@@ -45,6 +45,7 @@ from typing import Final
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra_rules import errors, names
+from sriov_dra_rules.checkpointdoc import canonical_json, checksum
 
 _TOP_KEYS: Final = frozenset({"version", "checksum", "data"})
 _CLAIM_KEYS: Final = frozenset({"namespace", "name", "podUID", "devices"})
@@ -63,25 +64,6 @@ _RECOVERY_HINT: Final = (
     "restore it from a backup, or drain the node and clean up its managed bindings first "
     "(release the workloads, resolve owned finalizers), then move the file aside and restart"
 )
-
-
-def canonical_json(value: model.JsonValue) -> bytes:
-    """Return the canonical JSON bytes of ``value`` that the checksum is computed over.
-
-    Shapes: UTF-8, sorted keys, separators ``,`` and ``:``, non-ASCII as itself.
-    Raises: ``ContractViolation`` for NaN/Infinity, text that is not encodable as UTF-8, or
-    nesting too deep to encode.
-    """
-    try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        return text.encode("utf-8")
-    except (ValueError, TypeError, UnicodeEncodeError, RecursionError) as exc:
-        raise errors.ContractViolation(f"checkpoint data is not canonical JSON: {exc}") from exc
-
-
-def checksum(data: model.JsonValue) -> str:
-    """Return the checksum of the checkpoint ``data`` object: SHA-256 hex of :func:`canonical_json`."""
-    return hashlib.sha256(canonical_json(data)).hexdigest()
 
 
 def _binding_data(b: model.ManagedBinding) -> model.JsonObject:

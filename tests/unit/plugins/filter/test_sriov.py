@@ -172,7 +172,7 @@ def test_absent_checkpoint_has_no_bindings(absent):
 
 
 def test_unknown_checkpoint_version_is_refused_not_guessed():
-    with pytest.raises(AnsibleFilterError, match="not a version-1 checkpoint"):
+    with pytest.raises(AnsibleFilterError, match="has version 2; this reader understands version 1"):
         sriov.sriov_checkpoint_bindings({"version": 2, "data": {}})
 
 

@@ -1,0 +1,63 @@
+"""Read the plugin's checkpoint from its directory without writing or locking anything.
+
+The plugin directory holds ``checkpoint.slots`` (the durable record, ``slotformat``) and
+``checkpoint.json`` (a readable copy renamed into place after each durable write, without a flush,
+so after a power loss it may lag until the plugin starts; it may also have been deleted by hand).
+A reader that must be right (the drain and cleanup roles' ``checkpoint_info`` module, ``sriov-dra
+orphans``, the lab) therefore takes the slot file when it exists, and ``checkpoint.json`` only in a
+directory without one (a build older than the slot file). This module reads the node; the runtime
+reaches it only through ``sriov_dra.host.checkpoint_files``.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from pathlib import Path
+
+from . import errors, slotformat
+
+CHECKPOINT_FILE_NAME = "checkpoint.json"
+"""The readable copy's name inside the plugin directory, as upstream's checkpoint."""
+
+SLOTS_FILE_NAME = "checkpoint.slots"
+"""The durable record's name inside the plugin directory."""
+
+READ_ATTEMPTS = 5
+"""Reads of a live slot file before :func:`read_only` reports it corrupt (a read spanning two writes)."""
+
+RETRY_DELAY_S = 0.02
+"""Pause between those reads (s)."""
+
+
+def read_only(path: Path) -> tuple[bytes, Path]:
+    """Read a checkpoint without writing or locking anything: ``(document bytes, the file they came from)``.
+
+    ``path`` is a slot file (any name ending ``.slots``: its newest valid slot), or a file named
+    ``checkpoint.json`` whose sibling ``checkpoint.slots`` exists (the durable record wins: the
+    readable copy may lag after a power loss, or be gone), else that file itself. A slot file
+    without a valid slot is read again (up to :data:`READ_ATTEMPTS` times, :data:`RETRY_DELAY_S`
+    apart), since one read of a live file can span two of the plugin's writes.
+    Raises: ``FileNotFoundError`` when neither exists; ``ContractViolation`` naming the slot file
+    when it stays without a valid slot; ``OSError`` when unreadable.
+    """
+    if path.name.endswith(".slots"):
+        slots = path
+    elif path.name == CHECKPOINT_FILE_NAME:
+        slots = path.with_name(SLOTS_FILE_NAME)
+    else:
+        return path.read_bytes(), path
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            raw = slots.read_bytes()
+        except FileNotFoundError:
+            if slots == path:
+                raise FileNotFoundError(errno.ENOENT, "no slot file", str(path)) from None
+            return path.read_bytes(), path
+        try:
+            return slotformat.parse(raw, source=str(slots)).payload, slots
+        except slotformat.SlotFileError as exc:
+            if attempt + 1 == READ_ATTEMPTS:
+                raise errors.ContractViolation(f"checkpoint {exc}") from exc
+            time.sleep(RETRY_DELAY_S)
+    raise AssertionError("unreachable")

@@ -1,0 +1,123 @@
+"""The bytes of an A/B slot file: encode one slot, and find the newest valid one in a whole file.
+
+The plugin keeps its checkpoint's durable record in ``checkpoint.slots`` (the runtime's writer is
+``sriov_dra.host.slotfile``, which explains the durability rules); the collection's
+``checkpoint_info`` module and the runtime's read-only tools read it through :func:`parse`. Both
+read the format from here, so a reader on a node never disagrees with the writer.
+
+Layout: the file is two slots of ``capacity`` bytes each (``capacity`` a multiple of
+:data:`PAGE`; the file exactly ``2 * capacity`` bytes). A slot is a 64-byte header, then the
+payload, then zero padding::
+
+    magic b"SDRSLOT1" (8) | generation (u64, big-endian) | payload length (u64, big-endian)
+    | SHA-256 of (generation, length, payload) (32) | zero (8)
+
+The newest valid slot (highest generation whose digest matches) holds the current blob; the other
+holds the previous one, or a write that was cut short (its digest does not match). Pure functions
+of bytes: no file access here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import struct
+
+MAGIC = b"SDRSLOT1"
+HEADER = struct.Struct(">8sQQ32s8x")
+"""Slot header: magic, generation, payload length, digest, padding (64 bytes)."""
+PAGE = 4096
+"""Slot sizes are multiples of this in every file (the format)."""
+
+
+class SlotFileError(Exception):
+    """The slot file exists but holds no valid slot, or is not a slot file at all.
+
+    ``str()`` names the file, what is wrong with each slot, and that the file was left untouched.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadResult:
+    """The newest valid slot of a slot file.
+
+    ``payload``: the newest valid blob; ``generation``: its generation (>= 1); ``slot``: the slot
+    (0 or 1) holding it; ``capacity``: bytes per slot; ``problems``: one line per slot that was not
+    valid (empty when both were), for the caller to log.
+    """
+
+    payload: bytes
+    generation: int
+    slot: int
+    capacity: int
+    problems: tuple[str, ...]
+
+
+def _digest(generation: int, payload: bytes) -> bytes:
+    h = hashlib.sha256(struct.pack(">QQ", generation, len(payload)))
+    h.update(payload)
+    return h.digest()
+
+
+def encode_slot(generation: int, payload: bytes) -> bytes:
+    """Return the header and payload of one slot (no padding).
+
+    Shapes: ``generation`` >= 1; the result is ``64 + len(payload)`` bytes.
+    """
+    return HEADER.pack(MAGIC, generation, len(payload), _digest(generation, payload)) + payload
+
+
+def decode_slot(raw: bytes, index: int) -> tuple[int, bytes] | str:
+    """Return ``(generation, payload)`` of a valid slot, else a one-line reason naming slot ``index``.
+
+    ``raw`` is the slot's whole region (header, payload and any padding). An all-zero region is
+    reported as "never written".
+    """
+    if len(raw) < HEADER.size:
+        return f"slot {index}: shorter than its header ({len(raw)} bytes)"
+    magic, generation, length, digest = HEADER.unpack_from(raw)
+    if magic != MAGIC:
+        if not any(raw[: HEADER.size]):
+            return f"slot {index}: never written"
+        return f"slot {index}: no slot header (magic {magic!r})"
+    if length > len(raw) - HEADER.size:
+        return f"slot {index}: generation {generation} claims {length} payload bytes, the slot holds {len(raw) - HEADER.size}"
+    payload = raw[HEADER.size : HEADER.size + length]
+    if generation < 1 or _digest(generation, payload) != digest:
+        return (
+            f"slot {index}: generation {generation} does not match its digest (a write cut short, or damage)"
+        )
+    return generation, payload
+
+
+def parse(raw: bytes, *, source: str) -> ReadResult:
+    """Return the newest valid slot of a whole slot file's bytes.
+
+    Raises: :class:`SlotFileError` naming ``source`` when the size is not two whole-page slots,
+    neither slot is valid, or both hold different blobs of one generation (no writer does that).
+    """
+    if len(raw) < 2 * PAGE or len(raw) % (2 * PAGE):
+        raise SlotFileError(
+            f"slot file {source} is {len(raw)} bytes, not two slots of whole {PAGE}-byte pages; "
+            "it was left untouched"
+        )
+    capacity = len(raw) // 2
+    found: list[tuple[int, int, bytes]] = []
+    problems: list[str] = []
+    for index in (0, 1):
+        result = decode_slot(raw[index * capacity : (index + 1) * capacity], index)
+        if isinstance(result, str):
+            problems.append(result)
+        else:
+            found.append((result[0], index, result[1]))
+    if not found:
+        raise SlotFileError(
+            f"slot file {source} holds no valid slot ({'; '.join(problems)}); it was left untouched"
+        )
+    if len(found) == 2 and found[0][0] == found[1][0] and found[0][2] != found[1][2]:
+        raise SlotFileError(
+            f"slot file {source} holds two different blobs of generation {found[0][0]} (no writer does "
+            "that: the file was edited or damaged); it was left untouched"
+        )
+    generation, index, payload = max(found)
+    return ReadResult(payload, generation, index, capacity, tuple(problems))

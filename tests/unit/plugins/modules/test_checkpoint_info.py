@@ -1,0 +1,171 @@
+"""Tests for ``plugins/modules/checkpoint_info.py``: the bindings the drain and cleanup roles wait for.
+
+The checkpoints are written by the plugin's own store (``sriov_dra.host.checkpoint``), so the module
+reads exactly the files a node holds: the durable ``checkpoint.slots`` and the readable copy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible_collections.sriovnet.dra.plugins.modules import checkpoint_info
+from tests.fakes import checkpoint_records as fx
+from tests.unit.plugins import harness
+
+from sriov_dra.core.plugin import checkpoint_model as model
+from sriov_dra.host import checkpoint as store_mod
+from sriov_dra.host import checkpoint_files
+from sriov_dra_rules import slotformat
+
+
+def _prepared(tmp_path: Path, *records: model.ClaimRecord) -> Path:
+    """A plugin directory whose checkpoint, written by the plugin's store, holds ``records``."""
+    path = tmp_path / checkpoint_files.CHECKPOINT_FILE_NAME
+    store = store_mod.CheckpointStore(path)
+    store.load()
+    for record in records:
+        store.set_claim(record)
+    store.close()
+    return path
+
+
+def _shadow(record: model.ClaimRecord, index: int = 0) -> str:
+    binding = record.devices[index].managed
+    assert binding is not None
+    return f"{binding.shadow_namespace}/{binding.shadow_name}"
+
+
+def test_a_prepared_claim_is_listed_with_its_pod_device_phase_and_shadow(tmp_path):
+    pending = fx.record(fx.CLAIM_2, fx.POD_B, indexes=(1, 2), name="claim-b", phase=model.Phase.PENDING)
+    ready = fx.record()
+    path = _prepared(tmp_path, ready, pending)
+    result = harness.run_module(checkpoint_info, {"path": str(path)}, check_mode=True)
+    assert result["changed"] is False
+    assert result["exists"] is True
+    assert result["source"] == str(tmp_path / checkpoint_files.SLOTS_FILE_NAME)
+    assert result["bindings"] == [
+        {"claim_uid": fx.CLAIM_1, "namespace": "ns-a", "name": "claim-a", "pod_uid": fx.POD_A,
+         "device": fx.device_name(0), "phase": "Ready", "shadow": _shadow(ready)},
+        {"claim_uid": fx.CLAIM_2, "namespace": "ns-a", "name": "claim-b", "pod_uid": fx.POD_B,
+         "device": fx.device_name(1), "phase": "Pending", "shadow": _shadow(pending, 0)},
+        {"claim_uid": fx.CLAIM_2, "namespace": "ns-a", "name": "claim-b", "pod_uid": fx.POD_B,
+         "device": fx.device_name(2), "phase": "Pending", "shadow": _shadow(pending, 1)},
+    ]  # fmt: skip
+
+
+def test_a_claim_without_auto_attach_is_not_a_binding(tmp_path):
+    path = _prepared(tmp_path, fx.record(managed=False))
+    assert harness.run_module(checkpoint_info, {"path": str(path)})["bindings"] == []
+
+
+def test_a_deleted_readable_copy_does_not_hide_a_prepared_claim(tmp_path):
+    """The walkthrough's case: checkpoint.json removed by hand while a claim was prepared."""
+    record = fx.record()
+    path = _prepared(tmp_path, record)
+    path.unlink()
+    result = harness.run_module(checkpoint_info, {"path": str(path)})
+    assert [b["shadow"] for b in result["bindings"]] == [_shadow(record)]
+    assert result["source"] == str(tmp_path / checkpoint_files.SLOTS_FILE_NAME)
+
+
+def test_a_stale_readable_copy_loses_to_the_durable_slot_file(tmp_path):
+    """After a power loss checkpoint.json may be older than checkpoint.slots (it is never flushed)."""
+    path = _prepared(tmp_path)
+    empty_copy = path.read_bytes()
+    record = fx.record()
+    _prepared(tmp_path, record)
+    path.write_bytes(empty_copy)  # the copy as a power loss may leave it
+    result = harness.run_module(checkpoint_info, {"path": str(path)})
+    assert [b["shadow"] for b in result["bindings"]] == [_shadow(record)]
+
+
+def test_a_directory_of_a_build_before_the_slot_file_is_read_from_checkpoint_json(tmp_path):
+    record = fx.record()
+    path = _prepared(tmp_path, record)
+    (tmp_path / checkpoint_files.SLOTS_FILE_NAME).unlink()
+    result = harness.run_module(checkpoint_info, {"path": str(path)})
+    assert result["source"] == str(path)
+    assert [b["claim_uid"] for b in result["bindings"]] == [fx.CLAIM_1]
+
+
+def test_no_checkpoint_at_all_is_no_binding(tmp_path):
+    result = harness.run_module(checkpoint_info, {"path": str(tmp_path / "checkpoint.json")})
+    assert result == {"changed": False, "exists": False, "source": None, "bindings": []}
+
+
+def test_a_slot_file_without_a_valid_slot_fails_naming_it_and_is_not_counted_as_empty(tmp_path, monkeypatch):
+    path = _prepared(tmp_path, fx.record())
+    slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
+    slots.write_bytes(b"\x5a" * slots.stat().st_size)
+    monkeypatch.setattr("time.sleep", lambda _s: None)
+    with pytest.raises(harness.ModuleFailed) as failed:
+        harness.run_module(checkpoint_info, {"path": str(path)})
+    assert failed.value.msg.startswith(
+        f"checkpoint slot file {slots} holds no valid slot (slot 0: no slot header"
+    )
+    assert failed.value.result["reason"] == "ContractViolation"
+
+
+def test_an_edited_checkpoint_fails_its_checksum_and_names_the_file(tmp_path):
+    record = fx.record()
+    path = _prepared(tmp_path, record)
+    (tmp_path / checkpoint_files.SLOTS_FILE_NAME).unlink()
+    document = json.loads(path.read_bytes())
+    document["data"]["claims"][fx.CLAIM_1]["devices"][0].pop("managedBinding")  # "drained" by hand
+    path.write_text(json.dumps(document))
+    with pytest.raises(harness.ModuleFailed) as failed:
+        harness.run_module(checkpoint_info, {"path": str(path)})
+    assert failed.value.msg.startswith(f"checkpoint {path} is corrupt: checksum mismatch (recorded '")
+    assert failed.value.result["source"] == str(path)
+
+
+def test_a_repeated_key_is_refused_not_resolved(tmp_path):
+    path = tmp_path / "checkpoint.json"
+    path.write_text('{"version": 1, "version": 1, "checksum": "", "data": {"claims": {}}}')
+    with pytest.raises(harness.ModuleFailed) as failed:
+        harness.run_module(checkpoint_info, {"path": str(path)})
+    assert failed.value.msg.startswith(f"checkpoint {path} is not valid JSON: ")
+    assert "version" in failed.value.msg
+
+
+def test_a_newer_checkpoint_version_is_refused_with_its_reason(tmp_path):
+    path = tmp_path / "checkpoint.json"
+    path.write_text('{"version": 2, "checksum": "", "data": {}}')
+    with pytest.raises(harness.ModuleFailed) as failed:
+        harness.run_module(checkpoint_info, {"path": str(path)})
+    assert failed.value.result["reason"] == "UnsupportedVersion"
+    assert "has version 2; this reader understands version 1" in failed.value.msg
+
+
+def test_an_unreadable_checkpoint_names_the_file_and_become(tmp_path):
+    path = tmp_path / "checkpoint.json"
+    path.mkdir()  # reading a directory fails like a permission problem does: an OSError
+    with pytest.raises(harness.ModuleFailed) as failed:
+        harness.run_module(checkpoint_info, {"path": str(path)})
+    assert failed.value.msg.startswith(f"cannot read the plugin checkpoint {path}: ")
+    assert "become" in failed.value.msg
+
+
+def test_a_read_spanning_two_writes_is_read_again(tmp_path, monkeypatch):
+    """One read of a live slot file can see a torn slot beside a slot being overwritten."""
+    record = fx.record()
+    path = _prepared(tmp_path, record)
+    slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
+    whole = slots.read_bytes()
+    reads = []
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self == slots and not reads:
+            reads.append(self)
+            return b"\0" * len(whole)  # both slots mid-write, as a racing read may see them
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr("time.sleep", lambda _s: None)
+    result = harness.run_module(checkpoint_info, {"path": str(path)})
+    assert reads == [slots]
+    assert [b["shadow"] for b in result["bindings"]] == [_shadow(record)]
+    assert slotformat.parse(whole, source="x").payload == real(path)
