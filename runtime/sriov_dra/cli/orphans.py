@@ -174,11 +174,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if args.output == "json":
             json.dump([asdict(r) for r in found], out, indent=2)
             out.write("\n")
-        else:
+        elif found:
             _print_table(found, out)
-            if not found:
-                who = f"node {args.node}" if args.node else f"node UID {node_uid}"
-                out.write(f"no managed shadow NADs for {who}\n")
+        else:  # no table header above nothing
+            who = f"node {args.node}" if args.node else f"node UID {node_uid}"
+            out.write(f"no managed shadow NADs for {who}\n")
         if args.apply:
             try:
                 for line in apply_released(reports, cp, nads=nads, clock=seams.SystemClock()):
