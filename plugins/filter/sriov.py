@@ -10,6 +10,8 @@
   same VF on the same node (spec §18.1 item 3 forbids overlapping policies);
 - ``sriov_checkpoint_bindings``: the plugin's checkpoint JSON -> its managed bindings (the
   ``drain`` and ``cleanup`` roles wait until none is left; spec §18.1);
+- ``sriov_protected_shadows``: NADs -> ``namespace/name`` of those still carrying the plugin's
+  protection finalizer (the ``drain`` and ``cleanup`` roles wait and refuse while any is left);
 - ``sriov_workloads_with_image``: workloads running an image (the preflight finds device plugins);
 - ``sriov_retarget``: a service's shipped manifests -> the same objects in the install namespace
   with the pinned image (the roles apply the runtime's manifests through it, unchanged otherwise).
@@ -23,6 +25,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import (
     checkpointdoc,
     errors,
+    names,
     nodepolicies,
     preflight_rules,
 )
@@ -106,6 +109,20 @@ def sriov_checkpoint_bindings(checkpoint):
         raise AnsibleFilterError(exc.detail)
 
 
+def sriov_protected_shadows(nads):
+    """``namespace/name`` of each NAD that still carries the plugin's protection finalizer, sorted.
+
+    ``nads`` are NetworkAttachmentDefinitions as ``k8s_info`` returns them (the drain and cleanup
+    roles wait and refuse while any is left; spec §18.1).
+    Raises: AnsibleFilterError for an input that is not a list of objects.
+    """
+    if not isinstance(nads, list) or not all(isinstance(n, dict) for n in nads):
+        raise AnsibleFilterError("sriov_protected_shadows expects a list of NetworkAttachmentDefinitions (k8s_info resources)")
+    return sorted(
+        _name(n) for n in nads if names.FINALIZER_ATTACHMENT_PROTECTION in ((n.get("metadata") or {}).get("finalizers") or [])
+    )
+
+
 WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 
 
@@ -165,6 +182,7 @@ class FilterModule:
             "sriov_vf_plan": sriov_vf_plan,
             "sriov_policy_overlaps": sriov_policy_overlaps,
             "sriov_checkpoint_bindings": sriov_checkpoint_bindings,
+            "sriov_protected_shadows": sriov_protected_shadows,
             "sriov_retarget": sriov_retarget,
             "sriov_workloads_with_image": sriov_workloads_with_image,
         }

@@ -18,7 +18,13 @@ description:
     replaced after each durable write without a flush. The slot file wins when it exists, because the copy may
     lag behind it after a power loss until the plugin starts, or may have been removed by hand. C(checkpoint.json)
     is read only in a directory without a slot file (a build older than it).
-  - A read of a live slot file that finds no valid slot is retried (a read can span two of the plugin's writes).
+  - A read of a live slot file that finds a slot not valid is retried (a read can span two of the plugin's writes).
+    A slot that stays not valid (a write cut short, or damage) is reported as a warning and the other slot is read.
+  - When C(checkpoint.json) beside the slot file lists a binding the slot file does not, the binding is counted too and
+    a warning says so. The copy lags after a power loss until the plugin starts, and after damage to the newest
+    slot it is newer; a gate that drains or uninstalls must not pass on either.
+  - No checkpoint at all (neither file) fails unless O(allow_missing), because a wrong path must never read as "nothing
+    prepared". The plugin creates its checkpoint when it starts, so only a node where it never ran has none.
   - Nothing is guessed. The module fails, naming the file, for a slot file without a valid slot, bytes that are not
     strict JSON, a checksum that does not match, or another C(version).
   - The drain and cleanup roles wait and refuse with it (spec §18.1).
@@ -31,6 +37,12 @@ options:
       - The plugin's C(--state-dir) followed by C(/checkpoint.json).
     type: path
     default: /var/lib/kubelet/plugins/sriovnetwork.k8snetworkplumbingwg.io/checkpoint.json
+  allow_missing:
+    description:
+      - Report no binding (RV(exists=false)) instead of failing when neither C(checkpoint.slots) nor C(checkpoint.json)
+        exists, for a node where the plugin never ran.
+    type: bool
+    default: false
 notes:
   - The files are mode 0600 and owned by root; run it with C(become).
 """
@@ -48,9 +60,13 @@ EXAMPLES = r"""
 
 RETURN = r"""
 exists:
-  description: Whether a checkpoint exists (no file means the plugin never prepared a claim on this node).
+  description: Whether a checkpoint exists (false only with O(allow_missing)).
   returned: always
   type: bool
+msg:
+  description: One line, for example C(2 managed binding(s) in /var/lib/.../checkpoint.slots (ns/dra-sriov-...)).
+  returned: always
+  type: str
 source:
   description: The file the checkpoint was read from (C(checkpoint.slots) or C(checkpoint.json)), null when none exists.
   returned: always
@@ -94,39 +110,123 @@ from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules impor
 )
 
 
+DEFAULT_PATH = "/var/lib/kubelet/plugins/sriovnetwork.k8snetworkplumbingwg.io/checkpoint.json"
+
+
 def argspec():
-    """The module's argument spec: ``path``."""
+    """The module's argument spec: ``path`` and ``allow_missing``."""
     return {
-        "path": {
-            "type": "path",
-            "default": "/var/lib/kubelet/plugins/sriovnetwork.k8snetworkplumbingwg.io/checkpoint.json",
-        }
+        "path": {"type": "path", "default": DEFAULT_PATH},
+        "allow_missing": {"type": "bool", "default": False},
     }
 
 
-def run(module):
-    """Read the checkpoint at ``module.params["path"]`` and return ``exists``, ``source`` and ``bindings``.
+def _key(binding):
+    return (binding["claim_uid"], binding["device"], binding["shadow"])
 
-    Raises: :class:`base.ModuleError` naming the file for a checkpoint that cannot be trusted (see
-    ``checkpointread.read_only`` and ``checkpointdoc.managed_bindings``) or cannot be read.
-    """
-    path = Path(module.params["path"])
+
+def _summary(bindings, source):
+    if not bindings:
+        return "no managed binding in %s" % source
+    shadows = sorted(set(b["shadow"] for b in bindings))
+    return "%d managed binding(s) in %s (%s)" % (len(bindings), source, ", ".join(shadows))
+
+
+def _read(path):
+    """``checkpointread.read`` with the module's messages; ``None`` when neither file exists."""
+    if path.is_dir():
+        raise base.ModuleError(
+            "%s is a directory; give the checkpoint file inside it (%s)"
+            % (path, path / checkpointread.CHECKPOINT_FILE_NAME)
+        )
     try:
-        raw, source = checkpointread.read_only(path)
+        return checkpointread.read(path)
     except FileNotFoundError:
-        return {"changed": False, "exists": False, "source": None, "bindings": []}
+        return None
     except errors.SriovDraError as exc:
         raise base.ModuleError(exc.detail, reason=str(exc.reason))
-    except OSError as exc:
+    except PermissionError as exc:
         raise base.ModuleError(
             "cannot read the plugin checkpoint %s: %s; run the task with become (the files are root's, mode 0600)"
             % (exc.filename or path, exc.strerror or exc)
         )
+    except OSError as exc:
+        raise base.ModuleError(
+            "cannot read the plugin checkpoint %s: %s" % (exc.filename or path, exc.strerror or exc)
+        )
+
+
+def _copy_bindings(module, reading, bindings):
+    """Bindings that only ``checkpoint.json`` beside the slot file lists (warned about); see DOCUMENTATION."""
+    copy_path = reading.source.with_name(checkpointread.CHECKPOINT_FILE_NAME)
     try:
-        bindings = checkpointdoc.managed_bindings(raw, source=str(source))
+        copy = checkpointread.copy_beside(reading.source)
+    except OSError as exc:
+        module.warn(
+            "the readable copy %s could not be read (%s); only %s was counted"
+            % (copy_path, exc, reading.source)
+        )
+        return []
+    if copy is None or copy == reading.payload:
+        return []
+    try:
+        listed = checkpointdoc.managed_bindings(copy, source=str(copy_path))
     except errors.SriovDraError as exc:
-        raise base.ModuleError(exc.detail, reason=str(exc.reason), source=str(source))
-    return {"changed": False, "exists": True, "source": str(source), "bindings": bindings}
+        module.warn("the readable copy is not used: %s (the plugin rewrites it when it starts)" % exc.detail)
+        return []
+    known = set(_key(b) for b in bindings)
+    extra = [b for b in listed if _key(b) not in known]
+    if extra:
+        module.warn(
+            "%s lists %d managed binding(s) that %s does not (%s); they are counted. The copy is older after a power loss "
+            "(the plugin rewrites it when it starts) or newer after damage to the newest slot: check the plugin's log"
+            % (copy_path, len(extra), reading.source, ", ".join(sorted(set(b["shadow"] for b in extra))))
+        )
+    return extra
+
+
+def run(module):
+    """Read the checkpoint at ``module.params["path"]``; return ``exists``, ``source``, ``bindings`` and ``msg``.
+
+    Shapes: ``bindings`` as ``checkpointdoc.bindings_of``, sorted by claim UID, plus any that only
+    the readable copy lists (see DOCUMENTATION).
+    Raises: :class:`base.ModuleError` naming the file for a checkpoint that cannot be trusted (see
+    ``checkpointread.read`` and ``checkpointdoc.managed_bindings``), that cannot be read, or that
+    does not exist without ``allow_missing``.
+    """
+    path = Path(module.params["path"])
+    reading = _read(path)
+    if reading is None:
+        if module.params["allow_missing"]:
+            msg = "no plugin checkpoint at %s (allow_missing: a node where the plugin never ran)" % path
+            return {"changed": False, "exists": False, "source": None, "bindings": [], "msg": msg}
+        raise base.ModuleError(
+            "no plugin checkpoint at %s (neither %s nor %s exists): check the path, the plugin's --state-dir followed "
+            "by /%s (the plugin creates it when it starts); only on a node where the plugin never ran set allow_missing "
+            "(the roles' drain_checkpoint_missing_ok, cleanup_checkpoint_missing_ok)"
+            % (
+                path,
+                checkpointread.SLOTS_FILE_NAME,
+                checkpointread.CHECKPOINT_FILE_NAME,
+                checkpointread.CHECKPOINT_FILE_NAME,
+            )
+        )
+    source = str(reading.source)
+    for problem in reading.problems:
+        module.warn("%s: %s; the other slot was read" % (source, problem))
+    try:
+        bindings = checkpointdoc.managed_bindings(reading.payload, source=source)
+    except errors.SriovDraError as exc:
+        raise base.ModuleError(exc.detail, reason=str(exc.reason), source=source)
+    if reading.source.name != checkpointread.CHECKPOINT_FILE_NAME:
+        bindings = sorted(bindings + _copy_bindings(module, reading, bindings), key=_key)
+    return {
+        "changed": False,
+        "exists": True,
+        "source": source,
+        "bindings": bindings,
+        "msg": _summary(bindings, source),
+    }
 
 
 def main():

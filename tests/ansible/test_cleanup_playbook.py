@@ -13,6 +13,7 @@ guard's shim with every version of its rules from the node's CNI bin directory.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +81,16 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
                 "cleanup_operator_namespace": NAMESPACE,
                 "cleanup_guard_cni_conf_dir": str(tmp_path / "net.d"),
                 "cleanup_guard_cni_bin_dir": str(bin_dir),
-                "cleanup_checkpoint": str(tmp_path / "no-checkpoint.json"),
+                "cleanup_checkpoint_missing_ok": True,  # no plugin ran here
             }
         )
     )
-    cleanup = ["ansible-playbook", "-i", str(inventory), "-e", f"@{extra}", "sriovnet.dra.cleanup"]
+    cleanup = ["ansible-playbook", "-i", str(inventory), "-e", f"@{extra}"]
+    cleanup += [
+        "-e",
+        f"cleanup_checkpoint={tmp_path / 'no-plugin' / 'checkpoint.json'}",
+        "sriovnet.dra.cleanup",
+    ]
     prepared = tmp_path / "plugin" / checkpoint_files.CHECKPOINT_FILE_NAME
     prepared.parent.mkdir()
     store = store_mod.CheckpointStore(prepared)
@@ -93,13 +99,28 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
     store.close()
     assert binding is not None
     prepared.unlink()  # only the durable checkpoint.slots is left
-    node_held = run([*cleanup[:-1], "-e", f"cleanup_checkpoint={prepared}", cleanup[-1]], env, check=False)
+    two_nodes = tmp_path / "two-nodes.yml"  # node-a still holds a binding, node-b never ran the plugin
+    two_nodes.write_text(
+        "all:\n  children:\n    sriov_dra_nodes:\n      hosts:\n"
+        + "".join(
+            f"        {host}:\n          ansible_connection: local\n"
+            f"          ansible_python_interpreter: {sys.executable}\n          cleanup_checkpoint: {path}\n"
+            for host, path in (("node-a", prepared), ("node-b", tmp_path / "none" / "checkpoint.json"))
+        )
+    )
+    node_held = run(
+        ["ansible-playbook", "-i", str(two_nodes), "-e", f"@{extra}", "sriovnet.dra.cleanup"],
+        env,
+        check=False,
+    )
     assert node_held.returncode != 0
     assert (
-        f"localhost still has 1 managed binding(s) in {prepared.with_name(checkpoint_files.SLOTS_FILE_NAME)} "
+        f"node-a still has 1 managed binding(s) in {prepared.with_name(checkpoint_files.SLOTS_FILE_NAME)} "
         f"({binding.shadow_namespace}/{binding.shadow_name})"
     ) in node_held.stdout
+    assert "Remove the operator" not in node_held.stdout  # node-b did not go on alone
     assert len(_policy_objects(api)) == 4  # nothing was removed
+    assert (bin_dir / "multus-guard").exists()
     custom = k8s.CustomObjectsApi(api)
     shadow = {
         "apiVersion": "k8s.cni.cncf.io/v1",
@@ -118,7 +139,10 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
     try:
         refused = run(cleanup, env, check=False)
         assert refused.returncode != 0
-        assert f"shadow NADs {SHADOW} still carry {names.FINALIZER_ATTACHMENT_PROTECTION}" in refused.stdout
+        assert (
+            f"shadow NADs {NAMESPACE}/{SHADOW} still carry {names.FINALIZER_ATTACHMENT_PROTECTION}"
+            in refused.stdout
+        )
         assert len(_policy_objects(api)) == 4  # nothing was removed
         assert (bin_dir / "multus-guard").exists()
     finally:

@@ -50,13 +50,28 @@ def test_drain_holds_while_the_durable_checkpoint_has_a_binding_even_without_che
                 }
             )
         )
-        drain = ["ansible-playbook", "-i", str(node_inventory(tmp_path / "inventory.yml")), "-e", f"@{extra}"]
-        drain.append("sriovnet.dra.drain")
+        inventory = str(node_inventory(tmp_path / "inventory.yml"))
+        unlimited = run(
+            ["ansible-playbook", "-i", inventory, "-e", f"@{extra}", "sriovnet.dra.drain"], env, check=False
+        )
+        assert unlimited.returncode != 0
+        assert "pass the node(s) to drain with --limit" in unlimited.stdout
+        assert core.read_node(NODE).spec.unschedulable is not True  # refused before anything was done
+        drain = [
+            "ansible-playbook",
+            "-i",
+            inventory,
+            "--limit",
+            "localhost",
+            "-e",
+            f"@{extra}",
+            "sriovnet.dra.drain",
+        ]
         held = run(drain, env, check=False)
         assert held.returncode != 0
         assert (
             f"{NODE} still has 1 managed binding(s) in {path.with_name(checkpoint_files.SLOTS_FILE_NAME)} "
-            f"after 1 checks 0 s apart (shadow NADs {binding.shadow_namespace}/{binding.shadow_name})"
+            f"after 2 checks 0 s apart (shadow NADs {binding.shadow_namespace}/{binding.shadow_name})"
         ) in held.stdout
         assert core.read_node(NODE).spec.unschedulable is True  # cordoned before the wait
 

@@ -53,7 +53,8 @@ def bindings_of(document: object, *, source: str) -> list[dict[str, object]]:
     if isinstance(version, bool) or version != VERSION:
         raise errors.ContractViolation(
             f"checkpoint {source} has version {version!r}; this reader understands version {VERSION}. "
-            "Do not guess: inspect it with 'sriov-dra inspect' on the node and drain by hand",
+            "Nothing was guessed: run the plugin version that wrote it, and read it with "
+            "'sriov-dra orphans --checkpoint <file>' from that version",
             reason=errors.Reason.UNSUPPORTED_VERSION,
         )
     data = document.get("data")
@@ -103,13 +104,14 @@ def managed_bindings(raw: bytes, *, source: str) -> list[dict[str, object]]:
         computed = checksum(document.get("data"))
         if recorded != computed:
             raise _corrupt(
-                source, f"checksum mismatch (recorded {recorded!r}, computed {computed}): edited or damaged"
+                source, f"checksum mismatch (recorded {recorded!r}, computed {computed!r}): edited or damaged"
             )
     return bindings_of(document, source=source)
 
 
 def _corrupt(source: str, detail: str) -> errors.ContractViolation:
     return errors.ContractViolation(
-        f"checkpoint {source} is corrupt: {detail}. Nothing was guessed: inspect it with 'sriov-dra inspect' "
-        "on the node, and never delete it while the node has prepared claims"
+        f"checkpoint {source} is corrupt: {detail}. Nothing was guessed: compare it with 'jq . <file>' and "
+        "'sriov-dra orphans --checkpoint <file>', and never delete or edit it while the node has prepared claims "
+        "(docs/plugin.md, 'Files the plugin writes')"
     )

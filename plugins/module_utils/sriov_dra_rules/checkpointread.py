@@ -11,6 +11,7 @@ reaches it only through ``sriov_dra.host.checkpoint_files``.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import time
 from pathlib import Path
@@ -30,34 +31,75 @@ RETRY_DELAY_S = 0.02
 """Pause between those reads (s)."""
 
 
-def read_only(path: Path) -> tuple[bytes, Path]:
-    """Read a checkpoint without writing or locking anything: ``(document bytes, the file they came from)``.
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """What :func:`read` found.
 
-    ``path`` is a slot file (any name ending ``.slots``: its newest valid slot), or a file named
-    ``checkpoint.json`` whose sibling ``checkpoint.slots`` exists (the durable record wins: the
-    readable copy may lag after a power loss, or be gone), else that file itself. A slot file
-    without a valid slot is read again (up to :data:`READ_ATTEMPTS` times, :data:`RETRY_DELAY_S`
-    apart), since one read of a live file can span two of the plugin's writes.
-    Raises: ``FileNotFoundError`` when neither exists; ``ContractViolation`` naming the slot file
-    when it stays without a valid slot; ``OSError`` when unreadable.
+    ``payload``: the checkpoint document's bytes; ``source``: the file they came from;
+    ``problems``: one line per slot of a slot file that was not used (a write cut short, or
+    damage; a slot never written is not a problem), empty for ``checkpoint.json``.
+    """
+
+    payload: bytes
+    source: Path
+    problems: tuple[str, ...]
+
+
+def read(path: Path) -> Reading:
+    """Read a checkpoint without writing or locking anything (see :func:`read_only` for which file).
+
+    A slot file without a valid slot, or whose other slot is not valid, is read again (up to
+    :data:`READ_ATTEMPTS` times, :data:`RETRY_DELAY_S` apart): one read of a live file can span
+    two of the plugin's writes. Problems that stay are returned, for the caller to report.
+    Raises: ``FileNotFoundError`` when neither file exists; ``ContractViolation`` naming the slot
+    file when it stays without a valid slot; ``OSError`` when unreadable.
     """
     if path.name.endswith(".slots"):
         slots = path
     elif path.name == CHECKPOINT_FILE_NAME:
         slots = path.with_name(SLOTS_FILE_NAME)
     else:
-        return path.read_bytes(), path
+        return Reading(path.read_bytes(), path, ())
     for attempt in range(READ_ATTEMPTS):
+        last = attempt + 1 == READ_ATTEMPTS
         try:
             raw = slots.read_bytes()
         except FileNotFoundError:
             if slots == path:
                 raise FileNotFoundError(errno.ENOENT, "no slot file", str(path)) from None
-            return path.read_bytes(), path
+            return Reading(path.read_bytes(), path, ())
         try:
-            return slotformat.parse(raw, source=str(slots)).payload, slots
+            found = slotformat.parse(raw, source=str(slots))
         except slotformat.SlotFileError as exc:
-            if attempt + 1 == READ_ATTEMPTS:
+            if last:
                 raise errors.ContractViolation(f"checkpoint {exc}") from exc
-            time.sleep(RETRY_DELAY_S)
+        else:
+            problems = tuple(p for p in found.problems if not p.endswith("never written"))
+            if not problems or last:
+                return Reading(found.payload, slots, problems)
+        time.sleep(RETRY_DELAY_S)
     raise AssertionError("unreachable")
+
+
+def read_only(path: Path) -> tuple[bytes, Path]:
+    """Read a checkpoint without writing or locking anything: ``(document bytes, the file they came from)``.
+
+    ``path`` is a slot file (any name ending ``.slots``: its newest valid slot), or a file named
+    ``checkpoint.json`` whose sibling ``checkpoint.slots`` exists (the durable record wins: the
+    readable copy may lag after a power loss, or be gone), else that file itself. Reads as
+    :func:`read`.
+    Raises: as :func:`read`.
+    """
+    found = read(path)
+    return found.payload, found.source
+
+
+def copy_beside(slots: Path) -> bytes | None:
+    """The readable copy ``checkpoint.json`` beside the slot file ``slots``, or ``None`` when absent.
+
+    Raises: ``OSError`` other than ``FileNotFoundError``.
+    """
+    try:
+        return slots.with_name(CHECKPOINT_FILE_NAME).read_bytes()
+    except FileNotFoundError:
+        return None

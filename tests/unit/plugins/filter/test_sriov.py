@@ -176,6 +176,31 @@ def test_unknown_checkpoint_version_is_refused_not_guessed():
         sriov.sriov_checkpoint_bindings({"version": 2, "data": {}})
 
 
+# --- sriov_protected_shadows ------------------------------------------------------------------
+
+
+def test_protected_shadows_are_named_with_their_namespace_sorted():
+    def nad(namespace, name, finalizers=None):
+        meta = {"namespace": namespace, "name": name}
+        if finalizers is not None:
+            meta["finalizers"] = finalizers
+        return {"metadata": meta}
+
+    protection = "sriovnetwork.k8snetworkplumbingwg.io/attachment-protection"
+    nads = [
+        nad("ns-b", "dra-sriov-b", [protection]),
+        nad("ns-a", "dra-sriov-a", ["other.example/keep", protection]),
+        nad("ns-a", "released"),
+        nad("ns-a", "other-finalizer", ["other.example/keep"]),
+    ]
+    assert sriov.sriov_protected_shadows(nads) == ["ns-a/dra-sriov-a", "ns-b/dra-sriov-b"]
+
+
+def test_protected_shadows_refuse_what_is_not_a_list_of_objects():
+    with pytest.raises(AnsibleFilterError, match="expects a list of NetworkAttachmentDefinitions"):
+        sriov.sriov_protected_shadows({"resources": []})
+
+
 # --- sriov_retarget and sriov_workloads_with_image --------------------------------------------
 
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from ansible.module_utils import basic
 from ansible_collections.sriovnet.dra.plugins.modules import checkpoint_info
 from tests.fakes import checkpoint_records as fx
 from tests.unit.plugins import harness
@@ -90,9 +91,27 @@ def test_a_directory_of_a_build_before_the_slot_file_is_read_from_checkpoint_jso
     assert [b["claim_uid"] for b in result["bindings"]] == [fx.CLAIM_1]
 
 
-def test_no_checkpoint_at_all_is_no_binding(tmp_path):
-    result = harness.run_module(checkpoint_info, {"path": str(tmp_path / "checkpoint.json")})
-    assert result == {"changed": False, "exists": False, "source": None, "bindings": []}
+def test_no_checkpoint_at_all_fails_naming_the_path_instead_of_reading_as_nothing_prepared(tmp_path):
+    """A typo in the path, or the wrong node, must never let a drain or an uninstall pass."""
+    path = tmp_path / "typo" / "checkpoint.json"
+    with pytest.raises(harness.ModuleFailed) as failed:
+        harness.run_module(checkpoint_info, {"path": str(path)})
+    assert failed.value.msg.startswith(
+        f"no plugin checkpoint at {path} (neither checkpoint.slots nor checkpoint.json exists): check the path"
+    )
+    assert "drain_checkpoint_missing_ok" in failed.value.msg
+
+
+def test_allow_missing_reports_no_checkpoint_for_a_node_where_the_plugin_never_ran(tmp_path):
+    path = tmp_path / "checkpoint.json"
+    result = harness.run_module(checkpoint_info, {"path": str(path), "allow_missing": True})
+    assert result == {
+        "changed": False,
+        "exists": False,
+        "source": None,
+        "bindings": [],
+        "msg": f"no plugin checkpoint at {path} (allow_missing: a node where the plugin never ran)",
+    }
 
 
 def test_a_slot_file_without_a_valid_slot_fails_naming_it_and_is_not_counted_as_empty(tmp_path, monkeypatch):
@@ -139,13 +158,67 @@ def test_a_newer_checkpoint_version_is_refused_with_its_reason(tmp_path):
     assert "has version 2; this reader understands version 1" in failed.value.msg
 
 
-def test_an_unreadable_checkpoint_names_the_file_and_become(tmp_path):
-    path = tmp_path / "checkpoint.json"
-    path.mkdir()  # reading a directory fails like a permission problem does: an OSError
+def test_a_directory_given_as_path_names_the_file_to_give_instead(tmp_path):
+    with pytest.raises(harness.ModuleFailed) as failed:
+        harness.run_module(checkpoint_info, {"path": str(tmp_path)})
+    assert failed.value.msg == (
+        f"{tmp_path} is a directory; give the checkpoint file inside it ({tmp_path / 'checkpoint.json'})"
+    )
+
+
+def test_a_checkpoint_only_root_may_read_names_the_file_and_become(tmp_path, monkeypatch):
+    path = _prepared(tmp_path, fx.record())
+
+    def denied(self: Path) -> bytes:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
     with pytest.raises(harness.ModuleFailed) as failed:
         harness.run_module(checkpoint_info, {"path": str(path)})
-    assert failed.value.msg.startswith(f"cannot read the plugin checkpoint {path}: ")
-    assert "become" in failed.value.msg
+    assert failed.value.msg == (
+        f"cannot read the plugin checkpoint {tmp_path / 'checkpoint.slots'}: Permission denied; run the task with "
+        "become (the files are root's, mode 0600)"
+    )
+
+
+def test_a_damaged_newest_slot_is_warned_about_and_the_bindings_only_the_copy_lists_are_counted(
+    tmp_path, monkeypatch
+):
+    """The older slot is what a torn write leaves as truth, but a gate must not pass on damage."""
+    record = fx.record()
+    path = _prepared(tmp_path, record)  # slot 0: the empty checkpoint of the load; slot 1: the claim
+    slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
+    raw = bytearray(slots.read_bytes())
+    newest = slotformat.parse(bytes(raw), source="x")
+    assert newest.slot == 1
+    raw[newest.capacity + slotformat.HEADER.size + 10] ^= 0xFF
+    slots.write_bytes(bytes(raw))
+    warned = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: warned.append(text))
+    monkeypatch.setattr("time.sleep", lambda _s: None)
+    result = harness.run_module(checkpoint_info, {"path": str(path)})
+    assert [b["shadow"] for b in result["bindings"]] == [_shadow(record)]
+    assert result["source"] == str(slots)
+    assert result["msg"] == f"1 managed binding(s) in {slots} ({_shadow(record)})"
+    assert warned == [
+        f"{slots}: slot 1: generation {newest.generation} does not match its digest (a write cut short, or damage); "
+        "the other slot was read",
+        f"{path} lists 1 managed binding(s) that {slots} does not ({_shadow(record)}); they are counted. The copy is "
+        "older after a power loss (the plugin rewrites it when it starts) or newer after damage to the newest slot: "
+        "check the plugin's log",
+    ]
+
+
+def test_a_corrupt_readable_copy_is_warned_about_and_the_durable_record_decides(tmp_path, monkeypatch):
+    path = _prepared(tmp_path)
+    path.write_text("{")
+    warned = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: warned.append(text))
+    result = harness.run_module(checkpoint_info, {"path": str(path)})
+    assert result["bindings"] == []
+    assert result["msg"] == f"no managed binding in {tmp_path / 'checkpoint.slots'}"
+    assert len(warned) == 1
+    assert warned[0].startswith(f"the readable copy is not used: checkpoint {path} is not valid JSON")
 
 
 def test_a_read_spanning_two_writes_is_read_again(tmp_path, monkeypatch):
