@@ -707,3 +707,74 @@ def test_the_store_names_the_file_it_loaded_the_checkpoint_from(tmp_path: Path) 
     again = store_mod.CheckpointStore(path)
     again.load()
     assert again.source == _slots(path)
+
+
+def test_the_readable_copy_is_replaced_on_another_thread_during_the_flush_and_before_the_write_returns(
+    store: store_mod.CheckpointStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17 item 4: the copy's rename overlaps the slot file's ``fdatasync`` instead of
+    following it. The flush here waits until the copy holds the new bytes (a serial writer would
+    never get there: the wait times out and the test fails), and the copy is in place on return."""
+    real_fdatasync = os.fdatasync
+    seen: list[tuple[str, bool]] = []
+
+    def flush_waiting_for_the_copy(fd: int) -> None:
+        wanted = store.path.with_name(store_mod.SLOTS_FILE_NAME)
+        payload = checkpoint_files.read_only(wanted)[0]
+        for _ in range(1000):
+            if store.path.read_bytes() == payload:
+                break
+            threading.Event().wait(0.01)
+        seen.append((threading.current_thread().name, store.path.read_bytes() == payload))
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", flush_waiting_for_the_copy)
+    out = store.set_claim(fx.record(phase=P.PENDING, shadow_uid=""))
+    assert seen == [(threading.current_thread().name, True)], "the copy was replaced while the flush ran"
+    assert codec.decode_checkpoint(store.path.read_bytes()).claims[fx.CLAIM_1] == out
+    assert not list(store.path.parent.glob("*.tmp*"))
+
+
+def test_a_failed_copy_beside_a_durable_slot_write_fails_the_write_and_memory_keeps_the_old_state(
+    store: store_mod.CheckpointStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.set_claim(fx.record(phase=P.PENDING, shadow_uid=""))
+    before = store.all_claims()
+    real = atomicfile.write_atomic
+
+    def full(path: Path, data: bytes, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_files.atomicfile, "write_atomic", full)
+    with pytest.raises(OSError, match="No space left"):
+        store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID))
+    assert store.all_claims() == before
+    monkeypatch.setattr(checkpoint_files.atomicfile, "write_atomic", real)
+    out = store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID))
+    assert reload(store)[fx.CLAIM_1] == out
+    assert codec.decode_checkpoint(store.path.read_bytes()).claims[fx.CLAIM_1] == out
+
+
+def test_a_failed_flush_still_joins_the_copy_before_the_write_raises(
+    store: store_mod.CheckpointStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No copy outlives a failed write: the next write's copy can never be overtaken by it."""
+    store.set_claim(fx.record(phase=P.PENDING, shadow_uid=""))
+    before = store.all_claims()
+    copies: list[str] = []
+    real_copy = atomicfile.write_atomic
+
+    def slow_copy(path: Path, data: bytes, **kwargs: Any) -> None:
+        threading.Event().wait(0.05)
+        real_copy(path, data, **kwargs)
+        copies.append("done")
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(checkpoint_files.atomicfile, "write_atomic", slow_copy)
+    monkeypatch.setattr(os, "fdatasync", failing)
+    with pytest.raises(OSError, match="Input/output"):
+        store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID))
+    assert copies == ["done"], "the copy had ended when the write raised"
+    assert store.all_claims() == before

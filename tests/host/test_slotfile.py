@@ -311,3 +311,49 @@ def test_two_different_blobs_of_one_generation_are_refused_not_guessed(tmp_path:
 def test_write_before_read_or_create_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="before read"):
         slotfile.SlotFile(tmp_path / "blob.slots").write(b"x")
+
+
+def test_before_flush_runs_once_the_bytes_are_in_place_and_before_the_fdatasync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook the checkpoint's readable copy overlaps the flush with (issue 17 item 4)."""
+    f = fresh(tmp_path)  # generation 1 in slot 0
+    events: list[str] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (events.append("fdatasync"), real(fd))[1])
+
+    def hook() -> None:
+        capacity = f.path.stat().st_size // 2
+        assert slotfile.decode_slot(f.path.read_bytes()[capacity:], 1) == (2, b"second")
+        events.append("before_flush")
+
+    f.write(b"second", before_flush=hook)
+    assert events == ["before_flush", "fdatasync"]
+    assert f.read() is not None and f.generation == 2
+
+
+def test_a_failing_before_flush_confirms_nothing_and_the_next_write_retries_the_same_slot(
+    tmp_path: Path,
+) -> None:
+    f = fresh(tmp_path)
+
+    def hook() -> None:
+        raise OSError(5, "Input/output error")
+
+    with pytest.raises(OSError, match="Input/output"):
+        f.write(b"unconfirmed", before_flush=hook)
+    assert f.generation == 1
+    f.write(b"second")
+    capacity = f.path.stat().st_size // 2
+    raw = f.path.read_bytes()
+    assert slotfile.decode_slot(raw[:capacity], 0) == (1, b"first")
+    assert slotfile.decode_slot(raw[capacity:], 1) == (2, b"second")
+
+
+def test_a_growth_does_not_call_before_flush(tmp_path: Path) -> None:
+    f = fresh(tmp_path)
+    calls: list[str] = []
+    big = b"x" * (f.path.stat().st_size)
+    f.write(big, before_flush=lambda: calls.append("called"))
+    found = f.read()
+    assert calls == [] and found is not None and found.payload == big

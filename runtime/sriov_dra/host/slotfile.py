@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -150,14 +151,22 @@ class SlotFile:
         """
         self._replace(payload, 1)
 
-    def write(self, payload: bytes) -> None:
+    def write(self, payload: bytes, *, before_flush: Callable[[], None] | None = None) -> None:
         """Durably store ``payload`` as the next generation; returns after ``fdatasync``.
+
+        ``before_flush`` is called once the slot's bytes are written in place (page cache) and
+        before the ``fdatasync`` that makes them durable, so that other work can overlap the
+        flush (the checkpoint's readable copy, ``host.checkpoint_files``); it must return at once.
+        It is not called when the write fails before that point, nor on the rare paths that
+        replace the whole file (a growth, or a retry after a failed one).
 
         Raises: ``RuntimeError`` before :meth:`read` or :meth:`create`; ``OSError`` from
         ``pwrite``/``fdatasync`` (the previous blob stays the newest valid one; the written slot
         may hold the new blob, unconfirmed: the next write goes to the same slot) or from a growth
         (the file is then the old one or the new one, unconfirmed: the next write replaces the
-        whole file again, never an unlinked one).
+        whole file again, never an unlinked one); what ``before_flush`` raises (the bytes are
+        then written but not flushed, and this generation is not confirmed: the next write goes
+        to the same slot).
         """
         if self._fd is None:
             if self._generation == 0:
@@ -171,6 +180,8 @@ class SlotFile:
             return
         target = 1 - self._newest_slot
         _pwrite_all(self._fd, slot, target * self._capacity)
+        if before_flush is not None:
+            before_flush()
         os.fdatasync(self._fd)
         self._generation, self._newest_slot = generation, target
 
