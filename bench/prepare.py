@@ -47,12 +47,27 @@ Where the time goes (measured, issue 17 item 4):
   is joined afterwards, still under the operation locks (``driver.managed.ensure``).
 - Not in the floor: the three checkpoint writes the spec orders (``Pending`` before the first
   shadow create, the shadow UIDs before the Pod patch, ``Ready`` durably before the answer; spec
-  §8.1 steps 2, 3, 5), and the plugin's CPU between requests (planning and rendering about 1 ms,
-  the host stage about 1 ms, checkpoint encodes, thread hand-offs). They are what separates the
+  §8.1 steps 2, 3, 5), and the plugin's CPU between requests. They are what separates the
   prepare from the floor. Each checkpoint write is one in-place ``fdatasync`` of the slot file
-  (``host.slotfile``) plus the readable copy's rename without a flush: about 0.1 + 0.1 ms idle,
-  0.25 + 0.23 ms (medians) beside this bench's API server and etcd; as a replace-by-rename with
-  a file and a directory ``fsync`` each durable write took 0.5 ms idle and 0.7-1.2 ms here.
+  (``host.slotfile``) with the readable copy's rename done on a helper thread while that flush
+  runs (``host.checkpoint_files``; idle, alone: flush 0.27 ms, copy after it +0.20 ms, beside it
+  +0.06 ms); as a replace-by-rename with a file and a directory ``fsync`` each durable write took
+  0.5 ms idle and 0.7-1.2 ms here. A binding unchanged but for its phase and shadow UID is not
+  validated again in full (``core.plugin.checkpoint_model``: encode 80 -> 44 us idle).
+- The split of one 2-VF prepare (medians per prepare over 60 rounds, load about 2, 2026-12-05;
+  prepare 20.3 ms, floor 16.2 ms, ratio 1.26): ``Pending`` write 0.7 ms (encode 0.13), UID write
+  0.7 ms, ``Ready`` write 0.7 ms (after the Pod patch, overlapping the status write's end);
+  planning and rendering after the source GETs 0.67 ms (interface names 0.10, two renders with
+  their shadow check 0.22, the Pod annotation dry run 0.19); host step 0.61 ms (CDI files 0.17);
+  building the Pod patch 0.21 ms; the rest (hand-offs, plan set-up before the first source GET
+  0.25 ms, ensure set-up before the first create 0.18 ms) about 0.6 ms.
+- What keeps the ratio above 1.15 (issue 17 item 4, measured interleaved in one process,
+  ``Pending``/UID/``Ready`` writes replaced by no-ops: about -1.9 ms, ratio 1.14-1.20): the three
+  flushes the spec orders cost 0.25-0.55 ms each beside etcd's own (the disk has a write-back
+  cache and no FUA, so every ``fdatasync`` is a device cache flush), about 1-1.5 ms in all, and
+  the rest is plugin CPU on two cores shared with the API server and etcd. A status write
+  started before the UID write (so it overlaps it) made the UID write's flush wait for etcd's
+  (0.5 -> 1.1 ms) and saved nothing.
 
 Run as a script: ``.venv/bin/python bench/prepare.py [rounds] [vfs]`` (vfs 1–8; 8 = a GPU node's rails).
 """
@@ -206,7 +221,7 @@ CHECKPOINT_WRITES: Final = ("write: checkpoint Pending", "write: checkpoint UIDs
 
 class DurableWrites:
     """Times the local writes: each checkpoint write (durable in the slot file with one
-    ``fdatasync``, then the readable copy renamed without a flush; ``host.checkpoint_files``) and
+    ``fdatasync``, the readable copy renamed without a flush beside it; ``host.checkpoint_files``) and
     the CDI specs (derived files, rebuilt from the record by every prepare, not flushed; ``host.cdi``)."""
 
     def __init__(self, timeline: Timeline) -> None:
