@@ -52,8 +52,9 @@ Where the time goes (measured, issue 17 item 4):
   (``host.slotfile``) with the readable copy's rename done on a helper thread while that flush
   runs (``host.checkpoint_files``; idle, alone: flush 0.27 ms, copy after it +0.20 ms, beside it
   +0.06 ms); as a replace-by-rename with a file and a directory ``fsync`` each durable write took
-  0.5 ms idle and 0.7-1.2 ms here. A binding unchanged but for its phase and shadow UID is not
-  validated again in full (``core.plugin.checkpoint_model``: encode 80 -> 44 us idle).
+  0.5 ms idle and 0.7-1.2 ms here. Validating only what changed in a binding (a memo of valid
+  bindings) took the encode from 80 to 44 us idle but moved the prepare by less than the noise,
+  so every write validates every record in full.
 - The split of one 2-VF prepare (medians per prepare over 60 rounds, load about 2, 2026-12-05;
   prepare 20.3 ms, floor 16.2 ms, ratio 1.26): ``Pending`` write 0.7 ms (encode 0.13), UID write
   0.7 ms, ``Ready`` write 0.7 ms (after the Pod patch, overlapping the status write's end);
