@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import types
 import typing
 from collections.abc import Callable
@@ -778,3 +779,38 @@ def test_a_failed_flush_still_joins_the_copy_before_the_write_raises(
         store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID))
     assert copies == ["done"], "the copy had ended when the write raised"
     assert store.all_claims() == before
+
+
+def test_a_forked_child_writes_its_checkpoint_with_its_own_copy_thread(tmp_path: Path) -> None:
+    """The copy thread does not survive ``fork``: a child that writes must not wait for it forever."""
+    path = tmp_path / store_mod.CHECKPOINT_FILE_NAME
+    parent = store_mod.CheckpointStore(path)
+    parent.load()
+    parent.set_claim(fx.record())  # the parent's copy thread now exists
+    parent.close()
+    pid = os.fork()
+    if pid == 0:  # the child: no thread but the forking one
+        code = 1
+        try:
+            child = store_mod.CheckpointStore(path)
+            child.load()
+            child.set_claim(fx.record(fx.CLAIM_2, fx.POD_B, indexes=(1,)))
+            child.close()
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's checkpoint write never returned")
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert sorted(reload(parent)) == [fx.CLAIM_1, fx.CLAIM_2]
+    assert codec.decode_checkpoint(path.read_bytes()) == codec.decode_checkpoint(
+        checkpoint_files.read_only(path)[0]
+    )

@@ -98,7 +98,6 @@ class CheckpointFiles:
         self._lock_wait_s = lock_wait_s
         self._lock_fd: int | None = None
         self._pending: bytes | None = None  # what settle() must still write
-        self._copier = _Copier.shared()
         self._adopt = False
         self._source = path
 
@@ -187,7 +186,7 @@ class CheckpointFiles:
 
         def start_copy() -> None:
             nonlocal copy
-            copy = self._copier.start(functools.partial(self._write_copy, data))
+            copy = _Copier.shared().start(functools.partial(self._write_copy, data))
 
         try:
             self._slots.write(data, before_flush=start_copy)
@@ -273,13 +272,14 @@ class _Copier:
 
     def __init__(self) -> None:
         self._items: queue.SimpleQueue[_Copy] = queue.SimpleQueue()
+        self._pid = os.getpid()
         threading.Thread(target=self._serve, name="sriov-dra-checkpoint-copy", daemon=True).start()
 
     @classmethod
     def shared(cls) -> _Copier:
-        """The process's copier, started on first use."""
+        """The process's copier, started on first use (again in a forked child, which has no thread)."""
         with cls._instance_lock:
-            if cls._instance is None:
+            if cls._instance is None or cls._instance._pid != os.getpid():
                 cls._instance = cls()
             return cls._instance
 
