@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sriov_dra_lab import binaries, demo, processes
+from sriov_dra_lab import binaries, demo, labdir, processes
 
 
 def _quiet_lab(args: argparse.Namespace) -> None:
@@ -201,7 +201,7 @@ def run(argv: Sequence[str], *, inspector: Callable[[], demo.Inspector], log_lev
     except binaries.BinaryMissing as exc:
         print(f"sriov-dra: {exc}", file=sys.stderr)
         return 2
-    except processes.ProcessFailed as exc:
+    except (processes.ProcessFailed, labdir.LabRunning) as exc:
         print(f"sriov-dra: {exc}", file=sys.stderr)
         return 1
     return status

@@ -10,6 +10,7 @@ verdict (that is :mod:`~sriov_dra_lab.demo`).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -22,6 +23,7 @@ from sriov_dra_lab import (
     controlplane,
     images,
     iproute,
+    labdir,
     paths,
     processes,
     realnode,
@@ -364,6 +366,7 @@ def up_bare(*, workdir: Path, nodes: int = 2, wait: bool = True) -> int:
     path = workdir.resolve()
     for line in stack.reset_workdir(path):
         say(f"    cleaned up a previous run: {line}")
+    lock = labdir.hold(path)  # held until this process ends: lab down and another lab up refuse it
     cp = controlplane.ControlPlane(
         controlplane.ControlPlaneSettings(
             workdir=path / "controlplane", keep_workdir=True, logs_dir=path / stack.LOGS_DIR / "controlplane"
@@ -395,6 +398,7 @@ def up_bare(*, workdir: Path, nodes: int = 2, wait: bool = True) -> int:
             if api is not None:
                 api.close()
             cp.stop()
+            os.close(lock)
     say("lab stopped")
     return 0
 

@@ -1,6 +1,8 @@
 """A lab's work directory: the state file that names the lab, and the cleanup of what a killed lab left.
 
-This module owns :data:`STATE_FILE` (the lab id, written first at start), :func:`clean_stale`
+This module owns :data:`STATE_FILE` (the lab id, written first at start), :data:`LOCK_FILE` (held by
+the process that runs the lab, so :func:`reset_workdir` and :func:`down` refuse a running lab's
+directory instead of tearing it down under it), :func:`clean_stale`
 (what a lab killed without its stop left, found by that id: the processes in its real nodes'
 cgroups, mounts under the work directory, the node network namespaces, the real nodes' bridge and
 veths, their cgroups and the run directory) and :func:`reset_workdir` (only a directory holding
@@ -13,7 +15,10 @@ every name it removes carries the lab id of the work directory's state file.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -24,6 +29,56 @@ from sriov_dra_lab import cgroups as cgroups_mod
 from sriov_dra_lab import iproute, realnode, topology
 
 STATE_FILE: Final = "lab.json"
+LOCK_FILE: Final = "lab.lock"
+
+
+class LabRunning(RuntimeError):
+    """The work directory belongs to a lab that is still running (its process holds :data:`LOCK_FILE`)."""
+
+
+def hold(workdir: Path) -> int:
+    """Take the lab's lock in ``workdir`` for this process's life; return the descriptor (closed on exit).
+
+    The file holds this process's pid, for the message of :func:`refuse_if_running`.
+    Raises: :class:`LabRunning` when another process holds it; ``OSError`` from the file system.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(workdir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            refuse_if_running(workdir)
+        raise
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def refuse_if_running(workdir: Path) -> None:
+    """Raise :class:`LabRunning` naming the pid when a live process holds ``workdir``'s lab lock.
+
+    Raises: :class:`LabRunning` (stop that lab first: Ctrl-C where it runs, or ``kill -TERM <pid>``).
+    """
+    path = workdir / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise LabRunning(
+                f"a lab is still running in {workdir} (process {pid}); stop it first: Ctrl-C where it runs, "
+                f"or kill -TERM {pid}, and wait until it prints 'lab stopped'"
+            ) from None
+    finally:
+        os.close(fd)
 
 
 def clean_stale(workdir: Path) -> list[str]:
@@ -103,9 +158,11 @@ def reset_workdir(workdir: Path) -> list[str]:
 
     Touches ``workdir`` only when it holds one of :data:`LAB_MARKERS` (never a directory that is
     not a lab's). Returns what :func:`clean_stale` removed, one line each.
+    Raises: :class:`LabRunning` when a lab still runs there (nothing is touched).
     """
     if not any((workdir / marker).exists() for marker in LAB_MARKERS):
         return []
+    refuse_if_running(workdir)
     done = clean_stale(workdir)  # a lab killed before its stop
     shutil.rmtree(workdir)
     return done
@@ -116,7 +173,9 @@ def down(workdir: Path) -> list[str]:
 
     Touches ``workdir`` only when it holds one of :data:`LAB_MARKERS`. Returns what was removed,
     one line each (empty: nothing was left).
+    Raises: :class:`LabRunning` when a lab still runs there (nothing is touched).
     """
     if not any((workdir / marker).exists() for marker in LAB_MARKERS):
         return []
+    refuse_if_running(workdir)
     return clean_stale(workdir)

@@ -57,10 +57,14 @@ from pathlib import Path
 from typing import Any
 
 from sriov_dra.kube import apply
+
+# The ``X as X`` imports re-export what callers name ``stack.X``; each is defined with its
+# sub-concern (shared settings and names, the work directory).
 from sriov_dra_lab import (
     binaries,
     controlplane,
     images,
+    labdir,
     processes,
     realnode,
     realstack,
@@ -69,9 +73,6 @@ from sriov_dra_lab import (
     session,
     topology,
 )
-
-# The ``X as X`` imports re-export what callers name ``stack.X``; each is defined with its
-# sub-concern (shared settings and names, the work directory).
 from sriov_dra_lab.labdir import STATE_FILE, clean_stale
 from sriov_dra_lab.labdir import reset_workdir as reset_workdir
 from sriov_dra_lab.nodes import SimulatedNode
@@ -108,6 +109,7 @@ class LabStack(StackInstall, StackServices):
         self.operator: processes.Process | None = None
         self.api: Any = None
         self._kubeconfigs: dict[str, Path] = {}
+        self._lock_fd: int | None = None
         self.role_summaries: list[roles.RoleSummary] = []
         self._playbook_runs: list[roles.PlaybookRun] = []
         self.bridge: realnode.NodeBridge | None = None
@@ -130,6 +132,8 @@ class LabStack(StackInstall, StackServices):
         if self.options.real_nodes and (missing := realnode.missing_parts()):
             raise topology.TopologyError("real nodes cannot run here: " + "; ".join(missing))
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if self._lock_fd is None:
+            self._lock_fd = labdir.hold(self.workdir)  # a second lab up or a lab down refuses this directory
         (self.workdir / STATE_FILE).write_text(json.dumps({"labId": self.lab_id}) + "\n")
         try:
             self.cp.start()
@@ -207,6 +211,9 @@ class LabStack(StackInstall, StackServices):
         for line in clean_stale(self.workdir):
             log.info("lab stop: %s", line)
         shutil.rmtree(topology.run_root(self.lab_id), ignore_errors=True)
+        if self._lock_fd is not None:  # stopped: lab down and the next lab up may have the directory
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _prepare_node(self, index: int) -> NodeStack:
         """Node object, machine, API relay and the node's CNI files; the services start later."""

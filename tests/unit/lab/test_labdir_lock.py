@@ -1,0 +1,55 @@
+"""A running lab's work directory is its own: ``lab down`` and a second ``lab up`` refuse it.
+
+A fresh-user walkthrough signalled the wrong process, so its lab kept running; ``lab down`` then
+killed the processes of the running lab's real nodes and a second ``lab up`` deleted its work
+directory under it. The process that runs a lab now holds ``<workdir>/lab.lock``
+(``labdir.hold``); another process sees it and is told which process to stop.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sriov_dra_lab import cli, labdir
+
+HOLDER = "import sys, time; from pathlib import Path; from sriov_dra_lab import labdir; labdir.hold(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)"
+
+
+def _running_lab(workdir: Path) -> subprocess.Popen[str]:
+    workdir.mkdir()
+    (workdir / labdir.STATE_FILE).write_text(json.dumps({"labId": "zzlock"}) + "\n")
+    (workdir / "controlplane").mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_lab_down_and_a_new_lab_up_refuse_a_running_labs_directory_and_touch_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir = tmp_path / "lab"
+    holder = _running_lab(workdir)
+    try:
+        assert (
+            cli.run(["down", "--workdir", str(workdir)], inspector=lambda: pytest.fail("no inspector")) == 1
+        )
+        assert capsys.readouterr().err == (
+            f"sriov-dra: a lab is still running in {workdir} (process {holder.pid}); stop it first: Ctrl-C where "
+            f"it runs, or kill -TERM {holder.pid}, and wait until it prints 'lab stopped'\n"
+        )
+        with pytest.raises(labdir.LabRunning):
+            labdir.reset_workdir(workdir)
+        assert sorted(p.name for p in workdir.iterdir()) == ["controlplane", "lab.json", "lab.lock"]
+        with pytest.raises(labdir.LabRunning):
+            labdir.hold(workdir)
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert labdir.down(workdir) == []  # the lab is gone: its directory may be cleaned again
+    assert labdir.reset_workdir(workdir) == []
+    assert not workdir.exists()
