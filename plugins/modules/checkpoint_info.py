@@ -19,7 +19,9 @@ description:
     lag behind it after a power loss until the plugin starts, or may have been removed by hand. C(checkpoint.json)
     is read only in a directory without a slot file (a build older than it).
   - A read of a live slot file that finds a slot not valid is retried (a read can span two of the plugin's writes).
-    A slot that stays not valid (a write cut short, or damage) is reported as a warning and the other slot is read.
+    A slot that stays not valid (a write cut short, or damage) is reported as a warning and the other slot is read,
+    compared with C(checkpoint.json); when that copy is missing or unusable too, the module fails, because the slot
+    may have held bindings the other does not (starting the plugin rewrites the copy from its durable record).
   - When C(checkpoint.json) beside the slot file lists a binding the slot file does not, the binding is counted too and
     a warning says so. The copy lags after a power loss until the plugin starts, and after damage to the newest
     slot it is newer; a gate that drains or uninstalls must not pass on either.
@@ -157,23 +159,23 @@ def _read(path):
 
 
 def _copy_bindings(module, reading, bindings):
-    """Bindings that only ``checkpoint.json`` beside the slot file lists (warned about); see DOCUMENTATION."""
+    """``(bindings only checkpoint.json beside the slot file lists, why it could not be compared or None)``.
+
+    Extra bindings are warned about (see DOCUMENTATION).
+    """
     copy_path = reading.source.with_name(checkpointread.CHECKPOINT_FILE_NAME)
     try:
         copy = checkpointread.copy_beside(reading.source)
     except OSError as exc:
-        module.warn(
-            "the readable copy %s could not be read (%s); only %s was counted"
-            % (copy_path, exc, reading.source)
-        )
-        return []
-    if copy is None or copy == reading.payload:
-        return []
+        return [], "%s cannot be read: %s" % (copy_path, exc.strerror or exc)
+    if copy is None:
+        return [], "%s does not exist" % copy_path
+    if copy == reading.payload:
+        return [], None
     try:
         listed = checkpointdoc.managed_bindings(copy, source=str(copy_path))
     except errors.SriovDraError as exc:
-        module.warn("the readable copy is not used: %s (the plugin rewrites it when it starts)" % exc.detail)
-        return []
+        return [], exc.detail
     known = set(_key(b) for b in bindings)
     extra = [b for b in listed if _key(b) not in known]
     if extra:
@@ -182,7 +184,23 @@ def _copy_bindings(module, reading, bindings):
             "(the plugin rewrites it when it starts) or newer after damage to the newest slot: check the plugin's log"
             % (copy_path, len(extra), reading.source, ", ".join(sorted(set(b["shadow"] for b in extra))))
         )
-    return extra
+    return extra, None
+
+
+def _missing(path):
+    """The error for a path where no checkpoint file exists (see DOCUMENTATION: never "nothing prepared")."""
+    if path.name == checkpointread.CHECKPOINT_FILE_NAME:
+        what = "neither %s nor %s exists" % (checkpointread.SLOTS_FILE_NAME, checkpointread.CHECKPOINT_FILE_NAME)
+    else:
+        what = "no such file; the plugin's files are named %s and %s" % (
+            checkpointread.CHECKPOINT_FILE_NAME,
+            checkpointread.SLOTS_FILE_NAME,
+        )
+    return base.ModuleError(
+        "no plugin checkpoint at %s (%s): check the path, the plugin's --state-dir followed by /%s (the plugin creates "
+        "it when it starts); only on a node where the plugin never ran set allow_missing (the roles' "
+        "drain_checkpoint_missing_ok, cleanup_checkpoint_missing_ok)" % (path, what, checkpointread.CHECKPOINT_FILE_NAME)
+    )
 
 
 def run(module):
@@ -200,17 +218,7 @@ def run(module):
         if module.params["allow_missing"]:
             msg = "no plugin checkpoint at %s (allow_missing: a node where the plugin never ran)" % path
             return {"changed": False, "exists": False, "source": None, "bindings": [], "msg": msg}
-        raise base.ModuleError(
-            "no plugin checkpoint at %s (neither %s nor %s exists): check the path, the plugin's --state-dir followed "
-            "by /%s (the plugin creates it when it starts); only on a node where the plugin never ran set allow_missing "
-            "(the roles' drain_checkpoint_missing_ok, cleanup_checkpoint_missing_ok)"
-            % (
-                path,
-                checkpointread.SLOTS_FILE_NAME,
-                checkpointread.CHECKPOINT_FILE_NAME,
-                checkpointread.CHECKPOINT_FILE_NAME,
-            )
-        )
+        raise _missing(path)
     source = str(reading.source)
     for problem in reading.problems:
         module.warn("%s: %s; the other slot was read" % (source, problem))
@@ -219,7 +227,18 @@ def run(module):
     except errors.SriovDraError as exc:
         raise base.ModuleError(exc.detail, reason=str(exc.reason), source=source)
     if reading.source.name != checkpointread.CHECKPOINT_FILE_NAME:
-        bindings = sorted(bindings + _copy_bindings(module, reading, bindings), key=_key)
+        extra, uncompared = _copy_bindings(module, reading, bindings)
+        if uncompared is not None and reading.problems:
+            raise base.ModuleError(
+                "%s has a slot that is not valid (%s), and its readable copy cannot be compared (%s): the slot may have "
+                "held bindings the other does not, so this checkpoint cannot show that the node holds none. Start the "
+                "plugin on the node (it rewrites %s from its durable record when it starts) and rerun"
+                % (source, "; ".join(reading.problems), uncompared, checkpointread.CHECKPOINT_FILE_NAME),
+                source=source,
+            )
+        if uncompared is not None:  # deleted by hand or damaged: the durable record alone decides
+            module.warn("the readable copy is not used (the plugin rewrites it when it starts): %s" % uncompared)
+        bindings = sorted(bindings + extra, key=_key)
     return {
         "changed": False,
         "exists": True,

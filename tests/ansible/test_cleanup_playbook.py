@@ -119,6 +119,22 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
         f"({binding.shadow_namespace}/{binding.shadow_name})"
     ) in node_held.stdout
     assert "Remove the operator" not in node_held.stdout  # node-b did not go on alone
+    limited = run(
+        [
+            "ansible-playbook",
+            "-i",
+            str(two_nodes),
+            "--limit",
+            "node-b",
+            "-e",
+            f"@{extra}",
+            "sriovnet.dra.cleanup",
+        ],
+        env,
+        check=False,
+    )
+    assert limited.returncode != 0  # node-a's checkpoint would never be read
+    assert "so it runs on every node of sriov_dra_nodes: node-a would be neither checked" in limited.stdout
     assert len(_policy_objects(api)) == 4  # nothing was removed
     assert (bin_dir / "multus-guard").exists()
     custom = k8s.CustomObjectsApi(api)

@@ -57,6 +57,8 @@ def test_drain_evicts_a_managed_pod_waits_for_the_plugins_release_and_leaves_not
         refused = _drain(lab, node, "-e", "drain_release_delay=1")
         assert refused.returncode != 0
         assert f"{namespace}/drained" in refused.stdout  # k8s_drain names the bare Pod it will not delete
+        assert "Set drain_force=true to delete those Pods" in refused.stdout
+        assert core.read_node(node).spec.unschedulable is not True  # the refusal changed nothing
 
         drained = _drain(lab, node, "-e", "drain_force=true", "-e", "drain_release_delay=1")
         assert drained.returncode == 0, drained.stdout[-4000:]

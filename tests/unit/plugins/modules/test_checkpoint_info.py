@@ -218,7 +218,69 @@ def test_a_corrupt_readable_copy_is_warned_about_and_the_durable_record_decides(
     assert result["bindings"] == []
     assert result["msg"] == f"no managed binding in {tmp_path / 'checkpoint.slots'}"
     assert len(warned) == 1
-    assert warned[0].startswith(f"the readable copy is not used: checkpoint {path} is not valid JSON")
+    assert warned[0].startswith(
+        f"the readable copy is not used (the plugin rewrites it when it starts): checkpoint {path} is not valid JSON"
+    )
+
+
+def _damage_newest_slot(slots: Path) -> slotformat.ReadResult:
+    raw = bytearray(slots.read_bytes())
+    newest = slotformat.parse(bytes(raw), source="x")
+    raw[newest.slot * newest.capacity + slotformat.HEADER.size + 10] ^= 0xFF
+    slots.write_bytes(bytes(raw))
+    return newest
+
+
+@pytest.mark.parametrize("copy", ["deleted", "corrupt"])
+def test_a_damaged_newest_slot_without_a_copy_to_compare_fails_instead_of_reading_the_older_slot(
+    tmp_path, monkeypatch, copy
+):
+    """The older slot may lack a binding the damaged one held: no gate may pass on it alone."""
+    path = _prepared(tmp_path, fx.record())
+    slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
+    newest = _damage_newest_slot(slots)
+    if copy == "deleted":
+        path.unlink()
+    else:
+        path.write_text("{")
+    monkeypatch.setattr("time.sleep", lambda _s: None)
+    with pytest.raises(harness.ModuleFailed) as failed:
+        harness.run_module(checkpoint_info, {"path": str(path)})
+    assert failed.value.msg.startswith(
+        f"{slots} has a slot that is not valid (slot {newest.slot}: generation {newest.generation} does not match its "
+        "digest (a write cut short, or damage)), and its readable copy cannot be compared ("
+    )
+    assert failed.value.msg.endswith(
+        "so this checkpoint cannot show that the node holds none. Start the plugin on the node (it rewrites "
+        "checkpoint.json from its durable record when it starts) and rerun"
+    )
+
+
+def test_a_torn_slot_the_plugin_already_reconciled_passes_with_a_warning(tmp_path, monkeypatch):
+    """After a crash tore a write, the plugin's start rewrites the copy from the valid slot: they agree."""
+    path = _prepared(tmp_path, fx.record())
+    slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
+    _damage_newest_slot(slots)
+    path.write_bytes(
+        slotformat.parse(slots.read_bytes(), source="x").payload
+    )  # what the plugin's start writes
+    warned = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: warned.append(text))
+    monkeypatch.setattr("time.sleep", lambda _s: None)
+    result = harness.run_module(checkpoint_info, {"path": str(path)})
+    assert result["bindings"] == []  # the older slot: the empty checkpoint of the load
+    assert len(warned) == 1 and "does not match its digest" in warned[0]
+
+
+def test_a_misspelled_file_name_is_named_as_such(tmp_path):
+    _prepared(tmp_path)
+    path = tmp_path / "checkpoint.jsn"
+    with pytest.raises(harness.ModuleFailed) as failed:
+        harness.run_module(checkpoint_info, {"path": str(path)})
+    assert failed.value.msg.startswith(
+        f"no plugin checkpoint at {path} (no such file; the plugin's files are named checkpoint.json and "
+        "checkpoint.slots): check the path"
+    )
 
 
 def test_a_read_spanning_two_writes_is_read_again(tmp_path, monkeypatch):
