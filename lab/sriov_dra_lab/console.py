@@ -10,7 +10,6 @@ verdict (that is :mod:`~sriov_dra_lab.demo`).
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import time
@@ -270,6 +269,7 @@ def start(
     Raises: ``binaries.BinaryMissing`` / ``processes.ProcessFailed`` when a component cannot start.
     """
     began = time.monotonic()
+    labdir.hold(workdir)  # before the reset; the lab keeps it until its stop (a failed start: until exit)
     for line in stack.reset_workdir(workdir):
         say(f"    cleaned up a previous run: {line}")
     kind = "real nodes (kubelet + containerd)" if real_nodes else "nodes"
@@ -364,9 +364,9 @@ def up_bare(*, workdir: Path, nodes: int = 2, wait: bool = True) -> int:
     Returns: 0 after a clean stop. Raises: ``binaries.BinaryMissing`` / ``ProcessFailed``.
     """
     path = workdir.resolve()
+    labdir.hold(path)  # before the reset, until the stop: lab down and another lab up refuse the directory
     for line in stack.reset_workdir(path):
         say(f"    cleaned up a previous run: {line}")
-    lock = labdir.hold(path)  # held until this process ends: lab down and another lab up refuse it
     cp = controlplane.ControlPlane(
         controlplane.ControlPlaneSettings(
             workdir=path / "controlplane", keep_workdir=True, logs_dir=path / stack.LOGS_DIR / "controlplane"
@@ -398,7 +398,7 @@ def up_bare(*, workdir: Path, nodes: int = 2, wait: bool = True) -> int:
             if api is not None:
                 api.close()
             cp.stop()
-            os.close(lock)
+            labdir.release(path)
     say("lab stopped")
     return 0
 

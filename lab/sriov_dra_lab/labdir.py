@@ -36,12 +36,22 @@ class LabRunning(RuntimeError):
     """The work directory belongs to a lab that is still running (its process holds :data:`LOCK_FILE`)."""
 
 
-def hold(workdir: Path) -> int:
-    """Take the lab's lock in ``workdir`` for this process's life; return the descriptor (closed on exit).
+_HELD: dict[Path, int] = {}
+"""Lock descriptors this process holds, by work directory (a second :func:`hold` returns the same one)."""
 
-    The file holds this process's pid, for the message of :func:`refuse_if_running`.
+
+def hold(workdir: Path) -> int:
+    """Take the lab's lock in ``workdir`` for this process (until :func:`release` or exit); return the descriptor.
+
+    Taken before a new lab resets the directory and kept while it runs (:func:`reset_workdir` never
+    removes the lock file), so two ``lab up`` on one directory cannot both pass. The file holds
+    this process's pid, for the message of :func:`refuse_if_running`. Holding it twice in one
+    process returns the same descriptor.
     Raises: :class:`LabRunning` when another process holds it; ``OSError`` from the file system.
     """
+    workdir = workdir.resolve()
+    if workdir in _HELD:
+        return _HELD[workdir]
     workdir.mkdir(parents=True, exist_ok=True)
     fd = os.open(workdir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
@@ -50,10 +60,22 @@ def hold(workdir: Path) -> int:
         os.close(fd)
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
             refuse_if_running(workdir)
+            raise LabRunning(
+                f"the lab directory {workdir} is being checked or stopped by another sriov-dra lab command; "
+                "retry when it is done"
+            ) from None
         raise
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
+    _HELD[workdir] = fd
     return fd
+
+
+def release(workdir: Path) -> None:
+    """Give up the lock :func:`hold` took on ``workdir`` (nothing when this process does not hold it)."""
+    fd = _HELD.pop(workdir.resolve(), None)
+    if fd is not None:
+        os.close(fd)
 
 
 def refuse_if_running(workdir: Path) -> None:
@@ -61,6 +83,8 @@ def refuse_if_running(workdir: Path) -> None:
 
     Raises: :class:`LabRunning` (stop that lab first: Ctrl-C where it runs, or ``kill -TERM <pid>``).
     """
+    if workdir.resolve() in _HELD:  # this process's own lab or reset
+        return
     path = workdir / LOCK_FILE
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -157,14 +181,23 @@ def reset_workdir(workdir: Path) -> list[str]:
     """Make ``workdir`` ready for a new lab: clean a previous lab's leftovers and remove its files.
 
     Touches ``workdir`` only when it holds one of :data:`LAB_MARKERS` (never a directory that is
-    not a lab's). Returns what :func:`clean_stale` removed, one line each.
+    not a lab's); its files go, except :data:`LOCK_FILE` (the caller holds it first, see
+    :func:`hold`). Returns what :func:`clean_stale` removed, one line each.
     Raises: :class:`LabRunning` when a lab still runs there (nothing is touched).
     """
     if not any((workdir / marker).exists() for marker in LAB_MARKERS):
         return []
     refuse_if_running(workdir)
     done = clean_stale(workdir)  # a lab killed before its stop
-    shutil.rmtree(workdir)
+    for child in workdir.iterdir():  # all but the lock, which the next lab holds from before the reset
+        if child.name == LOCK_FILE:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    if not any(workdir.iterdir()):
+        workdir.rmdir()
     return done
 
 
@@ -177,5 +210,10 @@ def down(workdir: Path) -> list[str]:
     """
     if not any((workdir / marker).exists() for marker in LAB_MARKERS):
         return []
-    refuse_if_running(workdir)
-    return clean_stale(workdir)
+    held = workdir.resolve() in _HELD
+    hold(workdir)  # no lab may start here while this cleans
+    try:
+        return clean_stale(workdir)
+    finally:
+        if not held:
+            release(workdir)

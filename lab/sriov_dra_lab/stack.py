@@ -212,7 +212,7 @@ class LabStack(StackInstall, StackServices):
             log.info("lab stop: %s", line)
         shutil.rmtree(topology.run_root(self.lab_id), ignore_errors=True)
         if self._lock_fd is not None:  # stopped: lab down and the next lab up may have the directory
-            os.close(self._lock_fd)
+            labdir.release(self.workdir)
             self._lock_fd = None
 
     def _prepare_node(self, index: int) -> NodeStack:

@@ -35,7 +35,9 @@ extends_documentation_fragment:
 options:
   path:
     description:
-      - The plugin's C(checkpoint.json) (its sibling C(checkpoint.slots) is read when it exists), or a slot file.
+      - The plugin's C(checkpoint.json) (its sibling C(checkpoint.slots) is read when it exists), or a slot file (its
+        sibling C(checkpoint.json) is read when the slot file does not exist). A symlink is resolved first, so the
+        siblings are the real file's. A file of another name is refused and never read, because a copy or a backup may be older.
       - The plugin's C(--state-dir) followed by C(/checkpoint.json).
     type: path
     default: /var/lib/kubelet/plugins/sriovnetwork.k8snetworkplumbingwg.io/checkpoint.json
@@ -141,6 +143,19 @@ def _read(path):
             "%s is a directory; give the checkpoint file inside it (%s)"
             % (path, path / checkpointread.CHECKPOINT_FILE_NAME)
         )
+    name = path.resolve().name
+    if name != checkpointread.CHECKPOINT_FILE_NAME and not name.endswith(".slots"):
+        raise base.ModuleError(
+            "%s is not named %s or %s: give the plugin's own file (its --state-dir followed by /%s), whose durable "
+            "%s beside it is read too; a file of another name (a copy, a backup) is never read, as it may be older"
+            % (
+                path,
+                checkpointread.CHECKPOINT_FILE_NAME,
+                checkpointread.SLOTS_FILE_NAME,
+                checkpointread.CHECKPOINT_FILE_NAME,
+                checkpointread.SLOTS_FILE_NAME,
+            )
+        )
     try:
         return checkpointread.read(path)
     except FileNotFoundError:
@@ -189,17 +204,11 @@ def _copy_bindings(module, reading, bindings):
 
 def _missing(path):
     """The error for a path where no checkpoint file exists (see DOCUMENTATION: never "nothing prepared")."""
-    if path.name == checkpointread.CHECKPOINT_FILE_NAME:
-        what = "neither %s nor %s exists" % (checkpointread.SLOTS_FILE_NAME, checkpointread.CHECKPOINT_FILE_NAME)
-    else:
-        what = "no such file; the plugin's files are named %s and %s" % (
-            checkpointread.CHECKPOINT_FILE_NAME,
-            checkpointread.SLOTS_FILE_NAME,
-        )
     return base.ModuleError(
-        "no plugin checkpoint at %s (%s): check the path, the plugin's --state-dir followed by /%s (the plugin creates "
-        "it when it starts); only on a node where the plugin never ran set allow_missing (the roles' "
-        "drain_checkpoint_missing_ok, cleanup_checkpoint_missing_ok)" % (path, what, checkpointread.CHECKPOINT_FILE_NAME)
+        "no plugin checkpoint at %s (neither %s nor %s exists there): check the path, the plugin's --state-dir followed "
+        "by /%s (the plugin creates it when it starts); only on a node where the plugin never ran set allow_missing (the "
+        "roles' drain_checkpoint_missing_ok, cleanup_checkpoint_missing_ok)"
+        % (path, checkpointread.SLOTS_FILE_NAME, checkpointread.CHECKPOINT_FILE_NAME, checkpointread.CHECKPOINT_FILE_NAME)
     )
 
 

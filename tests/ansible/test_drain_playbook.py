@@ -85,5 +85,19 @@ def test_drain_holds_while_the_durable_checkpoint_has_a_binding_even_without_che
             f"{NODE} is drained: no managed binding in {path.with_name(checkpoint_files.SLOTS_FILE_NAME)}"
             in (passed.stdout)
         )
+
+        typo = tmp_path / "typo" / "checkpoint.json"
+        missing = run([*drain[:-1], "-e", f"drain_checkpoint={typo}", drain[-1]], env, check=False)
+        assert missing.returncode != 0  # a wrong path never reads as "nothing prepared"
+        assert (
+            f"no plugin checkpoint at {typo} (neither checkpoint.slots nor checkpoint.json exists there)"
+            in (missing.stdout)
+        )
+        assert "drain_checkpoint_missing_ok) The node stays cordoned." not in missing.stdout
+        assert "cleanup_checkpoint_missing_ok). The node stays cordoned." in missing.stdout
+
+        checked = run([*drain[:-1], "--check", drain[-1]], env, check=False)
+        assert checked.returncode != 0
+        assert "the drain has no check mode" in checked.stdout
     finally:
         core.delete_node(NODE)

@@ -51,13 +51,17 @@ def read(path: Path) -> Reading:
     A slot file without a valid slot, or whose other slot is not valid, is read again (up to
     :data:`READ_ATTEMPTS` times, :data:`RETRY_DELAY_S` apart): one read of a live file can span
     two of the plugin's writes. Problems that stay are returned, for the caller to report.
+    A symlink is resolved first, so the sibling files are the real file's. A slot file that does
+    not exist gives way to the ``checkpoint.json`` beside it (a directory of a build older than
+    the slot file).
     Raises: ``FileNotFoundError`` when neither file exists; ``ContractViolation`` naming the slot
     file when it stays without a valid slot; ``OSError`` when unreadable.
     """
+    path = path.resolve()
     if path.name.endswith(".slots"):
-        slots = path
+        slots, copy = path, path.with_name(CHECKPOINT_FILE_NAME)
     elif path.name == CHECKPOINT_FILE_NAME:
-        slots = path.with_name(SLOTS_FILE_NAME)
+        slots, copy = path.with_name(SLOTS_FILE_NAME), path
     else:
         return Reading(path.read_bytes(), path, ())
     for attempt in range(READ_ATTEMPTS):
@@ -65,9 +69,10 @@ def read(path: Path) -> Reading:
         try:
             raw = slots.read_bytes()
         except FileNotFoundError:
-            if slots == path:
-                raise FileNotFoundError(errno.ENOENT, "no slot file", str(path)) from None
-            return Reading(path.read_bytes(), path, ())
+            try:
+                return Reading(copy.read_bytes(), copy, ())
+            except FileNotFoundError:
+                raise FileNotFoundError(errno.ENOENT, "no checkpoint file", str(path)) from None
         try:
             found = slotformat.parse(raw, source=str(slots))
         except slotformat.SlotFileError as exc:
@@ -86,8 +91,8 @@ def read_only(path: Path) -> tuple[bytes, Path]:
 
     ``path`` is a slot file (any name ending ``.slots``: its newest valid slot), or a file named
     ``checkpoint.json`` whose sibling ``checkpoint.slots`` exists (the durable record wins: the
-    readable copy may lag after a power loss, or be gone), else that file itself. Reads as
-    :func:`read`.
+    readable copy may lag after a power loss, or be gone), else ``checkpoint.json`` itself; a
+    file of any other name (a backup) is read as it is. Reads as :func:`read`.
     Raises: as :func:`read`.
     """
     found = read(path)

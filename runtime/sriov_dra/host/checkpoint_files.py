@@ -186,13 +186,16 @@ class CheckpointFiles:
 
         def start_copy() -> None:
             nonlocal copy
-            copy = _Copier.shared().start(functools.partial(self._write_copy, data))
+            try:
+                copy = _Copier.shared().start(functools.partial(self._write_copy, data))
+            except RuntimeError:  # no thread can start (a limit, interpreter shutdown): copy after the flush
+                copy = None
 
         try:
             self._slots.write(data, before_flush=start_copy)
         finally:
             failed = copy.wait() if copy is not None else None
-        if copy is None:  # the slot file was replaced whole (a growth): no flush to overlap
+        if copy is None:  # the slot file was replaced whole (a growth), or no thread could start
             self._write_copy(data)
         elif failed is not None:
             raise failed
@@ -268,7 +271,13 @@ class _Copier:
     """
 
     _instance: _Copier | None = None
-    _instance_lock: Final = threading.Lock()
+    _instance_lock = threading.Lock()
+
+    @classmethod
+    def _after_fork_in_child(cls) -> None:
+        """A forked child has no copy thread and may have forked while another thread held the lock."""
+        cls._instance_lock = threading.Lock()
+        cls._instance = None
 
     def __init__(self) -> None:
         self._items: queue.SimpleQueue[_Copy] = queue.SimpleQueue()
@@ -293,6 +302,8 @@ class _Copier:
         while True:
             self._items.get().run()
 
+
+os.register_at_fork(after_in_child=_Copier._after_fork_in_child)
 
 _LOCK_BUSY: Final = (errno.EACCES, errno.EAGAIN)
 _LOCK_UNSUPPORTED: Final = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)

@@ -2,13 +2,16 @@
 
 A fresh-user walkthrough signalled the wrong process, so its lab kept running; ``lab down`` then
 killed the processes of the running lab's real nodes and a second ``lab up`` deleted its work
-directory under it. The process that runs a lab now holds ``<workdir>/lab.lock``
-(``labdir.hold``); another process sees it and is told which process to stop.
+directory under it. The process that runs a lab now holds ``<workdir>/lab.lock`` (``labdir.hold``,
+from before it resets the directory until its stop); another process sees it and is told which
+process to stop.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,5 +54,25 @@ def test_lab_down_and_a_new_lab_up_refuse_a_running_labs_directory_and_touch_not
         holder.kill()
         holder.communicate()
     assert labdir.down(workdir) == []  # the lab is gone: its directory may be cleaned again
-    assert labdir.reset_workdir(workdir) == []
-    assert not workdir.exists()
+    labdir.hold(workdir)  # as the next lab up does, before it resets the directory
+    try:
+        assert labdir.reset_workdir(workdir) == []
+        assert [p.name for p in workdir.iterdir()] == ["lab.lock"]  # the lock the new lab holds stays
+    finally:
+        labdir.release(workdir)
+
+
+def test_a_lab_command_checking_the_directory_at_that_moment_is_named_not_a_traceback(tmp_path: Path) -> None:
+    """``lab down`` takes a shared look at the lock: a lab up at that instant is told to retry."""
+    workdir = tmp_path / "lab"
+    workdir.mkdir()
+    (workdir / labdir.LOCK_FILE).write_text("")
+    fd = os.open(workdir / labdir.LOCK_FILE, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        with pytest.raises(
+            labdir.LabRunning, match="is being checked or stopped by another sriov-dra lab command"
+        ):
+            labdir.hold(workdir)
+    finally:
+        os.close(fd)
