@@ -57,9 +57,6 @@ from pathlib import Path
 from typing import Any
 
 from sriov_dra.kube import apply
-
-# The ``X as X`` imports re-export what callers name ``stack.X``; each is defined with its
-# sub-concern (shared settings and names, the work directory).
 from sriov_dra_lab import (
     binaries,
     controlplane,
@@ -73,6 +70,9 @@ from sriov_dra_lab import (
     session,
     topology,
 )
+
+# The ``X as X`` imports re-export what callers name ``stack.X``; each is defined with its
+# sub-concern (shared settings and names, the work directory).
 from sriov_dra_lab.labdir import STATE_FILE, clean_stale
 from sriov_dra_lab.labdir import reset_workdir as reset_workdir
 from sriov_dra_lab.nodes import SimulatedNode

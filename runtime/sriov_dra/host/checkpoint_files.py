@@ -281,14 +281,13 @@ class _Copier:
 
     def __init__(self) -> None:
         self._items: queue.SimpleQueue[_Copy] = queue.SimpleQueue()
-        self._pid = os.getpid()
         threading.Thread(target=self._serve, name="sriov-dra-checkpoint-copy", daemon=True).start()
 
     @classmethod
     def shared(cls) -> _Copier:
-        """The process's copier, started on first use (again in a forked child, which has no thread)."""
+        """The process's copier, started on first use (again in a forked child: :meth:`_after_fork_in_child`)."""
         with cls._instance_lock:
-            if cls._instance is None or cls._instance._pid != os.getpid():
+            if cls._instance is None:
                 cls._instance = cls()
             return cls._instance
 
