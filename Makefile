@@ -20,7 +20,7 @@ help:
 	@echo "make collections - .venv plus the Ansible collections the roles need (kubernetes.core), no Go build"
 	@echo "make image   - the container images the real lab nodes run (tools/build-image.sh; mmdebstrap + buildah)"
 	@echo "make bench   - benchmarks under bench/ (ratios measured in one run); bench/scale.py with"
-	@echo "               SCALE_ARGS (default --pods 200, ~5 min); the spec 18.3 size of 1,000 Pods x 8 VFs"
+	@echo "               SCALE_ARGS (default --pods 200, ~5 min); the design's scale target of 1,000 Pods x 8 VFs"
 	@echo "               (~20 min on 2 cores): make bench SCALE_ARGS=--pods=1000"
 	@echo "make lint    - ruff, ruff format --check, import-linter layer contracts"
 	@echo "make typecheck - mypy (strict on the whole runtime, the shared rules and the lab)"
