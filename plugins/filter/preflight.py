@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: sriov-dra developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""The preflight role's cluster checks: facts read with kubernetes.core -> checks with pass/fail and fix.
+"""The preflight role's cluster checks: facts read with kubernetes.core -> checks with pass/fail, fix.
 
-The decisions are ``module_utils/preflight_rules.py`` (a byte copy of
-``sriov_dra_rules.preflight_rules``, which ``sriov-dra preflight`` uses), so the role and the CLI
-report the same checks with the same words. Pure; it never calls the API.
+The decisions are the shared ``sriov_dra_rules.preflight_rules``, which ``sriov-dra preflight``
+uses too, so the role and the CLI report the same checks with the same words. Pure; it never
+calls the API.
 """
 
 from __future__ import annotations

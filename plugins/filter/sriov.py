@@ -3,20 +3,12 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filters that turn API objects and node files into plans and findings for the roles.
 
-- ``sriov_vf_plan``: SriovNetworkNodePolicies + a node's labels + its PF facts -> one
-  ``{pf, num_vfs, vf_driver, policies}`` per selected PF (the ``vfs`` role's input in the
-  operator-managed path; the upstream config daemon's job, reference sriov-network-operator.md §6);
-- ``sriov_policy_overlaps``: SriovResourcePolicies + Nodes -> pairs of policies that can select the
-  same VF on the same node (spec §18.1 item 3 forbids overlapping policies);
-- ``sriov_checkpoint_bindings``: the plugin's checkpoint JSON -> its managed bindings (the
-  ``drain`` and ``cleanup`` roles wait until none is left; spec §18.1);
-- ``sriov_protected_shadows``: NADs -> ``namespace/name`` of those still carrying the plugin's
-  protection finalizer (the ``drain`` and ``cleanup`` roles wait and refuse while any is left);
-- ``sriov_workloads_with_image``: workloads running an image (the preflight finds device plugins);
-- ``sriov_retarget``: a service's shipped manifests -> the same objects in the install namespace
-  with the pinned image (the roles apply the runtime's manifests through it, unchanged otherwise).
-
-Pure functions of their inputs; they never call the API or touch files.
+``sriov_vf_plan`` (node policies and PF facts -> VFs per PF, the upstream config daemon's job),
+``sriov_policy_overlaps`` (SriovResourcePolicies that can select one VF),
+``sriov_checkpoint_bindings`` and ``sriov_protected_shadows`` (what the drain and cleanup roles
+wait for), ``sriov_workloads_with_image`` (device-plugin workloads) and ``sriov_retarget``
+(shipped manifests -> the install namespace and pinned image). Pure functions of their inputs:
+no API calls, no files.
 """
 
 from __future__ import annotations
@@ -113,7 +105,7 @@ def sriov_protected_shadows(nads):
     """``namespace/name`` of each NAD that still carries the plugin's protection finalizer, sorted.
 
     ``nads`` are NetworkAttachmentDefinitions as ``k8s_info`` returns them (the drain and cleanup
-    roles wait and refuse while any is left; spec §18.1).
+    roles wait and refuse while any is left: docs/design.md#rollout).
     Raises: AnsibleFilterError for an input that is not a list of objects.
     """
     if not isinstance(nads, list) or not all(isinstance(n, dict) for n in nads):

@@ -2,21 +2,12 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """A PF's eswitch mode as the kernel reports it, through iproute2's ``devlink`` command.
 
-sysfs does not carry the eswitch mode; the kernel answers it through devlink (the plugin asks the
-devlink generic-netlink family directly, ``sriov_dra.host.devlink``). A managed node has no
-pyroute2, so the ``sriov_facts`` module runs ``devlink -j dev eswitch show pci/<bdf>`` (iproute2
-ships it) and maps the answer the way the plugin does:
-
-- ``{"dev": {"pci/<bdf>": {"mode": "legacy"|"switchdev", ...}}}`` -> that mode;
-- the kernel's "Operation not supported" (the driver has devlink but no eswitch) or "No such
-  device" (no devlink instance for the PF) -> ``legacy``, said explicitly in the reason: such a
-  PF has no eswitch to switch;
-- no ``devlink`` binary, a kernel without devlink, output that names no known mode, or any other
-  failure -> unknown (``None``) with the reason, never a guess.
-
-The command is found on ``PATH`` first, then in ``/usr/sbin`` and ``/sbin``; the lab's tests put a
-fake ``devlink`` first on ``PATH`` that answers from a fake tree (``sriov_dra_lab.fakes.fakedevlink``),
-so this code path is the one a real node runs. Standard library only.
+A managed node has no pyroute2, so ``sriov_facts`` runs ``devlink -j dev eswitch show
+pci/<bdf>`` and maps the answer as the plugin's ``sriov_dra.host.devlink`` does: the mode named;
+``legacy`` (said in the reason) when the kernel answers "Operation not supported" or "No such
+device" (no eswitch to switch); ``None`` with the reason for anything else, never a guess. The
+binary is looked up on ``PATH``, then ``/usr/sbin`` and ``/sbin`` (the lab's tests put a fake
+first on ``PATH``). Standard library only.
 """
 
 from __future__ import annotations

@@ -3,26 +3,12 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Safe changes of a PF's VF count and of its VFs' driver, through sysfs under a root.
 
-This file owns the rules for writing ``sriov_numvfs`` (handed case C26; reference
-sriov-network-operator.md §6) and the messages a failed change produces:
-
-- read first: an equal count is never written (some kernels answer EBUSY even to that);
-- a count above ``sriov_totalvfs`` fails before anything is written;
-- a PF that already has VFs is changed (to another count, including 0) only with
-  ``drain_confirmed``, because the kernel refuses non-zero to non-zero (EBUSY) and removing VFs
-  breaks their users; then ``0`` is written, verified, and the new count written and verified;
-- a failed write is not retried: the first errno is kept and mapped to an actionable message
-  (EBUSY, ENOSPC, ERANGE, ENOENT, ENOMEM; others by name) naming the PF and both counts; when
-  ``0`` had been written first, the message says that the PF is now at 0 VFs;
-- after each write, ``sriov_numvfs`` and the ``virtfn<N>`` links must show the new count
-  within the timeout (the kernel creates the links during the write; drivers may lag).
-
-The ``sriov_numvfs`` module and the boot program of role ``sriovnet.dra.vfs``
-(``numvfs_boot.py``) both run these rules: :func:`plan`, :func:`rebinds`, :func:`converge`, and
-at boot :func:`verify`.
-
-Every write goes through a ``writer(path, text)`` callable (default: :func:`write_attribute`,
-looked up at call time) so that tests emulate the kernel on fake trees. It must import only the standard library.
+The rules of the ``sriov_numvfs`` module and of the boot program ``numvfs_boot.py``: :func:`plan`
+and :func:`rebinds` refuse before any write (a count above ``sriov_totalvfs``; a PF with VFs
+without ``drain_confirmed``), :func:`converge` writes, :func:`verify` checks. A failed write is
+not retried; its first errno becomes an actionable message naming the PF and both counts
+(openshift/sriov-network-operator #131). Every write goes through a ``writer(path, text)``
+callable (default :func:`write_attribute`) so tests emulate the kernel. Standard library only.
 """
 
 from __future__ import annotations
@@ -91,7 +77,8 @@ def over_total_message(pf, bdf, desired, total):
 
 
 def drain_required_message(pf, bdf, current, desired):
-    """Message for changing a PF that has VFs without ``drain_confirmed`` (handed case C26)."""
+    """Message for changing a PF that has VFs without ``drain_confirmed``
+    (openshift/sriov-network-operator #131)."""
     then = "0" if desired == 0 else "0, then %d" % desired
     return (
         "PF %s (%s) has %d VFs and %d are requested; the kernel refuses to change a non-zero VF count "
@@ -190,6 +177,11 @@ def plan(sysfs, pf, desired, drain_confirmed):
 def apply(sysfs, change, timeout_s, writer=None, sleep=time.sleep, clock=time.monotonic):
     """Write ``0`` (when the PF has VFs) and then the new count, verifying each step.
 
+    An equal count is never written (some kernels answer EBUSY even to that); a PF that has VFs
+    goes through ``0`` because the kernel refuses non-zero to non-zero (EBUSY). After each write
+    ``sriov_numvfs`` and the ``virtfn<N>`` links must show the value within ``timeout_s`` (the
+    kernel creates the links during the write; drivers may lag). A failure after ``0`` was
+    written says that the PF is now at 0 VFs.
     Returns the list of ``"<path>=<value>"`` writes made. Ordering: never the new count before
     ``0`` was written and verified. Raises: NumVfsError with the first errno of a failed write
     (not retried) or a verification failure.

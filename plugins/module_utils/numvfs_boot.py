@@ -4,32 +4,11 @@
 """The boot program of role ``sriovnet.dra.vfs``: the ``sriov_numvfs`` module's rules, run by systemd.
 
 No VF count survives a reboot, so the role's unit ``sriov-dra-vfs.service`` (ordered before the
-kubelet) sets them again with this file's :func:`main`. The role installs on the node an entry
-script and, under ``lib/`` next to it, copies of this file and of the module_utils it imports
-(``numvfs.py``, ``sysfs.py``, ``base.py``): the files held once in git, taken from the collection
-as it is installed. The unit holds only arguments::
-
-    python3 -I /usr/local/lib/sriov-dra-vfs/sriov-dra-vfs.py --root / --timeout 30 \\
-        --drain-confirmed 0000:03:00.0=8 0000:81:00.0=2:vfio-pci
-
-Each argument is ``PF=COUNT`` or ``PF=COUNT:DRIVER``. PF is a PCI address (the role writes the
-address, so nothing depends on netdev names at boot) or a netdev name, which resolves to its
-address; every PF is read and written at ``<root>/sys/bus/pci/devices/<address>/``. Per PF, in the
-order given, and for every PF even when an earlier one failed:
-
-1. plan (``numvfs.plan``, ``numvfs.rebinds``): a count above ``sriov_totalvfs`` is refused before
-   any write, and so is a PF that has other VFs (or VFs on another driver) unless
-   ``--drain-confirmed`` (the unit passes it: it runs before the kubelet, so no Pod uses a VF);
-2. converge (``numvfs.converge``): write the count when it differs (``0`` first when the PF has
-   VFs), then bind every VF not on DRIVER (``driver_override``, unbind, bind, cleared override);
-3. verify (``numvfs.verify``): ``sriov_numvfs`` and the ``virtfn<N>`` links show COUNT, and every
-   VF is on DRIVER.
-
-Output: one line per PF that is as planned on stdout; the module's message for each PF that is
-not on stderr (PF, count, the errno's name and meaning, the fix), then a summary line. Exit
-status (:data:`EXIT_OK`, :data:`EXIT_FAILED`, :data:`EXIT_USAGE`): systemd marks the unit failed
-on a non-zero status and shows the last lines. Like the code it runs, it must import only the
-standard library and its siblings.
+kubelet) sets them again with :func:`main`; the role copies this file and the module_utils it
+imports onto the node. Arguments: ``[--root /] [--timeout 30] [--drain-confirmed]
+PF=COUNT[:DRIVER] ...``. Output: one line per PF on stdout (as planned) or stderr (the module's
+message), then a summary; exit :data:`EXIT_OK`, :data:`EXIT_FAILED` or :data:`EXIT_USAGE`.
+Standard library and sibling module_utils only.
 """
 
 from __future__ import annotations
@@ -114,6 +93,19 @@ def build_parser():
 
 def set_pf(sysfs, spec, timeout_s, drain_confirmed, writer=None, sleep=time.sleep, clock=time.monotonic):
     """Plan, converge and verify one PF; return its report line.
+
+    PF is a PCI address (the role writes addresses, so nothing depends on netdev names at boot) or
+    a netdev name, resolved to its address; it is read and written at
+    ``<root>/sys/bus/pci/devices/<address>/``:
+
+    1. plan (``numvfs.plan``, ``numvfs.rebinds``): a count above ``sriov_totalvfs`` is refused
+       before any write, and so is a PF that has other VFs (or VFs on another driver) unless
+       ``drain_confirmed`` (the unit passes it: it runs before the kubelet, so no Pod uses a VF);
+    2. converge (``numvfs.converge``): write the count when it differs (``0`` first when the PF
+       has VFs), then bind every VF not on DRIVER (``driver_override``, unbind, bind, cleared
+       override);
+    3. verify (``numvfs.verify``): ``sriov_numvfs`` and the ``virtfn<N>`` links show COUNT, and
+       every VF is on DRIVER.
 
     Shapes: ``PF <pf> (<address>): <n> VFs[ on <driver>] as planned (<what was done>)``.
     Raises: base.ModuleError (``numvfs.NumVfsError``, ``sysfs.SysfsError``) with the module's message.

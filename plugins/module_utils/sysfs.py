@@ -3,28 +3,12 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The collection's view of a host's PCI/SR-IOV sysfs under a configurable root, for modules.
 
-This file gives the collection's modules (``sriov_facts``, ``sriov_numvfs``) their sysfs reads:
-SR-IOV PFs and their ``virtfn<N>`` links, VF drivers and netdevs, link types, NUMA nodes and the
-standard ``resource.kubernetes.io/pcieRoot`` string. Paths are ``<root>/sys/...`` so that tests
-and molecule scenarios run on fake trees; on a host the root is ``/``.
-
-The reading rules are not written here: they are the plugin's own, in the shared rules package
-``module_utils/sriov_dra_rules`` (``sysfsread`` reads, ``topology`` decides pcieRoot and the
-NUMA node), which the runtime imports as ``sriov_dra_rules``. This file adds plain-dict facts,
-PF lookup by name or address and the modules' error type and messages. In short:
-
-- a PF has ``sriov_totalvfs``, no ``physfn`` link, a network class code (``0x02xxxx``) and a
-  netdev; with several netdevs (switchdev representors) the one whose ``phys_port_name`` is
-  ``p<N>`` is the uplink, else the first name;
-- IDs are lowercase hex without ``0x``; ``numa_node`` is None (null) when the kernel reports
-  ``-1`` or the file is missing or not a node number, never ``-1``;
-- link type from ``class/net/<if>/type``: 1 ``ethernet``, 32 ``infiniband``, else ``unknown``;
-- pcieRoot: the nearest ``pciDDDD:BB`` component of the PF's resolved ``sys/devices`` path (the
-  Kubernetes ``deviceattribute`` helper's answer on ``sys/devices/pci*`` layouts, and the root
-  behind a Hyper-V/VMBus parent too); a VF reports its PF's; never ``""``: None with a reason.
-
-It must never write (``numvfs.py`` does), and must import only the standard library and the
-collection's module_utils.
+Gives ``sriov_facts`` and ``sriov_numvfs`` plain-dict facts (PFs and their VFs, drivers,
+netdevs, link types, NUMA nodes, ``resource.kubernetes.io/pcieRoot``), PF lookup by name or
+address, and the modules' error type. The reading rules are the plugin's own, from the shared
+``sriov_dra_rules.sysfsread`` and ``topology``, so both report the same facts; a VF reports its
+PF's pcieRoot, and an unknown NUMA node or root is None (with a reason), never ``-1`` or ``""``.
+Paths are ``<root>/sys/...``. Never writes (``numvfs.py`` does); standard library only.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ description:
     prepared". The plugin creates its checkpoint when it starts, so only a node where it never ran has none.
   - Nothing is guessed. The module fails, naming the file, for a slot file without a valid slot, bytes that are not
     strict JSON, a checksum that does not match, or another C(version).
-  - The drain and cleanup roles wait and refuse with it (spec §18.1).
+  - The drain and cleanup roles wait and refuse with it.
 extends_documentation_fragment:
   - sriovnet.dra.read_only
 options:

@@ -1,11 +1,11 @@
-"""What a reader outside the plugin may know of its checkpoint document: the checksum and the managed bindings.
+"""What a reader outside the plugin may know of its checkpoint document.
 
 The plugin's codec (``sriov_dra.core.plugin.checkpoint_codec``) owns the format (version 1, a
 SHA-256 ``checksum`` over the canonical JSON of ``data``) and computes the checksum here; the
-collection's ``checkpoint_info`` module and the ``sriov_checkpoint_bindings`` filter list the
-managed bindings from here, so the drain and cleanup roles wait for exactly what the plugin
-recorded (spec §18.1). Nothing is guessed: a document that is not a version-1 checkpoint, or whose
-checksum does not match, raises ``ContractViolation``. Pure functions of bytes and values.
+``checkpoint_info`` module and the ``sriov_checkpoint_bindings`` filter list the managed
+bindings from here, so the drain and cleanup roles wait for exactly what the plugin recorded
+(docs/design.md#rollout). A document that is not a valid version-1 checkpoint raises
+``ContractViolation``, never a guess. Pure functions of bytes and values.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """Read the plugin's checkpoint from its directory without writing or locking anything.
 
-The plugin directory holds ``checkpoint.slots`` (the durable record, ``slotformat``) and
-``checkpoint.json`` (a readable copy renamed into place after each durable write, without a flush,
-so after a power loss it may lag until the plugin starts; it may also have been deleted by hand).
-A reader that must be right (the drain and cleanup roles' ``checkpoint_info`` module, ``sriov-dra
-orphans``, the lab) therefore takes the slot file when it exists, and ``checkpoint.json`` only in a
-directory without one (a build older than the slot file). This module reads the node; the runtime
-reaches it only through ``sriov_dra.host.checkpoint_files``.
+The directory holds ``checkpoint.slots`` (the durable record, ``slotformat``) and
+``checkpoint.json`` (a readable copy, renamed into place without a flush: after a power loss it
+may lag, and a person may delete it). A reader that must be right (``checkpoint_info``,
+``sriov-dra orphans``, the lab) takes the slot file when it exists, ``checkpoint.json`` only
+without one (docs/design.md#checkpoint). Reads the node; the runtime reaches it only through
+``sriov_dra.host.checkpoint_files``.
 """
 
 from __future__ import annotations

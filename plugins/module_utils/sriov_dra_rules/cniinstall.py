@@ -1,38 +1,13 @@
 # Copyright: sriov-dra developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""The guard's CNI install contract, held once for ``sriov-dra-guard install``, ``sriov-dra
-preflight`` and the collection's ``cni_config`` and ``preflight`` modules.
+"""The guard's CNI install contract (docs/guard.md, "Installation contract"), held once for
+``sriov-dra-guard install``, ``sriov-dra preflight`` and the ``cni_config`` and ``preflight``
+modules.
 
-What a node must look like for the runtime to call the guard and the guard to call Multus
-(ARCHITECTURE.md §6; reference multus.md §2.1, §2.2, §2.5):
-
-- **Which file the runtime uses**: the byte-wise first ``.conf``/``.conflist``/``.json`` regular
-  file of the CNI config directory (libcni ``ConfFiles`` sorted, as containerd and CRI-O pick it);
-  hidden files (atomic writers' temporaries) are not configs. The guard's file,
-  ``00-multus-guard.conflist``, sorts before Multus's ``00-multus.conf`` (``-`` < ``.``) and
-  before every primary (:func:`conf_files`, :func:`check_sorts_first`).
-- **What a guard file is**: a ``.conflist`` with ``cniVersion``, ``name`` and exactly one plugin
-  of type ``multus-guard`` whose keys the shim accepts (``multus.mode`` ``thick``/``thin``, an
-  absolute ``multus.primaryConfig``, string-valued optional keys, a positive
-  ``guard.timeoutSeconds``, no key of ``multus.config`` that the guard sets itself): the one
-  parser of those keys is :func:`sriov_dra_rules.guardconf.check_entry`, which the shim runs
-  on the node (``sriov-dra-guard install`` installs this package beside it), so
-  :func:`validate_guard_config` refuses exactly what the shim refuses, and more.
-- **Which primary may be pinned**: not the guard's own file, not a Multus-generated
-  ``00-multus*`` file, not a config of plugin type ``multus``, ``multus-shim`` or
-  ``multus-guard`` (recursion), readable strict JSON, and every capability it enables is enabled
-  in the guard's entry, or the runtime would not pass port mappings or bandwidth (trap 4;
-  :func:`check_primary`).
-- **Multus's own primary is pinned**: thick Multus with ``multusConfigFile: auto`` names its
-  primary in ``multusMasterCNI`` (auto-discovery would pick any early non-``00-multus`` file,
-  trap 1); thin auto-discovery skips only ``00-multus.conf*`` and would pick the guard's file
-  (trap 2; :func:`check_multus_daemon_config`, :func:`installation_problems`).
-
-Every JSON file is read with the one strict reader (:func:`strictjson.decode_file`), so a
-repeated key is refused with its path. Errors are :class:`ContractError` naming the file, the key
-and the fix. This module only reads the node (directory listings and files); it writes nothing.
-It imports only the standard library and its siblings (relative imports), so the collection's
-modules carry it to managed nodes without the runtime.
+It decides which file the runtime uses, what a guard file holds, which primary may be pinned
+and whether Multus's own primary is pinned. Every JSON file is read with the one strict reader;
+errors are :class:`ContractError` naming the file, the key and the fix. Reads the node, writes
+nothing; standard library and sibling rules only, so the collection carries it to managed nodes.
 """
 
 from __future__ import annotations
@@ -67,8 +42,10 @@ class ContractError(ValueError):
 def conf_files(conf_dir: str | os.PathLike[str]) -> list[str]:
     """CNI config file names in ``conf_dir``, in the runtime's (byte-wise) order.
 
-    Shapes: names, not paths; regular files (symlinks followed) ending in one of
-    :data:`CONF_EXTENSIONS`, hidden files left out. The first is the file the runtime uses.
+    libcni's ``ConfFiles`` sorted, as containerd and CRI-O pick the file: names, not paths;
+    regular files (symlinks followed) ending in one of :data:`CONF_EXTENSIONS`; hidden files
+    (atomic writers' temporaries) left out. The first is the file the runtime uses; the guard's
+    ``00-multus-guard.conflist`` sorts before Multus's ``00-multus.conf`` (``-`` < ``.``).
     Raises: ContractError when the directory cannot be listed.
     """
     directory = os.fspath(conf_dir)
@@ -125,8 +102,8 @@ def plugin_entries(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def enabled_capabilities(config: Mapping[str, Any]) -> list[str]:
     """Names of the capabilities set to ``true`` at the root or in any plugin entry, sorted.
 
-    Source: reference multus.md §2.1 (the runtime passes a capability only to a config that
-    enables it, so the guard must enable the union of its primary's).
+    The runtime passes a capability only to a config that enables it, so the guard must enable
+    the union of its primary's.
     """
     found: set[str] = set()
     for entry in [config, *plugin_entries(config)]:
@@ -139,6 +116,8 @@ def enabled_capabilities(config: Mapping[str, Any]) -> list[str]:
 def validate_guard_config(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """Check the guard file's name and content; return its one plugin entry.
 
+    The one parser of the entry's keys is :func:`sriov_dra_rules.guardconf.check_entry`, which the
+    shim runs on the node, so this refuses exactly what the shim refuses, and more.
     Shapes: ``name`` is the file name (``00-multus-guard.conflist``), ``config`` the decoded file.
     Raises: ContractError naming the key, the value found and the fix: the entry, flattened as
     the runtime hands it to the shim, fails :func:`sriov_dra_rules.guardconf.check_entry` (the
@@ -211,7 +190,8 @@ def check_primary(conf_dir: str | os.PathLike[str], name: str, entry: Mapping[st
     Shapes: ``entry`` is what :func:`validate_guard_config` returned for the guard file ``name``
     in ``conf_dir``. Returns the primary's decoded config.
     Raises: ContractError as :func:`check_primary_file`, or when the primary enables a
-    capability the guard's entry does not (trap 4).
+    capability the guard's entry does not (the runtime would not pass port mappings or
+    bandwidth to the guard, so Multus would not get them).
     """
     primary = entry["multus"]["primaryConfig"]
     config = check_primary_file(conf_dir, name, primary)
@@ -244,8 +224,10 @@ def check_multus_daemon_config(path: str | os.PathLike[str], guard_name: str) ->
     """Thick Multus with ``multusConfigFile: auto`` pins ``multusMasterCNI`` to a real primary.
 
     Returns the decoded daemon config.
+    Without ``multusMasterCNI``, thick auto-discovery picks the first config file that does not
+    start with ``00-multus``: an early primary other than the cluster network.
     Raises: ContractError when ``multusMasterCNI`` is unset or names the guard's or a
-    ``00-multus*`` file; or as :func:`load_json`. Source: reference multus.md §2.5 (trap 1).
+    ``00-multus*`` file; or as :func:`load_json`.
     """
     source = os.fspath(path)
     config = load_json(source, "Multus daemon config")
@@ -308,7 +290,6 @@ def installation_problems(
     a pinned primary, Multus's auto-discovery in ``autoconfig_dir`` would not pick it (thick skips
     every ``00-multus*`` name, thin only ``00-multus.conf*``).
     Raises: ContractError when ``conf_dir`` cannot be listed.
-    Source: reference multus.md §2.1, §2.2, §2.5 (traps 1 and 2).
     """
     problems: list[str] = []
     directory = os.fspath(conf_dir)

@@ -1,12 +1,10 @@
-"""Typed errors shared by every part, carrying the spec's reason names.
+"""Typed errors shared by every part, carrying the reason names of docs/design.md#errors.
 
-Every error raised by ``sriov_dra.core`` is a :class:`SriovDraError` with a :class:`Reason` (a
-CamelCase word that becomes an Event reason, a metric label value and a CNI error detail) and a
-message that names the object, the field, the bad value and what to change. Callers decide retry
-versus permanent failure from the class, never from the message text.
-
-This module owns no behaviour beyond formatting; it must never import anything but the standard
-library.
+Every error raised on purpose is a :class:`SriovDraError` with a :class:`Reason` (a CamelCase
+word that becomes an Event reason, a metric label value and a CNI error detail) and a message
+naming the object, the field, the bad value and what to change. Callers decide retry versus
+permanent failure from the class, never from the message text. Formatting only; standard
+library only.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from dataclasses import dataclass
 
 
 class Reason(enum.StrEnum):
-    """Bounded reason names (spec §5, §6, §8, §9, §10.3, §12.2.6, §18.2).
+    """Bounded reason names; what each tells an operator and what to do: docs/design.md#errors.
 
     The values are the persisted and published strings; they are part of the contract and must
     not be renamed. Add new members at the end of their group.
@@ -27,7 +25,7 @@ class Reason(enum.StrEnum):
     INVALID_SPEC = "InvalidSpec"
     CONTRACT_VIOLATION = "ContractViolation"
     UNSUPPORTED_VERSION = "UnsupportedVersion"
-    # Templates, rendering and resolution (spec §5, §7).
+    # Templates, rendering and resolution.
     MISSING_NETWORK_TEMPLATE = "MissingNetworkTemplate"
     INVALID_NETWORK_TEMPLATE = "InvalidNetworkTemplate"
     UNSUPPORTED_NETWORK_TEMPLATE = "UnsupportedNetworkTemplate"
@@ -35,14 +33,14 @@ class Reason(enum.StrEnum):
     INVALID_VF_CONFIG = "InvalidVfConfig"
     INVALID_PCI_ADDRESS = "InvalidPciAddress"
     SOURCE_ACCESS_DENIED = "SourceAccessDenied"
-    # Consumer verification and claims (spec §6.1, §6.2).
+    # Consumer verification and claims.
     UNSUPPORTED_MANAGED_CLAIM_KIND = "UnsupportedManagedClaimKind"
     UNSUPPORTED_MANAGED_SELECTOR = "UnsupportedManagedSelector"
     INVALID_CONSUMER = "InvalidConsumer"
     INVALID_CLAIM = "InvalidClaim"
     DEVICE_NOT_ELIGIBLE = "DeviceNotEligible"
     CONFLICTING_DEVICE_REQUIREMENTS = "ConflictingDeviceRequirements"
-    # Interfaces and selections (spec §6.5, §9).
+    # Interfaces and selections.
     INVALID_INTERFACE_NAME = "InvalidInterfaceName"
     DUPLICATE_INTERFACE_NAME = "DuplicateInterfaceName"
     INVALID_NETWORKS_ANNOTATION = "InvalidNetworksAnnotation"
@@ -50,11 +48,11 @@ class Reason(enum.StrEnum):
     OWNERSHIP_CONFLICT = "OwnershipConflict"
     ANNOTATION_TOO_LARGE = "AnnotationTooLarge"
     INVALID_NETWORK_STATUS = "InvalidNetworkStatus"
-    # Lifecycle (spec §6.3, §8).
+    # Lifecycle.
     CLAIM_RELEASE_IN_PROGRESS = "ClaimReleaseInProgress"
     SHADOW_DELETION_PENDING = "ShadowDeletionPending"
     SHADOW_CONFLICT = "ShadowConflict"
-    # Attributes and policies (spec §5.3, §12.2).
+    # Attributes and policies (plugin and operator).
     INVALID_ATTRIBUTE = "InvalidAttribute"
     RESERVED_ATTRIBUTE = "ReservedAttribute"
     CONFLICTING_DRA_MAPPING = "ConflictingDRAMapping"
@@ -66,8 +64,9 @@ class Reason(enum.StrEnum):
     SOURCE_NAD_NOT_READY = "SourceNADNotReady"
     DRA_CONFIGURATION_SYNC_FAILED = "DRAConfigurationSyncFailed"
     INVALID_NETWORK_SPEC = "InvalidNetworkSpec"
-    """A SriovNetwork field cannot be rendered into a NAD (``spec.ipam`` not one JSON object, ...)."""
-    # Host: discovery and VF driver binding (spec §8.1 step 2, D3, D11).
+    """A SriovNetwork field cannot be rendered into a NAD (``spec.ipam`` not one JSON object, ...);
+    docs/design.md#errors."""
+    # Host: discovery and VF driver binding.
     HOST_READ_FAILED = "HostReadFailed"
     UNSUPPORTED_VF_DRIVER = "UnsupportedVfDriver"
     VF_BIND_FAILED = "VfBindFailed"
@@ -93,7 +92,7 @@ class SriovDraError(Exception):
     """Base of every error this project raises on purpose.
 
     Carries a :class:`Reason` and zero or more :class:`FieldError` entries so that one failed
-    validation reports every problem at once (STYLE.md §1 "validators return every problem").
+    validation reports every problem at once. Reasons: docs/design.md#errors.
     ``str(err)`` is the full actionable message, always with a UTF-8 form.
     """
 
@@ -130,7 +129,8 @@ class SriovDraError(Exception):
 
 
 class InvalidSpec(SriovDraError):
-    """User- or administrator-supplied input is malformed or unsupported; fix the input."""
+    """User- or administrator-supplied input is malformed or unsupported; fix the input
+    (docs/design.md#errors)."""
 
     default_reason = Reason.INVALID_SPEC
 
@@ -138,20 +138,23 @@ class InvalidSpec(SriovDraError):
 class ContractViolation(SriovDraError):
     """Data written by one of our own parts (annotation, registry, checkpoint) is not valid.
 
-    Never guessed past: the caller stops and reports, nothing is deleted or overwritten.
+    Never guessed past: the caller stops and reports, nothing is deleted or overwritten
+    (docs/design.md#errors).
     """
 
     default_reason = Reason.CONTRACT_VIOLATION
 
 
 class Conflict(SriovDraError):
-    """Two valid inputs disagree (a mapping, an ownership, a name); a person must choose."""
+    """Two valid inputs disagree (a mapping, an ownership, a name); a person must choose
+    (docs/design.md#errors)."""
 
     default_reason = Reason.OWNERSHIP_CONFLICT
 
 
 class LifecycleBlocked(SriovDraError):
-    """The operation must wait for another lifecycle step (e.g. ``ClaimReleaseInProgress``)."""
+    """The operation must wait for another lifecycle step (e.g. ``ClaimReleaseInProgress``;
+    docs/design.md#errors)."""
 
     default_reason = Reason.CLAIM_RELEASE_IN_PROGRESS
 

@@ -2,27 +2,12 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The guard plugin's CNI config: its keys, their defaults and the one parser of them.
 
-The container runtime hands the ``multus-guard`` shim its entry of ``00-multus-guard.conflist``
-on stdin, flattened as libcni does it (the conflist's ``cniVersion`` and ``name`` beside the
-plugin's keys, plus ``runtimeConfig``/``prevResult`` from the runtime). :func:`parse_conf` is the
-one reading of that object, used by:
-
-- the shim on the node (``sriov_dra.guard.shim``, which ``sriov-dra-guard install`` installs
-  together with this package, so it runs this file and no copy of it);
-- the guard daemon (the same request, forwarded over its socket);
-- the install contract (:func:`sriov_dra_rules.cniinstall.validate_guard_config`), which checks
-  an installed or generated guard file with :func:`check_entry` and so refuses exactly what the
-  shim refuses, and more.
-
-The keys (ARCHITECTURE.md §6; reference multus.md §2.1, §2.2, §2.5): ``multus.mode`` ``thick``
-or ``thin``; ``multus.primaryConfig`` the pinned primary's file; optional string keys
-(:data:`TEXT_KEYS`) that, when present and not ``null``, are non-empty strings; a positive
-``guard.timeoutSeconds``; a ``multus.config`` object of further Multus keys, none of which the
-guard sets itself (:data:`RESERVED_MULTUS_KEYS`).
-
-Stdin is read with the one strict JSON reader (:mod:`.strictjson`: a repeated key, NaN or
-nesting too deep to decode is refused with its path). Standard library and siblings only, by
-relative import (this directory is two packages; see ``__init__``).
+The runtime hands the ``multus-guard`` shim its entry of ``00-multus-guard.conflist`` on stdin,
+flattened as libcni does it. :func:`parse_conf` is the one reading of that object, run by the
+shim on the node (installed with this package beside it), by the guard daemon on the forwarded
+request, and through :func:`check_entry` by the install contract (``cniinstall``). The keys and
+their meaning: docs/guard.md ("Keys of the guard's plugin config"). Standard library and
+siblings only, by relative import (this directory is two packages; see ``__init__``).
 """
 
 from __future__ import annotations
@@ -137,7 +122,7 @@ def check_entry(entry: Mapping[str, Any]) -> dict[str, str | None]:
     ``multus.mode``, a missing ``multus.primaryConfig``, an optional key that is not a non-empty
     string, a non-positive (or boolean) ``guard.timeoutSeconds``, or a reserved key in
     ``multus.config``.
-    Source: ARCHITECTURE.md §6; reference multus.md §2.1.
+    Source: docs/guard.md ("Keys of the guard's plugin config").
     """
     out: dict[str, str | None] = {
         "cniVersion": _root_text(entry, "cniVersion", " (use the primary's version)"),

@@ -2,30 +2,12 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Label selectors and node selectors as SriovResourcePolicy uses them: the one matcher of both.
 
-This module owns two matchers, used by the plugin's policy evaluation (``sriov_dra.core.policies``),
-the DeviceAttributes selection and the preflight's policy-overlap check (``preflight_rules``, run
-by ``sriov-dra preflight`` and the Ansible ``preflight`` role alike), so that every part decides
-which policy applies to which node the same way:
-
-- ``metav1.LabelSelector`` (a policy config's ``deviceAttributesSelector``) with Kubernetes
-  semantics (``labels.Requirement.Matches`` for In, NotIn, Exists, DoesNotExist).
-- ``core/v1 NodeSelector`` (a policy's ``spec.nodeSelector``) evaluated the way upstream
-  dra-driver-sriov's ``matchesNodeSelector`` does (reference dra-driver-sriov.md §2.2), because
-  that is what the plugin serving the policy does. It differs from Kubernetes node affinity:
-  ``matchFields`` is ignored; an empty term or an empty term list matches every node (Kubernetes:
-  none); and a term with ``Gt`` or ``Lt`` never matches. Kubernetes' ``NodeSelectorRequirement``
-  accepts ``Gt``/``Lt`` with exactly one value, read as an integer and compared with the node
-  label's integer value, but upstream converts each term with ``LabelSelectorAsSelector``, which
-  refuses those operators, and skips the term. We follow upstream, not Kubernetes, so that the
-  preflight never predicts a match the plugin will not make.
-
-Every construct on which upstream and Kubernetes disagree (and every invalid requirement) is
-reported in :attr:`NodeSelection.unsupported`, so managed mode refuses it (spec §5.3: "reject them
-for the managed configuration instead of pretending they filter correctly") while compatibility
-mode keeps upstream's answer; :meth:`NodeSelection.takes_part` is that decision.
-
-It must never do I/O and never guess a match for an invalid selector. Standard library only; it
-is shared with the collection (siblings by relative import).
+Shared by the plugin's policy evaluation (``sriov_dra.core.policies``), the DeviceAttributes
+selection and the preflight's policy-overlap check, so every part decides which policy applies
+to which node alike. A LabelSelector has Kubernetes semantics; a NodeSelector is read as upstream
+dra-driver-sriov reads it (:func:`evaluate_node_selector`), and every construct on which the two
+disagree is reported, never guessed (docs/design.md#policy-precedence). Pure, standard library
+only; shared with the collection (siblings by relative import).
 """
 
 from __future__ import annotations
@@ -168,10 +150,12 @@ class NodeSelection:
     def takes_part(self, managed: bool) -> bool:
         """Whether the policy's configs take part on this node (the plugin's decision).
 
-        Compatibility mode: upstream's answer (:attr:`applies`). Managed mode (spec §5.3,
-        §12.2.5): also when the selector uses a construct upstream and Kubernetes read
-        differently, so its configs claim and block their devices instead of letting them fall
-        through to another policy. A malformed selector takes part nowhere.
+        Compatibility mode: upstream's answer (:attr:`applies`). Managed mode
+        (docs/design.md#policy-precedence, docs/design.md#eligibility): also when the selector
+        uses a construct upstream and Kubernetes read differently, so its configs claim and block
+        their devices instead of letting them fall through to another policy (rejected for the
+        managed configuration rather than pretending to filter). A malformed selector takes part
+        nowhere.
         """
         if self.malformed:
             return False
@@ -182,7 +166,13 @@ def evaluate_node_selector(raw: object, node_labels: Mapping[str, str], path: st
     """Evaluate a policy's ``spec.nodeSelector`` against this node's labels, as upstream does.
 
     ``None`` applies to every node. Terms are ORed; a term's ``matchExpressions`` are ANDed.
-    Source: upstream ``matchesNodeSelector`` (reference dra-driver-sriov.md §2.2); spec §5.3.
+    Upstream's ``matchesNodeSelector`` differs from Kubernetes node affinity, and the plugin
+    serving the policy is upstream's, so the preflight never predicts a match the plugin will not
+    make: ``matchFields`` is ignored; an empty term or term list matches every node (Kubernetes:
+    none); a term with ``Gt`` or ``Lt`` never matches (upstream converts each term with
+    ``LabelSelectorAsSelector``, which refuses those operators, and skips the term). Each such
+    construct, and every invalid requirement, is listed in :attr:`NodeSelection.unsupported`.
+    Source: upstream dra-driver-sriov ``matchesNodeSelector``; docs/design.md#policy-precedence.
     """
     if raw is None:
         return NodeSelection(True)

@@ -1,16 +1,11 @@
-"""Shared constant names of the cross-part contracts, and the format validators they rely on.
+"""Shared names of the cross-part contracts, and the format validators they rely on.
 
-This module owns every annotation, label, finalizer and attribute key that the plugin, the guard
-and the operator must spell identically (ARCHITECTURE.md §4), the driver name, the contract
-versions, and the small predicates that decide whether a string is a UUID, a full SHA-256 hex
-digest, a DNS-1123 label or subdomain, a DRA pool name, a plain PCI BDF or a Linux interface name,
-and the shapes of Kubernetes qualified names (label and annotation keys) and label values
-(:func:`qualified_name_errors`, :func:`label_value_errors`, which return every problem).
-Validators return ``None`` for a valid value or a short actionable problem phrase; callers wrap it
-in a :class:`~sriov_dra_rules.errors.FieldError` with the field path.
-
-It must never do I/O, import anything but the standard library and ``sriov_dra_rules.errors``, or
-change a value's spelling: constants here are persisted and published strings.
+Every annotation, label, finalizer and attribute key that the plugin, the guard and the operator
+must spell identically, the driver name and the contract versions (docs/design.md#identity,
+docs/design.md#ownership); and predicates for UUIDs, SHA-256 digests, DNS-1123 names, pool
+names, PCI addresses, interface names, qualified names and label values. Validators return
+``None`` or a short actionable phrase that callers wrap in a ``FieldError``. Constants are
+persisted and published strings: never respell one. No I/O; standard library and ``errors``.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ import json
 import re
 from typing import Final
 
-# --- Driver identity (spec §6.2, §6.4; upstream dra-driver-sriov compatibility) -----------------
+# --- Driver identity (docs/design.md#identity; upstream dra-driver-sriov compatibility) ----------
 
 DOMAIN: Final = "sriovnetwork.k8snetworkplumbingwg.io"
 """Domain of every key this project owns; also the DRA driver name."""
@@ -28,13 +23,13 @@ DRIVER_NAME: Final = DOMAIN
 """DRA driver name published in ResourceSlices and matched in claim allocation results."""
 
 PROTOCOL_VERSION: Final = 1
-"""Version of the binding-identity encoding (spec §6.2); part of every attachmentID."""
+"""Version of the binding-identity encoding (docs/design.md#identity); part of every attachmentID."""
 
 BINDING_VERSION: Final = 1
-"""Version of the shadow ``binding`` annotation JSON (spec §6.4)."""
+"""Version of the shadow ``binding`` annotation JSON (docs/design.md#ownership)."""
 
 REGISTRY_VERSION: Final = 1
-"""Version of the Pod ``managed-networks`` registry JSON (spec §6.4)."""
+"""Version of the Pod ``managed-networks`` registry JSON (docs/design.md#ownership)."""
 
 # --- Annotations -------------------------------------------------------------------------------
 
@@ -51,7 +46,8 @@ NETWORK_STATUS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/network-status"
 """Multus network-status annotation on the Pod (written by Multus, read by the guard)."""
 
 RESOURCE_NAME_ANNOTATION: Final = "k8s.v1.cni.cncf.io/resourceName"
-"""Device-plugin lookup key on a NAD; must be absent (not empty) on every shadow (spec §7 step 10)."""
+"""Device-plugin lookup key on a NAD; absent (not empty) on every shadow: Multus enters its lookup
+branch when the key exists at all (docs/design.md#render)."""
 
 DEFAULT_NETWORK_ANNOTATION: Final = "v1.multus-cni.io/default-network"
 """Multus Pod annotation replacing the cluster network (delegate 0)."""
@@ -67,7 +63,8 @@ MANAGED_BY_VALUE: Final = "sriov-dra-plugin"
 """Value of :data:`LABEL_MANAGED_BY` on every shadow NAD (the part that creates them)."""
 
 FINALIZER_ATTACHMENT_PROTECTION: Final = f"{DOMAIN}/attachment-protection"
-"""Finalizer present in the shadow's create call; removed only after ReleaseComplete (spec §8.4)."""
+"""Finalizer present in the shadow's create call; removed only after ReleaseComplete
+(docs/design.md#release)."""
 
 ATTR_NET_ATTACH_DEF_NAME: Final = f"{DOMAIN}/netAttachDefName"
 ATTR_NET_ATTACH_DEF_NAMESPACE: Final = f"{DOMAIN}/netAttachDefNamespace"
@@ -75,12 +72,12 @@ ATTR_NET_ATTACH_DEF_NAMESPACE: Final = f"{DOMAIN}/netAttachDefNamespace"
 # --- Generated names ---------------------------------------------------------------------------
 
 SHADOW_NAME_PREFIX: Final = "dra-sriov-"
-"""Prefix of every shadow NAD name; followed by 32 lowercase hex characters (spec §6.2)."""
+"""Prefix of every shadow NAD name; followed by 32 lowercase hex characters (docs/design.md#identity)."""
 
 SHADOW_NAME_HEX_CHARS: Final = 32
 
 MANAGED_IFNAME_PREFIX: Final = "dra"
-"""Managed interfaces are ``dra0``, ``dra1``, ... (spec §6.5)."""
+"""Managed interfaces are ``dra0``, ``dra1``, ... (docs/design.md#interface-names)."""
 
 DEFAULT_PRIMARY_IFNAME: Final = "eth0"
 """The runtime's ``CNI_IFNAME`` for the cluster network, unless configured otherwise."""
@@ -201,7 +198,8 @@ def pci_address_problem(value: object) -> str | None:
     """Say why ``value`` is not a plain normalized PCI BDF, or return ``None``.
 
     Shapes: ``dddd:bb:dd.f`` in lowercase hex (domain 4, bus 2, device 00-1f, function 0-7), e.g.
-    ``0000:03:00.1``; no ``pci:`` prefix. Source: spec §7 step 7.
+    ``0000:03:00.1``; no ``pci:`` prefix: the form the shadow's ``deviceID`` carries
+    (docs/design.md#render).
     """
     return pattern_problem(
         value, _PCI_RE, what="a lowercase PCI address like 0000:03:00.1 (no 'pci:' prefix)"
@@ -214,7 +212,7 @@ def ifname_problem(value: object) -> str | None:
     Shapes: 1-15 bytes of UTF-8 (no lone surrogates); not ``.`` or ``..``; no ``/``, ``:``, NUL or
     whitespace. The rule is the kernel's (``dev_valid_name``), not DNS-1123: ``uplink_p0`` and
     ``flannel.1`` are valid.
-    Source: spec §6.5; handed case C06 (multus-cni #213, PR #1243).
+    Source: docs/design.md#interface-names; multus-cni #213, multus-cni #1243.
     """
     if not isinstance(value, str):
         return f"must be a string, got {type(value).__name__}"

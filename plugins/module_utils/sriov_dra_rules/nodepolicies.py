@@ -2,21 +2,12 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """SriovNetworkNodePolicy node and NIC selection: the one reading of ``nodeSelector``/``nicSelector``.
 
-Used by the operator's DRA plan (``sriov_dra.core.operator.nodepolicy``: which policies apply to a node,
-which ``nicSelector`` fields become a resourceFilter) and by the collection's ``sriov_vf_plan``
-filter (which PFs of a node get how many VFs), so both decide node and NIC selection the same way:
-
-- node selection is upstream sriov-network-operator's ``SriovNetworkNodePolicy.Selected()``: every
-  ``nodeSelector`` pair equals the node's label (an absent or empty selector selects every node);
-- policies are applied in ``(priority, name)`` order, a missing or non-integer ``priority`` read
-  as upstream's default 99 (a lower number wins);
-- ``nicSelector`` fields are read as upstream's ``SriovNetworkNicSelector``: ``vendor`` and
-  ``deviceID`` (PF IDs, hex), ``pfNames`` (a ``<pf>#<first>-<last>`` entry names VFs of that PF),
-  ``rootDevices`` (PF PCI addresses) and ``netFilter``; an entry that is not a non-empty string is
-  ignored, never guessed; every given field must match a PF (reference sriov-network-operator.md
-  §1.1, §6).
-
-Pure: no I/O. Standard library only; shared with the collection (siblings by relative import).
+Used by the operator's DRA plan (``sriov_dra.core.operator.nodepolicy``) and the collection's
+``sriov_vf_plan`` filter, so both select nodes and PFs alike, as upstream sriov-network-operator
+does: ``Selected()`` for nodes, policies applied in ``(priority, name)`` order (lower first,
+default 99), ``SriovNetworkNicSelector`` fields that must all match a PF. An entry that is not a
+non-empty string is ignored, never guessed. Pure, standard library only; shared with the
+collection (siblings by relative import).
 """
 
 from __future__ import annotations

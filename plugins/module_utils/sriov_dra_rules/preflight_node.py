@@ -1,19 +1,13 @@
 # Copyright: sriov-dra developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Node checks of the preflight (spec §4.3, §18.1): one implementation for the module and the CLI.
+"""Node checks of the preflight (docs/design.md#prerequisites), one implementation for module and CLI.
 
-Each check returns ``{"name", "status": "pass"|"fail"|"skip", "detail", "fix"}``; ``fix`` says
-what to change and is empty unless the check failed; a skipped check says why in ``detail``.
-:func:`node_checks` runs them in a fixed order. The checks read files, run CNI binaries with
-``CNI_COMMAND=VERSION``, and (``cni-add``, root only) run a real ADD and DEL of a ``bridge`` +
-``host-local`` network between two throwaway network namespaces with a temporary IPAM data
-directory, all removed again whatever happens. They never change anything else on the node.
-
-The guard's install contract (which file the runtime uses, what a valid guard file and a
-pinned primary are) is the sibling :mod:`cniinstall`, the same rules ``sriov-dra-guard install``
-and the ``cni_config`` module apply, so ``sriov-dra preflight`` and the collection's ``preflight``
-module give one verdict with one reason. Like every shared rules module it imports only the
-standard library and its siblings.
+Each check returns ``{"name", "status": "pass"|"fail"|"skip", "detail", "fix"}`` (``fix`` only
+on failure; a skip says why in ``detail``); :func:`node_checks` runs them in a fixed order. They
+read files, run CNI binaries with ``CNI_COMMAND=VERSION`` and (``cni-add``, root only) a real
+ADD and DEL between two throwaway namespaces, and change nothing else on the node. The guard's
+install rules come from :mod:`cniinstall`, so CLI and module give one verdict with one reason.
+Standard library and siblings only.
 """
 
 from __future__ import annotations

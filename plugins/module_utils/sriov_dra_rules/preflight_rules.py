@@ -1,21 +1,13 @@
 # Copyright: sriov-dra developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Cluster checks of the preflight (spec §4.3, §12.3, §18.1): the decisions, from facts already read.
+"""Cluster checks of the preflight: the decisions, from facts already read.
 
-Owns the list of permissions the plugin's ServiceAccount needs (every verb of the shipped
-``manifests/plugin/rbac.yaml``), the order, names, details and fixes of the cluster checks, and
-the findings they rest on: the Kubernetes version, the upstream sriov-network-operator's CRDs,
-SR-IOV network device plugin workloads, SriovResourcePolicies that can select the same VF, and
-whether the admission policy protecting the driver's objects is installed and bound
-(``manifests/plugin/admission-policy.yaml``) with the plugin's grant in place.
-``sriov-dra preflight`` feeds it facts read through ``sriov_dra.kube``; the ``preflight`` role
-feeds it facts read with ``kubernetes.core`` (filter ``sriovnet.dra.sriov_preflight_cluster``).
-
-Which policy takes part on which node, and which filters can match one device, are the
-plugin's rules, imported from :mod:`.labelselectors` and :mod:`.resourcefilters`.
-
-It must never do I/O. It is shared with the collection, so it imports only the standard library
-and its siblings (by relative import).
+Owns the permissions the plugin's ServiceAccount needs (every verb of the shipped
+``manifests/plugin/rbac.yaml``; docs/design.md#rbac), the order, names, details and fixes of the
+cluster checks (docs/design.md#prerequisites, docs/design.md#rollout) and their findings.
+``sriov-dra preflight`` and the ``preflight`` role feed it facts; which policy takes part where
+is the plugin's rule (:mod:`.labelselectors`, :mod:`.resourcefilters`). No I/O; standard library
+and siblings only.
 """
 
 from __future__ import annotations
@@ -66,7 +58,7 @@ def _perms(
 
 
 PERMISSIONS: tuple[dict[str, str], ...] = tuple(
-    # ClusterRole dra-sriov-managed-networks (spec §12.3, --multus-auto-attach)
+    # ClusterRole dra-sriov-managed-networks (docs/design.md#rbac, --multus-auto-attach)
     _perms("", "pods", "get patch")
     + _perms("k8s.cni.cncf.io", "network-attachment-definitions", "get list create patch delete")
     # ClusterRole sriov-dra-plugin (DRA publication, claims, status, Node, Events)
@@ -177,7 +169,9 @@ def policy_overlaps(
     *,
     managed: bool = True,
 ) -> list[dict[str, list[str]]]:
-    """Pairs of SriovResourcePolicies that can both select one VF on some node (spec §18.1 item 3).
+    """Pairs of SriovResourcePolicies that can both select one VF on some node.
+
+    A safe rollout forbids independent overlapping policies (docs/design.md#rollout).
 
     Two policies overlap on a node when both take part there (:func:`node_selected`) and some
     resource filter of each can match the same device

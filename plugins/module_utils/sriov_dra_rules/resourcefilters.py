@@ -2,20 +2,13 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """SriovResourcePolicy ``resourceFilters[]``: the one parser and matcher of a filter entry.
 
-Owns the filter semantics of upstream dra-driver-sriov's ``deviceMatchesFilter`` (reference
-dra-driver-sriov.md §2.2, §3.4), for the plugin's policy evaluation (``sriov_dra.core.policies``)
-and the preflight's policy-overlap check (``preflight_rules``) alike: AND across the nonempty
-fields of :data:`FIELDS`, OR within each, exact case-sensitive strings, ``linkType`` normalised
-(``eth``/``ethernet``, ``ib``/``infiniband``).
-
-``drivers`` is a field of the CRD but not a filter: upstream only logs it and the filter passes,
-so it never narrows a match here either (:data:`IGNORED_FIELDS`); it is reported as unsupported,
-like ``pfNames`` VF ranges (``pf#0-3``) in managed mode and unknown fields. Dropping what cannot
-be honoured widens the match (spec §12.2.5: in managed mode the config then claims and blocks a
-superset), so the preflight counts such a filter as overlapping wherever its other fields allow.
-
-It must never decide which config claims a device, or silently narrow a filter. Standard library
-only; it is shared with the collection (siblings by relative import).
+Upstream dra-driver-sriov's ``deviceMatchesFilter`` semantics, for the plugin's policy evaluation
+(``sriov_dra.core.policies``) and the preflight's policy-overlap check alike: AND across the
+nonempty fields of :data:`FIELDS`, OR within each, exact strings, ``linkType`` normalised. What
+cannot be honoured (``drivers``, which upstream only logs; ``pfNames`` VF ranges in managed mode;
+unknown fields) is reported and widens the match, never narrows it, so the preflight counts such
+a filter as overlapping (docs/design.md#eligibility). Standard library only; shared with the
+collection (siblings by relative import).
 """
 
 from __future__ import annotations
@@ -108,7 +101,7 @@ def _string_list(raw: object, where: str, structural: list[errors.FieldError]) -
 def parse_filter(raw: object, path: str, *, managed: bool) -> ParsedFilter:
     """Parse one ``resourceFilters[]`` entry the way the plugin applies it.
 
-    ``managed`` (spec §12.2.5) reads ``pfNames`` VF-range entries (``ens1f0#0-3``) as their whole
+    ``managed`` (docs/design.md#eligibility) reads ``pfNames`` VF-range entries (``ens1f0#0-3``) as their whole
     PF and reports them; compatibility mode keeps upstream's exact comparison, where such an
     entry equals no PF name. ``drivers`` and unknown fields are reported in both modes and never
     constrain. Shapes: ``path`` is the entry's field path (``spec.configs[0].resourceFilters[1]``).

@@ -1,20 +1,11 @@
 """The bytes of an A/B slot file: encode one slot, and find the newest valid one in a whole file.
 
-The plugin keeps its checkpoint's durable record in ``checkpoint.slots`` (the runtime's writer is
-``sriov_dra.host.slotfile``, which explains the durability rules); the collection's
-``checkpoint_info`` module and the runtime's read-only tools read it through :func:`parse`. Both
-read the format from here, so a reader on a node never disagrees with the writer.
-
-Layout: the file is two slots of ``capacity`` bytes each (``capacity`` a multiple of
-:data:`PAGE`; the file exactly ``2 * capacity`` bytes). A slot is a 64-byte header, then the
-payload, then zero padding::
-
-    magic b"SDRSLOT1" (8) | generation (u64, big-endian) | payload length (u64, big-endian)
-    | SHA-256 of (generation, length, payload) (32) | zero (8)
-
-The newest valid slot (highest generation whose digest matches) holds the current blob; the other
-holds the previous one, or a write that was cut short (its digest does not match). Pure functions
-of bytes: no file access here.
+The plugin's durable checkpoint record, ``checkpoint.slots``, is written by
+``sriov_dra.host.slotfile`` and read here by the collection's ``checkpoint_info`` module and the
+runtime's read-only tools, so a reader never disagrees with the writer. A file is two slots of
+``capacity`` bytes (a multiple of :data:`PAGE`); the newest valid slot (highest generation whose
+digest matches) holds the current blob, the other the previous one or a write cut short.
+Pure functions of bytes (docs/design.md#checkpoint).
 """
 
 from __future__ import annotations
@@ -25,7 +16,11 @@ import struct
 
 MAGIC = b"SDRSLOT1"
 HEADER = struct.Struct(">8sQQ32s8x")
-"""Slot header: magic, generation, payload length, digest, padding (64 bytes)."""
+"""Slot header (64 bytes), followed by the payload and zero padding to the slot's capacity::
+
+    magic b"SDRSLOT1" (8) | generation (u64, big-endian) | payload length (u64, big-endian)
+    | SHA-256 of (generation, length, payload) (32) | zero (8)
+"""
 PAGE = 4096
 """Slot sizes are multiples of this in every file (the format)."""
 

@@ -1,31 +1,10 @@
-"""Strict JSON decoding and deterministic encoding for CNI configuration text (spec §7 step 2, 8, 9).
+"""Strict JSON decoding and deterministic encoding of CNI configuration text (docs/design.md#render).
 
-The CNI JSON of a source NetworkAttachmentDefinition is administrator input that this project
-copies into every shadow and hashes. This module turns that text into plain Python values without
-losing anything a CNI plugin could see, and turns the values back into one canonical text:
-
-* **Duplicate keys are rejected everywhere.** The object-pair pass sees every ``key: value``
-  token pair in document order (the Python equivalent of the token-validation pass that spec §7
-  asks for, because a plain map decode keeps only one of two equal keys). A duplicate is
-  ambiguous (Go's decoder keeps the last, others keep the first), so re-serialising it would be a
-  silent choice; every duplicate is reported with its path.
-* **Integers stay exact.** Integer literals become Python ``int`` (arbitrary precision, never a
-  float); they are re-emitted in canonical decimal form, so ``-0`` becomes ``0`` and nothing else
-  changes.
-* **Other numbers are kept as written.** A literal with a fraction or exponent (``1.50``,
-  ``1e3``) becomes a :class:`RawNumber` holding the exact source text and is emitted unchanged;
-  no value ever passes through a binary float.
-* **Non-JSON is rejected:** ``NaN``/``Infinity``, malformed syntax, a byte-order mark, control
-  characters inside strings, lone UTF-16 surrogate escapes (they cannot be written as UTF-8 and
-  Go would silently replace them), integers over Python's digit limit and nesting deeper than
-  the interpreter can decode (a typed error, never a ``RecursionError``).
-* **Key order and unknown fields are kept**, so a plugin extension survives untouched.
-
-Encoding is compact (``,`` and ``:`` separators, no spaces), keeps non-ASCII characters as UTF-8,
-and is a pure function of the value: encoding the same value twice gives identical bytes.
-
-This module owns only the JSON text <-> value mapping and field-path spelling. It must never
-interpret CNI semantics, perform I/O, or accept a float into a value it encodes.
+A source NetworkAttachmentDefinition's CNI JSON is copied into every shadow and hashed, so
+:func:`decode` keeps everything a plugin could see and refuses what is ambiguous: integers stay
+``int``, other numbers keep their text (:class:`RawNumber`), key order and unknown fields are kept;
+duplicate keys, non-JSON constants, lone surrogates and too deep nesting are errors with paths.
+:func:`encode` is compact and a pure function of the value. No CNI semantics, no I/O, no floats.
 """
 
 from __future__ import annotations
@@ -113,8 +92,14 @@ def decode(text: str, *, path: str = "$") -> JsonValue:
     in error paths (``spec.config`` gives ``spec.config.plugins[1].type``).
     Raises: errors.InvalidSpec (reason ``InvalidSpec``) carrying one FieldError per problem:
     malformed JSON (with line and column), a non-JSON constant, an oversized integer, nesting
-    deeper than the interpreter's recursion limit, lone surrogates, or each duplicate key. The root may be any JSON value; callers check its kind.
-    Source: spec §7 step 2; RFC 8259 §4 (duplicate names are not interoperable).
+    deeper than the interpreter's recursion limit, lone surrogates (they have no UTF-8 form and Go
+    would silently replace them), or each duplicate key. The root may be any JSON value; callers
+    check its kind.
+
+    The object-pair pass sees every ``key: value`` pair in document order, because a plain map
+    decode keeps only one of two equal keys; a duplicate is ambiguous (Go's decoder keeps the
+    last, others the first), so re-serialising it would be a silent choice.
+    Source: docs/design.md#render; RFC 8259 §4 (duplicate names are not interoperable).
     """
     return cast(JsonValue, _decode(text, path, RawNumber, sequence=False))
 

@@ -2,30 +2,12 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Reads of a node's PCI and SR-IOV sysfs under a root, shared by the plugin and the collection.
 
-This module owns the sysfs reads that both the plugin (``sriov_dra.host.sysfs``, feeding
-discovery and driver binding) and the collection's modules (``module_utils/sysfs.py``, feeding
-``sriov_facts`` and ``sriov_numvfs``) make, so that both report the same facts for the same node.
-Every function takes ``root``, the directory that stands for ``/`` (``/`` on a host, a fake tree
-in tests), and reads ``<root>/sys/...``. The reading rules follow upstream dra-driver-sriov
-(reference dra-driver-sriov.md §3.1):
-
-- a PF is a PCI function that has ``sriov_totalvfs``, no ``physfn`` link and a network class
-  code (``0x02xxxx``); its uplink netdev is the one whose ``phys_port_name`` is ``p<N>`` when it
-  has several (switchdev representors), else the first (:func:`pf_netdev`);
-- a VF is the target of a PF's ``virtfn<N>`` link, N being the VF index;
-- IDs are lowercase hex without ``0x``;
-- the NUMA node and the pcieRoot follow :mod:`.topology`; pcieRoot reads the link
-  ``sys/bus/pci/devices/<bdf>`` once (``readlink``, as the Kubernetes helper does, not a full
-  resolve), makes a relative target absolute against the link's directory with a lexical clean
-  (Go's ``filepath.Clean``), and requires it under ``<root>/sys/devices``;
-- the link type comes from ``class/net/<if>/type`` (1 ethernet, 32 infiniband, else unknown);
-- the eswitch mode is not in sysfs: the kernel answers it through devlink (the plugin's
-  ``sriov_dra.host.devlink``, the collection's ``module_utils/devlink.py``), never read here.
-
-It reads the node, so in the runtime only ``sriov_dra.host`` may import it (an import-linter
-contract). It must never write, never follow a path outside ``root`` on purpose, and never raise
-for a missing optional file: an absent fact is None. Only the two listings discovery cannot do
-without (:func:`pci_devices`, :func:`virtfns`) raise :class:`SysfsReadError`.
+The plugin (``sriov_dra.host.sysfs``) and the collection (``module_utils/sysfs.py``) read through
+these functions so both report the same facts, following upstream dra-driver-sriov's reading
+rules. Every function takes ``root``, the directory that stands for ``/``, and reads
+``<root>/sys/...``; it never writes, and a missing optional file is None. Only the two listings
+discovery needs (:func:`pci_devices`, :func:`virtfns`) raise :class:`SysfsReadError`. In the
+runtime only ``sriov_dra.host`` may import it (an import-linter contract).
 """
 
 from __future__ import annotations
@@ -143,7 +125,11 @@ def pci_class(root: str, bdf: str) -> int | None:
 
 
 def is_sriov_pf(root: str, bdf: str) -> bool:
-    """True for a network-class physical function that supports SR-IOV (see module docstring)."""
+    """True for a PCI function with ``sriov_totalvfs``, no ``physfn`` link and a network class code.
+
+    The class code is ``0x02xxxx``; the eswitch mode is not in sysfs (the kernel answers it through
+    devlink: ``sriov_dra.host.devlink``, the collection's ``module_utils/devlink.py``).
+    """
     if is_vf(root, bdf) or not os.path.exists(pci_path(root, bdf, "sriov_totalvfs")):
         return False
     code = pci_class(root, bdf)
@@ -258,8 +244,11 @@ def link_type(root: str, ifname: str) -> str:
 
 
 def pcie_root(root: str, bdf: str) -> topology.PcieRoot:
-    """The PCIe root of ``bdf`` from its ``sys/bus/pci/devices`` link (rules: module docstring).
+    """The PCIe root of ``bdf`` from its ``sys/bus/pci/devices`` link.
 
+    The link is read once (``readlink``, as the Kubernetes helper does, not a full resolve); a
+    relative target is made absolute against the link's directory with a lexical clean (Go's
+    ``filepath.Clean``) and must lie under ``<root>/sys/devices``.
     Shapes: see :class:`.topology.PcieRoot`; a problem names the link and its target.
     Source: k8s.io/dynamic-resource-allocation ``deviceattribute`` (``resolvePCIeRoot``) for the
     link reading; :func:`.topology.pcie_root` for the root.

@@ -2,39 +2,10 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Topology rules: the PCIe root of a device path and the NUMA node of a ``numa_node`` text.
 
-The plugin's discovery (``sriov_dra.host``, whose answers become ResourceSlice attributes) and the
-collection's ``sriov_facts`` module both decide these two facts, and must decide them alike, so
-the rules live here once. Both are pure: :mod:`.sysfsread` reads the node and passes the text in.
-
-**pcieRoot** (``resource.kubernetes.io/pcieRoot``): the root is the *nearest* ``pciDDDD:BB``
-component (a root bus, as the kernel names it: ``pci%04x:%02x``) of the device's resolved path
-under ``/sys/devices``, read from the device towards ``/sys/devices``:
-
-- ``pci0000:00/0000:00:01.0/0000:03:00.0`` (a device behind a root port) gives ``pci0000:00``;
-  more bridges between change nothing, and neither does the domain (``pci0001:c0``) or a QEMU
-  pxb-pcie expander, which is a root bus of its own (``pci0000:20``);
-- a Hyper-V/VMBus host bridge sits under ACPI and VMBus device directories
-  (``LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/<guid>/pci0001:00/0001:00:00.0``) and gives
-  ``pci0001:00``;
-- a path with no such component gives no root and a reason; the caller omits the attribute and
-  logs the reason, never publishing ``""`` (upstream dra-driver-sriov does, reference
-  dra-driver-sriov.md §8.1, so that ``matchAttribute`` pairs unrelated devices).
-
-This agrees with the Kubernetes helper (k8s.io/dynamic-resource-allocation
-``deviceattribute.GetPCIeRootAttributeByPCIBusID``, which GPU drivers use) wherever the helper
-gives a root bus: it takes the first element after ``/sys/devices/``, and on every layout it
-accepts (target under ``/sys/devices/pci*``, device in its extended BDF format) that element is
-the only root-bus component. It differs only where the helper fails or answers something that
-is not a root bus: it refuses every path not starting with ``/sys/devices/pci`` (so it publishes
-nothing for a VMBus device) and returns a first element such as Xen's ``pci-0`` verbatim. A
-device address must be in the helper's format (lowercase extended BDF, 4-hex-digit domain).
-
-**NUMA node**: the kernel writes ``numa_node`` as a decimal, ``-1`` meaning "no affinity". A
-node is a number ``>= 0``; ``-1``, any other negative value, a missing or unreadable file and a
-text that is not a decimal all mean *no node*. No node is never published as a value: the
-callers omit ``dra.net/numaNode`` (and every other NUMA-derived attribute) then.
-
-It must never do I/O and imports only the standard library.
+One decision for the plugin's discovery (whose answers become ResourceSlice attributes) and the
+collection's ``sriov_facts`` module, so both publish the same values. Pure: :mod:`.sysfsread`
+reads the node and passes the text in. A device without a root or a node gets no attribute
+(never ``""``); :func:`pcie_root` and :func:`numa_affinity` say why. Standard library only.
 """
 
 from __future__ import annotations
@@ -88,8 +59,29 @@ def pcie_root(device_path: str, bdf: str) -> PcieRoot:
     ``device_path`` is the cleaned target of the ``/sys/bus/pci/devices/<bdf>`` link with the
     ``/sys/devices/`` prefix removed, ``/``-separated, such as
     ``pci0000:00/0000:00:01.0/0000:03:00.0``.
+    The root is the *nearest* ``pciDDDD:BB`` component (a root bus, as the kernel names it:
+    ``pci%04x:%02x``), read from the device towards ``/sys/devices``:
+
+    - ``pci0000:00/0000:00:01.0/0000:03:00.0`` (a device behind a root port) gives ``pci0000:00``;
+      more bridges between change nothing, and neither does the domain (``pci0001:c0``) or a QEMU
+      pxb-pcie expander, which is a root bus of its own (``pci0000:20``);
+    - a Hyper-V/VMBus host bridge sits under ACPI and VMBus device directories
+      (``LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/<guid>/pci0001:00/0001:00:00.0``) and gives
+      ``pci0001:00``;
+    - a path with no such component gives no root and a reason; the caller omits the attribute
+      and logs the reason, never publishing ``""`` (upstream dra-driver-sriov does, so that
+      ``matchAttribute`` pairs unrelated devices).
+
+    This agrees with the Kubernetes helper (k8s.io/dynamic-resource-allocation
+    ``deviceattribute.GetPCIeRootAttributeByPCIBusID``, which GPU drivers use) wherever the
+    helper gives a root bus: it takes the first element after ``/sys/devices/``, and on every
+    layout it accepts that element is the only root-bus component. It differs only where the
+    helper fails or answers something that is not a root bus: it refuses every path not starting
+    with ``/sys/devices/pci`` (so it publishes nothing for a VMBus device) and returns a first
+    element such as Xen's ``pci-0`` verbatim. ``bdf`` must be in the helper's format (lowercase
+    extended BDF, 4-hex-digit domain).
+
     Shapes: see :class:`PcieRoot`; ``root`` is always one of the components of ``device_path``.
-    Source: module docstring (the Kubernetes helper's rules, extended to VMBus-style parents).
     """
     if not HELPER_BDF_RE.fullmatch(bdf):
         return PcieRoot(bdf, None, f"{bdf!r} is not a lowercase extended BDF such as 0000:03:00.0")
@@ -105,9 +97,12 @@ def pcie_root(device_path: str, bdf: str) -> PcieRoot:
 def numa_affinity(text: str | None) -> NumaAffinity:
     """The NUMA node in the text of a ``numa_node`` file (None: the file is missing or unreadable).
 
+    The kernel writes ``numa_node`` as a decimal, ``-1`` meaning "no affinity". A node is a
+    number ``>= 0``; ``-1``, any other negative value, a missing or unreadable file and a text
+    that is not a decimal all mean *no node*, which callers never publish as a value: they omit
+    ``dra.net/numaNode`` (and every other NUMA-derived attribute) then.
     Shapes: see :class:`NumaAffinity`; surrounding whitespace is ignored.
-    Source: Linux ``Documentation/ABI/testing/sysfs-bus-pci`` (``numa_node``, ``-1`` = none);
-    module docstring for the omission rule.
+    Source: Linux ``Documentation/ABI/testing/sysfs-bus-pci`` (``numa_node``, ``-1`` = none).
     """
     if text is None:
         return NumaAffinity(None, "numa_node is missing or unreadable")
