@@ -1,6 +1,6 @@
 """sriov-dra: automatic SR-IOV secondary networking for Kubernetes with DRA and Multus.
 
-Layers (ARCHITECTURE.md §3), arrows pointing down only:
+Layers (docs/layout.md), arrows pointing down only:
 ``lab``/``cli`` > ``driver``/``guard``/``operator`` > ``kube``/``host``/``kubeletapi`` > ``core``.
 """
 

@@ -1,26 +1,10 @@
 """``sriov-dra inspect``: follow one Pod's VFs from its claim to the addresses on its interfaces.
 
-For each SR-IOV allocation result of each of the Pod's ResourceClaims (spec §14.4):
-
-  request → (driver, pool, device) → VF PCI address and ``resource.kubernetes.io/pcieRoot`` (from
-  the live ResourceSlice) → the GPU result(s) paired with it by a ``matchAttribute`` constraint
-  on pcieRoot, and whether their roots are equal → the shadow NAD bound to that VF (its binding
-  annotation's claim UID and PCI address) → the source template it was rendered from → the
-  interface name → the address on that interface, read from the Pod's network namespace when a
-  path is given (the lab knows it), else from the claim's ``status.devices[].networkData`` that
-  the plugin fills (with prefix), else from Multus's ``network-status`` (without prefix) → the
-  MAC (``networkData``, else network-status) → the rail subnet of the shadow's IPAM config.
-
-Each row also carries the spec §14.4 checks that can be made from these objects: the shadow's
-``deviceID`` is the VF, the binding names this Pod and claim, the CNI network name is the
-template's, the address is inside the rail subnet, the paired roots are equal, and the claim's
-``networkData`` names the interface (and, with a netns, its addresses). Read-only; works
-against any cluster with the admin's kubeconfig (GET/LIST of Pods, ResourceClaims,
-ResourceSlices, NADs).
-
-This module owns the command (arguments, reading the Pod's netns with ``--netns``, exit status);
-the correlation is :mod:`~sriov_dra.cli.inspectrows`'s and the output
-:mod:`~sriov_dra.cli.inspecttable`'s.
+Owns the command: arguments, reading the Pod's network namespace with ``--netns``, the exit
+status (0 every row passes, 1 otherwise, 2 the Pod or namespace cannot be read). The correlation
+(docs/design.md#correlation) is :mod:`~sriov_dra.cli.inspectrows`'s, the output
+:mod:`~sriov_dra.cli.inspecttable`'s. Read-only; needs GET/LIST of Pods, ResourceClaims,
+ResourceSlices and NADs.
 """
 
 from __future__ import annotations
@@ -128,7 +112,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "inspect",
         help="correlate a Pod's claim, VFs, GPUs, shadow NADs, interfaces and IPs",
         description=(
-            "Print the spec §14.4 correlation of a Pod: per allocated VF its request, device, PCI "
+            "Print the correlation of a Pod's VFs: per allocated VF its request, device, PCI "
             "address and PCIe root, the paired GPU, the shadow NAD and its template, the interface and "
             "IPs, with the checks each row passes. Read from the API; with --netns (on the Pod's node) "
             "the IPs come from the Pod's network namespace. Exit 0 when every row passes, 1 otherwise, "

@@ -1,14 +1,11 @@
-"""One Pod's SR-IOV VFs correlated from claim to interface addresses: the rows ``sriov-dra inspect`` prints.
+"""The rows ``sriov-dra inspect`` prints: one Pod's SR-IOV VFs from claim to interface addresses.
 
-This module owns the correlation of spec §14.4 (see :mod:`~sriov_dra.cli.inspect`): for each
-SR-IOV result of each of the Pod's ResourceClaims, the VF's PCI address and pcieRoot from the
-live ResourceSlice, the GPU results paired with it by a pcieRoot ``matchAttribute`` constraint,
-the shadow NAD bound to it and its source template, the interface, its addresses and MAC (from
-the Pod's netns when a reader is given, else the claim's ``networkData``, else Multus's
-``network-status``), the rail subnet, and every check that can be made from those objects.
-
-It must never write to the API, or raise on a malformed object it only displays (a config that
-is not a JSON object makes the check it feeds fail or not be made).
+Per SR-IOV result of each of the Pod's claims (docs/design.md#correlation): request, device, PCI
+address and pcieRoot from the live ResourceSlice, the GPU results paired by a pcieRoot
+``matchAttribute``, the shadow NAD and its template, the interface, its addresses and MAC (the
+Pod's netns when a reader is given, else the claim's ``networkData``, else Multus's
+``network-status``), the rail subnet, and every check those objects allow. Never writes to the
+API, and never raises on a malformed object it only displays (the check it feeds fails).
 """
 
 from __future__ import annotations

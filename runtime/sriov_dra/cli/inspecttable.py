@@ -1,11 +1,8 @@
 """How ``sriov-dra inspect`` shows its rows: the correlation table, or JSON for scripts.
 
-This module owns the output of :mod:`~sriov_dra.cli.inspect`: one header line naming the Pod,
-node, claims, driver and pool, one line per VF, then the failed checks and VFs without a shadow,
-or the checks that passed and where the IPs came from, and a footnote when addresses carry no
-prefix; or every row as JSON with its verdict.
-
-It must never read the API or the node.
+One header line (Pod, node, claims, driver, pool), one line per VF, then the failed checks and
+VFs without a shadow, or the checks that passed and where the IPs came from, and a footnote when
+addresses carry no prefix; or every row as JSON with its verdict. Reads neither API nor node.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The sriov-dra command: admin subcommands, and those other installed distributions register.
 
-Owns argument parsing and the mapping of subcommands to the modules that implement them. Exits
-non-zero with a one-line actionable message on failure; never prints a traceback for expected
-errors (missing binaries, a component that did not start).
-
-Registered subcommands: a distribution declares an entry point in the group
-:data:`COMMANDS_GROUP`, named after the subcommand, whose object is called as
-``run(argv, inspector=..., log_level=...)`` with the arguments after the subcommand's name and
-returns the exit status. The lab (``sriov-dra-lab``, never in the image) registers ``lab`` this way.
-The group is listed through ``importlib.metadata`` without loading anything: only running a
-registered subcommand imports its distribution, so ``sriov-dra --help`` and the admin commands
-import nothing from the lab. Without the lab, ``sriov-dra lab`` says how to install it (exit 2).
+Owns argument parsing and the mapping of subcommands to their modules; failures exit non-zero
+with a one-line actionable message, no traceback for expected errors. A distribution registers a
+subcommand as an entry point in :data:`COMMANDS_GROUP`, called ``run(argv, inspector=...,
+log_level=...)`` and returning the exit status (the lab registers ``lab``). The group is listed
+without loading anything, so ``--help`` and the admin commands import nothing of the lab;
+without the lab, ``sriov-dra lab`` says how to install it (exit 2).
 """
 
 from __future__ import annotations

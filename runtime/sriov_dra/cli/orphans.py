@@ -1,18 +1,11 @@
-"""``sriov-dra orphans``: managed shadows of one node, correlated with its checkpoint (spec §18.3).
+"""``sriov-dra orphans``: one node's managed shadows, correlated with its checkpoint.
 
-Lists every shadow NAD labelled for the node's UID (one all-namespace LIST), reads the plugin
-checkpoint of that node (read-only), and classifies each shadow Active / Deleting /
-ReleaseComplete / Orphaned by full binding identity (``driver.managed.orphans``); for each it
-shows whether the claim and the Pod it was made for still exist (or were replaced), and lists
-finalizers of other controllers separately.
-
-Dry run by default: nothing is written. With ``--apply`` it acts only on shadows whose checkpoint
-record is ``ReleaseComplete`` (local cleanup proven done): a UID-precondition DELETE and the
-tested JSON Patch removal of *our* finalizer (``driver.managed.shadows.finalize_released``).
-Orphaned shadows are never finalized here: they need inspection or node fencing first. There is
-no ``--all`` and no blanket ``finalizers=[]``.
-
-It must never write the checkpoint (the running plugin owns it) or touch another node's shadows.
+Lists the shadows labelled for the node's UID, reads that node's checkpoint (read-only) and
+classifies each Active / Deleting / ReleaseComplete / Orphaned by full binding identity, with
+whether its claim and Pod still exist and other controllers' finalizers apart
+(docs/design.md#scale). Dry run by default; ``--apply`` acts only on ``ReleaseComplete`` shadows
+(UID-precondition DELETE, then the JSON Patch removal of our finalizer). Orphaned shadows need
+inspection or fencing first. Never writes the checkpoint or another node's shadows.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""``sriov-dra preflight``: the checks of spec §4.3 and §18.1, each with pass/fail and what to change.
+"""``sriov-dra preflight``: the prerequisite checks, each with pass/fail and what to change.
 
-Unless ``--no-cluster-checks``, the cluster checks (``sriov_dra_rules.preflight_rules`` on facts
-read by ``sriov_dra.kube.clusterfacts``) and, unless ``--no-node-checks``, the node checks of this
-machine (``sriov_dra_rules.preflight_node``, whose guard checks are the shared install contract
-``sriov_dra_rules.cniinstall``). The same rules, from the same files, run in the Ansible role
-``sriovnet.dra.preflight`` and its ``preflight`` module, so both give one verdict with one reason.
-Prints one line per check (``--output json``: one JSON document) and exits 1 when any check failed.
-
-It must never change the cluster (access reviews persist nothing) or the node (the test ADD
-uses throwaway namespaces and a temporary IPAM directory).
+The cluster checks (``sriov_dra_rules.preflight_rules`` on facts read by
+``sriov_dra.kube.clusterfacts``) and the node checks of this machine
+(``sriov_dra_rules.preflight_node``), the same rules the ``sriovnet.dra.preflight`` role runs
+(docs/design.md#prerequisites, docs/design.md#rollout). One line per check, or ``--output
+json``; exit 1 when any failed. Changes neither the cluster nor the node.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """The DRA node services the kubelet calls: DRAPlugin v1 and v1beta1, and the health stream.
 
-Caller: the kubelet, over the plugin's DRA socket. Deadline: 45 s per NodePrepare/NodeUnprepare
-call; a call that runs past it fails the Pod sync and is retried on a later sync. Both calls
-must be idempotent: the kubelet repeats them after its own restarts and may unprepare claims
-that are no longer prepared.
-
-Owns the per-claim result contract between the kubelet and the driver layer's
-:class:`ClaimHandler`: exactly one response entry per requested claim UID, an empty request
-answered without calling the handler, and a failure of one claim (an error value or an exception
-raised while handling it) reported in that claim's ``error`` string without failing the others.
-The RPC itself never returns a gRPC error for a claim failure, because the kubelet would then
-discard every claim's result. The v1beta1 service converts its messages and delegates to the
-same handler. This module never touches sockets, files or the API server.
-
-Source: /work/shared/reference/dra-protocol.md §1.2, §2.4, §9.
+Owns the per-claim result contract with the driver layer's :class:`ClaimHandler`: exactly one
+response entry per requested claim UID, an empty request answered without calling the handler,
+and one claim's failure reported in its ``error`` string without failing the others (a gRPC
+error would make the kubelet discard every claim's result). The kubelet's deadline is 45 s per
+call and it repeats calls, so handlers must be idempotent. v1beta1 converts its messages and
+uses the same handler. No sockets, files or API calls.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Names, paths and timeouts of the kubelet plugin protocols (Kubernetes 1.36).
 
-Owns every wire string the kubelet and a DRA plugin must agree on outside the messages
-themselves: the gRPC service names, the ``supported_versions`` strings of plugin registration,
-the plugin type, the conventional socket locations and the kubelet's call deadlines. The plugin
-server (``sriov_dra.driver``) and the kubelet simulator (``sriov_dra_lab``) both read them here,
-so the two sides cannot disagree. Pure values and path arithmetic; never touches the filesystem.
-
-Source: /work/shared/reference/dra-protocol.md §1.1, §1.3, §2.1–§2.4 (kubelet v0.36.3,
-dynamic-resource-allocation v0.36.2 ``kubeletplugin``).
+Every wire string the kubelet and a DRA plugin must agree on outside the messages: gRPC service
+names, registration ``supported_versions``, the plugin type, the conventional socket locations
+and the kubelet's call deadlines (kubelet v1.36, k8s.io/dynamic-resource-allocation
+``kubeletplugin`` v0.36). The plugin server and the lab's kubelet simulator both read them here.
+Pure values and path arithmetic.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Regenerate the checked-in gRPC stubs of this package from ``proto/``.
 
-Owns the one recipe that turns the kubelet plugin protos (``proto/*.proto``) into
-``<name>_pb2.py``, ``<name>_pb2.pyi`` and ``<name>_pb2_grpc.py`` next to this file, and the fix that
-makes the generated grpc modules import their message modules package-relatively
-(``from . import dra_v1_pb2``) instead of as top-level modules. A unit test regenerates into a
-temporary directory and compares bytes, so the stubs can never drift from the protos.
-
-Run ``python -m sriov_dra.kubeletapi.generate`` from the repository root (needs the dev extra,
-which provides ``grpcio-tools``; the version is pinned because the output embeds it).
-This module must never be imported by runtime code; it is a build tool that lives here so the
-test and the command share one recipe.
+The one recipe for ``<name>_pb2.py``, ``_pb2.pyi`` and ``_pb2_grpc.py``, including the fix that
+makes the grpc modules import their message modules package-relatively. A unit test regenerates
+into a temporary directory and compares bytes. Run ``python -m sriov_dra.kubeletapi.generate``
+from the repository root (needs the dev extra's pinned ``grpcio-tools``). A build tool: runtime
+code never imports it.
 """
 
 from __future__ import annotations

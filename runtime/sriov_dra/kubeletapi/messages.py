@@ -1,13 +1,10 @@
 """Typed values for the DRA kubelet messages and their conversion to and from the wire.
 
-Owns the frozen dataclasses the plugin server and the kubelet simulator exchange with the layer
-above them (claim references, prepared devices, per-claim errors, health identifiers) and the
-only code that builds or reads the generated v1, v1beta1 and health messages. v1beta1 is handled
-by the same values: converting to v1beta1 drops ``share_id``, exactly as the kubelet's own
-v1→v1beta1 conversion does. Never performs I/O and never decides policy (which claims to send,
-what an error means); that belongs to the callers.
-
-Source: /work/shared/reference/dra-protocol.md §1.2 (message fields), §2.4 (health messages).
+The frozen dataclasses the plugin server and the kubelet simulator exchange with the layer above
+(claim references, prepared devices, per-claim errors, health identifiers), and the only code
+that builds or reads the generated v1, v1beta1 and health messages. Converting to v1beta1 drops
+``share_id``, as the kubelet's own conversion does. No I/O, no policy (which claims to send,
+what an error means).
 """
 
 from __future__ import annotations
@@ -210,7 +207,7 @@ def unprepare_outcomes_from_wire(
 
 
 MAX_HEALTH_MESSAGE = 1024
-"""The kubelet keeps at most this many characters of ``DeviceHealth.message`` (dra-protocol.md §2.4)."""
+"""The kubelet keeps at most this many characters of ``DeviceHealth.message``."""
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,11 @@
 """A DRA kubelet plugin's two kubelet-facing gRPC servers and their unix sockets (any driver).
 
-Callers: the SR-IOV plugin entrypoint (``sriov_dra.driver.main``) and the lab's synthetic GPU
-driver (``sriov_dra_lab.gpu_plugin``) each start one :class:`KubeletPluginServer` and stop it
-on SIGTERM; it knows nothing of SR-IOV.
-The kubelet finds the plugin through the registration socket in its ``plugins_registry``
-directory, calls ``GetInfo`` and ``NotifyRegistrationStatus`` there, then dials the advertised DRA
-socket for NodePrepare/NodeUnprepare (v1 or v1beta1) and the device health stream.
-
-Owns the socket lifecycle and its order: stale sockets from a previous run are removed, the DRA
-socket is serving **before** the registration socket appears (the kubelet may call the service
-at once), and shutdown removes the registration socket first (the kubelet deregisters when it
-disappears), then stops the DRA server with a grace period for in-flight calls and removes its
-socket. Owns the registration answer (type ``DRAPlugin``, the driver name, the DRA socket path,
-the supported services) and the record of the kubelet's verdict. Never prepares anything itself:
-claims go to the :class:`~sriov_dra.kubeletapi.dra_service.ClaimHandler` given by the driver layer.
-
-Source: /work/shared/reference/dra-protocol.md §2.2, §2.3, §9.1, §9.5.
+The SR-IOV plugin and the lab's GPU driver each start one :class:`KubeletPluginServer` and stop
+it on SIGTERM. Ordering: stale sockets are removed, the DRA socket serves **before** the
+registration socket appears (the kubelet may call at once); shutdown removes the registration
+socket first (the kubelet deregisters), then stops the DRA server with a grace period and
+removes its socket. Answers registration (``DRAPlugin``, driver name, socket, services) and
+records the kubelet's verdict; claims go to the driver layer's ``ClaimHandler``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """One health, readiness and metrics endpoint with the same meaning in every service.
 
-- ``/healthz`` — **alive**: 200 ``ok`` while no essential background worker has crashed; 503 with
-  the worker's name and error once one has (the kubelet's liveness probe then restarts the
-  container, the only way back for a worker that is gone). A slow or not-yet-ready service is
-  alive.
-- ``/readyz`` — **serving**: 200 ``ok`` only when alive and every readiness condition the service
-  declared holds (the plugin: registered with the kubelet after the repair worker's first pass;
-  the guard: its socket listens; the operator: caches synced); 503 listing every condition that
-  does not hold, with its reason.
-- ``/metrics`` — the service's Prometheus registry in text format.
-
-Conditions are named and start unmet; a service declares them at start and flips them as its
-startup steps finish. :class:`Health` is thread-safe. The HTTP server runs on one daemon thread
-(:func:`sriov_dra.servicekit.threads.start`) and logs each request at DEBUG only.
+``/healthz`` (alive): 200 ``ok`` until an essential background worker crashes, then 503 naming
+it, so the liveness probe restarts the container; slow or not-yet-ready is still alive.
+``/readyz`` (serving): 200 only when alive and every declared readiness condition holds (the
+plugin: registered after the repair worker's first pass; the guard: its socket listens; the
+operator: caches synced), else 503 listing each unmet condition. ``/metrics``: the Prometheus
+registry. :class:`Health` is thread-safe; the server runs on one daemon thread.
 """
 
 from __future__ import annotations

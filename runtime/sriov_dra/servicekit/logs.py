@@ -1,21 +1,11 @@
 """One structured log schema for every service: constant messages with fields, as JSON or text.
 
-Code everywhere logs a short constant phrase ("shadow created") and puts the variable parts in
-``extra=`` (or a ``LoggerAdapter``) with the names STYLE.md lists: ``claim``, ``claim_uid``,
-``pod``, ``pod_uid``, ``node``, ``device``, ``pci``, ``pf``, ``vf_id``, ``ifname``, ``netns``,
-``nad``, ``phase``, ``op``, ``outcome``, ``duration_ms``, ``attempt`` (plus a service's own, such
-as the operator's ``network`` or ``policy``). Both formats carry the same record:
-
-- ``json``: one object per line, ``{"ts", "level", "logger", "msg", <fields...>, "exc"}``; ``ts``
-  is RFC 3339 in UTC with milliseconds and a ``Z`` (``2026-12-01T21:20:45.123Z``) taken from the
-  record's own creation time; ``level`` lowercase (``info``); ``exc`` the formatted traceback,
-  present only with an exception. Values that are not JSON are written with ``str()``; non-ASCII
-  text stays UTF-8.
-- ``text``: ``<ts> <LEVEL> <logger>: <msg> key=value ...`` with the fields in the order given and
-  a value JSON-quoted when it is empty or holds white space; the traceback follows on new lines.
-
-Only entrypoints call :func:`configure`. The kubernetes client and urllib3 loggers are held at
-WARNING or above, so a DEBUG run shows our payloads and not every HTTP connection.
+Code logs a short constant phrase ("shadow created") and puts the variable parts in ``extra=``
+under the shared field names: ``claim``, ``claim_uid``, ``pod``, ``pod_uid``, ``node``,
+``device``, ``pci``, ``pf``, ``vf_id``, ``ifname``, ``netns``, ``nad``, ``phase``, ``op``,
+``outcome``, ``duration_ms``, ``attempt`` (plus a service's own). Both formats carry the same
+record (:class:`JsonFormatter`, :class:`TextFormatter`). Only entrypoints call :func:`configure`;
+the kubernetes client and urllib3 loggers stay at WARNING or above.
 """
 
 from __future__ import annotations
@@ -53,7 +43,12 @@ def timestamp(record: logging.LogRecord) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line in the schema of the module docstring."""
+    """One JSON object per line: ``{"ts", "level", "logger", "msg", <fields...>, "exc"}``.
+
+    ``ts`` is :func:`timestamp` of the record's own creation time; ``level`` lowercase; ``exc``
+    the formatted traceback, present only with an exception. Values that are not JSON are written
+    with ``str()``; non-ASCII text stays UTF-8.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
@@ -74,7 +69,10 @@ def _text_value(value: object) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """``<ts> <LEVEL> <logger>: <msg> key=value ...`` on one line (a traceback follows)."""
+    """``<ts> <LEVEL> <logger>: <msg> key=value ...`` on one line (a traceback follows).
+
+    Fields come in the order given; a value is JSON-quoted when it is empty or holds white space.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
         line = f"{timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"

@@ -1,12 +1,9 @@
-"""One guarded way to start a background thread (STYLE.md §4: guarded starters).
+"""One guarded way to start a background thread.
 
-Every service thread (watch loops, the repair worker, the publisher, the operator's worker and
-leader election, the guard's accept loop, the HTTP servers) starts through :func:`start`. The
-thread is a daemon (shutdown never waits on it; each owner stops its own loop with an Event). If
-its target raises, the exception is logged once with its traceback (``worker crashed``, field
-``worker``) and, for an essential worker, recorded in the service's :class:`~.health.Health`, so
-``/healthz`` turns 503 and the container is restarted instead of running on with dead work; then
-``on_crash`` runs (e.g. the operator stops reconciling when leader election dies).
+Every service thread starts through :func:`start`, as a daemon (each owner stops its own loop
+with an Event). If its target raises, the exception is logged once (``worker crashed``) and, for
+an essential worker, recorded in the service's :class:`~.health.Health`, so ``/healthz`` turns
+503 and the container restarts instead of running on with dead work; then ``on_crash`` runs.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 @pytest.mark.parametrize(
     ("command", "phrase"),
     [
-        ("inspect", "Print the spec §14.4 correlation of a Pod"),
+        ("inspect", "Print the correlation of a Pod's VFs"),
         ("orphans", "Off the node, pass --checkpoint"),
         ("preflight", "the node checks read THIS machine's files"),
     ],
