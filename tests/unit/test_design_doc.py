@@ -20,7 +20,9 @@ DESIGN = ROOT / "docs" / "design.md"
 CITING = ("runtime", "plugins", "roles", "playbooks", "lab", "tests", "bench", "docs")
 CITING_FILES = ("README.md", "CONTRIBUTING.md")
 SKIP_DIRS = frozenset({"__pycache__", ".venv", "node_modules", ".git", ".mypy_cache", ".ruff_cache"})
-TEXT_SUFFIXES = frozenset({".py", ".md", ".yml", ".yaml", ".j2", ".txt", ".toml", ".cfg", ".sh", ".json", ".ini"})
+TEXT_SUFFIXES = frozenset(
+    {".py", ".md", ".yml", ".yaml", ".j2", ".txt", ".toml", ".cfg", ".sh", ".json", ".ini"}
+)
 
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 LINK = re.compile(r"(?<![\w./-])((?:\.{1,2}/|[\w.-]+/)*[\w.-]+\.md)#([\w-]+)")
@@ -117,7 +119,9 @@ def test_every_cited_anchor_is_a_heading_of_its_page() -> None:
             cache[page] = anchors(page)
         if anchor not in cache[page]:
             broken.append(f"{where}: {target}#{anchor}: no heading with that anchor")
-    assert not broken, "citations that do not resolve (fix the anchor or add the heading):\n" + "\n".join(broken)
+    assert not broken, "citations that do not resolve (fix the anchor or add the heading):\n" + "\n".join(
+        broken
+    )
 
 
 def test_every_in_page_link_of_the_docs_is_a_heading_of_its_page() -> None:
