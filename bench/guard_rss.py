@@ -1,18 +1,11 @@
-"""Benchmark: the guard daemon's RSS (issue 17 item 3, goal <= 80 MiB) and what its imports cost.
+"""Benchmark: the guard daemon's RSS (goal <= 80 MiB) and what its imports cost.
 
-Starts a real control plane (``sriov_dra_lab.controlplane``), then ``sriov-dra-guard serve``
-through its entrypoint (``sriov_dra_lab.guard.GuardDaemon``, with the control plane's
-kubeconfig), waits until it is ready and idle, and reads its ``VmRSS``/``VmHWM`` from
-``/proc/<pid>/status`` — the same measurement as ``bench/scale.py``'s "guard daemon RSS at idle",
-without the 8,000 shadows. Then a fresh interpreter per import shows where the memory is before
-the daemon does anything: a bare interpreter, the official ``kubernetes`` client alone (importing
-any of its modules loads every API and model module) and the guard's modules (which use that
-client, as every service does). Absolute numbers depend on the Python build and libraries.
-
-The daemon runs with the Python environment the product image sets (the ``PYTHON*`` variables
-of the last ``ENV`` of ``collection/image/Containerfile``: ``PYTHONOPTIMIZE=2``, no docstrings),
-with the venv's bytecode compiled at that level first as the image's build does, and once more
-without it, so the docstrings' share shows.
+Starts a real control plane and ``sriov-dra-guard serve`` through its entrypoint, waits until it
+is ready and idle, and reads its ``VmRSS``/``VmHWM`` (the same measurement as ``bench/scale.py``'s
+"guard daemon RSS at idle", without the shadows). Then a fresh interpreter per import shows where
+the memory is: a bare interpreter, the ``kubernetes`` client alone, and the guard's modules. The
+daemon runs with the product image's Python environment (``PYTHONOPTIMIZE=2``, bytecode compiled
+at that level as the image's build does), and once more without it, so the docstrings' share shows.
 
 Run as a script: ``.venv/bin/python bench/guard_rss.py [idle seconds]`` (default 2).
 """

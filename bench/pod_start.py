@@ -1,51 +1,27 @@
-"""Benchmark: apply→Running of the spec §14.2 Pod on real kubelets, managed against hand-written (issue 15 item 5).
+"""Benchmark: apply→Running of the gpu-nic-pairs Pod on real kubelets, managed against hand-written.
 
-Starts the lab on two real nodes (``sriov_dra_lab.stack.LabStack`` with ``real_nodes``: kubelet
-v1.36 + containerd 2.2 each, the roles, Multus thin, the guard, the DRA plugin with auto-attach, the
-synthetic GPU plugin; no operator), applies the §14.2 example's objects (verbatim) and then, in one
-run, alternately starts two variants of its Pod, both pinned to the first node (so every kubelet
-metric below is one Pod's):
+Starts the lab on two real nodes (kubelet + containerd each, the roles, Multus thin, the guard,
+the plugin with auto-attach, the synthetic GPU plugin), applies the gpu-nic-pairs example
+(examples/gpu-nic-pairs) and alternately starts two variants of its Pod on the first node, after
+one uncounted warm-up start of each:
 
-- **managed**: the §14.2 Pod verbatim (two GPU/NIC pairs through the ``gpu-nic-pairs``
-  ResourceClaimTemplate; the plugin prepares both VFs, creates a shadow NAD per VF and patches the
-  Pod's selections; no annotation in the workload);
-- **hand-written** (the best a user can do without this project): the same Pod with a
-  ``k8s.v1.cni.cncf.io/networks`` annotation naming one hand-written NAD per VF, each the rail's
-  source config plus the ``deviceID`` (PCI address) of one VF of that rail on the node, read from
-  the node's ResourceSlice, and the same GPUs through a GPU-only claim template. Without this
-  project's auto-attach a VF cannot come from a DRA claim on the same node: the plugin's
-  auto-attach is a node-level switch and never falls back to manual mode (spec §4.2), and the lab
-  has no VF device plugin, so the user addresses the VF by hand, as upstream sriov-cni allows. The
-  GPUs are kept in both (their DRA prepare is part of both starts; only the VFs differ). The guard
-  stays in the CNI chain for both (it is installed on the node): for the hand-written Pod it only
-  passes the ADD through (``PassedUnmanaged``).
+- **managed**: the example's Pod unchanged (the plugin prepares both VFs, creates a shadow NAD per
+  VF and patches the Pod's selections);
+- **hand-written** (the best a user can do without this project, whose auto-attach never falls
+  back to manual mode, docs/design.md#settings): the same Pod with a networks annotation naming
+  one hand-written NAD per VF (the rail's source config plus one VF's ``deviceID`` read from the
+  node's ResourceSlice) and the same GPUs through a GPU-only claim. The guard passes its ADD
+  through (``PassedUnmanaged``).
 
-Rounds alternate the order (managed first, then hand-written first, …) after one warm-up start
-of each that is not counted (image, caches). Per start: apply→Running (from the Pod's create call
-to the watch event showing ``Running``), the watch's first sight of ``spec.nodeName``
-(scheduling) and of ``PodReadyToStartContainers`` (sandbox + CNI done); the Pod's condition
-timestamps (1 s resolution, as the API stores them); and the change of the node kubelet's own
-histograms across the start (``bench/realkit/kubeletmetrics.py``: DRA prepare per driver, CRI
-RunPodSandbox, CreateContainer, StartContainer, pod start SLI). Medians are printed against the
-goal: managed / hand-written apply→Running <= 1.25. Between starts the Pod is deleted and the lab
-checked for leftovers (``sriov_dra_lab.leftovers``: claims unprepared, checkpoint and CDI files
-gone, VFs home, IP reservations released; stopped sandboxes are left to the kubelet's GC) before
-the next one.
+Per start it prints apply→Running, scheduling and ``PodReadyToStartContainers`` as the watch saw
+them, and the node kubelet's histograms across the start (``bench/realkit/kubeletmetrics.py``);
+medians against the goal managed / hand-written <= :data:`GOAL_RATIO`. Between starts the lab is
+checked for leftovers. Then the plugin's and guard's RSS with 64 prepared claims on one node
+(8 Pods × 8 one-VF claims) against :data:`RSS_GOALS_MIB`.
 
-RSS (``VmRSS`` from ``/proc``) of the plugin and guard processes of both nodes at idle, after the
-rounds and with **64 prepared claims** on the first node (with ``VmHWM``, the peak), against the
-goals ``bench/scale.py`` uses (plugin <= 120 MiB, guard <= 80 MiB). For those the lab's nodes get
-32 VFs per PF (64 per node; the default lab has 4) and, after the rounds, 8 Pods pinned to the first
-node each take 8 one-VF claims from a ResourceClaimTemplate of the example's
-``sriov-pcie-netdevice`` DeviceClass: 64 claims prepared by the real kubelet through the plugin,
-64 shadow NADs, 64 VFs attached by the guard and Multus (``dra0``..``dra7`` per Pod). They are
-deleted and the lab checked clean afterwards. The plugin and guard run as their roles'
-DaemonSets: the figures are their containers' main processes (PIDs from the CRI).
-
-Run as root: ``.venv/bin/python bench/pod_start.py [--rounds N]`` (default 10 per variant: about
-5–8 minutes on 2 cores, 1–2.5 of them the lab's start; about 15 s per Pod start and deletion).
-Nothing is asserted on time; it exits 0 on a MISS. Without the real-node parts (root, the pinned
-kubelet/containerd) it prints ``SKIP`` with what is missing and exits 0.
+Run as root: ``.venv/bin/python bench/pod_start.py [--rounds N]`` (default 10 per variant).
+Nothing is asserted on time: it exits 0 on a MISS, and prints ``SKIP`` with what is missing
+(root, the pinned kubelet/containerd) and exits 0 without the real-node parts.
 """
 
 from __future__ import annotations
@@ -86,7 +62,7 @@ VFS_PER_PF: Final = 32
 """64 VFs per node: one node holds the 64 one-VF claims of the RSS load."""
 PROCESSES: Final = ("plugin", "guard")
 RSS_GOALS_MIB: Final = {"plugin": 120.0, "guard": 80.0}
-"""The RSS goals ``bench/scale.py`` prints the plugin and the guard against (the guard's: issue 17 item 3)."""
+"""The RSS goals ``bench/scale.py`` prints the plugin and the guard against."""
 
 
 @dataclass
@@ -165,7 +141,7 @@ def handwritten(
 
 def claims_load(managed_pod: dict[str, Any], node: str) -> list[dict[str, Any]]:
     """The RSS load: a one-VF ResourceClaimTemplate and :data:`LOAD_PODS` Pods on ``node``, each with
-    :data:`CLAIMS_PER_POD` claims from it (the §14.2 Pod's container, no GPU, no annotation)."""
+    :data:`CLAIMS_PER_POD` claims from it (the gpu-nic-pairs Pod's container, no GPU, no annotation)."""
     template = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",

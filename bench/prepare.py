@@ -1,74 +1,18 @@
 """Benchmark: API requests and latency of one auto-attach prepare of a k-VF claim (default k = 2).
 
-Against a real kube-apiserver (started with ``sriov_dra_lab.controlplane.running``; the pinned
-binaries must be built), ``rounds`` times: a fresh Pod (bound to a simulated node) and a fresh
-claim allocated k VFs, each on its own rail (its own source NAD, as on a GPU node with one rail
-per GPU; status written as the scheduler would), then one NodePrepare through the real handler
-(``driver.prepare`` with ``driver.managed`` on a fake-sysfs host, real checkpoint and CDI files),
-counting every API request by verb and resource and recording its body.
+Against a real kube-apiserver, ``rounds`` times: a fresh Pod and a fresh claim allocated k VFs,
+each on its own rail, then one NodePrepare through the real handler (fake-sysfs host, real
+checkpoint and CDI files), counting every API request by verb and resource. Each round also
+issues the **floor**: the same requests with the same bodies, bare, each waiting only for the
+answers it needs, concurrent ones concurrently (``driver.managed.fanout``).
 
-The floor (issue 17 item 4): in the same round the **same requests with the same bodies** (the
-shadow creates and the Pod JSON Patch the prepare sent, its ``status.devices``; names, owner and
-``test`` values rewritten for a fresh Pod and claim) are issued bare through the same clients,
-each waiting only for the answers it needs, in the prepare's order: claim GET, Pod GET, the k
-source GETs together, the k creates together, then the Pod patch beside the claim status write
-(concurrent ones through the same fan-out, ``driver.managed.fanout``). The prepare's median is
-reported against the floor's median (goal <= 1.15) and against the same requests one after the
-other (the issue-5 baseline, goal <= 1.3).
-
-Phases: every API request and local write of a prepare is put on a timeline (start and end
-relative to the prepare's start); per phase the bench prints the median wall-clock span (first
-start to last end, so requests that overlap count once), the sum of its requests, and the floor's
-span of the same phase. Each request is also timed at the urllib3 pool, so the client's own cost
-(building and encoding the request, decoding the answer: the client-call span minus the HTTP
-span) is printed on its own; the rest is plugin CPU, locks, host and CDI work between them.
-
-Goals (issue 5): the managed happy path costs ``3 + 2k`` requests for ``k`` VFs (claim GET, Pod
-GET, Pod patch, k source GETs, k shadow creates); the best-effort diagnostic ``status.devices``
-write comes on top (beside the Pod patch). Absolute times depend on the machine and its load
-(2 cores shared with the control plane and other work); starting the control plane is not part
-of any number.
-
-Where the time goes (measured, issue 17 item 4):
-
-- The Pod patch and the claim status write each took about twice their time alone (10.5 vs
-  6.1 ms, 9.2 vs 4.9 ms) because the prepare sends them **at the same time** and the local API
-  server and etcd serve both on the same two cores, while the old bare baseline sent them one
-  after the other. Issued concurrently bare (the floor) they cost about the same as in the
-  prepare (load ~2: Pod patch 7.0 vs 6.5 ms, status 5.8 vs 6.4 ms): it is the server, not the
-  client. Neither the client nor the body is the cause: every call already sends pre-built JSON
-  and decodes the raw answer (``_preload_content=False``, no model classes), connections are
-  kept alive in one pool (``kube.client.POOL_MAXSIZE``); the client's own cost is about
-  0.1-0.3 ms per request (the "client" line; a patch with its ``sanitize_for_serialization``
-  the most), the same in the floor.
-- The status write can end after the Pod patch on a loaded server; ``Ready`` used to wait for
-  it. Now the patch runs on the handler's thread, the status write on a worker
-  (``fanout.start``), ``Ready`` is persisted as soon as the patch succeeded and the status write
-  is joined afterwards, still under the operation locks (``driver.managed.ensure``).
-- Not in the floor: the three checkpoint writes the spec orders (``Pending`` before the first
-  shadow create, the shadow UIDs before the Pod patch, ``Ready`` durably before the answer; spec
-  §8.1 steps 2, 3, 5), and the plugin's CPU between requests. They are what separates the
-  prepare from the floor. Each checkpoint write is one in-place ``fdatasync`` of the slot file
-  (``host.slotfile``) with the readable copy's rename done on a helper thread while that flush
-  runs (``host.checkpoint_files``; idle, alone: flush 0.27 ms, copy after it +0.20 ms, beside it
-  +0.06 ms); as a replace-by-rename with a file and a directory ``fsync`` each durable write took
-  0.5 ms idle and 0.7-1.2 ms here. Validating only what changed in a binding (a memo of valid
-  bindings) took the encode from 80 to 44 us idle but moved the prepare by less than the noise,
-  so every write validates every record in full.
-- The split of one 2-VF prepare (medians per prepare over 60 rounds, load about 2, 2026-12-05;
-  prepare 20.3 ms, floor 16.2 ms, ratio 1.26): ``Pending`` write 0.7 ms (encode 0.13), UID write
-  0.7 ms, ``Ready`` write 0.7 ms (after the Pod patch, overlapping the status write's end);
-  planning and rendering after the source GETs 0.67 ms (interface names 0.10, two renders with
-  their shadow check 0.22, the Pod annotation dry run 0.19); host step 0.61 ms (CDI files 0.17);
-  building the Pod patch 0.21 ms; the rest (hand-offs, plan set-up before the first source GET
-  0.25 ms, ensure set-up before the first create 0.18 ms) about 0.6 ms.
-- What keeps the ratio above 1.15 (issue 17 item 4, measured interleaved in one process,
-  ``Pending``/UID/``Ready`` writes replaced by no-ops: about -1.9 ms, ratio 1.14-1.20): the three
-  flushes the spec orders cost 0.25-0.55 ms each beside etcd's own (the disk has a write-back
-  cache and no FUA, so every ``fdatasync`` is a device cache flush), about 1-1.5 ms in all, and
-  the rest is plugin CPU on two cores shared with the API server and etcd. A status write
-  started before the UID write (so it overlaps it) made the UID write's flush wait for etcd's
-  (0.5 -> 1.1 ms) and saved nothing.
+Goals: ``3 + 2k`` requests on the auto-attach path (claim GET, Pod GET, Pod patch, k source GETs,
+k shadow creates; the diagnostic ``status.devices`` write on top), the prepare's median at most
+:data:`GOAL_VS_FLOOR` times the floor's and :data:`GOAL_VS_SERIAL` times the same requests one
+after the other. The gap to the floor is the three durable checkpoint writes
+(docs/design.md#checkpoint) and the plugin's CPU between requests; the bench prints the wall-clock
+span of each phase against the floor's, and the client's own cost per request. Absolute times
+depend on the machine and its load; starting the control plane is not part of any number.
 
 Run as a script: ``.venv/bin/python bench/prepare.py [rounds] [vfs]`` (vfs 1–8; 8 = a GPU node's rails).
 """
@@ -112,6 +56,7 @@ NAD_CRD: Final = (
 )
 MAX_VFS: Final = 8
 GOAL_VS_FLOOR: Final = 1.15
+GOAL_VS_SERIAL: Final = 1.3
 Counter = collections.Counter[str]
 Phases = dict[str, tuple[float, float]]
 """Label → (wall-clock span, sum of its requests' durations), seconds."""
@@ -399,7 +344,7 @@ def bare_requests(
     Pod's name comes from the claim, the creates need the Pod's UID, the patch needs the
     creates' UIDs), and requests the prepare issues together run together through the same
     fan-out (``driver.managed.fanout``): the source GETs, the creates, and the Pod patch beside
-    the status write. Otherwise every request runs after the previous one (the issue-5 baseline).
+    the status write. Otherwise every request runs after the previous one.
     Each request is on ``timeline`` under the prepare's phase labels when given.
     """
     pods: Any = podpatch.PodClient(api)
@@ -462,7 +407,7 @@ class Result:
 
 @contextlib.contextmanager
 def sequential() -> Iterator[None]:
-    """Within the block every fan-out runs its calls one after the other (the pre-issue-5 path)."""
+    """Within the block every fan-out runs its calls one after the other."""
     concurrent, started = fanout.run_all, fanout.start
 
     def one_by_one(calls: Sequence[Callable[[], Any]], *, max_in_flight: int = 1) -> list[Any]:
@@ -605,7 +550,7 @@ def main() -> None:
         f"ratio {m / f:.2f} (goal <= {GOAL_VS_FLOOR})"
     )
     print(
-        f"  the same requests bare one after the other {b * 1e3:.1f} ms: ratio {m / b:.2f} (issue-5 goal <= 1.3); "
+        f"  the same requests bare one after the other {b * 1e3:.1f} ms: ratio {m / b:.2f} (goal <= {GOAL_VS_SERIAL}); "
         f"the prepare with every fan-out run one by one {q * 1e3:.1f} ms: ratio {q / b:.2f}"
     )
     print(

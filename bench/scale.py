@@ -1,56 +1,26 @@
-"""Benchmark: spec §18.3 scale — 1,000 Pods with 8 managed VFs each, 8,000 shadows (issue 17 item 3).
+"""Benchmark: the design's scale target (docs/design.md#scale): 1,000 Pods with 8 managed VFs each.
 
-Against a real control plane (etcd, kube-apiserver, kube-controller-manager with the garbage
-collector, kube-scheduler: ``sriov_dra_lab.controlplane``), the objects of ``--pods`` Pods with
-``--vfs-per-pod`` managed VFs each are created, spread over simulated nodes of 256 VFs each
-(two PFs × 128, the lab's fake-sysfs node), ``256 // vfs-per-pod`` Pods per node:
+Against a real control plane (with the garbage collector), the objects of ``--pods`` Pods with
+``--vfs-per-pod`` managed VFs are created over simulated nodes of 256 VFs each:
 
-* **one node runs the real plugin** (``bench/scalekit/plugin_child.py``: the product's
-  ``driver.main.Plugin`` in its own process with ``--multus-auto-attach`` on a fake-sysfs tree of
-  256 VFs, its API requests counted). Its ``--prepared-claims`` claims (default 64; each of its
-  Pods holds two claims of ``vfs-per-pod / 2`` VFs, so 32 Pods and all 256 VFs) are allocated
-  (status written as the scheduler would) and **prepared through the real NodePrepare path**:
-  the lab's kubelet client (``sriov_dra_lab.kubelet``) calls the plugin's DRA socket over gRPC;
-* **every other Pod's objects are created exactly as the plugin creates them**, without running
-  a plugin per node (``bench/scalekit/objects.py``: the product's own builders — interface names,
-  rendering, identities, ``expected_shadow``, ``podnets.plan_merge``; a unit test proves them
-  byte-identical to a real prepare): per Pod one create, one shadow create per VF (labels,
-  protection finalizer, Pod ownerReference, binding annotation) and one JSON Patch of the Pod
-  (selections + registry). These Pods name their claims but the claims are not created.
+* **one node runs the real plugin** (``bench/scalekit/plugin_child.py``, its API requests
+  counted); its ``--prepared-claims`` claims are prepared through the real NodePrepare path over
+  gRPC (``sriov_dra_lab.kubelet``);
+* **every other Pod's objects are created exactly as the plugin creates them**
+  (``bench/scalekit/objects.py``, the product's own builders; a test proves them identical to a
+  real prepare), without a plugin per node.
 
-Measured, each printed against its goal (``PASS``/``MISS``; ``INFO`` without a goal):
+Measured, each printed against its goal (``PASS``/``MISS``; ``INFO`` without a goal): the plugin
+node's orphan scan and repair pass (requests, time, peak RSS), apiserver and etcd RSS and object
+counts, the largest Pod's annotations against the 256 KiB limit, the plugin's and guard's RSS with
+the product image's Python environment, a tracemalloc top 10 of the plugin, and the cleanup of
+the whole set (the real release path on the plugin's node; the garbage collector and
+``driver.managed.shadows.finalize_released`` for the others, an upper bound).
 
-* the plugin node's **orphan scan** (``RepairWorker.scan_orphans``: requests, wall time, the
-  plugin's peak RSS while it ran — VmHWM reset just before it);
-* the **repair worker's full pass** over the node's prepared claims (requests, time, writes);
-* **apiserver and etcd** RSS and object counts before the workload and with the whole set;
-* the **largest Pod's annotations** against the 256 KiB limit, with 8 VFs (live Pods) and with
-  32 VFs (built by the same builders, not created);
-* the **plugin's RSS** at idle with 256 VFs (published, no claim) and after the prepares; the
-  **guard daemon's** RSS at idle (``sriov-dra-guard serve`` through its entrypoint); both run
-  with the product image's Python environment (``sriov_dra_lab.imageenv``: ``PYTHONOPTIMIZE=2``);
-* **where the plugin's memory goes**: the plugin restarted on the same checkpoint with
-  ``SRIOV_DRA_BENCH_TRACEMALLOC`` (read by the bench child, not the product), tracemalloc top 10;
-* **cleanup** of the whole set: the plugin node's claims through the real release path
-  (NodeUnprepare over gRPC: shadow deleted with a UID precondition, selections removed, finalizer
-  removed, checkpoint record dropped), every other Pod deleted (grace 0, as the kubelet's final
-  delete; background propagation) so that the **garbage collector** deletes its shadows, whose
-  protection finalizer is then removed by the plugin's own ``FinalizeReleasedShadow``
-  (``driver.managed.shadows.finalize_released``, called here for the simulated nodes' plugins as
-  soon as a watch of the shadows sees one terminating); the time until no shadow, no finalizer
-  and no checkpoint record is left. On a real cluster each node's plugin deletes its own shadows
-  at NodeUnprepare, in parallel; here the garbage collector does it for the simulated nodes, at
-  kube-controller-manager's default client rate, so this is an upper bound.
-
-Nothing is asserted on time: it is a benchmark and exits 0 on a MISS. Sizes: ``--pods`` and
-``--vfs-per-pod`` (a small run: ``--pods 20 --prepared-claims 8``). Absolute times depend on the
-machine (two shared cores here); starting the control plane is not in any number.
-
-Run: ``.venv/bin/python bench/scale.py [--pods N] [--vfs-per-pod K] [--prepared-claims C]``
-(the defaults are the issue's full size; it prints its time estimate first: about 20 minutes on
-two busy cores, most of it the garbage collector). ``make bench`` runs it with ``SCALE_ARGS``
-(default ``--pods 200``: the plugin's node is the same, 64 claims and 256 shadows, in a cluster of
-1,600 shadows; about 5 minutes); the full size: ``make bench SCALE_ARGS=--pods=1000``.
+Nothing is asserted on time: it exits 0 on a MISS. Run:
+``.venv/bin/python bench/scale.py [--pods N] [--vfs-per-pod K] [--prepared-claims C]``; the
+defaults are the full size and it prints its time estimate first. ``make bench`` runs it with
+``SCALE_ARGS`` (default ``--pods 200``); the full size: ``make bench SCALE_ARGS=--pods=1000``.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ class Claim:
 
 
 def interface_names(claims: Sequence[Claim]) -> dict[tuple[str, str], str]:
-    """``(pool, device) → interface`` over every allocation of the Pod (spec §6.5)."""
+    """``(pool, device) → interface`` over every allocation of the Pod (docs/design.md#interface-names)."""
     devices = [
         ifnames.AllocatedDevice(
             claim_uid=identities.ClaimUid(c.uid),

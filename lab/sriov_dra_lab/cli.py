@@ -133,12 +133,12 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
     up.set_defaults(func=_lab_up)
     demo = lab_sub.add_parser(
         "demo",
-        help="the main job (make lab): the same lab, then the spec §14 examples end to end with their "
+        help="the main job (make lab): the same lab, then the three examples end to end with their "
         "correlation tables, stop, one PASS/FAIL line (--hold: pause with a Pod running)",
         description=(
-            "Start the lab, apply the spec §14.2, §14.1 and §14.3 examples one after the other, print "
-            "each Pod's correlation table and checks, verify nothing is left after each deletion, stop "
-            "the lab and print one PASS/FAIL line with the demo's time."
+            "Start the lab, apply the three examples of examples/ (gpu-nic-pairs, one-network-deviceclass, "
+            "operator-two-rails) one after the other, print each Pod's correlation table and checks, verify "
+            "nothing is left after each deletion, stop the lab and print one PASS/FAIL line with the demo's time."
         ),
     )
     _workdir(demo)
@@ -146,7 +146,7 @@ def build_parser(prog: str = "sriov-dra lab") -> argparse.ArgumentParser:
     demo.add_argument(
         "--hold",
         action="store_true",
-        help="pause with the §14.2 Pod running (and commands to inspect it) until Enter",
+        help="pause with the gpu-nic-pairs Pod running (and commands to inspect it) until Enter",
     )
     _node_kind(demo, "real", "real")
     demo.set_defaults(func=_lab_demo)

@@ -262,7 +262,8 @@ def start(
 ) -> stack.LabStack | None:
     """Start the whole lab in ``workdir`` (reset first) with progress lines; ``None`` when it cannot.
 
-    ``operator_managed`` restarts the plugins on the operator's namespace afterwards (spec §14.3);
+    ``operator_managed`` restarts the plugins on the operator's namespace afterwards (the
+    operator-two-rails example);
     ``real_nodes`` runs real kubelets and containerd (each node's versions are printed).
     Returns: the running lab (the caller stops it), or ``None`` after printing one ``FAIL`` line
     (roles failed, machine cannot host the lab; everything started is stopped already).

@@ -5,17 +5,18 @@ Phases, each on a clean lab state, each ending with its workloads deleted and a 
 1. start the lab as ``lab up`` does (:func:`~sriov_dra_lab.console.start`; control plane, two
    simulated nodes with two rails each, ``playbooks/lab.yml`` with the collection's roles (one summary line per role),
    plugins, guards, Multus, IPAM, operator);
-2. spec §14.2 (``examples/gpu-nic-pairs``): the GPU/NIC pairs example, applied verbatim (the lab's
-   PF names, node label and documentation CIDRs already match it, so no substitution is needed);
-   the spec §14.4 correlation table, once the claim's ``networkData`` names each VF's interface,
-   addresses and MAC (checked against the Pod's network namespace); the spec §16.2 checks (two GPUs and two VFs, pairwise equal
-   pcieRoot, each VF's address in its own rail's subnet with both rails used, no networks
-   annotation or resourceName in the workload, source NADs unchanged, zero ResourceClaim/
-   ResourceSlice reads by Multus in the audit log);
-3. spec §14.1 (``examples/one-network-deviceclass``): one NAD named once in a DeviceClass;
-4. spec §14.3 (``examples/operator-two-rails``): SriovNetwork + SriovNetworkNodePolicy through
-   the operator, the plugins restarted on the operator's namespace (an operator-managed
-   install), the same workload as §14.2;
+2. ``examples/gpu-nic-pairs``: the GPU/NIC pairs example, applied unchanged (the lab's PF names,
+   node label and documentation CIDRs already match it); the correlation table
+   (docs/design.md#correlation), once the claim's ``networkData`` names each VF's interface,
+   addresses and MAC (checked against the Pod's network namespace); the completion checks
+   (docs/design.md#completion: two GPUs and two VFs, pairwise equal pcieRoot, each VF's address in
+   its own rail's subnet with both rails used, no networks annotation or resourceName in the
+   workload, source NADs unchanged, zero ResourceClaim/ResourceSlice reads by Multus in the audit
+   log);
+3. ``examples/one-network-deviceclass``: one NAD named once in a DeviceClass;
+4. ``examples/operator-two-rails``: SriovNetwork + SriovNetworkNodePolicy through the operator,
+   the plugins restarted on the operator's namespace (an operator-managed install), the
+   gpu-nic-pairs workload;
 5. stop everything; print ``PASS`` or ``FAIL`` with the failed checks, on one line.
 
 The correlation is computed by an injected inspector (``sriov-dra inspect``'s functions, which
@@ -265,10 +266,10 @@ class Demo:
 
     # ------------------------------------------------------------------ phases
     def pairs(self) -> None:
-        """Spec §14.2 and the §16.2 checks."""
+        """The gpu-nic-pairs example and the completion checks."""
         v = self.verdict
         say(
-            f"\n== spec §14.2: two GPU/NIC pairs matched by PCIe root ({PAIRS.relative_to(EXAMPLES.parent)}, verbatim)"
+            f"\n== gpu-nic-pairs: two GPU/NIC pairs matched by PCIe root ({PAIRS.relative_to(EXAMPLES.parent)}, unchanged)"
         )
         docs = workloads.load(PAIRS)
         clean, detail = _workload_text_clean(docs)
@@ -298,8 +299,8 @@ class Demo:
             f"expected 0 resource.k8s.io requests, got {multus_dra_reads(audit)} "
             f"(of {multus_requests(audit)} audited Multus requests)",
         )
-        self.teardown(docs, "§14.2")
-        v.sections.append("spec §14.2 + §16.2")
+        self.teardown(docs, "gpu-nic-pairs")
+        v.sections.append("gpu-nic-pairs")
 
     def pause(self, namespace: str, name: str) -> None:
         """Keep the lab and the Pod running until Enter, with commands to look around."""
@@ -311,18 +312,22 @@ class Demo:
         self.held_s += console.hold("Press Enter to continue the demo (the Pod is deleted next).")
 
     def one_network(self) -> None:
-        """Spec §14.1."""
-        say(f"\n== spec §14.1: one NAD for a DeviceClass ({ONE_NETWORK.relative_to(EXAMPLES.parent)})")
+        """The one-network-deviceclass example."""
+        say(
+            f"\n== one-network-deviceclass: one NAD for a DeviceClass ({ONE_NETWORK.relative_to(EXAMPLES.parent)})"
+        )
         docs = workloads.load(ONE_NETWORK / "one-network.yaml") + workloads.load(ONE_NETWORK / "pod.yaml")
         workloads.apply_docs(self.lab.api, docs)
         self.show_pod("ai-workloads", "one-network-demo", expect_vfs=1, rails=RAIL_SUBNETS[:1])
-        self.teardown(docs, "§14.1")
-        self.verdict.sections.append("§14.1")
+        self.teardown(docs, "one-network-deviceclass")
+        self.verdict.sections.append("one-network-deviceclass")
 
     def operator(self) -> None:
-        """Spec §14.3: plugins on the operator namespace, SriovNetwork + node policies, the §14.2 workload."""
+        """The operator-two-rails example: plugins on the operator namespace, SriovNetwork + node policies."""
         v = self.verdict
-        say(f"\n== spec §14.3: two rails through the operator ({OPERATOR.relative_to(EXAMPLES.parent)})")
+        say(
+            f"\n== operator-two-rails: two rails through the operator ({OPERATOR.relative_to(EXAMPLES.parent)})"
+        )
         how = "the plugin DaemonSet rolled out" if self.lab.plugin_as_daemonset else "the plugins restarted"
         say(f"    {how} with policy namespace {stack.OPERATOR_NAMESPACE} (operator-managed install)")
         self.lab.switch_plugin_policy_namespace(stack.OPERATOR_NAMESPACE)
@@ -339,8 +344,8 @@ class Demo:
             )
         workloads.apply_docs(self.lab.api, [d for d in workload if d["kind"] != "Namespace"])
         self.show_pod("ai-workloads", "gpu-sriov-pairs-demo", expect_vfs=2, rails=RAIL_SUBNETS)
-        self.teardown([*networks, *workload], "§14.3")
-        v.sections.append("§14.3")
+        self.teardown([*networks, *workload], "operator-two-rails")
+        v.sections.append("operator-two-rails")
         self.lab.switch_plugin_policy_namespace(stack.POLICY_NAMESPACE)
 
     def _conditions(self) -> dict[str, str]:

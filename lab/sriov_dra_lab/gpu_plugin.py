@@ -1,7 +1,7 @@
 """LAB ONLY — SYNTHETIC: a stand-in kubelet plugin for the ``gpu.nvidia.com`` driver (no GPU anywhere).
 
 The lab publishes synthetic GPU ResourceSlices (:mod:`sriov_dra_lab.session`) so the scheduler
-can pair each VF with a GPU by PCIe root, as spec §14.2 asks. A kubelet refuses to start a Pod
+can pair each VF with a GPU by PCIe root, as the gpu-nic-pairs example asks. A kubelet refuses to start a Pod
 whose claim has results of a driver that is not registered, so every lab node also runs this
 process: it registers as ``gpu.nvidia.com`` over the real kubelet plugin protocol and answers
 NodePrepareResources with the claim's ``gpu.nvidia.com`` results and synthetic CDI IDs

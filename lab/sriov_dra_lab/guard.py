@@ -1,7 +1,7 @@
 """The guard in the lab: install it into a CNI setup and run its daemon, both through its entrypoint.
 
-The lab treats the guard like an installed service (ARCHITECTURE.md §3: the lab starts services as
-processes through their entrypoints): ``sriov-dra-guard install`` writes the ``multus-guard`` shim
+The lab treats the guard like an installed service, started as a process through its entrypoint
+(docs/layout.md): ``sriov-dra-guard install`` writes the ``multus-guard`` shim
 and ``00-multus-guard.conflist`` exactly as the Ansible role would, and ``sriov-dra-guard serve``
 runs the daemon with a given identity. Readiness is the daemon's own ``/readyz``.
 """

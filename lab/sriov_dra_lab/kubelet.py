@@ -20,7 +20,7 @@ sync. Resolving claims from the API server (names, allocation, reservedFor) is t
 this module works on :class:`PodClaim` values. The ``prepared`` flag lives only in memory, as in
 the kubelet: a new manager (a kubelet restart) prepares again.
 
-Source: /work/shared/reference/dra-protocol.md §3.1, §3.2, §3.4.
+Upstream: kubernetes ``pkg/kubelet/cm/dra`` (v1.36).
 """
 
 from __future__ import annotations

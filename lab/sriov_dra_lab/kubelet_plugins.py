@@ -9,7 +9,7 @@ connection per plugin for NodePrepare/NodeUnprepare with the kubelet's 45 s dead
 response checks (no unknown claim UID, no missing claim). Which claims to send, and when, is
 :mod:`sriov_dra_lab.kubelet`'s job. Never starts a plugin and never writes in the registry.
 
-Source: /work/shared/reference/dra-protocol.md §1.3, §2.2, §3.1.
+Upstream: kubernetes ``pkg/kubelet/pluginmanager`` and ``pkg/kubelet/cm/dra`` (v1.36).
 """
 
 from __future__ import annotations

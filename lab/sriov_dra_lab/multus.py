@@ -2,7 +2,7 @@
 
 * :func:`service_account_kubeconfig` gives a component a real, minimal identity: a ServiceAccount
   bound to a ClusterRole, a bound token from the TokenRequest API, and a kubeconfig using it. The
-  guard gets the shipped ``sriov-dra-guard`` ClusterRole (get pods and NADs only, handed case C16);
+  guard gets the shipped ``sriov-dra-guard`` ClusterRole (get pods and NADs only);
   Multus gets :data:`MULTUS_RULES`, what its own deployment grants.
 * :class:`ThickMultus` runs the pinned ``multus-daemon`` with a daemon config that pins the primary
   (``multusMasterCNI``) and writes its generated ``00-multus.conf`` into its own directory, so the
@@ -48,7 +48,7 @@ MULTUS_RULES: Final[list[dict[str, Any]]] = [
     },
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
 ]
-"""Multus's permissions, as its reference deployment grants them (reference multus.md §1)."""
+"""Multus's permissions, as its upstream deployment manifests grant them."""
 
 
 def cluster_role(name: str, rules: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -16,8 +16,8 @@ the few things a cluster operator would do around it:
   registered with the kubelet) and the registration socket in the kubelet's registry
   (:func:`wait_running`);
 - **changing it**: the policy namespace of an operator-managed install is a DaemonSet edit and a
-  rollout (:func:`set_policy_namespace`); deleting a Pod by hand (:func:`delete_pod`) is what spec
-  §8.3's recovery test does;
+  rollout (:func:`set_policy_namespace`); deleting a Pod by hand (:func:`delete_pod`) is what the
+  checkpoint recovery test does (docs/design.md#repair);
 - **its log**: the plugin Pod's container log through the API (:func:`log_lines`), as
   ``kubectl logs`` reads it.
 
@@ -141,7 +141,7 @@ def describe(pod: client.V1Pod | None) -> str:
 def set_policy_namespace(api: Any, namespace: str, policy_namespace: str) -> bool:
     """Point the DaemonSet's ``--namespace`` at ``policy_namespace``; True when that changed its template.
 
-    The edit an operator makes when policies move to the operator's namespace (spec §12): the
+    The edit an operator makes when policies move to the operator's namespace (docs/operator.md): the
     DaemonSet controller then replaces each Pod (``maxUnavailable: 1``).
     """
     apps = client.AppsV1Api(api)

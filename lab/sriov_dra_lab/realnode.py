@@ -29,7 +29,7 @@ One :class:`RealNode` is one node of the lab's control plane, with its own
 - the Pod network: a ``bridge`` + ``host-local`` conflist (the pinned CNI plugins), Pod range
   ``10.244.<index>.0/24`` inside the node namespace (the lab's primary-network scheme).
 
-The settings are the ones measured on this machine type (``../shared/reference/real-nodes.md``):
+The node settings the lab needs, each for a reason of the machine it runs on:
 ``restrict_oom_score_adj`` (the sandbox lacks CAP_SYS_RESOURCE), ``failCgroupV1: false``,
 ``cgroupDriver: cgroupfs``, image GC thresholds that keep local images, ``failSwapOn: false``.
 
@@ -418,8 +418,8 @@ class RealNode:
         """containerd's config (version 3): default paths inside the node, runc, the node's CNI and CDI dirs.
 
         Source: containerd 2.2 ``internal/cri/config`` (plugin sections ``io.containerd.cri.v1.runtime``,
-        ``io.containerd.cri.v1.images``, ``io.containerd.grpc.v1.cri``); the settings measured on this
-        machine type (module docstring).
+        ``io.containerd.cri.v1.images``, ``io.containerd.grpc.v1.cri``); the node settings of the module
+        docstring.
         """
         runc = shutil.which(RUNC) or f"/usr/sbin/{RUNC}"
         return f"""\
@@ -467,8 +467,8 @@ imports = []
     def kubelet_config(self) -> dict[str, Any]:
         """The KubeletConfiguration (``kubelet.config.k8s.io/v1beta1``) of this node.
 
-        Source: the kubelet 1.36 configuration reference and the settings measured on this machine
-        type (module docstring): cgroup v1 accepted, cgroupfs driver under the node's cgroup root,
+        Source: the kubelet 1.36 configuration reference and the node settings of the module
+        docstring: cgroup v1 accepted, cgroupfs driver under the node's cgroup root,
         x509 client-CA authentication (anonymous and webhook authentication off), Webhook
         authorization, healthz on the node's loopback, image GC that keeps the local images.
         """

@@ -31,7 +31,7 @@ from typing import Final
 from sriov_dra_lab import images
 
 TOOLBOX_IMAGE: Final = "quay.io/schseba/toolbox:latest"
-"""The image the three examples name (spec §14); served as the toolbox stand-in."""
+"""The image the three examples name; served as the toolbox stand-in."""
 BASH_SHIM: Final = b'#!/bin/sh\nexec /bin/sh "$@"\n'
 
 

@@ -9,7 +9,7 @@ by the pinned upstream ``host-device`` reference plugin (found on ``CNI_PATH``, 
 ``pciBusID`` = the config's ``deviceID`` and the config's ``ipam``); only the VF settings are done
 here, through the PF's netlink (:func:`sriov_dra_lab.fakes.netedit.set_vf`): ``vlan``/``vlanQoS``,
 ``spoofchk``, ``trust``, ``min_tx_rate``/``max_tx_rate`` and ``link_state``. What matches
-sriov-cni v2.10 (reference real-vfs.md):
+sriov-cni v2.10:
 
 * errors are CNI code 999 with sriov-cni's texts: no ``deviceID`` ->
   ``SRIOV-CNI failed to load netconf: LoadConf(): VF pci addr is required``; a VF whose allocation

@@ -3,8 +3,8 @@
 Owns everything that makes a lab node look like a real node to the processes that run "on" it:
 
 - a **fake sysfs tree** (``<node>/sysfs``) with two Mellanox-style PFs, ``ens1f0`` under PCIe root
-  ``pci0000:00`` and ``ens2f0`` under ``pci0000:80`` (the spec §14.2 fixture's PF names, vendor
-  ``15b3``), each with ``vfs_per_pf`` VFs bound to ``mlx5_core``;
+  ``pci0000:00`` and ``ens2f0`` under ``pci0000:80`` (the gpu-nic-pairs example's PF names,
+  vendor ``15b3``), each with ``vfs_per_pf`` VFs bound to ``mlx5_core``;
 - a **node network namespace** holding one veth pair per VF: the VF end carries the VF's netdev
   name from the fake tree (``ens1f0v0`` …), the peer end (``…p``) stays beside it. The lab
   ``sriov`` CNI plugin moves a VF end into a Pod's namespace exactly as sriov-cni moves a VF;

@@ -5,7 +5,7 @@ comments dropped, text otherwise untouched), apply it with server-side apply, wa
 run (failing with the kubelet's last Warning Event and the Pod's conditions, so a stuck Pod says
 why), delete objects and wait until they are gone. Never changes what a manifest says; the only
 substitution mechanism is an explicit ``{old: new}`` text replacement named by the caller (the
-physical substitutions the specification allows: PF names, node labels, CIDRs).
+physical substitutions an example's header allows: PF names, node labels, CIDRs).
 """
 
 from __future__ import annotations

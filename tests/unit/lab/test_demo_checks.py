@@ -37,11 +37,14 @@ def test_verdict_is_one_line_naming_failed_checks() -> None:
     verdict = demo.Verdict()
     assert not verdict.passed and verdict.line(1.0).startswith("FAIL: 0 of 0")
     verdict.check("pods run", True)
-    verdict.sections.append("§14.1")
-    assert verdict.passed and verdict.line(12.4) == "PASS: all 1 checks passed (§14.1) in 12 s"
+    verdict.sections.append("one-network-deviceclass")
+    assert (
+        verdict.passed and verdict.line(12.4) == "PASS: all 1 checks passed (one-network-deviceclass) in 12 s"
+    )
     held = verdict.line(12.4, held_s=31.0)
     assert (
-        held == "PASS: all 1 checks passed (§14.1) in 12 s (demo time; 31 s at the --hold pause not counted)"
+        held
+        == "PASS: all 1 checks passed (one-network-deviceclass) in 12 s (demo time; 31 s at the --hold pause not counted)"
     )
     verdict.check("nothing left", False, "shadows: 1")
     line = verdict.line(3.0)

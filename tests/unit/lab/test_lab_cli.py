@@ -21,14 +21,14 @@ def test_lab_help_describes_up_and_demo_and_the_one_workdir(capsys: pytest.Captu
         "up start the whole lab (control plane, nodes, roles, plugins, guards, Multus, operator) without the examples"
         in text
     )
-    assert "demo the main job (make lab): the same lab, then the spec §14 examples" in text
+    assert "demo the main job (make lab): the same lab, then the three examples" in text
     assert "every component log under logs/" in text
 
 
 @pytest.mark.parametrize(
     ("command", "phrase"),
     [
-        ("demo", "Start the lab, apply the spec §14.2, §14.1 and §14.3 examples"),
+        ("demo", "Start the lab, apply the three examples of examples/"),
         ("up", "without applying any example; print KUBECONFIG, the kubectl of the build cache"),
     ],
     ids=["demo-has-a-description", "up-has-a-description"],
