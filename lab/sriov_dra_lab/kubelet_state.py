@@ -12,7 +12,7 @@ ask, so this module persists both:
 
 Order rule (callers follow it): the checkpoint is written after the manager's cache changed and
 before anything that depends on the change is made visible (a Pod status, a deletion). Writes are
-atomic (``host.atomicfile``); an unreadable file is an error, never silently reset.
+atomic (``host.atomic_file``); an unreadable file is an error, never silently reset.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from sriov_dra.host import atomicfile
+from sriov_dra.host import atomic_file
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import kubelet
 
@@ -110,7 +110,7 @@ class SimState:
 
     def load(self) -> None:
         """Read the file if it exists. Raises: :class:`StateCorrupt`."""
-        raw = atomicfile.read_optional(self.path)
+        raw = atomic_file.read_optional(self.path)
         if raw is None:
             return
         try:
@@ -148,7 +148,7 @@ class SimState:
                 "sandboxes": {uid: asdict(s) for uid, s in sorted(self.sandboxes.items())},
             }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomicfile.write_atomic(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
+        atomic_file.write_atomic(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     def put_sandbox(self, record: SandboxRecord) -> None:
         """Remember (or replace) the sandbox of ``record.pod_uid`` and save."""

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sriov_dra.host import atomicfile
+from sriov_dra.host import atomic_file
 from sriov_dra_lab.fakes import netedit
 
 
@@ -88,5 +88,5 @@ def delete_vfs(vfs: Sequence[LabVf]) -> None:
 def write_vf_map(path: Path, vfs: Sequence[LabVf]) -> Path:
     """Write the lab ``sriov`` plugin's map ``{"<pci>": "<host ifname>"}`` (atomic). Returns ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_atomic(path, json.dumps({vf.pci: vf.ifname for vf in vfs}, indent=2).encode())
+    atomic_file.write_atomic(path, json.dumps({vf.pci: vf.ifname for vf in vfs}, indent=2).encode())
     return path

@@ -68,7 +68,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sriov_dra.host import atomicfile, netlink, sysfs
+from sriov_dra.host import atomic_file, netlink, sysfs
 from sriov_dra_lab.fakes import netedit
 
 SUPPORTED_VERSIONS = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
@@ -134,14 +134,14 @@ def _add(conf: dict[str, Any], stdin: bytes, vf_map: dict[str, str], state_dir: 
     state = _state_path(state_dir, container, ifname)
     state.parent.mkdir(parents=True, exist_ok=True)
     record = {"deviceID": pci, "hostIfname": host_ifname, "netns": netns, "ifname": ifname}
-    atomicfile.write_atomic(state, json.dumps(record).encode())
+    atomic_file.write_atomic(state, json.dumps(record).encode())
     marker.parent.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_atomic(marker, netns.encode())
+    atomic_file.write_atomic(marker, netns.encode())
     try:
         netedit.move_link(host_ifname, target_netns=netns, new_name=ifname)
     except BaseException:
-        atomicfile.remove_durable(state)
-        atomicfile.remove_durable(marker)
+        atomic_file.remove_durable(state)
+        atomic_file.remove_durable(marker)
         raise
     result: dict[str, Any] | None = None
     try:
@@ -158,8 +158,8 @@ def _add(conf: dict[str, Any], stdin: bytes, vf_map: dict[str, str], state_dir: 
             with contextlib.suppress(PluginError):
                 _ipam(conf, "DEL", stdin)
         netedit.move_link(ifname, target_netns=None, new_name=host_ifname, netns_path=netns)
-        atomicfile.remove_durable(state)
-        atomicfile.remove_durable(marker)
+        atomic_file.remove_durable(state)
+        atomic_file.remove_durable(marker)
         raise
     out: dict[str, Any] = {"cniVersion": conf.get("cniVersion")}
     out["interfaces"] = [{"name": ifname, "mac": mac, "sandbox": netns}]
@@ -173,7 +173,7 @@ def _add(conf: dict[str, Any], stdin: bytes, vf_map: dict[str, str], state_dir: 
 def _del(conf: dict[str, Any], stdin: bytes, state_dir: Path) -> None:
     container, ifname = os.environ.get("CNI_CONTAINERID", ""), os.environ.get("CNI_IFNAME", "")
     path = _state_path(state_dir, container, ifname)
-    raw = atomicfile.read_optional(path)
+    raw = atomic_file.read_optional(path)
     if raw is None:
         return  # nothing recorded for this attachment: nothing to undo (sriov-cni without its cache)
     record = json.loads(raw)
@@ -181,13 +181,13 @@ def _del(conf: dict[str, Any], stdin: bytes, state_dir: Path) -> None:
     netns = record["netns"]
     if os.path.exists(netns) and ifname in netlink.link_names(netns):
         netedit.move_link(ifname, target_netns=None, new_name=record["hostIfname"], netns_path=netns)
-    atomicfile.remove_durable(_marker(state_dir, record["deviceID"]))
-    atomicfile.remove_durable(path)
+    atomic_file.remove_durable(_marker(state_dir, record["deviceID"]))
+    atomic_file.remove_durable(path)
 
 
 def _check(state_dir: Path, suffix: str = ".json") -> None:
     container, ifname = os.environ.get("CNI_CONTAINERID", ""), os.environ.get("CNI_IFNAME", "")
-    raw = atomicfile.read_optional(_state_path(state_dir, container, ifname, suffix))
+    raw = atomic_file.read_optional(_state_path(state_dir, container, ifname, suffix))
     if raw is None:
         raise PluginError(999, f"no lab VF attached for {container}/{ifname}")
     netns = json.loads(raw)["netns"]
@@ -301,13 +301,13 @@ def _exec_host_device(command: str, stdin: bytes) -> dict[str, Any]:
 def _allocated_to(state_dir: Path, pci: str) -> str | None:
     """The netns a VF is allocated to, or None; a record of a deleted netns is dropped."""
     marker = _marker(state_dir, pci)
-    raw = atomicfile.read_optional(marker)
+    raw = atomic_file.read_optional(marker)
     if raw is None:
         return None
     holder = raw.decode()
     if holder and os.path.exists(holder):
         return holder
-    atomicfile.remove_durable(marker)
+    atomic_file.remove_durable(marker)
     return None
 
 
@@ -353,18 +353,18 @@ def _add_real(conf: dict[str, Any], state_dir: Path, reader: sysfs.Sysfs) -> dic
     }
     state = _state_path(state_dir, container, ifname, suffix="")
     state.parent.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_atomic(state, json.dumps(record).encode())
+    atomic_file.write_atomic(state, json.dumps(record).encode())
     marker = _marker(state_dir, pci)
     marker.parent.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_atomic(marker, netns.encode())
+    atomic_file.write_atomic(marker, netns.encode())
     try:
         netedit.set_vf(pf, index, **settings)
         result = _exec_host_device("ADD", json.dumps(_host_device(conf, pci)).encode())
     except BaseException:
         with contextlib.suppress(netlink.NetlinkError):
             netedit.set_vf(pf, index, **reset)
-        atomicfile.remove_durable(state)
-        atomicfile.remove_durable(marker)
+        atomic_file.remove_durable(state)
+        atomic_file.remove_durable(marker)
         raise
     return result
 
@@ -372,7 +372,7 @@ def _add_real(conf: dict[str, Any], state_dir: Path, reader: sysfs.Sysfs) -> dic
 def _del_real(conf: dict[str, Any], state_dir: Path, reader: sysfs.Sysfs) -> None:
     container, ifname = os.environ.get("CNI_CONTAINERID", ""), os.environ.get("CNI_IFNAME", "")
     path = _state_path(state_dir, container, ifname, suffix="")
-    raw = atomicfile.read_optional(path)
+    raw = atomic_file.read_optional(path)
     if raw is None:
         return  # sriov-cni's cmdDel without its cache: nothing to undo
     record = json.loads(raw)
@@ -384,8 +384,8 @@ def _del_real(conf: dict[str, Any], state_dir: Path, reader: sysfs.Sysfs) -> Non
         _ipam(device_conf, "DEL", stdin)
         _rename_returned(reader, pci, record["hostIfname"])
     netedit.set_vf(record["pf"], record["vfIndex"], **record["reset"])
-    atomicfile.remove_durable(_marker(state_dir, pci))
-    atomicfile.remove_durable(path)
+    atomic_file.remove_durable(_marker(state_dir, pci))
+    atomic_file.remove_durable(path)
 
 
 def _rename_returned(reader: sysfs.Sysfs, pci: str, original: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import (
-    checkpointdoc,
+    checkpoint_doc,
     errors,
     names,
     nodepolicies,
@@ -96,7 +96,7 @@ def sriov_checkpoint_bindings(checkpoint):
     if checkpoint is None or checkpoint == "":
         return []
     try:
-        return checkpointdoc.bindings_of(checkpoint, source="given to sriov_checkpoint_bindings")
+        return checkpoint_doc.bindings_of(checkpoint, source="given to sriov_checkpoint_bindings")
     except errors.SriovDraError as exc:
         raise AnsibleFilterError(exc.detail)
 

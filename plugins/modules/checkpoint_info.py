@@ -108,8 +108,8 @@ from pathlib import Path
 
 from ansible_collections.sriovnet.dra.plugins.module_utils import base, entry
 from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import (
-    checkpointdoc,
-    checkpointread,
+    checkpoint_doc,
+    checkpoint_read,
     errors,
 )
 
@@ -137,27 +137,27 @@ def _summary(bindings, source):
 
 
 def _read(path):
-    """``checkpointread.read`` with the module's messages; ``None`` when neither file exists."""
+    """``checkpoint_read.read`` with the module's messages; ``None`` when neither file exists."""
     if path.is_dir():
         raise base.ModuleError(
             "%s is a directory; give the checkpoint file inside it (%s)"
-            % (path, path / checkpointread.CHECKPOINT_FILE_NAME)
+            % (path, path / checkpoint_read.CHECKPOINT_FILE_NAME)
         )
     name = path.resolve().name
-    if name != checkpointread.CHECKPOINT_FILE_NAME and not name.endswith(".slots"):
+    if name != checkpoint_read.CHECKPOINT_FILE_NAME and not name.endswith(".slots"):
         raise base.ModuleError(
             "%s is not named %s or %s: give the plugin's own file (its --state-dir followed by /%s), whose durable "
             "%s beside it is read too; a file of another name (a copy, a backup) is never read, as it may be older"
             % (
                 path,
-                checkpointread.CHECKPOINT_FILE_NAME,
-                checkpointread.SLOTS_FILE_NAME,
-                checkpointread.CHECKPOINT_FILE_NAME,
-                checkpointread.SLOTS_FILE_NAME,
+                checkpoint_read.CHECKPOINT_FILE_NAME,
+                checkpoint_read.SLOTS_FILE_NAME,
+                checkpoint_read.CHECKPOINT_FILE_NAME,
+                checkpoint_read.SLOTS_FILE_NAME,
             )
         )
     try:
-        return checkpointread.read(path)
+        return checkpoint_read.read(path)
     except FileNotFoundError:
         return None
     except errors.SriovDraError as exc:
@@ -178,9 +178,9 @@ def _copy_bindings(module, reading, bindings):
 
     Extra bindings are warned about (see DOCUMENTATION).
     """
-    copy_path = reading.source.with_name(checkpointread.CHECKPOINT_FILE_NAME)
+    copy_path = reading.source.with_name(checkpoint_read.CHECKPOINT_FILE_NAME)
     try:
-        copy = checkpointread.copy_beside(reading.source)
+        copy = checkpoint_read.copy_beside(reading.source)
     except OSError as exc:
         return [], "%s cannot be read: %s" % (copy_path, exc.strerror or exc)
     if copy is None:
@@ -188,7 +188,7 @@ def _copy_bindings(module, reading, bindings):
     if copy == reading.payload:
         return [], None
     try:
-        listed = checkpointdoc.managed_bindings(copy, source=str(copy_path))
+        listed = checkpoint_doc.managed_bindings(copy, source=str(copy_path))
     except errors.SriovDraError as exc:
         return [], exc.detail
     known = set(_key(b) for b in bindings)
@@ -208,17 +208,17 @@ def _missing(path):
         "no plugin checkpoint at %s (neither %s nor %s exists there): check the path, the plugin's --state-dir followed "
         "by /%s (the plugin creates it when it starts); only on a node where the plugin never ran set allow_missing (the "
         "roles' drain_checkpoint_missing_ok, cleanup_checkpoint_missing_ok)"
-        % (path, checkpointread.SLOTS_FILE_NAME, checkpointread.CHECKPOINT_FILE_NAME, checkpointread.CHECKPOINT_FILE_NAME)
+        % (path, checkpoint_read.SLOTS_FILE_NAME, checkpoint_read.CHECKPOINT_FILE_NAME, checkpoint_read.CHECKPOINT_FILE_NAME)
     )
 
 
 def run(module):
     """Read the checkpoint at ``module.params["path"]``; return ``exists``, ``source``, ``bindings`` and ``msg``.
 
-    Shapes: ``bindings`` as ``checkpointdoc.bindings_of``, sorted by claim UID, plus any that only
+    Shapes: ``bindings`` as ``checkpoint_doc.bindings_of``, sorted by claim UID, plus any that only
     the readable copy lists (see DOCUMENTATION).
     Raises: :class:`base.ModuleError` naming the file for a checkpoint that cannot be trusted (see
-    ``checkpointread.read`` and ``checkpointdoc.managed_bindings``), that cannot be read, or that
+    ``checkpoint_read.read`` and ``checkpoint_doc.managed_bindings``), that cannot be read, or that
     does not exist without ``allow_missing``.
     """
     path = Path(module.params["path"])
@@ -232,17 +232,17 @@ def run(module):
     for problem in reading.problems:
         module.warn("%s: %s; the other slot was read" % (source, problem))
     try:
-        bindings = checkpointdoc.managed_bindings(reading.payload, source=source)
+        bindings = checkpoint_doc.managed_bindings(reading.payload, source=source)
     except errors.SriovDraError as exc:
         raise base.ModuleError(exc.detail, reason=str(exc.reason), source=source)
-    if reading.source.name != checkpointread.CHECKPOINT_FILE_NAME:
+    if reading.source.name != checkpoint_read.CHECKPOINT_FILE_NAME:
         extra, uncompared = _copy_bindings(module, reading, bindings)
         if uncompared is not None and reading.problems:
             raise base.ModuleError(
                 "%s has a slot that is not valid (%s), and its readable copy cannot be compared (%s): the slot may have "
                 "held bindings the other does not, so this checkpoint cannot show that the node holds none. Start the "
                 "plugin on the node (it rewrites %s from its durable record when it starts) and rerun"
-                % (source, "; ".join(reading.problems), uncompared, checkpointread.CHECKPOINT_FILE_NAME),
+                % (source, "; ".join(reading.problems), uncompared, checkpoint_read.CHECKPOINT_FILE_NAME),
                 source=source,
             )
         if uncompared is not None:  # deleted by hand or damaged: the durable record alone decides

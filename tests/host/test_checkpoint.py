@@ -29,7 +29,7 @@ from tests.fakes import faulty_checkpoint, rename_kill
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_codec as codec
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.host import atomicfile, checkpoint_files, slotfile
+from sriov_dra.host import atomic_file, checkpoint_files, slot_file
 from sriov_dra.host import checkpoint as store_mod
 from sriov_dra_rules import errors
 
@@ -456,11 +456,11 @@ def test_kill_before_the_readable_copy_is_replaced_keeps_the_durable_write_and_r
         write="store.set_claim(fx.record(fx.CLAIM_2, fx.POD_A, indexes=(1,)))\n",
     )
     assert path.read_bytes() == committed, "readers still see the previous complete document"
-    assert len(atomicfile.stale_temporaries(path)) == 1
+    assert len(atomic_file.stale_temporaries(path)) == 1
     restarted = store_mod.CheckpointStore(path)
     assert list(restarted.load()) == [fx.CLAIM_1, fx.CLAIM_2]
     assert list(codec.decode_checkpoint(path.read_bytes()).claims) == [fx.CLAIM_1, fx.CLAIM_2]
-    assert atomicfile.stale_temporaries(path) == []
+    assert atomic_file.stale_temporaries(path) == []
 
 
 def _slots(path: Path) -> Path:
@@ -490,7 +490,7 @@ def test_a_legacy_checkpoint_json_alone_is_adopted_into_the_slot_file_unchanged(
     claims = store_mod.CheckpointStore(path).load()
     assert claims == codec.decode_checkpoint(raw).claims
     assert path.read_bytes() == raw, "the legacy file stays as the readable copy"
-    adopted = slotfile.SlotFile(_slots(path)).read()
+    adopted = slot_file.SlotFile(_slots(path)).read()
     assert adopted is not None and adopted.payload == raw, "the slot file holds the legacy bytes as they were"
     path.unlink()
     assert store_mod.CheckpointStore(path).load() == claims, "now from the slot file"
@@ -532,7 +532,7 @@ def test_a_valid_slot_holding_a_corrupt_document_fails_load_naming_the_slot_file
     path = tmp_path / "checkpoint.json"
     store_mod.CheckpointStore(path).load()
     _slots(path).unlink()
-    slotfile.SlotFile(_slots(path)).create(b'{"version": 1}')
+    slot_file.SlotFile(_slots(path)).create(b'{"version": 1}')
     with pytest.raises(errors.ContractViolation) as info:
         store_mod.CheckpointStore(path).load()
     assert str(_slots(path)) in str(info.value)
@@ -634,7 +634,7 @@ def test_a_read_only_reader_reads_a_live_slot_file_again_when_one_read_spans_two
     store.set_claim(fx.record(fx.CLAIM_1, fx.POD_A))
     good = _slots(path).read_bytes()
     reads = iter([bytes(len(good)), bytes(len(good)), good])  # two torn-looking reads, then a whole one
-    monkeypatch.setattr(checkpoint_files.atomicfile, "read_optional", lambda p: next(reads))
+    monkeypatch.setattr(checkpoint_files.atomic_file, "read_optional", lambda p: next(reads))
     raw, source = checkpoint_files.read_only(path)
     assert source == _slots(path) and codec.decode_checkpoint(raw).claims == store.all_claims()
 
@@ -741,16 +741,16 @@ def test_a_failed_copy_beside_a_durable_slot_write_fails_the_write_and_memory_ke
 ) -> None:
     store.set_claim(fx.record(phase=P.PENDING, shadow_uid=""))
     before = store.all_claims()
-    real = atomicfile.write_atomic
+    real = atomic_file.write_atomic
 
     def full(path: Path, data: bytes, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(checkpoint_files.atomicfile, "write_atomic", full)
+    monkeypatch.setattr(checkpoint_files.atomic_file, "write_atomic", full)
     with pytest.raises(OSError, match="No space left"):
         store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID))
     assert store.all_claims() == before
-    monkeypatch.setattr(checkpoint_files.atomicfile, "write_atomic", real)
+    monkeypatch.setattr(checkpoint_files.atomic_file, "write_atomic", real)
     out = store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID))
     assert reload(store)[fx.CLAIM_1] == out
     assert codec.decode_checkpoint(store.path.read_bytes()).claims[fx.CLAIM_1] == out
@@ -763,7 +763,7 @@ def test_a_failed_flush_still_joins_the_copy_before_the_write_raises(
     store.set_claim(fx.record(phase=P.PENDING, shadow_uid=""))
     before = store.all_claims()
     copies: list[str] = []
-    real_copy = atomicfile.write_atomic
+    real_copy = atomic_file.write_atomic
 
     def slow_copy(path: Path, data: bytes, **kwargs: Any) -> None:
         threading.Event().wait(0.05)
@@ -773,7 +773,7 @@ def test_a_failed_flush_still_joins_the_copy_before_the_write_raises(
     def failing(fd: int) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(checkpoint_files.atomicfile, "write_atomic", slow_copy)
+    monkeypatch.setattr(checkpoint_files.atomic_file, "write_atomic", slow_copy)
     monkeypatch.setattr(os, "fdatasync", failing)
     with pytest.raises(OSError, match="Input/output"):
         store.update_managed_bindings(fx.CLAIM_1, lambda b: replace(b, shadow_uid=fx.SHADOW_UID))

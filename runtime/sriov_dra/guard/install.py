@@ -46,7 +46,7 @@ from typing import Any, Final
 
 import sriov_dra_rules
 from sriov_dra.guard import shim
-from sriov_dra.host import atomicfile
+from sriov_dra.host import atomic_file
 from sriov_dra_rules import cniinstall
 
 CONFLIST_NAME: Final = cniinstall.GUARD_FILE
@@ -166,7 +166,7 @@ def write_rules(bin_dir: Path) -> str:
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    atomicfile.fsync_directory(parent)
+    atomic_file.fsync_directory(parent)
     return digest
 
 
@@ -175,7 +175,7 @@ def _fill(temp: Path, sources: Mapping[str, bytes]) -> None:
     package = temp / RULES_PACKAGE
     package.mkdir()
     for name, data in sources.items():
-        atomicfile.write_atomic(package / name, data, mode=0o644)
+        atomic_file.write_atomic(package / name, data, mode=0o644)
         py_compile.compile(  # optimize=0: the shim runs as ``python3 -IS`` whatever PYTHONOPTIMIZE installs it
             str(package / name),
             doraise=True,
@@ -183,7 +183,7 @@ def _fill(temp: Path, sources: Mapping[str, bytes]) -> None:
             invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
         )
     for directory in (package / "__pycache__", package, temp):
-        atomicfile.fsync_directory(directory)
+        atomic_file.fsync_directory(directory)
 
 
 def installed_rules_version(shim_path: Path) -> str | None:
@@ -222,7 +222,7 @@ def prune_rules(bin_dir: Path, keep: Collection[str]) -> list[Path]:
     if not keep:
         parent.rmdir()
     elif removed:
-        atomicfile.fsync_directory(parent)
+        atomic_file.fsync_directory(parent)
     return removed
 
 
@@ -264,7 +264,7 @@ def remove_shim(bin_dir: Path) -> list[Path]:
     if not bin_dir.is_dir():
         return []
     with _exclusive(bin_dir):
-        removed = [path] if atomicfile.remove_durable(path) else []
+        removed = [path] if atomic_file.remove_durable(path) else []
         return removed + prune_rules(bin_dir, ())
 
 
@@ -276,7 +276,7 @@ def uninstall(bin_dir: Path, conf_dir: Path) -> list[Path]:
     Raises: ``OSError`` when one cannot be removed (what came before it is already removed).
     """
     conflist = conf_dir / CONFLIST_NAME
-    removed = [conflist] if atomicfile.remove_durable(conflist) else []
+    removed = [conflist] if atomic_file.remove_durable(conflist) else []
     return removed + remove_shim(bin_dir)
 
 
@@ -296,9 +296,9 @@ def _replace_unless_same(path: Path, data: bytes, *, mode: int) -> bool:
     """Write ``data`` to ``path`` atomically unless it is a regular file already holding exactly
     ``data`` with permission bits ``mode`` (as ``host.cdi`` skips an identical spec); return
     whether it was written."""
-    if atomicfile.read_optional(path) == data:
+    if atomic_file.read_optional(path) == data:
         st = path.lstat()
         if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == mode:
             return False
-    atomicfile.write_atomic(path, data, mode=mode)
+    atomic_file.write_atomic(path, data, mode=mode)
     return True

@@ -11,7 +11,7 @@ two kinds of file the plugin owns (names and content come from ``core.plugin.cdi
   (rebuilt) while any such claim remains and removed after the last one (spec §8.4 step 5; compute
   the address list with ``core.plugin.checkpoint_lifecycle.pod_cdi_pci_addresses``).
 
-Writes are atomic (``host.atomicfile``) and idempotent: re-writing identical content leaves the
+Writes are atomic (``host.atomic_file``) and idempotent: re-writing identical content leaves the
 file untouched, so a runtime watching the directory sees no churn. Removing an absent file
 succeeds. This module must never touch a file whose name it did not generate.
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Final
 
 from sriov_dra.core.plugin import cdi_spec
-from sriov_dra.host import atomicfile
+from sriov_dra.host import atomic_file
 
 DEFAULT_CDI_ROOT: Final = Path("/var/run/cdi")
 """Dynamic CDI directory (higher priority than ``/etc/cdi``); upstream ``--cdi-root`` default."""
@@ -48,7 +48,7 @@ CDI_FILE_MODE: Final = 0o644
 WriteFn = Callable[[Path, bytes], None]
 RemoveFn = Callable[[Path], bool]
 
-default_write: Final[WriteFn] = functools.partial(atomicfile.write_atomic, mode=CDI_FILE_MODE, durable=False)
+default_write: Final[WriteFn] = functools.partial(atomic_file.write_atomic, mode=CDI_FILE_MODE, durable=False)
 """Atomic replacement without ``fsync``: specs are rebuilt from the record by every prepare."""
 
 
@@ -64,7 +64,7 @@ class CdiSpecs:
         root: Path = DEFAULT_CDI_ROOT,
         *,
         write: WriteFn = default_write,
-        remove: RemoveFn = atomicfile.remove_durable,
+        remove: RemoveFn = atomic_file.remove_durable,
     ) -> None:
         self._root = root
         self._write = write
@@ -94,7 +94,7 @@ class CdiSpecs:
         return self._root / cdi_spec.spec_file_name(pod_uid)
 
     def _write_if_changed(self, path: Path, data: bytes) -> bool:
-        if atomicfile.read_optional(path) == data:
+        if atomic_file.read_optional(path) == data:
             return False
         self._write(path, data)
         return True

@@ -142,7 +142,7 @@ class CheckpointStore:
         return self._files.source
 
     def close(self) -> None:
-        """Release the files (and the slot file's lock, :mod:`sriov_dra.host.slotfile`); reload to use again."""
+        """Release the files (and the slot file's lock, :mod:`sriov_dra.host.slot_file`); reload to use again."""
         with self._lock:
             self._files.close()
             self._loaded = False

@@ -2,7 +2,7 @@
 
 Three files in the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), all mode 0600:
 
-- ``checkpoint.slots``: the durable record (``host.slotfile``). Every checkpoint write returns
+- ``checkpoint.slots``: the durable record (``host.slot_file``). Every checkpoint write returns
   only after its bytes are flushed there in place, one ``fdatasync`` (spec §8.1 steps 2, 3, 5 and
   §8.4 ask each write to be durable before the next API step).
 - ``checkpoint.json``: the same bytes (the versioned, checksummed JSON document of
@@ -12,7 +12,7 @@ Three files in the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), al
   write, three times on a prepare's critical path; bench/prepare.py). It is what people read
   (``jq . checkpoint.json``); ``sriov-dra orphans``, the lab and the drain and cleanup roles
   (``sriovnet.dra.checkpoint_info``) read the slot file through
-  ``sriov_dra_rules.checkpointread`` (:func:`read_only` here). A reader always sees a complete
+  ``sriov_dra_rules.checkpoint_read`` (:func:`read_only` here). A reader always sees a complete
   document, never behind a write the plugin acted on (it is replaced before the write returns);
   while the flush runs it may already show the new state, as the slot file itself does (its page
   cache); after a power loss it may be older (or empty) until the plugin starts, which rewrites
@@ -49,13 +49,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.host import atomicfile, slotfile
-from sriov_dra_rules import checkpointread, errors
+from sriov_dra.host import atomic_file, slot_file
+from sriov_dra_rules import checkpoint_read, errors
 
-CHECKPOINT_FILE_NAME: Final = checkpointread.CHECKPOINT_FILE_NAME
+CHECKPOINT_FILE_NAME: Final = checkpoint_read.CHECKPOINT_FILE_NAME
 """The readable copy's name inside the plugin directory, as upstream's checkpoint."""
 
-SLOTS_FILE_NAME: Final = checkpointread.SLOTS_FILE_NAME
+SLOTS_FILE_NAME: Final = checkpoint_read.SLOTS_FILE_NAME
 """The durable record's name inside the plugin directory."""
 
 LOCK_FILE_NAME: Final = "checkpoint.lock"
@@ -75,12 +75,12 @@ def read_only(path: Path) -> tuple[bytes, Path]:
     """Read a checkpoint without writing or locking anything: ``(document bytes, the file they came from)``.
 
     For tools (``sriov-dra orphans``, the lab) that must never write the plugin's files; the slot
-    file wins over ``checkpoint.json`` (see ``sriov_dra_rules.checkpointread.read_only``, which the
+    file wins over ``checkpoint.json`` (see ``sriov_dra_rules.checkpoint_read.read_only``, which the
     collection's ``checkpoint_info`` module uses too).
     Raises: ``FileNotFoundError`` when neither file exists; ``ContractViolation`` for a slot file
     that stays without a valid slot; ``OSError`` when unreadable.
     """
-    return checkpointread.read_only(path)
+    return checkpoint_read.read_only(path)
 
 
 class CheckpointFiles:
@@ -93,7 +93,7 @@ class CheckpointFiles:
 
     def __init__(self, path: Path, *, lock_wait_s: float = LOCK_WAIT_S) -> None:
         self._path = path
-        self._slots = slotfile.SlotFile(path.with_name(SLOTS_FILE_NAME), mode=CHECKPOINT_FILE_MODE)
+        self._slots = slot_file.SlotFile(path.with_name(SLOTS_FILE_NAME), mode=CHECKPOINT_FILE_MODE)
         self._lock_path = path.with_name(LOCK_FILE_NAME)
         self._lock_wait_s = lock_wait_s
         self._lock_fd: int | None = None
@@ -116,22 +116,22 @@ class CheckpointFiles:
 
         Takes the lock first (see the module docstring). Nothing of the checkpoint is written here
         (:meth:`settle` does it once the caller has decoded the bytes) except what makes the slot
-        file's newest blob durable (``host.slotfile``). A torn slot (a write that never completed)
+        file's newest blob durable (``host.slot_file``). A torn slot (a write that never completed)
         is logged with its reason and the other is used.
         Raises: ``ContractViolation`` naming the lock file when another process holds it past the
         wait, or naming the slot file when it holds no valid slot (the files left untouched);
         ``OSError`` when a file is unreadable.
         """
         self._hold_lock()
-        atomicfile.remove_stale_temporaries(self._path)
+        atomic_file.remove_stale_temporaries(self._path)
         try:
             found = self._slots.read()
-        except slotfile.SlotFileError as exc:
+        except slot_file.SlotFileError as exc:
             raise errors.ContractViolation(
                 f"checkpoint {exc}. Restore it from a backup of the plugin directory, or drain the node "
                 f"and move {self._slots.path} and {self._path} away before starting the plugin"
             ) from exc
-        copy = atomicfile.read_optional(self._path)
+        copy = atomic_file.read_optional(self._path)
         if found is None:
             self._source = self._path
             self._adopt = copy is not None
@@ -163,7 +163,7 @@ class CheckpointFiles:
             self._adopt = False
             LOG.info("checkpoint adopted into slot file", extra={"path": str(self._slots.path)})
             return
-        atomicfile.write_atomic(self._path, pending, mode=CHECKPOINT_FILE_MODE, durable=False)
+        atomic_file.write_atomic(self._path, pending, mode=CHECKPOINT_FILE_MODE, durable=False)
         LOG.info("checkpoint copy rewritten from slot file", extra={"path": str(self._path)})
 
     def write(self, data: bytes) -> None:
@@ -201,7 +201,7 @@ class CheckpointFiles:
             raise failed
 
     def _write_copy(self, data: bytes) -> None:
-        atomicfile.write_atomic(self._path, data, mode=CHECKPOINT_FILE_MODE, durable=False)
+        atomic_file.write_atomic(self._path, data, mode=CHECKPOINT_FILE_MODE, durable=False)
 
     def close(self) -> None:
         """Close the slot file and release the lock."""

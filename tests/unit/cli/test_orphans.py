@@ -12,7 +12,7 @@ import pytest
 from sriov_dra.cli import orphans
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.host import slotfile
+from sriov_dra.host import slot_file
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import nodeinfo
 from sriov_dra.kube import shadows as kube_shadows
@@ -64,7 +64,7 @@ def test_the_durable_slot_file_beside_the_checkpoint_is_read_before_its_readable
     """The readable ``checkpoint.json`` may lag after a power loss; ``checkpoint.slots`` is the record."""
     path = tmp_path / "checkpoint.json"
     path.write_bytes(checkpoint_codec.encode_checkpoint(model.Checkpoint()))
-    slotfile.SlotFile(tmp_path / "checkpoint.slots").create(b'{"version": 1}')
+    slot_file.SlotFile(tmp_path / "checkpoint.slots").create(b'{"version": 1}')
     assert orphans.run(_args(path), io.StringIO()) == 1
     err = capsys.readouterr().err
     assert f"checkpoint {tmp_path / 'checkpoint.slots'} is corrupt" in err

@@ -45,7 +45,7 @@ from typing import Final
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra_rules import errors, names
-from sriov_dra_rules.checkpointdoc import canonical_json, checksum
+from sriov_dra_rules.checkpoint_doc import canonical_json, checksum
 
 _TOP_KEYS: Final = frozenset({"version", "checksum", "data"})
 _CLAIM_KEYS: Final = frozenset({"namespace", "name", "podUID", "devices"})

@@ -18,7 +18,7 @@ from tests.unit.plugins import harness
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.host import checkpoint as store_mod
 from sriov_dra.host import checkpoint_files
-from sriov_dra_rules import slotformat
+from sriov_dra_rules import slot_format
 
 
 def _prepared(tmp_path: Path, *records: model.ClaimRecord) -> Path:
@@ -189,9 +189,9 @@ def test_a_damaged_newest_slot_is_warned_about_and_the_bindings_only_the_copy_li
     path = _prepared(tmp_path, record)  # slot 0: the empty checkpoint of the load; slot 1: the claim
     slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
     raw = bytearray(slots.read_bytes())
-    newest = slotformat.parse(bytes(raw), source="x")
+    newest = slot_format.parse(bytes(raw), source="x")
     assert newest.slot == 1
-    raw[newest.capacity + slotformat.HEADER.size + 10] ^= 0xFF
+    raw[newest.capacity + slot_format.HEADER.size + 10] ^= 0xFF
     slots.write_bytes(bytes(raw))
     warned = []
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: warned.append(text))
@@ -223,10 +223,10 @@ def test_a_corrupt_readable_copy_is_warned_about_and_the_durable_record_decides(
     )
 
 
-def _damage_newest_slot(slots: Path) -> slotformat.ReadResult:
+def _damage_newest_slot(slots: Path) -> slot_format.ReadResult:
     raw = bytearray(slots.read_bytes())
-    newest = slotformat.parse(bytes(raw), source="x")
-    raw[newest.slot * newest.capacity + slotformat.HEADER.size + 10] ^= 0xFF
+    newest = slot_format.parse(bytes(raw), source="x")
+    raw[newest.slot * newest.capacity + slot_format.HEADER.size + 10] ^= 0xFF
     slots.write_bytes(bytes(raw))
     return newest
 
@@ -262,7 +262,7 @@ def test_a_torn_slot_the_plugin_already_reconciled_passes_with_a_warning(tmp_pat
     slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
     _damage_newest_slot(slots)
     path.write_bytes(
-        slotformat.parse(slots.read_bytes(), source="x").payload
+        slot_format.parse(slots.read_bytes(), source="x").payload
     )  # what the plugin's start writes
     warned = []
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: warned.append(text))

@@ -1,4 +1,4 @@
-"""``sriov_dra_rules.checkpointdoc``: what the collection reads of the plugin's checkpoint.
+"""``sriov_dra_rules.checkpoint_doc``: what the collection reads of the plugin's checkpoint.
 
 The bindings it lists must be exactly the managed bindings the plugin's codec wrote, and no byte
 of a document may change without the reader refusing it or reading the same bindings: the drain
@@ -15,7 +15,7 @@ from tests.fakes import checkpoint_records as fx
 
 from sriov_dra.core.plugin import checkpoint_codec as codec
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra_rules import checkpointdoc, errors
+from sriov_dra_rules import checkpoint_doc, errors
 
 CLAIMS = (fx.CLAIM_1, fx.CLAIM_2, fx.CLAIM_3)
 PODS = (fx.POD_A, fx.POD_B)
@@ -63,7 +63,7 @@ def _expected(cp: model.Checkpoint) -> list[dict[str, object]]:
 
 @given(checkpoints())
 def test_the_bindings_read_are_exactly_the_managed_bindings_the_codec_wrote(cp: model.Checkpoint) -> None:
-    assert checkpointdoc.managed_bindings(codec.encode_checkpoint(cp), source="c") == _expected(cp)
+    assert checkpoint_doc.managed_bindings(codec.encode_checkpoint(cp), source="c") == _expected(cp)
 
 
 @given(checkpoints(), st.data())
@@ -72,7 +72,7 @@ def test_no_changed_byte_reads_as_other_bindings(cp: model.Checkpoint, data: st.
     at = data.draw(st.integers(0, len(raw) - 1))
     raw[at] = data.draw(st.integers(0, 255).filter(lambda b: b != raw[at]))
     try:
-        found = checkpointdoc.managed_bindings(bytes(raw), source="c")
+        found = checkpoint_doc.managed_bindings(bytes(raw), source="c")
     except errors.SriovDraError:
         return
     assert found == _expected(cp)
@@ -80,8 +80,8 @@ def test_no_changed_byte_reads_as_other_bindings(cp: model.Checkpoint, data: st.
 
 def test_the_codec_checksums_with_the_shared_rule() -> None:
     """One checksum: the plugin's codec and the collection's reader cannot drift apart."""
-    assert codec.checksum is checkpointdoc.checksum
-    assert codec.canonical_json is checkpointdoc.canonical_json
+    assert codec.checksum is checkpoint_doc.checksum
+    assert codec.canonical_json is checkpoint_doc.canonical_json
 
 
 @pytest.mark.parametrize(
@@ -103,5 +103,5 @@ def test_the_codec_checksums_with_the_shared_rule() -> None:
 )
 def test_a_document_of_another_shape_is_refused_naming_what_is_wrong(document: object, message: str) -> None:
     with pytest.raises(errors.ContractViolation) as refused:
-        checkpointdoc.bindings_of(document, source="/x/checkpoint.json")
+        checkpoint_doc.bindings_of(document, source="/x/checkpoint.json")
     assert f"checkpoint /x/checkpoint.json {message}" in str(refused.value)

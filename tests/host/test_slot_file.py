@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.host.slotfile: A/B slots, one flush per write, torn writes, growth."""
+"""Tests for sriov_dra.host.slot_file: A/B slots, one flush per write, torn writes, growth."""
 
 from __future__ import annotations
 
@@ -9,27 +9,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sriov_dra.host import slotfile
+from sriov_dra.host import slot_file
 
 
-def fresh(tmp_path: Path, payload: bytes = b"first") -> slotfile.SlotFile:
-    f = slotfile.SlotFile(tmp_path / "blob.slots")
+def fresh(tmp_path: Path, payload: bytes = b"first") -> slot_file.SlotFile:
+    f = slot_file.SlotFile(tmp_path / "blob.slots")
     f.create(payload)
     return f
 
 
 def test_a_created_file_reads_back_as_generation_one_with_both_slots_page_aligned(tmp_path: Path) -> None:
     f = fresh(tmp_path)
-    got = slotfile.SlotFile(f.path).read()
+    got = slot_file.SlotFile(f.path).read()
     assert got is not None
     assert (got.payload, got.generation, got.slot) == (b"first", 1, 0)
-    assert f.path.stat().st_size == 2 * got.capacity and got.capacity % slotfile.PAGE == 0
+    assert f.path.stat().st_size == 2 * got.capacity and got.capacity % slot_file.PAGE == 0
     assert got.problems == ("slot 1: never written",)
     assert f.path.stat().st_mode & 0o777 == 0o600
 
 
 def test_an_absent_file_reads_as_none(tmp_path: Path) -> None:
-    assert slotfile.SlotFile(tmp_path / "absent").read() is None
+    assert slot_file.SlotFile(tmp_path / "absent").read() is None
 
 
 def test_writes_alternate_slots_with_increasing_generations_and_never_change_the_file_size(
@@ -39,7 +39,7 @@ def test_writes_alternate_slots_with_increasing_generations_and_never_change_the
     size = f.path.stat().st_size
     for i in range(2, 7):
         f.write(b"payload %d" % i)
-        got = slotfile.SlotFile(f.path).read()
+        got = slot_file.SlotFile(f.path).read()
         assert got is not None
         assert (got.payload, got.generation, got.slot) == (b"payload %d" % i, i, (i - 1) % 2)
         assert f.path.stat().st_size == size
@@ -60,10 +60,10 @@ def test_each_write_is_one_fdatasync_and_no_fsync(tmp_path: Path, monkeypatch: p
 def test_a_write_reopened_after_read_goes_to_the_slot_not_holding_the_newest(tmp_path: Path) -> None:
     f = fresh(tmp_path)
     f.write(b"second")  # slot 1, generation 2
-    reopened = slotfile.SlotFile(f.path)
+    reopened = slot_file.SlotFile(f.path)
     assert reopened.read() is not None
     reopened.write(b"third")  # must land in slot 0
-    got = slotfile.SlotFile(f.path).read()
+    got = slot_file.SlotFile(f.path).read()
     assert got is not None and (got.payload, got.generation, got.slot) == (b"third", 3, 0)
 
 
@@ -72,9 +72,9 @@ def test_a_torn_newest_slot_reads_the_previous_blob_and_names_the_torn_slot(tmp_
     f.write(b"second")
     raw = bytearray(f.path.read_bytes())
     capacity = len(raw) // 2
-    raw[capacity + slotfile.HEADER.size] ^= 0xFF  # one payload byte of slot 1 changed
+    raw[capacity + slot_file.HEADER.size] ^= 0xFF  # one payload byte of slot 1 changed
     f.path.write_bytes(bytes(raw))
-    got = slotfile.SlotFile(f.path).read()
+    got = slot_file.SlotFile(f.path).read()
     assert got is not None and (got.payload, got.generation) == (b"first", 1)
     assert got.problems == ("slot 1: generation 2 does not match its digest (a write cut short, or damage)",)
 
@@ -83,14 +83,14 @@ def test_the_write_after_a_torn_slot_overwrites_the_torn_slot_never_the_valid_on
     f = fresh(tmp_path)
     f.write(b"second")
     raw = bytearray(f.path.read_bytes())
-    raw[len(raw) // 2 + slotfile.HEADER.size] ^= 0xFF
+    raw[len(raw) // 2 + slot_file.HEADER.size] ^= 0xFF
     f.path.write_bytes(bytes(raw))
-    again = slotfile.SlotFile(f.path)
+    again = slot_file.SlotFile(f.path)
     assert again.read() is not None
     again.write(b"third")
     capacity = len(raw) // 2
-    assert slotfile.decode_slot(f.path.read_bytes()[:capacity], 0) == (1, b"first"), "the valid slot kept"
-    got = slotfile.SlotFile(f.path).read()
+    assert slot_file.decode_slot(f.path.read_bytes()[:capacity], 0) == (1, b"first"), "the valid slot kept"
+    got = slot_file.SlotFile(f.path).read()
     assert got is not None and (got.payload, got.generation) == (b"third", 2)
 
 
@@ -118,7 +118,7 @@ def test_property_any_subset_of_pages_of_an_interrupted_write_reads_back_the_las
     disk. The restarted reader gets the last completed blob, and the writes after it never
     overwrite that blob's slot (reading again after one more write gives that write)."""
     path = tmp_path_factory.mktemp("slots") / "blob.slots"
-    f = slotfile.SlotFile(path)
+    f = slot_file.SlotFile(path)
     f.create(payloads[0])
     for p in payloads[1:]:
         f.write(p)
@@ -128,15 +128,15 @@ def test_property_any_subset_of_pages_of_an_interrupted_write_reads_back_the_las
     f.close()
     pages = [
         i
-        for i in range(0, len(after), slotfile.PAGE)
-        if after[i : i + slotfile.PAGE] != before[i : i + slotfile.PAGE]
+        for i in range(0, len(after), slot_file.PAGE)
+        if after[i : i + slot_file.PAGE] != before[i : i + slot_file.PAGE]
     ]
     disk = bytearray(before)
     for n, start in enumerate(pages):
         if kept[n % len(kept)]:
-            disk[start : start + slotfile.PAGE] = after[start : start + slotfile.PAGE]
+            disk[start : start + slot_file.PAGE] = after[start : start + slot_file.PAGE]
     path.write_bytes(bytes(disk))
-    restarted = slotfile.SlotFile(path)
+    restarted = slot_file.SlotFile(path)
     got = restarted.read()
     assert got is not None
     if bytes(disk) == after:  # every page of the write reached the disk: it completed
@@ -145,7 +145,7 @@ def test_property_any_subset_of_pages_of_an_interrupted_write_reads_back_the_las
         assert (got.payload, got.generation) == (payloads[-1], len(payloads))
     restarted.write(following)
     restarted.close()
-    again = slotfile.SlotFile(path).read()
+    again = slot_file.SlotFile(path).read()
     assert again is not None and again.payload == following and again.problems == ()
 
 
@@ -157,22 +157,22 @@ def test_a_blob_larger_than_a_slot_grows_the_file_and_keeps_every_later_write_in
     big = bytes(range(256)) * 200  # 51,200 bytes > the 16 KiB minimum slot
     f.write(big)
     grown = f.path.stat()
-    assert grown.st_size > small and grown.st_size == 2 * slotfile.capacity_for(len(big))
-    got = slotfile.SlotFile(f.path).read()
+    assert grown.st_size > small and grown.st_size == 2 * slot_file.capacity_for(len(big))
+    got = slot_file.SlotFile(f.path).read()
     assert got is not None and (got.payload, got.generation) == (big, 2)
     f.write(big[::-1])
     assert f.path.stat().st_ino == grown.st_ino, "no new file once it fits"
-    got = slotfile.SlotFile(f.path).read()
+    got = slot_file.SlotFile(f.path).read()
     assert got is not None and got.payload == big[::-1] and got.generation == 3
 
 
 @pytest.mark.parametrize(
     ("raw", "detail"),
     [
-        (bytes(2 * slotfile.PAGE), "holds no valid slot (slot 0: never written; slot 1: never written)"),
-        (b"\x5a" * (2 * slotfile.PAGE), "slot 0: no slot header"),
+        (bytes(2 * slot_file.PAGE), "holds no valid slot (slot 0: never written; slot 1: never written)"),
+        (b"\x5a" * (2 * slot_file.PAGE), "slot 0: no slot header"),
         (b"{}", "not two slots of whole 4096-byte pages"),
-        (bytes(3 * slotfile.PAGE), "not two slots of whole 4096-byte pages"),
+        (bytes(3 * slot_file.PAGE), "not two slots of whole 4096-byte pages"),
     ],
     ids=["zeros", "garbage", "short", "odd-pages"],
 )
@@ -181,17 +181,17 @@ def test_a_file_without_a_valid_slot_raises_naming_it_and_is_left_untouched(
 ) -> None:
     path = tmp_path / "blob.slots"
     path.write_bytes(raw)
-    with pytest.raises(slotfile.SlotFileError) as info:
-        slotfile.SlotFile(path).read()
+    with pytest.raises(slot_file.SlotFileError) as info:
+        slot_file.SlotFile(path).read()
     assert str(path) in str(info.value) and detail in str(info.value) and "left untouched" in str(info.value)
     assert path.read_bytes() == raw
 
 
 def test_a_header_claiming_more_bytes_than_the_slot_holds_is_not_valid() -> None:
-    slot = slotfile.encode_slot(5, b"abc")
-    region = slot[:16] + (10**6).to_bytes(8, "big") + slot[24:] + bytes(slotfile.PAGE)
-    assert slotfile.decode_slot(region, 1) == (
-        f"slot 1: generation 5 claims 1000000 payload bytes, the slot holds {len(region) - slotfile.HEADER.size}"
+    slot = slot_file.encode_slot(5, b"abc")
+    region = slot[:16] + (10**6).to_bytes(8, "big") + slot[24:] + bytes(slot_file.PAGE)
+    assert slot_file.decode_slot(region, 1) == (
+        f"slot 1: generation 5 claims 1000000 payload bytes, the slot holds {len(region) - slot_file.HEADER.size}"
     )
 
 
@@ -212,8 +212,8 @@ def test_read_makes_what_it_returns_durable_before_any_write_flushing_the_slot_a
         os, "pwrite", lambda fd, data, off: (calls.append(f"pwrite@{off}"), real_pwrite(fd, data, off))[1]
     )
     monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append("fdatasync"), real_fdatasync(fd))[1])
-    monkeypatch.setattr(slotfile.atomicfile, "fsync_directory", lambda d: calls.append(f"fsync-dir {d}"))
-    got = slotfile.SlotFile(f.path).read()
+    monkeypatch.setattr(slot_file.atomic_file, "fsync_directory", lambda d: calls.append(f"fsync-dir {d}"))
+    got = slot_file.SlotFile(f.path).read()
     assert got is not None and got.slot == 1
     assert calls == [f"pwrite@{got.capacity}", "fdatasync", f"fsync-dir {tmp_path}"]
     assert f.path.read_bytes() == raw, "the same bytes: nothing changes but their durability"
@@ -235,10 +235,10 @@ def test_a_failed_flush_leaves_the_newest_slot_and_the_next_write_retries_the_sa
     f.write(b"second")
     capacity = f.path.stat().st_size // 2
     raw = f.path.read_bytes()
-    assert slotfile.decode_slot(raw[:capacity], 0) == (1, b"first"), (
+    assert slot_file.decode_slot(raw[:capacity], 0) == (1, b"first"), (
         "the confirmed blob was never overwritten"
     )
-    assert slotfile.decode_slot(raw[capacity:], 1) == (2, b"second")
+    assert slot_file.decode_slot(raw[capacity:], 1) == (2, b"second")
 
 
 def test_a_growth_whose_directory_sync_fails_never_lets_a_later_write_reach_the_replaced_file(
@@ -247,17 +247,17 @@ def test_a_growth_whose_directory_sync_fails_never_lets_a_later_write_reach_the_
     """The rename happened, its durability is unknown: the next write replaces the file again
     instead of writing in place into the descriptor of the unlinked old file."""
     f = fresh(tmp_path)
-    real = slotfile.atomicfile.fsync_directory
+    real = slot_file.atomic_file.fsync_directory
 
     def failing(directory: Path) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(slotfile.atomicfile, "fsync_directory", failing)
+    monkeypatch.setattr(slot_file.atomic_file, "fsync_directory", failing)
     with pytest.raises(OSError):
         f.write(b"g" * 20000)  # does not fit the 16 KiB slot: a growth
-    monkeypatch.setattr(slotfile.atomicfile, "fsync_directory", real)
+    monkeypatch.setattr(slot_file.atomic_file, "fsync_directory", real)
     f.write(b"small")
-    got = slotfile.SlotFile(f.path).read()
+    got = slot_file.SlotFile(f.path).read()
     assert got is not None and got.payload == b"small"
 
 
@@ -272,8 +272,8 @@ def test_read_never_rewrites_the_only_valid_slot_it_only_flushes_it(
     real_fdatasync = os.fdatasync
     monkeypatch.setattr(os, "pwrite", lambda fd, data, off: calls.append("pwrite"))
     monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append("fdatasync"), real_fdatasync(fd))[1])
-    monkeypatch.setattr(slotfile.atomicfile, "fsync_directory", lambda d: calls.append("fsync-dir"))
-    got = slotfile.SlotFile(f.path).read()
+    monkeypatch.setattr(slot_file.atomic_file, "fsync_directory", lambda d: calls.append("fsync-dir"))
+    got = slot_file.SlotFile(f.path).read()
     assert got is not None and got.problems == ("slot 1: never written",)
     assert calls == ["fdatasync", "fsync-dir"]
 
@@ -281,7 +281,7 @@ def test_read_never_rewrites_the_only_valid_slot_it_only_flushes_it(
 def test_a_file_created_on_a_64k_page_machine_has_slots_of_whole_pages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(slotfile.os, "sysconf", lambda name: 65536)
+    monkeypatch.setattr(slot_file.os, "sysconf", lambda name: 65536)
     f = fresh(tmp_path)
     assert f.path.stat().st_size == 2 * 65536
     f.write(b"x" * 40000)  # grows: still whole 64 KiB pages
@@ -293,24 +293,24 @@ def test_read_removes_the_temporaries_of_an_interrupted_growth(tmp_path: Path) -
     f.close()
     leftover = tmp_path / ".blob.slots.abc123.tmp"
     leftover.write_bytes(b"half a growth")
-    assert slotfile.SlotFile(f.path).read() is not None
+    assert slot_file.SlotFile(f.path).read() is not None
     assert not leftover.exists()
 
 
 def test_two_different_blobs_of_one_generation_are_refused_not_guessed(tmp_path: Path) -> None:
     path = tmp_path / "blob.slots"
-    capacity = slotfile.MIN_CAPACITY
-    a, b = slotfile.encode_slot(1, b"A"), slotfile.encode_slot(1, b"B")
+    capacity = slot_file.MIN_CAPACITY
+    a, b = slot_file.encode_slot(1, b"A"), slot_file.encode_slot(1, b"B")
     raw = a + bytes(capacity - len(a)) + b + bytes(capacity - len(b))
     path.write_bytes(raw)
-    with pytest.raises(slotfile.SlotFileError, match="two different blobs of generation 1"):
-        slotfile.SlotFile(path).read()
+    with pytest.raises(slot_file.SlotFileError, match="two different blobs of generation 1"):
+        slot_file.SlotFile(path).read()
     assert path.read_bytes() == raw
 
 
 def test_write_before_read_or_create_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="before read"):
-        slotfile.SlotFile(tmp_path / "blob.slots").write(b"x")
+        slot_file.SlotFile(tmp_path / "blob.slots").write(b"x")
 
 
 def test_before_flush_runs_once_the_bytes_are_in_place_and_before_the_fdatasync(
@@ -324,7 +324,7 @@ def test_before_flush_runs_once_the_bytes_are_in_place_and_before_the_fdatasync(
 
     def hook() -> None:
         capacity = f.path.stat().st_size // 2
-        assert slotfile.decode_slot(f.path.read_bytes()[capacity:], 1) == (2, b"second")
+        assert slot_file.decode_slot(f.path.read_bytes()[capacity:], 1) == (2, b"second")
         events.append("before_flush")
 
     f.write(b"second", before_flush=hook)
@@ -346,8 +346,8 @@ def test_a_failing_before_flush_confirms_nothing_and_the_next_write_retries_the_
     f.write(b"second")
     capacity = f.path.stat().st_size // 2
     raw = f.path.read_bytes()
-    assert slotfile.decode_slot(raw[:capacity], 0) == (1, b"first")
-    assert slotfile.decode_slot(raw[capacity:], 1) == (2, b"second")
+    assert slot_file.decode_slot(raw[:capacity], 0) == (1, b"first")
+    assert slot_file.decode_slot(raw[capacity:], 1) == (2, b"second")
 
 
 def test_a_growth_does_not_call_before_flush(tmp_path: Path) -> None:

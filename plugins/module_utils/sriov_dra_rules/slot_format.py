@@ -1,7 +1,7 @@
 """The bytes of an A/B slot file: encode one slot, and find the newest valid one in a whole file.
 
 The plugin's durable checkpoint record, ``checkpoint.slots``, is written by
-``sriov_dra.host.slotfile`` and read here by the collection's ``checkpoint_info`` module and the
+``sriov_dra.host.slot_file`` and read here by the collection's ``checkpoint_info`` module and the
 runtime's read-only tools, so a reader never disagrees with the writer. A file is two slots of
 ``capacity`` bytes (a multiple of :data:`PAGE`); the newest valid slot (highest generation whose
 digest matches) holds the current blob, the other the previous one or a write cut short.

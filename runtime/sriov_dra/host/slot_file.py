@@ -6,7 +6,7 @@ checkpoint is written three times on a prepare's critical path (spec §8.1 steps
 store keeps its durable copy here instead: the file never changes size or blocks between writes,
 so ``fdatasync`` flushes only the written pages (0.1 ms idle on the same disk; bench/prepare.py).
 
-Layout (``sriov_dra_rules.slotformat``, shared with the collection's ``checkpoint_info`` module):
+Layout (``sriov_dra_rules.slot_format``, shared with the collection's ``checkpoint_info`` module):
 two slots of ``capacity`` bytes each (a multiple of 4096; a file this machine creates or grows
 uses a multiple of its page size too, so one slot's writeback never rewrites the other's sectors),
 each a 64-byte header (magic, generation, length, SHA-256) and the payload.
@@ -29,7 +29,7 @@ flushed (a create, a growth, or the write before a torn one), so it is never rew
 valid copy is never the one being written.
 
 A blob that does not fit grows the file: a new file of twice the needed size is written
-beside it and renamed over it with :func:`sriov_dra.host.atomicfile.write_atomic` (file and
+beside it and renamed over it with :func:`sriov_dra.host.atomic_file.write_atomic` (file and
 directory ``fsync``), the one slow write, once per doubling.
 
 This module owns only file mechanics (no JSON, no checkpoint rules). One writer per file: a
@@ -46,8 +46,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.host import atomicfile
-from sriov_dra_rules.slotformat import (
+from sriov_dra.host import atomic_file
+from sriov_dra_rules.slot_format import (
     HEADER,
     MAGIC,
     PAGE,
@@ -125,7 +125,7 @@ class SlotFile:
         Raises: :class:`SlotFileError` (see :func:`parse`; the file is left untouched); ``OSError``
         when a file or the directory cannot be read or flushed.
         """
-        atomicfile.remove_stale_temporaries(self._path)
+        atomic_file.remove_stale_temporaries(self._path)
         try:
             fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -136,7 +136,7 @@ class SlotFile:
             if not result.problems:  # the other slot is valid: the newest may be an unflushed write
                 _pwrite_all(fd, encode_slot(result.generation, result.payload), result.slot * result.capacity)
             os.fdatasync(fd)
-            atomicfile.fsync_directory(self._path.parent)
+            atomic_file.fsync_directory(self._path.parent)
         except BaseException:
             os.close(fd)
             raise
@@ -207,7 +207,7 @@ class SlotFile:
         capacity = capacity_for(len(payload))
         slot = encode_slot(generation, payload)
         data = slot + bytes(2 * capacity - len(slot))
-        atomicfile.write_atomic(self._path, data, mode=self._mode)
+        atomic_file.write_atomic(self._path, data, mode=self._mode)
         self._adopt(os.open(self._path, os.O_RDWR | os.O_CLOEXEC))
         self._capacity, self._generation, self._newest_slot = capacity, generation, 0
 

@@ -1,6 +1,6 @@
 """Read the plugin's checkpoint from its directory without writing or locking anything.
 
-The directory holds ``checkpoint.slots`` (the durable record, ``slotformat``) and
+The directory holds ``checkpoint.slots`` (the durable record, ``slot_format``) and
 ``checkpoint.json`` (a readable copy, renamed into place without a flush: after a power loss it
 may lag, and a person may delete it). A reader that must be right (``checkpoint_info``,
 ``sriov-dra orphans``, the lab) takes the slot file when it exists, ``checkpoint.json`` only
@@ -15,7 +15,7 @@ import errno
 import time
 from pathlib import Path
 
-from . import errors, slotformat
+from . import errors, slot_format
 
 CHECKPOINT_FILE_NAME = "checkpoint.json"
 """The readable copy's name inside the plugin directory, as upstream's checkpoint."""
@@ -73,8 +73,8 @@ def read(path: Path) -> Reading:
             except FileNotFoundError:
                 raise FileNotFoundError(errno.ENOENT, "no checkpoint file", str(path)) from None
         try:
-            found = slotformat.parse(raw, source=str(slots))
-        except slotformat.SlotFileError as exc:
+            found = slot_format.parse(raw, source=str(slots))
+        except slot_format.SlotFileError as exc:
             if last:
                 raise errors.ContractViolation(f"checkpoint {exc}") from exc
         else:
