@@ -31,7 +31,6 @@ from sriov_dra_lab import (
     session,
     stack,
     topology,
-    workloads,
 )
 from sriov_dra_lab.nodes import SimulatedNode
 
@@ -39,7 +38,6 @@ REPO = paths.REPO
 PAIRS_EXAMPLE = Path("examples") / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
 ONE_NETWORK_EXAMPLE = Path("examples") / "one-network-deviceclass"
 OPERATOR_EXAMPLE = Path("examples") / "operator-two-rails"
-KEPT_NAMESPACES = frozenset({stack.POLICY_NAMESPACE, stack.OPERATOR_NAMESPACE})
 PAIRS_POD = ("ai-workloads", "gpu-sriov-pairs-demo")
 NO_HOLD = "--no-hold: the lab started and stops now (no commands to try; drop --no-hold to keep it running)"
 
@@ -111,38 +109,12 @@ def _environment(kubeconfig: Path) -> list[str]:
 
 
 def removal_commands(files: Sequence[Path]) -> list[str]:
-    """kubectl commands deleting the objects of ``files`` except the install namespaces.
+    """The kubectl command that removes an example applied from ``files``: ``kubectl delete -f`` on them.
 
-    ``kubectl delete -f`` on an example would delete its ``Namespace`` objects too, and the
-    examples list the plugin's own namespace (``dra-driver-sriov``, created by the roles): that
-    would remove the plugin's ServiceAccount and RBAC. Instead: the example's other namespaces
-    (their Pods, claims and NADs go with them; first, so the Pods are gone before their
-    policies), then each object in a kept namespace, then the cluster-scoped objects.
-    Shapes: ``files`` relative to the repository; one command per namespace, kind order kept.
+    No example lists a namespace the roles create (the plugin's, the operator's), so deleting an
+    example's files removes only the example. Shapes: ``files`` relative to the repository.
     """
-    docs = [d for f in files for d in workloads.load(REPO / f)]
-    dropped = [
-        d["metadata"]["name"]
-        for d in docs
-        if d.get("kind") == "Namespace" and d["metadata"]["name"] not in KEPT_NAMESPACES
-    ]
-    namespaced: dict[str, list[str]] = {}
-    cluster: list[str] = []
-    for d in docs:
-        kind, meta = str(d.get("kind", "")), d.get("metadata") or {}
-        ref = f"{kind.lower()}/{meta.get('name')}"
-        ns = meta.get("namespace")
-        if kind == "Namespace" or ns in dropped:
-            continue
-        if ns:
-            namespaced.setdefault(ns, []).append(ref)
-        else:
-            cluster.append(ref)
-    lines = [f"kubectl delete namespace {' '.join(dropped)}"] if dropped else []
-    lines += [f"kubectl -n {ns} delete {' '.join(refs)}" for ns, refs in namespaced.items()]
-    if cluster:
-        lines.append(f"kubectl delete {' '.join(cluster)}")
-    return lines
+    return ["kubectl delete " + " ".join(f"-f {f}" for f in files)]
 
 
 def preflight_commands(lab: stack.LabStack) -> list[str]:
@@ -204,8 +176,7 @@ def lab_hints(lab: stack.LabStack) -> str:
         f"kubectl -n {namespace} exec {pod} -- ip -o -f inet addr show    # dra0/dra1 with the rails' addresses",
         f"{sriov} inspect {pod} -n {namespace} --netns {netns_command(lab, namespace, pod)}",
         f"{orphans_command(lab, '<node>')}    # <node>: the Pod's, e.g. {node}",
-        f"# to remove the example, {after} (never kubectl delete -f an example: "
-        f"some list the plugin's namespace {stack.POLICY_NAMESPACE}):",
+        f"# to remove the example (it leaves the plugin and the guard running), {after}:",
         *removal_commands(files),
         "# the preflight against the lab (node checks inside a node's namespaces; or the playbook):",
         *preflight_commands(lab),

@@ -48,11 +48,29 @@ def fresh_namespace(api: client.ApiClient, test_name: str) -> Iterator[str]:
 
 def rail_mapping_docs() -> list[dict[str, Any]]:
     """The administrator's objects of spec §14.2, verbatim: rail attributes, policy, DeviceClasses."""
-    return [
-        d
-        for d in workloads.load(PAIRS)
-        if d["kind"] in ADMIN_KINDS or d["metadata"]["name"] == "dra-driver-sriov"
-    ]
+    return [d for d in workloads.load(PAIRS) if d["kind"] in ADMIN_KINDS]
+
+
+def delete_example(lab: Any, *files: Path) -> None:
+    """``kubectl delete -f`` on an example's ``files`` (it waits until they are gone, the namespace too).
+
+    Asserts what the examples promise: the install namespaces, the plugin's ServiceAccount and the
+    plugin and guard DaemonSets are still there afterwards.
+    """
+    import subprocess
+
+    from sriov_dra_lab import binaries, stack
+
+    argv = [str(binaries.find("kubectl")), f"--kubeconfig={lab.cp.kubeconfig}", "delete"]
+    argv += [a for f in files for a in ("-f", str(f))]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    core, apps = client.CoreV1Api(lab.api), client.AppsV1Api(lab.api)
+    for namespace in (stack.POLICY_NAMESPACE, stack.OPERATOR_NAMESPACE):
+        core.read_namespace(namespace)  # 404 raises
+    core.read_namespaced_service_account("dra-driver-sriov", stack.POLICY_NAMESPACE)
+    for name in ("sriov-dra-plugin", "sriov-dra-guard"):
+        apps.read_namespaced_daemon_set(name, stack.POLICY_NAMESPACE)
 
 
 def template(name: str, network: str, ipam: dict[str, Any]) -> dict[str, Any]:

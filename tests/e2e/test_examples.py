@@ -7,7 +7,8 @@ operator's generated attributes carry the NAD reference and not its own input ke
 both rails.
 
 Both replace the session's direct §14.2 policies while they run (overlapping policies must not be
-combined) and restore them afterwards.
+combined) and restore them afterwards. Each example is removed as its README says, ``kubectl delete
+-f`` on its files, which leaves the install namespaces, the plugin and the guard.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.e2e.helpers import EXAMPLES, wait_clean
+from tests.e2e.helpers import EXAMPLES, delete_example, wait_clean
 
 from sriov_dra.cli import inspect, inspectrows, inspecttable
 from sriov_dra.kube import objects
@@ -27,13 +28,16 @@ POLICY_KINDS = ("SriovResourcePolicy", "DeviceAttributes")
 
 @pytest.fixture
 def without_direct_policies(lab: Any, rails: list[dict[str, Any]]) -> Iterator[None]:
-    """Remove the session's §14.2 policy objects for one test; put them back afterwards."""
+    """Remove the session's §14.2 policy objects for one test; put them back afterwards.
+
+    Everything of the mapping is applied again (an example's ``kubectl delete -f`` removes its DeviceClasses).
+    """
     policies = [d for d in rails if d["kind"] in POLICY_KINDS]
     workloads.delete_docs(lab.api, policies)
     try:
         yield
     finally:
-        workloads.apply_docs(lab.api, policies)
+        workloads.apply_docs(lab.api, rails)
 
 
 def _rows(lab: Any, namespace: str, name: str) -> list[inspectrows.Row]:
@@ -46,15 +50,15 @@ def _rows(lab: Any, namespace: str, name: str) -> list[inspectrows.Row]:
 
 def test_one_nad_for_a_device_class(lab: Any, without_direct_policies: None) -> None:
     folder = EXAMPLES / "one-network-deviceclass"
-    docs = workloads.load(folder / "one-network.yaml") + workloads.load(folder / "pod.yaml")
-    workloads.apply_docs(lab.api, docs)
+    files = (folder / "one-network.yaml", folder / "pod.yaml")
+    workloads.apply_docs(lab.api, [d for f in files for d in workloads.load(f)])
     try:
         [row] = _rows(lab, "ai-workloads", "one-network-demo")
         assert row.ok, inspecttable.render_table([row])
         assert (row.interface, row.subnet, row.source) == ("dra0", "192.0.2.0/24", "ai-workloads/rail-a-net")
         assert row.vf_pci.startswith("0000:03:"), "the policy advertises ens1f0 only"
     finally:
-        workloads.delete_docs(lab.api, [d for d in docs if d["kind"] != "Namespace"])
+        delete_example(lab, *files)
     found = wait_clean(lab)
     assert found.empty, found.describe()
 
@@ -110,8 +114,6 @@ def test_two_rails_through_the_operator(lab: Any, operator_managed: None) -> Non
         )
         assert sorted(r.subnet for r in rows) == ["192.0.2.0/24", "198.51.100.0/24"]
     finally:
-        pods = [d for d in workload if d["kind"] == "Pod"]
-        workloads.delete_docs(lab.api, pods)
-        workloads.delete_docs(lab.api, networks)
+        delete_example(lab, folder / "workload.yaml", folder / "sriov-networks-and-policies.yaml")
     found = wait_clean(lab)
     assert found.empty, found.describe()

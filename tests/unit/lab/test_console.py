@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
 from sriov_dra_lab import binaries, console, realstack, stack, topology
 
@@ -99,17 +100,10 @@ def test_lab_up_hints_give_kubeconfig_kubectl_an_example_inspect_and_orphans(tmp
     assert text.splitlines()[-1] == console.log_places(lab.workdir)
 
 
-def test_lab_up_hints_never_remove_an_example_with_delete_f_or_delete_the_plugin_namespace(
-    tmp_path: Path,
-) -> None:
+def test_lab_up_hints_remove_the_example_with_kubectl_delete_f(tmp_path: Path) -> None:
     text = console.lab_hints(_lab(tmp_path))
-    assert not [line for line in text.splitlines() if line.lstrip().startswith("kubectl delete -f")]
-    assert "kubectl delete namespace ai-workloads" in text
-    assert (
-        "kubectl -n dra-driver-sriov delete deviceattributes/rail-a-network-attributes "
-        "deviceattributes/rail-b-network-attributes sriovresourcepolicy/dual-rail-netdevice-policy"
-    ) in text
-    assert "kubectl delete deviceclass/sriov-pcie-netdevice deviceclass/nvidia-gpu-pcie" in text
+    assert "kubectl delete -f examples/gpu-nic-pairs/multus-auto-gpu-nic-pairs.yaml" in text
+    assert "kubectl delete namespace" not in text
 
 
 @pytest.mark.parametrize(
@@ -124,15 +118,17 @@ def test_lab_up_hints_never_remove_an_example_with_delete_f_or_delete_the_plugin
     ],
     ids=["pairs", "one-network", "operator"],
 )
-def test_removal_commands_delete_the_example_namespace_first_and_never_an_install_namespace(
+def test_removal_command_deletes_exactly_the_example_files_none_of_which_lists_an_install_namespace(
     files: list[Path],
 ) -> None:
-    lines = console.removal_commands(files)
-    assert lines[0] == "kubectl delete namespace ai-workloads"
-    for line in lines:
-        assert "namespace dra-driver-sriov" not in line and "namespace sriov-network-operator" not in line
-        assert "namespace/" not in line
-    assert lines[-1].startswith("kubectl delete deviceclass/")
+    assert console.removal_commands(files) == ["kubectl delete " + " ".join(f"-f {f}" for f in files)]
+    listed = {
+        d["metadata"]["name"]
+        for f in files
+        for d in yaml.safe_load_all((console.REPO / f).read_text())
+        if isinstance(d, dict) and d.get("kind") == "Namespace"
+    }
+    assert listed == {"ai-workloads"}, "deleting an example's files must leave the install namespaces"
 
 
 def test_operator_managed_hints_give_the_operator_example_and_not_the_direct_policies(tmp_path: Path) -> None:
@@ -140,7 +136,10 @@ def test_operator_managed_hints_give_the_operator_example_and_not_the_direct_pol
     assert "gpu-nic-pairs" not in text and "dual-rail-netdevice-policy" not in text
     assert "kubectl apply -f examples/operator-two-rails/workload.yaml" in text
     assert "kubectl apply -f examples/operator-two-rails/sriov-networks-and-policies.yaml" in text
-    assert "kubectl -n sriov-network-operator delete sriovnetwork/rail-a-net" in text
+    assert (
+        "kubectl delete -f examples/operator-two-rails/workload.yaml "
+        "-f examples/operator-two-rails/sriov-networks-and-policies.yaml"
+    ) in text
     assert "lab up --operator-managed)" not in text
     assert "--no-node-checks" in text and "--policy-namespace sriov-network-operator --no-node-checks" in text
 
