@@ -75,7 +75,7 @@ def test_drain_holds_while_the_durable_checkpoint_has_a_binding_even_without_che
         ) in held.stdout
         assert core.read_node(NODE).spec.unschedulable is True  # cordoned before the wait
 
-        store.mark_managed_deleting(fx.CLAIM_1)  # the plugin's release of the claim (spec §8.2)
+        store.mark_managed_deleting(fx.CLAIM_1)  # the plugin's release of the claim (docs/design.md#release)
         store.mark_managed_release_complete(fx.CLAIM_1)
         store.delete_claim(fx.CLAIM_1)
         store.close()

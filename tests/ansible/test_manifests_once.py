@@ -6,7 +6,7 @@ a checkout, and the wheel (and the image, ``test_containerfile.py``) carries the
 ``ansible-galaxy collection build`` ignores ``runtime/``, so the tarball holds only the roles' real
 files. These tests fail when a manifest's content exists twice in git, when a runtime manifest is not
 a link into a role, when a role carries a manifest its tasks never apply, when the built tarball lacks
-or changes a manifest a role applies, or when the plugin role's RBAC differs from spec §12.3.
+or changes a manifest a role applies, or when the plugin role's RBAC differs from docs/design.md#rbac.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def test_the_built_tarball_carries_every_manifest_each_role_applies(tarball: Pat
     assert (missing, changed) == ([], [])
 
 
-SPEC_12_3_RULES = [
+MANAGED_NETWORKS_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
     {
         "apiGroups": ["k8s.cni.cncf.io"],
@@ -129,10 +129,10 @@ SPEC_12_3_RULES = [
 ]
 
 
-def test_plugin_role_grants_exactly_the_spec_12_3_rules_to_its_service_account() -> None:
+def test_plugin_role_grants_exactly_the_managed_networks_rules_to_its_service_account() -> None:
     text = (REPO / "roles/plugin/files/manifests/plugin/rbac.yaml").read_text()
     docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(text)}
-    assert docs[("ClusterRole", "dra-sriov-managed-networks")]["rules"] == SPEC_12_3_RULES
+    assert docs[("ClusterRole", "dra-sriov-managed-networks")]["rules"] == MANAGED_NETWORKS_RULES
     binding = docs[("ClusterRoleBinding", "dra-sriov-managed-networks")]
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "dra-driver-sriov", "namespace": "dra-driver-sriov"}

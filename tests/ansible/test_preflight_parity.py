@@ -1,4 +1,4 @@
-"""``sriov-dra preflight`` and the Ansible ``preflight`` module give one verdict with one reason (issue 14).
+"""``sriov-dra preflight`` and the Ansible ``preflight`` module give one verdict with one reason.
 
 Both run for real on the same fake node tree (CNI binaries that answer VERSION, the guard's
 conflist, thick Multus's daemon config, a temporary CNI config dir): the CLI as its console script

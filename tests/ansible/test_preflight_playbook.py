@@ -3,8 +3,8 @@
 With the plugin role applied (admission policy included) and a prepared node, every check (9 cluster,
 7 node) is reported as PASS (``cni-add`` SKIP: the stand-in node has no bridge plugin) and the play
 succeeds. With the
-spec §12.3 ClusterRoleBinding deleted, the same playbook reports ``FAIL plugin-rbac`` with the missing verbs and the fix, still reports every other check,
-and fails.
+managed-networks ClusterRoleBinding deleted, the same playbook reports ``FAIL plugin-rbac`` with the
+missing verbs and the fix, still reports every other check, and fails.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Attach and detach through the guard and real Multus v4.3.0, thin and thick (issue 6 "Done when").
+"""Attach and detach through the guard and real Multus v4.3.0, thin and thick.
 
 A managed Pod with two shadows (rail A: host-local, rail B: whereabouts) gets ``dra0``/``dra1`` with
 addresses from each rail's range; DEL after the Pod, the shadows and the source NADs are deleted

@@ -1,4 +1,4 @@
-"""Spec §11 cache-loss fault test: what DEL does when Multus's delegate cache (``cniDir``) is gone.
+"""Cache loss (docs/design.md#cni-teardown): what DEL does when Multus's delegate cache (``cniDir``) is gone.
 
 Multus v4.3.0 saves the effective delegates to ``<cniDir>/<container ID>`` before ADD and DEL
 normally replays them. When that file is missing, Multus has exactly two paths (both observed here

@@ -1,4 +1,4 @@
-"""DEL with an unreadable Multus delegate cache and the Pod alive releases everything (issue 13 item 4).
+"""DEL with an unreadable Multus delegate cache and the Pod alive releases everything.
 
 Multus v4.3.0 reads ``<cniDir>/<container ID>`` on DEL. A file that is not valid JSON (0 bytes,
 or cut short by a crash: multus-cni #948, #1087) makes it answer DEL with success without running

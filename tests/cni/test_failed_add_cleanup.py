@@ -1,10 +1,10 @@
-"""Handed case C20: an ADD that failed before the VF plugin cached anything must not make DEL fail.
+"""An ADD that failed before the VF plugin cached anything must not make DEL fail.
 
-sriov-cni issue #212: VF setup failed during ADD before sriov-cni saved its cache; every later DEL
+sriov-cni #212: VF setup failed during ADD before sriov-cni saved its cache; every later DEL
 failed reading that cache and the VF was never reset. Our parts under test are the guard's DEL
 path (the shim hands DEL to Multus with the same synthesized config, no shadow read) and the lab
 ``sriov`` plugin that stands in for sriov-cni: a DEL with no record of an ADD is success. The
-plugin's side of C20 (unprepare restores the VF's driver whether or not CNI DEL ever ran) is
+plugin's side of it (unprepare restores the VF's driver whether or not CNI DEL ever ran) is
 ``tests/host/driver/test_prepare_handler.py::test_named_driver_is_bound_exposed_in_cdi_and_restored_on_unprepare``,
 which unprepares with no CNI call at all.
 

@@ -1,4 +1,4 @@
-"""The installation contract on a real node layout (issue 6 item 6; reference multus.md §2.5).
+"""The installation contract on a real node layout (docs/guard.md).
 
 The runtime picks ``00-multus-guard.conflist``; Multus's primary is pinned, so neither mode picks
 the guard's file; the runtime conf dir does not contain Multus's own ``00-multus.conf`` at all (the

@@ -1,4 +1,6 @@
-"""Spec §11: an IPAM failure on the second rail fails the ADD, undoes the first, and a retry works.
+"""An IPAM failure on the second rail fails the ADD, undoes the first, and a retry works.
+
+The contract: docs/design.md#cni-teardown.
 
 The Pod's rails are A (host-local /24, ``dra0``) and a tiny rail (host-local on a /30: one usable
 address, ``dra1``) whose only address another Pod (the holder) already has. The ADD through the

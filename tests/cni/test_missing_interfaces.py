@@ -1,4 +1,4 @@
-"""Multus's primary-only success for a selection it did not attach becomes a failure (issue 13 item 3).
+"""Multus's primary-only success for a selection it did not attach becomes a failure.
 
 multus-cni #492: Multus can answer ADD with success while a selected network never reached the
 sandbox, and the Pod starts with its primary alone. Here the real Multus v4.3.0 (thin and thick)

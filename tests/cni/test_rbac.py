@@ -1,4 +1,4 @@
-"""Handed case C16: the guard's minimal permissions, and a hard failure naming what is missing.
+"""The guard's minimal permissions, and a hard failure naming what is missing (multus-cni #667).
 
 The session's guard runs with exactly the shipped ``sriov-dra-guard`` ClusterRole (get pods, get
 NADs); every attach test proves that is enough. Here a guard whose role lacks one verb fails the

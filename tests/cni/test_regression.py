@@ -1,6 +1,6 @@
 """The decisive regression: Multus reports success without the managed networks; the guard refuses it.
 
-Two real ways stock Multus v4.3.0 attaches only the primary (reference multus.md §11.2):
+Two real ways stock Multus v4.3.0 attaches only the primary:
 
 * it reads an older copy of the Pod, from before the plugin's annotations (thick Multus's informer
   can lag; here thin Multus reads through a proxy that serves the older copy once);

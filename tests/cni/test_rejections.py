@@ -1,9 +1,11 @@
-"""Every pre-ADD rejection reason, on a real API server, proven to run no delegate (spec §10.3).
+"""Every pre-ADD rejection reason, on a real API server, proven to run no delegate (docs/design.md#guard-checks).
 
 Each case builds a managed Pod (or a plain one) as the plugin would, breaks one rule on the API
 server, and runs the runtime's ADD through the guard. The recording CNI bin dir shows that no
 plugin at all ran for that container (not Multus, not the primary, not sriov, not IPAM), and the
-CNI error names the rule. Handed cases C01, C02, C03, C04, C06, C13 and C15 are among them.
+CNI error names the rule. Among them are the malformed annotations of multus-cni #635, #1195, #588,
+#360 and #213, the collision with the automatic ``net1`` (multus-cni #1089) and an sriov config
+without ``deviceID`` (sriov-network-device-plugin #258).
 """
 
 from __future__ import annotations
@@ -196,18 +198,18 @@ CASES: list[tuple[str, Callable[[World], Case]]] = [
     ("pod-uid-mismatch", pod_uid_mismatch),
     ("pod-on-another-node", pod_on_other_node),
     (
-        "C01-malformed-json-annotation",
+        "malformed-json-annotation",
         lambda w: _plain(
             w, '[ { "name": "net-a", "ips": [ "10.1.1.104/24" ] ]', R.INVALID_NETWORKS_ANNOTATION, "column"
         ),
     ),
-    ("C02-trailing-comma", lambda w: _plain(w, "net-a,net-b,", R.INVALID_NETWORKS_ANNOTATION, "comma")),
+    ("trailing-comma", lambda w: _plain(w, "net-a,net-b,", R.INVALID_NETWORKS_ANNOTATION, "comma")),
     (
-        "C03-ips-not-a-list",
+        "ips-not-a-list",
         lambda w: _plain(w, '[{"name":"net-a","ips":"10.0.0.5/24"}]', R.INVALID_NETWORKS_ANNOTATION, "ips"),
     ),
     (
-        "C04-interfaceRequest",
+        "interfaceRequest",
         lambda w: _plain(
             w,
             '[{"name":"net-a","interfaceRequest":"vlan101"}]',
@@ -216,11 +218,11 @@ CASES: list[tuple[str, Callable[[World], Case]]] = [
         ),
     ),
     (
-        "C06-ifname-too-long",
+        "ifname-too-long",
         lambda w: _plain(w, "net-a@averyveryverylongif", R.INVALID_NETWORKS_ANNOTATION, "19 bytes"),
     ),
     (
-        "C15-collision-with-automatic-net1",
+        "collision-with-automatic-net1",
         lambda w: _plain(
             w, '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]', R.DUPLICATE_INTERFACE_NAME, "net1"
         ),
@@ -276,7 +278,7 @@ CASES: list[tuple[str, Callable[[World], Case]]] = [
         ),
     ),
     (
-        "C13-sriov-without-device-id",
+        "sriov-without-device-id",
         lambda w: _managed(
             w,
             R.DEVICE_ID_MISMATCH,
@@ -333,7 +335,7 @@ def test_thick_rejection_runs_no_delegate_either(world: World) -> None:
 def test_thick_add_over_a_malformed_multus_daemon_config_is_refused_naming_the_file_and_the_field(
     world: World, tmp_path: Path, document: str, field: str
 ) -> None:
-    """Issue 13 item 7: the guard's reading of ``daemon-config.json`` raised TypeError on a list type."""
+    """A field of the wrong type in ``daemon-config.json`` is a refusal naming it, never a TypeError."""
     daemon = tmp_path / "daemon-config.json"
     daemon.write_text(document)
     conf_dir = tmp_path / "net.d"

@@ -1,4 +1,4 @@
-"""Spec §11: daemon restarts between ADD and DEL keep the host state and lose no attachment.
+"""Daemon restarts between ADD and DEL keep the host state and lose no attachment (docs/design.md#cni-teardown).
 
 Two managed Pods (four lab VFs, two rails each) are attached one after the other with a restart
 of one daemon after each ADD: the guard daemon (thin and thick), or the thick ``multus-daemon``.

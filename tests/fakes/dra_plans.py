@@ -1,4 +1,4 @@
-"""Settings, resolutions and plan helpers for the DRA policy plan tests (spec §12.2.2–§12.2.6, §14.3).
+"""Settings, resolutions and plan helpers for the DRA policy plan tests (docs/design.md#operator).
 
 Shared by the unit tests of :mod:`sriov_dra.core.operator.drapolicy` and its sub-concern modules
 (``dranodes``): the operator namespace settings, both rails' SriovNetworks resolved, two

@@ -1,7 +1,7 @@
 """FAKE boundary: the plugin's real checkpoint files with every write routed through a test's function.
 
 The function gets the files object and the bytes; it may raise before or after calling the real
-:meth:`sriov_dra.host.checkpoint.CheckpointFiles.write` (a failed or a lost write, spec §17.2).
+:meth:`sriov_dra.host.checkpoint.CheckpointFiles.write` (a failed or a lost write, docs/design.md#fault-injection).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The objects of the spec §14.2 example after prepare, for the ``sriov-dra inspect`` tests.
+"""The objects of the gpu-nic-pairs example after prepare, for the ``sriov-dra inspect`` tests.
 
 A claim with two GPU and two VF results, their ResourceSlices, two shadows with binding
 annotations, the source templates and the Pod with Multus's network-status (:func:`world`), a

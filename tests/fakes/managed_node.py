@@ -39,7 +39,7 @@ DEV_A0, DEV_A1, DEV_B0, DEV_B1 = (discovery.device_name(v) for v in (VF_A0, VF_A
 
 
 def sriov_source(name: str, cni_name: str, cidr: str) -> dict[str, Any]:
-    """A template NAD of the spec §14.2 shape (no deviceID, no resourceName)."""
+    """A template NAD of the gpu-nic-pairs shape (no deviceID, no resourceName)."""
     config = {
         "cniVersion": "1.0.0",
         "name": cni_name,

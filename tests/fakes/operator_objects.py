@@ -1,9 +1,9 @@
 """Builders of the operator's API objects as plain dicts, shared by unit and cluster tests.
 
-The defaults reproduce spec §14.3: operator namespace ``sriov-network-operator``, target namespace
-``ai-workloads``, two rails (``rail-a-net``/``rail-b-net``) whose node policies share
-``resourceName: sriov_vfs`` and select disjoint PFs (``ens1f0``/``ens2f0``) on nodes labelled
-``networking.example.com/dual-rail=true``.
+The defaults reproduce the operator-two-rails example (docs/design.md#example-operator-two-rails):
+operator namespace ``sriov-network-operator``, target namespace ``ai-workloads``, two rails
+(``rail-a-net``/``rail-b-net``) whose node policies share ``resourceName: sriov_vfs`` and select
+disjoint PFs (``ens1f0``/``ens2f0``) on nodes labelled ``networking.example.com/dual-rail=true``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ UNRENDERABLE_SPECS: dict[str, tuple[dict[str, Any], str]] = {
         'spec.ipam.subnet: duplicate key "subnet"',
     ),
 }
-"""Issue 13's SriovNetwork specs that must not become a NAD: spec fields -> start of the problem."""
+"""SriovNetwork specs that must not become a NAD: spec fields -> start of the problem."""
 UID_A = "aaaaaaaa-0000-4000-8000-00000000000a"
 UID_B = "bbbbbbbb-0000-4000-8000-00000000000b"
 
@@ -130,7 +130,7 @@ def node_policy(
 
 
 def rail_policies() -> list[dict[str, Any]]:
-    """The two node policies of spec §14.3."""
+    """The two node policies of the operator-two-rails example."""
     return [
         node_policy("rail-a-policy", uid=UID_A, pf="ens1f0", dra={"attributes": reference("rail-a-net")}),
         node_policy("rail-b-policy", uid=UID_B, pf="ens2f0", dra={"attributes": reference("rail-b-net")}),

@@ -1,4 +1,4 @@
-"""Source NADs and helpers for the shadow config renderer's tests (spec §7, §7.1).
+"""Source NADs and helpers for the shadow config renderer's tests (docs/design.md#render).
 
 Shared by the unit tests of :mod:`sriov_dra.core.render` and its rule modules
 (``templatelayout``, ``templatefields``): :func:`nad` builds a source NAD as read from the API,

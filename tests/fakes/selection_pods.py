@@ -1,4 +1,4 @@
-"""Pods, registry entries and managed bindings for the selection merging tests (spec §9).
+"""Pods, registry entries and managed bindings for the selection merging tests (docs/design.md#selections).
 
 Shared by the unit tests of :mod:`sriov_dra.core.plugin.selections` and its sub-concern modules
 (``selectionownership``, ``selectionupdate``): three bindings of two claims in namespace ``ai``,

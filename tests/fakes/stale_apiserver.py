@@ -1,7 +1,6 @@
 """A watching proxy to the lab API server that can hand out an older copy of one Pod.
 
-It stands for the stale source a Multus can read from (thick Multus's Pod informer, reference
-multus.md §1.4): thin Multus is pointed at this proxy, which authenticates upstream as the lab
+It stands for the stale source a Multus can read from (thick Multus's Pod informer): thin Multus is pointed at this proxy, which authenticates upstream as the lab
 admin and forwards everything, except that a Pod armed with :meth:`StaleApiProxy.serve_stale`
 is answered, for its next ``times`` GETs, with a copy recorded earlier (same UID, older
 annotations). Every request is recorded, so a test can also assert what was (not) read.

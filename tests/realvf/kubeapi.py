@@ -96,7 +96,7 @@ def guest_kubeconfig(control_plane: Any, out: Path) -> Path:
 
 
 def node_objects() -> list[dict[str, Any]]:
-    """The plugin namespace, the guest node's DeviceAttributes and SriovResourcePolicy (spec §14.2 shape)."""
+    """The plugin namespace, the guest node's DeviceAttributes and SriovResourcePolicy (the gpu-nic-pairs shape)."""
     d = DEVICE_CLASS
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PLUGIN_NS}},

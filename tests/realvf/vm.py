@@ -17,8 +17,6 @@ Host side of the tier (tests/realvf/conftest.py drives it once per pytest sessio
   port and an ``igb`` each, ``intel-iommu``, ``-smp 1``), retries a boot that never prints
   :data:`READY` once, runs pytest on ``tests/realvf/guest`` inside it and returns the guest's
   junit XML, read from its second serial port.
-
-Layout and timings follow ../shared/reference/real-vfs.md (measured on this machine).
 """
 
 from __future__ import annotations
@@ -531,7 +529,7 @@ def qemu_argv(
     append: str = "",
     mgmt_nic: bool = False,
 ) -> list[str]:
-    """The guest's QEMU command line (layout of real-vfs.md: two roots, two NUMA nodes, vIOMMU).
+    """The guest's QEMU command line (two roots, two NUMA nodes, vIOMMU).
 
     ``mgmt_nic`` adds a virtio-net NIC on QEMU user networking (not one of the igb test NICs): the
     guest reaches the host's loopback as :data:`HOST_FROM_GUEST` through it.

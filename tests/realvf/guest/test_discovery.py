@@ -1,6 +1,6 @@
 """Discovery and the published ResourceSlice on real igbvf VFs, compared with raw sysfs.
 
-Also the two real-kernel behaviours of issue 16 seen from discovery: a VF whose netdev is inside
+Also two real-kernel behaviours seen from discovery: a VF whose netdev is inside
 a Pod's netns (the host's ``net/`` is empty) and a VF handed back as the Pod's interface name when
 its netns was deleted first are still the same device with the same attributes.
 """
