@@ -5,16 +5,21 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+TESTS ?= tests/pure
 LAB_ARGS ?=
 SCALE_ARGS ?= --pods 200
 
-.PHONY: setup deps realvf-setup venv binaries image collections test lint typecheck unit lab bench clean-cache help
+.PHONY: setup deps realvf-setup venv binaries image collections test check lint typecheck pure lab bench \
+	clean-cache help
 
 help:
-	@echo "make setup   - Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI binaries and the"
-	@echo "               real-node parts (kubelet, containerd, crictl, pause, the images: make image),"
-	@echo "               QEMU and the guest kernel of the realvf tier (tools/realvf-setup.sh)"
-	@echo "make test    - lint, type checks and every test tier (unit, host, cluster, cni, e2e, ansible, realvf)"
+	@echo "make setup   - what the lab needs: Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI"
+	@echo "               binaries and the real-node parts (kubelet, containerd, crictl, pause, the images: make image)"
+	@echo "make test    - make setup and make realvf-setup, lint, type checks, then every test tier"
+	@echo "               (pure, host, cluster, cni, e2e, ansible, realvf)"
+	@echo "make check   - the inner loop: lint, type checks and the pure tier (light hypothesis profile; ~2 min)"
+	@echo "make pure    - only the pure tier; one file or test: make pure TESTS=tests/pure/core/test_render.py::<name>"
+	@echo "make realvf-setup - QEMU and the guest kernel of the realvf tier (tools/realvf-setup.sh; make test runs it)"
 	@echo "make lab     - the main job: the local lab (see README.md); options of 'sriov-dra lab demo' in"
 	@echo "               LAB_ARGS, e.g. make lab LAB_ARGS=\"--multus thick\" or LAB_ARGS=--hold"
 	@echo "make collections - .venv plus the Ansible collections the roles need (kubernetes.core), no Go build"
@@ -24,9 +29,8 @@ help:
 	@echo "               (~20 min on 2 cores): make bench SCALE_ARGS=--pods=1000"
 	@echo "make lint    - ruff, ruff format --check, import-linter layer contracts"
 	@echo "make typecheck - mypy (strict on the whole runtime, the shared rules and the lab)"
-	@echo "make unit    - only the pure core tier (about 3 minutes)"
 
-setup: deps realvf-setup venv binaries image collections
+setup: deps venv binaries image collections
 	@echo "[setup] done: venv in $(VENV), binaries under $${SRIOV_DRA_CACHE:-$$HOME/.cache/sriov-dra}"
 
 deps:
@@ -65,10 +69,14 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-unit: venv
-	$(VENV)/bin/pytest -m unit $(PYTEST_ARGS)
+# The pure tier needs only .venv. TESTS narrows it to a file or one test, PYTEST_ARGS adds options
+# (-k, -x); HYPOTHESIS_PROFILE=ci runs CI's 500 examples per property instead of the light default.
+pure: venv
+	$(VENV)/bin/pytest -m pure $(TESTS) $(PYTEST_ARGS)
 
-test: lint typecheck
+check: lint typecheck pure
+
+test: setup realvf-setup lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lab: setup

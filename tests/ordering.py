@@ -5,7 +5,7 @@ namespace, a CRD) hides a missing fixture. Each run therefore reorders the colle
 
 - tiers keep their collected order (one tier's session fixtures are set up once);
 - within a tier, test modules run in a shuffled order;
-- within a module of the ``unit`` and ``host`` tiers, groups (a class, or a module-level test
+- within a module of the ``pure`` and ``host`` tiers, groups (a class, or a module-level test
   function with all its parameter cases) run in a shuffled order; the slower tiers keep their
   in-module order, which their module-scoped fixtures are written for.
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-SHUFFLE_WITHIN_MODULE = frozenset({"unit", "host"})
+SHUFFLE_WITHIN_MODULE = frozenset({"pure", "host"})
 
 
 def seed() -> int | None:

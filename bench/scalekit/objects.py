@@ -17,7 +17,7 @@ here re-implements a product rule; each step calls the code the plugin's prepare
 - the Pod patch: ``driver.managed.podnets.plan_merge`` over ``podnets.intended_entries`` (the
   ``core.plugin.selections`` merge and the ``core.registry`` codec, with the UID/resourceVersion tests).
 
-``tests/unit/bench/test_scale_objects.py`` runs the real prepare on a fake node and checks that
+``tests/pure/bench/test_scale_objects.py`` runs the real prepare on a fake node and checks that
 these builders produce the same shadows and the same Pod annotations. Pure: no I/O.
 """
 

@@ -43,8 +43,9 @@ _SUMMARY: list[str] = []
 def realvf_results(tmp_path_factory: pytest.TempPathFactory) -> object:
     """``{<file>::<function>: vm.GuestResult}`` of one guest session (booted once per pytest run).
 
-    Skips (fails when required) only when a part that ``make setup`` provides is missing; a boot
-    that fails twice, a hung or crashed guest pytest fail every realvf test with the serial log tail.
+    Skips (fails when required) only when a part that ``make setup`` or ``make realvf-setup``
+    provides is missing; a boot that fails twice, a hung or crashed guest pytest fail every realvf
+    test with the serial log tail.
     """
     from tests.realvf import vm
 

@@ -2,7 +2,7 @@
 
 Host side of the tier (tests/realvf/conftest.py drives it once per pytest session):
 
-- :func:`locate` finds what ``make setup`` (tools/realvf-setup.sh) installed or fetched: QEMU from
+- :func:`locate` finds what ``make realvf-setup`` (tools/realvf-setup.sh) installed or fetched: QEMU from
   bookworm-backports, busybox-static, squashfs-tools, cpio and the pinned guest kernel unpacked in
   ``<cache>/realvf/<kernel abi>/``; anything missing is :class:`Unavailable` with the fix;
 - :func:`build_initramfs` packs busybox, :data:`INIT_SCRIPT` and the kernel modules of the kernel's
@@ -172,7 +172,7 @@ def read_versions(path: Path = VERSIONS_ENV) -> dict[str, str]:
 
 def locate() -> Parts:
     """Find every host part; raise :class:`Unavailable` naming the first missing one and the fix."""
-    fix = "run make setup (tools/realvf-setup.sh)"
+    fix = "run make realvf-setup (tools/realvf-setup.sh)"
     versions = read_versions()
     abi = versions.get("REALVF_KERNEL_ABI", "")
     if not abi:

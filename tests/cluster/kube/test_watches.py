@@ -1,9 +1,9 @@
 """Cluster tier: sriov_dra.kube.watches against a real kube-apiserver.
 
-Proves on real streams what the unit tier proves on a fake: close() ends a watch whose stream is
+Proves on real streams what the pure tier proves on a fake: close() ends a watch whose stream is
 blocked waiting for events (and one closed at any point of its start), and a shared stop alone
 ends the thread within the bounded ``timeoutSeconds``. The 10 s joins are hang detectors, not
-timing assertions. 410 Gone handling is proven in the unit tier (tests/unit/kube/test_watches.py):
+timing assertions. 410 Gone handling is proven in the pure tier (tests/pure/kube/test_watches.py):
 this apiserver (v1.36.3, watch cache on) answers a watch from a compacted resourceVersion with an
 empty stream rather than 410, so it cannot be provoked here.
 """

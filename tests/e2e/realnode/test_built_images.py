@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 from tests import tiers
+from tests.ansible.test_product_wheel import LAB_ONLY_NAMES
 from tests.e2e.realnode.pods import busybox_pod
-from tests.unit.test_product_wheel import LAB_ONLY_NAMES
 from tests.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[3]

@@ -6,8 +6,6 @@ import ast
 import io
 import json
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import sriov_dra_rules
 from sriov_dra.guard import shim
 
 PRIMARY = {
@@ -44,7 +41,7 @@ def _parse(obj: dict[str, Any]) -> shim.GuardConf:
 
 
 def test_shim_imports_only_the_standard_library_and_the_shared_rules() -> None:
-    """The rules package itself is held to the standard library by tests/unit/rules."""
+    """The rules package itself is held to the standard library by tests/pure/rules."""
     tree = ast.parse(Path(shim.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
@@ -373,24 +370,3 @@ def test_thick_cache_dir_is_not_guessed_from_a_daemon_config_it_cannot_read(
 )
 def test_only_a_cni_container_id_names_a_cache_file(value: str, valid: bool) -> None:
     assert shim.is_container_id(value) is valid
-
-
-def test_a_teardown_whose_multus_binary_cannot_run_answers_a_cni_error_naming_the_key(tmp_path: Path) -> None:
-    """DEL/CHECK exec Multus directly; a missing ``multus.binary`` must not end in a traceback."""
-    conf = json.dumps(_conf(tmp_path, binary=str(tmp_path / "nonexistent" / "multus"))).encode()
-    rules = Path(sriov_dra_rules.__file__).parent.parent
-    done = subprocess.run(
-        [sys.executable, "-S", shim.__file__],
-        input=conf,
-        env={
-            "CNI_COMMAND": "CHECK",
-            "CNI_CONTAINERID": "c1",
-            "CNI_PATH": str(tmp_path),
-            "PYTHONPATH": str(rules),
-        },
-        capture_output=True,
-        check=False,
-    )
-    error = json.loads(done.stdout)
-    assert done.returncode == 1 and error["code"] == shim.CniErrorCode.INVALID_CONFIG, done.stderr
-    assert "cannot run Multus" in error["msg"] and "multus.binary" in error["msg"]

@@ -20,7 +20,7 @@ class FakeItem:
 
 def items() -> list[FakeItem]:
     out = []
-    for tier in ("cluster", "unit"):
+    for tier in ("cluster", "pure"):
         for module in ("a", "b", "c", "d"):
             for fn in ("f", "g", "h"):
                 for case in ("1", "2"):
@@ -48,7 +48,7 @@ def test_shuffled_order_keeps_tiers_modules_and_parametrized_cases_together() ->
     for seed in range(20):
         got = order(seed)
         tiers = [p.split("/")[1] for p, _ in got]
-        assert tiers == sorted(tiers, key=["cluster", "unit"].index), "tiers keep their order"
+        assert tiers == sorted(tiers, key=["cluster", "pure"].index), "tiers keep their order"
         modules = [p for p, _ in got]
         assert len({m for m in modules}) == len(
             [m for i, m in enumerate(modules) if i == 0 or modules[i - 1] != m]

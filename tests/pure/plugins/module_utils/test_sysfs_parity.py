@@ -169,7 +169,7 @@ def _collection_view(root: Path) -> dict[str, object]:
     for pf in pfs:
         del pf[
             "eswitch_mode_reason"
-        ]  # the plugin logs its reasons; tests/unit/plugins/module_utils/test_devlink.py
+        ]  # the plugin logs its reasons; tests/pure/plugins/module_utils/test_devlink.py
     return {"pfs": pfs, "vfs": vfs}
 
 

@@ -43,7 +43,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
         2,
         "the Pod networks annotation codec (spec §9): refuses repeated keys with their paths already, "
         "reported per element together with its other problems, and needs each element's exact "
-        "source text (raw_decode); see tests/unit/core/test_networks.py",
+        "source text (raw_decode); see tests/pure/core/test_networks.py",
     ),
     "runtime/sriov_dra/guard/shim.py": (
         2,

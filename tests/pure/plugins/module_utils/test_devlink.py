@@ -14,7 +14,7 @@ from ansible_collections.sriovnet.dra.plugins.module_utils import devlink
 from ansible_collections.sriovnet.dra.plugins.modules import sriov_facts
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.unit.plugins import harness
+from tests.pure.plugins import harness
 
 from sriov_dra_lab.fakes import fakedevlink, fakesysfs
 

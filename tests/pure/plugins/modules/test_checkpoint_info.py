@@ -13,7 +13,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible_collections.sriovnet.dra.plugins.modules import checkpoint_info
 from tests.fakes import checkpoint_records as fx
-from tests.unit.plugins import harness
+from tests.pure.plugins import harness
 
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.host import checkpoint as store_mod

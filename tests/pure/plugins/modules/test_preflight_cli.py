@@ -1,7 +1,7 @@
 """Tests for ``sriov-dra preflight`` without a cluster: node checks, output, exit codes.
 
 The node checks themselves are ``sriov_dra_rules.preflight_node`` with the shared install contract
-``sriov_dra_rules.cniinstall`` (tested in ``tests/unit/rules`` and for the real ADD in
+``sriov_dra_rules.cniinstall`` (tested in ``tests/pure/rules`` and for the real ADD in
 ``tests/host``); here the CLI's options reach them as the module's do, so the CLI and the module
 give the same result on every layout (a real AnsiballZ run of the module is in
 ``tests/ansible/test_preflight_parity.py``).
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from ansible_collections.sriovnet.dra.plugins.modules import preflight as module
 from tests.ansible import node_fixture
-from tests.unit.plugins import harness
+from tests.pure.plugins import harness
 
 from sriov_dra.cli import main
 from sriov_dra.cli import preflight as cli

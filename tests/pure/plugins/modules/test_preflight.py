@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.sriovnet.dra.plugins.modules import preflight
 from tests.ansible import node_fixture
-from tests.unit.plugins import harness
+from tests.pure.plugins import harness
 
 GUARD = "00-multus-guard.conflist"
 CNI_OK = '#!/bin/sh\ncat >/dev/null\necho \'{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}\'\n'

@@ -1,6 +1,6 @@
 """The collection's ``sriov_vf_plan`` filter and the operator's DRA plan share one node-policy rule
 (``sriov_dra_rules.nodepolicies``). It lives here because the filter is imported as the collection,
-which ``tests/unit/plugins/conftest.py`` sets up (``ansible_collections.sriovnet.dra``)."""
+which ``tests/pure/plugins/conftest.py`` sets up (``ansible_collections.sriovnet.dra``)."""
 
 from __future__ import annotations
 

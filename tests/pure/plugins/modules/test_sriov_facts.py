@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.sriovnet.dra.plugins.modules import sriov_facts
-from tests.unit.plugins import harness
+from tests.pure.plugins import harness
 
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as host_sysfs

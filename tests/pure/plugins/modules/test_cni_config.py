@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.sriovnet.dra.plugins.modules import cni_config
-from tests.unit.plugins import harness
+from tests.pure.plugins import harness
 
 GUARD = "00-multus-guard.conflist"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.unit.plugins.test_plugin_daemonset_sysfs_root import _render
+from tests.pure.plugins.test_plugin_daemonset_sysfs_root import _render
 
 
 def _container(doc: dict[str, Any]) -> dict[str, Any]:

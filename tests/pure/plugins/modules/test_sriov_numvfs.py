@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.sriovnet.dra.plugins.module_utils import numvfs
 from ansible_collections.sriovnet.dra.plugins.modules import sriov_numvfs
 from tests.ansible import fake_sriov_kernel
-from tests.unit.plugins import harness
+from tests.pure.plugins import harness
 
 from sriov_dra_lab.fakes import fakesysfs
 
