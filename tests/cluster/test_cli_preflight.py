@@ -2,7 +2,7 @@
 
 With the CRDs, the shipped plugin RBAC and the admission policy applied (cluster-scoped RBAC names
 prefixed, so other tests' bindings are untouched), every cluster check passes and the command exits 0. With the binding of
-the spec §12.3 ClusterRole deleted, ``plugin-rbac`` fails naming each missing verb and the fix,
+the managed-networks ClusterRole deleted, ``plugin-rbac`` fails naming each missing verb and the fix,
 every other check still passes, and the command exits 1.
 """
 

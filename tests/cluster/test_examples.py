@@ -1,6 +1,6 @@
 """Every manifest under ``examples/`` passes server-side dry-run on the real API server.
 
-The examples are what the README and the lab apply (spec §14.1, §14.2, §14.3); a field the API
+The examples are what the README and the lab apply (docs/design.md#examples); a field the API
 server or a shipped CRD schema would drop or refuse must fail here. Namespaces are created for
 real (a dry-run create cannot hold objects inside it); everything else is dry-run only. Each
 example folder also has its README.

@@ -2,7 +2,7 @@
 
 A real kubelet v1.36 deletes every ResourceSlice of its node when it starts and leaves
 republishing to each driver (``DRAPluginManager.wipeResourceSlices``); the lab's real-node tests
-restart kubelets, so the GPU stand-in must re-create its slice or the §14.2 Pods (VF + GPU per
+restart kubelets, so the GPU stand-in must re-create its slice or the gpu-nic-pairs Pods (VF + GPU per
 PCIe root) stop being schedulable on that node. Real API server; the slice is deleted the way the
 kubelet deletes it (a DeleteCollection by node and driver field selector).
 """

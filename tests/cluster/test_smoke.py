@@ -1,4 +1,4 @@
-"""Smoke tests proving the control plane parts are real (issue 2 item 5).
+"""Smoke tests proving the control plane parts are real.
 
 The controller-manager's resourceclaim controller turns a ResourceClaimTemplate into a claim, the
 real scheduler's DynamicResources plugin allocates devices from hand-written ResourceSlices

@@ -10,7 +10,7 @@ built, a control plane component that does not come up. A service of this projec
 start is a test error.
 
 Every test works in its own namespace; the administrator's cluster objects the tests share are
-the spec §14.2 mappings (DeviceAttributes, SriovResourcePolicy, DeviceClasses), applied once.
+the gpu-nic-pairs mappings (DeviceAttributes, SriovResourcePolicy, DeviceClasses), applied once.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def namespace(lab: Any, request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def rails(lab: Any) -> list[dict[str, Any]]:
-    """The §14.2 rail mapping installed once: rail A VFs → ``rail-a-net``, rail B → ``rail-b-net``.
+    """The gpu-nic-pairs rail mapping installed once: rail A VFs → ``rail-a-net``, rail B → ``rail-b-net``.
 
     The NAD names resolve in each Pod's namespace, so every test brings its own templates.
     """

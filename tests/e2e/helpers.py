@@ -1,4 +1,4 @@
-"""Manifests the e2e tests build: templates, claim templates, Pods, and the spec §14.2 mapping."""
+"""Manifests the e2e tests build: templates, claim templates, Pods, and the gpu-nic-pairs mapping."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def fresh_namespace(api: client.ApiClient, test_name: str) -> Iterator[str]:
 
 
 def rail_mapping_docs() -> list[dict[str, Any]]:
-    """The administrator's objects of spec §14.2, verbatim: rail attributes, policy, DeviceClasses."""
+    """The administrator's objects of the gpu-nic-pairs example, unchanged: rail attributes, policy, DeviceClasses."""
     return [d for d in workloads.load(PAIRS) if d["kind"] in ADMIN_KINDS]
 
 

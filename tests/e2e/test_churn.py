@@ -1,4 +1,5 @@
-"""100 Pod create/delete cycles leave nothing behind (spec §16.2 "no shadows or IPAM leaks").
+"""100 Pod create/delete cycles leave nothing behind: no shadow and no IPAM leak
+(docs/design.md#completion).
 
 25 rounds of 4 Pods (two per node, one VF each, any rail: rail A through whereabouts, rail B
 through host-local) are created, run with their VF attached, and deleted; afterwards no shadow,

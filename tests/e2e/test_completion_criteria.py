@@ -1,6 +1,6 @@
-"""Spec §16.2 completion criteria, asserted on the spec §14.2 example applied verbatim to the lab.
+"""The completion criteria (docs/design.md#completion) on the gpu-nic-pairs example, applied unchanged.
 
-The lab's nodes are the two-root fixture of spec §14.2: two full (synthetic) GPUs on
+The lab's nodes are the two-root fixture of the gpu-nic-pairs example: two full (synthetic) GPUs on
 ``pci0000:00`` and ``pci0000:80`` and one rail PF under each root, so the GPU/NIC example must
 use both rails. Asserted: two distinct GPUs and two distinct VFs allocated, each pair on an equal
 pcieRoot; exactly two shadows (GPU results make none) owned by the Pod with the protection
@@ -31,7 +31,7 @@ PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 
 @pytest.fixture
 def pairs(lab: Any, rails: Any) -> Any:
-    """The §14.2 file applied verbatim; its Pod, NADs and namespace objects removed afterwards."""
+    """The gpu-nic-pairs file applied unchanged; its Pod, NADs and namespace objects removed afterwards."""
     docs = workloads.load(PAIRS)
     workloads.apply_docs(lab.api, docs)
     yield docs

@@ -1,4 +1,4 @@
-"""Day-2 drain of a real lab node with the collection's playbook (spec §18.1).
+"""Day-2 drain of a real lab node with the collection's playbook (docs/design.md#rollout).
 
 ``ansible-playbook sriovnet.dra.drain --limit lab-node-2`` with the lab's own inventory: modules run
 inside the node's mount namespace (the inventory's interpreter wrapper), so the drain reads the

@@ -1,12 +1,13 @@
-"""Spec §14.1 and §14.3 on the lab, from the shipped ``examples/`` files.
+"""The one-network-deviceclass and operator-two-rails examples on the lab, from ``examples/``.
 
-§14.1: one NAD named once in a DeviceClass's VfConfig; the VF gets ``dra0`` on rail A's subnet.
-§14.3: SriovNetwork + SriovNetworkNodePolicy (``spec.dra``) through the operator, the plugins on
-the operator's namespace (an operator-managed install), the §14.2 workload unchanged; the
+one-network-deviceclass: one NAD named once in a DeviceClass's VfConfig; the VF gets ``dra0`` on
+rail A's subnet. operator-two-rails: SriovNetwork + SriovNetworkNodePolicy (``spec.dra``) through
+the operator, the plugins on the operator's namespace (an operator-managed install), the
+gpu-nic-pairs workload unchanged; the
 operator's generated attributes carry the NAD reference and not its own input keys; the Pod gets
 both rails.
 
-Both replace the session's direct §14.2 policies while they run (overlapping policies must not be
+Both replace the session's direct gpu-nic-pairs policies while they run (overlapping policies must not be
 combined) and restore them afterwards. Each example is removed as its README says, ``kubectl delete
 -f`` on its files, which leaves the install namespaces, the plugin and the guard.
 """
@@ -28,7 +29,7 @@ POLICY_KINDS = ("SriovResourcePolicy", "DeviceAttributes")
 
 @pytest.fixture
 def without_direct_policies(lab: Any, rails: list[dict[str, Any]]) -> Iterator[None]:
-    """Remove the session's §14.2 policy objects for one test; put them back afterwards.
+    """Remove the session's gpu-nic-pairs policy objects for one test; put them back afterwards.
 
     Everything of the mapping is applied again (an example's ``kubectl delete -f`` removes its DeviceClasses).
     """

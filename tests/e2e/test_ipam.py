@@ -1,6 +1,7 @@
 """IPAM through shadows: every shadow of one template shares the template's address pool.
 
-- host-local, same node, a template without a CNI ``name`` (handed cases C09/C24): every shadow
+- host-local, same node, a template without a CNI ``name`` (multus-dynamic-networks-controller #45,
+  whereabouts #256): every shadow
   is rendered with the template NAD's name, so host-local keeps one store per node and hands out
   distinct addresses to two VFs of one Pod and to a second Pod, then frees them all;
 - whereabouts across both nodes: one IPPool for the rail, distinct addresses for Pods on

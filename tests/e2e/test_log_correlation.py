@@ -1,6 +1,6 @@
 """One log schema, one filter: a claim UID follows a prepare from the plugin into the guard.
 
-Issue 14 item 3: the plugin, the guard and the operator write the same JSON schema
+The plugin, the guard and the operator write the same JSON schema
 (``sriov_dra.servicekit.logs``: ``ts`` RFC 3339 UTC with ``Z``, lowercase ``level``, ``logger``,
 ``msg``, fields, ``exc``), so ``jq 'select(.claim_uid == "<uid>")'`` over the node's plugin and
 guard logs (their Pods' logs on real nodes, their log files on simulated ones) finds the claim's

@@ -1,4 +1,4 @@
-"""A source NAD edited or deleted after prepare (spec §5.4): prepared Pods keep their frozen config.
+"""A source NAD edited or deleted after prepare (docs/design.md#source-changes): prepared Pods keep their frozen config.
 
 An existing Pod's shadow keeps the bytes rendered at its first prepare and its interface keeps
 the old subnet; a new Pod renders the edited template; after the template is deleted a new Pod

@@ -1,4 +1,4 @@
-"""The lab with thick Multus (``multus-daemon`` + ``multus-shim``), the spec §14.2 example on it.
+"""The lab with thick Multus (``multus-daemon`` + ``multus-shim``), the gpu-nic-pairs example on it.
 
 A second, one-node lab on a real node for this module, thick Multus running as the multus role's
 DaemonSet (``multus-daemon`` from the thick image, chrooted into the node's root, its socket on the

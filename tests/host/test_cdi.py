@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.host.cdi: claim and Pod-global CDI spec files under a CDI root (spec §8.4 step 5)."""
+"""Tests for sriov_dra.host.cdi: claim and Pod-global CDI spec files under a CDI root."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests for sriov_dra.host.checkpoint: durable store, rollback, claim-UID reuse, crash safety (spec §6.3)."""
+"""Tests for sriov_dra.host.checkpoint: durable store, rollback, claim-UID reuse, crash safety
+(docs/design.md#checkpoint)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ FIXTURE = REPO / "tests" / "fixtures" / "checkpoint" / "v1-no-managed.json"
 
 
 class RecordingWrite:
-    """Write function that records calls and fails on demand (the injected failure of spec §17.2)."""
+    """Write function that records calls and fails on demand (an injected failure, docs/design.md#fault-injection)."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -283,7 +284,7 @@ def test_update_persists_the_observed_shadow_uid(store: store_mod.CheckpointStor
 def test_every_write_is_one_in_place_flush_of_the_slot_file_and_no_fsync(
     store: store_mod.CheckpointStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 17 item 4: a checkpoint write is durable after one ``fdatasync`` of the slot file,
+    """A checkpoint write is durable after one ``fdatasync`` of the slot file,
     without the two journal commits of a replace-by-rename (file and directory ``fsync``)."""
     flushes: list[str] = []
     real_fdatasync = os.fdatasync
@@ -539,7 +540,7 @@ def test_a_valid_slot_holding_a_corrupt_document_fails_load_naming_the_slot_file
     assert "is corrupt" in str(info.value)
 
 
-# --- validation cost: only the changed claim is validated (issue 5) --------------------------------
+# --- validation cost: only the changed claim is validated ---------------------------------------
 
 
 @pytest.fixture
@@ -652,7 +653,7 @@ def test_a_read_only_reader_takes_a_sibling_slot_file_only_for_checkpoint_json(t
 def test_a_second_plugin_process_waits_for_the_lock_and_then_fails_naming_it_and_writing_nothing(
     tmp_path: Path,
 ) -> None:
-    """Spec §6.3: one plugin writes a node's checkpoint. The lock file is never replaced, so a
+    """One plugin writes a node's checkpoint (docs/design.md#checkpoint). The lock file is never replaced, so a
     growth or a fresh directory leaves no window; the waiting process removes nothing."""
     path = tmp_path / "checkpoint.json"
     holder = subprocess.Popen(
@@ -713,7 +714,7 @@ def test_the_store_names_the_file_it_loaded_the_checkpoint_from(tmp_path: Path) 
 def test_the_readable_copy_is_replaced_on_another_thread_during_the_flush_and_before_the_write_returns(
     store: store_mod.CheckpointStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 17 item 4: the copy's rename overlaps the slot file's ``fdatasync`` instead of
+    """The copy's rename overlaps the slot file's ``fdatasync`` instead of
     following it. The flush here waits until the copy holds the new bytes (a serial writer would
     never get there: the wait times out and the test fails), and the copy is in place on return."""
     real_fdatasync = os.fdatasync

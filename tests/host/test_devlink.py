@@ -1,4 +1,4 @@
-"""The eswitch mode comes from the kernel's devlink answer (issue 14 item 4; host/devlink.py)."""
+"""The eswitch mode comes from the kernel's devlink answer (host/devlink.py)."""
 
 from __future__ import annotations
 

@@ -316,7 +316,7 @@ def test_write_before_read_or_create_is_refused(tmp_path: Path) -> None:
 def test_before_flush_runs_once_the_bytes_are_in_place_and_before_the_fdatasync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The hook the checkpoint's readable copy overlaps the flush with (issue 17 item 4)."""
+    """The hook the checkpoint's readable copy overlaps the flush with."""
     f = fresh(tmp_path)  # generation 1 in slot 0
     events: list[str] = []
     real = os.fdatasync

@@ -1,4 +1,4 @@
-"""A VF in use by a Pod on a fake tree that shows what the real kernel shows (issue 16).
+"""A VF in use by a Pod on a fake tree that shows what the real kernel shows.
 
 Measured on real igbvf VFs (tests/realvf): a VF whose netdev was moved into a Pod's netns has an
 empty ``net/`` in the host's sysfs, a driver that created no netdev leaves no ``net/`` at all, and

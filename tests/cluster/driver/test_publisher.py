@@ -1,6 +1,6 @@
 """Cluster tier: the publisher on a fake-sysfs node publishes ResourceSlices to a real apiserver.
 
-Proves issue 4 item 3 against kube-apiserver/scheduler v1.36.3: opt-in publication from
+Against kube-apiserver/scheduler v1.36.3: opt-in publication from
 SriovResourcePolicy + DeviceAttributes, republication with a bumped generation on a policy or
 attribute change and on a node-label change, recreation of a deleted slice, republication when an
 advertised membership without attributes is withdrawn (upstream's clearPolicyAttributes defect),
@@ -128,7 +128,7 @@ ALL_DEVICES = {"configs": [{}]}
 def test_a_vmbus_node_without_numa_affinity_publishes_its_root_bus_and_no_numa_node(
     api, namespace, node, start_publisher
 ):
-    """Issue 13 item 6 on the real apiserver: a Hyper-V/VMBus PF whose numa_node is -1."""
+    """On the real apiserver: a Hyper-V/VMBus PF whose numa_node is -1."""
     start_publisher(pfs=[fakesysfs.vmbus_pf(2, numa_node=-1)])
     create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
     devices = slices.pool_devices(eventually("2 devices", published(api, node.name, 2)))

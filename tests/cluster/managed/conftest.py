@@ -56,7 +56,7 @@ def load_all(path: Path) -> list[dict[str, Any]]:
 
 
 def device_classes() -> list[dict[str, Any]]:
-    """The two DeviceClasses of spec §14.2 (no rail, NAD or root value in them)."""
+    """The two DeviceClasses of the gpu-nic-pairs example (no rail, NAD or root value in them)."""
     root = '"resource.kubernetes.io" in device.attributes && "pcieRoot" in device.attributes["resource.kubernetes.io"] && device.attributes["resource.kubernetes.io"].pcieRoot != ""'
     return [
         {
@@ -88,7 +88,7 @@ def device_classes() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def installed(api: client.ApiClient) -> None:
-    """CRDs, the plugin namespace and the shipped plugin RBAC, the §14.2 DeviceClasses."""
+    """CRDs, the plugin namespace and the shipped plugin RBAC, the gpu-nic-pairs DeviceClasses."""
     crds = [
         yaml.safe_load((MANIFESTS / "crds" / n).read_text())
         for n in (
@@ -116,7 +116,7 @@ def plugin_api(control_plane: Any, installed: None) -> Iterator[client.ApiClient
 
 
 def nad(name: str, namespace: str, cni_name: str, cidr: str) -> dict[str, Any]:
-    """A spec §14.2 template NAD (whereabouts IPAM, no deviceID, no resourceName)."""
+    """A gpu-nic-pairs template NAD (whereabouts IPAM, no deviceID, no resourceName)."""
     ipam = {"type": "whereabouts", "network_name": cni_name, "range": cidr}
     config = json.dumps({"cniVersion": "1.0.0", "name": cni_name, "type": "sriov", "ipam": ipam}, indent=2)
     return {
@@ -128,7 +128,7 @@ def nad(name: str, namespace: str, cni_name: str, cidr: str) -> dict[str, Any]:
 
 
 def rail_mapping(node: str) -> list[dict[str, Any]]:
-    """Spec §14.2 DeviceAttributes + SriovResourcePolicy, scoped to ``node`` (fake PF names, vendor 8086)."""
+    """The gpu-nic-pairs DeviceAttributes + SriovResourcePolicy, scoped to ``node`` (fake PF names, vendor 8086)."""
     suffix = node
     objs: list[dict[str, Any]] = []
     configs = []
@@ -168,7 +168,7 @@ def rail_mapping(node: str) -> list[dict[str, Any]]:
 
 
 def pairs_template(namespace: str) -> dict[str, Any]:
-    """The spec §14.2 ResourceClaimTemplate: four count-one requests, two pair-scoped roots."""
+    """The gpu-nic-pairs ResourceClaimTemplate: four count-one requests, two pair-scoped roots."""
 
     def req(name: str, cls: str) -> dict[str, Any]:
         return {"name": name, "exactly": {"deviceClassName": cls, "allocationMode": "ExactCount", "count": 1}}

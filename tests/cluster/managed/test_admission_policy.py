@@ -1,4 +1,4 @@
-"""Cluster tier: the shipped admission policy (``manifests/plugin/admission-policy.yaml``, issue 17 item 1).
+"""Cluster tier: the shipped admission policy (``manifests/plugin/admission-policy.yaml``).
 
 kube-apiserver, controller-manager and scheduler v1.36.3 with the shipped plugin RBAC and the
 shipped policy applied unchanged. The plugin runs through the real handler and repair worker as
@@ -164,7 +164,7 @@ def ns_admin(api: client.ApiClient, control_plane: Any, namespace: str) -> Itera
 
 
 class Workload(NamedTuple):
-    """A prepared spec §14.2 pair workload in ``namespace`` with its namespace admin (policy enforced)."""
+    """A prepared gpu-nic-pairs workload in ``namespace`` with its namespace admin (policy enforced)."""
 
     api: client.ApiClient
     plugin: ClusterPlugin
@@ -227,7 +227,7 @@ def patch_annotations(
 
 
 def prepared(api: client.ApiClient, plugin: ClusterPlugin, namespace: str) -> messages.ClaimRef:
-    """The spec §14.2 pair workload prepared by the plugin (two shadows, registry, selections)."""
+    """The gpu-nic-pairs workload prepared by the plugin (two shadows, registry, selections)."""
     ref = start_pair_workload(api, plugin, namespace)
     assert isinstance(plugin.prepare(ref), messages.Prepared)
     return ref

@@ -1,6 +1,6 @@
 """Cluster tier: auto-attach against kube-apiserver, scheduler and controller-manager v1.36.3.
 
-Spec §14.1/§14.2 objects (DeviceAttributes, SriovResourcePolicy, DeviceClasses, the GPU/NIC pair
+The one-network-deviceclass and gpu-nic-pairs objects (DeviceAttributes, SriovResourcePolicy, DeviceClasses, the GPU/NIC pair
 template, a Pod with no networks annotation) are applied; the real scheduler pairs each NIC with
 a synthetic GPU by PCIe root; the plugin (as its ServiceAccount, with the shipped RBAC) prepares
 the claim. Deletion paths use the real garbage collector and namespace controller.
@@ -109,7 +109,7 @@ def test_gpu_nic_pairs_get_one_shadow_per_vf_with_the_rail_of_its_root(api, plug
     assert names.NETWORKS_ANNOTATION not in annotations(api, namespace, "gpu-sriov-pairs-demo")
 
 
-def test_one_nad_for_a_device_class_spec_14_1(api, plugin, namespace):
+def test_a_device_class_naming_one_nad_gives_its_vf_a_shadow_of_that_nad(api, plugin, namespace):
     plugin.publish_mapping(namespace)
     cls = {
         "apiVersion": "resource.k8s.io/v1",
@@ -461,7 +461,7 @@ def test_shipped_plugin_rbac_is_exactly_the_spec_grant_set():
 
 def test_every_shipped_plugin_manifest_passes_server_dry_run(api, installed):
     """The shipped plugin RBAC is valid as the server sees it; ``installed`` creates its namespace,
-    so the test passes run alone as well as after others (issue 14 item 7)."""
+    so the test passes run alone as well as after others."""
     apply.apply_objects(api, load_all(RBAC), dry_run=True)
 
 

@@ -1,6 +1,6 @@
-"""Cluster tier: each managed VF's claim ``status.devices[].networkData`` (issue 17 item 2).
+"""Cluster tier: each managed VF's claim ``status.devices[].networkData``.
 
-The spec §14.2 GPU/NIC pair workload is prepared through the plugin's real handler as its
+The gpu-nic-pairs workload is prepared through the plugin's real handler as its
 ServiceAccount (shipped RBAC) against kube-apiserver v1.36.3; Multus is simulated by writing the
 Pod's ``k8s.v1.cni.cncf.io/network-status`` exactly as Multus v4.3.0 writes it (``name``
 ``<namespace>/<shadow>``, ``interface``, plain ``ips`` without prefix, ``mac``, ``dns``), with the

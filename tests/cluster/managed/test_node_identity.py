@@ -1,4 +1,4 @@
-"""Cluster tier, spec §6.1 step 3: a Node deleted and registered again under the same name gets a
+"""Cluster tier (docs/design.md#consumer): a Node deleted and registered again under the same name gets a
 new UID; the running plugin recorded the old one and must refuse new bindings instead of labelling
 their shadows for a node that no longer exists. Real API server, scheduler, GC and Node watch."""
 

@@ -3,7 +3,7 @@
 The session control plane audits every ``resource.k8s.io`` and ``k8s.cni.cncf.io`` request
 (Metadata level); the plugin acts as its ServiceAccount (impersonation), so its requests are the
 audit events whose impersonated user is that account. A pass over a prepared claim where nothing
-changed reads the node's shadows with one label-selected LIST (issue 17 item 3) and writes
+changed reads the node's shadows with one label-selected LIST and writes
 nothing: no NAD GET, no NAD or claim write, the Pod's resourceVersion unchanged (Pods are not
 audited; the publisher's ResourceSlice requests of the same identity are not the pass's).
 """

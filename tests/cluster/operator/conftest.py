@@ -4,7 +4,7 @@ The harness drives the two controllers synchronously against the real API server
 counts every write they make, creates test-scoped Nodes (labelled with a per-test run label that
 the test's node policies select, so other tests' nodes never matter) and reads the generated
 objects back. The operator namespace is the per-test ``namespace`` fixture; the NAD target
-namespace of spec §14.3 (``ai-workloads``) becomes ``<namespace>-aiw``, created on request.
+namespace of the operator-two-rails example (``ai-workloads``) becomes ``<namespace>-aiw``, created on request.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ class Harness:
         return self.admin.create(objects.NODE_POLICY, body)
 
     def rails(self) -> list[dict[str, Any]]:
-        """The two §14.3 policies (references into this test's operator namespace)."""
+        """The two operator-two-rails policies (references into this test's operator namespace)."""
         return [
             self.policy(
                 "rail-a-policy", pf="ens1f0", dra={"attributes": oo.reference("rail-a-net", self.ns)}

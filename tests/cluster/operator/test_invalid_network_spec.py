@@ -1,11 +1,11 @@
 """Cluster tier: SriovNetworks whose spec cannot be rendered, through the operator's network reconcile.
 
-Issue 13 item 1 on a real kube-apiserver: for each refused input (``spec.ipam`` that is JSON but
+On a real kube-apiserver, for each refused input (``spec.ipam`` that is JSON but
 not an object, text that would add a second ``vlan`` key, a repeated key) the network controller
 writes no NAD (none created; an existing one keeps its content and resourceVersion, and the API
 server's audit log shows no NAD write), sets ``Ready=False`` with reason ``InvalidNetworkSpec`` and
 a message naming the SriovNetwork, the field and the problem, and records a Warning Event of that
-reason on the SriovNetwork. String fields that used to break out of the pasted template now reach
+reason on the SriovNetwork. String fields that could break out of a pasted template reach
 the NAD as exactly one string each.
 """
 

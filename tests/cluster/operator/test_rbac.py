@@ -1,7 +1,7 @@
 """Cluster tier: the shipped operator RBAC is sufficient and least-privilege (by impersonation).
 
 The shipped ServiceAccount, ClusterRole and Role are applied (namespace and cluster-scoped names
-made per-test), then the whole spec §14.3 reconcile, every watch, Event recording and the leader
+made per-test), then the whole operator-two-rails reconcile, every watch, Event recording and the leader
 Lease run as ``system:serviceaccount:<ns>:sriov-dra-operator``. SubjectAccessReviews prove what the
 account cannot do. The Deployment manifest passes server dry-run.
 """

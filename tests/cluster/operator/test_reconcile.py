@@ -1,6 +1,6 @@
 """Cluster tier: the network and node-policy controllers against a real kube-apiserver v1.36.3.
 
-Proves issue 7's done-when items that do not need the watch machinery: the spec §14.3 manifests
+Proves what does not need the watch machinery: the operator-two-rails manifests
 produce exactly the expected generated objects (two policies sharing ``resourceName: sriov_vfs``
 get separate maps and selectors, no pool label) with both policies ``DRAConfigurationReady=True``
 and both networks ``Ready=True``; a no-op reconcile performs zero writes (counted by the client
@@ -69,8 +69,8 @@ def expected_srp(h: Harness, node: str, configs: list[dict[str, Any]]) -> dict[s
     }
 
 
-def spec_14_3(h: Harness) -> tuple[str, str, str]:
-    """Apply the §14.3 manifests (target namespace included) and settle the controllers."""
+def two_rails(h: Harness) -> tuple[str, str, str]:
+    """Apply the operator-two-rails manifests (target namespace included) and settle the controllers."""
     h.create_namespace(h.target_ns)
     node = h.add_node("worker-1")
     h.network("rail-a-net")
@@ -80,9 +80,9 @@ def spec_14_3(h: Harness) -> tuple[str, str, str]:
     return node, h.uid("rail-a-policy"), h.uid("rail-b-policy")
 
 
-def test_spec_14_3_manifests_produce_exactly_the_expected_objects(harness: Harness) -> None:
+def test_operator_two_rails_manifests_produce_exactly_the_expected_objects(harness: Harness) -> None:
     h = harness
-    node, uid_a, uid_b = spec_14_3(h)
+    node, uid_a, uid_b = two_rails(h)
     attrs, srps = h.generated()
     assert attrs == {
         f"dra-policy-{uid_a}-attrs": expected_attrs(h, uid_a, "rail-a-net"),
@@ -121,7 +121,7 @@ def test_noop_reconcile_performs_zero_writes(
     harness: Harness, control_plane: controlplane.ControlPlane
 ) -> None:
     h = harness
-    spec_14_3(h)
+    two_rails(h)
     h.settle()  # a second pass may still converge nothing; the third must be a pure no-op
     h.writes.clear()
     audit_from = line_count(control_plane.audit_log)
@@ -135,7 +135,7 @@ def test_noop_reconcile_performs_zero_writes(
 
 def test_stale_observed_generation_withholds_the_map_but_keeps_the_config(harness: Harness) -> None:
     h = harness
-    node, uid_a, uid_b = spec_14_3(h)
+    node, uid_a, uid_b = two_rails(h)
     net = h.admin.get(objects.SRIOV_NETWORK, "rail-a-net", h.ns)
     net["spec"]["vlan"] = 42  # generation 2; the network controller has not observed it yet
     h.admin.replace(objects.SRIOV_NETWORK, net)
@@ -172,7 +172,7 @@ def test_tampered_source_nad_is_refused_until_the_network_controller_repairs_it(
     harness: Harness, mutation: Any, needle: str
 ) -> None:
     h = harness
-    _, uid_a, _ = spec_14_3(h)
+    _, uid_a, _ = two_rails(h)
     mutate_nad(h, mutation)
     h.reconcile_policies()
     cond = h.condition("rail-a-policy")
@@ -186,7 +186,7 @@ def test_tampered_source_nad_is_refused_until_the_network_controller_repairs_it(
 
 def test_deleting_source_nad_is_refused(harness: Harness) -> None:
     h = harness
-    _, uid_a, _ = spec_14_3(h)
+    _, uid_a, _ = two_rails(h)
     mutate_nad(h, lambda n: n["metadata"].update(finalizers=["test.sriov-dra/hold"]))
     h.admin.delete(objects.NAD, "rail-a-net", h.target_ns)
     h.reconcile_policies()
@@ -200,7 +200,7 @@ def test_deleting_source_nad_is_refused(harness: Harness) -> None:
 
 def test_nad_uid_replacement_recovers_with_the_same_output(harness: Harness) -> None:
     h = harness
-    spec_14_3(h)
+    two_rails(h)
     before = h.generated()
     old = h.admin.get(objects.NAD, "rail-a-net", h.target_ns)
     h.admin.delete(objects.NAD, "rail-a-net", h.target_ns)
@@ -287,7 +287,7 @@ def test_zero_and_false_values_are_published(harness: Harness) -> None:
 
 def test_conflicting_overlap_withdraws_the_node_configs(harness: Harness) -> None:
     h = harness
-    node, uid_a, uid_b = spec_14_3(h)
+    node, uid_a, uid_b = two_rails(h)
     p = h.admin.get(objects.NODE_POLICY, "rail-b-policy", h.ns)
     p["spec"]["nicSelector"] = {"vendor": "15b3"}  # now covers ens1f0 too, with another network
     h.admin.replace(objects.NODE_POLICY, p)
@@ -310,7 +310,7 @@ def test_conflicting_overlap_withdraws_the_node_configs(harness: Harness) -> Non
 
 def test_deleted_policy_is_cleaned_by_name_and_unmarked_objects_survive(harness: Harness) -> None:
     h = harness
-    node, uid_a, _ = spec_14_3(h)
+    node, uid_a, _ = two_rails(h)
     admin_attrs = {
         "apiVersion": f"{D}/v1alpha1",
         "kind": "DeviceAttributes",
@@ -331,7 +331,7 @@ def test_deleted_policy_is_cleaned_by_name_and_unmarked_objects_survive(harness:
 
 def test_network_deletion_removes_its_nad_without_a_finalizer(harness: Harness) -> None:
     h = harness
-    spec_14_3(h)
+    two_rails(h)
     net = h.admin.get(objects.SRIOV_NETWORK, "rail-a-net", h.ns)
     assert not net["metadata"].get("finalizers")
     h.admin.delete(objects.SRIOV_NETWORK, "rail-a-net", h.ns)

@@ -1,4 +1,4 @@
-"""The whole lab on real kubelets (``LabStack`` with ``real_nodes``): the kubelet behaviour the spec depends on.
+"""The whole lab on real kubelets (``LabStack`` with ``real_nodes``): the kubelet behaviour the design depends on.
 
 One lab (control plane, two real nodes with kubelet v1.36 + containerd, the roles, Multus thin,
 the guard and the plugin as their roles' DaemonSets; no operator) serves the module; each test applies its own workload and
@@ -198,7 +198,7 @@ def _assert_rails(addresses: dict[str, str]) -> None:
 
 @dataclass
 class Running:
-    """The §14.2 Pod running on a real node, with what a test compares after a kubelet event."""
+    """The gpu-nic-pairs Pod running on a real node, with what a test compares after a kubelet event."""
 
     docs: list[dict[str, Any]]
     pod: dict[str, Any]
@@ -212,7 +212,7 @@ class Running:
 
 @pytest.fixture
 def pairs(real_lab: Any) -> Iterator[Running]:
-    """The §14.2 example running (verbatim); deleted afterwards, with nothing left (also after a failure)."""
+    """The gpu-nic-pairs example running (unchanged); deleted afterwards, with nothing left (also after a failure)."""
     run = _running_pairs(real_lab)
     try:
         yield run
@@ -257,7 +257,8 @@ def test_sandbox_recreated_without_a_new_prepare_keeps_the_frozen_shadows_and_se
     run = pairs
     assert len(run.shadows) == 2 and run.selections
     _recreate_sandbox(real_lab, run.node, run.pod)
-    # The kubelet's prepare cache: no NodePrepare for a recreated sandbox (spec §3.2).
+    # The kubelet's prepare cache: no NodePrepare for a recreated sandbox
+    # (docs/design.md#lifecycle).
     assert len(_plugin_events(real_lab, run.node, "prepare done", run.claim_uid)) == run.prepared
     assert _shadows(real_lab, PAIRS_POD[0]) == run.shadows
     assert _selections(real_lab, *PAIRS_POD) == run.selections
@@ -309,7 +310,7 @@ def test_plugin_pod_deleted_by_hand_is_restarted_by_its_daemonset_and_recovers_f
     before = _checkpoint(node)
     assert run.claim_uid in json.dumps(before)  # the claim's record is on the node's disk
     old_uid = real_lab.delete_plugin_pod(node)  # waits for the DaemonSet's new Pod, Ready and registered
-    # Spec §8.3: the new Pod loads the same checkpoint (one claim) and rewrites nothing it holds.
+    # Repair (docs/design.md#repair): the new Pod loads the same checkpoint (one claim) and rewrites nothing it holds.
     (loaded,) = _plugin_events(real_lab, node, "checkpoint loaded")
     assert loaded["claims"] == 1 and loaded["path"].endswith(
         "/plugins/" + names.DRIVER_NAME + "/checkpoint.json"

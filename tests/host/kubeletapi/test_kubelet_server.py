@@ -1,7 +1,7 @@
 """The plugin's kubelet-facing servers on real unix sockets (``sriov_dra.kubeletapi.plugin_server``).
 
-Driven by the kubelet-side client of ``sriov_dra_lab`` and by raw generated stubs.
-Source: /work/shared/reference/dra-protocol.md §1.2, §1.3, §2.2, §2.3, §2.4, §9.
+Driven by the kubelet-side client of ``sriov_dra_lab`` and by raw generated stubs. Upstream: the
+kubelet's plugin registration and DRA gRPC APIs (kubernetes ``pkg/kubelet``, v1.36).
 """
 
 from __future__ import annotations

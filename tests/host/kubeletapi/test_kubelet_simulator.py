@@ -2,8 +2,8 @@
 
 Checks that the lab drives a plugin as a 1.36 kubelet does: discovery in the registry
 directory, the registration handshake, v1 preferred, one call per driver per Pod with only the
-not-yet-prepared claims, per-claim errors and response checks, and unprepare of shared claims.
-Source: /work/shared/reference/dra-protocol.md §1.3, §2.2, §3.1, §3.2, §3.4.
+not-yet-prepared claims, per-claim errors and response checks, and unprepare of shared claims
+(upstream: kubernetes ``pkg/kubelet/cm/dra``, v1.36).
 """
 
 from __future__ import annotations

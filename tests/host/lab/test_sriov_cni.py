@@ -1,4 +1,4 @@
-"""The lab ``sriov`` plugin keeps sriov-cni's DEL contract (reference multus.md §8.3, handed case C20).
+"""The lab ``sriov`` plugin keeps sriov-cni's DEL contract (sriov-cni #212).
 
 sriov-cni's DEL reads only its own cache: without it, DEL succeeds and does nothing, not even IPAM
 DEL; an ADD that fails after its IPAM ADD releases the address before failing. The stand-in must

@@ -1,7 +1,7 @@
-"""Concurrency inside one ordered step of a managed prepare (issue 5), on the fake node.
+"""Concurrency inside one ordered step of a managed prepare, on the fake node.
 
 The source NAD GETs of a plan and the shadow creates of a claim run concurrently (bounded), but
-never across an ordering boundary of spec §8.1: every create starts after the ``Pending``
+never across an ordering boundary of docs/design.md#prepare: every create starts after the ``Pending``
 checkpoint is durable and ends before the checkpoint that records the shadow UIDs; every source
 read finishes before the first checkpoint write. The fake API holds each call at a barrier until
 all of its siblings are in flight, so a sequential implementation fails these tests (barrier

@@ -1,4 +1,4 @@
-"""The spec §17.2 failure-injection matrix at the handler level, on a fake node.
+"""The failure-injection matrix (docs/design.md#fault-injection) at the handler level, on a fake node.
 
 At every side-effect boundary of a first prepare after the ``Pending`` checkpoint (shadow create,
 UID persist, Pod patch, ``Ready`` checkpoint; plus kills between the host steps) and of a release
@@ -202,7 +202,7 @@ def test_a_lost_create_response_is_adopted_only_after_a_full_identity_check(node
 def test_a_prepare_writes_pending_then_the_shadow_uids_then_ready_each_durable_before_the_next_step(
     node: mn.ManagedNode,
 ) -> None:
-    """Spec §8.1 steps 2, 3, 5: ``Pending`` before the first create, the observed UIDs before the Pod
+    """The prepare's three durable writes (docs/design.md#prepare): ``Pending`` before the first create, the observed UIDs before the Pod
     patch, ``Ready`` before the answer; each write returns only once it is durable (slot file)."""
     ref = node.add_consumer(TWO_RAILS)
     written: list[list[tuple[str, str]]] = []

@@ -1,4 +1,5 @@
-"""Auto-attach prepare through the real handler on a fake node (spec §5–§9, §14.1/§14.2 shape).
+"""Auto-attach prepare through the real handler on a fake node (docs/design.md#prepare;
+the one-network-deviceclass and gpu-nic-pairs shapes).
 
 The handler, checkpoint, CDI files and driver binding are real; the API server is the FAKE of
 ``tests.fakes.kube_objects`` and ``tests.fakes.claims_api``. The cluster tier repeats the main

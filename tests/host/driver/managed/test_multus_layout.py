@@ -1,8 +1,9 @@
-"""Auto-attach prepare counts interface names over the node's Multus layout (spec §6.5, §9 rule 5).
+"""Auto-attach prepare counts interface names over the node's Multus layout
+(docs/design.md#interface-names).
 
 A manual, unnamed selection is ``net1`` under Multus's defaults but ``net2`` on a node whose
 Multus has one ``defaultNetworks`` entry; a VF whose VfConfig names its interface ``net2`` must
-then be refused before any hardware or API write, with the spec's reason.
+then be refused before any hardware or API write, with its error reason (docs/design.md#errors).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The repair worker's Pod-watch queue for claim networkData (issue 17): what wakes it, what not.
+"""The repair worker's Pod-watch queue for claim networkData: what wakes it, what not.
 
 On the fake node (fake sysfs, fake Pod/NAD/claim APIs): the watch handler queues a Pod only when
 it has published records and its network-status value changed since it was last handled, makes

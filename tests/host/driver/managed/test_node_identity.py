@@ -1,4 +1,6 @@
-"""Spec §6.1 step 3 and §8.3 on a fake node: the Node's current UID must be the recorded one.
+"""On a fake node, prepare and repair require the Node's current UID to be the recorded one.
+
+The contract: docs/design.md#consumer and docs/design.md#repair.
 
 The plugin recorded ``mn.NODE_UID`` at startup; the test changes what the API server says the
 Node's UID is now (``ManagedNode.live_node_uid``), as when the Node is deleted and registered

@@ -1,4 +1,4 @@
-"""The repair pass reads the node's shadows with one label-selected LIST (issue 17 item 3).
+"""The repair pass reads the node's shadows with one label-selected LIST.
 
 On a fake node (real handler, checkpoint and fake-sysfs host; the fake API logs every call): a
 pass over prepared claims where nothing changed issues one NAD LIST and no NAD GET and no write;

@@ -1,4 +1,4 @@
-"""Spec §8.3 readiness: the repair worker's first pass counts only once it ran to its end."""
+"""Readiness (docs/design.md#repair): the repair worker's first pass counts only once it ran to its end."""
 
 from __future__ import annotations
 

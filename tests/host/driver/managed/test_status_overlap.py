@@ -1,10 +1,10 @@
-"""The diagnostic claim status write of a managed prepare runs beside the Pod patch (issue 5).
+"""The diagnostic claim status write of a managed prepare runs beside the Pod patch.
 
-Spec §8.1 step 5: the claim status is best-effort and not a connectivity barrier, so the prepare
-writes it concurrently with the Pod patch: never before the claim's host stage and shadows exist
-(the shadow-UID checkpoint is durable first), always finished before the handler returns (no
-status write outlives the operation locks), and ``Ready`` does not wait for it (issue 17 item 4). The fake Pod patch and
-status write meet at a barrier, so a serial implementation fails the overlap test (barrier
+The claim status is best-effort and not a connectivity barrier (docs/design.md#prepare), so the
+prepare writes it concurrently with the Pod patch: never before the claim's host stage and shadows
+exist (the shadow-UID checkpoint is durable first), always finished before the handler returns (no
+status write outlives the operation locks), and ``Ready`` does not wait for it. The fake Pod patch
+and status write meet at a barrier, so a serial implementation fails the overlap test (barrier
 timeout) instead of passing it by luck. A failed or hanging status write (bounded by its request
 timeout) never fails the prepare.
 """
