@@ -9,7 +9,7 @@ TESTS ?= tests/pure
 LAB_ARGS ?=
 SCALE_ARGS ?= --pods 200
 
-.PHONY: setup deps realvf-setup venv binaries image collections test check lint typecheck pure lab bench \
+.PHONY: setup deps realvf-setup venv binaries image push collections test check lint typecheck pure lab bench \
 	clean-cache help
 
 help:
@@ -24,6 +24,9 @@ help:
 	@echo "               LAB_ARGS, e.g. make lab LAB_ARGS=\"--multus thick\" or LAB_ARGS=--hold"
 	@echo "make collections - .venv plus the Ansible collections the roles need (kubernetes.core), no Go build"
 	@echo "make image   - the container images the real lab nodes run (tools/build-image.sh; mmdebstrap + buildah)"
+	@echo "make push REPOSITORY=registry.example.com/team/sriov-dra [INVENTORY=~/sriov-dra/inventory.yml]"
+	@echo "             [MULTUS=<multus image>] [PUSH_ARGS=\"--insecure --authfile F\"] - build the product image and"
+	@echo "             push it by digest (tools/push-image.sh; skopeo); the digest goes beside the inventory"
 	@echo "make bench   - benchmarks under bench/ (ratios measured in one run); bench/scale.py with"
 	@echo "               SCALE_ARGS (default --pods 200, ~5 min); the design's scale target of 1,000 Pods x 8 VFs"
 	@echo "               (~20 min on 2 cores): make bench SCALE_ARGS=--pods=1000"
@@ -57,6 +60,11 @@ binaries:
 # built without a registry; rebuilt only when their inputs change (tools/build-image.sh).
 image: binaries
 	@bash tools/build-image.sh
+
+# The product image only (no Go build), pushed with its digest kept; see tools/push-image.sh and docs/install.md.
+push:
+	@bash tools/push-image.sh "$(REPOSITORY)" $(if $(INVENTORY),--inventory "$(INVENTORY)") \
+		$(if $(MULTUS),--multus "$(MULTUS)") $(PUSH_ARGS)
 
 realvf-setup:
 	@bash tools/realvf-setup.sh

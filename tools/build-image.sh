@@ -4,10 +4,12 @@
 #                 a Debian bookworm root filesystem (python3 3.11 + python3-venv) made by mmdebstrap from
 #                 Debian's archive and passed as --build-arg PYTHON_IMAGE (the same file builds on the
 #                 public python image by default);
-#   multus thin   ghcr.io/k8snetworkplumbingwg/multus-cni:$MULTUS_VERSION        (ENTRYPOINT /thin_entrypoint)
-#   multus thick  ghcr.io/k8snetworkplumbingwg/multus-cni:$MULTUS_VERSION-thick  (ENTRYPOINT multus-daemon)
+#   multus thin   sriov-dra.local/multus-cni:$MULTUS_VERSION        (ENTRYPOINT /thin_entrypoint)
+#   multus thick  sriov-dra.local/multus-cni:$MULTUS_VERSION-thick  (ENTRYPOINT multus-daemon)
 #                 assembled from scratch from the pinned binaries (tools/build-binaries.sh multus multus-tools)
-#                 at upstream's paths: /usr/src/multus-cni/bin/<every binary>, /install_multus, /thin_entrypoint.
+#                 at upstream's paths: /usr/src/multus-cni/bin/<every binary>, /install_multus, /thin_entrypoint;
+#                 named locally (not upstream's name:tag, whose digest differs: a copied reference would
+#                 pull upstream's image, or nothing, anywhere else).
 #
 # Everything lives under ${SRIOV_DRA_CACHE:-~/.cache/sriov-dra}/image:
 #   base/<key>.tar          the root filesystem, keyed on suite, variant, package list and recipe
@@ -15,7 +17,10 @@
 #   out/<image>-<key>.oci.tar + .digest   OCI archives and their manifest digests
 #   images.json             what the lab imports: name, manifest digest, archive, reference name@digest
 # An image is rebuilt only when its key changes: the Containerfile and every file its COPY lines name
-# (sriov-dra), the pinned binaries (multus). A warm run does no build. Usage: build-image.sh [--force]
+# (sriov-dra), the pinned binaries (multus). A warm run does no build.
+# Usage: build-image.sh [--force] [--product]
+#   --product  the sriov-dra image only (no Multus, no Go binaries needed; images.json is left as it is),
+#              then print "<OCI archive> <manifest digest>" on stdout (tools/push-image.sh reads it)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,13 +42,19 @@ MMDEBSTRAP_OPTS=(
   --dpkgopt='path-include=/usr/share/doc/*/copyright'
 )
 PRODUCT_NAME=sriov-dra.local/sriov-dra:$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/pyproject.toml" | head -1)
-MULTUS_REPO=ghcr.io/k8snetworkplumbingwg/multus-cni
+MULTUS_REPO=sriov-dra.local/multus-cni
 
 log() { printf '[image] %s\n' "$*" >&2; }
 die() { printf '[image] ERROR: %s\n' "$*" >&2; exit 1; }
 
-force=""
-[ "${1:-}" = --force ] && force=1
+force="" product_only=""
+for arg in "$@"; do
+  case $arg in
+    --force) force=1 ;;
+    --product) product_only=1 ;;
+    *) die "unknown argument $arg (usage: build-image.sh [--force] [--product])" ;;
+  esac
+done
 
 for tool in mmdebstrap buildah; do
   command -v "$tool" >/dev/null || die "$tool not found (Debian package $tool; tools/install-debian-deps.sh installs it)"
@@ -142,6 +153,10 @@ else
   log "sriov-dra: built in $(( $(date +%s) - started ))s"
 fi
 record sriov-dra "$PRODUCT_NAME" "$product_out"
+if [ -n "$product_only" ]; then
+  printf '%s %s\n' "$product_out.oci.tar" "$(cat "$product_out.digest")"
+  exit 0
+fi
 
 # ------------------------------------------------------------------ multus thin and thick
 mbin=$cache/multus/$MULTUS_VERSION/bin
@@ -150,7 +165,8 @@ for b in "$mbin/multus" "$mbin/multus-shim" "$mbin/multus-daemon" "$tbin/install
   [ -x "$b" ] || die "$b missing: build it with 'bash tools/build-binaries.sh multus multus-tools'"
 done
 multus_key=$(for b in "$mbin"/multus "$mbin"/multus-shim "$mbin"/multus-daemon "$tbin"/install_multus "$tbin"/thin_entrypoint "$tbin"/passthru; do
-  sha256sum < "$b"; done | { cat; echo "recipe=$recipe_rev"; echo "multus-layout=2"; } | sha | cut -c1-16)  # layout 2: /var/run -> /run
+  sha256sum < "$b"; done | { cat; echo "recipe=$recipe_rev"; echo "multus-layout=2"; echo "name=$MULTUS_REPO"; } \
+  | sha | cut -c1-16)  # layout 2: /var/run -> /run; the name is in the archive's index
 for flavour in thin thick; do
   if [ $flavour = thin ]; then name=$MULTUS_REPO:$MULTUS_VERSION; entry='["/thin_entrypoint"]'
   else name=$MULTUS_REPO:$MULTUS_VERSION-thick; entry='["/usr/src/multus-cni/bin/multus-daemon"]'; fi

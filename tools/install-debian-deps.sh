@@ -7,6 +7,9 @@
 # (the static pause binary, tools/pause.c), iptables (the Service-IP DNAT to the API server inside each
 # node's namespace) and procps (sysctl, route_localnet inside the node's namespace). Images without a registry (tools/build-image.sh): mmdebstrap
 # (the bookworm base root filesystem) and buildah (builds collection/image/Containerfile, daemonless).
+# Pushing it (tools/push-image.sh): skopeo. The registry the tests push to on loopback and the lab's bridge:
+# docker-registry (the distribution registry; its own system service is not used, so it is stopped and
+# disabled where systemd runs) and htpasswd (apache2-utils) for its credentials.
 set -euo pipefail
 need=()
 command -v ip >/dev/null || need+=(iproute2)
@@ -20,6 +23,9 @@ command -v iptables >/dev/null || [ -x /usr/sbin/iptables ] || need+=(iptables)
 command -v sysctl >/dev/null || [ -x /usr/sbin/sysctl ] || need+=(procps)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v buildah >/dev/null || need+=(buildah)
+command -v skopeo >/dev/null || need+=(skopeo)
+command -v docker-registry >/dev/null || need+=(docker-registry)
+command -v htpasswd >/dev/null || need+=(apache2-utils)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || [ -n "$(find /usr/lib -name libc.a -print -quit 2>/dev/null)" ] || need+=(libc6-dev)
 if [ ${#need[@]} -eq 0 ]; then
   echo "[setup] Debian packages present"
@@ -32,3 +38,6 @@ fi
 echo "[setup] installing Debian packages: ${need[*]}"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+if [[ " ${need[*]} " == *" docker-registry "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now docker-registry.service >/dev/null 2>&1 || true  # the tests start their own
+fi

@@ -17,7 +17,8 @@ same digests.
 
 The **built images** are the ones the product and Multus ship, built by ``tools/build-image.sh``
 (``make setup``) and listed in ``<cache>/image/images.json`` (:func:`built_images`): the sriov-dra
-image from ``collection/image/Containerfile`` and Multus thin and thick under upstream's names.
+image from ``collection/image/Containerfile`` and Multus thin and thick, assembled locally and named
+under ``sriov-dra.local/`` (upstream's exact ``name:tag`` would name a different digest anywhere else).
 :func:`import_built` loads one into a node's containerd under its name and under
 ``<repository>@<digest>``, so a Pod that references it by digest (as the roles render it) resolves
 locally.
@@ -227,7 +228,7 @@ def write_archive(spec: ImageSpec, directory: Path) -> tuple[Path, str]:
 PRODUCT: Final = "sriov-dra"
 """Key of the product image (``collection/image/Containerfile``) in :func:`built_images`."""
 MULTUS_THIN: Final = "multus-thin"
-"""Key of Multus thin (``ghcr.io/k8snetworkplumbingwg/multus-cni:<version>``, ``/thin_entrypoint``)."""
+"""Key of Multus thin (``sriov-dra.local/multus-cni:<version>``, ``/thin_entrypoint``)."""
 MULTUS_THICK: Final = "multus-thick"
 """Key of Multus thick (``...multus-cni:<version>-thick``, ``/usr/src/multus-cni/bin/multus-daemon``)."""
 BUILD_HINT: Final = "build them with `make setup` (or `bash tools/build-image.sh`)"

@@ -36,7 +36,7 @@ PRODUCT = images.BuiltImage(
 
 MULTUS_THIN = images.BuiltImage(
     key=images.MULTUS_THIN,
-    name="ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0",
+    name="sriov-dra.local/multus-cni:v4.3.0",
     digest="sha256:" + "cd" * 32,
     archive=Path("/nonexistent-multus.oci.tar"),
 )
@@ -44,7 +44,7 @@ MULTUS_THIN = images.BuiltImage(
 
 MULTUS_THICK = images.BuiltImage(
     key=images.MULTUS_THICK,
-    name="ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick",
+    name="sriov-dra.local/multus-cni:v4.3.0-thick",
     digest="sha256:" + "ef" * 32,
     archive=Path("/nonexistent-multus-thick.oci.tar"),
 )
@@ -83,7 +83,7 @@ def test_real_nodes_deploy_thin_multus_the_guard_the_plugin_and_the_operator_fro
     install = _Install(LabOptions(workdir=tmp_path, real_nodes=True))
     found = install._deploy_vars()
     assert found["guard_image"] == found["plugin_image"] == found["operator_image"] == DIGEST_REF
-    assert found["multus_image"] == f"ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0@sha256:{'cd' * 32}"
+    assert found["multus_image"] == f"sriov-dra.local/multus-cni:v4.3.0@sha256:{'cd' * 32}"
     assert [k for k in SWITCHES if not found[k]] == []
     assert install.node_images() == [PRODUCT, MULTUS_THIN]  # imported before the kubelet starts
 
@@ -110,7 +110,7 @@ def test_real_nodes_with_thick_multus_run_the_thick_image_as_the_multus_roles_da
     install = _Install(LabOptions(workdir=tmp_path, real_nodes=True, multus_mode="thick"))
     found = install._deploy_vars()
     assert found["multus_deploy_daemonset"] is True
-    assert found["multus_image"] == f"ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick@sha256:{'ef' * 32}"
+    assert found["multus_image"] == f"sriov-dra.local/multus-cni:v4.3.0-thick@sha256:{'ef' * 32}"
     # the daemon starts only where the node run wrote its daemon config (the lab labels the node then)
     assert found["multus_node_selector"] == {multus_pods.CONFIG_LABEL: "true"}
     assert install.node_images() == [PRODUCT, MULTUS_THICK]
