@@ -41,14 +41,14 @@ from kubernetes import client
 from sriov_dra.core import attributes, identities
 from sriov_dra.driver import claim_context, locks, prepare
 from sriov_dra.driver.managed import fanout, lockorder, seams, service
-from sriov_dra.host import binding, cdi, checkpoint, discovery
+from sriov_dra.host import binding, cdi, checkpoint, checkpoint_files, discovery
 from sriov_dra.kube import apply, podpatch, shadows
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import binaries, controlplane
 from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_lab.nodes import SimulatedNode
-from sriov_dra_rules import names
+from sriov_dra_rules import checkpoint_doc, names
 
 NS: Final = "bench-prepare"
 NAD_CRD: Final = (
@@ -174,19 +174,21 @@ class DurableWrites:
         self.timeline = timeline
         self.checkpoints = 0
 
-    def checkpoint(self, files: checkpoint.CheckpointFiles, data: bytes) -> None:
+    def checkpoint(self, files: checkpoint_files.CheckpointFiles, data: bytes) -> None:
         index = min(self.checkpoints, len(CHECKPOINT_WRITES) - 1)
         self.checkpoints += 1
-        self.timeline.timed(CHECKPOINT_WRITES[index], lambda: checkpoint.CheckpointFiles.write(files, data))
+        self.timeline.timed(
+            CHECKPOINT_WRITES[index], lambda: checkpoint_files.CheckpointFiles.write(files, data)
+        )
 
     def cdi(self, path: Path, data: bytes) -> None:
         self.timeline.timed("write: CDI specs", lambda: cdi.default_write(path, data))
 
 
-class TimedFiles(checkpoint.CheckpointFiles):
+class TimedFiles(checkpoint_files.CheckpointFiles):
     """The real checkpoint files, each write routed through ``write(files, data)`` (timed)."""
 
-    def __init__(self, path: Path, write: Callable[[checkpoint.CheckpointFiles, bytes], None]) -> None:
+    def __init__(self, path: Path, write: Callable[[checkpoint_files.CheckpointFiles, bytes], None]) -> None:
         super().__init__(path)
         self._timed_write = write
 
@@ -451,7 +453,7 @@ def bench(root: Path, rounds: int, vfs: int) -> Result:
             claims = Counting(kube_claims.ClaimClient(api), "claims", counts, timeline)
             (root / "state").mkdir()
             durable = DurableWrites(timeline)
-            path = root / "state" / checkpoint.CHECKPOINT_FILE_NAME
+            path = root / "state" / checkpoint_doc.CHECKPOINT_FILE_NAME
             store = checkpoint.CheckpointStore(path, files=TimedFiles(path, durable.checkpoint))
             store.load()
             specs = cdi.CdiSpecs(root / "cdi", write=durable.cdi)

@@ -53,13 +53,13 @@ from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.driver import publisher
 from sriov_dra.driver.managed import seams
 from sriov_dra.driver.managed import shadows as managed_shadows
-from sriov_dra.host import checkpoint, discovery
+from sriov_dra.host import discovery
 from sriov_dra.kube import apply, podpatch, resourceslices, shadows, watches
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import binaries, controlplane, guard, imageenv, kubelet, processes
 from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_lab.nodes import SimulatedNode
-from sriov_dra_rules import names
+from sriov_dra_rules import checkpoint_doc, names
 
 D: Final = names.DOMAIN
 DRIVER: Final = names.DRIVER_NAME
@@ -448,7 +448,7 @@ class PluginNode:
         return child
 
     def checkpoint_records(self) -> int:
-        path = self.root / "state" / checkpoint.CHECKPOINT_FILE_NAME
+        path = self.root / "state" / checkpoint_doc.CHECKPOINT_FILE_NAME
         return len(checkpoint_codec.decode_checkpoint(path.read_bytes()).claims) if path.exists() else 0
 
 

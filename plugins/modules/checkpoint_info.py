@@ -141,19 +141,19 @@ def _read(path):
     if path.is_dir():
         raise base.ModuleError(
             "%s is a directory; give the checkpoint file inside it (%s)"
-            % (path, path / checkpoint_read.CHECKPOINT_FILE_NAME)
+            % (path, path / checkpoint_doc.CHECKPOINT_FILE_NAME)
         )
     name = path.resolve().name
-    if name != checkpoint_read.CHECKPOINT_FILE_NAME and not name.endswith(".slots"):
+    if name != checkpoint_doc.CHECKPOINT_FILE_NAME and not name.endswith(".slots"):
         raise base.ModuleError(
             "%s is not named %s or %s: give the plugin's own file (its --state-dir followed by /%s), whose durable "
             "%s beside it is read too; a file of another name (a copy, a backup) is never read, as it may be older"
             % (
                 path,
-                checkpoint_read.CHECKPOINT_FILE_NAME,
-                checkpoint_read.SLOTS_FILE_NAME,
-                checkpoint_read.CHECKPOINT_FILE_NAME,
-                checkpoint_read.SLOTS_FILE_NAME,
+                checkpoint_doc.CHECKPOINT_FILE_NAME,
+                checkpoint_doc.SLOTS_FILE_NAME,
+                checkpoint_doc.CHECKPOINT_FILE_NAME,
+                checkpoint_doc.SLOTS_FILE_NAME,
             )
         )
     try:
@@ -178,7 +178,7 @@ def _copy_bindings(module, reading, bindings):
 
     Extra bindings are warned about (see DOCUMENTATION).
     """
-    copy_path = reading.source.with_name(checkpoint_read.CHECKPOINT_FILE_NAME)
+    copy_path = reading.source.with_name(checkpoint_doc.CHECKPOINT_FILE_NAME)
     try:
         copy = checkpoint_read.copy_beside(reading.source)
     except OSError as exc:
@@ -208,7 +208,7 @@ def _missing(path):
         "no plugin checkpoint at %s (neither %s nor %s exists there): check the path, the plugin's --state-dir followed "
         "by /%s (the plugin creates it when it starts); only on a node where the plugin never ran set allow_missing (the "
         "roles' drain_checkpoint_missing_ok, cleanup_checkpoint_missing_ok)"
-        % (path, checkpoint_read.SLOTS_FILE_NAME, checkpoint_read.CHECKPOINT_FILE_NAME, checkpoint_read.CHECKPOINT_FILE_NAME)
+        % (path, checkpoint_doc.SLOTS_FILE_NAME, checkpoint_doc.CHECKPOINT_FILE_NAME, checkpoint_doc.CHECKPOINT_FILE_NAME)
     )
 
 
@@ -235,14 +235,14 @@ def run(module):
         bindings = checkpoint_doc.managed_bindings(reading.payload, source=source)
     except errors.SriovDraError as exc:
         raise base.ModuleError(exc.detail, reason=str(exc.reason), source=source)
-    if reading.source.name != checkpoint_read.CHECKPOINT_FILE_NAME:
+    if reading.source.name != checkpoint_doc.CHECKPOINT_FILE_NAME:
         extra, uncompared = _copy_bindings(module, reading, bindings)
         if uncompared is not None and reading.problems:
             raise base.ModuleError(
                 "%s has a slot that is not valid (%s), and its readable copy cannot be compared (%s): the slot may have "
                 "held bindings the other does not, so this checkpoint cannot show that the node holds none. Start the "
                 "plugin on the node (it rewrites %s from its durable record when it starts) and rerun"
-                % (source, "; ".join(reading.problems), uncompared, checkpoint_read.CHECKPOINT_FILE_NAME),
+                % (source, "; ".join(reading.problems), uncompared, checkpoint_doc.CHECKPOINT_FILE_NAME),
                 source=source,
             )
         if uncompared is not None:  # deleted by hand or damaged: the durable record alone decides

@@ -23,8 +23,7 @@ from tests.fakes import checkpoint_records as fx
 
 from sriov_dra.guard import install
 from sriov_dra.host import checkpoint as store_mod
-from sriov_dra.host import checkpoint_files
-from sriov_dra_rules import names
+from sriov_dra_rules import checkpoint_doc, names
 
 NAMESPACE = "sriovnet-cleanup-playbook"
 POLICY = "sriov-dra-binding-protection"
@@ -91,7 +90,7 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
         f"cleanup_checkpoint={tmp_path / 'no-plugin' / 'checkpoint.json'}",
         "sriovnet.dra.cleanup",
     ]
-    prepared = tmp_path / "plugin" / checkpoint_files.CHECKPOINT_FILE_NAME
+    prepared = tmp_path / "plugin" / checkpoint_doc.CHECKPOINT_FILE_NAME
     prepared.parent.mkdir()
     store = store_mod.CheckpointStore(prepared)
     store.load()
@@ -115,7 +114,7 @@ def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_wit
     )
     assert node_held.returncode != 0
     assert (
-        f"node-a still has 1 managed binding(s) in {prepared.with_name(checkpoint_files.SLOTS_FILE_NAME)} "
+        f"node-a still has 1 managed binding(s) in {prepared.with_name(checkpoint_doc.SLOTS_FILE_NAME)} "
         f"({binding.shadow_namespace}/{binding.shadow_name})"
     ) in node_held.stdout
     assert "Remove the operator" not in node_held.stdout  # node-b did not go on alone

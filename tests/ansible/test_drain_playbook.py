@@ -19,7 +19,7 @@ from tests.ansible.conftest import node_inventory, run
 from tests.fakes import checkpoint_records as fx
 
 from sriov_dra.host import checkpoint as store_mod
-from sriov_dra.host import checkpoint_files
+from sriov_dra_rules import checkpoint_doc
 
 NODE = "sriov-drain-playbook-node"
 
@@ -31,7 +31,7 @@ def test_drain_holds_while_the_durable_checkpoint_has_a_binding_even_without_che
     core = k8s.CoreV1Api(api)
     core.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name=NODE)))
     try:
-        path = tmp_path / "plugin" / checkpoint_files.CHECKPOINT_FILE_NAME
+        path = tmp_path / "plugin" / checkpoint_doc.CHECKPOINT_FILE_NAME
         path.parent.mkdir()
         store = store_mod.CheckpointStore(path)
         store.load()
@@ -70,7 +70,7 @@ def test_drain_holds_while_the_durable_checkpoint_has_a_binding_even_without_che
         held = run(drain, env, check=False)
         assert held.returncode != 0
         assert (
-            f"{NODE} still has 1 managed binding(s) in {path.with_name(checkpoint_files.SLOTS_FILE_NAME)} "
+            f"{NODE} still has 1 managed binding(s) in {path.with_name(checkpoint_doc.SLOTS_FILE_NAME)} "
             f"after 2 checks 0 s apart (shadow NADs {binding.shadow_namespace}/{binding.shadow_name})"
         ) in held.stdout
         assert core.read_node(NODE).spec.unschedulable is True  # cordoned before the wait
@@ -82,7 +82,7 @@ def test_drain_holds_while_the_durable_checkpoint_has_a_binding_even_without_che
         passed = run(drain, env)
         assert "failed=0" in passed.stdout
         assert (
-            f"{NODE} is drained: no managed binding in {path.with_name(checkpoint_files.SLOTS_FILE_NAME)}"
+            f"{NODE} is drained: no managed binding in {path.with_name(checkpoint_doc.SLOTS_FILE_NAME)}"
             in (passed.stdout)
         )
 

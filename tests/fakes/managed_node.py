@@ -25,10 +25,10 @@ from tests.fakes import kube_objects as ko
 from sriov_dra.core import attributes
 from sriov_dra.driver import claim_context, locks, prepare
 from sriov_dra.driver.managed import lockorder, observe, seams, service
-from sriov_dra.host import binding, cdi, checkpoint, discovery
+from sriov_dra.host import binding, cdi, checkpoint, checkpoint_files, discovery
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab.fakes import fakesysfs
-from sriov_dra_rules import names
+from sriov_dra_rules import checkpoint_doc, names
 
 NS = "ns-a"
 NODE_UID = "0a0a0a0a-0000-4000-8000-00000000000a"
@@ -170,13 +170,13 @@ class ManagedNode:
                 return exc
         return None
 
-    def _write(self, files: checkpoint.CheckpointFiles, data: bytes) -> None:
+    def _write(self, files: checkpoint_files.CheckpointFiles, data: bytes) -> None:
         self.writes += 1
         exc = self._take("before")
         if exc is not None:
             self._take("after")  # keep before/after counts aligned for this write
             raise exc
-        checkpoint.CheckpointFiles.write(files, data)
+        checkpoint_files.CheckpointFiles.write(files, data)
         if self.on_write is not None:
             self.on_write(data)
         exc = self._take("after")
@@ -185,8 +185,8 @@ class ManagedNode:
 
     def replace_disk_checkpoint(self, data: bytes) -> None:
         """Make ``data`` all the disk holds (what a power cut left), for the next :meth:`restart`."""
-        (self.root / "state" / checkpoint.SLOTS_FILE_NAME).unlink(missing_ok=True)
-        (self.root / "state" / checkpoint.CHECKPOINT_FILE_NAME).write_bytes(data)
+        (self.root / "state" / checkpoint_doc.SLOTS_FILE_NAME).unlink(missing_ok=True)
+        (self.root / "state" / checkpoint_doc.CHECKPOINT_FILE_NAME).write_bytes(data)
 
     def _fault(self, point: str) -> None:
         self.points.append(point)
@@ -204,7 +204,7 @@ class ManagedNode:
 
     def restart(self) -> None:
         """A new plugin process: checkpoint re-read from disk, fresh locks and in-memory state."""
-        path = self.root / "state" / checkpoint.CHECKPOINT_FILE_NAME
+        path = self.root / "state" / checkpoint_doc.CHECKPOINT_FILE_NAME
         self.store = checkpoint.CheckpointStore(
             path, files=faulty_checkpoint.FaultyCheckpointFiles(path, self._write)
         )

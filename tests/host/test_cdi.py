@@ -14,7 +14,7 @@ from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.core.plugin import checkpoint_lifecycle as lifecycle
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.host import cdi, checkpoint
-from sriov_dra_rules import errors
+from sriov_dra_rules import checkpoint_doc, errors
 
 P = model.Phase
 VF0 = cdi_spec.VfEdits(device=fx.device_name(0), pci_address=fx.pci(0), net_attach_def_name="rail-a-net")
@@ -89,7 +89,7 @@ def test_specs_are_written_without_fsync_while_the_checkpoint_write_stays_durabl
     specs.write_claim_spec(fx.CLAIM_1, [VF0])
     specs.sync_pod_spec(fx.POD_A, [fx.pci(0)])
     assert calls == [] and len(specs.list_spec_files()) == 2  # derived files: rebuilt by every prepare
-    store = checkpoint.CheckpointStore(tmp_path / checkpoint.CHECKPOINT_FILE_NAME)
+    store = checkpoint.CheckpointStore(tmp_path / checkpoint_doc.CHECKPOINT_FILE_NAME)
     store.load()
     store.set_claim(fx.record())
     assert (

@@ -32,7 +32,7 @@ from sriov_dra.core.plugin import checkpoint_codec as codec
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.host import atomic_file, checkpoint_files, slot_file
 from sriov_dra.host import checkpoint as store_mod
-from sriov_dra_rules import errors
+from sriov_dra_rules import checkpoint_doc, errors
 
 P = model.Phase
 REPO = Path(__file__).resolve().parents[2]
@@ -46,11 +46,11 @@ class RecordingWrite:
         self.calls = 0
         self.fail = False
 
-    def __call__(self, files: store_mod.CheckpointFiles, data: bytes) -> None:
+    def __call__(self, files: checkpoint_files.CheckpointFiles, data: bytes) -> None:
         self.calls += 1
         if self.fail:
             raise OSError(28, "No space left on device")
-        store_mod.CheckpointFiles.write(files, data)
+        checkpoint_files.CheckpointFiles.write(files, data)
 
     def store(self, path: Path) -> store_mod.CheckpointStore:
         """A store of the checkpoint at ``path`` whose writes go through this function."""
@@ -64,7 +64,7 @@ def write() -> RecordingWrite:
 
 @pytest.fixture
 def store(tmp_path: Path, write: RecordingWrite) -> store_mod.CheckpointStore:
-    s = write.store(tmp_path / store_mod.CHECKPOINT_FILE_NAME)
+    s = write.store(tmp_path / checkpoint_doc.CHECKPOINT_FILE_NAME)
     s.load()
     return s
 
@@ -465,7 +465,7 @@ def test_kill_before_the_readable_copy_is_replaced_keeps_the_durable_write_and_r
 
 
 def _slots(path: Path) -> Path:
-    return path.with_name(store_mod.SLOTS_FILE_NAME)
+    return path.with_name(checkpoint_doc.SLOTS_FILE_NAME)
 
 
 def test_a_power_cut_tearing_a_slot_write_loads_the_previous_checkpoint(tmp_path: Path) -> None:
@@ -635,7 +635,8 @@ def test_a_read_only_reader_reads_a_live_slot_file_again_when_one_read_spans_two
     store.set_claim(fx.record(fx.CLAIM_1, fx.POD_A))
     good = _slots(path).read_bytes()
     reads = iter([bytes(len(good)), bytes(len(good)), good])  # two torn-looking reads, then a whole one
-    monkeypatch.setattr(checkpoint_files.atomic_file, "read_optional", lambda p: next(reads))
+    slots, real_read_bytes = _slots(path).resolve(), Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda p: next(reads) if p == slots else real_read_bytes(p))
     raw, source = checkpoint_files.read_only(path)
     assert source == _slots(path) and codec.decode_checkpoint(raw).claims == store.all_claims()
 
@@ -671,7 +672,9 @@ def test_a_second_plugin_process_waits_for_the_lock_and_then_fails_naming_it_and
         temporary = tmp_path / ".checkpoint.json.inflight.tmp"  # the running plugin's write in progress
         temporary.write_bytes(b"x")
         before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-        second = store_mod.CheckpointStore(path, files=store_mod.CheckpointFiles(path, lock_wait_s=0.2))
+        second = store_mod.CheckpointStore(
+            path, files=checkpoint_files.CheckpointFiles(path, lock_wait_s=0.2)
+        )
         with pytest.raises(errors.ContractViolation, match=r"held by another process after 0\.2 s") as info:
             second.load()
         assert str(tmp_path / "checkpoint.lock") in str(info.value)
@@ -681,7 +684,7 @@ def test_a_second_plugin_process_waits_for_the_lock_and_then_fails_naming_it_and
         holder.wait(timeout=10)
         if holder.stdout is not None:
             holder.stdout.close()
-    third = store_mod.CheckpointStore(path, files=store_mod.CheckpointFiles(path, lock_wait_s=5))
+    third = store_mod.CheckpointStore(path, files=checkpoint_files.CheckpointFiles(path, lock_wait_s=5))
     assert third.load() == {}, "the lock ends with its process"
 
 
@@ -721,7 +724,7 @@ def test_the_readable_copy_is_replaced_on_another_thread_during_the_flush_and_be
     seen: list[tuple[str, bool]] = []
 
     def flush_waiting_for_the_copy(fd: int) -> None:
-        wanted = store.path.with_name(store_mod.SLOTS_FILE_NAME)
+        wanted = store.path.with_name(checkpoint_doc.SLOTS_FILE_NAME)
         payload = checkpoint_files.read_only(wanted)[0]
         for _ in range(1000):
             if store.path.read_bytes() == payload:
@@ -784,7 +787,7 @@ def test_a_failed_flush_still_joins_the_copy_before_the_write_raises(
 
 def test_a_forked_child_writes_its_checkpoint_with_its_own_copy_thread(tmp_path: Path) -> None:
     """The copy thread does not survive ``fork``: a child that writes must not wait for it forever."""
-    path = tmp_path / store_mod.CHECKPOINT_FILE_NAME
+    path = tmp_path / checkpoint_doc.CHECKPOINT_FILE_NAME
     parent = store_mod.CheckpointStore(path)
     parent.load()
     parent.set_claim(fx.record())  # the parent's copy thread now exists

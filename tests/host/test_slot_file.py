@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sriov_dra.host import slot_file
+from sriov_dra_rules import slot_format
 
 
 def fresh(tmp_path: Path, payload: bytes = b"first") -> slot_file.SlotFile:
@@ -23,7 +24,7 @@ def test_a_created_file_reads_back_as_generation_one_with_both_slots_page_aligne
     got = slot_file.SlotFile(f.path).read()
     assert got is not None
     assert (got.payload, got.generation, got.slot) == (b"first", 1, 0)
-    assert f.path.stat().st_size == 2 * got.capacity and got.capacity % slot_file.PAGE == 0
+    assert f.path.stat().st_size == 2 * got.capacity and got.capacity % slot_format.PAGE == 0
     assert got.problems == ("slot 1: never written",)
     assert f.path.stat().st_mode & 0o777 == 0o600
 
@@ -72,7 +73,7 @@ def test_a_torn_newest_slot_reads_the_previous_blob_and_names_the_torn_slot(tmp_
     f.write(b"second")
     raw = bytearray(f.path.read_bytes())
     capacity = len(raw) // 2
-    raw[capacity + slot_file.HEADER.size] ^= 0xFF  # one payload byte of slot 1 changed
+    raw[capacity + slot_format.HEADER.size] ^= 0xFF  # one payload byte of slot 1 changed
     f.path.write_bytes(bytes(raw))
     got = slot_file.SlotFile(f.path).read()
     assert got is not None and (got.payload, got.generation) == (b"first", 1)
@@ -83,13 +84,13 @@ def test_the_write_after_a_torn_slot_overwrites_the_torn_slot_never_the_valid_on
     f = fresh(tmp_path)
     f.write(b"second")
     raw = bytearray(f.path.read_bytes())
-    raw[len(raw) // 2 + slot_file.HEADER.size] ^= 0xFF
+    raw[len(raw) // 2 + slot_format.HEADER.size] ^= 0xFF
     f.path.write_bytes(bytes(raw))
     again = slot_file.SlotFile(f.path)
     assert again.read() is not None
     again.write(b"third")
     capacity = len(raw) // 2
-    assert slot_file.decode_slot(f.path.read_bytes()[:capacity], 0) == (1, b"first"), "the valid slot kept"
+    assert slot_format.decode_slot(f.path.read_bytes()[:capacity], 0) == (1, b"first"), "the valid slot kept"
     got = slot_file.SlotFile(f.path).read()
     assert got is not None and (got.payload, got.generation) == (b"third", 2)
 
@@ -128,13 +129,13 @@ def test_property_any_subset_of_pages_of_an_interrupted_write_reads_back_the_las
     f.close()
     pages = [
         i
-        for i in range(0, len(after), slot_file.PAGE)
-        if after[i : i + slot_file.PAGE] != before[i : i + slot_file.PAGE]
+        for i in range(0, len(after), slot_format.PAGE)
+        if after[i : i + slot_format.PAGE] != before[i : i + slot_format.PAGE]
     ]
     disk = bytearray(before)
     for n, start in enumerate(pages):
         if kept[n % len(kept)]:
-            disk[start : start + slot_file.PAGE] = after[start : start + slot_file.PAGE]
+            disk[start : start + slot_format.PAGE] = after[start : start + slot_format.PAGE]
     path.write_bytes(bytes(disk))
     restarted = slot_file.SlotFile(path)
     got = restarted.read()
@@ -169,10 +170,10 @@ def test_a_blob_larger_than_a_slot_grows_the_file_and_keeps_every_later_write_in
 @pytest.mark.parametrize(
     ("raw", "detail"),
     [
-        (bytes(2 * slot_file.PAGE), "holds no valid slot (slot 0: never written; slot 1: never written)"),
-        (b"\x5a" * (2 * slot_file.PAGE), "slot 0: no slot header"),
+        (bytes(2 * slot_format.PAGE), "holds no valid slot (slot 0: never written; slot 1: never written)"),
+        (b"\x5a" * (2 * slot_format.PAGE), "slot 0: no slot header"),
         (b"{}", "not two slots of whole 4096-byte pages"),
-        (bytes(3 * slot_file.PAGE), "not two slots of whole 4096-byte pages"),
+        (bytes(3 * slot_format.PAGE), "not two slots of whole 4096-byte pages"),
     ],
     ids=["zeros", "garbage", "short", "odd-pages"],
 )
@@ -181,17 +182,17 @@ def test_a_file_without_a_valid_slot_raises_naming_it_and_is_left_untouched(
 ) -> None:
     path = tmp_path / "blob.slots"
     path.write_bytes(raw)
-    with pytest.raises(slot_file.SlotFileError) as info:
+    with pytest.raises(slot_format.SlotFileError) as info:
         slot_file.SlotFile(path).read()
     assert str(path) in str(info.value) and detail in str(info.value) and "left untouched" in str(info.value)
     assert path.read_bytes() == raw
 
 
 def test_a_header_claiming_more_bytes_than_the_slot_holds_is_not_valid() -> None:
-    slot = slot_file.encode_slot(5, b"abc")
-    region = slot[:16] + (10**6).to_bytes(8, "big") + slot[24:] + bytes(slot_file.PAGE)
-    assert slot_file.decode_slot(region, 1) == (
-        f"slot 1: generation 5 claims 1000000 payload bytes, the slot holds {len(region) - slot_file.HEADER.size}"
+    slot = slot_format.encode_slot(5, b"abc")
+    region = slot[:16] + (10**6).to_bytes(8, "big") + slot[24:] + bytes(slot_format.PAGE)
+    assert slot_format.decode_slot(region, 1) == (
+        f"slot 1: generation 5 claims 1000000 payload bytes, the slot holds {len(region) - slot_format.HEADER.size}"
     )
 
 
@@ -235,10 +236,10 @@ def test_a_failed_flush_leaves_the_newest_slot_and_the_next_write_retries_the_sa
     f.write(b"second")
     capacity = f.path.stat().st_size // 2
     raw = f.path.read_bytes()
-    assert slot_file.decode_slot(raw[:capacity], 0) == (1, b"first"), (
+    assert slot_format.decode_slot(raw[:capacity], 0) == (1, b"first"), (
         "the confirmed blob was never overwritten"
     )
-    assert slot_file.decode_slot(raw[capacity:], 1) == (2, b"second")
+    assert slot_format.decode_slot(raw[capacity:], 1) == (2, b"second")
 
 
 def test_a_growth_whose_directory_sync_fails_never_lets_a_later_write_reach_the_replaced_file(
@@ -300,10 +301,10 @@ def test_read_removes_the_temporaries_of_an_interrupted_growth(tmp_path: Path) -
 def test_two_different_blobs_of_one_generation_are_refused_not_guessed(tmp_path: Path) -> None:
     path = tmp_path / "blob.slots"
     capacity = slot_file.MIN_CAPACITY
-    a, b = slot_file.encode_slot(1, b"A"), slot_file.encode_slot(1, b"B")
+    a, b = slot_format.encode_slot(1, b"A"), slot_format.encode_slot(1, b"B")
     raw = a + bytes(capacity - len(a)) + b + bytes(capacity - len(b))
     path.write_bytes(raw)
-    with pytest.raises(slot_file.SlotFileError, match="two different blobs of generation 1"):
+    with pytest.raises(slot_format.SlotFileError, match="two different blobs of generation 1"):
         slot_file.SlotFile(path).read()
     assert path.read_bytes() == raw
 
@@ -324,7 +325,7 @@ def test_before_flush_runs_once_the_bytes_are_in_place_and_before_the_fdatasync(
 
     def hook() -> None:
         capacity = f.path.stat().st_size // 2
-        assert slot_file.decode_slot(f.path.read_bytes()[capacity:], 1) == (2, b"second")
+        assert slot_format.decode_slot(f.path.read_bytes()[capacity:], 1) == (2, b"second")
         events.append("before_flush")
 
     f.write(b"second", before_flush=hook)
@@ -346,8 +347,8 @@ def test_a_failing_before_flush_confirms_nothing_and_the_next_write_retries_the_
     f.write(b"second")
     capacity = f.path.stat().st_size // 2
     raw = f.path.read_bytes()
-    assert slot_file.decode_slot(raw[:capacity], 0) == (1, b"first")
-    assert slot_file.decode_slot(raw[capacity:], 1) == (2, b"second")
+    assert slot_format.decode_slot(raw[:capacity], 0) == (1, b"first")
+    assert slot_format.decode_slot(raw[capacity:], 1) == (2, b"second")
 
 
 def test_a_growth_does_not_call_before_flush(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""What a reader outside the plugin may know of its checkpoint document.
+"""What a reader outside the plugin may know of its checkpoint: file names, version, checksum, bindings.
 
 The plugin's codec (``sriov_dra.core.plugin.checkpoint_codec``) owns the format (version 1, a
 SHA-256 ``checksum`` over the canonical JSON of ``data``) and computes the checksum here; the
@@ -16,7 +16,13 @@ import json
 from . import errors, strictjson
 
 VERSION = 1
-"""The one checkpoint ``version`` these readers understand."""
+"""The checkpoint document's ``version``: the one the plugin writes and these readers understand."""
+
+CHECKPOINT_FILE_NAME = "checkpoint.json"
+"""The readable copy's name in the plugin directory, as upstream's checkpoint."""
+
+SLOTS_FILE_NAME = "checkpoint.slots"
+"""The durable record's name in the plugin directory (``slot_format``)."""
 
 
 def canonical_json(value: object) -> bytes:

@@ -15,16 +15,10 @@ import errno
 import time
 from pathlib import Path
 
-from . import errors, slot_format
-
-CHECKPOINT_FILE_NAME = "checkpoint.json"
-"""The readable copy's name inside the plugin directory, as upstream's checkpoint."""
-
-SLOTS_FILE_NAME = "checkpoint.slots"
-"""The durable record's name inside the plugin directory."""
+from . import checkpoint_doc, errors, slot_format
 
 READ_ATTEMPTS = 5
-"""Reads of a live slot file before :func:`read_only` reports it corrupt (a read spanning two writes)."""
+"""Reads of a live slot file before :func:`read` reports it corrupt (a read spanning two writes)."""
 
 RETRY_DELAY_S = 0.02
 """Pause between those reads (s)."""
@@ -45,22 +39,23 @@ class Reading:
 
 
 def read(path: Path) -> Reading:
-    """Read a checkpoint without writing or locking anything (see :func:`read_only` for which file).
+    """Read a checkpoint without writing or locking anything.
 
-    A slot file without a valid slot, or whose other slot is not valid, is read again (up to
-    :data:`READ_ATTEMPTS` times, :data:`RETRY_DELAY_S` apart): one read of a live file can span
-    two of the plugin's writes. Problems that stay are returned, for the caller to report.
-    A symlink is resolved first, so the sibling files are the real file's. A slot file that does
-    not exist gives way to the ``checkpoint.json`` beside it (a directory of a build older than
-    the slot file).
+    ``path`` is a slot file (any name ending ``.slots``: its newest valid slot), or a file named
+    ``checkpoint.json`` whose sibling ``checkpoint.slots`` exists (the durable record wins: the
+    readable copy may lag after a power loss, or be gone), else ``checkpoint.json`` itself; a
+    file of any other name (a backup) is read as it is. A symlink is resolved first, so the
+    siblings are the real file's. A slot file without a valid slot, or whose other slot is not
+    valid, is read again (up to :data:`READ_ATTEMPTS` times, :data:`RETRY_DELAY_S` apart): one
+    read of a live file can span two of the plugin's writes; problems that stay are returned.
     Raises: ``FileNotFoundError`` when neither file exists; ``ContractViolation`` naming the slot
     file when it stays without a valid slot; ``OSError`` when unreadable.
     """
     path = path.resolve()
     if path.name.endswith(".slots"):
-        slots, copy = path, path.with_name(CHECKPOINT_FILE_NAME)
-    elif path.name == CHECKPOINT_FILE_NAME:
-        slots, copy = path.with_name(SLOTS_FILE_NAME), path
+        slots, copy = path, path.with_name(checkpoint_doc.CHECKPOINT_FILE_NAME)
+    elif path.name == checkpoint_doc.CHECKPOINT_FILE_NAME:
+        slots, copy = path.with_name(checkpoint_doc.SLOTS_FILE_NAME), path
     else:
         return Reading(path.read_bytes(), path, ())
     for attempt in range(READ_ATTEMPTS):
@@ -78,24 +73,10 @@ def read(path: Path) -> Reading:
             if last:
                 raise errors.ContractViolation(f"checkpoint {exc}") from exc
         else:
-            problems = tuple(p for p in found.problems if not p.endswith("never written"))
-            if not problems or last:
-                return Reading(found.payload, slots, problems)
+            if not found.damage or last:
+                return Reading(found.payload, slots, found.damage)
         time.sleep(RETRY_DELAY_S)
     raise AssertionError("unreachable")
-
-
-def read_only(path: Path) -> tuple[bytes, Path]:
-    """Read a checkpoint without writing or locking anything: ``(document bytes, the file they came from)``.
-
-    ``path`` is a slot file (any name ending ``.slots``: its newest valid slot), or a file named
-    ``checkpoint.json`` whose sibling ``checkpoint.slots`` exists (the durable record wins: the
-    readable copy may lag after a power loss, or be gone), else ``checkpoint.json`` itself; a
-    file of any other name (a backup) is read as it is. Reads as :func:`read`.
-    Raises: as :func:`read`.
-    """
-    found = read(path)
-    return found.payload, found.source
 
 
 def copy_beside(slots: Path) -> bytes | None:
@@ -104,6 +85,6 @@ def copy_beside(slots: Path) -> bytes | None:
     Raises: ``OSError`` other than ``FileNotFoundError``.
     """
     try:
-        return slots.with_name(CHECKPOINT_FILE_NAME).read_bytes()
+        return slots.with_name(checkpoint_doc.CHECKPOINT_FILE_NAME).read_bytes()
     except FileNotFoundError:
         return None

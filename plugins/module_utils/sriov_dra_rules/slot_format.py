@@ -47,6 +47,11 @@ class ReadResult:
     capacity: int
     problems: tuple[str, ...]
 
+    @property
+    def damage(self) -> tuple[str, ...]:
+        """The ``problems`` worth reporting: a write cut short, or damage (not a slot never written)."""
+        return tuple(p for p in self.problems if not p.endswith("never written"))
+
 
 def _digest(generation: int, payload: bytes) -> bytes:
     h = hashlib.sha256(struct.pack(">QQ", generation, len(payload)))
@@ -65,11 +70,9 @@ def encode_slot(generation: int, payload: bytes) -> bytes:
 def decode_slot(raw: bytes, index: int) -> tuple[int, bytes] | str:
     """Return ``(generation, payload)`` of a valid slot, else a one-line reason naming slot ``index``.
 
-    ``raw`` is the slot's whole region (header, payload and any padding). An all-zero region is
-    reported as "never written".
+    ``raw`` is the slot's whole region (header, payload and padding; at least a page). An all-zero
+    header is reported as "never written".
     """
-    if len(raw) < HEADER.size:
-        return f"slot {index}: shorter than its header ({len(raw)} bytes)"
     magic, generation, length, digest = HEADER.unpack_from(raw)
     if magic != MAGIC:
         if not any(raw[: HEADER.size]):

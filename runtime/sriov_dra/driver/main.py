@@ -74,7 +74,7 @@ from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.kubeletapi import dra_service, messages, plugin_server
 from sriov_dra.servicekit import health, logs, threads
-from sriov_dra_rules import errors
+from sriov_dra_rules import checkpoint_doc, errors
 
 LOG = logging.getLogger("sriov_dra.driver")
 
@@ -169,7 +169,7 @@ class Plugin:
         cfg = self.settings
         try:
             cfg.state_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
-            store = checkpoint.CheckpointStore(cfg.state_dir / checkpoint.CHECKPOINT_FILE_NAME)
+            store = checkpoint.CheckpointStore(cfg.state_dir / checkpoint_doc.CHECKPOINT_FILE_NAME)
             records = store.load()
         except errors.SriovDraError as exc:
             raise StartupError(f"cannot load the checkpoint: {exc}") from exc

@@ -1,38 +1,19 @@
-"""The checkpoint on disk: a durable A/B slot file and a readable copy beside it.
+"""The checkpoint on disk: a durable A/B slot file, a readable copy beside it, and a writer lock.
 
-Three files in the plugin directory (``/var/lib/kubelet/plugins/<driver>/``), all mode 0600:
+Three files in the plugin directory, mode 0600 (why each exists: docs/design.md#checkpoint):
 
-- ``checkpoint.slots``: the durable record (``host.slot_file``). Every checkpoint write returns
-  only after its bytes are flushed there in place, one ``fdatasync`` (spec §8.1 steps 2, 3, 5 and
-  §8.4 ask each write to be durable before the next API step).
-- ``checkpoint.json``: the same bytes (the versioned, checksummed JSON document of
-  ``core.plugin.checkpoint_codec``), replaced atomically by ``rename`` during each durable
-  write, without ``fsync``: on a helper thread while the slot file's ``fdatasync`` runs (the
-  flush releases the interpreter; replacing the copy right after it cost 0.1-0.3 ms more per
-  write, three times on a prepare's critical path; bench/prepare.py). It is what people read
-  (``jq . checkpoint.json``); ``sriov-dra orphans``, the lab and the drain and cleanup roles
-  (``sriovnet.dra.checkpoint_info``) read the slot file through
-  ``sriov_dra_rules.checkpoint_read`` (:func:`read_only` here). A reader always sees a complete
-  document, never behind a write the plugin acted on (it is replaced before the write returns);
-  while the flush runs it may already show the new state, as the slot file itself does (its page
-  cache); after a power loss it may be older (or empty) until the plugin starts, which rewrites
-  it from the slot file before it serves anything.
-- ``checkpoint.lock``: empty; the writing process holds an exclusive POSIX lock (``lockf``) on it
-  from :meth:`CheckpointFiles.read` until it ends or closes the files, taken before anything is
-  read, cleaned or written, so a second plugin process on the node (spec §6.3: one active plugin
-  per node) waits up to :data:`LOCK_WAIT_S` and then fails instead of writing slots or removing the
-  first one's temporaries. The lock is per process: within one process it does not exclude, and
-  closing another descriptor of the lock file would release it (nothing in the plugin opens it
-  twice). On a file system without POSIX locks the plugin runs without it and logs a warning.
+- ``checkpoint.slots`` (``host.slot_file``): the durable record; a write returns after one
+  in-place ``fdatasync``.
+- ``checkpoint.json``: the same bytes for people and tools, replaced by ``rename`` without a flush,
+  on a helper thread while the slot file's flush runs, and in place before the write returns. At
+  load a stale or missing copy is rewritten from the slot file, and a directory holding only
+  ``checkpoint.json`` (a build before the slot file) is adopted into a new slot file.
+- ``checkpoint.lock``: never replaced; the writing process holds a POSIX lock on it from
+  :meth:`CheckpointFiles.read` until it closes the files or exits, so a second plugin waits
+  :data:`LOCK_WAIT_S` and then fails before it reads, cleans or writes anything. Without POSIX
+  locks on the file system it runs unlocked and warns.
 
-Upgrade: a plugin directory holding only ``checkpoint.json`` (written by a build before the slot
-file existed, durably) is adopted: :meth:`CheckpointFiles.settle` creates the slot file from it
-after the store decoded it. Never delete ``checkpoint.slots`` while ``checkpoint.json`` may be
-stale. A build older than the slot file writes only ``checkpoint.json``: after rolling a node back
-to one and forward again, the slot file's older content wins and the records written meanwhile
-are lost, so drain the node (no prepared claim) before rolling back across this change.
-
-This module owns only which file holds what; the bytes are the codec's, the rules the store's.
+The bytes are the codec's and the rules the store's; this module owns which file holds what.
 """
 
 from __future__ import annotations
@@ -50,13 +31,7 @@ from pathlib import Path
 from typing import Final
 
 from sriov_dra.host import atomic_file, slot_file
-from sriov_dra_rules import checkpoint_read, errors
-
-CHECKPOINT_FILE_NAME: Final = checkpoint_read.CHECKPOINT_FILE_NAME
-"""The readable copy's name inside the plugin directory, as upstream's checkpoint."""
-
-SLOTS_FILE_NAME: Final = checkpoint_read.SLOTS_FILE_NAME
-"""The durable record's name inside the plugin directory."""
+from sriov_dra_rules import checkpoint_doc, checkpoint_read, errors, slot_format
 
 LOCK_FILE_NAME: Final = "checkpoint.lock"
 """An empty file the writing process holds a POSIX lock on for its whole life (never replaced)."""
@@ -66,7 +41,7 @@ LOCK_WAIT_S: Final = 30.0
 may still be stopping."""
 
 CHECKPOINT_FILE_MODE: Final = 0o600
-"""Permission bits of both files: rendered CNI configs may reference IPAM credentials; only root reads them."""
+"""Permission bits of every file: rendered CNI configs may reference IPAM credentials."""
 
 LOG: Final = logging.getLogger(__name__)
 
@@ -74,13 +49,13 @@ LOG: Final = logging.getLogger(__name__)
 def read_only(path: Path) -> tuple[bytes, Path]:
     """Read a checkpoint without writing or locking anything: ``(document bytes, the file they came from)``.
 
-    For tools (``sriov-dra orphans``, the lab) that must never write the plugin's files; the slot
-    file wins over ``checkpoint.json`` (see ``sriov_dra_rules.checkpoint_read.read_only``, which the
-    collection's ``checkpoint_info`` module uses too).
+    For tools that must never write the plugin's files (``sriov-dra orphans``, the lab); which file
+    is read: ``sriov_dra_rules.checkpoint_read.read``, as the collection's ``checkpoint_info``.
     Raises: ``FileNotFoundError`` when neither file exists; ``ContractViolation`` for a slot file
     that stays without a valid slot; ``OSError`` when unreadable.
     """
-    return checkpoint_read.read_only(path)
+    found = checkpoint_read.read(path)
+    return found.payload, found.source
 
 
 class CheckpointFiles:
@@ -93,7 +68,9 @@ class CheckpointFiles:
 
     def __init__(self, path: Path, *, lock_wait_s: float = LOCK_WAIT_S) -> None:
         self._path = path
-        self._slots = slot_file.SlotFile(path.with_name(SLOTS_FILE_NAME), mode=CHECKPOINT_FILE_MODE)
+        self._slots = slot_file.SlotFile(
+            path.with_name(checkpoint_doc.SLOTS_FILE_NAME), mode=CHECKPOINT_FILE_MODE
+        )
         self._lock_path = path.with_name(LOCK_FILE_NAME)
         self._lock_wait_s = lock_wait_s
         self._lock_fd: int | None = None
@@ -102,22 +79,16 @@ class CheckpointFiles:
         self._source = path
 
     @property
-    def path(self) -> Path:
-        """The readable copy, ``checkpoint.json``."""
-        return self._path
-
-    @property
     def source(self) -> Path:
-        """The file the last :meth:`read` returned bytes from (for error messages)."""
+        """The file the last :meth:`read` returned bytes from (for messages)."""
         return self._source
 
     def read(self) -> bytes | None:
         """Return the checkpoint's bytes (the slot file's newest valid blob, else the readable copy), or ``None``.
 
-        Takes the lock first (see the module docstring). Nothing of the checkpoint is written here
-        (:meth:`settle` does it once the caller has decoded the bytes) except what makes the slot
-        file's newest blob durable (``host.slot_file``). A torn slot (a write that never completed)
-        is logged with its reason and the other is used.
+        Takes the lock first. Writes nothing of the checkpoint (:meth:`settle` does, once the
+        caller has decoded the bytes) except what makes the slot file's newest blob durable
+        (``host.slot_file``). A slot not used for damage (a write cut short) is logged.
         Raises: ``ContractViolation`` naming the lock file when another process holds it past the
         wait, or naming the slot file when it holds no valid slot (the files left untouched);
         ``OSError`` when a file is unreadable.
@@ -126,25 +97,21 @@ class CheckpointFiles:
         atomic_file.remove_stale_temporaries(self._path)
         try:
             found = self._slots.read()
-        except slot_file.SlotFileError as exc:
+        except slot_format.SlotFileError as exc:
             raise errors.ContractViolation(
                 f"checkpoint {exc}. Restore it from a backup of the plugin directory, or drain the node "
                 f"and move {self._slots.path} and {self._path} away before starting the plugin"
             ) from exc
         copy = atomic_file.read_optional(self._path)
         if found is None:
-            self._source = self._path
-            self._adopt = copy is not None
-            self._pending = copy
+            self._source, self._adopt, self._pending = self._path, copy is not None, copy
             return copy
-        for problem in found.problems:
-            if not problem.endswith("never written"):
-                LOG.warning(
-                    "checkpoint slot not used",
-                    extra={"path": str(self._slots.path), "detail": problem, "generation": found.generation},
-                )
-        self._source = self._slots.path
-        self._adopt = False
+        for problem in found.damage:
+            LOG.warning(
+                "checkpoint slot not used",
+                extra={"path": str(self._slots.path), "detail": problem, "generation": found.generation},
+            )
+        self._source, self._adopt = self._slots.path, False
         self._pending = found.payload if copy != found.payload else None
         return found.payload
 
@@ -163,39 +130,38 @@ class CheckpointFiles:
             self._adopt = False
             LOG.info("checkpoint adopted into slot file", extra={"path": str(self._slots.path)})
             return
-        atomic_file.write_atomic(self._path, pending, mode=CHECKPOINT_FILE_MODE, durable=False)
+        self._write_copy(pending)
         LOG.info("checkpoint copy rewritten from slot file", extra={"path": str(self._path)})
 
     def write(self, data: bytes) -> None:
         """Make ``data`` the checkpoint: durable in the slot file and in the readable copy when this returns.
 
-        The copy is replaced on the :class:`_Copier` thread while the slot file's ``fdatasync``
-        runs, and joined before this returns or raises (no write outlives the call); a new or
-        growing slot file is written first and the copy after it, on this thread.
+        The copy is replaced on the helper thread while the slot file's ``fdatasync`` runs and
+        joined before this returns or raises; when the slot file is created or replaced whole (a
+        growth), or no thread can start, the copy is written after it on this thread.
         Raises: ``OSError`` from either write (the slot write's first). When the slot write
         fails the previous checkpoint stays the durable one (the copy may already show the new
         bytes, as the slot file's page cache does; the next write replaces both); when only the
         copy fails the new bytes are durable but unconfirmed to the caller (the store keeps its
         old state; its next write replaces both).
         """
-        if self._slots.generation == 0:
-            self._slots.create(data)
-            self._write_copy(data)
-            return
         copy: _Copy | None = None
 
         def start_copy() -> None:
             nonlocal copy
             try:
-                copy = _Copier.shared().start(functools.partial(self._write_copy, data))
+                copy = _start_copy(functools.partial(self._write_copy, data))
             except RuntimeError:  # no thread can start (a limit, interpreter shutdown): copy after the flush
                 copy = None
 
         try:
-            self._slots.write(data, before_flush=start_copy)
+            if self._slots.generation == 0:
+                self._slots.create(data)
+            else:
+                self._slots.write(data, before_flush=start_copy)
         finally:
             failed = copy.wait() if copy is not None else None
-        if copy is None:  # the slot file was replaced whole (a growth), or no thread could start
+        if copy is None:
             self._write_copy(data)
         elif failed is not None:
             raise failed
@@ -241,68 +207,58 @@ class CheckpointFiles:
 
 
 class _Copy:
-    """One readable-copy write handed to the :class:`_Copier`; :meth:`wait` joins it."""
+    """One readable-copy write run on the copy thread; :meth:`wait` joins it."""
 
     def __init__(self, work: Callable[[], None]) -> None:
-        self.work = work
-        self.error: BaseException | None = None
-        self.done = threading.Event()
+        self._work = work
+        self._error: BaseException | None = None
+        self._done = threading.Event()
 
     def run(self) -> None:
         try:
-            self.work()
+            self._work()
         except BaseException as exc:  # handed to the waiting writer, never lost
-            self.error = exc
+            self._error = exc
         finally:
-            self.done.set()
+            self._done.set()
 
     def wait(self) -> BaseException | None:
         """Block until the write ended; return what it raised (``None`` on success)."""
-        self.done.wait()
-        return self.error
+        self._done.wait()
+        return self._error
 
 
-class _Copier:
-    """One daemon thread that writes readable copies while the writer's ``fdatasync`` runs.
+_copies: queue.SimpleQueue[_Copy] | None = None
 
-    Shared by the process (one writer per checkpoint directory; the store serializes its
-    writes under its lock, so at most one copy per store is in flight). A daemon thread holds
-    no state between copies, and every copy's writer waits for it, so it never delays exit.
+
+def _start_copy(work: Callable[[], None]) -> _Copy:
+    """Hand ``work`` to the process's copy thread and return at once; the caller must :meth:`_Copy.wait`.
+
+    One daemon thread (the writer joins every copy, so it never delays exit), started on first
+    use, and again in a forked child, which has none (two stores racing to start it start two,
+    which is harmless). Raises: ``RuntimeError`` when no thread can start.
     """
-
-    _instance: _Copier | None = None
-    _instance_lock = threading.Lock()
-
-    @classmethod
-    def _after_fork_in_child(cls) -> None:
-        """A forked child has no copy thread and may have forked while another thread held the lock."""
-        cls._instance_lock = threading.Lock()
-        cls._instance = None
-
-    def __init__(self) -> None:
-        self._items: queue.SimpleQueue[_Copy] = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name="sriov-dra-checkpoint-copy", daemon=True).start()
-
-    @classmethod
-    def shared(cls) -> _Copier:
-        """The process's copier, started on first use (again in a forked child: :meth:`_after_fork_in_child`)."""
-        with cls._instance_lock:
-            if cls._instance is None:
-                cls._instance = cls()
-            return cls._instance
-
-    def start(self, work: Callable[[], None]) -> _Copy:
-        """Hand ``work`` to the thread and return at once; the caller must :meth:`_Copy.wait`."""
-        copy = _Copy(work)
-        self._items.put(copy)
-        return copy
-
-    def _serve(self) -> None:
-        while True:
-            self._items.get().run()
+    global _copies
+    if _copies is None:
+        items: queue.SimpleQueue[_Copy] = queue.SimpleQueue()
+        threading.Thread(target=_serve, args=(items,), name="sriov-dra-checkpoint-copy", daemon=True).start()
+        _copies = items
+    copy = _Copy(work)
+    _copies.put(copy)
+    return copy
 
 
-os.register_at_fork(after_in_child=_Copier._after_fork_in_child)
+def _serve(items: queue.SimpleQueue[_Copy]) -> None:
+    while True:
+        items.get().run()
+
+
+def _forget_copy_thread() -> None:
+    global _copies
+    _copies = None
+
+
+os.register_at_fork(after_in_child=_forget_copy_thread)
 
 _LOCK_BUSY: Final = (errno.EACCES, errno.EAGAIN)
 _LOCK_UNSUPPORTED: Final = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)

@@ -1,41 +1,13 @@
 """Durable in-place replacement of one small blob: an A/B slot file, one ``fdatasync`` per write.
 
-Why: replacing a file by ``rename`` is durable only after two journal commits (``fsync`` of the
-new file, then of its directory; 0.5 ms idle, several ms beside etcd's own flushes). The
-checkpoint is written three times on a prepare's critical path (spec §8.1 steps 2, 3, 5), so the
-store keeps its durable copy here instead: the file never changes size or blocks between writes,
-so ``fdatasync`` flushes only the written pages (0.1 ms idle on the same disk; bench/prepare.py).
-
-Layout (``sriov_dra_rules.slot_format``, shared with the collection's ``checkpoint_info`` module):
-two slots of ``capacity`` bytes each (a multiple of 4096; a file this machine creates or grows
-uses a multiple of its page size too, so one slot's writeback never rewrites the other's sectors),
-each a 64-byte header (magic, generation, length, SHA-256) and the payload.
-
-A write goes to the slot that does *not* hold the newest valid generation, with the next
-generation, and returns after ``fdatasync``; the other slot keeps the previous blob until the
-write after that. A crash or power loss during a write leaves that slot torn (its digest does not
-match) and the other slot whole, so :meth:`SlotFile.read` returns the previous blob: the write
-never returned, so nobody was told it succeeded. Every write is flushed before the next one may
-overwrite the other slot: skipping a flush could let a power loss tear both.
-
-What a new process reads may not be on the disk yet: a process killed between ``pwrite`` and
-``fdatasync``, or a failed ``fdatasync`` (Linux marks the pages clean anyway), leaves a newer
-slot in the page cache only, and a growth killed between its rename and its directory ``fsync``
-leaves a rename that is not durable. So :meth:`SlotFile.read`, before the first write may
-overwrite the other slot, makes the blob it returns durable: when the other slot is valid too (the
-newest may be such an unflushed write) it writes the newest slot back in place; then it flushes
-the file and ``fsync``s the directory. When the other slot is not valid the newest was already
-flushed (a create, a growth, or the write before a torn one), so it is never rewritten: the only
-valid copy is never the one being written.
-
-A blob that does not fit grows the file: a new file of twice the needed size is written
-beside it and renamed over it with :func:`sriov_dra.host.atomic_file.write_atomic` (file and
-directory ``fsync``), the one slow write, once per doubling.
-
-This module owns only file mechanics (no JSON, no checkpoint rules). One writer per file: a
-:class:`SlotFile` is not thread-safe (the checkpoint store calls it under its lock), and the
-caller keeps a second process out (``host.checkpoint_files`` holds a lock file for the process's
-life). Readers that must not write use :func:`parse` on the bytes.
+Layout in ``sriov_dra_rules.slot_format`` (two page-aligned slots, each a header with generation
+and digest, then the blob). A write goes into the slot not holding the newest valid generation
+and returns after one ``fdatasync``; the file keeps its size, so the flush writes only those
+pages. A write cut short leaves that slot failing its digest and the other whole. :meth:`SlotFile.read`
+makes what it returns durable before the first write may overwrite the other slot (it may be in
+the page cache only). A blob that does not fit grows the file by a durable replace-by-rename.
+Why each step: docs/design.md#checkpoint. One writer per file, not thread-safe; the caller keeps
+other processes out (``host.checkpoint_files``).
 """
 
 from __future__ import annotations
@@ -47,30 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from sriov_dra.host import atomic_file
-from sriov_dra_rules.slot_format import (
-    HEADER,
-    MAGIC,
-    PAGE,
-    ReadResult,
-    SlotFileError,
-    decode_slot,
-    encode_slot,
-    parse,
-)
-
-__all__ = [
-    "HEADER",
-    "MAGIC",
-    "MIN_CAPACITY",
-    "PAGE",
-    "ReadResult",
-    "SlotFile",
-    "SlotFileError",
-    "capacity_for",
-    "decode_slot",
-    "encode_slot",
-    "parse",
-]
+from sriov_dra_rules.slot_format import HEADER, PAGE, ReadResult, encode_slot, parse
 
 MIN_CAPACITY: Final = 4 * PAGE
 
@@ -220,13 +169,5 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 
 def _read_all(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks: list[bytes] = []
-    offset = 0
-    while offset < size:
-        chunk = os.pread(fd, size - offset, offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
+    with open(fd, "rb", closefd=False) as f:  # the descriptor was just opened: at offset 0
+        return f.read()

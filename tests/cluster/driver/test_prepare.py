@@ -34,14 +34,13 @@ from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 
 from sriov_dra.core.plugin import cdi_spec, checkpoint_codec
 from sriov_dra.driver import faults
-from sriov_dra.host import checkpoint
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import apply
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import controlplane, kubelet, processes, session
 from sriov_dra_lab.fakes import fakesysfs, faultkill
 from sriov_dra_lab.nodes import SimulatedNode
-from sriov_dra_rules import names
+from sriov_dra_rules import checkpoint_doc, names
 
 T = TypeVar("T")
 D = names.DOMAIN
@@ -88,7 +87,7 @@ class PluginNode:
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.state / checkpoint.CHECKPOINT_FILE_NAME
+        return self.state / checkpoint_doc.CHECKPOINT_FILE_NAME
 
     def argv(self, *extra: str) -> list[str]:
         return [

@@ -35,7 +35,7 @@ from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import session
 from sriov_dra_lab.fakes import fakesysfs
 from sriov_dra_lab.nodes import SimulatedNode
-from sriov_dra_rules import names
+from sriov_dra_rules import checkpoint_doc, names
 
 T = TypeVar("T")
 D = names.DOMAIN
@@ -267,7 +267,7 @@ class ClusterPlugin:
 
     def restart(self) -> None:
         """A new plugin process on the same node (checkpoint re-read)."""
-        self.store = checkpoint.CheckpointStore(self.root / "state" / checkpoint.CHECKPOINT_FILE_NAME)
+        self.store = checkpoint.CheckpointStore(self.root / "state" / checkpoint_doc.CHECKPOINT_FILE_NAME)
         self.store.load()
         specs = cdi.CdiSpecs(self.root / "cdi")
         specs.ensure_root()

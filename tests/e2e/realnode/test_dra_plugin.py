@@ -22,9 +22,8 @@ from tests.e2e.realnode.pods import busybox_pod, delete_pod, run_pod
 from tests.waiting import eventually
 
 from sriov_dra.core.plugin import checkpoint_codec
-from sriov_dra.host import checkpoint
 from sriov_dra_lab import paths
-from sriov_dra_rules import names
+from sriov_dra_rules import checkpoint_doc, names
 
 D = names.DOMAIN
 DRIVER = names.DRIVER_NAME
@@ -107,7 +106,7 @@ def log_events(node: Any) -> list[dict[str, Any]]:
 
 def claim_records(state: Path) -> dict[str, Any]:
     """The plugin checkpoint's claim records by claim UID ({} before the first write)."""
-    path = state / checkpoint.CHECKPOINT_FILE_NAME
+    path = state / checkpoint_doc.CHECKPOINT_FILE_NAME
     if not path.exists():
         return {}
     return dict(checkpoint_codec.decode_checkpoint(path.read_bytes()).claims)

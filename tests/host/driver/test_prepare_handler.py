@@ -24,7 +24,7 @@ from sriov_dra.host import binding, cdi, checkpoint, discovery
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab.fakes import fakesysfs
-from sriov_dra_rules import errors
+from sriov_dra_rules import checkpoint_doc, errors
 
 PF = "0000:03:00.0"
 VF0, VF1, VF2 = "0000:03:02.0", "0000:03:02.1", "0000:03:02.2"
@@ -57,7 +57,7 @@ class Node:
 
     def restart(self) -> None:
         """A new plugin process: fresh store loaded from disk, fresh locks."""
-        self.store = checkpoint.CheckpointStore(self.root / "state" / checkpoint.CHECKPOINT_FILE_NAME)
+        self.store = checkpoint.CheckpointStore(self.root / "state" / checkpoint_doc.CHECKPOINT_FILE_NAME)
         (self.root / "state").mkdir(exist_ok=True)
         self.store.load()
         self.cdi = cdi.CdiSpecs(self.root / "cdi")

@@ -32,11 +32,10 @@ from tests.realvf.guest import realvfs
 
 from sriov_dra.core import bindings
 from sriov_dra.core.plugin import checkpoint_codec
-from sriov_dra.host import checkpoint
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import kubelet_plugins, processes
-from sriov_dra_rules import names
+from sriov_dra_rules import checkpoint_doc, names
 
 ROOT_ATTRIBUTE = 'device.attributes["resource.kubernetes.io"].pcieRoot'
 NAD_GROUP, NAD_VERSION, NAD_PLURAL = "k8s.cni.cncf.io", "v1", "network-attachment-definitions"
@@ -82,7 +81,7 @@ class Plugin:
         return self.dra.node_unprepare_resources([ref])[ref.uid]
 
     def claim_records(self) -> dict[str, Any]:
-        path = self.state_dir / checkpoint.CHECKPOINT_FILE_NAME
+        path = self.state_dir / checkpoint_doc.CHECKPOINT_FILE_NAME
         return dict(checkpoint_codec.decode_checkpoint(path.read_bytes()).claims) if path.exists() else {}
 
 

@@ -17,13 +17,12 @@ from tests.pure.plugins import harness
 
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.host import checkpoint as store_mod
-from sriov_dra.host import checkpoint_files
-from sriov_dra_rules import slot_format
+from sriov_dra_rules import checkpoint_doc, slot_format
 
 
 def _prepared(tmp_path: Path, *records: model.ClaimRecord) -> Path:
     """A plugin directory whose checkpoint, written by the plugin's store, holds ``records``."""
-    path = tmp_path / checkpoint_files.CHECKPOINT_FILE_NAME
+    path = tmp_path / checkpoint_doc.CHECKPOINT_FILE_NAME
     store = store_mod.CheckpointStore(path)
     store.load()
     for record in records:
@@ -45,7 +44,7 @@ def test_a_prepared_claim_is_listed_with_its_pod_device_phase_and_shadow(tmp_pat
     result = harness.run_module(checkpoint_info, {"path": str(path)}, check_mode=True)
     assert result["changed"] is False
     assert result["exists"] is True
-    assert result["source"] == str(tmp_path / checkpoint_files.SLOTS_FILE_NAME)
+    assert result["source"] == str(tmp_path / checkpoint_doc.SLOTS_FILE_NAME)
     assert result["bindings"] == [
         {"claim_uid": fx.CLAIM_1, "namespace": "ns-a", "name": "claim-a", "pod_uid": fx.POD_A,
          "device": fx.device_name(0), "phase": "Ready", "shadow": _shadow(ready)},
@@ -68,7 +67,7 @@ def test_a_deleted_readable_copy_does_not_hide_a_prepared_claim(tmp_path):
     path.unlink()
     result = harness.run_module(checkpoint_info, {"path": str(path)})
     assert [b["shadow"] for b in result["bindings"]] == [_shadow(record)]
-    assert result["source"] == str(tmp_path / checkpoint_files.SLOTS_FILE_NAME)
+    assert result["source"] == str(tmp_path / checkpoint_doc.SLOTS_FILE_NAME)
 
 
 def test_a_stale_readable_copy_loses_to_the_durable_slot_file(tmp_path):
@@ -85,7 +84,7 @@ def test_a_stale_readable_copy_loses_to_the_durable_slot_file(tmp_path):
 def test_a_directory_of_a_build_before_the_slot_file_is_read_from_checkpoint_json(tmp_path):
     record = fx.record()
     path = _prepared(tmp_path, record)
-    (tmp_path / checkpoint_files.SLOTS_FILE_NAME).unlink()
+    (tmp_path / checkpoint_doc.SLOTS_FILE_NAME).unlink()
     result = harness.run_module(checkpoint_info, {"path": str(path)})
     assert result["source"] == str(path)
     assert [b["claim_uid"] for b in result["bindings"]] == [fx.CLAIM_1]
@@ -116,7 +115,7 @@ def test_allow_missing_reports_no_checkpoint_for_a_node_where_the_plugin_never_r
 
 def test_a_slot_file_without_a_valid_slot_fails_naming_it_and_is_not_counted_as_empty(tmp_path, monkeypatch):
     path = _prepared(tmp_path, fx.record())
-    slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
+    slots = tmp_path / checkpoint_doc.SLOTS_FILE_NAME
     slots.write_bytes(b"\x5a" * slots.stat().st_size)
     monkeypatch.setattr("time.sleep", lambda _s: None)
     with pytest.raises(harness.ModuleFailed) as failed:
@@ -130,7 +129,7 @@ def test_a_slot_file_without_a_valid_slot_fails_naming_it_and_is_not_counted_as_
 def test_an_edited_checkpoint_fails_its_checksum_and_names_the_file(tmp_path):
     record = fx.record()
     path = _prepared(tmp_path, record)
-    (tmp_path / checkpoint_files.SLOTS_FILE_NAME).unlink()
+    (tmp_path / checkpoint_doc.SLOTS_FILE_NAME).unlink()
     document = json.loads(path.read_bytes())
     document["data"]["claims"][fx.CLAIM_1]["devices"][0].pop("managedBinding")  # "drained" by hand
     path.write_text(json.dumps(document))
@@ -187,7 +186,7 @@ def test_a_damaged_newest_slot_is_warned_about_and_the_bindings_only_the_copy_li
     """The older slot is what a torn write leaves as truth, but a gate must not pass on damage."""
     record = fx.record()
     path = _prepared(tmp_path, record)  # slot 0: the empty checkpoint of the load; slot 1: the claim
-    slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
+    slots = tmp_path / checkpoint_doc.SLOTS_FILE_NAME
     raw = bytearray(slots.read_bytes())
     newest = slot_format.parse(bytes(raw), source="x")
     assert newest.slot == 1
@@ -237,7 +236,7 @@ def test_a_damaged_newest_slot_without_a_copy_to_compare_fails_instead_of_readin
 ):
     """The older slot may lack a binding the damaged one held: no gate may pass on it alone."""
     path = _prepared(tmp_path, fx.record())
-    slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
+    slots = tmp_path / checkpoint_doc.SLOTS_FILE_NAME
     newest = _damage_newest_slot(slots)
     if copy == "deleted":
         path.unlink()
@@ -259,7 +258,7 @@ def test_a_damaged_newest_slot_without_a_copy_to_compare_fails_instead_of_readin
 def test_a_torn_slot_the_plugin_already_reconciled_passes_with_a_warning(tmp_path, monkeypatch):
     """After a crash tore a write, the plugin's start rewrites the copy from the valid slot: they agree."""
     path = _prepared(tmp_path, fx.record())
-    slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
+    slots = tmp_path / checkpoint_doc.SLOTS_FILE_NAME
     _damage_newest_slot(slots)
     path.write_bytes(
         slot_format.parse(slots.read_bytes(), source="x").payload
@@ -297,14 +296,14 @@ def test_a_symlink_to_the_copy_reads_the_slot_file_beside_the_real_file(tmp_path
     link_dir.mkdir()
     (link_dir / "checkpoint.json").symlink_to(path)
     result = harness.run_module(checkpoint_info, {"path": str(link_dir / "checkpoint.json")})
-    assert result["source"] == str(plugin_dir / checkpoint_files.SLOTS_FILE_NAME)
+    assert result["source"] == str(plugin_dir / checkpoint_doc.SLOTS_FILE_NAME)
     assert [b["shadow"] for b in result["bindings"]] == [_shadow(record)]
 
 
 def test_a_slot_file_path_in_a_directory_of_an_older_build_reads_its_checkpoint_json(tmp_path):
     record = fx.record()
     path = _prepared(tmp_path, record)
-    slots = tmp_path / checkpoint_files.SLOTS_FILE_NAME
+    slots = tmp_path / checkpoint_doc.SLOTS_FILE_NAME
     slots.unlink()
     result = harness.run_module(checkpoint_info, {"path": str(slots), "allow_missing": True})
     assert result["source"] == str(path)
