@@ -1,5 +1,5 @@
 """Pure logic shared by every part: identities, rendering, selections, codecs, resolution.
 
-This package owns the contracts of ARCHITECTURE.md §4. It must never do I/O, read a clock, or
-import anything but the standard library and its own modules (a test enforces this).
+Owns the cross-part contracts (docs/layout.md, "Who owns which contract"). No I/O, no clock, and
+only the standard library and its own modules (a test enforces this).
 """

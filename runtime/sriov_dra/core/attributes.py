@@ -1,14 +1,11 @@
 """DRA device attributes: qualified names, scalar values, reserved keys and the NAD reference pair.
 
-This module owns the rules an attribute map must satisfy before the driver publishes it in a
-ResourceSlice or consumes it as a network-template reference: the pinned Kubernetes
-``QualifiedName`` grammar, the scalar value union (``int``/``bool``/``string``/``version``) with
-its length and semver limits, the per-device budget of 32 attributes plus capacities, the keys
-that discovery owns (never accepted from administrators), and the semantic validator of the
-``netAttachDefName``/``netAttachDefNamespace`` pair.
-
-It must never do I/O, truncate a value, drop a key silently, or default a reference namespace to
-anything (only template resolution does that, against the verified Pod namespace).
+The rules an attribute map must satisfy before the driver publishes it in a ResourceSlice or
+reads it as a network-template reference (docs/design.md#device-attributes): the Kubernetes
+``QualifiedName`` grammar, the scalar value union with its limits, the 32-attribute device
+budget, the discovery-owned keys, and the ``netAttachDefName``/``netAttachDefNamespace`` pair.
+Never truncates a value, drops a key silently, or defaults a reference namespace (only template
+resolution does, against the verified Pod namespace). Pure.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from sriov_dra.core import limits
 from sriov_dra_rules import errors, names, strictjson
 
 DRIVER_DOMAIN = names.DOMAIN
-"""Driver name and attribute domain of upstream dra-driver-sriov (reference §2.1)."""
+"""Driver name and attribute domain of upstream dra-driver-sriov."""
 
 NAD_NAME_KEY = names.ATTR_NET_ATTACH_DEF_NAME
 NAD_NAMESPACE_KEY = names.ATTR_NET_ATTACH_DEF_NAMESPACE
@@ -46,7 +43,7 @@ RESERVED_ATTRIBUTES = frozenset(
         "dra.net/numaNode",
     }
 )
-"""The 14 discovery-owned keys of upstream ``consts.ReservedAttributes`` (reference §3.2)."""
+"""The 14 discovery-owned keys of upstream dra-driver-sriov's ``consts.ReservedAttributes``."""
 
 MAX_ATTRIBUTES_PER_DEVICE = 32
 MAX_VALUE_BYTES = 64
@@ -114,7 +111,7 @@ class NadReference:
 
     Shapes: ``name`` is a nonempty DNS-1123 subdomain; ``namespace`` is a DNS-1123 label or
     ``None``, which means "the verified consuming Pod's namespace" and is resolved only by
-    template resolution (spec §5.1, §5.3).
+    template resolution (docs/design.md#template-resolution).
     """
 
     name: str
@@ -138,8 +135,8 @@ def qualified_name_problems(name: str, *, require_domain: bool = False) -> list[
 
     Shapes: ``<id>`` or ``<domain>/<id>``; domain a lowercase DNS-1123 subdomain of at most 63
     characters; id a C identifier of at most 32 characters. ``require_domain`` demands the
-    domain (the operator's fully qualified keys, spec §12.2.2).
-    Source: Kubernetes ``validateQualifiedName`` (pinned v1.36), dra-protocol.md §4.1.
+    domain (the operator's fully qualified keys, docs/design.md#operator-validation).
+    Source: Kubernetes ``validateQualifiedName`` (v1.36).
     """
     problems: list[str] = []
     parts = name.split("/")
@@ -179,7 +176,7 @@ def parse_attribute_value(raw: object, path: str) -> tuple[AttributeValue | None
     ...) are refused: they need an alpha gate and halve the slice device limit.
     Shapes: exactly one of ``int`` (int64), ``bool``, ``string`` (≤64 UTF-8 bytes), ``version``
     (semver 2.0.0, ≤64 bytes).
-    Source: Kubernetes ``validateDeviceAttribute``; spec §12.2.1–§12.2.2.
+    Source: Kubernetes ``validateDeviceAttribute``; docs/design.md#operator-validation.
     """
     if isinstance(raw, AttributeValue):
         raw = raw.to_json()
@@ -264,7 +261,8 @@ def validate_attribute_map(
 
     Shapes: keys sorted in the result; at most 32 entries (a map that alone exceeds the device
     budget can never be published).
-    Source: spec §5.1, §12.2.2; reference dra-driver-sriov.md §2.3, §3.2.
+    Source: docs/design.md#device-attributes, docs/design.md#operator-validation; upstream
+    dra-driver-sriov's DeviceAttributes and ``consts.ReservedAttributes``.
     """
     if raw is None:
         return AttributeMap({}, (), ())
@@ -314,7 +312,7 @@ def nad_reference(
     caller must not fall back to a VfConfig reference then. An empty namespace means "the
     Pod's namespace" (``namespace=None``).
     Shapes: name a DNS-1123 subdomain (≤64 bytes by the value limit); namespace a DNS-1123 label.
-    Source: spec §5.1, §5.3.
+    Source: docs/design.md#device-attributes, docs/design.md#policy-precedence.
     """
     name_value = values.get(NAD_NAME_KEY)
     ns_value = values.get(NAD_NAMESPACE_KEY)

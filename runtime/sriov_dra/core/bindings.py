@@ -1,17 +1,11 @@
-"""Codec of the shadow NAD's binding annotation (version 1), and the strict JSON reader of our contracts.
+"""Codec of the shadow NAD's binding annotation (version 1), and our contracts' strict JSON reader.
 
-This module owns the exact JSON of ``sriovnetwork.k8snetworkplumbingwg.io/binding`` (spec §6.4):
-the frozen :class:`Binding` value, its deterministic compact encoding, and a decoder that accepts
-only what this contract allows: known fields with the right types and formats, version 1, no
-duplicate keys, no booleans or floats where integers belong. The plugin writes this annotation
-when it creates a shadow; the guard and the repair worker read it. Both sides' tests read the
-shared fixtures in ``tests/fixtures/contract/``.
-
-It also owns :func:`strict_json_loads` and :func:`config_sha256`, shared by the registry codec
-and the guard.
-
-It must never guess: an unknown version, an unknown field or a malformed value is a
-``ContractViolation`` naming the field, not a best-effort parse. It does no I/O.
+Owns the exact JSON of ``sriovnetwork.k8snetworkplumbingwg.io/binding``
+(docs/design.md#ownership): the frozen :class:`Binding`, its deterministic compact encoding, and
+a decoder that accepts only known, well-typed fields of version 1 without duplicate keys. The
+plugin writes it on shadow creation; the guard and the repair worker read it (shared fixtures in
+``tests/fixtures/contract/``). Also :func:`strict_json_loads` and :func:`config_sha256`. Anything
+else is a ``ContractViolation`` naming the field, never a best-effort parse. Pure.
 """
 
 from __future__ import annotations
@@ -54,7 +48,7 @@ def config_sha256(config: str | bytes) -> str:
     """Return the configSHA256 of a shadow's ``spec.config``.
 
     Shapes: 64 lowercase hex; computed over the exact UTF-8 bytes (no re-serialization).
-    Source: ARCHITECTURE.md §4; spec §6.4.
+    Source: docs/design.md#ownership.
     """
     raw = config.encode("utf-8") if isinstance(config, str) else config
     return hashlib.sha256(raw).hexdigest()
@@ -156,7 +150,7 @@ class Binding:
 
     Shapes: ``attachment_id`` and ``config_sha256`` 64 lowercase hex; UIDs lowercase UUIDs;
     ``node_name`` DNS-1123 subdomain; ``pci_address`` plain BDF ``0000:03:00.1``; ``interface``
-    a Linux interface name. Source: spec §6.4.
+    a Linux interface name. Source: docs/design.md#ownership.
     """
 
     attachment_id: identities.AttachmentId
@@ -232,7 +226,7 @@ def encode_binding(binding: Binding) -> str:
     ``decode_binding(encode_binding(b)) == b``.
 
     Raises: ``ContractViolation`` listing every field that would not decode (refuses to publish
-    an invalid annotation). Source: spec §6.4.
+    an invalid annotation). Source: docs/design.md#ownership.
     """
     obj = _binding_dict(binding)
     errors.raise_if_any(
@@ -252,7 +246,7 @@ def decode_binding(text: object, *, owner: str = "shadow NAD") -> Binding:
     (nothing else is interpreted), and with reason ``ContractViolation`` for malformed JSON,
     duplicate keys, a non-object, unknown or missing fields, wrong types (booleans or floats
     included) and malformed UUIDs, digests, names, PCI address or interface.
-    Source: spec §6.4.
+    Source: docs/design.md#ownership.
     """
     what = f"annotation {names.BINDING_ANNOTATION} on {owner}"
     obj = strict_json_loads(text, what=what, path=annotation_path(names.BINDING_ANNOTATION))

@@ -1,13 +1,11 @@
 """DeviceAttributes objects: parsing them, and merging the ones a policy config selects.
 
-This module owns spec §12.2.5 step 1 and upstream's attribute merge (reference dra-driver-sriov.md
-§2.2, §9.3): each object's ``spec.attributes`` validated, reserved keys refused (managed) or
-skipped (compatibility), the symbolic NAD reference read (managed only); a config's
-``deviceAttributesSelector`` matched against the objects' labels and the selected maps merged in
-name order (last key wins). In managed mode a selector that matches nothing, an invalid map, a
-reserved key or conflicting network references add a blocking reason to the config.
-
-It must never decide which config claims a device, or merge across configs.
+Each object's ``spec.attributes`` is validated, reserved keys refused (managed) or skipped
+(compatibility), the NAD reference read (managed only); a config's ``deviceAttributesSelector``
+is matched against the objects' labels and the selected maps merged in name order, last key
+winning, as upstream dra-driver-sriov merges them. In managed mode an unresolved selection blocks
+the config (docs/design.md#eligibility). Never decides which config claims a device, never
+merges across configs.
 """
 
 from __future__ import annotations
@@ -89,7 +87,11 @@ def resolve_selector(
     ctx: Findings,
     reasons: set[errors.Reason],
 ) -> tuple[dict[str, attributes.AttributeValue], attributes.NadReference | None, tuple[str, ...]]:
-    """Merge the DeviceAttributes a config selects (spec §12.2.5 step 1).
+    """Merge the DeviceAttributes a config selects (docs/design.md#eligibility).
+
+    A config without a selector keeps the uniform VfConfig fallback; in managed mode a selector
+    that matches nothing, an invalid map, a reserved key or conflicting network references leave
+    the selection unresolved, which blocks the config.
 
     Shapes: ``raw`` one ``spec.configs[]`` entry, ``path`` its field path; returns the merged
     attributes (sorted by key; in managed mode the NAD reference keys come from the one merged

@@ -1,10 +1,9 @@
 """What discovery knows about one VF, and the attributes discovery alone publishes for it.
 
-This module owns :class:`DeviceFacts` (filled by the host layer, read by policy evaluation and the
-ResourceSlice builder) and the 14 discovery-owned attributes of reference dra-driver-sriov.md
-§3.1–§3.2, with the topology fix of §9.4 (unknown topology omitted, never a placeholder).
-
-It must never read the node or the API, evaluate policies, or publish a policy attribute.
+:class:`DeviceFacts` is filled by the host layer and read by policy evaluation and the
+ResourceSlice builder; :func:`discovered_attributes` gives upstream dra-driver-sriov's 14
+discovery-owned attributes, with unknown topology omitted, never a placeholder
+(docs/design.md#device-attributes). Reads neither node nor API; publishes no policy attribute.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ class DeviceFacts:
     ``infiniband`` or ``unknown``; ``eswitch_mode`` ``legacy`` or ``switchdev``; ``numa_node`` a
     node ``>= 0`` or ``None`` when the kernel reports none; ``pcie_root`` like ``pci0000:00`` or
     ``None`` when discovery failed.
-    Source: reference dra-driver-sriov.md §3.1–§3.2.
+    Source: upstream dra-driver-sriov's discovery (names and value formats).
     """
 
     pci_address: str
@@ -52,9 +51,9 @@ def discovered_attributes(facts: DeviceFacts) -> dict[str, attributes.AttributeV
     """The discovery-owned attributes published for ``facts`` (upstream names and types).
 
     Shapes: the 14 reserved keys, less the unknown topology: ``resource.kubernetes.io/pcieRoot``
-    is omitted, never ``""``, when unknown (the fix recommended by reference §9.4), and
-    ``dra.net/numaNode`` is omitted, never ``-1``, when there is no node (``None`` or negative;
-    deviation from upstream, which publishes ``-1``: "no node" must not match as a node).
+    is omitted, never ``""``, when unknown (``""`` would let ``matchAttribute`` pair unrelated
+    devices), and ``dra.net/numaNode`` is omitted, never ``-1``, when there is no node (``None``
+    or negative; upstream publishes ``-1``, but "no node" must not match as a node).
     """
     s, i = attributes.string_value, attributes.int_value
     out = {

@@ -1,18 +1,11 @@
 """Device health of a VF from what the node shows: the decision table, pure.
 
-A VF is **Healthy** when every fact holds: the VF's PCI function is present, it is bound to the
-driver it is expected to have (:class:`DriverExpectation`), its PF's function is present, the PF
-has a network interface, and that interface is administratively up with carrier. It is
-**Unhealthy** as soon as one fact that could be read fails, and **Unknown** when nothing failed
-but a fact could not be read (:class:`Unreadable`), e.g. the PF interface is not visible in the
-plugin's network namespace. The reason names the VF, the PF and every failing or unreadable fact.
-
-The readings come from :mod:`sriov_dra.host.vfhealth`; the stream to the kubelet is the driver
-layer's (``driver.device_health``, ``kubeletapi.dra_service.HealthServicer``). This module reads no
-file and no clock.
-
-Source: issue 15 item 4; the kubelet's ``v1alpha1.DRAResourceHealth`` states (reference
-dra-protocol.md §2.4): ``UNKNOWN``, ``HEALTHY``, ``UNHEALTHY``.
+**Healthy** when every fact holds (the VF's function is present and bound to the expected driver,
+its PF's function is present with a network interface that is up with carrier); **Unhealthy** as
+soon as a fact that could be read fails; **Unknown** when nothing failed but a fact could not be
+read (:class:`Unreadable`). The reason names the VF, the PF and every such fact. States are the
+kubelet's ``v1alpha1`` health states; readings come from ``sriov_dra.host.vfhealth``. No file,
+no clock.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 DEFAULT_DRIVER = "default"
-"""The VfConfig ``driver`` value that asks the kernel to pick the driver (spec §8.1)."""
+"""The VfConfig ``driver`` value that asks the kernel to pick the driver."""
 
 
 class Health(enum.StrEnum):

@@ -1,17 +1,10 @@
 """Stable binding identity: the attachmentID of one managed VF binding and its shadow NAD name.
 
-This module owns the typed canonical encoding of the identity tuple (protocolVersion, nodeUID,
-podUID, claimUID, driver, pool, device), its SHA-256 ``attachmentID``, the shadow NAD name derived
-from it, and the check that a recorded attachmentID belongs to an identity (spec §6.2). It also
-defines the ``NewType`` ids shared by the codecs.
-
-Why a length-prefixed encoding: every field is written as its fixed name, a type tag and a
-length-prefixed value, in a fixed order, after a domain tag. No separator can be smuggled into a
-value to make two different tuples encode the same, and the bytes do not depend on how the
-caller gathered the inputs (map order, RPC batch order). Nothing time- or version-dependent
-(resourceVersion, timestamps, batch index) is part of the identity.
-
-It must never do I/O, read a clock, or accept an identity field it has not validated.
+Owns the typed canonical encoding of the identity tuple (protocolVersion, nodeUID, podUID,
+claimUID, driver, pool, device), its SHA-256 ``attachmentID``, the shadow name derived from it,
+and the check that a recorded attachmentID belongs to an identity (docs/design.md#identity);
+also the ``NewType`` ids the codecs share. Nothing time- or version-dependent is part of the
+identity. Pure; accepts no identity field it has not validated.
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ ENCODING_DOMAIN: Final = b"sriov-dra/binding-identity\n"
 """Domain tag that starts every canonical encoding (keeps these digests apart from any other)."""
 
 IDENTITY_FIELDS: Final = ("protocolVersion", "nodeUID", "podUID", "claimUID", "driver", "pool", "device")
-"""The identity's field names, in encoding order (spec §6.2)."""
+"""The identity's field names, in encoding order (docs/design.md#identity)."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +40,7 @@ class BindingIdentity:
     Shapes: UIDs are lowercase UUIDs; ``driver`` a DNS-1123 subdomain; ``pool`` DNS-1123
     subdomains joined by ``/``; ``device`` a DNS-1123 label. Build it with
     :func:`build_binding_identity` or :func:`identity_from_fields`, which validate.
-    Source: spec §6.2.
+    Source: docs/design.md#identity.
     """
 
     protocol_version: int
@@ -85,7 +78,7 @@ def build_binding_identity(
 
     Raises: ``ContractViolation`` (reason ``UnsupportedVersion``) for a protocol version other
     than :data:`names.PROTOCOL_VERSION`; ``InvalidSpec`` listing every malformed field otherwise.
-    Source: spec §6.2.
+    Source: docs/design.md#identity.
     """
     return identity_from_fields(
         {
@@ -157,7 +150,8 @@ def canonical_encoding(identity: BindingIdentity) -> bytes:
     Shapes: :data:`ENCODING_DOMAIN`, then for each field of :data:`IDENTITY_FIELDS` in order:
     ``u32be(len(name)) name tag u32be(len(value)) value`` where ``tag`` is ``i`` (value = decimal
     ASCII of an integer) or ``s`` (value = UTF-8 of a string). Injective: distinct identities
-    always give distinct bytes.
+    always give distinct bytes: no separator can be smuggled into a value, and the bytes do
+    not depend on how the caller gathered the inputs (map order, RPC batch order).
     """
     out = bytearray(ENCODING_DOMAIN)
     for key, value in identity.fields().items():
@@ -175,7 +169,7 @@ def attachment_id(identity: BindingIdentity) -> AttachmentId:
     """Return the full attachmentID of ``identity``.
 
     Shapes: 64 lowercase hex characters (SHA-256 of :func:`canonical_encoding`).
-    Source: spec §6.2.
+    Source: docs/design.md#identity.
     """
     return AttachmentId(hashlib.sha256(canonical_encoding(identity)).hexdigest())
 
@@ -185,7 +179,7 @@ def shadow_name(aid: str) -> str:
 
     Shapes: ``dra-sriov-`` + the first 32 lowercase hex characters of ``aid``; 42 characters,
     a DNS-1123 label (≤ 63). Raises: ``ContractViolation`` if ``aid`` is not 64 lowercase hex.
-    Source: spec §6.2.
+    Source: docs/design.md#identity.
     """
     problem = names.hex64_problem(aid)
     if problem is not None:
@@ -209,7 +203,7 @@ def verify_attachment_id(identity: BindingIdentity, recorded: object, *, where: 
 
     Raises: ``ContractViolation`` (reason ``ContractViolation``) if ``recorded`` is not 64 lowercase
     hex; ``ContractViolation`` (reason ``ShadowConflict``) if it differs from the expected ID.
-    Source: spec §6.2 ("verify the full identity on lookup").
+    Source: docs/design.md#identity (the full identity is verified on every lookup).
     """
     problem = names.hex64_problem(recorded)
     if problem is not None:

@@ -1,21 +1,11 @@
 """Deterministic interface names for managed VFs, and Multus's final interface naming.
 
-This module owns two rules:
-
-* :func:`assign_interfaces` (spec §6.5): given every device of this driver allocated across a
-  Pod's resolved claims, order them by (canonical claim alias, request, subrequest, pool,
-  device), deduplicate physical devices (one interface per device, only when every request of
-  that device agrees on its requirements), and name them: explicit names as given (validated as
-  Linux names, unique, never the primary), the rest ``dra0``, ``dra1``, ... skipping names
-  already taken. The result does not depend on input order, RPC batching or retries.
-* :func:`final_interface_names` / :func:`find_interface_collisions`: the interface name Multus
-  gives every delegate of a Pod (the primary gets ``CNI_IFNAME``; every other delegate its
-  ``interface`` or ``net<position in the full delegate list>``), so the plugin before the Pod
-  patch and the guard before any delegate runs can refuse a collision instead of letting one
-  ADD fail with "interface name already exists" (handed case C15).
-
-It must never rename an explicit or manual name to resolve a collision (spec §6.5: an explicit
-collision is an error), and it does no I/O.
+:func:`assign_interfaces` names every device of this driver allocated across a Pod's claims
+(explicit names as given, the rest ``dra0``, ``dra1``, ...), independent of input order, RPC
+batching or retries (docs/design.md#interface-names). :func:`final_interface_names` and
+:func:`find_interface_collisions` give the name Multus gives every delegate, so the plugin before
+its Pod patch and the guard before any delegate runs refuse a collision instead of an ADD failing
+with "interface name already exists" (multus-cni #1089). Never renames to resolve one. Pure.
 """
 
 from __future__ import annotations
@@ -199,14 +189,16 @@ def assign_interfaces(
 
     Order: by (canonical claim alias, request, subrequest, pool, device) where the canonical
     alias of a claim referenced through several aliases is the lexically first one. One
-    interface per (pool, device). Generated names ``dra0..N`` skip explicit names and the primary.
+    interface per (pool, device), only when every request of that device agrees on its
+    requirements. Explicit names are validated as Linux names, unique, never the primary;
+    generated names ``dra0..N`` skip explicit names and the primary.
 
     Shapes: result in interface order; no two entries share a name or a (pool, device).
     Raises: ``InvalidSpec`` (``InvalidInterfaceName``) for a malformed explicit name or one equal
     to ``primary_ifname``, (``DuplicateInterfaceName``) for one explicit name on two devices,
     (``InvalidSpec``) for malformed identifiers; ``Conflict`` (``ConflictingDeviceRequirements``)
     when one device is allocated to two different claims or its requests disagree on the
-    explicit name or requirements. Source: spec §6.2, §6.5.
+    explicit name or requirements. Source: docs/design.md#interface-names.
     """
     devs = list(devices)
     problems = [p for i, d in enumerate(devs) for p in _device_problems(i, d)]
@@ -266,7 +258,7 @@ class MultusLayout:
     ``default_networks``: Multus ``defaultNetworks``, skipped for Pods whose namespace is in
     ``system_namespaces``. ``auxiliary_chain``: ``auxiliaryCNIChainName`` is set and its directory
     holds plugins (one more delegate after the selections).
-    Source: ``/work/shared/reference/multus.md`` §2.4, §3 (getIfname), §11.3.
+    Source: Multus v4.3.0 ``getIfname`` and its delegate list.
     """
 
     primary_ifname: str = names.DEFAULT_PRIMARY_IFNAME
@@ -346,7 +338,7 @@ def final_interface_names(
     ``net<position>`` where position counts every delegate before it, explicit or not.
 
     Raises: ``InvalidSpec`` (``InvalidNetworksAnnotation``) when an interface value is not a
-    string. Source: multus ``getIfname``; reference/multus.md §3; spec §6.5.
+    string. Source: Multus ``getIfname``; docs/design.md#interface-names.
     """
     out = [DelegateInterface(0, DelegateKind.PRIMARY, layout.primary_ifname, True, None, "cluster network")]
     if pod_namespace not in layout.system_namespaces:
@@ -386,8 +378,9 @@ def find_interface_collisions(
 ) -> tuple[InterfaceCollision, ...]:
     """Return every interface name that more than one delegate would get, in first-use order.
 
-    Raises: as :func:`final_interface_names`. Source: spec §6.5 ("final collision check over the
-    actual full delegate list"); handed case C15.
+    The check runs over the actual full delegate list, not only the managed entries.
+    Raises: as :func:`final_interface_names`. Source: docs/design.md#interface-names;
+    multus-cni #1089.
     """
     by_name: dict[str, list[DelegateInterface]] = {}
     for delegate in final_interface_names(selections, pod_namespace=pod_namespace, layout=layout):
@@ -405,7 +398,7 @@ def check_interface_collisions(
     """Raise if any two delegates of the Pod would get the same interface name.
 
     Raises: ``InvalidSpec`` (``DuplicateInterfaceName``) naming every collision and both
-    entries; nothing is renamed. Source: spec §6.5; handed case C15.
+    entries; nothing is renamed. Source: docs/design.md#interface-names; multus-cni #1089.
     """
     collisions = find_interface_collisions(selections, pod_namespace=pod_namespace, layout=layout)
     errors.raise_if_any(

@@ -1,19 +1,10 @@
 """Kubernetes object-metadata limits, computed exactly as the API server computes them.
 
-Owns the size rule for ``metadata.annotations`` (the sum of the UTF-8 byte lengths of every key
-and value must not exceed 256 KiB); the shapes of qualified names (annotation and label keys) and
-label values are validated in :mod:`sriov_dra_rules.names` and re-exported here. Callers use these
-before they publish metadata so that a write is refused here with an actionable message instead of
-half-applied or rejected late by admission. DNS-1123
-labels and subdomains have one validator, :func:`sriov_dra_rules.names.dns1123_label_problem` /
-:func:`~sriov_dra_rules.names.dns1123_subdomain_problem`, which a qualified name's prefix uses too.
-
-This module must never do I/O or import anything but the standard library, ``sriov_dra_rules.errors``,
-``sriov_dra_rules.names`` and ``sriov_dra_rules.strictjson``.
-
-Source: kubernetes ``staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go``
-(``ValidateAnnotations``, ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``) and
-``pkg/util/validation/validation.go`` (``IsQualifiedName``, ``IsValidLabelValue``).
+Owns the ``metadata.annotations`` size rule (the UTF-8 byte lengths of every key and value sum to
+at most 256 KiB), so a write is refused here with an actionable message instead of half-applied
+or rejected late; qualified names and label values are validated in
+:mod:`sriov_dra_rules.names` and re-exported here. Pure; standard library and the shared rules
+only. Source: apimachinery ``ValidateAnnotations``, ``ValidateAnnotationsSize``.
 """
 
 from __future__ import annotations
@@ -60,7 +51,9 @@ def check_annotations_size(annotations: Mapping[str, str], *, obj: str) -> None:
     Units: bytes; the limit is inclusive (exactly 262144 bytes is accepted).
     Raises: InvalidSpec with reason ``AnnotationTooLarge`` naming the total, the limit and the
     three largest annotations.
-    Source: spec §9 rule 8; ``ValidateAnnotationsSize``.
+    Nothing partial is published when a large VF count exceeds the limit
+    (docs/design.md#selections).
+    Source: ``ValidateAnnotationsSize``.
     """
     total = annotations_size(annotations)
     if total <= TOTAL_ANNOTATION_SIZE_LIMIT_B:

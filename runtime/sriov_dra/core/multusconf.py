@@ -1,28 +1,11 @@
-"""The Multus config keys that shape a Pod's delegate list, read into an :class:`ifnames.MultusLayout`.
+"""The Multus config keys that shape a Pod's delegate list, read into an ``ifnames.MultusLayout``.
 
-Multus names an unnamed secondary interface ``net<position in the full delegate list>``; that
-list starts with the cluster network and ``defaultNetworks`` (skipped for Pods whose namespace is
-in ``systemNamespaces``) and may end with the auxiliary chain (reference multus.md §2.4, §3). The
-guard (over the config it hands Multus, overlaid by the thick daemon config) and the plugin (over
-the node's Multus config file, ``--multus-config-file``) must count those delegates the same way,
-so this module owns the one reading of those keys, and of a Multus config file's bytes:
-
-* :func:`decode_config`: a config file's bytes to its Multus NetConf object (a ``.conf`` or
-  ``daemon-config.json`` is the object itself; a ``.conflist`` holds it as its Multus plugin);
-* :func:`layout_from_keys`: ``defaultNetworks`` / ``systemNamespaces`` over a base layout;
-* :func:`auxiliary_chain_name`: the chain whose directory the caller looks into.
-
-Both readers type-check every key Multus v4.3.0 decodes (:data:`NETCONF_KEYS`: the thin
-``NetConf``, the thick daemon's ``ControllerNetConf`` and ``MultusConf``, libcni's
-``PluginConf``), as Go's ``encoding/json`` would: a value of the wrong JSON type makes Multus
-refuse the whole file, so it is refused here too, with its path, before anything counts on it.
-``null`` is accepted wherever Go accepts it (the key keeps Multus's default; ``[]`` and ``null``
-both mean none for the list keys). A key spelled in another letter case (``DefaultNetworks``) is
-refused: Go matches JSON keys case-insensitively, so Multus would read it while a reader that
-matched exactly would not. Unknown keys are kept and not judged, as Multus ignores them.
-
-It must never do I/O (callers read the files and say whether the chain directory holds plugins),
-and never guess a value it cannot read: a malformed key is an error naming the file and the key.
+Multus names an unnamed secondary interface ``net<position in the full delegate list>``, a list
+that starts with the cluster network and ``defaultNetworks`` (not for ``systemNamespaces``) and
+may end with the auxiliary chain. The guard and the plugin must count those delegates alike, so
+this is the one reading of those keys and of a Multus config file (:func:`decode_config`,
+:func:`layout_from_keys`, :func:`auxiliary_chain_name`). Every key Multus v4.3.0 decodes is
+type-checked as Go would; a malformed key is an error naming file and key, never a guess. Pure.
 """
 
 from __future__ import annotations
@@ -158,7 +141,7 @@ def decode_config(data: bytes, *, source: str) -> dict[str, object]:
     object, ``plugins`` that is not a list of objects or a plugin ``type`` that is not a
     non-empty string, a conflist without a Multus plugin, and every key of :data:`NETCONF_KEYS`
     (in the returned object) or of the conflist root whose value Multus cannot decode.
-    Source: reference multus.md §1.3, §2.1–§2.3; libcni v1.3.0 ``NetworkConfFromBytes``.
+    Source: Multus v4.3.0 config loading; libcni v1.3.0 ``NetworkConfFromBytes``.
     """
     summary = f"Multus config {source} cannot be read as Multus v4.3.0 reads it; fix the file"
     document = strictjson.decode_file(data, what="Multus config", source=source)
@@ -248,6 +231,9 @@ def netconf_problems(keys: Mapping[str, object], *, path: str = "") -> list[erro
     ``path`` prefixes each problem's path (``$.plugins[0]``; empty: bare key names). A key that
     differs from a known one only in letter case is a problem too (Go would read it).
     Shapes: one FieldError per problem, in key order, nested paths such as ``logOptions.maxAge``.
+    A value of the wrong JSON type makes Multus refuse the whole file, so it is a problem here;
+    ``null`` is accepted wherever Go accepts it; unknown keys are kept and not judged, as Multus
+    ignores them.
     Source: :data:`NETCONF_KEYS`; Go ``encoding/json`` (case-insensitive field match, ``null``
     leaves a field at its default).
     """
@@ -366,7 +352,7 @@ def layout_from_keys(
     Raises: ``InvalidSpec`` naming ``source`` and every key Multus v4.3.0 cannot decode
     (:func:`netconf_problems`: a comma-separated string for a list key is one; Multus decodes
     those keys as ``[]string``).
-    Source: reference multus.md §2.3, §3 (delegate order, getIfname).
+    Source: Multus v4.3.0 delegate order and ``getIfname``.
     """
     problems = netconf_problems(keys)
     errors.raise_if_any(problems, f"Multus config {source} has keys the plugin and guard cannot read")
@@ -388,7 +374,7 @@ def auxiliary_chain_name(keys: Mapping[str, object]) -> str | None:
     """Return ``auxiliaryCNIChainName`` when it is a non-empty string, else ``None``.
 
     Multus adds the auxiliary delegate only when ``<dir of clusterNetwork>/<name>/`` holds plugin
-    configs; the caller looks. Source: reference multus.md §2.5.
+    configs; the caller looks.
     """
     chain = keys.get("auxiliaryCNIChainName")
     return chain if isinstance(chain, str) and chain else None

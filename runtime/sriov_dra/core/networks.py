@@ -1,24 +1,11 @@
 """Parser and validator of the Multus ``k8s.v1.cni.cncf.io/networks`` Pod annotation.
 
-Owns the one rule, shared by the plugin's selection merger and the Multus guard, that turns the
-annotation text into an ordered tuple of :class:`Selection`: the JSON-list form and the comma form
-(``name``, ``ns/name``, ``name@if``, ``ns/name@if``), namespace defaulting to the Pod namespace,
-and strict element validation. Each JSON element keeps its exact source text and decoded object,
-so a writer can re-emit unrelated entries byte for byte (unknown-but-valid fields, key order,
-number spelling). The interface names Multus then assigns are ``core.ifnames``'s job.
-
-Where we differ from Multus on purpose (handed cases C01–C04, C06): we never treat a broken
-annotation as empty. Malformed JSON, a non-object element, an unknown or case-variant key (Go's
-decoder matches keys case-insensitively), a duplicate key, a wrong type, an empty comma entry,
-``@`` with no interface, ``NaN``/``Infinity`` and the deprecated ``interfaceRequest`` key are all
-``InvalidSpec`` with reason ``InvalidNetworksAnnotation`` and a path naming the element and field.
-The per-field rules live in :mod:`core.selection_fields`.
-
-This module must never do I/O, never return a partial result, and never raise anything but the
-typed errors of ``sriov_dra_rules.errors``.
-
-Source: spec §9 rules 1–3; ``../reference/multus.md`` §3 (``parsePodNetworkAnnotation``,
-``parsePodNetworkObjectName``, ``NetworkSelectionElement``).
+The one rule, shared by the plugin's selection merger and the guard, that turns the annotation
+into an ordered tuple of :class:`Selection` (JSON-list and comma forms, namespace defaulting to
+the Pod's), each JSON element keeping its exact source text so a writer can re-emit unrelated
+entries byte for byte (docs/design.md#selections). Unlike Multus it never reads a broken
+annotation as empty (multus-cni #635, #1195, #588, #360, #213): every problem is an
+``InvalidNetworksAnnotation`` with its path; field rules are in :mod:`core.selection_fields`. Pure.
 """
 
 from __future__ import annotations
@@ -101,8 +88,11 @@ def parse_networks(value: str | None, *, pod_namespace: str, pod: str = "Pod") -
 
     Shapes: selections in annotation order; namespaces resolved against ``pod_namespace``.
     Raises: InvalidSpec (reason ``InvalidNetworksAnnotation``) listing every problem with its
-    element index and field; never a partial result.
-    Source: spec §9 rule 1; multus ``parsePodNetworkAnnotation``; handed cases C01–C04, C06.
+    element index and field (malformed JSON, a non-object element, an unknown or case-variant key,
+    a duplicate key, a wrong type, an empty comma entry, ``@`` with no interface,
+    ``NaN``/``Infinity``, the deprecated ``interfaceRequest``); never a partial result.
+    Source: docs/design.md#selections; Multus ``parsePodNetworkAnnotation``, which ignores what
+    this refuses (multus-cni #635, #1195, #588, #360, #213).
     """
     if value is None or value == "":
         return ()
@@ -288,7 +278,7 @@ def _parse_comma(value: str, pod_namespace: str) -> tuple[list[Selection], list[
 
 
 def _parse_comma_item(index: int, item: str, count: int) -> tuple[str, str, str] | errors.FieldError:
-    """Split ``[ns/]name[@ifname]``: the last ``@`` first, then ``/`` (handed case C06)."""
+    """Split ``[ns/]name[@ifname]``: the last ``@`` first, then ``/`` (multus-cni #213)."""
     path = field_path(index)
     if not item:
         where = "a trailing comma" if index == count - 1 else "a doubled or leading comma"

@@ -1,14 +1,9 @@
 """Plain PCI BDF addresses: validate and normalise to the contract form ``dddd:bb:dd.f``.
 
-The allocated VF's address is written as sriov-cni's ``deviceID`` (which builds
-``/sys/bus/pci/devices/<deviceID>`` from it), recorded in the binding annotation and checked by
-the guard, so every part must spell it the same way: lowercase hex, domain padded to four digits,
-no ``pci:`` prefix (spec §7 step 7). :func:`normalize` turns any accepted spelling into that form;
-:func:`parse` is the non-raising variant for comparing a template's preexisting value.
-
-This module owns only the spelling rule. It must never read sysfs or accept a prefixed, padded
-with whitespace or out-of-range address; :func:`sriov_dra_rules.names.pci_address_problem` is the
-validator of the already-normalised form.
+The allocated VF's address becomes sriov-cni's ``deviceID``, is recorded in the binding
+annotation and checked by the guard, so every part spells it alike: lowercase hex, four domain
+digits, no ``pci:`` prefix (docs/design.md#render). :func:`normalize` turns an accepted spelling
+into that form; :func:`parse` is the non-raising variant. Spelling only: never reads sysfs.
 """
 
 from __future__ import annotations
@@ -58,7 +53,8 @@ def normalize(value: str, *, path: str = "pciAddress") -> str:
     as the contract form has four domain digits.
     Raises: errors.InvalidSpec (reason ``InvalidPciAddress``) naming ``path``, for a ``pci:``
     prefix, surrounding whitespace or any other form.
-    Source: spec §7 step 7; sriov-cni reads ``/sys/bus/pci/devices/<deviceID>``.
+    Source: docs/design.md#render (the allocated VF's ``deviceID``); sriov-cni reads
+    ``/sys/bus/pci/devices/<deviceID>``.
     """
     canonical, problem = parse(value)
     if canonical is None:

@@ -1,24 +1,11 @@
 """SriovResourcePolicy evaluation: which discovered VFs are advertised, and with which attributes.
 
-This module owns the driver side of spec §5.3 and §12.2.5 steps 1–2, compatible with upstream
-dra-driver-sriov (reference §2.2, §3.4, §9.3): opt-in advertisement, policies in name order and
-configs in list order, the first matching (policy, config) claims a device, and the per-device
-outcome (eligible, or claimed and blocked with its reasons). It parses each policy here and
-leaves the sub-concerns to their modules: the ``nodeSelector`` to
-:mod:`sriov_dra_rules.labelselectors`, the VF facts and discovery attributes to
-:mod:`~sriov_dra.core.devicefacts`, ``resourceFilters`` (AND across fields, OR within a field and
-across filters, ``linkType`` normalised, ``drivers`` never a constraint) to
-:mod:`sriov_dra_rules.resourcefilters` (both shared with the preflight's overlap check),
-DeviceAttributes selected per config and merged in name
-order (last key wins) to :mod:`~sriov_dra.core.deviceattributes`, and diagnostics to
-:mod:`~sriov_dra.core.policyfindings`. In managed mode it adds the spec's safety rules: a
-selector that matches nothing, an invalid map, a reserved key or conflicting network references
-leaves the config unresolved, so its devices are claimed and blocked rather than falling through
-to a later config; filters and node selectors the driver cannot honour exactly (``drivers``,
-``pfName#range``, ``matchFields``, ...) are refused with ``UnsupportedResourceFilter`` and block
-every device they might cover.
-
-It must never read the API, drop a device from discovered inventory, or merge across configs.
+The driver side of docs/design.md#policy-precedence and docs/design.md#eligibility, compatible
+with upstream dra-driver-sriov: opt-in advertisement, policies in name order and configs in list
+order, the first matching (policy, config) claims a device, and each device's outcome (eligible,
+or claimed and blocked with its reasons). Sub-concerns live in ``labelselectors``,
+``resourcefilters`` (shared with the preflight), ``devicefacts``, ``deviceattributes`` and
+``policyfindings``. Never reads the API, drops a discovered device, or merges across configs.
 """
 
 from __future__ import annotations
@@ -106,14 +93,20 @@ def evaluate_policies(
     """Decide, for every discovered device, which policy config claims it and whether it is usable.
 
     ``policies`` and ``device_attributes`` are the objects of the driver's namespace (plain dicts).
-    ``managed`` selects the auto-attach rules of spec §12.2.5; otherwise upstream behaviour is
-    kept (nil/invalid/zero-match selectors give no attributes, reserved keys are skipped and
-    ``drivers``/unknown filter fields ignored, each with a non-blocking diagnostic). In both
+    ``managed`` selects the auto-attach rules (docs/design.md#eligibility): a selector that
+    matches nothing, an invalid map, a reserved key or conflicting network references leave the
+    config unresolved, so its devices are claimed and blocked rather than falling through to a
+    later config; filters and node selectors the driver cannot honour exactly (``drivers``,
+    ``pfName#range``, ``matchFields``, ...) are ``UnsupportedResourceFilter`` and block every
+    device they might cover. Otherwise upstream behaviour is kept (nil/invalid/zero-match
+    selectors give no attributes, reserved keys are skipped and ``drivers``/unknown filter
+    fields ignored, each with a non-blocking diagnostic). In both
     modes an invalid attribute value or an over-budget device is blocked rather than published.
     Shapes: devices are keyed by :attr:`DeviceFacts.name`; all outputs are sorted or sets.
     Raises: InvalidSpec for shapes the CRD schema forbids (missing or duplicate names, wrong
     JSON types), listing every one.
-    Source: spec §5.3, §12.2.5 steps 1–2; reference dra-driver-sriov.md §2.2, §3.4, §9.3.
+    Source: docs/design.md#policy-precedence, docs/design.md#eligibility; upstream
+    dra-driver-sriov's policy controller.
     """
     ctx = Findings(managed)
     objects = parse_attribute_objects(device_attributes, ctx)
@@ -233,7 +226,7 @@ def parse_filter(
     The semantics are :func:`sriov_dra_rules.resourcefilters.parse_filter`'s (shared with the
     preflight's overlap check); this records its findings: structural errors in ``ctx`` (then
     ``None``), and ``UnsupportedResourceFilter`` diagnostics that, in managed mode, add to
-    ``reasons`` so the config claims and blocks the superset it matches (spec §12.2.5).
+    ``reasons`` so the config claims and blocks the superset it matches (docs/design.md#eligibility).
     Shapes: ``source`` is ``SriovResourcePolicy/<name>``, ``path`` the entry's field path.
     """
     parsed = resourcefilters.parse_filter(raw, path, managed=ctx.managed)

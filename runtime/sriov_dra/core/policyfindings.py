@@ -1,12 +1,11 @@
 """What one SriovResourcePolicy/DeviceAttributes evaluation finds wrong, and where.
 
-This module owns :class:`Diagnostic` (one problem, attached to the object and field that caused
-it), the :class:`Findings` collector the evaluation's parsers share (structural errors raised at
-the end, diagnostics returned), and the two reading rules every parser of those objects applies:
-objects are indexed by a nonempty, unique ``metadata.name``, and only an absent (``None``) field
-takes its default, so a wrong-typed ``{}`` or ``0`` is still reported (spec §5.3, §12.2.5).
-
-It must never decide which device a config claims, or raise before every problem is collected.
+:class:`Diagnostic` (one problem, on the object and field that caused it) and the
+:class:`Findings` collector the evaluation's parsers share (structural errors raised at the end,
+diagnostics returned). Two reading rules hold for every parser: objects are indexed by a
+nonempty, unique ``metadata.name``, and only an absent field takes its default, so a wrong-typed
+``{}`` or ``0`` is still reported (docs/design.md#policy-precedence). Never decides which device
+a config claims, never raises before every problem is collected.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ class Diagnostic:
 class Findings:
     """Collects structural errors (raised at the end) and diagnostics (returned).
 
-    ``managed`` selects the auto-attach rules of spec §12.2.5: what the driver cannot honour
+    ``managed`` selects the auto-attach rules of docs/design.md#eligibility: what the driver cannot honour
     exactly blocks its devices instead of being a warning.
     """
 

@@ -1,18 +1,11 @@
 """Codec of the Pod's managed-networks registry annotation (version 1).
 
-This module owns the exact JSON of ``sriovnetwork.k8snetworkplumbingwg.io/managed-networks``
-(spec §6.4, §9): the frozen :class:`Registry` of the driver-owned network selections of one Pod,
-its deterministic compact encoding, and a strict decoder. The registry is how the plugin
-recognizes its own entries in ``k8s.v1.cni.cncf.io/networks`` (together with the checkpoint) and
-how the guard knows which interfaces must exist after Multus ADD. Entry order is the
-deterministic managed selection order and is preserved exactly.
-
-Invariants enforced on both encode and decode: every field well-formed; each entry's ``name`` is
-the shadow name of its ``attachmentID``; all entries share one namespace (the Pod's); no two
-entries share an attachmentID, a ``(namespace, name)`` selection or an interface.
-
-It must never guess what a malformed or unknown-version registry means (the caller stops and
-reports; nothing is deleted), and it does no I/O.
+Owns the exact JSON of ``sriovnetwork.k8snetworkplumbingwg.io/managed-networks``
+(docs/design.md#ownership): the frozen :class:`Registry` of one Pod's driver-owned selections,
+its deterministic compact encoding and a strict decoder. With the checkpoint it is how the plugin
+recognises its own ``k8s.v1.cni.cncf.io/networks`` entries, and how the guard knows which
+interfaces must exist after ADD. Entry order is kept exactly; :func:`encode_registry` lists the
+invariants. A malformed or unknown-version registry is an error, never a guess. Pure.
 """
 
 from __future__ import annotations
@@ -34,7 +27,7 @@ class RegistryEntry:
 
     Shapes: ``attachment_id``, ``config_sha256`` 64 lowercase hex; ``claim_uid``, ``uid`` (the
     shadow NAD's UID) lowercase UUIDs; ``namespace`` the Pod namespace; ``name`` the shadow name
-    ``dra-sriov-<32 hex>``; ``interface`` a Linux interface name. Source: spec §6.4.
+    ``dra-sriov-<32 hex>``; ``interface`` a Linux interface name. Source: docs/design.md#ownership.
     """
 
     attachment_id: identities.AttachmentId
@@ -175,9 +168,12 @@ def encode_registry(registry: Registry) -> str:
     Deterministic: equal registries always give identical strings, and
     ``decode_registry(encode_registry(r)) == r``.
 
+    Invariants (checked on encode and decode): every field well-formed; each entry's ``name`` is
+    the shadow name of its ``attachmentID``; all entries share the Pod's namespace; no two share
+    an attachmentID, a ``(namespace, name)`` selection or an interface.
     Raises: ``ContractViolation`` listing every problem (malformed field, name not derived from
     the attachmentID, mixed namespaces, duplicate attachmentID / selection / interface).
-    Source: spec §6.4.
+    Source: docs/design.md#ownership.
     """
     obj = _registry_dict(registry)
     errors.raise_if_any(
@@ -194,7 +190,8 @@ def decode_registry(text: object, *, owner: str = "Pod") -> Registry:
     Raises: ``ContractViolation`` with reason ``UnsupportedVersion`` for another integer version
     (nothing else is interpreted), and with reason ``ContractViolation`` for malformed JSON,
     duplicate keys, unknown or missing fields, wrong types, malformed values and every
-    cross-entry problem listed in :func:`encode_registry`. Source: spec §6.4, §9 rule 7.
+    cross-entry problem listed in :func:`encode_registry`; the caller then deletes nothing
+    (docs/design.md#selections). Source: docs/design.md#ownership.
     """
     what = f"annotation {_KEY} on {owner}"
     obj = bindings.strict_json_loads(text, what=what, path=bindings.annotation_path(_KEY))
@@ -233,7 +230,7 @@ def entries_for_claim(registry: Registry, claim_uid: str) -> tuple[RegistryEntry
 def without_claim(registry: Registry, claim_uid: str) -> Registry:
     """Return ``registry`` without the entries of ``claim_uid``; other entries keep their order.
 
-    Source: spec §9 rule 7 (drop only this claim's exact owned entries).
+    Release drops only this claim's exact owned entries (docs/design.md#selections).
     """
     return Registry(
         pod_uid=registry.pod_uid, entries=tuple(e for e in registry.entries if e.claim_uid != claim_uid)
@@ -243,7 +240,7 @@ def without_claim(registry: Registry, claim_uid: str) -> Registry:
 def selection_entries(registry: Registry) -> Iterable[dict[str, str]]:
     """Yield the managed ``k8s.v1.cni.cncf.io/networks`` entries the registry stands for.
 
-    Shapes: ``{"name", "namespace", "interface"}`` only, in registry order (ARCHITECTURE.md §4).
+    Shapes: ``{"name", "namespace", "interface"}`` only, in registry order.
     """
     for entry in registry.entries:
         yield {"name": entry.name, "namespace": entry.namespace, "interface": entry.interface}

@@ -1,48 +1,11 @@
-"""Render a source NetworkAttachmentDefinition into the frozen CNI config of one shadow (spec §7, §7.1).
+"""Render a source NetworkAttachmentDefinition into the frozen CNI config of one shadow.
 
-``render_shadow_config`` is the spec's ``RenderShadowConfig(sourceNAD, allocatedPCI)``: it validates
-the administrator's template, binds it to one allocated VF and returns the exact bytes that the
-shadow's ``spec.config`` carries, the checkpoint freezes and ``configSHA256`` hashes.
-
-Decisions (each is a contract shared with the Multus guard and the tests):
-
-* **Input.** Only inline ``spec.config`` is supported; absent, empty or whitespace-only config
-  (Multus would load a file from its conf directory) is ``InvalidNetworkTemplate``.
-* **Strict JSON** (:mod:`sriov_dra_rules.strictjson`): malformed text, a non-object root, a duplicate
-  key anywhere, NaN/Infinity and lone surrogates are ``InvalidNetworkTemplate``. Integers are
-  exact; a number with a fraction or exponent (``1e3``) is kept exactly as written, and is
-  rejected only where sriov-cni needs an integer (``vlan``, ``vlanQoS``, ``min_tx_rate``,
-  ``max_tx_rate``), because Go cannot decode it into an ``int`` either.
-* **CNI name** (spec §7 step 3, §7.1 step 1): a nonempty name is kept verbatim and must match the
-  CNI spec's pattern (an invalid one is an error, never silently replaced: it keys IPAM pools);
-  a missing or empty name becomes the source NAD's ``metadata.name``, inserted right after
-  ``cniVersion``. The shadow's own object name never enters the JSON.
-* **Layout** (steps 4-6): a root ``type`` selects the single-plugin form, which must be
-  ``"sriov"`` without ``plugins``; no root ``type`` selects a conflist whose nonempty ``plugins``
-  starts with the one sriov entry, followed only by :data:`METAPLUGIN_ALLOWLIST` types. Both
-  keys at the root is ambiguous. Nested Multus, a second sriov entry, device-creating plugins
-  and any other type are ``UnsupportedNetworkTemplate``.
-* **Device identity** (step 7): the BDF is normalised (:func:`sriov_dra.core.pci.normalize`).
-  ``deviceID`` is set at the sriov entry only (inserted after ``type`` if absent; an existing key
-  keeps its position). ``pciBusID`` is rewritten there only if the template already has the key
-  (sriov-cni reads only ``deviceID``). A nonempty preexisting value naming another device is an
-  error; one naming the same device is kept (written in canonical form). A nonempty
-  ``deviceID``/``pciBusID`` anywhere else (conflist root, metaplugins) is an error.
-* **CNI versions** (step 8): ``cniVersion`` is required and must be in
-  :data:`SUPPORTED_CNI_VERSIONS`; an optional ``cniVersions`` list must hold only those values.
-* **IPAM** (§7.1): the ``ipam`` subtree is never edited, so key order, omitted versus empty fields
-  and ``network_name`` survive; it must be an object. Whereabouts with a nonempty
-  ``node_slice_size`` (fast node-slice mode) is ``UnsupportedNetworkTemplate``.
-* **Output** (step 9): compact canonical JSON in UTF-8, source key order, so rendering the same
-  source twice (or re-rendering a rendered config) gives identical bytes. ``plugin_index`` is
-  ``None`` for the single-plugin form and ``0`` for a conflist.
-
-Every rejection lists all problems found, each as a FieldError with a path such as
-``spec.config.plugins[1].type``. This module owns the input, the order of the checks and the
-output; the rules live by sub-concern: layout in :mod:`~sriov_dra.core.templatelayout`, CNI
-version, name and sriov entry fields in :mod:`~sriov_dra.core.templatefields`, the findings and
-their reason in :mod:`~sriov_dra.core.templatefindings`. It never performs I/O, never reads the
-shadow's name, and never mutates the caller's objects.
+:func:`render_shadow_config` validates the administrator's template, binds it to one allocated
+VF and returns the exact bytes the shadow's ``spec.config`` carries, the checkpoint freezes and
+``configSHA256`` hashes (docs/design.md#render, docs/design.md#ipam). Its rules are a contract
+shared with the guard and the tests. Owns the input, the order of the checks and the output;
+the rules live in ``templatelayout``, ``templatefields`` and ``templatefindings``. No I/O, never
+reads the shadow's name, never mutates the caller's objects.
 """
 
 from __future__ import annotations
@@ -70,7 +33,7 @@ class RenderedConfig:
     Shapes: ``config_bytes`` is compact UTF-8 JSON; ``config_sha256`` is 64 lowercase hex over
     exactly those bytes; ``plugin_index`` is ``None`` (single plugin) or ``0`` (conflist);
     ``pci_address`` is the canonical BDF written as ``deviceID``.
-    Source: spec §7 step 9, §16.1 (RenderShadowConfig output).
+    Source: docs/design.md#render, docs/design.md#pure-helpers.
     """
 
     config_bytes: bytes
@@ -91,14 +54,40 @@ class RenderedConfig:
 def render_shadow_config(source_nad: Mapping[str, object], pci_address: str) -> RenderedConfig:
     """Bind the source NAD's CNI config to one allocated VF and return the frozen result.
 
-    The caller's objects are not modified. See the module docstring for every rule.
+    The caller's objects are not modified. Rules, in check order:
+
+    * **Input.** Only inline ``spec.config``; absent, empty or whitespace-only config (Multus
+      would load a file from its conf directory) is ``InvalidNetworkTemplate`` (multus-cni #1362).
+    * **Strict JSON** (:mod:`sriov_dra_rules.strictjson`): malformed text, a non-object root, a
+      duplicate key anywhere, NaN/Infinity and lone surrogates are ``InvalidNetworkTemplate``.
+      Integers are exact; a number with a fraction or exponent is kept as written and rejected
+      only where sriov-cni needs an integer (``vlan``, ``vlanQoS``, ``min_tx_rate``,
+      ``max_tx_rate``), as Go cannot decode it into an ``int`` either.
+    * **CNI name**: a nonempty name is kept verbatim and must match the CNI spec's pattern (it
+      keys IPAM pools, so it is never silently replaced); a missing or empty one becomes the
+      source NAD's ``metadata.name``, right after ``cniVersion``. The shadow's own object name
+      never enters the JSON (multus-dynamic-networks-controller #45, whereabouts #256).
+    * **Layout**: a root ``type`` selects the single-plugin form, which must be ``"sriov"``
+      without ``plugins``; otherwise a conflist whose nonempty ``plugins`` starts with the one
+      sriov entry, followed only by allowlisted metaplugins. Both at the root is ambiguous;
+      nested Multus, a second sriov entry and device-creating plugins are unsupported.
+    * **Device identity**: ``deviceID`` is set at the sriov entry only (multus-cni #289);
+      ``pciBusID`` is rewritten there only if present. A preexisting value naming another
+      device, or a ``deviceID``/``pciBusID`` anywhere else, is an error.
+    * **CNI versions**: ``cniVersion`` is required and supported; ``cniVersions`` too.
+    * **IPAM**: the ``ipam`` subtree is never edited (key order, omitted versus empty fields and
+      ``network_name`` survive); whereabouts' fast node-slice mode is unsupported.
+    * **Output**: compact canonical UTF-8 JSON in source key order, so rendering the same source
+      twice, or a rendered config again, gives identical bytes.
+
     Shapes: ``source_nad`` is the NAD as read from the API (``metadata.name``/``namespace``,
     ``spec.config`` as a string); ``pci_address`` is the allocated VF's BDF from discovery.
     Raises: errors.InvalidSpec with reason ``InvalidPciAddress`` for a bad BDF (checked first),
     ``InvalidNetworkTemplate`` when the template is malformed (absent/empty config, bad JSON,
     wrong types, missing fields), else ``UnsupportedNetworkTemplate`` for valid shapes this mode
-    cannot bind safely; each carries every FieldError found.
-    Source: spec §7 steps 1-9, §7.1; handed cases C08, C09, C10, C24.
+    cannot bind safely; each carries every FieldError found, with a path such as
+    ``spec.config.plugins[1].type``.
+    Source: docs/design.md#render, docs/design.md#ipam.
     """
     pci = pci_addresses.normalize(pci_address, path="pciAddress")
     found = TemplateFindings()

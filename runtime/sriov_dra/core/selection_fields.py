@@ -1,22 +1,11 @@
 """Validation of the fields of one Multus network-selection element (the JSON form).
 
-Owns the set of keys a selection may carry and the type and format rule for each: ``name`` (a
-DNS-1123 subdomain), ``namespace`` (a DNS-1123 label, empty means the Pod's), ``interface`` (a
-Linux name, empty means unset), ``ips`` (IP or CIDR strings as Go's ``net.ParseIP`` /
-``net.ParseCIDR`` accept them), ``mac`` and ``infiniband-guid`` (``net.ParseMAC`` forms),
-``default-route`` (IP strings), ``portMappings``, ``bandwidth`` (integer fields, as Go's ``int``
-decoding accepts: no booleans, no fractions or exponents), ``cni-args`` (object), ``deviceID``
-and ``ipam-claim-reference`` (strings). ``null`` is a wrong type for every field.
-
-Keys are those of Multus's ``NetworkSelectionElement`` plus ``ipam-claim-reference`` (the
-multi-net-spec and NAD client key Multus ignores). Any other key is refused with a hint: the
-removed ``interfaceRequest`` (handed case C04), a case variant Go would silently accept, or the
-closest known key.
-
-It must never do I/O or decide anything about ownership; :mod:`core.networks` calls it per element.
-
-Source: spec §9 rules 1–3; ``../reference/multus.md`` §3; multus ``pkg/types/types.go``
-``NetworkSelectionElement``, ``PortMapEntry``, ``BandwidthEntry``; handed cases C03, C04.
+Owns the keys a selection may carry (Multus's ``NetworkSelectionElement`` plus
+``ipam-claim-reference``) and each one's type and format rule, as Go's decoding accepts them
+(IPs and MACs as ``net.ParseIP``/``ParseCIDR``/``ParseMAC``, integers without booleans or
+fractions, ``null`` a wrong type everywhere). Any other key is refused with a hint: the removed
+``interfaceRequest`` (multus-cni #360), a case variant Go would accept, or the closest key
+(docs/design.md#selections). Pure; :mod:`core.networks` calls it per element.
 """
 
 from __future__ import annotations

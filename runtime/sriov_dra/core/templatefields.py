@@ -1,15 +1,11 @@
 """A network template's header and sriov entry fields: CNI version, CNI name, device and IPAM keys.
 
-This module owns spec §7 steps 3, 7 and 8 and §7.1 as checks on the decoded template:
-``cniVersion`` required and in :data:`SUPPORTED_CNI_VERSIONS` (an optional ``cniVersions`` list
-likewise); the effective CNI name (a nonempty name kept verbatim and matching the CNI pattern,
-else the source NAD's ``metadata.name``, never silently replaced: it keys IPAM pools); at the
-sriov entry, a ``deviceID``/``pciBusID`` naming another device refused, sriov-cni's integer and
-string fields typed as Go decodes them, ``ipam`` an object and Whereabouts fast node-slice mode
-refused.
-
-It must never edit the template, or decide where the sriov entry is (that is
-:mod:`~sriov_dra.core.templatelayout`).
+Checks on the decoded template (docs/design.md#render, docs/design.md#ipam): ``cniVersion``
+required and supported; the effective CNI name (kept verbatim when nonempty and valid, else the
+source NAD's ``metadata.name``; never silently replaced, as it keys IPAM pools); at the sriov
+entry, a ``deviceID``/``pciBusID`` naming another device refused, sriov-cni's fields typed as Go
+decodes them, ``ipam`` an object, whereabouts' fast node-slice mode refused. Never edits the
+template or decides where the sriov entry is (``templatelayout``).
 """
 
 from __future__ import annotations
@@ -29,7 +25,7 @@ SUPPORTED_CNI_VERSIONS: Final[tuple[str, ...]] = ("0.3.0", "0.3.1", "0.4.0", "1.
 Multus v4.3.0 and sriov-cni both build on libcni v1.3.0, whose plugins support 0.1.0-1.1.0
 (``version.All``). 0.1.0 and 0.2.0 are excluded: conflists need 0.3.0 or later and their results
 carry no interface list for Multus's network-status. A missing ``cniVersion`` means 0.1.0 to a
-plugin, and Multus v4.3.0 rewrites a conflist without one lossily on DEL (reference multus.md §9).
+plugin, and Multus v4.3.0 rewrites a conflist without one lossily on DEL (multus-cni #755).
 """
 
 _CNI_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")

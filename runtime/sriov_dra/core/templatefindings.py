@@ -1,11 +1,9 @@
 """What one render of a network template found wrong, and the root of every path it names.
 
-This module owns the findings collector shared by the renderer's checks (:mod:`~sriov_dra.core.render`,
-:mod:`~sriov_dra.core.templatelayout`, :mod:`~sriov_dra.core.templatefields`) and the rule that
-turns them into one error (spec §7): every problem is collected first, then raised together, with
-reason ``InvalidNetworkTemplate`` if any is malformed input, else ``UnsupportedNetworkTemplate``.
-
-It must never stop at the first problem, or read anything but what the checks record.
+The findings collector shared by the renderer's checks (``render``, ``templatelayout``,
+``templatefields``) and the rule that turns them into one error (docs/design.md#render): every
+problem is collected first, then raised together, with reason ``InvalidNetworkTemplate`` if any
+is malformed input, else ``UnsupportedNetworkTemplate``. Never stops at the first problem.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
-"""Where a network template's sriov entry is, and which plugins may sit around it (spec §7 steps 4-6).
+"""Where a network template's sriov entry is, and which plugins may sit around it.
 
-This module owns the template's layout rules: a root ``type`` selects the single-plugin form,
-which must be ``"sriov"`` without ``plugins``; no root ``type`` selects a conflist whose nonempty
-``plugins`` starts with the one sriov entry, followed only by :data:`METAPLUGIN_ALLOWLIST` types.
-Both keys at the root is ambiguous. Nested Multus, a second sriov entry, device-creating plugins
-and any other type are ``UnsupportedNetworkTemplate``; a nonempty ``deviceID``/``pciBusID``
-outside the sriov entry is refused here too (the driver sets the device on that entry only).
-
-It must never edit the template, or check the sriov entry's own fields (that is
-:mod:`~sriov_dra.core.templatefields`).
+A root ``type`` selects the single-plugin form, which must be ``"sriov"`` without ``plugins``; no
+root ``type`` selects a conflist whose nonempty ``plugins`` starts with the one sriov entry,
+followed only by :data:`METAPLUGIN_ALLOWLIST` types (docs/design.md#render). Both at the root,
+nested Multus, a second sriov entry, device-creating plugins, other types, and a
+``deviceID``/``pciBusID`` outside the sriov entry are refused. Never edits the template or checks
+the sriov entry's own fields (``templatefields``).
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ SRIOV_PLUGIN_TYPE: Final = "sriov"
 """The one device-consuming plugin type a managed template may contain."""
 
 METAPLUGIN_ALLOWLIST: Final[frozenset[str]] = frozenset({"tuning"})
-"""Plugin types allowed after the sriov entry of a conflist (spec §7 step 5).
+"""Plugin types allowed after the sriov entry of a conflist.
 
 Extend only together with a plugin-specific rendering test and a CNI-tier test.
 """
@@ -35,10 +32,12 @@ DEVICE_CREATING_TYPES: Final[frozenset[str]] = frozenset(
         "ib-sriov", "ovs", "bond", "accelerated-bridge", "dpdk",
     }
 )  # fmt: skip
-"""Plugin types known to create or move a network device; named in errors (spec §7 step 6)."""
+"""Plugin types known to create or move a network device; named in errors (they need another
+binding model)."""
 
 DEVICE_KEYS: Final = ("deviceID", "pciBusID")
-"""The keys that name a device; set by the driver at the sriov entry only (spec §7 step 7)."""
+"""The keys that name a device; set by the driver at the sriov entry only, never broadcast into
+metaplugins."""
 
 
 def _type_problem(plugin_type: str) -> str:

@@ -1,13 +1,11 @@
 """Network-template reference resolution: which source NAD an allocated VF uses.
 
-This module owns the precedence of spec §5.2 steps 2–5 and the reference rules of §5.3: a
-per-device ``netAttachDefName``/``netAttachDefNamespace`` attribute pair against the effective
-VfConfig reference, the symbolic "Pod namespace" used where no Pod is known (the policy
-controller), and the single concrete resolution against the verified Pod namespace at prepare
-time. A disagreement is a :class:`~sriov_dra_rules.errors.Conflict`, never a silent override.
-
-It must never fetch the source NAD, default a namespace from a policy, DeviceAttributes, driver
-or operator namespace, or fall back to the VfConfig when the device reference is malformed.
+The precedence of docs/design.md#template-resolution: a per-device
+``netAttachDefName``/``netAttachDefNamespace`` pair against the effective VfConfig reference, the
+symbolic "Pod namespace" where no Pod is known (the policy controller), and the one concrete
+resolution against the verified Pod namespace at prepare. A disagreement is a ``Conflict``, never
+a silent override. Never fetches the NAD, defaults a namespace from anything but the verified
+Pod, or falls back to the VfConfig past a malformed device reference.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ def device_reference(
     or their JSON form; only the two reference keys are read.
     Raises: InvalidSpec(InvalidAttribute) when the pair is malformed (namespace without name,
     empty name, wrong type); the caller must not fall back to the VfConfig then.
-    Source: spec §5.1, §5.2 step 4.
+    Source: docs/design.md#device-attributes, docs/design.md#template-resolution.
     """
     path = f"device {device!r} attributes"
     values: dict[str, attributes.AttributeValue] = {}
@@ -97,7 +95,7 @@ def resolve_template(
     for a malformed device reference; InvalidSpec(InvalidVfConfig) for a VfConfig namespace
     without a name; Conflict(ConflictingNetworkReference) when the two references differ;
     InvalidSpec(MissingNetworkTemplate) when neither exists.
-    Source: spec §5.2 steps 3–5, §16.1 ResolveTemplate.
+    Source: docs/design.md#template-resolution, docs/design.md#pure-helpers.
     """
     if not names.is_dns1123_label(pod_namespace):
         raise errors.InvalidSpec(
@@ -145,7 +143,7 @@ def merge_references(
     symbolic form: same name, and the same explicit namespace or all defaulted. A defaulted and
     an explicit namespace are refused even if they might agree for some Pod.
     Raises: Conflict(ConflictingNetworkReference) naming every object and its reference.
-    Source: spec §5.3.
+    Source: docs/design.md#policy-precedence.
     """
     if not supplied:
         return None

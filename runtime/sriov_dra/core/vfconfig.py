@@ -1,15 +1,11 @@
 """VfConfig opaque parameters: strict decoding, request matching and layering.
 
-This module owns how the driver turns ``status.allocation.devices.config`` of a ResourceClaim
-into one effective :class:`VfConfig` per allocation result: strict decoding as upstream's
-serializer does (``apiVersion``/``kind`` checked, unknown and duplicate fields rejected, types
-checked), Kubernetes ``ConfigForResult`` request/subrequest matching, filtering by this driver's
-``opaque.driver``, class configs before claim configs with list order kept, and layering in
-which later set fields win and a later ``netAttachDefName`` replaces the whole reference. It also
-refuses one explicit ``ifName`` shared by several devices.
-
-It must never default a namespace (template resolution does that from the verified Pod only),
-read a DeviceClass, or do I/O.
+Turns a ResourceClaim's ``status.allocation.devices.config`` into one effective :class:`VfConfig`
+per allocation result (docs/design.md#template-resolution): decoded strictly as upstream's
+serializer does, matched to requests as Kubernetes ``ConfigForResult`` does, filtered by this
+driver's ``opaque.driver``, class configs before claim configs, later set fields winning. Also
+refuses one explicit ``ifName`` shared by several devices. Never defaults a namespace, reads a
+DeviceClass, or does I/O.
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ class VfConfig:
 
     Empty strings and ``False`` mean "not set", as upstream's non-pointer fields do.
     Shapes: ``net_attach_def_namespace`` is empty or a DNS-1123 label; it is never defaulted here.
-    Source: reference dra-driver-sriov.md §2.4; spec §5.2.
+    Source: upstream dra-driver-sriov's ``VfConfig`` type; docs/design.md#template-resolution.
     """
 
     driver: str = ""
@@ -59,7 +55,8 @@ class VfConfig:
         together (an omitted namespace resets to empty, i.e. the Pod namespace); a later
         namespace without a name overrides only the namespace. Associative, with
         ``VfConfig()`` as identity.
-        Source: spec §5.2 ("class A@infra plus claim B@omitted resolves to B@PodNamespace").
+        So a class config ``A`` in ``infra`` layered with a claim config ``B`` without a namespace
+        resolves to ``B`` in the Pod's namespace (docs/design.md#template-resolution).
         """
         if later.net_attach_def_name:
             name, namespace = later.net_attach_def_name, later.net_attach_def_namespace
@@ -124,7 +121,7 @@ def decode_vf_config(raw: object, path: str = "parameters") -> VfConfig:
     Shapes: ``apiVersion`` must be ``sriovnetwork.k8snetworkplumbingwg.io/v1alpha1`` and
     ``kind`` ``VfConfig``; only the five VfConfig fields are allowed; ``null`` equals absent.
     Raises: InvalidSpec(InvalidVfConfig) listing every bad field.
-    Source: reference dra-driver-sriov.md §2.4 (strict serializer).
+    Source: upstream dra-driver-sriov's strict serializer.
     """
     obj, problems = _load_object(raw, path)
     if obj is None:
@@ -172,7 +169,7 @@ def decode_allocation_configs(
     Shapes: class configs first, then claim configs, list order kept within each.
     Raises: InvalidSpec(InvalidVfConfig) for an unknown source, a non-opaque entry or a bad
     VfConfig, listing every problem.
-    Source: spec §5.2 step 1; reference dra-protocol.md §4.3, §5.
+    Source: docs/design.md#template-resolution; Kubernetes ``resourceclaim.ConfigForResult``.
     """
     if configs is None:
         return ()
@@ -239,7 +236,8 @@ def resolve_results(
     """Effective VfConfig of every allocation result of this driver, in result order.
 
     Raises: InvalidSpec for malformed results (InvalidSpec) or configs (InvalidVfConfig).
-    Source: spec §5.2 step 1; §14.2 prepare contract (filter by driver first).
+    Results and configs of other drivers are filtered out first.
+    Source: docs/design.md#template-resolution.
     """
     devices = allocation.get("devices")
     if not isinstance(devices, Mapping):
@@ -276,7 +274,7 @@ def check_interface_names(
     ``allocationMode: All`` (``claim_requests`` = the claim's ``spec.devices.requests``), is
     ambiguous.
     Raises: InvalidSpec(DuplicateInterfaceName) naming the interface, requests and devices.
-    Source: spec §5.2 last rule.
+    Source: docs/design.md#interface-names.
     """
     problems: list[errors.FieldError] = []
     by_name: dict[str, set[tuple[str, str]]] = {}

@@ -1,13 +1,10 @@
 """``metav1.Condition`` values: reading them, deciding whether one must be written, building it.
 
-This module owns the comparison rules that keep status writes from looping: a condition is
-written only when its type, status, reason, message or observedGeneration differ from the stored
-one, and ``lastTransitionTime`` is kept when the status did not change (upstream
-``pkg/status/patcher.go``). It also owns the "current generation" rule that a reader applies to
-someone else's condition: ``status=True`` only counts when ``observedGeneration`` equals the
-object's ``metadata.generation`` (spec §12.2.3).
-
-It must never read a clock (callers pass ``now``) or do I/O.
+A condition is written only when type, status, reason, message or observedGeneration differ
+from the stored one, and ``lastTransitionTime`` is kept while the status is unchanged (as
+upstream's ``pkg/status/patcher.go``), so status writes never loop. A reader counts someone
+else's ``status=True`` only at the object's current ``metadata.generation``
+(docs/design.md#operator-networks). No clock (callers pass ``now``), no I/O.
 """
 
 from __future__ import annotations
@@ -58,7 +55,8 @@ def current_true(obj: Mapping[str, object], type_: str) -> tuple[bool, str]:
 
     Shapes: ``(True, "")`` or ``(False, reason text)`` such as ``"Ready is False
     (NamespaceNotFound: ...)"`` or ``"Ready was observed at generation 1, current generation 2"``.
-    Source: spec §12.2.3 ("do not accept a stale Ready condition from an earlier generation").
+    A Ready condition from an earlier generation is never accepted
+    (docs/design.md#operator-networks).
     """
     cond = find(obj, type_)
     if cond is None:

@@ -1,15 +1,11 @@
 """The SriovResourcePolicy of each node a DRA policy plan selects, with its overlap safety rules.
 
-This module owns spec §12.2.4–§12.2.5 per node: the policies selecting the node ordered by
-priority then name (the driver's first match then honours priority), each config selecting
-exactly its attribute object with the policy's translated filter; a node where a DRA policy sits
-beside a policy that cannot be translated exactly, or where a DRA-managed mapping overlaps a
-different mapping (on the node's inventory when given, else structurally), gets an empty
-``configs`` list and its DRA policies report ``UnsupportedManagedSelector`` or
-``ConflictingDRAMapping``.
-
-It must never emit a match-all filter, or a config for a policy whose filter could not be
-translated.
+Per node (docs/design.md#operator-attributes, docs/design.md#eligibility): the policies selecting
+it ordered by priority then name, each config selecting exactly its attribute object with the
+policy's translated filter. A node where a DRA policy sits beside an untranslatable policy, or
+where a DRA mapping overlaps a different one (on the node's inventory when given, else
+structurally), gets an empty ``configs`` list, and its DRA policies report
+``UnsupportedManagedSelector`` or ``ConflictingDRAMapping``. Never emits a match-all filter.
 """
 
 from __future__ import annotations

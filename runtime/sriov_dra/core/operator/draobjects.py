@@ -1,12 +1,11 @@
-"""The objects a DRA policy plan generates: their names, labels, selectors and shapes (spec §12.2.4).
+"""The objects a DRA policy plan generates: their names, labels, selectors and shapes.
 
-This module owns the generated objects' contract with the driver and with whoever lists them:
-the API group and kinds, the ``generated-by`` label (and :data:`MANAGED_SELECTOR`, the only
-objects a plan may delete), the per-policy ``dra-policy-<policy UID>-attrs`` DeviceAttributes
-with its ``node-policy-uid`` label, upstream's per-pool ``<pool>-attrs`` object, the selector a
-config uses for each, and the per-node SriovResourcePolicy selecting its hostname.
-
-It must never decide what to generate or read any object but the one it is given.
+The generated objects' contract with the driver and with whoever lists them
+(docs/design.md#operator-attributes): API group and kinds, the ``generated-by`` label and
+:data:`MANAGED_SELECTOR` (the only objects a plan may delete), the per-policy
+``dra-policy-<policy UID>-attrs`` DeviceAttributes, upstream's per-pool ``<pool>-attrs`` object,
+each config's selector, and the per-node SriovResourcePolicy. Decides nothing about what to
+generate.
 """
 
 from __future__ import annotations

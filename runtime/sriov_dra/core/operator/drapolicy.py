@@ -1,30 +1,11 @@
 """BuildDRAPolicyPlan: node policies + resolved networks + nodes → generated DRA objects and conditions.
 
-One plan per reconciliation, shared by attribute generation and node-config generation, so a
-policy is never resolved twice into inconsistent desired state (spec §12.2.4). For every policy
-with a ``spec.dra`` block the plan holds one ``DeviceAttributes`` named
-``dra-policy-<policy UID>-attrs`` (labels ``generated-by`` and ``node-policy-uid``, never the
-resource-pool label) carrying the complete map: the compatibility resourceName, the validated
-custom attributes and the resolved ``netAttachDefName``/``netAttachDefNamespace`` pair. Policies
-without ``dra`` keep upstream's per-pool ``<pool>-attrs`` object. Every node selected by a policy
-gets one ``SriovResourcePolicy`` (named after the node, selecting its hostname) whose configs keep
-each policy's translated filter and select exactly its attribute object.
-
-Safety rules (spec §12.2.4, §12.2.5): an unresolved or invalid policy has its attribute object
-withheld but keeps its filter and selector, so its devices stay claimed and unavailable instead of
-reaching a broader config; a node where a DRA-managed mapping overlaps a different mapping, or
-where a selected policy cannot be translated exactly, gets an empty ``configs`` list and every DRA
-policy there reports ``ConflictingDRAMapping``/``UnsupportedManagedSelector``. Overlap is decided
-on the node's device inventory when one is given, else structurally (filters that are not
-provably disjoint overlap).
-
-This module owns the plan (parsing the policies, which objects are generated, which are
-withheld); the generated objects' names, labels and shapes are :mod:`~sriov_dra.core.operator.draobjects`,
-each node's SriovResourcePolicy and its overlap rules :mod:`~sriov_dra.core.operator.dranodes`, and each
-policy's verdict :mod:`~sriov_dra.core.operator.draverdicts`.
-
-It must never do I/O, depend on input order, adopt or name objects it did not generate, or emit a
-match-all filter.
+One plan per reconciliation, shared by attribute and node-config generation, so a policy is never
+resolved twice into inconsistent state (docs/design.md#operator-attributes). Each ``spec.dra``
+policy gets one complete ``dra-policy-<UID>-attrs`` DeviceAttributes; others keep upstream's
+per-pool object; each selected node one SriovResourcePolicy. An unresolved policy's attributes are
+withheld but its filter kept, so its devices stay claimed and unavailable
+(docs/design.md#eligibility). Pure, order-independent; adopts nothing it did not generate.
 """
 
 from __future__ import annotations
@@ -114,7 +95,8 @@ def build_dra_policy_plan(
     resolved); ``inventory`` optionally lists each node's discovered VFs for the overlap check.
     Shapes: outputs sorted by name; configs per node ordered by priority (smaller number first,
     so the higher-priority policy wins the driver's first match), then policy name.
-    Source: spec §12.2.2–§12.2.6, §13.3; reference sriov-network-operator.md §4.3, §4.4.
+    Source: docs/design.md#operator-validation, docs/design.md#operator-networks,
+    docs/design.md#operator-attributes, docs/design.md#eligibility, docs/design.md#operator-status.
     """
     diagnostics: list[str] = []
     parsed = _parse_all(policy_objects, settings, diagnostics)

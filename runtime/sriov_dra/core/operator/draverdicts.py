@@ -1,12 +1,9 @@
 """Each DRA policy's DRAConfigurationReady verdict: the problems found, which one it reports, and why.
 
-This module owns the per-policy verdict of a DRA policy plan (spec §12.2.4–§12.2.6, §13.3):
-problems collected as reason → detail → nodes while planning, the reason reported when several
-apply (:data:`PRECEDENCE`, earlier wins), which reasons withhold the policy's DeviceAttributes
-(:data:`WITHHOLDING`), the message naming every problem with at most five nodes each, and the
-condition written to the policy's status.
-
-It must never decide what to generate, or report a reason outside :data:`PRECEDENCE`.
+Problems are collected as reason → detail → nodes while planning; the reported reason is the
+first in :data:`PRECEDENCE`; :data:`WITHHOLDING` reasons withhold the policy's DeviceAttributes;
+the message names every problem with at most five nodes each (docs/design.md#operator-status).
+Decides nothing about what to generate; reports no reason outside :data:`PRECEDENCE`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The writes that turn the existing generated DRA objects into a plan's desired set, in a safe order.
 
-Order (spec §12.2.4, §12.2.5):
-
-1. delete the withheld per-policy DeviceAttributes of unresolved or invalid policies first, so a
-   stale network mapping stops being published before anything else happens (their configs keep
-   selecting them, which keeps the devices unavailable);
-2. create or update desired DeviceAttributes before any selector that needs them is published;
-3. create or update SriovResourcePolicies (including empty ``configs`` lists on withdrawn nodes);
-4. delete SriovResourcePolicies that are no longer desired;
-5. delete the remaining obsolete DeviceAttributes, now that no desired config selects them.
-
-Cleanup compares the complete desired name set (never only pool labels), and only objects that
-carry the generated-by label are ever updated or deleted; unmarked objects are not adopted.
-An update is planned only when labels or spec differ, so an unchanged plan writes nothing.
-
-It must never do I/O or plan a write to an object without the generated-by label.
+Order (docs/design.md#eligibility): delete withheld per-policy DeviceAttributes first (a stale
+mapping stops being published); create or update desired DeviceAttributes before any selector
+needs them; create or update SriovResourcePolicies (empty ``configs`` on withdrawn nodes); delete
+undesired SriovResourcePolicies; then the remaining obsolete DeviceAttributes. Only objects with
+the generated-by label are updated or deleted, against the complete desired name set; an
+unchanged plan writes nothing. Pure.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Go's ``json.Indent``, reproduced byte for byte: how the upstream operator lays out a NAD's config.
 
-This module owns the one re-indenter of JSON text that must equal upstream's output exactly
-(byte equality avoids update loops between two renderers, reference sriov-network-operator.md §2):
-one element per line, ``"key": value``, empty ``{}``/``[]`` kept compact, string and number
-literals copied as written.
-
-It must never re-encode a literal, normalise a number, or accept text that is not strict JSON.
+The one re-indenter whose output must equal upstream's exactly (byte equality avoids update loops
+between two renderers): one element per line, ``"key": value``, empty ``{}``/``[]`` compact,
+literals copied as written. Never re-encodes a literal or accepts text that is not strict JSON.
 """
 
 from __future__ import annotations

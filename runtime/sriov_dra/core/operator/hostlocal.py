@@ -1,27 +1,11 @@
 """The address rules of a host-local IPAM config, checked before a NAD is written (CNI plugins v1.9.1).
 
-A SriovNetwork whose ``spec.ipam`` is ``{"type":"host-local",...}`` becomes a NAD that every Pod
-on the network reads at CNI ADD. host-local refuses a range it cannot allocate from, but only
-then: the operator would write the NAD, report it Ready, and every Pod would fail in its sandbox.
-This module finds those ranges at render time so the SriovNetwork gets ``InvalidNetworkSpec``
-naming the field instead.
-
-The rules are host-local's own (``backend/allocator``: ``LoadIPAMConfig``, ``RangeSet`` and
-``Range.Canonicalize`` of containernetworking/plugins v1.9.1, the pinned version):
-
-- ``subnet`` is ``address/prefix`` (Go ``net.ParseCIDR``: dotted IPv4 without leading zeros or
-  IPv6 without a zone, prefix 0..32 or 0..128);
-- the subnet leaves at least one host address (a prefix longer than bits-2, such as ``/31`` or
-  ``/32``, is "too small to allocate from") and has no host bits set (``10.0.0.5/24`` is refused
-  with the network address it meant);
-- ``rangeStart``/``rangeEnd``/``gateway`` are IP addresses; ``rangeStart``/``rangeEnd`` lie in
-  the subnet; ``rangeStart`` is not after ``rangeEnd``;
-- ``ranges`` is a list of non-empty range sets; a set does not mix address families and no two
-  ranges overlap, inside a set or across sets (the legacy top-level range counts as set 0).
-
-Values host-local does not read (routes, ``dataDir``) and other IPAM types are not checked here.
-A config with no range at all is not refused: the runtime may supply ``ipRanges``.
-Pure: no I/O.
+host-local refuses a range it cannot allocate from only at CNI ADD, after the operator wrote the
+NAD and reported it Ready; :func:`range_problems` finds those ranges at render time so the
+SriovNetwork gets ``InvalidNetworkSpec`` naming the field instead. The rules are host-local's own
+(``LoadIPAMConfig``, ``RangeSet``, ``Range.Canonicalize`` of containernetworking/plugins v1.9.1).
+Values host-local does not read and other IPAM types are not checked; a config without a range is
+not refused (the runtime may supply ``ipRanges``). Pure.
 """
 
 from __future__ import annotations
@@ -188,6 +172,14 @@ def range_problems(ipam: Mapping[str, object], path: str) -> list[errors.FieldEr
     :class:`~sriov_dra_rules.errors.FieldError` per problem, naming the field (``spec.ipam.subnet``,
     ``spec.ipam.ranges[0][1].rangeEnd``), the value and the fix; ``[]`` when host-local would
     accept them. Never raises, for any JSON value inside ``ipam``.
+
+    Rules: ``subnet`` is ``address/prefix`` as Go's ``net.ParseCIDR`` reads it (dotted IPv4
+    without leading zeros or IPv6 without a zone); it leaves at least one host address (``/31``
+    and ``/32`` are too small) and has no host bits set (``10.0.0.5/24`` is refused with the
+    network address it meant); ``rangeStart``/``rangeEnd``/``gateway`` are IP addresses,
+    ``rangeStart``/``rangeEnd`` in the subnet and in order; ``ranges`` is a list of non-empty
+    range sets, none mixing address families, no two ranges overlapping (the legacy top-level
+    range counts as set 0).
     """
     problems: list[errors.FieldError] = []
     sets = _range_sets(ipam, path, problems)

@@ -1,14 +1,11 @@
-"""A SriovNetwork's CNI config, rendered as the upstream operator's template does (reference §2).
+"""A SriovNetwork's CNI config, rendered as the upstream operator's template does.
 
-This module owns the source NAD's ``spec.config`` (spec §12.2.3): built as a structure and
-encoded (never pasted), keys in upstream's template order, optional keys omitted, ints as ints,
-strings JSON-encoded so that they round-trip exactly, ``"ipam":{}`` when unset;
-``ipam``/``capabilities`` (one JSON object each) and ``metaPlugins`` (comma-separated objects)
-decoded strictly on their own and then emitted as written; ``metaPlugins`` turning the config
-into a ``plugins`` conflist; then re-indented by :func:`~sriov_dra.core.operator.gojson.go_json_indent`.
-
-It must never paste administrator text into the config that has not been decoded strictly on its
-own, or render a value upstream would render differently (it refuses instead).
+The source NAD's ``spec.config`` (docs/design.md#operator-networks): built as a structure and
+encoded, never pasted; keys in upstream's template order, optional keys omitted, ints as ints,
+``"ipam":{}`` when unset; ``ipam``, ``capabilities`` and ``metaPlugins`` decoded strictly on their
+own and emitted as written (``metaPlugins`` makes it a conflist); re-indented by
+:func:`~sriov_dra.core.operator.gojson.go_json_indent`. A value upstream would render differently
+is refused, never rendered otherwise.
 """
 
 from __future__ import annotations
@@ -163,7 +160,7 @@ def render_config(network: Mapping[str, object]) -> str:
     one strict JSON object, a ``spec.metaPlugins`` entry that is not, a ``spec.ipam`` string
     holding whitespace (upstream would delete it, see :func:`_spaced_strings`), or a host-local
     ``spec.ipam`` whose ranges host-local would refuse at CNI ADD (:mod:`~sriov_dra.core.operator.hostlocal`).
-    Source: reference sriov-network-operator.md §2 (template ``sriov-cni-config.yaml``).
+    Source: upstream sriov-network-operator's template ``sriov-cni-config.yaml``.
     """
     ref = ref_of(network)
     spec = mapping(network.get("spec"))

@@ -1,13 +1,10 @@
-"""Who a SriovNetwork is, where its source NAD lives, and the marker that ties the two (spec §12.2.3).
+"""Who a SriovNetwork is, where its source NAD lives, and the marker that ties the two.
 
-This module owns a SriovNetwork's identity as both operator controllers read it: its API group,
-kind and plural, :class:`ObjectRef` (``namespace/name``), the target of its source NAD
-(``spec.networkNamespace`` or its own namespace, the former allowed only in the operator
-namespace), and the ``owner-ref`` annotation marker (``SriovNetwork.<group>/<ns>/<name>``,
-upstream ``OwnerRefToString``) with its strict reader.
-
-It must never render a config, default a namespace past the rule above, or read a marker of
-another shape as a SriovNetwork.
+A SriovNetwork's identity as both operator controllers read it (docs/design.md#operator-networks):
+API group, kind and plural, :class:`ObjectRef`, the source NAD's target (``spec.networkNamespace``,
+allowed only in the operator namespace, else its own namespace) and the ``owner-ref`` annotation
+marker (``SriovNetwork.<group>/<ns>/<name>``, upstream ``OwnerRefToString``) with its strict
+reader. Never renders a config or reads a marker of another shape as a SriovNetwork.
 """
 
 from __future__ import annotations
@@ -42,7 +39,7 @@ def ref_of(obj: Mapping[str, object]) -> ObjectRef:
 def target(network: Mapping[str, object]) -> ObjectRef:
     """Where the source NAD of ``network`` lives: ``spec.networkNamespace`` or its own namespace.
 
-    Source: upstream ``RenderNetAttDef``; spec §12.2.3 (CR and NAD namespaces are distinct).
+    Source: upstream ``RenderNetAttDef``; docs/design.md#operator-networks.
     """
     own = ref_of(network)
     spec = mapping(network.get("spec"))

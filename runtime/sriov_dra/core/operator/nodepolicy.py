@@ -1,26 +1,11 @@
 """SriovNetworkNodePolicy as the operator reads it: fields, ``spec.dra`` validation, filter translation.
 
-This module owns the reconcile-time checks of the node-policy API extension (spec §12.2.1,
-§12.2.2), repeated here because a disabled webhook or an older stored object must not produce
-unsafe output:
-
-* ``spec.dra.attributes``: fully qualified DRA keys, scalar values with exactly one member
-  (``false`` and ``0`` count as present), strings and versions ≤ 64 bytes, semver syntax, at most
-  32 inputs and a per-device budget that still fits 32 after discovery and generated keys;
-  discovery-owned keys, ``k8s.cni.cncf.io/resourceName`` and the driver's
-  ``netAttachDefName``/``netAttachDefNamespace`` are refused as inputs; the two operator reference
-  keys ``sriovnetwork.openshift.io/sriovNetworkName``/``sriovNetworkNamespace`` are both present or
-  both absent, strings, and valid object name/namespace (never defaulted);
-* the translation of ``nicSelector``/``deviceType``/``linkType`` into one dra-driver-sriov
-  ``resourceFilter`` (reference sriov-network-operator.md "Filter translation"), with the
-  empty-filter defect fixed: a selector that cannot be expressed exactly (``netFilter``,
-  ``pf#first-last`` VF ranges, a PF ``deviceID`` without a known VF ID, or nothing at all) is
-  reported as untranslatable instead of becoming a match-all filter (spec §13.3);
-* node selection by exact label equality and the reading of ``nicSelector`` (both from
-  ``sriov_dra_rules.nodepolicies``, shared with the collection's ``sriov_vf_plan`` filter), upstream's resource-pool name normalisation and the
-  structural "may these two filters select the same VF" test used when no node inventory is known.
-
-It must never do I/O or widen a filter silently.
+The reconcile-time checks of the node-policy API extension (docs/design.md#operator-api,
+docs/design.md#operator-validation), repeated here because a disabled webhook or an older stored
+object must not produce unsafe output (:func:`validate_dra`); the translation of the hardware
+selection into one dra-driver-sriov ``resourceFilter`` (:func:`translate_filter`), untranslatable
+rather than match-all when it cannot be exact; upstream's pool-name normalisation. Node and NIC
+selection come from ``sriov_dra_rules.nodepolicies``. Pure; never widens a filter silently.
 """
 
 from __future__ import annotations
@@ -123,7 +108,7 @@ def pool_name(resource_name: str) -> str:
 def parse_policy(obj: Mapping[str, object], *, prefix: str, nic_ids: Sequence[NicId]) -> NodePolicy:
     """Read one policy dict; shape problems become translation or DRA problems, never exceptions.
 
-    Source: reference sriov-network-operator.md §1.1.
+    Source: upstream sriov-network-operator's ``SriovNetworkNodePolicy`` type.
     """
     meta = _map(obj.get("metadata"))
     spec = _map(obj.get("spec"))
@@ -149,8 +134,15 @@ def validate_dra(raw: object, *, compat_value: str) -> DraInput:
     """Validate a ``spec.dra`` block at reconcile time and split its reference from its attributes.
 
     Shapes: ``{"attributes": {qualifiedName: {int|bool|string|version: value}}}``; ``{}`` is valid
-    (generated base attributes only).
-    Source: spec §12.2.1, §12.2.2; reference dra-driver-sriov.md §3.2.
+    (generated base attributes only). Checked: fully qualified DRA keys; scalar values with
+    exactly one member (``false`` and ``0`` count as present); strings and versions ≤ 64 bytes,
+    semver syntax; at most 32 inputs and a device budget that still fits 32 after discovery and
+    generated keys; discovery-owned keys, ``k8s.cni.cncf.io/resourceName`` and the driver's
+    ``netAttachDefName``/``netAttachDefNamespace`` refused as inputs; the operator reference keys
+    ``sriovnetwork.openshift.io/sriovNetworkName``/``sriovNetworkNamespace`` both present or both
+    absent, strings, valid object name and namespace (never defaulted).
+    Source: docs/design.md#operator-api, docs/design.md#operator-validation; upstream
+    dra-driver-sriov's ``consts.ReservedAttributes``.
     """
     problems: list[errors.FieldError] = []
     block = raw if isinstance(raw, Mapping) else {}
@@ -250,8 +242,10 @@ def translate_filter(spec: Mapping[str, object], nic_ids: Sequence[NicId]) -> Tr
 
     Shapes: keys among ``vendors``, ``devices``, ``pfNames``, ``pfPciAddresses``, ``linkType``;
     lists sorted and deduplicated. ``deviceType: vfio-pci`` adds no ``drivers`` field (the
-    driver does not implement it; VF driver binding comes from VfConfig at prepare).
-    Source: reference sriov-network-operator.md §4.4 and "Filter translation"; spec §13.3.
+    driver does not implement it; VF driver binding comes from VfConfig at prepare). A selection
+    that cannot be expressed exactly (``netFilter``, ``pf#first-last`` VF ranges, a PF
+    ``deviceID`` without a known VF ID, or nothing at all) is untranslatable, never an empty,
+    match-all filter (docs/design.md#operator-attributes).
     """
     nic = nodepolicies.read_nic_selector(spec)
     if nic.has_net_filter:
@@ -314,7 +308,7 @@ def parse_nic_ids(data: Mapping[str, object]) -> tuple[NicId, ...]:
 
     Shapes: IDs lowercase hex without ``0x``; result sorted and deduplicated.
     Raises: InvalidSpec naming every malformed entry.
-    Source: reference sriov-network-operator.md §1.1 (ConfigMap ``supported-nic-ids``).
+    Source: upstream sriov-network-operator's ConfigMap ``supported-nic-ids``.
     """
     out: set[NicId] = set()
     problems: list[errors.FieldError] = []

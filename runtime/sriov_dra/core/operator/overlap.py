@@ -1,15 +1,11 @@
-"""Which node-policy filters can claim the same VF with different mappings (spec §12.2.4).
+"""Which node-policy filters can claim the same VF with different mappings.
 
-The DRA driver gives a VF to the first matching config and never merges configs, so two policies
+The driver gives a VF to the first matching config and never merges configs, so two policies
 whose filters can select the same VF must publish the same mapping, or the node's configs are
-withdrawn. This module owns the comparison: a policy's *identity* is the mapping it intends to
-publish (compatibility resourceName, custom attributes and the SriovNetwork reference, or the
-legacy pool), independent of whether its reference currently resolves; overlap is decided on the
-node's device inventory when known, else structurally (not provably disjoint means overlapping,
-:meth:`sriov_dra_rules.resourcefilters.ResourceFilter.may_match_a_device_of`, the preflight's rule too).
-
-It must never do I/O or consider two policies without a DRA block a conflict (upstream's
-priority order decides between legacy pools).
+withdrawn (docs/design.md#operator-attributes). A policy's identity is the mapping it intends to
+publish, resolved or not; overlap is decided on the node's inventory when known, else
+structurally (``ResourceFilter.may_match_a_device_of``, the preflight's rule too). Two policies
+without a DRA block never conflict (upstream's priority order decides). Pure.
 """
 
 from __future__ import annotations

@@ -1,35 +1,11 @@
 """SriovNetwork → source NetworkAttachmentDefinition, rendered exactly as the upstream operator does.
 
-This module owns the one renderer that both operator controllers use, so that the network
-controller (the sole writer of the source NAD) and the node-policy controller (which only reads
-it) cannot drift (spec §12.2.3 "reuse RenderNetAttDef ... so the two controllers cannot drift"):
-
-* the target: ``name`` = SriovNetwork name, ``namespace`` = ``spec.networkNamespace`` when set,
-  else the SriovNetwork's own namespace; ``networkNamespace`` may only be set on networks that
-  live in the operator namespace;
-* the CNI JSON, built as a structure and encoded (never pasted): keys in upstream's template
-  order, optional keys omitted, ints as ints, strings JSON-encoded so that they round-trip
-  exactly, ``"ipam":{}`` when unset; ``ipam``/``capabilities`` (one JSON object each) and
-  ``metaPlugins`` (comma-separated objects) decoded strictly on their own and then emitted as
-  written; ``metaPlugins`` turning the config into a ``plugins`` conflist; then re-indented the
-  way Go's ``json.Indent(…, "", "    ")`` does (byte equality with upstream avoids update loops);
-* the metadata: exactly the legacy ``k8s.v1.cni.cncf.io/resourceName`` annotation and the
-  ``sriovnetwork.openshift.io/owner-ref`` marker, no labels, and a plain ownerReference only when
-  the NAD lives in the SriovNetwork's namespace;
-* :func:`resolve_source`: whether a live SriovNetwork and NAD form a usable source for a node
-  policy's reference (current-generation ``Ready=True``, NAD not deleting, content and marker
-  equal to the rendering, a same-namespace ownerReference naming the current UID).
-
-The sub-concerns live in their modules (:mod:`~sriov_dra.core.operator.networkrefs`: identity, target and
-marker; :mod:`~sriov_dra.core.operator.networkconfig`: the CNI config; :mod:`~sriov_dra.core.operator.gojson`: the
-re-indent); this module owns the NAD manifest, its managed-field comparison and
-:func:`resolve_source`, and re-exports the others' names its callers use.
-
-It must never do I/O, paste administrator text into the config that has not been decoded
-strictly on its own, default a namespace to anything but the rules above, or accept a Ready
-condition from an earlier generation.
-
-Source: reference sriov-network-operator.md §1.2, §2, §3; spec §12.2.3.
+The one renderer both operator controllers use, so the network controller (the NAD's sole writer)
+and the node-policy controller (a reader) cannot drift (docs/design.md#operator-networks): the
+target (``networkrefs``), the CNI config (``networkconfig``), the metadata (the legacy
+``resourceName`` annotation and the ``owner-ref`` marker, no labels, a plain ownerReference only in
+the network's own namespace), and :func:`resolve_source`. It re-exports the names its callers use.
+Pure; never accepts a Ready condition from an earlier generation.
 """
 
 from __future__ import annotations
@@ -81,7 +57,7 @@ def render_nad(network: Mapping[str, object], *, resource_prefix: str) -> dict[s
     namespace; ``spec.config`` from :func:`render_config`.
     Raises: InvalidSpec (reason ``InvalidNetworkSpec``) from :func:`render_config`, or when
     ``spec.resourceName`` is missing.
-    Source: reference sriov-network-operator.md §2 "NAD metadata".
+    Source: upstream sriov-network-operator's ``RenderNetAttDef`` (NAD metadata).
     """
     own = ref_of(network)
     where = target(network)
@@ -174,7 +150,7 @@ def resolve_source(
     ``Ready=True`` with ``observedGeneration == metadata.generation``; the NAD exists, is not
     deleting, carries this network's owner marker and the rendered resourceName annotation and
     config, and any same-namespace SriovNetwork ownerReference names the current UID.
-    Source: spec §12.2.3, §12.2.5.
+    Source: docs/design.md#operator-networks, docs/design.md#eligibility.
     """
     not_ready = errors.Reason.SRIOV_NETWORK_NOT_READY
     nad_not_ready = errors.Reason.SOURCE_NAD_NOT_READY
