@@ -1,6 +1,6 @@
 """Shuffled test order, so every run proves that no test depends on the ones before it.
 
-Issue 14 item 7: a test that passes only because an earlier one created what it needs (a
+A test that passes only because an earlier one created what it needs (a
 namespace, a CRD) hides a missing fixture. Each run therefore reorders the collected tests:
 
 - tiers keep their collected order (one tier's session fixtures are set up once);

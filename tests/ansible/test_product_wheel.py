@@ -1,4 +1,4 @@
-"""The product's wheel (what the image installs) carries the product only (issue 14 item 1).
+"""The product's wheel (what the image installs) carries the product only.
 
 Builds ``pip wheel --no-deps`` of the repository root's distribution from a copy of its sources
 (the working tree is left alone) and reads the archive: no lab package, no fake sysfs or PCI

@@ -70,7 +70,7 @@ def test_core_and_pure_shared_rules_do_no_io_or_clock(path: Path) -> None:
 
 @pytest.mark.parametrize("path", RULES_FILES, ids=[p.name for p in RULES_FILES])
 def test_shared_rules_import_only_stdlib_and_siblings_by_relative_import(path: Path) -> None:
-    """Each shared rules module loads under both of its package names (ARCHITECTURE.md §9)."""
+    """Each shared rules module loads under both of its package names (docs/layout.md)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     bad = []
     for node in ast.walk(tree):

@@ -1,4 +1,4 @@
-"""Every parser of JSON or YAML that a person wrote goes through the one strict reader (issue 13 item 2).
+"""Every parser of JSON or YAML that a person wrote goes through the one strict reader.
 
 Person-written text is read with ``sriov_dra_rules.strictjson`` (JSON: a repeated key is refused
 with its path, no NaN) or ``sriov_dra.host.strictyaml`` (YAML: a repeated mapping key is refused).
@@ -41,7 +41,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
     ),
     "runtime/sriov_dra/core/networks.py": (
         2,
-        "the Pod networks annotation codec (spec §9): refuses repeated keys with their paths already, "
+        "the Pod networks annotation codec: refuses repeated keys with their paths already, "
         "reported per element together with its other problems, and needs each element's exact "
         "source text (raw_decode); see tests/pure/core/test_networks.py",
     ),

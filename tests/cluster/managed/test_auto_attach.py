@@ -437,7 +437,7 @@ def test_a_missing_grant_is_an_actionable_access_error_and_retry_state_is_kept(a
     assert plugin.unprepare(ref) is None
 
 
-def test_shipped_plugin_rbac_is_exactly_the_spec_grant_set():
+def test_shipped_plugin_rbac_is_exactly_the_documented_grant_set():
     docs = load_all(RBAC)
     managed = next(
         o

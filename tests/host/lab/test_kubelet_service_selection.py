@@ -1,8 +1,8 @@
 """The kubelet's choice of DRA service from a plugin's ``supported_versions``.
 
 ``sriov_dra_lab.kubelet_plugins.select_service`` mirrors the 1.36 kubelet's
-``validateSupportedServices``: the plugin's first entry that the kubelet supports wins.
-Source: /work/shared/reference/dra-protocol.md §1.3.
+``validateSupportedServices`` (kubernetes ``pkg/kubelet/cm/dra``): the plugin's first entry that
+the kubelet supports wins.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ def test_each_rail_has_its_vfs_under_its_own_root() -> None:
     assert all(len(v.ifname) <= 15 and len(v.peer) <= 15 for v in topology.plan_vfs(16))
 
 
-def test_fake_pfs_match_the_spec_fixture_and_name_vfs_like_the_veths() -> None:
+def test_fake_pfs_match_the_gpu_nic_pairs_example_and_name_vfs_like_the_veths() -> None:
     pfs = topology.fake_pfs(3)
     assert [(p.ifname, p.vendor, p.pcie_root, p.numa_node) for p in pfs] == [
         ("ens1f0", "15b3", "pci0000:00", 0),

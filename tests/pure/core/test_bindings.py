@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.bindings: the shadow binding annotation codec (spec §6.4)."""
+"""Tests for sriov_dra.core.bindings: the shadow binding annotation codec (docs/design.md#ownership)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sriov_dra.core import bindings, identities
 from sriov_dra_rules import errors, names
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "contract"
-SPEC_FIELDS = [
+DOCUMENTED_FIELDS = [
     "version",
     "attachmentID",
     "podUID",
@@ -96,10 +96,10 @@ def test_fixture_attachment_ids_come_from_the_identity_vectors() -> None:
     assert {b.attachment_id for b in decoded} <= {v["attachmentID"] for v in vectors}
 
 
-def test_encoding_uses_the_exact_spec_field_names_in_spec_order() -> None:
+def test_encoding_uses_the_documented_field_names_in_their_documented_order() -> None:
     binding = bindings.decode_binding(_value(_fixtures(valid=True)[0]))
     obj = json.loads(bindings.encode_binding(binding))
-    assert list(obj) == SPEC_FIELDS
+    assert list(obj) == DOCUMENTED_FIELDS
     assert list(obj["source"]) == ["namespace", "name", "uid", "resourceVersion"]
     assert obj["version"] == 1
 

@@ -1,4 +1,5 @@
-"""Tests for sriov_dra.core.plugin.checkpoint_codec: round trip, determinism, strict rejections (spec §6.3)."""
+"""Tests for sriov_dra.core.plugin.checkpoint_codec: round trip, determinism, strict rejections
+(docs/design.md#checkpoint)."""
 
 from __future__ import annotations
 

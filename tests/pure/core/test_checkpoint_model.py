@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.plugin.checkpoint_model: record rules shared by encode and decode (spec §6.3)."""
+"""Tests for sriov_dra.core.plugin.checkpoint_model: record rules shared by encode and decode (docs/design.md#checkpoint)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests for sriov_dra.core.deviceattributes: DeviceAttributes selection and merging (spec §12.2.5)."""
+"""Tests for sriov_dra.core.deviceattributes: DeviceAttributes selection and merging
+(docs/design.md#device-attributes)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from tests.fakes.policy_objects import (
 from sriov_dra.core import attributes
 from sriov_dra_rules import errors
 
-# --- DeviceAttributes selection (spec §12.2.5 steps 1-2) ------------------------------------------
+# --- DeviceAttributes selection ---------------------------------------------------------------------
 
 
-def test_spec_example_maps_each_rail_to_its_template() -> None:
+def test_gpu_nic_pairs_example_maps_each_rail_to_its_template() -> None:
     objs = [
         rail_attrs("rail-a-network-attributes", "rail-a-net", {"string": "rail-a-net"}),
         rail_attrs("rail-b-network-attributes", "rail-b-net", {"string": "rail-b-net"}),

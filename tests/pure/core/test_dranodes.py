@@ -1,4 +1,5 @@
-"""Tests for sriov_dra.core.operator.dranodes: each node's SriovResourcePolicy and its overlap and translation safety rules (spec §12.2.4–§12.2.5)."""
+"""Tests for sriov_dra.core.operator.dranodes: each node's SriovResourcePolicy and its overlap and translation safety rules
+(docs/design.md#operator-attributes, docs/design.md#eligibility)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.operator.drapolicy.build_dra_policy_plan (spec §12.2.2–§12.2.6, §14.3)."""
+"""Tests for sriov_dra.core.operator.drapolicy.build_dra_policy_plan (docs/design.md#operator)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from sriov_dra.core.operator import draobjects, drapolicy, sriovnetwork
 from sriov_dra_rules import names
 
 
-def test_spec_14_3_two_rails_sharing_a_resource_name_get_separate_maps_and_selectors() -> None:
+def test_operator_two_rails_sharing_a_resource_name_get_separate_maps_and_selectors() -> None:
     p = plan(oo.rail_policies(), [oo.node("worker-1")])
     assert [dict(o) for o in p.device_attributes] == [
         rail_attrs(oo.UID_A, "rail-a-net"),

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.identities: attachmentID, shadow names, identity verification (spec §6.2)."""
+"""Tests for sriov_dra.core.identities: attachmentID, shadow names, identity verification (docs/design.md#identity)."""
 
 from __future__ import annotations
 

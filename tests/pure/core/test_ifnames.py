@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.ifnames: managed interface naming (spec §6.5) and Multus's final names."""
+"""Tests for sriov_dra.core.ifnames: managed interface naming (docs/design.md#interface-names) and Multus's final names."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def _names(devices: list[ifnames.AllocatedDevice], **kw: Any) -> list[tuple[str,
         "ordered-by-device",
         "explicit-dra0-keeps-its-place-in-sequence",
         "generated-names-skip-explicit-names",
-        "explicit-kernel-style-name-C06",
+        "explicit-kernel-style-name",
     ],
 )
 def test_assign_interfaces_orders_and_names(devices: list[ifnames.AllocatedDevice], expected: Any) -> None:
@@ -185,9 +185,9 @@ def test_disagreeing_requirements_for_one_vf_conflict(
     ids=[
         "repeated-explicit-name",
         "explicit-primary-name",
-        "explicit-name-too-long-C06",
-        "explicit-name-with-slash-C06",
-        "explicit-dotdot-C06",
+        "explicit-name-too-long",
+        "explicit-name-with-slash",
+        "explicit-dotdot",
         "malformed-claim-uid",
         "malformed-alias",
     ],

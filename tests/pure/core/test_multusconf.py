@@ -113,7 +113,7 @@ def test_conflist_without_a_multus_plugin_is_refused_naming_the_types() -> None:
 
 @pytest.mark.parametrize("bad", [[], {}, ["multus"], 5, True, None], ids=repr)
 def test_multus_config_with_a_non_string_plugin_type_is_a_typed_error_naming_the_field(bad: object) -> None:
-    """Issue 13 item 7: ``{"plugins":[{"type":[]}]}`` raised ``TypeError: unhashable type: 'list'``."""
+    """``{"plugins":[{"type":[]}]}`` is a typed error naming the field, never a ``TypeError``."""
     data = json.dumps({"plugins": [{"type": "tuning"}, {"type": bad}, {"type": "multus"}]}).encode()
     with pytest.raises(errors.InvalidSpec) as info:
         multusconf.decode_config(data, source=SRC)
@@ -132,7 +132,7 @@ def test_multus_config_with_a_non_string_plugin_type_is_a_typed_error_naming_the
     ids=["root", "inside-the-multus-plugin", "nested-object"],
 )  # fmt: skip
 def test_multus_config_with_a_repeated_key_is_refused_with_its_path(data: bytes, path: str) -> None:
-    """Issue 13 item 2: ``defaultNetworks`` twice was last-one-wins."""
+    """A repeated key (``defaultNetworks`` twice) is refused, never last-one-wins."""
     with pytest.raises(errors.InvalidSpec) as info:
         multusconf.decode_config(data, source=SRC)
     assert [e.path for e in info.value.errors] == [_at(path)]

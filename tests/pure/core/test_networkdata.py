@@ -1,4 +1,4 @@
-"""core.plugin.networkdata: network-status → claim status.devices[].networkData of managed VFs (issue 17)."""
+"""core.plugin.networkdata: network-status → claim status.devices[].networkData of managed VFs."""
 
 from __future__ import annotations
 

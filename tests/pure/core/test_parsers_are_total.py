@@ -1,4 +1,4 @@
-"""Every core parser of text or objects from outside is total: a result or its typed error (issue 13 item 7).
+"""Every core parser of text or objects from outside is total: a result or its typed error.
 
 One property per parser (the Multus config, CNI configs and the template path, the networks,
 registry and binding annotations, the checkpoint codec, node policies, SriovResourcePolicy and

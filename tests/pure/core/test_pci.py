@@ -1,4 +1,4 @@
-"""Tests of sriov_dra.core.pci: plain BDF validation and normalisation (spec §7 step 7)."""
+"""Tests of sriov_dra.core.pci: plain BDF validation and normalisation (docs/design.md#render)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests for sriov_dra.core.registry: the Pod managed-networks registry codec (spec §6.4, §9)."""
+"""Tests for sriov_dra.core.registry: the Pod managed-networks registry codec
+(docs/design.md#ownership)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def test_invalid_fixture_is_refused_with_its_reason(entry: dict[str, Any]) -> No
         assert entry["mentions"] in str(exc.value)
 
 
-def test_encoding_uses_the_exact_spec_field_names_in_spec_order() -> None:
+def test_encoding_uses_the_documented_field_names_in_their_documented_order() -> None:
     obj = json.loads(registry.encode_registry(_two_entries()))
     assert list(obj) == ["version", "podUID", "entries"]
     assert list(obj["entries"][0]) == [

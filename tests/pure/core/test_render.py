@@ -1,7 +1,8 @@
-"""Tests of sriov_dra.core.render: the shadow CNI config renderer (spec §7, §7.1).
+"""Tests of sriov_dra.core.render: the shadow CNI config renderer (docs/design.md#render).
 
-Handed cases covered here: C08 (name-less template), C09 (deviceID placement in a conflist),
-C10 (empty/absent spec.config), C24 (CNI name and ipam identical across shadows).
+Upstream reports covered here: a name-less template (multus-dynamic-networks-controller #45),
+deviceID placement in a conflist (multus-cni #289), an empty or absent spec.config (multus-cni
+#1362), one CNI name and ipam across shadows (whereabouts #256).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def test_single_plugin_gets_device_id_after_type_and_exact_bytes() -> None:
     assert result.config_text == expected.decode()
 
 
-def test_spec_example_conflist_gets_device_id_only_on_sriov_entry() -> None:
+def test_example_conflist_gets_device_id_only_on_sriov_entry() -> None:
     result = render.render_shadow_config(nad(CONFLIST), "0000:03:00.1")
     assert result.config_bytes == (
         b'{"cniVersion":"1.0.0","name":"ai-workloads-rail-a","plugins":[{"type":"sriov","deviceID":"0000:03:00.1",'
@@ -56,7 +57,7 @@ def test_spec_example_conflist_gets_device_id_only_on_sriov_entry() -> None:
 
 
 def test_operator_indented_source_renders_to_canonical_compact_bytes() -> None:
-    # sriov-network-operator writes 4-space indented JSON with its own key order (reference §2).
+    # sriov-network-operator writes 4-space indented JSON with its own key order .
     indented = json.dumps(
         {
             "cniVersion": "1.0.0",
@@ -125,7 +126,7 @@ def test_unknown_fields_non_ascii_and_numbers_are_preserved() -> None:
     ]
 
 
-# --- C09: deviceID placement -----------------------------------------------------------------
+# --- deviceID placement ----------------------------------------------------------------------
 
 
 def test_C09_tuning_first_conflist_is_rejected_with_rule_and_fix() -> None:
@@ -230,7 +231,7 @@ def test_C09_host_device_chain_is_rejected() -> None:
     assert "another binding model" in exc.errors[0].message
 
 
-# --- C10: inline config required ----------------------------------------------------------------
+# --- inline config required --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -262,7 +263,7 @@ def test_config_of_wrong_type_is_invalid(spec: object, path: str) -> None:
     assert paths(exc) == [path]
 
 
-# --- C24: one logical network across shadows ------------------------------------------------------
+# --- one logical network across shadows -----------------------------------------------------------
 
 
 def test_C24_two_shadows_of_one_template_share_name_and_ipam_and_differ_only_in_device() -> None:
@@ -426,7 +427,7 @@ def test_misplaced_sriov_entry_is_still_checked() -> None:
     assert paths(reject(nad(config))) == ["spec.config.plugins[1].type", "spec.config.plugins[1].deviceID"]
 
 
-# --- PCI address (spec §7 step 7; rules in test_pci.py) ---------------------------------------
+# --- PCI address (rules in test_pci.py) -------------------------------------------------------
 
 
 def test_invalid_pci_is_reported_before_template_problems() -> None:

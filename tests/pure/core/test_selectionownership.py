@@ -1,4 +1,5 @@
-"""Which managed selections are ours and what a merge refuses (spec §9 rules 4, 6, 8): ownership, manual and interface conflicts."""
+"""Which managed selections are ours and what a merge refuses: ownership, manual and interface conflicts
+(docs/design.md#selections)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Merge and removal of managed selections (spec §9 rules 1–9) and the JSON Patch that publishes them."""
+"""Merge and removal of managed selections (docs/design.md#selections) and the JSON Patch that publishes them."""
 
 from __future__ import annotations
 

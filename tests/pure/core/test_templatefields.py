@@ -1,4 +1,4 @@
-"""Tests of sriov_dra.core.templatefields: the effective CNI name (spec §7 step 3, §7.1 step 1; C08) and CNI versions (step 8)."""
+"""Tests of sriov_dra.core.templatefields: the effective CNI name and the CNI versions (docs/design.md#render)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from sriov_dra.core import render, templatefields
 from sriov_dra_rules import errors
 from sriov_dra_rules.strictjson import JsonValue
 
-# --- effective CNI name (spec §7 step 3, §7.1 step 1; C08) ---------------------------------------
+# --- effective CNI name (kept for IPAM, docs/design.md#ipam) -------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ from sriov_dra_rules.strictjson import JsonValue
         ({"cniVersion": "1.0.0", "name": "Rail_A.v2-x", "type": "sriov"}, "Rail_A.v2-x", ["cniVersion", "name", "type", "deviceID"]),
     ],
     ids=[
-        "C08-conflist-without-name-gets-template-metadata-name", "empty-name-replaced-in-place",
+        "conflist-without-name-gets-template-metadata-name", "empty-name-replaced-in-place",
         "missing-name-inserted-after-cniVersion", "single-plugin-without-name",
         "explicit-name-preserved-exactly-in-place", "explicit-name-with-cni-punctuation-preserved",
     ],
@@ -83,7 +83,7 @@ def test_source_without_metadata_name_is_invalid() -> None:
     assert "ns-a/<no name>" in str(exc)
 
 
-# --- CNI version (spec §7 step 8) -------------------------------------------------------------------------
+# --- CNI version ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("version", templatefields.SUPPORTED_CNI_VERSIONS)

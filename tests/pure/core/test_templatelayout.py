@@ -1,4 +1,4 @@
-"""Tests of sriov_dra.core.templatelayout: where the sriov entry is and which plugins may follow (spec §7 steps 4-6)."""
+"""Tests of sriov_dra.core.templatelayout: where the sriov entry is and which plugins may follow (docs/design.md#render)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from sriov_dra.core import render, templatelayout
 from sriov_dra_rules import errors
 from sriov_dra_rules.strictjson import JsonValue
 
-# --- layout (spec §7 steps 4-6) -----------------------------------------------------------------------
+# --- layout ---------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

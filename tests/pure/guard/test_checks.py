@@ -90,7 +90,7 @@ def test_pod_identity(runtime_uid: str | None, static: bool, node: str | None, r
         )
 
 
-# --------------------------------------------------------------------- annotations (handed cases)
+# -------------------------------------------------- annotations (malformed as in upstream reports)
 
 
 @pytest.mark.parametrize(
@@ -107,15 +107,15 @@ def test_pod_identity(runtime_uid: str | None, static: bool, node: str | None, r
         "net-a@..",
     ],
     ids=[
-        "C01-malformed-json",
-        "C02-trailing-comma",
-        "C02-blank-entry",
-        "C03-ips-not-a-list",
-        "C03-trailing-comma-json",
-        "C04-interfaceRequest",
-        "C06-ifname-19-bytes",
-        "C06-ifname-with-slash",
-        "C06-ifname-dotdot",
+        "malformed-json",
+        "trailing-comma",
+        "blank-entry",
+        "ips-not-a-list",
+        "trailing-comma-json",
+        "interfaceRequest",
+        "ifname-19-bytes",
+        "ifname-with-slash",
+        "ifname-dotdot",
     ],
 )
 def test_invalid_networks_annotation_fails_the_add(value: str) -> None:
@@ -139,10 +139,10 @@ def test_c01_error_names_the_position() -> None:
         ('[{"name":"net-a","interface":"vlan101"}]', ["vlan101"]),
     ],
     ids=[
-        "C02-spaces-trimmed",
-        "C06-underscore-ifname",
-        "C06-dotted-ifname-with-namespace",
-        "C04-interface-key",
+        "spaces-trimmed",
+        "underscore-ifname",
+        "dotted-ifname-with-namespace",
+        "interface-key",
     ],
 )
 def test_valid_networks_annotation_is_read(value: str, interfaces: list[str | None]) -> None:

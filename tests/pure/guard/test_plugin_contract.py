@@ -16,7 +16,8 @@ ones (JSON or comma notation, with or without namespaces and interface names):
   leaves alone involves manual entries only;
 * after one claim is released, the guard still accepts the Pod for the remaining claim.
 
-Source: spec §6.4, §6.5, §9, §10.3; ARCHITECTURE.md §4.
+The contract: docs/design.md#ownership, docs/design.md#interface-names, docs/design.md#selections
+and docs/design.md#guard-checks.
 """
 
 from __future__ import annotations

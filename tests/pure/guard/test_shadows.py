@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.guard.shadows: the per-shadow pre-ADD rules of spec §10.3."""
+"""Tests for sriov_dra.guard.shadows: the per-shadow pre-ADD rules (docs/design.md#guard-checks)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def _mutations() -> list[tuple[str, Callable[[dict[str, Any]], None], R]]:
     def resource_name(n: dict[str, Any]) -> None:
         n["metadata"]["annotations"][names.RESOURCE_NAME_ANNOTATION] = ""
 
-    def no_device(n: dict[str, Any]) -> None:  # handed case C13
+    def no_device(n: dict[str, Any]) -> None:  # sriov-network-device-plugin #258
         doc = json.loads(n["spec"]["config"])
         del doc["deviceID"]
         _set_config(n, json.dumps(doc, separators=(",", ":")), rehash=True)
@@ -124,16 +124,18 @@ def _mutations() -> list[tuple[str, Callable[[dict[str, Any]], None], R]]:
     def other_device(n: dict[str, Any]) -> None:
         _set_config(n, n["spec"]["config"].replace(PCI, "0000:03:00.2"), rehash=True)
 
-    def empty_config(n: dict[str, Any]) -> None:  # handed case C10
+    def empty_config(n: dict[str, Any]) -> None:  # multus-cni #1362
         _set_config(n, "", rehash=False)
 
     def not_sriov(n: dict[str, Any]) -> None:
         _set_config(n, n["spec"]["config"].replace('"type":"sriov"', '"type":"macvlan"'), rehash=True)
 
-    def formatting(n: dict[str, Any]) -> None:  # spec §10.3: formatting edits are detected
+    def formatting(n: dict[str, Any]) -> None:  # formatting edits are detected
         _set_config(n, json.dumps(json.loads(n["spec"]["config"]), indent=2), rehash=False)
 
-    def cni_name(n: dict[str, Any]) -> None:  # handed case C08: the frozen CNI name is part of the hash
+    def cni_name(
+        n: dict[str, Any],
+    ) -> None:  # multus-dynamic-networks-controller #45: the frozen CNI name is part of the hash
         _set_config(
             n, n["spec"]["config"].replace('"name":"rail-a"', f'"name":"{PLANNED.name}"'), rehash=False
         )
@@ -156,12 +158,12 @@ def _mutations() -> list[tuple[str, Callable[[dict[str, Any]], None], R]]:
         ("protection-finalizer-missing", finalizer, R.MISSING_PROTECTION_FINALIZER),
         ("shadow-terminating", terminating, R.SHADOW_TERMINATING),
         ("empty-resource-name-key-present", resource_name, R.RESOURCE_NAME_ANNOTATION_PRESENT),
-        ("sriov-without-device-id-C13", no_device, R.DEVICE_ID_MISMATCH),
+        ("sriov-without-device-id", no_device, R.DEVICE_ID_MISMATCH),
         ("device-id-of-another-vf", other_device, R.DEVICE_ID_MISMATCH),
-        ("empty-config-C10", empty_config, R.INVALID_SHADOW_CONFIG),
+        ("empty-config", empty_config, R.INVALID_SHADOW_CONFIG),
         ("not-an-sriov-config", not_sriov, R.INVALID_SHADOW_CONFIG),
         ("reformatted-config", formatting, R.CONFIG_HASH_MISMATCH),
-        ("cni-name-changed-C08", cni_name, R.CONFIG_HASH_MISMATCH),
+        ("cni-name-changed", cni_name, R.CONFIG_HASH_MISMATCH),
         ("shadow-uid-differs-from-registry", registry_uid, R.REGISTRY_SHADOW_MISMATCH),
         ("binding-interface-differs-from-registry", registry_interface, R.REGISTRY_SHADOW_MISMATCH),
     ]

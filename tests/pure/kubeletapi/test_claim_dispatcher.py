@@ -2,7 +2,6 @@
 
 ``sriov_dra.kubeletapi.dra_service.ClaimDispatcher``: one outcome per distinct claim UID, empty
 requests answered without the handler, and one claim's failure never failing another.
-Source: /work/shared/reference/dra-protocol.md §1.2.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Expected values were written down from the upstream files, not derived from our protos:
 k8s.io/kubelet v0.36.3 ``pkg/apis/dra/v1/api.proto``, ``pkg/apis/dra/v1beta1/api.proto``,
-``pkg/apis/pluginregistration/v1/api.proto`` and ``pkg/apis/dra-health/v1alpha1/api.proto``
-(see /work/shared/reference/dra-protocol.md §1.2, §2.1, §2.4).
+``pkg/apis/pluginregistration/v1/api.proto`` and ``pkg/apis/dra-health/v1alpha1/api.proto``.
 """
 
 from __future__ import annotations

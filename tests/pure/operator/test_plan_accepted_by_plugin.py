@@ -12,7 +12,7 @@ disjoint PFs, ready, missing or absent networks, priorities) this proves the two
   claimed by a policy without ``spec.dra`` carries no network reference;
 * a node the operator withdraws (empty ``configs``) publishes nothing.
 
-Source: spec §12.2.4, §12.2.5; ARCHITECTURE.md §4 (device attributes contract).
+The contract: docs/design.md#operator-attributes and docs/design.md#eligibility.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tests for sriov_dra.operator.watches.Router: which events wake which reconciliation (spec §12.2.6)."""
+"""Tests for sriov_dra.operator.watches.Router: which events wake which reconciliation
+(docs/design.md#operator-status)."""
 
 from __future__ import annotations
 

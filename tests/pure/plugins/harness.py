@@ -1,4 +1,4 @@
-"""One args/exit harness for the collection's modules (STYLE.md §3).
+"""One args/exit harness for the collection's modules.
 
 :func:`run_module` runs a module's ``main()`` with the given arguments, the way Ansible would,
 and returns the ``exit_json`` result or raises :class:`ModuleFailed` with the ``fail_json``

@@ -2,7 +2,7 @@
 
 The bindings it lists must be exactly the managed bindings the plugin's codec wrote, and no byte
 of a document may change without the reader refusing it or reading the same bindings: the drain
-and cleanup roles act on this answer (spec §18.1), so a damaged checkpoint must never read as
+and cleanup roles act on this answer (docs/design.md#rollout), so a damaged checkpoint must never read as
 "no binding left".
 """
 

@@ -152,7 +152,7 @@ def test_the_permissions_are_every_verb_of_the_shipped_plugin_rbac() -> None:
     assert len(ours) == len(rules.PERMISSIONS)
 
 
-def test_the_spec_12_3_verbs_come_first_so_a_broken_binding_names_them_first() -> None:
+def test_the_managed_networks_verbs_come_first_so_a_broken_binding_names_them_first() -> None:
     head = [rules.describe(p, "ns") for p in rules.PERMISSIONS[:3]]
     assert head == [
         "get core/pods in all namespaces",

@@ -1,4 +1,4 @@
-"""One log schema for every service (servicekit/logs.py, issue 14 item 3)."""
+"""One log schema for every service (servicekit/logs.py)."""
 
 from __future__ import annotations
 

@@ -154,7 +154,7 @@ def test_interfaces_are_numbered_over_all_claims_of_the_pod_in_any_prepare_order
     assert mn.convergence_problems(node) == []
 
 
-def test_unprepare_releases_in_spec_order_and_leaves_nothing(node: mn.ManagedNode) -> None:
+def test_unprepare_releases_in_the_documented_order_and_leaves_nothing(node: mn.ManagedNode) -> None:
     ref = node.add_consumer(TWO_RAILS)
     node.prepare(ref)
     node.kube.calls.clear()

@@ -1,4 +1,4 @@
-"""driver.managed.orphans: shadows of this node correlated with the checkpoint (spec §8.5, §18.3)."""
+"""driver.managed.orphans: shadows of this node correlated with the checkpoint (docs/design.md#orphans)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests for ``plugins/modules/sriov_numvfs.py``: handed case C26, errno classes, check mode, drivers.
+"""Tests for ``plugins/modules/sriov_numvfs.py``: a non-zero count changes through 0
+(openshift/sriov-network-operator #131), errno classes, check mode, drivers.
 
 A fake SR-IOV kernel (``tests/ansible/fake_sriov_kernel.py``) stands in for the kernel behind
 the module's ``writer`` seam: it creates and removes VFs, refuses non-zero to non-zero with EBUSY,
@@ -19,7 +20,7 @@ from tests.pure.plugins import harness
 from sriov_dra_lab.fakes import fakesysfs
 
 PF0, PF0_BDF = "enp3s0f0", "0000:03:00.0"  # 0 VFs, sriov_totalvfs 64
-PF1, PF1_BDF = "enp129s0f0", "0000:81:00.0"  # 63 VFs, sriov_totalvfs 64 (C26)
+PF1, PF1_BDF = "enp129s0f0", "0000:81:00.0"  # 63 VFs, sriov_totalvfs 64
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def _links(kernel: fake_sriov_kernel.FakeSriovKernel, bdf: str) -> int:
     return len(kernel.fake.sysfs.virtfns(bdf))
 
 
-# --- handed case C26 --------------------------------------------------------------------------
+# --- count changes through 0 (EBUSY) --------------------------------------------------------------------------
 
 
 def test_c26_equal_count_writes_nothing_and_reports_unchanged(kernel):
