@@ -1,4 +1,4 @@
-"""The decisive regression: Multus reports success without the managed networks; the guard refuses it.
+"""Multus reports success without the managed networks; the guard refuses it.
 
 Two real ways stock Multus v4.3.0 attaches only the primary:
 

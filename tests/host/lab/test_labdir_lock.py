@@ -1,10 +1,8 @@
 """A running lab's work directory is its own: ``lab down`` and a second ``lab up`` refuse it.
 
-A fresh-user walkthrough signalled the wrong process, so its lab kept running; ``lab down`` then
-killed the processes of the running lab's real nodes and a second ``lab up`` deleted its work
-directory under it. The process that runs a lab now holds ``<workdir>/lab.lock`` (``labdir.hold``,
-from before it resets the directory until its stop); another process sees it and is told which
-process to stop.
+The process that runs a lab holds ``<workdir>/lab.lock`` (``labdir.hold``, from before it resets
+the directory until its stop); another process sees it and is told which process to stop, instead
+of killing the running lab's node processes or deleting its work directory.
 """
 
 from __future__ import annotations

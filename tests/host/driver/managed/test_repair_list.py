@@ -3,7 +3,7 @@
 On a fake node (real handler, checkpoint and fake-sysfs host; the fake API logs every call): a
 pass over prepared claims where nothing changed issues one NAD LIST and no NAD GET and no write;
 a shadow the LIST does not return is still read live before anything is decided, so the
-decisions are those of the old one-GET-per-shadow pass; a LIST that fails falls back to it.
+decisions are those of one GET per shadow; a LIST that fails falls back to those GETs.
 """
 
 from __future__ import annotations
