@@ -1,30 +1,11 @@
 """CDI (Container Device Interface) names and spec documents for allocated VFs.
 
-This module owns the pure half of CDI handling: the kind ``sriovnetwork.k8snetworkplumbingwg.io/vf``,
-the device names and fully-qualified device IDs the plugin returns to the kubelet, the spec file
-names, the container edits for one VF (the upstream driver's env vars and device nodes, which
-workloads may read), the per-claim and Pod-global spec documents, the minimum ``cdiVersion`` they
-need, their deterministic JSON bytes, and a checker that applies the CDI 1.x loader rules to a
-document. ``sriov_dra.host.cdi`` writes and removes the files.
-
-Choices (documented because runtimes cache specs by device name):
-
-- One spec file per claim, ``<vendor>-<class>_<claimUID>.json``, holding one device
-  ``<claimUID>-<deviceName>`` per prepared VF; one Pod-global file ``<vendor>-<class>_<podUID>.json``
-  holding the device ``<podUID>`` with ``SRIOVNETWORK_PCI_ADDRESSES``. These are the upstream device
-  names; the upstream file names end in ``.yaml`` (the Go library's default encoding), ours in
-  ``.json`` because we write JSON, which every CDI loader accepts. File names matter only for
-  removal; in-place takeover of an upstream driver's files is not supported.
-- ``cdiVersion`` is the minimum the document needs: ``0.5.0`` when a device name starts with a
-  non-letter (UIDs usually start with a digit) or a device node has ``hostPath``, else ``0.3.0``
-  (the earliest version CDI 1.x loaders accept). The loader rejects a version below the minimum.
-- ``SRIOVNETWORK_PCI_ADDRESSES`` lists the addresses sorted and de-duplicated (upstream uses Go map
-  order, which is not stable).
-
-It must never do I/O and never import anything but the standard library and ``sriov_dra.core``.
-
-Source: ``/work/shared/reference/dra-driver-sriov.md`` §4.3, §4.6, §9.6; ``dra-protocol.md`` §6;
-CDI ``pkg/parser/parser.go`` and ``specs-go/version.go`` (name and version rules).
+The pure half of CDI: the kind ``sriovnetwork.k8snetworkplumbingwg.io/vf``, the device names and
+IDs returned to the kubelet, the spec file names, one VF's container edits (upstream
+dra-driver-sriov's env vars and device nodes, which workloads read), the per-claim and Pod-global
+documents with their minimum ``cdiVersion``, their deterministic bytes, and a checker applying
+the CDI 1.x loader rules. Device names are upstream's (runtimes cache specs by them); file names
+end in ``.json``. ``sriov_dra.host.cdi`` writes the files. Pure.
 """
 
 from __future__ import annotations
@@ -103,7 +84,7 @@ def cdi_device_id(name: str, *, kind: str = KIND) -> str:
     Shapes: ``<vendor>/<class>=<name>``, e.g.
     ``sriovnetwork.k8snetworkplumbingwg.io/vf=<claimUID>-0000-3b-02-0``.
     Raises: ``ContractViolation`` if ``kind`` or ``name`` breaks the CDI parser rules.
-    Source: ``dra-protocol.md`` §6; CDI ``parser.QualifiedName``.
+    Source: CDI ``parser.QualifiedName``.
     """
     _require(kind_problem(kind), "a CDI device ID", "kind")
     _require(device_name_problem(name), "a CDI device ID", "name")
@@ -134,7 +115,10 @@ def spec_file_name(transient_id: str) -> str:
 
     Shapes: a single path component; ``transient_id`` is alphanumerics and ``_.-``, alphanumeric at
     both ends (so no ``/``, ``..`` or hidden file). Raises: ``ContractViolation`` otherwise.
-    Source: CDI ``GenerateTransientSpecName``; reference ``dra-driver-sriov.md`` §4.6.
+    Upstream names its files ``.yaml`` (the Go library's default); ours are ``.json`` because we
+    write JSON, which every CDI loader accepts. Names matter only for removal: taking over an
+    upstream driver's files in place is not supported.
+    Source: CDI ``GenerateTransientSpecName``.
     """
     if not isinstance(transient_id, str) or not _TRANSIENT_ID_RE.fullmatch(transient_id):
         _require(f"{transient_id!r} is not a safe spec name component", "a CDI spec file name", "id")
@@ -175,7 +159,7 @@ def container_edits(edits: VfEdits) -> dict[str, list[object]]:
     where ``<dev_>`` is the device name with ``-`` → ``_``.
     Raises: ``ContractViolation`` for a malformed PCI address, device name, IOMMU group or a
     relative RDMA device path.
-    Source: reference ``dra-driver-sriov.md`` §4.3 steps 6-9, §9.6.
+    Source: upstream dra-driver-sriov's container edits (names and device nodes).
     """
     _require(names.pci_address_problem(edits.pci_address), "VF container edits", "pciAddress")
     _require(names.dns1123_label_problem(edits.device), "VF container edits", "device")
@@ -216,7 +200,9 @@ def minimum_version(devices: Iterable[Mapping[str, object]]) -> str:
     """Return the lowest ``cdiVersion`` that admits ``devices`` (the spec's ``devices`` list).
 
     Shapes: ``0.5.0`` if a device name starts with a non-letter or a device node sets
-    ``hostPath``; else ``0.3.0``. Only the features this module emits are considered.
+    ``hostPath`` (UIDs usually start with a digit); else ``0.3.0``, the earliest CDI 1.x loaders
+    accept. A loader rejects a version below the minimum. Only the features this module emits
+    are considered.
     Source: CDI ``specs-go/version.go`` ``requiresV050``.
     """
     for dev in devices:
@@ -258,7 +244,8 @@ def claim_spec(claim_uid: str, vfs: Sequence[VfEdits]) -> dict[str, object]:
 def pod_spec(pod_uid: str, pci_addresses: Iterable[str]) -> dict[str, object]:
     """Return the Pod-global CDI spec: device ``<podUID>`` with ``SRIOVNETWORK_PCI_ADDRESSES``.
 
-    Shapes: the env value is the sorted, de-duplicated addresses joined by ``,``.
+    Shapes: the env value is the sorted, de-duplicated addresses joined by ``,`` (upstream uses
+    Go map order, which is not stable).
     Raises: ``ContractViolation`` for no addresses, a malformed address or Pod UID.
     """
     addresses = sorted(set(pci_addresses))

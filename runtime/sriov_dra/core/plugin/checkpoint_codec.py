@@ -1,38 +1,12 @@
 """The checkpoint file codec: one versioned, checksummed, deterministic JSON document.
 
-File format (version 1)::
-
-    {"version": 1, "checksum": "<64 hex>", "data": {"claims": {"<claimUID>": {
-        "namespace", "name", "podUID", "devices": [{"requestNames", "pool", "device",
-        "pciAddress", "originalDriver", "vfConfig", "interfaceName", "cdiDeviceIDs",
-        "netAttachDefConfig", "managedBinding"?: {"bindingVersion": 1, "phase", "attachmentID",
-        "shadowNamespace", "shadowName", "shadowUID", "source": {"namespace", "name", "uid",
-        "resourceVersion"}, "renderedConfig", "configSHA256", "interface", "nodeName",
-        "nodeUID"}}]}}}}
-
-``checksum`` is the lowercase hex SHA-256 of the canonical JSON of ``data``: UTF-8, sorted keys,
-separators ``,``/``:`` without whitespace, non-ASCII written as itself, NaN and infinities refused.
-It does not depend on the file's layout. ``managedBinding`` is omitted (never ``null``) for a device
-without one, so a checkpoint written before managed bindings existed re-encodes to the same
-checksum (fixture ``tests/fixtures/checkpoint/v1-no-managed.json``).
-
-File layout (changed in issue 5, same ``version`` 1 and the same checksum): the document is written
-as compact sorted-key JSON, i.e. the canonical JSON of the whole document, plus a newline, so that
-equal checkpoints always encode to equal bytes; the file embeds the checksummed ``data`` bytes
-verbatim, so one encoding serves the checksum and the file. Earlier builds wrote sorted-key
-2-space-indented JSON (Python's pure-Python encoder: about four times the cost, on every write,
-under the store lock). The decoder reads any whitespace layout, so files of either build load
-(frozen fixture ``tests/fixtures/checkpoint/v1-indented-managed.json``); the first write after an
-upgrade rewrites the file compactly. Read it with ``jq .`` for an indented view.
-
-Decoding is strict and never guesses: bytes that are not UTF-8 JSON, duplicate keys, a checksum
-mismatch, an unknown top-level ``version`` or ``bindingVersion``, an unknown or missing field, or
-a record breaking the model's rules raise ``ContractViolation`` naming the file, the field path
-and the fix; nothing is repaired or dropped. Encoding applies the same rules, so the plugin never
-writes a checkpoint it could not read back.
-
-It must never do I/O, read a clock, or import anything but the standard library and
-``sriov_dra.core``.
+Version 1 is ``{"checksum", "data", "version": 1}`` written as compact sorted-key JSON plus a
+newline, so equal checkpoints encode to equal bytes; ``checksum`` is the SHA-256 of the canonical
+JSON of ``data`` (:func:`checkpoint_data` gives its shape). The decoder reads any whitespace
+layout (fixture ``v1-indented-managed.json``). Decoding is strict: anything but valid version-1
+UTF-8 JSON meeting the model's rules is a ``ContractViolation`` naming the file, the field and the
+fix; nothing is repaired or dropped. Encoding applies the same rules, so the plugin never writes
+what it could not read back. Pure.
 """
 
 from __future__ import annotations
@@ -106,7 +80,21 @@ def _device_data(d: model.PreparedDevice) -> model.JsonObject:
 
 
 def checkpoint_data(cp: model.Checkpoint) -> model.JsonObject:
-    """Return the ``data`` object of ``cp`` (the part the checksum covers)."""
+    """Return the ``data`` object of ``cp`` (the part the checksum covers).
+
+    Shapes::
+
+        {"claims": {"<claimUID>": {"namespace", "name", "podUID", "devices": [{"requestNames",
+            "pool", "device", "pciAddress", "originalDriver", "vfConfig", "interfaceName",
+            "cdiDeviceIDs", "netAttachDefConfig", "managedBinding"?: {"bindingVersion": 1,
+            "phase", "attachmentID", "shadowNamespace", "shadowName", "shadowUID", "source":
+            {"namespace", "name", "uid", "resourceVersion"}, "renderedConfig", "configSHA256",
+            "interface", "nodeName", "nodeUID"}}]}}}
+
+    ``managedBinding`` is omitted (never ``null``) for a device without one, so a checkpoint
+    without managed bindings keeps its checksum (fixture
+    ``tests/fixtures/checkpoint/v1-no-managed.json``).
+    """
     claims: model.JsonObject = {}
     for uid, rec in cp.claims.items():
         claims[uid] = {
@@ -124,8 +112,8 @@ def encode_checkpoint(cp: model.Checkpoint, *, changed: Collection[str] | None =
     Every claim is validated first (the model's rules), unless ``changed`` names the claims this
     write changes: then only those of them still in ``cp`` are validated (a removed claim needs
     none), with the same errors. The caller vouches for the others: they were validated when
-    they were written or loaded and are immutable since (the store's records; issue 5: a write
-    no longer costs time proportional to the node's claims for validation).
+    they were written or loaded and are immutable since (the store's records), so a write does
+    not cost time proportional to the node's claims.
     Shapes: ``{"checksum", "data", "version"}`` as compact sorted-key JSON (the canonical JSON of
     the whole document: ``data`` is embedded as the very bytes the checksum covers), UTF-8, plus
     a newline.

@@ -1,13 +1,10 @@
 """Lifecycle rules of managed bindings: phase transitions, narrow updates, CDI consumers.
 
 Phases move ``Pending`` → ``Ready`` → ``Deleting`` → ``ReleaseComplete`` → record removed, each
-persisted before the external effect it permits (spec §6.3, §8; ARCHITECTURE.md §5). This module
-owns the pure rules the checkpoint store applies to its records: which phase moves a narrow update
-may make, which fields are frozen at first prepare, when a record blocks reuse of its claim UID,
-and which records still count as consumers of the Pod-global CDI spec.
-
-It must never do I/O, hold state, or import anything but the standard library and
-``sriov_dra.core``.
+persisted before the external effect it permits (docs/design.md#checkpoint). The pure rules the
+checkpoint store applies: which phase moves a narrow update may make, which fields are frozen at
+first prepare, when a record blocks reuse of its claim UID, and which records still consume the
+Pod-global CDI spec. No I/O, no state.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ def locally_released(record: model.ClaimRecord) -> bool:
     """Return whether ``record`` finished local cleanup: it has managed bindings, all ReleaseComplete.
 
     Such a record is retained only for API/finalizer work and is no longer a CDI consumer
-    (spec §8.4 step 5).
+    (docs/design.md#release).
     """
     bindings = record.managed_bindings()
     return bool(bindings) and all(b.phase is model.Phase.RELEASE_COMPLETE for b in bindings)
@@ -43,7 +40,9 @@ def pod_cdi_pci_addresses(
     A claim counts while it is locally unreleased; ``releasing`` names a claim whose local cleanup
     is running now and must no longer count. An empty result means: delete the Pod spec.
 
-    Shapes: sorted, de-duplicated plain BDFs. Source: spec §8.4 step 5.
+    The Pod-global spec is kept while any other locally unreleased claim of the Pod needs it and
+    deleted after the last one (docs/design.md#release).
+    Shapes: sorted, de-duplicated plain BDFs.
     """
     found = {
         d.pci_address
@@ -68,7 +67,7 @@ def mark_deleting(record: model.ClaimRecord) -> model.ClaimRecord:
     """Return ``record`` with ``Pending``/``Ready`` bindings moved to ``Deleting``.
 
     ``Deleting`` stays; ``ReleaseComplete`` is never downgraded (its API-only path resumes).
-    Source: spec §8.4.
+    Source: docs/design.md#release.
     """
     return _with_phases(
         record, {model.Phase.PENDING: model.Phase.DELETING, model.Phase.READY: model.Phase.DELETING}
@@ -79,8 +78,8 @@ def mark_release_complete(record: model.ClaimRecord) -> model.ClaimRecord:
     """Return ``record`` with ``Deleting`` bindings moved to ``ReleaseComplete``.
 
     Raises: ``ContractViolation`` if a binding is still ``Pending``/``Ready``: release must be
-    authorized (``Deleting`` persisted) before local cleanup can be recorded complete.
-    Source: spec §8.4 step 6.
+    authorized (``Deleting`` persisted) before local cleanup can be recorded complete; protection
+    is removed only after this is durable (docs/design.md#release).
     """
     early = [b.attachment_id for b in record.managed_bindings() if b.phase in model.FORWARD_PHASES]
     if early:
@@ -109,7 +108,8 @@ FROZEN_FIELDS: Final = (
     "node_name",
     "node_uid",
 )
-"""ManagedBinding fields fixed at first prepare (spec §5.4: frozen snapshot, §7.1 step 4)."""
+"""ManagedBinding fields fixed at first prepare: a frozen snapshot that source changes do not
+touch, so DEL uses the same network (docs/design.md#source-changes, docs/design.md#ipam)."""
 
 
 def check_binding_update(old: model.ManagedBinding, new: model.ManagedBinding, *, claim: str) -> None:
@@ -121,7 +121,7 @@ def check_binding_update(old: model.ManagedBinding, new: model.ManagedBinding, *
 
     Raises: ``ContractViolation`` for a changed frozen field or a disallowed phase move;
     ``Conflict`` (reason ``ShadowConflict``) when a recorded non-empty shadow UID would be replaced
-    by a different one. Source: spec §6.3, §8.3.
+    by a different one. Source: docs/design.md#checkpoint, docs/design.md#repair.
     """
     where = f"claim {claim} binding {old.attachment_id}"
     frozen = [f for f in FROZEN_FIELDS if getattr(old, f) != getattr(new, f)]
@@ -198,11 +198,12 @@ def check_set_claim(existing: model.ClaimRecord | None, new: model.ClaimRecord) 
     including ``ReleaseComplete``) is removed, and a record whose release has started cannot be
     replaced. Re-storing a record for the same Pod must keep the same managed bindings and only
     make narrow changes; managed bindings cannot be added to a record written without them (an
-    enabled node with such a record must be drained first, spec §8.2).
+    enabled node with such a record must be drained first, docs/design.md#prepare).
 
     Raises: ``LifecycleBlocked`` (reason ``ClaimReleaseInProgress``) for another Pod's record or a
     release in progress; ``ContractViolation`` / ``Conflict`` for a disallowed change.
-    Source: spec §6.3 (claim-UID uniqueness enforced atomically in Set), §8.2.
+    Claim-UID uniqueness is enforced atomically where the store sets a record.
+    Source: docs/design.md#checkpoint.
     """
     if existing is None:
         return

@@ -1,18 +1,11 @@
 """The plugin's checkpoint data model: claim records, prepared VFs and managed bindings.
 
-The checkpoint records, per prepared claim, what the plugin did on the node (the prepared VFs, the
-original host driver, the CDI IDs) and, for auto-attached networks, one versioned managed-binding
-record per VF whose ``phase`` is persisted before any external effect it permits (spec §6.3, §8;
-ARCHITECTURE.md §5). Claims are keyed by claim UID, so one claim UID has at most one record.
-
-This module owns the frozen dataclasses, the ``Phase`` names, and the validity rules every record
-must meet (formats, and identity fields that must agree: attachmentID ↔ (node, Pod, claim, pool,
-device), shadow name ↔ attachmentID, config hash ↔ rendered config). ``checkpoint_codec`` turns a
-:class:`Checkpoint` into file bytes and back and applies these rules both ways;
-``checkpoint_lifecycle`` owns phase transitions.
-
-It must never do I/O, read a clock, or import anything but the standard library and
-``sriov_dra.core``.
+Per prepared claim (keyed by claim UID, one record each), what the plugin did on the node
+(prepared VFs, original host driver, CDI IDs) and, for auto-attached networks, one versioned
+managed binding per VF whose ``phase`` is persisted before any external effect it permits
+(docs/design.md#checkpoint). Owns the frozen dataclasses, the ``Phase`` names and the validity
+rules of every record (formats, and identity fields that must agree: attachmentID, shadow name,
+config hash). ``checkpoint_codec`` encodes; ``checkpoint_lifecycle`` moves phases. Pure.
 """
 
 from __future__ import annotations
@@ -38,7 +31,7 @@ JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 
 class Phase(enum.StrEnum):
-    """Persisted phase of one managed binding (spec §8; values are the persisted strings)."""
+    """Persisted phase of one managed binding (docs/design.md#prepare; values are the persisted strings)."""
 
     PENDING = "Pending"
     READY = "Ready"
@@ -66,7 +59,7 @@ class SourceRef:
 
 @dataclass(frozen=True)
 class ManagedBinding:
-    """One managed binding of one prepared VF (bindingVersion 1; spec §6.3).
+    """One managed binding of one prepared VF (bindingVersion 1; docs/design.md#checkpoint).
 
     ``rendered_config`` holds the exact frozen CNI bytes (as text) of the shadow's
     ``spec.config``; ``config_sha256`` is their lowercase hex SHA-256. ``shadow_uid`` is ``""``
@@ -137,7 +130,7 @@ class Checkpoint:
 
 
 def config_sha256(rendered: str) -> str:
-    """Return the lowercase hex SHA-256 of the exact UTF-8 bytes of ``rendered`` (ARCHITECTURE §4)."""
+    """Return the lowercase hex SHA-256 of the exact UTF-8 bytes of ``rendered`` (docs/design.md#ownership)."""
     return hashlib.sha256(rendered.encode("utf-8")).hexdigest()
 
 

@@ -1,23 +1,11 @@
 """What preparing one ResourceClaim on this node means: checks, devices, configs, claim status.
 
-The plugin GETs each claim the kubelet names and hands the plain JSON here. This module owns the
-checks that decide whether the claim can be prepared on this node, before anything is touched:
-the UID the kubelet sent (a different one means the claim was replaced), an allocation, exactly
-one consuming Pod in ``status.reservedFor``, results of this driver only, each from this node's
-pool and naming a discovered VF, no admin-access or shared allocations, and strict VfConfig
-decoding with class-then-claim layering (``core.vfconfig``). The result is a :class:`ClaimPlan`
-with one :class:`PlannedDevice` per allocated VF, reported to the kubelet under its *top-level*
-request names (``vf/large`` → ``vf``), as the kubelet matches containers by them.
-
-It also owns the pure half of the diagnostic ``status.devices`` upsert: this driver's entries
-(``data`` = the effective VfConfig) merged into the existing list without touching any other
-driver's entry, and a no-change answer so an idle retry writes nothing.
-
-It must never do I/O, read a clock or import anything but the standard library and
-``sriov_dra.core``. Other drivers' results and configs are skipped undecoded.
-
-Source: spec §5.2 step 1, §6.1 items 1-2 and 7, §6.2 (device deduplication), §8.1 step 5;
-reference ``dra-protocol.md`` §3.3, §3.5, §4.3; ``dra-driver-sriov.md`` §4.2, §4.5, §8.1 (c)(d).
+The checks that decide, before anything is touched, whether a claim the kubelet names can be
+prepared here (docs/design.md#consumer): the UID the kubelet sent, an allocation, exactly one
+consuming Pod, results of this driver from this node's pool naming discovered VFs, no admin or
+shared allocations, strict VfConfig layering. The :class:`ClaimPlan` reports each VF under its
+top-level request name (``vf/large`` → ``vf``), as the kubelet matches containers. Also the pure
+half of the diagnostic ``status.devices`` upsert. Pure; other drivers' entries are not decoded.
 """
 
 from __future__ import annotations
@@ -67,7 +55,7 @@ class ClaimPlan:
 def base_request(request: str) -> str:
     """The top-level request name of a request reference: ``"vf/large"`` → ``"vf"``.
 
-    Source: Kubernetes ``resourceclaim.BaseRequestRef``; ``dra-protocol.md`` §3.3.
+    Source: Kubernetes ``resourceclaim.BaseRequestRef``.
     """
     return request.split("/", 1)[0]
 
@@ -163,7 +151,8 @@ def plan_claim(
     driver; InvalidSpec(DuplicateInterfaceName) for an ambiguous ``ifName``;
     InvalidSpec(ConflictingDeviceRequirements) when one VF serves requests with different
     configs. Every message names the claim and the field.
-    Source: spec §5.2 step 1, §6.1, §6.2; ``dra-protocol.md`` §3.5.
+    Source: docs/design.md#consumer, docs/design.md#template-resolution; one interface per
+    physical device (docs/design.md#identity).
     """
     meta, status, spec = (_mapping(claim.get(k)) for k in ("metadata", "status", "spec"))
     namespace, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
@@ -224,7 +213,7 @@ def plan_claim(
 
 
 def _merge_devices(label: str, results: Sequence[vfconfig.ResultConfig]) -> tuple[PlannedDevice, ...]:
-    """One device per (pool, device); requests merged only when their configs agree (spec §6.2)."""
+    """One device per (pool, device); requests merged only when their configs agree (docs/design.md#identity)."""
     order: list[tuple[str, str]] = []
     merged: dict[tuple[str, str], tuple[set[str], vfconfig.VfConfig]] = {}
     problems: list[errors.FieldError] = []
@@ -260,7 +249,7 @@ def status_entry(driver_name: str, pool: str, device: str, data: Mapping[str, ob
     """One ``status.devices`` entry of this driver: ``{driver, pool, device, data}``.
 
     Shapes: ``data`` is the effective VfConfig JSON (``VfConfig.to_json()``), as upstream writes.
-    Source: ``dra-driver-sriov.md`` §4.5.
+    Source: upstream dra-driver-sriov's claim status.
     """
     return {"driver": driver_name, "pool": pool, "device": device, "data": dict(data)}
 
@@ -285,7 +274,8 @@ def merged_status_devices(
     fields of an entry count as absent); entries are
     keyed by (driver, pool, device, shareID), so a duplicate key is never produced.
     Raises: ContractViolation when ``ours`` holds another driver's entry or repeats a key.
-    Source: ``dra-driver-sriov.md`` §8.1 (c) and (d): upsert, never append, never drop others.
+    The write is diagnostic only, never a condition of prepare (docs/design.md#prepare); it
+    upserts where upstream dra-driver-sriov appends, and never drops another driver's entry.
     """
     # The API server shows unset fields as null (e.g. "conditions": null): treat them as absent.
     current = (

@@ -1,17 +1,10 @@
 """JSON Patch (RFC 6902) documents with optimistic-concurrency ``test`` operations.
 
-Owns building the patch bodies our parts send to the API server: RFC 6901 pointer escaping
-(``~`` → ``~0``, ``/`` → ``~1``), ``test`` preconditions on ``/metadata/uid`` and
-``/metadata/resourceVersion``, and minimal operations that turn one annotation map into another
-(creating ``/metadata/annotations`` when it is absent). It also holds a small pure applier that
-tests and fakes use to check that a patch does what it claims.
-
-This module must never send anything, read a clock, or import anything but the standard library
-and ``sriov_dra_rules.errors``.
-
-Source: spec §8.4 step 7, §9 ("JSON Patch with test operations ... Escape JSON Pointer keys
-correctly. If annotations is nil, create the map under the same version precondition"); RFC 6901,
-RFC 6902.
+Builds the patch bodies our parts send to the API server: RFC 6901 pointer escaping, ``test``
+preconditions on ``/metadata/uid`` and ``/metadata/resourceVersion``, and minimal operations that
+turn one annotation map into another, creating ``/metadata/annotations`` under the same
+preconditions when it is absent (docs/design.md#selections, docs/design.md#release). Also a small
+pure applier that tests use to check a patch. Sends nothing; standard library and ``errors`` only.
 """
 
 from __future__ import annotations
@@ -105,7 +98,7 @@ def metadata_preconditions(uid: str, resource_version: str) -> list[PatchOp]:
     """``test`` operations pinning the exact object: ``/metadata/uid`` then ``/metadata/resourceVersion``.
 
     Raises: ContractViolation if either value is empty (a precondition on nothing protects nothing).
-    Source: spec §9, §8.4 step 7.
+    Source: docs/design.md#selections, docs/design.md#release.
     """
     if not uid or not resource_version:
         raise errors.ContractViolation(
@@ -149,7 +142,7 @@ def annotations_patch(
 
     Returns ``[]`` when nothing changes (no request should be sent).
     Raises: ContractViolation for an empty uid or resourceVersion when a change is needed.
-    Source: spec §9.
+    Source: docs/design.md#selections.
     """
     changes = annotation_ops(before, after)
     if not changes:

@@ -1,41 +1,11 @@
-"""``status.devices[].networkData`` of managed VFs, read from Multus's ``network-status`` (issue 17).
+"""``status.devices[].networkData`` of managed VFs, read from Multus's ``network-status``.
 
-Owns three pure steps the plugin runs once Multus has reported a Pod's networks:
-
-1. :func:`decode_network_status`: the strict reader of the Pod annotation
-   ``k8s.v1.cni.cncf.io/network-status`` (a JSON list of objects with ``name``, ``interface``,
-   ``ips``, ``mac``, ...). Duplicate keys, non-JSON and wrong types of the fields read here are a
-   typed error naming the entry and the field; unknown fields are ignored.
-2. :func:`correlate`: each managed VF (an :class:`Attachment`: the shadow NAD and interface the
-   checkpoint records for that device) is matched to the one entry whose ``name`` is
-   ``<namespace>/<shadow name>`` and whose ``interface`` is the recorded one, never by position
-   or by guessing. The result per device is its :class:`NetworkData`, "not reported" (no entry:
-   the interface is not attached now), or a problem (the entry cannot be used as it is).
-3. :func:`merged_network_data`: the claim's ``status.devices`` with ``networkData`` set on this
-   driver's entries (only entries that exist: the prepare writes them), others untouched, and
-   ``None`` when nothing changes (no write).
-
-Addresses: ``networkData.ips`` must be canonical interface CIDRs (``192.0.2.5/24``). Multus
-reports plain IPs (its ``CreateNetworkStatuses`` keeps no prefix), so the prefix comes from the
-shadow's frozen IPAM configuration (:func:`ipam_subnets`: host-local ``subnet``/``ranges``,
-whereabouts ``range``/``ipRanges``, static ``addresses``): the longest configured subnet that
-contains the address. An address that no configured subnet contains (DHCP, an IPAM that does not
-name its subnet) is left out of ``ips`` and reported in :attr:`DeviceResult.unprefixed`; a
-prefix is never invented. An address that already has a prefix is kept with it, in canonical
-form.
-
-Limits kept (Kubernetes 1.36 ``validateNetworkDeviceData``): at most 16 IPs, each
-``IsValidInterfaceAddress`` (canonical CIDR form, no duplicates), ``interfaceName`` at most 256
-bytes, ``hardwareAddress`` at most 128 bytes. Data that would break one is a problem for that
-device, whose entry then stays as it is; nothing is truncated.
-
-It must never do I/O, read a clock, or import anything but the standard library,
-``sriov_dra.core`` and ``sriov_dra_rules``. The claim write itself is diagnostic (spec §6.4): a
-caller never fails a prepare on anything here.
-
-Source: spec §6.4 ("ordinary status.devices reporting ... for diagnostics"), §14.4; reference
-``multus.md`` §5.6; ``dra-protocol.md`` (``status.devices`` shapes); kubernetes v1.36.3
-``pkg/apis/resource/validation/validation.go`` and apimachinery ``util/validation/ip.go``.
+Three pure steps once Multus reported a Pod's networks: :func:`decode_network_status` (strict),
+:func:`correlate` (each VF to the one entry named ``<namespace>/<shadow>`` with the recorded
+interface, never by position) and :func:`merged_network_data` (this driver's entries only;
+``None`` when nothing changes). Addresses get the prefix of the longest subnet of the shadow's
+frozen IPAM config that contains them, never an invented one; Kubernetes 1.36's
+``networkData`` limits are kept, never truncated. Diagnostic only: no prepare fails on it.
 """
 
 from __future__ import annotations
@@ -147,8 +117,8 @@ def decode_network_status(text: str | None, *, pod: str = "Pod") -> tuple[Status
     Raises: InvalidSpec (reason ``InvalidNetworkStatus``) with one FieldError per problem: text
     that is not strict JSON (duplicate keys included), a root that is not a list, an entry that
     is not an object, a ``name`` that is not a non-empty string, an ``interface`` or ``mac`` that
-    is not a string, ``ips`` that is not a list of strings.
-    Source: reference ``multus.md`` §5.6 (entry fields).
+    is not a string, ``ips`` that is not a list of strings. Unknown fields are ignored.
+    Source: Multus ``CreateNetworkStatuses`` (entry fields).
     """
     if text is None:
         return ()
@@ -224,6 +194,12 @@ def ipam_subnets(rendered_config: str) -> tuple[Network, ...]:
     and ``ipRanges[].range``, static ``addresses[].address``. Values that are not subnets are
     skipped (this is a prefix lookup, not a validation of the config, which the render did).
     Shapes: ``rendered_config`` the frozen CNI JSON text; text that does not decode gives ``()``.
+
+    Multus reports plain IPs (``CreateNetworkStatuses`` keeps no prefix), while ``networkData.ips``
+    must be canonical interface CIDRs, so the prefix comes from these subnets: the longest that
+    contains the address. An address no subnet contains (DHCP, an IPAM that does not name its
+    subnet) is left out and reported in :attr:`DeviceResult.unprefixed`; an address that already
+    has a prefix keeps it, in canonical form.
     """
     try:
         doc = strictjson.decode(rendered_config)
@@ -337,7 +313,10 @@ def correlate(
 
     An attachment matches the entries with ``name == attachment.network`` and ``interface ==
     attachment.interface``: none → not reported; one → its data (or a problem for an unusable
-    address, too many addresses or a too-long MAC); several → a problem (ambiguous).
+    address, too many addresses or a too-long MAC); several → a problem (ambiguous). Limits are
+    Kubernetes 1.36 ``validateNetworkDeviceData``'s: at most 16 canonical, unique IPs,
+    ``interfaceName`` ≤ 256 bytes, ``hardwareAddress`` ≤ 128 bytes; data breaking one is a
+    problem for that device, nothing is truncated.
     Raises: ContractViolation when two attachments share a device key.
     """
     out: dict[DeviceKey, DeviceResult] = {}

@@ -1,14 +1,11 @@
-"""Which managed selections of a Pod are ours, and what a merge must refuse (spec §9 rules 4, 6, 8).
+"""Which managed selections of a Pod are ours, and what a merge must refuse.
 
-This module owns the ownership rule and the merge's refusals: a selection is ours only when the
-registry records it and it is exactly ``{"name","namespace","interface"}`` with the recorded
-values, as a JSON object; an unrecorded, edited or duplicated managed selection is an
-``OwnershipConflict``, as is a registry entry that disagrees with the plugin checkpoint; a manual
-selection of a managed template is ``ManualSelectionConflictsWithManagedTemplate``; a managed
-interface name another delegate would get is ``DuplicateInterfaceName``. It also builds the exact
-managed selection a merge appends.
-
-It must never do I/O, adopt or rewrite a selection it does not own, or rename a manual one.
+A selection is ours only when the registry records it and it is exactly
+``{"name","namespace","interface"}`` with the recorded values, as a JSON object
+(docs/design.md#selections). An unrecorded, edited or duplicated managed selection, or a registry
+entry the checkpoint disagrees with, is an ``OwnershipConflict``; a manual selection of a managed
+template is ``ManualSelectionConflictsWithManagedTemplate``; a managed interface name another
+delegate would get is ``DuplicateInterfaceName``. Builds the managed selection a merge appends.
 """
 
 from __future__ import annotations
@@ -27,7 +24,8 @@ _TUPLE_KEYS = frozenset({"name", "namespace", "interface"})
 class ManagedBinding:
     """One intended managed selection: its registry entry plus the source NAD it was rendered from.
 
-    The source is needed to detect a manual selection of the same template (spec §9 rule 6).
+    The source is needed to detect a manual selection of the same template
+    (docs/design.md#selections).
     Shapes: ``entry.namespace`` is the Pod namespace; source namespace/name are resolved.
     """
 

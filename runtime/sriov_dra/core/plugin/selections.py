@@ -1,31 +1,11 @@
 """Merge and removal of driver-managed selections in a Pod's networks annotation.
 
-Owns ``merge_managed_selections`` (spec §16.1 MergeManagedSelections) and its release
-counterpart: given a snapshot of the live Pod, compute the new ``k8s.v1.cni.cncf.io/networks`` and
-``sriovnetwork.k8snetworkplumbingwg.io/managed-networks`` values and the JSON Patch that publishes
-both under UID and resourceVersion preconditions, or refuse with a typed error. Nothing is ever
-published partially: every check runs on the complete result first.
-
-Ownership (spec §9 rule 4): a selection is ours only when the registry records it (same Pod UID)
-and the selection is exactly ``{"name","namespace","interface"}`` with the recorded values, as a
-JSON object. A ``dra-sriov-`` name alone proves nothing: a selection of a name we are about to add
-that the registry does not record, or a recorded selection that was edited (options added,
-interface or namespace changed, comma form), is an ownership ``Conflict``; we never adopt or
-rewrite it.
-
-Writing (spec §9 rules 2, 5, 9): unrelated entries keep their exact JSON text and order; missing
-managed entries are appended once, in registry order (existing registry entries first, then new
-bindings in the order given, which is the deterministic §6.5 order). When something must change
-the annotation is written as a JSON list even if it was in comma notation: each comma entry then
-becomes the minimal equivalent object (``ns/net@if`` → ``{"name":"net","namespace":"ns",
-"interface":"if"}``; omitted parts stay omitted). When nothing changes the original strings are
-returned untouched and the patch is empty, so repair never rewrites a running Pod. A networks list
-that becomes empty on release is removed (absent means empty to Multus); so is an empty registry.
-
-It must never do I/O, never guess past malformed ownership data, and never drop or rewrite an
-entry it does not own.
-
-Source: spec §9 (rules 1–9, JSON Patch paragraph), §6.4, §6.5, §8.1 step 4, §8.4 step 3.
+:func:`merge_managed_selections` (prepare and repair) and :func:`remove_managed_selections`
+(release) compute, from a snapshot of the live Pod, the new ``k8s.v1.cni.cncf.io/networks`` and
+managed-networks registry values and the JSON Patch publishing both under UID and
+resourceVersion preconditions, or refuse with a typed error (docs/design.md#selections). Every
+check runs on the complete result first, so nothing is published partially. Never guesses past
+malformed ownership data; never drops or rewrites an entry it does not own. Pure.
 """
 
 from __future__ import annotations
@@ -78,7 +58,17 @@ def merge_managed_selections(
     (``ManualSelectionConflictsWithManagedTemplate``) for a manual selection of a managed source;
     Conflict (``DuplicateInterfaceName``) for a managed interface name already in use; InvalidSpec
     (``AnnotationTooLarge``) when the result exceeds the metadata limit.
-    Source: spec §9 rules 1–6, 8, 9; §8.1 step 4.
+
+    Ownership: a ``dra-sriov-`` name alone proves nothing; a recorded selection that was edited
+    (options added, interface or namespace changed, comma form) is never adopted or rewritten.
+    Writing: unrelated entries keep their exact JSON text and order; missing managed entries are
+    appended once, in registry order (existing entries first, then new bindings in the order
+    given, the deterministic interface order). When something must change, the annotation is
+    written as a JSON list even if it was in comma notation (``ns/net@if`` becomes
+    ``{"name":"net","namespace":"ns","interface":"if"}``; omitted parts stay omitted). When
+    nothing changes the original strings are returned and the patch is empty, so repair never
+    rewrites a running Pod.
+    Source: docs/design.md#selections, docs/design.md#prepare.
     """
     before = dict(pod.annotations or {})
     parsed = networks.parse_networks(
@@ -132,8 +122,9 @@ def remove_managed_selections(pod: PodSnapshot, claim_uid: str) -> SelectionUpda
 
     Raises: InvalidSpec (``InvalidNetworksAnnotation``) for a malformed networks annotation;
     ContractViolation for a malformed/unknown-version registry; Conflict (``OwnershipConflict``)
-    for a registry recorded for another Pod UID.
-    Source: spec §9 rule 7; §8.4 step 3.
+    for a registry recorded for another Pod UID. A networks list that becomes empty is removed
+    (absent means empty to Multus); so is an empty registry.
+    Source: docs/design.md#selections, docs/design.md#release.
     """
     before = dict(pod.annotations or {})
     parsed = networks.parse_networks(

@@ -1,13 +1,11 @@
 """The Pod side of selection merging: the snapshot read, the registry against the Pod UID, the update.
 
-This module owns what :mod:`~sriov_dra.core.plugin.selections` reads from and hands back for one live
-Pod (spec §9 JSON Patch paragraph, §6.4): :class:`PodSnapshot` (namespace, name, UID,
-resourceVersion, annotations), the managed-networks registry decoded only when it records this
-Pod's UID (a copied registry is an ``OwnershipConflict``), the registry written back (removed when
-empty), and :class:`SelectionUpdate` with the JSON Patch that publishes the new annotations under
-UID and resourceVersion preconditions (empty when nothing changes).
-
-It must never do I/O, decide which selections are ours, or publish a partial result.
+What :mod:`~sriov_dra.core.plugin.selections` reads from and hands back for one live Pod
+(docs/design.md#selections, docs/design.md#ownership): :class:`PodSnapshot`, the managed-networks
+registry decoded only when it records this Pod's UID (a copied registry is an
+``OwnershipConflict``), the registry written back (removed when empty), and
+:class:`SelectionUpdate` with the JSON Patch under UID and resourceVersion preconditions (empty
+when nothing changes). Pure; decides nothing about which selections are ours.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """The shadow NetworkAttachmentDefinition object: build it fresh, and verify a live one against it.
 
-A shadow is the Pod-local NAD that carries one allocated VF's frozen CNI config (spec §6.2, §6.4,
-§7 step 10). :func:`build_shadow_nad` makes the complete object for the create call from scratch:
-only metadata this project owns (name, namespace, the four labels, the binding annotation, the
-Pod ownerReference, the protection finalizer) and ``spec.config``. Nothing is ever copied from the
-source NAD, so its labels, annotations (notably ``k8s.v1.cni.cncf.io/resourceName``, whose mere
-presence makes Multus look up devices), finalizers, owners, UID and resourceVersion cannot leak.
-
-:func:`verify_shadow_matches` decides whether a live object found under the deterministic name
-is exactly the shadow this driver would have created (the lost-create-response path of spec §8.1
-step 3, and the release-time adoption of spec §8.4 step 1). It reports every difference and never
-suggests editing the object.
-
-This module owns the shadow object's shape only. It must never perform API calls, copy source
-metadata, or accept an ownerReference to anything but the consuming Pod.
+A shadow is the Pod-local NAD carrying one allocated VF's frozen CNI config
+(docs/design.md#identity, docs/design.md#ownership). :func:`build_shadow_nad` builds it from
+scratch with only metadata this project owns; nothing is copied from the source NAD, so its
+labels, annotations (notably ``k8s.v1.cni.cncf.io/resourceName``, whose mere presence makes
+Multus look up devices), finalizers and owners cannot leak. :func:`verify_shadow_matches` decides
+whether a live object under the deterministic name is exactly that shadow. No API calls.
 """
 
 from __future__ import annotations
@@ -50,7 +42,7 @@ def build_shadow_nad(
     (attachmentID, UIDs, PCI address, config hash) or the Pod name/namespace is malformed,
     listing every mismatch; errors.ContractViolation from ``bindings.encode_binding`` for an
     invalid binding.
-    Source: spec §6.2, §6.4, §7 step 10; ARCHITECTURE.md §4.
+    Source: docs/design.md#identity, docs/design.md#ownership, docs/design.md#render.
     """
     problems = _consistency_problems(identity, binding, rendered, pod_namespace, pod_name)
     errors.raise_if_any(
@@ -88,12 +80,14 @@ def verify_shadow_matches(
     reference); the protection finalizer; no ``deletionTimestamp``; ``spec.config`` byte for
     byte; ``apiVersion``/``kind`` when the live object carries them. Labels, annotations and
     finalizers owned by others are allowed. ``uid``, ``resourceVersion`` and other server-set
-    fields are not compared. With ``releasing`` (spec §8.4 step 1), an absent ownerReference
+    fields are not compared. With ``releasing`` (docs/design.md#release), an absent ownerReference
     list, an absent finalizer and a ``deletionTimestamp`` are accepted, but a present owner
     reference must still be exactly the Pod reference.
     Shapes: an empty list means the live object is this shadow; each FieldError path is a field
     of the live object such as ``metadata.labels["sriovnetwork.k8snetworkplumbingwg.io/pod-uid"]``.
-    Source: spec §8.1 step 3, §8.4 step 1, §10.3.
+    Used when a create's response was lost and the name is found taken (docs/design.md#prepare)
+    and before release adopts a shadow (docs/design.md#release). It reports every difference and
+    never suggests editing the object.
     """
     found: list[errors.FieldError] = []
     live_meta = _mapping(live_nad.get("metadata"))
@@ -206,7 +200,7 @@ def _owner_problems(
     live_owners = live_meta.get("ownerReferences") or []
     want_owners = want_meta.get("ownerReferences") or []
     if releasing and live_owners == []:
-        return []  # orphan deletion propagation may legitimately remove it (spec §8.4 step 1)
+        return []  # orphan deletion propagation may legitimately remove it (docs/design.md#release)
     if not isinstance(live_owners, list) or not isinstance(want_owners, list) or len(live_owners) != 1:
         return [
             errors.FieldError(

@@ -1,24 +1,11 @@
 """ResourceSlice planning: the devices a node advertises, split into a pool, and the writes to get there.
 
-This module owns the pure half of publication (spec §12.2.5 step 3 and 5; issue 4 item 3):
-
-- which devices are published: only the devices that policy evaluation made eligible, in both
-  modes, as upstream does (opt-in advertisement, reference dra-driver-sriov.md §3.4, §9.3); each
-  carries the discovery attributes plus its merged policy attributes, discovery winning on a
-  reserved key;
-- how they are laid out: node-scoped slices of one pool named after the node, at most
-  :data:`MAX_DEVICES_PER_SLICE` devices each in device-name order, deterministic slice names,
-  ``resourceSliceCount`` equal to the number of slices, and one (empty) slice when nothing is
-  advertised (reference dra-protocol.md §4.1);
-- what to write: :func:`plan_writes` compares the slices the server has with the desired pool
-  and returns no write at all when they are equal, or else deletes obsolete slices, updates
-  the kept ones and creates the missing ones, all at one bumped pool generation.
-
-Comparing the published device set (not only attribute keys) is what fixes upstream's
-``clearPolicyAttributes`` defect: withdrawing a device that had no policy attributes changes the
-desired pool, so it is republished (spec §12.2.5 step 5).
-
-It must never do I/O, read a clock, or hold client objects: slices are plain JSON dicts.
+Only devices policy evaluation made eligible are published, as upstream's opt-in advertisement,
+each with discovery plus merged policy attributes (discovery wins on a reserved key); they are
+laid out in node-scoped slices of one pool named after the node, deterministic and at most
+:data:`MAX_DEVICES_PER_SLICE` each, one empty slice when nothing is advertised; :func:`plan_writes`
+returns no write when the server already matches. Comparing the device set, not only attribute
+keys, republishes a withdrawn device (docs/design.md#eligibility). Pure; slices are plain dicts.
 """
 
 from __future__ import annotations
@@ -104,7 +91,8 @@ def published_devices(
     discovery wins here as a second guard). Devices the evaluation names but discovery does not
     know are ignored.
     Shapes: sorted by device name.
-    Source: reference dra-driver-sriov.md §3.4 (``UpdatePolicyDevices``), spec §12.2.5 step 3.
+    All discovered devices stay in the inventory; only the advertised membership changes.
+    Source: upstream dra-driver-sriov ``UpdatePolicyDevices``; docs/design.md#eligibility.
     """
     by_name = {f.name: f for f in facts}
     policy_values = evaluation.device_attributes()
@@ -193,7 +181,7 @@ def plan_writes(
     slice of a pool carries the same generation) and missing ones created.
     Shapes: plain JSON dicts in and out.
     Raises: InvalidSpec as :func:`desired_slices`.
-    Source: reference dra-protocol.md §4.1 (generation, resourceSliceCount, delete-update-create).
+    Source: the DRA ResourceSlice pool rules (generation, resourceSliceCount).
     """
     seen_generations = [_generation(s) for s in current]
     generation = max([*seen_generations, last_generation, 0])
