@@ -1,16 +1,10 @@
 """Crash-safe replacement and removal of small state files (checkpoint, CDI specs).
 
-A reader of the target path sees either the complete old content or the complete new content,
-never a prefix, even if the process is killed or the node loses power in between. The sequence is
-the classic one: write a temporary file in the *same* directory (so the rename cannot cross a
-file system), ``fsync`` it, ``rename`` it over the target, then ``fsync`` the directory so the
-rename itself is durable (derived files may skip both ``fsync`` calls, see :func:`write_atomic`).
-Temporary files are named ``.<target name>.<random>.tmp`` and are the
-only files this module ever creates besides the target.
-
-This module owns only file mechanics. It must never decide what goes into a file, never follow
-a symlink at the target (``rename`` replaces the link itself), and never delete anything but the
-target it was asked to remove and its own leftover temporaries.
+A reader of the target sees the complete old or the complete new content, never a prefix, even
+across a kill or a power loss: write a temporary ``.<target>.<random>.tmp`` in the same directory,
+``fsync`` it, ``rename`` it over the target, ``fsync`` the directory (derived files may skip both
+flushes, :func:`write_atomic`). File mechanics only: never decides content, never follows a
+symlink at the target, never deletes anything but the target and its own temporaries.
 """
 
 from __future__ import annotations
@@ -131,7 +125,7 @@ def remove_stale_temporaries(path: Path) -> list[Path]:
     """Delete the leftovers listed by :func:`stale_temporaries` and return what was removed.
 
     Only call this while no other writer of ``path`` can be running (one active plugin per node,
-    spec §6.3), e.g. at startup before the first write.
+    docs/design.md#checkpoint), e.g. at startup before the first write.
 
     Raises: ``OSError`` other than ``FileNotFoundError`` from ``unlink``.
     """

@@ -1,31 +1,11 @@
 """VF driver binding: apply a VfConfig ``driver`` to a VF and restore the original on unprepare.
 
-This module owns the driver semantics of upstream dra-driver-sriov (reference
-dra-driver-sriov.md §4.4, §9 item 5) plus the managed-mode check of spec §8.1 step 2:
-
-- ``""`` (:data:`KEEP`) leaves the VF as it is;
-- ``"default"`` (:data:`DEFAULT`) keeps a VF already on a kernel (non-DPDK) driver; otherwise it
-  unbinds the current driver, clears ``driver_override`` and writes the BDF to
-  ``bus/pci/drivers_probe`` so the kernel picks the default driver;
-- any other name X writes X to ``driver_override``, unbinds the current driver, writes the BDF to
-  ``bus/pci/drivers/X/bind`` and clears ``driver_override`` again (upstream's order differs only
-  in writing the override after the unbind);
-- restore puts the original driver back; an originally unbound VF is left unbound (upstream
-  binds the default driver instead, conflating "unbound" with "keep");
-- where a kernel netdevice is required (managed mode), an unbound VF, a VF on a userspace/DPDK
-  driver (``vfio-pci``, ``uio_pci_generic``, ``igb_uio``), or one whose driver made no netdev is
-  rejected with :class:`UnsupportedVfDriver`, also when the driver field was omitted; a DPDK
-  driver request is rejected before any hardware change. A VF whose netdev is in another network
-  namespace (in use by a Pod: the host's ``net/`` is empty, not absent) passes the check, so the
-  host stage can be re-run for a VF in use.
-
-Every write goes through the :class:`KernelPci` Protocol. :class:`SysfsKernelPci` writes the
-real files; tests and the lab use ``sriov_dra_lab.fakes.fakesysfs.FakeKernelPci`` (not shipped), a
-fake that emulates the kernel's effect on a fake tree. Each change is verified by reading sysfs back. On a failure after the
-first write the binder tries to put the original driver back, then raises.
-
-It must never load kernel modules (a missing driver is reported with the ``modprobe`` fix),
-never touch a PF, and never decide policy: callers pass the effective VfConfig ``driver``.
+Upstream dra-driver-sriov's driver semantics (:meth:`DriverBinder.apply`), plus the managed-mode
+check that a VF serves a kernel netdevice (:meth:`DriverBinder.check_netdevice`,
+docs/design.md#prepare). Every write goes through the :class:`KernelPci` Protocol
+(:class:`SysfsKernelPci` on a node; the lab passes a fake kernel) and is verified by reading
+sysfs back; a failure after the first write tries to put the original driver back, then raises.
+Never loads kernel modules, touches a PF, or decides policy (callers pass the driver).
 """
 
 from __future__ import annotations
@@ -140,7 +120,7 @@ class BindRecord:
 class DriverBinder:
     """Applies and restores VF driver bindings through a :class:`KernelPci`.
 
-    Not thread-safe for one VF: callers hold the per-claim operation lock (ARCHITECTURE §5).
+    Not thread-safe for one VF: callers hold the per-claim operation lock.
     """
 
     def __init__(
@@ -161,13 +141,18 @@ class DriverBinder:
     def apply(self, bdf: str, requested: str, *, require_netdevice: bool = False) -> BindRecord:
         """Bind ``bdf`` as the VfConfig ``driver`` value ``requested`` says, then verify.
 
+        ``""`` (:data:`KEEP`) leaves the VF as it is; ``"default"`` (:data:`DEFAULT`) keeps a VF
+        already on a kernel (non-DPDK) driver, else unbinds it, clears ``driver_override`` and
+        writes the BDF to ``bus/pci/drivers_probe``; any other name X writes X to
+        ``driver_override``, unbinds, writes the BDF to ``bus/pci/drivers/X/bind`` and clears the
+        override (upstream writes the override after the unbind).
         Order: validate (and, with ``require_netdevice``, refuse a DPDK request) before any
-        write; then the writes of the module docstring; then read back; then the netdevice check.
+        write; then the writes; then read back; then the netdevice check.
         Raises: InvalidSpec (reason InvalidVfConfig) for a malformed driver name;
         UnsupportedVfDriver when a netdevice is required and the VF cannot have one (after
         restoring the original driver if this call changed it); DriverBindError when a write
         fails or does not take effect (after trying to restore the original driver).
-        Source: reference dra-driver-sriov.md §4.4; spec §8.1 step 2 (D11).
+        Source: upstream dra-driver-sriov's VfConfig ``driver``; docs/design.md#prepare.
         """
         _check_driver_name(bdf, requested)
         original = self.current_driver(bdf)
@@ -199,7 +184,8 @@ class DriverBinder:
         """Put back the driver recorded before :meth:`apply`; idempotent; True if it wrote.
 
         Nothing happens for ``requested == ""`` or when the VF is already on ``original_driver``.
-        An originally unbound VF is unbound again (override cleared, no probe).
+        An originally unbound VF is unbound again (override cleared, no probe); upstream binds the
+        default driver instead, conflating "unbound" with "keep".
         Raises: DriverBindError when a write fails or does not take effect.
         """
         if requested == KEEP:
@@ -232,9 +218,10 @@ class DriverBinder:
         exists, in any namespace, but sysfs lists only the netdevs of the namespace it was
         mounted in, so the host sees ``net/`` present and empty. A driver that created no netdev
         leaves no ``net/`` at all. Both facts are measured on real igbvf VFs (tests/realvf).
+        An unbound VF, one on a userspace/DPDK driver or one whose driver made no netdev is refused
+        also when the VfConfig driver was omitted; a VF in use passes, so the host stage can be
+        re-run for it (docs/design.md#prepare).
         Raises: UnsupportedVfDriver naming the VF, its driver and the fix.
-        Source: spec §8.1 step 2 ("rejecting an already-VFIO or unbound VF even when the driver
-        field was omitted"); issue 16 (the re-run host stage of a VF in use).
         """
         driver = self.current_driver(bdf)
         fix = (

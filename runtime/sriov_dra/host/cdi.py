@@ -1,32 +1,11 @@
 """CDI spec files for prepared VFs under the CDI root (default ``/var/run/cdi``).
 
-The container runtime reads every spec file in its CDI directories and resolves the fully-qualified
-device IDs the kubelet passes it (``<vendor>/<class>=<name>``). This module writes and removes the
-two kinds of file the plugin owns (names and content come from ``core.plugin.cdi_spec``):
-
-- one per claim, ``sriovnetwork.k8snetworkplumbingwg.io-vf_<claimUID>.json``, written at prepare
-  and removed at unprepare;
-- one per Pod, ``sriovnetwork.k8snetworkplumbingwg.io-vf_<podUID>.json``, carrying
-  ``SRIOVNETWORK_PCI_ADDRESSES`` for every VF of the Pod's locally unreleased claims; it is kept
-  (rebuilt) while any such claim remains and removed after the last one (spec §8.4 step 5; compute
-  the address list with ``core.plugin.checkpoint_lifecycle.pod_cdi_pci_addresses``).
-
-Writes are atomic (``host.atomic_file``) and idempotent: re-writing identical content leaves the
-file untouched, so a runtime watching the directory sees no churn. Removing an absent file
-succeeds. This module must never touch a file whose name it did not generate.
-
-Durability: spec files are *derived* state, not a record. Their content is a function of the
-checkpoint record (persisted durably before the first host change, spec §8.1 step 2) and of the
-host, and every NodePrepare, first or repeated, rewrites them when they differ
-(``driver.prepare.ensure_host``). So the default writer replaces a file atomically but without
-``fsync``: a killed plugin still leaves the old or the new complete file (the rename is atomic),
-and only a power loss or kernel crash can lose or empty an unsynced write. Such a reboot kills
-every container (and the default root ``/var/run/cdi`` is a tmpfs on common distributions, so
-fsync would not keep it anyway); the kubelet, whose ``prepared`` flag lives only in memory,
-calls NodePrepare again before it starts a container of the Pod, and that call rewrites the
-file from the record first. No file without a record can appear this way: writes follow the
-record, and removals (unprepare, rollback) stay durable and happen before the record is
-deleted. Reference ``dra-protocol.md`` §3.2.
+Writes and removes the two kinds of file the plugin owns (names and content from
+``core.plugin.cdi_spec``): one per claim, written at prepare and removed at unprepare, and one per
+Pod with ``SRIOVNETWORK_PCI_ADDRESSES``, kept while any locally unreleased claim of the Pod
+remains (docs/design.md#release). Writes are atomic and idempotent (identical content leaves the
+file untouched, so a watching runtime sees no churn); removing an absent file succeeds. Never
+touches a file whose name it did not generate.
 """
 
 from __future__ import annotations
@@ -49,14 +28,23 @@ WriteFn = Callable[[Path, bytes], None]
 RemoveFn = Callable[[Path], bool]
 
 default_write: Final[WriteFn] = functools.partial(atomic_file.write_atomic, mode=CDI_FILE_MODE, durable=False)
-"""Atomic replacement without ``fsync``: specs are rebuilt from the record by every prepare."""
+"""Atomic replacement without ``fsync``: specs are rebuilt from the record by every prepare.
+
+Spec files are derived state: their content follows from the checkpoint record (durable before
+the first host change) and the host, and every NodePrepare rewrites them when they differ. A
+killed plugin still leaves the old or the new complete file (the rename is atomic); only a power
+loss or kernel crash can lose an unsynced write, and that kills every container (the default
+root is a tmpfs on common distributions anyway), after which the kubelet, whose ``prepared``
+flag lives in memory, calls NodePrepare again before starting a container of the Pod. Removals
+(unprepare, rollback) stay durable and happen before the record is deleted.
+"""
 
 
 class CdiSpecs:
     """Writer and remover of this driver's CDI spec files under ``root``.
 
     ``write``/``remove`` are injectable (keyword-only) for failure tests.
-    Source: reference ``dra-driver-sriov.md`` §4.6; ``dra-protocol.md`` §6.
+    Source: upstream dra-driver-sriov's CDI files (device names).
     """
 
     def __init__(
@@ -135,7 +123,7 @@ class CdiSpecs:
         """Make the Pod-global spec match ``pci_addresses``: write it, or remove it when empty.
 
         Returns the path when a spec remains, ``None`` when it was removed (or was absent).
-        Source: spec §8.4 step 5 (preserve/rebuild while another unreleased claim needs it).
+        Kept (rebuilt) while another locally unreleased claim needs it (docs/design.md#release).
         """
         addresses = sorted(set(pci_addresses))
         if not addresses:

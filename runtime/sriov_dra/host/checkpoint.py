@@ -1,13 +1,11 @@
 """The plugin's checkpoint store: claim records in memory, each change durable before it counts.
 
 Every mutation computes the new record, writes the whole checkpoint (``host.checkpoint_files``)
-and only then publishes the new state in memory; a failed write leaves memory as it was, so memory
-never claims more than the disk holds. The mutations are narrow and their rules are
-``core.plugin.checkpoint_lifecycle``'s (docs/design.md#checkpoint). One lock guards the map: it is
-held to read a record and to check, encode, write and publish a change, never while a caller's
-update function runs (that runs on a copy, and is retried when another thread changed the claim
-meanwhile) and never across API or hardware work. Records go in and out as copies. A checkpoint
-that cannot be read fails :meth:`CheckpointStore.load` and is left untouched.
+and only then publishes it in memory, so memory never claims more than the disk holds. Rules are
+``core.plugin.checkpoint_lifecycle``'s (docs/design.md#checkpoint). One lock guards the map,
+never held while a caller's update function runs (on a copy, retried if the claim changed) or
+across API or hardware work. Records go in and out as copies; an unreadable checkpoint fails
+:meth:`CheckpointStore.load` and is left untouched.
 """
 
 from __future__ import annotations

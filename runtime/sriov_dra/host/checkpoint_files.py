@@ -1,19 +1,11 @@
 """The checkpoint on disk: a durable A/B slot file, a readable copy beside it, and a writer lock.
 
-Three files in the plugin directory, mode 0600 (why each exists: docs/design.md#checkpoint):
-
-- ``checkpoint.slots`` (``host.slot_file``): the durable record; a write returns after one
-  in-place ``fdatasync``.
-- ``checkpoint.json``: the same bytes for people and tools, replaced by ``rename`` without a flush,
-  on a helper thread while the slot file's flush runs, and in place before the write returns. At
-  load a stale or missing copy is rewritten from the slot file, and a directory holding only
-  ``checkpoint.json`` (a build before the slot file) is adopted into a new slot file.
-- ``checkpoint.lock``: never replaced; the writing process holds a POSIX lock on it from
-  :meth:`CheckpointFiles.read` until it closes the files or exits, so a second plugin waits
-  :data:`LOCK_WAIT_S` and then fails before it reads, cleans or writes anything. Without POSIX
-  locks on the file system it runs unlocked and warns.
-
-The bytes are the codec's and the rules the store's; this module owns which file holds what.
+Three files, mode 0600 (docs/design.md#checkpoint): ``checkpoint.slots`` (``host.slot_file``),
+the durable record, one in-place ``fdatasync`` per write; ``checkpoint.json``, the same bytes for
+people and tools, renamed into place without a flush while the slot file flushes and rewritten
+from the slot file at load when stale or missing (a directory with only ``checkpoint.json`` is
+adopted); ``checkpoint.lock``, a POSIX lock held by the writing process, so a second plugin waits
+:data:`LOCK_WAIT_S` and then fails before touching anything. Owns which file holds what.
 """
 
 from __future__ import annotations
@@ -34,7 +26,10 @@ from sriov_dra.host import atomic_file, slot_file
 from sriov_dra_rules import checkpoint_doc, checkpoint_read, errors, slot_format
 
 LOCK_FILE_NAME: Final = "checkpoint.lock"
-"""An empty file the writing process holds a POSIX lock on for its whole life (never replaced)."""
+"""An empty file the writing process holds a POSIX lock on for its whole life (never replaced).
+
+Held from :meth:`CheckpointFiles.read` until the files are closed or the process exits; on a file
+system without POSIX locks the plugin runs unlocked and warns."""
 
 LOCK_WAIT_S: Final = 30.0
 """How long a second process waits for the lock before it fails (s): a rolling restart's old Pod

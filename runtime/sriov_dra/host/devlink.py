@@ -1,24 +1,11 @@
-"""A PF's eswitch mode from the kernel's devlink generic-netlink family (issue 14 item 4).
+"""A PF's eswitch mode from the kernel's devlink generic-netlink family.
 
-sysfs does not carry the eswitch mode; the kernel answers it through devlink
-(``DEVLINK_CMD_ESWITCH_GET`` for the device ``pci/<bdf>``, the question ``devlink dev eswitch
-show pci/<bdf>`` asks). Upstream dra-driver-sriov asks the same question through
-vishvananda/netlink and publishes ``legacy`` on any error or empty answer
-(reference dra-driver-sriov.md §3.2). This module keeps that contract but says which answer it got:
-
-- ``DEVLINK_ESWITCH_MODE_SWITCHDEV`` → ``switchdev``, ``DEVLINK_ESWITCH_MODE_LEGACY`` → ``legacy``;
-- the kernel's "not supported" answers map to ``legacy`` **explicitly**: ``EOPNOTSUPP`` (the
-  driver registered devlink but has no eswitch, e.g. most NICs without switchdev) and ``ENODEV``
-  (the PCI device has no devlink instance at all, e.g. igb/ixgbe), because a device that cannot
-  be put in switchdev is a legacy SR-IOV device;
-- anything else — the kernel has no devlink family, a permission error, an unknown mode number, a
-  malformed reply — is **unknown** (``None``): discovery then logs it and falls back as upstream
-  does, instead of this module guessing.
-
-Every answer is logged once per PF and answer at debug level, and the first "no devlink family"
-once at info. The socket is opened lazily on the first question and reused; :meth:`close`
-releases it. Only ``host`` imports pyroute2 (import-linter), so this module is that gate for
-devlink.
+The question ``devlink dev eswitch show pci/<bdf>`` asks (``DEVLINK_CMD_ESWITCH_GET``). Upstream
+dra-driver-sriov publishes ``legacy`` on any error; this module says which answer it got: the
+mode the kernel names; ``legacy`` **explicitly** for ``EOPNOTSUPP`` (devlink without an eswitch)
+and ``ENODEV`` (no devlink instance), since such a device cannot be put in switchdev; **unknown**
+(``None``) for anything else, which discovery logs and falls back on. Each answer is logged once
+per PF at debug. The socket opens lazily and is reused; the pyroute2 gate for devlink.
 """
 
 from __future__ import annotations
@@ -89,8 +76,8 @@ def open_devlink() -> DL:
 class EswitchModes:
     """The production :class:`sriov_dra.host.discovery.EswitchModeSource`: asks devlink.
 
-    Call with a PF's PCI address; returns ``legacy``/``switchdev`` or None (unknown, see the
-    module docstring). Thread-safe (one question at a time on the shared socket). Never raises
+    Call with a PF's PCI address; returns ``legacy``/``switchdev`` or None (unknown: no devlink
+    family, a permission error, an unknown mode, a malformed reply). Thread-safe (one question at a time on the shared socket). Never raises
     for a kernel answer; a closed source answers None.
     """
 

@@ -1,36 +1,11 @@
 """SR-IOV VF discovery: the node's VFs with upstream dra-driver-sriov's attribute set.
 
-This module owns turning a sysfs tree into the list of :class:`DiscoveredVf` values that the
-plugin advertises (after policy filtering) in its ResourceSlice. Device names, attribute names,
-types and value formats are upstream's (reference dra-driver-sriov.md §3.1–§3.2, §9 item 4) so
-that existing DeviceClass CEL, SriovResourcePolicy and Multus keep working:
-
-- device name = VF BDF with ``:`` and ``.`` replaced by ``-`` (``0000-03-02-0``);
-- the 14 discovery-owned attributes of ``attributes.RESERVED_ATTRIBUTES`` (``pcieRoot`` and
-  ``dra.net/numaNode`` only when known, see below), with ``vfID`` and ``dra.net/numaNode``
-  ints, ``rdmaCapable`` a bool and the rest strings; ``vendor`` is the PF vendor and
-  ``deviceID`` the VF device ID, as upstream; the map itself is built by
-  ``core.devicefacts.discovered_attributes`` from :meth:`DiscoveredVf.to_device_facts`, so the
-  policy layer and discovery cannot disagree;
-- ``EswitchMode`` comes from the injected devlink source, else the fake-sysfs file, else
-  ``legacy`` (upstream's fallback for a devlink error or empty answer);
-- NUMA rule (deviation from upstream, which publishes ``-1``): ``dra.net/numaNode`` is the PF's
-  ``numa_node`` when that is a node (``>= 0``) and is **omitted** when the kernel reports ``-1``
-  (no affinity) or the file is missing or not a node number, so that no selector or
-  ``matchAttribute`` ever treats "no node" as node ``-1`` (one INFO line ``numaNode omitted``
-  per PF gives the reason). Every other NUMA-derived attribute follows the same rule; the
-  standard ``resource.kubernetes.io/numaNode`` is not published (upstream main does not; its
-  open PR #147 would). The rule itself is ``sriov_dra_rules.topology.numa_affinity``;
-- pcieRoot rule: ``resource.kubernetes.io/pcieRoot`` of every VF is its PF's root, the nearest
-  ``pciDDDD:BB`` component of the PF's resolved sysfs path (:mod:`sriov_dra.host.pcieroot`: the
-  Kubernetes helper's answer on ``/sys/devices/pci*`` layouts, and also the root behind a
-  Hyper-V/VMBus parent). It is **omitted**, never published as ``""`` (deviation from upstream,
-  reference §8.1, spec §14.2), only when the PF's path has no such component or cannot be read,
-  with one warning ``pcieRoot omitted`` per PF giving the reason.
-
-It must never write to the host, never invent a value for a hardware fact (a missing fact is
-omitted or takes upstream's documented default), and never read policy: eligibility is the
-driver's business.
+Turns a sysfs tree into the :class:`DiscoveredVf` values the plugin advertises (after policy
+filtering). Device names, attribute names, types and value formats are upstream's, so existing
+DeviceClass CEL, SriovResourcePolicy and Multus keep working; the attribute map is
+``core.devicefacts.discovered_attributes``'s. Unknown topology is omitted, never published as
+``-1`` or ``""`` (docs/design.md#device-attributes); ``EswitchMode`` falls back to ``legacy``.
+Never writes to the host, invents a hardware fact, or reads policy.
 """
 
 from __future__ import annotations
@@ -149,7 +124,7 @@ def device_name(bdf: str) -> str:
     """DRA device name of a VF: its BDF with every ``:`` and ``.`` replaced by ``-``.
 
     Shapes: ``0000:03:02.0`` → ``0000-03-02-0`` (a DNS label for any valid BDF).
-    Source: upstream ``discovery.go`` (reference dra-driver-sriov.md §3.1 step 8).
+    Source: upstream dra-driver-sriov ``discovery.go``.
     """
     return bdf.replace(":", "-").replace(".", "-")
 
@@ -166,10 +141,15 @@ def discover(
     already-seen name are skipped with a log line. The VFs of a PF whose ``pcieRoot`` cannot be
     computed are kept without that attribute (warning ``pcieRoot omitted`` with the reason, once
     per PF), and so are the VFs of a PF without a NUMA node without ``dra.net/numaNode`` (INFO
-    ``numaNode omitted`` with the reason, once per PF).
+    ``numaNode omitted`` with the reason, once per PF): "no node" must never match as node
+    ``-1``, and an empty root would pair unrelated devices. ``resource.kubernetes.io/numaNode`` is
+    not published (upstream does not; dra-driver-sriov #147 would). ``EswitchMode`` comes from
+    ``eswitch_modes``, else the fake-sysfs file, else ``legacy`` (upstream's fallback).
     Raises: sysfs.SysfsReadError if ``sys/bus/pci/devices`` or a PF directory is unreadable
     (upstream fails discovery then, and so does this).
-    Source: reference dra-driver-sriov.md §3.1–§3.2; spec §12.2.5 item 3 (keep full inventory).
+    Every discovered VF stays in the inventory; eligibility is applied later
+    (docs/design.md#eligibility).
+    Source: upstream dra-driver-sriov's discovery.
     """
     found: dict[str, DiscoveredVf] = {}
     for bdf in sysfs.pci_devices():

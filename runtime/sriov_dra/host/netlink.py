@@ -1,20 +1,11 @@
 """Netlink access to network namespaces: read a namespace's links (the product edits none).
 
-This module is the one gate to pyroute2 (STYLE.md §1). Every call opens its netlink socket *inside*
-the target namespace: pyroute2 forks a short-lived helper that enters the namespace, creates the
-socket and passes its file descriptor back, so the calling thread never changes namespace (a
-leaked ``setns`` would corrupt every later call on a daemon thread). A namespace is named by the
-path of its bind mount (``/var/run/netns/<name>``, the runtime's ``CNI_NETNS``) or ``None`` for
-the caller's own namespace. Opening never creates a missing namespace.
-
-Readers (:func:`links`, :func:`link_names`) serve the guard's post-ADD check and
-:func:`carrier_states` the plugin's PF health. The link editors (veth pairs, moves, addresses, VF
-settings, namespaces) are the lab's (``sriov_dra_lab.fakes.netedit``, not shipped), opened through
-:func:`socket_in`. Errors from the library never leak: they become :class:`NetlinkError` naming
-the operation, the namespace and the errno.
-
-It must never enter a namespace on the calling thread, create a namespace implicitly, or touch a
-link it was not named.
+The one gate to pyroute2. Every call opens its socket *inside* the target namespace (pyroute2
+forks a helper that enters it and passes the socket back), so the calling thread never changes
+namespace. A namespace is the path of its bind mount (the runtime's ``CNI_NETNS``) or ``None``
+for the caller's own; opening never creates one. Readers serve the guard's post-ADD check and the
+plugin's PF health; the lab's link editors open sockets through :func:`socket_in`. Library
+errors become :class:`NetlinkError` naming the operation, the namespace and the errno.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """The standard ``resource.kubernetes.io/pcieRoot`` attribute of a PCI function on this node.
 
-GPU drivers publish ``pcieRoot`` with the Kubernetes ``deviceattribute`` helper, and claims pair
-a VF with a GPU by ``matchAttribute: resource.kubernetes.io/pcieRoot``, so the plugin must give
-the same string for the same root complex. The rule, shared with the collection's
-``sriov_facts`` module, lives in ``sriov_dra_rules.topology`` (the nearest ``pciDDDD:BB``
-component of the device's resolved path under ``/sys/devices``, which equals the helper's answer
-wherever the helper gives a root bus, and also finds the root behind a Hyper-V/VMBus parent);
-``sriov_dra_rules.sysfsread`` reads the link. Here ``/`` is the
-:class:`~sriov_dra.host.sysfs.Sysfs` root.
-
-Discovery publishes the PF's root for each of its VFs (upstream dra-driver-sriov does the same,
-reference dra-driver-sriov.md §3.1); a VF sits beside its PF under the same upstream bridge, so
-its own path gives the same root (tests verify this).
-
-On failure the answer is None with a reason; the caller omits the attribute and logs the reason.
-Upstream dra-driver-sriov publishes ``""`` then (reference dra-driver-sriov.md §8.1), which makes
-``matchAttribute`` pair unrelated devices; this module must never return ``""``.
+Claims pair a VF with a GPU by ``matchAttribute`` on this attribute, which GPU drivers publish
+with the Kubernetes ``deviceattribute`` helper, so the plugin must give the same string for the
+same root complex. The rule is ``sriov_dra_rules.topology``'s (shared with ``sriov_facts``);
+``/`` is the :class:`~sriov_dra.host.sysfs.Sysfs` root. Discovery publishes the PF's root for its
+VFs, as upstream does (a VF's own path gives the same root). A failure is None with a reason and
+the attribute is omitted: never ``""``, which would pair unrelated devices.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Durable in-place replacement of one small blob: an A/B slot file, one ``fdatasync`` per write.
 
-Layout in ``sriov_dra_rules.slot_format`` (two page-aligned slots, each a header with generation
-and digest, then the blob). A write goes into the slot not holding the newest valid generation
-and returns after one ``fdatasync``; the file keeps its size, so the flush writes only those
-pages. A write cut short leaves that slot failing its digest and the other whole. :meth:`SlotFile.read`
-makes what it returns durable before the first write may overwrite the other slot (it may be in
-the page cache only). A blob that does not fit grows the file by a durable replace-by-rename.
-Why each step: docs/design.md#checkpoint. One writer per file, not thread-safe; the caller keeps
-other processes out (``host.checkpoint_files``).
+The layout is ``sriov_dra_rules.slot_format``'s. A write goes into the slot not holding the
+newest valid generation and returns after one ``fdatasync`` (the file keeps its size, so only
+those pages are flushed); a write cut short fails its digest and leaves the other slot whole.
+:meth:`SlotFile.read` makes what it returns durable before a write may overwrite the other slot.
+A blob that does not fit grows the file by a durable replace-by-rename (docs/design.md#checkpoint).
+One writer per file, not thread-safe; ``host.checkpoint_files`` keeps other processes out.
 """
 
 from __future__ import annotations

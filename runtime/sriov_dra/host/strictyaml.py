@@ -1,22 +1,11 @@
 """The one YAML loader of the runtime: PyYAML's safe loader, refusing a mapping key given twice.
 
-YAML that a person wrote reaches the runtime as files on a node or in this package: the
-operator's ``--supported-nic-ids`` file (a mounted ConfigMap), the manifests the lab applies and
-the examples it reads. ``yaml.safe_load`` keeps the last of two equal keys without a word (the
-YAML spec requires unique keys; other readers keep the first or refuse), so a repeated key there
-silently changes what the reader acts on. :class:`StrictSafeLoader` checks every mapping of a
-document, before it is constructed, and refuses each key that equals an earlier key of the same
-mapping once constructed (``1`` and ``1.0``, ``true`` and ``yes`` are equal keys too), naming
-its path and both lines. Merge keys (``<<: *anchor``) keep their YAML meaning: keys they bring
-may be overridden; only a key written twice is refused.
-
-It lives in ``host`` because PyYAML is not standard library (so it cannot join
-``sriov_dra_rules``, whose JSON twin is ``strictjson``), and ``host`` is the lowest layer that
-every reader of these files (operator, lab, cli) may import. It owns only YAML text -> values;
-it must never interpret what the document means, and it reads a file only in :func:`read` and
-:func:`read_all`.
-
-Source: YAML 1.2 §3.2.1.1 (mapping keys are unique); issue 13 item 2.
+For YAML a person wrote (the operator's ``--supported-nic-ids`` file, the manifests and examples
+the lab reads): ``yaml.safe_load`` silently keeps the last of two equal keys, so
+:class:`StrictSafeLoader` refuses each key equal to an earlier one of the same mapping once
+constructed (``1`` and ``1.0``, ``true`` and ``yes`` too), naming its path and both lines; merge
+keys keep their meaning. In ``host`` because PyYAML is not standard library. Text to values only;
+files are read only in :func:`read` and :func:`read_all`. Source: YAML 1.2 §3.2.1.1.
 """
 
 from __future__ import annotations

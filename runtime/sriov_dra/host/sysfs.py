@@ -1,27 +1,11 @@
 """Read-only, typed view of the node's PCI and network sysfs under a configurable root.
 
-This module owns the plugin's *reads* of ``/sys`` for discovery and driver binding: PCI devices
-under ``sys/bus/pci/devices``, SR-IOV PFs and their ``virtfn<N>`` links, each function's vendor,
-device and class IDs, NUMA node, bound driver, ``driver_override`` and netdevs, and a netdev's
-link type. Every path is ``<root>/sys/...`` so that host-tier tests and the lab run on a fake
-tree (the lab's ``sriov_dra_lab.fakes.fakesysfs``, not shipped); in the plugin container the root is ``/``.
-
-The reading rules themselves live once, shared with the Ansible collection, in
-``sriov_dra_rules.sysfsread`` and ``sriov_dra_rules.topology`` (reference dra-driver-sriov.md
-§3.1); this module adds the plugin's types (``PciAddress``, :class:`LinkType`,
-:class:`EswitchMode`, :class:`PfInfo`, :class:`VfInfo`) and its error messages. In short:
-
-- a PF is a PCI function that has ``sriov_totalvfs``, no ``physfn`` link, a network class
-  (``0x02xxxx``) and at least one netdev; its netdev name is the uplink (see :meth:`Sysfs.pf_netdev`);
-- a VF is the target of a PF's ``virtfn<N>`` link, N being the VF index;
-- IDs are lowercase hex without ``0x``; the NUMA node is None (no node) when the kernel
-  reports ``-1`` or the file is missing or not a node number, never ``-1``;
-- the link type comes from the PF netdev's ``type`` (1 ethernet, 32 infiniband, else unknown);
-- the eswitch mode is not in sysfs: upstream asks devlink, and so does discovery, through the
-  source it takes as a parameter (``host/devlink.py`` on the host; a test tree passes its own).
-
-It must never write to sysfs (:mod:`sriov_dra.host.binding` does), never follow a path outside
-its root on purpose, and never raise for a missing optional file: absent facts are ``None``.
+The plugin's reads of ``/sys`` for discovery and driver binding: PCI devices, SR-IOV PFs and
+their ``virtfn<N>`` links, IDs, NUMA node, bound driver, ``driver_override``, netdevs and link
+type, at ``<root>/sys/...`` (``/`` in the plugin container, a fake tree in tests). The reading
+rules are the shared ``sriov_dra_rules.sysfsread`` and ``topology``; this module adds the
+plugin's types and error messages. The eswitch mode is not in sysfs (``host.devlink``). Never
+writes (``host.binding`` does); a missing optional fact is ``None``.
 """
 
 from __future__ import annotations
@@ -118,7 +102,7 @@ class Sysfs:
     """Reader of ``<root>/sys``; every method takes plain PCI addresses (``0000:03:00.0``).
 
     Shapes: listing methods return names sorted (BDFs lexicographically, VFs by index).
-    Source: ``sriov_dra_rules.sysfsread`` (the shared rules); reference dra-driver-sriov.md §3.1;
+    Source: ``sriov_dra_rules.sysfsread`` (the shared rules, upstream dra-driver-sriov's);
     Linux ``Documentation/ABI/testing/sysfs-bus-pci``.
     """
 

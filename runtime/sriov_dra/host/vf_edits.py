@@ -1,19 +1,11 @@
 """What a prepared VF's container needs, read from sysfs: VFIO group, RDMA devices.
 
-Owns the host reads behind one VF's CDI container edits (``core.plugin.cdi_spec.VfEdits``), taken after
-the driver binding is in place:
-
-- a VF bound to ``vfio-pci`` gets its IOMMU group (``iommu_group`` link) and whether that group
-  is a ``vfio-noiommu`` group (its ``name`` file), so the container sees ``/dev/vfio/<group>``
-  backed by the right host node;
-- a VF with exactly one RDMA device (``infiniband/<dev>``) gets that device name and its
-  character devices: ``/dev/infiniband/uverbs<N>`` (``infiniband_verbs/uverbs<N>``),
-  ``umad<N>``/``issm<N>`` (``infiniband_mad/``) and ``/dev/infiniband/rdma_cm``. Zero or several
-  RDMA devices add nothing (logged for several), instead of upstream's prepare failure, which
-  breaks VFIO on RDMA-capable NICs (its open PR #142).
-
-It must never write to the host. Paths are under the sysfs root, so host tests run on a fake tree.
-Source: reference ``dra-driver-sriov.md`` §4.3 steps 7-9.
+The host reads behind one VF's CDI container edits (``core.plugin.cdi_spec.VfEdits``), after the
+driver binding: a ``vfio-pci`` VF's IOMMU group and whether it is a ``vfio-noiommu`` group; a VF
+with exactly one RDMA device, that device and its character devices (``uverbs<N>``, ``umad<N>``,
+``issm<N>``, ``rdma_cm``). Zero or several RDMA devices add nothing (several are logged) instead
+of upstream's prepare failure, which breaks VFIO on RDMA-capable NICs (dra-driver-sriov #142).
+Read-only, under the sysfs root.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Read what the node shows for a VF's health: its sysfs function and driver, its PF and the PF's link.
 
-For each :class:`~sriov_dra.core.devicehealth.HealthTarget` this module reads, under the plugin's
-sysfs root, whether the VF's and the PF's PCI functions exist, which driver the VF has bound and
-the PF's interface name; and, through netlink in the plugin's own network namespace (the host's on
-a real node, where the plugin runs with hostNetwork), whether that interface is up with carrier
-(``IFF_UP``, ``IFLA_CARRIER``, operstate). A fake sysfs tree gives its PF a real link of the
-same name in the namespace the plugin runs in, so the same netlink answer is read on both.
-
-Each fact the node does not answer (an I/O error other than "absent", a failed netlink dump)
-becomes :class:`~sriov_dra.core.devicehealth.Unreadable` naming the path or the operation and
-the error; absent files are facts (VF gone, unbound, no interface). The decision is
-:func:`sriov_dra.core.devicehealth.decide`'s.
-
-It never writes anything and never enters another namespace.
+Per :class:`~sriov_dra.core.devicehealth.HealthTarget`: whether the VF's and PF's functions
+exist, the VF's bound driver and the PF's interface (under the sysfs root), and through netlink
+in the plugin's own namespace (the host's, with hostNetwork) whether that interface is up with
+carrier. A fact the node does not answer becomes ``Unreadable`` naming the path or operation and
+the error; absent files are facts. The decision is ``core.devicehealth.decide``'s. Read-only;
+never enters another namespace.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Server-side apply of plain manifest dicts, and waiting for CRDs to be established.
 
-Owns how this project writes declarative objects it ships (CRDs, RBAC, DeviceClasses): server-side
+Declarative objects this project ships (CRDs, RBAC, DeviceClasses) are written by server-side
 apply with a named field manager, so re-applying is idempotent and conflicts with other managers
 are reported rather than overwritten.
 """

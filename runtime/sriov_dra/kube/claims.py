@@ -1,26 +1,11 @@
 """ResourceClaim reads and the conflict-safe ``status.devices`` update, as plain JSON dicts.
 
-Owns the plugin's two claim calls: a live GET of ``resource.k8s.io/v1`` ResourceClaims (never a
-cache: prepare must see the current UID and allocation) and the update of ``status.devices`` on
-the ``resourceclaims/status`` subresource. The update is a PUT of the claim as read, with only
-``status.devices`` replaced, carrying the read ``metadata.resourceVersion`` and ``metadata.uid``,
-so the API server refuses it (409) when anyone changed the claim since; the caller's pure
-``compute`` function then runs again on a fresh read. Other drivers' entries are whatever
-``compute`` keeps (``core.plugin.claimplan.merged_status_devices`` keeps all of them), so a conflict can
-never drop them, unlike upstream's retry that re-applied a stale snapshot.
-
-Why a PUT with hand-encoded bytes and not a patch: the server keeps every opaque
-``parameters`` object of the allocation as the exact bytes its creator sent and compares them
-byte for byte on a status update. A patch (merge, JSON or apply) is applied to the compacted
-JSON form, so it fails ("status.allocation: field is immutable") for every claim whose configs
-were written by a Python client (``json.dumps`` puts spaces in). :func:`encode_claim` re-creates
-the creator's bytes; Go clients avoid the problem only because they speak protobuf.
-
-It must never write anything but ``status.devices`` and never retry anything but a conflict.
-RBAC: ``resourceclaims`` get, ``resourceclaims/status`` patch, and ``resourceclaims/driver``
-``associated-node:patch`` for the driver name (Kubernetes 1.36 granular status authorization).
-
-Source: reference ``dra-protocol.md`` §3.5, §4.3; ``dra-driver-sriov.md`` §4.2, §8.1 (c)(d).
+The plugin's two claim calls: a live GET (never a cache: prepare must see the current UID and
+allocation) and the update of ``status.devices`` on ``resourceclaims/status``: a PUT of the claim
+as read with only ``status.devices`` replaced, under the read resourceVersion and UID, so a 409
+re-runs the caller's pure ``compute`` on a fresh read and other drivers' entries are never lost.
+A PUT because a patch cannot re-send opaque parameters in their creator's bytes
+(:func:`encode_claim`). Writes nothing else; retries only a conflict.
 """
 
 from __future__ import annotations
@@ -102,8 +87,12 @@ def encode_claim(claim: Mapping[str, Any], styles: Sequence[str]) -> bytes:
     with and refuses a status update whose allocation bytes differ ("status.allocation: field
     is immutable"); a GET only shows them compacted. So a status write must re-send them in the
     creator's format, which this function reproduces for the two formats in use (see
-    :func:`_styled`). Shapes: ``styles`` has one entry per
+    :func:`_styled`). A patch (merge, JSON or apply) is applied to the compacted form and fails
+    for every claim whose configs a Python client wrote (``json.dumps`` puts spaces in); Go
+    clients avoid it only because they speak protobuf. Shapes: ``styles`` has one entry per
     ``status.allocation.devices.config`` entry with ``opaque.parameters``.
+    RBAC: ``resourceclaims`` get, ``resourceclaims/status`` patch, and ``resourceclaims/driver``
+    ``associated-node:patch`` for the driver name (Kubernetes 1.36 granular status authorization).
     """
     doc = copy.deepcopy(dict(claim))
     configs = (((doc.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("config") or []

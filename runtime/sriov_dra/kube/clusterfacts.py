@@ -1,13 +1,10 @@
 """Read-only cluster facts for ``sriov-dra preflight``: version, served APIs, access reviews, objects.
 
-Owns the API calls the preflight's cluster checks rest on: ``GET /version``, the served
-``group/version`` list (``/api`` and ``/apis``), a SubjectAccessReview per permission for a
-ServiceAccount (its effective permissions, the same answer an impersonated
-SelfSubjectAccessReview gives), LISTs of CRDs, DaemonSets, Nodes and SriovResourcePolicies, and
-GETs of the admission policy and its binding.
-The decisions are ``sriov_dra_rules.preflight_rules``.
-
-It must never write anything but access reviews (which persist nothing).
+The API calls the preflight's cluster checks rest on: ``GET /version``, the served
+``group/version`` list, a SubjectAccessReview per permission of a ServiceAccount, LISTs of CRDs,
+DaemonSets, Nodes and SriovResourcePolicies, and GETs of the admission policy and its binding.
+The decisions are ``sriov_dra_rules.preflight_rules``. Writes only access reviews (which persist
+nothing).
 """
 
 from __future__ import annotations

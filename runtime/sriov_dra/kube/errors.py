@@ -1,11 +1,9 @@
 """API errors as our own classes, so that callers decide by class, never by status number.
 
-Owns the mapping of the client's ``ApiException`` (and transport failures) to :class:`ApiError`
-subclasses. Each is raised ``from`` the original exception; response bodies are truncated to 256
-characters before they can reach a log. None of these classes subclasses ``ApiException`` (a test
-asserts it), so the client library's types never leak past ``sriov_dra.kube``.
-
-Source: STYLE.md §2 (kopf ``_cogs/clients/errors.py``), Kubernetes API status codes.
+Maps the client's ``ApiException`` (and transport failures) to :class:`ApiError` subclasses,
+each raised ``from`` the original, with response bodies cut to 256 characters before they can
+reach a log. None subclasses ``ApiException`` (a test asserts it), so the client library's types
+never leak past ``sriov_dra.kube``. Source: Kubernetes API status codes.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Kubernetes Events (``events.k8s.io/v1``) recorded about objects read through ``kube.objects``.
 
-Owns :class:`Recorder`, used by the operator's status writer: one Event per call, ``regarding``
-the given object, with a CamelCase reason, a note truncated to the API's 1 kB limit and type
-Normal or Warning. Recording is best effort: a failed create is logged, never raised, so an Event
-can never fail a reconcile.
-
-It must never put payloads (CNI configs, credentials) in a note.
+:class:`Recorder`, used by the operator's status writer: one Event per call ``regarding`` the
+object, a CamelCase reason, a note cut to the API's 1 kB, type Normal or Warning. Best effort: a
+failed create is logged, never raised, so an Event never fails a reconcile. No payloads in notes.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease with the official client's elector.
 
-The official ``kubernetes.leaderelection`` package ships the election algorithm but only a
-ConfigMap-annotation lock. This module owns:
-
-* :class:`LeaseLock`, the lock protocol that ``LeaderElection`` calls (``get``/``create``/
-  ``update`` plus ``name``/``namespace``/``identity``) implemented on a Lease, with every update
-  a PUT carrying the resourceVersion of the last read, so two candidates can never both win;
-* :class:`Election`, the official ``LeaderElection`` with its two loops made stoppable: waits
-  use ``stop.wait`` and deadlines a monotonic clock, so a stop takes effect within one wait and a
-  leader that cannot renew within ``renew_deadline_s`` gives up (``onstopped_leading`` runs) even
-  when the wall clock jumps. The expiry observation inside the official
-  ``try_acquire_or_renew`` still measures with ``time.time()`` between its own observations
-  (never against another node's clock);
-* :func:`release`, which hands the Lease over on a clean shutdown.
-
-It must never decide what leading means; callers start and stop their work from the callbacks.
-Source: kubernetes-client/python ``leaderelection``; client-go ``resourcelock.LeaseLock``.
+The official ``kubernetes.leaderelection`` ships only a ConfigMap lock. :class:`LeaseLock` is the
+lock protocol on a Lease, every update a PUT under the last read's resourceVersion, so two
+candidates never both win; :class:`Election` makes the official loops stoppable (``stop.wait``,
+monotonic deadlines: a leader that cannot renew within ``renew_deadline_s`` gives up even when the
+wall clock jumps); :func:`release` hands the Lease over on clean shutdown. Callers decide what
+leading means. Source: kubernetes-client/python ``leaderelection``; client-go ``LeaseLock``.
 """
 
 from __future__ import annotations
@@ -211,7 +201,14 @@ class LeaseLock:
 
 
 class Election(leaderelection.LeaderElection):  # type: ignore[misc]
-    """The official elector with stoppable waits and monotonic deadlines (see module docstring)."""
+    """The official elector with stoppable waits and monotonic deadlines.
+
+    Waits use ``stop.wait``, so a stop takes effect within one wait; deadlines use a monotonic
+    clock, so a leader that cannot renew within ``renew_deadline_s`` gives up
+    (``onstopped_leading`` runs) even when the wall clock jumps. The official
+    ``try_acquire_or_renew`` still measures expiry with ``time.time()`` between its own
+    observations (never against another node's clock).
+    """
 
     def __init__(self, config: Any, clock: Clock) -> None:
         super().__init__(config)

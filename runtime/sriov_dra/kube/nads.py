@@ -1,12 +1,9 @@
 """Live reads of NetworkAttachmentDefinitions, as plain JSON dicts.
 
-Owns the NAD GET of the guard's pre-ADD checks: one ordinary live GET per selected managed
-shadow, bounded by the caller's time budget, returning the server's JSON exactly as sent
-(``spec.config`` byte for byte, so ``configSHA256`` can be checked). Failures are
-:mod:`sriov_dra.kube.errors` classes naming the request.
-
-It must never cache a result, list NADs, fall back to an older successful read, or retry on its
-own: the caller owns the budget and decides what is retryable.
+The NAD GET of the guard's pre-ADD checks: one live GET per selected managed shadow, bounded by
+the caller's time budget, returning the server's JSON exactly as sent (``spec.config`` byte for
+byte, so ``configSHA256`` can be checked). Failures are :mod:`sriov_dra.kube.errors` classes. Never
+caches, lists, falls back to an older read, or retries: the caller owns the budget.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ def get_nad(api: client.ApiClient, namespace: str, name: str, *, timeout_s: floa
     Shapes: the NAD JSON (``metadata``, ``spec.config`` as a string) as plain dicts.
     Raises: ``errors.NotFound``, ``errors.Forbidden``, ``errors.ServerError`` (5xx, transport,
     timeout, non-object body) and the other ``errors.ApiError`` subclasses by status.
-    Source: spec §10.2, §10.3.
+    Source: docs/design.md#guard, docs/design.md#guard-checks.
     """
     action = f"get {PLURAL}.{GROUP} {namespace}/{name}"
     with errors.translated(action):

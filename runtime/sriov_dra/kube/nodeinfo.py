@@ -1,10 +1,8 @@
 """The plugin's one read of its own Node: the UID that binding identities are built from.
 
-Owns a live GET of ``nodes/<name>`` returning ``metadata.uid`` (spec §6.1 step 3, §6.2: the node
-UID is recorded once at startup and compared on every binding). RBAC: ``nodes`` get, already part
-of the DRA node plugin permissions.
-
-It must never cache across processes or guess a UID.
+A live GET of ``nodes/<name>`` returning ``metadata.uid``, recorded once at startup and compared
+on every binding (docs/design.md#consumer, docs/design.md#identity). RBAC: ``nodes`` get, part of
+the DRA node plugin's permissions. Never caches across processes or guesses a UID.
 """
 
 from __future__ import annotations

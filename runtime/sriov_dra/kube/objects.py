@@ -1,15 +1,10 @@
 """Typed reads and writes of any API object as plain dicts, with preconditions and a write log.
 
-Owns the generic object client the operator uses for custom resources (SriovNetwork, node
-policies, NADs, DeviceAttributes, SriovResourcePolicies) and the few core kinds it reads
-(Namespaces, Nodes): GET/LIST/CREATE/PUT/DELETE, JSON Patch and server-side apply of the status
-subresource. Answers are the server's JSON decoded into dicts with their original camelCase keys
-(no generated model classes), so ``sriov_dra.core`` can read them directly. Every failure is an
-:class:`sriov_dra.kube.errors.ApiError`. Every successful write is reported to ``on_write`` so a
-caller can count writes (a no-op reconcile must perform none).
-
-It must never retry on its own, swallow an error other than the 404 that a caller asked to
-tolerate, or write without the precondition the caller gave.
+The generic object client the operator uses for its custom resources and the core kinds it reads:
+GET/LIST/CREATE/PUT/DELETE, JSON Patch and server-side apply of the status subresource. Answers
+are the server's JSON with camelCase keys, so ``sriov_dra.core`` reads them directly; failures are
+``ApiError``; every successful write is reported to ``on_write`` (a no-op reconcile performs
+none). Never retries, swallows an error other than a tolerated 404, or drops a precondition.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The plugin's Kubernetes Events (``events.k8s.io/v1``) about Pods, claims and shadow NADs.
 
-Owns the Event body and its create call: ``regarding`` the Pod, ResourceClaim or NAD, a CamelCase
-``reason`` from ``sriov_dra_rules.errors.Reason`` (or another bounded name), a one-line ``note`` (truncated to
-the API's 1 kB limit), ``type`` Normal/Warning, and the reporting controller and instance (the
-service and its node). ``kubectl describe`` shows them next to the object (STYLE.md §1).
-
-RBAC: ``events.k8s.io`` ``events`` create.
-
-It must never put a CNI config, credential or other payload in a note, and never retry: an Event
-is best effort and its failure is logged by the caller, never raised into a prepare.
+The Event body and its create call: ``regarding`` the Pod, ResourceClaim or NAD, a bounded
+CamelCase ``reason`` (``sriov_dra_rules.errors.Reason``), a one-line ``note`` cut to the API's
+1 kB, ``type`` Normal/Warning, and the reporting service and node, so ``kubectl describe`` shows
+them beside the object. RBAC: ``events`` create. Never puts a payload in a note; never retries
+(best effort: the caller logs a failure, never raises it into a prepare).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The plugin's Pod calls: a live GET and a conditional JSON Patch of annotations.
 
-Owns the two Pod requests of the auto-attach path (spec §8.1 step 4, §8.4 step 3, §9): the live
-GET (through :func:`sriov_dra.kube.pods.get_pod`, never a cache) and an RFC 6902 JSON Patch whose
-``test`` operations on ``/metadata/uid`` and ``/metadata/resourceVersion`` make it conditional
-(the ops come from ``core.plugin.selections``). A failed ``test`` is answered with HTTP 422 by the API
-server, so callers must treat ``errors.Invalid`` like a conflict: re-read and recompute.
-
-RBAC (spec §12.3): ``pods`` get, patch. No update, delete or finalizer permission is needed.
-
-It must never retry, cache, or write anything but the operations it is given.
+The two Pod requests of the auto-attach path (docs/design.md#selections): the live GET (never a
+cache) and an RFC 6902 JSON Patch whose ``test`` operations on ``/metadata/uid`` and
+``/metadata/resourceVersion`` make it conditional (ops from ``core.plugin.selections``). A failed
+``test`` is HTTP 422, so callers treat ``errors.Invalid`` like a conflict: re-read and recompute.
+RBAC (docs/design.md#rbac): ``pods`` get, patch. Never retries, caches, or writes other ops.
 """
 
 from __future__ import annotations
@@ -46,7 +42,7 @@ class PodClient:
         Raises: ``errors.Invalid`` (422) for a failed ``test`` (the Pod changed or was replaced)
         or a refused patch (admission); ``errors.Conflict`` on a storage conflict;
         ``errors.NotFound``; ``errors.Forbidden``; ``errors.ServerError`` for 5xx/transport/timeout.
-        Source: spec §9 (JSON Patch paragraph), K12.
+        Source: docs/design.md#selections (JSON Patch paragraph), K12.
         """
         action = f"patch pods {namespace}/{name}"
         return pods.json_patch(

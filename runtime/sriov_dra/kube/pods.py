@@ -1,12 +1,9 @@
 """Live reads of Pods, as plain JSON dicts.
 
-Owns the Pod GET that the guard (and later the plugin) make when freshness matters: an ordinary
-live GET against the API server (never ``resourceVersion=0``, never an informer cache), bounded by
-the caller's time budget, returning the server's JSON exactly as sent, so annotations reach the
-caller byte for byte. Failures are :mod:`sriov_dra.kube.errors` classes naming the request.
-
-It must never cache a result, fall back to an older successful read, or retry on its own: the
-caller owns the budget and decides what is retryable.
+The Pod GET made when freshness matters (the guard, the plugin): an ordinary live GET (never
+``resourceVersion=0``, never an informer cache) bounded by the caller's time budget, returning
+the server's JSON exactly as sent, so annotations arrive byte for byte. Failures are
+:mod:`sriov_dra.kube.errors` classes. Never caches, falls back to an older read, or retries.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ def get_pod(api: client.ApiClient, namespace: str, name: str, *, timeout_s: floa
     namespace), ``errors.ServerError`` for 5xx and transport failures or a timeout, other
     ``errors.ApiError`` subclasses by status; ``errors.ServerError`` when the body is not a JSON
     object.
-    Source: spec §10.2 (live GET semantics, no stale fallback).
+    Source: docs/design.md#guard (live GET semantics, no stale fallback).
     """
     action = f"get pods {namespace}/{name}"
     with errors.translated(action):
@@ -69,7 +66,7 @@ def json_patch(
     operations (copied), ``timeout_s`` the request budget in seconds. ``action`` names the request
     in errors. Raises: the :mod:`sriov_dra.kube.errors` class of the failure (``errors.Invalid``
     for a failed ``test`` op); ``errors.ServerError`` when the answer is not one JSON object.
-    Source: spec §9 (JSON Patch paragraph), K12.
+    Source: docs/design.md#selections (JSON Patch paragraph), K12.
     """
     with errors.translated(action):
         response = patch(

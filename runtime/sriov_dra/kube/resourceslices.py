@@ -1,16 +1,11 @@
 """ResourceSlice reads and writes for one driver on one node, as plain dicts.
 
-Owns the API calls of slice publication: list this driver's node-scoped slices (field selectors
-``spec.driver`` and ``spec.nodeName``, which the API supports for ResourceSlices), create,
-replace with the resourceVersion precondition, delete with UID and resourceVersion
-preconditions, applying a :class:`sriov_dra.core.plugin.slices.SliceWrites` plan in its order, and the
-watch target of the same collection. Every failure is a :mod:`sriov_dra.kube.errors` class
-naming the request; every successful write is reported to ``on_write`` so callers can count
-writes (an idle resync must perform none).
-
-It must never decide what to write (that is ``core.plugin.slices``), retry, or write without the
-precondition the plan carries.
-Source: reference dra-protocol.md §4.1.
+List this driver's node-scoped slices (field selectors ``spec.driver`` and ``spec.nodeName``),
+create, replace under the resourceVersion precondition, delete under UID and resourceVersion
+preconditions, apply a :class:`sriov_dra.core.plugin.slices.SliceWrites` plan in its order, and
+the watch target of the collection. Failures are :mod:`sriov_dra.kube.errors` classes naming the
+request; every successful write is reported to ``on_write`` (an idle resync performs none).
+Never decides what to write, retries, or drops a precondition.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The plugin's NetworkAttachmentDefinition calls: source reads and shadow writes, as plain dicts.
 
-Owns every NAD request the auto-attach path makes (spec §8, §12.3): a live GET (source templates
-and shadows), the shadow create with everything in one call (the body comes from
-``core.plugin.shadow.build_shadow_nad``: ownerReference, finalizer and binding annotation included), a
-DELETE carrying a UID precondition, an RFC 6902 JSON Patch on the NAD's *main* endpoint (the NAD
-CRD has no ``/finalizers`` subresource), and one all-namespace LIST narrowed by a label selector
-(the orphan scan). Answers are the server's JSON; failures are :mod:`sriov_dra.kube.errors`
-classes whose message names verb, resource, namespace and name.
-
-RBAC (spec §12.3): ``network-attachment-definitions`` get, list, create, patch, delete.
-
-It must never retry, cache, replace (PUT) an object, or delete without a UID precondition.
+Every NAD request of the auto-attach path (docs/design.md#prepare, docs/design.md#release): a
+live GET, the shadow create with everything in one call (body from
+``core.plugin.shadow.build_shadow_nad``), a DELETE under a UID precondition, a JSON Patch on the
+NAD's main endpoint (the CRD has no ``/finalizers`` subresource), and one all-namespace LIST by
+label (the orphan scan). RBAC (docs/design.md#rbac): get, list, create, patch, delete. Never
+retries, caches, replaces (PUT), or deletes without a UID precondition.
 """
 
 from __future__ import annotations
@@ -119,7 +114,8 @@ class NadClient:
 
         Raises: ``errors.Invalid`` (422) when a ``test`` operation fails or the patch is invalid;
         ``errors.Conflict`` on a storage conflict; ``errors.NotFound``; others as :meth:`get`.
-        Source: spec §8.4 step 7, K11, K12.
+        Used to remove only our finalizer under UID and resourceVersion tests
+        (docs/design.md#release).
         """
         action = f"patch {RESOURCE} {namespace}/{name}"
         return pods.json_patch(
@@ -139,7 +135,7 @@ class NadClient:
         """One LIST of NADs across all namespaces matching ``label_selector``.
 
         Raises: ``errors.Forbidden`` when the identity lacks a cluster-wide ``list`` grant (a
-        namespace RoleBinding is not enough); others as :meth:`get`. Source: spec §8.5.
+        namespace RoleBinding is not enough); others as :meth:`get`. Source: docs/design.md#orphans.
         """
         action = f"list {RESOURCE} in all namespaces ({label_selector})"
         with errors.translated(action):

@@ -1,17 +1,10 @@
 """Typed views of the API objects the services and the CLI decide on, decoded once at the boundary.
 
-``kube.objects`` and the per-kind clients answer the server's JSON as dicts. Code that *decides*
-on a Pod, a ResourceClaim, a ResourceSlice or a NetworkAttachmentDefinition reads it through one of
-the frozen dataclasses here instead of walking ``dict[str, Any]``: every field has one type, a
-field the server left out reads as its empty value (``""``, ``()``, ``{}``, ``False``), and a value
-of the wrong JSON kind reads as absent (the API server validates these fields; the views never
-raise on a body it returned). Decoding is pure and keeps nothing it does not name.
-
-It must never call the API server, coerce a number or boolean into a string, or drop an entry of
-a list because a sibling entry is malformed.
-
-Source: the Kubernetes API types ``core/v1.Pod``, ``resource.k8s.io/v1.ResourceClaim`` and
-``ResourceSlice``, ``k8s.cni.cncf.io/v1.NetworkAttachmentDefinition`` (only the fields listed).
+Code that decides on a Pod, ResourceClaim, ResourceSlice or NetworkAttachmentDefinition reads it
+through these frozen dataclasses instead of ``dict[str, Any]``: one type per field, an absent field
+reads as its empty value, a value of the wrong JSON kind reads as absent (the views never raise on
+a body the server returned). Pure; keeps only the fields it names, never coerces a number or
+boolean into a string, never drops an entry because a sibling is malformed.
 """
 
 from __future__ import annotations

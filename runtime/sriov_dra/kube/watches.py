@@ -1,23 +1,11 @@
 """The one list+watch+cache of the package (plugin and operator), over plain-dict objects.
 
-Owns one daemon thread per :class:`Watch` that lists a collection (field and label selectors),
-then watches it from the list's resourceVersion through the official client's
-``kubernetes.watch.Watch`` stream (objects kept as dicts, bookmarks advancing the resourceVersion),
-resumes from the last seen resourceVersion when a stream ends, re-lists on 410 Gone (an HTTP 410
-or an ``ERROR`` event with code 410) and optionally every ``relist_period_s``, backs off
-exponentially after failures, and keeps a cache of the objects. Every watch request carries a
-bounded ``timeoutSeconds``, so a stream always ends within ``timeout_s`` even if nothing
-interrupts it; :meth:`Watch.close` interrupts a blocked stream at once (also one whose request is
-still opening) and joins the thread. Handlers get ``(event_type, object)``; an exception in a
-handler is logged, counted and contained, so one bad handler cannot stop the watch.
-
-Also owns :func:`request_json`, the one raw JSON request helper the plugin's API modules share
-(the answer is the server's JSON with its camelCase keys, no generated model classes).
-
-It must never interpret an object, write to the API, or retry a handler.
-Source: STYLE.md §4 (kubernetes-client informer); kubernetes-client/python 36.x
-``kubernetes/watch/watch.py`` (with ``timeout_seconds`` set, ``stream`` makes exactly one request
-and raises ``ApiException`` for an ``ERROR`` event instead of retrying it).
+One daemon thread per :class:`Watch` lists a collection, watches it from the list's
+resourceVersion through ``kubernetes.watch.Watch`` (bookmarks advance it), resumes after a stream
+ends, re-lists on 410 Gone and optionally periodically, backs off after failures, and caches the
+objects. Every request carries a bounded ``timeoutSeconds``; :meth:`Watch.close` interrupts at
+once. A handler exception is logged, counted and contained. Also :func:`request_json`, the raw
+JSON request helper the plugin's API modules share. Interprets and writes nothing.
 """
 
 from __future__ import annotations
@@ -183,6 +171,9 @@ class Watch:
     shared ``stop`` is set it ends at the next event or when the stream times out.
     Units: ``timeout_s`` is the server-side watch timeout (the bound on one stream); backoffs
     and ``relist_period_s`` (0: re-list only on 410 Gone) in seconds.
+    Source: kubernetes-client/python 36.x ``kubernetes/watch/watch.py`` (with
+    ``timeout_seconds`` set, ``stream`` makes exactly one request and raises ``ApiException``
+    for an ``ERROR`` event instead of retrying it).
     """
 
     def __init__(
