@@ -20,7 +20,7 @@ help:
 	@echo "make check   - the inner loop: lint, type checks and the pure tier (light hypothesis profile; ~2 min)"
 	@echo "make pure    - only the pure tier; one file or test: make pure TESTS=tests/pure/core/test_render.py::<name>"
 	@echo "make realvf-setup - QEMU and the guest kernel of the realvf tier (tools/realvf-setup.sh; make test runs it)"
-	@echo "make lab     - the main job: the local lab (see README.md); options of 'sriov-dra lab demo' in"
+	@echo "make lab     - the main job: the local lab (docs/lab.md); options of 'sriov-dra lab demo' in"
 	@echo "               LAB_ARGS, e.g. make lab LAB_ARGS=\"--multus thick\" or LAB_ARGS=--hold"
 	@echo "make collections - .venv plus the Ansible collections the roles need (kubernetes.core), no Go build"
 	@echo "make image   - the container images the real lab nodes run (tools/build-image.sh; mmdebstrap + buildah)"

@@ -1,4 +1,4 @@
-"""The lab keeps every component log in one place: ``<workdir>/logs`` (what README and the hints list).
+"""The lab keeps every component log in one place: ``<workdir>/logs`` (what docs/lab.md and the hints list).
 
 On real nodes the kubelet's and containerd's logs are there too; the roles' Pods log as Pods do (their
 files under the node's ``/var/log/pods``, which is the node's own directory, not a lab log).
