@@ -18,7 +18,7 @@ from typing import Final
 
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import checkpoint_doc, errors, names
 from sriov_dra_rules.checkpoint_doc import canonical_json, checksum
 
 _TOP_KEYS: Final = frozenset({"version", "checksum", "data"})
@@ -135,7 +135,7 @@ def encode_checkpoint(cp: model.Checkpoint, *, changed: Collection[str] | None =
     return b'{"checksum":"%s","data":%s,"version":%d}\n' % (
         digest.encode("ascii"),
         data,
-        model.CHECKPOINT_VERSION,
+        checkpoint_doc.VERSION,
     )
 
 
@@ -306,10 +306,10 @@ def decode_checkpoint(raw: bytes, *, source: str = "checkpoint") -> model.Checkp
     version = doc.get("version")
     if type(version) is not int:
         raise _corrupt(source, f"top-level 'version' must be an integer, got {version!r}")
-    if version != model.CHECKPOINT_VERSION:
-        newer = version > model.CHECKPOINT_VERSION
+    if version != checkpoint_doc.VERSION:
+        newer = version > checkpoint_doc.VERSION
         raise errors.ContractViolation(
-            f"checkpoint {source} has version {version}, but this build reads version {model.CHECKPOINT_VERSION}"
+            f"checkpoint {source} has version {version}, but this build reads version {checkpoint_doc.VERSION}"
             + ("; a newer plugin wrote it and downgrading over its state is not supported" if newer else "")
             + ". The file was left untouched: run the plugin version that wrote it, or drain the node and "
             "clean up first (release managed workloads, resolve owned finalizers), then remove the file",

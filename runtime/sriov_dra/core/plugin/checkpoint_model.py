@@ -11,17 +11,13 @@ config hash). ``checkpoint_codec`` encodes; ``checkpoint_lifecycle`` moves phase
 from __future__ import annotations
 
 import enum
-import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-from sriov_dra.core import identities
+from sriov_dra.core import bindings, identities
 from sriov_dra.core.plugin import cdi_spec
 from sriov_dra_rules import errors, names, strictjson
-
-CHECKPOINT_VERSION: Final = 1
-"""Top-level checkpoint format version this build reads and writes."""
 
 MANAGED_BINDING_VERSION: Final = 1
 """``bindingVersion`` of the managed-binding record this build reads and writes."""
@@ -129,11 +125,6 @@ class Checkpoint:
 # --- validation shared by encode and decode ---------------------------------------------------------
 
 
-def config_sha256(rendered: str) -> str:
-    """Return the lowercase hex SHA-256 of the exact UTF-8 bytes of ``rendered`` (docs/design.md#ownership)."""
-    return hashlib.sha256(rendered.encode("utf-8")).hexdigest()
-
-
 def _problem(out: list[errors.FieldError], path: str, problem: str | None) -> None:
     if problem is not None:
         out.append(errors.FieldError(path, problem))
@@ -168,7 +159,7 @@ def _binding_problems(
         out.append(errors.FieldError(f"{path}.renderedConfig", "must not be empty"))
     elif not strictjson.has_utf8_form(b.rendered_config):
         out.append(errors.FieldError(f"{path}.renderedConfig", "contains text that is not valid UTF-8"))
-    elif b.config_sha256 != config_sha256(b.rendered_config):
+    elif b.config_sha256 != bindings.config_sha256(b.rendered_config):
         out.append(errors.FieldError(f"{path}.configSHA256", "is not the SHA-256 of renderedConfig"))
     if out:
         return out

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from sriov_dra.core import identities
+from sriov_dra.core import bindings, identities
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import shadows
 
@@ -41,7 +41,7 @@ def record(
             shadow_uid=f"5ad0c000-0000-4000-8000-{index:012d}",
             source=model.SourceRef(NS, "rail-a-net", identities.ObjectUid(SOURCE_UID), "7"),
             rendered_config=config,
-            config_sha256=model.config_sha256(config),
+            config_sha256=bindings.config_sha256(config),
             interface=f"dra{index + first_interface}",
             node_name="node-a",
             node_uid=identities.NodeUid(NODE_UID),
