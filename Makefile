@@ -8,9 +8,11 @@ PYTEST_ARGS ?=
 TESTS ?= tests/pure
 LAB_ARGS ?=
 SCALE_ARGS ?= --pods 200
+FUZZ_SECONDS ?= 1800
+FUZZ_JOBS ?= 2
 
 .PHONY: setup deps realvf-setup venv binaries image push collections test check lint typecheck pure lab bench \
-	clean-cache help
+	fuzz clean-cache help
 
 help:
 	@echo "make setup   - what the lab needs: Debian packages, Python venv (.venv), pinned Kubernetes/etcd/Multus/CNI"
@@ -30,6 +32,8 @@ help:
 	@echo "make bench   - benchmarks under bench/ (ratios measured in one run); bench/scale.py with"
 	@echo "               SCALE_ARGS (default --pods 200, ~5 min); the design's scale target of 1,000 Pods x 8 VFs"
 	@echo "               (~20 min on 2 cores): make bench SCALE_ARGS=--pods=1000"
+	@echo "make fuzz    - mutation fuzzing of every parser of outside input (bench/fuzz_parsers.py): executions"
+	@echo "               per parser and crash classes; FUZZ_SECONDS (default 1800) on FUZZ_JOBS (default 2)"
 	@echo "make lint    - ruff, ruff format --check, import-linter layer contracts"
 	@echo "make typecheck - mypy (strict on the whole runtime, the shared rules and the lab)"
 
@@ -93,6 +97,9 @@ lab: setup
 bench: venv
 	@for b in bench/*.py; do echo "== $$b"; args=""; [ "$$b" = bench/scale.py ] && args="$(SCALE_ARGS)"; \
 		$(PY) $$b $$args || exit 1; done
+
+fuzz: venv
+	nice $(PY) bench/fuzz_parsers.py --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS)
 
 clean-cache:
 	rm -rf $${SRIOV_DRA_CACHE:-$$HOME/.cache/sriov-dra}

@@ -73,10 +73,7 @@ def key_path(base: str, key: str) -> str:
     """
     if _PLAIN_KEY.fullmatch(key) is not None:
         return f"{base}.{key}"
-    quoted = json.dumps(key, ensure_ascii=False)
-    if not has_utf8_form(quoted):
-        quoted = json.dumps(key)  # escaped, so the path itself stays valid UTF-8
-    return f"{base}[{quoted}]"
+    return f"{base}[{quoted_key(key)}]"
 
 
 def index_path(base: str, index: int) -> str:
@@ -340,20 +337,33 @@ def _values_phrase(values: list[JsonValue]) -> str:
 def _duplicate_errors(
     value: JsonValue, duplicates: list[tuple[dict[str, JsonValue], dict[str, list[JsonValue]]]], path: str
 ) -> list[errors.FieldError]:
+    """One FieldError per repeated key of an object that is part of the decoded value.
+
+    An object inside a value that a later repeat of its parent key replaced is not part of the
+    value and has no path; it is not reported on its own, because that parent's repeat always
+    is (``{"a":{"b":1,"b":2},"a":0}`` gives one error, at ``$.a``).
+    """
     nodes = [(node, node_path) for node, node_path in _walk(value, path) if isinstance(node, dict)]
     paths = {id(node): node_path for node, node_path in nodes}
     order = {id(node): i for i, (node, _node_path) in enumerate(nodes)}
+    reachable = [item for item in duplicates if id(item[0]) in paths]
     found: list[errors.FieldError] = []
-    for obj, repeated in sorted(duplicates, key=lambda item: order[id(item[0])]):
+    for obj, repeated in sorted(reachable, key=lambda item: order[id(item[0])]):
         for key, values in repeated.items():
             found.append(
                 errors.FieldError(
                     key_path(paths[id(obj)], key),
-                    f"duplicate key {json.dumps(key, ensure_ascii=False)} in one object with the values "
+                    f"duplicate key {quoted_key(key)} in one object with the values "
                     f"{_values_phrase(values)} (readers disagree on which value wins); keep exactly one",
                 )
             )
     return found
+
+
+def quoted_key(key: str) -> str:
+    """``key`` JSON-quoted for a message, its lone surrogates as ``\\uXXXX`` escapes (valid UTF-8)."""
+    quoted = json.dumps(key, ensure_ascii=False)
+    return quoted if has_utf8_form(quoted) else json.dumps(key)
 
 
 def has_utf8_form(text: str) -> bool:

@@ -183,9 +183,16 @@ def ip_is_valid(text: str) -> bool:
 
 
 def cidr_is_valid(text: str) -> bool:
-    """Whether Go's ``net.ParseCIDR`` accepts ``text``: an address, ``/``, a decimal prefix length."""
+    """Whether Go's ``net.ParseCIDR`` accepts ``text``: an address, ``/``, a decimal prefix length.
+
+    Leading zeros are accepted as Go's ``dtoi`` does; a prefix of any length is read without
+    converting more than its last significant digits (Go stops at its own overflow bound).
+    """
     addr, _, prefix = text.partition("/")
     if not ip_is_valid(addr) or not prefix.isascii() or not prefix.isdigit():
+        return False
+    prefix = prefix.lstrip("0") or "0"
+    if len(prefix) > 3:
         return False
     bits = 32 if ipaddress.ip_address(addr).version == 4 else 128
     return int(prefix) <= bits

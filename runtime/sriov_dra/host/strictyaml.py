@@ -136,6 +136,11 @@ def _load(text: str, source: str, path: str, *, all_documents: bool) -> object:
         raise errors.InvalidSpec(
             f"{source} is not strict YAML", errors=[errors.FieldError(loader.path, f"malformed YAML: {exc}")]
         ) from None
+    except ValueError as exc:  # a scalar PyYAML cannot convert, e.g. an integer of 4,301 digits
+        problem = f"a value cannot be read ({exc}); use a shorter number or quote it as a string"
+        raise errors.InvalidSpec(
+            f"{source} is not strict YAML", errors=[errors.FieldError(loader.path, problem)]
+        ) from None
     except RecursionError:
         problem = "collections are nested too deeply to load; flatten the YAML"
         raise errors.InvalidSpec(

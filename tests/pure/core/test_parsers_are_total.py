@@ -12,7 +12,9 @@ check: arbitrary JSON-ish values and text; valid fixtures with up to four random
 random paths (a value replaced by another JSON value or by another field's valid value, a key
 removed or added, a value wrapped in a list or turned into its JSON text, a list element
 repeated); and the JSON text of a (mutated) fixture edited as text (cut short, a character
-inserted or removed, one key repeated).
+inserted or removed, one key repeated, a key repeated after a first value that repeats a key of
+its own, a value replaced by a number of 4,301 digits). Keys and values include lone surrogates
+and strings that hold numbers past Python's integer-string limit (a CIDR prefix, a VF range).
 
 Examples: each property runs the profile's ``max_examples`` (500 under the CI profile of
 tests/conftest.py).
@@ -53,6 +55,19 @@ total = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_t
 
 # --------------------------------------------------------------------------- input strategies
 
+_SURROGATES = st.text(st.characters(categories=["Cs"]), min_size=1, max_size=2)
+"""Lone surrogates (a JSON ``"\\ud800"`` escape decodes to one), as keys and as values."""
+_LONG_DIGITS = "9" * 4301
+"""More digits than Python converts between ``int`` and ``str`` by default (4,300)."""
+_PAST_LIMITS = [
+    _LONG_DIGITS,
+    f"10.0.0.5/{_LONG_DIGITS}",
+    f"10.0.0.0/{_LONG_DIGITS}",
+    f"ens1f0#0-{_LONG_DIGITS}",
+    f"192.0.2.1-192.0.2.9/{_LONG_DIGITS}",
+]
+"""Strings that hold numbers past Python's limits, where a parser might convert them."""
+
 _SCALARS = st.one_of(
     st.none(),
     st.booleans(),
@@ -61,10 +76,11 @@ _SCALARS = st.one_of(
     st.sampled_from([2**63 - 1, 2**63, -(2**63) - 1, 10**400]),
     st.floats(),
     st.text(max_size=12),
-    st.text(st.characters(categories=["Cs"]), min_size=1, max_size=2),  # lone surrogates
+    _SURROGATES,
     st.sampled_from(
         ["", " ", "0000:3b:02.1", "sriov", "multus", "1.0.0", "FromClaim", "a,b", "{}", "[]", "null"]
     ),
+    st.sampled_from(_PAST_LIMITS),
 )
 
 
@@ -115,7 +131,9 @@ def _pick(draw: st.DrawFn, items: list[T]) -> T:
 
 
 _OPS = ("replace", "replace", "delete", "add", "wrap", "as-text", "repeat")
-_TEXT_OPS = ("repeat-key", "cut", "insert", "remove")
+_TEXT_OPS = ("repeat-key", "nested-repeat", "long-number", "cut", "insert", "remove")
+_OBJECT_OPS = 3
+"""The first ``_OBJECT_OPS`` of ``_TEXT_OPS`` need an object in the document."""
 _STRAY = '{}[],:"\\ 0-.eNa\x00\u2028'
 
 
@@ -148,15 +166,30 @@ def _mutated(
     return doc
 
 
-def _encode_repeating(value: Any, target: int, extra: str) -> str:
-    """``json.dumps(value)``, with ``extra`` (a ``"key":value`` member) added to the object whose id is ``target``."""
+def _encode_repeating(
+    value: Any, target: int, extra: str, *, first: bool = False, replace: str | None = None
+) -> str:
+    """``json.dumps(value)``, with ``extra`` (a ``"key":value`` member) added to the object whose id is
+    ``target``: last, or ``first`` (so that the object's own member repeats it after), or in place of
+    the member ``replace``."""
     if isinstance(value, dict):
-        members = [f"{json.dumps(k)}:{_encode_repeating(v, target, extra)}" for k, v in value.items()]
-        if id(value) == target:
-            members.append(extra)
+        here = id(value) == target
+        members = [
+            extra
+            if here and k == replace
+            else f"{json.dumps(k)}:{_encode_repeating(v, target, extra, first=first, replace=replace)}"
+            for k, v in value.items()
+        ]
+        if here and replace is None:
+            members[0:0] = [extra] if first else []
+            members[len(members) :] = [] if first else [extra]
         return "{" + ",".join(members) + "}"
     if isinstance(value, list):
-        return "[" + ",".join(_encode_repeating(v, target, extra) for v in value) + "]"
+        return (
+            "["
+            + ",".join(_encode_repeating(v, target, extra, first=first, replace=replace) for v in value)
+            + "]"
+        )
     return json.dumps(value)
 
 
@@ -165,11 +198,17 @@ def _edited_text(draw: st.DrawFn, docs: st.SearchStrategy[Any], values: st.Searc
     """The JSON text of a (mutated) fixture, then edited as text or given one repeated key."""
     doc = draw(docs)
     objects = [v for _, v in _walk(doc) if isinstance(v, dict) and v]
-    op = _pick(draw, list(_TEXT_OPS if objects else _TEXT_OPS[1:]))
-    if op == "repeat-key":
+    op = _pick(draw, list(_TEXT_OPS if objects else _TEXT_OPS[_OBJECT_OPS:]))
+    if op in _TEXT_OPS[:_OBJECT_OPS]:
         obj = _pick(draw, objects)
         key = _pick(draw, list(obj))
-        return _encode_repeating(doc, id(obj), f"{json.dumps(key)}:{json.dumps(draw(values))}")
+        if op == "repeat-key":
+            return _encode_repeating(doc, id(obj), f"{json.dumps(key)}:{json.dumps(draw(values))}")
+        if op == "nested-repeat":  # the replaced first value repeats a key of its own
+            inner = json.dumps(_pick(draw, [key, *list(obj)]))
+            nested = f"{{{inner}:{json.dumps(draw(values))},{inner}:{json.dumps(draw(values))}}}"
+            return _encode_repeating(doc, id(obj), f"{json.dumps(key)}:{nested}", first=True)
+        return _encode_repeating(doc, id(obj), f"{json.dumps(key)}:{_LONG_DIGITS}", replace=key)
     text = json.dumps(doc)
     at = draw(st.integers(0, len(text)))
     if op == "cut":
@@ -187,7 +226,7 @@ def outside(
     ``objects``: the arbitrary values are objects (the parser's signature takes a mapping) and
     a mutation that replaces the whole fixture by a non-object is redrawn.
     """
-    key = st.sampled_from(sorted({*_keys_of(fixtures), *keys})) | st.text(max_size=8)
+    key = st.sampled_from(sorted({*_keys_of(fixtures), *keys})) | st.text(max_size=8) | _SURROGATES
     values = _json_values(key, leaves=6) | st.sampled_from(_leaves_of(fixtures))
     mutated = _mutated(fixtures, key, values)
     if objects:
@@ -198,7 +237,7 @@ def outside(
 def outside_text(fixtures: list[Any], *, keys: tuple[str, ...] = ()) -> st.SearchStrategy[str]:
     """Text as it may come from outside: arbitrary text, JSON of :func:`outside` values, edited JSON."""
     docs = outside(fixtures, keys=keys)
-    values = _json_values(st.text(max_size=4), leaves=4) | st.sampled_from(_leaves_of(fixtures))
+    values = _json_values(st.text(max_size=4) | _SURROGATES, leaves=4) | st.sampled_from(_leaves_of(fixtures))
     return st.one_of(
         st.text(max_size=40),
         st.text(alphabet='[]{}",:0123456789.eE-+ntrufals\\ ', max_size=40),

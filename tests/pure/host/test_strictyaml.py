@@ -114,3 +114,11 @@ SHIPPED = sorted(
 @pytest.mark.parametrize("path", SHIPPED, ids=[str(p.relative_to(REPO)) for p in SHIPPED])
 def test_every_shipped_manifest_and_example_loads_strictly(path: Path) -> None:
     assert strictyaml.read_all(path) == list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+
+
+def test_an_integer_past_the_integer_string_limit_is_an_invalid_spec_naming_the_document() -> None:
+    with pytest.raises(errors.InvalidSpec) as caught:
+        strictyaml.load_all("a: 1\n---\nb: " + "9" * 4301 + "\n", source="manifest m.yaml")
+    assert "m.yaml" in str(caught.value)
+    assert caught.value.errors[0].path == "$[1]"
+    assert "shorter number" in caught.value.errors[0].message

@@ -49,7 +49,8 @@ def _cidr_problem(text: str) -> tuple[Network | None, str | None]:
     """``(network, None)`` for a subnet host-local can allocate from, else ``(None, problem)``."""
     addr_text, slash, prefix_text = text.partition("/")
     addr = _parse_address(addr_text)
-    if not slash or addr is None or not prefix_text.isdigit() or prefix_text != str(int(prefix_text)):
+    digits = prefix_text.isascii() and prefix_text.isdigit() and len(prefix_text) <= 3
+    if not slash or addr is None or not digits or prefix_text != str(int(prefix_text)):
         return None, f"{text!r} is not address/prefix; write the subnet such as 10.56.217.0/24"
     bits = addr.max_prefixlen
     prefix = int(prefix_text)
