@@ -1,27 +1,11 @@
-"""Pre-ADD checks of the live Pod's selections and registry (spec §9, §10.3), pure.
+"""Pre-ADD checks of the live Pod's selections and registry, pure.
 
-The guard's decision before Multus runs, in the order the guard applies it:
-
-1. :func:`pod_view` and :func:`check_pod_identity`: the live Pod is the runtime's Pod (UID unless
-   static, node when the guard knows its node);
-2. :func:`read_networks`: the ``k8s.v1.cni.cncf.io/networks`` annotation parses under the rule
-   the plugin's merger uses (``core.networks``; handed cases C01–C04, C06), the
-   ``v1.multus-cni.io/default-network`` override names at most one network, and the
-   ``managed-networks`` registry, when present, decodes (``core.registry``) for this Pod's UID;
-3. :func:`check_interface_names`: no two delegates of the full Multus delegate list get the same
-   interface name (``core.ifnames``, Multus's naming; handed case C15), for every Pod;
-4. :func:`managed_targets` names the NADs to read live (registry entries, then selections of a
-   ``dra-sriov-`` name); :func:`check_managed` combines the per-shadow verdicts
-   (:mod:`~sriov_dra.guard.shadows`) with the selection rules: every registry entry selected
-   exactly once, a managed selection is exactly ``{"name","namespace","interface"}`` with the
-   recorded interface (no ``deviceID``, ``ips``, ``cni-args`` or other override), and returns the
-   managed interfaces with their bound VFs;
-5. :func:`requested_interfaces`: every selection's interface, managed or not, as Multus names it:
-   what post-ADD verification must find (:mod:`~sriov_dra.guard.verify`).
-
-Pods without a registry and without shadow selections skip step 4's reads and rules. Every
-function here is pure; rejections are :class:`~sriov_dra.guard.decisions.Rejected` with one
-reason per rule.
+The guard's decision before Multus runs (docs/design.md#guard-checks; order in docs/guard.md,
+"ADD, in order"): :func:`check_pod_identity`, :func:`read_networks` (the plugin's parsing rule),
+:func:`check_interface_names` over the full delegate list, :func:`managed_targets` and
+:func:`check_managed` (per-shadow verdicts of :mod:`~sriov_dra.guard.shadows` plus the selection
+rules), then :func:`requested_interfaces` for post-ADD verification. Pods without a registry or
+shadow selections skip the managed reads. Rejections carry one reason per rule.
 """
 
 from __future__ import annotations
@@ -88,7 +72,7 @@ def check_pod_identity(pod: shadows.PodView, *, runtime_uid: str | None, node_na
     """The live Pod must be the runtime's: same UID (static Pods exempt) and, if known, this node.
 
     Raises: :class:`Rejected` (``PodUidMismatch``, ``PodNodeMismatch``).
-    Source: spec §10.2 ("keep UID checks"); reference multus.md §5.1 step 3.
+    Source: docs/design.md#guard (the UID checks stay).
     """
     if runtime_uid is not None and runtime_uid != pod.uid and not pod.static:
         raise Rejected.one(
@@ -109,7 +93,11 @@ def read_networks(pod: shadows.PodView, *, cni_ifname: str) -> PodNetworks:
     Raises: :class:`Rejected` with ``InvalidNetworksAnnotation`` (parse errors of either
     annotation, more than one default network), ``UnsupportedRegistryVersion``,
     ``InvalidRegistry`` or ``RegistryPodUidMismatch``.
-    Source: spec §9 rule 1, §10.3; handed cases C01–C04, C06.
+    The ``networks`` annotation parses under the rule the plugin's merger uses
+    (``core.networks``), the ``v1.multus-cni.io/default-network`` override names at most one
+    network, and the registry, when present, decodes for this Pod's UID.
+    Source: docs/design.md#selections, docs/design.md#guard-checks; multus-cni #635, #1195, #588,
+    #360, #213.
     """
     try:
         selections = networks.parse_networks(
@@ -162,7 +150,7 @@ def check_interface_names(nets: PodNetworks, pod: shadows.PodView, layout: ifnam
 
     ``layout.primary_ifname`` is replaced by ``nets.primary_ifname``.
     Raises: :class:`Rejected` (``DuplicateInterfaceName``) naming both entries.
-    Source: spec §6.5, §10.3; handed case C15.
+    Source: docs/design.md#interface-names, docs/design.md#guard-checks; multus-cni #1089.
     """
     try:
         ifnames.check_interface_collisions(
@@ -190,7 +178,7 @@ def requested_interfaces(
     Shapes: ``network`` is ``<namespace>/<name>`` with the namespace defaulted to the Pod's.
     Raises: :class:`Rejected` (``InvalidNetworksAnnotation``) when an interface value is not a
     string (the parser already refuses it).
-    Source: spec §10.3; reference multus.md §3 (getIfname), §11.3; multus-cni #492.
+    Source: docs/design.md#guard-checks; Multus ``getIfname``; multus-cni #492.
     """
     try:
         delegates = ifnames.final_interface_names(
@@ -237,8 +225,11 @@ def check_managed(
     ``nads`` maps each of :func:`managed_targets` to its live NAD, or ``None`` when it was not
     found. Violations of every shadow come first (in target order), then selection violations.
     Shapes: expected interfaces in target order.
+    Every registry entry must be selected exactly once, and a managed selection must be exactly
+    ``{"name","namespace","interface"}`` with the recorded interface (no ``deviceID``, ``ips``,
+    ``cni-args`` or other override).
     Raises: :class:`Rejected` carrying every violation; its reason is the first one's.
-    Source: spec §9 rules 3–4, §10.3.
+    Source: docs/design.md#selections, docs/design.md#guard-checks.
     """
     entries = {(e.namespace, e.name): e for e in (nets.registry.entries if nets.registry else ())}
     found: list[Violation] = []

@@ -1,27 +1,11 @@
 """The guard daemon's CNI hooks: live reads and checks before Multus ADD, verification after.
 
-Contract (STYLE.md §1, "hook modules named after their caller"):
-
-* **Caller**: the ``multus-guard`` shim, once per runtime ADD (the shim runs DEL, CHECK, GC and
-  STATUS itself; such a request reaching the daemon is passed to Multus unchanged).
-* **Deadline**: ``settings.add_budget_s`` from the moment the request arrives. Every live read is
-  bounded by the remaining budget (and ``api_timeout_s``), Multus gets what is left, and a budget
-  spent before Multus starts fails the ADD without running it.
-* **Retry and idempotence**: the kubelet retries a failed ADD (new sandbox or same). The guard
-  keeps no state between requests: each ADD reads the Pod and every selected managed shadow live
-  (no informer cache, no fallback to an older successful read). A verification failure runs
-  Multus DEL for the same container before failing, so the retry starts clean.
-* **State it may read**: the live Pod (before Multus, and again after it for network-status), the
-  live NADs of managed selections, the sandbox's network namespace, local Multus config files. It
-  writes nothing but its answer (never network-status, never an API object).
-
-Order of one ADD: parse the request → live Pod GET → Pod identity → networks annotation and
-registry → live GET of each managed target → shadow and selection checks and final interface
-names (all findings reported, managed ones first) → Multus ADD (``K8S_POD_UID`` added to
-CNI_ARGS only if the runtime sent none) → if the Pod selects any network (managed shadow or
-ordinary NAD): netns check and network-status check of every requested interface → relay
-Multus's output unchanged, or Multus DEL and a failure naming what is missing. Pods without
-selections are relayed after Multus without verification.
+Called by the ``multus-guard`` shim once per runtime ADD (other commands reaching the daemon go
+to Multus unchanged), within ``settings.add_budget_s``: every live read is bounded by what is
+left, Multus gets the rest, a budget spent before Multus fails the ADD without running it. No
+state between requests: each ADD reads the Pod and every selected managed shadow live. A failed
+verification runs Multus DEL before failing, so the kubelet's retry starts clean. Writes nothing
+but its answer. The order of one ADD: docs/guard.md ("ADD, in order").
 """
 
 from __future__ import annotations
@@ -297,7 +281,7 @@ class CniHooks:
         violations: Sequence[decisions.Violation],
         budget: _Budget,
     ) -> Outcome:
-        """Multus DEL for the same container, then the failure (spec §10.3; the kubelet retries)."""
+        """Multus DEL for the same container, then the failure (docs/design.md#guard-checks; the kubelet retries)."""
         timeout_s = max(budget.remaining(), self.settings.del_after_failure_min_s)
         try:
             undo = self._runner.run(req.conf, env, command="DEL", timeout_s=timeout_s)
@@ -394,7 +378,7 @@ def _log_verified_claims(req: request.CniRequest, expected: Sequence[shadows.Exp
 
     Carries ``claim_uid`` (the same field the plugin logs at prepare), ``pod``, ``pod_uid``,
     ``ifname`` (comma-separated, in attach order) and ``nad``, so one log filter on a claim UID
-    follows the claim from the plugin's prepare to its interfaces (issue 14 item 3).
+    follows the claim from the plugin's prepare to its interfaces.
     """
     by_claim: dict[str, list[shadows.ExpectedInterface]] = {}
     for e in expected:

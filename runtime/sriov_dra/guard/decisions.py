@@ -1,12 +1,10 @@
 """The guard's decisions: one bounded reason per outcome, and the typed rejection that carries it.
 
-Every ADD ends with exactly one :class:`Reason`. It is the ``reason`` label of the decision metric,
-the ``reason`` field of the request's log line and the start of the CNI error's ``details``, so an
-admin can go from a failed sandbox event to the metric and back. Each pre-ADD rule of spec §10.3
-has its own reason, so a rejection names the rule it broke; the CNI error ``code`` says whether the
-kubelet's retry can help (:data:`CODE_BY_KIND`).
-
-This module owns the names only; it must never decide anything, do I/O or import a client library.
+Every ADD ends with exactly one :class:`Reason`: the decision metric's ``reason`` label, the
+request log line's ``reason`` and the start of the CNI error's ``details``, so an admin goes from a
+failed sandbox event to the metric and back. Each pre-ADD rule (docs/design.md#guard-checks) has
+its own reason; the CNI error ``code`` says whether the kubelet's retry can help
+(:data:`CODE_BY_KIND`). Names only: decides nothing, no I/O.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ class Reason(enum.StrEnum):
     PASSED_UNMANAGED = "PassedUnmanaged"
     PASSED_VERIFIED = "PassedVerified"
     PASSED_THROUGH = "PassedThrough"
-    # Request and Pod (spec §10.2).
+    # Request and Pod (docs/design.md#guard).
     INVALID_CNI_REQUEST = "InvalidCniRequest"
     POD_NOT_FOUND = "PodNotFound"
     POD_UID_MISMATCH = "PodUidMismatch"
@@ -46,7 +44,7 @@ class Reason(enum.StrEnum):
     INVALID_REGISTRY = "InvalidRegistry"
     UNSUPPORTED_REGISTRY_VERSION = "UnsupportedRegistryVersion"
     REGISTRY_POD_UID_MISMATCH = "RegistryPodUidMismatch"
-    # Each selected managed shadow (spec §10.3).
+    # Each selected managed shadow (docs/design.md#guard-checks).
     SHADOW_NOT_FOUND = "ShadowNotFound"
     UNSUPPORTED_BINDING_VERSION = "UnsupportedBindingVersion"
     INVALID_BINDING = "InvalidBinding"
@@ -60,7 +58,7 @@ class Reason(enum.StrEnum):
     INVALID_SHADOW_CONFIG = "InvalidShadowConfig"
     DEVICE_ID_MISMATCH = "DeviceIdMismatch"
     CONFIG_HASH_MISMATCH = "ConfigHashMismatch"
-    # Registry against selections (spec §9, §10.3).
+    # Registry against selections (docs/design.md#selections, docs/design.md#guard-checks).
     REGISTRY_ENTRY_NOT_SELECTED = "RegistryEntryNotSelected"
     DUPLICATE_MANAGED_SELECTION = "DuplicateManagedSelection"
     REGISTRY_SHADOW_MISMATCH = "RegistryShadowMismatch"

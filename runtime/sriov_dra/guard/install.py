@@ -1,31 +1,11 @@
 """Writing the guard onto a node: the shim file and the runtime-facing conflist.
 
-What a node needs (the Ansible ``guard`` role does exactly this, ``sriov-dra-guard install`` is
-the same code for the lab and for manual installs):
-
-1. ``<cni bin dir>/multus-guard.d/<digest>/sriov_dra_rules/``: the shared rules package, the
-   one copy of the guard config's rules the shim runs, as one content-addressed directory
-   (``<digest>`` is :func:`rules_digest` of its sources), written completely under a hidden
-   name, compiled, and renamed into place; then ``<cni bin dir>/multus-guard``: this package's
-   ``guard/shim.py`` with a ``#!<python3> -IS`` line and ``RULES_VERSION`` set to that digest
-   (standard library and those rules only, so it needs no virtualenv and starts in tens of
-   milliseconds). The shim is replaced atomically after its rules are in place, so a runtime
-   exec sees an old shim with its old rules or the new shim with the new ones, never a mix;
-   after it the older directories are removed but the one the replaced shim named, kept until
-   the next install for a CNI call already running it; installs and removals on one bin dir
-   are serialized by a ``flock`` on the directory (:func:`write_shim`);
-2. ``<cni conf dir>/00-multus-guard.conflist``: one plugin of type ``multus-guard`` carrying the
-   primary network's runtime capabilities (so ``portMappings``/``bandwidth`` reach Multus) and the
-   guard's Multus settings;
-3. Multus's primary pinned (``multusMasterCNI``, ``--multus-master-cni-file-name`` or a separate
-   autoconfig directory).
-
-The rules those files must follow (which file the runtime uses, which primary may be pinned,
-what a guard file holds, Multus's pinning) are the shared install contract,
-:mod:`sriov_dra_rules.cniinstall`, which ``sriov-dra preflight`` and the collection's
-``cni_config`` and ``preflight`` modules use too. The guard never reads or edits Multus's own
-``00-multus.conf``. Files are replaced atomically.
-Source: reference multus.md §2.1, §2.2, §2.5; ARCHITECTURE.md §6.
+What the Ansible ``guard`` role and ``sriov-dra-guard install`` write (docs/guard.md,
+"Installation contract"): the shared rules as one content-addressed ``multus-guard.d/<digest>/``
+directory, then the ``multus-guard`` shim naming that digest (:func:`write_shim`), then
+``00-multus-guard.conflist`` carrying the primary's capabilities. The shim is replaced atomically
+after its rules, so an exec never mixes versions. The rules those files follow are
+``sriov_dra_rules.cniinstall``'s; Multus's own ``00-multus.conf`` is never read or edited.
 """
 
 from __future__ import annotations

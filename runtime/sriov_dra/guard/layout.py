@@ -1,16 +1,11 @@
 """The Multus delegate layout around a Pod's selections, read from the Multus config the guard uses.
 
-Multus names an unnamed secondary interface ``net<position in the full delegate list>``, and that
-list starts with the cluster network and Multus's ``defaultNetworks`` (skipped for Pods in
-``systemNamespaces``) and may end with the auxiliary chain (reference multus.md §3). The guard
-must count them the same way before it can refuse a collision (spec §6.5, §10.3). This module
-reads those three settings from the config the guard hands Multus (``multus.config``), overlaid,
-in thick mode, by the daemon's ``daemon-config.json`` (whose keys win, as in Multus's own overlay).
-The keys are read by :mod:`sriov_dra.core.multusconf`, the same reading the plugin uses.
-
-It reads local config files only, at the node's paths (under ``host_root`` when the daemon runs in a
-container, :func:`sriov_dra.guard.multus.node_path`); it must never cache them across requests (an
-admin's edit takes effect on the next ADD) or guess a value it cannot read.
+Multus names an unnamed secondary ``net<position in the full delegate list>`` (cluster network,
+``defaultNetworks`` unless the Pod is in ``systemNamespaces``, selections, auxiliary chain); the
+guard must count alike before refusing a collision (docs/design.md#interface-names). The three
+settings come from ``multus.config`` overlaid in thick mode by the daemon's ``daemon-config.json``
+(daemon keys win, as in Multus), read by ``core.multusconf`` as the plugin reads them. Local files
+only, at the node's paths; never cached across requests, never guessed.
 """
 
 from __future__ import annotations
@@ -69,7 +64,7 @@ def multus_layout(
     ``host_root``: as :func:`effective_multus_keys` (the node's files under it).
 
     Raises: :class:`decisions.Rejected` (``InvalidCniRequest``) for unreadable or malformed keys.
-    Source: reference multus.md §2.3, §3 (delegate order, getIfname).
+    Source: Multus v4.3.0 delegate order and ``getIfname``.
     """
     keys = effective_multus_keys(conf, host_root=host_root)
     source = "multus.config of the guard"

@@ -1,14 +1,11 @@
-"""``sriov-dra-guard``: the guard daemon's entrypoint (``serve``), its installer (``install``, ``uninstall``).
+"""``sriov-dra-guard``: the guard daemon (``serve``) and its installer (``install``, ``uninstall``).
 
-``serve`` wires the real dependencies (a kubeconfig or in-cluster API client, live Pod and NAD
-reads from ``sriov_dra.kube``, netlink reads from ``sriov_dra.host``, Multus as a child process),
-logs the effective settings once (the one log schema of ``sriov_dra.servicekit.logs``), serves
-``/metrics``, ``/healthz`` (alive) and ``/readyz`` (503 until the socket listens), and on SIGTERM/SIGINT stops accepting, drains in-flight requests within
-``drain_grace_s`` and exits 0. ``install`` writes the shim and ``00-multus-guard.conflist``
-(:mod:`~sriov_dra.guard.install`) and prints any installation problem; it exits 1 if there is one.
-``uninstall`` removes them again, the conflist first (:func:`~sriov_dra.guard.install.uninstall`).
-
-Only this module exits the process; expected start-up failures print one actionable line.
+``serve`` wires the real dependencies (API client, live Pod and NAD reads, netlink, Multus as a
+child process), logs the effective settings once, serves ``/metrics``, ``/healthz`` and
+``/readyz`` (503 until the socket listens), and on SIGTERM/SIGINT drains in-flight requests
+within ``drain_grace_s`` and exits 0. ``install`` writes the shim and conflist and exits 1 on an
+installation problem; ``uninstall`` removes them, the conflist first. Only this module exits the
+process; expected start-up failures print one actionable line.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The guard's Prometheus metrics (served by ``sriov_dra.servicekit.health.HttpServer``).
 
-Metrics (label values are bounded: reasons come from ``guard.decisions.Reason``):
-
-* ``sriov_dra_guard_decisions_total{reason, kind}``: every finished request, by reason;
-* ``sriov_dra_guard_add_duration_seconds{part}``: ADD latency split into ``guard`` (reads,
-  checks, verification) and ``multus`` (the Multus child process), plus ``total``;
-* ``sriov_dra_guard_api_reads_total{resource, outcome}``: live GETs by resource and outcome;
-* ``sriov_dra_guard_multus_runs_total{command, outcome}``: Multus runs (ADD, and the DEL that
-  undoes a failed verification).
-
-Owns a private registry (never the process-global one) so tests can create several instances.
-It must never label by Pod, NAD or any other unbounded value.
+``sriov_dra_guard_decisions_total{reason, kind}``, ``sriov_dra_guard_add_duration_seconds{part}``
+(``guard``, ``multus``, ``total``), ``sriov_dra_guard_api_reads_total{resource, outcome}`` and
+``sriov_dra_guard_multus_runs_total{command, outcome}``. A private registry per instance (tests
+create several); labels are bounded (reasons from ``guard.decisions.Reason``), never a Pod or NAD.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Run stock Multus (thin ``multus`` or thick ``multus-shim``) for one CNI command, within a budget.
 
-Owns the process boundary between the guard daemon and Multus: the executable and stdin config come
-from :mod:`~sriov_dra.guard.shim` (one definition shared with the shim's own pass-through), the
-environment is the runtime's ``CNI_*`` variables (with the guard's one CNI_ARGS edit on ADD) over a
-minimal base (``PATH``), stdout is kept byte for byte so a successful result is relayed unchanged,
-and a run that outlives its budget is killed with every process it started (its own session).
-In a container (the guard DaemonSet) Multus runs chrooted into the node's root filesystem
-(``host_root``, the node's ``/`` mounted into the container), so Multus and every delegate it
-starts see the node's CNI directories, IPAM state, Multus cache, netns mounts and binaries exactly
-as the runtime's own calls (the shim's DEL) see them; the primary config and the Multus binary are
-looked up there too, by the paths the node knows them by.
-
-It must never alter Multus's output, run a delegate itself, or leave a Multus process behind.
+The process boundary between the guard daemon and Multus: executable and stdin config from
+:mod:`~sriov_dra.guard.shim`, the runtime's ``CNI_*`` environment (with the guard's one CNI_ARGS
+edit on ADD) over a minimal base, stdout kept byte for byte, and a run past its budget killed with
+every process it started. In a container Multus runs chrooted into the node's root (``host_root``)
+so it and its delegates see the node's files exactly as the shim's DEL does. Never alters
+Multus's output, runs a delegate itself, or leaves a Multus process behind.
 """
 
 from __future__ import annotations

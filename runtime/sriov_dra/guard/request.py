@@ -1,16 +1,10 @@
 """One CNI request as the guard daemon receives it from the shim: environment, CNI_ARGS and config.
 
-Owns the parsing of the runtime's ``CNI_*`` variables and of ``CNI_ARGS`` into ordered items, the
-Pod identity they name (``K8S_POD_NAMESPACE``, ``K8S_POD_NAME``, optional ``K8S_POD_UID``), and the
-one edit the guard ever makes to them: on ADD, when the runtime sent no ``K8S_POD_UID``, the live
-Pod's UID is appended as one well-formed ``K8S_POD_UID=<uid>`` item (spec §10.2). Parsing is as
-strict as Multus's own (``cnitypes.LoadArgs`` and the thick server reject an item without exactly
-one ``=``), so a request Multus would refuse is refused before any delegate runs.
-
-It must never reorder or rewrite the runtime's items, add an item that is not ``key=value``, or
-apply an ADD rule to another command.
-
-Source: reference multus.md §1.2 (``CNI_ARGS`` split), §5.7, §6.1.
+Parses the runtime's ``CNI_*`` variables and ``CNI_ARGS`` into ordered items and the Pod identity
+they name, as strictly as Multus does (an item without exactly one ``=`` is refused before any
+delegate runs). The guard's one edit: on ADD without ``K8S_POD_UID``, the live Pod's UID is
+appended as one ``K8S_POD_UID=<uid>`` item (docs/design.md#guard). Never reorders or rewrites the
+runtime's items. Source: Multus ``cnitypes.LoadArgs`` and its thick server.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The guard daemon's unix socket: accept shim requests, hand them to the CNI hooks, answer.
 
-Wire format (defined in :mod:`~sriov_dra.guard.shim`): the shim writes one JSON request and shuts
-its write side; the daemon answers with one JSON object ``{exitCode, stdout}`` and closes. The
-socket's directory is created with mode 0700 and the socket with 0600, so only root on the node
-can ask (the runtime runs CNI plugins as root). A stale socket file from a previous run is
-replaced.
-
-Concurrency: one thread per connection, at most ``max_concurrent`` requests decided at once; a
-request that finds no slot within its ADD budget gets CNI error 11. Stop order: stop accepting
-(close and unlink the socket), let in-flight requests finish within the grace period, then
-return; the caller exits.
-
-It must never decide anything itself (that is :mod:`~sriov_dra.guard.cni_hooks`), and never
-answer a request it could not decode with anything but a CNI error.
+Wire format (:mod:`~sriov_dra.guard.shim`): one JSON request, write side shut, one JSON answer
+``{exitCode, stdout}``. Directory 0700, socket 0600 (only root asks); a stale socket is replaced.
+One thread per connection, at most ``max_concurrent`` decided at once; a request without a slot
+within its ADD budget gets CNI error 11. Stop: close and unlink the socket, let in-flight requests
+finish within the grace period, return. Decides nothing itself; an undecodable request gets a
+CNI error.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Settings of the guard daemon (``sriov-dra-guard``), one frozen value decided at start.
 
-Each field's unit is in its name and its docstring says why the default was chosen. The daemon
-logs the effective settings once at start (STYLE.md §1). The per-request Multus settings live in
-the runtime-facing CNI config instead (``guard.shim.GuardConf``), so the one daemon serves both
-Multus modes and every config the runtime hands it.
+Each field's unit is in its name and its docstring says why the default was chosen; the daemon
+logs the effective settings once. Per-request Multus settings live in the runtime-facing CNI
+config (``guard.shim.GuardConf``), so one daemon serves both Multus modes.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
-"""Pre-ADD checks of one selected shadow NAD against the live Pod (spec §10.3), pure.
+"""Pre-ADD checks of one selected shadow NAD against the live Pod, pure.
 
-Given the live Pod, one live NAD and the Pod registry's entry for it (if any), decide whether the
-NAD is a managed shadow and, if so, whether Multus may run it: every rule below has its own
-:class:`~sriov_dra.guard.decisions.Reason`, and every broken rule is reported, in this order:
-
-1. the ``binding`` annotation decodes with a known version (``UnsupportedBindingVersion``,
-   ``InvalidBinding``; a NAD the registry records must carry it; the NAD name is the shadow name
-   of its attachmentID);
-2. same Pod UID, node name and namespace as the live Pod;
-3. an ownerReference to that Pod (UID), the protection finalizer, no ``deletionTimestamp``;
-4. no ``k8s.v1.cni.cncf.io/resourceName`` key (even empty: its mere presence makes Multus look
-   devices up);
-5. a valid inline sriov config (the renderer's rules, ``core.render``) whose sriov entry's
-   ``deviceID`` equals the binding's PCI address, and ``configSHA256`` over the exact
-   ``spec.config`` bytes;
-6. the registry entry's shadow UID, attachmentID, claim, interface and hash.
-
-A NAD without the binding annotation that the registry does not record is an ordinary NAD and
-is not checked. These checks run for ADD only: DEL never reads a shadow (spec §10.3 last
-paragraph). This module does no I/O and never edits the objects it reads.
+Given the live Pod, one live NAD and its registry entry (if any), :func:`check_shadow` decides
+whether the NAD is a managed shadow and whether Multus may run it (docs/design.md#guard-checks),
+each broken rule with its own reason, all reported. A NAD without the binding annotation that the
+registry does not record is an ordinary NAD and is not checked. ADD only: DEL never reads a
+shadow. Never edits what it reads.
 """
 
 from __future__ import annotations
@@ -96,10 +82,23 @@ def _meta(nad: Mapping[str, Any]) -> Mapping[str, Any]:
 def check_shadow(
     nad: Mapping[str, Any], *, pod: PodView, entry: registry.RegistryEntry | None
 ) -> ShadowVerdict:
-    """Check one selected NAD as described in the module docstring.
+    """Check one selected NAD; every broken rule is reported, in this order.
+
+    1. the ``binding`` annotation decodes with a known version (``UnsupportedBindingVersion``,
+       ``InvalidBinding``; a NAD the registry records must carry it; the NAD name is the shadow
+       name of its attachmentID);
+    2. same Pod UID, node name and namespace as the live Pod;
+    3. an ownerReference to that Pod (UID), the protection finalizer, no ``deletionTimestamp``;
+    4. no ``k8s.v1.cni.cncf.io/resourceName`` key (even empty: its presence makes Multus look
+       devices up);
+    5. a valid inline sriov config (``core.render``'s rules) whose sriov entry's ``deviceID`` is
+       the binding's PCI address (sriov-network-device-plugin #258), and ``configSHA256`` over
+       the exact ``spec.config`` bytes;
+    6. the registry entry's shadow UID, attachmentID, claim, interface and hash.
 
     Shapes: ``nad`` the live NAD JSON; ``entry`` the registry entry naming it, or ``None``.
-    Source: spec §6.4, §10.3; handed cases C08, C10, C13.
+    Source: docs/design.md#ownership, docs/design.md#guard-checks; multus-cni #1362,
+    multus-dynamic-networks-controller #45.
     """
     meta = _meta(nad)
     ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))

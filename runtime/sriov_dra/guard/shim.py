@@ -1,33 +1,12 @@
-"""``multus-guard``: the CNI plugin the container runtime calls instead of Multus (standard library and sriov_dra_rules).
+"""``multus-guard``: the CNI plugin the runtime calls instead of Multus (stdlib and rules only).
 
-The runtime finds ``00-multus-guard.conflist`` first in its CNI config directory and runs this file
-(installed as ``multus-guard`` in the CNI bin dir). What it does per ``CNI_COMMAND``:
-
-* ``ADD``: forward the CNI environment and stdin to the guard daemon over a unix socket and print
-  the daemon's answer (Multus's result, relayed unchanged, or a CNI error object) with its exit
-  status. An unreachable or silent daemon fails the ADD with CNI error code 11 and a message that
-  says why, so a Pod never starts without its managed networks. A request over the daemon's
-  message limit fails here with code 7 naming the size (the daemon would stop reading mid-send).
-* ``DEL``, ``CHECK``, ``GC``, ``STATUS``: exec Multus directly with the same synthesized config the
-  daemon would use, the runtime's environment untouched and stdin replaced, so teardown never
-  depends on the guard daemon (Multus's own exit status and output reach the runtime). Before a
-  DEL it moves an unreadable Multus delegate cache of the container aside, keeping it as a copy
-  next to it (:func:`set_aside_unreadable_cache`), so Multus rebuilds the delegates instead of
-  skipping every delegate DEL. ``VERSION`` is answered here.
-
-The guard's config keys are read by the shared rules (:mod:`sriov_dra_rules.guardconf`, re-exported
-here as :class:`GuardConf`, :func:`parse_conf`); this file is the one definition, shared with the
-daemon, of the Multus config the guard synthesizes (:func:`multus_config`), how Multus is found
-(:func:`multus_binary`), the shim↔daemon wire format and the CNI error object. It must import
-nothing but the standard library and ``sriov_dra_rules`` and start fast (``python3 -I -S``), must
-never add to or rewrite the environment or CNI_ARGS it forwards, and must never run a delegate itself.
-
-Installed (``sriov-dra-guard install``, :mod:`sriov_dra.guard.install`), this file is
-``<cni bin dir>/multus-guard`` with :data:`RULES_VERSION` set to the digest of the
-``sriov_dra_rules`` copy installed before it at ``<cni bin dir>/multus-guard.d/<digest>/``; it
-puts exactly that directory first on ``sys.path``, so a shim never runs rules of another version.
-
-Source: spec §10, §11; ARCHITECTURE.md §6; reference multus.md §1.2, §2.1, §2.2, §2.5, §11.
+``ADD`` goes to the guard daemon over a unix socket and its answer is printed with its exit
+status (an unreachable daemon: CNI error 11); ``DEL``, ``CHECK``, ``GC`` and ``STATUS`` exec
+Multus directly with the same synthesized config, so teardown never needs the daemon; before a
+DEL an unreadable Multus cache is set aside (docs/guard.md, docs/design.md#cni-teardown). The one
+definition, shared with the daemon, of that config (:func:`multus_config`), the wire format and
+the CNI error object. Runs as ``python3 -I -S`` on the rules of :data:`RULES_VERSION`; never
+rewrites what it forwards, never runs a delegate.
 """
 
 from __future__ import annotations
@@ -127,7 +106,7 @@ def multus_config(conf: GuardConf, *, teardown: bool = False) -> dict[str, Any]:
     keys, the runtime's ``capabilities``, ``runtimeConfig`` and ``args`` unchanged, and the pinned
     primary inlined as ``delegates[0]`` (as thin_entrypoint writes it; inlining also keeps a
     conflist primary's DEL lossless in Multus v4.3.0, which re-marshals a ``clusterNetwork``
-    conflist lossily, reference multus.md §9). ``multus.clusterNetwork``, when set, is passed
+    conflist lossily, multus-cni #1449). ``multus.clusterNetwork``, when set, is passed
     instead of the inlined primary. Neither refers to Multus's own ``00-multus.conf``. With
     ``teardown`` (DEL, CHECK, GC, STATUS) an unreadable primary falls back to ``clusterNetwork``
     (Multus's delegate cache serves DEL), so teardown never fails here. ``retryDeleteOnError`` is
@@ -135,8 +114,8 @@ def multus_config(conf: GuardConf, *, teardown: bool = False) -> dict[str, Any]:
     cache after a delegate DEL failed (it otherwise removes it, and the retried DEL finds nothing
     to release); thick daemon-config keys still win.
     Raises: :class:`GuardConfError` when the primary cannot be read on ADD.
-    Source: reference multus.md §2.1, §2.2, §2.3, §2.5 (trap 4), §5.3 step 5, §9, §11.1; Multus
-    v4.3.0 ``pkg/multus/multus.go`` ``CmdDel``; multus-cni #355.
+    Source: docs/guard.md; Multus v4.3.0 ``pkg/multus/multus.go`` ``CmdDel``; multus-cni #355,
+    #1449.
     """
     out: dict[str, Any] = {"cniVersion": conf.cni_version, "name": conf.name}
     out.update(conf.extra)
@@ -193,7 +172,7 @@ def multus_cache_dir(conf: GuardConf) -> str:
     thick daemon's cache at the same path).
     Raises: :class:`GuardConfError` naming the file and key when the daemon config cannot be read,
     is not a JSON object, repeats a key, or a ``cniDir`` is not a non-empty string.
-    Source: reference multus.md §1.2 (daemon overlay), §2.3, §5.2.
+    Source: Multus v4.3.0 config loading (the thick daemon's overlay).
     """
     sources: list[tuple[str, dict[str, Any]]] = [("multus.config", conf.extra)]
     if conf.mode == "thick" and conf.daemon_config_file:

@@ -1,20 +1,11 @@
 """Post-ADD verification: did Multus really attach every selected interface? (pure)
 
-Multus can report success without its secondaries: a stale informer copy of the Pod, a Pod not
-found, no API client in thin mode, a primary-only config, or a delegate that returns success
-without creating an interface all end in a result for the primary alone (reference multus.md
-§11.2; multus-cni #492). So after a successful Multus ADD of a Pod with selections the guard
-checks, for every selection it read live (managed shadow or ordinary NAD), from what it reads
-itself:
-
-* the requested interface (the selection's ``interface``, or the ``net<N>`` Multus derives) exists
-  in the Pod's network namespace (read over netlink), and for a managed shadow, where the kernel
-  reports the device's bus parent, it is the PCI function of the binding;
-* the live ``k8s.v1.cni.cncf.io/network-status`` annotation, which Multus writes before it
-  returns, has an entry named ``<namespace>/<NAD name>`` with that interface.
-
-Any finding fails the ADD (after the caller ran Multus DEL). The guard never writes network-status:
-whereabouts' reconciler trusts it (reference multus.md §11.7). This module does no I/O.
+Multus can answer success with the primary alone (a stale Pod, no API client, a primary-only
+config, a delegate that creates no interface; multus-cni #492), so after a successful ADD of a
+Pod with selections every selection read live must have its interface in the Pod's network
+namespace (for a managed shadow, on the binding's PCI function where the kernel reports it) and a
+``network-status`` entry ``<namespace>/<NAD name>`` with that interface (docs/design.md#guard).
+A finding fails the ADD after Multus DEL. The guard never writes network-status.
 """
 
 from __future__ import annotations
@@ -50,7 +41,7 @@ def interface_violations(
 
     ``owner`` names the Pod in messages (``Pod ns/name``). A PCI parent is compared only for
     managed interfaces (``pci_address`` set).
-    Source: spec §10.3; multus-cni #492 (success without the requested secondaries).
+    Source: docs/design.md#guard-checks; multus-cni #492 (success without the requested secondaries).
     """
     by_name = {link.name: link for link in links}
     missing = [e for e in expected if e.ifname not in by_name]

@@ -1,14 +1,10 @@
 """Wiring of the operator: watches → router → work queue → controllers, under one Lease.
 
-:class:`Operator` is the leading instance's machinery: five watches (node policies in the
-operator namespace; SriovNetworks, NADs without the plugin's shadows, Namespaces and Nodes
-cluster-wide), one worker thread that processes queue keys one at a time (network keys and the
-single DRA-plan key), and a resync loop that re-queues everything every ``resync_period_s`` as
-missed-event recovery. :func:`run` adds leader election: only the Lease holder runs an
-:class:`Operator`; losing the Lease stops reconciliation and makes the process exit non-zero so
-the Deployment restarts it as a standby.
-
-Every background thread is started here and stopped through one ``threading.Event``; handler and
+:class:`Operator` is the leader's machinery: five watches (node policies in the operator
+namespace; SriovNetworks, NADs, Namespaces and Nodes cluster-wide), one worker processing queue
+keys one at a time, and a resync loop re-queueing everything every ``resync_period_s``.
+:func:`run` adds leader election: losing the Lease stops reconciliation and exits non-zero, so the
+Deployment restarts it as a standby. Threads start here and stop through one Event; handler and
 reconcile exceptions are contained, logged and counted.
 """
 

@@ -1,26 +1,10 @@
 """The network controller: SriovNetwork → source NetworkAttachmentDefinition, and its Ready condition.
 
-Sole writer of source NADs (spec §12.2.3). For one SriovNetwork it:
-
-* renders the NAD with :func:`sriov_dra.core.operator.sriovnetwork.render_nad` and creates it, or updates
-  it only when its spec, annotations or owner references differ (no write when equal);
-* refuses ``spec.networkNamespace`` on networks outside the operator namespace, a missing target
-  namespace, and a same-named NAD that another network's owner marker claims, each as
-  ``Ready=False`` with upstream's reason; an unmarked NAD is adopted and overwritten, as upstream
-  does;
-* refuses a spec that cannot be rendered (``spec.ipam`` that is not one strict JSON object, ...)
-  as ``Ready=False`` with reason ``InvalidNetworkSpec`` and a message naming the SriovNetwork, the
-  field and the problem, plus a Warning Event of that reason; no NAD is written or deleted then,
-  so an existing one stays exactly as it is;
-* deletes the NADs that carry this network's owner marker anywhere else (after a
-  ``networkNamespace`` change) and, when the network is gone or deleting, all of them; a 404 of the
-  NAD or its namespace counts as done;
-* adds no finalizer, and removes upstream's ``netattdef`` finalizer when it finds one, so that
-  deleting a SriovNetwork never hangs after the operator is uninstalled (upstream issue 132);
-* writes ``Ready`` with ``observedGeneration`` only when it changed.
-
-It must never write a NAD that carries another network's marker, or delete one without checking
-the marker on a live read and passing its UID as a precondition.
+Sole writer of source NADs (docs/design.md#operator-networks): :meth:`NetworkController.reconcile`
+renders, creates or updates (only when different), deletes stale copies, and writes ``Ready``
+with ``observedGeneration`` only when it changed. Never writes a NAD carrying another network's
+marker, or deletes one without checking the marker on a live read and passing its UID as a
+precondition.
 """
 
 from __future__ import annotations
@@ -69,7 +53,22 @@ class NetworkController:
         self.marked_nads = marked_nads
 
     def reconcile(self, ref: networkrefs.ObjectRef) -> Result:
-        """Bring the source NAD of SriovNetwork ``ref`` and its Ready condition up to date."""
+        """Bring the source NAD of SriovNetwork ``ref`` and its Ready condition up to date.
+
+        * Renders the NAD (``core.operator.sriovnetwork.render_nad``) and creates it, or updates
+          it only when spec, annotations or owner references differ.
+        * Refuses ``spec.networkNamespace`` outside the operator namespace, a missing target
+          namespace, and a same-named NAD another network's marker claims, each as
+          ``Ready=False`` with upstream's reason; an unmarked NAD is adopted and overwritten, as
+          upstream does.
+        * Refuses a spec that cannot be rendered as ``Ready=False`` (``InvalidNetworkSpec``,
+          naming the network, the field and the problem) plus a Warning Event; no NAD is written
+          or deleted then.
+        * Deletes NADs with this network's marker elsewhere (after a ``networkNamespace``
+          change) and, when the network is gone or deleting, all of them; a 404 counts as done.
+        * Adds no finalizer and removes upstream's ``netattdef`` one, so deleting a SriovNetwork
+          never hangs after the operator is uninstalled (sriov-network-operator #132).
+        """
         network = self.client.get_or_none(objects.SRIOV_NETWORK, ref.name, ref.namespace)
         if network is None:
             removed = self._delete_marked(ref, keep=None)

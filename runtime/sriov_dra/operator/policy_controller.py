@@ -1,21 +1,10 @@
 """The node-policy DRA controller: one plan per pass, written in a safe order, then conditions.
 
-Each pass (spec §12.2.2–§12.2.6):
-
-1. reads the node policies of the operator namespace and the Nodes from the watch caches;
-2. resolves every SriovNetwork reference with live GETs (never a cache): the network, then the
-   source NAD at the network's rendered target; 403 becomes ``SourceAccessDenied``, other read
-   failures ``DRAConfigurationSyncFailed``;
-3. builds one :func:`sriov_dra.core.operator.drapolicy.build_dra_policy_plan`;
-4. lists the existing generated objects (generated-by label only) and performs the writes of
-   :func:`sriov_dra.core.operator.generated.plan_writes`: withheld attribute objects deleted first, then
-   creates/updates, then cleanup by the complete desired name set. A create that meets an
-   unmarked object is refused (never adopted). Every failed write is retried with backoff;
-5. writes ``DRAConfigurationReady`` with ``observedGeneration`` where it changed; a policy whose
-   writes failed reports ``DRAConfigurationSyncFailed`` until they succeed; a policy that lost its
-   ``dra`` block loses the condition.
-
-It must never write a NAD or a SriovNetwork, or report readiness before its writes succeeded.
+:meth:`PolicyController.reconcile` reads the node policies and Nodes from the caches, resolves
+every SriovNetwork reference live, builds one DRA policy plan, performs its writes in the safe
+order and writes ``DRAConfigurationReady`` (docs/design.md#operator-attributes,
+docs/design.md#operator-status). Never writes a NAD or a SriovNetwork, or reports readiness
+before its writes succeeded.
 """
 
 from __future__ import annotations
@@ -86,7 +75,7 @@ class PolicyController:
         )
 
     def resolve(self, ref: networkrefs.ObjectRef) -> sriovnetwork.SourceResolution:
-        """Resolve one SriovNetwork reference with live reads (spec §12.2.3)."""
+        """Resolve one SriovNetwork reference with live reads (docs/design.md#operator-networks)."""
         try:
             network = self.client.get_or_none(objects.SRIOV_NETWORK, ref.name, ref.namespace)
             nad = None
@@ -110,7 +99,20 @@ class PolicyController:
         )
 
     def reconcile(self) -> Result:
-        """One full pass; see the module docstring."""
+        """One full pass.
+
+        1. Read the operator namespace's node policies and the Nodes from the watch caches.
+        2. Resolve every SriovNetwork reference with live GETs (network, then the source NAD at
+           its rendered target); 403 is ``SourceAccessDenied``, other failures
+           ``DRAConfigurationSyncFailed``.
+        3. Build one ``core.operator.drapolicy.build_dra_policy_plan``.
+        4. List the generated objects (generated-by label only) and perform
+           ``core.operator.generated.plan_writes``; a create that meets an unmarked object is
+           refused (never adopted); failed writes are retried with backoff.
+        5. Write ``DRAConfigurationReady`` with ``observedGeneration`` where it changed; a policy
+           whose writes failed reports ``DRAConfigurationSyncFailed`` until they succeed; a
+           policy that lost its ``dra`` block loses the condition.
+        """
         policy_objects = [
             p
             for p in self.policies()

@@ -1,27 +1,10 @@
-"""Which watch events wake which reconciliation (spec §12.2.6).
+"""Which watch events wake which reconciliation (docs/design.md#operator-status).
 
-The router keeps, per watched object, the projection of the fields that matter to each controller
-and compares old with new, so:
-
-* node-policy changes wake the DRA plan only when generation, UID or deletion changed (its own
-  status writes do not loop);
-* a SriovNetwork change wakes its network controller when spec, UID, deletion or the legacy
-  finalizer changed, and wakes the DRA plan when a node policy references it and its readiness
-  (``Ready`` status, observedGeneration, reason, message), spec or deletion changed, so a
-  status-only Ready transition recovers a policy without re-applying it;
-* a NAD event wakes the network named by its owner marker in the old or the new object (so a
-  removed marker is still seen), plus any network rendering to that name, and wakes the DRA plan
-  only when the NAD is the rendered target of a referenced network and its content, marker,
-  owner references, UID or deletion changed;
-* shadow NADs created by the plugin (``dra-sriov-*`` or ``managed-by=sriov-dra-plugin``) wake
-  nothing and are not even remembered;
-* Namespace creation/deletion wakes the networks rendering into it (and the plan if referenced);
-  Node creation, deletion and label changes wake the plan.
-
-A re-list (410 Gone or periodic) delivers MODIFIED for every object whose resourceVersion moved;
-unchanged projections are ignored. The :data:`sriov_dra.kube.watches.SYNCED` marker never reaches
-the router (the operator filters it out).
-It must never call the API.
+The :class:`Router` keeps, per watched object, the projection of the fields each controller
+depends on and wakes a controller only when it changed, so status writes never loop and a
+re-list (which delivers MODIFIED for every moved resourceVersion) wakes nothing unchanged. Shadow
+NADs of the plugin wake nothing and are not remembered. Each ``on_*`` handler says what wakes
+what. Never calls the API; the ``SYNCED`` marker never reaches the router.
 """
 
 from __future__ import annotations
@@ -96,7 +79,7 @@ class Router:
 
     # ---- handlers (watch threads) --------------------------------------------------------
     def on_policy(self, event: str, obj: Mapping[str, object]) -> None:
-        """Node policy events (operator namespace)."""
+        """Node policy events (operator namespace): wake the DRA plan on generation, UID or deletion."""
         key = networkrefs.ref_of(obj)
         meta = _meta(obj)
         projection = (meta.get("uid"), meta.get("generation"), bool(meta.get("deletionTimestamp")))
@@ -114,7 +97,13 @@ class Router:
             self._enqueue(queue.POLICIES)
 
     def on_network(self, event: str, obj: Mapping[str, object]) -> None:
-        """SriovNetwork events (all namespaces)."""
+        """SriovNetwork events (all namespaces).
+
+        Wake the network's controller when spec, UID, deletion or the legacy finalizer changed;
+        wake the DRA plan when a node policy references it and its readiness (``Ready`` status,
+        observedGeneration, reason, message), spec or deletion changed, so a status-only Ready
+        transition recovers a policy without re-applying it.
+        """
         key = networkrefs.ref_of(obj)
         meta = _meta(obj)
         spec = views.mapping(obj.get("spec"))
@@ -147,7 +136,13 @@ class Router:
             self._enqueue(queue.POLICIES)
 
     def on_nad(self, event: str, obj: Mapping[str, object]) -> None:
-        """NAD events (all namespaces); shadows are ignored entirely."""
+        """NAD events (all namespaces); shadows are ignored entirely.
+
+        Wake the network named by the owner marker of the old or the new object (a removed
+        marker is still seen) and any network rendering to that name; wake the DRA plan only when
+        the NAD is a referenced network's rendered target and its content, marker, owner
+        references, UID or deletion changed.
+        """
         if is_shadow(obj):
             return
         key = networkrefs.ref_of(obj)
