@@ -54,7 +54,7 @@ def _node(labels: dict[str, str]) -> dict[str, Any]:
     return {"metadata": {"name": "n1", "labels": labels}}
 
 
-@settings(max_examples=300)
+@settings(max_examples=settings().max_examples * 3 // 5)  # 300 under the CI profile
 @given(selectors, node_labels, st.booleans())
 def test_preflight_and_plugin_give_the_same_node_selector_verdict(
     selector: dict[str, Any] | None, labels: dict[str, str], managed: bool
@@ -125,7 +125,7 @@ def _claimed_alone(name: str, resource_filter: dict[str, Any], managed: bool) ->
     return evaluate([pol], managed=managed, devices=UNIVERSE, node={}).claimed
 
 
-@settings(max_examples=200)
+@settings(max_examples=settings().max_examples * 2 // 5)  # 200 under the CI profile
 @given(filters, filters, st.booleans())
 def test_preflight_overlap_of_two_filters_is_the_plugin_claiming_one_vf_for_both(
     first: dict[str, Any], second: dict[str, Any], managed: bool
