@@ -14,6 +14,7 @@ import re
 from typing import Final
 
 from sriov_dra.core import pci as pci_addresses
+from sriov_dra.core import sriov_cni_fields
 from sriov_dra.core.templatefindings import CONFIG_PATH, TemplateFindings
 from sriov_dra.core.templatelayout import DEVICE_KEYS
 from sriov_dra_rules import strictjson
@@ -29,8 +30,7 @@ plugin, and Multus v4.3.0 rewrites a conflist without one lossily on DEL (multus
 """
 
 _CNI_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
-_SRIOV_INT_FIELDS: Final = ("vlan", "vlanQoS", "min_tx_rate", "max_tx_rate")
-_SRIOV_STR_FIELDS: Final = ("vlanProto", "mac", "spoofchk", "trust", "link_state", "logLevel", "logFile")
+_SRIOV_STR_FIELDS: Final = ("mac", "logLevel", "logFile")
 
 
 def check_cni_version(doc: dict[str, JsonValue], found: TemplateFindings) -> str:
@@ -105,10 +105,10 @@ def check_sriov_entry(entry: dict[str, JsonValue], path: str, pci: str, found: T
                 f"template pins {key} {value!r} but the allocated VF is {pci}; remove {key} from the "
                 "template (the driver sets it per allocation)",
             )
-    for key in _SRIOV_INT_FIELDS:
-        value = entry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            found.invalid(strictjson.key_path(path, key), f"must be an integer, got {_preview(value)}")
+    for problem in sriov_cni_fields.problems_of(
+        entry, {key: strictjson.key_path(path, key) for key in sriov_cni_fields.KEYS}
+    ):
+        found.invalid(problem.path, problem.message)
     for key in _SRIOV_STR_FIELDS:
         value = entry.get(key)
         if value is not None and not isinstance(value, str):

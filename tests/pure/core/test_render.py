@@ -100,12 +100,12 @@ def test_caller_objects_are_not_modified() -> None:
 
 def test_unknown_fields_non_ascii_and_numbers_are_preserved() -> None:
     text = (
-        '{"cniVersion":"0.4.0","type":"sriov","vlan":4095,"x-vendor":{"ratio":1e3,"big":123456789012345678901,'
+        '{"cniVersion":"0.4.0","type":"sriov","vlan":4094,"x-vendor":{"ratio":1e3,"big":123456789012345678901,'
         '"f":1.50,"note":"réseau"},"capabilities":{"mac":true,"ips":true},"trust":"on","spoofchk":"off"}'
     )
     result = render.render_shadow_config(nad(text), PCI)
     out = rendered_doc(result)
-    assert out["vlan"] == 4095
+    assert out["vlan"] == 4094
     assert out["x-vendor"] == {
         "ratio": RawNumber("1e3"),
         "big": 123456789012345678901,
@@ -381,7 +381,7 @@ def test_template_must_be_strict_json_object(text: str, path: str, mentions: str
          "spoofchk-number", "link-state-object"],
 )  # fmt: skip
 def test_sriov_fields_of_wrong_type_are_invalid(field: str, value: JsonValue) -> None:
-    text = strictjson.encode({"cniVersion": "1.0.0", "type": "sriov", field: value})
+    text = strictjson.encode({"cniVersion": "1.0.0", "type": "sriov", "vlan": 1, field: value})
     exc = reject(nad(text))
     assert exc.reason == INVALID
     assert paths(exc) == [f"spec.config.{field}"]

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from sriov_dra.core import sriov_cni_fields
 from sriov_dra.core.operator import hostlocal
 from sriov_dra.core.operator.gojson import STRING_LITERAL, go_json_indent
 from sriov_dra.core.operator.networkrefs import mapping, ref_of
@@ -26,8 +27,25 @@ INVALID_SPEC_REASON: Final = errors.Reason.INVALID_NETWORK_SPEC
 
 # Go unicode.IsSpace: the ASCII/Latin-1 set plus the Unicode White_Space property.
 _GO_SPACE: Final = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
-_ON_OFF: Final = frozenset({"on", "off"})
-_LINK_STATES: Final = frozenset({"enable", "disable", "auto"})
+_SRIOV_CNI_FIELDS: Final = {
+    "vlan": "vlan",
+    "vlanQoS": "vlanQoS",
+    "vlanProto": "vlanProto",
+    "spoofchk": "spoofChk",
+    "trust": "trust",
+    "link_state": "linkState",
+    "min_tx_rate": "minTxRate",
+    "max_tx_rate": "maxTxRate",
+}
+"""sriov-cni's key -> the SriovNetwork ``spec`` field it is rendered from."""
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_or_empty(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 @dataclass(frozen=True)
@@ -175,20 +193,17 @@ def render_config(network: Mapping[str, object]) -> str:
             return ""
         return value
 
-    def integer(key: str) -> int | None:
-        value = spec.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            problems.append(errors.FieldError(f"spec.{key}", f"must be an integer, got {value!r}"))
-            return None
-        return value
-
-    vlan = integer("vlan")
-    qos = integer("vlanQoS")
-    min_rate, max_rate = integer("minTxRate"), integer("maxTxRate")
-    spoof, trust, link = text("spoofChk"), text("trust"), text("linkState")
-    proto, caps_text, ipam_text = text("vlanProto"), text("capabilities"), text("ipam")
+    # An empty string is unset here: upstream's template leaves such a field out.
+    raw = {key: None if spec.get(f) == "" else spec.get(f) for key, f in _SRIOV_CNI_FIELDS.items()}
+    raw["vlan"] = 0 if raw["vlan"] is None else raw["vlan"]  # upstream always renders vlan
+    vf_problems = sriov_cni_fields.problems_of(raw, {k: f"spec.{f}" for k, f in _SRIOV_CNI_FIELDS.items()})
+    problems.extend(vf_problems)
+    bad = {p.path.removeprefix("spec.") for p in vf_problems}
+    vlan = _int_or_none(raw["vlan"]) if "vlan" not in bad else None
+    qos = _int_or_none(raw["vlanQoS"])
+    min_rate, max_rate = _int_or_none(raw["min_tx_rate"]), _int_or_none(raw["max_tx_rate"])
+    spoof, trust, link = (_str_or_empty(raw[k]) for k in ("spoofchk", "trust", "link_state"))
+    proto, caps_text, ipam_text = _str_or_empty(raw["vlanProto"]), text("capabilities"), text("ipam")
     meta_text, log_level, log_file = text("metaPlugins"), text("logLevel"), text("logFile")
     caps = _object_text(caps_text, "capabilities", '{"mac":true}', problems) if caps_text else None
     ipam = (
@@ -198,22 +213,22 @@ def render_config(network: Mapping[str, object]) -> str:
     )
     meta = _meta_plugins(meta_text, problems) if meta_text else None
     errors.raise_if_any(problems, f"SriovNetwork {ref} cannot be rendered", reason=INVALID_SPEC_REASON)
+    # Every value reaching here was accepted by sriov_cni_fields, so nothing is dropped silently.
     sriov: dict[str, _Node] = {"type": "sriov", "vlan": vlan or 0}
-    if spoof in _ON_OFF:
+    if spoof:
         sriov["spoofchk"] = spoof
-    if trust in _ON_OFF:
+    if trust:
         sriov["trust"] = trust
-    if 0 <= (qos or 0) <= 7:
-        sriov["vlanQoS"] = qos or 0
+    sriov["vlanQoS"] = qos or 0
     if proto:
         sriov["vlanProto"] = proto
-    if min_rate is not None and min_rate >= 0:
+    if min_rate is not None:
         sriov["min_tx_rate"] = min_rate
-    if max_rate is not None and max_rate >= 0:
+    if max_rate is not None:
         sriov["max_tx_rate"] = max_rate
     if caps is not None:
         sriov["capabilities"] = caps
-    if link in _LINK_STATES:
+    if link:
         sriov["link_state"] = link
     if log_level:
         sriov["logLevel"] = log_level
