@@ -18,6 +18,7 @@ from typing import Any, Final
 from sriov_dra.core import (
     bindings,
     devicefacts,
+    ipam_ranges,
     multusconf,
     networks,
     pci,
@@ -28,7 +29,7 @@ from sriov_dra.core import (
     templates,
     vfconfig,
 )
-from sriov_dra.core.operator import hostlocal, networkconfig, networkrefs, nodepolicy, sriovnetwork
+from sriov_dra.core.operator import networkconfig, networkrefs, nodepolicy, sriovnetwork
 from sriov_dra.core.plugin import checkpoint_codec, networkdata
 from sriov_dra.host import strictyaml
 from sriov_dra_rules import (
@@ -248,9 +249,9 @@ def targets() -> tuple[Target, ...]:
             ('{"sriovnetwork.k8snetworkplumbingwg.io/netAttachDefName":{"string":"a"}}',),
         ),
         Target(
-            "host-local ranges",
+            "IPAM pools",
             "object",
-            lambda o: hostlocal.range_problems(o, "ipam"),
+            lambda o: ipam_ranges.ipam_problems(o, "ipam"),
             (_SRIOV,),
             NEVER_RAISES,
         ),

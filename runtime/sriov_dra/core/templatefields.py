@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from sriov_dra.core import ipam_ranges, sriov_cni_fields
 from sriov_dra.core import pci as pci_addresses
-from sriov_dra.core import sriov_cni_fields
 from sriov_dra.core.templatefindings import CONFIG_PATH, TemplateFindings
 from sriov_dra.core.templatelayout import DEVICE_KEYS
 from sriov_dra_rules import strictjson
@@ -122,6 +122,8 @@ def check_sriov_entry(entry: dict[str, JsonValue], path: str, pci: str, found: T
     ipam_type = ipam.get("type")
     if ipam_type is not None and not isinstance(ipam_type, str):
         found.invalid(f"{ipam_path}.type", f"must be a string, got {strictjson.kind(ipam_type)}")
+    for problem in ipam_ranges.ipam_problems(ipam, ipam_path):
+        found.invalid(problem.path, problem.message)
     if ipam_type == "whereabouts" and ipam.get("node_slice_size") not in (None, ""):
         found.unsupported(
             f"{ipam_path}.node_slice_size",

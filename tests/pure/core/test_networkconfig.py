@@ -128,7 +128,9 @@ def test_ipam_string_holding_whitespace_is_refused_naming_its_path(ipam: str, pa
 
 
 def test_ipam_escaped_space_is_kept_as_written() -> None:
-    config = networkconfig.render_config(simple(ipam='{"type":"whereabouts","network_name":"rail\\u0020a"}'))
+    config = networkconfig.render_config(
+        simple(ipam='{"type":"whereabouts","range":"192.0.2.0/24","network_name":"rail\\u0020a"}')
+    )
     assert '"network_name": "rail\\u0020a"' in config
     doc: Any = strictjson.decode(config)
     assert doc["ipam"]["network_name"] == "rail a"

@@ -319,7 +319,8 @@ def test_ipam_subtree_is_copied_byte_for_byte(ipam_text: str) -> None:
     [
         ({"type": "whereabouts", "range": "192.0.2.0/24", "node_slice_size": "/28"},
          "spec.config.ipam.node_slice_size", UNSUPPORTED),
-        ({"type": "whereabouts", "node_slice_size": 28}, "spec.config.ipam.node_slice_size", UNSUPPORTED),
+        ({"type": "whereabouts", "range": "192.0.2.0/24", "node_slice_size": 28},
+         "spec.config.ipam.node_slice_size", UNSUPPORTED),
         ("host-local", "spec.config.ipam", INVALID),
         ([], "spec.config.ipam", INVALID),
         ({"type": 1}, "spec.config.ipam.type", INVALID),
@@ -399,7 +400,7 @@ def test_every_problem_is_reported_at_once_and_invalid_wins_over_unsupported() -
                 "type": "sriov",
                 "deviceID": OTHER_PCI,
                 "vlan": "1",
-                "ipam": {"type": "whereabouts", "node_slice_size": "/28"},
+                "ipam": {"type": "whereabouts", "range": "192.0.2.0/24", "node_slice_size": "/28"},
             },
             {"type": "macvlan"},
             {"type": "tuning", "pciBusID": PCI},
@@ -457,11 +458,17 @@ IPAM_TYPES = st.none() | st.sampled_from(["host-local", "static", "dhcp", "where
 @st.composite
 def _ipam(draw: st.DrawFn) -> dict[str, JsonValue]:
     """A valid ``ipam`` object: any other keys, ``type`` (when present) a string as the template check requires."""
-    keys = st.text(max_size=12).filter(lambda k: k not in ("node_slice_size", "type"))
+    pool_keys = ("node_slice_size", "type", "subnet", "rangeStart", "rangeEnd", "ranges", "gateway")
+    pool_keys += ("range", "ipRanges", "range_start", "range_end", "exclude")
+    keys = st.text(max_size=12).filter(lambda k: k not in pool_keys)
     out: dict[str, JsonValue] = draw(st.dictionaries(keys, VALUES, max_size=5))
     ipam_type = draw(IPAM_TYPES)
     if ipam_type is not None:
         out["type"] = ipam_type
+    if ipam_type == "whereabouts":  # the pool it allocates from (docs/design.md#ipam)
+        out["range"] = draw(st.sampled_from(["192.0.2.0/24", "fd00::/64", "192.0.2.10-192.0.2.20/24"]))
+    elif ipam_type == "host-local" and draw(st.booleans()):
+        out["subnet"] = "10.56.217.0/24"
     return out
 
 
@@ -477,7 +484,7 @@ def templates(draw: st.DrawFn) -> tuple[dict[str, JsonValue], dict[str, object]]
         root["name"] = name
     entry: dict[str, JsonValue] = {"type": "sriov", **draw(EXTRA)}
     if draw(st.booleans()):
-        entry["vlan"] = draw(st.integers(0, 4095))
+        entry["vlan"] = draw(st.integers(0, 4094))
     if draw(st.booleans()):
         entry["ipam"] = draw(IPAM)
     if draw(st.booleans()):

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra.core import sriov_cni_fields
-from sriov_dra.core.operator import hostlocal
+from sriov_dra.core import ipam_ranges, sriov_cni_fields
 from sriov_dra.core.operator.gojson import STRING_LITERAL, go_json_indent
 from sriov_dra.core.operator.networkrefs import mapping, ref_of
 from sriov_dra_rules import errors, strictjson
@@ -92,8 +91,8 @@ def _object_text(text: str, field: str, example: str, problems: list[errors.Fiel
         return None
     if field == "ipam":
         found = _spaced_strings(text, value, path)
-        if not found and value.get("type") == "host-local":
-            found = hostlocal.range_problems(value, path)
+        if not found:
+            found = ipam_ranges.ipam_problems(value, path)
         if found:
             problems.extend(found)
             return None
@@ -177,7 +176,7 @@ def render_config(network: Mapping[str, object]) -> str:
     FieldError per problem: a wrong-typed field, ``spec.ipam``/``spec.capabilities`` that is not
     one strict JSON object, a ``spec.metaPlugins`` entry that is not, a ``spec.ipam`` string
     holding whitespace (upstream would delete it, see :func:`_spaced_strings`), or a host-local
-    ``spec.ipam`` whose ranges host-local would refuse at CNI ADD (:mod:`~sriov_dra.core.operator.hostlocal`).
+    ``spec.ipam`` whose pool host-local or whereabouts would refuse at CNI ADD (:mod:`~sriov_dra.core.ipam_ranges`).
     Source: upstream sriov-network-operator's template ``sriov-cni-config.yaml``.
     """
     ref = ref_of(network)

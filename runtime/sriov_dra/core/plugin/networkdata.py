@@ -189,10 +189,11 @@ def _entry(
 def ipam_subnets(rendered_config: str) -> tuple[Network, ...]:
     """The subnets the shadow's IPAM configuration names, in configuration order, unique.
 
-    Reads every ``ipam`` object (the root's and each ``plugins[]`` entry's): host-local
-    ``subnet`` and ``ranges[][].subnet``, whereabouts ``range`` (``CIDR`` or ``start-end/len``)
-    and ``ipRanges[].range``, static ``addresses[].address``. Values that are not subnets are
-    skipped (this is a prefix lookup, not a validation of the config, which the render did).
+    Reads every ``ipam`` object (the root's and each ``plugins[]`` entry's), only the keys its
+    ``type`` allocates from: host-local ``subnet`` and ``ranges[][].subnet``, whereabouts
+    ``range`` (``CIDR`` or ``start-end/len``) and ``ipRanges[].range``, static
+    ``addresses[].address``; another type's spelling, or another type, names no subnet. Values
+    that are not subnets are skipped (this is a prefix lookup, not a validation of the config, which the render did).
     Shapes: ``rendered_config`` the frozen CNI JSON text; text that does not decode gives ``()``.
 
     Multus reports plain IPs (``CreateNetworkStatuses`` keeps no prefix), while ``networkData.ips``
@@ -215,14 +216,17 @@ def ipam_subnets(rendered_config: str) -> tuple[Network, ...]:
     for ipam in ipams:
         if not isinstance(ipam, dict):
             continue
-        texts.append(ipam.get("subnet"))
-        texts.append(ipam.get("range"))
-        for rng in _dicts(ipam.get("ipRanges")):
-            texts.append(rng.get("range"))
-        ranges = ipam.get("ranges")
-        for ranges_set in ranges if isinstance(ranges, list) else []:
-            texts.extend(r.get("subnet") for r in _dicts(ranges_set))
-        texts.extend(a.get("address") for a in _dicts(ipam.get("addresses")))
+        kind = ipam.get("type")
+        if kind == "host-local":
+            texts.append(ipam.get("subnet"))
+            ranges = ipam.get("ranges")
+            for ranges_set in ranges if isinstance(ranges, list) else []:
+                texts.extend(r.get("subnet") for r in _dicts(ranges_set))
+        elif kind == "whereabouts":
+            texts.append(ipam.get("range"))
+            texts.extend(rng.get("range") for rng in _dicts(ipam.get("ipRanges")))
+        elif kind == "static":
+            texts.extend(a.get("address") for a in _dicts(ipam.get("addresses")))
     out: list[Network] = []
     for text in texts:
         net = _subnet(text)

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.operator.hostlocal: the ranges host-local v1.9.1 refuses, found before a NAD is written."""
+"""Tests for sriov_dra.core.ipam_ranges: the pools host-local v1.9.1 and whereabouts refuse, found before a NAD is written."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes.sriov_networks import simple
 
-from sriov_dra.core.operator import hostlocal, networkconfig
+from sriov_dra.core import ipam_ranges
+from sriov_dra.core.operator import networkconfig
 from sriov_dra_rules import errors
 
 P = "spec.ipam"
 
 
 def problems(ipam: dict[str, object]) -> list[tuple[str, str]]:
-    return [(e.path, e.message) for e in hostlocal.range_problems(ipam, P)]
+    return [(e.path, e.message) for e in ipam_ranges.range_problems(ipam, P)]
 
 
 @pytest.mark.parametrize(
@@ -138,7 +139,7 @@ json_values = st.recursive(
     )
 )
 def test_range_problems_is_total_over_any_json_object(ipam: dict[str, object]) -> None:
-    found = hostlocal.range_problems(ipam, P)
+    found = ipam_ranges.range_problems(ipam, P)
     assert all(isinstance(e, errors.FieldError) and e.path.startswith(P) for e in found)
 
 
@@ -157,5 +158,5 @@ def test_a_sriovnetwork_with_a_bad_host_local_subnet_is_refused_as_invalid_netwo
 
 
 def test_other_ipam_types_are_not_checked_as_host_local() -> None:
-    net = simple(ipam=json.dumps({"type": "whereabouts", "range": "10.0.0.0/33"}))
-    assert '"range": "10.0.0.0/33"' in networkconfig.render_config(net)
+    net = simple(ipam=json.dumps({"type": "dhcp", "subnet": "10.0.0.0/33"}))
+    assert '"subnet": "10.0.0.0/33"' in networkconfig.render_config(net)
