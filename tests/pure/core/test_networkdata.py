@@ -401,3 +401,51 @@ def test_property_merge_keeps_other_entries_and_a_second_merge_writes_nothing(
                 k: v for k, v in old.items() if k != "networkData"
             }
     assert networkdata.merged_network_data(after, results, driver_name=DRIVER) is None
+
+
+# --- entries we do not own (multus-cni #648) ------------------------------------------------------------
+
+_OURS = {"name": SHADOW_A, "interface": "dra0", "ips": ["192.0.2.10"], "mac": "02:00:00:00:00:0a"}
+_FOREIGN = [
+    {"name": "", "ips": ["10.118.207.24"], "default": True},
+    {"ips": ["10.118.207.24"], "default": True},
+    {"name": 7, "interface": "eth0"},
+    "a string entry",
+    {"name": "ns-a/other-net", "interface": "net1", "ips": "10.0.0.5"},
+    {"name": "ns-a/other-net", "interface": ["net1"], "mac": 1},
+]
+
+
+@pytest.mark.parametrize(
+    "foreign",
+    _FOREIGN,
+    ids=[
+        "cluster-network-with-empty-name",
+        "cluster-network-without-name",
+        "numeric-name",
+        "not-an-object",
+        "other-nad-ips-not-a-list",
+        "other-nad-wrong-types",
+    ],
+)
+def test_an_entry_we_do_not_own_never_voids_our_network_data(foreign: object) -> None:
+    text = json.dumps([foreign, _OURS])
+    got = networkdata.network_data_for(text, [A, B])
+    data = got[A.key].data
+    assert data is not None and data.ips == ("192.0.2.10/24",) and data.interface_name == "dra0"
+    assert got[B.key] == networkdata.DeviceResult()
+
+
+def test_an_unusable_entry_of_ours_is_still_refused_naming_it() -> None:
+    text = json.dumps([{"name": "", "ips": ["10.118.207.24"]}, {**_OURS, "ips": "192.0.2.10"}])
+    with pytest.raises(errors.InvalidSpec) as caught:
+        networkdata.network_data_for(text, [A, B])
+    assert caught.value.reason is errors.Reason.INVALID_NETWORK_STATUS
+    assert [e.path for e in caught.value.errors] == [f"{networkdata.ANNOTATION_PATH}[1].ips"]
+
+
+def test_the_annotation_as_a_whole_stays_strict_json_even_in_an_entry_we_do_not_own() -> None:
+    text = '[{"name":"","name":"x"},' + json.dumps(_OURS) + "]"
+    with pytest.raises(errors.InvalidSpec) as caught:
+        networkdata.network_data_for(text, [A, B])
+    assert caught.value.reason is errors.Reason.INVALID_NETWORK_STATUS

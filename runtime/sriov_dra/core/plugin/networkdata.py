@@ -1,6 +1,7 @@
 """``status.devices[].networkData`` of managed VFs, read from Multus's ``network-status``.
 
-Three pure steps once Multus reported a Pod's networks: :func:`decode_network_status` (strict),
+Three pure steps once Multus reported a Pod's networks: :func:`decode_network_status` (strict
+JSON; of its entries only those named after one of the Pod's shadows are validated),
 :func:`correlate` (each VF to the one entry named ``<namespace>/<shadow>`` with the recorded
 interface, never by position) and :func:`merged_network_data` (this driver's entries only;
 ``None`` when nothing changes). Addresses get the prefix of the longest subnet of the shadow's
@@ -11,7 +12,7 @@ frozen IPAM config that contains them, never an invented one; Kubernetes 1.36's
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
@@ -109,16 +110,23 @@ class DeviceResult:
 # --- 1. the annotation ----------------------------------------------------------------------------
 
 
-def decode_network_status(text: str | None, *, pod: str = "Pod") -> tuple[StatusEntry, ...]:
+def decode_network_status(
+    text: str | None, *, pod: str = "Pod", ours: Collection[str] | None = None
+) -> tuple[StatusEntry, ...]:
     """Strictly decode the network-status annotation value (absent: no entries).
 
-    ``pod`` names the Pod in messages (``Pod ns/name``).
+    ``pod`` names the Pod in messages (``Pod ns/name``). ``ours`` are the network names that
+    could be this driver's (``<namespace>/<shadow name>`` of the Pod's shadows): only entries
+    with such a ``name`` are validated and returned; any other entry (the cluster network's,
+    which some Multus versions write with ``"name":""``, another NAD's, a non-object) is skipped,
+    so an entry we do not own never voids our networkData. ``None`` validates every entry.
     Shapes: entries in annotation order.
     Raises: InvalidSpec (reason ``InvalidNetworkStatus``) with one FieldError per problem: text
-    that is not strict JSON (duplicate keys included), a root that is not a list, an entry that
-    is not an object, a ``name`` that is not a non-empty string, an ``interface`` or ``mac`` that
-    is not a string, ``ips`` that is not a list of strings. Unknown fields are ignored.
-    Source: Multus ``CreateNetworkStatuses`` (entry fields).
+    that is not strict JSON (duplicate keys included, in any entry), a root that is not a list;
+    in a validated entry: not an object, a ``name`` that is not a non-empty string, an
+    ``interface`` or ``mac`` that is not a string, ``ips`` that is not a list of strings.
+    Unknown fields are ignored.
+    Source: Multus ``CreateNetworkStatuses`` (entry fields); multus-cni #648.
     """
     if text is None:
         return ()
@@ -139,6 +147,9 @@ def decode_network_status(text: str | None, *, pod: str = "Pod") -> tuple[Status
     entries: list[StatusEntry] = []
     for index, item in enumerate(value):
         path = strictjson.index_path(ANNOTATION_PATH, index)
+        name = item.get("name") if isinstance(item, dict) else None
+        if ours is not None and not (isinstance(name, str) and name in ours):
+            continue  # cannot be one of ours: neither validated nor read
         if not isinstance(item, dict):
             problems.append(errors.FieldError(path, f"must be a JSON object, got {strictjson.kind(item)}"))
             continue
@@ -346,12 +357,13 @@ def correlate(
 def network_data_for(
     text: str | None, attachments: Sequence[Attachment], *, pod: str = "Pod"
 ) -> dict[DeviceKey, DeviceResult]:
-    """:func:`decode_network_status` then :func:`correlate`.
+    """:func:`decode_network_status` of the entries that could be ``attachments``', then :func:`correlate`.
 
-    Raises: InvalidSpec (``InvalidNetworkStatus``) for an unreadable annotation;
-    ContractViolation for attachments sharing a device.
+    Raises: InvalidSpec (``InvalidNetworkStatus``) for an unreadable annotation or an unusable
+    entry of ours; ContractViolation for attachments sharing a device.
     """
-    return correlate(decode_network_status(text, pod=pod), attachments)
+    ours = {a.network for a in attachments}
+    return correlate(decode_network_status(text, pod=pod, ours=ours), attachments)
 
 
 # --- 3. the claim status ------------------------------------------------------------------------

@@ -106,7 +106,8 @@ class NetworkDataWriter:
         if not mine:
             return report
         try:
-            entries = networkdata.decode_network_status(network_status_of(pod), pod=label)
+            ours = {a.network for r in mine for a in attachments(r)}
+            entries = networkdata.decode_network_status(network_status_of(pod), pod=label, ours=ours)
         except errors.SriovDraError as exc:
             self._note(f"pod/{pod_uid}", str(exc), pod_uid=pod_uid)
             report.failed.update({r.claim_uid: str(exc.reason) for r in mine})
