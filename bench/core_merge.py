@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.benchkit import timing
 
 from sriov_dra.core import identities, networks, registry
-from sriov_dra.core.plugin import selectionownership, selections, selectionupdate
+from sriov_dra.core.plugin import selection_ownership, selection_update, selections
 from sriov_dra_rules import names
 
 GOAL_RATIO: Final = 3.0
@@ -43,7 +43,7 @@ MANUAL_ENTRIES: Final = 56
 MANAGED_ENTRIES: Final = 8
 
 
-def _binding(claim: str, device: int, interface: str) -> selectionownership.ManagedBinding:
+def _binding(claim: str, device: int, interface: str) -> selection_ownership.ManagedBinding:
     aid = hashlib.sha256(f"{claim}/{device}".encode()).hexdigest()
     entry = registry.RegistryEntry(
         attachment_id=identities.AttachmentId(aid),
@@ -54,10 +54,10 @@ def _binding(claim: str, device: int, interface: str) -> selectionownership.Mana
         interface=interface,
         config_sha256=hashlib.sha256(f"config/{device}".encode()).hexdigest(),
     )
-    return selectionownership.ManagedBinding(entry, source_namespace=NAMESPACE, source_name=f"rail-{device}")
+    return selection_ownership.ManagedBinding(entry, source_namespace=NAMESPACE, source_name=f"rail-{device}")
 
 
-def build_pod() -> tuple[selectionupdate.PodSnapshot, list[selectionownership.ManagedBinding]]:
+def build_pod() -> tuple[selection_update.PodSnapshot, list[selection_ownership.ManagedBinding]]:
     """The 64-entry Pod and the two bindings to merge into it."""
     manual = [
         {
@@ -80,7 +80,7 @@ def build_pod() -> tuple[selectionupdate.PodSnapshot, list[selectionownership.Ma
         names.MANAGED_NETWORKS_ANNOTATION: registry.encode_registry(reg),
         "kubectl.kubernetes.io/last-applied-configuration": "{}",
     }
-    pod = selectionupdate.PodSnapshot(
+    pod = selection_update.PodSnapshot(
         namespace=NAMESPACE, name="bench", uid=POD_UID, resource_version="100", annotations=annotations
     )
     new = [_binding(CLAIM_NEW, d, f"dra{d}") for d in range(MANAGED_ENTRIES, MANAGED_ENTRIES + 2)]

@@ -1,7 +1,7 @@
 """Benchmark: what the guard adds to a CNI ADD, and how fast its shim starts.
 
 ``bench_add()`` starts a real control plane and one lab node's CNI stack
-(``sriov_dra_lab.cninode``: Multus v4.3.0 thin and thick, the guard daemon, host-local, the lab
+(``sriov_dra_lab.cni_node``: Multus v4.3.0 thin and thick, the guard daemon, host-local, the lab
 sriov plugin on veth lab VFs), creates a Pod with **2 managed interfaces** exactly as the plugin
 would, and then, interleaved in the same run, times the runtime's ADD through the guard
 (shim → daemon: live Pod and shadow GETs, checks → Multus → netns and network-status check) and the
@@ -31,10 +31,10 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from sriov_dra.core import bindings, identities, registry, render
-from sriov_dra.core.plugin import shadow
+from sriov_dra.core import binding_annotation, identities, registry, render
+from sriov_dra.core.plugin import shadow_object
 from sriov_dra.guard import install
-from sriov_dra_lab import binaries, cninode, controlplane, netns
+from sriov_dra_lab import binaries, cni_node, control_plane, netns
 from sriov_dra_rules import names
 
 GOAL_RATIO: Final = 1.2
@@ -44,7 +44,7 @@ NAMESPACE: Final = "bench"
 RAILS: Final = (("rail-a", "0000:03:00.1", "192.0.2.0/24"), ("rail-b", "0000:80:00.1", "198.51.100.0/24"))
 
 
-def _managed_pod(node: cninode.CniNode, api: client.ApiClient) -> tuple[str, str]:
+def _managed_pod(node: cni_node.CniNode, api: client.ApiClient) -> tuple[str, str]:
     """Create a Pod with one shadow per rail, its selections and registry; return (name, uid)."""
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
@@ -94,18 +94,20 @@ def _managed_pod(node: cninode.CniNode, api: client.ApiClient) -> tuple[str, str
         )
         rendered = render.render_shadow_config(source, pci)
         meta = source["metadata"]
-        binding = bindings.Binding(
+        binding = binding_annotation.Binding(
             attachment_id=identities.attachment_id(identity),
             pod_uid=identity.pod_uid,
             claim_uid=identity.claim_uid,
             node_name=node.settings.node_name,
             node_uid=identity.node_uid,
-            source=bindings.SourceRef(meta["namespace"], meta["name"], meta["uid"], meta["resourceVersion"]),
+            source=binding_annotation.SourceRef(
+                meta["namespace"], meta["name"], meta["uid"], meta["resourceVersion"]
+            ),
             pci_address=identities.PciAddress(rendered.pci_address),
             interface=f"dra{index}",
             config_sha256=rendered.config_sha256,
         )
-        body = shadow.build_shadow_nad(
+        body = shadow_object.build_shadow_nad(
             identity=identity, binding=binding, rendered=rendered, pod_namespace=NAMESPACE, pod_name="trainer"
         )
         created = custom.create_namespaced_custom_object(
@@ -129,7 +131,7 @@ def _managed_pod(node: cninode.CniNode, api: client.ApiClient) -> tuple[str, str
     return "trainer", uid
 
 
-def _timed_add(node: cninode.CniNode, mode: str, uid: str, *, guarded: bool) -> float:
+def _timed_add(node: cni_node.CniNode, mode: str, uid: str, *, guarded: bool) -> float:
     with netns.sandbox("bench") as sandbox:
         att = node.attachment(
             sandbox, namespace=NAMESPACE, name="trainer", uid=uid, container_id=uuid.uuid4().hex
@@ -153,9 +155,9 @@ def bench_add(workdir: Path, *, iterations: int = ITERATIONS) -> dict[str, float
     Units: a dimensionless ratio of the lowest ADD wall time of each variant (the least disturbed
     run; the same rule as the other benchmarks), over ``iterations`` interleaved pairs.
     """
-    with controlplane.running(controlplane.ControlPlaneSettings(workdir=workdir / "cp")) as cp:
-        node = cninode.CniNode(
-            cp, workdir / "node", cninode.CniNodeSettings(node_name="bench-node", record_calls=False)
+    with control_plane.running(control_plane.ControlPlaneSettings(workdir=workdir / "cp")) as cp:
+        node = cni_node.CniNode(
+            cp, workdir / "node", cni_node.CniNodeSettings(node_name="bench-node", record_calls=False)
         )
         node.start()
         vfs = netns.create_vfs([pci for _, pci, _ in RAILS], prefix="bvf")
@@ -164,7 +166,7 @@ def bench_add(workdir: Path, *, iterations: int = ITERATIONS) -> dict[str, float
             with cp.api() as api:
                 _, uid = _managed_pod(node, api)
             ratios = {}
-            for mode in cninode.MODES:
+            for mode in cni_node.MODES:
                 _timed_add(node, mode, uid, guarded=True)  # warm-up: caches, informers, first connections
                 _timed_add(node, mode, uid, guarded=False)
                 guarded, alone = [], []

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from sriov_dra_lab import binaries, controlplane, guard, imageenv
+from sriov_dra_lab import binaries, control_plane, guard, image_env
 
 GOAL_GUARD_RSS_MIB: Final = 80.0
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ PROBE: Final = (
 
 
 def idle_rss(
-    cp: controlplane.ControlPlane, work: Path, idle_s: float, env: dict[str, str]
+    cp: control_plane.ControlPlane, work: Path, idle_s: float, env: dict[str, str]
 ) -> dict[str, float]:
     """Start ``sriov-dra-guard serve`` with ``env`` added, wait ``idle_s`` once ready, read its memory."""
     run = work / f"guard-{len(list(work.iterdir()))}"
@@ -76,12 +76,12 @@ def main() -> None:
     """Print the guard daemon's idle RSS against its goal (as the image runs it, then without its
     Python environment), then the import costs."""
     idle_s = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
-    env = imageenv.python_env()
-    imageenv.compile_like_the_image(env)
+    env = image_env.python_env()
+    image_env.compile_like_the_image(env)
     with tempfile.TemporaryDirectory(prefix="sriov-dra-bench-guard-") as tmp:
         work = Path(tmp)
         try:
-            with controlplane.running() as cp:
+            with control_plane.running() as cp:
                 shipped = idle_rss(cp, work, idle_s, env)
                 plain = idle_rss(cp, work, idle_s, {})
         except binaries.BinaryMissing as exc:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.benchkit import timing
 
-from sriov_dra.core.operator import drapolicy, networkrefs, sriovnetwork
+from sriov_dra.core.operator import dra_policy, network_refs, sriov_network
 
 GOAL_S: Final = 2.0
 """The plan for 500 policies × 100 nodes must take at most this many seconds."""
@@ -34,7 +34,7 @@ OP_NS: Final = "sriov-network-operator"
 
 
 def inputs() -> tuple[
-    list[dict[str, Any]], list[dict[str, Any]], dict[networkrefs.ObjectRef, sriovnetwork.SourceResolution]
+    list[dict[str, Any]], list[dict[str, Any]], dict[network_refs.ObjectRef, sriov_network.SourceResolution]
 ]:
     """The benchmark inventory (see the module docstring)."""
     policies: list[dict[str, Any]] = []
@@ -81,9 +81,9 @@ def inputs() -> tuple[
         for n in range(NODES)
     ]
     resolutions = {
-        networkrefs.ObjectRef(OP_NS, f"net-{k}"): sriovnetwork.SourceResolution(
-            networkrefs.ObjectRef(OP_NS, f"net-{k}"),
-            networkrefs.ObjectRef("ai-workloads", f"net-{k}"),
+        network_refs.ObjectRef(OP_NS, f"net-{k}"): sriov_network.SourceResolution(
+            network_refs.ObjectRef(OP_NS, f"net-{k}"),
+            network_refs.ObjectRef("ai-workloads", f"net-{k}"),
             None,
             "",
         )
@@ -95,10 +95,10 @@ def inputs() -> tuple[
 def bench_plan(*, repeats: int = 3) -> tuple[float, float]:
     """Return ``(plan seconds, plan / deepcopy ratio)``, best of ``repeats`` each, measured now."""
     policies, nodes, resolutions = inputs()
-    settings = drapolicy.PlanSettings(namespace=OP_NS)
+    settings = dra_policy.PlanSettings(namespace=OP_NS)
 
     def plan() -> object:
-        result = drapolicy.build_dra_policy_plan(policies, nodes, resolutions, settings)
+        result = dra_policy.build_dra_policy_plan(policies, nodes, resolutions, settings)
         assert len(result.resource_policies) == NODES and len(result.device_attributes) == 410
         return result
 

@@ -1,6 +1,6 @@
 """Benchmark: discovery + first ResourceSlice publication for 2 PFs × 128 VFs, and idle-resync writes.
 
-Two measurements on the lab's two-root fake sysfs (``fakesysfs.two_root_pfs(128)``, 256 VFs) with
+Two measurements on the lab's two-root fake sysfs (``fake_sysfs.two_root_pfs(128)``, 256 VFs) with
 one all-devices SriovResourcePolicy (``configs: [{}]``), so every VF is advertised and the pool
 splits into two slices (128 + 128):
 
@@ -8,7 +8,7 @@ splits into two slices (128 + 128):
   ``slices.plan_writes`` from an empty pool, best of ``repeats``; then the idle plan against the
   slices it produced (must be empty: 0 writes);
 * **against a real control plane** (when the pinned kube-apiserver/etcd binaries are built, see
-  ``sriov_dra_lab.binaries``): a control plane is started with ``sriov_dra_lab.controlplane.running``,
+  ``sriov_dra_lab.binaries``): a control plane is started with ``sriov_dra_lab.control_plane.running``,
   the CRDs, a namespace, the policy and a simulated Ready node are created, and the time from
   ``Publisher.start()`` (which runs discovery) to the first publication of all 256 devices is
   measured; then ``resyncs`` idle syncs are run and the API writes they performed are counted
@@ -42,9 +42,9 @@ from sriov_dra.core import policies
 from sriov_dra.core.plugin import slices
 from sriov_dra.driver import publisher
 from sriov_dra.host import discovery
-from sriov_dra.kube import apply, resourceslices
-from sriov_dra_lab import binaries, controlplane
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra.kube import apply, resource_slices
+from sriov_dra_lab import binaries, control_plane
+from sriov_dra_lab.fakes import fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
@@ -80,7 +80,7 @@ class ClusterBench:
 
 def bench_plan(root: Path, *, repeats: int = 5) -> PlanBench:
     """Discovery and the pure publication plan on the tree at ``root`` (see the module docstring)."""
-    fake = fakesysfs.build(root, fakesysfs.two_root_pfs(VFS_PER_PF))
+    fake = fake_sysfs.build(root, fake_sysfs.two_root_pfs(VFS_PER_PF))
     found = discovery.discover(fake.sysfs)
     facts = [vf.to_device_facts() for vf in found]
 
@@ -116,8 +116,8 @@ def bench_cluster(root: Path, *, resyncs: int = 10) -> ClusterBench:
 
     Raises: ``binaries.BinaryMissing`` when the control plane binaries are not built.
     """
-    fake = fakesysfs.build(root, fakesysfs.two_root_pfs(VFS_PER_PF))
-    with controlplane.running() as cp, cp.api() as api:
+    fake = fake_sysfs.build(root, fake_sysfs.two_root_pfs(VFS_PER_PF))
+    with control_plane.running() as cp, cp.api() as api:
         crds = [yaml.safe_load(p.read_text()) for p in sorted(MANIFESTS.glob(f"{names.DOMAIN}_*.yaml"))]
         apply.apply_objects(api, crds)
         apply.wait_crds_established(api, [c["metadata"]["name"] for c in crds])
@@ -146,10 +146,10 @@ def bench_cluster(root: Path, *, resyncs: int = 10) -> ClusterBench:
                 raise TimeoutError("the publisher did not publish within 120 s")
             first_s = time.perf_counter() - start
             first_writes = pub.stats().writes
-            before = resourceslices.list_slices(api, driver=names.DRIVER_NAME, node=node.name)
+            before = resource_slices.list_slices(api, driver=names.DRIVER_NAME, node=node.name)
             for _ in range(resyncs):
                 pub.sync()
-            after = resourceslices.list_slices(api, driver=names.DRIVER_NAME, node=node.name)
+            after = resource_slices.list_slices(api, driver=names.DRIVER_NAME, node=node.name)
             versions = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in before}
             changed = sum(
                 versions.get(s["metadata"]["name"]) != s["metadata"]["resourceVersion"] for s in after

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.realkit import kubeletmetrics
 from kubernetes import client, watch
 
-from sriov_dra_lab import demo, leftovers, realnode, realstack, stack, stackbase, workloads
+from sriov_dra_lab import demo, leftovers, real_node, real_stack, stack, stack_base, workloads
 
 GOAL_RATIO: Final = 1.25
 NAMESPACE: Final = "ai-workloads"
@@ -336,7 +336,7 @@ def rss(lab: stack.LabStack) -> dict[str, tuple[float, float]]:
             pid = proc.pid if proc is not None else None
             if pid is None and node.real is not None:
                 # Both DaemonSets run in the plugin's install namespace (the lab's guard_namespace is the same).
-                pid = realstack.container_pid(node.real, stackbase.PLUGIN_SERVICE_ACCOUNT[0], name)
+                pid = real_stack.container_pid(node.real, stack_base.PLUGIN_SERVICE_ACCOUNT[0], name)
             if pid is None:
                 continue
             status = Path(f"/proc/{pid}/status").read_text().splitlines()
@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1, got {args.rounds}")
-    missing = realnode.missing_parts()
+    missing = real_node.missing_parts()
     if missing:
         print("SKIP  real nodes cannot run here: " + "; ".join(missing))
         return 0

@@ -40,13 +40,13 @@ from kubernetes import client
 
 from sriov_dra.core import attributes, identities
 from sriov_dra.driver import claim_context, locks, prepare
-from sriov_dra.driver.managed import fanout, lockorder, seams, service
-from sriov_dra.host import binding, cdi, checkpoint, checkpoint_files, discovery
-from sriov_dra.kube import apply, podpatch, shadows
+from sriov_dra.driver.managed import fanout, lock_order, seams, service
+from sriov_dra.host import cdi, checkpoint, checkpoint_files, discovery, vf_driver_binding
+from sriov_dra.kube import apply, nad_client, pod_patch
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kubeletapi import messages
-from sriov_dra_lab import binaries, controlplane
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab import binaries, control_plane
+from sriov_dra_lab.fakes import fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import checkpoint_doc, names
 
@@ -349,8 +349,8 @@ def bare_requests(
     the status write. Otherwise every request runs after the previous one.
     Each request is on ``timeline`` under the prepare's phase labels when given.
     """
-    pods: Any = podpatch.PodClient(api)
-    nads: Any = shadows.NadClient(api)
+    pods: Any = pod_patch.PodClient(api)
+    nads: Any = nad_client.NadClient(api)
     claims: Any = kube_claims.ClaimClient(api)
     if timeline is not None:
         unused: Counter = collections.Counter()
@@ -427,11 +427,11 @@ def sequential() -> Iterator[None]:
 
 def bench(root: Path, rounds: int, vfs: int) -> Result:
     """Run the measurement for claims of ``vfs`` VFs, each on its own rail (source NAD)."""
-    fake = fakesysfs.build(root / "sys", fakesysfs.two_root_pfs(max(2, (vfs + 1) // 2)))
+    fake = fake_sysfs.build(root / "sys", fake_sysfs.two_root_pfs(max(2, (vfs + 1) // 2)))
     found = dict(discovery.by_name(discovery.discover(fake.sysfs)))
     devices = sorted(found, key=lambda n: (found[n].vf_id, n))[:vfs]  # alternate the two PFs
     rails = {device: f"rail-{i}" for i, device in enumerate(devices)}
-    with controlplane.running() as cp, cp.api() as api:
+    with control_plane.running() as cp, cp.api() as api:
         http = HttpTimer(api)
         crd = yaml.safe_load(NAD_CRD.read_text())
         apply.apply_objects(api, [crd])
@@ -448,8 +448,8 @@ def bench(root: Path, rounds: int, vfs: int) -> Result:
         try:
             counts: Counter = collections.Counter()
             timeline = Timeline()
-            pods = Counting(podpatch.PodClient(api), "pods", counts, timeline)
-            nads = Counting(shadows.NadClient(api), "nads", counts, timeline)
+            pods = Counting(pod_patch.PodClient(api), "pods", counts, timeline)
+            nads = Counting(nad_client.NadClient(api), "nads", counts, timeline)
             claims = Counting(kube_claims.ClaimClient(api), "claims", counts, timeline)
             (root / "state").mkdir()
             durable = DurableWrites(timeline)
@@ -466,7 +466,7 @@ def bench(root: Path, rounds: int, vfs: int) -> Result:
                 nads=nads,
                 claims=claims,
                 store=store,
-                locks=lockorder.OperationLocks(claim_locks, pod_locks),
+                locks=lock_order.OperationLocks(claim_locks, pod_locks),
             )
             ctx = claim_context.ClaimContext(
                 driver_name=names.DRIVER_NAME,
@@ -474,7 +474,7 @@ def bench(root: Path, rounds: int, vfs: int) -> Result:
                 claims=claims,
                 inventory=claim_context.StaticInventory(found),
                 store=store,
-                binder=binding.DriverBinder(fake.sysfs, kernel=fake.kernel()),
+                binder=vf_driver_binding.DriverBinder(fake.sysfs, kernel=fake.kernel()),
                 cdi=specs,
                 sysfs=fake.sysfs,
                 require_netdevice=True,

@@ -15,7 +15,7 @@ node's orphan scan and repair pass (requests, time, peak RSS), apiserver and etc
 counts, the largest Pod's annotations against the 256 KiB limit, the plugin's and guard's RSS with
 the product image's Python environment, a tracemalloc top 10 of the plugin, and the cleanup of
 the whole set (the real release path on the plugin's node; the garbage collector and
-``driver.managed.shadows.finalize_released`` for the others, an upper bound).
+``driver.managed.shadow_lifecycle.finalize_released`` for the others, an upper bound).
 
 Nothing is asserted on time: it exits 0 on a MISS. Run:
 ``.venv/bin/python bench/scale.py [--pods N] [--vfs-per-pod K] [--prepared-claims C]``; the
@@ -51,13 +51,12 @@ from kubernetes import client
 from sriov_dra.core import limits
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.driver import publisher
-from sriov_dra.driver.managed import seams
-from sriov_dra.driver.managed import shadows as managed_shadows
+from sriov_dra.driver.managed import seams, shadow_lifecycle
 from sriov_dra.host import discovery
-from sriov_dra.kube import apply, podpatch, resourceslices, shadows, watches
+from sriov_dra.kube import apply, nad_client, pod_patch, resource_slices, watches
 from sriov_dra.kubeletapi import messages
-from sriov_dra_lab import binaries, controlplane, guard, imageenv, kubelet, processes
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab import binaries, control_plane, guard, image_env, kubelet, processes
+from sriov_dra_lab.fakes import fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import checkpoint_doc, names
 
@@ -175,7 +174,7 @@ def count_objects(api: client.ApiClient) -> dict[str, int]:
     return out
 
 
-def etcd_db_mib(cp: controlplane.ControlPlane) -> float:
+def etcd_db_mib(cp: control_plane.ControlPlane) -> float:
     """etcd's ``etcd_mvcc_db_total_size_in_bytes`` from its client port's ``/metrics``, in MiB."""
     with urllib.request.urlopen(f"http://127.0.0.1:{cp.ports['etcd']}/metrics", timeout=10) as answer:
         for line in answer.read().decode().splitlines():
@@ -184,7 +183,7 @@ def etcd_db_mib(cp: controlplane.ControlPlane) -> float:
     return 0.0
 
 
-def control_plane_memory(cp: controlplane.ControlPlane) -> dict[str, float]:
+def control_plane_memory(cp: control_plane.ControlPlane) -> dict[str, float]:
     """RSS of kube-apiserver and etcd (MiB) and etcd's database size."""
     pids = {p.name: p.pid for p in cp.processes if p.pid is not None}
     return {
@@ -262,10 +261,10 @@ def rail_mapping(node: str) -> list[dict[str, Any]]:
 
 def node_vfs() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """``(device, pci)`` of the lab node's VFs per PF (rail A, rail B), in VF order."""
-    pfs = fakesysfs.two_root_pfs(VFS_PER_PF)
+    pfs = fake_sysfs.two_root_pfs(VFS_PER_PF)
     return tuple(  # type: ignore[return-value]
         [
-            (discovery.device_name(fakesysfs.vf_address(pf.bdf, i)), fakesysfs.vf_address(pf.bdf, i))
+            (discovery.device_name(fake_sysfs.vf_address(pf.bdf, i)), fake_sysfs.vf_address(pf.bdf, i))
             for i in range(VFS_PER_PF)
         ]
         for pf in pfs
@@ -352,13 +351,13 @@ def bulk_pod(
     recs = objects.records(
         node_name=node.name, node_uid=node.uid, namespace=namespace, pod_uid=uid, claims=claims
     )
-    nads = shadows.NadClient(api)
+    nads = nad_client.NadClient(api)
     uids = {}
     for body in objects.shadow_bodies(recs, pod_name=name):
         created = nads.create(body)
         uids[created["metadata"]["name"]] = created["metadata"]["uid"]
     recs = objects.with_shadow_uids(recs, uids)
-    podpatch.PodClient(api).json_patch(namespace, name, list(objects.pod_patch(pod, recs)))
+    pod_patch.PodClient(api).json_patch(namespace, name, list(objects.pod_patch(pod, recs)))
     return BulkPod(namespace, name, uid, tuple(recs))
 
 
@@ -373,7 +372,7 @@ class PluginChild:
     """``bench/scalekit/plugin_child.py`` as a process: one JSON line per command."""
 
     def __init__(self, argv: list[str], log: Path, *, tracemalloc_frames: int = 0) -> None:
-        env = {**os.environ, **imageenv.python_env(), "PYTHONPATH": str(ROOT)}  # as the image runs it
+        env = {**os.environ, **image_env.python_env(), "PYTHONPATH": str(ROOT)}  # as the image runs it
         if tracemalloc_frames:
             env["SRIOV_DRA_BENCH_TRACEMALLOC"] = str(tracemalloc_frames)
         self.log = log.open("ab")
@@ -421,7 +420,7 @@ class PluginNode:
     kubelet: kubelet.KubeletDraManager = field(default_factory=kubelet.KubeletDraManager)
 
     def __post_init__(self) -> None:
-        fakesysfs.build(self.root / "host", fakesysfs.two_root_pfs(VFS_PER_PF))
+        fake_sysfs.build(self.root / "host", fake_sysfs.two_root_pfs(VFS_PER_PF))
 
     def argv(self) -> list[str]:
         return [
@@ -507,7 +506,7 @@ def wait_published(api: client.ApiClient, node: str, devices: int, timeout_s: fl
     """Seconds until the node's slices hold ``devices`` devices."""
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
-        current = resourceslices.list_slices(api, driver=DRIVER, node=node)
+        current = resource_slices.list_slices(api, driver=DRIVER, node=node)
         if sum(len((s.get("spec") or {}).get("devices") or []) for s in current) >= devices:
             return time.monotonic() - start
         time.sleep(0.5)
@@ -517,7 +516,7 @@ def wait_published(api: client.ApiClient, node: str, devices: int, timeout_s: fl
 # ---------------------------------------------------------------------------------------- cleanup
 def managed_shadows_listed(api: client.ApiClient) -> list[dict[str, Any]]:
     """Every shadow of every node (one LIST by the managed-by label)."""
-    return shadows.NadClient(api, timeout_s=120).list_all(
+    return nad_client.NadClient(api, timeout_s=120).list_all(
         label_selector=f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY_VALUE}"
     )
 
@@ -529,13 +528,13 @@ def gc_and_finalize(
 
     A watch of every managed shadow (one label-selected list, then events) sees each shadow the
     garbage collector deletes turn terminating; ``FinalizeReleasedShadow``
-    (``driver.managed.shadows.finalize_released``, as each simulated node's plugin would call it at
+    (``driver.managed.shadow_lifecycle.finalize_released``, as each simulated node's plugin would call it at
     NodeUnprepare) removes the protection finalizer, on :data:`THREADS` workers. Ends when the
     watch's cache is empty. Returns ``(finalizer removals, seconds after delete_pods began)``.
     Raises: TimeoutError after ``timeout_s``; the first error of a finalizer removal.
     """
-    targets = {t.binding.shadow_name: t for p in bulk for r in p.records for t in managed_shadows.targets(r)}
-    nads, clock = shadows.NadClient(api), seams.SystemClock()
+    targets = {t.binding.shadow_name: t for p in bulk for r in p.records for t in shadow_lifecycle.targets(r)}
+    nads, clock = nad_client.NadClient(api), seams.SystemClock()
     submitted: set[str] = set()
     futures: list[concurrent.futures.Future[Any]] = []
     pool = concurrent.futures.ThreadPoolExecutor(THREADS)
@@ -554,7 +553,7 @@ def gc_and_finalize(
         submitted.add(name)  # the watch thread is the only writer
         futures.append(
             pool.submit(
-                managed_shadows.finalize_released, targets[name], str(meta["uid"]), nads=nads, clock=clock
+                shadow_lifecycle.finalize_released, targets[name], str(meta["uid"]), nads=nads, clock=clock
             )
         )
 
@@ -692,7 +691,10 @@ def annotation_size_32(sources: dict[str, dict[str, Any]]) -> int:
 
 def bench(sizes: Sizes, work: Path, report: Report) -> None:
     namespaces = [f"ns-{i:02d}" for i in range(-(-sizes.pods // PODS_PER_NAMESPACE))]
-    with controlplane.running(controlplane.ControlPlaneSettings(workdir=work / "cp")) as cp, cp.api() as api:
+    with (
+        control_plane.running(control_plane.ControlPlaneSettings(workdir=work / "cp")) as cp,
+        cp.api() as api,
+    ):
         api.configuration.connection_pool_maxsize = THREADS * 2
         sources = install(api, namespaces)
         before_mem, before_objs = control_plane_memory(cp), count_objects(api)
@@ -837,7 +839,7 @@ def bench(sizes: Sizes, work: Path, report: Report) -> None:
             cp.kubeconfig,
             work / "guard.log",
             node_name=plugin_node_name,
-            env=imageenv.python_env(),
+            env=image_env.python_env(),
         )
         (work / "guard").mkdir(mode=0o700)
         daemon.start()
@@ -922,7 +924,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     report = Report()
-    imageenv.compile_like_the_image(imageenv.python_env())  # the plugin and guard run as the image runs them
+    image_env.compile_like_the_image(
+        image_env.python_env()
+    )  # the plugin and guard run as the image runs them
     with tempfile.TemporaryDirectory(prefix="scale-", dir="/tmp") as tmp:  # short: unix socket paths
         try:
             bench(sizes, Path(tmp), report)

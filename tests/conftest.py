@@ -84,11 +84,11 @@ def control_plane() -> Iterator[object]:
     Skips with the reason when the pinned binaries are not built or a component cannot start
     (fails instead when ``SRIOV_DRA_REQUIRE_TIERS`` requires the cluster tier).
     """
-    from sriov_dra_lab import binaries, controlplane, processes
+    from sriov_dra_lab import binaries, control_plane, processes
     from tests import tiers
 
-    settings = controlplane.ControlPlaneSettings(audit=True)
-    cp = controlplane.ControlPlane(settings)
+    settings = control_plane.ControlPlaneSettings(audit=True)
+    cp = control_plane.ControlPlane(settings)
     try:
         cp.start()
     except binaries.BinaryMissing as exc:
@@ -104,9 +104,9 @@ def control_plane() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def api(control_plane: object) -> Iterator[object]:
     """An admin ApiClient for the session control plane."""
-    from sriov_dra_lab import controlplane
+    from sriov_dra_lab.control_plane import ControlPlane
 
-    assert isinstance(control_plane, controlplane.ControlPlane)
+    assert isinstance(control_plane, ControlPlane)
     client = control_plane.api()
     try:
         yield client

@@ -2,7 +2,7 @@
 # Install the Debian packages the tests and the lab need, only when something is missing.
 # iproute2: network namespaces and veth; python3-venv: the project venv; git: the Go module
 # proxy fallbacks and ansible-galaxy; golang is NOT taken from Debian (bookworm's 1.19 is too old):
-# the Go toolchain >= 1.26 must already be on PATH. Real lab nodes (lab/realnode.py): runc (the OCI
+# the Go toolchain >= 1.26 must already be on PATH. Real lab nodes (lab/sriov_dra_lab/real_node.py): runc (the OCI
 # runtime containerd calls), busybox-static (the workload image's /bin/busybox), gcc and libc6-dev
 # (the static pause binary, tools/pause.c), iptables (the Service-IP DNAT to the API server inside each
 # node's namespace) and procps (sysctl, route_localnet inside the node's namespace). Images without a registry (tools/build-image.sh): mmdebstrap

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from sriov_dra.core import (
-    bindings,
-    devicefacts,
+    binding_annotation,
+    device_facts,
     ipam_ranges,
-    multusconf,
+    multus_conf,
     networks,
     pci,
     policies,
@@ -27,18 +27,18 @@ from sriov_dra.core import (
     render,
     selection_fields,
     templates,
-    vfconfig,
+    vf_config,
 )
-from sriov_dra.core.operator import networkconfig, networkrefs, nodepolicy, sriovnetwork
-from sriov_dra.core.plugin import checkpoint_codec, networkdata
-from sriov_dra.host import strictyaml
+from sriov_dra.core.operator import network_config, network_refs, node_policy, sriov_network
+from sriov_dra.core.plugin import checkpoint_codec, claim_network_data
+from sriov_dra.host import strict_yaml
 from sriov_dra_rules import (
     checkpoint_doc,
     errors,
-    guardconf,
-    labelselectors,
-    resourcefilters,
-    strictjson,
+    guard_conf,
+    label_selectors,
+    resource_filters,
+    strict_json,
 )
 
 FIXTURES: Final = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
@@ -72,12 +72,12 @@ def _network(**spec: object) -> dict[str, object]:
 
 def _resolve(ipam: str) -> object:
     network = _network(ipam=ipam)
-    return sriovnetwork.resolve_source(
-        networkrefs.ref_of(network), network, None, operator_namespace="op", resource_prefix="openshift.io"
+    return sriov_network.resolve_source(
+        network_refs.ref_of(network), network, None, operator_namespace="op", resource_prefix="openshift.io"
     )
 
 
-_VF = devicefacts.DeviceFacts(
+_VF = device_facts.DeviceFacts(
     pci_address="0000:3b:02.1",
     pf_name="ens1f0",
     pf_pci_address="0000:3b:00.0",
@@ -177,8 +177,8 @@ def targets() -> tuple[Target, ...]:
     contract = tuple(p for p in _fixture_texts("contract/*.json"))
     checkpoints = _fixture_texts("checkpoint/*.json")
     return (
-        Target("strictjson.decode", "text", strictjson.decode, (_SRIOV, _STATUS)),
-        Target("strictjson.decode_sequence", "text", strictjson.decode_sequence, ('{"type":"tuning"},{}',)),
+        Target("strict_json.decode", "text", strict_json.decode, (_SRIOV, _STATUS)),
+        Target("strict_json.decode_sequence", "text", strict_json.decode_sequence, ('{"type":"tuning"},{}',)),
         Target(
             "registry annotation",
             "text",
@@ -188,15 +188,18 @@ def targets() -> tuple[Target, ...]:
         Target(
             "binding annotation",
             "text",
-            lambda t: bindings.decode_binding(t, owner="NAD ns/x"),
+            lambda t: binding_annotation.decode_binding(t, owner="NAD ns/x"),
             tuple(c for c in contract if '"attachmentID"' in c) or ("{}",),
         ),
-        Target("VfConfig", "text", vfconfig.decode_vf_config, ('{"netAttachDefName":"a","ifName":"net1"}',)),
-        Target("Multus config", "bytes", lambda b: multusconf.decode_config(b, source="f"), (_GUARD,)),
+        Target("VfConfig", "text", vf_config.decode_vf_config, ('{"netAttachDefName":"a","ifName":"net1"}',)),
+        Target("Multus config", "bytes", lambda b: multus_conf.decode_config(b, source="f"), (_GUARD,)),
         Target(
-            "network-status", "text", lambda t: networkdata.decode_network_status(t, pod="Pod"), (_STATUS,)
+            "network-status",
+            "text",
+            lambda t: claim_network_data.decode_network_status(t, pod="Pod"),
+            (_STATUS,),
         ),
-        Target("ipam_subnets", "text", networkdata.ipam_subnets, (_SRIOV,), NEVER_RAISES),
+        Target("ipam_subnets", "text", claim_network_data.ipam_subnets, (_SRIOV,), NEVER_RAISES),
         Target(
             "checkpoint bindings",
             "bytes",
@@ -207,9 +210,9 @@ def targets() -> tuple[Target, ...]:
         Target(
             "guard config",
             "bytes",
-            guardconf.parse_conf,
+            guard_conf.parse_conf,
             (_GUARD,),
-            (*PROJECT_ERRORS, guardconf.GuardConfError),
+            (*PROJECT_ERRORS, guard_conf.GuardConfError),
         ),
         Target(
             "shadow render", "text", lambda t: render.render_shadow_config(_nad(t), "0000:3b:02.1"), (_SRIOV,)
@@ -223,29 +226,29 @@ def targets() -> tuple[Target, ...]:
         Target(
             "SriovNetwork ipam",
             "text",
-            lambda t: networkconfig.render_config(_network(ipam=t)),
+            lambda t: network_config.render_config(_network(ipam=t)),
             (_WHEREABOUTS,),
         ),
         Target(
             "SriovNetwork metaPlugins",
             "text",
-            lambda t: networkconfig.render_config(_network(metaPlugins=t)),
+            lambda t: network_config.render_config(_network(metaPlugins=t)),
             ('{"type":"tuning"}',),
         ),
         Target("resolve_source", "text", _resolve, (_WHEREABOUTS,), NEVER_RAISES),
         Target(
             "node policy",
             "object",
-            lambda o: nodepolicy.parse_policy(o, prefix="openshift.io", nic_ids=()),
+            lambda o: node_policy.parse_policy(o, prefix="openshift.io", nic_ids=()),
             (_POLICY,),
             NEVER_RAISES,
         ),
-        Target("supported NIC table", "object", nodepolicy.parse_nic_ids, ('{"a":"8086 158b 154c"}',)),
+        Target("supported NIC table", "object", node_policy.parse_nic_ids, ('{"a":"8086 158b 154c"}',)),
         Target("resource policies", "json", _policies, (_SRP,)),
         Target(
             "template reference",
             "object",
-            lambda o: templates.resolve_template(o, vfconfig.VfConfig(), "ns", device="d"),
+            lambda o: templates.resolve_template(o, vf_config.VfConfig(), "ns", device="d"),
             ('{"sriovnetwork.k8snetworkplumbingwg.io/netAttachDefName":{"string":"a"}}',),
         ),
         Target(
@@ -259,19 +262,19 @@ def targets() -> tuple[Target, ...]:
         Target(
             "resource filter",
             "object",
-            lambda o: resourcefilters.parse_filter(o, "f", managed=True),
+            lambda o: resource_filters.parse_filter(o, "f", managed=True),
             ('{"vendors":["15b3"],"pfNames":["ens1f0#0-3"]}',),
             NEVER_RAISES,
         ),
         Target(
             "label selector",
             "object",
-            lambda o: labelselectors.parse_label_selector(o, "s"),
+            lambda o: label_selectors.parse_label_selector(o, "s"),
             ('{"matchExpressions":[{"key":"a","operator":"In","values":["b"]}]}',),
             NEVER_RAISES,
         ),
         Target("PCI address", "text", pci.parse, ("0000:3b:02.1",), NEVER_RAISES),
         Target(
-            "YAML manifest", "text", lambda t: strictyaml.load_all(t, source="m"), ("a: 1\n---\nb: [1]\n",)
+            "YAML manifest", "text", lambda t: strict_yaml.load_all(t, source="m"), ("a: 1\n---\nb: [1]\n",)
         ),
     )

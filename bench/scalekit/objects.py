@@ -5,16 +5,16 @@ benchmark writes what the plugin would have written after a NodePrepare, without
 one shadow NAD per allocated VF and one JSON Patch of the Pod (selections + registry). Nothing
 here re-implements a product rule; each step calls the code the plugin's prepare calls:
 
-- interface names: ``core.ifnames.assign_interfaces`` over every allocation of the Pod (as
+- interface names: ``core.interface_naming.assign_interfaces`` over every allocation of the Pod (as
   ``driver.managed.planning.interface_names`` does);
 - frozen config: ``core.render.render_shadow_config`` of the source NAD with the VF's PCI
   address; identity and shadow name: ``core.identities``;
 - the checkpoint records the plugin would hold (``Pending`` bindings, then the shadow UIDs),
   built like ``planning.PlannedBinding.managed``;
-- the shadow body: ``driver.managed.shadows.expected_shadow`` (the body of the plugin's create
-  call, built by ``core.plugin.shadow.build_shadow_nad``: labels, finalizer, ownerReference, binding
+- the shadow body: ``driver.managed.shadow_lifecycle.expected_shadow`` (the body of the plugin's create
+  call, built by ``core.plugin.shadow_object.build_shadow_nad``: labels, finalizer, ownerReference, binding
   annotation);
-- the Pod patch: ``driver.managed.podnets.plan_merge`` over ``podnets.intended_entries`` (the
+- the Pod patch: ``driver.managed.pod_selections.plan_merge`` over ``pod_selections.intended_entries`` (the
   ``core.plugin.selections`` merge and the ``core.registry`` codec, with the UID/resourceVersion tests).
 
 ``tests/pure/bench/test_scale_objects.py`` runs the real prepare on a fake node and checks that
@@ -27,11 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sriov_dra.core import identities, ifnames, render
+from sriov_dra.core import identities, interface_naming, render
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.core.plugin import jsonpatch, selections, selectionupdate
-from sriov_dra.driver.managed import podnets
-from sriov_dra.driver.managed import shadows as managed_shadows
+from sriov_dra.core.plugin import json_patch, selection_update, selections
+from sriov_dra.driver.managed import pod_selections, shadow_lifecycle
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ class Claim:
 def interface_names(claims: Sequence[Claim]) -> dict[tuple[str, str], str]:
     """``(pool, device) → interface`` over every allocation of the Pod (docs/design.md#interface-names)."""
     devices = [
-        ifnames.AllocatedDevice(
+        interface_naming.AllocatedDevice(
             claim_uid=identities.ClaimUid(c.uid),
             claim_alias=c.alias,
             request=v.request,
@@ -72,7 +71,7 @@ def interface_names(claims: Sequence[Claim]) -> dict[tuple[str, str], str]:
         for c in claims
         for v in c.vfs
     ]
-    return {(a.pool, a.device): a.ifname for a in ifnames.assign_interfaces(devices)}
+    return {(a.pool, a.device): a.ifname for a in interface_naming.assign_interfaces(devices)}
 
 
 def records(
@@ -141,9 +140,9 @@ def records(
 def shadow_bodies(recs: Sequence[model.ClaimRecord], *, pod_name: str) -> list[dict[str, Any]]:
     """The body of every shadow create call the plugin sends for ``recs``, in device order."""
     return [
-        managed_shadows.expected_shadow(t, pod_name=pod_name)
+        shadow_lifecycle.expected_shadow(t, pod_name=pod_name)
         for r in recs
-        for t in managed_shadows.targets(r)
+        for t in shadow_lifecycle.targets(r)
     ]
 
 
@@ -165,21 +164,21 @@ def pod_patch(
     pod: Mapping[str, Any],
     recs: Sequence[model.ClaimRecord],
     *,
-    layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT,
-) -> tuple[jsonpatch.PatchOp, ...]:
+    layout: interface_naming.MultusLayout = interface_naming.DEFAULT_LAYOUT,
+) -> tuple[json_patch.PatchOp, ...]:
     """The JSON Patch the plugin sends to the live ``pod`` to select every binding of ``recs``."""
-    return podnets.plan_merge(pod, podnets.intended_entries(recs), layout=layout)
+    return pod_selections.plan_merge(pod, pod_selections.intended_entries(recs), layout=layout)
 
 
 def pod_annotations(
     pod: Mapping[str, Any],
     recs: Sequence[model.ClaimRecord],
     *,
-    layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT,
+    layout: interface_naming.MultusLayout = interface_naming.DEFAULT_LAYOUT,
 ) -> dict[str, str]:
     """The Pod's annotations after that patch (for sizes; the same merge as :func:`pod_patch`)."""
     update = selections.merge_managed_selections(
-        selectionupdate.pod_snapshot(pod), podnets.intended_entries(recs), layout=layout
+        selection_update.pod_snapshot(pod), pod_selections.intended_entries(recs), layout=layout
     )
     return dict(
         update.annotations if update.changed else (pod.get("metadata") or {}).get("annotations") or {}

@@ -1,7 +1,7 @@
 """LAB ONLY: the processes in a real node's cgroup trees, killed, and the trees removed.
 
-Shared by a real node's stop (:class:`~sriov_dra_lab.realnode.RealNode`) and the cleanup after a
-killed lab (:func:`~sriov_dra_lab.labdir.clean_stale`). A tree is one directory of a cgroup
+Shared by a real node's stop (:class:`~sriov_dra_lab.real_node.RealNode`) and the cleanup after a
+killed lab (:func:`~sriov_dra_lab.lab_dir.clean_stale`). A tree is one directory of a cgroup
 hierarchy (v1 or v2) with its children; callers pass only trees the lab created.
 """
 

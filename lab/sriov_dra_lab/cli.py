@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sriov_dra_lab import binaries, demo, labdir, processes
+from sriov_dra_lab import binaries, demo, lab_dir, processes
 
 
 def _quiet_lab(args: argparse.Namespace) -> None:
@@ -83,10 +83,10 @@ def _lab_demo(args: argparse.Namespace) -> int:
 
 
 def _lab_down(args: argparse.Namespace) -> int:
-    from sriov_dra_lab import labdir
+    from sriov_dra_lab import lab_dir
 
     workdir = Path(args.workdir).resolve()
-    removed = labdir.down(workdir)
+    removed = lab_dir.down(workdir)
     for line in removed:
         print(f"    {line}", flush=True)
     print(f"lab down: {'removed what a stopped lab left' if removed else 'nothing left'} in {workdir}")
@@ -201,7 +201,7 @@ def run(argv: Sequence[str], *, inspector: Callable[[], demo.Inspector], log_lev
     except binaries.BinaryMissing as exc:
         print(f"sriov-dra: {exc}", file=sys.stderr)
         return 2
-    except (processes.ProcessFailed, labdir.LabRunning) as exc:
+    except (processes.ProcessFailed, lab_dir.LabRunning) as exc:
         print(f"sriov-dra: {exc}", file=sys.stderr)
         return 1
     return status

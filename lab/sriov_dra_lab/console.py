@@ -19,14 +19,14 @@ from pathlib import Path
 from sriov_dra.kube import apply
 from sriov_dra_lab import (
     binaries,
-    controlplane,
+    control_plane,
     images,
     iproute,
-    labdir,
+    lab_dir,
     paths,
     processes,
-    realnode,
-    realstack,
+    real_node,
+    real_stack,
     roles,
     session,
     stack,
@@ -66,12 +66,12 @@ def netns_command(lab: stack.LabStack, namespace: str, name: str) -> str:
     """A shell expression printing the network namespace path of Pod ``namespace/name`` on ``lab``.
 
     Shapes: on real nodes, ``/proc/<pause pid>/ns/net`` of the Pod's ready sandbox, found as
-    :func:`~sriov_dra_lab.realstack.sandbox_netns` finds it (``crictl pods`` by Pod UID, then
+    :func:`~sriov_dra_lab.real_stack.sandbox_netns` finds it (``crictl pods`` by Pod UID, then
     ``crictl inspectp``) inside the mount namespace of the node ``kubectl`` reports
     (``<workdir>/nodes/<node>/ns/mnt``). The kubelet simulator names a sandbox
     ``sdl<lab id>-<first 8 of the Pod UID>-<hex>`` under :data:`~sriov_dra_lab.iproute.NETNS_DIR`.
     """
-    if lab.nodes and isinstance(lab.nodes[0].layout, realstack.RealNodeLayout):
+    if lab.nodes and isinstance(lab.nodes[0].layout, real_stack.RealNodeLayout):
         return _real_netns_command(lab.workdir, namespace, name)
     uid = f"kubectl -n {namespace} get pod {name} -o jsonpath='{{.metadata.uid}}' | cut -c1-8"
     return f'"$(ls -d {iproute.NETNS_DIR}/sdl{lab.lab_id}-$({uid})-*)"'
@@ -81,7 +81,7 @@ def _real_netns_command(workdir: Path, namespace: str, name: str) -> str:
     where = f"kubectl -n {namespace} get pod {name} -o jsonpath='{{.spec.nodeName}} {{.metadata.uid}}'"
     crictl = (
         f"nsenter --mount={workdir.resolve()}/nodes/$1/ns/mnt {binaries.find('crictl')} "
-        f"--runtime-endpoint={realnode.RUNTIME_ENDPOINT}"
+        f"--runtime-endpoint={real_node.RUNTIME_ENDPOINT}"
     )
     # 2>/dev/null: crictl warns on stderr that it has no /etc/crictl.yaml
     sandbox = f"$({crictl} pods -q --state=ready --label=io.kubernetes.pod.uid=$2 2>/dev/null)"
@@ -241,7 +241,7 @@ def start(
     Raises: ``binaries.BinaryMissing`` / ``processes.ProcessFailed`` when a component cannot start.
     """
     began = time.monotonic()
-    labdir.hold(workdir)  # before the reset; the lab keeps it until its stop (a failed start: until exit)
+    lab_dir.hold(workdir)  # before the reset; the lab keeps it until its stop (a failed start: until exit)
     for line in stack.reset_workdir(workdir):
         say(f"    cleaned up a previous run: {line}")
     kind = "real nodes (kubelet + containerd)" if real_nodes else "nodes"
@@ -278,7 +278,7 @@ def start(
                 f"    the roles' workloads (plugin, guard, operator) run image {lab.workload_image().reference}, "
                 "Multus the Multus image of its mode; each Pod and the image it runs:"
             )
-            for line in realstack.workload_images(lab.api):
+            for line in real_stack.workload_images(lab.api):
                 say(f"      {line}")
         if operator_managed:
             say(f"    plugins on the operator's namespace {stack.OPERATOR_NAMESPACE} (operator-managed)")
@@ -336,11 +336,11 @@ def up_bare(*, workdir: Path, nodes: int = 2, wait: bool = True) -> int:
     Returns: 0 after a clean stop. Raises: ``binaries.BinaryMissing`` / ``ProcessFailed``.
     """
     path = workdir.resolve()
-    labdir.hold(path)  # before the reset, until the stop: lab down and another lab up refuse the directory
+    lab_dir.hold(path)  # before the reset, until the stop: lab down and another lab up refuse the directory
     for line in stack.reset_workdir(path):
         say(f"    cleaned up a previous run: {line}")
-    cp = controlplane.ControlPlane(
-        controlplane.ControlPlaneSettings(
+    cp = control_plane.ControlPlane(
+        control_plane.ControlPlaneSettings(
             workdir=path / "controlplane", keep_workdir=True, logs_dir=path / stack.LOGS_DIR / "controlplane"
         )
     )
@@ -370,7 +370,7 @@ def up_bare(*, workdir: Path, nodes: int = 2, wait: bool = True) -> int:
             if api is not None:
                 api.close()
             cp.stop()
-            labdir.release(path)
+            lab_dir.release(path)
     say("lab stopped")
     return 0
 

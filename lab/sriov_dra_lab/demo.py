@@ -49,7 +49,7 @@ NETWORK_DATA_WAIT_S = 45.0
 
 
 class InspectedRow(Protocol):
-    """What the demo reads from one correlated VF (``sriov_dra.cli.inspectrows.Row``)."""
+    """What the demo reads from one correlated VF (``sriov_dra.cli.inspect_rows.Row``)."""
 
     @property
     def request(self) -> str: ...

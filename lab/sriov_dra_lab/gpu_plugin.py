@@ -30,7 +30,7 @@ from kubernetes import client
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra.kube import resourceslices
+from sriov_dra.kube import resource_slices
 from sriov_dra.kubeletapi import dra_service, endpoints, messages, plugin_server
 from sriov_dra_lab import session
 
@@ -90,8 +90,8 @@ def keep_slice_published(
     """
     while not stop.wait(interval_s):
         try:
-            if not resourceslices.list_slices(api, driver=DRIVER, node=node, timeout_s=10.0):
-                resourceslices.create_slice(api, session.gpu_slice(node), timeout_s=10.0)
+            if not resource_slices.list_slices(api, driver=DRIVER, node=node, timeout_s=10.0):
+                resource_slices.create_slice(api, session.gpu_slice(node), timeout_s=10.0)
                 print(
                     f"re-created the synthetic {DRIVER} ResourceSlice of {node} (it was deleted)", flush=True
                 )

@@ -297,7 +297,7 @@ def built_images(index: Path | None = None) -> dict[str, BuiltImage]:
 
 Ctr = Callable[..., subprocess.CompletedProcess[str]]
 """``ctr`` against one containerd in the ``k8s.io`` namespace: ``ctr(*args, timeout_s=...)``
-(:meth:`sriov_dra_lab.realnode.RealNode.ctr`)."""
+(:meth:`sriov_dra_lab.real_node.RealNode.ctr`)."""
 
 
 def import_built(ctr: Ctr, image: BuiltImage) -> None:

@@ -6,10 +6,10 @@ This launcher takes the plugin's flags unchanged (``--sysfs-root`` names the fak
 the product's entrypoint, ``sriov_dra.driver.main.main``, with the seams it exposes
 (``PluginSeams``) filled by fakes the product does not ship:
 
-- ``kernel``: ``fakesysfs.FakeSysfs(root).kernel()``, which emulates the kernel's binding effects
+- ``kernel``: ``fake_sysfs.FakeSysfs(root).kernel()``, which emulates the kernel's binding effects
   on the tree (refused for ``--sysfs-root /``: the fake would edit the host's real ``/sys``);
-- ``eswitch_modes``: ``fakesysfs.FakeEswitchModes(root)``, the tree's stand-in for devlink;
-- ``fault``: ``faultkill.from_environment()``: SIGKILL at the step boundary that
+- ``eswitch_modes``: ``fake_sysfs.FakeEswitchModes(root)``, the tree's stand-in for devlink;
+- ``fault``: ``fault_kill.from_environment()``: SIGKILL at the step boundary that
   ``SRIOV_DRA_TEST_KILL_AT`` names (the crash tests), no fault when it is unset.
 
 Exit statuses are the plugin's; an unknown fault point is exit 2 (bad settings) with the valid
@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sriov_dra.driver import main as plugin_main
-from sriov_dra_lab.fakes import fakesysfs, faultkill
+from sriov_dra_lab.fakes import fake_sysfs, fault_kill
 
 
-def fake_kernel(root: Path) -> fakesysfs.FakeKernelPci:
+def fake_kernel(root: Path) -> fake_sysfs.FakeKernelPci:
     """The fake kernel acting on the tree at ``root``.
 
     Raises: ``plugin_main.StartupError`` for ``/`` (a fake tree only; the host's sysfs is real).
@@ -37,15 +37,15 @@ def fake_kernel(root: Path) -> fakesysfs.FakeKernelPci:
             "the lab's fake PCI kernel edits fake sysfs trees only, not the host's /sys: set "
             "--sysfs-root to the tree's directory, or run sriov-dra-plugin for the host"
         )
-    return fakesysfs.FakeSysfs(root).kernel()
+    return fake_sysfs.FakeSysfs(root).kernel()
 
 
 def seams(env: Mapping[str, str] | None = None) -> plugin_main.PluginSeams:
     """The lab's seams for the plugin (module docstring). Raises: ``ValueError`` for an unknown point."""
     return plugin_main.PluginSeams(
         kernel=fake_kernel,
-        eswitch_modes=fakesysfs.FakeEswitchModes,
-        fault=faultkill.from_environment(os.environ if env is None else env),
+        eswitch_modes=fake_sysfs.FakeEswitchModes,
+        fault=fault_kill.from_environment(os.environ if env is None else env),
     )
 
 

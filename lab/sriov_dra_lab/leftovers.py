@@ -13,7 +13,7 @@ After the demo (and every e2e teardown) deletes its workloads, nothing of theirs
 - **kubelet claims / sandboxes**: the kubelet simulators' prepared claims and Pod sandboxes (on real
   nodes the sandboxes containerd holds, but the lab's own service Pods and their host-local addresses,
   and the stopped sandboxes of deleted Pods, which the kubelet's container GC removes within a minute:
-  :func:`~sriov_dra_lab.realstack.sandboxes`);
+  :func:`~sriov_dra_lab.real_stack.sandboxes`);
 - **VFs away**: lab VF netdevs not back in their node namespace.
 
 Read-only: it reports, never cleans. ``scope`` restricts Pod- and NAD-level checks to namespaces
@@ -30,7 +30,7 @@ from pathlib import Path
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.host import checkpoint_files
 from sriov_dra.kube import objects
-from sriov_dra_lab import realstack
+from sriov_dra_lab import real_stack
 from sriov_dra_lab import stack as stack_mod
 from sriov_dra_rules import names
 
@@ -141,17 +141,19 @@ def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers, live_pod_uids: 
             if not name.startswith("."):
                 found.cdi_files.append(f"{node.name}: {lay.cdi_root / name}")
     networks = lay.cni_state_dir / "networks"
-    services = realstack.service_sandbox_ids(node.real) if node.real is not None else set()
+    services = real_stack.service_sandbox_ids(node.real) if node.real is not None else set()
     if networks.is_dir():
         for net in sorted(os.listdir(networks)):
             for entry in sorted(os.listdir(networks / net)):
                 if entry in HOST_LOCAL_BOOKKEEPING or entry.startswith("last_reserved_ip"):
                     continue
                 if services and _holder(networks / net / entry) in services:
-                    continue  # the lab's own service Pods (realstack.SERVICE_NAMESPACES)
+                    continue  # the lab's own service Pods (real_stack.SERVICE_NAMESPACES)
                 found.ip_reservations.append(f"{node.name}: host-local {net}/{entry}")
     if node.real is not None:
-        found.sandboxes.extend(f"{node.name}: {box}" for box in realstack.sandboxes(node.real, live_pod_uids))
+        found.sandboxes.extend(
+            f"{node.name}: {box}" for box in real_stack.sandboxes(node.real, live_pod_uids)
+        )
     if node.kubelet is not None:
         for claim in node.kubelet.prepared_claims():
             found.kubelet_claims.append(f"{node.name}: {claim.namespace}/{claim.name}")

@@ -30,7 +30,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from sriov_dra.host import strictyaml
+from sriov_dra.host import strict_yaml
 from sriov_dra.kube import apply
 from sriov_dra_lab import binaries, processes
 from sriov_dra_lab.paths import LAB_MANIFESTS, MANIFESTS
@@ -63,7 +63,7 @@ def cluster_role(name: str, rules: Sequence[Mapping[str, Any]]) -> dict[str, Any
 
 def guard_cluster_role() -> dict[str, Any]:
     """The shipped ``sriov-dra-guard`` ClusterRole."""
-    doc = strictyaml.read(GUARD_CLUSTER_ROLE)
+    doc = strict_yaml.read(GUARD_CLUSTER_ROLE)
     assert isinstance(doc, dict)
     return doc
 
@@ -133,7 +133,7 @@ def request_token(api: client.ApiClient, *, namespace: str, name: str, expiratio
 
 def install_whereabouts_crds(api: client.ApiClient) -> None:
     """Install the lab's whereabouts CRDs and wait until they are established."""
-    docs = [d for d in strictyaml.read_all(WHEREABOUTS_CRDS) if d]
+    docs = [d for d in strict_yaml.read_all(WHEREABOUTS_CRDS) if d]
     apply.apply_objects(api, docs)
     apply.wait_crds_established(api, [d["metadata"]["name"] for d in docs])
 

@@ -7,7 +7,7 @@ host namespace, named after its fake PCI address; the lab ``sriov`` plugin
 The peer end stays in the host namespace. Unlike a real VF, a veth end inside a namespace that is
 destroyed is destroyed with it (and so is its peer): tear sandboxes down with CNI DEL first.
 
-Everything goes through :mod:`sriov_dra_lab.fakes.netedit` (over :mod:`sriov_dra.host.netlink`). Names carry a per-run random suffix so that
+Everything goes through :mod:`sriov_dra_lab.fakes.net_edit` (over :mod:`sriov_dra.host.netlink`). Names carry a per-run random suffix so that
 parallel runs and leftovers never collide; removal is by the exact names this module created.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sriov_dra.host import atomic_file
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 
 
 def unique_name(prefix: str) -> str:
@@ -36,16 +36,16 @@ def sandbox(prefix: str = "sdra") -> Iterator[str]:
     Raises: ``netlink.NetlinkError`` when it cannot be created.
     """
     name = unique_name(prefix)
-    path = netedit.create_netns(name)
+    path = net_edit.create_netns(name)
     try:
         yield path
     finally:
-        netedit.remove_netns(name)
+        net_edit.remove_netns(name)
 
 
 def remove_sandbox(path: str) -> None:
     """Remove the named namespace at ``path`` (``/var/run/netns/<name>``); absent is fine."""
-    netedit.remove_netns(Path(path).name)
+    net_edit.remove_netns(Path(path).name)
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def create_vfs(pcis: Sequence[str], *, prefix: str = "lvf") -> list[LabVf]:
     try:
         for index, pci in enumerate(pcis):
             vf = LabVf(pci=pci, ifname=f"{prefix}{tag}{index}"[:15], peer=f"{prefix}{tag}p{index}"[:15])
-            netedit.create_veth_pair(vf.ifname, vf.peer)
+            net_edit.create_veth_pair(vf.ifname, vf.peer)
             made.append(vf)
     except BaseException:
         delete_vfs(made)
@@ -81,8 +81,8 @@ def create_vfs(pcis: Sequence[str], *, prefix: str = "lvf") -> list[LabVf]:
 def delete_vfs(vfs: Sequence[LabVf]) -> None:
     """Delete the lab VFs' veth pairs wherever their host end still is (absent is fine)."""
     for vf in vfs:
-        netedit.delete_link(vf.ifname)
-        netedit.delete_link(vf.peer)
+        net_edit.delete_link(vf.ifname)
+        net_edit.delete_link(vf.peer)
 
 
 def write_vf_map(path: Path, vfs: Sequence[LabVf]) -> Path:

@@ -7,7 +7,7 @@ and the tests depend on, and nothing more. It has two modes.
 **Real-VF mode** (``--real-vfs``, the realvf tier's kernel VFs): the device move and IPAM are done
 by the pinned upstream ``host-device`` reference plugin (found on ``CNI_PATH``, given
 ``pciBusID`` = the config's ``deviceID`` and the config's ``ipam``); only the VF settings are done
-here, through the PF's netlink (:func:`sriov_dra_lab.fakes.netedit.set_vf`): ``vlan``/``vlanQoS``,
+here, through the PF's netlink (:func:`sriov_dra_lab.fakes.net_edit.set_vf`): ``vlan``/``vlanQoS``,
 ``spoofchk``, ``trust``, ``min_tx_rate``/``max_tx_rate`` and ``link_state``. What matches
 sriov-cni v2.10:
 
@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from sriov_dra.host import atomic_file, netlink, sysfs
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 
 SUPPORTED_VERSIONS = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 
@@ -138,7 +138,7 @@ def _add(conf: dict[str, Any], stdin: bytes, vf_map: dict[str, str], state_dir: 
     marker.parent.mkdir(parents=True, exist_ok=True)
     atomic_file.write_atomic(marker, netns.encode())
     try:
-        netedit.move_link(host_ifname, target_netns=netns, new_name=ifname)
+        net_edit.move_link(host_ifname, target_netns=netns, new_name=ifname)
     except BaseException:
         atomic_file.remove_durable(state)
         atomic_file.remove_durable(marker)
@@ -147,17 +147,17 @@ def _add(conf: dict[str, Any], stdin: bytes, vf_map: dict[str, str], state_dir: 
     try:
         result = _ipam(conf, "ADD", stdin) or {}
         for ip in result.get("ips", []):
-            netedit.add_address(ifname, ip["address"], netns_path=netns)
-        netedit.set_up(ifname, netns_path=netns)
+            net_edit.add_address(ifname, ip["address"], netns_path=netns)
+        net_edit.set_up(ifname, netns_path=netns)
         for route in result.get("routes", []):
-            netedit.add_route(route["dst"], gateway=route.get("gw"), name=ifname, netns_path=netns)
+            net_edit.add_route(route["dst"], gateway=route.get("gw"), name=ifname, netns_path=netns)
         mac = next((link.mac for link in netlink.links(netns) if link.name == ifname), None)
     except BaseException:
         if result is not None:  # IPAM ADD succeeded: release before failing
             # The ADD's own error is the one to report; the runtime's DEL has no record left.
             with contextlib.suppress(PluginError):
                 _ipam(conf, "DEL", stdin)
-        netedit.move_link(ifname, target_netns=None, new_name=host_ifname, netns_path=netns)
+        net_edit.move_link(ifname, target_netns=None, new_name=host_ifname, netns_path=netns)
         atomic_file.remove_durable(state)
         atomic_file.remove_durable(marker)
         raise
@@ -180,7 +180,7 @@ def _del(conf: dict[str, Any], stdin: bytes, state_dir: Path) -> None:
     _ipam(conf, "DEL", stdin)
     netns = record["netns"]
     if os.path.exists(netns) and ifname in netlink.link_names(netns):
-        netedit.move_link(ifname, target_netns=None, new_name=record["hostIfname"], netns_path=netns)
+        net_edit.move_link(ifname, target_netns=None, new_name=record["hostIfname"], netns_path=netns)
     atomic_file.remove_durable(_marker(state_dir, record["deviceID"]))
     atomic_file.remove_durable(path)
 
@@ -207,7 +207,7 @@ _ON_OFF = {"on": True, "off": False}
 
 
 def _vf_settings(conf: dict[str, Any]) -> dict[str, Any]:
-    """The config's VF settings as :func:`netedit.set_vf` keywords (only those given).
+    """The config's VF settings as :func:`net_edit.set_vf` keywords (only those given).
 
     Raises: PluginError 999 naming the key, the value and the accepted values (sriov-cni's
     ``LoadConf`` checks the same ranges).
@@ -236,9 +236,9 @@ def _vf_settings(conf: dict[str, Any]) -> dict[str, Any]:
                 raise bad(key, 'use "on" or "off"')
             out[key] = _ON_OFF[conf[key]]
     if "link_state" in conf:
-        if conf["link_state"] not in netedit.VF_LINK_STATES:
+        if conf["link_state"] not in net_edit.VF_LINK_STATES:
             raise bad("link_state", 'use "auto", "enable" or "disable"')
-        out["link_state"] = netedit.VF_LINK_STATES[conf["link_state"]]
+        out["link_state"] = net_edit.VF_LINK_STATES[conf["link_state"]]
     rates = {key: number(key, 2**31 - 1) for key in ("min_tx_rate", "max_tx_rate")}
     if rates["min_tx_rate"] and rates["max_tx_rate"] and rates["min_tx_rate"] > rates["max_tx_rate"]:
         raise bad("min_tx_rate", "it must not be above max_tx_rate")
@@ -247,8 +247,8 @@ def _vf_settings(conf: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _reset_of(settings: dict[str, Any], before: netedit.VfState) -> dict[str, Any]:
-    """The :func:`netedit.set_vf` keywords that put back what ``settings`` changed."""
+def _reset_of(settings: dict[str, Any], before: net_edit.VfState) -> dict[str, Any]:
+    """The :func:`net_edit.set_vf` keywords that put back what ``settings`` changed."""
     out: dict[str, Any] = {}
     if "vlan" in settings:
         out.update(vlan=before.vlan, qos=before.qos)
@@ -334,7 +334,7 @@ def _add_real(conf: dict[str, Any], state_dir: Path, reader: sysfs.Sysfs) -> dic
             f"{LOAD_CONF}failed to get VF information: VF {pci} of PF {pf_bdf} (netdev {pf}, VF index {index}) "
             f"has netdevs {netdevs} in this namespace; it needs exactly one (bind a netdevice VF driver)",
         )
-    before = next(state for state in netedit.vf_states(pf) if state.vf == index)
+    before = next(state for state in net_edit.vf_states(pf) if state.vf == index)
     reset = _reset_of(settings, before)
     netns, ifname, container = (
         os.environ["CNI_NETNS"],
@@ -358,11 +358,11 @@ def _add_real(conf: dict[str, Any], state_dir: Path, reader: sysfs.Sysfs) -> dic
     marker.parent.mkdir(parents=True, exist_ok=True)
     atomic_file.write_atomic(marker, netns.encode())
     try:
-        netedit.set_vf(pf, index, **settings)
+        net_edit.set_vf(pf, index, **settings)
         result = _exec_host_device("ADD", json.dumps(_host_device(conf, pci)).encode())
     except BaseException:
         with contextlib.suppress(netlink.NetlinkError):
-            netedit.set_vf(pf, index, **reset)
+            net_edit.set_vf(pf, index, **reset)
         atomic_file.remove_durable(state)
         atomic_file.remove_durable(marker)
         raise
@@ -383,7 +383,7 @@ def _del_real(conf: dict[str, Any], state_dir: Path, reader: sysfs.Sysfs) -> Non
     else:
         _ipam(device_conf, "DEL", stdin)
         _rename_returned(reader, pci, record["hostIfname"])
-    netedit.set_vf(record["pf"], record["vfIndex"], **record["reset"])
+    net_edit.set_vf(record["pf"], record["vfIndex"], **record["reset"])
     atomic_file.remove_durable(_marker(state_dir, pci))
     atomic_file.remove_durable(path)
 
@@ -400,7 +400,7 @@ def _rename_returned(reader: sysfs.Sysfs, pci: str, original: str) -> None:
             )
         time.sleep(0.1)
     if names != [original]:
-        netedit.move_link(names[0], target_netns=None, new_name=original)
+        net_edit.move_link(names[0], target_netns=None, new_name=original)
 
 
 def run(argv: Sequence[str] | None = None) -> int:

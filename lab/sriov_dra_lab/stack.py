@@ -2,7 +2,7 @@
 
 Owns the lab's wiring, in this order (``LabStack.start``), each step after the previous succeeded:
 
-1. the control plane (:mod:`~sriov_dra_lab.controlplane`, with an audit log);
+1. the control plane (:mod:`~sriov_dra_lab.control_plane`, with an audit log);
 2. lab-only cluster objects no role ships: the whereabouts CRDs, the lab's Multus/whereabouts
    identities, the synthetic GPU DeviceClass;
 3. per node: the Node (Ready, with a Lease), its machine (:mod:`~sriov_dra_lab.topology`: fake
@@ -34,15 +34,15 @@ operator run as Pods on real nodes.
 
 With ``LabOptions.real_nodes`` (``sriov-dra lab demo --node-kind real``) step 3 starts, per node, a
 real kubelet v1.36 with containerd instead of the Node object and the kubelet simulator
-(:mod:`~sriov_dra_lab.realstack`: the same fake hardware, CNI files and services on it), after the
+(:mod:`~sriov_dra_lab.real_stack`: the same fake hardware, CNI files and services on it), after the
 nodes' host bridge and the image mirror the examples pull from; stop ends each real node (kubelet,
 sandboxes through the CRI, containerd, namespaces) before its services. Stop is the
 reverse order; each process is stopped by its PID.
 
 This module owns that order and the stop; the steps live by sub-concern: install (roles, lab
-objects, node CNI files) in :mod:`~sriov_dra_lab.stackinstall`, each service's start and stop in
-:mod:`~sriov_dra_lab.stackservices`, the work directory's state and cleanup in
-:mod:`~sriov_dra_lab.labdir`, and the shared settings and names in :mod:`~sriov_dra_lab.stackbase`.
+objects, node CNI files) in :mod:`~sriov_dra_lab.stack_install`, each service's start and stop in
+:mod:`~sriov_dra_lab.stack_services`, the work directory's state and cleanup in
+:mod:`~sriov_dra_lab.lab_dir`, and the shared settings and names in :mod:`~sriov_dra_lab.stack_base`.
 """
 
 from __future__ import annotations
@@ -59,12 +59,12 @@ from typing import Any
 from sriov_dra.kube import apply
 from sriov_dra_lab import (
     binaries,
-    controlplane,
+    control_plane,
     images,
-    labdir,
+    lab_dir,
     processes,
-    realnode,
-    realstack,
+    real_node,
+    real_stack,
     registry,
     roles,
     session,
@@ -73,17 +73,17 @@ from sriov_dra_lab import (
 
 # The ``X as X`` imports re-export what callers name ``stack.X``; each is defined with its
 # sub-concern (shared settings and names, the work directory).
-from sriov_dra_lab.labdir import STATE_FILE, clean_stale
-from sriov_dra_lab.labdir import reset_workdir as reset_workdir
+from sriov_dra_lab.lab_dir import STATE_FILE, clean_stale
+from sriov_dra_lab.lab_dir import reset_workdir as reset_workdir
 from sriov_dra_lab.nodes import SimulatedNode
-from sriov_dra_lab.stackbase import LOGS_DIR as LOGS_DIR
-from sriov_dra_lab.stackbase import OPERATOR_NAMESPACE as OPERATOR_NAMESPACE
-from sriov_dra_lab.stackbase import POLICY_NAMESPACE as POLICY_NAMESPACE
-from sriov_dra_lab.stackbase import LabOptions as LabOptions
-from sriov_dra_lab.stackbase import NodeStack as NodeStack
-from sriov_dra_lab.stackbase import load_manifests as load_manifests
-from sriov_dra_lab.stackinstall import CNI_BINARIES, StackInstall
-from sriov_dra_lab.stackservices import StackServices
+from sriov_dra_lab.stack_base import LOGS_DIR as LOGS_DIR
+from sriov_dra_lab.stack_base import OPERATOR_NAMESPACE as OPERATOR_NAMESPACE
+from sriov_dra_lab.stack_base import POLICY_NAMESPACE as POLICY_NAMESPACE
+from sriov_dra_lab.stack_base import LabOptions as LabOptions
+from sriov_dra_lab.stack_base import NodeStack as NodeStack
+from sriov_dra_lab.stack_base import load_manifests as load_manifests
+from sriov_dra_lab.stack_install import CNI_BINARIES, StackInstall
+from sriov_dra_lab.stack_services import StackServices
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,8 @@ class LabStack(StackInstall, StackServices):
         self.logs_dir = self.workdir / LOGS_DIR
         """Every component log: ``controlplane/``, ``<node>/`` and ``operator.log``."""
         self.lab_id = secrets.token_hex(2)
-        self.cp = controlplane.ControlPlane(
-            controlplane.ControlPlaneSettings(
+        self.cp = control_plane.ControlPlane(
+            control_plane.ControlPlaneSettings(
                 workdir=self.workdir / "controlplane",
                 keep_workdir=True,
                 audit=True,
@@ -112,7 +112,7 @@ class LabStack(StackInstall, StackServices):
         self._lock_fd: int | None = None
         self.role_summaries: list[roles.RoleSummary] = []
         self._playbook_runs: list[roles.PlaybookRun] = []
-        self.bridge: realnode.NodeBridge | None = None
+        self.bridge: real_node.NodeBridge | None = None
         """The host bridge of the real nodes (``options.real_nodes``)."""
         self.mirror: registry.Mirror | None = None
         """The image mirror on that bridge (the examples' image)."""
@@ -129,11 +129,11 @@ class LabStack(StackInstall, StackServices):
             raise topology.TopologyError(
                 "the lab needs root: it creates network and mount namespaces and veth interfaces; run it as root"
             )
-        if self.options.real_nodes and (missing := realnode.missing_parts()):
+        if self.options.real_nodes and (missing := real_node.missing_parts()):
             raise topology.TopologyError("real nodes cannot run here: " + "; ".join(missing))
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self._lock_fd is None:
-            self._lock_fd = labdir.hold(self.workdir)  # a second lab up or a lab down refuses this directory
+            self._lock_fd = lab_dir.hold(self.workdir)  # a second lab up or a lab down refuses this directory
         (self.workdir / STATE_FILE).write_text(json.dumps({"labId": self.lab_id}) + "\n")
         try:
             self.cp.start()
@@ -142,7 +142,7 @@ class LabStack(StackInstall, StackServices):
             cluster_run = self._start_roles(inventory, "localhost", "cluster")
             self._install_lab_objects()
             if self.options.real_nodes:
-                self.bridge = realnode.NodeBridge(lab_id=self.lab_id).create()
+                self.bridge = real_node.NodeBridge(lab_id=self.lab_id).create()
                 specs = [registry.toolbox_spec(), images.busybox_spec()]
                 self.mirror = registry.Mirror(self.bridge.host_address, specs).start()
             for index in range(1, self.options.nodes + 1):
@@ -212,7 +212,7 @@ class LabStack(StackInstall, StackServices):
             log.info("lab stop: %s", line)
         shutil.rmtree(topology.run_root(self.lab_id), ignore_errors=True)
         if self._lock_fd is not None:  # stopped: lab down and the next lab up may have the directory
-            labdir.release(self.workdir)
+            lab_dir.release(self.workdir)
             self._lock_fd = None
 
     def _prepare_node(self, index: int) -> NodeStack:
@@ -233,14 +233,14 @@ class LabStack(StackInstall, StackServices):
         return node
 
     def _prepare_real_node(self, name: str, index: int) -> NodeStack:
-        """A real kubelet + containerd carrying the node's fake hardware (:mod:`~sriov_dra_lab.realstack`)."""
+        """A real kubelet + containerd carrying the node's fake hardware (:mod:`~sriov_dra_lab.real_stack`)."""
         assert self.bridge is not None and self.mirror is not None
-        layout = realstack.RealNodeLayout.for_node(self.workdir, self.lab_id, name, index)
-        machine = realstack.RealNodeMachine(layout, vfs_per_pf=self.options.vfs_per_pf)
+        layout = real_stack.RealNodeLayout.for_node(self.workdir, self.lab_id, name, index)
+        machine = real_stack.RealNodeMachine(layout, vfs_per_pf=self.options.vfs_per_pf)
         machine.create_dirs()
-        realstack.write_gpu_cdi(layout)
+        real_stack.write_gpu_cdi(layout)
         labels = {k: v for k, v in session.NODE_LABELS.items() if k != session.SIMULATED_LABEL}
-        real = realstack.new_real_node(
+        real = real_stack.new_real_node(
             layout,
             control_plane=self.cp,
             bridge=self.bridge,
@@ -258,7 +258,7 @@ class LabStack(StackInstall, StackServices):
         self,
         layout: topology.NodeLayout,
         machine: topology.NodeMachine,
-        handle: SimulatedNode | realstack.RealLabNode,
+        handle: SimulatedNode | real_stack.RealLabNode,
     ) -> NodeStack:
         """Record a node before it starts, so a failed start stops what it made."""
         node = NodeStack(
@@ -300,7 +300,7 @@ class LabStack(StackInstall, StackServices):
         """
         node = self.node(pod["spec"]["nodeName"])
         if node.real is not None:
-            return realstack.sandbox_netns(node.real, pod["metadata"]["uid"])
+            return real_stack.sandbox_netns(node.real, pod["metadata"]["uid"])
         record = node.kubelet.sandbox(pod["metadata"]["uid"]) if node.kubelet else None
         return record.netns if record else None
 

@@ -9,7 +9,7 @@ Owns everything that makes a lab node look like a real node to the processes tha
   name from the fake tree (``ens1f0v0`` …), the peer end (``…p``) stays beside it. The lab
   ``sriov`` CNI plugin moves a VF end into a Pod's namespace exactly as sriov-cni moves a VF;
   each PF's interface is a veth pair too (``ens1f0``/``ens1f0p``, both up), so the plugin reads
-  its carrier through netlink as it reads a real PF's (device health, ``host/vfhealth.py``);
+  its carrier through netlink as it reads a real PF's (device health, ``host/vf_health_reader.py``);
 - a **node mount namespace** (persisted as a bind-mounted file, like ``ip netns``) in which the
   node's own directories are mounted over ``/etc/cni/net.d``, ``/opt/cni/bin``, ``/var/lib/cni``,
   ``/run/multus`` and the service-account directory, so Multus (thin and thick), whereabouts
@@ -19,7 +19,7 @@ Owns everything that makes a lab node look like a real node to the processes tha
 
 Everything a node runs (plugin, guard, Multus, CNI plugins) is started through
 :meth:`NodeMachine.exec_prefix`, i.e. inside both namespaces. The API server listens on the host's
-loopback only, so :mod:`sriov_dra_lab.apiproxy` relays the same port into the node namespace.
+loopback only, so :mod:`sriov_dra_lab.api_proxy` relays the same port into the node namespace.
 
 Creates only what it names (netns ``sdl<lab id>-<node>``, mount-ns files under the lab work
 directory) and removes exactly that. Empty mount points (the :data:`NODE_MOUNTS`) are created on
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Final
 
 from sriov_dra_lab import iproute
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab.fakes import fake_sysfs
 
 log = logging.getLogger(__name__)
 
@@ -217,29 +217,29 @@ def plan_vfs(vfs_per_pf: int) -> list[LabVf]:
     """The VFs every lab node gets, rail A then rail B, by index.
 
     Shapes: ``vfs_per_pf`` VFs per PF; PCI addresses follow the SR-IOV routing-ID rule of
-    :func:`sriov_dra_lab.fakes.fakesysfs.vf_address` (first VF offset 2, stride 1, as ConnectX).
+    :func:`sriov_dra_lab.fakes.fake_sysfs.vf_address` (first VF offset 2, stride 1, as ConnectX).
     """
     out: list[LabVf] = []
     for pf, bdf, root, _port, _numa in RAILS:
         for index in range(vfs_per_pf):
             name = vf_ifname(pf, index)
-            pci = str(fakesysfs.vf_address(bdf, index, offset=2, stride=1))
+            pci = str(fake_sysfs.vf_address(bdf, index, offset=2, stride=1))
             out.append(LabVf(pf=pf, index=index, pci=pci, pcie_root=root, ifname=name, peer=f"{name}p"))
     return out
 
 
-def fake_pfs(vfs_per_pf: int) -> list[fakesysfs.FakePf]:
+def fake_pfs(vfs_per_pf: int) -> list[fake_sysfs.FakePf]:
     """The two fake PFs of a lab node (see the module docstring)."""
     pfs = []
     for pf, bdf, root, port, numa in RAILS:
-        vfs = fakesysfs.make_vfs(
+        vfs = fake_sysfs.make_vfs(
             vfs_per_pf,
             driver=NIC_DRIVER,
             default_driver=NIC_DRIVER,
             netdevs=[vf_ifname(pf, i) for i in range(vfs_per_pf)],
         )
         pfs.append(
-            fakesysfs.FakePf(
+            fake_sysfs.FakePf(
                 bdf=bdf,
                 ifname=pf,
                 pcie_root=root,
@@ -336,7 +336,7 @@ class NodeMachine:
         """
         try:
             self._create_dirs()
-            fakesysfs.build(self.layout.sysfs_root, fake_pfs(self.vfs_per_pf))
+            fake_sysfs.build(self.layout.sysfs_root, fake_pfs(self.vfs_per_pf))
             iproute.add_netns(self.layout.netns_name)
             iproute.set_up(self.layout.netns_path, "lo")
             self.create_links()

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from sriov_dra.host import strictyaml
+from sriov_dra.host import strict_yaml
 from sriov_dra.kube import apply, objects
 from sriov_dra.kube import errors as kube_errors
 
@@ -53,14 +53,14 @@ def load(path: Path, substitutions: Mapping[str, str] | None = None) -> list[dic
 
     Raises: ``ValueError`` when a substitution's text does not occur in the file (a stale
     substitution must not silently do nothing); InvalidSpec when the result is not strict YAML
-    (a repeated key is named with its path, see :mod:`sriov_dra.host.strictyaml`).
+    (a repeated key is named with its path, see :mod:`sriov_dra.host.strict_yaml`).
     """
     text = path.read_text()
     for old, new in (substitutions or {}).items():
         if old not in text:
             raise ValueError(f"substitution {old!r} does not occur in {path}")
         text = text.replace(old, new)
-    return [d for d in strictyaml.load_all(text, source=str(path)) if isinstance(d, dict)]
+    return [d for d in strict_yaml.load_all(text, source=str(path)) if isinstance(d, dict)]
 
 
 def apply_docs(api: client.ApiClient, docs: Iterable[Mapping[str, Any]], *, timeout_s: float = 60.0) -> None:

@@ -18,7 +18,7 @@ from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules impor
     checkpoint_doc,
     errors,
     names,
-    nodepolicies,
+    node_policies,
     preflight_rules,
 )
 
@@ -40,17 +40,17 @@ def sriov_vf_plan(policies, node_labels, pfs):
 
     Shapes: ``[{"pf": <netdev>, "pci_address", "num_vfs", "vf_driver": str|None, "policies": [...]}]``
     sorted by PCI address. The highest ``numVfs`` of the policies selecting a PF wins. Node and NIC
-    selection are the operator's own (``module_utils/sriov_dra_rules/nodepolicies.py``, also used
-    by the runtime's ``core.operator.nodepolicy``).
+    selection are the operator's own (``module_utils/sriov_dra_rules/node_policies.py``, also used
+    by the runtime's ``core.operator.node_policy``).
     Raises: AnsibleFilterError for a ``netFilter`` selector (cloud NICs are not supported here)
     or policies asking for different device types on one PF (one VF driver per PF).
     """
     plan = {}
-    for policy in sorted(policies or [], key=lambda p: (nodepolicies.priority_of(_spec(p)), _name(p))):
+    for policy in sorted(policies or [], key=lambda p: (node_policies.priority_of(_spec(p)), _name(p))):
         spec = _spec(policy)
-        if not nodepolicies.node_selected(spec.get("nodeSelector"), node_labels or {}):
+        if not node_policies.node_selected(spec.get("nodeSelector"), node_labels or {}):
             continue
-        nic = nodepolicies.read_nic_selector(spec)
+        nic = node_policies.read_nic_selector(spec)
         if nic.has_net_filter:
             raise AnsibleFilterError("policy %s: nicSelector.netFilter is not supported by sriovnet.dra.vfs; select the "
                                      "PF by pfNames, rootDevices, vendor or deviceID" % _name(policy))
@@ -78,7 +78,7 @@ def sriov_policy_overlaps(policies, nodes):
     """Pairs of SriovResourcePolicies that can both select one VF on some node.
 
     The preflight's rule (``module_utils/sriov_dra_rules/preflight_rules.py``), which decides node
-    selection and filter matching with the plugin's own ``labelselectors`` and ``resourcefilters``
+    selection and filter matching with the plugin's own ``label_selectors`` and ``resource_filters``
     (``drivers`` never keeps two policies apart; a ``Gt``/``Lt`` term selects no node).
     Shapes: ``[{"policies": [a, b], "nodes": [...]}]`` sorted; empty when they are disjoint.
     """

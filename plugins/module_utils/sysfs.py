@@ -6,7 +6,7 @@
 Gives ``sriov_facts`` and ``sriov_numvfs`` plain-dict facts (PFs and their VFs, drivers,
 netdevs, link types, NUMA nodes, ``resource.kubernetes.io/pcieRoot``), PF lookup by name or
 address, and the modules' error type. The reading rules are the plugin's own, from the shared
-``sriov_dra_rules.sysfsread`` and ``topology``, so both report the same facts; a VF reports its
+``sriov_dra_rules.sysfs_read`` and ``topology``, so both report the same facts; a VF reports its
 PF's pcieRoot, and an unknown NUMA node or root is None (with a reason), never ``-1`` or ``""``.
 Paths are ``<root>/sys/...``. Never writes (``numvfs.py`` does); standard library only.
 """
@@ -17,7 +17,7 @@ import os
 import re
 
 from ansible_collections.sriovnet.dra.plugins.module_utils import base, devlink
-from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import sysfsread
+from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import sysfs_read
 
 BDF_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 """Plain extended PCI address (``0000:03:00.0``), used with ``fullmatch``."""
@@ -45,11 +45,11 @@ class Sysfs:
 
     def device_path(self, bdf, *parts):
         """``<root>/sys/bus/pci/devices/<bdf>[/<parts>...]``."""
-        return sysfsread.pci_path(self.root, bdf, *parts)
+        return sysfs_read.pci_path(self.root, bdf, *parts)
 
     def sys_path(self, *parts):
         """``<root>/sys[/<parts>...]``."""
-        return sysfsread.sys_path(self.root, *parts)
+        return sysfs_read.sys_path(self.root, *parts)
 
     # --- functions -----------------------------------------------------------------------------
 
@@ -59,61 +59,61 @@ class Sysfs:
         Raises: SysfsError when the directory cannot be listed (wrong root or no PCI bus).
         """
         try:
-            return sysfsread.pci_devices(self.root, fix=_NO_PCI_FIX)
-        except sysfsread.SysfsReadError as exc:
+            return sysfs_read.pci_devices(self.root, fix=_NO_PCI_FIX)
+        except sysfs_read.SysfsReadError as exc:
             raise SysfsError(exc.summary) from exc
 
     def is_vf(self, bdf):
         """True when the function has a ``physfn`` link."""
-        return sysfsread.is_vf(self.root, bdf)
+        return sysfs_read.is_vf(self.root, bdf)
 
     def is_sriov_pf(self, bdf):
         """True for a network-class physical function with ``sriov_totalvfs``."""
-        return sysfsread.is_sriov_pf(self.root, bdf)
+        return sysfs_read.is_sriov_pf(self.root, bdf)
 
     def vendor(self, bdf):
         """Vendor ID, lowercase hex without ``0x`` (``""`` when unreadable)."""
-        return sysfsread.vendor(self.root, bdf) or ""
+        return sysfs_read.vendor(self.root, bdf) or ""
 
     def device_id(self, bdf):
         """Device ID, lowercase hex without ``0x`` (``""`` when unreadable)."""
-        return sysfsread.device_id(self.root, bdf) or ""
+        return sysfs_read.device_id(self.root, bdf) or ""
 
     def numa_node(self, bdf):
         """NUMA node, or None when the kernel reports ``-1`` or the file is missing or garbled."""
-        return sysfsread.numa_affinity(self.root, bdf).node
+        return sysfs_read.numa_affinity(self.root, bdf).node
 
     def totalvfs(self, bdf):
         """``sriov_totalvfs`` or None."""
-        return sysfsread.sriov_totalvfs(self.root, bdf)
+        return sysfs_read.sriov_totalvfs(self.root, bdf)
 
     def numvfs(self, bdf):
         """``sriov_numvfs`` or None."""
-        return sysfsread.sriov_numvfs(self.root, bdf)
+        return sysfs_read.sriov_numvfs(self.root, bdf)
 
     def driver(self, bdf):
         """Bound driver name (basename of the ``driver`` link) or None when unbound."""
-        return sysfsread.current_driver(self.root, bdf)
+        return sysfs_read.current_driver(self.root, bdf)
 
     def driver_override(self, bdf):
         """``driver_override``: None when absent, ``""`` when cleared (``(null)``)."""
-        return sysfsread.driver_override(self.root, bdf)
+        return sysfs_read.driver_override(self.root, bdf)
 
     def netdevs(self, bdf):
         """Names under the function's ``net/`` directory (sorted, empty when none)."""
-        return sysfsread.netdevs(self.root, bdf)
+        return sysfs_read.netdevs(self.root, bdf)
 
     def rdma_devices(self, bdf):
         """Names under the function's ``infiniband/`` directory."""
-        return sysfsread.rdma_devices(self.root, bdf)
+        return sysfs_read.rdma_devices(self.root, bdf)
 
     def pf_netdev(self, bdf):
         """The PF's uplink netdev (``phys_port_name`` ``p<N>`` wins among several), or None."""
-        return sysfsread.pf_netdev(self.root, bdf)
+        return sysfs_read.pf_netdev(self.root, bdf)
 
     def link_type(self, ifname):
         """``ethernet``, ``infiniband`` or ``unknown`` from ``class/net/<if>/type``."""
-        return sysfsread.link_type(self.root, ifname)
+        return sysfs_read.link_type(self.root, ifname)
 
     def eswitch_mode(self, bdf):
         """``(mode, reason)`` from the kernel through ``devlink`` (sysfs has no eswitch mode).
@@ -129,13 +129,13 @@ class Sysfs:
         Raises: SysfsError when the PF directory cannot be listed.
         """
         try:
-            return sysfsread.virtfns(self.root, pf_bdf, fix=_NO_PF_FIX)
-        except sysfsread.SysfsReadError as exc:
+            return sysfs_read.virtfns(self.root, pf_bdf, fix=_NO_PF_FIX)
+        except sysfs_read.SysfsReadError as exc:
             raise SysfsError(exc.summary) from exc
 
     def pcie_root(self, bdf):
         """``(root, None)`` or ``(None, problem)`` for ``bdf`` (``sriov_dra_rules.topology``)."""
-        found = sysfsread.pcie_root(self.root, bdf)
+        found = sysfs_read.pcie_root(self.root, bdf)
         return found.root, found.problem
 
     # --- PF lookup -----------------------------------------------------------------------------

@@ -117,9 +117,9 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sriovnet.dra.plugins.module_utils import args, base
 from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import (
-    cniinstall,
+    cni_install,
     errors,
-    strictjson,
+    strict_json,
 )
 
 
@@ -127,7 +127,7 @@ def argspec():
     """The module's argument spec."""
     return args.argspec(
         conf_dir={"type": "path", "required": True},
-        name={"type": "str", "default": cniinstall.GUARD_FILE},
+        name={"type": "str", "default": cni_install.GUARD_FILE},
         config={"type": "dict"},
         state={"type": "str", "choices": ["present", "absent"], "default": "present"},
         mode={"type": "str", "default": "0644"},
@@ -159,7 +159,7 @@ def current_state(path):
         return None, None
     try:
         with open(path, "rb") as handle:
-            return strictjson.decode_file(handle.read(), what="guard config", source=path), mode
+            return strict_json.decode_file(handle.read(), what="guard config", source=path), mode
     except (OSError, errors.InvalidSpec):
         return None, mode
 
@@ -189,15 +189,15 @@ def atomic_write(path, data, mode):
 
 
 def check_contract(conf_dir, name, config, daemon_config):
-    """The shared install contract (``sriov_dra_rules.cniinstall``) for the file about to be written;
+    """The shared install contract (``sriov_dra_rules.cni_install``) for the file about to be written;
     returns the guard's plugin entry. Raises: base.ModuleError with the contract's message."""
     try:
-        entry = cniinstall.validate_guard_config(name, config)
-        cniinstall.check_primary(conf_dir, name, entry)
-        cniinstall.check_sorts_first(conf_dir, name)
+        entry = cni_install.validate_guard_config(name, config)
+        cni_install.check_primary(conf_dir, name, entry)
+        cni_install.check_sorts_first(conf_dir, name)
         if daemon_config:
-            cniinstall.check_multus_daemon_config(daemon_config, name)
-    except cniinstall.ContractError as exc:
+            cni_install.check_multus_daemon_config(daemon_config, name)
+    except cni_install.ContractError as exc:
         raise base.ModuleError(str(exc)) from None
     return entry
 
@@ -230,7 +230,7 @@ def run(module):
         after = config
         result["primary"] = entry["multus"]["primaryConfig"]
     result["changed"] = changed
-    result["conf_files"] = cniinstall.conf_files(conf_dir) if os.path.isdir(conf_dir) else []
+    result["conf_files"] = cni_install.conf_files(conf_dir) if os.path.isdir(conf_dir) else []
     if module._diff:
         result["diff"] = {
             "before_header": path,

@@ -140,7 +140,7 @@ def argspec():
 
 
 def run(module):
-    """Run every node check (the guard's through the shared install contract, ``sriov_dra_rules.cniinstall``,
+    """Run every node check (the guard's through the shared install contract, ``sriov_dra_rules.cni_install``,
     as ``sriov-dra preflight`` does); never exits and changes nothing on the node."""
     found = checks.node_checks(module.params)
     return {"changed": False, "checks": found, "failed_checks": checks.failed(found)}

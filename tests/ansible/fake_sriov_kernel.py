@@ -1,6 +1,6 @@
 """FAKE SR-IOV kernel for fake sysfs trees: VF creation/removal on ``sriov_numvfs`` writes.
 
-**Tests and molecule scenarios only.** ``sriov_dra_lab.fakes.fakesysfs`` builds trees and emulates
+**Tests and molecule scenarios only.** ``sriov_dra_lab.fakes.fake_sysfs`` builds trees and emulates
 driver binding; a plain file cannot react to a write of ``sriov_numvfs``, so this module adds the
 kernel's SR-IOV rules (``drivers/pci/iov.c`` ``sriov_numvfs_store``):
 
@@ -33,18 +33,18 @@ import threading
 import time
 from pathlib import Path
 
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab.fakes import fake_sysfs
 
 DEFAULT_VF_DRIVER = {"ice": "iavf", "i40e": "iavf", "ixgbe": "ixgbevf", "mlx5_core": "mlx5_core"}
 """PF driver -> the VF driver the fake kernel binds new VFs to (``iavf`` otherwise)."""
 
 
 class FakeSriovKernel:
-    """A fake kernel for one fake tree: SR-IOV count changes plus fakesysfs's driver binding."""
+    """A fake kernel for one fake tree: SR-IOV count changes plus fake_sysfs's driver binding."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.fake = fakesysfs.FakeSysfs(self.root)
+        self.fake = fake_sysfs.FakeSysfs(self.root)
         self.pci = self.fake.kernel()
         self.calls: list[tuple[str, str]] = []
         self._failures: dict[tuple[str, str | None], int] = {}
@@ -113,19 +113,19 @@ class FakeSriovKernel:
         link_type = _read_int(Path(sysfs.sys_path("class", "net", ifname, "type")), 1)
         self.fake.add_driver(driver)
         for index in range(count):
-            vf = fakesysfs.vf_address(pf_bdf, index, offset=offset, stride=stride)
+            vf = fake_sysfs.vf_address(pf_bdf, index, offset=offset, stride=stride)
             vf_dir = self.fake.add_function(
                 vf,
                 pf_dir.parent,
                 vendor=sysfs.vendor(pf_bdf) or "8086",
                 device=vf_device,
-                class_code=fakesysfs.NETWORK_CLASS,
+                class_code=fake_sysfs.NETWORK_CLASS,
                 numa_node=numa,
                 default_driver=driver,
             )
             os.symlink(os.path.relpath(pf_dir, vf_dir), vf_dir / "physfn")
             os.symlink(os.path.relpath(vf_dir, pf_dir), pf_dir / f"virtfn{index}")
-            # fakesysfs keeps each function's netdev name in its metadata; attach_driver reads it.
+            # fake_sysfs keeps each function's netdev name in its metadata; attach_driver reads it.
             self.fake._remember_netdev(vf, f"{ifname}v{index}", link_type, None)
             self.fake.attach_driver(vf, driver)
 
@@ -169,11 +169,11 @@ def _read_int(path: Path, default: int) -> int:
 def build(root: Path, layout: str) -> dict[str, object]:
     """Build a named tree layout under ``root``; return its description (PF names and counts)."""
     if layout == "two-roots":
-        first, second = fakesysfs.two_root_pfs(0)
-        pfs = (first, dataclasses.replace(second, vfs=fakesysfs.make_vfs(2), totalvfs=8))
+        first, second = fake_sysfs.two_root_pfs(0)
+        pfs = (first, dataclasses.replace(second, vfs=fake_sysfs.make_vfs(2), totalvfs=8))
     else:
         raise SystemExit(f"unknown layout {layout!r}")
-    fakesysfs.build(root, pfs)
+    fake_sysfs.build(root, pfs)
     return {"root": str(root), "pfs": {pf.ifname: {"bdf": pf.bdf, "num_vfs": len(pf.vfs)} for pf in pfs}}
 
 

@@ -22,7 +22,7 @@ from tests.ansible.conftest import run
 
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as host_sysfs
-from sriov_dra_lab.fakes import fakedevlink, fakesysfs
+from sriov_dra_lab.fakes import fake_devlink, fake_sysfs
 
 
 def _facts(root: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -37,12 +37,12 @@ def _facts(root: Path, env: dict[str, str]) -> dict[str, Any]:
 
 
 def _vmbus_no_numa(root: Path) -> None:
-    fakesysfs.build(root, [fakesysfs.vmbus_pf(2, numa_node=-1)])
+    fake_sysfs.build(root, [fake_sysfs.vmbus_pf(2, numa_node=-1)])
 
 
 def _first_pf_no_numa(root: Path) -> None:
-    first, second = fakesysfs.two_root_pfs(1)
-    fakesysfs.build(root, [dataclasses.replace(first, numa_node=-1), second])
+    first, second = fake_sysfs.two_root_pfs(1)
+    fake_sysfs.build(root, [dataclasses.replace(first, numa_node=-1), second])
 
 
 @pytest.mark.parametrize(
@@ -78,16 +78,16 @@ def test_ansible_run_facts_ask_devlink_for_the_eswitch_mode_as_the_plugin_publis
     tmp_path: Path, ansible_env: dict[str, str]
 ) -> None:
     root = tmp_path / "root"
-    switchdev = fakesysfs.FakePf(
-        bdf="0000:3b:00.0", ifname="ens2f0np0", eswitch_mode="switchdev", vfs=fakesysfs.make_vfs(1)
+    switchdev = fake_sysfs.FakePf(
+        bdf="0000:3b:00.0", ifname="ens2f0np0", eswitch_mode="switchdev", vfs=fake_sysfs.make_vfs(1)
     )
-    plain = fakesysfs.FakePf(
+    plain = fake_sysfs.FakePf(
         bdf="0000:5e:00.0", ifname="ens3f0", pcie_root="pci0000:5d", bridges=("0000:5d:00.0",),
-        vfs=fakesysfs.make_vfs(1),
+        vfs=fake_sysfs.make_vfs(1),
     )  # fmt: skip
-    fakesysfs.build(root, (switchdev, plain))
+    fake_sysfs.build(root, (switchdev, plain))
     # The fake devlink first on PATH: the module runs its real command path against the fake tree.
-    bin_dir = fakedevlink.install(tmp_path / "bin", root).parent
+    bin_dir = fake_devlink.install(tmp_path / "bin", root).parent
     env = {**ansible_env, "PATH": f"{bin_dir}{os.pathsep}{ansible_env.get('PATH', os.environ['PATH'])}"}
     facts = _facts(root, env)
     modes = {pf["pci_address"]: pf["eswitch_mode"] for pf in facts["pfs"]}
@@ -97,6 +97,6 @@ def test_ansible_run_facts_ask_devlink_for_the_eswitch_mode_as_the_plugin_publis
     }
     published = {
         vf.pf_pci_address: vf.eswitch_mode.value
-        for vf in discovery.discover(host_sysfs.Sysfs(root), eswitch_modes=fakesysfs.FakeEswitchModes(root))
+        for vf in discovery.discover(host_sysfs.Sysfs(root), eswitch_modes=fake_sysfs.FakeEswitchModes(root))
     }
     assert published == modes

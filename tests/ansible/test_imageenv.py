@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra_lab import imageenv
+from sriov_dra_lab import image_env
 
 
 def test_the_image_runs_its_services_without_docstrings_and_compiles_its_bytecode_at_that_level() -> None:
-    env = imageenv.python_env()
+    env = image_env.python_env()
     assert env["PYTHONOPTIMIZE"] == "2"
     assert "PYTHONDONTWRITEBYTECODE" not in env, "the venv must still write the bytecode it lacks"
-    text = imageenv.CONTAINERFILE.read_text()
+    text = image_env.CONTAINERFILE.read_text()
     levels = re.findall(r"compileall\b[^\n]*?-o (\d)", text)
     # the venv (build stage) and the base's standard library (final stage), at the level the services run at
     assert levels == [env["PYTHONOPTIMIZE"]] * 2
@@ -25,7 +25,7 @@ def test_the_image_runs_its_services_without_docstrings_and_compiles_its_bytecod
 
 
 def test_the_images_bytecode_is_checked_by_source_hash_so_copied_mtimes_cannot_make_it_stale() -> None:
-    text = imageenv.CONTAINERFILE.read_text().replace("\\\n", " ")
+    text = image_env.CONTAINERFILE.read_text().replace("\\\n", " ")
     calls = re.findall(r"-m compileall\b[^\n]*", text)
     assert len(calls) == 2
     assert all("--invalidation-mode checked-hash" in c for c in calls), calls
@@ -37,7 +37,7 @@ def test_continuation_lines_are_joined_and_a_later_env_replaces_an_earlier_key(t
         "FROM base\nENV PYTHONOPTIMIZE=1 PYTHONHASHSEED=0\nRUN true\n"
         'ENV PATH=/x:$PATH \\\n    PYTHONOPTIMIZE=2 \\\n    PYTHONDONTWRITEBYTECODE=1 \\\n    LABEL_TEXT="a b"\n'
     )
-    assert imageenv.python_env(containerfile) == {"PYTHONOPTIMIZE": "2", "PYTHONHASHSEED": "0"}
+    assert image_env.python_env(containerfile) == {"PYTHONOPTIMIZE": "2", "PYTHONHASHSEED": "0"}
 
 
 def test_only_the_final_stages_env_reaches_the_image(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ def test_only_the_final_stages_env_reaches_the_image(tmp_path: Path) -> None:
         "FROM base AS build\nENV PYTHONOPTIMIZE=1 PYTHONPATH=/build\nRUN true\n"
         "FROM base\nENV PYTHONUNBUFFERED=1\n"
     )
-    assert imageenv.python_env(containerfile) == {"PYTHONUNBUFFERED": "1"}
+    assert image_env.python_env(containerfile) == {"PYTHONUNBUFFERED": "1"}
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_an_unreadable_env_is_an_error_naming_the_file(tmp_path: Path, text: str
     containerfile = tmp_path / "Containerfile"
     containerfile.write_text(text)
     with pytest.raises(ValueError, match=problem) as info:
-        imageenv.python_env(containerfile)
+        image_env.python_env(containerfile)
     assert str(containerfile) in str(info.value)
 
 
@@ -73,7 +73,7 @@ def test_every_service_entrypoint_answers_help_with_the_images_python_environmen
     venv_bin = Path(sys.executable).parent
     done = subprocess.run(
         [str(venv_bin / entrypoint), "--help"],
-        env={"PATH": "/usr/bin:/bin", **imageenv.python_env()},
+        env={"PATH": "/usr/bin:/bin", **image_env.python_env()},
         capture_output=True,
         text=True,
         timeout=120,

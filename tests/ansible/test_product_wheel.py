@@ -19,11 +19,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_ONLY_NAMES = (
-    "fakesysfs",
-    "fakepci",
-    "faultkill",
+    "fake_sysfs",
+    "fake_pci",
+    "fault_kill",
     "heartbeats",
-    "netedit",
+    "net_edit",
     "launch_plugin",
     "kubelet_sim",
 )

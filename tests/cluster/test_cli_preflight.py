@@ -21,7 +21,7 @@ from tests import waiting
 
 import sriov_dra
 from sriov_dra.cli import main
-from sriov_dra.kube import apply, clusterfacts
+from sriov_dra.kube import apply, cluster_facts
 from sriov_dra_rules import preflight_rules
 
 MANIFESTS = Path(sriov_dra.__file__).resolve().parent / "manifests"
@@ -110,7 +110,7 @@ def _denied_patch_pods(api: client.ApiClient) -> bool:
     review = client.V1SubjectAccessReview(
         spec=client.V1SubjectAccessReviewSpec(
             user=f"system:serviceaccount:{NS}:dra-driver-sriov",
-            groups=clusterfacts.service_account_groups(NS),
+            groups=cluster_facts.service_account_groups(NS),
             resource_attributes=client.V1ResourceAttributes(verb="patch", resource="pods", namespace="w"),
         )
     )

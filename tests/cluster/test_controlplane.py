@@ -8,12 +8,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from sriov_dra.kube import health
-from sriov_dra_lab import binaries, controlplane, processes
+from sriov_dra.kube import apiserver_probes
+from sriov_dra_lab import binaries, control_plane, processes
 
 
 def test_apiserver_reports_the_pinned_version(api):
-    version = health.server_version(api)
+    version = apiserver_probes.server_version(api)
     pinned = binaries.Versions.load().values["KUBERNETES_VERSION"]
     assert version["gitVersion"] == pinned
     assert (version["major"], version["minor"]) == ("1", pinned.split(".")[1])
@@ -63,7 +63,7 @@ def test_rbac_is_enforced_for_an_unprivileged_user(api, namespace):
 
 
 def test_stop_leaves_no_process_and_no_listening_port():
-    cp = controlplane.ControlPlane(controlplane.ControlPlaneSettings())
+    cp = control_plane.ControlPlane(control_plane.ControlPlaneSettings())
     cp.start()
     pids, ports = cp.pids(), dict(cp.ports)
     groups = set(pids)

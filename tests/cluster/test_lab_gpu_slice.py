@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from tests import waiting
 
-from sriov_dra.kube import resourceslices
+from sriov_dra.kube import resource_slices
 from sriov_dra_lab import gpu_plugin, session
 
 
@@ -39,12 +39,12 @@ def keeper(api: client.ApiClient, node_name: str) -> Iterator[threading.Event]:
         stop.set()
         thread.join(timeout=30)
         client.ResourceV1Api(api).delete_collection_resource_slice(
-            field_selector=resourceslices.field_selector(driver=gpu_plugin.DRIVER, node=node_name)
+            field_selector=resource_slices.field_selector(driver=gpu_plugin.DRIVER, node=node_name)
         )
 
 
 def _slices(api: client.ApiClient, node: str) -> list[dict[str, object]]:
-    return resourceslices.list_slices(api, driver=gpu_plugin.DRIVER, node=node)
+    return resource_slices.list_slices(api, driver=gpu_plugin.DRIVER, node=node)
 
 
 def test_the_gpu_stand_in_recreates_its_slice_after_the_kubelet_style_wipe(
@@ -55,7 +55,7 @@ def test_the_gpu_stand_in_recreates_its_slice_after_the_kubelet_style_wipe(
     )
     assert [s["metadata"]["name"] for s in first] == [session.gpu_slice(node_name)["metadata"]["name"]]  # type: ignore[index]
     client.ResourceV1Api(api).delete_collection_resource_slice(
-        field_selector=resourceslices.field_selector(driver=gpu_plugin.DRIVER, node=node_name)
+        field_selector=resource_slices.field_selector(driver=gpu_plugin.DRIVER, node=node_name)
     )
     again = waiting.eventually(
         "the synthetic GPU slice re-created", lambda: _slices(api, node_name), timeout_s=30, interval_s=0.2

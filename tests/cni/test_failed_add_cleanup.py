@@ -19,7 +19,7 @@ import pytest
 from tests.cni.world import RAIL_A, RAIL_B, World
 
 from sriov_dra.host import netlink
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 
 
 @pytest.mark.parametrize("mode", ["thin", "thick"])
@@ -28,7 +28,7 @@ def test_c20_del_after_an_add_that_failed_in_vf_setup_succeeds_and_leaks_nothing
 ) -> None:
     pod = world.managed_pod("c20")
     rail_b_vf = next(vf for vf in world.vfs if vf.pci == RAIL_B.pci)
-    netedit.delete_link(rail_b_vf.ifname)  # the VF's setup will fail: its netdevice is gone
+    net_edit.delete_link(rail_b_vf.ifname)  # the VF's setup will fail: its netdevice is gone
 
     att = world.attachment(pod.name, uid=pod.uid)
     added = world.add(mode, att)

@@ -17,7 +17,8 @@ import pytest
 from tests.cni.world import World
 
 from sriov_dra.guard import decisions, install
-from sriov_dra_lab import cninode, guard, multus
+from sriov_dra_lab import guard, multus
+from sriov_dra_lab.cni_node import CniNode
 
 R = decisions.Reason
 
@@ -33,14 +34,14 @@ def _role_without(resource: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module", params=["pods", "network-attachment-definitions"])
-def limited_guard(request: pytest.FixtureRequest, cni_node: cninode.CniNode) -> Iterator[tuple[str, Path]]:
+def limited_guard(request: pytest.FixtureRequest, cni_node: CniNode) -> Iterator[tuple[str, Path]]:
     """A second guard daemon whose identity lacks ``get`` on one resource; yields (resource, conf dir)."""
     resource = request.param
     workdir = cni_node.workdir / f"guard-without-{resource}"
     assert cni_node.api is not None
     kubeconfig = multus.service_account_kubeconfig(
         cni_node.api,
-        namespace=cninode.GUARD_NAMESPACE,
+        namespace=cni_node.GUARD_NAMESPACE,
         name=f"guard-without-{resource}"[:63],
         role=_role_without(resource),
         server=cni_node.cp.server,

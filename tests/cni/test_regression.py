@@ -27,15 +27,16 @@ from tests.fakes import stale_apiserver
 
 from sriov_dra.guard import decisions
 from sriov_dra.host import netlink
-from sriov_dra_lab import cninode, controlplane
+from sriov_dra_lab import cni_node
+from sriov_dra_lab.control_plane import ControlPlane
 
 R = decisions.Reason
 MULTUS_USER = "system:serviceaccount:kube-system:multus"
-GUARD_USER = f"system:serviceaccount:{cninode.GUARD_NAMESPACE}:sriov-dra-guard"
+GUARD_USER = f"system:serviceaccount:{cni_node.GUARD_NAMESPACE}:sriov-dra-guard"
 
 
 @pytest.fixture
-def proxy(control_plane: controlplane.ControlPlane) -> Iterator[stale_apiserver.StaleApiProxy]:
+def proxy(control_plane: ControlPlane) -> Iterator[stale_apiserver.StaleApiProxy]:
     p = stale_apiserver.StaleApiProxy(control_plane.kubeconfig).start()
     try:
         yield p
@@ -112,7 +113,7 @@ def test_primary_only_multus_is_turned_into_a_failed_add(world: World, tmp_path:
 
 @pytest.mark.parametrize("mode", ["thin", "thick"])
 def test_no_resource_claim_or_slice_is_read_for_shadows(
-    world: World, control_plane: controlplane.ControlPlane, mode: str
+    world: World, control_plane: ControlPlane, mode: str
 ) -> None:
     pod = world.managed_pod("audited")
     att, added = world.attach(mode, pod.name, uid=pod.uid)

@@ -20,7 +20,7 @@ import pytest
 from tests.cni.world import RAIL_A, RAIL_B, World, eventually
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import bindings
+from sriov_dra.core import binding_annotation
 from sriov_dra.guard import decisions
 from sriov_dra_lab import cni
 from sriov_dra_rules import names
@@ -50,7 +50,7 @@ def _config(body: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> Non
     edit(doc)
     config = json.dumps(doc, separators=(",", ":"))
     body["spec"]["config"] = config
-    _binding(body, configSHA256=bindings.config_sha256(config))
+    _binding(body, configSHA256=binding_annotation.config_sha256(config))
 
 
 def _first(edit: Callable[[dict[str, Any]], None]) -> Callable[[int, dict[str, Any]], None]:

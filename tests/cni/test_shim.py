@@ -15,10 +15,11 @@ from tests.cni.world import RAIL_A, RAIL_B, World
 
 from sriov_dra.guard import install, shim
 from sriov_dra.host import netlink
-from sriov_dra_lab import cni, cninode
+from sriov_dra_lab import cni
+from sriov_dra_lab.cni_node import CniNode
 
 
-def _dead_socket_conf(node: cninode.CniNode, mode: str, tmp_path: Path) -> Path:
+def _dead_socket_conf(node: CniNode, mode: str, tmp_path: Path) -> Path:
     """A copy of the mode's runtime conf dir whose guard config names a socket nobody listens on."""
     doc = json.loads((node.conf_dirs[mode] / install.CONFLIST_NAME).read_text())
     doc["plugins"][0]["guard"]["socket"] = str(tmp_path / "nobody.sock")
@@ -28,7 +29,7 @@ def _dead_socket_conf(node: cninode.CniNode, mode: str, tmp_path: Path) -> Path:
     return conf_dir
 
 
-def test_version_is_answered_by_the_shim(cni_node: cninode.CniNode, tmp_path: Path) -> None:
+def test_version_is_answered_by_the_shim(cni_node: CniNode, tmp_path: Path) -> None:
     att = cni.Attachment(container_id="", netns="", cni_args="")
     answer = cni.invoke(cni_node.bin_dir / "multus-guard", "VERSION", att, {"cniVersion": "1.0.0"})
     assert answer.ok and "1.1.0" in (answer.result or {})["supportedVersions"]

@@ -1,6 +1,6 @@
 """Per-test objects of the cni tier: source NADs, Pods, shadows and sandboxes on a real API server.
 
-A :class:`World` is one test's namespace on the session's :class:`~sriov_dra_lab.cninode.CniNode`.
+A :class:`World` is one test's namespace on the session's :class:`~sriov_dra_lab.cni_node.CniNode`.
 Shadows are planned with the real ``core`` contracts (``tests.fakes.managed_pods``), created on
 the API server, and the Pod is annotated with its selections and registry exactly as the plugin
 would. Tests then break one thing and run the runtime's CNI chain through the guard.
@@ -24,7 +24,7 @@ from tests import waiting
 from tests.fakes import managed_pods as mp
 
 from sriov_dra.core import registry
-from sriov_dra_lab import cni, cninode, netns
+from sriov_dra_lab import cni, cni_node, netns
 from sriov_dra_rules import names
 
 T = TypeVar("T")
@@ -69,7 +69,7 @@ class ManagedPod:
 class World:
     """One test's objects (see the module docstring)."""
 
-    def __init__(self, node: cninode.CniNode, api: client.ApiClient, namespace: str) -> None:
+    def __init__(self, node: cni_node.CniNode, api: client.ApiClient, namespace: str) -> None:
         self.node = node
         self.api = api
         self.namespace = namespace
@@ -238,7 +238,7 @@ class World:
     def sandbox(self) -> str:
         """A fresh network namespace for one Pod sandbox (removed at close)."""
         name = netns.unique_name("csb")
-        path = netns.netedit.create_netns(name)
+        path = netns.net_edit.create_netns(name)
         self._sandboxes.append(path)
         return path
 

@@ -29,20 +29,20 @@ from tests.e2e import helpers
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A running lab with two nodes (see the module docstring)."""
-    from sriov_dra_lab import binaries, images, processes, realnode, stack, topology
+    from sriov_dra_lab import binaries, images, processes, real_node, stack, topology
 
     if os.geteuid() != 0:
         tiers.unavailable("e2e", "the lab needs root (network and mount namespaces, veth interfaces)")
     missing = [t for t in ("nsenter", "unshare", "mount", "ip", "setpriv") if shutil.which(t) is None]
     if missing:
         tiers.unavailable("e2e", f"missing tools {missing} (util-linux, iproute2)")
-    missing = realnode.missing_parts()
+    missing = real_node.missing_parts()
     if missing:
         tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
     lab = stack.LabStack(stack.LabOptions(workdir=tmp_path_factory.mktemp("lab"), nodes=2, real_nodes=True))
     try:
         lab.start()
-    except (binaries.BinaryMissing, images.ImageError, realnode.RealNodeError) as exc:
+    except (binaries.BinaryMissing, images.ImageError, real_node.RealNodeError) as exc:
         tiers.unavailable("e2e", str(exc))
     except topology.TopologyError as exc:
         tiers.unavailable("e2e", f"this machine cannot create the lab's namespaces: {exc}")

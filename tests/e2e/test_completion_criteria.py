@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from tests.e2e.helpers import PAIRS, wait_clean
 
-from sriov_dra.cli import inspect, inspectrows, inspecttable
+from sriov_dra.cli import inspect, inspect_rows, inspect_table
 from sriov_dra.kube import objects
 from sriov_dra_lab import demo, workloads
 from sriov_dra_rules import names
@@ -39,7 +39,7 @@ def pairs(lab: Any, rails: Any) -> Any:
 
 
 def _slice_attr(client: objects.Objects, result: dict[str, Any], key: str) -> Any:
-    for item in client.list(inspectrows.SLICE).items:
+    for item in client.list(inspect_rows.SLICE).items:
         spec = item["spec"]
         if spec["driver"] == result["driver"] and spec["pool"]["name"] == result["pool"]:
             for device in spec.get("devices") or []:
@@ -91,11 +91,11 @@ def test_gpu_nic_pairs_meet_the_completion_criteria(lab: Any, pairs: list[dict[s
 
     netns = lab.pod_netns(pod)
     assert netns is not None, f"the Pod has no ready sandbox on {node.name}"
-    rows = inspectrows.inspect_pod(
+    rows = inspect_rows.inspect_pod(
         client, "ai-workloads", "gpu-sriov-pairs-demo", netns=netns, read_netns=inspect.read_netns
     )
     assert [r.interface for r in rows] == ["dra0", "dra1"] and all(r.ok for r in rows), (
-        inspecttable.render_table(rows)
+        inspect_table.render_table(rows)
     )
     seen = set()
     for row in rows:

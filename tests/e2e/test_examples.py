@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from tests.e2e.helpers import EXAMPLES, delete_example, wait_clean
 
-from sriov_dra.cli import inspect, inspectrows, inspecttable
+from sriov_dra.cli import inspect, inspect_rows, inspect_table
 from sriov_dra.kube import objects
 from sriov_dra_lab import stack, workloads
 
@@ -41,12 +41,12 @@ def without_direct_policies(lab: Any, rails: list[dict[str, Any]]) -> Iterator[N
         workloads.apply_docs(lab.api, rails)
 
 
-def _rows(lab: Any, namespace: str, name: str) -> list[inspectrows.Row]:
+def _rows(lab: Any, namespace: str, name: str) -> list[inspect_rows.Row]:
     pod = workloads.wait_running(lab.api, namespace, name, timeout_s=180)
     netns = lab.pod_netns(pod)
     assert netns is not None, f"{namespace}/{name} has no ready sandbox"
     client = objects.Objects(lab.api, field_manager="e2e")
-    return inspectrows.inspect_pod(client, namespace, name, netns=netns, read_netns=inspect.read_netns)
+    return inspect_rows.inspect_pod(client, namespace, name, netns=netns, read_netns=inspect.read_netns)
 
 
 def test_one_nad_for_a_device_class(lab: Any, without_direct_policies: None) -> None:
@@ -55,7 +55,7 @@ def test_one_nad_for_a_device_class(lab: Any, without_direct_policies: None) -> 
     workloads.apply_docs(lab.api, [d for f in files for d in workloads.load(f)])
     try:
         [row] = _rows(lab, "ai-workloads", "one-network-demo")
-        assert row.ok, inspecttable.render_table([row])
+        assert row.ok, inspect_table.render_table([row])
         assert (row.interface, row.subnet, row.source) == ("dra0", "192.0.2.0/24", "ai-workloads/rail-a-net")
         assert row.vf_pci.startswith("0000:03:"), "the policy advertises ens1f0 only"
     finally:
@@ -111,7 +111,7 @@ def test_two_rails_through_the_operator(lab: Any, operator_managed: None) -> Non
         workloads.apply_docs(lab.api, [d for d in workload if d["kind"] != "Namespace"])
         rows = _rows(lab, "ai-workloads", "gpu-sriov-pairs-demo")
         assert [r.interface for r in rows] == ["dra0", "dra1"] and all(r.ok for r in rows), (
-            inspecttable.render_table(rows)
+            inspect_table.render_table(rows)
         )
         assert sorted(r.subnet for r in rows) == ["192.0.2.0/24", "198.51.100.0/24"]
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.e2e.helpers import SRIOV_CLASS, claim_template, in_namespace, on_pf, template, vf_pod, wait_clean
 
-from sriov_dra.cli import inspectrows
+from sriov_dra.cli import inspect_rows
 from sriov_dra.kube import objects
 from sriov_dra_lab import workloads
 
@@ -45,7 +45,7 @@ def test_one_filter_on_a_claim_uid_follows_a_prepare_through_plugin_and_guard_lo
     pod = workloads.wait_running(lab.api, namespace, "traced")
     client = objects.Objects(lab.api, field_manager="e2e")
     (status,) = pod["status"]["resourceClaimStatuses"]
-    claim_uid = client.get(inspectrows.CLAIM, status["resourceClaimName"], namespace)["metadata"]["uid"]
+    claim_uid = client.get(inspect_rows.CLAIM, status["resourceClaimName"], namespace)["metadata"]["uid"]
 
     logs = {s: json_lines(lab.service_log(node, s)) for s in ("plugin", "guard")}
     for service, lines in logs.items():

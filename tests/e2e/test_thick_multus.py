@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from tests.e2e.helpers import PAIRS, wait_clean
 
-from sriov_dra.cli import inspect, inspectrows, inspecttable
+from sriov_dra.cli import inspect, inspect_rows, inspect_table
 from sriov_dra.kube import objects
 from sriov_dra_lab import demo, images, multus_pods, plugin_pods, stack, workloads
 
@@ -54,11 +54,11 @@ def test_gpu_nic_pairs_through_thick_multus(thick_lab: stack.LabStack) -> None:
     netns = thick_lab.pod_netns(pod)
     assert netns is not None
     client = objects.Objects(thick_lab.api, field_manager="e2e")
-    rows = inspectrows.inspect_pod(
+    rows = inspect_rows.inspect_pod(
         client, "ai-workloads", "gpu-sriov-pairs-demo", netns=netns, read_netns=inspect.read_netns
     )
     assert [r.interface for r in rows] == ["dra0", "dra1"] and all(r.ok for r in rows), (
-        inspecttable.render_table(rows)
+        inspect_table.render_table(rows)
     )
     assert sorted(r.subnet for r in rows) == ["192.0.2.0/24", "198.51.100.0/24"]
     assert demo.multus_requests(thick_lab.cp.audit_log) > 0

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from sriov_dra.core import bindings, identities
+from sriov_dra.core import binding_annotation, identities
 from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra_rules import errors
@@ -80,7 +80,7 @@ def binding(
             resource_version="4711",
         ),
         rendered_config=text,
-        config_sha256=bindings.config_sha256(text),
+        config_sha256=binding_annotation.config_sha256(text),
         interface=f"dra{index}",
         node_name=NODE_NAME,
         node_uid=identities.NodeUid(node_uid),

@@ -1,7 +1,7 @@
 """Settings, resolutions and plan helpers for the DRA policy plan tests (docs/design.md#operator).
 
-Shared by the unit tests of :mod:`sriov_dra.core.operator.drapolicy` and its sub-concern modules
-(``dranodes``): the operator namespace settings, both rails' SriovNetworks resolved, two
+Shared by the unit tests of :mod:`sriov_dra.core.operator.dra_policy` and its sub-concern modules
+(``dra_nodes``): the operator namespace settings, both rails' SriovNetworks resolved, two
 worker nodes, :func:`plan`, which runs the real plan, and the expected rail objects.
 """
 
@@ -12,12 +12,12 @@ from typing import Any
 
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import drapolicy, networkrefs, sriovnetwork
+from sriov_dra.core.operator import dra_policy, network_refs, sriov_network
 from sriov_dra_rules import errors
 
 R = errors.Reason
 OP = oo.OP_NS
-SETTINGS = drapolicy.PlanSettings(namespace=OP)
+SETTINGS = dra_policy.PlanSettings(namespace=OP)
 GEN = "sriovnetwork.openshift.io/generated-by"
 UID_LABEL = "sriovnetwork.openshift.io/node-policy-uid"
 POOL_LABEL = "sriovnetwork.openshift.io/resource-pool"
@@ -28,15 +28,15 @@ ATTRS_A = f"dra-policy-{oo.UID_A}-attrs"
 ATTRS_B = f"dra-policy-{oo.UID_B}-attrs"
 
 
-def ready(*refs: networkrefs.ObjectRef) -> dict[networkrefs.ObjectRef, sriovnetwork.SourceResolution]:
+def ready(*refs: network_refs.ObjectRef) -> dict[network_refs.ObjectRef, sriov_network.SourceResolution]:
     return {
-        r: sriovnetwork.SourceResolution(r, networkrefs.ObjectRef(oo.TARGET_NS, r.name), None, "")
+        r: sriov_network.SourceResolution(r, network_refs.ObjectRef(oo.TARGET_NS, r.name), None, "")
         for r in refs
     }
 
 
-RAIL_A = networkrefs.ObjectRef(OP, "rail-a-net")
-RAIL_B = networkrefs.ObjectRef(OP, "rail-b-net")
+RAIL_A = network_refs.ObjectRef(OP, "rail-a-net")
+RAIL_B = network_refs.ObjectRef(OP, "rail-b-net")
 BOTH_READY = ready(RAIL_A, RAIL_B)
 NODES = [oo.node("worker-1"), oo.node("worker-2")]
 
@@ -44,20 +44,20 @@ NODES = [oo.node("worker-1"), oo.node("worker-2")]
 def plan(
     pols: Sequence[dict[str, Any]],
     nodes: Sequence[dict[str, Any]] = NODES,
-    resolutions: dict[networkrefs.ObjectRef, sriovnetwork.SourceResolution] | None = None,
-    settings: drapolicy.PlanSettings = SETTINGS,
+    resolutions: dict[network_refs.ObjectRef, sriov_network.SourceResolution] | None = None,
+    settings: dra_policy.PlanSettings = SETTINGS,
     **kw: Any,
-) -> drapolicy.DraPolicyPlan:
-    return drapolicy.build_dra_policy_plan(
+) -> dra_policy.DraPolicyPlan:
+    return dra_policy.build_dra_policy_plan(
         pols, nodes, BOTH_READY if resolutions is None else resolutions, settings, **kw
     )
 
 
-def srp(p: drapolicy.DraPolicyPlan, node: str) -> dict[str, Any]:
+def srp(p: dra_policy.DraPolicyPlan, node: str) -> dict[str, Any]:
     return next(dict(o) for o in p.resource_policies if o["metadata"]["name"] == node)  # type: ignore[index]
 
 
-def attrs_of(p: drapolicy.DraPolicyPlan, name: str) -> dict[str, Any] | None:
+def attrs_of(p: dra_policy.DraPolicyPlan, name: str) -> dict[str, Any] | None:
     return next((dict(o) for o in p.device_attributes if o["metadata"]["name"] == name), None)  # type: ignore[index]
 
 

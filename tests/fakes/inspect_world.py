@@ -12,8 +12,8 @@ import copy
 import json
 from typing import Any
 
-from sriov_dra.cli import inspectrows
-from sriov_dra.core import bindings
+from sriov_dra.cli import inspect_rows
+from sriov_dra.core import binding_annotation
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects
 from sriov_dra_rules import names
@@ -55,23 +55,23 @@ def shadow(request: str) -> dict[str, Any]:
             "ipam": {"type": "whereabouts", "range": subnet},
         }
     )
-    binding = bindings.Binding(
+    binding = binding_annotation.Binding(
         attachment_id="a" * 63 + ("0" if request == "nic-0" else "1"),
         pod_uid=POD_UID,
         claim_uid=CLAIM_UID,
         node_name="lab-node-1",
         node_uid="0b7c6f2e-5a1d-4c3e-9f10-2a3b4c5d6e7f",
-        source=bindings.SourceRef("ai", source, "5a5a5a5a-0000-4000-8000-00000000000a", "1"),
+        source=binding_annotation.SourceRef("ai", source, "5a5a5a5a-0000-4000-8000-00000000000a", "1"),
         pci_address=pci,
         interface=ifname,
-        config_sha256=bindings.config_sha256(config),
+        config_sha256=binding_annotation.config_sha256(config),
     )
     return {
         "metadata": {
             "name": f"dra-sriov-{request[-1] * 32}",
             "namespace": "ai",
             "labels": {names.LABEL_POD_UID: POD_UID},
-            "annotations": {names.BINDING_ANNOTATION: bindings.encode_binding(binding)},
+            "annotations": {names.BINDING_ANNOTATION: binding_annotation.encode_binding(binding)},
         },
         "spec": {"config": config},
     }
@@ -89,8 +89,8 @@ def world() -> dict[str, Any]:
         "spec": {
             "devices": {
                 "constraints": [
-                    {"requests": ["gpu-0", "nic-0"], "matchAttribute": inspectrows.PCIE_ROOT},
-                    {"requests": ["gpu-1", "nic-1"], "matchAttribute": inspectrows.PCIE_ROOT},
+                    {"requests": ["gpu-0", "nic-0"], "matchAttribute": inspect_rows.PCIE_ROOT},
+                    {"requests": ["gpu-1", "nic-1"], "matchAttribute": inspect_rows.PCIE_ROOT},
                 ]
             }
         },
@@ -103,7 +103,7 @@ def world() -> dict[str, Any]:
             "devices": [
                 {
                     "name": f"gpu-{i}",
-                    "attributes": {"type": {"string": "gpu"}, inspectrows.PCIE_ROOT: {"string": root}},
+                    "attributes": {"type": {"string": "gpu"}, inspect_rows.PCIE_ROOT: {"string": root}},
                 }
                 for i, root in enumerate(("pci0000:00", "pci0000:80"))
             ],
@@ -117,8 +117,8 @@ def world() -> dict[str, Any]:
                 {
                     "name": pci.replace(":", "-").replace(".", "-"),
                     "attributes": {
-                        inspectrows.DEVICE_ID: {"string": pci},
-                        inspectrows.PCIE_ROOT: {"string": root},
+                        inspect_rows.DEVICE_ID: {"string": pci},
+                        inspect_rows.PCIE_ROOT: {"string": root},
                     },
                 }
                 for pci, root, *_ in RAILS.values()
@@ -193,9 +193,9 @@ class FakeObjects:
         return objects.Listing(items, "1")
 
 
-def rows(world: dict[str, Any], netns: dict[str, list[str]] | None = None) -> list[inspectrows.Row]:
+def rows(world: dict[str, Any], netns: dict[str, list[str]] | None = None) -> list[inspect_rows.Row]:
     reader = (lambda _path: netns) if netns is not None else None
-    return inspectrows.inspect_pod(
+    return inspect_rows.inspect_pod(
         FakeObjects(world),
         "ai",
         "pairs",  # type: ignore[arg-type]

@@ -24,17 +24,17 @@ from tests.fakes import kube_objects as ko
 
 from sriov_dra.core import attributes
 from sriov_dra.driver import claim_context, locks, prepare
-from sriov_dra.driver.managed import lockorder, observe, seams, service
-from sriov_dra.host import binding, cdi, checkpoint, checkpoint_files, discovery
+from sriov_dra.driver.managed import lock_order, observe, seams, service
+from sriov_dra.host import cdi, checkpoint, checkpoint_files, discovery, vf_driver_binding
 from sriov_dra.kubeletapi import messages
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab.fakes import fake_sysfs
 from sriov_dra_rules import checkpoint_doc, names
 
 NS = "ns-a"
 NODE_UID = "0a0a0a0a-0000-4000-8000-00000000000a"
 PF_A, PF_B = "0000:03:00.0", "0000:81:00.0"
-VF_A0, VF_A1 = fakesysfs.vf_address(PF_A, 0), fakesysfs.vf_address(PF_A, 1)
-VF_B0, VF_B1 = fakesysfs.vf_address(PF_B, 0), fakesysfs.vf_address(PF_B, 1)
+VF_A0, VF_A1 = fake_sysfs.vf_address(PF_A, 0), fake_sysfs.vf_address(PF_A, 1)
+VF_B0, VF_B1 = fake_sysfs.vf_address(PF_B, 0), fake_sysfs.vf_address(PF_B, 1)
 DEV_A0, DEV_A1, DEV_B0, DEV_B1 = (discovery.device_name(v) for v in (VF_A0, VF_A1, VF_B0, VF_B1))
 
 
@@ -131,8 +131,8 @@ class ManagedNode:
     """Called with the bytes of every checkpoint write once they are durable (side-effect order)."""
 
     def __post_init__(self) -> None:
-        pfs = fakesysfs.two_root_pfs(vfs_per_pf=2)
-        self.fake = fakesysfs.build(self.root / "host", list(pfs))
+        pfs = fake_sysfs.two_root_pfs(vfs_per_pf=2)
+        self.fake = fake_sysfs.build(self.root / "host", list(pfs))
         self.kernel = self.fake.kernel()
         found = discovery.by_name(discovery.discover(self.fake.sysfs))
         self.devices = FakeDevices(
@@ -220,7 +220,7 @@ class ManagedNode:
             nads=ko.NadView(self.kube),
             claims=self.claims,
             store=self.store,
-            locks=lockorder.OperationLocks(
+            locks=lock_order.OperationLocks(
                 claim_locks, pod_locks, observer=lambda k, v: self.lock_order.append((k, v))
             ),
             clock=self.clock,
@@ -233,7 +233,7 @@ class ManagedNode:
             claims=self.claims,
             inventory=self.inventory,
             store=self.store,
-            binder=binding.DriverBinder(self.fake.sysfs, kernel=self.kernel),
+            binder=vf_driver_binding.DriverBinder(self.fake.sysfs, kernel=self.kernel),
             cdi=self.cdi,
             sysfs=self.fake.sysfs,
             require_netdevice=True,
@@ -353,8 +353,8 @@ def convergence_problems(node: ManagedNode, *, pod: str = "consumer") -> list[st
     claim and Pod CDI specs present.
     """
     from sriov_dra.core import registry
-    from sriov_dra.core.plugin import shadow
-    from sriov_dra.driver.managed import shadows
+    from sriov_dra.core.plugin import shadow_object
+    from sriov_dra.driver.managed import shadow_lifecycle
 
     out: list[str] = []
     live = {n["metadata"]["name"]: n for n in node.kube.shadows()}
@@ -363,7 +363,7 @@ def convergence_problems(node: ManagedNode, *, pod: str = "consumer") -> list[st
     reg = {e.attachment_id: e for e in registry.decode_registry(reg_text).entries} if reg_text else {}
     expected_names = set()
     for record in node.store.all_claims().values():
-        for target in shadows.targets(record):
+        for target in shadow_lifecycle.targets(record):
             b = target.binding
             expected_names.add(b.shadow_name)
             if b.phase.value != "Ready":
@@ -374,7 +374,9 @@ def convergence_problems(node: ManagedNode, *, pod: str = "consumer") -> list[st
                 continue
             if obj["metadata"]["uid"] != b.shadow_uid:
                 out.append(f"{b.shadow_name}: uid {obj['metadata']['uid']} != recorded {b.shadow_uid!r}")
-            problems = shadow.verify_shadow_matches(obj, shadows.expected_shadow(target, pod_name=pod))
+            problems = shadow_object.verify_shadow_matches(
+                obj, shadow_lifecycle.expected_shadow(target, pod_name=pod)
+            )
             out.extend(f"{b.shadow_name}: {p}" for p in problems)
             if selected.count((b.shadow_name, b.interface)) != 1:
                 out.append(

@@ -2,7 +2,7 @@
 
 Everything is produced by the real ``sriov_dra.core`` contracts: identities and attachmentIDs
 (``core.identities``), the frozen config (``core.render``), the binding annotation and shadow
-object (``core.bindings``, ``core.plugin.shadow``), the registry (``core.registry``). Unit tests use the
+object (``core.binding_annotation``, ``core.plugin.shadow_object``), the registry (``core.registry``). Unit tests use the
 plain dicts (adding the ``uid`` the API server would set); cni tests create them on a real API
 server and read back the server-set UIDs. Tests then break one rule to prove one check.
 """
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import bindings, identities, registry, render
-from sriov_dra.core.plugin import shadow
+from sriov_dra.core import binding_annotation, identities, registry, render
+from sriov_dra.core.plugin import shadow_object
 from sriov_dra_rules import names
 
 NODE_NAME = "node-a"
@@ -36,8 +36,8 @@ def source_nad(
 ) -> dict[str, Any]:
     """A template (source) NAD as read from the API."""
     return {
-        "apiVersion": shadow.NAD_API_VERSION,
-        "kind": shadow.NAD_KIND,
+        "apiVersion": shadow_object.NAD_API_VERSION,
+        "kind": shadow_object.NAD_KIND,
         "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": resource_version},
         "spec": {"config": json.dumps(config)},
     }
@@ -61,7 +61,7 @@ class PlannedShadow:
     """A shadow the plugin would create: the NAD body (without server fields) and its binding."""
 
     nad: dict[str, Any]
-    binding: bindings.Binding
+    binding: binding_annotation.Binding
     rendered: render.RenderedConfig
 
     @property
@@ -97,13 +97,13 @@ def plan_shadow(
     )
     rendered = render.render_shadow_config(source, pci)
     meta = source["metadata"]
-    binding = bindings.Binding(
+    binding = binding_annotation.Binding(
         attachment_id=identities.attachment_id(identity),
         pod_uid=identities.PodUid(pod_uid),
         claim_uid=identities.ClaimUid(claim_uid),
         node_name=node_name,
         node_uid=identities.NodeUid(node_uid),
-        source=bindings.SourceRef(
+        source=binding_annotation.SourceRef(
             namespace=meta["namespace"],
             name=meta["name"],
             uid=identities.ObjectUid(meta["uid"]),
@@ -113,7 +113,7 @@ def plan_shadow(
         interface=interface,
         config_sha256=rendered.config_sha256,
     )
-    nad = shadow.build_shadow_nad(
+    nad = shadow_object.build_shadow_nad(
         identity=identity, binding=binding, rendered=rendered, pod_namespace=pod_namespace, pod_name=pod_name
     )
     return PlannedShadow(nad=nad, binding=binding, rendered=rendered)

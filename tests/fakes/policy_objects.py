@@ -1,14 +1,14 @@
 """Builders of SriovResourcePolicy/DeviceAttributes objects and VF facts for the policy tests.
 
 Shared by the unit tests of :mod:`sriov_dra.core.policies` and its sub-concern modules
-(``resourcefilters``, ``deviceattributes``, ``devicefacts``): four VFs on two rails (``ens1f0``
+(``resource_filters``, ``device_attributes``, ``device_facts``): four VFs on two rails (``ens1f0``
 and ``ens2f0``, the last VF infiniband from another vendor), a dual-rail node, and
 :func:`evaluate`, which runs the real evaluation over them.
 """
 
 from __future__ import annotations
 
-from sriov_dra.core import devicefacts, policies
+from sriov_dra.core import device_facts, policies
 from sriov_dra_rules import errors
 
 D = "sriovnetwork.k8snetworkplumbingwg.io"
@@ -17,7 +17,7 @@ NS_KEY = f"{D}/netAttachDefNamespace"
 R = errors.Reason
 
 
-def vf(bdf: str, pf: str, pf_bdf: str, vf_id: int, **extra: object) -> devicefacts.DeviceFacts:
+def vf(bdf: str, pf: str, pf_bdf: str, vf_id: int, **extra: object) -> device_facts.DeviceFacts:
     fields: dict[str, object] = {
         "pci_address": bdf,
         "vendor": "15b3",
@@ -32,7 +32,7 @@ def vf(bdf: str, pf: str, pf_bdf: str, vf_id: int, **extra: object) -> devicefac
         "link_type": "ethernet",
     }
     fields.update(extra)
-    return devicefacts.DeviceFacts(**fields)  # type: ignore[arg-type]
+    return device_facts.DeviceFacts(**fields)  # type: ignore[arg-type]
 
 
 DEVICES = (
@@ -86,7 +86,7 @@ def evaluate(
     objs: list[dict[str, object]] | None = None,
     *,
     managed: bool = True,
-    devices: tuple[devicefacts.DeviceFacts, ...] = DEVICES,
+    devices: tuple[device_facts.DeviceFacts, ...] = DEVICES,
     node: dict[str, str] | None = None,
 ) -> policies.PolicyEvaluation:
     return policies.evaluate_policies(

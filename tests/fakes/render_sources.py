@@ -1,7 +1,7 @@
 """Source NADs and helpers for the shadow config renderer's tests (docs/design.md#render).
 
 Shared by the unit tests of :mod:`sriov_dra.core.render` and its rule modules
-(``templatelayout``, ``templatefields``): :func:`nad` builds a source NAD as read from the API,
+(``template_layout``, ``template_fields``): :func:`nad` builds a source NAD as read from the API,
 :func:`reject` runs the real renderer and returns the error it raises.
 """
 
@@ -12,8 +12,8 @@ import json
 import pytest
 
 from sriov_dra.core import render
-from sriov_dra_rules import errors, strictjson
-from sriov_dra_rules.strictjson import JsonValue
+from sriov_dra_rules import errors, strict_json
+from sriov_dra_rules.strict_json import JsonValue
 
 PCI = "0000:3b:02.1"
 OTHER_PCI = "0000:3b:02.2"
@@ -40,7 +40,7 @@ def nad(
 
 
 def rendered_doc(result: render.RenderedConfig) -> dict[str, JsonValue]:
-    doc = strictjson.decode(result.config_text)
+    doc = strict_json.decode(result.config_text)
     assert isinstance(doc, dict)
     return doc
 

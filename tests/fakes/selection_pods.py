@@ -1,7 +1,7 @@
 """Pods, registry entries and managed bindings for the selection merging tests (docs/design.md#selections).
 
 Shared by the unit tests of :mod:`sriov_dra.core.plugin.selections` and its sub-concern modules
-(``selectionownership``, ``selectionupdate``): three bindings of two claims in namespace ``ai``,
+(``selection_ownership``, ``selection_update``): three bindings of two claims in namespace ``ai``,
 Pod snapshots and plain Pod dicts, and :func:`merged`, which runs the real merge.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sriov_dra.core import identities, networks, registry
-from sriov_dra.core.plugin import selectionownership, selections, selectionupdate
+from sriov_dra.core.plugin import selection_ownership, selection_update, selections
 from sriov_dra_rules import names
 
 NS = "ai"
@@ -40,8 +40,8 @@ def entry(claim: str, device: int, interface: str, *, namespace: str = NS) -> re
 
 def binding(
     claim: str, device: int, interface: str, source: str = "rail-a-net"
-) -> selectionownership.ManagedBinding:
-    return selectionownership.ManagedBinding(
+) -> selection_ownership.ManagedBinding:
+    return selection_ownership.ManagedBinding(
         entry(claim, device, interface), source_namespace=NS, source_name=source
     )
 
@@ -53,8 +53,8 @@ B2 = binding(CLAIM_B, 2, "dra2", "rail-c-net")
 
 def pod(
     annotations: Mapping[str, str] | None = None, *, rv: str = "7", uid: str = POD_UID
-) -> selectionupdate.PodSnapshot:
-    return selectionupdate.PodSnapshot(
+) -> selection_update.PodSnapshot:
+    return selection_update.PodSnapshot(
         namespace=NS,
         name="demo",
         uid=uid,
@@ -63,25 +63,25 @@ def pod(
     )
 
 
-def after(update: selectionupdate.SelectionUpdate, rv: str = "8") -> selectionupdate.PodSnapshot:
+def after(update: selection_update.SelectionUpdate, rv: str = "8") -> selection_update.PodSnapshot:
     return pod(update.annotations, rv=rv)
 
 
-def tuple_text(b: selectionownership.ManagedBinding) -> str:
+def tuple_text(b: selection_ownership.ManagedBinding) -> str:
     e = b.entry
     return json.dumps(
         {"name": e.name, "namespace": e.namespace, "interface": e.interface}, separators=(",", ":")
     )
 
 
-def reg_text(*bindings: selectionownership.ManagedBinding, pod_uid: str = POD_UID) -> str:
+def reg_text(*bindings: selection_ownership.ManagedBinding, pod_uid: str = POD_UID) -> str:
     return registry.encode_registry(
         registry.Registry(pod_uid=identities.PodUid(pod_uid), entries=tuple(b.entry for b in bindings))
     )
 
 
 def merged(
-    *bindings: selectionownership.ManagedBinding, base: Mapping[str, str] | None = None
+    *bindings: selection_ownership.ManagedBinding, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """Annotations of a Pod on which ``bindings`` were merged (built through the code under test)."""
     return dict(selections.merge_managed_selections(pod(base or {}), bindings).annotations)
@@ -98,7 +98,7 @@ def pod_dict(annotations: Mapping[str, str] | None, rv: str = "7") -> dict[str, 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta}
 
 
-def edited(b: selectionownership.ManagedBinding, **changes: Any) -> str:
+def edited(b: selection_ownership.ManagedBinding, **changes: Any) -> str:
     """``b``'s selection tuple with ``changes`` applied (``None`` drops a key), as compact JSON."""
     obj: dict[str, Any] = {
         "name": b.entry.name,

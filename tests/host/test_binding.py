@@ -1,6 +1,6 @@
-"""Tests for ``sriov_dra.host.binding``: VfConfig driver semantics, restore and rejections.
+"""Tests for ``sriov_dra.host.vf_driver_binding``: VfConfig driver semantics, restore and rejections.
 
-The fake tree has no kernel; ``fakesysfs.FakeKernelPci`` (a fake) emulates the kernel's effect
+The fake tree has no kernel; ``fake_sysfs.FakeKernelPci`` (a fake) emulates the kernel's effect
 of each write, and records the writes so the order can be asserted.
 """
 
@@ -15,8 +15,8 @@ from typing import NamedTuple
 import pytest
 
 from sriov_dra.core import identities
-from sriov_dra.host import binding
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra.host import vf_driver_binding
+from sriov_dra_lab.fakes import fake_sysfs
 from sriov_dra_rules import errors
 
 PF = identities.PciAddress("0000:03:00.0")
@@ -25,12 +25,12 @@ OVERRIDE = "set_driver_override"
 
 
 def _setup(
-    root: Path, vf: fakesysfs.FakeVf | None = None, drivers: tuple[str, ...] = ("vfio-pci",)
-) -> tuple[fakesysfs.FakeSysfs, fakesysfs.FakeKernelPci, binding.DriverBinder]:
-    pf = fakesysfs.FakePf(bdf=PF, ifname="enp3s0f0", vfs=(vf or fakesysfs.FakeVf(),))
-    fake = fakesysfs.build(root, [pf], drivers=drivers)
+    root: Path, vf: fake_sysfs.FakeVf | None = None, drivers: tuple[str, ...] = ("vfio-pci",)
+) -> tuple[fake_sysfs.FakeSysfs, fake_sysfs.FakeKernelPci, vf_driver_binding.DriverBinder]:
+    pf = fake_sysfs.FakePf(bdf=PF, ifname="enp3s0f0", vfs=(vf or fake_sysfs.FakeVf(),))
+    fake = fake_sysfs.build(root, [pf], drivers=drivers)
     kernel = fake.kernel()
-    return fake, kernel, binding.DriverBinder(fake.sysfs, kernel=kernel)
+    return fake, kernel, vf_driver_binding.DriverBinder(fake.sysfs, kernel=kernel)
 
 
 class ApplyCase(NamedTuple):
@@ -85,23 +85,25 @@ class Applied:
     """A fake VF set up with ``case.initial`` and ``case.requested`` applied to it, and what apply returned."""
 
     case: ApplyCase
-    fake: fakesysfs.FakeSysfs
-    kernel: fakesysfs.FakeKernelPci
-    binder: binding.DriverBinder
-    record: binding.BindRecord
+    fake: fake_sysfs.FakeSysfs
+    kernel: fake_sysfs.FakeKernelPci
+    binder: vf_driver_binding.DriverBinder
+    record: vf_driver_binding.BindRecord
 
 
 @pytest.fixture(params=[ApplyCase(*row) for row in APPLY_ROWS], ids=APPLY_IDS)
 def applied(tmp_path: Path, request: pytest.FixtureRequest) -> Applied:
     """Each row of the apply table, applied to a fresh fake VF."""
     case: ApplyCase = request.param
-    fake, kernel, binder = _setup(tmp_path, fakesysfs.FakeVf(driver=case.initial))
+    fake, kernel, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver=case.initial))
     return Applied(case, fake, kernel, binder, binder.apply(VF, case.requested))
 
 
 def test_apply(applied: Applied) -> None:
     case, fake, kernel = applied.case, applied.fake, applied.kernel
-    assert applied.record == binding.BindRecord(VF, case.requested, case.initial, case.final, case.changed)
+    assert applied.record == vf_driver_binding.BindRecord(
+        VF, case.requested, case.initial, case.final, case.changed
+    )
     assert fake.sysfs.current_driver(VF) == case.final
     assert [(op, value) for op, bdf, value in kernel.calls] == case.ops
     assert {bdf for _, bdf, _ in kernel.calls} <= {VF}
@@ -128,7 +130,7 @@ def test_restore_brings_back_netdev(tmp_path: Path) -> None:
 
 
 def test_restore_of_originally_unbound_vf_unbinds(tmp_path: Path) -> None:
-    fake, kernel, binder = _setup(tmp_path, fakesysfs.FakeVf(driver=None))
+    fake, kernel, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver=None))
     record = binder.apply(VF, "default")
     assert record.driver == "iavf"
     kernel.calls.clear()
@@ -140,11 +142,11 @@ def test_restore_of_originally_unbound_vf_unbinds(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("vf", "requested", "needle"),
     [
-        (fakesysfs.FakeVf(driver=None), "", "is not bound to any driver"),
-        (fakesysfs.FakeVf(driver="vfio-pci"), "", "is bound to vfio-pci, a userspace (DPDK) driver"),
-        (fakesysfs.FakeVf(driver="uio_pci_generic"), "", "is bound to uio_pci_generic"),
-        (fakesysfs.FakeVf(), "vfio-pci", "VfConfig driver 'vfio-pci' is a userspace (DPDK) driver"),
-        (fakesysfs.FakeVf(driver=None), "igb_uio", "VfConfig driver 'igb_uio'"),
+        (fake_sysfs.FakeVf(driver=None), "", "is not bound to any driver"),
+        (fake_sysfs.FakeVf(driver="vfio-pci"), "", "is bound to vfio-pci, a userspace (DPDK) driver"),
+        (fake_sysfs.FakeVf(driver="uio_pci_generic"), "", "is bound to uio_pci_generic"),
+        (fake_sysfs.FakeVf(), "vfio-pci", "VfConfig driver 'vfio-pci' is a userspace (DPDK) driver"),
+        (fake_sysfs.FakeVf(driver=None), "igb_uio", "VfConfig driver 'igb_uio'"),
     ],
     ids=[
         "unbound-vf-rejected-when-driver-omitted",
@@ -155,11 +157,11 @@ def test_restore_of_originally_unbound_vf_unbinds(tmp_path: Path) -> None:
     ],
 )
 def test_netdevice_required_rejections(
-    tmp_path: Path, vf: fakesysfs.FakeVf, requested: str, needle: str
+    tmp_path: Path, vf: fake_sysfs.FakeVf, requested: str, needle: str
 ) -> None:
     fake, kernel, binder = _setup(tmp_path, vf, drivers=("vfio-pci", "uio_pci_generic"))
     before = fake.sysfs.current_driver(VF)
-    with pytest.raises(binding.UnsupportedVfDriver) as info:
+    with pytest.raises(vf_driver_binding.UnsupportedVfDriver) as info:
         binder.apply(VF, requested, require_netdevice=True)
     message = str(info.value)
     assert needle in message
@@ -175,7 +177,9 @@ def test_kernel_driver_without_netdev_is_rejected(tmp_path: Path) -> None:
     fake, _, binder = _setup(tmp_path)
     # A driver that made no netdev leaves no net/ at all (an empty net/ is a netdev elsewhere).
     shutil.rmtree(fake.sysfs.pci_device_dir(VF) / "net")
-    with pytest.raises(binding.UnsupportedVfDriver, match="iavf, which created no network interface"):
+    with pytest.raises(
+        vf_driver_binding.UnsupportedVfDriver, match="iavf, which created no network interface"
+    ):
         binder.apply(VF, "", require_netdevice=True)
 
 
@@ -190,22 +194,24 @@ def test_kernel_driver_without_netdev_is_rejected(tmp_path: Path) -> None:
     ],
 )
 def test_netdevice_required_accepts(tmp_path: Path, initial: str | None, requested: str) -> None:
-    _, _, binder = _setup(tmp_path, fakesysfs.FakeVf(driver=initial))
+    _, _, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver=initial))
     record = binder.apply(VF, requested, require_netdevice=True)
     assert record.driver == "iavf"
     assert binder.check_netdevice(VF) == "enp3s0f0v0"
 
 
 def test_netdevice_check_failure_after_change_rolls_back(tmp_path: Path) -> None:
-    fake, _, binder = _setup(tmp_path, fakesysfs.FakeVf(driver="vfio-pci", default_driver="idpf", netdev=""))
-    with pytest.raises(binding.UnsupportedVfDriver, match="idpf, which created no network interface"):
+    fake, _, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver="vfio-pci", default_driver="idpf", netdev=""))
+    with pytest.raises(
+        vf_driver_binding.UnsupportedVfDriver, match="idpf, which created no network interface"
+    ):
         binder.apply(VF, "default", require_netdevice=True)
     assert fake.sysfs.current_driver(VF) == "vfio-pci"
 
 
 def test_unregistered_driver_is_refused_before_any_write(tmp_path: Path) -> None:
     fake, kernel, binder = _setup(tmp_path, drivers=())
-    with pytest.raises(binding.DriverBindError) as info:
+    with pytest.raises(vf_driver_binding.DriverBindError) as info:
         binder.apply(VF, "vfio-pci")
     assert "modprobe vfio_pci" in str(info.value)
     assert info.value.reason is errors.Reason.VF_BIND_FAILED
@@ -229,9 +235,9 @@ def test_unregistered_driver_is_refused_before_any_write(tmp_path: Path) -> None
     ],
 )
 def test_write_failure_raises_and_restores(tmp_path: Path, op: str, requested: str, initial: str) -> None:
-    fake, kernel, binder = _setup(tmp_path, fakesysfs.FakeVf(driver=initial))
+    fake, kernel, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver=initial))
     kernel.fail_next(op, VF, errno.EIO)
-    with pytest.raises(binding.DriverBindError) as info:
+    with pytest.raises(vf_driver_binding.DriverBindError) as info:
         binder.apply(VF, requested)
     assert f"VF {VF}: {'probe' if op == 'probe' else op} failed" in str(info.value)
     assert "dmesg" in str(info.value)
@@ -240,21 +246,21 @@ def test_write_failure_raises_and_restores(tmp_path: Path, op: str, requested: s
 
 
 def test_failed_apply_restores_a_preexisting_override(tmp_path: Path) -> None:
-    fake, kernel, binder = _setup(tmp_path, fakesysfs.FakeVf(driver_override="iavf"))
+    fake, kernel, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver_override="iavf"))
     kernel.fail_next("bind", VF)
-    with pytest.raises(binding.DriverBindError):
+    with pytest.raises(vf_driver_binding.DriverBindError):
         binder.apply(VF, "vfio-pci")
     assert (fake.sysfs.current_driver(VF), fake.sysfs.driver_override(VF)) == ("iavf", "iavf")
 
 
 def test_default_probe_finding_no_driver_raises_and_restores(tmp_path: Path) -> None:
-    fake, _, binder = _setup(tmp_path, fakesysfs.FakeVf(driver="vfio-pci", default_driver="notloaded"))
+    fake, _, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver="vfio-pci", default_driver="notloaded"))
     (fake.sysfs.driver_dir("notloaded") / "bind").unlink()
     (fake.sysfs.driver_dir("notloaded") / "unbind").unlink()
     for attr in ("new_id", "remove_id"):
         (fake.sysfs.driver_dir("notloaded") / attr).unlink()
     fake.sysfs.driver_dir("notloaded").rmdir()
-    with pytest.raises(binding.DriverBindError, match="left it on no driver"):
+    with pytest.raises(vf_driver_binding.DriverBindError, match="left it on no driver"):
         binder.apply(VF, "default")
     assert fake.sysfs.current_driver(VF) == "vfio-pci"
 
@@ -298,7 +304,7 @@ def test_real_kernel_pci_writes_the_kernel_files(
     tmp_path: Path, call: object, path: str, content: str
 ) -> None:
     fake, _, _ = _setup(tmp_path)
-    real = binding.SysfsKernelPci(fake.sysfs)
+    real = vf_driver_binding.SysfsKernelPci(fake.sysfs)
     call(real)  # type: ignore[operator]
     assert (tmp_path / path).read_text() == content
 
@@ -306,13 +312,13 @@ def test_real_kernel_pci_writes_the_kernel_files(
 def test_real_kernel_pci_never_creates_missing_files(tmp_path: Path) -> None:
     fake, _, _ = _setup(tmp_path)
     with pytest.raises(FileNotFoundError):
-        binding.SysfsKernelPci(fake.sysfs).bind(VF, "igb_uio")
+        vf_driver_binding.SysfsKernelPci(fake.sysfs).bind(VF, "igb_uio")
     assert not fake.sysfs.driver_dir("igb_uio").exists()
 
 
 def test_missing_driver_override_file_is_reported(tmp_path: Path) -> None:
     fake, kernel, binder = _setup(tmp_path)
     (fake.sysfs.pci_device_dir(VF) / "driver_override").unlink()
-    with pytest.raises(binding.DriverBindError, match="no driver_override file"):
+    with pytest.raises(vf_driver_binding.DriverBindError, match="no driver_override file"):
         binder.apply(VF, "vfio-pci")
     assert kernel.calls == []

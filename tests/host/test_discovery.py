@@ -10,22 +10,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import attributes, devicefacts, identities
+from sriov_dra.core import attributes, device_facts, identities
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab.fakes import fake_sysfs
 from sriov_dra_rules import names
 
 D = "sriovnetwork.k8snetworkplumbingwg.io"
 
 
-def _lab(root: Path, vfs: int = 2) -> fakesysfs.FakeSysfs:
-    return fakesysfs.build(root, fakesysfs.two_root_pfs(vfs))
+def _lab(root: Path, vfs: int = 2) -> fake_sysfs.FakeSysfs:
+    return fake_sysfs.build(root, fake_sysfs.two_root_pfs(vfs))
 
 
 def _one(root: Path, **pf: object) -> discovery.DiscoveredVf:
-    spec = {"bdf": "0000:03:00.0", "ifname": "enp3s0f0", "vfs": fakesysfs.make_vfs(1), **pf}
-    found = discovery.discover(fakesysfs.build(root, [fakesysfs.FakePf(**spec)]).sysfs)  # type: ignore[arg-type]
+    spec = {"bdf": "0000:03:00.0", "ifname": "enp3s0f0", "vfs": fake_sysfs.make_vfs(1), **pf}
+    found = discovery.discover(fake_sysfs.build(root, [fake_sysfs.FakePf(**spec)]).sysfs)  # type: ignore[arg-type]
     assert len(found) == 1
     return found[0]
 
@@ -119,8 +119,8 @@ def test_device_name_is_dns_label_and_injective(a: str, b: str) -> None:
 def test_numa_node_published_only_when_the_kernel_reports_a_node(
     tmp_path: Path, numa_file: str | None, expected: int | None
 ) -> None:
-    fake = fakesysfs.build(
-        tmp_path, [fakesysfs.FakePf(bdf="0000:03:00.0", ifname="p0", vfs=fakesysfs.make_vfs(1))]
+    fake = fake_sysfs.build(
+        tmp_path, [fake_sysfs.FakePf(bdf="0000:03:00.0", ifname="p0", vfs=fake_sysfs.make_vfs(1))]
     )
     path = fake.sysfs.pci_device_dir("0000:03:00.0") / "numa_node"
     if numa_file is None:
@@ -135,8 +135,9 @@ def test_numa_node_published_only_when_the_kernel_reports_a_node(
 
 
 def test_numa_node_is_the_pfs_as_upstream(tmp_path: Path) -> None:
-    fake = fakesysfs.build(
-        tmp_path, [fakesysfs.FakePf(bdf="0000:03:00.0", ifname="p0", numa_node=1, vfs=fakesysfs.make_vfs(1))]
+    fake = fake_sysfs.build(
+        tmp_path,
+        [fake_sysfs.FakePf(bdf="0000:03:00.0", ifname="p0", numa_node=1, vfs=fake_sysfs.make_vfs(1))],
     )
     (fake.sysfs.pci_device_dir("0000:03:02.0") / "numa_node").write_text("0\n")
     assert discovery.discover(fake.sysfs)[0].attributes["dra.net/numaNode"] == attributes.int_value(1)
@@ -194,11 +195,11 @@ def test_a_vf_reports_its_pfs_root_even_when_its_own_link_is_odd(tmp_path: Path)
     ],
 )
 def test_eswitch_mode_sources(tmp_path: Path, source_answer: str | None, expected: str) -> None:
-    fake = fakesysfs.build(
+    fake = fake_sysfs.build(
         tmp_path,
         [
-            fakesysfs.FakePf(
-                bdf="0000:03:00.0", ifname="p0", eswitch_mode="switchdev", vfs=fakesysfs.make_vfs(1)
+            fake_sysfs.FakePf(
+                bdf="0000:03:00.0", ifname="p0", eswitch_mode="switchdev", vfs=fake_sysfs.make_vfs(1)
             )
         ],
     )
@@ -222,15 +223,15 @@ def test_eswitch_mode_sources(tmp_path: Path, source_answer: str | None, expecte
 def test_fake_tree_eswitch_mode_reaches_discovery_only_through_its_source(
     tmp_path: Path, source: bool, expected: str
 ) -> None:
-    fake = fakesysfs.build(
+    fake = fake_sysfs.build(
         tmp_path,
         [
-            fakesysfs.FakePf(
-                bdf="0000:03:00.0", ifname="p0", eswitch_mode="switchdev", vfs=fakesysfs.make_vfs(1)
+            fake_sysfs.FakePf(
+                bdf="0000:03:00.0", ifname="p0", eswitch_mode="switchdev", vfs=fake_sysfs.make_vfs(1)
             )
         ],
     )
-    modes = fakesysfs.FakeEswitchModes(tmp_path) if source else None
+    modes = fake_sysfs.FakeEswitchModes(tmp_path) if source else None
     (vf,) = discovery.discover(fake.sysfs, eswitch_modes=modes)
     assert vf.eswitch_mode == expected
 
@@ -238,48 +239,48 @@ def test_fake_tree_eswitch_mode_reaches_discovery_only_through_its_source(
 @pytest.mark.parametrize(
     ("vf_spec", "driver", "netdev"),
     [
-        (fakesysfs.FakeVf(driver="vfio-pci"), "vfio-pci", None),
-        (fakesysfs.FakeVf(driver=None), None, None),
-        (fakesysfs.FakeVf(), "iavf", "p0v0"),
+        (fake_sysfs.FakeVf(driver="vfio-pci"), "vfio-pci", None),
+        (fake_sysfs.FakeVf(driver=None), None, None),
+        (fake_sysfs.FakeVf(), "iavf", "p0v0"),
     ],
     ids=["vfio-bound-vf-still-discovered", "unbound-vf-still-discovered", "netdevice-vf-discovered"],
 )
 def test_vfs_discovered_whatever_their_driver(
-    tmp_path: Path, vf_spec: fakesysfs.FakeVf, driver: str | None, netdev: str | None
+    tmp_path: Path, vf_spec: fake_sysfs.FakeVf, driver: str | None, netdev: str | None
 ) -> None:
     vf = _one(tmp_path, ifname="p0", vfs=(vf_spec,))
     assert (vf.driver, vf.netdev, vf.name) == (driver, netdev, "0000-03-02-0")
 
 
 def test_pf_without_netdev_and_non_sriov_functions_contribute_nothing(tmp_path: Path) -> None:
-    fake = fakesysfs.build(
+    fake = fake_sysfs.build(
         tmp_path,
         [
-            fakesysfs.FakePf(bdf="0000:03:00.0", ifname="p0", vfs=fakesysfs.make_vfs(1)),
-            fakesysfs.FakePf(
+            fake_sysfs.FakePf(bdf="0000:03:00.0", ifname="p0", vfs=fake_sysfs.make_vfs(1)),
+            fake_sysfs.FakePf(
                 bdf="0000:81:00.0",
                 ifname="p1",
                 pcie_root="pci0000:80",
                 driver="vfio-pci",
-                vfs=fakesysfs.make_vfs(2),
+                vfs=fake_sysfs.make_vfs(2),
             ),
-            fakesysfs.FakePf(bdf="0000:05:00.0", ifname="p2", bridges=("0000:00:02.0",), vfs=()),
+            fake_sysfs.FakePf(bdf="0000:05:00.0", ifname="p2", bridges=("0000:00:02.0",), vfs=()),
         ],
     )
     assert [v.name for v in discovery.discover(fake.sysfs)] == ["0000-03-02-0"]
 
 
 def test_vendor_is_pf_vendor_and_ids_split_vf_and_pf(tmp_path: Path) -> None:
-    fake = fakesysfs.build(
+    fake = fake_sysfs.build(
         tmp_path,
         [
-            fakesysfs.FakePf(
+            fake_sysfs.FakePf(
                 bdf="0000:03:00.0",
                 ifname="p0",
                 vendor="15b3",
                 device="101d",
                 vf_device="101e",
-                vfs=fakesysfs.make_vfs(1),
+                vfs=fake_sysfs.make_vfs(1),
             )
         ],
     )
@@ -295,7 +296,7 @@ def test_vendor_is_pf_vendor_and_ids_split_vf_and_pf(tmp_path: Path) -> None:
         ({"link_type": 32, "ifname": "ib0"}, discovery.LINK_TYPE, attributes.string_value("infiniband")),
         ({"link_type": 772}, discovery.LINK_TYPE, attributes.string_value("unknown")),
         (
-            {"vfs": (fakesysfs.FakeVf(rdma_devices=("mlx5_3",)),)},
+            {"vfs": (fake_sysfs.FakeVf(rdma_devices=("mlx5_3",)),)},
             discovery.RDMA_CAPABLE,
             attributes.bool_value(True),
         ),
@@ -331,7 +332,7 @@ def test_no_pci_bus_fails_discovery(tmp_path: Path) -> None:
 
 def test_to_device_facts_carries_every_policy_fact(tmp_path: Path) -> None:
     vf = discovery.by_name(discovery.discover(_lab(tmp_path).sysfs))["0000-81-02-1"]
-    assert vf.to_device_facts() == devicefacts.DeviceFacts(
+    assert vf.to_device_facts() == device_facts.DeviceFacts(
         pci_address="0000:81:02.1",
         vendor="8086",
         device_id="1889",
@@ -347,4 +348,4 @@ def test_to_device_facts_carries_every_policy_fact(tmp_path: Path) -> None:
         rdma_capable=False,
     )
     assert vf.to_device_facts().name == vf.name
-    assert devicefacts.discovered_attributes(vf.to_device_facts()) == dict(vf.attributes)
+    assert device_facts.discovered_attributes(vf.to_device_facts()) == dict(vf.attributes)

@@ -1,10 +1,10 @@
-"""Tests for ``sriov_dra_lab.fakes.fakepci``: the VF addresses and VF lists a fake tree is built from."""
+"""Tests for ``sriov_dra_lab.fakes.fake_pci``: the VF addresses and VF lists a fake tree is built from."""
 
 from __future__ import annotations
 
 import pytest
 
-from sriov_dra_lab.fakes import fakepci
+from sriov_dra_lab.fakes import fake_pci
 
 
 @pytest.mark.parametrize(
@@ -27,14 +27,14 @@ from sriov_dra_lab.fakes import fakepci
     ],
 )
 def test_vf_address_follows_routing_id_rule(pf: str, index: int, expected: str) -> None:
-    assert fakepci.vf_address(pf, index) == expected
+    assert fake_pci.vf_address(pf, index) == expected
 
 
 def test_vf_address_beyond_last_bus_is_refused() -> None:
     with pytest.raises(ValueError, match="use fewer VFs"):
-        fakepci.vf_address("0000:ff:1f.0", 200)
+        fake_pci.vf_address("0000:ff:1f.0", 200)
 
 
 def test_make_vfs_rejects_wrong_name_count() -> None:
     with pytest.raises(ValueError, match="got 1 netdev names for 2 VFs"):
-        fakepci.make_vfs(2, netdevs=["only-one"])
+        fake_pci.make_vfs(2, netdevs=["only-one"])

@@ -1,4 +1,4 @@
-"""Tests for ``sriov_dra_lab.fakes.fakesysfs``: tree layout and the fake kernel's emulated rules."""
+"""Tests for ``sriov_dra_lab.fakes.fake_sysfs``: tree layout and the fake kernel's emulated rules."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.host import discovery
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab.fakes import fake_sysfs
 
 
-def _lab(root: Path, vfs: int = 2, **kwargs: object) -> fakesysfs.FakeSysfs:
-    return fakesysfs.build(root, fakesysfs.two_root_pfs(vfs, **kwargs))  # type: ignore[arg-type]
+def _lab(root: Path, vfs: int = 2, **kwargs: object) -> fake_sysfs.FakeSysfs:
+    return fake_sysfs.build(root, fake_sysfs.two_root_pfs(vfs, **kwargs))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ VMBUS_DIR = "sys/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/5d2a1f4e-0
     ],
 )
 def test_vmbus_pf_is_laid_out_like_a_hyperv_guest(tmp_path: Path, link: str, target: str) -> None:
-    fakesysfs.build(tmp_path, [fakesysfs.vmbus_pf(2)])
+    fake_sysfs.build(tmp_path, [fake_sysfs.vmbus_pf(2)])
     assert os.readlink(tmp_path / link) == target
     assert (tmp_path / link).exists()
 
@@ -79,7 +79,7 @@ def test_vmbus_pf_is_laid_out_like_a_hyperv_guest(tmp_path: Path, link: str, tar
 def test_numa_node_file_as_the_kernel_writes_it(
     tmp_path: Path, numa_node: int | None, content: str | None
 ) -> None:
-    fakesysfs.build(tmp_path, [fakesysfs.vmbus_pf(1, numa_node=numa_node)])
+    fake_sysfs.build(tmp_path, [fake_sysfs.vmbus_pf(1, numa_node=numa_node)])
     for bdf in ("0001:00:00.0", "0001:00:00.1"):
         path = tmp_path / "sys/bus/pci/devices" / bdf / "numa_node"
         assert (path.read_text() if path.exists() else None) == content
@@ -127,14 +127,14 @@ def test_veth_names_back_vf_netdevs(tmp_path: Path) -> None:
 
 def test_metadata_lets_another_process_drive_the_fake_kernel(tmp_path: Path) -> None:
     _lab(tmp_path)
-    reloaded = fakesysfs.FakeSysfs(tmp_path)
+    reloaded = fake_sysfs.FakeSysfs(tmp_path)
     kernel = reloaded.kernel()
     kernel.unbind("0000:03:02.0", "iavf")
     assert reloaded.sysfs.current_driver("0000:03:02.0") is None
     kernel.probe("0000:03:02.0")
     assert reloaded.sysfs.current_driver("0000:03:02.0") == "iavf"
     assert reloaded.sysfs.netdevs("0000:03:02.0") == ["enp3s0f0v0"]
-    assert (tmp_path / fakesysfs.METADATA_FILE).exists()
+    assert (tmp_path / fake_sysfs.METADATA_FILE).exists()
 
 
 @pytest.mark.parametrize(
@@ -194,7 +194,7 @@ def test_fail_next_fails_once_before_writing(tmp_path: Path) -> None:
 
 
 def test_two_pfs_of_128_vfs_build_and_discover(tmp_path: Path) -> None:
-    fake = fakesysfs.build(tmp_path, fakesysfs.two_root_pfs(128))
+    fake = fake_sysfs.build(tmp_path, fake_sysfs.two_root_pfs(128))
     found = discovery.discover(fake.sysfs)
     assert len(found) == 256
     assert {v.pcie_root for v in found} == {"pci0000:00", "pci0000:80"}

@@ -12,7 +12,7 @@ from tests import tiers
 
 from sriov_dra.host import netlink
 from sriov_dra_lab import netns
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 
 
 @pytest.fixture
@@ -59,16 +59,16 @@ def test_missing_namespace_is_an_error_and_is_not_created(tmp_path: object) -> N
 
 def test_move_rename_address_and_return(sandbox: str, vfs: list[netns.LabVf]) -> None:
     vf = vfs[0]
-    netedit.move_link(vf.ifname, target_netns=sandbox, new_name="dra0")
+    net_edit.move_link(vf.ifname, target_netns=sandbox, new_name="dra0")
     assert vf.ifname not in netlink.link_names(None)
-    netedit.add_address("dra0", "192.0.2.7/24", netns_path=sandbox)
-    netedit.set_up("dra0", netns_path=sandbox)
-    netedit.add_route("198.51.100.0/24", gateway="192.0.2.1", name="dra0", netns_path=sandbox)
+    net_edit.add_address("dra0", "192.0.2.7/24", netns_path=sandbox)
+    net_edit.set_up("dra0", netns_path=sandbox)
+    net_edit.add_route("198.51.100.0/24", gateway="192.0.2.1", name="dra0", netns_path=sandbox)
     [link] = [link for link in netlink.links(sandbox) if link.name == "dra0"]
     assert link.kind == "veth" and link.up and "192.0.2.7/24" in link.addresses
     assert link.mac is not None and len(link.mac) == 17
 
-    netedit.move_link("dra0", target_netns=None, new_name=vf.ifname, netns_path=sandbox)
+    net_edit.move_link("dra0", target_netns=None, new_name=vf.ifname, netns_path=sandbox)
     assert "dra0" not in netlink.link_names(sandbox) and vf.ifname in netlink.link_names(None)
 
 
@@ -88,16 +88,16 @@ def test_reading_a_namespace_never_moves_the_calling_thread(sandbox: str) -> Non
 
 def test_unknown_link_errors_name_the_interface(sandbox: str) -> None:
     with pytest.raises(netlink.NetlinkError) as info:
-        netedit.set_up("nope0", netns_path=sandbox)
+        net_edit.set_up("nope0", netns_path=sandbox)
     assert "nope0" in str(info.value) and info.value.errno == 19
 
 
 def test_delete_link_is_idempotent(vfs: list[netns.LabVf]) -> None:
-    netedit.delete_link(vfs[1].ifname)
-    netedit.delete_link(vfs[1].ifname)
+    net_edit.delete_link(vfs[1].ifname)
+    net_edit.delete_link(vfs[1].ifname)
     assert vfs[1].ifname not in netlink.link_names(None) and vfs[1].peer not in netlink.link_names(None)
     with pytest.raises(netlink.NetlinkError):
-        netedit.delete_link(vfs[1].ifname, missing_ok=False)
+        net_edit.delete_link(vfs[1].ifname, missing_ok=False)
 
 
 def test_delete_link_counts_a_link_gone_between_lookup_and_delete_as_absent(
@@ -127,15 +127,15 @@ def test_delete_link_counts_a_link_gone_between_lookup_and_delete_as_absent(
         with real_socket_in(netns_path, op) as ipr:
             yield VanishingAfterLookup(ipr)
 
-    monkeypatch.setattr(netedit.netlink, "socket_in", socket_in)
-    netedit.delete_link(victim)
+    monkeypatch.setattr(net_edit.netlink, "socket_in", socket_in)
+    net_edit.delete_link(victim)
     monkeypatch.undo()
     assert victim not in netlink.link_names(None)
 
 
 def test_create_existing_namespace_is_refused(sandbox: str) -> None:
     with pytest.raises(netlink.NetlinkError) as info:
-        netedit.create_netns(os.path.basename(sandbox))
+        net_edit.create_netns(os.path.basename(sandbox))
     assert info.value.errno == 17
 
 

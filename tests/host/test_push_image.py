@@ -26,7 +26,7 @@ import pytest
 import yaml
 from tests import tiers
 
-from sriov_dra_lab import images, pushregistry
+from sriov_dra_lab import images, push_registry
 
 REPO = Path(__file__).resolve().parents[2]
 PUSH = REPO / "tools" / "push-image.sh"
@@ -35,11 +35,11 @@ VERSION = "0.1.0"
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pushregistry.PushRegistry]:
-    missing = pushregistry.missing_tools(credentials=True)
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[push_registry.PushRegistry]:
+    missing = push_registry.missing_tools(credentials=True)
     if missing:
         tiers.unavailable("host", "the push test needs " + ", ".join(missing))
-    reg = pushregistry.PushRegistry(tmp_path_factory.mktemp("registry"), users={USER: PASSWORD}).start()
+    reg = push_registry.PushRegistry(tmp_path_factory.mktemp("registry"), users={USER: PASSWORD}).start()
     try:
         yield reg
     finally:
@@ -63,7 +63,7 @@ def _push(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _get(registry: pushregistry.PushRegistry, path: str) -> tuple[bytes, Any]:
+def _get(registry: push_registry.PushRegistry, path: str) -> tuple[bytes, Any]:
     """GET ``/v2/<path>`` with the registry's credentials; the body and the headers."""
     request = urllib.request.Request(f"http://{registry.host}/v2/{path}")
     token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -73,7 +73,7 @@ def _get(registry: pushregistry.PushRegistry, path: str) -> tuple[bytes, Any]:
         return answer.read(), answer.headers
 
 
-def _authfile(registry: pushregistry.PushRegistry, home: Path) -> Path:
+def _authfile(registry: push_registry.PushRegistry, home: Path) -> Path:
     path = home / "auth.json"
     done = subprocess.run(
         [
@@ -99,7 +99,7 @@ def _authfile(registry: pushregistry.PushRegistry, home: Path) -> Path:
 
 
 def test_push_keeps_the_digest_and_writes_both_pinned_images_beside_the_inventory(
-    registry: pushregistry.PushRegistry, tmp_path: Path
+    registry: push_registry.PushRegistry, tmp_path: Path
 ) -> None:
     archive, digest = _archive(tmp_path, "sriov-dra.local/sriov-dra:0.1.0", b"the product")
     multus_archive, multus_digest = _archive(
@@ -164,7 +164,7 @@ def test_push_keeps_the_digest_and_writes_both_pinned_images_beside_the_inventor
 
 
 def test_push_without_credentials_names_skopeo_login_and_writes_nothing(
-    registry: pushregistry.PushRegistry, tmp_path: Path
+    registry: push_registry.PushRegistry, tmp_path: Path
 ) -> None:
     archive, _ = _archive(tmp_path, "sriov-dra.local/sriov-dra:0.1.0", b"no credentials")
     inventory = tmp_path / "inventory.yml"
@@ -191,7 +191,7 @@ def test_push_without_credentials_names_skopeo_login_and_writes_nothing(
     ids=["tagged", "no-registry", "inventory-in-tree", "no-inventory", "multus-digest-not-served"],
 )  # fmt: skip
 def test_push_refuses_before_pushing(
-    registry: pushregistry.PushRegistry, tmp_path: Path, args: list[str], message: str
+    registry: push_registry.PushRegistry, tmp_path: Path, args: list[str], message: str
 ) -> None:
     archive, _ = _archive(tmp_path, "sriov-dra.local/sriov-dra:0.1.0", b"refused")
     auth = _authfile(registry, tmp_path)

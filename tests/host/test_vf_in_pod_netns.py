@@ -3,7 +3,7 @@
 Measured on real igbvf VFs (tests/realvf): a VF whose netdev was moved into a Pod's netns has an
 empty ``net/`` in the host's sysfs, a driver that created no netdev leaves no ``net/`` at all, and
 a netns deleted before CNI DEL hands the VF back under the Pod's interface name (``net1``).
-``fakesysfs.FakeSysfs.move_netdev_out`` and ``return_netdev`` reproduce that here.
+``fake_sysfs.FakeSysfs.move_netdev_out`` and ``return_netdev`` reproduce that here.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.core import identities
-from sriov_dra.host import binding, discovery
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra.host import discovery, vf_driver_binding
+from sriov_dra_lab.fakes import fake_sysfs
 
 PF = identities.PciAddress("0000:03:00.0")
 
 
-def _tree(root: Path) -> tuple[fakesysfs.FakeSysfs, identities.PciAddress]:
-    pf = fakesysfs.FakePf(bdf=PF, ifname="enp3s0f0", vfs=fakesysfs.make_vfs(2))
-    fake = fakesysfs.build(root, [pf])
-    return fake, fakesysfs.vf_address(PF, 1)
+def _tree(root: Path) -> tuple[fake_sysfs.FakeSysfs, identities.PciAddress]:
+    pf = fake_sysfs.FakePf(bdf=PF, ifname="enp3s0f0", vfs=fake_sysfs.make_vfs(2))
+    fake = fake_sysfs.build(root, [pf])
+    return fake, fake_sysfs.vf_address(PF, 1)
 
 
 def test_a_netdev_moved_into_a_pod_netns_leaves_an_empty_net_directory_on_the_host(tmp_path: Path) -> None:
@@ -44,8 +44,8 @@ def test_rerunning_the_host_stage_accepts_a_vf_whose_netdev_is_in_a_pod_netns(tm
     fake, vf = _tree(tmp_path)
     fake.move_netdev_out(vf)
     kernel = fake.kernel()
-    binder = binding.DriverBinder(fake.sysfs, kernel=kernel)
-    for requested in (binding.KEEP, binding.DEFAULT):
+    binder = vf_driver_binding.DriverBinder(fake.sysfs, kernel=kernel)
+    for requested in (vf_driver_binding.KEEP, vf_driver_binding.DEFAULT):
         record = binder.apply(vf, requested, require_netdevice=True)
         assert (record.changed, record.driver) == (False, "iavf")
     assert binder.check_netdevice(vf) is None
@@ -56,8 +56,8 @@ def test_a_vf_unbound_after_its_netdev_left_is_still_refused(tmp_path: Path) -> 
     fake, vf = _tree(tmp_path)
     fake.move_netdev_out(vf)
     fake.detach_driver(vf)
-    binder = binding.DriverBinder(fake.sysfs, kernel=fake.kernel())
-    with pytest.raises(binding.UnsupportedVfDriver, match="not bound to any driver"):
+    binder = vf_driver_binding.DriverBinder(fake.sysfs, kernel=fake.kernel())
+    with pytest.raises(vf_driver_binding.UnsupportedVfDriver, match="not bound to any driver"):
         binder.check_netdevice(vf)
 
 
@@ -87,4 +87,4 @@ def test_a_vf_returned_as_net1_by_a_deleted_pod_netns_is_discovered_as_the_same_
     name = discovery.device_name(vf)
     assert _same_device(now[name], before[name])
     assert now[name].netdev == "net1"
-    assert binding.DriverBinder(fake.sysfs, kernel=fake.kernel()).check_netdevice(vf) == "net1"
+    assert vf_driver_binding.DriverBinder(fake.sysfs, kernel=fake.kernel()).check_netdevice(vf) == "net1"

@@ -1,4 +1,4 @@
-"""VF health read from the node (``host.vfhealth``): a fake sysfs tree whose PF netdev is a real veth in a netns.
+"""VF health read from the node (``host.vf_health_reader``): a fake sysfs tree whose PF netdev is a real veth in a netns.
 
 The PF's link state is the kernel's netlink answer for a real interface (admin state, carrier),
 read the same way the plugin reads a real PF in the host namespace; only the PCI side is a fake
@@ -11,34 +11,34 @@ import os
 import uuid
 from pathlib import Path
 
-from sriov_dra.core import devicehealth as dh
-from sriov_dra.driver import device_health
-from sriov_dra.host import discovery, netlink, vfhealth
+from sriov_dra.core import device_health as dh
+from sriov_dra.driver import device_health_monitor
+from sriov_dra.host import discovery, netlink, vf_health_reader
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra_lab.fakes import fakesysfs, netedit
+from sriov_dra_lab.fakes import fake_sysfs, net_edit
 
 PF_BDF = "0000:03:00.0"
 
 
 def setup(
     tmp_path: Path, netns: str
-) -> tuple[fakesysfs.FakeSysfs, vfhealth.VfHealthReader, dh.HealthTarget, str]:
+) -> tuple[fake_sysfs.FakeSysfs, vf_health_reader.VfHealthReader, dh.HealthTarget, str]:
     """A fake PF with one iavf VF whose netdev is veth ``<pf>`` (peer ``<pf>p``, both up) in ``netns``."""
     pf_name = f"hp{uuid.uuid4().hex[:6]}"
-    fake = fakesysfs.build(
-        tmp_path, [fakesysfs.FakePf(bdf=PF_BDF, ifname=pf_name, vfs=(fakesysfs.FakeVf(),))]
+    fake = fake_sysfs.build(
+        tmp_path, [fake_sysfs.FakePf(bdf=PF_BDF, ifname=pf_name, vfs=(fake_sysfs.FakeVf(),))]
     )
-    netedit.create_veth_pair(pf_name, f"{pf_name}p", netns_path=netns)
-    netedit.set_up(pf_name, netns_path=netns)
-    netedit.set_up(f"{pf_name}p", netns_path=netns)
+    net_edit.create_veth_pair(pf_name, f"{pf_name}p", netns_path=netns)
+    net_edit.set_up(pf_name, netns_path=netns)
+    net_edit.set_up(f"{pf_name}p", netns_path=netns)
     sysfs = sysfs_mod.Sysfs(tmp_path)
     inventory = discovery.by_name(discovery.discover(sysfs))
-    (target,) = device_health.watch_targets("node-1", inventory, inventory, [])
-    reader = vfhealth.VfHealthReader(sysfs, links=lambda: netlink.carrier_states(netns))
+    (target,) = device_health_monitor.watch_targets("node-1", inventory, inventory, [])
+    reader = vf_health_reader.VfHealthReader(sysfs, links=lambda: netlink.carrier_states(netns))
     return fake, reader, target, pf_name
 
 
-def health(reader: vfhealth.VfHealthReader, target: dh.HealthTarget) -> dh.Verdict:
+def health(reader: vf_health_reader.VfHealthReader, target: dh.HealthTarget) -> dh.Verdict:
     return dh.decide(target, reader.read([target])[target.device])
 
 
@@ -47,15 +47,15 @@ def test_pf_link_down_makes_its_vf_unhealthy_and_up_healthy_again(tmp_path: Path
     assert health(reader, target) == dh.Verdict(
         dh.Health.HEALTHY, f"VF {target.pci_address} bound to iavf; PF {pf} up with carrier"
     )
-    netedit.set_up(pf, netns_path=scratch_netns, up=False)
+    net_edit.set_up(pf, netns_path=scratch_netns, up=False)
     assert health(reader, target) == dh.Verdict(dh.Health.UNHEALTHY, f"PF {pf} is down (operstate down)")
-    netedit.set_up(pf, netns_path=scratch_netns)
+    net_edit.set_up(pf, netns_path=scratch_netns)
     assert health(reader, target).health is dh.Health.HEALTHY
 
 
 def test_pf_without_carrier_makes_its_vf_unhealthy(tmp_path: Path, scratch_netns: str) -> None:
     _, reader, target, pf = setup(tmp_path, scratch_netns)
-    netedit.set_up(f"{pf}p", netns_path=scratch_netns, up=False)  # the far end: the kernel drops carrier
+    net_edit.set_up(f"{pf}p", netns_path=scratch_netns, up=False)  # the far end: the kernel drops carrier
     verdict = health(reader, target)
     assert verdict.health is dh.Health.UNHEALTHY
     assert verdict.reason.startswith(f"PF {pf} has no carrier (operstate ")
@@ -80,7 +80,9 @@ def test_vf_removed_from_sysfs_is_unhealthy(tmp_path: Path, scratch_netns: str) 
 def test_links_that_cannot_be_listed_make_the_vf_unknown(tmp_path: Path, scratch_netns: str) -> None:
     _, _, target, pf = setup(tmp_path, scratch_netns)
     gone = f"/var/run/netns/absent-{uuid.uuid4().hex[:8]}"
-    reader = vfhealth.VfHealthReader(sysfs_mod.Sysfs(tmp_path), links=lambda: netlink.carrier_states(gone))
+    reader = vf_health_reader.VfHealthReader(
+        sysfs_mod.Sysfs(tmp_path), links=lambda: netlink.carrier_states(gone)
+    )
     verdict = health(reader, target)
     assert verdict.health is dh.Health.UNKNOWN
     assert verdict.reason.startswith(f"PF {pf}: cannot list the links of the plugin's network namespace")
@@ -89,7 +91,7 @@ def test_links_that_cannot_be_listed_make_the_vf_unknown(tmp_path: Path, scratch
 def test_pf_interface_outside_the_plugins_namespace_is_unknown(tmp_path: Path, scratch_netns: str) -> None:
     # The plugin reads its own namespace, which lacks the veth: a plugin without hostNetwork.
     _, _, target, pf = setup(tmp_path, scratch_netns)
-    reader = vfhealth.VfHealthReader(sysfs_mod.Sysfs(tmp_path))
+    reader = vf_health_reader.VfHealthReader(sysfs_mod.Sysfs(tmp_path))
     assert health(reader, target) == dh.Verdict(
         dh.Health.UNKNOWN,
         f"PF {pf} is not in the plugin's network namespace (run the plugin with hostNetwork)",

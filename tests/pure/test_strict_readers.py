@@ -1,7 +1,7 @@
 """Every parser of JSON or YAML that a person wrote goes through the one strict reader.
 
-Person-written text is read with ``sriov_dra_rules.strictjson`` (JSON: a repeated key is refused
-with its path, no NaN) or ``sriov_dra.host.strictyaml`` (YAML: a repeated mapping key is refused).
+Person-written text is read with ``sriov_dra_rules.strict_json`` (JSON: a repeated key is refused
+with its path, no NaN) or ``sriov_dra.host.strict_yaml`` (YAML: a repeated mapping key is refused).
 This test walks the syntax tree of every module of the runtime (``runtime/sriov_dra``) and of the
 collection (``plugins/``) and counts each other way of parsing JSON or YAML: ``json.load(s)``,
 ``json.JSONDecoder``, ``raw_decode``, any ``yaml`` load function or loader class, and the same
@@ -30,8 +30,8 @@ YAML_NAMES = frozenset(
 API = "a response body of the API server (machine-written; the client library decodes the rest)"
 CNI_RESULT = "the stdout of a CNI plugin or of a tool's -j output (machine-written)"
 ALLOWED: dict[str, tuple[int, str]] = {
-    "plugins/module_utils/sriov_dra_rules/strictjson.py": (1, "the one strict JSON reader itself"),
-    "runtime/sriov_dra/host/strictyaml.py": (
+    "plugins/module_utils/sriov_dra_rules/strict_json.py": (1, "the one strict JSON reader itself"),
+    "runtime/sriov_dra/host/strict_yaml.py": (
         3,
         "the one strict YAML reader itself (a SafeLoader subclass and its type annotations)",
     ),
@@ -56,11 +56,11 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "runtime/sriov_dra/kube/errors.py": (1, API),
     "runtime/sriov_dra/kube/objects.py": (1, API),
     "runtime/sriov_dra/kube/pods.py": (1, API),
-    "runtime/sriov_dra/kube/health.py": (1, "the API server's /version answer (machine-written)"),
+    "runtime/sriov_dra/kube/apiserver_probes.py": (1, "the API server's /version answer (machine-written)"),
     "plugins/module_utils/sriov_dra_rules/preflight_node.py": (2, CNI_RESULT),
     "plugins/module_utils/devlink.py": (1, "iproute2's devlink -j output (machine-written; never raises)"),
-    "lab/sriov_dra_lab/fakes/fakesysfs.py": (1, "the fake sysfs tree's own metadata file (written by it)"),
-    "runtime/sriov_dra/cli/inspectrows.py": (
+    "lab/sriov_dra_lab/fakes/fake_sysfs.py": (1, "the fake sysfs tree's own metadata file (written by it)"),
+    "runtime/sriov_dra/cli/inspect_rows.py": (
         3,
         "display only, never acted on: Multus's network-status, the shadow config our plugin wrote, "
         "and the source NAD's name for a column (its config is read strictly by the plugin)",
@@ -75,14 +75,14 @@ ALLOWED: dict[str, tuple[int, str]] = {
         "CNI results on stdout, and the primary network config the lab itself installed, read as "
         "the container runtime's libcni reads it",
     ),
-    "lab/sriov_dra_lab/cninode.py": (1, "the 00-multus.conf that thick Multus generated"),
+    "lab/sriov_dra_lab/cni_node.py": (1, "the 00-multus.conf that thick Multus generated"),
     "lab/sriov_dra_lab/demo.py": (1, "API server audit log lines (machine-written)"),
     "lab/sriov_dra_lab/iproute.py": (1, CNI_RESULT),
-    "lab/sriov_dra_lab/realnode.py": (1, CNI_RESULT),
+    "lab/sriov_dra_lab/real_node.py": (1, CNI_RESULT),
     "lab/sriov_dra_lab/kubelet_state.py": (1, "the kubelet simulator's own state file"),
-    "lab/sriov_dra_lab/labdir.py": (1, "the lab's own state file"),
+    "lab/sriov_dra_lab/lab_dir.py": (1, "the lab's own state file"),
     "lab/sriov_dra_lab/images.py": (1, "the image index tools/build-image.sh writes (machine-written)"),
-    "lab/sriov_dra_lab/realstack.py": (
+    "lab/sriov_dra_lab/real_stack.py": (
         2,
         "crictl's inspect, inspectp and pods JSON output (machine-written)",
     ),
@@ -131,7 +131,7 @@ def test_only_listed_files_parse_json_or_yaml_without_the_strict_readers() -> No
     uses = {str(p.relative_to(REPO)): parser_uses(p) for p in FILES}
     unlisted = {f: u for f, u in uses.items() if u and f not in ALLOWED}
     over = {f: u for f, u in uses.items() if f in ALLOWED and len(u) > ALLOWED[f][0]}
-    assert unlisted == {}, "read person-written text with strictjson or host.strictyaml, or list it here"
+    assert unlisted == {}, "read person-written text with strict_json or host.strict_yaml, or list it here"
     assert over == {}, "more parser uses than listed: use the strict reader, or list and justify the new one"
 
 
@@ -159,5 +159,5 @@ def test_the_walk_finds_every_spelling(source: str, tmp_path: Path) -> None:
     path = tmp_path / "m.py"
     path.write_text(source if "JSONDecoder" not in source else "import json\n" + source)
     assert parser_uses(path), source
-    path.write_text("from sriov_dra_rules import strictjson\nstrictjson.decode(t)\n# json.loads(t)\n")
+    path.write_text("from sriov_dra_rules import strict_json\nstrict_json.decode(t)\n# json.loads(t)\n")
     assert parser_uses(path) == []

@@ -1,7 +1,7 @@
 """The realvf session's control plane on the host, reached from the guest through QEMU user networking.
 
 Host side (tests/realvf/conftest.py): :func:`start` runs etcd, kube-apiserver, controller-manager and
-scheduler as the cluster tier starts them (``sriov_dra_lab.controlplane``), installs what the
+scheduler as the cluster tier starts them (``sriov_dra_lab.control_plane``), installs what the
 plugin's roles install (its CRDs, namespace and DeviceClass), registers the guest's Node
 (:data:`NODE_NAME`, kept Ready by a heartbeat thread, as a kubelet would) and the node's rail
 mapping (a DeviceAttributes giving every igb VF the template NAD :data:`SOURCE_NAD`, and the
@@ -138,10 +138,10 @@ def start(workdir: Path) -> HostApi:
     ``TimeoutError``); everything started is stopped again first.
     """
     from sriov_dra.kube import apply
-    from sriov_dra_lab import controlplane, nodes
+    from sriov_dra_lab import control_plane, nodes
 
     manifests = Path(apply.__file__).resolve().parents[1] / "manifests"
-    cp = controlplane.ControlPlane(controlplane.ControlPlaneSettings(workdir=workdir / "control-plane"))
+    cp = control_plane.ControlPlane(control_plane.ControlPlaneSettings(workdir=workdir / "control-plane"))
     cp.start()
     try:
         with cp.api() as api:

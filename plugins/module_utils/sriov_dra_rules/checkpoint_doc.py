@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from . import errors, strictjson
+from . import errors, strict_json
 
 VERSION = 1
 """The checkpoint document's ``version``: the one the plugin writes and these readers understand."""
@@ -54,7 +54,7 @@ def bindings_of(document: object, *, source: str) -> list[dict[str, object]]:
     is not a version-1 checkpoint whose ``data.claims`` is an object of claim objects.
     """
     if not isinstance(document, dict):
-        raise _corrupt(source, f"the document is {strictjson.kind(document)}, not an object")
+        raise _corrupt(source, f"the document is {strict_json.kind(document)}, not an object")
     version = document.get("version")
     if isinstance(version, bool) or version != VERSION:
         raise errors.ContractViolation(
@@ -102,7 +102,7 @@ def managed_bindings(raw: bytes, *, source: str) -> list[dict[str, object]]:
     a ``checksum`` that does not match ``data`` (edited or damaged), or as :func:`bindings_of`.
     """
     try:
-        document = strictjson.decode_file(raw, what="checkpoint", source=source)
+        document = strict_json.decode_file(raw, what="checkpoint", source=source)
     except errors.InvalidSpec as exc:
         raise errors.ContractViolation(exc.summary, errors=exc.errors) from None
     if isinstance(document, dict) and document.get("version") == VERSION:

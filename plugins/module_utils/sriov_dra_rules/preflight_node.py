@@ -6,7 +6,7 @@ Each check returns ``{"name", "status": "pass"|"fail"|"skip", "detail", "fix"}``
 on failure; a skip says why in ``detail``); :func:`node_checks` runs them in a fixed order. They
 read files, run CNI binaries with ``CNI_COMMAND=VERSION`` and (``cni-add``, root only) a real
 ADD and DEL between two throwaway namespaces, and change nothing else on the node. The guard's
-install rules come from :mod:`cniinstall`, so CLI and module give one verdict with one reason.
+install rules come from :mod:`cni_install`, so CLI and module give one verdict with one reason.
 Standard library and siblings only.
 """
 
@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import cniinstall
+from . import cni_install
 
 PASS = "pass"
 FAIL = "fail"
@@ -118,10 +118,10 @@ def check_cni_exec(bin_dir: str, names: Sequence[str], timeout_s: float) -> dict
 
 
 def check_guard_first(conf_dir: str, guard_file: str) -> dict[str, str]:
-    """The guard's file exists and is the first CNI config file the runtime sees (:func:`cniinstall.conf_files`)."""
+    """The guard's file exists and is the first CNI config file the runtime sees (:func:`cni_install.conf_files`)."""
     try:
-        files = cniinstall.conf_files(conf_dir)
-    except cniinstall.ContractError as exc:
+        files = cni_install.conf_files(conf_dir)
+    except cni_install.ContractError as exc:
         return result(
             "guard-first", False, message(exc), f"create {conf_dir} and run the sriovnet.dra.guard role"
         )
@@ -139,11 +139,11 @@ def check_guard_first(conf_dir: str, guard_file: str) -> dict[str, str]:
 def check_guard_config(
     conf_dir: str, guard_file: str, daemon_config: str | None, multus_mode: str | None = None
 ) -> dict[str, str]:
-    """The guard's file passes the install contract (:func:`cniinstall.check_installed`), runs Multus in
+    """The guard's file passes the install contract (:func:`cni_install.check_installed`), runs Multus in
     ``multus_mode`` when given, incl. thick Multus's daemon config when ``daemon_config`` is given."""
     try:
-        detail = cniinstall.check_installed(conf_dir, guard_file, daemon_config, multus_mode)
-    except cniinstall.ContractError as exc:
+        detail = cni_install.check_installed(conf_dir, guard_file, daemon_config, multus_mode)
+    except cni_install.ContractError as exc:
         return result(
             "guard-config",
             False,

@@ -6,7 +6,7 @@ Owns the permissions the plugin's ServiceAccount needs (every verb of the shippe
 ``manifests/plugin/rbac.yaml``; docs/design.md#rbac), the order, names, details and fixes of the
 cluster checks (docs/design.md#prerequisites, docs/design.md#rollout) and their findings.
 ``sriov-dra preflight`` and the ``preflight`` role feed it facts; which policy takes part where
-is the plugin's rule (:mod:`.labelselectors`, :mod:`.resourcefilters`). No I/O; standard library
+is the plugin's rule (:mod:`.label_selectors`, :mod:`.resource_filters`). No I/O; standard library
 and siblings only.
 """
 
@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from . import labelselectors, resourcefilters
+from . import label_selectors, resource_filters
 
 PASS = "pass"
 FAIL = "fail"
@@ -124,12 +124,12 @@ def node_selected(
 ) -> bool:
     """Whether a policy with ``spec.nodeSelector`` ``selector`` takes part on a node with ``labels``.
 
-    The plugin's decision (:meth:`labelselectors.NodeSelection.takes_part`, upstream
+    The plugin's decision (:meth:`label_selectors.NodeSelection.takes_part`, upstream
     dra-driver-sriov's node-selector semantics): ``matchFields`` ignored, an empty term matches
     every node, a term with ``Gt``/``Lt`` matches none; in managed mode a selector with such a
     construct takes part everywhere (its configs claim and block). ``None`` selects every node.
     """
-    selection = labelselectors.evaluate_node_selector(selector, labels, "spec.nodeSelector")
+    selection = label_selectors.evaluate_node_selector(selector, labels, "spec.nodeSelector")
     return selection.takes_part(managed)
 
 
@@ -143,21 +143,21 @@ def _name(obj: Mapping[str, Any]) -> str:
     return "{}/{}".format(meta.get("namespace", ""), meta.get("name", ""))
 
 
-def _filters(policy: Mapping[str, Any], managed: bool) -> list[resourcefilters.ResourceFilter]:
+def _filters(policy: Mapping[str, Any], managed: bool) -> list[resource_filters.ResourceFilter]:
     """Every resource filter of a policy as the plugin applies it (match-all for a config without).
 
     A filter the plugin refuses as malformed selects nothing (the plugin rejects the policy).
     """
-    found: list[resourcefilters.ResourceFilter] = []
+    found: list[resource_filters.ResourceFilter] = []
     configs = _spec(policy).get("configs")
     for c_index, config in enumerate(configs if isinstance(configs, list) else []):
         raw = config.get("resourceFilters") if isinstance(config, Mapping) else None
         if not raw:
-            found.append(resourcefilters.ResourceFilter())
+            found.append(resource_filters.ResourceFilter())
             continue
         for f_index, entry in enumerate(raw if isinstance(raw, list) else []):
             where = f"spec.configs[{c_index}].resourceFilters[{f_index}]"
-            parsed = resourcefilters.parse_filter(entry, where, managed=managed).filter
+            parsed = resource_filters.parse_filter(entry, where, managed=managed).filter
             if parsed is not None:
                 found.append(parsed)
     return found
@@ -175,7 +175,7 @@ def policy_overlaps(
 
     Two policies overlap on a node when both take part there (:func:`node_selected`) and some
     resource filter of each can match the same device
-    (:meth:`resourcefilters.ResourceFilter.may_match_a_device_of`). Both follow the plugin:
+    (:meth:`resource_filters.ResourceFilter.may_match_a_device_of`). Both follow the plugin:
     ``drivers`` never narrows a filter, and in ``managed`` mode (the default, the auto-attach
     rollout this check guards) ``pfName#range`` entries count as their whole PF.
     Shapes: ``[{"policies": [a, b], "nodes": [...]}]`` sorted, ``namespace/name`` strings.

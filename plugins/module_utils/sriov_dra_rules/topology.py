@@ -3,7 +3,7 @@
 """Topology rules: the PCIe root of a device path and the NUMA node of a ``numa_node`` text.
 
 One decision for the plugin's discovery (whose answers become ResourceSlice attributes) and the
-collection's ``sriov_facts`` module, so both publish the same values. Pure: :mod:`.sysfsread`
+collection's ``sriov_facts`` module, so both publish the same values. Pure: :mod:`.sysfs_read`
 reads the node and passes the text in. A device without a root or a node gets no attribute
 (never ``""``); :func:`pcie_root` and :func:`numa_affinity` say why. Standard library only.
 """

@@ -2,8 +2,8 @@
 
 Owns the command: arguments, reading the Pod's network namespace with ``--netns``, the exit
 status (0 every row passes, 1 otherwise, 2 the Pod or namespace cannot be read). The correlation
-(docs/design.md#correlation) is :mod:`~sriov_dra.cli.inspectrows`'s, the output
-:mod:`~sriov_dra.cli.inspecttable`'s. Read-only; needs GET/LIST of Pods, ResourceClaims,
+(docs/design.md#correlation) is :mod:`~sriov_dra.cli.inspect_rows`'s, the output
+:mod:`~sriov_dra.cli.inspect_table`'s. Read-only; needs GET/LIST of Pods, ResourceClaims,
 ResourceSlices and NADs.
 """
 
@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sriov_dra.cli.inspectrows import POD, Row, inspect_pod
-from sriov_dra.cli.inspecttable import render_json, render_table
+from sriov_dra.cli.inspect_rows import POD, Row, inspect_pod
+from sriov_dra.cli.inspect_table import render_json, render_table
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects, views
 

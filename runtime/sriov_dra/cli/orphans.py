@@ -22,13 +22,12 @@ from typing import TextIO
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver.managed import orphans, seams, shadows
+from sriov_dra.driver.managed import orphans, seams, shadow_lifecycle
 from sriov_dra.host import checkpoint_files
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra.kube import nodeinfo, podpatch, views
-from sriov_dra.kube import shadows as kube_shadows
+from sriov_dra.kube import nad_client, node_info, pod_patch, views
 from sriov_dra_rules import errors, names
 
 DEFAULT_CHECKPOINT = f"/var/lib/kubelet/plugins/{names.DRIVER_NAME}/checkpoint.json"
@@ -61,11 +60,13 @@ def _live(get: Callable[[str, str], Mapping[str, object]], namespace: str, name:
     return f"{name}: present" if views.decode_meta(obj).uid == uid else f"{name}: replaced"
 
 
-def _target(cp: model.Checkpoint, report: orphans.ShadowReport) -> shadows.Target | None:
+def _target(cp: model.Checkpoint, report: orphans.ShadowReport) -> shadow_lifecycle.Target | None:
     record = cp.claims.get(identities.ClaimUid(report.claim_uid))
     if record is None:
         return None
-    return next((t for t in shadows.targets(record) if t.binding.attachment_id == report.attachment_id), None)
+    return next(
+        (t for t in shadow_lifecycle.targets(record) if t.binding.attachment_id == report.attachment_id), None
+    )
 
 
 def rows(
@@ -86,7 +87,7 @@ def rows(
             else f"uid {r.claim_uid or '?'}: no record"
         )
         obj = listed.get(f"{r.namespace}/{r.name}") or {}
-        pod_name = shadows.owner_pod_name(obj, r.pod_uid) or ""
+        pod_name = shadow_lifecycle.owner_pod_name(obj, r.pod_uid) or ""
         pod = (
             _live(pods.get, r.namespace, pod_name, r.pod_uid)
             if pod_name
@@ -116,7 +117,7 @@ def apply_released(
         target = _target(cp, r) if r.status is orphans.Status.RELEASE_COMPLETE else None
         if target is None:
             continue
-        result = shadows.finalize_released(target, r.uid, nads=nads, clock=clock)
+        result = shadow_lifecycle.finalize_released(target, r.uid, nads=nads, clock=clock)
         held = f"; still held by {', '.join(result.foreign)}" if result.foreign else ""
         yield f"{r.namespace}/{r.name}: {'gone' if result.gone else 'our finalizer removed'}{held}"
 
@@ -155,15 +156,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 )
                 return 1
             cp = checkpoint_codec.decode_checkpoint(data, source=str(source))
-            node_uid = args.node_uid or nodeinfo.node_uid(api, args.node, timeout_s=10.0)
-            nads = kube_shadows.NadClient(api)
+            node_uid = args.node_uid or node_info.node_uid(api, args.node, timeout_s=10.0)
+            nads = nad_client.NadClient(api)
             listed = nads.list_all(label_selector=orphans.label_selector(node_uid))
         except (OSError, errors.SriovDraError, kube_errors.ApiError) as exc:
             print(f"sriov-dra orphans: {exc}", file=sys.stderr)
             return 1
         reports = orphans.correlate(listed, cp.claims, node_uid)
         by_name = {views.decode_meta(o).ref: o for o in listed}
-        found = rows(reports, cp, by_name, claims=kube_claims.ClaimClient(api), pods=podpatch.PodClient(api))
+        found = rows(reports, cp, by_name, claims=kube_claims.ClaimClient(api), pods=pod_patch.PodClient(api))
         if args.output == "json":
             json.dump([asdict(r) for r in found], out, indent=2)
             out.write("\n")

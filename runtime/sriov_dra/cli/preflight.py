@@ -1,7 +1,7 @@
 """``sriov-dra preflight``: the prerequisite checks, each with pass/fail and what to change.
 
 The cluster checks (``sriov_dra_rules.preflight_rules`` on facts read by
-``sriov_dra.kube.clusterfacts``) and the node checks of this machine
+``sriov_dra.kube.cluster_facts``) and the node checks of this machine
 (``sriov_dra_rules.preflight_node``), the same rules the ``sriovnet.dra.preflight`` role runs
 (docs/design.md#prerequisites, docs/design.md#rollout). One line per check, or ``--output
 json``; exit 1 when any failed. Changes neither the cluster nor the node.
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sriov_dra.kube import client as kube_client
-from sriov_dra.kube import clusterfacts
+from sriov_dra.kube import cluster_facts
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra_rules import preflight_node, preflight_rules
 
@@ -55,7 +55,7 @@ def cluster_results(args: argparse.Namespace) -> list[dict[str, str]]:
     policy_ns = args.policy_namespace or args.namespace
     api = kube_client.from_kubeconfig(kubeconfig_path(args.kubeconfig))
     try:
-        facts = clusterfacts.read(
+        facts = cluster_facts.read(
             api, namespace=args.namespace, service_account=args.service_account, policy_namespace=policy_ns
         )
     finally:

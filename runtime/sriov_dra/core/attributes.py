@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sriov_dra.core import limits
-from sriov_dra_rules import errors, names, strictjson
+from sriov_dra_rules import errors, names, strict_json
 
 DRIVER_DOMAIN = names.DOMAIN
 """Driver name and attribute domain of upstream dra-driver-sriov."""
@@ -183,7 +183,7 @@ def parse_attribute_value(raw: object, path: str) -> tuple[AttributeValue | None
     if not isinstance(raw, Mapping):
         return None, [
             errors.FieldError(
-                path, f"expected an object such as {{'string': 'x'}}, got {strictjson.kind(raw)}"
+                path, f"expected an object such as {{'string': 'x'}}, got {strict_json.kind(raw)}"
             )
         ]
     members = sorted(str(k) for k in raw)
@@ -205,18 +205,18 @@ def parse_attribute_value(raw: object, path: str) -> tuple[AttributeValue | None
     where = f"{path}.{member}"
     if kind is AttributeType.BOOL:
         if not isinstance(value, bool):
-            return None, [errors.FieldError(where, f"expected a boolean, got {strictjson.kind(value)}")]
+            return None, [errors.FieldError(where, f"expected a boolean, got {strict_json.kind(value)}")]
         return AttributeValue(kind, value), []
     if kind is AttributeType.INT:
         if isinstance(value, bool) or not isinstance(value, int):
-            return None, [errors.FieldError(where, f"expected an integer, got {strictjson.kind(value)}")]
+            return None, [errors.FieldError(where, f"expected an integer, got {strict_json.kind(value)}")]
         if not INT64_MIN <= value <= INT64_MAX:
             return None, [errors.FieldError(where, f"{value} does not fit a signed 64-bit integer")]
         return AttributeValue(kind, value), []
     if not isinstance(value, str):
-        return None, [errors.FieldError(where, f"expected a string, got {strictjson.kind(value)}")]
+        return None, [errors.FieldError(where, f"expected a string, got {strict_json.kind(value)}")]
     problems: list[errors.FieldError] = []
-    if not strictjson.has_utf8_form(value):  # a JSON "\ud800" escape: the API server could never store it
+    if not strict_json.has_utf8_form(value):  # a JSON "\ud800" escape: the API server could never store it
         return None, [
             errors.FieldError(
                 where, "contains a lone UTF-16 surrogate, which has no UTF-8 form; use valid characters"
@@ -268,7 +268,7 @@ def validate_attribute_map(
         return AttributeMap({}, (), ())
     if not isinstance(raw, Mapping):
         return AttributeMap(
-            {}, (errors.FieldError(path, f"expected an object, got {strictjson.kind(raw)}"),), ()
+            {}, (errors.FieldError(path, f"expected an object, got {strict_json.kind(raw)}"),), ()
         )
     values: dict[str, AttributeValue] = {}
     problems: list[errors.FieldError] = []

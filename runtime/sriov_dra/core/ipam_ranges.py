@@ -3,7 +3,7 @@
 host-local and whereabouts refuse a range they cannot allocate from only at CNI ADD, after the
 operator wrote the NAD (and reported it Ready) or the plugin froze the config into a Pod's shadow,
 where it can no longer be fixed; :func:`ipam_problems` finds those configs at render time, on both
-paths (the plugin's template check, ``core.templatefields``, and the operator's SriovNetwork
+paths (the plugin's template check, ``core.template_fields``, and the operator's SriovNetwork
 renderer), with one rule and one set of words:
 
 - host-local (containernetworking/plugins v1.9.1 ``LoadIPAMConfig``, ``RangeSet``,
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sriov_dra_rules import errors, strictjson
+from sriov_dra_rules import errors, strict_json
 
 _RANGE_KEYS: Final = ("subnet", "rangeStart", "rangeEnd", "gateway")
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -96,7 +96,7 @@ def _cidr_problem(text: str) -> tuple[Network | None, str | None]:
 def _one_range(raw: Mapping[str, object], path: str, problems: list[errors.FieldError]) -> _Range | None:
     """Check one range object; return it with host-local's defaults, or None after a problem."""
     subnet_text = raw.get("subnet")
-    subnet_path = strictjson.key_path(path, "subnet")
+    subnet_path = strict_json.key_path(path, "subnet")
     if not isinstance(subnet_text, str):
         problems.append(
             errors.FieldError(
@@ -114,7 +114,7 @@ def _one_range(raw: Mapping[str, object], path: str, problems: list[errors.Field
         value = raw.get(key)
         if value is None:
             continue
-        key_path = strictjson.key_path(path, key)
+        key_path = strict_json.key_path(path, key)
         addr = _read_address(value, key_path, "10.56.217.10", problems)
         if addr is None:
             ok = False
@@ -132,7 +132,7 @@ def _one_range(raw: Mapping[str, object], path: str, problems: list[errors.Field
     if int(start) > int(end):
         problems.append(
             errors.FieldError(
-                strictjson.key_path(path, "rangeStart"),
+                strict_json.key_path(path, "rangeStart"),
                 f"{start} is after rangeEnd {end}; host-local would allocate nothing from it",
             )
         )
@@ -152,31 +152,31 @@ def _range_sets(
     if "subnet" in ipam:
         sets.append([_one_range(ipam, path, problems)])
     raw_sets = ipam.get("ranges")
-    ranges_path = strictjson.key_path(path, "ranges")
+    ranges_path = strict_json.key_path(path, "ranges")
     if raw_sets is None:
         return sets
     if not isinstance(raw_sets, list):
         problems.append(
-            errors.FieldError(ranges_path, f"must be a list of range sets, got {strictjson.kind(raw_sets)}")
+            errors.FieldError(ranges_path, f"must be a list of range sets, got {strict_json.kind(raw_sets)}")
         )
         return sets
     for i, raw_set in enumerate(raw_sets):
-        set_path = strictjson.index_path(ranges_path, i)
+        set_path = strict_json.index_path(ranges_path, i)
         if not isinstance(raw_set, list) or not raw_set:
             problems.append(
                 errors.FieldError(
                     set_path,
                     'must be a non-empty list of ranges such as [{"subnet":"10.56.217.0/24"}], '
-                    f"got {strictjson.kind(raw_set) if raw_set != [] else 'an empty list'}",
+                    f"got {strict_json.kind(raw_set) if raw_set != [] else 'an empty list'}",
                 )
             )
             continue
         members: list[_Range | None] = []
         for j, raw in enumerate(raw_set):
-            item_path = strictjson.index_path(set_path, j)
+            item_path = strict_json.index_path(set_path, j)
             if not isinstance(raw, dict):
                 problems.append(
-                    errors.FieldError(item_path, f"must be a range object, got {strictjson.kind(raw)}")
+                    errors.FieldError(item_path, f"must be a range object, got {strict_json.kind(raw)}")
                 )
                 members.append(None)
                 continue
@@ -255,7 +255,7 @@ def _foreign_keys(ipam: Mapping[str, object], path: str, mine: str, theirs: str)
     keys = HOST_LOCAL_KEYS if mine == "whereabouts" else WHEREABOUTS_KEYS
     return [
         errors.FieldError(
-            strictjson.key_path(path, key),
+            strict_json.key_path(path, key),
             f"is {theirs}'s spelling, which {mine} ignores (every ADD would fail to find its pool); "
             f"write {_SPELLING[key]!r} instead",
         )
@@ -269,7 +269,7 @@ def _whereabouts_range(
 ) -> tuple[Network, Address, Address] | None:
     """One whereabouts range object: its network and first/last address, or None after a problem."""
     text = raw.get("range")
-    range_path = strictjson.key_path(path, "range")
+    range_path = strict_json.key_path(path, "range")
     example = "write it such as 192.0.2.0/24 or 192.0.2.10-192.0.2.20/24"
     if not isinstance(text, str) or not text:
         problems.append(errors.FieldError(range_path, f"is required and must be a CIDR string; {example}"))
@@ -295,7 +295,7 @@ def _whereabouts_range(
         value = raw.get(key)
         if value is None:
             continue
-        key_path = strictjson.key_path(path, key)
+        key_path = strict_json.key_path(path, key)
         addr = _read_address(value, key_path, "192.0.2.10", problems)
         if addr is None:
             return None
@@ -316,7 +316,7 @@ def _whereabouts_range(
         if excluded is None:
             problems.append(
                 errors.FieldError(
-                    strictjson.index_path(strictjson.key_path(path, "exclude"), i),
+                    strict_json.index_path(strict_json.key_path(path, "exclude"), i),
                     f"{item!r} {why}; write it such as 192.0.2.16/28",
                 )
             )
@@ -346,23 +346,23 @@ def whereabouts_problems(ipam: Mapping[str, object], path: str) -> list[errors.F
     if "range" in ipam:
         ranges.append((ipam, path))
     raw_list = ipam.get("ipRanges")
-    list_path = strictjson.key_path(path, "ipRanges")
+    list_path = strict_json.key_path(path, "ipRanges")
     if raw_list is not None and not isinstance(raw_list, list):
         problems.append(
-            errors.FieldError(list_path, f"must be a list of range objects, got {strictjson.kind(raw_list)}")
+            errors.FieldError(list_path, f"must be a list of range objects, got {strict_json.kind(raw_list)}")
         )
     for i, item in enumerate(raw_list if isinstance(raw_list, list) else []):
-        item_path = strictjson.index_path(list_path, i)
+        item_path = strict_json.index_path(list_path, i)
         if isinstance(item, dict):
             ranges.append((item, item_path))
         else:
             problems.append(
-                errors.FieldError(item_path, f"must be a range object, got {strictjson.kind(item)}")
+                errors.FieldError(item_path, f"must be a range object, got {strict_json.kind(item)}")
             )
     if not ranges and not problems:
         problems.append(
             errors.FieldError(
-                strictjson.key_path(path, "range"),
+                strict_json.key_path(path, "range"),
                 'is required: whereabouts allocates from "range" (or "ipRanges") and fails every ADD '
                 'without one; write "range": "192.0.2.0/24"',
             )
@@ -370,7 +370,7 @@ def whereabouts_problems(ipam: Mapping[str, object], path: str) -> list[errors.F
     for raw, raw_path in ranges:
         _whereabouts_range(raw, raw_path, problems)
     if ipam.get("gateway") is not None:
-        _read_address(ipam["gateway"], strictjson.key_path(path, "gateway"), "192.0.2.1", problems)
+        _read_address(ipam["gateway"], strict_json.key_path(path, "gateway"), "192.0.2.1", problems)
     return problems
 
 

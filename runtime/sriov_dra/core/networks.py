@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sriov_dra.core import selection_fields
-from sriov_dra_rules import errors, names, strictjson
+from sriov_dra_rules import errors, names, strict_json
 
 _JSON_MARKERS: Final = frozenset('[{"')
 _COMMA_NAME_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -163,7 +163,7 @@ def _parse_json(value: str, pod_namespace: str) -> tuple[list[Selection], list[e
         return [], [
             errors.FieldError(
                 field_path(),
-                f"must be a JSON list of objects, got {strictjson.kind(decoded)}",
+                f"must be a JSON list of objects, got {strict_json.kind(decoded)}",
             )
         ]
     texts = _element_texts(value)
@@ -172,7 +172,9 @@ def _parse_json(value: str, pod_namespace: str) -> tuple[list[Selection], list[e
     for index, (element, text) in enumerate(zip(decoded, texts, strict=True)):
         if not isinstance(element, dict):
             problems.append(
-                errors.FieldError(field_path(index), f"must be a JSON object, got {strictjson.kind(element)}")
+                errors.FieldError(
+                    field_path(index), f"must be a JSON object, got {strict_json.kind(element)}"
+                )
             )
             continue
         found = _element_problems(index, element)

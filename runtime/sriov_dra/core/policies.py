@@ -3,9 +3,9 @@
 The driver side of docs/design.md#policy-precedence and docs/design.md#eligibility, compatible
 with upstream dra-driver-sriov: opt-in advertisement, policies in name order and configs in list
 order, the first matching (policy, config) claims a device, and each device's outcome (eligible,
-or claimed and blocked with its reasons). Sub-concerns live in ``labelselectors``,
-``resourcefilters`` (shared with the preflight), ``devicefacts``, ``deviceattributes`` and
-``policyfindings``. Never reads the API, drops a discovered device, or merges across configs.
+or claimed and blocked with its reasons). Sub-concerns live in ``label_selectors``,
+``resource_filters`` (shared with the preflight), ``device_facts``, ``device_attributes`` and
+``policy_findings``. Never reads the API, drops a discovered device, or merges across configs.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sriov_dra.core import attributes
-from sriov_dra.core.deviceattributes import AttrObject, parse_attribute_objects, resolve_selector
-from sriov_dra.core.devicefacts import DeviceFacts, discovered_attributes
-from sriov_dra.core.policyfindings import Diagnostic, Findings, index_by_name, or_default
-from sriov_dra_rules import errors, labelselectors, resourcefilters
-from sriov_dra_rules.resourcefilters import ResourceFilter
+from sriov_dra.core.device_attributes import AttrObject, parse_attribute_objects, resolve_selector
+from sriov_dra.core.device_facts import DeviceFacts, discovered_attributes
+from sriov_dra.core.policy_findings import Diagnostic, Findings, index_by_name, or_default
+from sriov_dra_rules import errors, label_selectors, resource_filters
+from sriov_dra_rules.resource_filters import ResourceFilter
 
 _POLICY = "SriovResourcePolicy"
 
@@ -172,7 +172,7 @@ def _parse_policies(
             ctx.structural.append(errors.FieldError(f"{source}.spec", "is required and must be an object"))
             continue
         node_reasons: set[errors.Reason] = set()
-        selection = labelselectors.evaluate_node_selector(
+        selection = label_selectors.evaluate_node_selector(
             spec.get("nodeSelector"), node_labels, "spec.nodeSelector"
         )
         ctx.structural.extend(errors.FieldError(f"{source}.{e.path}", e.message) for e in selection.malformed)
@@ -223,13 +223,13 @@ def parse_filter(
 ) -> ResourceFilter | None:
     """Parse one ``resourceFilters[]`` entry; what the driver cannot honour is dropped from matching.
 
-    The semantics are :func:`sriov_dra_rules.resourcefilters.parse_filter`'s (shared with the
+    The semantics are :func:`sriov_dra_rules.resource_filters.parse_filter`'s (shared with the
     preflight's overlap check); this records its findings: structural errors in ``ctx`` (then
     ``None``), and ``UnsupportedResourceFilter`` diagnostics that, in managed mode, add to
     ``reasons`` so the config claims and blocks the superset it matches (docs/design.md#eligibility).
     Shapes: ``source`` is ``SriovResourcePolicy/<name>``, ``path`` the entry's field path.
     """
-    parsed = resourcefilters.parse_filter(raw, path, managed=ctx.managed)
+    parsed = resource_filters.parse_filter(raw, path, managed=ctx.managed)
     ctx.structural.extend(errors.FieldError(f"{source}.{e.path}", e.message) for e in parsed.structural)
     for problem in parsed.unsupported:
         ctx.unsupported(source, problem.path, problem.message, reasons)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, cast
 
-from sriov_dra.core import bindings, identities
+from sriov_dra.core import binding_annotation, identities
 from sriov_dra_rules import errors, names
 
 _KEY: Final = names.MANAGED_NETWORKS_ANNOTATION
@@ -63,7 +63,7 @@ def _entries_problem(value: object) -> str | None:
 
 
 _REGISTRY_CHECKS: Final[dict[str, Callable[[object], str | None]]] = {
-    "version": lambda _v: None,  # checked first by bindings.check_version
+    "version": lambda _v: None,  # checked first by binding_annotation.check_version
     "podUID": names.uuid_problem,
     "entries": _entries_problem,
 }
@@ -90,7 +90,7 @@ def _registry_dict(registry: Registry) -> dict[str, object]:
 
 
 def _path(field: str) -> str:
-    return bindings.annotation_path(_KEY, field)
+    return binding_annotation.annotation_path(_KEY, field)
 
 
 def _entry_path(index: int) -> Callable[[str], str]:
@@ -146,7 +146,7 @@ def _cross_entry_problems(entries: list[dict[str, object]]) -> list[errors.Field
 
 
 def _registry_problems(obj: dict[str, object]) -> list[errors.FieldError]:
-    problems = bindings.check_fields(obj, _REGISTRY_CHECKS, path=_path)
+    problems = binding_annotation.check_fields(obj, _REGISTRY_CHECKS, path=_path)
     raw_entries = obj.get("entries")
     if not isinstance(raw_entries, list):
         return problems
@@ -155,7 +155,7 @@ def _registry_problems(obj: dict[str, object]) -> list[errors.FieldError]:
         if not isinstance(raw, dict):
             problems.append(errors.FieldError(_path(f"entries[{i}]"), "must be an object"))
             continue
-        problems += bindings.check_fields(raw, _ENTRY_CHECKS, path=_entry_path(i))
+        problems += binding_annotation.check_fields(raw, _ENTRY_CHECKS, path=_entry_path(i))
         entries.append(raw)
     if len(entries) == len(raw_entries):
         problems += _cross_entry_problems(entries)
@@ -194,10 +194,10 @@ def decode_registry(text: object, *, owner: str = "Pod") -> Registry:
     (docs/design.md#selections). Source: docs/design.md#ownership.
     """
     what = f"annotation {_KEY} on {owner}"
-    obj = bindings.strict_json_loads(text, what=what, path=bindings.annotation_path(_KEY))
+    obj = binding_annotation.strict_json_loads(text, what=what, path=binding_annotation.annotation_path(_KEY))
     if not isinstance(obj, dict):
         raise errors.ContractViolation(f"{what} must be a JSON object, got {type(obj).__name__}")
-    bindings.check_version(obj, supported=names.REGISTRY_VERSION, what=what, key=_KEY)
+    binding_annotation.check_version(obj, supported=names.REGISTRY_VERSION, what=what, key=_KEY)
     errors.raise_if_any(
         _registry_problems(obj),
         f"{what} is malformed; nothing was changed: fix or remove the annotation only after "

@@ -4,7 +4,7 @@
 VF and returns the exact bytes the shadow's ``spec.config`` carries, the checkpoint freezes and
 ``configSHA256`` hashes (docs/design.md#render, docs/design.md#ipam). Its rules are a contract
 shared with the guard and the tests. Owns the input, the order of the checks and the output;
-the rules live in ``templatelayout``, ``templatefields`` and ``templatefindings``. No I/O, never
+the rules live in ``template_layout``, ``template_fields`` and ``template_findings``. No I/O, never
 reads the shadow's name, never mutates the caller's objects.
 """
 
@@ -13,17 +13,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core import bindings
+from sriov_dra.core import binding_annotation
 from sriov_dra.core import pci as pci_addresses
-from sriov_dra.core.templatefields import (
+from sriov_dra.core.template_fields import (
     check_cni_version,
     check_sriov_entry,
     effective_name,
 )
-from sriov_dra.core.templatefindings import CONFIG_PATH, TemplateFindings, raise_findings
-from sriov_dra.core.templatelayout import SRIOV_PLUGIN_TYPE, locate_sriov_entry
-from sriov_dra_rules import errors, strictjson
-from sriov_dra_rules.strictjson import JsonValue
+from sriov_dra.core.template_findings import CONFIG_PATH, TemplateFindings, raise_findings
+from sriov_dra.core.template_layout import SRIOV_PLUGIN_TYPE, locate_sriov_entry
+from sriov_dra_rules import errors, strict_json
+from sriov_dra_rules.strict_json import JsonValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ def render_shadow_config(source_nad: Mapping[str, object], pci_address: str) -> 
 
     * **Input.** Only inline ``spec.config``; absent, empty or whitespace-only config (Multus
       would load a file from its conf directory) is ``InvalidNetworkTemplate`` (multus-cni #1362).
-    * **Strict JSON** (:mod:`sriov_dra_rules.strictjson`): malformed text, a non-object root, a
+    * **Strict JSON** (:mod:`sriov_dra_rules.strict_json`): malformed text, a non-object root, a
       duplicate key anywhere, NaN/Infinity and lone surrogates are ``InvalidNetworkTemplate``.
       Integers are exact; a number with a fraction or exponent is kept as written and rejected
       only where sriov-cni needs an integer (``vlan``, ``vlanQoS``, ``min_tx_rate``,
@@ -97,7 +97,7 @@ def render_shadow_config(source_nad: Mapping[str, object], pci_address: str) -> 
     if text is None:
         raise_findings(found, summary)
     try:
-        doc = strictjson.decode(text, path=CONFIG_PATH)
+        doc = strict_json.decode(text, path=CONFIG_PATH)
     except errors.InvalidSpec as exc:
         found.items.extend(exc.errors)
         found.any_invalid = True
@@ -105,7 +105,7 @@ def render_shadow_config(source_nad: Mapping[str, object], pci_address: str) -> 
     if not isinstance(doc, dict):
         found.invalid(
             CONFIG_PATH,
-            f"the JSON root is {strictjson.kind(doc)}; spec.config must be one JSON object "
+            f"the JSON root is {strict_json.kind(doc)}; spec.config must be one JSON object "
             "(a single sriov plugin or a conflist)",
         )
         raise_findings(found, summary)
@@ -122,14 +122,14 @@ def render_shadow_config(source_nad: Mapping[str, object], pci_address: str) -> 
 
     rendered = _materialise(doc, entry, plugin_index, cni_name, pci)
     try:
-        config_bytes = strictjson.encode_bytes(rendered, path=CONFIG_PATH)
+        config_bytes = strict_json.encode_bytes(rendered, path=CONFIG_PATH)
     except errors.InvalidSpec as exc:  # unreachable after decode's surrogate check; kept total
         found.items.extend(exc.errors)
         found.any_invalid = True
         raise_findings(found, summary, cause=exc)
     return RenderedConfig(
         config_bytes=config_bytes,
-        config_sha256=bindings.config_sha256(config_bytes),
+        config_sha256=binding_annotation.config_sha256(config_bytes),
         cni_name=cni_name,
         cni_version=cni_version,
         is_conflist=plugin_index is not None,
@@ -155,7 +155,7 @@ def _inline_config(source_nad: Mapping[str, object], found: TemplateFindings) ->
     spec = source_nad.get("spec")
     config = spec.get("config") if isinstance(spec, Mapping) else None
     if spec is not None and not isinstance(spec, Mapping):
-        found.invalid("spec", f"must be an object, got {strictjson.kind(spec)}")
+        found.invalid("spec", f"must be an object, got {strict_json.kind(spec)}")
     elif config is None or (isinstance(config, str) and not config.strip()):
         found.invalid(
             CONFIG_PATH,
@@ -164,7 +164,7 @@ def _inline_config(source_nad: Mapping[str, object], found: TemplateFindings) ->
             "inline in spec.config",
         )
     elif not isinstance(config, str):
-        found.invalid(CONFIG_PATH, f"must be a string holding CNI JSON, got {strictjson.kind(config)}")
+        found.invalid(CONFIG_PATH, f"must be a string holding CNI JSON, got {strict_json.kind(config)}")
     else:
         return config
     return None

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from sriov_dra_rules import names, strictjson
+from sriov_dra_rules import names, strict_json
 
 KNOWN_KEYS: Final = frozenset(
     {
@@ -65,12 +65,12 @@ def unknown_key_message(key: str) -> str:
 def _expect_str(value: Any) -> str | None:
     if isinstance(value, str):
         return None
-    return f"expected string, got {strictjson.kind(value)}"
+    return f"expected string, got {strict_json.kind(value)}"
 
 
 def _check_name(value: Any) -> str | None:
     if not isinstance(value, str):
-        return f"expected non-empty string, got {strictjson.kind(value)}"
+        return f"expected non-empty string, got {strict_json.kind(value)}"
     if not value:
         return "must not be empty: the NAD name to attach"
     return names.dns1123_subdomain_problem(value)
@@ -78,28 +78,28 @@ def _check_name(value: Any) -> str | None:
 
 def _check_namespace(value: Any) -> str | None:
     if not isinstance(value, str):
-        return f"expected string, got {strictjson.kind(value)}"
+        return f"expected string, got {strict_json.kind(value)}"
     return names.dns1123_label_problem(value) if value else None
 
 
 def _check_interface(value: Any) -> str | None:
     if not isinstance(value, str):
-        return f"expected string, got {strictjson.kind(value)}"
+        return f"expected string, got {strict_json.kind(value)}"
     return names.ifname_problem(value) if value else None
 
 
 def _check_mac(value: Any) -> str | None:
     if not isinstance(value, str):
-        return f"expected string, got {strictjson.kind(value)}"
+        return f"expected string, got {strict_json.kind(value)}"
     return None if value == "" or mac_is_valid(value) else f"{value!r} is not a MAC/EUI-64/IPoIB address"
 
 
 def _check_str_list(value: Any, item_check: Callable[[str], str | None]) -> str | None:
     if not isinstance(value, list):
-        return f"expected list of strings, got {strictjson.kind(value)}"
+        return f"expected list of strings, got {strict_json.kind(value)}"
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            return f"[{i}]: expected string, got {strictjson.kind(item)}"
+            return f"[{i}]: expected string, got {strict_json.kind(item)}"
         problem = item_check(item)
         if problem is not None:
             return f"[{i}]: {problem}"
@@ -118,7 +118,7 @@ def _ip_problem(text: str) -> str | None:
 
 def _check_int(value: Any, *, maximum: int | None = None) -> str | None:
     if type(value) is not int:
-        return f"expected integer, got {strictjson.kind(value)}"
+        return f"expected integer, got {strict_json.kind(value)}"
     if value < 0 or (maximum is not None and value > maximum):
         return f"{value} is out of range 0..{maximum if maximum is not None else 'max'}"
     return None
@@ -126,10 +126,10 @@ def _check_int(value: Any, *, maximum: int | None = None) -> str | None:
 
 def _check_port_mappings(value: Any) -> str | None:
     if not isinstance(value, list):
-        return f"expected list of objects, got {strictjson.kind(value)}"
+        return f"expected list of objects, got {strict_json.kind(value)}"
     for i, entry in enumerate(value):
         if not isinstance(entry, dict):
-            return f"[{i}]: expected object, got {strictjson.kind(entry)}"
+            return f"[{i}]: expected object, got {strict_json.kind(entry)}"
         for key, item in entry.items():
             if key not in _PORT_MAPPING_KEYS:
                 return f"[{i}]: unknown key {key!r}; known keys: {', '.join(_PORT_MAPPING_KEYS)}"
@@ -141,7 +141,7 @@ def _check_port_mappings(value: Any) -> str | None:
 
 def _check_bandwidth(value: Any) -> str | None:
     if not isinstance(value, dict):
-        return f"expected object, got {strictjson.kind(value)}"
+        return f"expected object, got {strict_json.kind(value)}"
     for key, item in value.items():
         if key not in _BANDWIDTH_KEYS:
             return f"unknown key {key!r}; known keys: {', '.join(_BANDWIDTH_KEYS)}"
@@ -152,7 +152,7 @@ def _check_bandwidth(value: Any) -> str | None:
 
 
 def _check_object(value: Any) -> str | None:
-    return None if isinstance(value, dict) else f"expected object, got {strictjson.kind(value)}"
+    return None if isinstance(value, dict) else f"expected object, got {strict_json.kind(value)}"
 
 
 _FIELD_CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {

@@ -10,8 +10,8 @@ value switches them off). The kernel takes the rates as unsigned 32-bit Mbps val
 minimum above a non-zero maximum.
 
 This module is the one rule for both places a config is made: the plugin's template check
-(:mod:`~sriov_dra.core.templatefields`, which the guard re-runs on every shadow) and the operator's
-SriovNetwork renderer (:mod:`~sriov_dra.core.operator.networkconfig`). Each problem names the field by
+(:mod:`~sriov_dra.core.template_fields`, which the guard re-runs on every shadow) and the operator's
+SriovNetwork renderer (:mod:`~sriov_dra.core.operator.network_config`). Each problem names the field by
 the caller's path, the value, what sriov-cni accepts and the fix. Pure: no I/O.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from sriov_dra_rules import errors, strictjson
+from sriov_dra_rules import errors, strict_json
 
 ON_OFF: Final = ("on", "off")
 """The only spellings of ``spoofchk`` and ``trust`` that mean what they say (``""``: unset)."""
@@ -48,7 +48,7 @@ _WHAT: Final = {"spoofchk": "spoof checking", "trust": "trust mode"}
 
 def _shown(value: object) -> str:
     try:
-        return strictjson.shown_value(value)  # type: ignore[arg-type]  # any decoded value
+        return strict_json.shown_value(value)  # type: ignore[arg-type]  # any decoded value
     except TypeError:
         return repr(value)
 

@@ -14,7 +14,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core import attributes, vfconfig
+from sriov_dra.core import attributes, vf_config
 from sriov_dra_rules import errors, names
 
 
@@ -78,7 +78,7 @@ def device_reference(
 
 def resolve_template(
     device_attributes: Mapping[str, object],
-    config: vfconfig.VfConfig,
+    config: vf_config.VfConfig,
     pod_namespace: str,
     *,
     device: str,

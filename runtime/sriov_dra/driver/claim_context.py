@@ -18,7 +18,7 @@ from typing import Protocol
 
 from sriov_dra.driver import faults, locks
 from sriov_dra.driver.managed import service as managed_service
-from sriov_dra.host import binding, cdi, checkpoint, discovery
+from sriov_dra.host import cdi, checkpoint, discovery, vf_driver_binding
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 
@@ -96,7 +96,7 @@ class ClaimContext:
     claims: ClaimsApi
     inventory: Inventory
     store: checkpoint.CheckpointStore
-    binder: binding.DriverBinder
+    binder: vf_driver_binding.DriverBinder
     cdi: cdi.CdiSpecs
     sysfs: sysfs_mod.Sysfs
     require_netdevice: bool = False

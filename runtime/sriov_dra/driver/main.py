@@ -9,7 +9,7 @@ only after the previous one succeeded:
 2. **checkpoint** loaded from ``<state dir>/checkpoint.slots`` (its readable copy
    ``checkpoint.json`` alone is adopted; a corrupt file or unknown version → exit 1 with the file
    named and left untouched; ``host.checkpoint_files``);
-3. API client; the metrics/health HTTP server (``sriov_dra.servicekit.health``: ``/readyz`` answers 503
+3. API client; the metrics/health HTTP server (``sriov_dra.servicekit.probes``: ``/readyz`` answers 503
    until step 7 finishes, ``/healthz`` 503 once an essential worker crashed);
 4. **discovery** of the node's VFs (eswitch modes from devlink when the sysfs root is the host's)
    and the **publisher** (policy namespace and CRDs checked, the watches and the ResourceSlice
@@ -20,7 +20,7 @@ only after the previous one succeeded:
    most ``--repair-first-pass-timeout-s`` (past it → exit 1 naming the last pass error; 0 = no
    bound, progress logged); nothing is served to the kubelet before it;
 6. the **DRA socket** serving NodePrepare/NodeUnprepare (v1, v1beta1) and device health (the
-   ``driver.device_health`` monitor read once, then polled on its own thread);
+   ``driver.device_health_monitor`` monitor read once, then polled on its own thread);
 7. the **registration socket** (the kubelet may call step 6 as soon as it sees this one).
 
 Shutdown (SIGTERM, SIGINT, SIGHUP, SIGQUIT): registration socket removed first (the kubelet
@@ -53,10 +53,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
-from sriov_dra.core import devicehealth
+from sriov_dra.core import device_health
 from sriov_dra.driver import (
     claim_context,
-    device_health,
+    device_health_monitor,
     faults,
     locks,
     metrics,
@@ -67,13 +67,13 @@ from sriov_dra.driver import (
 from sriov_dra.driver.managed import multus_layout, service
 from sriov_dra.driver.managed import repair as managed_repair
 from sriov_dra.driver.managed import wiring as managed_wiring
-from sriov_dra.host import binding, cdi, checkpoint, devlink, discovery, vfhealth
+from sriov_dra.host import cdi, checkpoint, devlink, discovery, vf_driver_binding, vf_health_reader
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.kubeletapi import dra_service, messages, plugin_server
-from sriov_dra.servicekit import health, logs, threads
+from sriov_dra.servicekit import logs, probes, threads
 from sriov_dra_rules import checkpoint_doc, errors
 
 LOG = logging.getLogger("sriov_dra.driver")
@@ -102,13 +102,13 @@ class PluginSeams:
     """What a launcher other than the shipped entrypoint replaces (see the module docstring).
 
     ``kernel`` builds the PCI writer for ``--sysfs-root`` (None: the kernel's own sysfs files,
-    ``binding.SysfsKernelPci``); ``eswitch_modes`` builds the eswitch-mode source for it (None:
+    ``vf_driver_binding.SysfsKernelPci``); ``eswitch_modes`` builds the eswitch-mode source for it (None:
     devlink when the root is ``/``, else every PF ``legacy``); ``fault`` is called with each
     ``driver.faults`` point name after the step it names. A builder may raise
     :class:`StartupError` to refuse a root (exit 1 with its message).
     """
 
-    kernel: Callable[[Path], binding.KernelPci] | None = None
+    kernel: Callable[[Path], vf_driver_binding.KernelPci] | None = None
     eswitch_modes: Callable[[Path], discovery.EswitchModeSource] | None = None
     fault: faults.FaultHook = faults.NO_FAULTS
 
@@ -138,9 +138,9 @@ class Plugin:
         self.publisher: publisher.Publisher | None = None
         self.eswitch_modes: devlink.EswitchModes | None = None
         self.server: plugin_server.KubeletPluginServer | None = None
-        self.http: health.HttpServer | None = None
+        self.http: probes.HttpServer | None = None
         # /readyz: registered with the kubelet (step 7); /healthz: no essential worker crashed.
-        self.health_state = health.Health()
+        self.health_state = probes.Health()
         self.health_state.check("registered", self.readiness)
         self._api: kube_watches.ApiClient | None = None
         self.repair: managed_repair.RepairWorker | None = None
@@ -216,7 +216,7 @@ class Plugin:
         self.store = self._load_checkpoint()
         self._api = self._api_client()
         if cfg.metrics_bind_address:
-            self.http = health.HttpServer(cfg.metrics_bind_address, self.health_state, self.metrics.render)
+            self.http = probes.HttpServer(cfg.metrics_bind_address, self.health_state, self.metrics.render)
             try:
                 self.http.start()
             except OSError as exc:
@@ -253,10 +253,10 @@ class Plugin:
             specs.ensure_root()
         except OSError as exc:
             raise StartupError(f"cannot use the CDI root {cfg.cdi_root}: {exc}") from exc
-        kernel: binding.KernelPci = (
+        kernel: vf_driver_binding.KernelPci = (
             self.seams.kernel(cfg.sysfs_root)
             if self.seams.kernel is not None
-            else binding.SysfsKernelPci(sysfs)
+            else vf_driver_binding.SysfsKernelPci(sysfs)
         )
         attach = None
         if cfg.multus_auto_attach:
@@ -280,7 +280,7 @@ class Plugin:
             claims=kube_claims.ClaimClient(self._api, timeout_s=cfg.api_timeout_s),
             inventory=_SnapshotInventory(pub),
             store=self.store,
-            binder=binding.DriverBinder(sysfs, kernel=kernel),
+            binder=vf_driver_binding.DriverBinder(sysfs, kernel=kernel),
             cdi=specs,
             sysfs=sysfs,
             require_netdevice=cfg.multus_auto_attach,
@@ -314,7 +314,7 @@ class Plugin:
 
     def _device_health(
         self, pub: publisher.Publisher, sysfs: sysfs_mod.Sysfs
-    ) -> device_health.DeviceHealthMonitor:
+    ) -> device_health_monitor.DeviceHealthMonitor:
         """Step 6: the device health monitor over the advertised and prepared VFs, polled once now.
 
         Its changes wake the server's open health streams (``notify_health``).
@@ -323,9 +323,9 @@ class Plugin:
         if store is None:  # step 2 runs first
             raise StartupError("the checkpoint must be loaded before device health is watched")
 
-        def targets() -> list[devicehealth.HealthTarget]:
+        def targets() -> list[device_health.HealthTarget]:
             snap = pub.snapshot()
-            return device_health.watch_targets(
+            return device_health_monitor.watch_targets(
                 node, snap.inventory, snap.published, store.all_claims().values()
             )
 
@@ -333,8 +333,8 @@ class Plugin:
             if self.server is not None:
                 self.server.notify_health()
 
-        monitor = device_health.DeviceHealthMonitor(
-            targets=targets, reader=vfhealth.VfHealthReader(sysfs), on_change=changed
+        monitor = device_health_monitor.DeviceHealthMonitor(
+            targets=targets, reader=vf_health_reader.VfHealthReader(sysfs), on_change=changed
         )
         monitor.poll()
         return monitor

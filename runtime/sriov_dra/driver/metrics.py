@@ -1,4 +1,4 @@
-"""Prometheus metrics of the plugin (served with ``/healthz`` and ``/readyz`` by ``servicekit.health``).
+"""Prometheus metrics of the plugin (served with ``/healthz`` and ``/readyz`` by ``servicekit.probes``).
 
 Owns the plugin's metric names, in a registry of this process only. Label values are bounded: operations, outcomes, and
 ``sriov_dra_rules.errors.Reason`` values or error class names.

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from sriov_dra.core import attributes, policies, policyfindings
+from sriov_dra.core import attributes, policies, policy_findings
 from sriov_dra.core.plugin import slices
 from sriov_dra.host import discovery
 from sriov_dra.kube import errors as kube_errors
@@ -142,7 +142,7 @@ class PolicyController:
         self._lock = threading.Lock()
         self._snapshot = empty_snapshot(inventory)
         self._node_key: tuple[str, tuple[tuple[str, str], ...]] | None = None
-        self._last_diagnostics: tuple[policyfindings.Diagnostic, ...] = ()
+        self._last_diagnostics: tuple[policy_findings.Diagnostic, ...] = ()
         ns_path = f"{GROUP_PATH}/namespaces/{namespace}"
 
         def watch(target: watches.Target, handler: watches.Handler, name: str) -> watches.Watch:

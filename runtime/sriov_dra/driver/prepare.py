@@ -7,7 +7,7 @@ that claim's error without touching the others.
 
 Preparing one claim (:func:`prepare_claim`), in this order:
 
-1. **Read and check** (no lock, no change): live GET of the claim, then ``core.plugin.claimplan``: the
+1. **Read and check** (no lock, no change): live GET of the claim, then ``core.plugin.claim_plan``: the
    UID the kubelet sent, the allocation, one Pod consumer, this driver's results only, this
    node's pool, discovered VFs, no admin/shared results, strict VfConfig layering.
 2. **Lock** the claim UID, then the consumer Pod UID (``driver.locks``; never the reverse).
@@ -23,7 +23,7 @@ Preparing one claim (:func:`prepare_claim`), in this order:
    only after step 4 succeeded, the shadows are ensured, the Pod patched and ``Ready`` persisted
    (spec §8.1 steps 3-5). The ensure pass publishes every forward claim of the Pod, so a sibling
    claim with ``Pending`` bindings first gets its own host stage completed (step 4 for its
-   record) and is published only if that succeeds (``driver.managed.hostgate``).
+   record) and is published only if that succeeds (``driver.managed.host_gate``).
 6. Upsert this driver's ``status.devices`` entries (best-effort, diagnostic, conflict-safe,
    other drivers' entries kept; still under the locks, so a late write cannot overtake a
    concurrent unprepare of the claim), unlock, and return the devices with top-level request
@@ -42,7 +42,7 @@ prepare completes (step 4 again) or the next unprepare cleans up. The spec order
 before the ``Pending`` checkpoint (§6.3, §8.1 step 2); this order keeps the record first (so a
 crash never leaves an unrecorded driver change) and instead guarantees what that order protects:
 no binding is published or ``Ready`` before its host stage completed, on every path that
-publishes (this handler, a sibling claim's prepare, the repair worker: ``hostgate``). A failure in step 4 of a *new*
+publishes (this handler, a sibling claim's prepare, the repair worker: ``host_gate``). A failure in step 4 of a *new*
 record is rolled back in this call (drivers restored, CDI removed, record deleted last); a
 failure on the retry path keeps the state, because an earlier success may already be in use.
 
@@ -60,7 +60,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from sriov_dra.core import identities
-from sriov_dra.core.plugin import cdi_spec, checkpoint_lifecycle, claimplan
+from sriov_dra.core.plugin import cdi_spec, checkpoint_lifecycle, claim_plan
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import claim_context, unprepare
 from sriov_dra.driver.managed import planning
@@ -80,11 +80,11 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
     Raises: ``kube.errors.ApiError`` classes for the claim GET; InvalidSpec (InvalidClaim,
     InvalidVfConfig, DuplicateInterfaceName, ConflictingDeviceRequirements,
     UnsupportedVfDriver); LifecycleBlocked (ClaimReleaseInProgress) while another Pod's record
-    for the claim UID exists; ``binding.DriverBindError``; ContractViolation for unwritable
+    for the claim UID exists; ``vf_driver_binding.DriverBindError``; ContractViolation for unwritable
     CDI content; ``OSError`` for checkpoint/CDI writes.
     """
     claim = ctx.claims.get(ref.namespace, ref.name)
-    plan = claimplan.plan_claim(
+    plan = claim_plan.plan_claim(
         claim,
         expected_uid=ref.uid,
         driver_name=ctx.driver_name,
@@ -166,7 +166,7 @@ def _requested_driver(device: model.PreparedDevice) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _new_record(ctx: claim_context.ClaimContext, plan: claimplan.ClaimPlan) -> model.ClaimRecord:
+def _new_record(ctx: claim_context.ClaimContext, plan: claim_plan.ClaimPlan) -> model.ClaimRecord:
     """The record of a first prepare, with original drivers read now (before any change)."""
     inventory = ctx.inventory.vfs()
     devices: list[model.PreparedDevice] = []
@@ -215,7 +215,7 @@ def _check_not_in_use(ctx: claim_context.ClaimContext, record: model.ClaimRecord
 
 def _prepare_new(
     ctx: claim_context.ClaimContext,
-    plan: claimplan.ClaimPlan,
+    plan: claim_plan.ClaimPlan,
     managed_plan: planning.ManagedPlan | None = None,
 ) -> model.ClaimRecord:
     """Steps 3-4 for a claim without a record: persist, then change the host; roll back on failure.
@@ -267,7 +267,7 @@ def _rollback_new(ctx: claim_context.ClaimContext, record: model.ClaimRecord) ->
     return None
 
 
-def _check_retry(plan: claimplan.ClaimPlan, record: model.ClaimRecord) -> None:
+def _check_retry(plan: claim_plan.ClaimPlan, record: model.ClaimRecord) -> None:
     """A recorded claim may be prepared again only for the same Pod and the same allocation."""
     label = f"ResourceClaim {plan.namespace}/{plan.name}"
     if record.pod_uid != plan.pod_uid:
@@ -294,7 +294,7 @@ def _check_retry(plan: claimplan.ClaimPlan, record: model.ClaimRecord) -> None:
 def ensure_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> None:
     """Step 4: make drivers and CDI specs match ``record``; idempotent, no write when in place.
 
-    Raises: ``binding.UnsupportedVfDriver`` / ``binding.DriverBindError``; ContractViolation or
+    Raises: ``vf_driver_binding.UnsupportedVfDriver`` / ``vf_driver_binding.DriverBindError``; ContractViolation or
     ``OSError`` from the CDI writer.
     """
     for device in record.devices:
@@ -334,7 +334,7 @@ def ensure_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> N
 
 def status_entries(driver_name: str, record: model.ClaimRecord) -> list[dict[str, object]]:
     """This driver's ``status.devices`` entries for a prepared claim (``data`` = VfConfig)."""
-    return [claimplan.status_entry(driver_name, d.pool, d.device, d.vf_config) for d in record.devices]
+    return [claim_plan.status_entry(driver_name, d.pool, d.device, d.vf_config) for d in record.devices]
 
 
 def update_status(

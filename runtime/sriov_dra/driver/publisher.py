@@ -35,8 +35,8 @@ from sriov_dra.driver import policy_controller
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra.kube import resourceslices, watches
-from sriov_dra.servicekit import health as health_mod
+from sriov_dra.kube import resource_slices, watches
+from sriov_dra.servicekit import probes
 from sriov_dra.servicekit import threads as svc_threads
 from sriov_dra_rules import names
 
@@ -83,7 +83,7 @@ class Publisher:
         watch_timeout_s: int = 300,
         eswitch_modes: discovery.EswitchModeSource | None = None,
         log: logging.Logger | logging.LoggerAdapter[logging.Logger] = LOG,
-        health: health_mod.Health | None = None,
+        health: probes.Health | None = None,
     ) -> None:
         self._health = health
         self.api = api
@@ -133,7 +133,7 @@ class Publisher:
         self._controller = controller
         self._slices = watches.Watch(
             self.api,
-            resourceslices.watch_target(driver=self.driver_name, node=self.node_name),
+            resource_slices.watch_target(driver=self.driver_name, node=self.node_name),
             self._slice_event,
             name="resourceslices",
             stop=self._stop,
@@ -211,7 +211,7 @@ class Publisher:
                     "node not found; not publishing", extra={"op": "publish", "node": self.node_name}
                 )
                 return None
-            current = resourceslices.list_slices(self.api, driver=self.driver_name, node=self.node_name)
+            current = resource_slices.list_slices(self.api, driver=self.driver_name, node=self.node_name)
             writes = slices.plan_writes(
                 current,
                 snap.devices,
@@ -226,7 +226,7 @@ class Publisher:
                 counts[verb] = counts.get(verb, 0) + 1
 
             try:
-                resourceslices.apply_writes(self.api, writes, on_write=wrote)
+                resource_slices.apply_writes(self.api, writes, on_write=wrote)
             finally:
                 self._count(counts)
             self._last_generation = writes.generation

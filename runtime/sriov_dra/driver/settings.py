@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NoReturn
 
-from sriov_dra.core import ifnames
+from sriov_dra.core import interface_naming
 from sriov_dra.kubeletapi import endpoints
 from sriov_dra.servicekit import logs
 from sriov_dra_rules import errors, names
@@ -78,7 +78,7 @@ class PluginSettings:
     api_timeout_s: float = 10.0
     shutdown_grace_s: float = 5.0
     driver_name: str = names.DRIVER_NAME
-    multus_layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT
+    multus_layout: interface_naming.MultusLayout = interface_naming.DEFAULT_LAYOUT
     multus_config_file: Path | None = None
     repair_first_pass_timeout_s: float = 300.0
     """Auto-attach only: the plugin registers with the kubelet after the repair worker's first pass
@@ -164,7 +164,7 @@ FLAGS: Final = (
     _Flag(
         "multus-system-namespaces",
         "MULTUS_SYSTEM_NAMESPACES",
-        ",".join(ifnames.DEFAULT_LAYOUT.system_namespaces),
+        ",".join(interface_naming.DEFAULT_LAYOUT.system_namespaces),
         "comma-separated Multus systemNamespaces (their Pods get no defaultNetworks); empty = none",
     ),
     _Flag(
@@ -272,7 +272,7 @@ def _csv(value: str) -> tuple[str, ...]:
 
 def _multus(
     args: Mapping[str, object], problems: list[errors.FieldError]
-) -> tuple[ifnames.MultusLayout, Path | None]:
+) -> tuple[interface_naming.MultusLayout, Path | None]:
     """The node's Multus layout from the ``--multus-*`` layout flags, and the config file to overlay."""
     primary = str(args["multus_primary_interface"])
     primary_problem = names.ifname_problem(primary)
@@ -291,7 +291,7 @@ def _multus(
         problems.append(
             errors.FieldError(_where("multus-config-file"), f"{raw_file!r} must be an absolute path")
         )
-    layout = ifnames.MultusLayout(
+    layout = interface_naming.MultusLayout(
         primary_ifname=primary,
         default_networks=_csv(str(args["multus_default_networks"])),
         system_namespaces=system,

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sriov_dra.core.plugin import checkpoint_lifecycle, claimplan
+from sriov_dra.core.plugin import checkpoint_lifecycle, claim_plan
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import claim_context
-from sriov_dra.host import binding
+from sriov_dra.host import vf_driver_binding
 from sriov_dra.kubeletapi import messages
 from sriov_dra_rules import errors
 
@@ -45,7 +45,7 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
     """Release one claim as the module docstring describes; an unknown claim succeeds.
 
     Raises: LifecycleBlocked for a record with managed bindings when auto-attach is off;
-    ``binding.DriverBindError`` when a driver cannot be restored (record kept);
+    ``vf_driver_binding.DriverBindError`` when a driver cannot be restored (record kept);
     ``OSError`` from CDI or checkpoint writes (record kept).
     """
     with ctx.claim_locks.hold(ref.uid):
@@ -90,7 +90,7 @@ def release_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> 
     """Step 4: original drivers back, claim CDI spec removed, Pod CDI spec rebuilt or removed.
 
     Idempotent. Every driver is tried; if any cannot be restored nothing else is removed.
-    Raises: ``binding.DriverBindError`` (all failures in one message); ``OSError``.
+    Raises: ``vf_driver_binding.DriverBindError`` (all failures in one message); ``OSError``.
     """
     failures: list[str] = []
     for device in record.devices:
@@ -101,10 +101,10 @@ def release_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> 
                 requested=requested if isinstance(requested, str) else "",
                 original_driver=device.original_driver or None,
             )
-        except binding.DriverBindError as exc:
+        except vf_driver_binding.DriverBindError as exc:
             failures.append(str(exc))
     if failures:
-        raise binding.DriverBindError(
+        raise vf_driver_binding.DriverBindError(
             f"ResourceClaim {record.namespace}/{record.name} ({record.claim_uid}): cannot restore the "
             f"original VF drivers ({'; '.join(failures)}); the claim stays recorded and is retried"
         )
@@ -140,7 +140,7 @@ def write_status(
 ) -> None:
     """Best-effort write of ``ours`` as this driver's ``status.devices`` entries of the claim.
 
-    Other drivers' entries stay (``claimplan.merged_status_devices``); ``ours`` empty clears ours.
+    Other drivers' entries stay (``claim_plan.merged_status_devices``); ``ours`` empty clears ours.
     ``current`` is the claim already read, or None to GET it. Never raises: any failure is logged
     as the warning ``failure`` with the claim and the reason (diagnostic status is best-effort,
     spec §6.3 and §8.1 step 5). Used by prepare (set) and unprepare (clear).
@@ -150,7 +150,7 @@ def write_status(
             record.namespace,
             record.name,
             uid=record.claim_uid,
-            compute=lambda existing: claimplan.merged_status_devices(
+            compute=lambda existing: claim_plan.merged_status_devices(
                 existing, ours, driver_name=ctx.driver_name
             ),
             current=current,

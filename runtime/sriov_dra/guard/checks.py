@@ -3,7 +3,7 @@
 The guard's decision before Multus runs (docs/design.md#guard-checks; order in docs/guard.md,
 "ADD, in order"): :func:`check_pod_identity`, :func:`read_networks` (the plugin's parsing rule),
 :func:`check_interface_names` over the full delegate list, :func:`managed_targets` and
-:func:`check_managed` (per-shadow verdicts of :mod:`~sriov_dra.guard.shadows` plus the selection
+:func:`check_managed` (per-shadow verdicts of :mod:`~sriov_dra.guard.shadow_checks` plus the selection
 rules), then :func:`requested_interfaces` for post-ADD verification. Pods without a registry or
 shadow selections skip the managed reads. Rejections carry one reason per rule.
 """
@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sriov_dra.core import ifnames, networks, registry
-from sriov_dra.guard import decisions, shadows
+from sriov_dra.core import interface_naming, networks, registry
+from sriov_dra.guard import decisions, shadow_checks
 from sriov_dra_rules import errors, names
 
 Reason = decisions.Reason
@@ -38,7 +38,7 @@ class PodNetworks:
     primary_ifname: str
 
 
-def pod_view(pod: Mapping[str, Any]) -> shadows.PodView:
+def pod_view(pod: Mapping[str, Any]) -> shadow_checks.PodView:
     """Read the decision-relevant parts of a live Pod's JSON.
 
     Raises: :class:`Rejected` (``ApiReadFailed``) when the object lacks a namespace, name or UID
@@ -58,7 +58,7 @@ def pod_view(pod: Mapping[str, Any]) -> shadows.PodView:
         )
     node = spec.get("nodeName") if isinstance(spec, Mapping) else None
     source = annotations.get(STATIC_SOURCE_ANNOTATION)
-    return shadows.PodView(
+    return shadow_checks.PodView(
         namespace=str(fields[0]),
         name=str(fields[1]),
         uid=str(fields[2]),
@@ -68,7 +68,7 @@ def pod_view(pod: Mapping[str, Any]) -> shadows.PodView:
     )
 
 
-def check_pod_identity(pod: shadows.PodView, *, runtime_uid: str | None, node_name: str | None) -> None:
+def check_pod_identity(pod: shadow_checks.PodView, *, runtime_uid: str | None, node_name: str | None) -> None:
     """The live Pod must be the runtime's: same UID (static Pods exempt) and, if known, this node.
 
     Raises: :class:`Rejected` (``PodUidMismatch``, ``PodNodeMismatch``).
@@ -87,7 +87,7 @@ def check_pod_identity(pod: shadows.PodView, *, runtime_uid: str | None, node_na
         )
 
 
-def read_networks(pod: shadows.PodView, *, cni_ifname: str) -> PodNetworks:
+def read_networks(pod: shadow_checks.PodView, *, cni_ifname: str) -> PodNetworks:
     """Parse the Pod's selections, default-network override and registry.
 
     Raises: :class:`Rejected` with ``InvalidNetworksAnnotation`` (parse errors of either
@@ -135,9 +135,11 @@ def read_networks(pod: shadows.PodView, *, cni_ifname: str) -> PodNetworks:
     return PodNetworks(selections, decoded, primary)
 
 
-def _effective_layout(nets: PodNetworks, layout: ifnames.MultusLayout) -> ifnames.MultusLayout:
+def _effective_layout(
+    nets: PodNetworks, layout: interface_naming.MultusLayout
+) -> interface_naming.MultusLayout:
     """``layout`` with the Pod's own primary interface (a default-network override may name one)."""
-    return ifnames.MultusLayout(
+    return interface_naming.MultusLayout(
         primary_ifname=nets.primary_ifname,
         default_networks=layout.default_networks,
         system_namespaces=layout.system_namespaces,
@@ -145,7 +147,9 @@ def _effective_layout(nets: PodNetworks, layout: ifnames.MultusLayout) -> ifname
     )
 
 
-def check_interface_names(nets: PodNetworks, pod: shadows.PodView, layout: ifnames.MultusLayout) -> None:
+def check_interface_names(
+    nets: PodNetworks, pod: shadow_checks.PodView, layout: interface_naming.MultusLayout
+) -> None:
     """Refuse two delegates with one interface name over Multus's full delegate list.
 
     ``layout.primary_ifname`` is replaced by ``nets.primary_ifname``.
@@ -153,7 +157,7 @@ def check_interface_names(nets: PodNetworks, pod: shadows.PodView, layout: ifnam
     Source: docs/design.md#interface-names, docs/design.md#guard-checks; multus-cni #1089.
     """
     try:
-        ifnames.check_interface_collisions(
+        interface_naming.check_interface_collisions(
             [dict(s.raw) for s in nets.selections],
             pod_namespace=pod.namespace,
             layout=_effective_layout(nets, layout),
@@ -165,14 +169,14 @@ def check_interface_names(nets: PodNetworks, pod: shadows.PodView, layout: ifnam
 
 def requested_interfaces(
     nets: PodNetworks,
-    pod: shadows.PodView,
-    layout: ifnames.MultusLayout,
-    managed: Sequence[shadows.ExpectedInterface],
-) -> tuple[shadows.ExpectedInterface, ...]:
+    pod: shadow_checks.PodView,
+    layout: interface_naming.MultusLayout,
+    managed: Sequence[shadow_checks.ExpectedInterface],
+) -> tuple[shadow_checks.ExpectedInterface, ...]:
     """Every interface the Pod's selections ask for: what post-ADD verification must find.
 
     One entry per selection, in annotation order, named as Multus names it (its ``interface``, or
-    ``net<position in the full delegate list>``, ``core.ifnames``); a managed selection's entry is
+    ``net<position in the full delegate list>``, ``core.interface_naming``); a managed selection's entry is
     its shadow's from ``managed`` (:func:`check_managed`), carrying the bound VF. Call it after
     :func:`check_interface_names` and :func:`check_managed` passed.
     Shapes: ``network`` is ``<namespace>/<name>`` with the namespace defaulted to the Pod's.
@@ -181,7 +185,7 @@ def requested_interfaces(
     Source: docs/design.md#guard-checks; Multus ``getIfname``; multus-cni #492.
     """
     try:
-        delegates = ifnames.final_interface_names(
+        delegates = interface_naming.final_interface_names(
             [dict(s.raw) for s in nets.selections],
             pod_namespace=pod.namespace,
             layout=_effective_layout(nets, layout),
@@ -192,9 +196,9 @@ def requested_interfaces(
     out = [
         by_key.pop((d.network, d.name))
         if (d.network, d.name) in by_key
-        else shadows.ExpectedInterface(d.name, d.network)
+        else shadow_checks.ExpectedInterface(d.name, d.network)
         for d in delegates
-        if d.kind is ifnames.DelegateKind.SELECTION
+        if d.kind is interface_naming.DelegateKind.SELECTION
     ]
     # A managed interface nobody selects was refused before Multus ran (RegistryEntryNotSelected).
     return (*out, *by_key.values())
@@ -216,10 +220,10 @@ def managed_targets(nets: PodNetworks) -> tuple[tuple[str, str], ...]:
 
 
 def check_managed(
-    pod: shadows.PodView,
+    pod: shadow_checks.PodView,
     nets: PodNetworks,
     nads: Mapping[tuple[str, str], Mapping[str, Any] | None],
-) -> tuple[shadows.ExpectedInterface, ...]:
+) -> tuple[shadow_checks.ExpectedInterface, ...]:
     """Check every managed target and its selections; return the interfaces ADD must create.
 
     ``nads`` maps each of :func:`managed_targets` to its live NAD, or ``None`` when it was not
@@ -233,7 +237,7 @@ def check_managed(
     """
     entries = {(e.namespace, e.name): e for e in (nets.registry.entries if nets.registry else ())}
     found: list[Violation] = []
-    expected: list[shadows.ExpectedInterface] = []
+    expected: list[shadow_checks.ExpectedInterface] = []
     interfaces: dict[tuple[str, str], str] = {}
     for target in managed_targets(nets):
         nad = nads.get(target)
@@ -247,7 +251,7 @@ def check_managed(
                 )
             )
             continue
-        verdict = shadows.check_shadow(nad, pod=pod, entry=entry)
+        verdict = shadow_checks.check_shadow(nad, pod=pod, entry=entry)
         if not verdict.managed:
             continue
         found.extend(verdict.violations)
@@ -261,7 +265,7 @@ def check_managed(
 
 
 def _selection_violations(
-    pod: shadows.PodView,
+    pod: shadow_checks.PodView,
     nets: PodNetworks,
     entries: Mapping[tuple[str, str], registry.RegistryEntry],
     interfaces: Mapping[tuple[str, str], str],

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sriov_dra.core import ifnames
-from sriov_dra.guard import checks, decisions, layout, metrics, multus, request, shadows, shim, verify
+from sriov_dra.core import interface_naming
+from sriov_dra.guard import checks, decisions, layout, metrics, multus, request, shadow_checks, shim, verify
 from sriov_dra.guard.settings import GuardSettings
 from sriov_dra.kube import errors as kube_errors
 
@@ -184,18 +184,18 @@ class CniHooks:
 
     @staticmethod
     def _managed_and_names(
-        pod: shadows.PodView,
+        pod: shadow_checks.PodView,
         nets: checks.PodNetworks,
         nads: Mapping[tuple[str, str], Mapping[str, Any] | None],
-        multus_layout: ifnames.MultusLayout,
-    ) -> tuple[shadows.ExpectedInterface, ...]:
+        multus_layout: interface_naming.MultusLayout,
+    ) -> tuple[shadow_checks.ExpectedInterface, ...]:
         """Managed rules, then final interface names; one rejection carrying both kinds of findings.
 
         Managed findings come first: a duplicated managed selection is also an interface collision,
         and its own reason says more.
         """
         found: list[decisions.Violation] = []
-        expected: tuple[shadows.ExpectedInterface, ...] = ()
+        expected: tuple[shadow_checks.ExpectedInterface, ...] = ()
         try:
             expected = checks.check_managed(pod, nets, nads)
         except decisions.Rejected as exc:
@@ -250,7 +250,7 @@ class CniHooks:
         )
 
     def _verify(
-        self, req: request.CniRequest, expected: Sequence[shadows.ExpectedInterface], budget: _Budget
+        self, req: request.CniRequest, expected: Sequence[shadow_checks.ExpectedInterface], budget: _Budget
     ) -> list[decisions.Violation]:
         try:
             links = self._netns_links(req.netns)
@@ -373,14 +373,16 @@ class CniHooks:
         return final
 
 
-def _log_verified_claims(req: request.CniRequest, expected: Sequence[shadows.ExpectedInterface]) -> None:
+def _log_verified_claims(
+    req: request.CniRequest, expected: Sequence[shadow_checks.ExpectedInterface]
+) -> None:
     """One INFO line per managed ResourceClaim whose interfaces Multus attached and the guard verified.
 
     Carries ``claim_uid`` (the same field the plugin logs at prepare), ``pod``, ``pod_uid``,
     ``ifname`` (comma-separated, in attach order) and ``nad``, so one log filter on a claim UID
     follows the claim from the plugin's prepare to its interfaces.
     """
-    by_claim: dict[str, list[shadows.ExpectedInterface]] = {}
+    by_claim: dict[str, list[shadow_checks.ExpectedInterface]] = {}
     for e in expected:
         if e.claim_uid:
             by_claim.setdefault(e.claim_uid, []).append(e)

@@ -5,7 +5,7 @@ What the Ansible ``guard`` role and ``sriov-dra-guard install`` write (docs/guar
 directory, then the ``multus-guard`` shim naming that digest (:func:`write_shim`), then
 ``00-multus-guard.conflist`` carrying the primary's capabilities. The shim is replaced atomically
 after its rules, so an exec never mixes versions. The rules those files follow are
-``sriov_dra_rules.cniinstall``'s; Multus's own ``00-multus.conf`` is never read or edited.
+``sriov_dra_rules.cni_install``'s; Multus's own ``00-multus.conf`` is never read or edited.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from typing import Any, Final
 import sriov_dra_rules
 from sriov_dra.guard import shim
 from sriov_dra.host import atomic_file
-from sriov_dra_rules import cniinstall
+from sriov_dra_rules import cni_install
 
-CONFLIST_NAME: Final = cniinstall.GUARD_FILE
-SHIM_NAME: Final = cniinstall.GUARD_TYPE
-PLUGIN_TYPE: Final = cniinstall.GUARD_TYPE
+CONFLIST_NAME: Final = cni_install.GUARD_FILE
+SHIM_NAME: Final = cni_install.GUARD_TYPE
+PLUGIN_TYPE: Final = cni_install.GUARD_TYPE
 DEFAULT_NETWORK_NAME: Final = "multus-cni-network"
 
 
@@ -50,29 +50,29 @@ def guard_conflist(
     ``daemonSocketDir``, ``kubeconfig``, ``daemonConfigFile``, ``config``).
     Shapes: indented JSON, keys in a fixed order, newline-terminated; ``cniVersion`` defaults to
     the primary's (Multus requires compatible versions); ``capabilities`` are the primary's
-    enabled ones (:func:`sriov_dra_rules.cniinstall.enabled_capabilities`). Whether the
-    primary may be pinned in a given directory is :func:`sriov_dra_rules.cniinstall.check_primary_file`.
-    Raises: ``cniinstall.ContractError`` when ``multus`` holds ``mode`` or ``primaryConfig``
+    enabled ones (:func:`sriov_dra_rules.cni_install.enabled_capabilities`). Whether the
+    primary may be pinned in a given directory is :func:`sriov_dra_rules.cni_install.check_primary_file`.
+    Raises: ``cni_install.ContractError`` when ``multus`` holds ``mode`` or ``primaryConfig``
     (they would override the checked arguments), when the primary cannot be read as one strict JSON
-    object (a repeated key is named with its path) or the result is not a valid guard config (:func:`sriov_dra_rules.cniinstall.validate_guard_config`, which
+    object (a repeated key is named with its path) or the result is not a valid guard config (:func:`sriov_dra_rules.cni_install.validate_guard_config`, which
     refuses what the shim refuses).
     """
     overridden = sorted(set(multus or {}) & {"mode", "primaryConfig"})
     if overridden:  # they would silently replace the checked --mode / --primary-config
-        raise cniinstall.ContractError(
+        raise cni_install.ContractError(
             f"multus.{overridden[0]} cannot be given among the further multus keys "
             "(the mode and the primary config are their own settings: --mode, --primary-config)"
         )
-    primary = cniinstall.load_json(primary_config, "primary network config")
+    primary = cni_install.load_json(primary_config, "primary network config")
     version = cni_version or primary.get("cniVersion")
     plugin: dict[str, Any] = {"type": PLUGIN_TYPE}
-    caps = cniinstall.enabled_capabilities(primary)
+    caps = cni_install.enabled_capabilities(primary)
     if caps:
         plugin["capabilities"] = {k: True for k in caps}
     plugin["guard"] = {"socket": socket_path}
     plugin["multus"] = {"mode": mode, "primaryConfig": str(primary_config), **dict(multus or {})}
     doc = {"cniVersion": version, "name": name, "plugins": [plugin]}
-    cniinstall.validate_guard_config(CONFLIST_NAME, doc)
+    cni_install.validate_guard_config(CONFLIST_NAME, doc)
     return json.dumps(doc, indent=2) + "\n"
 
 

@@ -4,7 +4,7 @@ Multus names an unnamed secondary ``net<position in the full delegate list>`` (c
 ``defaultNetworks`` unless the Pod is in ``systemNamespaces``, selections, auxiliary chain); the
 guard must count alike before refusing a collision (docs/design.md#interface-names). The three
 settings come from ``multus.config`` overlaid in thick mode by the daemon's ``daemon-config.json``
-(daemon keys win, as in Multus), read by ``core.multusconf`` as the plugin reads them. Local files
+(daemon keys win, as in Multus), read by ``core.multus_conf`` as the plugin reads them. Local files
 only, at the node's paths; never cached across requests, never guessed.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sriov_dra.core import ifnames, multusconf
+from sriov_dra.core import interface_naming, multus_conf
 from sriov_dra.guard import decisions, multus, shim
 from sriov_dra_rules import errors
 
@@ -39,7 +39,7 @@ def effective_multus_keys(conf: shim.GuardConf, *, host_root: str | None = None)
                 f"cannot read Multus daemon config {conf.daemon_config_file} (multus.daemonConfigFile): {exc}",
             ) from exc
         try:
-            keys.update(multusconf.decode_config(data, source=conf.daemon_config_file))
+            keys.update(multus_conf.decode_config(data, source=conf.daemon_config_file))
         except errors.InvalidSpec as exc:
             raise decisions.Rejected.one(decisions.Reason.INVALID_CNI_REQUEST, str(exc)) from exc
     return keys
@@ -58,7 +58,7 @@ def _auxiliary_chain(conf: shim.GuardConf, chain: str | None, host_root: str | N
 
 def multus_layout(
     conf: shim.GuardConf, *, primary_ifname: str, host_root: str | None = None
-) -> ifnames.MultusLayout:
+) -> interface_naming.MultusLayout:
     """Return the delegate layout Multus will use for this request.
 
     ``host_root``: as :func:`effective_multus_keys` (the node's files under it).
@@ -71,13 +71,13 @@ def multus_layout(
     if conf.mode == "thick" and conf.daemon_config_file:
         source += f" overlaid by {conf.daemon_config_file}"
     try:
-        return multusconf.layout_from_keys(
+        return multus_conf.layout_from_keys(
             keys,
             source=source,
-            base=ifnames.MultusLayout(
-                primary_ifname=primary_ifname, system_namespaces=multusconf.DEFAULT_SYSTEM_NAMESPACES
+            base=interface_naming.MultusLayout(
+                primary_ifname=primary_ifname, system_namespaces=multus_conf.DEFAULT_SYSTEM_NAMESPACES
             ),
-            auxiliary_chain=_auxiliary_chain(conf, multusconf.auxiliary_chain_name(keys), host_root),
+            auxiliary_chain=_auxiliary_chain(conf, multus_conf.auxiliary_chain_name(keys), host_root),
         )
     except errors.InvalidSpec as exc:
         raise decisions.Rejected.one(decisions.Reason.INVALID_CNI_REQUEST, str(exc)) from exc

@@ -23,8 +23,8 @@ from sriov_dra.guard import cni_hooks, install, metrics, multus, server, setting
 from sriov_dra.host import netlink
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import nads, pods
-from sriov_dra.servicekit import health, logs
-from sriov_dra_rules import cniinstall, errors, strictjson
+from sriov_dra.servicekit import logs, probes
+from sriov_dra_rules import cni_install, errors, strict_json
 
 log = logging.getLogger("sriov_dra.guard")
 SOCKET_READY = "socket"
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the multus-guard shim and 00-multus-guard.conflist",
         description=(
             "Write <bin-dir>/multus-guard and <conf-dir>/00-multus-guard.conflist for the pinned primary "
-            "network, after checking the guard's install contract (sriov_dra_rules.cniinstall); then print "
+            "network, after checking the guard's install contract (sriov_dra_rules.cni_install); then print "
             "what in the node's CNI setup would still bypass the guard. Exit 0 when nothing would, 1 when "
             "something would, 2 when an argument is refused (nothing written)."
         ),
@@ -155,10 +155,10 @@ def _serve(args: argparse.Namespace) -> int:
         clock=cni_hooks.SystemClock(),
         recorder=recorder,
     )
-    state = health.Health([SOCKET_READY])
+    state = probes.Health([SOCKET_READY])
     srv = server.GuardServer(hooks, conf.socket_path, max_concurrent=conf.max_concurrent, health=state)
     endpoint = (
-        health.HttpServer(conf.metrics_address, state, recorder.render) if conf.metrics_address else None
+        probes.HttpServer(conf.metrics_address, state, recorder.render) if conf.metrics_address else None
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -191,32 +191,32 @@ def _refuse(message: str) -> int:
 
 def _install(args: argparse.Namespace) -> int:
     try:
-        extra = strictjson.decode_plain(args.multus, path="--multus")
+        extra = strict_json.decode_plain(args.multus, path="--multus")
     except errors.InvalidSpec as exc:
         found = "; ".join(str(e) for e in exc.errors)
         return _refuse(f"--multus is not strict JSON: {found}")
     if not isinstance(extra, dict):
         return _refuse(
-            f"--multus must be a JSON object of further multus.* keys, got {strictjson.kind(extra)}; "
+            f"--multus must be a JSON object of further multus.* keys, got {strict_json.kind(extra)}; "
             'pass e.g. \'{"daemonSocketDir": "/run/multus/"}\' or leave it out'
         )
     primary = args.primary_config
     if not primary.is_absolute():
         return _refuse(f"--primary-config {primary} is a relative path; {PRIMARY_FIX}")
     try:
-        cniinstall.check_primary_file(args.conf_dir, install.CONFLIST_NAME, str(primary))
-    except cniinstall.ContractError as exc:
+        cni_install.check_primary_file(args.conf_dir, install.CONFLIST_NAME, str(primary))
+    except cni_install.ContractError as exc:
         return _refuse(f"--primary-config {primary}: {exc}; {PRIMARY_FIX}")
     try:
         text = install.guard_conflist(
             primary_config=primary, mode=args.mode, socket_path=args.socket, multus=extra
         )
-    except cniinstall.ContractError as exc:
+    except cni_install.ContractError as exc:
         return _refuse(f"the guard config these flags give is refused: {exc}; correct --socket or --multus")
     shim_path = install.write_shim(args.bin_dir, interpreter=args.interpreter)
     conf_path = install.write_conflist(args.conf_dir, text)
     print(f"installed {shim_path} and {conf_path}")
-    problems = cniinstall.installation_problems(
+    problems = cni_install.installation_problems(
         args.conf_dir,
         mode=args.mode,
         multus_master_cni=args.multus_master_cni,

@@ -1,4 +1,4 @@
-"""The guard's Prometheus metrics (served by ``sriov_dra.servicekit.health.HttpServer``).
+"""The guard's Prometheus metrics (served by ``sriov_dra.servicekit.probes.HttpServer``).
 
 ``sriov_dra_guard_decisions_total{reason, kind}``, ``sriov_dra_guard_add_duration_seconds{part}``
 (``guard``, ``multus``, ``total``), ``sriov_dra_guard_api_reads_total{resource, outcome}`` and

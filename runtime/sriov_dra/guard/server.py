@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 from sriov_dra.guard import cni_hooks, decisions, shim
-from sriov_dra.servicekit import health as health_mod
-from sriov_dra.servicekit import threads
+from sriov_dra.servicekit import probes, threads
 
 log = logging.getLogger("sriov_dra.guard")
 
@@ -35,7 +34,7 @@ class GuardServer:
         socket_path: Path,
         *,
         max_concurrent: int,
-        health: health_mod.Health | None = None,
+        health: probes.Health | None = None,
     ) -> None:
         """``health`` records a crash of the accept loop (the guard is then no longer alive)."""
         self.hooks = hooks

@@ -51,7 +51,7 @@ if RULES_VERSION is not None:
     sys.dont_write_bytecode = True
     sys.path.insert(0, rules_dir(__file__, RULES_VERSION))
 try:
-    from sriov_dra_rules import errors, guardconf, strictjson
+    from sriov_dra_rules import errors, guard_conf, strict_json
 except Exception as _bad:  # pragma: no cover - only an installed shim without (readable) rules
     why, where = f"{type(_bad).__name__}: {_bad}", rules_dir(__file__, str(RULES_VERSION))
     _cannot_start(
@@ -59,10 +59,10 @@ except Exception as _bad:  # pragma: no cover - only an installed shim without (
         f"expected {where}/sriov_dra_rules",
     )
 
-GuardConf = guardconf.GuardConf
-GuardConfError = guardconf.GuardConfError
-parse_conf = guardconf.parse_conf
-DEFAULT_SOCKET: Final = guardconf.DEFAULT_SOCKET
+GuardConf = guard_conf.GuardConf
+GuardConfError = guard_conf.GuardConfError
+parse_conf = guard_conf.parse_conf
+DEFAULT_SOCKET: Final = guard_conf.DEFAULT_SOCKET
 
 SUPPORTED_VERSIONS: Final = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 PROTOCOL: Final = 1
@@ -86,14 +86,14 @@ class CniErrorCode(enum.IntEnum):
 
 
 def _read_json_file(path: str) -> object:
-    """The strict JSON value in the file at ``path`` (:func:`sriov_dra_rules.strictjson.decode_file`).
+    """The strict JSON value in the file at ``path`` (:func:`sriov_dra_rules.strict_json.decode_file`).
 
     Raises: ``OSError`` when it cannot be read; ``ValueError`` naming each problem with its path.
     """
     with open(path, "rb") as f:
         raw = f.read()
     try:
-        return strictjson.decode_file(raw, what="file", source=path)
+        return strict_json.decode_file(raw, what="file", source=path)
     except errors.InvalidSpec as exc:
         raise ValueError("; ".join(str(e) for e in exc.errors)) from None
 

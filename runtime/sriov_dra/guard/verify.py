@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from sriov_dra.guard import decisions, shadows
+from sriov_dra.guard import decisions, shadow_checks
 from sriov_dra_rules import names
 
 Reason = decisions.Reason
@@ -35,7 +35,7 @@ class Link(Protocol):
 
 
 def interface_violations(
-    expected: Sequence[shadows.ExpectedInterface], links: Sequence[Link], *, owner: str = "the Pod"
+    expected: Sequence[shadow_checks.ExpectedInterface], links: Sequence[Link], *, owner: str = "the Pod"
 ) -> list[Violation]:
     """Missing interfaces (one violation naming all of them), then PCI parents that differ.
 
@@ -72,7 +72,7 @@ def interface_violations(
 
 
 def network_status_violations(
-    expected: Sequence[shadows.ExpectedInterface], pod: Mapping[str, Any], *, owner: str = "the Pod"
+    expected: Sequence[shadow_checks.ExpectedInterface], pod: Mapping[str, Any], *, owner: str = "the Pod"
 ) -> list[Violation]:
     """One violation naming every selected network without a matching network-status entry.
 

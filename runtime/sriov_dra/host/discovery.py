@@ -3,7 +3,7 @@
 Turns a sysfs tree into the :class:`DiscoveredVf` values the plugin advertises (after policy
 filtering). Device names, attribute names, types and value formats are upstream's, so existing
 DeviceClass CEL, SriovResourcePolicy and Multus keep working; the attribute map is
-``core.devicefacts.discovered_attributes``'s. Unknown topology is omitted, never published as
+``core.device_facts.discovered_attributes``'s. Unknown topology is omitted, never published as
 ``-1`` or ``""`` (docs/design.md#device-attributes); ``EswitchMode`` falls back to ``legacy``.
 Never writes to the host, invents a hardware fact, or reads policy.
 """
@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sriov_dra.core import attributes, devicefacts, identities
-from sriov_dra.host import pcieroot
+from sriov_dra.core import attributes, device_facts, identities
+from sriov_dra.host import pcie_root
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra_rules import names
 
@@ -33,7 +33,7 @@ MULTUS_DEVICE_ID = "k8s.cni.cncf.io/deviceID"
 PF_NAME = f"{_D}/PFName"
 ESWITCH_MODE = f"{_D}/EswitchMode"
 VF_ID = f"{_D}/vfID"
-PCIE_ROOT = pcieroot.ATTRIBUTE
+PCIE_ROOT = pcie_root.ATTRIBUTE
 PF_PCI_ADDRESS = f"{_D}/pfPciAddress"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 LINK_TYPE = f"{_D}/linkType"
@@ -101,9 +101,9 @@ class DiscoveredVf:
     driver_override: str | None
     attributes: Mapping[str, attributes.AttributeValue] = field(hash=False)
 
-    def to_device_facts(self) -> devicefacts.DeviceFacts:
-        """The policy layer's view of this VF (``core.devicefacts.DeviceFacts``)."""
-        return devicefacts.DeviceFacts(
+    def to_device_facts(self) -> device_facts.DeviceFacts:
+        """The policy layer's view of this VF (``core.device_facts.DeviceFacts``)."""
+        return device_facts.DeviceFacts(
             pci_address=self.pci_address,
             vendor=self.vendor,
             device_id=self.device_id,
@@ -191,7 +191,7 @@ def _pf_topology(
     log: logging.Logger | logging.LoggerAdapter[logging.Logger],
 ) -> str | None:
     """The PF's pcieRoot (None: omitted); logs once per PF why a topology attribute is omitted."""
-    root = pcieroot.resolve(sysfs, pf.bdf)
+    root = pcie_root.resolve(sysfs, pf.bdf)
     if root.root is None:
         log.warning(
             "pcieRoot omitted",
@@ -213,7 +213,7 @@ def _discovered(
     pf_root: str | None,
     log: logging.Logger | logging.LoggerAdapter[logging.Logger],
 ) -> DiscoveredVf:
-    own_root = pcieroot.pcie_root(sysfs, vf.bdf)
+    own_root = pcie_root.pcie_root(sysfs, vf.bdf)
     if pf_root is not None and own_root is not None and own_root != pf_root:
         log.warning(
             "pcieRoot differs from pf",
@@ -239,7 +239,7 @@ def _discovered(
         attributes=types.MappingProxyType({}),
     )
     # One source of truth for names and types: core.policies builds the map from the facts.
-    published = devicefacts.discovered_attributes(found.to_device_facts())
+    published = device_facts.discovered_attributes(found.to_device_facts())
     return dataclasses.replace(found, attributes=types.MappingProxyType(dict(sorted(published.items()))))
 
 

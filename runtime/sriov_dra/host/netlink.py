@@ -24,7 +24,7 @@ from pyroute2 import IPRoute
 from pyroute2 import config as _pyroute2_config
 from pyroute2.netlink.exceptions import NetlinkError as _PyNetlinkError
 
-from sriov_dra.core import devicehealth
+from sriov_dra.core import device_health
 
 NETNS_RUN_DIR: Final = Path("/var/run/netns")
 """Where ``ip netns`` (and the lab) bind-mount named namespaces."""
@@ -201,7 +201,7 @@ def link_names(netns_path: str | None) -> frozenset[str]:
         return frozenset(str(msg.get_attr("IFLA_IFNAME")) for msg in ipr.get_links())
 
 
-def carrier_states(netns_path: str | None = None) -> dict[str, devicehealth.PfLink]:
+def carrier_states(netns_path: str | None = None) -> dict[str, device_health.PfLink]:
     """Return every link of a namespace by name with its ``IFF_UP``, ``IFLA_CARRIER`` and operstate.
 
     This is the kernel's answer for a PF's link (device health); one dump per call.
@@ -210,7 +210,7 @@ def carrier_states(netns_path: str | None = None) -> dict[str, devicehealth.PfLi
     """
     with _rtnl(netns_path, "read link carrier") as ipr:
         return {
-            str(_attr(msg, "IFLA_IFNAME")): devicehealth.PfLink(
+            str(_attr(msg, "IFLA_IFNAME")): device_health.PfLink(
                 admin_up=bool(int(msg["flags"]) & IFF_UP),
                 carrier=_attr(msg, "IFLA_CARRIER") == 1,
                 operstate=str(_attr(msg, "IFLA_OPERSTATE") or "unknown").lower(),
@@ -225,7 +225,7 @@ def carrier_states(netns_path: str | None = None) -> dict[str, devicehealth.PfLi
 def socket_in(netns_path: str | None, op: str) -> contextlib.AbstractContextManager[Any]:
     """An IPRoute socket opened inside ``netns_path`` (None: the caller's own namespace).
 
-    For link editors outside the product (the lab's ``sriov_dra_lab.fakes.netedit``: veth pairs,
+    For link editors outside the product (the lab's ``sriov_dra_lab.fakes.net_edit``: veth pairs,
     moves, addresses, routes, VF settings, namespaces), under this module's rules: pyroute2's forked
     helper makes the socket (the calling thread never enters the namespace), a missing namespace
     is never created, and library failures inside the ``with`` block raise :class:`NetlinkError`

@@ -3,9 +3,9 @@
 The plugin's reads of ``/sys`` for discovery and driver binding: PCI devices, SR-IOV PFs and
 their ``virtfn<N>`` links, IDs, NUMA node, bound driver, ``driver_override``, netdevs and link
 type, at ``<root>/sys/...`` (``/`` in the plugin container, a fake tree in tests). The reading
-rules are the shared ``sriov_dra_rules.sysfsread`` and ``topology``; this module adds the
+rules are the shared ``sriov_dra_rules.sysfs_read`` and ``topology``; this module adds the
 plugin's types and error messages. The eswitch mode is not in sysfs (``host.devlink``). Never
-writes (``host.binding`` does); a missing optional fact is ``None``.
+writes (``host.vf_driver_binding`` does); a missing optional fact is ``None``.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sriov_dra.core import identities
-from sriov_dra_rules import sysfsread, topology
+from sriov_dra_rules import sysfs_read, topology
 
-NET_CLASS = sysfsread.NET_CLASS
-ARPHRD_ETHER = sysfsread.ARPHRD_ETHER
-ARPHRD_INFINIBAND = sysfsread.ARPHRD_INFINIBAND
-"""Re-exported from ``sriov_dra_rules.sysfsread`` for the fake tree builder and tests."""
+NET_CLASS = sysfs_read.NET_CLASS
+ARPHRD_ETHER = sysfs_read.ARPHRD_ETHER
+ARPHRD_INFINIBAND = sysfs_read.ARPHRD_INFINIBAND
+"""Re-exported from ``sriov_dra_rules.sysfs_read`` for the fake tree builder and tests."""
 
-SysfsReadError = sysfsread.SysfsReadError
+SysfsReadError = sysfs_read.SysfsReadError
 """A sysfs directory that must be readable is not (reason ``HostReadFailed``)."""
 
 _NO_PCI_FIX = "mount the host /sys (read-write, privileged) or point the plugin's sysfs root at it"
@@ -33,9 +33,9 @@ _NO_PF_FIX = "check that the PF still exists (lspci) and that the plugin can rea
 class LinkType(enum.StrEnum):
     """Published ``linkType`` values (upstream ``consts.LinkType*``)."""
 
-    ETHERNET = sysfsread.LINK_ETHERNET
-    INFINIBAND = sysfsread.LINK_INFINIBAND
-    UNKNOWN = sysfsread.LINK_UNKNOWN
+    ETHERNET = sysfs_read.LINK_ETHERNET
+    INFINIBAND = sysfs_read.LINK_INFINIBAND
+    UNKNOWN = sysfs_read.LINK_UNKNOWN
 
 
 class EswitchMode(enum.StrEnum):
@@ -102,7 +102,7 @@ class Sysfs:
     """Reader of ``<root>/sys``; every method takes plain PCI addresses (``0000:03:00.0``).
 
     Shapes: listing methods return names sorted (BDFs lexicographically, VFs by index).
-    Source: ``sriov_dra_rules.sysfsread`` (the shared rules, upstream dra-driver-sriov's);
+    Source: ``sriov_dra_rules.sysfs_read`` (the shared rules, upstream dra-driver-sriov's);
     Linux ``Documentation/ABI/testing/sysfs-bus-pci``.
     """
 
@@ -146,15 +146,15 @@ class Sysfs:
         Raises: SysfsReadError if the directory is missing or unreadable (no PCI bus: the
         plugin cannot run on this root).
         """
-        return [identities.PciAddress(n) for n in sysfsread.pci_devices(self._top, fix=_NO_PCI_FIX)]
+        return [identities.PciAddress(n) for n in sysfs_read.pci_devices(self._top, fix=_NO_PCI_FIX)]
 
     def is_vf(self, bdf: str) -> bool:
         """True if the function has a ``physfn`` link (upstream ``IsSriovVF``, an lstat)."""
-        return sysfsread.is_vf(self._top, bdf)
+        return sysfs_read.is_vf(self._top, bdf)
 
     def pci_class(self, bdf: str) -> int | None:
         """The 24-bit class code from ``class`` (e.g. ``0x020000``), or None if unreadable."""
-        return sysfsread.pci_class(self._top, bdf)
+        return sysfs_read.pci_class(self._top, bdf)
 
     def is_sriov_pf(self, bdf: str) -> bool:
         """True for a network-class physical function that supports SR-IOV.
@@ -162,19 +162,19 @@ class Sysfs:
         A VF (``physfn`` present) is never a PF; ``sriov_totalvfs`` must exist; the class code,
         when readable, must be network (``0x02xxxx``), as upstream skips other classes.
         """
-        return sysfsread.is_sriov_pf(self._top, bdf)
+        return sysfs_read.is_sriov_pf(self._top, bdf)
 
     def vendor(self, bdf: str) -> str | None:
         """Vendor ID as lowercase hex without ``0x`` (``8086``), or None if unreadable."""
-        return sysfsread.vendor(self._top, bdf)
+        return sysfs_read.vendor(self._top, bdf)
 
     def device_id(self, bdf: str) -> str | None:
         """Device (product) ID as lowercase hex without ``0x`` (``1889``), or None."""
-        return sysfsread.device_id(self._top, bdf)
+        return sysfs_read.device_id(self._top, bdf)
 
     def numa_affinity(self, bdf: str) -> topology.NumaAffinity:
         """NUMA node of the function and, when there is none, why (``sriov_dra_rules.topology``)."""
-        return sysfsread.numa_affinity(self._top, bdf)
+        return sysfs_read.numa_affinity(self._top, bdf)
 
     def numa_node(self, bdf: str) -> int | None:
         """NUMA node of the function; None for ``-1``, a missing file or a text that is no node.
@@ -185,30 +185,30 @@ class Sysfs:
 
     def sriov_totalvfs(self, bdf: str) -> int | None:
         """``sriov_totalvfs`` of a PF, or None if absent or unparsable."""
-        return sysfsread.sriov_totalvfs(self._top, bdf)
+        return sysfs_read.sriov_totalvfs(self._top, bdf)
 
     def sriov_numvfs(self, bdf: str) -> int | None:
         """``sriov_numvfs`` of a PF, or None if absent or unparsable."""
-        return sysfsread.sriov_numvfs(self._top, bdf)
+        return sysfs_read.sriov_numvfs(self._top, bdf)
 
     def current_driver(self, bdf: str) -> str | None:
         """Name of the bound driver (basename of the ``driver`` link), or None when unbound."""
-        return sysfsread.current_driver(self._top, bdf)
+        return sysfs_read.current_driver(self._top, bdf)
 
     def driver_override(self, bdf: str) -> str | None:
         """``driver_override`` contents: None if the file is absent, ``""`` if cleared.
 
         Shapes: the kernel shows a cleared override as ``(null)``; that is returned as ``""``.
         """
-        return sysfsread.driver_override(self._top, bdf)
+        return sysfs_read.driver_override(self._top, bdf)
 
     def netdevs(self, bdf: str) -> list[str]:
         """Names under the function's ``net/`` directory (empty when no netdev is bound)."""
-        return sysfsread.netdevs(self._top, bdf)
+        return sysfs_read.netdevs(self._top, bdf)
 
     def rdma_devices(self, bdf: str) -> list[str]:
         """Names under the function's ``infiniband/`` directory (rdmamap's RDMA check)."""
-        return sysfsread.rdma_devices(self._top, bdf)
+        return sysfs_read.rdma_devices(self._top, bdf)
 
     def iommu_group(self, bdf: str) -> str | None:
         """The IOMMU group number (basename of the ``iommu_group`` link), or None."""
@@ -223,9 +223,9 @@ class Sysfs:
         """The PF's uplink netdev name, or None when the PF has no netdev.
 
         With one netdev that is the answer; among several (switchdev representors) the one whose
-        ``phys_port_name`` is ``p<N>``, else the first (``sriov_dra_rules.sysfsread.pf_netdev``).
+        ``phys_port_name`` is ``p<N>``, else the first (``sriov_dra_rules.sysfs_read.pf_netdev``).
         """
-        return sysfsread.pf_netdev(self._top, bdf)
+        return sysfs_read.pf_netdev(self._top, bdf)
 
     def virtfns(self, pf_bdf: str) -> list[VfLink]:
         """Every ``virtfn<N>`` link of a PF, sorted by N.
@@ -234,21 +234,21 @@ class Sysfs:
         """
         return [
             VfLink(index, identities.PciAddress(bdf))
-            for index, bdf in sysfsread.virtfns(self._top, pf_bdf, fix=_NO_PF_FIX)
+            for index, bdf in sysfs_read.virtfns(self._top, pf_bdf, fix=_NO_PF_FIX)
         ]
 
     def physfn(self, vf_bdf: str) -> identities.PciAddress | None:
         """The PF address of a VF (basename of ``physfn``), or None if not a VF."""
-        found = sysfsread.physfn(self._top, vf_bdf)
+        found = sysfs_read.physfn(self._top, vf_bdf)
         return identities.PciAddress(found) if found is not None else None
 
     def link_type(self, ifname: str) -> LinkType:
         """Link type of a netdev from ``class/net/<if>/type``; ``unknown`` when unreadable."""
-        return LinkType(sysfsread.link_type(self._top, ifname))
+        return LinkType(sysfs_read.link_type(self._top, ifname))
 
     def pcie_root(self, bdf: str) -> topology.PcieRoot:
         """The ``pcieRoot`` of ``bdf`` or why there is none (``sriov_dra_rules.topology``)."""
-        return sysfsread.pcie_root(self._top, bdf)
+        return sysfs_read.pcie_root(self._top, bdf)
 
     # --- Records -----------------------------------------------------------------------------
 

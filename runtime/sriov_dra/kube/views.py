@@ -205,7 +205,7 @@ class Reservation:
 
 @dataclass(frozen=True)
 class Claim:
-    """The ResourceClaim fields the plugin and the CLI read besides ``core.plugin.claimplan``'s checks."""
+    """The ResourceClaim fields the plugin and the CLI read besides ``core.plugin.claim_plan``'s checks."""
 
     meta: Meta
     constraints: tuple[Constraint, ...]

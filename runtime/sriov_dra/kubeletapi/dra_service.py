@@ -60,7 +60,7 @@ class ClaimHandler(Protocol):
 
 
 HealthSource = Callable[[], Iterable[messages.DeviceHealthReport]]
-"""Returns every watched device's current health (no I/O: the latest reading, e.g. ``sriov_dra.driver.device_health``)."""
+"""Returns every watched device's current health (no I/O: the latest reading, e.g. ``sriov_dra.driver.device_health_monitor``)."""
 
 
 def _distinct(claims: Iterable[messages.ClaimRef]) -> list[messages.ClaimRef]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core import devicehealth
+from sriov_dra.core import device_health
 from sriov_dra.kubeletapi import dra_v1_pb2, dra_v1beta1_pb2, drahealth_v1alpha1_pb2
 
 AnyClaimMessage = dra_v1_pb2.Claim | dra_v1beta1_pb2.Claim
@@ -215,7 +215,7 @@ class DeviceHealthReport:
     """One device's entry in a health report: ``health`` the enum name, ``message`` its reason."""
 
     device: DeviceId
-    health: devicehealth.Health
+    health: device_health.Health
     message: str
 
 

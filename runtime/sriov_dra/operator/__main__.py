@@ -18,8 +18,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from sriov_dra.core.operator import nodepolicy, sriovnetwork
-from sriov_dra.host import strictyaml
+from sriov_dra.core.operator import node_policy, sriov_network
+from sriov_dra.host import strict_yaml
 from sriov_dra.kube import client as kube_client
 from sriov_dra.operator import app, settings
 from sriov_dra.servicekit import logs
@@ -46,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--resource-prefix",
-        default=_env("RESOURCE_PREFIX", sriovnetwork.DEFAULT_RESOURCE_PREFIX),
+        default=_env("RESOURCE_PREFIX", sriov_network.DEFAULT_RESOURCE_PREFIX),
         help="prefix of the legacy resourceName annotation and attribute (env RESOURCE_PREFIX)",
     )
     p.add_argument(
@@ -81,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_nic_ids(path: str) -> tuple[nodepolicy.NicId, ...]:
+def load_nic_ids(path: str) -> tuple[node_policy.NicId, ...]:
     """Read the supported-NIC table; an empty path or an empty directory gives an empty table.
 
     ``path`` is a YAML/JSON file (a mapping, or a whole ConfigMap manifest) or a mounted
@@ -98,13 +98,13 @@ def load_nic_ids(path: str) -> tuple[nodepolicy.NicId, ...]:
             for p in sorted(where.iterdir())
             if not p.name.startswith(".") and p.is_file()
         }
-        return nodepolicy.parse_nic_ids(entries)
-    data = strictyaml.read(where)
+        return node_policy.parse_nic_ids(entries)
+    data = strict_yaml.read(where)
     if not isinstance(data, dict):
         raise errors.InvalidSpec(f"{path}: expected a mapping of name to '<vendor> <pf id> <vf id>'")
     if isinstance(data.get("data"), dict):  # a whole ConfigMap manifest
         data = data["data"]
-    return nodepolicy.parse_nic_ids(data)
+    return node_policy.parse_nic_ids(data)
 
 
 def build_settings(args: argparse.Namespace) -> settings.OperatorSettings:

@@ -17,13 +17,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from sriov_dra.core.operator import draverdicts, networkrefs
+from sriov_dra.core.operator import dra_verdicts, network_refs
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import events, leader, objects
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import metrics as metrics_mod
 from sriov_dra.operator import network_controller, policy_controller, queue, settings, status, watches
-from sriov_dra.servicekit import health as health_mod
+from sriov_dra.servicekit import probes
 from sriov_dra.servicekit import threads as svc_threads
 from sriov_dra_rules import names
 
@@ -42,10 +42,10 @@ class Operator:
         *,
         recorder: events.Recorder | None = None,
         now: Callable[[], str] = status.utc_now,
-        health: health_mod.Health | None = None,
+        health: probes.Health | None = None,
     ) -> None:
         rc = config.reconcile
-        self.health = health or health_mod.Health()
+        self.health = health or probes.Health()
         self.config = config
         self.metrics = metrics
         self.queue = queue.WorkQueue(
@@ -108,7 +108,7 @@ class Operator:
                 ok, outcome, detail = not result.retry, result.outcome, "; ".join(result.failed_writes)
                 self.metrics.set_policy_reasons(result.reasons.values())
             else:
-                net = self.networks.reconcile(networkrefs.ObjectRef(key[1], key[2]))
+                net = self.networks.reconcile(network_refs.ObjectRef(key[1], key[2]))
                 ok, outcome, detail = not net.retry, net.outcome, net.detail
         except api_errors.ApiError as exc:
             detail = str(exc)
@@ -122,7 +122,7 @@ class Operator:
             "reconciled",
             extra={
                 "controller": controller,
-                "key": "/".join(key[1:]) or draverdicts.CONDITION_TYPE,
+                "key": "/".join(key[1:]) or dra_verdicts.CONDITION_TYPE,
                 "outcome": outcome,
                 "duration_ms": round(elapsed * 1000, 1),
                 **({"detail": detail[:512]} if detail else {}),
@@ -224,7 +224,7 @@ def run(config: settings.OperatorSettings, api: kube_watches.ApiClient, stop: th
     client = objects.Objects(api, field_manager=config.reconcile.field_manager, on_write=metrics.count_write)
     identity = config.leader.identity or default_identity()
     recorder = events.Recorder(client, controller="sriov-dra-operator", instance=identity)
-    state = health_mod.Health()
+    state = probes.Health()
     operator = Operator(client, config, metrics, recorder=recorder, health=state)
     leading = threading.Event()
     election_thread = None
@@ -245,8 +245,8 @@ def run(config: settings.OperatorSettings, api: kube_watches.ApiClient, stop: th
     )
     endpoint = None
     if config.serve.metrics_address:
-        endpoint = health_mod.HttpServer(
-            config.serve.metrics_address, state, health_mod.registry_renderer(metrics.registry)
+        endpoint = probes.HttpServer(
+            config.serve.metrics_address, state, probes.registry_renderer(metrics.registry)
         )
         endpoint.start()
     halt = threading.Event()

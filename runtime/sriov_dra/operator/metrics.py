@@ -1,4 +1,4 @@
-"""The operator's Prometheus metrics (served by ``sriov_dra.servicekit.health.HttpServer``).
+"""The operator's Prometheus metrics (served by ``sriov_dra.servicekit.probes.HttpServer``).
 
 Each operator instance owns its own registry (tests run several in one process). Label values
 are bounded: controller names, outcome words, API verbs, resource names and condition reasons.

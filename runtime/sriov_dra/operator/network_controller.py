@@ -13,14 +13,14 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from sriov_dra.core.operator import conditions, networkrefs, sriovnetwork
+from sriov_dra.core.operator import conditions, network_refs, sriov_network
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import objects, views
 from sriov_dra.operator import settings, status
 from sriov_dra_rules import errors
 
 log = logging.getLogger(__name__)
-_RR = sriovnetwork.ReadyReason
+_RR = sriov_network.ReadyReason
 READY_MESSAGE = "NetworkAttachmentDefinition is provisioned and ready"
 
 
@@ -45,17 +45,17 @@ class NetworkController:
         client: objects.Objects,
         config: settings.ReconcileSettings,
         writer: status.StatusWriter,
-        marked_nads: Callable[[networkrefs.ObjectRef], Iterable[networkrefs.ObjectRef]],
+        marked_nads: Callable[[network_refs.ObjectRef], Iterable[network_refs.ObjectRef]],
     ) -> None:
         self.client = client
         self.config = config
         self.writer = writer
         self.marked_nads = marked_nads
 
-    def reconcile(self, ref: networkrefs.ObjectRef) -> Result:
+    def reconcile(self, ref: network_refs.ObjectRef) -> Result:
         """Bring the source NAD of SriovNetwork ``ref`` and its Ready condition up to date.
 
-        * Renders the NAD (``core.operator.sriovnetwork.render_nad``) and creates it, or updates
+        * Renders the NAD (``core.operator.sriov_network.render_nad``) and creates it, or updates
           it only when spec, annotations or owner references differ.
         * Refuses ``spec.networkNamespace`` outside the operator namespace, a missing target
           namespace, and a same-named NAD another network's marker claims, each as
@@ -75,15 +75,15 @@ class NetworkController:
             return Result("cleaned" if removed else "absent")
         meta = network.get("metadata") or {}
         if meta.get("deletionTimestamp"):
-            self._delete_marked(ref, keep=None, also=(networkrefs.target(network),))
+            self._delete_marked(ref, keep=None, also=(network_refs.target(network),))
             self._drop_legacy_finalizer(network)
             return Result("deleted")
         self._drop_legacy_finalizer(network)
-        rule = networkrefs.namespace_rule_problem(network, self.config.namespace)
+        rule = network_refs.namespace_rule_problem(network, self.config.namespace)
         if rule is not None:
             return self._ready(network, False, _RR.NAD_INVALID, rule, "invalid")
         try:
-            expected = sriovnetwork.render_nad(network, resource_prefix=self.config.resource_prefix)
+            expected = sriov_network.render_nad(network, resource_prefix=self.config.resource_prefix)
         except errors.InvalidSpec as exc:
             # Nothing is written or deleted: an existing NAD stays exactly as it is.
             message = exc.detail
@@ -91,7 +91,7 @@ class NetworkController:
                 "network spec invalid", extra={"network": str(ref), "outcome": "invalid", "problem": message}
             )
             return self._ready(network, False, exc.reason, message, "invalid", event_reason=exc.reason.value)
-        where = networkrefs.target(network)
+        where = network_refs.target(network)
         if self.client.get_or_none(objects.NAMESPACE, where.namespace) is None:
             message = f'target namespace "{where.namespace}" does not exist'
             return self._ready(network, False, _RR.NAMESPACE_NOT_FOUND, message, "waiting")
@@ -114,7 +114,7 @@ class NetworkController:
         return self._ready(network, True, _RR.NETWORK_READY, READY_MESSAGE, outcome)
 
     def _ensure_nad(
-        self, ref: networkrefs.ObjectRef, where: networkrefs.ObjectRef, expected: Mapping[str, object]
+        self, ref: network_refs.ObjectRef, where: network_refs.ObjectRef, expected: Mapping[str, object]
     ) -> str:
         existing = self.client.get_or_none(objects.NAD, where.name, where.namespace)
         if existing is None:
@@ -127,12 +127,12 @@ class NetworkController:
             else:
                 return "created"
         meta = views.mapping(existing.get("metadata"))
-        marker = views.mapping(meta.get("annotations")).get(networkrefs.OWNER_REF_ANNOTATION)
-        if marker and marker != networkrefs.owner_marker(ref):
+        marker = views.mapping(meta.get("annotations")).get(network_refs.OWNER_REF_ANNOTATION)
+        if marker and marker != network_refs.owner_marker(ref):
             raise _Claimed(f"NetworkAttachmentDefinition '{where}' already exists and is owned by {marker}")
         if meta.get("deletionTimestamp"):
             return "deleting"
-        if not sriovnetwork.nad_differences(expected, existing):
+        if not sriov_network.nad_differences(expected, existing):
             return "unchanged"
         body = dict(expected)
         body["metadata"] = {
@@ -144,10 +144,10 @@ class NetworkController:
 
     def _delete_marked(
         self,
-        ref: networkrefs.ObjectRef,
+        ref: network_refs.ObjectRef,
         *,
-        keep: networkrefs.ObjectRef | None,
-        also: Iterable[networkrefs.ObjectRef] = (),
+        keep: network_refs.ObjectRef | None,
+        also: Iterable[network_refs.ObjectRef] = (),
     ) -> int:
         """Delete every NAD carrying ``ref``'s marker except ``keep``; 404s count as done.
 
@@ -162,8 +162,8 @@ class NetworkController:
                 continue
             meta = views.mapping(live.get("metadata"))
             if views.mapping(meta.get("annotations")).get(
-                networkrefs.OWNER_REF_ANNOTATION
-            ) != networkrefs.owner_marker(ref):
+                network_refs.OWNER_REF_ANNOTATION
+            ) != network_refs.owner_marker(ref):
                 continue
             if self.client.delete(
                 objects.NAD, nad_ref.name, nad_ref.namespace, uid=views.optional_text(meta.get("uid"))
@@ -175,11 +175,11 @@ class NetworkController:
     def _drop_legacy_finalizer(self, network: Mapping[str, object]) -> None:
         meta = views.mapping(network.get("metadata"))
         finalizers = list(views.items(meta.get("finalizers")))
-        if sriovnetwork.LEGACY_FINALIZER not in finalizers:
+        if sriov_network.LEGACY_FINALIZER not in finalizers:
             return
-        index = finalizers.index(sriovnetwork.LEGACY_FINALIZER)
+        index = finalizers.index(sriov_network.LEGACY_FINALIZER)
         ops = [
-            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": sriovnetwork.LEGACY_FINALIZER},
+            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": sriov_network.LEGACY_FINALIZER},
             {"op": "remove", "path": f"/metadata/finalizers/{index}"},
         ]
         self.client.json_patch(
@@ -190,7 +190,7 @@ class NetworkController:
         self,
         network: Mapping[str, object],
         ok: bool,
-        reason: sriovnetwork.ReadyReason | errors.Reason,
+        reason: sriov_network.ReadyReason | errors.Reason,
         message: str,
         outcome: str,
         *,
@@ -199,7 +199,7 @@ class NetworkController:
         meta = views.mapping(network.get("metadata"))
         generation = meta.get("generation")
         desired = conditions.Condition(
-            sriovnetwork.READY,
+            sriov_network.READY,
             conditions.Status.TRUE if ok else conditions.Status.FALSE,
             reason.value,
             message,

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 from sriov_dra.core.operator import (
     conditions,
-    draobjects,
-    drapolicy,
-    draverdicts,
+    dra_objects,
+    dra_policy,
+    dra_verdicts,
     generated,
-    networkrefs,
-    sriovnetwork,
+    network_refs,
+    sriov_network,
 )
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import objects, views
@@ -29,8 +29,8 @@ from sriov_dra_rules import errors
 
 log = logging.getLogger(__name__)
 _KINDS = {
-    draobjects.ATTRIBUTES_KIND: objects.DEVICE_ATTRIBUTES,
-    draobjects.POLICY_KIND: objects.RESOURCE_POLICY,
+    dra_objects.ATTRIBUTES_KIND: objects.DEVICE_ATTRIBUTES,
+    dra_objects.POLICY_KIND: objects.RESOURCE_POLICY,
 }
 
 
@@ -65,32 +65,32 @@ class PolicyController:
         self.policies = policies
         self.nodes = nodes
 
-    def plan_settings(self) -> drapolicy.PlanSettings:
+    def plan_settings(self) -> dra_policy.PlanSettings:
         """The plan's view of the operator settings."""
-        return drapolicy.PlanSettings(
+        return dra_policy.PlanSettings(
             namespace=self.config.namespace,
             resource_prefix=self.config.resource_prefix,
             dra_enabled=self.config.dra_enabled,
             nic_ids=self.config.nic_ids,
         )
 
-    def resolve(self, ref: networkrefs.ObjectRef) -> sriovnetwork.SourceResolution:
+    def resolve(self, ref: network_refs.ObjectRef) -> sriov_network.SourceResolution:
         """Resolve one SriovNetwork reference with live reads (docs/design.md#operator-networks)."""
         try:
             network = self.client.get_or_none(objects.SRIOV_NETWORK, ref.name, ref.namespace)
             nad = None
             if network is not None:
-                where = networkrefs.target(network)
+                where = network_refs.target(network)
                 nad = self.client.get_or_none(objects.NAD, where.name, where.namespace)
         except api_errors.Forbidden as exc:
-            return sriovnetwork.unresolved(
+            return sriov_network.unresolved(
                 ref, errors.Reason.SOURCE_ACCESS_DENIED, f"cannot read the source: {exc}"
             )
         except api_errors.ApiError as exc:
-            return sriovnetwork.unresolved(
+            return sriov_network.unresolved(
                 ref, errors.Reason.DRA_CONFIGURATION_SYNC_FAILED, f"reading the source failed: {exc}"
             )
-        return sriovnetwork.resolve_source(
+        return sriov_network.resolve_source(
             ref,
             network,
             nad,
@@ -105,7 +105,7 @@ class PolicyController:
         2. Resolve every SriovNetwork reference with live GETs (network, then the source NAD at
            its rendered target); 403 is ``SourceAccessDenied``, other failures
            ``DRAConfigurationSyncFailed``.
-        3. Build one ``core.operator.drapolicy.build_dra_policy_plan``.
+        3. Build one ``core.operator.dra_policy.build_dra_policy_plan``.
         4. List the generated objects (generated-by label only) and perform
            ``core.operator.generated.plan_writes``; a create that meets an unmarked object is
            refused (never adopted); failed writes are retried with backoff.
@@ -118,9 +118,9 @@ class PolicyController:
             for p in self.policies()
             if views.mapping(p.get("metadata")).get("namespace") == self.config.namespace
         ]
-        refs = drapolicy.references(policy_objects, prefix=self.config.resource_prefix)
+        refs = dra_policy.references(policy_objects, prefix=self.config.resource_prefix)
         resolutions = {ref: self.resolve(ref) for ref in sorted(refs)}
-        plan = drapolicy.build_dra_policy_plan(
+        plan = dra_policy.build_dra_policy_plan(
             policy_objects, list(self.nodes()), resolutions, self.plan_settings()
         )
         for line in plan.diagnostics:
@@ -130,7 +130,7 @@ class PolicyController:
         try:
             existing = {
                 kind: self.client.list(
-                    res, self.config.namespace, label_selector=draobjects.MANAGED_SELECTOR
+                    res, self.config.namespace, label_selector=dra_objects.MANAGED_SELECTOR
                 ).items
                 for kind, res in _KINDS.items()
             }
@@ -141,7 +141,7 @@ class PolicyController:
                 failures[name] = str(exc)
         if existing is not None:
             writes = generated.plan_writes(
-                plan, existing[draobjects.ATTRIBUTES_KIND], existing[draobjects.POLICY_KIND]
+                plan, existing[dra_objects.ATTRIBUTES_KIND], existing[dra_objects.POLICY_KIND]
             )
             for write in writes:
                 problem = self._execute(write)
@@ -175,7 +175,7 @@ class PolicyController:
                     if not generated.is_managed(current):
                         return (
                             f"{write.kind} {ns}/{write.name} exists without the label "
-                            f"{draobjects.MANAGED_SELECTOR} and is not adopted; delete or rename it"
+                            f"{dra_objects.MANAGED_SELECTOR} and is not adopted; delete or rename it"
                         )
                     body = dict(write.body)
                     meta = body.get("metadata")
@@ -194,7 +194,7 @@ class PolicyController:
     def _write_conditions(
         self,
         policy_objects: Sequence[Mapping[str, object]],
-        plan: drapolicy.DraPolicyPlan,
+        plan: dra_policy.DraPolicyPlan,
         failures: Mapping[str, str],
         failed: list[str],
     ) -> dict[str, str]:
@@ -207,12 +207,12 @@ class PolicyController:
             outcome = plan.outcomes.get(name)
             try:
                 if outcome is None:
-                    self.writer.remove(objects.NODE_POLICY, obj, draverdicts.CONDITION_TYPE)
+                    self.writer.remove(objects.NODE_POLICY, obj, dra_verdicts.CONDITION_TYPE)
                     continue
                 desired = outcome.condition()
                 if outcome.reason is None and name in failures:
                     desired = conditions.Condition(
-                        draverdicts.CONDITION_TYPE,
+                        dra_verdicts.CONDITION_TYPE,
                         conditions.Status.FALSE,
                         errors.Reason.DRA_CONFIGURATION_SYNC_FAILED.value,
                         failures[name],
@@ -221,5 +221,5 @@ class PolicyController:
                 reasons[name] = desired.reason
                 self.writer.set(objects.NODE_POLICY, obj, desired)
             except api_errors.ApiError as exc:
-                failed.append(f"condition of {draverdicts.CONDITION_TYPE} on {name}: {exc}")
+                failed.append(f"condition of {dra_verdicts.CONDITION_TYPE} on {name}: {exc}")
         return reasons

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sriov_dra.core.operator import nodepolicy, sriovnetwork
+from sriov_dra.core.operator import node_policy, sriov_network
 from sriov_dra.servicekit import logs
 
 
@@ -18,12 +18,12 @@ class ReconcileSettings:
     namespace: str
     """Operator namespace: node policies are read here and every generated DeviceAttributes and
     SriovResourcePolicy is written here (it must equal the plugin's policy namespace)."""
-    resource_prefix: str = sriovnetwork.DEFAULT_RESOURCE_PREFIX
+    resource_prefix: str = sriov_network.DEFAULT_RESOURCE_PREFIX
     """``RESOURCE_PREFIX`` of the legacy NAD annotation and the compatibility resourceName
     attribute; ``openshift.io`` is upstream's Helm default."""
     dra_enabled: bool = True
     """With the DRA provider disabled nothing is generated and DRA policies report DRAInactive."""
-    nic_ids: tuple[nodepolicy.NicId, ...] = ()
+    nic_ids: tuple[node_policy.NicId, ...] = ()
     """Supported-NIC table (PF → VF device IDs) used to translate ``nicSelector.deviceID``."""
     resync_period_s: float = 300.0
     """Full reconciliation of every network and of the DRA plan, in seconds, as missed-event

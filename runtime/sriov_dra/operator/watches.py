@@ -12,13 +12,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
-from sriov_dra.core.operator import conditions, networkrefs, nodepolicy, sriovnetwork
+from sriov_dra.core.operator import conditions, network_refs, node_policy, sriov_network
 from sriov_dra.kube import views
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import queue
 from sriov_dra_rules import names
 
-Ref = networkrefs.ObjectRef
+Ref = network_refs.ObjectRef
 Enqueue = Callable[[queue.Key], None]
 
 
@@ -39,8 +39,8 @@ def _meta(obj: Mapping[str, object]) -> Mapping[str, object]:
 def _marker(nad: Mapping[str, object] | None) -> Ref | None:
     if nad is None:
         return None
-    return networkrefs.parse_owner_marker(
-        views.mapping(_meta(nad).get("annotations")).get(networkrefs.OWNER_REF_ANNOTATION)
+    return network_refs.parse_owner_marker(
+        views.mapping(_meta(nad).get("annotations")).get(network_refs.OWNER_REF_ANNOTATION)
     )
 
 
@@ -80,10 +80,10 @@ class Router:
     # ---- handlers (watch threads) --------------------------------------------------------
     def on_policy(self, event: str, obj: Mapping[str, object]) -> None:
         """Node policy events (operator namespace): wake the DRA plan on generation, UID or deletion."""
-        key = networkrefs.ref_of(obj)
+        key = network_refs.ref_of(obj)
         meta = _meta(obj)
         projection = (meta.get("uid"), meta.get("generation"), bool(meta.get("deletionTimestamp")))
-        parsed = nodepolicy.parse_policy(obj, prefix=self._prefix, nic_ids=())
+        parsed = node_policy.parse_policy(obj, prefix=self._prefix, nic_ids=())
         with self._lock:
             if event == kube_watches.DELETED:
                 self._policies.pop(key, None)
@@ -104,15 +104,15 @@ class Router:
         observedGeneration, reason, message), spec or deletion changed, so a status-only Ready
         transition recovers a policy without re-applying it.
         """
-        key = networkrefs.ref_of(obj)
+        key = network_refs.ref_of(obj)
         meta = _meta(obj)
         spec = views.mapping(obj.get("spec"))
-        ready = conditions.find(obj, sriovnetwork.READY) or {}
+        ready = conditions.find(obj, sriov_network.READY) or {}
         own = (
             meta.get("uid"),
             meta.get("generation"),
             bool(meta.get("deletionTimestamp")),
-            sriovnetwork.LEGACY_FINALIZER in views.items(meta.get("finalizers")),
+            sriov_network.LEGACY_FINALIZER in views.items(meta.get("finalizers")),
         )
         readiness = (
             *own[:3],
@@ -127,7 +127,7 @@ class Router:
                 wake_self, wake_plan = True, key in self._referenced()
             else:
                 self._networks[key] = (own, readiness)
-                self._targets[key] = networkrefs.target(obj)
+                self._targets[key] = network_refs.target(obj)
                 wake_self = old is None or old[0] != own
                 wake_plan = key in self._referenced() and (old is None or old[1] != readiness)
         if wake_self:
@@ -145,15 +145,15 @@ class Router:
         """
         if is_shadow(obj):
             return
-        key = networkrefs.ref_of(obj)
+        key = network_refs.ref_of(obj)
         meta = _meta(obj)
         annotations = views.mapping(meta.get("annotations"))
         projection = (
             meta.get("uid"),
             bool(meta.get("deletionTimestamp")),
             repr(obj.get("spec")),
-            annotations.get(networkrefs.OWNER_REF_ANNOTATION),
-            annotations.get(sriovnetwork.RESOURCE_NAME_ANNOTATION),
+            annotations.get(network_refs.OWNER_REF_ANNOTATION),
+            annotations.get(sriov_network.RESOURCE_NAME_ANNOTATION),
             repr(meta.get("ownerReferences")),
         )
         new_marker = None if event == kube_watches.DELETED else _marker(obj)

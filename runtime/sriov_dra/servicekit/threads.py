@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sriov_dra.servicekit import health as health_mod
+    from sriov_dra.servicekit import probes
 
 LOG = logging.getLogger("sriov_dra.servicekit.threads")
 
@@ -23,7 +23,7 @@ def start(
     name: str,
     target: Callable[..., Any],
     *args: Any,
-    health: health_mod.Health | None = None,
+    health: probes.Health | None = None,
     on_crash: Callable[[BaseException], None] | None = None,
     log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
 ) -> threading.Thread:

@@ -2,12 +2,12 @@
 
 The plugin runs as a real process through the product's entrypoint, started by the lab's
 launcher (``python -m sriov_dra_lab.launch_plugin``: the product's ``main`` with the fake tree's
-kernel, eswitch source and fault hook) on a fake-sysfs node (``sriov_dra_lab.fakes.fakesysfs``;
+kernel, eswitch source and fault hook) on a fake-sysfs node (``sriov_dra_lab.fakes.fake_sysfs``;
 its fake kernel emulates driver binding) against kube-apiserver, controller-manager and scheduler
 v1.36.3. The test kubelet (``sriov_dra_lab.kubelet``) registers it and calls NodePrepare /
 NodeUnprepare as the kubelet does. Every step asserts CDI files, the VF's driver on the fake
 sysfs, the claim's ``status.devices`` and the checkpoint file. The crash tests kill the process
-(SIGKILL, through the lab's ``SRIOV_DRA_TEST_KILL_AT`` hook, ``sriov_dra_lab.fakes.faultkill``) at every step boundary and
+(SIGKILL, through the lab's ``SRIOV_DRA_TEST_KILL_AT`` hook, ``sriov_dra_lab.fakes.fault_kill``) at every step boundary and
 prove that the next prepare or unprepare after a restart completes.
 """
 
@@ -37,8 +37,9 @@ from sriov_dra.driver import faults
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import apply
 from sriov_dra.kubeletapi import messages
-from sriov_dra_lab import controlplane, kubelet, processes, session
-from sriov_dra_lab.fakes import fakesysfs, faultkill
+from sriov_dra_lab import kubelet, processes, session
+from sriov_dra_lab.control_plane import ControlPlane
+from sriov_dra_lab.fakes import fake_sysfs, fault_kill
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import checkpoint_doc, names
 
@@ -75,7 +76,7 @@ class PluginNode:
     starts: int = 0
 
     def __post_init__(self) -> None:
-        self.fake = fakesysfs.build(self.root / "host", fakesysfs.two_root_pfs(2))
+        self.fake = fake_sysfs.build(self.root / "host", fake_sysfs.two_root_pfs(2))
         self.sysfs = sysfs_mod.Sysfs(self.root / "host")
         self.registry = self.root / "registry"
         self.cdi_root = self.root / "cdi"
@@ -111,9 +112,9 @@ class PluginNode:
         """Start the plugin process (without waiting for anything)."""
         self.port = processes.free_port()
         env = dict(os.environ)
-        env.pop(faultkill.ENV_VAR, None)
+        env.pop(fault_kill.ENV_VAR, None)
         if kill_at:
-            env[faultkill.ENV_VAR] = kill_at
+            env[fault_kill.ENV_VAR] = kill_at
         self.starts += 1
         self.process = processes.Process(
             f"plugin-{self.starts}",
@@ -190,7 +191,7 @@ class PluginNode:
 
 @pytest.fixture
 def plugin_node(
-    api: client.ApiClient, control_plane: controlplane.ControlPlane, installed: None, namespace: str
+    api: client.ApiClient, control_plane: ControlPlane, installed: None, namespace: str
 ) -> Iterator[PluginNode]:
     """A node with the plugin's directories under a short /tmp path (unix socket length limit)."""
     root = Path(tempfile.mkdtemp(prefix="plug-", dir="/tmp"))

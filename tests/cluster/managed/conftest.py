@@ -27,13 +27,13 @@ from tests.fakes import policy_objects as po
 
 from sriov_dra.driver import claim_context, prepare, publisher, unprepare
 from sriov_dra.driver.managed import repair, wiring
-from sriov_dra.host import binding, cdi, checkpoint
+from sriov_dra.host import cdi, checkpoint, vf_driver_binding
 from sriov_dra.kube import apply
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import session
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab.fakes import fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import checkpoint_doc, names
 
@@ -251,7 +251,7 @@ class ClusterPlugin:
     started: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.fake = fakesysfs.build(self.root / "sys", fakesysfs.two_root_pfs(2))
+        self.fake = fake_sysfs.build(self.root / "sys", fake_sysfs.two_root_pfs(2))
         self.stop = threading.Event()
         self.publisher = publisher.Publisher(
             api=self.api,
@@ -286,7 +286,7 @@ class ClusterPlugin:
             claims=kube_claims.ClaimClient(self.api),
             inventory=claim_context.StaticInventory(self.publisher.snapshot().inventory),
             store=self.store,
-            binder=binding.DriverBinder(self.fake.sysfs, kernel=self.fake.kernel()),
+            binder=vf_driver_binding.DriverBinder(self.fake.sysfs, kernel=self.fake.kernel()),
             cdi=specs,
             sysfs=self.fake.sysfs,
             require_netdevice=True,

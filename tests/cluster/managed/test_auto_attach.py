@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from sriov_dra.core import bindings, registry
+from sriov_dra.core import binding_annotation, registry
 from sriov_dra.driver.managed import orphans
 from sriov_dra.kube import apply
 from sriov_dra.kubeletapi import messages
@@ -82,7 +82,7 @@ def test_gpu_nic_pairs_get_one_shadow_per_vf_with_the_rail_of_its_root(api, plug
         assert meta["finalizers"] == [names.FINALIZER_ATTACHMENT_PROTECTION]
         assert meta["labels"][names.LABEL_NODE_UID] == plugin.node.uid
         assert names.RESOURCE_NAME_ANNOTATION not in meta["annotations"]
-        binding = bindings.decode_binding(meta["annotations"][names.BINDING_ANNOTATION])
+        binding = binding_annotation.decode_binding(meta["annotations"][names.BINDING_ANNOTATION])
         vf = next(v for v in inventory.values() if v.pci_address == binding.pci_address)
         source, cidr = RAILS[vf.pcie_root]
         config = json.loads(obj["spec"]["config"])

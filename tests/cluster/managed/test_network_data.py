@@ -25,7 +25,7 @@ from kubernetes import client
 
 from sriov_dra.core import registry
 from sriov_dra.driver import prepare, unprepare
-from sriov_dra.driver.managed import netdata, repair, wiring
+from sriov_dra.driver.managed import network_data_writer, repair, wiring
 from sriov_dra.kube import apply
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kubeletapi import messages
@@ -149,7 +149,7 @@ def worker(plugin: ClusterPlugin) -> repair.RepairWorker:
         host_release=lambda r: unprepare.release_host(plugin.ctx, r),
         host_prepare=lambda r: prepare.ensure_host(plugin.ctx, r),
         clear_status=lambda r: unprepare.clear_status(plugin.ctx, r),
-        network_data=netdata.NetworkDataWriter(claims=plugin.ctx.claims),
+        network_data=network_data_writer.NetworkDataWriter(claims=plugin.ctx.claims),
     )
 
 
@@ -254,7 +254,7 @@ def test_a_conflicting_concurrent_status_writer_is_merged_after_a_409(api, plugi
     reported = multus_reports(api, namespace)
     stale = read_claim(api, ref)
     gpu = write_gpu_entries(api, ref)  # another writer changes the claim after our read
-    writer = netdata.NetworkDataWriter(claims=plugin.ctx.claims)
+    writer = network_data_writer.NetworkDataWriter(claims=plugin.ctx.claims)
     record = plugin.store.snapshot_claim(ref.uid)
     report = writer.write(live_pod(plugin, namespace), [record], current={ref.uid: stale})
     assert report.written == [ref.uid], report
@@ -275,7 +275,7 @@ def test_a_claim_replaced_under_the_same_name_is_not_written(api, plugin, namesp
     replaced["metadata"]["uid"] = other
     impostor = dataclasses.replace(plugin.store.snapshot_claim(ref.uid), claim_uid=other)
     version = read_claim(api, ref)["metadata"]["resourceVersion"]
-    writer = netdata.NetworkDataWriter(claims=plugin.ctx.claims)
+    writer = network_data_writer.NetworkDataWriter(claims=plugin.ctx.claims)
     report = writer.write(live_pod(plugin, namespace), [impostor], current={other: replaced})
     assert report.unchanged == [other] and not report.written and not report.failed, report
     assert conflicts_seen(caplog) == 1  # the server refused the PUT (409, UID precondition)
@@ -357,7 +357,7 @@ def test_a_refused_network_data_write_fails_no_repair_pass_and_no_prepare(api, p
     reported = multus_reports(api, namespace)
     record = plugin.store.snapshot_claim(ref.uid)
     with claim_status_refused(api, plugin, namespace):
-        report = netdata.NetworkDataWriter(claims=plugin.ctx.claims).write(
+        report = network_data_writer.NetworkDataWriter(claims=plugin.ctx.claims).write(
             live_pod(plugin, namespace), [record]
         )
         assert report.failed == {ref.uid: "ApiForbidden"}, report

@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import conditions, draverdicts, networkrefs, sriovnetwork
+from sriov_dra.core.operator import conditions, dra_verdicts, network_refs, sriov_network
 from sriov_dra.kube import apply, events, objects
 from sriov_dra.operator import network_controller, policy_controller, settings, status
 from sriov_dra_lab.fakes import heartbeats
@@ -106,17 +106,17 @@ class Harness:
             policies=lambda: self.client.list(objects.NODE_POLICY, self.ns).items,
             nodes=lambda: self.client.list(objects.NODE, label_selector=f"{RUN_LABEL}={self.run}").items,
         )
-        self.extra_networks: set[networkrefs.ObjectRef] = set()
+        self.extra_networks: set[network_refs.ObjectRef] = set()
         self.node_names: list[str] = []
         self.namespaces: list[str] = []
 
     # -- objects -----------------------------------------------------------------------------
-    def marked(self, ref: networkrefs.ObjectRef) -> list[networkrefs.ObjectRef]:
+    def marked(self, ref: network_refs.ObjectRef) -> list[network_refs.ObjectRef]:
         out = []
         for nad in self.admin.list(objects.NAD).items:
-            marker = (nad["metadata"].get("annotations") or {}).get(networkrefs.OWNER_REF_ANNOTATION)
-            if networkrefs.parse_owner_marker(marker) == ref:
-                out.append(networkrefs.ref_of(nad))
+            marker = (nad["metadata"].get("annotations") or {}).get(network_refs.OWNER_REF_ANNOTATION)
+            if network_refs.parse_owner_marker(marker) == ref:
+                out.append(network_refs.ref_of(nad))
         return out
 
     def create_namespace(self, name: str) -> None:
@@ -162,7 +162,7 @@ class Harness:
 
     # -- controllers -------------------------------------------------------------------------
     def reconcile_networks(self) -> list[network_controller.Result]:
-        refs = {networkrefs.ref_of(n) for n in self.admin.list(objects.SRIOV_NETWORK, self.ns).items}
+        refs = {network_refs.ref_of(n) for n in self.admin.list(objects.SRIOV_NETWORK, self.ns).items}
         refs |= {ref for ref in self.extra_networks}
         return [self.networks.reconcile(ref) for ref in sorted(refs)]
 
@@ -176,7 +176,7 @@ class Harness:
     # -- reads -------------------------------------------------------------------------------
     def condition(self, policy: str) -> dict[str, Any] | None:
         cond = conditions.find(
-            self.admin.get(objects.NODE_POLICY, policy, self.ns), draverdicts.CONDITION_TYPE
+            self.admin.get(objects.NODE_POLICY, policy, self.ns), dra_verdicts.CONDITION_TYPE
         )
         return None if cond is None else dict(cond)
 
@@ -186,7 +186,7 @@ class Harness:
 
     def ready(self, network: str, namespace: str | None = None) -> dict[str, Any] | None:
         obj = self.admin.get(objects.SRIOV_NETWORK, network, namespace or self.ns)
-        cond = conditions.find(obj, sriovnetwork.READY)
+        cond = conditions.find(obj, sriov_network.READY)
         return None if cond is None else dict(cond)
 
     def generated(self) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:

@@ -26,7 +26,8 @@ from tests.cluster.operator.conftest import Harness, eventually
 from sriov_dra.kube import leader, objects
 from sriov_dra.operator import __main__ as entrypoint
 from sriov_dra.operator import app, metrics, settings
-from sriov_dra_lab import controlplane, processes
+from sriov_dra_lab import processes
+from sriov_dra_lab.control_plane import ControlPlane
 
 
 @pytest.fixture
@@ -189,7 +190,7 @@ def get(url: str) -> tuple[int, str]:
 
 
 def test_entrypoint_leads_reconciles_serves_metrics_and_stops_on_sigterm(
-    harness: Harness, control_plane: controlplane.ControlPlane, tmp_path: Path
+    harness: Harness, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     h = harness
     h.add_node("worker-1")

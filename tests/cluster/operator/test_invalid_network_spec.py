@@ -19,10 +19,10 @@ from kubernetes import client
 from tests.cluster.operator.conftest import Harness, audit_writes, line_count
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import networkconfig
+from sriov_dra.core.operator import network_config
 from sriov_dra.kube import objects
-from sriov_dra_lab import controlplane
-from sriov_dra_rules import strictjson
+from sriov_dra_lab.control_plane import ControlPlane
+from sriov_dra_rules import strict_json
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def assert_refused(h: Harness, network: str, problem: str) -> None:
     ("spec", "problem"), list(oo.UNRENDERABLE_SPECS.values()), ids=list(oo.UNRENDERABLE_SPECS)
 )
 def test_unrenderable_network_gets_no_nad_and_ready_false_invalid_network_spec(
-    harness_with_events: Harness, control_plane: controlplane.ControlPlane, spec: dict[str, Any], problem: str
+    harness_with_events: Harness, control_plane: ControlPlane, spec: dict[str, Any], problem: str
 ) -> None:
     h = harness_with_events
     h.create_namespace(h.target_ns)
@@ -72,7 +72,7 @@ def test_unrenderable_network_gets_no_nad_and_ready_false_invalid_network_spec(
 
 
 def test_existing_nad_is_left_exactly_as_it_is_when_the_spec_turns_invalid(
-    harness_with_events: Harness, control_plane: controlplane.ControlPlane
+    harness_with_events: Harness, control_plane: ControlPlane
 ) -> None:
     h = harness_with_events
     h.create_namespace(h.target_ns)
@@ -103,9 +103,9 @@ def test_string_fields_that_broke_out_of_the_template_stay_one_string_in_the_nad
         ("win-net", "C:\\new\\tmp.log", 0),
     ):
         nad = h.admin.get(objects.NAD, name, h.target_ns)
-        config: Any = strictjson.decode(nad["spec"]["config"])  # strict: a second vlan key is refused
+        config: Any = strict_json.decode(nad["spec"]["config"])  # strict: a second vlan key is refused
         assert (config["logFile"], config["vlan"], "x" in config) == (log_file, vlan, False)
         net = h.admin.get(objects.SRIOV_NETWORK, name, h.ns)
-        assert nad["spec"]["config"] == networkconfig.render_config(net)
+        assert nad["spec"]["config"] == network_config.render_config(net)
         ready = h.ready(name)
         assert ready is not None and ready["status"] == "True"

@@ -22,9 +22,9 @@ from kubernetes.leaderelection import leaderelectionrecord
 from tests import waiting
 from tests.cluster.operator.conftest import MANIFESTS, SHADOW_SELECTOR, Harness
 
-from sriov_dra.core.operator import networkrefs
+from sriov_dra.core.operator import network_refs
 from sriov_dra.kube import apply, leader, objects, watches
-from sriov_dra_lab import controlplane
+from sriov_dra_lab.control_plane import ControlPlane
 
 OPERATOR = MANIFESTS / "operator"
 SHIPPED_NS = "sriov-network-operator"
@@ -62,7 +62,7 @@ def shipped_rbac(api: client.ApiClient, namespace: str) -> Iterator[None]:
 
 @pytest.fixture
 def operator_account(
-    api: client.ApiClient, control_plane: controlplane.ControlPlane, namespace: str
+    api: client.ApiClient, control_plane: ControlPlane, namespace: str
 ) -> Iterator[client.ApiClient]:
     """An ApiClient impersonating the operator's ServiceAccount after the shipped RBAC is applied."""
     with shipped_rbac(api, namespace):
@@ -110,7 +110,7 @@ def test_the_operator_account_can_do_the_whole_job(
         h.admin.delete(objects.NODE_POLICY, "rail-b-policy", namespace)
         h.admin.delete(objects.SRIOV_NETWORK, "rail-b-net", namespace)
         h.reconcile_networks()
-        h.networks.reconcile(networkrefs.ObjectRef(namespace, "rail-b-net"))
+        h.networks.reconcile(network_refs.ObjectRef(namespace, "rail-b-net"))
         assert not h.reconcile_policies().retry
         assert h.admin.get_or_none(objects.NAD, "rail-b-net", h.target_ns) is None
         watch_everything(operator_account, namespace)

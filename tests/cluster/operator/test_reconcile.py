@@ -18,9 +18,9 @@ from tests.cluster.operator.conftest import Harness, audit_writes, line_count
 from tests.fakes import operator_objects as oo
 from tests.fakes import policy_objects as po
 
-from sriov_dra.core.operator import networkrefs
+from sriov_dra.core.operator import network_refs
 from sriov_dra.kube import objects
-from sriov_dra_lab import controlplane
+from sriov_dra_lab.control_plane import ControlPlane
 
 GEN = "sriovnetwork.openshift.io/generated-by"
 UID_LABEL = "sriovnetwork.openshift.io/node-policy-uid"
@@ -109,7 +109,7 @@ def test_operator_two_rails_manifests_produce_exactly_the_expected_objects(harne
         nad = h.admin.get(objects.NAD, rail, h.target_ns)
         assert nad["metadata"]["annotations"] == {
             "k8s.v1.cni.cncf.io/resourceName": "openshift.io/sriov_vfs",
-            networkrefs.OWNER_REF_ANNOTATION: f"SriovNetwork.sriovnetwork.openshift.io/{h.ns}/{rail}",
+            network_refs.OWNER_REF_ANNOTATION: f"SriovNetwork.sriovnetwork.openshift.io/{h.ns}/{rail}",
         }
         assert "ownerReferences" not in nad["metadata"]
         config = json.loads(nad["spec"]["config"])
@@ -117,9 +117,7 @@ def test_operator_two_rails_manifests_produce_exactly_the_expected_objects(harne
         assert nad["spec"]["config"].startswith('{\n    "cniVersion": "1.0.0",\n    "name": ')
 
 
-def test_noop_reconcile_performs_zero_writes(
-    harness: Harness, control_plane: controlplane.ControlPlane
-) -> None:
+def test_noop_reconcile_performs_zero_writes(harness: Harness, control_plane: ControlPlane) -> None:
     h = harness
     two_rails(h)
     h.settle()  # a second pass may still converge nothing; the third must be a pure no-op
@@ -164,7 +162,7 @@ def mutate_nad(h: Harness, fn: Any) -> None:
             lambda n: n["spec"].update(config=n["spec"]["config"].replace("192.0.2.0/24", "10.9.0.0/16")),
             "content differs",
         ),
-        (lambda n: n["metadata"]["annotations"].pop(networkrefs.OWNER_REF_ANNOTATION), "owner marker None"),
+        (lambda n: n["metadata"]["annotations"].pop(network_refs.OWNER_REF_ANNOTATION), "owner marker None"),
     ],
     ids=["changed-nad-content", "removed-owner-marker"],
 )
@@ -256,7 +254,7 @@ def test_non_operator_namespace_redirection_is_refused(harness: Harness) -> None
     h.create_namespace(h.target_ns)
     h.add_node("worker-1")
     h.network("tenant-net", namespace=tenant)  # networkNamespace outside the operator namespace
-    h.extra_networks.add(networkrefs.ObjectRef(tenant, "tenant-net"))
+    h.extra_networks.add(network_refs.ObjectRef(tenant, "tenant-net"))
     h.policy("p", pf="ens1f0", dra={"attributes": oo.reference("tenant-net", tenant)})
     h.settle()
     ready = h.ready("tenant-net", tenant)
@@ -336,7 +334,7 @@ def test_network_deletion_removes_its_nad_without_a_finalizer(harness: Harness) 
     assert not net["metadata"].get("finalizers")
     h.admin.delete(objects.SRIOV_NETWORK, "rail-a-net", h.ns)
     assert h.admin.get_or_none(objects.SRIOV_NETWORK, "rail-a-net", h.ns) is None  # nothing blocks deletion
-    assert h.networks.reconcile(networkrefs.ObjectRef(h.ns, "rail-a-net")).outcome == "cleaned"
+    assert h.networks.reconcile(network_refs.ObjectRef(h.ns, "rail-a-net")).outcome == "cleaned"
     assert h.admin.get_or_none(objects.NAD, "rail-a-net", h.target_ns) is None
     h.reconcile_policies()
     assert h.reason("rail-a-policy") == "SriovNetworkNotFound"

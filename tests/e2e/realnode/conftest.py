@@ -1,4 +1,4 @@
-"""Real nodes (``sriov_dra_lab.realnode``) against the session control plane: kubelet v1.36, containerd 2.2.
+"""Real nodes (``sriov_dra_lab.real_node``) against the session control plane: kubelet v1.36, containerd 2.2.
 
 These tests use the root ``control_plane`` fixture (not the e2e tier's simulated lab), so the
 ``api`` and ``namespace`` fixtures of ``tests/e2e/conftest.py`` are replaced here by ones on that
@@ -25,12 +25,12 @@ from tests.e2e import helpers
 @pytest.fixture(scope="session")
 def node_bridge(control_plane: Any) -> Iterator[Any]:
     """The lab's host bridge for real nodes (created once, removed at the end)."""
-    from sriov_dra_lab import realnode
+    from sriov_dra_lab import real_node
 
-    missing = realnode.missing_parts()
+    missing = real_node.missing_parts()
     if missing:
         tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
-    bridge = realnode.NodeBridge(lab_id=realnode.new_lab_id()).create()
+    bridge = real_node.NodeBridge(lab_id=real_node.new_lab_id()).create()
     try:
         yield bridge
     finally:
@@ -42,13 +42,13 @@ def node_factory(
     control_plane: Any, node_bridge: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[[int], Any]]:
     """Start real node ``index`` (1-based) on the session control plane; every node is stopped at the end."""
-    from sriov_dra_lab import realnode
+    from sriov_dra_lab import real_node
 
-    started: list[realnode.RealNode] = []
+    started: list[real_node.RealNode] = []
     base = tmp_path_factory.mktemp("realnodes")
 
-    def start(index: int) -> realnode.RealNode:
-        node = realnode.RealNode(
+    def start(index: int) -> real_node.RealNode:
+        node = real_node.RealNode(
             control_plane=control_plane,
             bridge=node_bridge,
             name=f"real-{node_bridge.lab_id}-{index}",

@@ -56,10 +56,10 @@ def plugin(
 
     Yields its state directory; the plugin is stopped afterwards.
     """
-    from sriov_dra_lab.fakes import fakesysfs
+    from sriov_dra_lab.fakes import fake_sysfs
 
     root = real_node.root / f"plugin-{namespace}"
-    fakesysfs.build(root / "host", fakesysfs.two_root_pfs(2))
+    fake_sysfs.build(root / "host", fake_sysfs.two_root_pfs(2))
     client.CustomObjectsApi(api).create_namespaced_custom_object(
         D,
         "v1alpha1",

@@ -15,7 +15,7 @@ directory's ``lab.json``:
 - the run directory ``/run/sdl-<id>``;
 - processes whose command line names the work directory, ``/run/sdl-<id>`` or the node namespaces;
 - host iptables rules (``iptables-save``) naming the lab's links or added on ``203.0.113.0/24``;
-- the global sysctls the kubelet rewrites (``realnode.KUBELET_SYSCTLS``) kept their values.
+- the global sysctls the kubelet rewrites (``real_node.KUBELET_SYSCTLS``) kept their values.
 """
 
 from __future__ import annotations
@@ -92,10 +92,10 @@ class _Lab:
 
 
 def _cgroup_pids(lab_id: str, *, pods_only: bool) -> set[int]:
-    from sriov_dra_lab import realnode
+    from sriov_dra_lab import real_node
 
     pids: set[int] = set()
-    for hierarchy in realnode.cgroup_hierarchies():
+    for hierarchy in real_node.cgroup_hierarchies():
         for top in hierarchy.glob(f"sdrn{lab_id}-*"):
             for dirpath, _dirs, files in os.walk(top):
                 rel = Path(dirpath).relative_to(top).parts
@@ -136,14 +136,14 @@ def _iptables() -> set[str]:
 
 
 def _sysctls() -> dict[str, str]:
-    from sriov_dra_lab import realnode
+    from sriov_dra_lab import real_node
 
-    return {key: Path("/proc/sys", key).read_text() for key in realnode.KUBELET_SYSCTLS}
+    return {key: Path("/proc/sys", key).read_text() for key in real_node.KUBELET_SYSCTLS}
 
 
 def _machine_leftovers(workdir: Path, lab_id: str, before: tuple[set[str], dict[str, str]]) -> list[str]:
     """What of lab ``lab_id`` in ``workdir`` is still on the machine (module docstring), one line each."""
-    from sriov_dra_lab import iproute, realnode, topology
+    from sriov_dra_lab import iproute, real_node, topology
 
     run_dir = topology.run_root(lab_id)
     out = [
@@ -156,7 +156,7 @@ def _machine_leftovers(workdir: Path, lab_id: str, before: tuple[set[str], dict[
         for p in Path("/sys/class/net").iterdir()
         if p.name.startswith((f"sdrnb{lab_id}", f"sdrnv{lab_id}"))
     ]
-    out += [f"cgroup {c}" for h in realnode.cgroup_hierarchies() for c in h.glob(f"sdrn{lab_id}-*")]
+    out += [f"cgroup {c}" for h in real_node.cgroup_hierarchies() for c in h.glob(f"sdrn{lab_id}-*")]
     root = str(workdir.resolve())
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
         out += [
@@ -187,9 +187,9 @@ def _machine_leftovers(workdir: Path, lab_id: str, before: tuple[set[str], dict[
 
 @pytest.fixture
 def machine_before() -> Iterator[tuple[set[str], dict[str, str]]]:
-    from sriov_dra_lab import realnode
+    from sriov_dra_lab import real_node
 
-    missing = realnode.missing_parts()
+    missing = real_node.missing_parts()
     if missing:
         tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
     yield _iptables(), _sysctls()

@@ -24,7 +24,7 @@ from kubernetes import client
 from tests import tiers
 from tests.waiting import eventually
 
-from sriov_dra.kube import resourceslices
+from sriov_dra.kube import resource_slices
 from sriov_dra_lab import gpu_plugin
 from sriov_dra_rules import names
 
@@ -35,9 +35,9 @@ RAILS = {"dra0": "192.0.2.0/24", "dra1": "198.51.100.0/24"}
 @pytest.fixture(scope="module")
 def real_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A started lab on two real nodes (stopped at the end, checked for leftovers on the machine)."""
-    from sriov_dra_lab import realnode, stack
+    from sriov_dra_lab import real_node, stack
 
-    missing = realnode.missing_parts()
+    missing = real_node.missing_parts()
     if missing:
         tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
     lab = stack.LabStack(
@@ -284,7 +284,9 @@ def test_kubelet_restart_then_sandbox_recreation_reprepares_idempotently(
     for driver in (names.DRIVER_NAME, gpu_plugin.DRIVER):
         eventually(
             f"{driver} slices of {run.node.name} after the kubelet restart",
-            lambda driver=driver: resourceslices.list_slices(real_lab.api, driver=driver, node=run.node.name),
+            lambda driver=driver: resource_slices.list_slices(
+                real_lab.api, driver=driver, node=run.node.name
+            ),
             timeout_s=90,
             interval_s=1,
         )

@@ -30,7 +30,7 @@ with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=c
 def test_pod_netns_reaches_the_api_server_at_the_kubernetes_service_ip_with_its_service_account(
     real_node: Any, control_plane: Any, api: client.ApiClient, namespace: str
 ) -> None:
-    from sriov_dra_lab import realstack
+    from sriov_dra_lab import real_stack
 
     core = client.CoreV1Api(api)
     live, _seconds = run_pod(core, namespace, busybox_pod("api-client", real_node.name, "sleep 3600"))
@@ -48,7 +48,7 @@ def test_pod_netns_reaches_the_api_server_at_the_kubernetes_service_ip_with_its_
         in_pod("sh", "-c", "echo $KUBERNETES_SERVICE_PORT"),
     )
     assert host == core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
-    netns = realstack.sandbox_netns(real_node, live.metadata.uid)
+    netns = real_stack.sandbox_netns(real_node, live.metadata.uid)
     assert netns is not None
     done = subprocess.run(
         [

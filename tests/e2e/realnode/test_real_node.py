@@ -1,4 +1,4 @@
-"""A real kubelet v1.36 with containerd 2.2 and runc, as ``sriov_dra_lab.realnode`` starts it, runs Pods.
+"""A real kubelet v1.36 with containerd 2.2 and runc, as ``sriov_dra_lab.real_node`` starts it, runs Pods.
 
 Each test names what it proves; measurements (Ready time, apply→Running, RSS) are printed, never
 asserted.
@@ -37,9 +37,9 @@ def pod_veths(node: Any) -> list[str]:
 
 def reservations(node: Any) -> list[str]:
     """host-local reservation files of the node's Pod network (bookkeeping files left out)."""
-    from sriov_dra_lab import realnode
+    from sriov_dra_lab import real_node
 
-    d = node.node_dir("/var/lib/cni") / "networks" / realnode.POD_NETWORK
+    d = node.node_dir("/var/lib/cni") / "networks" / real_node.POD_NETWORK
     if not d.is_dir():
         return []
     return sorted(
@@ -49,11 +49,11 @@ def reservations(node: Any) -> list[str]:
 
 def pod_cgroups(node: Any, uid: str) -> list[str]:
     """Cgroup directories of the Pod ``uid`` under the node's cgroup root, in any hierarchy."""
-    from sriov_dra_lab import realnode
+    from sriov_dra_lab import real_node
 
     needle = "pod" + uid
     found = []
-    for hierarchy in realnode.cgroup_hierarchies():
+    for hierarchy in real_node.cgroup_hierarchies():
         top = hierarchy / node.cgroup_root.strip("/")
         for dirpath, _dirs, _files in os.walk(top):
             if Path(dirpath).name.startswith(needle):

@@ -1,7 +1,7 @@
 """driver.prepare / driver.unprepare on a fake-sysfs node, with a FAKE claim API.
 
 Host parts are real (checkpoint file, CDI files, driver binding through the fake kernel of
-``sriov_dra_lab.fakes.fakesysfs``); only the API server is replaced by ``tests.fakes.claims_api.FakeClaimsApi``
+``sriov_dra_lab.fakes.fake_sysfs``); only the API server is replaced by ``tests.fakes.claims_api.FakeClaimsApi``
 (a fake), so every error path can be forced. The cluster tier runs the same handler in the real
 plugin process against the real API server.
 """
@@ -20,10 +20,10 @@ from tests.fakes import claims_api as fx
 
 from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.driver import claim_context, faults, prepare, unprepare
-from sriov_dra.host import binding, cdi, checkpoint, discovery
+from sriov_dra.host import cdi, checkpoint, discovery, vf_driver_binding
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
-from sriov_dra_lab.fakes import fakesysfs
+from sriov_dra_lab.fakes import fake_sysfs
 from sriov_dra_rules import checkpoint_doc, errors
 
 PF = "0000:03:00.0"
@@ -47,9 +47,9 @@ class Node:
     points: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        vfs = (fakesysfs.FakeVf(), fakesysfs.FakeVf(), fakesysfs.FakeVf(driver=None))
-        self.fake = fakesysfs.build(
-            self.root / "host", [fakesysfs.FakePf(bdf=PF, ifname="enp3s0f0", vfs=vfs)]
+        vfs = (fake_sysfs.FakeVf(), fake_sysfs.FakeVf(), fake_sysfs.FakeVf(driver=None))
+        self.fake = fake_sysfs.build(
+            self.root / "host", [fake_sysfs.FakePf(bdf=PF, ifname="enp3s0f0", vfs=vfs)]
         )
         self.kernel = self.fake.kernel()
         self.inventory = claim_context.StaticInventory(discovery.by_name(discovery.discover(self.fake.sysfs)))
@@ -68,7 +68,7 @@ class Node:
             claims=self.api,
             inventory=self.inventory,
             store=self.store,
-            binder=binding.DriverBinder(self.fake.sysfs, kernel=self.kernel),
+            binder=vf_driver_binding.DriverBinder(self.fake.sysfs, kernel=self.kernel),
             cdi=self.cdi,
             sysfs=self.fake.sysfs,
             require_netdevice=self.require_netdevice,

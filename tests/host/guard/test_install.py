@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.guard import install, shim
-from sriov_dra_rules import cniinstall
+from sriov_dra_rules import cni_install
 
 PRIMARY = {
     "cniVersion": "0.4.0",
@@ -66,7 +66,7 @@ def test_conflist_is_what_the_shim_accepts(tmp_path: Path) -> None:
 
 
 def test_conflist_refuses_an_invalid_multus_key(tmp_path: Path) -> None:
-    with pytest.raises(cniinstall.ContractError, match=r"multus.config must not set \['type'\]"):
+    with pytest.raises(cni_install.ContractError, match=r"multus.config must not set \['type'\]"):
         install.guard_conflist(
             primary_config=_primary(tmp_path), mode="thin", multus={"config": {"type": "x"}}
         )
@@ -103,7 +103,7 @@ def test_shim_file_is_the_module_behind_a_python_line_naming_its_rules(tmp_path:
 
 
 def test_installed_shim_runs_the_installed_rules_and_no_other_copy(tmp_path: Path) -> None:
-    """Run with -I -S from its #! line, the shim loads guardconf from its own versioned directory."""
+    """Run with -I -S from its #! line, the shim loads guard_conf from its own versioned directory."""
     path = install.write_shim(tmp_path, interpreter=sys.executable)
     assert json.loads(_run(path, "VERSION").stdout)["supportedVersions"][-1] == "1.1.0"
     done = _run(
@@ -113,12 +113,12 @@ def test_installed_shim_runs_the_installed_rules_and_no_other_copy(tmp_path: Pat
     assert done.returncode == 1 and error["code"] == shim.CniErrorCode.INVALID_CONFIG
     assert error["msg"] == 'multus-guard: config key multus.mode must be "thick" or "thin", got \'fat\''
     digest = install.rules_digest(install.rules_sources())
-    guardconf = tmp_path / "multus-guard.d" / digest / "sriov_dra_rules" / "guardconf.py"
+    guardconf = tmp_path / "multus-guard.d" / digest / "sriov_dra_rules" / "guard_conf.py"
     guardconf.write_text(guardconf.read_text().replace('must be "thick" or "thin"', "MARKED"))
-    for pyc in guardconf.parent.glob("__pycache__/guardconf.*.pyc"):
+    for pyc in guardconf.parent.glob("__pycache__/guard_conf.*.pyc"):
         pyc.unlink()
     assert "MARKED" in json.loads(_run(path, "ADD", b'{"cniVersion": "1.0.0", "name": "n"}').stdout)["msg"]
-    assert not list(guardconf.parent.glob("__pycache__/guardconf.*.pyc")), "the shim wrote bytecode"
+    assert not list(guardconf.parent.glob("__pycache__/guard_conf.*.pyc")), "the shim wrote bytecode"
 
 
 def test_an_installed_shim_without_its_rules_fails_with_try_again_and_the_fix(tmp_path: Path) -> None:
@@ -234,7 +234,7 @@ def test_further_multus_keys_cannot_override_the_checked_mode_or_primary_config(
 ) -> None:
     primary = tmp_path / "10-primary.conflist"
     primary.write_text(json.dumps({"cniVersion": "1.0.0", "name": "p", "plugins": [{"type": "loopback"}]}))
-    with pytest.raises(cniinstall.ContractError, match=f"multus.{key} cannot be given"):
+    with pytest.raises(cni_install.ContractError, match=f"multus.{key} cannot be given"):
         install.guard_conflist(primary_config=primary, mode="thick", multus={key: "/etc/passwd"})
 
 

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 import pytest
 from tests import tiers
 
-from sriov_dra.guard import decisions, shadows, verify
+from sriov_dra.guard import decisions, shadow_checks, verify
 from sriov_dra.host import netlink
 from sriov_dra_lab import netns
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 
 EXPECTED = (
-    shadows.ExpectedInterface("dra0", "ns/dra-sriov-a", "0000:03:00.1"),
-    shadows.ExpectedInterface("dra1", "ns/dra-sriov-b", "0000:80:00.1"),
+    shadow_checks.ExpectedInterface("dra0", "ns/dra-sriov-a", "0000:03:00.1"),
+    shadow_checks.ExpectedInterface("dra1", "ns/dra-sriov-b", "0000:80:00.1"),
 )
 
 
@@ -27,8 +27,8 @@ def sandbox_with_dra0() -> Iterator[str]:
     vfs = netns.create_vfs(["0000:03:00.1", "ordinary"], prefix="gvn")
     try:
         with netns.sandbox("gvn") as path:
-            netedit.move_link(vfs[0].ifname, target_netns=path, new_name="dra0")
-            netedit.move_link(vfs[1].ifname, target_netns=path, new_name="eth1")
+            net_edit.move_link(vfs[0].ifname, target_netns=path, new_name="dra0")
+            net_edit.move_link(vfs[1].ifname, target_netns=path, new_name="eth1")
             yield path
     finally:
         netns.delete_vfs(vfs)
@@ -44,8 +44,8 @@ def test_interfaces_read_from_the_sandbox_decide_the_verdict(sandbox_with_dra0: 
 
 def test_ordinary_selections_are_checked_in_the_sandbox_too(sandbox_with_dra0: str) -> None:
     links = netlink.links(sandbox_with_dra0)
-    present = shadows.ExpectedInterface("eth1", "ns-a/net-a")
-    missing = shadows.ExpectedInterface("net2", "ns-a/net-b")
+    present = shadow_checks.ExpectedInterface("eth1", "ns-a/net-a")
+    missing = shadow_checks.ExpectedInterface("net2", "ns-a/net-b")
     assert verify.interface_violations((present, EXPECTED[0]), links) == []
     found = verify.interface_violations((present, missing, EXPECTED[0]), links, owner="Pod ns-a/p")
     assert [v.reason for v in found] == [decisions.Reason.INTERFACES_MISSING]

@@ -18,7 +18,7 @@ import pytest
 from tests.fakes.claim_handler import FakeClaimHandler
 from tests.host.kubeletapi.conftest import DRIVER, ServerFactory
 
-from sriov_dra.core import devicehealth
+from sriov_dra.core import device_health
 from sriov_dra.kubeletapi import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -366,7 +366,7 @@ def test_claim_namespace_name_and_uid_reach_the_handler(
 def _report(
     pool: str, device: str, health: str = "HEALTHY", message: str = ""
 ) -> messages.DeviceHealthReport:
-    return messages.DeviceHealthReport(messages.DeviceId(pool, device), devicehealth.Health(health), message)
+    return messages.DeviceHealthReport(messages.DeviceId(pool, device), device_health.Health(health), message)
 
 
 def test_health_stream_reports_each_devices_health_and_reason_repeatedly(make_server: ServerFactory) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sriov_dra_lab import binaries, console, realstack, stack, topology
+from sriov_dra_lab import binaries, console, real_stack, stack, topology
 
 KUBECTL = Path("/cache/kubernetes/v1.36.3/bin/kubectl")
 
@@ -67,7 +67,7 @@ def test_netns_command_finds_the_sandbox_the_kubelet_simulator_names(tmp_path: P
 def test_netns_command_on_real_nodes_reads_the_pods_ready_sandbox_pid_through_crictl_on_its_node(
     tmp_path: Path,
 ) -> None:
-    lab = _lab(tmp_path, layout=realstack.RealNodeLayout)
+    lab = _lab(tmp_path, layout=real_stack.RealNodeLayout)
     expr = console.netns_command(lab, "ai", "p")
     crictl = (
         f"nsenter --mount={lab.workdir.resolve()}/nodes/$1/ns/mnt {KUBECTL.parent / 'crictl'} "

@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from sriov_dra_lab import images, leftovers, multus_pods, plugin_pods, realstack
-from sriov_dra_lab.stackbase import DRIVER_NAME, LabOptions
-from sriov_dra_lab.stackinstall import StackInstall
+from sriov_dra_lab import images, leftovers, multus_pods, plugin_pods, real_stack
+from sriov_dra_lab.stack_base import DRIVER_NAME, LabOptions
+from sriov_dra_lab.stack_install import StackInstall
 
 REPO = Path(__file__).resolve().parents[3]
 SWITCHES = (
@@ -95,9 +95,9 @@ def test_the_plugin_daemonset_reads_each_nodes_fake_tree_at_one_node_path_and_ru
     assert found["plugin_sysfs_root"] == plugin_pods.SYSFS_ROOT
     assert found["plugin_cdi_root"] == plugin_pods.CDI_ROOT
     assert found["plugin_node_selector"] == {plugin_pods.SRIOV_READY_LABEL: "true"}
-    # Each node binds its own tree and CDI directory at those node paths (realstack.node_binds).
-    layout = realstack.RealNodeLayout.for_node(tmp_path, "abcd", "lab-node-1", 1)
-    binds = dict((target, source) for source, target in realstack.node_binds(layout))
+    # Each node binds its own tree and CDI directory at those node paths (real_stack.node_binds).
+    layout = real_stack.RealNodeLayout.for_node(tmp_path, "abcd", "lab-node-1", 1)
+    binds = dict((target, source) for source, target in real_stack.node_binds(layout))
     assert binds[plugin_pods.SYSFS_ROOT] == layout.sysfs_root
     assert binds[plugin_pods.CDI_ROOT] == layout.cdi_root
     # The checkpoint is the role's default, under the kubelet's plugins directory on the node's disk.
@@ -155,8 +155,8 @@ ITEMS = [
 
 def test_a_workload_sandbox_is_a_leftover_and_the_lab_services_sandboxes_are_not() -> None:
     node: Any = _Crictl(ITEMS)
-    assert realstack.sandboxes(node) == ["ai-workloads/gpu-sriov-pairs-demo SANDBOX_READY"]
-    assert realstack.service_sandbox_ids(node) == {"aaa", "ccc"}
+    assert real_stack.sandboxes(node) == ["ai-workloads/gpu-sriov-pairs-demo SANDBOX_READY"]
+    assert real_stack.service_sandbox_ids(node) == {"aaa", "ccc"}
 
 
 def test_a_stopped_sandbox_of_a_deleted_pod_awaits_the_kubelets_gc_and_is_no_leftover() -> None:
@@ -166,8 +166,8 @@ def test_a_stopped_sandbox_of_a_deleted_pod_awaits_the_kubelets_gc_and_is_no_lef
     kept["metadata"] = {**kept["metadata"], "uid": "uid-live"}
     node: Any = _Crictl([*ITEMS, stopped, kept])
     # Without the API's Pods every workload sandbox counts; with them, only the deleted Pod's stopped one is skipped.
-    assert len(realstack.sandboxes(node)) == 3
-    assert realstack.sandboxes(node, {"uid-live"}) == [
+    assert len(real_stack.sandboxes(node)) == 3
+    assert real_stack.sandboxes(node, {"uid-live"}) == [
         "ai-workloads/gpu-sriov-pairs-demo SANDBOX_READY",  # ready: counted even when its Pod is gone
         "ai-workloads/still-here SANDBOX_NOTREADY",  # its Pod is still in the API
     ]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.core import devicehealth as dh
-from sriov_dra.driver import device_health
-from sriov_dra.host import discovery, netlink, vfhealth
+from sriov_dra.core import device_health as dh
+from sriov_dra.driver import device_health_monitor
+from sriov_dra.host import discovery, netlink, vf_health_reader
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra_lab import topology
 
@@ -28,8 +28,10 @@ def test_every_vf_of_a_lab_node_reads_healthy_and_its_pf_down_unhealthy(tmp_path
     try:
         sysfs = sysfs_mod.Sysfs(layout.sysfs_root)
         inventory = discovery.by_name(discovery.discover(sysfs))
-        targets = device_health.watch_targets(layout.name, inventory, inventory, [])
-        reader = vfhealth.VfHealthReader(sysfs, links=lambda: netlink.carrier_states(layout.netns_path))
+        targets = device_health_monitor.watch_targets(layout.name, inventory, inventory, [])
+        reader = vf_health_reader.VfHealthReader(
+            sysfs, links=lambda: netlink.carrier_states(layout.netns_path)
+        )
 
         def health() -> dict[str, dh.Health]:
             readings = reader.read(targets)

@@ -20,7 +20,7 @@ from tests import tiers
 
 from sriov_dra.host import netlink
 from sriov_dra_lab import netns
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 
 PCI = "0000:03:00.5"
 
@@ -96,7 +96,7 @@ def test_add_failing_after_ipam_add_releases_the_address_and_returns_the_vf(
         tiers.unavailable("host", "moving a veth into a network namespace needs root")
     bin_dir, log, state = plugin_dirs
     vfs = netns.create_vfs([PCI], prefix="scni")
-    sandbox = netedit.create_netns(netns.unique_name("scni"))
+    sandbox = net_edit.create_netns(netns.unique_name("scni"))
     try:
         vf_map = netns.write_vf_map(tmp_path / "map.json", vfs)
 

@@ -18,9 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sriov_dra_lab import sriov_cni
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 
-BEFORE = netedit.VfState(
+BEFORE = net_edit.VfState(
     vf=0,
     mac="00:00:00:00:00:00",
     vlan=7,

@@ -1,4 +1,4 @@
-"""``labdir.clean_stale`` removes what a killed real-node lab left, by the lab id only (never another lab's).
+"""``lab_dir.clean_stale`` removes what a killed real-node lab left, by the lab id only (never another lab's).
 
 Root-only: the test makes real network namespaces, a bridge, veths, cgroups in every hierarchy
 with a process inside (as a containerd shim outlives a SIGKILLed lab), a mount-namespace file
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra_lab import iproute, labdir, realnode, topology
+from sriov_dra_lab import iproute, lab_dir, real_node, topology
 
 
 def _ip(*args: str) -> None:
@@ -26,7 +26,7 @@ def _ip(*args: str) -> None:
 
 def _make_cgroup(lab_id: str) -> list[Path]:
     made = []
-    for hierarchy in realnode.cgroup_hierarchies():
+    for hierarchy in real_node.cgroup_hierarchies():
         for rel in (f"sdrn{lab_id}-1", f"sdrn{lab_id}-1/system"):
             path = hierarchy / rel
             path.mkdir(exist_ok=True)
@@ -47,7 +47,7 @@ def _leave_real_node(lab_id: str, workdir: Path | None) -> subprocess.Popen[byte
     join = 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
     shim = subprocess.Popen(["sh", "-c", join, "sh", *procs, "--", "sleep", "600"], start_new_session=True)
     if workdir is not None:
-        (workdir / labdir.STATE_FILE).write_text(json.dumps({"labId": lab_id}))
+        (workdir / lab_dir.STATE_FILE).write_text(json.dumps({"labId": lab_id}))
         topology.create_mount_namespace(workdir / "nodes" / "n1" / "ns" / "mnt", "n1")
         (topology.run_root(lab_id) / "n1").mkdir(parents=True)
     return shim
@@ -58,7 +58,7 @@ def _present(lab_id: str) -> list[str]:
     found += [
         f"link {n}" for n in (f"sdrnb{lab_id}", f"sdrnv{lab_id}1") if Path("/sys/class/net", n).exists()
     ]
-    found += [f"cgroup {h}" for h in realnode.cgroup_hierarchies() if (h / f"sdrn{lab_id}-1").exists()]
+    found += [f"cgroup {h}" for h in real_node.cgroup_hierarchies() if (h / f"sdrn{lab_id}-1").exists()]
     if topology.run_root(lab_id).exists():
         found.append(f"run dir {topology.run_root(lab_id)}")
     return found
@@ -82,8 +82,8 @@ def two_labs(tmp_path: Path) -> Iterator[tuple[str, str, Path, list[subprocess.P
             shim.wait()
         for lab_id in (ours, other):  # the other lab's parts, and ours should the test fail
             (tmp_path / "other").mkdir(exist_ok=True)
-            (tmp_path / "other" / labdir.STATE_FILE).write_text(json.dumps({"labId": lab_id}))
-            labdir.clean_stale(tmp_path / "other")
+            (tmp_path / "other" / lab_dir.STATE_FILE).write_text(json.dumps({"labId": lab_id}))
+            lab_dir.clean_stale(tmp_path / "other")
 
 
 def test_clean_stale_kills_the_real_nodes_processes_and_removes_their_netns_links_cgroups_and_mounts(
@@ -91,7 +91,7 @@ def test_clean_stale_kills_the_real_nodes_processes_and_removes_their_netns_link
 ) -> None:
     ours, other, workdir, (shim, other_shim) = two_labs
     assert len(_present(ours)) >= 4  # the leftovers exist before the cleanup
-    done = labdir.clean_stale(workdir)
+    done = lab_dir.clean_stale(workdir)
     assert shim.wait(timeout=30) == -9
     assert _present(ours) == []
     root = str(workdir.resolve())
@@ -105,13 +105,13 @@ def test_clean_stale_kills_the_real_nodes_processes_and_removes_their_netns_link
 
 
 def test_clean_stale_reads_no_lab_id_that_the_lab_would_not_write(tmp_path: Path) -> None:
-    (tmp_path / labdir.STATE_FILE).write_text(json.dumps({"labId": ""}))
-    assert labdir.clean_stale(tmp_path) == []
-    (tmp_path / labdir.STATE_FILE).write_text(json.dumps({"labId": ".*"}))
-    assert labdir.clean_stale(tmp_path) == []
+    (tmp_path / lab_dir.STATE_FILE).write_text(json.dumps({"labId": ""}))
+    assert lab_dir.clean_stale(tmp_path) == []
+    (tmp_path / lab_dir.STATE_FILE).write_text(json.dumps({"labId": ".*"}))
+    assert lab_dir.clean_stale(tmp_path) == []
 
 
 def test_lab_down_leaves_a_directory_that_is_not_a_lab_alone(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("mine")
-    assert labdir.down(tmp_path) == []
+    assert lab_dir.down(tmp_path) == []
     assert (tmp_path / "keep.txt").read_text() == "mine"

@@ -1,4 +1,4 @@
-"""``sriov_dra.cli.inspectrows``: one row per SR-IOV result, correlated through slices, shadows and the netns; each check fails when its fact is broken."""
+"""``sriov_dra.cli.inspect_rows``: one row per SR-IOV result, correlated through slices, shadows and the netns; each check fails when its fact is broken."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from tests.fakes import inspect_world as iw
 from tests.fakes.inspect_world import RAILS, SRIOV
 
-from sriov_dra.cli import inspectrows, inspecttable
+from sriov_dra.cli import inspect_rows, inspect_table
 from sriov_dra_rules import names
 
 
@@ -51,7 +51,7 @@ def test_addresses_come_from_the_pod_netns_when_given() -> None:
 
 
 def _break_gpu_root(world: dict[str, Any]) -> None:
-    world["resourceslices"][0]["spec"]["devices"][0]["attributes"][inspectrows.PCIE_ROOT] = {
+    world["resourceslices"][0]["spec"]["devices"][0]["attributes"][inspect_rows.PCIE_ROOT] = {
         "string": "pci0000:40"
     }
 
@@ -80,7 +80,7 @@ def test_each_check_fails_when_its_fact_is_broken(breaker: Any, check: str) -> N
     breaker(world)
     first = iw.rows(world)[0]
     assert first.checks[check] is False and not first.ok
-    assert f"nic-0: {check} failed" in inspecttable.render_table(iw.rows(world))
+    assert f"nic-0: {check} failed" in inspect_table.render_table(iw.rows(world))
 
 
 def test_address_outside_the_rail_subnet_fails() -> None:
@@ -93,7 +93,7 @@ def test_vf_without_shadow_is_reported() -> None:
     world["network-attachment-definitions"] = world["network-attachment-definitions"][:3]
     rows = iw.rows(world)
     assert [r.shadow != "" for r in rows] == [True, False]
-    assert "nic-1: no shadow NAD bound to VF 0000:81:00.2" in inspecttable.render_table(rows)
+    assert "nic-1: no shadow NAD bound to VF 0000:81:00.2" in inspect_table.render_table(rows)
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_vf_without_shadow_is_reported() -> None:
     ids=["whereabouts-cidr", "whereabouts-start-end", "host-local-subnet", "host-local-ranges", "no-range"],
 )
 def test_rail_subnet_is_read_from_the_ipam_config(ipam: dict[str, Any], subnet: str) -> None:
-    assert inspectrows._subnet({"ipam": ipam}) == subnet
+    assert inspect_rows._subnet({"ipam": ipam}) == subnet
 
 
 def _with_network_data(world: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +140,7 @@ def test_addresses_and_mac_come_from_the_claim_network_data_with_their_prefix() 
         (("198.51.100.10/24",), "claim networkData", "02:00:00:00:00:01", ("198.51.100.10/24",)),
     ]
     assert all(r.ok and r.checks["networkDataInterface"] for r in rows)
-    table = inspecttable.render_table(rows)
+    table = inspect_table.render_table(rows)
     assert "02:00:00:00:00:00" in table and "(IPs from claim networkData)" in table
     assert "IPs without prefix" not in table
 
@@ -163,7 +163,7 @@ def test_claim_network_data_that_differs_from_the_pod_netns_fails_its_check() ->
         _with_network_data(iw.world()), netns={"dra0": ["192.0.2.10/24"], "dra1": ["198.51.100.99/24"]}
     )
     assert [r.checks["networkDataMatchesNetns"] for r in rows] == [True, False]
-    assert "nic-1: networkDataMatchesNetns failed" in inspecttable.render_table(rows)
+    assert "nic-1: networkDataMatchesNetns failed" in inspect_table.render_table(rows)
 
 
 def test_claim_network_data_naming_another_interface_fails_its_check() -> None:
@@ -197,4 +197,4 @@ def test_shadow_whose_config_is_not_a_json_object_is_a_failed_row_not_a_tracebac
     ids=["ranges-object", "ranges-of-numbers", "ranges-not-nested"],
 )
 def test_rail_subnet_of_malformed_host_local_ranges_is_empty_not_a_traceback(ipam: dict[str, Any]) -> None:
-    assert inspectrows._subnet({"ipam": ipam}) == ""
+    assert inspect_rows._subnet({"ipam": ipam}) == ""

@@ -14,8 +14,7 @@ from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.host import slot_file
 from sriov_dra.kube import client as kube_client
-from sriov_dra.kube import nodeinfo
-from sriov_dra.kube import shadows as kube_shadows
+from sriov_dra.kube import nad_client, node_info
 
 
 def _args(checkpoint: Path, **extra: Any) -> Any:
@@ -33,8 +32,8 @@ def _args(checkpoint: Path, **extra: Any) -> Any:
 @pytest.fixture(autouse=True)
 def _no_api(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kube_client, "from_kubeconfig", lambda path: SimpleNamespace(close=lambda: None))
-    monkeypatch.setattr(nodeinfo, "node_uid", lambda api, node, timeout_s: "uid-1")
-    monkeypatch.setattr(kube_shadows, "NadClient", lambda api: SimpleNamespace(list_all=lambda **_: []))
+    monkeypatch.setattr(node_info, "node_uid", lambda api, node, timeout_s: "uid-1")
+    monkeypatch.setattr(nad_client, "NadClient", lambda api: SimpleNamespace(list_all=lambda **_: []))
 
 
 def test_missing_checkpoint_says_to_pass_checkpoint_off_node(

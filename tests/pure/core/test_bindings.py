@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.bindings: the shadow binding annotation codec (docs/design.md#ownership)."""
+"""Tests for sriov_dra.core.binding_annotation: the shadow binding annotation codec (docs/design.md#ownership)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import bindings, identities
+from sriov_dra.core import binding_annotation, identities
 from sriov_dra_rules import errors, names
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "contract"
@@ -58,14 +58,18 @@ resource_versions = st.text(
     alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=20
 )
 binding_values = st.builds(
-    bindings.Binding,
+    binding_annotation.Binding,
     attachment_id=hex64,
     pod_uid=uuids,
     claim_uid=uuids,
     node_name=st.lists(labels, min_size=1, max_size=3).map(".".join),
     node_uid=uuids,
     source=st.builds(
-        bindings.SourceRef, namespace=labels, name=labels, uid=uuids, resource_version=resource_versions
+        binding_annotation.SourceRef,
+        namespace=labels,
+        name=labels,
+        uid=uuids,
+        resource_version=resource_versions,
     ),
     pci_address=pcis,
     interface=ifnames,
@@ -76,14 +80,14 @@ binding_values = st.builds(
 @pytest.mark.parametrize("entry", _fixtures(valid=True), ids=lambda e: e["file"])
 def test_valid_fixture_decodes_and_reencodes_identically(entry: dict[str, Any]) -> None:
     value = _value(entry)
-    binding = bindings.decode_binding(value)
-    assert bindings.encode_binding(binding) == value
+    binding = binding_annotation.decode_binding(value)
+    assert binding_annotation.encode_binding(binding) == value
 
 
 @pytest.mark.parametrize("entry", _fixtures(valid=False), ids=lambda e: e["file"])
 def test_invalid_fixture_is_refused_with_its_reason(entry: dict[str, Any]) -> None:
     with pytest.raises(errors.ContractViolation) as exc:
-        bindings.decode_binding(_value(entry), owner="NAD ai-workloads/dra-sriov-x")
+        binding_annotation.decode_binding(_value(entry), owner="NAD ai-workloads/dra-sriov-x")
     assert exc.value.reason == entry["reason"]
     assert "NAD ai-workloads/dra-sriov-x" in str(exc.value)
     if "mentions" in entry:
@@ -92,37 +96,39 @@ def test_invalid_fixture_is_refused_with_its_reason(entry: dict[str, Any]) -> No
 
 def test_fixture_attachment_ids_come_from_the_identity_vectors() -> None:
     vectors = json.loads((FIXTURES / "identity-vectors.json").read_text())
-    decoded = [bindings.decode_binding(_value(e)) for e in _fixtures(valid=True)]
+    decoded = [binding_annotation.decode_binding(_value(e)) for e in _fixtures(valid=True)]
     assert {b.attachment_id for b in decoded} <= {v["attachmentID"] for v in vectors}
 
 
 def test_encoding_uses_the_documented_field_names_in_their_documented_order() -> None:
-    binding = bindings.decode_binding(_value(_fixtures(valid=True)[0]))
-    obj = json.loads(bindings.encode_binding(binding))
+    binding = binding_annotation.decode_binding(_value(_fixtures(valid=True)[0]))
+    obj = json.loads(binding_annotation.encode_binding(binding))
     assert list(obj) == DOCUMENTED_FIELDS
     assert list(obj["source"]) == ["namespace", "name", "uid", "resourceVersion"]
     assert obj["version"] == 1
 
 
 @given(binding_values)
-def test_decode_inverts_encode(binding: bindings.Binding) -> None:
-    assert bindings.decode_binding(bindings.encode_binding(binding)) == binding
+def test_decode_inverts_encode(binding: binding_annotation.Binding) -> None:
+    assert binding_annotation.decode_binding(binding_annotation.encode_binding(binding)) == binding
 
 
 @given(binding_values)
-def test_encode_is_deterministic_and_compact(binding: bindings.Binding) -> None:
-    text = bindings.encode_binding(binding)
+def test_encode_is_deterministic_and_compact(binding: binding_annotation.Binding) -> None:
+    text = binding_annotation.encode_binding(binding)
     copy = dataclasses.replace(binding, source=dataclasses.replace(binding.source))
-    assert bindings.encode_binding(copy) == text
+    assert binding_annotation.encode_binding(copy) == text
     assert text == json.dumps(json.loads(text), separators=(",", ":"))
     assert text.isascii()
 
 
 @given(binding_values)
-def test_whitespace_and_key_order_do_not_change_the_decoded_value(binding: bindings.Binding) -> None:
-    obj = json.loads(bindings.encode_binding(binding))
+def test_whitespace_and_key_order_do_not_change_the_decoded_value(
+    binding: binding_annotation.Binding,
+) -> None:
+    obj = json.loads(binding_annotation.encode_binding(binding))
     reordered = json.dumps(dict(reversed(list(obj.items()))), indent=2)
-    assert bindings.decode_binding(reordered) == binding
+    assert binding_annotation.decode_binding(reordered) == binding
 
 
 @pytest.mark.parametrize(
@@ -136,18 +142,20 @@ def test_whitespace_and_key_order_do_not_change_the_decoded_value(binding: bindi
     ids=["bad-interface", "pci-trailing-space", "short-digest", "uppercase-node-name"],
 )
 def test_encode_refuses_to_publish_an_invalid_binding(field: str, value: str, path: str) -> None:
-    good = bindings.decode_binding(_value(_fixtures(valid=True)[0]))
+    good = binding_annotation.decode_binding(_value(_fixtures(valid=True)[0]))
     bad = dataclasses.replace(good, **{field: value})
     with pytest.raises(errors.ContractViolation) as exc:
-        bindings.encode_binding(bad)
-    assert [e.path for e in exc.value.errors] == [bindings.annotation_path(names.BINDING_ANNOTATION, path)]
+        binding_annotation.encode_binding(bad)
+    assert [e.path for e in exc.value.errors] == [
+        binding_annotation.annotation_path(names.BINDING_ANNOTATION, path)
+    ]
 
 
 def test_decode_reports_every_bad_field_at_once() -> None:
     obj = json.loads(_value(_fixtures(valid=True)[0]))
     obj.update(podUID="x", interface="", nodeUID=False)
     with pytest.raises(errors.ContractViolation) as exc:
-        bindings.decode_binding(json.dumps(obj))
+        binding_annotation.decode_binding(json.dumps(obj))
     assert {e.path.rsplit(".", 1)[-1] for e in exc.value.errors} == {"podUID", "interface", "nodeUID"}
 
 
@@ -163,13 +171,13 @@ def test_decode_reports_every_bad_field_at_once() -> None:
 )
 def test_strict_json_rejects_what_our_contracts_forbid(text: str, message: str) -> None:
     with pytest.raises(errors.ContractViolation) as exc:
-        bindings.strict_json_loads(text, what="annotation X", path="X")
+        binding_annotation.strict_json_loads(text, what="annotation X", path="X")
     assert message in str(exc.value)
     assert "annotation X" in str(exc.value)
 
 
 def test_strict_json_gives_floats_so_that_integer_fields_refuse_them() -> None:
-    assert bindings.strict_json_loads('{"version":1.0,"n":[2.5e1]}', what="w") == {
+    assert binding_annotation.strict_json_loads('{"version":1.0,"n":[2.5e1]}', what="w") == {
         "version": 1.0,
         "n": [25.0],
     }
@@ -179,33 +187,36 @@ def test_repeated_key_in_the_binding_annotation_is_named_with_its_path() -> None
     obj = json.loads(_value(_fixtures(valid=True)[0]))
     text = json.dumps(obj)[:-1] + ',"podUID":"x"}'
     with pytest.raises(errors.ContractViolation) as exc:
-        bindings.decode_binding(text)
+        binding_annotation.decode_binding(text)
     assert [e.path for e in exc.value.errors] == [
-        bindings.annotation_path(names.BINDING_ANNOTATION, "podUID")
+        binding_annotation.annotation_path(names.BINDING_ANNOTATION, "podUID")
     ]
 
 
 @pytest.mark.parametrize("value", [None, b"{}", 1], ids=["none", "bytes", "integer"])
 def test_decode_requires_a_string_annotation_value(value: object) -> None:
     with pytest.raises(errors.ContractViolation):
-        bindings.decode_binding(value)
+        binding_annotation.decode_binding(value)
 
 
 def test_config_sha256_hashes_the_exact_bytes() -> None:
-    assert bindings.config_sha256("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-    assert bindings.config_sha256('{"a":1}') != bindings.config_sha256('{"a": 1}')
-    assert bindings.config_sha256("é") == bindings.config_sha256("é".encode())
+    assert (
+        binding_annotation.config_sha256("")
+        == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    )
+    assert binding_annotation.config_sha256('{"a":1}') != binding_annotation.config_sha256('{"a": 1}')
+    assert binding_annotation.config_sha256("é") == binding_annotation.config_sha256("é".encode())
 
 
 def test_unsupported_version_is_checked_before_any_other_field() -> None:
     with pytest.raises(errors.ContractViolation) as exc:
-        bindings.decode_binding('{"version":2,"somethingNew":[1,2,3]}')
+        binding_annotation.decode_binding('{"version":2,"somethingNew":[1,2,3]}')
     assert exc.value.reason is errors.Reason.UNSUPPORTED_VERSION
     assert "version 2" in str(exc.value)
 
 
 def test_decoded_ids_are_plain_strings_usable_as_identity_types() -> None:
-    binding = bindings.decode_binding(_value(_fixtures(valid=True)[0]))
+    binding = binding_annotation.decode_binding(_value(_fixtures(valid=True)[0]))
     assert isinstance(binding.attachment_id, str)
     assert identities.shadow_name(binding.attachment_id).startswith(names.SHADOW_NAME_PREFIX)
 
@@ -217,7 +228,7 @@ def test_decoded_ids_are_plain_strings_usable_as_identity_types() -> None:
 )
 def test_deeply_nested_annotation_is_a_contract_violation_not_a_crash(text: str) -> None:
     with pytest.raises(errors.ContractViolation) as exc:
-        bindings.decode_binding(text, owner="NAD ns-a/dra-sriov-x")
+        binding_annotation.decode_binding(text, owner="NAD ns-a/dra-sriov-x")
     assert exc.value.reason is errors.Reason.CONTRACT_VIOLATION
     assert "nested too deeply" in str(exc.value)
     assert "NAD ns-a/dra-sriov-x" in str(exc.value)

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import checkpoint_records as fx
 
-from sriov_dra.core import bindings, identities
+from sriov_dra.core import binding_annotation, identities
 from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.core.plugin import checkpoint_codec as codec
 from sriov_dra.core.plugin import checkpoint_model as model
@@ -76,7 +76,7 @@ def devices(
                 resource_version=draw(st.from_regex(r"[0-9]{1,12}", fullmatch=True)),
             ),
             rendered_config=rendered,
-            config_sha256=bindings.config_sha256(rendered),
+            config_sha256=binding_annotation.config_sha256(rendered),
             interface=ifname,
             node_name=draw(dns_labels),
             node_uid=identities.NodeUid(node_uid),

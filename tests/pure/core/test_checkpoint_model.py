@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from tests.fakes import checkpoint_records as fx
 
-from sriov_dra.core import bindings, identities
+from sriov_dra.core import binding_annotation, identities
 from sriov_dra.core.plugin import checkpoint_model as model
 
 
@@ -19,7 +19,7 @@ def test_phase_values_are_the_persisted_strings() -> None:
 
 def test_config_sha256_hashes_exact_utf8_bytes() -> None:
     text = '{"name":"rail-ä"}'
-    assert bindings.config_sha256(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert binding_annotation.config_sha256(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def test_valid_record_has_no_problems() -> None:

@@ -1,4 +1,4 @@
-"""core.plugin.claimplan: which claims can be prepared on this node, and the status.devices upsert."""
+"""core.plugin.claim_plan: which claims can be prepared on this node, and the status.devices upsert."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import claims_api as fx
 
-from sriov_dra.core import vfconfig
-from sriov_dra.core.plugin import claimplan
+from sriov_dra.core import vf_config
+from sriov_dra.core.plugin import claim_plan
 from sriov_dra_rules import errors
 
 DEV_A = "0000-03-02-0"
@@ -19,8 +19,8 @@ KNOWN = frozenset({DEV_A, DEV_B})
 GPU = "gpu.nvidia.com"
 
 
-def plan(claim: dict[str, Any], *, uid: str = fx.CLAIM_UID) -> claimplan.ClaimPlan:
-    return claimplan.plan_claim(
+def plan(claim: dict[str, Any], *, uid: str = fx.CLAIM_UID) -> claim_plan.ClaimPlan:
+    return claim_plan.plan_claim(
         claim, expected_uid=uid, driver_name=fx.DRIVER, pool_name=fx.NODE, known_devices=KNOWN
     )
 
@@ -33,11 +33,11 @@ def test_single_vf_claim_is_planned_with_its_consumer_and_config() -> None:
     assert (got.claim_uid, got.namespace, got.name) == (fx.CLAIM_UID, "ns-a", "vf-claim")
     assert (got.pod_uid, got.pod_name) == (fx.POD_UID, "consumer")
     assert got.devices == (
-        claimplan.PlannedDevice(
+        claim_plan.PlannedDevice(
             ("vf",),
             fx.NODE,
             DEV_A,
-            vfconfig.VfConfig(driver="default", net_attach_def_name="rail-a"),
+            vf_config.VfConfig(driver="default", net_attach_def_name="rail-a"),
         ),
     )
 
@@ -150,13 +150,13 @@ def test_one_if_name_for_a_two_device_request_is_ambiguous() -> None:
 
 
 def test_base_request_strips_the_subrequest() -> None:
-    assert [claimplan.base_request(r) for r in ("vf", "vf/large", "a/b")] == ["vf", "vf", "a"]
+    assert [claim_plan.base_request(r) for r in ("vf", "vf/large", "a/b")] == ["vf", "vf", "a"]
 
 
 # --- status.devices ---------------------------------------------------------------------------
 
-OURS_A = claimplan.status_entry(fx.DRIVER, fx.NODE, DEV_A, {"kind": "VfConfig"})
-OURS_B = claimplan.status_entry(fx.DRIVER, fx.NODE, DEV_B, {"kind": "VfConfig"})
+OURS_A = claim_plan.status_entry(fx.DRIVER, fx.NODE, DEV_A, {"kind": "VfConfig"})
+OURS_B = claim_plan.status_entry(fx.DRIVER, fx.NODE, DEV_B, {"kind": "VfConfig"})
 GPU_0 = {"driver": GPU, "pool": fx.NODE, "device": "gpu-0", "data": {"uuid": "GPU-1"}}
 GPU_1 = {"driver": GPU, "pool": fx.NODE, "device": "gpu-1"}
 
@@ -191,7 +191,7 @@ def test_status_devices_upsert_keeps_other_drivers_entries(
     ours: list[dict[str, Any]],
     expected: list[dict[str, Any]] | None,
 ) -> None:
-    assert claimplan.merged_status_devices(existing, ours, driver_name=fx.DRIVER) == expected
+    assert claim_plan.merged_status_devices(existing, ours, driver_name=fx.DRIVER) == expected
 
 
 @pytest.mark.parametrize(
@@ -199,7 +199,7 @@ def test_status_devices_upsert_keeps_other_drivers_entries(
 )
 def test_status_devices_upsert_refuses_entries_it_does_not_own(ours: list[dict[str, Any]]) -> None:
     with pytest.raises(errors.ContractViolation):
-        claimplan.merged_status_devices([], ours, driver_name=fx.DRIVER)
+        claim_plan.merged_status_devices([], ours, driver_name=fx.DRIVER)
 
 
 _entry = st.fixed_dictionaries(
@@ -225,12 +225,12 @@ def test_status_upsert_property_others_kept_in_order_and_second_run_is_a_no_op(
 ) -> None:
     ours = [{**e, "driver": fx.DRIVER} for e in proposed]
     ours = _distinct(ours)
-    merged = claimplan.merged_status_devices(existing, ours, driver_name=fx.DRIVER)
+    merged = claim_plan.merged_status_devices(existing, ours, driver_name=fx.DRIVER)
     after = existing if merged is None else merged
     assert [e for e in after if e["driver"] != fx.DRIVER] == [e for e in existing if e["driver"] != fx.DRIVER]
     own = sorted((e for e in after if e["driver"] == fx.DRIVER), key=lambda e: (e["pool"], e["device"]))
     assert own == sorted(ours, key=lambda e: (e["pool"], e["device"]))
-    assert claimplan.merged_status_devices(after, ours, driver_name=fx.DRIVER) is None
+    assert claim_plan.merged_status_devices(after, ours, driver_name=fx.DRIVER) is None
 
 
 ND = {"interfaceName": "dra0", "ips": ["192.0.2.5/24"], "hardwareAddress": "02:00:00:00:00:01"}
@@ -256,4 +256,4 @@ ND = {"interfaceName": "dra0", "ips": ["192.0.2.5/24"], "hardwareAddress": "02:0
 def test_status_devices_upsert_keeps_network_data_until_the_entry_goes(
     existing: list[dict[str, Any]], ours: list[dict[str, Any]], expected: list[dict[str, Any]] | None
 ) -> None:
-    assert claimplan.merged_status_devices(existing, ours, driver_name=fx.DRIVER) == expected
+    assert claim_plan.merged_status_devices(existing, ours, driver_name=fx.DRIVER) == expected

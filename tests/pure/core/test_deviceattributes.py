@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.deviceattributes: DeviceAttributes selection and merging
+"""Tests for sriov_dra.core.device_attributes: DeviceAttributes selection and merging
 (docs/design.md#device-attributes)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The VF health decision table (``sriov_dra.core.devicehealth``)."""
+"""The VF health decision table (``sriov_dra.core.device_health``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import devicehealth as dh
+from sriov_dra.core import device_health as dh
 
 H = dh.Health
 UP = dh.PfLink(admin_up=True, carrier=True, operstate="up")

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.operator.dranodes: each node's SriovResourcePolicy and its overlap and translation safety rules
+"""Tests for sriov_dra.core.operator.dra_nodes: each node's SriovResourcePolicy and its overlap and translation safety rules
 (docs/design.md#operator-attributes, docs/design.md#eligibility)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.fakes.dra_plans import (
     srp,
 )
 
-from sriov_dra.core import devicefacts
+from sriov_dra.core import device_facts
 
 
 def overlapping(second_ref: str = "rail-b-net", **nic: Any) -> list[dict[str, Any]]:
@@ -64,8 +64,8 @@ def test_legacy_overlaps_keep_priority_order_without_conflict() -> None:
     assert selectors == ["b-pool", "a-pool"]  # priority 10 first: it wins the driver's first match
 
 
-def facts(pf: str, vf: int, vendor: str = "15b3") -> devicefacts.DeviceFacts:
-    return devicefacts.DeviceFacts(f"0000:0{vf}:00.1", vendor, "101e", "101d", pf, "0000:01:00.0", vf)
+def facts(pf: str, vf: int, vendor: str = "15b3") -> device_facts.DeviceFacts:
+    return device_facts.DeviceFacts(f"0000:0{vf}:00.1", vendor, "101e", "101d", pf, "0000:01:00.0", vf)
 
 
 def test_inventory_decides_actual_overlap() -> None:
@@ -76,7 +76,7 @@ def test_inventory_decides_actual_overlap() -> None:
     # ens1f0 VFs have pfPciAddress 0000:01:00.0 in this inventory, so both policies match them.
     assert srp(overlapping_inventory, "worker-1")["spec"]["configs"] == []
     disjoint_inventory = [
-        devicefacts.DeviceFacts("0000:09:00.1", "15b3", "101e", "101d", "ens1f0", "0000:09:00.0", 1)
+        device_facts.DeviceFacts("0000:09:00.1", "15b3", "101e", "101d", "ens1f0", "0000:09:00.0", 1)
     ]
     ok = plan(pols, inventory={"worker-1": disjoint_inventory, "worker-2": disjoint_inventory})
     assert len(srp(ok, "worker-1")["spec"]["configs"]) == 2

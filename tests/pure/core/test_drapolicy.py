@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.operator.drapolicy.build_dra_policy_plan (docs/design.md#operator)."""
+"""Tests for sriov_dra.core.operator.dra_policy.build_dra_policy_plan (docs/design.md#operator)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from tests.fakes.dra_plans import (
     srp,
 )
 
-from sriov_dra.core import devicefacts, policies
-from sriov_dra.core.operator import draobjects, drapolicy, sriovnetwork
+from sriov_dra.core import device_facts, policies
+from sriov_dra.core.operator import dra_objects, dra_policy, sriov_network
 from sriov_dra_rules import names
 
 
@@ -77,7 +77,7 @@ def test_operator_two_rails_sharing_a_resource_name_get_separate_maps_and_select
 def test_generated_map_is_accepted_by_the_driver_in_managed_mode() -> None:
     p = plan(oo.rail_policies(), [oo.node("worker-1")])
     devices = [
-        devicefacts.DeviceFacts(f"0000:0{i}:00.{vf}", "15b3", "101e", "101d", pf, f"0000:0{i}:00.0", vf)
+        device_facts.DeviceFacts(f"0000:0{i}:00.{vf}", "15b3", "101e", "101d", pf, f"0000:0{i}:00.0", vf)
         for i, pf in ((1, "ens1f0"), (2, "ens2f0"))
         for vf in (1, 2)
     ]
@@ -146,15 +146,15 @@ def test_legacy_policies_keep_the_per_pool_object_and_selector() -> None:
     ("resolution", "reason"),
     [
         (
-            sriovnetwork.unresolved(RAIL_A, R.SRIOV_NETWORK_NOT_FOUND, "SriovNetwork x does not exist"),
+            sriov_network.unresolved(RAIL_A, R.SRIOV_NETWORK_NOT_FOUND, "SriovNetwork x does not exist"),
             R.SRIOV_NETWORK_NOT_FOUND,
         ),
         (
-            sriovnetwork.unresolved(RAIL_A, R.SRIOV_NETWORK_NOT_READY, "Ready was observed at generation 1"),
+            sriov_network.unresolved(RAIL_A, R.SRIOV_NETWORK_NOT_READY, "Ready was observed at generation 1"),
             R.SRIOV_NETWORK_NOT_READY,
         ),
-        (sriovnetwork.unresolved(RAIL_A, R.SOURCE_NAD_NOT_READY, "being deleted"), R.SOURCE_NAD_NOT_READY),
-        (sriovnetwork.unresolved(RAIL_A, R.SOURCE_ACCESS_DENIED, "forbidden"), R.SOURCE_ACCESS_DENIED),
+        (sriov_network.unresolved(RAIL_A, R.SOURCE_NAD_NOT_READY, "being deleted"), R.SOURCE_NAD_NOT_READY),
+        (sriov_network.unresolved(RAIL_A, R.SOURCE_ACCESS_DENIED, "forbidden"), R.SOURCE_ACCESS_DENIED),
         (None, R.DRA_CONFIGURATION_SYNC_FAILED),
     ],
     ids=[
@@ -166,7 +166,7 @@ def test_legacy_policies_keep_the_per_pool_object_and_selector() -> None:
     ],
 )
 def test_unresolved_reference_withholds_attributes_but_keeps_filter_and_selector(
-    resolution: sriovnetwork.SourceResolution | None, reason: R
+    resolution: sriov_network.SourceResolution | None, reason: R
 ) -> None:
     resolutions = dict(ready(RAIL_B))
     if resolution is not None:
@@ -202,7 +202,7 @@ def test_invalid_attribute_maps_withhold_the_object_and_report_invalid(attribute
 
 
 def test_dra_disabled_generates_nothing_and_reports_inactive() -> None:
-    p = plan(oo.rail_policies(), settings=drapolicy.PlanSettings(namespace=OP, dra_enabled=False))
+    p = plan(oo.rail_policies(), settings=dra_policy.PlanSettings(namespace=OP, dra_enabled=False))
     assert p.device_attributes == () and p.resource_policies == ()
     assert {o.reason for o in p.outcomes.values()} == {R.DRA_INACTIVE}
 
@@ -228,7 +228,7 @@ def test_deleting_policies_and_unlabelled_nodes_take_no_part() -> None:
 def test_references_collects_only_valid_pairs() -> None:
     a, b = oo.rail_policies()
     b["spec"]["dra"]["attributes"].pop(oo.NS_KEY)
-    assert drapolicy.references([a, b]) == {RAIL_A}
+    assert dra_policy.references([a, b]) == {RAIL_A}
 
 
 @given(st.permutations(range(4)), st.permutations(range(3)))
@@ -244,5 +244,5 @@ def test_plan_does_not_depend_on_input_order(policy_order: list[int], node_order
 
 @given(st.uuids())
 def test_generated_attribute_names_are_dns_labels(uid: Any) -> None:
-    name = draobjects.attributes_name(str(uid))
+    name = dra_objects.attributes_name(str(uid))
     assert names.is_dns1123_label(name) and len(name) <= 63

@@ -7,29 +7,31 @@ from typing import Any
 
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import draobjects, drapolicy, generated, networkrefs, sriovnetwork
+from sriov_dra.core.operator import dra_objects, dra_policy, generated, network_refs, sriov_network
 from sriov_dra_rules import errors
 
 OP = oo.OP_NS
-RAIL_A = networkrefs.ObjectRef(OP, "rail-a-net")
-RAIL_B = networkrefs.ObjectRef(OP, "rail-b-net")
+RAIL_A = network_refs.ObjectRef(OP, "rail-a-net")
+RAIL_B = network_refs.ObjectRef(OP, "rail-b-net")
 ATTRS_A = f"dra-policy-{oo.UID_A}-attrs"
 ATTRS_B = f"dra-policy-{oo.UID_B}-attrs"
 
 
-def resolutions(*refs: networkrefs.ObjectRef) -> dict[networkrefs.ObjectRef, sriovnetwork.SourceResolution]:
+def resolutions(
+    *refs: network_refs.ObjectRef,
+) -> dict[network_refs.ObjectRef, sriov_network.SourceResolution]:
     return {
-        r: sriovnetwork.SourceResolution(r, networkrefs.ObjectRef(oo.TARGET_NS, r.name), None, "")
+        r: sriov_network.SourceResolution(r, network_refs.ObjectRef(oo.TARGET_NS, r.name), None, "")
         for r in refs
     }
 
 
-def make_plan(pols: list[dict[str, Any]] | None = None, res: Any = None) -> drapolicy.DraPolicyPlan:
-    return drapolicy.build_dra_policy_plan(
+def make_plan(pols: list[dict[str, Any]] | None = None, res: Any = None) -> dra_policy.DraPolicyPlan:
+    return dra_policy.build_dra_policy_plan(
         oo.rail_policies() if pols is None else pols,
         [oo.node("worker-1")],
         resolutions(RAIL_A, RAIL_B) if res is None else res,
-        drapolicy.PlanSettings(namespace=OP),
+        dra_policy.PlanSettings(namespace=OP),
     )
 
 
@@ -76,12 +78,12 @@ def test_spec_or_label_drift_is_updated_with_the_read_resource_version() -> None
 
 def test_invalidation_first_then_upserts_then_cleanup_by_full_name_set() -> None:
     before = make_plan()
-    unresolved = sriovnetwork.unresolved(RAIL_A, errors.Reason.SOURCE_NAD_NOT_READY, "deleting")
+    unresolved = sriov_network.unresolved(RAIL_A, errors.Reason.SOURCE_NAD_NOT_READY, "deleting")
     after_pols = oo.rail_policies()
     after_pols[1]["spec"]["nodeSelector"] = {"other": "x"}  # rail B leaves worker-1
     gone = oo.node_policy("old", uid="eeeeeeee-0000-4000-8000-00000000000e", pf="ens9f0", dra={})
-    old = drapolicy.build_dra_policy_plan(
-        [gone], [oo.node("worker-9")], {}, drapolicy.PlanSettings(namespace=OP)
+    old = dra_policy.build_dra_policy_plan(
+        [gone], [oo.node("worker-9")], {}, dra_policy.PlanSettings(namespace=OP)
     )
     after = make_plan(after_pols, {RAIL_A: unresolved, **resolutions(RAIL_B)})
     existing_attrs = stored([*before.device_attributes, *old.device_attributes])
@@ -100,7 +102,7 @@ def test_unmarked_objects_are_never_updated_or_deleted() -> None:
     p = make_plan()
     foreign = stored(p.device_attributes)
     for obj in foreign:
-        del obj["metadata"]["labels"][draobjects.GENERATED_BY_LABEL]
+        del obj["metadata"]["labels"][dra_objects.GENERATED_BY_LABEL]
     stray = stored([{"metadata": {"name": "admin-attrs", "labels": {"team": "net"}}, "spec": {}}])
     writes = generated.plan_writes(p, [*foreign, *stray], [])
     assert [w.op for w in writes] == [generated.Op.CREATE] * 3  # the controller refuses the taken names
@@ -109,7 +111,9 @@ def test_unmarked_objects_are_never_updated_or_deleted() -> None:
 
 def test_is_managed_requires_the_exact_label_value() -> None:
     assert generated.is_managed(
-        {"metadata": {"labels": {draobjects.GENERATED_BY_LABEL: "sriov-network-operator"}}}
+        {"metadata": {"labels": {dra_objects.GENERATED_BY_LABEL: "sriov-network-operator"}}}
     )
-    assert not generated.is_managed({"metadata": {"labels": {draobjects.GENERATED_BY_LABEL: "someone-else"}}})
+    assert not generated.is_managed(
+        {"metadata": {"labels": {dra_objects.GENERATED_BY_LABEL: "someone-else"}}}
+    )
     assert not generated.is_managed({"metadata": {}})

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.operator.gojson: Go's json.Indent reproduced byte for byte."""
+"""Tests for sriov_dra.core.operator.go_json: Go's json.Indent reproduced byte for byte."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import gojson
+from sriov_dra.core.operator import go_json
 from sriov_dra_rules import errors
 
 R = errors.Reason
@@ -30,12 +30,12 @@ _JSON = st.recursive(
 @given(_JSON)
 def test_go_indent_equals_four_space_json_and_is_idempotent(value: object) -> None:
     compact = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    indented = gojson.go_json_indent(compact)
+    indented = go_json.go_json_indent(compact)
     assert indented == json.dumps(value, indent=4, ensure_ascii=False)
-    assert gojson.go_json_indent(indented) == indented
+    assert go_json.go_json_indent(indented) == indented
 
 
 @pytest.mark.parametrize("text", ["", "{", '{"a":1} x', "[1,]", "NaN", '{"a":Infinity}'], ids=str)
 def test_go_indent_refuses_non_json(text: str) -> None:
     with pytest.raises(errors.InvalidSpec):
-        gojson.go_json_indent(text)
+        go_json.go_json_indent(text)

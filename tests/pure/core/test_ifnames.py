@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.ifnames: managed interface naming (docs/design.md#interface-names) and Multus's final names."""
+"""Tests for sriov_dra.core.interface_naming: managed interface naming (docs/design.md#interface-names) and Multus's final names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import identities, ifnames
+from sriov_dra.core import identities, interface_naming
 from sriov_dra_rules import errors
 
 CLAIM_A = identities.ClaimUid("c1a1c1a1-0000-4000-8000-00000000000a")
@@ -26,8 +26,8 @@ def dev(
     pool: str = "worker-a",
     ifname: str | None = None,
     req_key: str = "",
-) -> ifnames.AllocatedDevice:
-    return ifnames.AllocatedDevice(
+) -> interface_naming.AllocatedDevice:
+    return interface_naming.AllocatedDevice(
         claim_uid=identities.ClaimUid(claim),
         claim_alias=alias,
         request=request,
@@ -39,8 +39,8 @@ def dev(
     )
 
 
-def _names(devices: list[ifnames.AllocatedDevice], **kw: Any) -> list[tuple[str, str]]:
-    return [(a.device, a.ifname) for a in ifnames.assign_interfaces(devices, **kw)]
+def _names(devices: list[interface_naming.AllocatedDevice], **kw: Any) -> list[tuple[str, str]]:
+    return [(a.device, a.ifname) for a in interface_naming.assign_interfaces(devices, **kw)]
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,9 @@ def _names(devices: list[ifnames.AllocatedDevice], **kw: Any) -> list[tuple[str,
         "explicit-kernel-style-name",
     ],
 )
-def test_assign_interfaces_orders_and_names(devices: list[ifnames.AllocatedDevice], expected: Any) -> None:
+def test_assign_interfaces_orders_and_names(
+    devices: list[interface_naming.AllocatedDevice], expected: Any
+) -> None:
     assert _names(devices) == expected
 
 
@@ -101,7 +103,7 @@ def test_generated_names_skip_a_custom_primary_name() -> None:
 
 
 def test_same_device_under_two_requests_gets_one_interface() -> None:
-    result = ifnames.assign_interfaces(
+    result = interface_naming.assign_interfaces(
         [dev(request="b", device="vf-0"), dev(request="a", sub="s", device="vf-0"), dev(device="vf-1")]
     )
     assert [(a.device, a.ifname, a.requests) for a in result] == [
@@ -111,7 +113,7 @@ def test_same_device_under_two_requests_gets_one_interface() -> None:
 
 
 def test_claim_referenced_by_two_aliases_uses_the_lexically_first() -> None:
-    result = ifnames.assign_interfaces(
+    result = interface_naming.assign_interfaces(
         [
             dev(CLAIM_A, "zz-alias", device="vf-0"),
             dev(CLAIM_A, "aa-alias", device="vf-0"),
@@ -159,10 +161,10 @@ def test_claim_referenced_by_two_aliases_uses_the_lexically_first() -> None:
     ],
 )
 def test_disagreeing_requirements_for_one_vf_conflict(
-    devices: list[ifnames.AllocatedDevice], reason: errors.Reason, message: str
+    devices: list[interface_naming.AllocatedDevice], reason: errors.Reason, message: str
 ) -> None:
     with pytest.raises(errors.Conflict) as exc:
-        ifnames.assign_interfaces(devices)
+        interface_naming.assign_interfaces(devices)
     assert exc.value.reason is reason
     assert message in str(exc.value)
 
@@ -193,17 +195,19 @@ def test_disagreeing_requirements_for_one_vf_conflict(
     ],
 )
 def test_invalid_explicit_names_and_identifiers_are_rejected(
-    devices: list[ifnames.AllocatedDevice], reason: errors.Reason, message: str
+    devices: list[interface_naming.AllocatedDevice], reason: errors.Reason, message: str
 ) -> None:
     with pytest.raises(errors.InvalidSpec) as exc:
-        ifnames.assign_interfaces(devices)
+        interface_naming.assign_interfaces(devices)
     assert exc.value.reason is reason
     assert message in str(exc.value)
 
 
 def test_alias_naming_two_claims_is_rejected() -> None:
     with pytest.raises(errors.InvalidSpec) as exc:
-        ifnames.assign_interfaces([dev(CLAIM_A, "same", device="vf-0"), dev(CLAIM_B, "same", device="vf-1")])
+        interface_naming.assign_interfaces(
+            [dev(CLAIM_A, "same", device="vf-0"), dev(CLAIM_B, "same", device="vf-1")]
+        )
     assert "resolves to several claims" in str(exc.value)
 
 
@@ -222,16 +226,16 @@ _devices = st.lists(
 )
 
 
-def _try(devices: list[ifnames.AllocatedDevice]) -> Any:
+def _try(devices: list[interface_naming.AllocatedDevice]) -> Any:
     try:
-        return ifnames.assign_interfaces(devices)
+        return interface_naming.assign_interfaces(devices)
     except errors.SriovDraError as exc:
         return (type(exc), exc.reason, str(exc))
 
 
 @given(_devices, st.randoms(use_true_random=False))
 def test_names_and_errors_do_not_depend_on_input_order(
-    devices: list[ifnames.AllocatedDevice], rnd: Any
+    devices: list[interface_naming.AllocatedDevice], rnd: Any
 ) -> None:
     shuffled = list(devices)
     rnd.shuffle(shuffled)
@@ -239,12 +243,12 @@ def test_names_and_errors_do_not_depend_on_input_order(
 
 
 @st.composite
-def valid_allocations(draw: st.DrawFn) -> list[ifnames.AllocatedDevice]:
+def valid_allocations(draw: st.DrawFn) -> list[interface_naming.AllocatedDevice]:
     """Consistent inputs: one claim per alias, one claim per VF, agreeing names, unique explicit names."""
     aliases = {CLAIM_A: ["a", "b"], CLAIM_B: ["c"]}
     vfs = draw(st.lists(st.sampled_from([f"vf-{i}" for i in range(8)]), unique=True, max_size=6))
     explicit = iter(draw(st.permutations(["dra0", "dra2", "data", "uplink_p0", "x", "y", "z", "w"])))
-    out: list[ifnames.AllocatedDevice] = []
+    out: list[interface_naming.AllocatedDevice] = []
     for vf in vfs:
         claim = draw(_claims)
         ifname = next(explicit) if draw(st.booleans()) else None
@@ -264,9 +268,9 @@ def valid_allocations(draw: st.DrawFn) -> list[ifnames.AllocatedDevice]:
 
 @given(valid_allocations(), st.randoms(use_true_random=False))
 def test_no_two_devices_share_a_name_and_each_vf_gets_one(
-    devices: list[ifnames.AllocatedDevice], rnd: Any
+    devices: list[interface_naming.AllocatedDevice], rnd: Any
 ) -> None:
-    result = ifnames.assign_interfaces(devices)
+    result = interface_naming.assign_interfaces(devices)
     names = [a.ifname for a in result]
     assert len(set(names)) == len(names)
     assert "eth0" not in names
@@ -276,7 +280,7 @@ def test_no_two_devices_share_a_name_and_each_vf_gets_one(
     assert all(n.startswith("dra") and n[3:].isdigit() for n in generated)
     shuffled = list(devices)
     rnd.shuffle(shuffled)
-    assert ifnames.assign_interfaces(shuffled) == result
+    assert interface_naming.assign_interfaces(shuffled) == result
 
 
 # --- Multus final interface names ---------------------------------------------------------------
@@ -284,7 +288,7 @@ def test_no_two_devices_share_a_name_and_each_vf_gets_one(
 
 def _final(selections: list[dict[str, Any]], **kw: Any) -> list[str]:
     kw.setdefault("pod_namespace", "ai-workloads")
-    return [d.name for d in ifnames.final_interface_names(selections, **kw)]
+    return [d.name for d in interface_naming.final_interface_names(selections, **kw)]
 
 
 @pytest.mark.parametrize(
@@ -292,28 +296,38 @@ def _final(selections: list[dict[str, Any]], **kw: Any) -> list[str]:
     [
         (
             [{"name": "a", "interface": "foo"}, {"name": "b"}],
-            ifnames.MultusLayout(),
+            interface_naming.MultusLayout(),
             "ns",
             ["eth0", "foo", "net2"],
         ),
         (
             [{"name": "a"}],
-            ifnames.MultusLayout(default_networks=("d1", "d2")),
+            interface_naming.MultusLayout(default_networks=("d1", "d2")),
             "ns",
             ["eth0", "net1", "net2", "net3"],
         ),
-        ([{"name": "a"}], ifnames.MultusLayout(default_networks=("d1",)), "kube-system", ["eth0", "net1"]),
-        ([{"name": "a"}], ifnames.MultusLayout(auxiliary_chain=True), "ns", ["eth0", "net1", "net2"]),
-        ([{"name": "a"}], ifnames.MultusLayout(primary_ifname="ovn0"), "ns", ["ovn0", "net1"]),
+        (
+            [{"name": "a"}],
+            interface_naming.MultusLayout(default_networks=("d1",)),
+            "kube-system",
+            ["eth0", "net1"],
+        ),
+        (
+            [{"name": "a"}],
+            interface_naming.MultusLayout(auxiliary_chain=True),
+            "ns",
+            ["eth0", "net1", "net2"],
+        ),
+        ([{"name": "a"}], interface_naming.MultusLayout(primary_ifname="ovn0"), "ns", ["ovn0", "net1"]),
         (
             [{"name": "a", "interface": "", "interfaceRequest": "old0"}],
-            ifnames.MultusLayout(),
+            interface_naming.MultusLayout(),
             "ns",
             ["eth0", "old0"],
         ),
         (
             [{"name": "a", "interface": "new0", "interfaceRequest": "old0"}],
-            ifnames.MultusLayout(),
+            interface_naming.MultusLayout(),
             "ns",
             ["eth0", "new0"],
         ),
@@ -329,17 +343,20 @@ def _final(selections: list[dict[str, Any]], **kw: Any) -> list[str]:
     ],
 )
 def test_final_names_follow_multus_positional_rule(
-    selections: list[dict[str, Any]], layout: ifnames.MultusLayout, namespace: str, expected: list[str]
+    selections: list[dict[str, Any]],
+    layout: interface_naming.MultusLayout,
+    namespace: str,
+    expected: list[str],
 ) -> None:
     assert _final(selections, layout=layout, pod_namespace=namespace) == expected
 
 
 def test_C15_manual_net1_collides_with_generated_net1() -> None:
     selections = json.loads('[{"name":"net-a"},{"name":"net-b","interface":"net1"}]')
-    collisions = ifnames.find_interface_collisions(selections, pod_namespace="ns-a")
+    collisions = interface_naming.find_interface_collisions(selections, pod_namespace="ns-a")
     assert [(c.name, c.selection_indexes) for c in collisions] == [("net1", (0, 1))]
     with pytest.raises(errors.InvalidSpec) as exc:
-        ifnames.check_interface_collisions(selections, pod_namespace="ns-a", owner="Pod ns-a/demo")
+        interface_naming.check_interface_collisions(selections, pod_namespace="ns-a", owner="Pod ns-a/demo")
     assert exc.value.reason is errors.Reason.DUPLICATE_INTERFACE_NAME
     assert "selection [0] 'ns-a/net-a'" in str(exc.value)
     assert "selection [1] 'ns-a/net-b'" in str(exc.value)
@@ -351,17 +368,21 @@ def test_C15_manual_net1_collides_with_generated_net1() -> None:
     [
         (
             [{"name": "m", "interface": "dra0"}, {"name": "dra-sriov-x", "interface": "dra0"}],
-            ifnames.MultusLayout(),
+            interface_naming.MultusLayout(),
             [("dra0", (0, 1))],
         ),
-        ([{"name": "a", "interface": "eth0"}], ifnames.MultusLayout(), [("eth0", (0,))]),
+        ([{"name": "a", "interface": "eth0"}], interface_naming.MultusLayout(), [("eth0", (0,))]),
         (
             [{"name": "a", "interface": "net1"}],
-            ifnames.MultusLayout(default_networks=("d",)),
+            interface_naming.MultusLayout(default_networks=("d",)),
             [("net1", (0,))],
         ),
-        ([{"name": "a", "interface": "net2"}], ifnames.MultusLayout(auxiliary_chain=True), [("net2", (0,))]),
-        ([{"name": "a"}, {"name": "b", "interface": "dra0"}], ifnames.MultusLayout(), []),
+        (
+            [{"name": "a", "interface": "net2"}],
+            interface_naming.MultusLayout(auxiliary_chain=True),
+            [("net2", (0,))],
+        ),
+        ([{"name": "a"}, {"name": "b", "interface": "dra0"}], interface_naming.MultusLayout(), []),
     ],
     ids=[
         "managed-vs-manual-explicit",
@@ -372,15 +393,15 @@ def test_C15_manual_net1_collides_with_generated_net1() -> None:
     ],
 )
 def test_collisions_are_found_over_the_full_delegate_list(
-    selections: list[dict[str, Any]], layout: ifnames.MultusLayout, expected: Any
+    selections: list[dict[str, Any]], layout: interface_naming.MultusLayout, expected: Any
 ) -> None:
-    got = ifnames.find_interface_collisions(selections, pod_namespace="ns", layout=layout)
+    got = interface_naming.find_interface_collisions(selections, pod_namespace="ns", layout=layout)
     assert [(c.name, c.selection_indexes) for c in got] == expected
 
 
 def test_non_string_interface_is_an_invalid_annotation() -> None:
     with pytest.raises(errors.InvalidSpec) as exc:
-        ifnames.final_interface_names([{"name": "a", "interface": 3}], pod_namespace="ns")
+        interface_naming.final_interface_names([{"name": "a", "interface": 3}], pod_namespace="ns")
     assert exc.value.reason is errors.Reason.INVALID_NETWORKS_ANNOTATION
 
 
@@ -397,14 +418,14 @@ _selections = st.lists(
 def test_unnamed_delegates_get_net_of_their_position(
     selections: list[dict[str, Any]], defaults: int, aux: bool
 ) -> None:
-    layout = ifnames.MultusLayout(
+    layout = interface_naming.MultusLayout(
         default_networks=tuple(f"d{i}" for i in range(defaults)), auxiliary_chain=aux
     )
-    delegates = ifnames.final_interface_names(selections, pod_namespace="ns", layout=layout)
+    delegates = interface_naming.final_interface_names(selections, pod_namespace="ns", layout=layout)
     assert len(delegates) == 1 + defaults + len(selections) + int(aux)
     assert [d.position for d in delegates] == list(range(len(delegates)))
     for d in delegates[1:]:
         assert d.explicit or d.name == f"net{d.position}"
-    collisions = ifnames.find_interface_collisions(selections, pod_namespace="ns", layout=layout)
+    collisions = interface_naming.find_interface_collisions(selections, pod_namespace="ns", layout=layout)
     all_names = [d.name for d in delegates]
     assert {c.name for c in collisions} == {n for n in all_names if all_names.count(n) > 1}

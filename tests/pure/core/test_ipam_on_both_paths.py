@@ -14,8 +14,8 @@ import pytest
 from tests.fakes import render_sources, sriov_networks
 
 from sriov_dra.core import render
-from sriov_dra.core.operator import networkconfig
-from sriov_dra.core.plugin import networkdata
+from sriov_dra.core.operator import network_config
+from sriov_dra.core.plugin import claim_network_data
 from sriov_dra_rules import errors
 
 # (case id, ipam, the path under the ipam object, words every path's message carries)
@@ -84,7 +84,7 @@ def test_a_sriov_network_whose_ipam_pool_fails_every_add_is_an_invalid_network_s
     ipam: dict[str, Any], field: str, words: str
 ) -> None:
     with pytest.raises(errors.InvalidSpec) as caught:
-        networkconfig.render_config(sriov_networks.simple(ipam=json.dumps(ipam)))
+        network_config.render_config(sriov_networks.simple(ipam=json.dumps(ipam)))
     assert caught.value.reason is errors.Reason.INVALID_NETWORK_SPEC
     assert any(e.path == f"spec.ipam.{field}" and words in e.message for e in caught.value.errors)
 
@@ -94,7 +94,7 @@ def test_the_template_and_the_operator_paths_refuse_an_ipam_pool_with_the_same_w
     _, ipam, _, _ = case
     template = {_cut(e.message) for e in render_sources.reject(_template(ipam)).errors}
     with pytest.raises(errors.InvalidSpec) as caught:
-        networkconfig.render_config(sriov_networks.simple(ipam=json.dumps(ipam)))
+        network_config.render_config(sriov_networks.simple(ipam=json.dumps(ipam)))
     assert {_cut(e.message) for e in caught.value.errors} == template
 
 
@@ -104,7 +104,7 @@ def test_a_pool_the_ipam_plugin_allocates_from_is_copied_untouched_on_both_paths
 ) -> None:
     out = json.loads(render.render_shadow_config(_template(ipam), render_sources.PCI).config_text)
     assert out["ipam"] == ipam
-    doc = json.loads(networkconfig.render_config(sriov_networks.simple(ipam=json.dumps(ipam))))
+    doc = json.loads(network_config.render_config(sriov_networks.simple(ipam=json.dumps(ipam))))
     assert doc["ipam"] == ipam
 
 
@@ -130,4 +130,4 @@ def test_claim_network_data_reads_only_the_keys_the_ipam_type_allocates_from(
     ipam: dict[str, Any], subnets: list[str]
 ) -> None:
     config = json.dumps({"cniVersion": "1.0.0", "name": "n", "type": "sriov", "ipam": ipam})
-    assert [str(n) for n in networkdata.ipam_subnets(config)] == subnets
+    assert [str(n) for n in claim_network_data.ipam_subnets(config)] == subnets

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tests.fakes.sriov_networks import simple
 
 from sriov_dra.core import ipam_ranges
-from sriov_dra.core.operator import networkconfig
+from sriov_dra.core.operator import network_config
 from sriov_dra_rules import errors
 
 P = "spec.ipam"
@@ -152,11 +152,11 @@ def test_every_canonical_ipv4_subnet_with_hosts_is_accepted(seed: int, prefix: i
 def test_a_sriovnetwork_with_a_bad_host_local_subnet_is_refused_as_invalid_network_spec() -> None:
     net = simple(ipam=json.dumps({"type": "host-local", "subnet": "10.0.0.0/33"}))
     with pytest.raises(errors.InvalidSpec) as info:
-        networkconfig.render_config(net)
+        network_config.render_config(net)
     assert info.value.reason is errors.Reason.INVALID_NETWORK_SPEC
     assert [e.path for e in info.value.errors] == ["spec.ipam.subnet"]
 
 
 def test_other_ipam_types_are_not_checked_as_host_local() -> None:
     net = simple(ipam=json.dumps({"type": "dhcp", "subnet": "10.0.0.0/33"}))
-    assert '"subnet": "10.0.0.0/33"' in networkconfig.render_config(net)
+    assert '"subnet": "10.0.0.0/33"' in network_config.render_config(net)

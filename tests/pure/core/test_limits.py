@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sriov_dra.core import limits
-from sriov_dra_rules import errors, names, strictjson
+from sriov_dra_rules import errors, names, strict_json
 
 LIMIT = limits.TOTAL_ANNOTATION_SIZE_LIMIT_B
 
@@ -122,4 +122,4 @@ def test_qualified_name_prefix_is_checked_by_the_one_dns1123_validator() -> None
     ids=["empty", "ascii", "non-ascii-and-pair", "lone-high-surrogate", "lone-low-surrogate"],
 )
 def test_has_utf8_form_is_false_only_for_a_lone_surrogate(text: str, expected: bool) -> None:
-    assert strictjson.has_utf8_form(text) is expected
+    assert strict_json.has_utf8_form(text) is expected

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.multusconf: the one reading of Multus's layout keys (plugin and guard)."""
+"""Tests for sriov_dra.core.multus_conf: the one reading of Multus's layout keys (plugin and guard)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import ifnames, multusconf
+from sriov_dra.core import interface_naming, multus_conf
 from sriov_dra_rules import errors
 
 SRC = "/etc/cni/net.d/multus.d/daemon-config.json"
@@ -47,7 +47,7 @@ def _at(path: str) -> str:
     ],
 )
 def test_decode_config_returns_the_multus_netconf(document: dict[str, Any], expected: dict[str, Any]) -> None:
-    assert multusconf.decode_config(json.dumps(document).encode(), source=SRC) == expected
+    assert multus_conf.decode_config(json.dumps(document).encode(), source=SRC) == expected
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ def test_unusable_config_file_is_refused_naming_the_file_and_the_field(
     data: bytes, path: str, phrase: str
 ) -> None:
     with pytest.raises(errors.InvalidSpec) as info:
-        multusconf.decode_config(data, source=SRC)
+        multus_conf.decode_config(data, source=SRC)
     assert SRC in str(info.value)
     assert [e.path for e in info.value.errors] == [_at(path)]
     assert phrase in info.value.errors[0].message
@@ -103,7 +103,7 @@ def test_unusable_config_file_is_refused_naming_the_file_and_the_field(
 
 def test_conflist_without_a_multus_plugin_is_refused_naming_the_types() -> None:
     with pytest.raises(errors.InvalidSpec) as info:
-        multusconf.decode_config(b'{"plugins": [{"type": "bridge"}]}', source=SRC)
+        multus_conf.decode_config(b'{"plugins": [{"type": "bridge"}]}', source=SRC)
     assert (
         SRC in str(info.value)
         and "without a Multus plugin" in str(info.value)
@@ -116,7 +116,7 @@ def test_multus_config_with_a_non_string_plugin_type_is_a_typed_error_naming_the
     """``{"plugins":[{"type":[]}]}`` is a typed error naming the field, never a ``TypeError``."""
     data = json.dumps({"plugins": [{"type": "tuning"}, {"type": bad}, {"type": "multus"}]}).encode()
     with pytest.raises(errors.InvalidSpec) as info:
-        multusconf.decode_config(data, source=SRC)
+        multus_conf.decode_config(data, source=SRC)
     assert [e.path for e in info.value.errors] == ["$.plugins[1].type"]
     assert "must be a non-empty string" in str(info.value) and SRC in str(info.value)
 
@@ -134,7 +134,7 @@ def test_multus_config_with_a_non_string_plugin_type_is_a_typed_error_naming_the
 def test_multus_config_with_a_repeated_key_is_refused_with_its_path(data: bytes, path: str) -> None:
     """A repeated key (``defaultNetworks`` twice) is refused, never last-one-wins."""
     with pytest.raises(errors.InvalidSpec) as info:
-        multusconf.decode_config(data, source=SRC)
+        multus_conf.decode_config(data, source=SRC)
     assert [e.path for e in info.value.errors] == [_at(path)]
     assert "duplicate key" in str(info.value) and SRC in str(info.value)
 
@@ -176,7 +176,7 @@ def test_multus_config_key_of_the_wrong_json_type_is_refused_with_its_path(
         ),
     ):
         with pytest.raises(errors.InvalidSpec) as info:
-            multusconf.decode_config(data, source=SRC)
+            multus_conf.decode_config(data, source=SRC)
         assert [e.path for e in info.value.errors] == [where], info.value
         assert phrase in info.value.errors[0].message and SRC in str(info.value)
 
@@ -184,7 +184,7 @@ def test_multus_config_key_of_the_wrong_json_type_is_refused_with_its_path(
 def test_every_wrong_key_is_reported_at_once() -> None:
     data = b'{"clusterNetwork": 1, "logLevel": [], "logOptions": {"maxAge": "x", "maxSize": true}}'
     with pytest.raises(errors.InvalidSpec) as info:
-        multusconf.decode_config(data, source=SRC)
+        multus_conf.decode_config(data, source=SRC)
     assert [e.path for e in info.value.errors] == [
         "$.clusterNetwork",
         "$.logLevel",
@@ -207,7 +207,7 @@ def test_multus_config_key_in_another_letter_case_is_refused_because_go_would_re
     document: dict[str, Any], path: str
 ) -> None:
     with pytest.raises(errors.InvalidSpec) as info:
-        multusconf.decode_config(json.dumps(document).encode(), source=SRC)
+        multus_conf.decode_config(json.dumps(document).encode(), source=SRC)
     assert [e.path for e in info.value.errors] == [_at(path)]
     assert "spell it" in str(info.value)
 
@@ -221,7 +221,7 @@ def test_null_keys_keep_multus_defaults_and_unknown_keys_are_kept() -> None:
         "x-vendor": [1, {"a": 2}],
         "Plugins-note": "not a Multus key",
     }
-    assert multusconf.decode_config(json.dumps(document).encode(), source=SRC) == document
+    assert multus_conf.decode_config(json.dumps(document).encode(), source=SRC) == document
 
 
 def test_a_valid_thick_daemon_config_decodes_unchanged() -> None:
@@ -250,7 +250,7 @@ def test_a_valid_thick_daemon_config_decodes_unchanged() -> None:
         "retryDeleteOnError": True,
         "capabilities": {"portMappings": True},
     }
-    assert multusconf.decode_config(json.dumps(document).encode(), source=SRC) == document
+    assert multus_conf.decode_config(json.dumps(document).encode(), source=SRC) == document
 
 
 @pytest.mark.parametrize(
@@ -271,27 +271,27 @@ def test_a_valid_thick_daemon_config_decodes_unchanged() -> None:
     ],
 )
 def test_layout_keys_overlay_the_base(keys: dict[str, Any], expected: tuple[Any, Any]) -> None:
-    out = multusconf.layout_from_keys(keys, source=SRC)
+    out = multus_conf.layout_from_keys(keys, source=SRC)
     assert (out.default_networks, out.system_namespaces) == expected
 
 
 def test_absent_keys_keep_the_flags_and_present_keys_win() -> None:
-    base = ifnames.MultusLayout(
+    base = interface_naming.MultusLayout(
         primary_ifname="ovn0",
         default_networks=("flag-net",),
         system_namespaces=("infra",),
         auxiliary_chain=True,
     )
-    kept = multusconf.layout_from_keys({}, source=SRC, base=base)
+    kept = multus_conf.layout_from_keys({}, source=SRC, base=base)
     assert kept == base
-    out = multusconf.layout_from_keys({"defaultNetworks": ["file-net"]}, source=SRC, base=base)
-    assert out == ifnames.MultusLayout("ovn0", ("file-net",), ("infra",), True)
-    assert not multusconf.layout_from_keys({}, source=SRC, base=base, auxiliary_chain=False).auxiliary_chain
+    out = multus_conf.layout_from_keys({"defaultNetworks": ["file-net"]}, source=SRC, base=base)
+    assert out == interface_naming.MultusLayout("ovn0", ("file-net",), ("infra",), True)
+    assert not multus_conf.layout_from_keys({}, source=SRC, base=base, auxiliary_chain=False).auxiliary_chain
 
 
 def test_every_malformed_key_is_reported_with_the_file() -> None:
     with pytest.raises(errors.InvalidSpec) as info:
-        multusconf.layout_from_keys(
+        multus_conf.layout_from_keys(
             {"defaultNetworks": [1], "systemNamespaces": {"a": 1}, "clusterNetwork": []}, source=SRC
         )
     assert [e.path for e in info.value.errors] == ["defaultNetworks", "systemNamespaces", "clusterNetwork"]
@@ -301,7 +301,7 @@ def test_every_malformed_key_is_reported_with_the_file() -> None:
 def test_a_comma_separated_list_key_is_refused_as_multus_refuses_it() -> None:
     """Multus v4.3.0 decodes ``systemNamespaces`` as ``[]string``: a string fails its LoadNetConf."""
     with pytest.raises(errors.InvalidSpec) as info:
-        multusconf.layout_from_keys({"systemNamespaces": "kube-system, infra"}, source=SRC)
+        multus_conf.layout_from_keys({"systemNamespaces": "kube-system, infra"}, source=SRC)
     assert [e.path for e in info.value.errors] == ["systemNamespaces"]
     assert "write a JSON list" in str(info.value)
 
@@ -312,14 +312,17 @@ def test_a_comma_separated_list_key_is_refused_as_multus_refuses_it() -> None:
     ids=["named", "empty-is-none", "absent-is-none"],
 )
 def test_auxiliary_chain_name(keys: dict[str, Any], expected: str | None) -> None:
-    assert multusconf.auxiliary_chain_name(keys) == expected
+    assert multus_conf.auxiliary_chain_name(keys) == expected
 
 
 def test_a_node_with_a_default_network_numbers_the_first_selection_net2() -> None:
-    layout = multusconf.layout_from_keys(
-        multusconf.decode_config(b'{"defaultNetworks": ["x"]}', source=SRC), source=SRC
+    layout = multus_conf.layout_from_keys(
+        multus_conf.decode_config(b'{"defaultNetworks": ["x"]}', source=SRC), source=SRC
     )
-    got = [d.name for d in ifnames.final_interface_names([{"name": "a"}], pod_namespace="ns", layout=layout)]
+    got = [
+        d.name
+        for d in interface_naming.final_interface_names([{"name": "a"}], pod_namespace="ns", layout=layout)
+    ]
     assert got == ["eth0", "net1", "net2"]
 
 
@@ -329,11 +332,11 @@ _NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-/.", min_size=1, 
 @given(st.lists(_NAME, max_size=5), st.lists(_NAME, max_size=5))
 def test_list_keys_read_in_order_from_the_file(networks: list[str], namespaces: list[str]) -> None:
     data = json.dumps({"defaultNetworks": networks, "systemNamespaces": namespaces}).encode()
-    out = multusconf.layout_from_keys(multusconf.decode_config(data, source=SRC), source=SRC)
+    out = multus_conf.layout_from_keys(multus_conf.decode_config(data, source=SRC), source=SRC)
     assert out.default_networks == tuple(networks) and out.system_namespaces == tuple(namespaces)
 
 
-_FOLDED_KEYS = {k.casefold() for k in multusconf.NETCONF_KEYS}
+_FOLDED_KEYS = {k.casefold() for k in multus_conf.NETCONF_KEYS}
 
 
 @given(
@@ -344,4 +347,4 @@ _FOLDED_KEYS = {k.casefold() for k in multusconf.NETCONF_KEYS}
     )
 )
 def test_decode_config_round_trips_an_object_of_keys_multus_does_not_read(document: dict[str, Any]) -> None:
-    assert multusconf.decode_config(json.dumps(document).encode(), source=SRC) == document
+    assert multus_conf.decode_config(json.dumps(document).encode(), source=SRC) == document

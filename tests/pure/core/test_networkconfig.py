@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.operator.networkconfig: a SriovNetwork's CNI config, byte-identical to upstream's template."""
+"""Tests for sriov_dra.core.operator.network_config: a SriovNetwork's CNI config, byte-identical to upstream's template."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 from tests.fakes.sriov_networks import simple
 
-from sriov_dra.core.operator import gojson, networkconfig
-from sriov_dra_rules import errors, strictjson
+from sriov_dra.core.operator import go_json, network_config
+from sriov_dra_rules import errors, strict_json
 
 R = errors.Reason
 OP = oo.OP_NS
@@ -20,7 +20,7 @@ OP = oo.OP_NS
 
 def test_golden_simple_config_is_upstreams_indented_text() -> None:
     # Golden TestRendering simple case, after the controller's json.Indent(..., "", "    ").
-    assert networkconfig.render_config(simple()) == (
+    assert network_config.render_config(simple()) == (
         '{\n    "cniVersion": "1.0.0",\n    "name": "test",\n    "type": "sriov",\n    "vlan": 0,\n'
         '    "vlanQoS": 0,\n    "ipam": {}\n}'
     )
@@ -41,7 +41,7 @@ def test_every_optional_key_in_template_order() -> None:
         logFile="/tmp/sriov.log",
         ipam='{"type": "host-local"}',
     )
-    doc = json.loads(networkconfig.render_config(net))
+    doc = json.loads(network_config.render_config(net))
     assert list(doc) == [
         "cniVersion",
         "name",
@@ -87,12 +87,12 @@ def test_every_optional_key_in_template_order() -> None:
     ],
 )
 def test_optional_keys_are_omitted_as_upstream_does(spec: dict[str, Any], absent: str) -> None:
-    assert absent not in json.loads(networkconfig.render_config(simple(**spec)))
+    assert absent not in json.loads(network_config.render_config(simple(**spec)))
 
 
 def test_meta_plugins_make_a_conflist_with_sriov_first() -> None:
     net = simple(metaPlugins='{"type": "tuning", "sysctl": {"net.ipv4.conf.IFNAME.arp_notify": "1"}}')
-    doc = json.loads(networkconfig.render_config(net))
+    doc = json.loads(network_config.render_config(net))
     assert list(doc) == ["cniVersion", "name", "plugins"]
     assert [p["type"] for p in doc["plugins"]] == ["sriov", "tuning"]
     assert "cniVersion" not in doc["plugins"][0] and doc["plugins"][0]["ipam"] == {}
@@ -100,7 +100,7 @@ def test_meta_plugins_make_a_conflist_with_sriov_first() -> None:
 
 def test_ipam_whitespace_between_tokens_is_dropped_as_upstream_does() -> None:
     ipam = '{ "type" : "whereabouts",\n\t"range": "10.0.0.0/24" ,"n":[ 1 , 2.50 ] }\r\n'
-    config = networkconfig.render_config(simple(ipam=ipam))
+    config = network_config.render_config(simple(ipam=ipam))
     assert config.endswith(
         '    "ipam": {\n        "type": "whereabouts",\n        "range": "10.0.0.0/24",\n'
         '        "n": [\n            1,\n            2.50\n        ]\n    }\n}'
@@ -121,24 +121,24 @@ def test_ipam_string_holding_whitespace_is_refused_naming_its_path(ipam: str, pa
     # Upstream deletes every Go space from spec.ipam, inside strings too ("rail a" -> "raila"):
     # neither its value nor the administrator's can be rendered without surprising someone.
     with pytest.raises(errors.InvalidSpec) as exc:
-        networkconfig.render_config(simple(ipam=ipam))
+        network_config.render_config(simple(ipam=ipam))
     assert exc.value.reason is R.INVALID_NETWORK_SPEC
     assert [e.path for e in exc.value.errors] == [path]
     assert "\\u0020 escape" in exc.value.errors[0].message
 
 
 def test_ipam_escaped_space_is_kept_as_written() -> None:
-    config = networkconfig.render_config(
+    config = network_config.render_config(
         simple(ipam='{"type":"whereabouts","range":"192.0.2.0/24","network_name":"rail\\u0020a"}')
     )
     assert '"network_name": "rail\\u0020a"' in config
-    doc: Any = strictjson.decode(config)
+    doc: Any = strict_json.decode(config)
     assert doc["ipam"]["network_name"] == "rail a"
 
 
 def _problems(**spec: Any) -> list[errors.FieldError]:
     with pytest.raises(errors.InvalidSpec) as exc:
-        networkconfig.render_config(simple(**spec))
+        network_config.render_config(simple(**spec))
     assert exc.value.reason is R.INVALID_NETWORK_SPEC
     assert "SriovNetwork ns1/test cannot be rendered" in str(exc.value)
     return list(exc.value.errors)
@@ -222,23 +222,23 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_log_file_cannot_break_out_of_its_string() -> None:
     log_file = '/var/log/a","vlan":7,"x":"y'
-    config = networkconfig.render_config(simple(vlan=100, logFile=log_file))
-    doc = strictjson.decode(config)
+    config = network_config.render_config(simple(vlan=100, logFile=log_file))
+    doc = strict_json.decode(config)
     assert isinstance(doc, dict)
     assert doc["logFile"] == log_file and doc["vlan"] == 100 and "x" not in doc
 
 
 def test_windows_style_log_file_keeps_its_backslashes() -> None:
     log_file = "C:\\new\\tmp.log"
-    config = networkconfig.render_config(simple(logFile=log_file))
+    config = network_config.render_config(simple(logFile=log_file))
     assert '"logFile": "C:\\\\new\\\\tmp.log"' in config
-    doc = strictjson.decode(config)
+    doc = strict_json.decode(config)
     assert isinstance(doc, dict) and doc["logFile"] == log_file
 
 
 def test_problem_message_names_the_network_the_field_and_the_problem() -> None:
     with pytest.raises(errors.InvalidSpec) as exc:
-        networkconfig.render_config(simple(ipam="[]"))
+        network_config.render_config(simple(ipam="[]"))
     assert exc.value.detail.startswith(
         "SriovNetwork ns1/test cannot be rendered: spec.ipam: expected a JSON object, got a list; "
     )
@@ -261,7 +261,7 @@ def test_any_string_field_round_trips_exactly(
     net["metadata"]["name"] = name
     if meta:
         net["spec"]["metaPlugins"] = '{"type":"tuning"}'
-    doc: Any = strictjson.decode(networkconfig.render_config(net))  # strict: a second key would be refused
+    doc: Any = strict_json.decode(network_config.render_config(net))  # strict: a second key would be refused
     sriov = doc["plugins"][0] if meta else doc
     assert doc["name"] == name
     assert sriov.get("logFile", "") == log_file and sriov.get("logLevel", "") == log_level
@@ -287,14 +287,14 @@ _IPAM_TEXT = st.one_of(
 @given(_IPAM_TEXT)
 def test_any_ipam_text_is_an_object_rendered_verbatim_or_refused(ipam: str) -> None:
     try:
-        config = networkconfig.render_config(simple(ipam=ipam))
+        config = network_config.render_config(simple(ipam=ipam))
     except errors.InvalidSpec as exc:
         assert exc.reason is R.INVALID_NETWORK_SPEC
         assert exc.errors and all(e.path.startswith("spec.ipam") for e in exc.errors)
         return
-    doc = strictjson.decode(config)
+    doc = strict_json.decode(config)
     assert isinstance(doc, dict)
-    expected = strictjson.decode(ipam) if ipam else {}
+    expected = strict_json.decode(ipam) if ipam else {}
     assert isinstance(expected, dict) and doc["ipam"] == expected
 
 
@@ -327,7 +327,7 @@ def _upstream_paste(network: dict[str, Any]) -> str:
     parts.append('"ipam":' + ("".join(ipam.split()) if ipam else "{}") + "}")
     if meta:
         parts.append(f",{meta}]}}")
-    return gojson.go_json_indent("".join(parts))
+    return go_json.go_json_indent("".join(parts))
 
 
 _PLAIN = st.text(
@@ -372,4 +372,4 @@ def test_valid_networks_render_byte_identical_to_upstreams_template(
     assume(not fields.get("maxTxRate") or fields.get("minTxRate", 0) <= fields["maxTxRate"])
     net = simple(**fields)
     net["metadata"]["name"] = name
-    assert networkconfig.render_config(net) == _upstream_paste(net)
+    assert network_config.render_config(net) == _upstream_paste(net)

@@ -1,4 +1,4 @@
-"""core.plugin.networkdata: network-status → claim status.devices[].networkData of managed VFs."""
+"""core.plugin.claim_network_data: network-status → claim status.devices[].networkData of managed VFs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core.plugin import networkdata
+from sriov_dra.core.plugin import claim_network_data
 from sriov_dra_rules import errors
 
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
@@ -19,8 +19,8 @@ SHADOW_A = "ai-workloads/dra-sriov-0123456789abcdef0123456789abcdef"
 SHADOW_B = "ai-workloads/dra-sriov-fedcba9876543210fedcba9876543210"
 RAIL_A = ipaddress.ip_network("192.0.2.0/24")
 RAIL_B = ipaddress.ip_network("198.51.100.0/24")
-A = networkdata.Attachment("node-a", "0000-03-02-0", SHADOW_A, "dra0", (RAIL_A,))
-B = networkdata.Attachment("node-a", "0000-81-02-0", SHADOW_B, "dra1", (RAIL_B,))
+A = claim_network_data.Attachment("node-a", "0000-03-02-0", SHADOW_A, "dra0", (RAIL_A,))
+B = claim_network_data.Attachment("node-a", "0000-81-02-0", SHADOW_B, "dra1", (RAIL_B,))
 
 
 def status(*entries: dict[str, Any]) -> str:
@@ -46,9 +46,11 @@ MULTUS = status(
 
 
 def test_each_vf_gets_the_entry_of_its_shadow_and_interface_with_the_rail_prefix() -> None:
-    got = networkdata.network_data_for(MULTUS, [A, B])
-    assert got[A.key].data == networkdata.NetworkData("dra0", ("192.0.2.5/24",), "02:00:00:00:00:0a")
-    assert got[B.key].data == networkdata.NetworkData("dra1", ("198.51.100.7/24",), "02:00:00:00:00:0b")
+    got = claim_network_data.network_data_for(MULTUS, [A, B])
+    assert got[A.key].data == claim_network_data.NetworkData("dra0", ("192.0.2.5/24",), "02:00:00:00:00:0a")
+    assert got[B.key].data == claim_network_data.NetworkData(
+        "dra1", ("198.51.100.7/24",), "02:00:00:00:00:0b"
+    )
     assert got[A.key].data is not None and got[A.key].data.to_json() == {
         "interfaceName": "dra0",
         "ips": ["192.0.2.5/24"],
@@ -74,12 +76,12 @@ def test_each_vf_gets_the_entry_of_its_shadow_and_interface_with_the_rail_prefix
     ],
 )
 def test_a_vf_without_its_exact_entry_is_not_reported(text: str | None) -> None:
-    assert networkdata.network_data_for(text, [A])[A.key] == networkdata.DeviceResult()
+    assert claim_network_data.network_data_for(text, [A])[A.key] == claim_network_data.DeviceResult()
 
 
 def test_two_entries_for_one_vf_are_ambiguous_and_leave_it_as_it_is() -> None:
     text = status(entry(SHADOW_A, "dra0", ["192.0.2.5"]), entry(SHADOW_A, "dra0", ["192.0.2.6"]))
-    got = networkdata.network_data_for(text, [A])[A.key]
+    got = claim_network_data.network_data_for(text, [A])[A.key]
     assert got.data is None and got.problem is not None
     assert "entries [0, 1]" in got.problem.message
 
@@ -108,13 +110,13 @@ def test_two_entries_for_one_vf_are_ambiguous_and_leave_it_as_it_is() -> None:
     ],
 )
 def test_addresses_get_their_prefix_from_the_shadow_ipam_or_are_left_out(
-    subnets: tuple[networkdata.Network, ...],
+    subnets: tuple[claim_network_data.Network, ...],
     ips: list[str],
     want: tuple[str, ...],
     unprefixed: tuple[str, ...],
 ) -> None:
-    att = networkdata.Attachment("node-a", "d0", SHADOW_A, "dra0", subnets)
-    got = networkdata.network_data_for(status(entry(SHADOW_A, "dra0", ips)), [att])[att.key]
+    att = claim_network_data.Attachment("node-a", "d0", SHADOW_A, "dra0", subnets)
+    got = claim_network_data.network_data_for(status(entry(SHADOW_A, "dra0", ips)), [att])[att.key]
     assert got.problem is None and got.data is not None
     assert (got.data.ips, got.unprefixed) == (want, unprefixed)
 
@@ -134,21 +136,21 @@ def test_an_entry_the_api_would_refuse_is_a_problem_for_that_vf_only(
     ips: list[str], mac: str, where: str
 ) -> None:
     text = status(entry(SHADOW_A, "dra0", ips, mac), entry(SHADOW_B, "dra1", ["198.51.100.7"]))
-    got = networkdata.network_data_for(text, [A, B])
+    got = claim_network_data.network_data_for(text, [A, B])
     assert got[A.key].data is None and got[A.key].problem is not None
-    assert got[A.key].problem.path == f"{networkdata.ANNOTATION_PATH}[0]{where}"
+    assert got[A.key].problem.path == f"{claim_network_data.ANNOTATION_PATH}[0]{where}"
     assert got[B.key].data is not None and got[B.key].data.ips == ("198.51.100.7/24",)
 
 
 def test_sixteen_addresses_are_within_the_limit() -> None:
     ips = [f"192.0.2.{i}" for i in range(1, 17)]
-    got = networkdata.network_data_for(status(entry(SHADOW_A, "dra0", ips)), [A])[A.key]
+    got = claim_network_data.network_data_for(status(entry(SHADOW_A, "dra0", ips)), [A])[A.key]
     assert got.data is not None and len(got.data.ips) == 16
 
 
 def test_one_device_attached_twice_is_a_contract_violation() -> None:
     with pytest.raises(errors.ContractViolation):
-        networkdata.correlate((), [A, A])
+        claim_network_data.correlate((), [A, A])
 
 
 # --- the annotation reader --------------------------------------------------------------------------
@@ -157,16 +159,16 @@ def test_one_device_attached_twice_is_a_contract_violation() -> None:
 @pytest.mark.parametrize(
     ("text", "path"),
     [
-        ("[{", networkdata.ANNOTATION_PATH),
-        ('[{"name": "a", "name": "b"}]', networkdata.ANNOTATION_PATH + "[0]"),
-        ('{"name": "a"}', networkdata.ANNOTATION_PATH),
-        ('["x"]', networkdata.ANNOTATION_PATH + "[0]"),
-        ('[{"interface": "dra0"}]', networkdata.ANNOTATION_PATH + "[0].name"),
-        ('[{"name": "a/b", "ips": "192.0.2.5"}]', networkdata.ANNOTATION_PATH + "[0].ips"),
-        ('[{"name": "a/b", "ips": [5]}]', networkdata.ANNOTATION_PATH + "[0].ips[0]"),
-        ('[{"name": "a/b", "mac": 1}]', networkdata.ANNOTATION_PATH + "[0].mac"),
-        ('[{"name": "a/b", "interface": ["dra0"]}]', networkdata.ANNOTATION_PATH + "[0].interface"),
-        ("[NaN]", networkdata.ANNOTATION_PATH),
+        ("[{", claim_network_data.ANNOTATION_PATH),
+        ('[{"name": "a", "name": "b"}]', claim_network_data.ANNOTATION_PATH + "[0]"),
+        ('{"name": "a"}', claim_network_data.ANNOTATION_PATH),
+        ('["x"]', claim_network_data.ANNOTATION_PATH + "[0]"),
+        ('[{"interface": "dra0"}]', claim_network_data.ANNOTATION_PATH + "[0].name"),
+        ('[{"name": "a/b", "ips": "192.0.2.5"}]', claim_network_data.ANNOTATION_PATH + "[0].ips"),
+        ('[{"name": "a/b", "ips": [5]}]', claim_network_data.ANNOTATION_PATH + "[0].ips[0]"),
+        ('[{"name": "a/b", "mac": 1}]', claim_network_data.ANNOTATION_PATH + "[0].mac"),
+        ('[{"name": "a/b", "interface": ["dra0"]}]', claim_network_data.ANNOTATION_PATH + "[0].interface"),
+        ("[NaN]", claim_network_data.ANNOTATION_PATH),
     ],
     ids=[
         "not-json",
@@ -183,12 +185,12 @@ def test_one_device_attached_twice_is_a_contract_violation() -> None:
 )
 def test_an_unreadable_annotation_is_invalid_network_status_naming_the_field(text: str, path: str) -> None:
     with pytest.raises(errors.InvalidSpec, match=r"^InvalidNetworkStatus: Pod ns/p: annotation") as info:
-        networkdata.decode_network_status(text, pod="Pod ns/p")
+        claim_network_data.decode_network_status(text, pod="Pod ns/p")
     assert [e for e in info.value.errors if e.path.startswith(path)], info.value.errors
 
 
 def test_unknown_fields_and_other_entries_are_ignored() -> None:
-    got = networkdata.decode_network_status(MULTUS)
+    got = claim_network_data.decode_network_status(MULTUS)
     assert [(e.index, e.name, e.interface) for e in got] == [
         (0, "k8s-pod-network", "eth0"),
         (1, SHADOW_B, "dra1"),
@@ -230,7 +232,7 @@ def test_unknown_fields_and_other_entries_are_ignored() -> None:
 )
 def test_ipam_subnets_of_a_single_plugin_config(ipam: dict[str, Any], want: list[str]) -> None:
     config = json.dumps({"cniVersion": "1.0.0", "name": "rail-a", "type": "sriov", "ipam": ipam})
-    assert [str(n) for n in networkdata.ipam_subnets(config)] == want
+    assert [str(n) for n in claim_network_data.ipam_subnets(config)] == want
 
 
 def test_ipam_subnets_of_a_conflist_read_every_plugin() -> None:
@@ -244,14 +246,14 @@ def test_ipam_subnets_of_a_conflist_read_every_plugin() -> None:
             ],
         }
     )
-    assert [str(n) for n in networkdata.ipam_subnets(config)] == ["192.0.2.0/24"]
+    assert [str(n) for n in claim_network_data.ipam_subnets(config)] == ["192.0.2.0/24"]
 
 
 @pytest.mark.parametrize(
     "config", ["", "[]", "{", '{"ipam": "x"}'], ids=["empty", "list", "broken", "ipam-not-object"]
 )
 def test_ipam_subnets_of_an_unreadable_config_are_none(config: str) -> None:
-    assert networkdata.ipam_subnets(config) == ()
+    assert claim_network_data.ipam_subnets(config) == ()
 
 
 # --- the claim status merge -----------------------------------------------------------------------
@@ -271,8 +273,8 @@ ND_B = {"interfaceName": "dra1", "ips": ["198.51.100.7/24"], "hardwareAddress": 
 
 
 def merged(existing: object, text: str | None = MULTUS) -> list[dict[str, object]] | None:
-    return networkdata.merged_network_data(
-        existing, networkdata.network_data_for(text, [A, B]), driver_name=DRIVER
+    return claim_network_data.merged_network_data(
+        existing, claim_network_data.network_data_for(text, [A, B]), driver_name=DRIVER
     )
 
 
@@ -357,7 +359,7 @@ def _go_canonical(cidr: str) -> bool:
 @given(_annotation)
 def test_property_any_annotation_gives_a_result_or_invalid_network_status(text: str | None) -> None:
     try:
-        got = networkdata.network_data_for(text, [A, B])
+        got = claim_network_data.network_data_for(text, [A, B])
     except errors.InvalidSpec as exc:
         assert exc.reason is errors.Reason.INVALID_NETWORK_STATUS
         return
@@ -366,7 +368,7 @@ def test_property_any_annotation_gives_a_result_or_invalid_network_status(text: 
         assert result.data is None or result.problem is None
         if result.data is not None:
             ips = result.data.ips
-            assert len(ips) <= networkdata.MAX_IPS and len(set(ips)) == len(ips)
+            assert len(ips) <= claim_network_data.MAX_IPS and len(set(ips)) == len(ips)
             assert all(_go_canonical(ip) for ip in ips)
             assert len(result.data.hardware_address.encode("utf-8", "surrogatepass")) <= 128
             assert result.data.interface_name in ("dra0", "dra1")
@@ -387,10 +389,10 @@ def test_property_merge_keeps_other_entries_and_a_second_merge_writes_nothing(
     existing: list[dict[str, Any]], text: str | None
 ) -> None:
     try:
-        results = networkdata.network_data_for(text, [A, B])
+        results = claim_network_data.network_data_for(text, [A, B])
     except errors.InvalidSpec:
         return
-    out = networkdata.merged_network_data(existing, results, driver_name=DRIVER)
+    out = claim_network_data.merged_network_data(existing, results, driver_name=DRIVER)
     after = existing if out is None else out
     assert len(after) == len(existing)
     for old, new in zip(existing, after, strict=True):
@@ -400,7 +402,7 @@ def test_property_merge_keeps_other_entries_and_a_second_merge_writes_nothing(
             assert {k: v for k, v in new.items() if k != "networkData"} == {
                 k: v for k, v in old.items() if k != "networkData"
             }
-    assert networkdata.merged_network_data(after, results, driver_name=DRIVER) is None
+    assert claim_network_data.merged_network_data(after, results, driver_name=DRIVER) is None
 
 
 # --- entries we do not own (multus-cni #648) ------------------------------------------------------------
@@ -430,22 +432,22 @@ _FOREIGN = [
 )
 def test_an_entry_we_do_not_own_never_voids_our_network_data(foreign: object) -> None:
     text = json.dumps([foreign, _OURS])
-    got = networkdata.network_data_for(text, [A, B])
+    got = claim_network_data.network_data_for(text, [A, B])
     data = got[A.key].data
     assert data is not None and data.ips == ("192.0.2.10/24",) and data.interface_name == "dra0"
-    assert got[B.key] == networkdata.DeviceResult()
+    assert got[B.key] == claim_network_data.DeviceResult()
 
 
 def test_an_unusable_entry_of_ours_is_still_refused_naming_it() -> None:
     text = json.dumps([{"name": "", "ips": ["10.118.207.24"]}, {**_OURS, "ips": "192.0.2.10"}])
     with pytest.raises(errors.InvalidSpec) as caught:
-        networkdata.network_data_for(text, [A, B])
+        claim_network_data.network_data_for(text, [A, B])
     assert caught.value.reason is errors.Reason.INVALID_NETWORK_STATUS
-    assert [e.path for e in caught.value.errors] == [f"{networkdata.ANNOTATION_PATH}[1].ips"]
+    assert [e.path for e in caught.value.errors] == [f"{claim_network_data.ANNOTATION_PATH}[1].ips"]
 
 
 def test_the_annotation_as_a_whole_stays_strict_json_even_in_an_entry_we_do_not_own() -> None:
     text = '[{"name":"","name":"x"},' + json.dumps(_OURS) + "]"
     with pytest.raises(errors.InvalidSpec) as caught:
-        networkdata.network_data_for(text, [A, B])
+        claim_network_data.network_data_for(text, [A, B])
     assert caught.value.reason is errors.Reason.INVALID_NETWORK_STATUS

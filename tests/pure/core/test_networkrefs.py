@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.operator.networkrefs: the networkNamespace rule and the owner-ref marker."""
+"""Tests for sriov_dra.core.operator.network_refs: the networkNamespace rule and the owner-ref marker."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import networkrefs
+from sriov_dra.core.operator import network_refs
 from sriov_dra_rules import errors
 
 R = errors.Reason
@@ -21,7 +21,7 @@ OP = oo.OP_NS
 )
 def test_network_namespace_rule(namespace: str, network_namespace: str | None, ok: bool) -> None:
     net = oo.sriov_network("n", namespace=namespace, network_namespace=network_namespace)
-    problem = networkrefs.namespace_rule_problem(net, OP)
+    problem = network_refs.namespace_rule_problem(net, OP)
     assert (problem is None) is ok
     if not ok:
         assert problem is not None and "cannot be set" in problem and OP in problem
@@ -32,8 +32,8 @@ def test_network_namespace_rule(namespace: str, network_namespace: str | None, o
     st.from_regex(r"[a-z][-a-z0-9.]{0,30}", fullmatch=True),
 )
 def test_owner_marker_round_trips(namespace: str, name: str) -> None:
-    ref = networkrefs.ObjectRef(namespace, name)
-    assert networkrefs.parse_owner_marker(networkrefs.owner_marker(ref)) == ref
+    ref = network_refs.ObjectRef(namespace, name)
+    assert network_refs.parse_owner_marker(network_refs.owner_marker(ref)) == ref
 
 
 @pytest.mark.parametrize(
@@ -49,4 +49,4 @@ def test_owner_marker_round_trips(namespace: str, name: str) -> None:
     ids=["empty", "missing-name", "other-kind", "none", "not-string", "foreign"],
 )
 def test_foreign_markers_name_no_network(value: object) -> None:
-    assert networkrefs.parse_owner_marker(value) is None
+    assert network_refs.parse_owner_marker(value) is None

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import ifnames, networks, selection_fields
+from sriov_dra.core import interface_naming, networks, selection_fields
 from sriov_dra_rules import errors, names
 
 POD_NS = "ns-pod"
@@ -267,7 +267,7 @@ def test_C15_parser_accepts_but_final_collision_check_rejects_auto_net1_clash() 
     sels = parse(value)
     assert [s.interface for s in sels] == [None, "net1"]
     with pytest.raises(errors.InvalidSpec) as info:
-        ifnames.check_interface_collisions([s.raw for s in sels], pod_namespace=POD_NS)
+        interface_naming.check_interface_collisions([s.raw for s in sels], pod_namespace=POD_NS)
     assert info.value.reason is errors.Reason.DUPLICATE_INTERFACE_NAME
     assert "net-a" in str(info.value) and "net-b" in str(info.value)
 

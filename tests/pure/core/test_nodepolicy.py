@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.operator.nodepolicy: spec.dra validation, filter translation, pools, overlap."""
+"""Tests for sriov_dra.core.operator.node_policy: spec.dra validation, filter translation, pools, overlap."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import networkrefs, nodepolicy
-from sriov_dra_rules import errors, resourcefilters
+from sriov_dra.core.operator import network_refs, node_policy
+from sriov_dra_rules import errors, resource_filters
 
 COMPAT = "openshift.io/sriov_vfs"
 D = "sriovnetwork.k8snetworkplumbingwg.io"
@@ -63,11 +63,11 @@ def custom(n: int) -> dict[str, Any]:
     ],
 )
 def test_valid_blocks(dra: dict[str, Any], network: tuple[str, str] | None, custom_keys: list[str]) -> None:
-    got = nodepolicy.validate_dra(dra, compat_value=COMPAT)
+    got = node_policy.validate_dra(dra, compat_value=COMPAT)
     assert got.problems == ()
-    assert got.network == (networkrefs.ObjectRef(*network) if network else None)
+    assert got.network == (network_refs.ObjectRef(*network) if network else None)
     assert sorted(got.custom) == sorted(custom_keys)
-    assert not set(got.custom) & nodepolicy.NETWORK_KEYS
+    assert not set(got.custom) & node_policy.NETWORK_KEYS
 
 
 @pytest.mark.parametrize(
@@ -130,14 +130,14 @@ def test_valid_blocks(dra: dict[str, Any], network: tuple[str, str] | None, cust
     ],
 )
 def test_invalid_blocks_name_the_field_and_the_fix(dra: Any, needle: str) -> None:
-    got = nodepolicy.validate_dra(dra, compat_value=COMPAT)
+    got = node_policy.validate_dra(dra, compat_value=COMPAT)
     text = "; ".join(str(p) for p in got.problems)
     assert needle in text
     assert all(p.path.startswith("spec.dra") for p in got.problems)
 
 
 def test_long_compat_resource_name_is_refused_on_spec_resource_name() -> None:
-    got = nodepolicy.validate_dra({}, compat_value="openshift.io/" + "r" * 52)
+    got = node_policy.validate_dra({}, compat_value="openshift.io/" + "r" * 52)
     assert [p.path for p in got.problems] == ["spec.resourceName"]
 
 
@@ -145,7 +145,7 @@ def spec_with(nic: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"nicSelector": nic, "numVfs": 8, "deviceType": "netdevice", **extra}
 
 
-NICS = (nodepolicy.NicId("8086", "158b", "154c"), nodepolicy.NicId("15b3", "101d", "101e"))
+NICS = (node_policy.NicId("8086", "158b", "154c"), node_policy.NicId("15b3", "101d", "101e"))
 
 
 @pytest.mark.parametrize(
@@ -177,7 +177,7 @@ NICS = (nodepolicy.NicId("8086", "158b", "154c"), nodepolicy.NicId("15b3", "101d
     ],
 )
 def test_filter_translation(spec: dict[str, Any], expected: dict[str, Any]) -> None:
-    got = nodepolicy.translate_filter(spec, NICS)
+    got = node_policy.translate_filter(spec, NICS)
     assert got.problem is None
     assert got.filter == dict(sorted(expected.items()))
     assert got.matcher is not None
@@ -203,7 +203,7 @@ def test_filter_translation(spec: dict[str, Any], expected: dict[str, Any]) -> N
     ],
 )
 def test_untranslatable_selectors_never_become_match_all(spec: dict[str, Any], needle: str) -> None:
-    got = nodepolicy.translate_filter(spec, NICS)
+    got = node_policy.translate_filter(spec, NICS)
     assert got.filter is None and got.matcher is None
     assert got.problem is not None and needle in got.problem
 
@@ -221,16 +221,16 @@ def test_untranslatable_selectors_never_become_match_all(spec: dict[str, Any], n
     ids=["underscore", "upper-case", "nothing-left", "dot-dropped", "spec-example", "dashes-not-collapsed"],
 )
 def test_pool_name_normalisation(rn: str, pool: str) -> None:
-    assert nodepolicy.pool_name(rn) == pool
+    assert node_policy.pool_name(rn) == pool
 
 
 @given(st.text(max_size=40))
 def test_pool_names_are_lowercase_dashes_and_digits(rn: str) -> None:
-    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", nodepolicy.pool_name(rn))
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", node_policy.pool_name(rn))
 
 
-def f(**kw: Any) -> resourcefilters.ResourceFilter:
-    return resourcefilters.ResourceFilter(
+def f(**kw: Any) -> resource_filters.ResourceFilter:
+    return resource_filters.ResourceFilter(
         **{k: frozenset(v) if isinstance(v, list) else v for k, v in kw.items()}
     )
 
@@ -253,26 +253,26 @@ def f(**kw: Any) -> resourcefilters.ResourceFilter:
     ],
 )
 def test_structural_overlap(
-    a: resourcefilters.ResourceFilter, b: resourcefilters.ResourceFilter, overlap: bool
+    a: resource_filters.ResourceFilter, b: resource_filters.ResourceFilter, overlap: bool
 ) -> None:
     assert a.may_match_a_device_of(b) is overlap
     assert b.may_match_a_device_of(a) is overlap
 
 
 def test_parse_policy_defaults_and_selection() -> None:
-    p = nodepolicy.parse_policy(
+    p = node_policy.parse_policy(
         oo.node_policy("p", uid=oo.UID_A, priority=None), prefix="openshift.io", nic_ids=()
     )
-    assert p.priority == nodepolicy.DEFAULT_PRIORITY and not p.has_dra and p.dra is None
+    assert p.priority == node_policy.DEFAULT_PRIORITY and not p.has_dra and p.dra is None
     assert p.selects({**oo.DUAL_RAIL, "other": "x"})
     assert not p.selects({"networking.example.com/dual-rail": "false"})
 
 
 def test_parse_nic_ids_reads_the_configmap_format() -> None:
-    got = nodepolicy.parse_nic_ids({"Intel_i40e_XXV710": "8086 158a 154c", "Mellanox": "0x15B3 101d 101e"})
-    assert got == (nodepolicy.NicId("15b3", "101d", "101e"), nodepolicy.NicId("8086", "158a", "154c"))
+    got = node_policy.parse_nic_ids({"Intel_i40e_XXV710": "8086 158a 154c", "Mellanox": "0x15B3 101d 101e"})
+    assert got == (node_policy.NicId("15b3", "101d", "101e"), node_policy.NicId("8086", "158a", "154c"))
     with pytest.raises(errors.InvalidSpec, match=r"data\.bad"):
-        nodepolicy.parse_nic_ids({"bad": "8086 158a"})
+        node_policy.parse_nic_ids({"bad": "8086 158a"})
 
 
 def test_resource_name_with_a_lone_surrogate_is_a_dra_problem_not_a_crash() -> None:
@@ -280,7 +280,7 @@ def test_resource_name_with_a_lone_surrogate_is_a_dra_problem_not_a_crash() -> N
     obj = oo.node_policy(
         "p", uid=oo.UID_A, resource_name="vfs\ud800", dra={"attributes": oo.reference("rail-a-net")}
     )
-    policy = nodepolicy.parse_policy(obj, prefix="openshift.io", nic_ids=())
+    policy = node_policy.parse_policy(obj, prefix="openshift.io", nic_ids=())
     assert policy.dra is not None
     assert [p.path for p in policy.dra.problems] == ["spec.resourceName"]
     assert "surrogate" in policy.dra.problems[0].message

@@ -8,13 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import devicefacts
-from sriov_dra.core.operator import nodepolicy, overlap
+from sriov_dra.core import device_facts
+from sriov_dra.core.operator import node_policy, overlap
 
 
-def parsed(name: str, uid_n: int, **kw: Any) -> nodepolicy.NodePolicy:
+def parsed(name: str, uid_n: int, **kw: Any) -> node_policy.NodePolicy:
     obj = oo.node_policy(name, uid=f"{uid_n:08x}-0000-4000-8000-000000000000", **kw)
-    return nodepolicy.parse_policy(obj, prefix="openshift.io", nic_ids=())
+    return node_policy.parse_policy(obj, prefix="openshift.io", nic_ids=())
 
 
 def test_identity_is_the_intended_mapping_not_its_resolution() -> None:
@@ -33,8 +33,8 @@ def test_inventory_pairs_need_one_device_matched_by_both() -> None:
     a = parsed("a", 1, nic={"vendor": "15b3"}, dra={"attributes": oo.reference("rail-a-net")})
     b = parsed("b", 2, nic={"pfNames": ["ens2f0"]}, dra={"attributes": oo.reference("rail-b-net")})
     ids = {p.name: overlap.identity(p, None) for p in (a, b)}
-    only_a = [devicefacts.DeviceFacts("0000:01:00.1", "15b3", "101e", "101d", "ens1f0", "0000:01:00.0", 1)]
-    shared = [devicefacts.DeviceFacts("0000:02:00.1", "15b3", "101e", "101d", "ens2f0", "0000:02:00.0", 1)]
+    only_a = [device_facts.DeviceFacts("0000:01:00.1", "15b3", "101e", "101d", "ens1f0", "0000:01:00.0", 1)]
+    shared = [device_facts.DeviceFacts("0000:02:00.1", "15b3", "101e", "101d", "ens2f0", "0000:02:00.0", 1)]
     assert overlap.inventory_pairs([a, b], ids, only_a) == []
     assert [(x.name, y.name) for x, y in overlap.inventory_pairs([a, b], ids, shared)] == [("a", "b")]
 
@@ -42,7 +42,7 @@ def test_inventory_pairs_need_one_device_matched_by_both() -> None:
 def test_two_legacy_policies_never_conflict() -> None:
     low = parsed("low", 1, nic={"vendor": "15b3"}, resource_name="a_pool")
     high = parsed("high", 2, nic={"vendor": "15b3"}, resource_name="b_pool")
-    ids = {p.name: overlap.identity(p, nodepolicy.pool_name(p.resource_name)) for p in (low, high)}
+    ids = {p.name: overlap.identity(p, node_policy.pool_name(p.resource_name)) for p in (low, high)}
     assert overlap.conflicting_pairs([low, high], ids) == []
 
 
@@ -68,9 +68,9 @@ def test_pf_bucketing_finds_exactly_the_pairs_a_full_comparison_finds(
             nic=nic or {"vendor": "15b3"},
             dra={"attributes": {"example.com/rail": {"string": rail}}} if dra else None,
         )
-        parsed.append(nodepolicy.parse_policy(obj, prefix="openshift.io", nic_ids=()))
+        parsed.append(node_policy.parse_policy(obj, prefix="openshift.io", nic_ids=()))
     translated = [p for p in parsed if p.translation.matcher is not None]
-    identity = {p.name: overlap.identity(p, nodepolicy.pool_name(p.resource_name)) for p in translated}
+    identity = {p.name: overlap.identity(p, node_policy.pool_name(p.resource_name)) for p in translated}
     brute = [
         (a.name, b.name)
         for i, a in enumerate(translated)

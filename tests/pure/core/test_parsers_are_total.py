@@ -34,19 +34,19 @@ from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
 from sriov_dra.core import (
-    bindings,
-    devicefacts,
-    multusconf,
+    binding_annotation,
+    device_facts,
+    multus_conf,
     networks,
     policies,
     registry,
     render,
     templates,
-    vfconfig,
+    vf_config,
 )
-from sriov_dra.core.operator import drapolicy, networkrefs, nodepolicy, sriovnetwork
+from sriov_dra.core.operator import dra_policy, network_refs, node_policy, sriov_network
 from sriov_dra.core.plugin import checkpoint_codec
-from sriov_dra_rules import errors, strictjson
+from sriov_dra_rules import errors, strict_json
 
 T = TypeVar("T")
 FIXTURES = Path(__file__).parents[2] / "fixtures"
@@ -270,7 +270,7 @@ def _reason(out: object, *reasons: errors.Reason) -> None:
         assert out.reason in reasons, out
 
 
-# --------------------------------------------------------------------------- Multus config (core.multusconf)
+# --------------------------------------------------------------------------- Multus config (core.multus_conf)
 
 SRC = "/etc/cni/net.d/00-multus.conflist"
 _MULTUS_CONFIGS: list[Any] = [
@@ -320,22 +320,23 @@ def _as_bytes(text: str) -> bytes:
 
 @total
 @given(
-    outside_text(_MULTUS_CONFIGS, keys=tuple(multusconf.NETCONF_KEYS)).map(_as_bytes) | st.binary(max_size=40)
+    outside_text(_MULTUS_CONFIGS, keys=tuple(multus_conf.NETCONF_KEYS)).map(_as_bytes)
+    | st.binary(max_size=40)
 )
 def test_multus_config_file_of_any_bytes_gives_a_netconf_whose_layout_reads_or_invalid_spec(
     data: bytes,
 ) -> None:
-    out = typed(lambda: multusconf.decode_config(data, source=SRC), errors.InvalidSpec)
+    out = typed(lambda: multus_conf.decode_config(data, source=SRC), errors.InvalidSpec)
     if isinstance(out, dict):  # what decode_config accepts, the layout reading accepts too
-        multusconf.layout_from_keys(
-            out, source=SRC, auxiliary_chain=multusconf.auxiliary_chain_name(out) is not None
+        multus_conf.layout_from_keys(
+            out, source=SRC, auxiliary_chain=multus_conf.auxiliary_chain_name(out) is not None
         )
 
 
 @total
-@given(outside(_MULTUS_CONFIGS[:1], keys=tuple(multusconf.NETCONF_KEYS), objects=True))
+@given(outside(_MULTUS_CONFIGS[:1], keys=tuple(multus_conf.NETCONF_KEYS), objects=True))
 def test_multus_keys_of_any_shape_give_a_layout_or_invalid_spec(keys: dict[str, Any]) -> None:
-    typed(lambda: multusconf.layout_from_keys(keys, source="multus.config of the guard"), errors.InvalidSpec)
+    typed(lambda: multus_conf.layout_from_keys(keys, source="multus.config of the guard"), errors.InvalidSpec)
 
 
 # --------------------------------------------------------------------------- CNI configs (core.render, core.templates)
@@ -422,23 +423,23 @@ _DEVICE_ATTRIBUTES: list[Any] = [
 ]
 _VF_CONFIGS: list[Any] = [
     {
-        "apiVersion": vfconfig.API_VERSION,
-        "kind": vfconfig.KIND,
+        "apiVersion": vf_config.API_VERSION,
+        "kind": vf_config.KIND,
         "driver": "vfio-pci",
         "addVhostMount": True,
         "ifName": "net1",
         "netAttachDefName": "rail-a-net",
         "netAttachDefNamespace": "ai-workloads",
     },
-    {"apiVersion": vfconfig.API_VERSION, "kind": vfconfig.KIND, "netAttachDefName": "other-net"},
+    {"apiVersion": vf_config.API_VERSION, "kind": vf_config.KIND, "netAttachDefName": "other-net"},
 ]
 
 
-def _vf_config_or_empty(raw: Any) -> vfconfig.VfConfig:
+def _vf_config_or_empty(raw: Any) -> vf_config.VfConfig:
     try:
-        return vfconfig.decode_vf_config(raw)
+        return vf_config.decode_vf_config(raw)
     except errors.InvalidSpec:
-        return vfconfig.VfConfig()
+        return vf_config.VfConfig()
 
 
 @total
@@ -448,7 +449,7 @@ def _vf_config_or_empty(raw: Any) -> vfconfig.VfConfig:
     st.sampled_from(["ai-workloads", "ns-pod", "Ns"]),  # the verified consumer's namespace
 )
 def test_template_reference_of_any_device_attributes_resolves_or_is_a_typed_error(
-    attrs: dict[str, Any], config: vfconfig.VfConfig, pod_namespace: str
+    attrs: dict[str, Any], config: vf_config.VfConfig, pod_namespace: str
 ) -> None:
     typed(
         lambda: templates.resolve_template(attrs, config, pod_namespace, device="0000-3b-02-1"),
@@ -457,7 +458,7 @@ def test_template_reference_of_any_device_attributes_resolves_or_is_a_typed_erro
     )
 
 
-# --------------------------------------------------------------------------- annotations (core.networks, core.registry, core.bindings)
+# --------------------------------------------------------------------------- annotations (core.networks, core.registry, core.binding_annotation)
 
 _NETWORKS: list[Any] = [
     [
@@ -507,10 +508,10 @@ def test_registry_annotation_of_any_value_decodes_or_is_a_contract_violation(tex
 @total
 @given(outside_text(_BINDINGS) | outside(_BINDINGS))
 def test_binding_annotation_of_any_value_decodes_or_is_a_contract_violation(text: object) -> None:
-    out = typed(lambda: bindings.decode_binding(text, owner="NAD ns/x"), errors.ContractViolation)
+    out = typed(lambda: binding_annotation.decode_binding(text, owner="NAD ns/x"), errors.ContractViolation)
     _reason(out, *_CONTRACT_REASONS)
-    if isinstance(out, bindings.Binding):
-        assert bindings.decode_binding(bindings.encode_binding(out)) == out
+    if isinstance(out, binding_annotation.Binding):
+        assert binding_annotation.decode_binding(binding_annotation.encode_binding(out)) == out
 
 
 # --------------------------------------------------------------------------- checkpoint (core.plugin.checkpoint_codec)
@@ -540,10 +541,10 @@ def test_checkpoint_of_any_bytes_decodes_or_is_a_contract_violation(data: bytes)
     _reason(out, *_CONTRACT_REASONS)
 
 
-# --------------------------------------------------------------------------- node policies (core.operator.nodepolicy)
+# --------------------------------------------------------------------------- node policies (core.operator.node_policy)
 
 _NIC_TABLE = {"Intel_i40e_XXV710": "8086 158a 154c", "Nvidia_mlx5_ConnectX-6": "0x15b3 101b 101c"}
-_NIC_IDS = nodepolicy.parse_nic_ids(_NIC_TABLE)
+_NIC_IDS = node_policy.parse_nic_ids(_NIC_TABLE)
 _NODE_POLICIES: list[Any] = [
     *oo.rail_policies(),
     oo.node_policy(
@@ -571,17 +572,17 @@ _NODE_POLICIES: list[Any] = [
 @given(outside(_NODE_POLICIES, objects=True))
 def test_node_policy_of_any_shape_parses_without_raising(obj: dict[str, Any]) -> None:
     """``parse_policy`` reports shape problems as translation or DRA problems, never as exceptions."""
-    policy = typed(lambda: nodepolicy.parse_policy(obj, prefix="openshift.io", nic_ids=_NIC_IDS))
-    assert isinstance(policy, nodepolicy.NodePolicy)
+    policy = typed(lambda: node_policy.parse_policy(obj, prefix="openshift.io", nic_ids=_NIC_IDS))
+    assert isinstance(policy, node_policy.NodePolicy)
 
 
 @total
 @given(outside([_NIC_TABLE], objects=True))
 def test_supported_nic_table_of_any_shape_parses_or_is_an_invalid_spec(data: dict[str, Any]) -> None:
-    typed(lambda: nodepolicy.parse_nic_ids(data), errors.InvalidSpec)
+    typed(lambda: node_policy.parse_nic_ids(data), errors.InvalidSpec)
 
 
-# --------------------------------------------------------------------------- DRA policies (core.policies, core.operator.drapolicy)
+# --------------------------------------------------------------------------- DRA policies (core.policies, core.operator.dra_policy)
 
 _D = "sriovnetwork.k8snetworkplumbingwg.io"
 _SRPS: list[Any] = [
@@ -640,7 +641,7 @@ _DEVICE_ATTRIBUTE_OBJECTS: list[Any] = [
 ]
 
 
-def _vf(bdf: str, pf: str, vf_id: int, **extra: Any) -> devicefacts.DeviceFacts:
+def _vf(bdf: str, pf: str, vf_id: int, **extra: Any) -> device_facts.DeviceFacts:
     fields: dict[str, Any] = {
         "pci_address": bdf,
         "vendor": "15b3",
@@ -654,7 +655,7 @@ def _vf(bdf: str, pf: str, vf_id: int, **extra: Any) -> devicefacts.DeviceFacts:
         "pcie_root": "pci0000:3a",
         "link_type": "ethernet",
     }
-    return devicefacts.DeviceFacts(**(fields | extra))
+    return device_facts.DeviceFacts(**(fields | extra))
 
 
 _DEVICES = (
@@ -683,13 +684,13 @@ def test_resource_policies_and_device_attributes_of_any_shape_evaluate_or_are_an
 
 
 _RESOLUTIONS = {
-    ref: sriovnetwork.SourceResolution(ref, networkrefs.ObjectRef(oo.TARGET_NS, ref.name), None, "")
+    ref: sriov_network.SourceResolution(ref, network_refs.ObjectRef(oo.TARGET_NS, ref.name), None, "")
     for ref in (
-        networkrefs.ObjectRef(oo.OP_NS, "rail-a-net"),
-        networkrefs.ObjectRef(oo.OP_NS, "rail-b-net"),
+        network_refs.ObjectRef(oo.OP_NS, "rail-a-net"),
+        network_refs.ObjectRef(oo.OP_NS, "rail-b-net"),
     )
 }
-_PLAN_SETTINGS = drapolicy.PlanSettings(namespace=oo.OP_NS, nic_ids=_NIC_IDS)
+_PLAN_SETTINGS = dra_policy.PlanSettings(namespace=oo.OP_NS, nic_ids=_NIC_IDS)
 
 
 @total
@@ -704,23 +705,23 @@ def test_dra_policy_plan_of_any_node_policies_and_nodes_is_built_without_raising
     pols: list[dict[str, Any]], nodes: list[dict[str, Any]]
 ) -> None:
     """``build_dra_policy_plan`` documents no error: every problem is a policy outcome or a diagnostic."""
-    plan = typed(lambda: drapolicy.build_dra_policy_plan(pols, nodes, _RESOLUTIONS, _PLAN_SETTINGS))
-    assert isinstance(plan, drapolicy.DraPolicyPlan)
+    plan = typed(lambda: dra_policy.build_dra_policy_plan(pols, nodes, _RESOLUTIONS, _PLAN_SETTINGS))
+    assert isinstance(plan, dra_policy.DraPolicyPlan)
 
 
-# --------------------------------------------------------------------------- VfConfig (core.vfconfig)
+# --------------------------------------------------------------------------- VfConfig (core.vf_config)
 
 _ALLOCATION_CONFIGS: list[Any] = [
     [
         {
             "source": "FromClass",
             "requests": [],
-            "opaque": {"driver": vfconfig.DRIVER_NAME, "parameters": _VF_CONFIGS[0]},
+            "opaque": {"driver": vf_config.DRIVER_NAME, "parameters": _VF_CONFIGS[0]},
         },
         {
             "source": "FromClaim",
             "requests": ["nic/a"],
-            "opaque": {"driver": vfconfig.DRIVER_NAME, "parameters": _VF_CONFIGS[1]},
+            "opaque": {"driver": vf_config.DRIVER_NAME, "parameters": _VF_CONFIGS[1]},
         },
         {
             "source": "FromClaim",
@@ -734,18 +735,18 @@ _ALLOCATION_CONFIGS: list[Any] = [
 @total
 @given(outside_text(_VF_CONFIGS) | outside(_VF_CONFIGS) | outside_text(_VF_CONFIGS).map(_as_bytes))
 def test_vf_config_parameters_of_any_value_decode_or_are_an_invalid_vf_config(raw: object) -> None:
-    out = typed(lambda: vfconfig.decode_vf_config(raw), errors.InvalidSpec)
+    out = typed(lambda: vf_config.decode_vf_config(raw), errors.InvalidSpec)
     _reason(out, errors.Reason.INVALID_VF_CONFIG)
 
 
 @total
 @given(outside(_ALLOCATION_CONFIGS))
 def test_allocation_configs_of_any_shape_decode_or_are_an_invalid_vf_config(configs: object) -> None:
-    out = typed(lambda: vfconfig.decode_allocation_configs(configs), errors.InvalidSpec)
+    out = typed(lambda: vf_config.decode_allocation_configs(configs), errors.InvalidSpec)
     _reason(out, errors.Reason.INVALID_VF_CONFIG)
 
 
-# --------------------------------------------------------------------------- SriovNetwork objects (core.operator.sriovnetwork)
+# --------------------------------------------------------------------------- SriovNetwork objects (core.operator.sriov_network)
 
 _EVERY_NETWORK_FIELD: dict[str, Any] = {
     "vlan": 100, "vlanQoS": 2, "vlanProto": "802.1q", "spoofChk": "on", "trust": "off", "linkState": "enable",
@@ -773,7 +774,7 @@ def _with_spec(network: Any, key: str, value: str) -> Any:
 def _rendered_nad(network: Any) -> Any:
     """The NAD the network controller would have written for ``network``, or ``None``."""
     try:
-        return sriovnetwork.render_nad(network, resource_prefix="openshift.io")
+        return sriov_network.render_nad(network, resource_prefix="openshift.io")
     except errors.InvalidSpec:
         return None
 
@@ -793,11 +794,11 @@ _VALID_NADS = [nad for nad in map(_rendered_nad, _NETWORKS_CR) if nad is not Non
 def test_sriov_network_of_any_shape_renders_a_strict_json_nad_or_is_an_invalid_network_spec(
     network: dict[str, Any],
 ) -> None:
-    out = typed(lambda: sriovnetwork.render_nad(network, resource_prefix="openshift.io"), errors.InvalidSpec)
+    out = typed(lambda: sriov_network.render_nad(network, resource_prefix="openshift.io"), errors.InvalidSpec)
     _reason(out, errors.Reason.INVALID_NETWORK_SPEC)
     if isinstance(out, dict):  # the config written into a NAD is always one strict JSON object
         spec = out["spec"]
-        assert isinstance(spec, dict) and isinstance(strictjson.decode(spec["config"]), dict)
+        assert isinstance(spec, dict) and isinstance(strict_json.decode(spec["config"]), dict)
 
 
 @total
@@ -806,11 +807,11 @@ def test_sriov_network_and_nad_of_any_shape_resolve_to_a_verdict_without_raising
     network: dict[str, Any], nad: dict[str, Any] | None
 ) -> None:
     """``resolve_source`` documents no error: every problem is an unresolved verdict with a reason."""
-    ref = networkrefs.ObjectRef(oo.OP_NS, "rail-a-net")
+    ref = network_refs.ObjectRef(oo.OP_NS, "rail-a-net")
     verdict = typed(
-        lambda: sriovnetwork.resolve_source(
+        lambda: sriov_network.resolve_source(
             ref, network, nad, operator_namespace=oo.OP_NS, resource_prefix="openshift.io"
         )
     )
-    assert isinstance(verdict, sriovnetwork.SourceResolution)
+    assert isinstance(verdict, sriov_network.SourceResolution)
     event(f"verdict: {verdict.reason or 'resolved'}")

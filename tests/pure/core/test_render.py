@@ -27,9 +27,9 @@ from tests.fakes.render_sources import (
     rendered_doc,
 )
 
-from sriov_dra.core import render, templatefields
-from sriov_dra_rules import errors, names, strictjson
-from sriov_dra_rules.strictjson import JsonValue, RawNumber
+from sriov_dra.core import render, template_fields
+from sriov_dra_rules import errors, names, strict_json
+from sriov_dra_rules.strict_json import JsonValue, RawNumber
 
 # --- outputs ------------------------------------------------------------------------------------
 
@@ -382,7 +382,7 @@ def test_template_must_be_strict_json_object(text: str, path: str, mentions: str
          "spoofchk-number", "link-state-object"],
 )  # fmt: skip
 def test_sriov_fields_of_wrong_type_are_invalid(field: str, value: JsonValue) -> None:
-    text = strictjson.encode({"cniVersion": "1.0.0", "type": "sriov", "vlan": 1, field: value})
+    text = strict_json.encode({"cniVersion": "1.0.0", "type": "sriov", "vlan": 1, field: value})
     exc = reject(nad(text))
     assert exc.reason == INVALID
     assert paths(exc) == [f"spec.config.{field}"]
@@ -478,7 +478,7 @@ IPAM = _ipam()
 @st.composite
 def templates(draw: st.DrawFn) -> tuple[dict[str, JsonValue], dict[str, object]]:
     """A valid template (as a value) and its source NAD with the template as text."""
-    root: dict[str, JsonValue] = {"cniVersion": draw(st.sampled_from(templatefields.SUPPORTED_CNI_VERSIONS))}
+    root: dict[str, JsonValue] = {"cniVersion": draw(st.sampled_from(template_fields.SUPPORTED_CNI_VERSIONS))}
     name = draw(st.none() | st.just("") | CNI_NAMES)
     if name is not None:
         root["name"] = name
@@ -501,7 +501,7 @@ def templates(draw: st.DrawFn) -> tuple[dict[str, JsonValue], dict[str, object]]
     else:
         root.update({k: v for k, v in entry.items() if k not in root})
     indent = draw(st.sampled_from([None, 2, 4]))
-    text = strictjson.encode(root) if indent is None else _indented(root, indent)
+    text = strict_json.encode(root) if indent is None else _indented(root, indent)
     metadata_name = draw(st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True))
     return root, nad(text, name=metadata_name)
 
@@ -511,13 +511,13 @@ def _indented(value: JsonValue, indent: int, level: int = 0) -> str:
     pad, inner = " " * (indent * level), " " * (indent * (level + 1))
     if isinstance(value, dict) and value:
         items = [
-            f"{inner}{strictjson.encode(k)}: {_indented(v, indent, level + 1)}" for k, v in value.items()
+            f"{inner}{strict_json.encode(k)}: {_indented(v, indent, level + 1)}" for k, v in value.items()
         ]
         return "{\n" + ",\n".join(items) + "\n" + pad + "}"
     if isinstance(value, list) and value:
         items = [inner + _indented(v, indent, level + 1) for v in value]
         return "[\n" + ",\n".join(items) + "\n" + pad + "]"
-    return strictjson.encode(value)
+    return strict_json.encode(value)
 
 
 def _sriov_entry(doc: dict[str, JsonValue]) -> dict[str, JsonValue]:
@@ -540,14 +540,14 @@ def test_property_name_ipam_and_everything_but_device_keys_are_unchanged(
     assert result.cni_name == out["name"] == expected_name
     src_entry, out_entry = _sriov_entry(source), _sriov_entry(out)
     if "ipam" in src_entry:
-        assert strictjson.encode(out_entry["ipam"]) == strictjson.encode(src_entry["ipam"])
+        assert strict_json.encode(out_entry["ipam"]) == strict_json.encode(src_entry["ipam"])
     assert out_entry["deviceID"] == PCI
     if "pciBusID" in src_entry:
         assert out_entry["pciBusID"] == PCI
     strip = ("deviceID", "pciBusID")
     if "plugins" in source:
         assert isinstance(out["plugins"], list) and isinstance(source["plugins"], list)
-        assert strictjson.encode(out["plugins"][1:]) == strictjson.encode(source["plugins"][1:])
+        assert strict_json.encode(out["plugins"][1:]) == strict_json.encode(source["plugins"][1:])
         assert _without(out_entry, strip) == _without(src_entry, strip)
         assert _without(out, ("name", "plugins")) == _without(source, ("name", "plugins"))
     else:
@@ -568,7 +568,7 @@ def test_property_rendering_is_deterministic_and_idempotent(
 
 def _without(obj: dict[str, JsonValue], keys: tuple[str, ...]) -> str:
     """Canonical text of ``obj`` minus ``keys``; comparing text also compares key order."""
-    return strictjson.encode({k: v for k, v in obj.items() if k not in keys})
+    return strict_json.encode({k: v for k, v in obj.items() if k not in keys})
 
 
 def test_deeply_nested_template_is_an_invalid_template_not_a_crash() -> None:

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra_rules.resourcefilters: filter semantics as the policy evaluation applies them."""
+"""Tests for sriov_dra_rules.resource_filters: filter semantics as the policy evaluation applies them."""
 
 from __future__ import annotations
 

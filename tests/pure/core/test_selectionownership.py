@@ -26,15 +26,15 @@ from tests.fakes.selection_pods import (
     tuple_text,
 )
 
-from sriov_dra.core import identities, ifnames, limits, networks
-from sriov_dra.core.plugin import selectionownership, selections
+from sriov_dra.core import identities, interface_naming, limits, networks
+from sriov_dra.core.plugin import selection_ownership, selections
 from sriov_dra_rules import errors
 
 # --- merge: refusals -------------------------------------------------------------------------
 
 
 def conflict(
-    annotations: Mapping[str, str] | None, bindings: Sequence[selectionownership.ManagedBinding]
+    annotations: Mapping[str, str] | None, bindings: Sequence[selection_ownership.ManagedBinding]
 ) -> errors.Conflict:
     with pytest.raises(errors.Conflict) as info:
         selections.merge_managed_selections(pod(annotations), bindings)
@@ -105,7 +105,7 @@ def test_registry_of_another_pod_uid_is_a_conflict() -> None:
 
 
 def test_registry_entry_disagreeing_with_checkpoint_is_a_conflict() -> None:
-    changed_uid = selectionownership.ManagedBinding(
+    changed_uid = selection_ownership.ManagedBinding(
         dataclasses.replace(A0.entry, uid=identities.ObjectUid("d0d0d0d0-0000-4000-8000-0000000000ff")),
         source_namespace=NS,
         source_name="rail-a-net",
@@ -141,7 +141,7 @@ def test_C01_malformed_networks_is_never_rewritten() -> None:
 
 
 def test_binding_outside_the_pod_namespace_is_a_contract_violation() -> None:
-    foreign = selectionownership.ManagedBinding(
+    foreign = selection_ownership.ManagedBinding(
         entry(CLAIM_A, 0, "dra0", namespace="elsewhere"), NS, "rail-a-net"
     )
     with pytest.raises(errors.ContractViolation):
@@ -151,12 +151,14 @@ def test_binding_outside_the_pod_namespace_is_a_contract_violation() -> None:
 @pytest.mark.parametrize(
     ("manual", "layout"),
     [
-        ('{"name":"net-x","interface":"dra0"}', ifnames.MultusLayout()),
-        ('{"name":"net-x"}', ifnames.MultusLayout(primary_ifname="dra0")),
+        ('{"name":"net-x","interface":"dra0"}', interface_naming.MultusLayout()),
+        ('{"name":"net-x"}', interface_naming.MultusLayout(primary_ifname="dra0")),
     ],
     ids=["manual-explicit-name", "primary-interface"],
 )
-def test_managed_interface_name_already_in_use_is_refused(manual: str, layout: ifnames.MultusLayout) -> None:
+def test_managed_interface_name_already_in_use_is_refused(
+    manual: str, layout: interface_naming.MultusLayout
+) -> None:
     with pytest.raises(errors.Conflict) as info:
         selections.merge_managed_selections(pod({NETS: f"[{manual}]"}), [A0], layout=layout)
     assert info.value.reason is errors.Reason.DUPLICATE_INTERFACE_NAME
@@ -169,7 +171,7 @@ def test_node_default_network_shifts_implicit_names_onto_a_managed_name() -> Non
     annotations = {NETS: "a"}
     merged = selections.merge_managed_selections(pod(annotations), [named])
     assert merged.added == (f"{NS}/{named.entry.name}@net2",)
-    node = ifnames.MultusLayout(default_networks=("x",))
+    node = interface_naming.MultusLayout(default_networks=("x",))
     with pytest.raises(errors.Conflict) as info:
         selections.merge_managed_selections(pod(annotations), [named], layout=node)
     assert info.value.reason is errors.Reason.DUPLICATE_INTERFACE_NAME

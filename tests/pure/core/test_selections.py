@@ -31,7 +31,7 @@ from tests.fakes.selection_pods import (
 )
 
 from sriov_dra.core import networks, registry
-from sriov_dra.core.plugin import jsonpatch, selectionownership, selections
+from sriov_dra.core.plugin import json_patch, selection_ownership, selections
 from sriov_dra_rules import errors, names
 
 # --- merge: writing --------------------------------------------------------------------------
@@ -74,10 +74,10 @@ def test_applying_the_patch_to_the_live_pod_gives_the_returned_annotations(
     annotations: dict[str, str] | None,
 ) -> None:
     update = selections.merge_managed_selections(pod(annotations), [A0, A1])
-    patched = jsonpatch.apply_patch(pod_dict(annotations), update.patch)
+    patched = json_patch.apply_patch(pod_dict(annotations), update.patch)
     assert patched["metadata"]["annotations"] == update.annotations
     with pytest.raises(errors.Conflict):
-        jsonpatch.apply_patch(pod_dict(annotations, rv="8"), update.patch)
+        json_patch.apply_patch(pod_dict(annotations, rv="8"), update.patch)
 
 
 def test_managed_entries_have_exactly_name_namespace_interface() -> None:
@@ -241,7 +241,7 @@ separators = st.sampled_from([(",", ":"), (", ", ": "), (" , ", " : ")])
 
 
 @st.composite
-def pods(draw: st.DrawFn) -> tuple[dict[str, str], list[selectionownership.ManagedBinding]]:
+def pods(draw: st.DrawFn) -> tuple[dict[str, str], list[selection_ownership.ManagedBinding]]:
     """A Pod with manual entries (JSON or comma), maybe claim B already merged, and claim A's bindings."""
     annotations: dict[str, str] = {}
     objects = draw(st.lists(manual_objects, max_size=6))
@@ -257,7 +257,7 @@ def pods(draw: st.DrawFn) -> tuple[dict[str, str], list[selectionownership.Manag
     if draw(st.booleans()):
         annotations = merged(B2, base=annotations)
     count = draw(st.integers(min_value=1, max_value=3))
-    # Claim B (if merged) holds dra2; claim A's plan skips it, as ifnames.assign_interfaces would.
+    # Claim B (if merged) holds dra2; claim A's plan skips it, as interface_naming.assign_interfaces would.
     return annotations, [binding(CLAIM_A, 10 + i, f"dra{i}", f"src-{i}") for i in (0, 1, 3)[:count]]
 
 
@@ -271,7 +271,7 @@ def unrelated(value: str | None) -> list[tuple[tuple[str, str, str | None], Mapp
 
 @given(pods())
 def test_property_merge_is_idempotent(
-    case: tuple[dict[str, str], list[selectionownership.ManagedBinding]],
+    case: tuple[dict[str, str], list[selection_ownership.ManagedBinding]],
 ) -> None:
     annotations, bindings = case
     first = selections.merge_managed_selections(pod(annotations), bindings)
@@ -282,7 +282,7 @@ def test_property_merge_is_idempotent(
 
 @given(pods())
 def test_property_unrelated_entries_are_preserved_exactly(
-    case: tuple[dict[str, str], list[selectionownership.ManagedBinding]],
+    case: tuple[dict[str, str], list[selection_ownership.ManagedBinding]],
 ) -> None:
     annotations, bindings = case
     update = selections.merge_managed_selections(pod(annotations), bindings)
@@ -297,7 +297,7 @@ def test_property_unrelated_entries_are_preserved_exactly(
 
 @given(pods())
 def test_property_remove_undoes_merge(
-    case: tuple[dict[str, str], list[selectionownership.ManagedBinding]],
+    case: tuple[dict[str, str], list[selection_ownership.ManagedBinding]],
 ) -> None:
     annotations, bindings = case
     merged_pod = after(selections.merge_managed_selections(pod(annotations), bindings))

@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 from tests.fakes.selection_pods import NS, POD_UID, pod_dict
 
-from sriov_dra.core.plugin import selectionupdate
+from sriov_dra.core.plugin import selection_update
 from sriov_dra_rules import errors
 
 # --- pod snapshot ----------------------------------------------------------------------------
 
 
 def test_pod_snapshot_reads_metadata_and_absent_annotations() -> None:
-    snap = selectionupdate.pod_snapshot(pod_dict(None))
+    snap = selection_update.pod_snapshot(pod_dict(None))
     assert (snap.namespace, snap.name, snap.uid, snap.resource_version, snap.annotations) == (
         NS,
         "demo",
@@ -22,7 +22,7 @@ def test_pod_snapshot_reads_metadata_and_absent_annotations() -> None:
         "7",
         None,
     )
-    assert selectionupdate.pod_snapshot(pod_dict({"a": "b"})).annotations == {"a": "b"}
+    assert selection_update.pod_snapshot(pod_dict({"a": "b"})).annotations == {"a": "b"}
 
 
 @pytest.mark.parametrize(
@@ -44,4 +44,4 @@ def test_pod_snapshot_reads_metadata_and_absent_annotations() -> None:
 )
 def test_pod_snapshot_rejects_malformed_pods(pod_obj: dict[str, Any]) -> None:
     with pytest.raises(errors.ContractViolation):
-        selectionupdate.pod_snapshot(pod_obj)
+        selection_update.pod_snapshot(pod_obj)

@@ -1,4 +1,4 @@
-"""Tests of sriov_dra.core.plugin.shadow: the fresh shadow NAD object and the live-object verification."""
+"""Tests of sriov_dra.core.plugin.shadow_object: the fresh shadow NAD object and the live-object verification."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import bindings, identities, render
-from sriov_dra.core.plugin import shadow
+from sriov_dra.core import binding_annotation, identities, render
+from sriov_dra.core.plugin import shadow_object
 from sriov_dra_rules import errors, names
 
 POD_UID = "11111111-2222-3333-4444-555555555555"
@@ -57,18 +57,18 @@ SOURCE_NAD: dict[str, Any] = {
 
 def make_inputs(
     *, pod_uid: str = POD_UID, device: str = "0000-03-00-1", pci: str = PCI
-) -> tuple[identities.BindingIdentity, bindings.Binding, render.RenderedConfig]:
+) -> tuple[identities.BindingIdentity, binding_annotation.Binding, render.RenderedConfig]:
     identity = identities.build_binding_identity(
         node_uid=NODE_UID, pod_uid=pod_uid, claim_uid=CLAIM_UID, pool="worker-a", device=device
     )
     rendered = render.render_shadow_config(SOURCE_NAD, pci)
-    binding = bindings.Binding(
+    binding = binding_annotation.Binding(
         attachment_id=identities.attachment_id(identity),
         pod_uid=identities.PodUid(pod_uid),
         claim_uid=identities.ClaimUid(CLAIM_UID),
         node_name="worker-a",
         node_uid=identities.NodeUid(NODE_UID),
-        source=bindings.SourceRef(
+        source=binding_annotation.SourceRef(
             namespace="ai-workloads",
             name="rail-a-net",
             uid=identities.ObjectUid("5a5a5a5a-0000-4000-8000-00000000000a"),
@@ -91,7 +91,7 @@ def build(**overrides: Any) -> dict[str, Any]:
         "pod_name": "gpu-sriov-pairs-demo",
     }
     kwargs.update(overrides)
-    return shadow.build_shadow_nad(**kwargs)
+    return shadow_object.build_shadow_nad(**kwargs)
 
 
 # --- build_shadow_nad -------------------------------------------------------------------------------
@@ -112,7 +112,9 @@ def test_shadow_object_is_exactly_the_owned_fields() -> None:
                 "sriovnetwork.k8snetworkplumbingwg.io/claim-uid": CLAIM_UID,
                 "sriovnetwork.k8snetworkplumbingwg.io/node-uid": NODE_UID,
             },
-            "annotations": {"sriovnetwork.k8snetworkplumbingwg.io/binding": bindings.encode_binding(binding)},
+            "annotations": {
+                "sriovnetwork.k8snetworkplumbingwg.io/binding": binding_annotation.encode_binding(binding)
+            },
             "ownerReferences": [
                 {
                     "apiVersion": "v1",
@@ -153,13 +155,13 @@ def test_spec_config_is_the_exact_rendered_text_with_matching_hash() -> None:
     _, binding, rendered = make_inputs()
     nad = build()
     assert nad["spec"]["config"].encode("utf-8") == rendered.config_bytes
-    assert bindings.config_sha256(nad["spec"]["config"]) == binding.config_sha256
+    assert binding_annotation.config_sha256(nad["spec"]["config"]) == binding.config_sha256
     assert json.loads(nad["spec"]["config"])["name"] == "rail-a-net"
 
 
 def test_binding_annotation_decodes_to_the_binding() -> None:
     _, binding, _ = make_inputs()
-    assert bindings.decode_binding(build()["metadata"]["annotations"][BINDING_KEY]) == binding
+    assert binding_annotation.decode_binding(build()["metadata"]["annotations"][BINDING_KEY]) == binding
 
 
 def test_every_call_returns_fresh_objects() -> None:
@@ -187,7 +189,9 @@ def test_every_call_returns_fresh_objects() -> None:
          "identity-of-another-pod", "malformed-namespace", "empty-pod-name"],
 )  # fmt: skip
 def test_inconsistent_inputs_are_refused(
-    override: Callable[[identities.BindingIdentity, bindings.Binding, render.RenderedConfig], dict[str, Any]],
+    override: Callable[
+        [identities.BindingIdentity, binding_annotation.Binding, render.RenderedConfig], dict[str, Any]
+    ],
     paths: list[str],
 ) -> None:
     with pytest.raises(errors.ContractViolation) as caught:
@@ -195,7 +199,7 @@ def test_inconsistent_inputs_are_refused(
     assert [e.path for e in caught.value.errors] == paths
 
 
-def _replace(binding: bindings.Binding, **changes: Any) -> bindings.Binding:
+def _replace(binding: binding_annotation.Binding, **changes: Any) -> binding_annotation.Binding:
     return dataclasses.replace(binding, **changes)
 
 
@@ -217,7 +221,7 @@ def live_copy(expected: dict[str, Any]) -> dict[str, Any]:
 
 def test_live_object_with_server_fields_matches() -> None:
     expected = build()
-    assert shadow.verify_shadow_matches(live_copy(expected), expected) == []
+    assert shadow_object.verify_shadow_matches(live_copy(expected), expected) == []
 
 
 def test_foreign_labels_annotations_and_finalizers_are_allowed() -> None:
@@ -226,14 +230,14 @@ def test_foreign_labels_annotations_and_finalizers_are_allowed() -> None:
     live["metadata"]["labels"]["team"] = "x"
     live["metadata"]["annotations"]["example.com/note"] = "y"
     live["metadata"]["finalizers"].append("example.com/other")
-    assert shadow.verify_shadow_matches(live, expected) == []
+    assert shadow_object.verify_shadow_matches(live, expected) == []
 
 
 def test_live_object_without_api_version_and_kind_matches() -> None:
     expected = build()
     live = live_copy(expected)
     del live["apiVersion"], live["kind"]
-    assert shadow.verify_shadow_matches(live, expected) == []
+    assert shadow_object.verify_shadow_matches(live, expected) == []
 
 
 def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
@@ -298,7 +302,7 @@ def test_each_difference_is_reported(mutate: Callable[[dict[str, Any]], None], p
     expected = build()
     live = live_copy(expected)
     mutate(live)
-    found = shadow.verify_shadow_matches(live, expected)
+    found = shadow_object.verify_shadow_matches(live, expected)
     assert [e.path for e in found] == paths
     assert all(e.message for e in found)
 
@@ -307,9 +311,9 @@ def test_config_difference_names_both_hashes() -> None:
     expected = build()
     live = live_copy(expected)
     _reindent(live)
-    (problem,) = shadow.verify_shadow_matches(live, expected)
-    assert bindings.config_sha256(expected["spec"]["config"]) in problem.message
-    assert bindings.config_sha256(live["spec"]["config"]) in problem.message
+    (problem,) = shadow_object.verify_shadow_matches(live, expected)
+    assert binding_annotation.config_sha256(expected["spec"]["config"]) in problem.message
+    assert binding_annotation.config_sha256(live["spec"]["config"]) in problem.message
 
 
 @pytest.mark.parametrize(
@@ -326,7 +330,7 @@ def test_release_accepts_orphaning_termination_and_finalizer_removal(mutations: 
     live = live_copy(expected)
     for name in mutations:
         MUTATION_BY_NAME[name](live)
-    assert shadow.verify_shadow_matches(live, expected, releasing=True) == []
+    assert shadow_object.verify_shadow_matches(live, expected, releasing=True) == []
 
 
 @pytest.mark.parametrize(
@@ -340,7 +344,7 @@ def test_release_still_rejects_conflicting_owner_and_content(name: str, paths: l
     expected = build()
     live = live_copy(expected)
     MUTATION_BY_NAME[name](live)
-    assert [e.path for e in shadow.verify_shadow_matches(live, expected, releasing=True)] == paths
+    assert [e.path for e in shadow_object.verify_shadow_matches(live, expected, releasing=True)] == paths
 
 
 # --- properties ---------------------------------------------------------------------------------------
@@ -359,10 +363,10 @@ def test_property_built_shadow_verifies_and_has_a_dns_label_name(
     identity, binding, rendered = make_inputs(
         pod_uid=pod_uid, device=pci.replace(":", "-").replace(".", "-"), pci=pci
     )
-    nad: dict[str, Any] = shadow.build_shadow_nad(
+    nad: dict[str, Any] = shadow_object.build_shadow_nad(
         identity=identity, binding=binding, rendered=rendered, pod_namespace="ns-a", pod_name=pod_name
     )
     assert names.is_dns1123_label(nad["metadata"]["name"])
     assert len(nad["metadata"]["name"]) == 42
-    assert shadow.verify_shadow_matches(live_copy(nad), nad) == []
+    assert shadow_object.verify_shadow_matches(live_copy(nad), nad) == []
     assert json.loads(nad["spec"]["config"])["plugins"][0]["deviceID"] == pci

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import attributes, devicefacts, policies
+from sriov_dra.core import attributes, device_facts, policies
 from sriov_dra.core.plugin import slices
 from sriov_dra_rules import errors, names
 
@@ -21,9 +21,9 @@ NODE_UID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
 D = names.DOMAIN
 
 
-def facts(index: int) -> devicefacts.DeviceFacts:
+def facts(index: int) -> device_facts.DeviceFacts:
     bus, dev, fn = 0x03 + index // 256, (index // 8) % 32, index % 8
-    return devicefacts.DeviceFacts(
+    return device_facts.DeviceFacts(
         pci_address=f"0000:{bus:02x}:{dev:02x}.{fn}",
         vendor="8086",
         device_id="1889",
@@ -37,7 +37,7 @@ def facts(index: int) -> devicefacts.DeviceFacts:
 
 def device(index: int, **extra: attributes.AttributeValue) -> slices.PublishedDevice:
     f = facts(index)
-    return slices.PublishedDevice(f.name, {**devicefacts.discovered_attributes(f), **extra})
+    return slices.PublishedDevice(f.name, {**device_facts.discovered_attributes(f), **extra})
 
 
 def devices(count: int) -> list[slices.PublishedDevice]:

@@ -14,9 +14,9 @@ import pytest
 from tests.fakes import managed_pods as mp
 from tests.fakes import render_sources, sriov_networks
 
-from sriov_dra.core import bindings, render, sriov_cni_fields
-from sriov_dra.core.operator import networkconfig
-from sriov_dra.guard import decisions, shadows
+from sriov_dra.core import binding_annotation, render, sriov_cni_fields
+from sriov_dra.core.operator import network_config
+from sriov_dra.guard import decisions, shadow_checks
 from sriov_dra_rules import errors
 
 # (case id, sriov-cni settings, SriovNetwork spec, words every path's message carries)
@@ -67,7 +67,7 @@ def test_a_sriov_network_with_a_setting_sriov_cni_misreads_or_refuses_is_an_inva
     spec: dict[str, Any], words: str
 ) -> None:
     with pytest.raises(errors.InvalidSpec) as caught:
-        networkconfig.render_config(sriov_networks.simple(**spec))
+        network_config.render_config(sriov_networks.simple(**spec))
     assert caught.value.reason is errors.Reason.INVALID_NETWORK_SPEC
     assert any(words in e.message and e.path.startswith("spec.") for e in caught.value.errors)
     assert "SriovNetwork ns1/test" in caught.value.summary
@@ -83,7 +83,7 @@ def test_the_template_and_the_operator_paths_refuse_with_the_same_words(case: An
     _, settings, spec, _ = case
     template = {_cut(e.message) for e in render_sources.reject(_template(settings)).errors}
     with pytest.raises(errors.InvalidSpec) as caught:
-        networkconfig.render_config(sriov_networks.simple(**spec))
+        network_config.render_config(sriov_networks.simple(**spec))
     assert {_cut(e.message) for e in caught.value.errors} <= template
 
 
@@ -97,7 +97,7 @@ def test_settings_sriov_cni_applies_as_written_render_unchanged(settings: dict[s
 def test_the_operator_renders_every_accepted_setting_and_drops_none() -> None:
     spec = {"vlan": 100, "vlanQoS": 7, "vlanProto": "802.1ad", "spoofChk": "on", "trust": "off"}
     spec |= {"linkState": "auto", "minTxRate": 10, "maxTxRate": 0}
-    doc = json.loads(networkconfig.render_config(sriov_networks.simple(**spec)))
+    doc = json.loads(network_config.render_config(sriov_networks.simple(**spec)))
     assert {k: doc[k] for k in ("vlan", "vlanQoS", "vlanProto", "spoofchk", "trust", "link_state")} == {
         "vlan": 100,
         "vlanQoS": 7,
@@ -125,11 +125,11 @@ def test_the_guard_refuses_a_shadow_frozen_with_a_setting_sriov_cni_misreads() -
     config = json.dumps(doc, separators=(",", ":"))
     nad["spec"]["config"] = config
     binding = json.loads(nad["metadata"]["annotations"]["sriovnetwork.k8snetworkplumbingwg.io/binding"])
-    binding["configSHA256"] = bindings.config_sha256(config)
+    binding["configSHA256"] = binding_annotation.config_sha256(config)
     nad["metadata"]["annotations"]["sriovnetwork.k8snetworkplumbingwg.io/binding"] = json.dumps(binding)
-    view = shadows.PodView(
+    view = shadow_checks.PodView(
         namespace="ai-workloads", name="trainer", uid=mp.POD_UID, node_name=mp.NODE_NAME, annotations={}
     )
-    verdict = shadows.check_shadow(nad, pod=view, entry=None)
+    verdict = shadow_checks.check_shadow(nad, pod=view, entry=None)
     assert [v.reason for v in verdict.violations] == [decisions.Reason.INVALID_SHADOW_CONFIG]
     assert 'turns it on only for exactly "on"' in verdict.violations[0].message

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.operator.sriovnetwork: the source NAD manifest, its managed fields, source resolution."""
+"""Tests for sriov_dra.core.operator.sriov_network: the source NAD manifest, its managed fields, source resolution."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from tests.fakes import operator_objects as oo
 from tests.fakes.sriov_networks import simple
 
-from sriov_dra.core.operator import networkrefs, sriovnetwork
+from sriov_dra.core.operator import network_refs, sriov_network
 from sriov_dra_rules import errors
 
 R = errors.Reason
@@ -19,7 +19,7 @@ MARKER_A = "SriovNetwork.sriovnetwork.openshift.io/sriov-network-operator/rail-a
 
 def test_cross_namespace_nad_has_marker_and_no_owner_reference() -> None:
     net = oo.sriov_network("rail-a-net", uid="u-a")
-    nad = sriovnetwork.render_nad(net, resource_prefix="openshift.io")
+    nad = sriov_network.render_nad(net, resource_prefix="openshift.io")
     assert nad["metadata"] == {
         "name": "rail-a-net",
         "namespace": "ai-workloads",
@@ -33,7 +33,7 @@ def test_cross_namespace_nad_has_marker_and_no_owner_reference() -> None:
 
 def test_same_namespace_nad_gets_a_plain_owner_reference() -> None:
     net = oo.sriov_network("n1", namespace="tenant", network_namespace=None, uid="u-1")
-    meta = sriovnetwork.render_nad(net, resource_prefix="example.com")["metadata"]
+    meta = sriov_network.render_nad(net, resource_prefix="example.com")["metadata"]
     assert meta["namespace"] == "tenant"
     assert meta["ownerReferences"] == [
         {"apiVersion": "sriovnetwork.openshift.io/v1", "kind": "SriovNetwork", "name": "n1", "uid": "u-1"}
@@ -45,35 +45,35 @@ def test_missing_resource_name_is_refused() -> None:
     net = simple()
     del net["spec"]["resourceName"]
     with pytest.raises(errors.InvalidSpec) as exc:
-        sriovnetwork.render_nad(net, resource_prefix="openshift.io")
+        sriov_network.render_nad(net, resource_prefix="openshift.io")
     assert exc.value.reason is R.INVALID_NETWORK_SPEC
     assert [str(e) for e in exc.value.errors] == ["spec.resourceName: is required; set it"]
 
 
 def rendered(net: dict[str, Any]) -> dict[str, Any]:
-    nad = sriovnetwork.render_nad(net, resource_prefix="openshift.io")
+    nad = sriov_network.render_nad(net, resource_prefix="openshift.io")
     nad["metadata"]["uid"] = "nad-uid"
     return nad
 
 
 def test_nad_differences_name_only_changed_managed_fields() -> None:
     net = oo.sriov_network("n1", namespace="tenant", network_namespace=None, uid="u-1")
-    expected = sriovnetwork.render_nad(net, resource_prefix="openshift.io")
+    expected = sriov_network.render_nad(net, resource_prefix="openshift.io")
     live = copy.deepcopy(expected)
     live["metadata"]["resourceVersion"] = "7"
     live["metadata"]["labels"] = {"extra": "kept"}
-    assert sriovnetwork.nad_differences(expected, live) == []
+    assert sriov_network.nad_differences(expected, live) == []
     live["spec"]["config"] += " "
     live["metadata"]["annotations"]["x"] = "y"
     live["metadata"]["ownerReferences"][0]["uid"] = "old"
-    assert sriovnetwork.nad_differences(expected, live) == [
+    assert sriov_network.nad_differences(expected, live) == [
         "spec",
         "metadata.annotations",
         "metadata.ownerReferences",
     ]
 
 
-REF_A = networkrefs.ObjectRef(OP, "rail-a-net")
+REF_A = network_refs.ObjectRef(OP, "rail-a-net")
 
 
 def _deleting(obj: dict[str, Any]) -> dict[str, Any]:
@@ -114,15 +114,15 @@ def _content(nad: dict[str, Any]) -> None:
 
 
 def _no_marker(nad: dict[str, Any]) -> None:
-    del nad["metadata"]["annotations"][networkrefs.OWNER_REF_ANNOTATION]
+    del nad["metadata"]["annotations"][network_refs.OWNER_REF_ANNOTATION]
 
 
 def _other_marker(nad: dict[str, Any]) -> None:
-    nad["metadata"]["annotations"][networkrefs.OWNER_REF_ANNOTATION] = MARKER_A.replace("rail-a", "rail-b")
+    nad["metadata"]["annotations"][network_refs.OWNER_REF_ANNOTATION] = MARKER_A.replace("rail-a", "rail-b")
 
 
 def _resource_name(nad: dict[str, Any]) -> None:
-    nad["metadata"]["annotations"][sriovnetwork.RESOURCE_NAME_ANNOTATION] = "x/y"
+    nad["metadata"]["annotations"][sriov_network.RESOURCE_NAME_ANNOTATION] = "x/y"
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def _resource_name(nad: dict[str, Any]) -> None:
 )
 def test_unusable_sources_are_refused_with_the_precise_reason(case: Any, reason: R, needle: str) -> None:
     net, nad = case
-    got = sriovnetwork.resolve_source(REF_A, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
+    got = sriov_network.resolve_source(REF_A, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
     assert not got.ready and got.nad is None
     assert got.reason is reason
     assert needle in got.message
@@ -166,18 +166,18 @@ def test_unusable_sources_are_refused_with_the_precise_reason(case: Any, reason:
 
 def test_ready_cross_namespace_source_resolves_to_the_rendered_target() -> None:
     net, nad = _case()
-    got = sriovnetwork.resolve_source(REF_A, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
-    assert got.ready and got.nad == networkrefs.ObjectRef("ai-workloads", "rail-a-net")
+    got = sriov_network.resolve_source(REF_A, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
+    assert got.ready and got.nad == network_refs.ObjectRef("ai-workloads", "rail-a-net")
 
 
 def test_same_namespace_owner_reference_must_name_the_current_uid() -> None:
-    ref = networkrefs.ObjectRef("tenant", "n1")
+    ref = network_refs.ObjectRef("tenant", "n1")
     net = oo.sriov_network("n1", namespace="tenant", network_namespace=None, uid="new-uid", ready="True")
     nad = rendered(net)
-    ok = sriovnetwork.resolve_source(ref, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
+    ok = sriov_network.resolve_source(ref, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
     assert ok.ready and ok.nad == ref
     nad["metadata"]["ownerReferences"][0]["uid"] = "old-uid"  # the CR was deleted and recreated
-    got = sriovnetwork.resolve_source(ref, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
+    got = sriov_network.resolve_source(ref, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
     assert got.reason is R.SOURCE_NAD_NOT_READY and "old-uid" in got.message and "new-uid" in got.message
 
 
@@ -185,5 +185,5 @@ def test_resolution_does_not_depend_on_the_nad_uid() -> None:
     net, nad = _case()
     assert nad is not None
     nad["metadata"]["uid"] = "recreated-nad-uid"
-    got = sriovnetwork.resolve_source(REF_A, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
+    got = sriov_network.resolve_source(REF_A, net, nad, operator_namespace=OP, resource_prefix="openshift.io")
     assert got.ready

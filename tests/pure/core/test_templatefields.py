@@ -1,13 +1,13 @@
-"""Tests of sriov_dra.core.templatefields: the effective CNI name and the CNI versions (docs/design.md#render)."""
+"""Tests of sriov_dra.core.template_fields: the effective CNI name and the CNI versions (docs/design.md#render)."""
 
 from __future__ import annotations
 
 import pytest
 from tests.fakes.render_sources import INVALID, OTHER_PCI, PCI, UNSUPPORTED, nad, paths, reject, rendered_doc
 
-from sriov_dra.core import render, templatefields
+from sriov_dra.core import render, template_fields
 from sriov_dra_rules import errors
-from sriov_dra_rules.strictjson import JsonValue
+from sriov_dra_rules.strict_json import JsonValue
 
 # --- effective CNI name (kept for IPAM, docs/design.md#ipam) -------------------------------------
 
@@ -86,7 +86,7 @@ def test_source_without_metadata_name_is_invalid() -> None:
 # --- CNI version ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", templatefields.SUPPORTED_CNI_VERSIONS)
+@pytest.mark.parametrize("version", template_fields.SUPPORTED_CNI_VERSIONS)
 def test_supported_cni_versions_are_accepted_and_kept(version: str) -> None:
     result = render.render_shadow_config(nad({"cniVersion": version, "type": "sriov"}), PCI)
     assert result.cni_version == version

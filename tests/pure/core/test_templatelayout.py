@@ -1,13 +1,13 @@
-"""Tests of sriov_dra.core.templatelayout: where the sriov entry is and which plugins may follow (docs/design.md#render)."""
+"""Tests of sriov_dra.core.template_layout: where the sriov entry is and which plugins may follow (docs/design.md#render)."""
 
 from __future__ import annotations
 
 import pytest
 from tests.fakes.render_sources import INVALID, PCI, UNSUPPORTED, nad, paths, reject, rendered_doc
 
-from sriov_dra.core import render, templatelayout
+from sriov_dra.core import render, template_layout
 from sriov_dra_rules import errors
-from sriov_dra_rules.strictjson import JsonValue
+from sriov_dra_rules.strict_json import JsonValue
 
 # --- layout ---------------------------------------------------------------------------------------------
 
@@ -61,7 +61,7 @@ def test_layout_rules(config: dict[str, JsonValue], expected: list[tuple[str, er
 
 
 @pytest.mark.parametrize(
-    "device_type", sorted(templatelayout.DEVICE_CREATING_TYPES), ids=lambda t: f"device-creating-{t}"
+    "device_type", sorted(template_layout.DEVICE_CREATING_TYPES), ids=lambda t: f"device-creating-{t}"
 )
 def test_every_device_creating_type_is_rejected_after_sriov(device_type: str) -> None:
     exc = reject(nad({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": device_type}]}))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import attributes, templates, vfconfig
+from sriov_dra.core import attributes, templates, vf_config
 from sriov_dra_rules import errors
 
 D = "sriovnetwork.k8snetworkplumbingwg.io"
@@ -26,8 +26,8 @@ def attrs(name: object = None, namespace: object = None) -> dict[str, object]:
     return out
 
 
-def cfg(name: str = "", namespace: str = "") -> vfconfig.VfConfig:
-    return vfconfig.VfConfig(net_attach_def_name=name, net_attach_def_namespace=namespace)
+def cfg(name: str = "", namespace: str = "") -> vf_config.VfConfig:
+    return vf_config.VfConfig(net_attach_def_name=name, net_attach_def_namespace=namespace)
 
 
 def vfconfig_entry(source: str, **parameters: str) -> dict[str, object]:
@@ -92,7 +92,7 @@ def vfconfig_entry(source: str, **parameters: str) -> dict[str, object]:
     ],
 )
 def test_resolution_precedence(
-    device_attrs: dict[str, object], config: vfconfig.VfConfig, expected: tuple[str, str, str]
+    device_attrs: dict[str, object], config: vf_config.VfConfig, expected: tuple[str, str, str]
 ) -> None:
     result = templates.resolve_template(device_attrs, config, POD_NS, device="0000-3b-02-0")
     assert (result.namespace, result.name, result.origin.value) == expected
@@ -108,7 +108,7 @@ def test_resolution_precedence(
     ids=["different-names", "explicit-vs-pod-namespace", "pod-vs-explicit-namespace"],
 )
 def test_disagreeing_references_conflict_naming_both(
-    device_attrs: dict[str, object], config: vfconfig.VfConfig
+    device_attrs: dict[str, object], config: vf_config.VfConfig
 ) -> None:
     with pytest.raises(errors.Conflict) as exc:
         templates.resolve_template(
@@ -171,14 +171,14 @@ def test_invalid_pod_namespace_is_refused() -> None:
 
 
 def test_class_infra_plus_claim_name_resolves_to_claim_name_in_pod_namespace() -> None:
-    scoped = vfconfig.decode_allocation_configs(
+    scoped = vf_config.decode_allocation_configs(
         [
             vfconfig_entry("FromClass", netAttachDefName="a", netAttachDefNamespace="infra"),
             vfconfig_entry("FromClaim", netAttachDefName="b"),
         ]
     )
     result = templates.resolve_template(
-        attrs(), vfconfig.effective_vf_config(scoped, "nic"), POD_NS, device="d"
+        attrs(), vf_config.effective_vf_config(scoped, "nic"), POD_NS, device="d"
     )
     assert str(result) == "ai-workloads/b"
 

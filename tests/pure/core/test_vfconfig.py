@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.core.vfconfig: strict decode, ConfigForResult matching, layering, ifName."""
+"""Tests for sriov_dra.core.vf_config: strict decode, ConfigForResult matching, layering, ifName."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import vfconfig
+from sriov_dra.core import vf_config
 from sriov_dra_rules import errors
 
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
@@ -28,7 +28,7 @@ def entry(source: str, requests: list[object], driver: str = DRIVER, **fields: o
 
 
 def test_decode_full_object() -> None:
-    cfg = vfconfig.decode_vf_config(
+    cfg = vf_config.decode_vf_config(
         params(
             driver="vfio-pci",
             addVhostMount=True,
@@ -37,12 +37,12 @@ def test_decode_full_object() -> None:
             netAttachDefNamespace="x",
         )
     )
-    assert cfg == vfconfig.VfConfig("vfio-pci", True, "net1", "a.b", "x")
+    assert cfg == vf_config.VfConfig("vfio-pci", True, "net1", "a.b", "x")
 
 
 def test_decode_accepts_json_text_and_null_as_absent() -> None:
-    cfg = vfconfig.decode_vf_config(json.dumps(params(ifName=None, netAttachDefName="n")).encode())
-    assert cfg == vfconfig.VfConfig(net_attach_def_name="n")
+    cfg = vf_config.decode_vf_config(json.dumps(params(ifName=None, netAttachDefName="n")).encode())
+    assert cfg == vf_config.VfConfig(net_attach_def_name="n")
 
 
 @pytest.mark.parametrize(
@@ -88,14 +88,14 @@ def test_decode_accepts_json_text_and_null_as_absent() -> None:
 )
 def test_strict_decode_refuses(raw: object, path_fragment: str) -> None:
     with pytest.raises(errors.InvalidSpec) as exc:
-        vfconfig.decode_vf_config(raw)
+        vf_config.decode_vf_config(raw)
     assert exc.value.reason is errors.Reason.INVALID_VF_CONFIG
     assert any(e.path.startswith(path_fragment) for e in exc.value.errors), exc.value.errors
 
 
 def test_decode_reports_every_problem_at_once() -> None:
     with pytest.raises(errors.InvalidSpec) as exc:
-        vfconfig.decode_vf_config(params(ifName=1, bogus=2) | {"kind": "X"})
+        vf_config.decode_vf_config(params(ifName=1, bogus=2) | {"kind": "X"})
     assert {e.path for e in exc.value.errors} == {"parameters.ifName", "parameters.bogus", "parameters.kind"}
 
 
@@ -125,7 +125,7 @@ def test_decode_reports_every_problem_at_once() -> None:
     ],
 )
 def test_config_for_result_matching(requests: list[str], result: str, applies: bool) -> None:
-    assert vfconfig.config_applies(requests, result) is applies
+    assert vf_config.config_applies(requests, result) is applies
 
 
 def test_class_configs_precede_claim_configs_and_list_order_is_kept() -> None:
@@ -135,9 +135,9 @@ def test_class_configs_precede_claim_configs_and_list_order_is_kept() -> None:
         entry("FromClaim", [], ifName="c2"),
         entry("FromClass", [], ifName="k2"),
     ]
-    scoped = vfconfig.decode_allocation_configs(configs)
+    scoped = vf_config.decode_allocation_configs(configs)
     assert [s.config.if_name for s in scoped] == ["k1", "k2", "c1", "c2"]
-    assert vfconfig.effective_vf_config(scoped, "nic").if_name == "c2"
+    assert vf_config.effective_vf_config(scoped, "nic").if_name == "c2"
 
 
 def test_other_drivers_configs_are_skipped_undecoded() -> None:
@@ -149,7 +149,7 @@ def test_other_drivers_configs_are_skipped_undecoded() -> None:
         },
         entry("FromClaim", ["nic"], netAttachDefName="n"),
     ]
-    scoped = vfconfig.decode_allocation_configs(configs)
+    scoped = vf_config.decode_allocation_configs(configs)
     assert [s.index for s in scoped] == [1]
 
 
@@ -165,79 +165,79 @@ def test_other_drivers_configs_are_skipped_undecoded() -> None:
 )
 def test_allocation_config_errors_name_the_entry(config: dict[str, object], path: str) -> None:
     with pytest.raises(errors.InvalidSpec) as exc:
-        vfconfig.decode_allocation_configs([config])
+        vf_config.decode_allocation_configs([config])
     assert [e.path for e in exc.value.errors] == [path]
 
 
 def test_class_infra_reference_replaced_by_claim_name_resets_namespace() -> None:
-    scoped = vfconfig.decode_allocation_configs(
+    scoped = vf_config.decode_allocation_configs(
         [
             entry("FromClass", [], netAttachDefName="a", netAttachDefNamespace="infra"),
             entry("FromClaim", ["nic"], netAttachDefName="b"),
         ]
     )
-    cfg = vfconfig.effective_vf_config(scoped, "nic")
+    cfg = vf_config.effective_vf_config(scoped, "nic")
     assert (cfg.net_attach_def_name, cfg.net_attach_def_namespace) == ("b", "")
     ref = cfg.reference()
     assert ref is not None and ref.resolve("pod-ns") == ("pod-ns", "b")
 
 
 def test_later_namespace_without_name_overrides_only_the_namespace() -> None:
-    cfg = vfconfig.VfConfig(net_attach_def_name="a").layer(
-        vfconfig.VfConfig(net_attach_def_namespace="infra")
+    cfg = vf_config.VfConfig(net_attach_def_name="a").layer(
+        vf_config.VfConfig(net_attach_def_namespace="infra")
     )
     assert (cfg.net_attach_def_name, cfg.net_attach_def_namespace) == ("a", "infra")
 
 
 def test_later_set_fields_win_and_unset_fields_keep_earlier_values() -> None:
-    base = vfconfig.VfConfig(driver="vfio-pci", add_vhost_mount=True, if_name="net1")
-    cfg = base.layer(vfconfig.VfConfig(if_name="net2"))
-    assert cfg == vfconfig.VfConfig(driver="vfio-pci", add_vhost_mount=True, if_name="net2")
+    base = vf_config.VfConfig(driver="vfio-pci", add_vhost_mount=True, if_name="net1")
+    cfg = base.layer(vf_config.VfConfig(if_name="net2"))
+    assert cfg == vf_config.VfConfig(driver="vfio-pci", add_vhost_mount=True, if_name="net2")
 
 
 def test_add_vhost_mount_and_namespace_survive_layering_unlike_upstream_override() -> None:
-    scoped = vfconfig.decode_allocation_configs(
+    scoped = vf_config.decode_allocation_configs(
         [entry("FromClaim", [], addVhostMount=True, netAttachDefName="n", netAttachDefNamespace="infra")]
     )
-    cfg = vfconfig.effective_vf_config(scoped, "nic")
+    cfg = vf_config.effective_vf_config(scoped, "nic")
     assert cfg.add_vhost_mount is True
     assert cfg.net_attach_def_namespace == "infra"
 
 
 def test_result_without_matching_config_gets_the_default() -> None:
-    scoped = vfconfig.decode_allocation_configs([entry("FromClaim", ["gpu"], ifName="x")])
-    assert vfconfig.effective_vf_config(scoped, "nic") == vfconfig.VfConfig()
+    scoped = vf_config.decode_allocation_configs([entry("FromClaim", ["gpu"], ifName="x")])
+    assert vf_config.effective_vf_config(scoped, "nic") == vf_config.VfConfig()
 
 
 _text = st.sampled_from(["", "", "a", "b", "infra"])
-_configs = st.builds(vfconfig.VfConfig, _text, st.booleans(), _text, _text, _text)
+_configs = st.builds(vf_config.VfConfig, _text, st.booleans(), _text, _text, _text)
 
 
 @given(_configs, _configs, _configs)
-def test_layering_is_associative(a: vfconfig.VfConfig, b: vfconfig.VfConfig, c: vfconfig.VfConfig) -> None:
+def test_layering_is_associative(a: vf_config.VfConfig, b: vf_config.VfConfig, c: vf_config.VfConfig) -> None:
     assert a.layer(b).layer(c) == a.layer(b.layer(c))
 
 
 @given(_configs)
-def test_default_config_is_the_layering_identity(a: vfconfig.VfConfig) -> None:
-    assert vfconfig.VfConfig().layer(a) == a
-    assert a.layer(vfconfig.VfConfig()) == a
+def test_default_config_is_the_layering_identity(a: vf_config.VfConfig) -> None:
+    assert vf_config.VfConfig().layer(a) == a
+    assert a.layer(vf_config.VfConfig()) == a
 
 
 @given(st.lists(_configs, max_size=6))
-def test_layering_a_list_equals_folding_any_grouping(configs: list[vfconfig.VfConfig]) -> None:
-    left = vfconfig.VfConfig()
+def test_layering_a_list_equals_folding_any_grouping(configs: list[vf_config.VfConfig]) -> None:
+    left = vf_config.VfConfig()
     for c in configs:
         left = left.layer(c)
-    right = vfconfig.VfConfig()
+    right = vf_config.VfConfig()
     for c in reversed(configs):
         right = c.layer(right)
     assert left == right
 
 
 @given(_configs)
-def test_to_json_round_trips_through_strict_decode(cfg: vfconfig.VfConfig) -> None:
-    assert vfconfig.decode_vf_config(cfg.to_json()) == cfg
+def test_to_json_round_trips_through_strict_decode(cfg: vf_config.VfConfig) -> None:
+    assert vf_config.decode_vf_config(cfg.to_json()) == cfg
 
 
 def allocation(results: list[tuple[str, str]], configs: list[dict[str, object]]) -> dict[str, object]:
@@ -257,7 +257,7 @@ def test_resolve_results_filters_by_driver_and_keeps_result_order() -> None:
         [("nic-0", "0000-3b-02-0"), ("nic-1", "0000-5e-02-0")],
         [entry("FromClass", [], netAttachDefName="a"), entry("FromClaim", ["nic-1"], netAttachDefName="b")],
     )
-    results = vfconfig.resolve_results(alloc)
+    results = vf_config.resolve_results(alloc)
     assert [(r.request, r.device, r.config.net_attach_def_name) for r in results] == [
         ("nic-0", "0000-3b-02-0", "a"),
         ("nic-1", "0000-5e-02-0", "b"),
@@ -269,7 +269,7 @@ def test_common_explicit_ifname_on_two_devices_is_refused() -> None:
         [("nic", "0000-3b-02-0"), ("nic", "0000-3b-02-1")], [entry("FromClaim", ["nic"], ifName="net1")]
     )
     with pytest.raises(errors.InvalidSpec) as exc:
-        vfconfig.check_interface_names(vfconfig.resolve_results(alloc))
+        vf_config.check_interface_names(vf_config.resolve_results(alloc))
     assert exc.value.reason is errors.Reason.DUPLICATE_INTERFACE_NAME
     assert "net1" in str(exc.value)
 
@@ -287,7 +287,7 @@ def test_explicit_ifname_on_multi_device_request_is_refused_even_with_one_result
 ) -> None:
     alloc = allocation([("nic", "0000-3b-02-0")], [entry("FromClaim", ["nic"], ifName="net1")])
     with pytest.raises(errors.InvalidSpec) as exc:
-        vfconfig.check_interface_names(vfconfig.resolve_results(alloc), [request_spec])
+        vf_config.check_interface_names(vf_config.resolve_results(alloc), [request_spec])
     assert exc.value.reason is errors.Reason.DUPLICATE_INTERFACE_NAME
 
 
@@ -295,7 +295,7 @@ def test_explicit_ifname_on_count_two_subrequest_is_refused() -> None:
     spec = [{"name": "nic", "firstAvailable": [{"name": "big", "deviceClassName": "vf", "count": 2}]}]
     alloc = allocation([("nic/big", "0000-3b-02-0")], [entry("FromClaim", ["nic"], ifName="net1")])
     with pytest.raises(errors.InvalidSpec):
-        vfconfig.check_interface_names(vfconfig.resolve_results(alloc), spec)
+        vf_config.check_interface_names(vf_config.resolve_results(alloc), spec)
 
 
 def test_distinct_explicit_ifnames_per_count_one_request_are_accepted() -> None:
@@ -307,13 +307,13 @@ def test_distinct_explicit_ifnames_per_count_one_request_are_accepted() -> None:
         [("nic-0", "0000-3b-02-0"), ("nic-1", "0000-5e-02-0")],
         [entry("FromClaim", ["nic-0"], ifName="net1"), entry("FromClaim", ["nic-1"], ifName="net2")],
     )
-    vfconfig.check_interface_names(vfconfig.resolve_results(alloc), spec)
-    assert [r.config.if_name for r in vfconfig.resolve_results(alloc)] == ["net1", "net2"]
+    vf_config.check_interface_names(vf_config.resolve_results(alloc), spec)
+    assert [r.config.if_name for r in vf_config.resolve_results(alloc)] == ["net1", "net2"]
 
 
 def test_unallocated_claim_is_refused() -> None:
     with pytest.raises(errors.InvalidSpec, match="not allocated"):
-        vfconfig.resolve_results({})
+        vf_config.resolve_results({})
 
 
 _VALID_TEXT = json.dumps(params(ifName="net1"))
@@ -335,7 +335,7 @@ _VALID_TEXT = json.dumps(params(ifName="net1"))
 )
 def test_json_text_that_a_strict_decoder_refuses_is_invalid_vf_config(raw: object, mentions: str) -> None:
     with pytest.raises(errors.InvalidSpec) as exc:
-        vfconfig.decode_vf_config(raw)
+        vf_config.decode_vf_config(raw)
     assert exc.value.reason is errors.Reason.INVALID_VF_CONFIG
     assert [e.path for e in exc.value.errors] == ["parameters"]
     assert mentions in str(exc.value)
@@ -348,7 +348,7 @@ def test_allocation_config_source_that_is_not_a_string_is_an_invalid_vf_config_n
     """Found by the totality property: a list or object ``source`` raised ``TypeError: unhashable``."""
     bad = entry("FromClaim", ["nic"], netAttachDefName="a") | {"source": source}
     with pytest.raises(errors.InvalidSpec) as info:
-        vfconfig.decode_allocation_configs([bad])
+        vf_config.decode_allocation_configs([bad])
     assert info.value.reason is errors.Reason.INVALID_VF_CONFIG
     assert [e.path for e in info.value.errors] == ["status.allocation.devices.config[0].source"]
 
@@ -363,7 +363,7 @@ def test_allocation_config_source_that_is_not_a_string_is_an_invalid_vf_config_n
 )
 def test_repeated_field_is_refused_with_its_path(raw: object, path: str) -> None:
     with pytest.raises(errors.InvalidSpec) as exc:
-        vfconfig.decode_vf_config(raw)
+        vf_config.decode_vf_config(raw)
     assert exc.value.reason is errors.Reason.INVALID_VF_CONFIG
     assert [(e.path, e.message.split(" with the values ")[0]) for e in exc.value.errors] == [
         (path, f'duplicate key "{path[11:]}" in one object')

@@ -1,4 +1,4 @@
-"""The device health monitor and the health stream (``driver.device_health``, ``dra_service.HealthServicer``)."""
+"""The device health monitor and the health stream (``driver.device_health_monitor``, ``dra_service.HealthServicer``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import NoReturn
 
 import pytest
 
-from sriov_dra.core import devicehealth as dh
+from sriov_dra.core import device_health as dh
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver import device_health
+from sriov_dra.driver import device_health_monitor
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kubeletapi import dra_service, messages
@@ -70,7 +70,7 @@ def record(device: str, driver: str, pool: str = "node-1") -> model.ClaimRecord:
 
 
 def test_watch_targets_are_published_and_prepared_devices_with_the_driver_each_must_have() -> None:
-    targets = device_health.watch_targets(
+    targets = device_health_monitor.watch_targets(
         "node-1", INVENTORY, published=["a"], claims=[record("b", "vfio-pci"), record("c", "", pool="other")]
     )
     assert [(t.device, t.expect) for t in targets] == [
@@ -95,9 +95,9 @@ class FakeReader:
 
 def monitor(
     reader: FakeReader, on_change: Callable[[], None] | None = None
-) -> device_health.DeviceHealthMonitor:
-    return device_health.DeviceHealthMonitor(
-        targets=lambda: device_health.watch_targets("node-1", INVENTORY, ["a"], []),
+) -> device_health_monitor.DeviceHealthMonitor:
+    return device_health_monitor.DeviceHealthMonitor(
+        targets=lambda: device_health_monitor.watch_targets("node-1", INVENTORY, ["a"], []),
         reader=reader,
         on_change=on_change,
     )
@@ -108,7 +108,7 @@ def test_monitor_logs_each_transition_once_with_device_pf_and_reason(
 ) -> None:
     reader, changes = FakeReader(), []
     mon = monitor(reader, on_change=lambda: changes.append(1))
-    caplog.set_level(logging.INFO, logger=device_health.LOG.name)
+    caplog.set_level(logging.INFO, logger=device_health_monitor.LOG.name)
     assert mon.poll() == ()  # a healthy start is not a transition
     reader.link = NO_CARRIER
     (down,) = mon.poll()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.core import ifnames
+from sriov_dra.core import interface_naming
 from sriov_dra.driver import main, settings
 from sriov_dra.servicekit import logs
 
@@ -117,7 +117,7 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_multus_layout_defaults_to_multus_defaults_and_no_config_file() -> None:
     got = parse([])
-    assert got.multus_layout == ifnames.DEFAULT_LAYOUT
+    assert got.multus_layout == interface_naming.DEFAULT_LAYOUT
     assert got.multus_config_file is None
 
 
@@ -127,20 +127,20 @@ def test_multus_layout_defaults_to_multus_defaults_and_no_config_file() -> None:
         (
             ["--multus-default-networks", "x, y", "--multus-primary-interface", "ovn0"],
             {},
-            ifnames.MultusLayout("ovn0", ("x", "y"), ("kube-system",), False),
+            interface_naming.MultusLayout("ovn0", ("x", "y"), ("kube-system",), False),
         ),
         (
             [],
             {"MULTUS_SYSTEM_NAMESPACES": "kube-system,infra", "MULTUS_AUXILIARY_CHAIN": "true"},
-            ifnames.MultusLayout("eth0", (), ("kube-system", "infra"), True),
+            interface_naming.MultusLayout("eth0", (), ("kube-system", "infra"), True),
         ),
-        (["--multus-system-namespaces="], {}, ifnames.MultusLayout(system_namespaces=())),
-        (["--multus-auxiliary-chain"], {}, ifnames.MultusLayout(auxiliary_chain=True)),
+        (["--multus-system-namespaces="], {}, interface_naming.MultusLayout(system_namespaces=())),
+        (["--multus-auxiliary-chain"], {}, interface_naming.MultusLayout(auxiliary_chain=True)),
     ],
     ids=["flags-in-order", "environment", "empty-system-namespaces-means-none", "bare-auxiliary-chain-flag"],
 )
 def test_multus_layout_is_read_from_flags_or_environment(
-    argv: list[str], env: dict[str, str], expected: ifnames.MultusLayout
+    argv: list[str], env: dict[str, str], expected: interface_naming.MultusLayout
 ) -> None:
     assert parse(argv, {**BASE, **env}).multus_layout == expected
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import ifnames
-from sriov_dra.guard import checks, decisions, shadows
+from sriov_dra.core import interface_naming
+from sriov_dra.guard import checks, decisions, shadow_checks
 from sriov_dra_rules import names
 
 R = decisions.Reason
@@ -31,11 +31,11 @@ ENTRIES = [mp.registry_entry(p, uid) for p, uid in zip(PLANS, UIDS, strict=True)
 NADS = {(p.namespace, p.name): mp.with_uid(p.nad, uid) for p, uid in zip(PLANS, UIDS, strict=True)}
 
 
-def _pod(annotations: dict[str, str] | None = None, **kw: Any) -> shadows.PodView:
+def _pod(annotations: dict[str, str] | None = None, **kw: Any) -> shadow_checks.PodView:
     return checks.pod_view(mp.pod(NS, POD, annotations=annotations, **kw))
 
 
-def _managed_pod(*, manual: tuple[str, ...] = (), networks: str | None = None) -> shadows.PodView:
+def _managed_pod(*, manual: tuple[str, ...] = (), networks: str | None = None) -> shadow_checks.PodView:
     ann = mp.managed_annotations(mp.POD_UID, ENTRIES, manual=manual)
     if networks is not None:
         ann[names.NETWORKS_ANNOTATION] = networks
@@ -205,7 +205,7 @@ def test_registry_of_another_pod_uid_is_refused() -> None:
 def test_c15_manual_collision_with_automatic_net1_is_refused() -> None:
     view = _pod({names.NETWORKS_ANNOTATION: '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]'})
     nets = checks.read_networks(view, cni_ifname="eth0")
-    rejected = _reject(checks.check_interface_names, nets, view, ifnames.MultusLayout())
+    rejected = _reject(checks.check_interface_names, nets, view, interface_naming.MultusLayout())
     assert rejected.reason is R.DUPLICATE_INTERFACE_NAME
     assert "net1" in str(rejected) and "net-a" in str(rejected) and "net-b" in str(rejected)
 
@@ -213,8 +213,8 @@ def test_c15_manual_collision_with_automatic_net1_is_refused() -> None:
 def test_default_networks_shift_generated_names_into_a_collision() -> None:
     view = _pod({names.NETWORKS_ANNOTATION: '[{"name":"net-a"},{"name":"net-b","interface":"net2"}]'})
     nets = checks.read_networks(view, cni_ifname="eth0")
-    checks.check_interface_names(nets, view, ifnames.MultusLayout())  # net1 + net2: fine
-    layout = ifnames.MultusLayout(default_networks=("kube-system/extra",))
+    checks.check_interface_names(nets, view, interface_naming.MultusLayout())  # net1 + net2: fine
+    layout = interface_naming.MultusLayout(default_networks=("kube-system/extra",))
     assert _reject(checks.check_interface_names, nets, view, layout).reason is R.DUPLICATE_INTERFACE_NAME
 
 
@@ -224,7 +224,7 @@ def test_managed_name_colliding_with_default_network_override_interface() -> Non
     view = _pod(ann)
     nets = checks.read_networks(view, cni_ifname="eth0")
     assert (
-        _reject(checks.check_interface_names, nets, view, ifnames.MultusLayout()).reason
+        _reject(checks.check_interface_names, nets, view, interface_naming.MultusLayout()).reason
         is R.DUPLICATE_INTERFACE_NAME
     )
 
@@ -348,25 +348,25 @@ def test_all_violations_are_reported_with_the_first_deciding() -> None:
     [
         (
             '[{"name":"net-a","namespace":"ns-a","interface":"eth1"}]',
-            ifnames.MultusLayout(),
+            interface_naming.MultusLayout(),
             NS,
             [("eth1", "ns-a/net-a")],
         ),
         (
             "net-a,other/net-b@foo,net-c",
-            ifnames.MultusLayout(),
+            interface_naming.MultusLayout(),
             NS,
             [("net1", f"{NS}/net-a"), ("foo", "other/net-b"), ("net3", f"{NS}/net-c")],
         ),
         (
             "net-a",
-            ifnames.MultusLayout(default_networks=("kube-system/extra",)),
+            interface_naming.MultusLayout(default_networks=("kube-system/extra",)),
             NS,
             [("net2", f"{NS}/net-a")],
         ),
         (
             "net-a",
-            ifnames.MultusLayout(default_networks=("kube-system/extra",)),
+            interface_naming.MultusLayout(default_networks=("kube-system/extra",)),
             "kube-system",
             [("net1", "kube-system/net-a")],
         ),
@@ -379,7 +379,7 @@ def test_all_violations_are_reported_with_the_first_deciding() -> None:
     ],
 )
 def test_every_selection_is_expected_under_the_name_multus_gives_it(
-    value: str, layout: ifnames.MultusLayout, namespace: str, want: list[tuple[str, str]]
+    value: str, layout: interface_naming.MultusLayout, namespace: str, want: list[tuple[str, str]]
 ) -> None:
     view = checks.pod_view(mp.pod(namespace, POD, annotations={names.NETWORKS_ANNOTATION: value}))
     nets = checks.read_networks(view, cni_ifname="eth0")
@@ -391,7 +391,7 @@ def test_managed_selections_keep_their_bound_vf_among_the_requested_interfaces()
     view = _managed_pod(manual=('{"name":"net-a","namespace":"ns-a","interface":"eth1"}', '{"name":"net-b"}'))
     nets = checks.read_networks(view, cni_ifname="eth0")
     managed = checks.check_managed(view, nets, NADS)
-    expected = checks.requested_interfaces(nets, view, ifnames.MultusLayout(), managed)
+    expected = checks.requested_interfaces(nets, view, interface_naming.MultusLayout(), managed)
     assert [(e.ifname, e.network, e.pci_address) for e in expected] == [
         ("eth1", "ns-a/net-a", None),
         ("net2", f"{NS}/net-b", None),
@@ -403,4 +403,4 @@ def test_managed_selections_keep_their_bound_vf_among_the_requested_interfaces()
 def test_a_pod_without_selections_expects_nothing() -> None:
     view = _pod({})
     nets = checks.read_networks(view, cni_ifname="eth0")
-    assert checks.requested_interfaces(nets, view, ifnames.MultusLayout(), ()) == ()
+    assert checks.requested_interfaces(nets, view, interface_naming.MultusLayout(), ()) == ()

@@ -1,8 +1,8 @@
 """Cross-part contract: what the plugin writes on a Pod, the guard accepts before Multus ADD.
 
 The plugin's merger (``core.plugin.selections``) writes the managed selections and the
-``managed-networks`` registry; its shadow builder (``core.plugin.shadow``, ``core.render``,
-``core.bindings``) writes the shadow NADs. The guard (``guard.checks``, ``guard.shadows``) reads
+``managed-networks`` registry; its shadow builder (``core.plugin.shadow_object``, ``core.render``,
+``core.binding_annotation``) writes the shadow NADs. The guard (``guard.checks``, ``guard.shadow_checks``) reads
 them live. Everything here is produced by the plugin's own functions (nothing hand-written on
 the plugin side) and then judged by the guard, for arbitrary manual selections around the managed
 ones (JSON or comma notation, with or without namespaces and interface names):
@@ -31,9 +31,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import ifnames, networks
-from sriov_dra.core.plugin import selectionownership, selections, selectionupdate
-from sriov_dra.guard import checks, decisions, shadows
+from sriov_dra.core import interface_naming, networks
+from sriov_dra.core.plugin import selection_ownership, selection_update, selections
+from sriov_dra.guard import checks, decisions, shadow_checks
 from sriov_dra_rules import errors, names
 
 NS, POD = "ai-workloads", "trainer"
@@ -47,7 +47,8 @@ NAD_UIDS = tuple(f"d0d0d0d0-0000-4000-8000-00000000000{i}" for i in range(len(RA
 PLANS = mp.plan_rails(NS, POD, RAILS)
 ENTRIES = [mp.registry_entry(p, uid) for p, uid in zip(PLANS, NAD_UIDS, strict=True)]
 BINDINGS = [
-    selectionownership.ManagedBinding(entry, NS, src) for entry, (src, *_) in zip(ENTRIES, RAILS, strict=True)
+    selection_ownership.ManagedBinding(entry, NS, src)
+    for entry, (src, *_) in zip(ENTRIES, RAILS, strict=True)
 ]
 # The live shadows as the API serves them: server-set UID, and a JSON round trip of the object.
 NADS = {
@@ -87,7 +88,7 @@ def _pod(annotations: Mapping[str, str]) -> dict[str, Any]:
     return mp.pod(NS, POD, annotations=annotations)
 
 
-def _guard_expected(annotations: Mapping[str, str]) -> tuple[shadows.ExpectedInterface, ...]:
+def _guard_expected(annotations: Mapping[str, str]) -> tuple[shadow_checks.ExpectedInterface, ...]:
     """Run the guard's pre-ADD checks on a live Pod with ``annotations``; return what it expects."""
     view = checks.pod_view(json.loads(json.dumps(_pod(annotations))))
     nets = checks.read_networks(view, cni_ifname=names.DEFAULT_PRIMARY_IFNAME)
@@ -99,7 +100,7 @@ def _guard_collision(annotations: Mapping[str, str]) -> decisions.Rejected | Non
     view = checks.pod_view(_pod(annotations))
     nets = checks.read_networks(view, cni_ifname=names.DEFAULT_PRIMARY_IFNAME)
     try:
-        checks.check_interface_names(nets, view, ifnames.MultusLayout())
+        checks.check_interface_names(nets, view, interface_naming.MultusLayout())
     except decisions.Rejected as exc:
         return exc
     return None
@@ -120,7 +121,7 @@ def test_guard_accepts_what_the_merger_publishes_and_refuses_what_it_refuses(
         before[names.NETWORKS_ANNOTATION] = text
     wanted = BINDINGS[:count]
     try:
-        update = selections.merge_managed_selections(selectionupdate.pod_snapshot(_pod(before)), wanted)
+        update = selections.merge_managed_selections(selection_update.pod_snapshot(_pod(before)), wanted)
     except errors.Conflict as exc:
         assert exc.reason is errors.Reason.DUPLICATE_INTERFACE_NAME, exc
         # The same annotation as the guard would see it had the merger written it anyway.
@@ -132,7 +133,7 @@ def test_guard_accepts_what_the_merger_publishes_and_refuses_what_it_refuses(
         return
     after = dict(update.annotations)
     final = _parse(after[names.NETWORKS_ANNOTATION])
-    collisions = ifnames.find_interface_collisions([s.raw for s in final], pod_namespace=NS)
+    collisions = interface_naming.find_interface_collisions([s.raw for s in final], pod_namespace=NS)
     assert (_guard_collision(after) is not None) == bool(collisions)
     if collisions:  # left to the guard on purpose: manual entries only
         assert all(i < len(manual) for c in collisions for i in c.selection_indexes), collisions
@@ -155,9 +156,9 @@ def test_guard_accepts_the_pod_after_one_claim_is_released(
     text = _manual_annotation(manual, comma)
     if text is not None:
         before[names.NETWORKS_ANNOTATION] = text
-    merged = selections.merge_managed_selections(selectionupdate.pod_snapshot(_pod(before)), BINDINGS)
+    merged = selections.merge_managed_selections(selection_update.pod_snapshot(_pod(before)), BINDINGS)
     released = selections.remove_managed_selections(
-        selectionupdate.pod_snapshot(_pod(merged.annotations)), CLAIMS[0]
+        selection_update.pod_snapshot(_pod(merged.annotations)), CLAIMS[0]
     )
     remaining = [b.entry for b in BINDINGS if b.entry.claim_uid != CLAIMS[0]]
     assert released.removed and not released.kept

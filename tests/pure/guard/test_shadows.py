@@ -1,4 +1,4 @@
-"""Tests for sriov_dra.guard.shadows: the per-shadow pre-ADD rules (docs/design.md#guard-checks)."""
+"""Tests for sriov_dra.guard.shadow_checks: the per-shadow pre-ADD rules (docs/design.md#guard-checks)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from tests.fakes import managed_pods as mp
 
-from sriov_dra.core import bindings, identities
-from sriov_dra.guard import decisions, shadows
+from sriov_dra.core import binding_annotation, identities
+from sriov_dra.guard import decisions, shadow_checks
 from sriov_dra_rules import names
 
 R = decisions.Reason
@@ -36,7 +36,7 @@ def _planned(**template: Any) -> mp.PlannedShadow:
 
 
 PLANNED = _planned()
-VIEW = shadows.PodView(namespace=NS, name=POD, uid=mp.POD_UID, node_name=mp.NODE_NAME, annotations={})
+VIEW = shadow_checks.PodView(namespace=NS, name=POD, uid=mp.POD_UID, node_name=mp.NODE_NAME, annotations={})
 ENTRY = mp.registry_entry(PLANNED, NAD_UID)
 
 
@@ -53,31 +53,31 @@ def _set_binding(nad: dict[str, Any], **changes: Any) -> None:
 def _set_config(nad: dict[str, Any], config: str, *, rehash: bool) -> None:
     nad["spec"]["config"] = config
     if rehash:
-        _set_binding(nad, configSHA256=bindings.config_sha256(config))
+        _set_binding(nad, configSHA256=binding_annotation.config_sha256(config))
 
 
-def _reasons(verdict: shadows.ShadowVerdict) -> list[R]:
+def _reasons(verdict: shadow_checks.ShadowVerdict) -> list[R]:
     return [v.reason for v in verdict.violations]
 
 
 def test_valid_shadow_passes_and_names_its_interface_and_claim() -> None:
-    verdict = shadows.check_shadow(_nad(), pod=VIEW, entry=ENTRY)
+    verdict = shadow_checks.check_shadow(_nad(), pod=VIEW, entry=ENTRY)
     assert verdict.managed and verdict.violations == ()
-    assert verdict.expected == shadows.ExpectedInterface(
+    assert verdict.expected == shadow_checks.ExpectedInterface(
         ifname="dra0", network=f"{NS}/{PLANNED.name}", pci_address=PCI, claim_uid=mp.CLAIM_UID
     )
 
 
 def test_nad_without_binding_and_registry_entry_is_ordinary() -> None:
     nad = mp.source_nad(NS, "dra-sriov-not-ours", mp.host_local_template("x", "10.0.0.0/24"))
-    verdict = shadows.check_shadow(nad, pod=VIEW, entry=None)
+    verdict = shadow_checks.check_shadow(nad, pod=VIEW, entry=None)
     assert not verdict.managed and verdict.violations == ()
 
 
 def test_registry_entry_without_binding_annotation_is_invalid_binding() -> None:
     nad = _nad()
     del nad["metadata"]["annotations"][names.BINDING_ANNOTATION]
-    verdict = shadows.check_shadow(nad, pod=VIEW, entry=ENTRY)
+    verdict = shadow_checks.check_shadow(nad, pod=VIEW, entry=ENTRY)
     assert _reasons(verdict) == [R.INVALID_BINDING]
     assert names.MANAGED_NETWORKS_ANNOTATION in verdict.violations[0].message
 
@@ -175,7 +175,7 @@ def _mutations() -> list[tuple[str, Callable[[dict[str, Any]], None], R]]:
 def test_each_broken_rule_has_its_own_reason(mutate: Callable[[dict[str, Any]], None], reason: R) -> None:
     nad = _nad()
     mutate(nad)
-    verdict = shadows.check_shadow(nad, pod=VIEW, entry=ENTRY)
+    verdict = shadow_checks.check_shadow(nad, pod=VIEW, entry=ENTRY)
     assert verdict.managed
     assert _reasons(verdict)[0] is reason, verdict.violations
 
@@ -183,7 +183,7 @@ def test_each_broken_rule_has_its_own_reason(mutate: Callable[[dict[str, Any]], 
 def test_device_id_problem_is_reported_once_not_also_as_invalid_config() -> None:
     nad = _nad()
     _set_config(nad, nad["spec"]["config"].replace(PCI, "0000:03:00.2"), rehash=True)
-    assert _reasons(shadows.check_shadow(nad, pod=VIEW, entry=None)) == [R.DEVICE_ID_MISMATCH]
+    assert _reasons(shadow_checks.check_shadow(nad, pod=VIEW, entry=None)) == [R.DEVICE_ID_MISMATCH]
 
 
 def test_c13_message_says_the_sriov_plugin_has_no_device_id() -> None:
@@ -191,7 +191,7 @@ def test_c13_message_says_the_sriov_plugin_has_no_device_id() -> None:
     doc = json.loads(nad["spec"]["config"])
     del doc["deviceID"]
     _set_config(nad, json.dumps(doc, separators=(",", ":")), rehash=True)
-    message = shadows.check_shadow(nad, pod=VIEW, entry=ENTRY).violations[0].message
+    message = shadow_checks.check_shadow(nad, pod=VIEW, entry=ENTRY).violations[0].message
     assert "has no deviceID" in message and PCI in message and PLANNED.name in message
 
 
@@ -201,7 +201,7 @@ def test_every_violation_is_reported_in_rule_order() -> None:
     nad["metadata"]["finalizers"] = []
     nad["metadata"]["annotations"][names.RESOURCE_NAME_ANNOTATION] = "vendor.example/sriov_a"
     nad["spec"]["config"] += " "
-    reasons = _reasons(shadows.check_shadow(nad, pod=VIEW, entry=ENTRY))
+    reasons = _reasons(shadow_checks.check_shadow(nad, pod=VIEW, entry=ENTRY))
     assert reasons == [
         R.BINDING_NODE_MISMATCH,
         R.MISSING_PROTECTION_FINALIZER,
@@ -228,14 +228,14 @@ def test_conflist_shadow_with_tuning_passes() -> None:
         interface="dra1",
         device="vf-1",
     )
-    verdict = shadows.check_shadow(mp.with_uid(planned.nad, NAD_UID), pod=VIEW, entry=None)
+    verdict = shadow_checks.check_shadow(mp.with_uid(planned.nad, NAD_UID), pod=VIEW, entry=None)
     assert verdict.violations == () and verdict.expected is not None and verdict.expected.ifname == "dra1"
 
 
 def test_terminating_shadow_is_reported_for_add_only_with_actionable_text() -> None:
     nad = _nad()
     nad["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    message = shadows.check_shadow(nad, pod=VIEW, entry=ENTRY).violations[0].message
+    message = shadow_checks.check_shadow(nad, pod=VIEW, entry=ENTRY).violations[0].message
     assert "wait for the claim's release" in message
 
 
@@ -254,10 +254,10 @@ def test_guard_reads_binding_contract_fixtures_like_the_plugin(entry: dict[str, 
     nad = copy.deepcopy(_nad())
     nad["metadata"]["annotations"][names.BINDING_ANNOTATION] = value
     if entry["valid"]:
-        decoded = bindings.decode_binding(value)
+        decoded = binding_annotation.decode_binding(value)
         nad["metadata"]["name"] = identities.shadow_name(decoded.attachment_id)
-        reasons = _reasons(shadows.check_shadow(nad, pod=VIEW, entry=None))
+        reasons = _reasons(shadow_checks.check_shadow(nad, pod=VIEW, entry=None))
         assert R.UNSUPPORTED_BINDING_VERSION not in reasons and R.INVALID_BINDING not in reasons
     else:
         want = R.UNSUPPORTED_BINDING_VERSION if entry["reason"] == "UnsupportedVersion" else R.INVALID_BINDING
-        assert _reasons(shadows.check_shadow(nad, pod=VIEW, entry=None)) == [want]
+        assert _reasons(shadow_checks.check_shadow(nad, pod=VIEW, entry=None)) == [want]

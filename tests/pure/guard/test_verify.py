@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from sriov_dra.guard import decisions, shadows, verify
+from sriov_dra.guard import decisions, shadow_checks, verify
 from sriov_dra_rules import names
 
 R = decisions.Reason
 EXPECTED = (
-    shadows.ExpectedInterface("dra0", "ns/dra-sriov-a", "0000:03:00.1"),
-    shadows.ExpectedInterface("dra1", "ns/dra-sriov-b", "0000:80:00.1"),
+    shadow_checks.ExpectedInterface("dra0", "ns/dra-sriov-a", "0000:03:00.1"),
+    shadow_checks.ExpectedInterface("dra1", "ns/dra-sriov-b", "0000:80:00.1"),
 )
 
 
@@ -54,7 +54,7 @@ def test_non_pci_parent_is_not_compared() -> None:
     assert verify.interface_violations(EXPECTED, [Link("dra0", "usb", "1-1"), Link("dra1")]) == []
 
 
-ORDINARY = shadows.ExpectedInterface("eth1", "ns-a/net-a")
+ORDINARY = shadow_checks.ExpectedInterface("eth1", "ns-a/net-a")
 
 
 def test_missing_ordinary_interface_is_named_with_its_nad_and_the_pod() -> None:

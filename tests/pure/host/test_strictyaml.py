@@ -1,4 +1,4 @@
-"""Tests of sriov_dra.host.strictyaml: the one YAML loader, refusing repeated mapping keys."""
+"""Tests of sriov_dra.host.strict_yaml: the one YAML loader, refusing repeated mapping keys."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.host import strictyaml
+from sriov_dra.host import strict_yaml
 from sriov_dra_rules import errors
 
 REPO = Path(__file__).resolve().parents[3]
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def problems(text: str) -> list[errors.FieldError]:
     with pytest.raises(errors.InvalidSpec) as caught:
-        strictyaml.load(text, source="nic-ids.yaml")
+        strict_yaml.load(text, source="nic-ids.yaml")
     assert "nic-ids.yaml is not strict YAML" in str(caught.value)
     return list(caught.value.errors)
 
@@ -53,14 +53,14 @@ def test_both_places_of_a_repeated_key_are_named() -> None:
 def test_merged_keys_may_still_be_overridden() -> None:
     text = "base: &b {a: 1, b: 2}\nm:\n  <<: *b\n  a: 3\n"
     assert (
-        strictyaml.load(text, source="s")
+        strict_yaml.load(text, source="s")
         == yaml.safe_load(text)
         == {"base": {"a": 1, "b": 2}, "m": {"a": 3, "b": 2}}
     )
 
 
 def test_aliases_and_cycles_load_like_safe_load() -> None:
-    loaded = strictyaml.load("a: &x [1, *x]\nb: *x\n", source="s")
+    loaded = strict_yaml.load("a: &x [1, *x]\nb: *x\n", source="s")
     assert isinstance(loaded, dict) and loaded["a"] is loaded["b"] and loaded["a"][1] is loaded["a"]
 
 
@@ -81,9 +81,9 @@ def test_malformed_yaml_is_a_typed_error_naming_the_source(text: str, mentions: 
 
 
 def test_load_all_paths_count_documents() -> None:
-    assert strictyaml.load_all("a: 1\n---\nb: 2\n", source="m") == [{"a": 1}, {"b": 2}]
+    assert strict_yaml.load_all("a: 1\n---\nb: 2\n", source="m") == [{"a": 1}, {"b": 2}]
     with pytest.raises(errors.InvalidSpec) as caught:
-        strictyaml.load_all("a: 1\n---\nkind: X\nkind: Y\n", source="m.yaml")
+        strict_yaml.load_all("a: 1\n---\nkind: X\nkind: Y\n", source="m.yaml")
     assert [e.path for e in caught.value.errors] == ["$[1].kind"]
 
 
@@ -100,7 +100,7 @@ _VALUES = st.recursive(
 @given(_VALUES, st.booleans())
 def test_valid_yaml_loads_exactly_as_safe_load_does(value: object, flow: bool) -> None:
     text = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
-    assert strictyaml.load(text, source="s") == yaml.safe_load(text)
+    assert strict_yaml.load(text, source="s") == yaml.safe_load(text)
 
 
 SHIPPED = sorted(
@@ -113,12 +113,12 @@ SHIPPED = sorted(
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[str(p.relative_to(REPO)) for p in SHIPPED])
 def test_every_shipped_manifest_and_example_loads_strictly(path: Path) -> None:
-    assert strictyaml.read_all(path) == list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+    assert strict_yaml.read_all(path) == list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
 
 
 def test_an_integer_past_the_integer_string_limit_is_an_invalid_spec_naming_the_document() -> None:
     with pytest.raises(errors.InvalidSpec) as caught:
-        strictyaml.load_all("a: 1\n---\nb: " + "9" * 4301 + "\n", source="manifest m.yaml")
+        strict_yaml.load_all("a: 1\n---\nb: " + "9" * 4301 + "\n", source="manifest m.yaml")
     assert "m.yaml" in str(caught.value)
     assert caught.value.errors[0].path == "$[1]"
     assert "shorter number" in caught.value.errors[0].message

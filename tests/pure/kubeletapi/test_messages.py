@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import devicehealth
+from sriov_dra.core import device_health
 from sriov_dra.core import networks as core_networks
 from sriov_dra.kubeletapi import dra_v1_pb2, dra_v1beta1_pb2, drahealth_v1alpha1_pb2, messages
 from sriov_dra_rules import errors as core_errors
@@ -120,7 +120,7 @@ def test_claim_error_from_exception(exc: Exception, expected: str) -> None:
 
 
 def test_health_response_carries_each_devices_health_and_reason_at_now() -> None:
-    H = devicehealth.Health
+    H = device_health.Health
     response = messages.health_response(
         [
             messages.DeviceHealthReport(messages.DeviceId("p", "a"), H.HEALTHY, "ok"),

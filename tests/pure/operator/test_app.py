@@ -8,7 +8,7 @@ import pytest
 from tests.fakes import operator_objects as oo
 from tests.fakes.objects_api import FakeObjects
 
-from sriov_dra.core.operator import networkrefs
+from sriov_dra.core.operator import network_refs
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import app, metrics, queue, settings
 
@@ -23,14 +23,14 @@ def test_resync_requeues_every_network_including_ones_only_named_by_nad_markers(
     operator: app.Operator,
 ) -> None:
     operator.router.on_network(kube_watches.ADDED, oo.sriov_network("rail-a-net", uid="u-a"))
-    ghost = networkrefs.owner_marker(networkrefs.ObjectRef(oo.OP_NS, "ghost"))
+    ghost = network_refs.owner_marker(network_refs.ObjectRef(oo.OP_NS, "ghost"))
     operator.router.on_nad(
         kube_watches.ADDED,
         {
             "metadata": {
                 "name": "ghost",
                 "namespace": "x",
-                "annotations": {networkrefs.OWNER_REF_ANNOTATION: ghost},
+                "annotations": {network_refs.OWNER_REF_ANNOTATION: ghost},
             }
         },
     )

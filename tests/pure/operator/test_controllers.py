@@ -8,7 +8,7 @@ import pytest
 from tests.fakes import operator_objects as oo
 from tests.fakes.objects_api import FakeObjects
 
-from sriov_dra.core.operator import conditions, draverdicts, networkrefs, sriovnetwork
+from sriov_dra.core.operator import conditions, dra_verdicts, network_refs, sriov_network
 from sriov_dra.kube import errors as api_errors
 from sriov_dra.kube import events, objects
 from sriov_dra.operator import network_controller, policy_controller, settings, status
@@ -16,8 +16,8 @@ from sriov_dra_rules import errors
 
 R = errors.Reason
 CONFIG = settings.ReconcileSettings(namespace=oo.OP_NS)
-RAIL_A = networkrefs.ObjectRef(oo.OP_NS, "rail-a-net")
-RAIL_B = networkrefs.ObjectRef(oo.OP_NS, "rail-b-net")
+RAIL_A = network_refs.ObjectRef(oo.OP_NS, "rail-a-net")
+RAIL_B = network_refs.ObjectRef(oo.OP_NS, "rail-b-net")
 
 
 @pytest.fixture
@@ -29,12 +29,12 @@ def api() -> FakeObjects:
 
 
 def marked(api: FakeObjects):  # type: ignore[no-untyped-def]
-    def find(ref: networkrefs.ObjectRef) -> list[networkrefs.ObjectRef]:
+    def find(ref: network_refs.ObjectRef) -> list[network_refs.ObjectRef]:
         return [
-            networkrefs.ref_of(n)
+            network_refs.ref_of(n)
             for n in api.all(objects.NAD)
-            if networkrefs.parse_owner_marker(
-                (n["metadata"].get("annotations") or {}).get(networkrefs.OWNER_REF_ANNOTATION)
+            if network_refs.parse_owner_marker(
+                (n["metadata"].get("annotations") or {}).get(network_refs.OWNER_REF_ANNOTATION)
             )
             == ref
         ]
@@ -47,7 +47,7 @@ def net_controller(api: FakeObjects) -> network_controller.NetworkController:
     return network_controller.NetworkController(api, CONFIG, writer, marked(api))  # type: ignore[arg-type]
 
 
-def ready_of(api: FakeObjects, ref: networkrefs.ObjectRef) -> dict[str, Any]:
+def ready_of(api: FakeObjects, ref: network_refs.ObjectRef) -> dict[str, Any]:
     cond = conditions.find(api.get(objects.SRIOV_NETWORK, ref.name, ref.namespace), "Ready")
     assert cond is not None
     return dict(cond)
@@ -69,7 +69,7 @@ def rail_a_with_its_nad(
 
 def test_network_renders_its_nad_once_and_then_writes_nothing(api: FakeObjects) -> None:
     ctl, nad, net = rail_a_with_its_nad(api)
-    assert nad["spec"] == sriovnetwork.render_nad(net, resource_prefix="openshift.io")["spec"]
+    assert nad["spec"] == sriov_network.render_nad(net, resource_prefix="openshift.io")["spec"]
     assert ready_of(api, RAIL_A) | {"lastTransitionTime": "x"} == {
         "type": "Ready",
         "status": "True",
@@ -104,7 +104,7 @@ def test_network_failures_set_ready_false_without_writing_a_nad(
     api: FakeObjects, network: dict[str, Any], reason: str, needle: str
 ) -> None:
     api.put(objects.SRIOV_NETWORK, network)
-    ref = networkrefs.ref_of(network)
+    ref = network_refs.ref_of(network)
     net_controller(api).reconcile(ref)
     cond = ready_of(api, ref)
     assert (cond["status"], cond["reason"]) == ("False", reason) and needle in cond["message"]
@@ -150,14 +150,14 @@ def test_invalid_spec_leaves_an_existing_nad_exactly_as_it_is(api: FakeObjects) 
 
 def test_nad_claimed_by_another_network_is_not_touched(api: FakeObjects) -> None:
     api.put(objects.SRIOV_NETWORK, oo.sriov_network("rail-a-net"))
-    other = networkrefs.owner_marker(networkrefs.ObjectRef("tenant", "x"))
+    other = network_refs.owner_marker(network_refs.ObjectRef("tenant", "x"))
     api.put(
         objects.NAD,
         {
             "metadata": {
                 "name": "rail-a-net",
                 "namespace": oo.TARGET_NS,
-                "annotations": {networkrefs.OWNER_REF_ANNOTATION: other},
+                "annotations": {network_refs.OWNER_REF_ANNOTATION: other},
             },
             "spec": {"config": "{}"},
         },
@@ -177,7 +177,7 @@ def test_unmarked_nad_is_adopted_and_drift_is_repaired(api: FakeObjects) -> None
     )
     assert net_controller(api).reconcile(RAIL_A).outcome == "updated"
     annotations = api.get(objects.NAD, "rail-a-net", oo.TARGET_NS)["metadata"]["annotations"]
-    assert annotations[networkrefs.OWNER_REF_ANNOTATION] == networkrefs.owner_marker(RAIL_A)
+    assert annotations[network_refs.OWNER_REF_ANNOTATION] == network_refs.owner_marker(RAIL_A)
 
 
 def test_network_namespace_change_deletes_the_old_nad_by_marker(api: FakeObjects) -> None:
@@ -188,8 +188,8 @@ def test_network_namespace_change_deletes_the_old_nad_by_marker(api: FakeObjects
     net["spec"]["networkNamespace"] = "tenant"
     api.replace(objects.SRIOV_NETWORK, net)
     ctl.reconcile(RAIL_A)
-    assert [networkrefs.ref_of(n) for n in api.all(objects.NAD)] == [
-        networkrefs.ObjectRef("tenant", "rail-a-net")
+    assert [network_refs.ref_of(n) for n in api.all(objects.NAD)] == [
+        network_refs.ObjectRef("tenant", "rail-a-net")
     ]
 
 
@@ -205,7 +205,7 @@ def test_deleted_network_loses_its_nads_and_404s_count_as_done(api: FakeObjects)
 
 def test_upstream_finalizer_is_removed_so_deletion_never_hangs(api: FakeObjects) -> None:
     net = oo.sriov_network("rail-a-net")
-    net["metadata"]["finalizers"] = [sriovnetwork.LEGACY_FINALIZER]
+    net["metadata"]["finalizers"] = [sriov_network.LEGACY_FINALIZER]
     net["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     api.put(objects.SRIOV_NETWORK, net)
     assert net_controller(api).reconcile(RAIL_A).outcome == "deleted"
@@ -237,13 +237,13 @@ def policy_controller_for(
 def install_rails(api: FakeObjects) -> None:
     for name in ("rail-a-net", "rail-b-net"):
         api.put(objects.SRIOV_NETWORK, oo.sriov_network(name))
-        net_controller(api).reconcile(networkrefs.ObjectRef(oo.OP_NS, name))
+        net_controller(api).reconcile(network_refs.ObjectRef(oo.OP_NS, name))
     for p in oo.rail_policies():
         api.put(objects.NODE_POLICY, p)
 
 
 def dra_condition(api: FakeObjects, name: str) -> dict[str, Any] | None:
-    cond = conditions.find(api.get(objects.NODE_POLICY, name, oo.OP_NS), draverdicts.CONDITION_TYPE)
+    cond = conditions.find(api.get(objects.NODE_POLICY, name, oo.OP_NS), dra_verdicts.CONDITION_TYPE)
     return None if cond is None else dict(cond)
 
 

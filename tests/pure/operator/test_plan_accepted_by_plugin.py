@@ -1,6 +1,6 @@
 """Cross-part contract: what the operator generates, the plugin's policy evaluation accepts.
 
-The operator (``core.operator.drapolicy``) turns SriovNetworkNodePolicies with ``spec.dra`` into
+The operator (``core.operator.dra_policy``) turns SriovNetworkNodePolicies with ``spec.dra`` into
 DeviceAttributes and per-node SriovResourcePolicies; the plugin (``core.policies``) evaluates those
 very objects against its discovered VFs in managed mode. For arbitrary policy sets (overlapping or
 disjoint PFs, ready, missing or absent networks, priorities) this proves the two agree:
@@ -23,22 +23,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core import attributes, devicefacts, policies
-from sriov_dra.core.operator import draobjects, drapolicy, networkrefs, nodepolicy, sriovnetwork
+from sriov_dra.core import attributes, device_facts, policies
+from sriov_dra.core.operator import dra_objects, dra_policy, network_refs, node_policy, sriov_network
 from sriov_dra_rules import errors
 
 PFS = ("ens1f0", "ens2f0", "ens3f0")
 NETWORKS = ("rail-a-net", "rail-b-net", "missing-net")
 READY = {
-    ref: sriovnetwork.SourceResolution(ref, networkrefs.ObjectRef(oo.TARGET_NS, ref.name), None, "")
+    ref: sriov_network.SourceResolution(ref, network_refs.ObjectRef(oo.TARGET_NS, ref.name), None, "")
     for ref in (
-        networkrefs.ObjectRef(oo.OP_NS, "rail-a-net"),
-        networkrefs.ObjectRef(oo.OP_NS, "rail-b-net"),
+        network_refs.ObjectRef(oo.OP_NS, "rail-a-net"),
+        network_refs.ObjectRef(oo.OP_NS, "rail-b-net"),
     )
 }
 NODE = oo.node("worker-1")
 DEVICES = [
-    devicefacts.DeviceFacts(f"0000:0{i}:00.{vf}", "15b3", "101e", "101d", pf, f"0000:0{i}:00.0", vf)
+    device_facts.DeviceFacts(f"0000:0{i}:00.{vf}", "15b3", "101e", "101d", pf, f"0000:0{i}:00.0", vf)
     for i, pf in enumerate(PFS, start=1)
     for vf in (1, 2)
 ]
@@ -84,17 +84,17 @@ def _policies(specs: list[tuple[set[str], str | None, int]]) -> list[dict[str, A
 
 
 def _claiming_policy(
-    plan: drapolicy.DraPolicyPlan, objs: list[dict[str, Any]], outcome: policies.DeviceOutcome
+    plan: dra_policy.DraPolicyPlan, objs: list[dict[str, Any]], outcome: policies.DeviceOutcome
 ) -> dict[str, Any]:
     """The node policy whose generated config (by its selector labels) claimed the device."""
     configs = plan.resource_policies[0]["spec"]["configs"]  # type: ignore[index]
     labels = configs[outcome.config_index]["deviceAttributesSelector"]["matchLabels"]
-    uid = labels.get(draobjects.POLICY_UID_LABEL)
-    pool = labels.get(draobjects.RESOURCE_POOL_LABEL)
+    uid = labels.get(dra_objects.POLICY_UID_LABEL)
+    pool = labels.get(dra_objects.RESOURCE_POOL_LABEL)
     return next(
         o
         for o in objs
-        if o["metadata"]["uid"] == uid or nodepolicy.pool_name(o["spec"]["resourceName"]) == pool
+        if o["metadata"]["uid"] == uid or node_policy.pool_name(o["spec"]["resourceName"]) == pool
     )
 
 
@@ -103,11 +103,11 @@ def test_generated_objects_are_accepted_and_claims_follow_the_operator_mapping(
     specs: list[tuple[set[str], str | None, int]], disjoint: bool, with_inventory: bool
 ) -> None:
     objs = _policies(_disjoint(specs) if disjoint else specs)
-    plan = drapolicy.build_dra_policy_plan(
+    plan = dra_policy.build_dra_policy_plan(
         objs,
         [NODE],
         READY,
-        drapolicy.PlanSettings(namespace=oo.OP_NS),
+        dra_policy.PlanSettings(namespace=oo.OP_NS),
         inventory={"worker-1": DEVICES} if with_inventory else None,
     )
     ev = policies.evaluate_policies(

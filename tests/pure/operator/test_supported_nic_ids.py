@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.core.operator import nodepolicy
+from sriov_dra.core.operator import node_policy
 from sriov_dra.operator import __main__ as entrypoint
 from sriov_dra_rules import errors
 
@@ -44,6 +44,6 @@ def test_unique_nic_entries_load_as_before(tmp_path: Path) -> None:
     path = tmp_path / "nics.yaml"
     path.write_text(CONFIGMAP.rsplit("\n", 2)[0] + "\n")
     assert entrypoint.load_nic_ids(str(path)) == (
-        nodepolicy.NicId("15b3", "1017", "1018"),
-        nodepolicy.NicId("8086", "158b", "154c"),
+        node_policy.NicId("15b3", "1017", "1018"),
+        node_policy.NicId("8086", "158b", "154c"),
     )

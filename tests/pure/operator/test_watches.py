@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import networkrefs
+from sriov_dra.core.operator import network_refs
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.operator import queue, watches
 
@@ -37,8 +37,8 @@ def nad(
 ) -> dict[str, Any]:
     annotations = {}
     if marker:
-        annotations[networkrefs.OWNER_REF_ANNOTATION] = networkrefs.owner_marker(
-            networkrefs.ObjectRef(oo.OP_NS, marker)
+        annotations[network_refs.OWNER_REF_ANNOTATION] = network_refs.owner_marker(
+            network_refs.ObjectRef(oo.OP_NS, marker)
         )
     return {
         "metadata": {"name": name, "namespace": ns, "uid": "nad-1", "annotations": annotations, **meta},
@@ -91,7 +91,7 @@ def test_owner_marker_removal_is_seen_from_the_old_object(
     woken.clear()
     router.on_nad(MODIFIED, nad(marker=None))
     assert woken == [NET_A, queue.POLICIES]
-    assert router.marked_nads(networkrefs.ObjectRef(oo.OP_NS, "rail-a-net")) == []
+    assert router.marked_nads(network_refs.ObjectRef(oo.OP_NS, "rail-a-net")) == []
 
 
 def test_nad_content_change_and_deletion_of_a_referenced_source_wake_both(
@@ -116,7 +116,7 @@ def test_shadow_nads_wake_nothing_and_are_not_indexed(router: watches.Router, wo
         router.on_nad(ADDED, obj)
         router.on_nad(DELETED, obj)
     assert woken == []
-    assert router.marked_nads(networkrefs.ObjectRef(oo.OP_NS, "rail-a-net")) == []
+    assert router.marked_nads(network_refs.ObjectRef(oo.OP_NS, "rail-a-net")) == []
 
 
 def test_unrelated_nad_wakes_nothing(router: watches.Router, woken: list[queue.Key]) -> None:
@@ -129,7 +129,7 @@ def test_nad_of_a_deleted_network_wakes_that_network_for_cleanup(
 ) -> None:
     router.on_nad(ADDED, nad(name="ghost", marker="ghost"))
     assert woken == [queue.network_key(oo.OP_NS, "ghost")]
-    assert networkrefs.ObjectRef(oo.OP_NS, "ghost") in router.known_networks()
+    assert network_refs.ObjectRef(oo.OP_NS, "ghost") in router.known_networks()
 
 
 def test_namespace_creation_wakes_networks_rendering_into_it(

@@ -1,4 +1,4 @@
-"""Tests for ``sriov_dra_rules.cniinstall``: the guard's CNI install contract, held once.
+"""Tests for ``sriov_dra_rules.cni_install``: the guard's CNI install contract, held once.
 
 The runtime's choice of file, the guard file's keys (refused exactly where the standalone shim
 refuses them), which primary may be pinned, Multus's pinning, and the guard's own installer
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from sriov_dra.guard import install, shim
-from sriov_dra_rules import cniinstall
+from sriov_dra_rules import cni_install
 
-GUARD = cniinstall.GUARD_FILE
+GUARD = cni_install.GUARD_FILE
 PRIMARY = {"cniVersion": "1.0.0", "name": "cbr0", "plugins": [{"type": "flannel"}]}
 
 LAYOUTS = [
@@ -53,20 +53,20 @@ def test_runtime_choice_is_the_bytewise_first_visible_config_file(
     for name in names:
         (tmp_path / name).write_text("{}")
     (tmp_path / "00-a-directory.conf").mkdir()
-    assert cniinstall.runtime_choice(tmp_path) == chosen
+    assert cni_install.runtime_choice(tmp_path) == chosen
     if GUARD in names:
         if chosen == GUARD:
-            cniinstall.check_sorts_first(tmp_path, GUARD)
+            cni_install.check_sorts_first(tmp_path, GUARD)
         else:
             with pytest.raises(
-                cniinstall.ContractError, match=re.escape(f"guard config {GUARD} sorts after {chosen} in ")
+                cni_install.ContractError, match=re.escape(f"guard config {GUARD} sorts after {chosen} in ")
             ):
-                cniinstall.check_sorts_first(tmp_path, GUARD)
+                cni_install.check_sorts_first(tmp_path, GUARD)
 
 
 def test_an_unlistable_config_directory_is_named(tmp_path: Path) -> None:
-    with pytest.raises(cniinstall.ContractError) as caught:
-        cniinstall.conf_files(tmp_path / "nowhere")
+    with pytest.raises(cni_install.ContractError) as caught:
+        cni_install.conf_files(tmp_path / "nowhere")
     assert (
         str(caught.value)
         == f"cannot list the CNI config directory {tmp_path / 'nowhere'}: No such file or directory"
@@ -119,22 +119,22 @@ SHIM_CASES = [
 def test_the_contract_refuses_a_guard_file_where_the_shims_own_check_does(
     doc: dict[str, Any], said: str | None
 ) -> None:
-    """One check (guardconf.check_entry) for both: the contract words its refusal for the file."""
+    """One check (guard_conf.check_entry) for both: the contract words its refusal for the file."""
     if said is None:
-        assert cniinstall.validate_guard_config(GUARD, doc) is doc["plugins"][0]
+        assert cni_install.validate_guard_config(GUARD, doc) is doc["plugins"][0]
     else:
-        with pytest.raises(cniinstall.ContractError) as caught:
-            cniinstall.validate_guard_config(GUARD, doc)
+        with pytest.raises(cni_install.ContractError) as caught:
+            cni_install.validate_guard_config(GUARD, doc)
         assert str(caught.value).startswith(f"guard config {GUARD}: ")
         assert said in str(caught.value)
 
 
 def test_the_contract_refuses_more_than_the_shim_names_and_relative_primaries() -> None:
     doc = _guard_doc(primary="10-flannel.conflist")
-    with pytest.raises(cniinstall.ContractError, match="primaryConfig must be the absolute path"):
-        cniinstall.validate_guard_config(GUARD, doc)
-    with pytest.raises(cniinstall.ContractError, match=r"must be a \.conflist"):
-        cniinstall.validate_guard_config("00-multus-guard.conf", _guard_doc())
+    with pytest.raises(cni_install.ContractError, match="primaryConfig must be the absolute path"):
+        cni_install.validate_guard_config(GUARD, doc)
+    with pytest.raises(cni_install.ContractError, match=r"must be a \.conflist"):
+        cni_install.validate_guard_config("00-multus-guard.conf", _guard_doc())
 
 
 def _write(path: Path, doc: object) -> Path:
@@ -159,16 +159,16 @@ def _write(path: Path, doc: object) -> Path:
 def test_which_primary_may_be_pinned(tmp_path: Path, name: str, doc: object, said: str | None) -> None:
     path = _write(tmp_path / name, doc)
     if said is None:
-        assert cniinstall.check_primary_file(tmp_path, GUARD, str(path)) == doc
+        assert cni_install.check_primary_file(tmp_path, GUARD, str(path)) == doc
     else:
-        with pytest.raises(cniinstall.ContractError) as caught:
-            cniinstall.check_primary_file(tmp_path, GUARD, str(path))
+        with pytest.raises(cni_install.ContractError) as caught:
+            cni_install.check_primary_file(tmp_path, GUARD, str(path))
         assert said in str(caught.value)
 
 
 def test_a_missing_primary_is_named_with_the_reason(tmp_path: Path) -> None:
-    with pytest.raises(cniinstall.ContractError) as caught:
-        cniinstall.check_primary_file(tmp_path, GUARD, str(tmp_path / "10-gone.conflist"))
+    with pytest.raises(cni_install.ContractError) as caught:
+        cni_install.check_primary_file(tmp_path, GUARD, str(tmp_path / "10-gone.conflist"))
     assert (
         str(caught.value)
         == f"cannot read primary network config {tmp_path / '10-gone.conflist'}: No such file or directory"
@@ -184,10 +184,10 @@ def test_the_guard_must_enable_every_capability_of_its_primary(tmp_path: Path) -
         tmp_path / "10-flannel.conflist", {"cniVersion": "1.0.0", "name": "cbr0", "plugins": plugins}
     )
     entry = copy.deepcopy(_guard_doc(str(path))["plugins"][0])
-    with pytest.raises(cniinstall.ContractError, match=r"capabilities \['portMappings'\] of the primary"):
-        cniinstall.check_primary(tmp_path, GUARD, entry)
+    with pytest.raises(cni_install.ContractError, match=r"capabilities \['portMappings'\] of the primary"):
+        cni_install.check_primary(tmp_path, GUARD, entry)
     entry["capabilities"] = {"portMappings": True}
-    assert cniinstall.check_primary(tmp_path, GUARD, entry)["name"] == "cbr0"
+    assert cni_install.check_primary(tmp_path, GUARD, entry)["name"] == "cbr0"
 
 
 PRIMARIES = [
@@ -207,10 +207,10 @@ def test_the_guards_own_document_passes_the_contract_and_the_shim(
     path = _write(tmp_path / "10-primary.conflist", primary)
     install.write_conflist(tmp_path, install.guard_conflist(primary_config=path, mode=mode))
     assert (
-        cniinstall.check_installed(str(tmp_path), GUARD, None)
+        cni_install.check_installed(str(tmp_path), GUARD, None)
         == f"{tmp_path / GUARD}: mode {mode}, primary pinned to {path}"
     )
-    doc = cniinstall.load_json(tmp_path / GUARD, "guard config")
+    doc = cni_install.load_json(tmp_path / GUARD, "guard config")
     conf = shim.parse_conf(
         json.dumps({"cniVersion": doc["cniVersion"], "name": doc["name"], **doc["plugins"][0]}).encode()
     )
@@ -236,10 +236,10 @@ def test_thick_multus_must_pin_a_real_primary(
 ) -> None:
     path = _write(tmp_path / "daemon-config.json", daemon)
     if said is None:
-        assert cniinstall.check_multus_daemon_config(path, GUARD) == daemon
+        assert cni_install.check_multus_daemon_config(path, GUARD) == daemon
     else:
-        with pytest.raises(cniinstall.ContractError) as caught:
-            cniinstall.check_multus_daemon_config(path, GUARD)
+        with pytest.raises(cni_install.ContractError) as caught:
+            cni_install.check_multus_daemon_config(path, GUARD)
         assert str(caught.value).startswith(f"Multus daemon config {path}: ") and said in str(caught.value)
 
 
@@ -269,7 +269,7 @@ def test_installation_problems(
         _write(tmp_path / name, PRIMARY)
     install.write_conflist(tmp_path, install.guard_conflist(primary_config=tmp_path / files[-1], mode=mode))
     autoconfig = tmp_path if same_dir else tmp_path / "elsewhere"
-    found = cniinstall.installation_problems(
+    found = cni_install.installation_problems(
         tmp_path, mode=mode, multus_master_cni=master, autoconfig_dir=autoconfig
     )
     if problem is None:
@@ -284,11 +284,11 @@ def test_a_guard_installed_in_the_other_multus_mode_fails_naming_both_modes_and_
 ) -> None:
     path = _write(tmp_path / "10-primary.conflist", PRIMARIES[2])
     install.write_conflist(tmp_path, install.guard_conflist(primary_config=path, mode=installed))
-    assert cniinstall.check_installed(str(tmp_path), GUARD, None, installed).startswith(
+    assert cni_install.check_installed(str(tmp_path), GUARD, None, installed).startswith(
         f"{tmp_path / GUARD}: mode {installed}"
     )
-    with pytest.raises(cniinstall.ContractError) as caught:
-        cniinstall.check_installed(str(tmp_path), GUARD, None, asked)
+    with pytest.raises(cni_install.ContractError) as caught:
+        cni_install.check_installed(str(tmp_path), GUARD, None, asked)
     assert str(caught.value) == (
         f"{tmp_path / GUARD}: the guard runs Multus {installed}, but the check was asked for {asked}; if this "
         f"node runs {installed}, pass --multus-mode {installed} (module option multus_mode; the preflight role "

@@ -1,4 +1,4 @@
-"""Tests for sriov_dra_rules.labelselectors: label selector and upstream node-selector semantics."""
+"""Tests for sriov_dra_rules.label_selectors: label selector and upstream node-selector semantics."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra_rules import labelselectors
+from sriov_dra_rules import label_selectors
 
 LABELS = {"tier": "gpu", "rail": "a"}
 
@@ -39,7 +39,7 @@ LABELS = {"tier": "gpu", "rail": "a"}
     ],
 )
 def test_label_selector_semantics(selector: dict[str, object], matches: bool) -> None:
-    parsed, problems = labelselectors.parse_label_selector(selector, "sel")
+    parsed, problems = label_selectors.parse_label_selector(selector, "sel")
     assert problems == []
     assert parsed is not None and parsed.matches(LABELS) is matches
 
@@ -84,7 +84,7 @@ def test_label_selector_semantics(selector: dict[str, object], matches: bool) ->
     ],
 )
 def test_invalid_label_selectors_are_refused(selector: object, path: str) -> None:
-    parsed, problems = labelselectors.parse_label_selector(selector, "sel")
+    parsed, problems = label_selectors.parse_label_selector(selector, "sel")
     assert parsed is None
     assert path in [p.path for p in problems]
 
@@ -100,8 +100,8 @@ _values = st.lists(st.sampled_from(["gpu", "a", "b"]), min_size=1, max_size=2)
     st.dictionaries(_keys, st.sampled_from(["gpu", "a", "b"])),
 )
 def test_not_in_is_the_negation_of_in(key: str, op: str, values: list[str], labels: dict[str, str]) -> None:
-    req_in, _ = labelselectors.parse_requirement({"key": key, "operator": "In", "values": values}, "r")
-    req_not, _ = labelselectors.parse_requirement({"key": key, "operator": "NotIn", "values": values}, "r")
+    req_in, _ = label_selectors.parse_requirement({"key": key, "operator": "In", "values": values}, "r")
+    req_not, _ = label_selectors.parse_requirement({"key": key, "operator": "NotIn", "values": values}, "r")
     assert req_in is not None and req_not is not None
     assert req_in.matches(labels) != req_not.matches(labels)
 
@@ -159,7 +159,7 @@ def _in(key: str, *values: str) -> dict[str, object]:
 def test_node_selector_follows_upstream_and_reports_disagreements(
     selector: object, applies: bool, unsupported: int
 ) -> None:
-    result = labelselectors.evaluate_node_selector(selector, LABELS, "spec.nodeSelector")
+    result = label_selectors.evaluate_node_selector(selector, LABELS, "spec.nodeSelector")
     assert result.applies is applies
     assert len(result.unsupported) == unsupported
     assert result.malformed == ()
@@ -176,7 +176,7 @@ def test_node_selector_follows_upstream_and_reports_disagreements(
     ids=["not-an-object", "terms-not-a-list", "term-not-an-object", "expressions-not-a-list"],
 )
 def test_malformed_node_selector_never_applies(selector: object) -> None:
-    result = labelselectors.evaluate_node_selector(selector, LABELS, "spec.nodeSelector")
+    result = label_selectors.evaluate_node_selector(selector, LABELS, "spec.nodeSelector")
     assert result.applies is False
     assert result.malformed
 
@@ -186,10 +186,10 @@ def test_malformed_node_selector_never_applies(selector: object) -> None:
 )
 def test_non_string_operator_is_a_field_problem_not_a_type_error(operator: object) -> None:
     expr = {"key": "tier", "operator": operator, "values": ["gpu"]}
-    selector, problems = labelselectors.parse_label_selector({"matchExpressions": [expr]}, "sel")
+    selector, problems = label_selectors.parse_label_selector({"matchExpressions": [expr]}, "sel")
     assert selector is None
     assert [p.path for p in problems] == ["sel.matchExpressions[0].operator"]
-    node = labelselectors.evaluate_node_selector(
+    node = label_selectors.evaluate_node_selector(
         {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}, LABELS, "spec.nodeSelector"
     )
     assert not node.applies

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.fakes.policy_objects import ALL, R, evaluate, policy, vf
 
-from sriov_dra_rules import labelselectors, resourcefilters
+from sriov_dra_rules import label_selectors, resource_filters
 from sriov_dra_rules import preflight_rules as rules
 
 # --- node selectors -------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def test_a_gt_term_is_refused_in_managed_mode_so_its_policy_blocks_on_every_node
     assert (ev.claimed, ev.eligible) == (ALL, frozenset())
     assert {r for d in ALL for r in ev.outcomes[d].reasons} == {R.UNSUPPORTED_RESOURCE_FILTER}
     assert rules.node_selected(selector, {"cpus": "2"}, managed=True) is True
-    selection = labelselectors.evaluate_node_selector(selector, {"cpus": "8"}, "spec.nodeSelector")
+    selection = label_selectors.evaluate_node_selector(selector, {"cpus": "8"}, "spec.nodeSelector")
     (problem,) = selection.unsupported
     assert problem.path == "spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0].operator"
     assert "'Gt' is not supported" in problem.message and "In or NotIn" in problem.message
@@ -147,10 +147,10 @@ def test_disjoint_drivers_do_not_keep_two_policies_apart_because_the_plugin_igno
 
 
 def test_drivers_is_not_a_constraining_filter_field() -> None:
-    assert "drivers" not in resourcefilters.FIELDS
-    assert resourcefilters.IGNORED_FIELDS == ("drivers",)
-    parsed = resourcefilters.parse_filter({"drivers": ["vfio-pci"]}, "f", managed=False)
-    assert parsed.filter == resourcefilters.ResourceFilter()
+    assert "drivers" not in resource_filters.FIELDS
+    assert resource_filters.IGNORED_FIELDS == ("drivers",)
+    parsed = resource_filters.parse_filter({"drivers": ["vfio-pci"]}, "f", managed=False)
+    assert parsed.filter == resource_filters.ResourceFilter()
     assert [e.path for e in parsed.unsupported] == ["f.drivers"]
 
 

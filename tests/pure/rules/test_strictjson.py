@@ -1,4 +1,4 @@
-"""Tests of sriov_dra_rules.strictjson: strict decoding, exact numbers, canonical encoding."""
+"""Tests of sriov_dra_rules.strict_json: strict decoding, exact numbers, canonical encoding."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra_rules import errors, strictjson
-from sriov_dra_rules.strictjson import JsonValue, RawNumber
+from sriov_dra_rules import errors, strict_json
+from sriov_dra_rules.strict_json import JsonValue, RawNumber
 
 NUMBER_LITERALS = st.from_regex(r"-?(0|[1-9][0-9]{0,5})(\.[0-9]{1,4})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
 RAW_NUMBERS = NUMBER_LITERALS.filter(lambda s: any(c in s for c in ".eE")).map(RawNumber)
@@ -29,7 +29,7 @@ def json_values(*, raw_numbers: bool) -> st.SearchStrategy[JsonValue]:
 
 def _problems(text: str, path: str = "$") -> list[errors.FieldError]:
     with pytest.raises(errors.InvalidSpec) as caught:
-        strictjson.decode(text, path=path)
+        strict_json.decode(text, path=path)
     return list(caught.value.errors)
 
 
@@ -59,11 +59,11 @@ def _problems(text: str, path: str = "$") -> list[errors.FieldError]:
     ],
 )  # fmt: skip
 def test_decode_accepts_strict_json(text: str, expected: JsonValue) -> None:
-    assert strictjson.decode(text) == expected
+    assert strict_json.decode(text) == expected
 
 
 def test_decode_keeps_key_order_and_unknown_fields() -> None:
-    doc = strictjson.decode('{"zeta":1,"alpha":{"y":2,"x":3},"custom-extension":{"k":[1,"a"]}}')
+    doc = strict_json.decode('{"zeta":1,"alpha":{"y":2,"x":3},"custom-extension":{"k":[1,"a"]}}')
     assert isinstance(doc, dict)
     assert list(doc) == ["zeta", "alpha", "custom-extension"]
     alpha = doc["alpha"]
@@ -73,7 +73,7 @@ def test_decode_keeps_key_order_and_unknown_fields() -> None:
 
 
 def test_decode_never_produces_floats() -> None:
-    doc = strictjson.decode("[1.0, 2.5e-3, 3, 1e400]")
+    doc = strict_json.decode("[1.0, 2.5e-3, 3, 1e400]")
     assert doc == [RawNumber("1.0"), RawNumber("2.5e-3"), 3, RawNumber("1e400")]
     assert isinstance(doc, list)
     assert not any(isinstance(v, float) for v in doc)
@@ -160,8 +160,8 @@ def test_shown_values_are_short_valid_utf8_json_prefixes(first: str, second: str
     text = json.dumps({"k": first})[:-1] + "," + json.dumps({"k": second})[1:]
     (problem,) = [p for p in _problems(text) if "duplicate key" in p.message]
     for value in (first, second):
-        shown = strictjson.shown_value(value)
-        assert len(shown) <= strictjson.DUPLICATE_VALUE_CHARS
+        shown = strict_json.shown_value(value)
+        assert len(shown) <= strict_json.DUPLICATE_VALUE_CHARS
         shown.encode("utf-8")
         assert shown in problem.message
 
@@ -192,11 +192,11 @@ def test_decode_rejects_lone_surrogates(text: str, path: str) -> None:
     ids=["identifier", "underscore-identifier", "annotation-key-quoted", "space-quoted", "empty-key-quoted"],
 )  # fmt: skip
 def test_key_path_spelling(key: str, expected: str) -> None:
-    assert strictjson.key_path("spec.config", key) == expected
+    assert strict_json.key_path("spec.config", key) == expected
 
 
 def test_index_path_spelling() -> None:
-    assert strictjson.index_path("spec.config.plugins", 1) == "spec.config.plugins[1]"
+    assert strict_json.index_path("spec.config.plugins", 1) == "spec.config.plugins[1]"
 
 
 # --- encoding -------------------------------------------------------------------------------------
@@ -204,8 +204,8 @@ def test_index_path_spelling() -> None:
 
 def test_encode_is_compact_utf8_in_key_order() -> None:
     value: JsonValue = {"b": [1, True, None], "a": {"é": "x\ny"}, "n": RawNumber("1e3")}
-    assert strictjson.encode(value) == '{"b":[1,true,null],"a":{"é":"x\\ny"},"n":1e3}'
-    assert strictjson.encode_bytes(value) == '{"b":[1,true,null],"a":{"é":"x\\ny"},"n":1e3}'.encode()
+    assert strict_json.encode(value) == '{"b":[1,true,null],"a":{"é":"x\\ny"},"n":1e3}'
+    assert strict_json.encode_bytes(value) == '{"b":[1,true,null],"a":{"é":"x\\ny"},"n":1e3}'.encode()
 
 
 @pytest.mark.parametrize(
@@ -215,7 +215,7 @@ def test_encode_is_compact_utf8_in_key_order() -> None:
 )
 def test_encode_rejects_non_json_values(value: object) -> None:
     with pytest.raises(TypeError):
-        strictjson.encode(value)  # type: ignore[arg-type]
+        strict_json.encode(value)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -224,14 +224,14 @@ def test_encode_rejects_non_json_values(value: object) -> None:
     ids=["float-and-tuple", "nested-floats"],
 )
 def test_both_encoder_paths_write_stdlib_values_identically(value: object) -> None:
-    fast = strictjson.encode(value)  # type: ignore[arg-type]
-    exact = strictjson.encode([value, RawNumber("1.5")])  # type: ignore[list-item]
+    fast = strict_json.encode(value)  # type: ignore[arg-type]
+    exact = strict_json.encode([value, RawNumber("1.5")])  # type: ignore[list-item]
     assert exact == f"[{fast},1.5]"
 
 
 def test_encode_bytes_names_lone_surrogate() -> None:
     with pytest.raises(errors.InvalidSpec) as caught:
-        strictjson.encode_bytes({"ok": "a", "bad": ["\ud800"]}, path="spec.config")
+        strict_json.encode_bytes({"ok": "a", "bad": ["\ud800"]}, path="spec.config")
     assert [e.path for e in caught.value.errors] == ["spec.config.bad[0]"]
 
 
@@ -246,32 +246,32 @@ def test_raw_number_rejects_non_literals(literal: str) -> None:
 
 @given(json_values(raw_numbers=True))
 def test_round_trip_keeps_values_numbers_and_key_order(value: JsonValue) -> None:
-    text = strictjson.encode(value)
-    decoded = strictjson.decode(text)
+    text = strict_json.encode(value)
+    decoded = strict_json.decode(text)
     assert decoded == value
-    assert strictjson.encode(decoded) == text
+    assert strict_json.encode(decoded) == text
 
 
 @given(json_values(raw_numbers=False))
 def test_encode_matches_stdlib_compact_form_without_raw_numbers(value: JsonValue) -> None:
-    assert strictjson.encode(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert strict_json.encode(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 @given(json_values(raw_numbers=False))
 def test_exact_and_fast_encoders_agree(value: JsonValue) -> None:
     # A RawNumber anywhere forces the exact (pure Python) encoder for the whole value.
-    assert strictjson.encode([value, RawNumber("1.5")]) == "[" + strictjson.encode(value) + ",1.5]"
+    assert strict_json.encode([value, RawNumber("1.5")]) == "[" + strict_json.encode(value) + ",1.5]"
 
 
 @given(json_values(raw_numbers=False), st.sampled_from([None, 2, 4]), st.booleans())
 def test_decode_ignores_formatting(value: JsonValue, indent: int | None, ascii_only: bool) -> None:
     reformatted = json.dumps(value, indent=indent, ensure_ascii=ascii_only)
-    assert strictjson.encode(strictjson.decode(reformatted)) == strictjson.encode(value)
+    assert strict_json.encode(strict_json.decode(reformatted)) == strict_json.encode(value)
 
 
 @given(st.integers(min_value=-(10**60), max_value=10**60))
 def test_integers_survive_exactly(number: int) -> None:
-    assert strictjson.decode(strictjson.encode({"n": number})) == {"n": number}
+    assert strict_json.decode(strict_json.encode({"n": number})) == {"n": number}
 
 
 # --- hostile nesting ------------------------------------------------------------------------------
@@ -310,8 +310,8 @@ _PLAIN = st.recursive(
 @given(_PLAIN, st.sampled_from([None, 2]))
 def test_decode_plain_gives_what_json_loads_gives_for_valid_text(value: object, indent: int | None) -> None:
     text = json.dumps(value, indent=indent, ensure_ascii=False)
-    assert strictjson.decode_plain(text) == json.loads(text)
-    assert json.dumps(strictjson.decode_plain(text)) == json.dumps(json.loads(text))
+    assert strict_json.decode_plain(text) == json.loads(text)
+    assert json.dumps(strict_json.decode_plain(text)) == json.dumps(json.loads(text))
 
 
 @pytest.mark.parametrize(
@@ -321,22 +321,22 @@ def test_decode_plain_gives_what_json_loads_gives_for_valid_text(value: object, 
 )
 def test_decode_plain_refuses_a_repeated_key_with_its_path(text: str, path: str) -> None:
     with pytest.raises(errors.InvalidSpec) as caught:
-        strictjson.decode_plain(text)
+        strict_json.decode_plain(text)
     assert [e.path for e in caught.value.errors] == [path]
 
 
 def test_decode_plain_refuses_nan() -> None:
     with pytest.raises(errors.InvalidSpec, match="NaN is not a JSON number"):
-        strictjson.decode_plain('{"a":NaN}')
+        strict_json.decode_plain('{"a":NaN}')
 
 
 def test_decode_sequence_gives_each_value_its_own_index_path() -> None:
-    assert strictjson.decode_sequence('{"type":"tuning"}, {"type":"bandwidth","x":1.5}', path="m") == [
+    assert strict_json.decode_sequence('{"type":"tuning"}, {"type":"bandwidth","x":1.5}', path="m") == [
         {"type": "tuning"},
         {"type": "bandwidth", "x": RawNumber("1.5")},
     ]
     with pytest.raises(errors.InvalidSpec) as caught:
-        strictjson.decode_sequence('{"type":"a"},{"type":"b","type":"c"}', path="spec.metaPlugins")
+        strict_json.decode_sequence('{"type":"a"},{"type":"b","type":"c"}', path="spec.metaPlugins")
     assert [e.path for e in caught.value.errors] == ["spec.metaPlugins[1].type"]
 
 
@@ -348,19 +348,19 @@ def test_decode_sequence_gives_each_value_its_own_index_path() -> None:
 def test_decode_sequence_positions_count_in_the_text_itself(element: str) -> None:
     alone = _problems(element, path="p")[0].message
     with pytest.raises(errors.InvalidSpec) as caught:
-        strictjson.decode_sequence(element, path="p")
+        strict_json.decode_sequence(element, path="p")
     assert [e.message for e in caught.value.errors] == [alone]
 
 
 @pytest.mark.parametrize("text", ['{"a":1},', ',{"a":1}', '{"a":1},,{"b":2}', '{"a":1}],[{"b":2}'], ids=str)
 def test_decode_sequence_refuses_stray_commas_and_brackets(text: str) -> None:
     with pytest.raises(errors.InvalidSpec, match="malformed JSON"):
-        strictjson.decode_sequence(text, path="p")
+        strict_json.decode_sequence(text, path="p")
 
 
 def test_decode_sequence_of_blank_text_is_empty() -> None:
     assert (
-        strictjson.decode_sequence("", path="p") == [] and strictjson.decode_sequence(" \n", path="p") == []
+        strict_json.decode_sequence("", path="p") == [] and strict_json.decode_sequence(" \n", path="p") == []
     )
 
 
@@ -371,12 +371,12 @@ def test_decode_sequence_of_blank_text_is_empty() -> None:
     ids=["object", "list", "string", "int", "raw-number", "float", "boolean", "null"],
 )  # fmt: skip
 def test_kind_names_each_json_kind_for_messages(value: object, name: str) -> None:
-    assert strictjson.kind(value) == name
+    assert strict_json.kind(value) == name
 
 
 def test_walk_lists_every_node_with_its_path_in_document_order() -> None:
-    value = strictjson.decode('{"a":[1,{"b c":"x"}],"d":null}')
-    assert [p for _, p in strictjson.walk(value, "spec.ipam")] == [
+    value = strict_json.decode('{"a":[1,{"b c":"x"}],"d":null}')
+    assert [p for _, p in strict_json.walk(value, "spec.ipam")] == [
         "spec.ipam",
         "spec.ipam.a",
         "spec.ipam.a[0]",
@@ -388,7 +388,7 @@ def test_walk_lists_every_node_with_its_path_in_document_order() -> None:
 
 def test_decode_file_names_the_file_and_each_repeated_key() -> None:
     with pytest.raises(errors.InvalidSpec) as caught:
-        strictjson.decode_file(
+        strict_json.decode_file(
             b'{"type":"flannel","type":"bridge"}', what="primary config", source="/etc/x.conf"
         )
     assert caught.value.detail == (
@@ -398,9 +398,9 @@ def test_decode_file_names_the_file_and_each_repeated_key() -> None:
 
 
 def test_decode_file_gives_plain_values_of_utf8_text_only() -> None:
-    assert strictjson.decode_file('{"mtu":1450.5,"n":"é"}'.encode(), what="f", source="s") == {
+    assert strict_json.decode_file('{"mtu":1450.5,"n":"é"}'.encode(), what="f", source="s") == {
         "mtu": 1450.5,
         "n": "é",
     }
     with pytest.raises(errors.InvalidSpec, match="f s is not UTF-8 text"):
-        strictjson.decode_file('{"n":"é"}'.encode("utf-16"), what="f", source="s")
+        strict_json.decode_file('{"n":"é"}'.encode("utf-16"), what="f", source="s")

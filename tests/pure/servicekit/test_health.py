@@ -1,4 +1,4 @@
-"""``/healthz`` means alive and ``/readyz`` means serving, in every service (servicekit/health.py)."""
+"""``/healthz`` means alive and ``/readyz`` means serving, in every service (servicekit/probes.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import prometheus_client
 import pytest
 
-from sriov_dra.servicekit import health
+from sriov_dra.servicekit import probes
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -21,11 +21,11 @@ def get(port: int, path: str) -> tuple[int, str]:
 
 
 @pytest.fixture
-def served() -> Iterator[tuple[health.Health, int]]:
+def served() -> Iterator[tuple[probes.Health, int]]:
     registry = prometheus_client.CollectorRegistry()
     prometheus_client.Counter("probe_total", "a test counter", registry=registry).inc()
-    state = health.Health(["registered"])
-    server = health.HttpServer("127.0.0.1:0", state, health.registry_renderer(registry))
+    state = probes.Health(["registered"])
+    server = probes.HttpServer("127.0.0.1:0", state, probes.registry_renderer(registry))
     server.start()
     try:
         yield state, server.port
@@ -33,14 +33,14 @@ def served() -> Iterator[tuple[health.Health, int]]:
         server.stop()
 
 
-def test_a_starting_service_is_alive_but_not_ready(served: tuple[health.Health, int]) -> None:
+def test_a_starting_service_is_alive_but_not_ready(served: tuple[probes.Health, int]) -> None:
     _, port = served
     assert get(port, "/healthz") == (200, "ok\n")
     assert get(port, "/readyz") == (503, "registered: starting\n")
 
 
 def test_ready_once_every_condition_holds_and_unready_again_with_the_reason(
-    served: tuple[health.Health, int],
+    served: tuple[probes.Health, int],
 ) -> None:
     state, port = served
     state.set("registered", True)
@@ -49,7 +49,7 @@ def test_ready_once_every_condition_holds_and_unready_again_with_the_reason(
     assert get(port, "/readyz") == (503, "caches: watch of pods not synced\n")
 
 
-def test_a_crashed_essential_worker_fails_liveness_and_readiness(served: tuple[health.Health, int]) -> None:
+def test_a_crashed_essential_worker_fails_liveness_and_readiness(served: tuple[probes.Health, int]) -> None:
     state, port = served
     state.set("registered", True)
     state.worker_crashed("managed-repair", RuntimeError("lost"))
@@ -57,7 +57,7 @@ def test_a_crashed_essential_worker_fails_liveness_and_readiness(served: tuple[h
     assert get(port, "/readyz")[0] == 503
 
 
-def test_metrics_and_unknown_paths(served: tuple[health.Health, int]) -> None:
+def test_metrics_and_unknown_paths(served: tuple[probes.Health, int]) -> None:
     _, port = served
     status, body = get(port, "/metrics")
     assert status == 200 and "probe_total 1.0" in body
@@ -65,7 +65,7 @@ def test_metrics_and_unknown_paths(served: tuple[health.Health, int]) -> None:
 
 
 def test_a_probed_condition_is_decided_at_each_request() -> None:
-    state = health.Health()
+    state = probes.Health()
     answers = iter([(False, "caches not synced"), (True, ""), ValueError("probe broke")])
 
     def probe() -> tuple[bool, str]:

@@ -7,13 +7,13 @@ import threading
 
 import pytest
 
-from sriov_dra.servicekit import health, threads
+from sriov_dra.servicekit import probes, threads
 
 
 def test_a_crashing_worker_is_logged_recorded_in_health_and_handed_to_on_crash(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    state = health.Health()
+    state = probes.Health()
     seen: list[BaseException] = []
 
     def work() -> None:
@@ -31,7 +31,7 @@ def test_a_crashing_worker_is_logged_recorded_in_health_and_handed_to_on_crash(
 def test_a_worker_that_returns_is_silent_and_keeps_the_service_alive(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    state = health.Health()
+    state = probes.Health()
     done = threading.Event()
     t = threads.start("one-shot", done.set, health=state)
     t.join(5)

@@ -30,7 +30,7 @@ from tests import waiting
 from tests.realvf import kubeapi
 from tests.realvf.guest import realvfs
 
-from sriov_dra.core import bindings
+from sriov_dra.core import binding_annotation
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kubeletapi import messages
@@ -261,7 +261,7 @@ def annotations(api: client.ApiClient, w: Workload) -> dict[str, str]:
 def shadow_vfs(shadows: list[dict[str, Any]]) -> dict[str, str]:
     """Shadow name -> the PCI address of the VF its binding annotation names."""
     return {
-        s["metadata"]["name"]: bindings.decode_binding(
+        s["metadata"]["name"]: binding_annotation.decode_binding(
             s["metadata"]["annotations"][names.BINDING_ANNOTATION]
         ).pci_address
         for s in shadows

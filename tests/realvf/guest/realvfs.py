@@ -164,11 +164,11 @@ def vfs_ready(pf: RealPf) -> bool:
 def restore_baseline(pfs: list[RealPf]) -> None:
     """Every VF back to igbvf with its netdev in this namespace; the VF count back to 4."""
     from sriov_dra.host import netlink
-    from sriov_dra_lab.fakes import netedit
+    from sriov_dra_lab.fakes import net_edit
 
     for name in os.listdir(netlink.NETNS_RUN_DIR) if netlink.NETNS_RUN_DIR.is_dir() else []:
         with contextlib.suppress(netlink.NetlinkError):
-            netedit.remove_netns(name)
+            net_edit.remove_netns(name)
     for pf in pfs:
         if int(read(SYS_PCI / pf.bdf / "sriov_numvfs")) != NUM_VFS:
             write(SYS_PCI / pf.bdf / "sriov_numvfs", "0")

@@ -1,4 +1,4 @@
-"""Driver binding on real VFs through ``sriov_dra.host.binding``: igbvf <-> vfio-pci with the vIOMMU,
+"""Driver binding on real VFs through ``sriov_dra.host.vf_driver_binding``: igbvf <-> vfio-pci with the vIOMMU,
 ``default`` through ``drivers_probe``, the managed-mode netdevice check on a VF in use, and the
 restore of the checkpointed original driver after a crash between unbind and bind.
 """
@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from tests.realvf.guest.realvfs import SYS_PCI, VF_DRIVER, RawVf, raw_vf, wait_until, write
 
-from sriov_dra.host import binding
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra_lab.fakes import netedit
+from sriov_dra.host import vf_driver_binding
+from sriov_dra_lab.fakes import net_edit
 
 
-def _binder() -> binding.DriverBinder:
+def _binder() -> vf_driver_binding.DriverBinder:
     reader = sysfs_mod.Sysfs(Path("/"))
-    return binding.DriverBinder(reader, kernel=binding.SysfsKernelPci(reader))
+    return vf_driver_binding.DriverBinder(reader, kernel=vf_driver_binding.SysfsKernelPci(reader))
 
 
 def _vfio_group(bdf: str) -> Path:
@@ -47,7 +47,7 @@ def test_default_rebinds_a_vfio_vf_to_igbvf_through_drivers_probe(all_vfs: list[
     vf = all_vfs[2]
     binder = _binder()
     binder.apply(vf.bdf, "vfio-pci")
-    record = binder.apply(vf.bdf, binding.DEFAULT, require_netdevice=True)
+    record = binder.apply(vf.bdf, vf_driver_binding.DEFAULT, require_netdevice=True)
     assert (record.changed, record.original_driver, record.driver) == (True, "vfio-pci", VF_DRIVER)
     assert (SYS_PCI / vf.bdf / "driver_override").read_text().strip() == "(null)"
     wait_until("an igbvf netdev back", lambda: bool(raw_vf(vf.bdf).net))
@@ -58,17 +58,17 @@ def test_rerunning_the_host_stage_accepts_a_vf_whose_netdev_is_in_a_pod_netns(al
     (name,) = vf.net or ("",)
     binder = _binder()
     pod = f"realvf-{uuid.uuid4().hex[:8]}"
-    path = netedit.create_netns(pod)
+    path = net_edit.create_netns(pod)
     try:
-        netedit.move_link(name, target_netns=path, new_name="net1")
+        net_edit.move_link(name, target_netns=path, new_name="net1")
         assert raw_vf(vf.bdf).net == ()
-        for requested in (binding.KEEP, binding.DEFAULT):
+        for requested in (vf_driver_binding.KEEP, vf_driver_binding.DEFAULT):
             record = binder.apply(vf.bdf, requested, require_netdevice=True)
             assert (record.changed, record.driver) == (False, VF_DRIVER)
         assert binder.check_netdevice(vf.bdf) is None
-        netedit.move_link("net1", target_netns=None, new_name=name, netns_path=path)
+        net_edit.move_link("net1", target_netns=None, new_name=name, netns_path=path)
     finally:
-        netedit.remove_netns(pod)
+        net_edit.remove_netns(pod)
     wait_until(f"{name} back in the host namespace", lambda: raw_vf(vf.bdf).net == (name,))
 
 
@@ -77,8 +77,8 @@ def test_managed_mode_still_refuses_a_real_vf_on_vfio_pci(all_vfs: list[RawVf]) 
     binder = _binder()
     record = binder.apply(vf.bdf, "vfio-pci")
     try:
-        with pytest.raises(binding.UnsupportedVfDriver, match="userspace"):
-            binder.apply(vf.bdf, binding.KEEP, require_netdevice=True)
+        with pytest.raises(vf_driver_binding.UnsupportedVfDriver, match="userspace"):
+            binder.apply(vf.bdf, vf_driver_binding.KEEP, require_netdevice=True)
     finally:
         binder.restore_record(record)
     wait_until("an igbvf netdev back", lambda: bool(raw_vf(vf.bdf).net))

@@ -39,7 +39,7 @@ from sriov_dra.guard import main as guard_main
 from sriov_dra.host import netlink
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import cni, guard
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 from sriov_dra_rules import names
 
 CNI_DIR = realvfs.REPO / ".realvf-cni"
@@ -160,13 +160,13 @@ class Sandbox:
 
     def remove_netns(self) -> None:
         if (netlink.NETNS_RUN_DIR / self.netns_name).exists():
-            netedit.remove_netns(self.netns_name)
+            net_edit.remove_netns(self.netns_name)
 
 
 def new_sandbox(prepared: Prepared, chain: Chain) -> Sandbox:
     """A new netns and container ID for the module's Pod (what the runtime makes for each sandbox)."""
     name = f"realvf-{uuid.uuid4().hex[:8]}"
-    path = netedit.create_netns(name)
+    path = net_edit.create_netns(name)
     container = uuid.uuid4().hex
     w = prepared.workload
     att = cni.Attachment(

@@ -1,6 +1,6 @@
 """Device health on real igb VFs: the PF's link down makes its VFs Unhealthy through the host reader.
 
-The reader is the plugin's own (``host.vfhealth`` over ``/sys`` and netlink in the guest's
+The reader is the plugin's own (``host.vf_health_reader`` over ``/sys`` and netlink in the guest's
 namespace, as the plugin reads a node's host namespace); the link is taken down with iproute2,
 independently of the plugin's code.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 from tests.realvf.guest.realvfs import RealPf, wait_until
 
-from sriov_dra.core import devicehealth as dh
-from sriov_dra.driver import device_health
-from sriov_dra.host import discovery, netlink, vfhealth
+from sriov_dra.core import device_health as dh
+from sriov_dra.driver import device_health_monitor
+from sriov_dra.host import discovery, netlink, vf_health_reader
 from sriov_dra.host import sysfs as sysfs_mod
 
 
@@ -25,12 +25,12 @@ def _ip_link_set(pf: str, state: str) -> None:
 def test_igb_pf_link_down_makes_its_vfs_unhealthy_and_up_healthy_again(real_pfs: list[RealPf]) -> None:
     sysfs = sysfs_mod.Sysfs(Path("/"))
     inventory = discovery.by_name(discovery.discover(sysfs))
-    targets = device_health.watch_targets("guest", inventory, inventory, [])
+    targets = device_health_monitor.watch_targets("guest", inventory, inventory, [])
     pf, other = real_pfs
     mine = [t for t in targets if t.pf_pci_address == pf.bdf]
     theirs = [t for t in targets if t.pf_pci_address == other.bdf]
     assert mine and theirs
-    reader = vfhealth.VfHealthReader(sysfs)
+    reader = vf_health_reader.VfHealthReader(sysfs)
 
     def verdicts(of: list[dh.HealthTarget]) -> dict[str, dh.Verdict]:
         readings = reader.read(of)

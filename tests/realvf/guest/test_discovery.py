@@ -16,7 +16,7 @@ from sriov_dra.core import policies
 from sriov_dra.core.plugin import slices
 from sriov_dra.host import discovery, netlink
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
 
@@ -76,9 +76,9 @@ def test_a_vf_inside_a_pod_netns_is_still_discovered_as_the_same_device(all_vfs:
     (name,) = vf.net or ("",)
     before = _discover()[vf.bdf]
     pod = f"realvf-{uuid.uuid4().hex[:8]}"
-    path = netedit.create_netns(pod)
+    path = net_edit.create_netns(pod)
     try:
-        netedit.move_link(name, target_netns=path, new_name="net1")
+        net_edit.move_link(name, target_netns=path, new_name="net1")
         # The kernel fact the fake trees must show: net/ stays, but lists nothing in this netns.
         assert raw_vf(vf.bdf).net == ()
         inside = [link for link in netlink.links(path) if link.parent_device == vf.bdf]
@@ -86,9 +86,9 @@ def test_a_vf_inside_a_pod_netns_is_still_discovered_as_the_same_device(all_vfs:
         now = _discover()[vf.bdf]
         assert _comparable(now) == _comparable(before)
         assert now.netdev is None
-        netedit.move_link("net1", target_netns=None, new_name=name, netns_path=path)
+        net_edit.move_link("net1", target_netns=None, new_name=name, netns_path=path)
     finally:
-        netedit.remove_netns(pod)
+        net_edit.remove_netns(pod)
     wait_until(f"{name} back in the host namespace", lambda: raw_vf(vf.bdf).net == (name,))
 
 
@@ -99,9 +99,9 @@ def test_a_vf_returned_by_a_deleted_pod_netns_comes_back_as_net1_and_is_the_same
     (name,) = vf.net or ("",)
     before = _discover()[vf.bdf]
     pod = f"realvf-{uuid.uuid4().hex[:8]}"
-    path = netedit.create_netns(pod)
-    netedit.move_link(name, target_netns=path, new_name="net1")
-    netedit.remove_netns(pod)  # the runtime deleted the sandbox before CNI DEL
+    path = net_edit.create_netns(pod)
+    net_edit.move_link(name, target_netns=path, new_name="net1")
+    net_edit.remove_netns(pod)  # the runtime deleted the sandbox before CNI DEL
     try:
         wait_until("the VF's netdev back in the host namespace", lambda: raw_vf(vf.bdf).net == ("net1",))
         now = _discover()[vf.bdf]
@@ -109,4 +109,4 @@ def test_a_vf_returned_by_a_deleted_pod_netns_comes_back_as_net1_and_is_the_same
         assert now.netdev == "net1"
     finally:
         if raw_vf(vf.bdf).net == ("net1",):
-            netedit.move_link("net1", target_netns=None, new_name=name)
+            net_edit.move_link("net1", target_netns=None, new_name=name)

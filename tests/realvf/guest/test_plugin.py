@@ -17,9 +17,9 @@ from kubernetes import client
 from tests.realvf import kubeapi
 from tests.realvf.guest import kubeplugin, realvfs
 
-from sriov_dra.core import bindings, registry
+from sriov_dra.core import binding_annotation, registry
 from sriov_dra.kubeletapi import messages
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 from sriov_dra_rules import names
 
 
@@ -48,7 +48,7 @@ def test_node_prepare_over_the_grpc_socket_creates_a_shadow_per_real_vf_and_the_
         meta = obj["metadata"]
         assert [(o["kind"], o["uid"]) for o in meta["ownerReferences"]] == [("Pod", pod.metadata.uid)]
         assert meta["finalizers"] == [names.FINALIZER_ATTACHMENT_PROTECTION]
-        binding = bindings.decode_binding(meta["annotations"][names.BINDING_ANNOTATION])
+        binding = binding_annotation.decode_binding(meta["annotations"][names.BINDING_ANNOTATION])
         config = json.loads(obj["spec"]["config"])
         assert (binding.source.name, config["type"], config["deviceID"]) == (
             kubeapi.SOURCE_NAD,
@@ -73,18 +73,18 @@ def test_a_retried_node_prepare_of_a_real_vf_whose_netdev_is_in_the_pods_netns_s
     bdf = sorted(kubeplugin.shadow_vfs(shadows).values())[0]
     (name,) = realvfs.raw_vf(bdf).net or ("",)
     pod_ns = f"realvf-{uuid.uuid4().hex[:8]}"
-    path = netedit.create_netns(pod_ns)
+    path = net_edit.create_netns(pod_ns)
     try:
-        netedit.move_link(name, target_netns=path, new_name="net1")  # what the CNI ADD does
+        net_edit.move_link(name, target_netns=path, new_name="net1")  # what the CNI ADD does
         assert realvfs.raw_vf(bdf).net == (), "the kernel shows an empty net/ for a VF in another netns"
         again = plugin.prepare(workload.ref)  # the kubelet retries NodePrepare (e.g. after a restart)
         assert again == first
         assert [o["metadata"]["resourceVersion"] for o in kubeplugin.shadows(api, workload.namespace)] == [
             o["metadata"]["resourceVersion"] for o in shadows
         ]
-        netedit.move_link("net1", target_netns=None, new_name=name, netns_path=path)  # the CNI DEL
+        net_edit.move_link("net1", target_netns=None, new_name=name, netns_path=path)  # the CNI DEL
     finally:
-        netedit.remove_netns(pod_ns)
+        net_edit.remove_netns(pod_ns)
     realvfs.wait_until(f"{name} back in the host namespace", lambda: realvfs.raw_vf(bdf).net == (name,))
     assert plugin.unprepare(workload.ref) is None
 

@@ -25,7 +25,7 @@ from tests.realvf.guest import realvfs
 
 from sriov_dra.host import netlink
 from sriov_dra_lab import sriov_cni
-from sriov_dra_lab.fakes import netedit
+from sriov_dra_lab.fakes import net_edit
 
 CNI_PATH = realvfs.REPO / ".realvf-cni"
 SUBNET = "10.56.1.0/24"
@@ -55,12 +55,12 @@ class Cni:
     def netns(self) -> str:
         name = f"pod-{uuid.uuid4().hex[:8]}"
         self.netnses.append(name)
-        return netedit.create_netns(name)
+        return net_edit.create_netns(name)
 
     def remove_netns(self, path: str) -> None:
         name = os.path.basename(path)
         self.netnses.remove(name)
-        netedit.remove_netns(name)
+        net_edit.remove_netns(name)
 
     def conf(self, bdf: str | None, **vf_settings: object) -> dict[str, Any]:
         ranges = [[{"subnet": SUBNET, "rangeStart": "10.56.1.10", "rangeEnd": "10.56.1.20"}]]
@@ -98,7 +98,7 @@ def cni(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp
     yield calls
     for name in calls.netnses:
         if (netlink.NETNS_RUN_DIR / name).exists():
-            netedit.remove_netns(name)
+            net_edit.remove_netns(name)
 
 
 def _inside(netns: str) -> list[netlink.LinkInfo]:

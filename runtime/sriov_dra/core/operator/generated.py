@@ -14,7 +14,7 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sriov_dra.core.operator import draobjects, drapolicy
+from sriov_dra.core.operator import dra_objects, dra_policy
 
 
 class Op(enum.StrEnum):
@@ -52,7 +52,7 @@ def is_managed(obj: Mapping[str, object]) -> bool:
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     return (
         isinstance(labels, Mapping)
-        and labels.get(draobjects.GENERATED_BY_LABEL) == draobjects.GENERATED_BY_VALUE
+        and labels.get(dra_objects.GENERATED_BY_LABEL) == dra_objects.GENERATED_BY_VALUE
     )
 
 
@@ -62,7 +62,7 @@ def needs_update(desired: Mapping[str, object], existing: Mapping[str, object]) 
 
 
 def plan_writes(
-    plan: drapolicy.DraPolicyPlan,
+    plan: dra_policy.DraPolicyPlan,
     existing_attributes: Sequence[Mapping[str, object]],
     existing_policies: Sequence[Mapping[str, object]],
 ) -> tuple[Write, ...]:
@@ -77,7 +77,7 @@ def plan_writes(
             by_node.setdefault(node, []).append(outcome.policy)
 
     def owners_attrs(obj: Mapping[str, object]) -> tuple[str, ...]:
-        uid = _labels(obj).get(draobjects.POLICY_UID_LABEL)
+        uid = _labels(obj).get(dra_objects.POLICY_UID_LABEL)
         return (by_uid[uid],) if uid in by_uid else ()
 
     def owners_srp(name: str) -> tuple[str, ...]:
@@ -87,17 +87,17 @@ def plan_writes(
     srps = _index(existing_policies)
     writes: list[Write] = []
     for name in sorted(plan.withheld & attrs.keys()):
-        writes.append(_delete(draobjects.ATTRIBUTES_KIND, attrs[name], owners_attrs(attrs[name])))
-    writes.extend(_upserts(draobjects.ATTRIBUTES_KIND, plan.device_attributes, attrs, owners_attrs))
+        writes.append(_delete(dra_objects.ATTRIBUTES_KIND, attrs[name], owners_attrs(attrs[name])))
+    writes.extend(_upserts(dra_objects.ATTRIBUTES_KIND, plan.device_attributes, attrs, owners_attrs))
     writes.extend(
-        _upserts(draobjects.POLICY_KIND, plan.resource_policies, srps, lambda o: owners_srp(_name(o)))
+        _upserts(dra_objects.POLICY_KIND, plan.resource_policies, srps, lambda o: owners_srp(_name(o)))
     )
-    desired_srps = plan.names(draobjects.POLICY_KIND)
+    desired_srps = plan.names(dra_objects.POLICY_KIND)
     for name in sorted(srps.keys() - desired_srps):
-        writes.append(_delete(draobjects.POLICY_KIND, srps[name], ()))
-    desired_attrs = plan.names(draobjects.ATTRIBUTES_KIND)
+        writes.append(_delete(dra_objects.POLICY_KIND, srps[name], ()))
+    desired_attrs = plan.names(dra_objects.ATTRIBUTES_KIND)
     for name in sorted(attrs.keys() - desired_attrs - plan.withheld):
-        writes.append(_delete(draobjects.ATTRIBUTES_KIND, attrs[name], ()))
+        writes.append(_delete(dra_objects.ATTRIBUTES_KIND, attrs[name], ()))
     return tuple(writes)
 
 

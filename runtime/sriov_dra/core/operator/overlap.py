@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from sriov_dra.core import devicefacts
-from sriov_dra.core.operator import nodepolicy
+from sriov_dra.core import device_facts
+from sriov_dra.core.operator import node_policy
 
 Identity = tuple[object, ...]
 
 
-def identity(p: nodepolicy.NodePolicy, pool: str | None) -> Identity:
+def identity(p: node_policy.NodePolicy, pool: str | None) -> Identity:
     """What a device matched by ``p`` would publish, for the overlap comparison.
 
     Uses the intended mapping (reference identity, not its resolution) so a conflict does not
@@ -33,8 +33,8 @@ def identity(p: nodepolicy.NodePolicy, pool: str | None) -> Identity:
 
 
 def conflicting_pairs(
-    candidates: Sequence[nodepolicy.NodePolicy], identities: Mapping[str, Identity]
-) -> list[tuple[nodepolicy.NodePolicy, nodepolicy.NodePolicy]]:
+    candidates: Sequence[node_policy.NodePolicy], identities: Mapping[str, Identity]
+) -> list[tuple[node_policy.NodePolicy, node_policy.NodePolicy]]:
     """Pairs (with at least one DRA policy) whose filters may overlap and whose mappings differ.
 
     Two filters that both name PFs can only overlap when they share a PF name, so only those
@@ -69,12 +69,12 @@ def conflicting_pairs(
 
 
 def inventory_pairs(
-    configured: Sequence[nodepolicy.NodePolicy],
+    configured: Sequence[node_policy.NodePolicy],
     identities: Mapping[str, Identity],
-    facts: Iterable[devicefacts.DeviceFacts],
-) -> list[tuple[nodepolicy.NodePolicy, nodepolicy.NodePolicy]]:
+    facts: Iterable[device_facts.DeviceFacts],
+) -> list[tuple[node_policy.NodePolicy, node_policy.NodePolicy]]:
     """Conflicting pairs that match at least one actual device of the node."""
-    pairs: dict[tuple[str, str], tuple[nodepolicy.NodePolicy, nodepolicy.NodePolicy]] = {}
+    pairs: dict[tuple[str, str], tuple[node_policy.NodePolicy, node_policy.NodePolicy]] = {}
     for device in facts:
         matching = [
             p

@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-from sriov_dra.core import bindings, identities
+from sriov_dra.core import binding_annotation, identities
 from sriov_dra.core.plugin import cdi_spec
-from sriov_dra_rules import errors, names, strictjson
+from sriov_dra_rules import errors, names, strict_json
 
 MANAGED_BINDING_VERSION: Final = 1
 """``bindingVersion`` of the managed-binding record this build reads and writes."""
@@ -157,9 +157,9 @@ def _binding_problems(
     _problem(out, f"{path}.interface", names.ifname_problem(b.interface))
     if not b.rendered_config:
         out.append(errors.FieldError(f"{path}.renderedConfig", "must not be empty"))
-    elif not strictjson.has_utf8_form(b.rendered_config):
+    elif not strict_json.has_utf8_form(b.rendered_config):
         out.append(errors.FieldError(f"{path}.renderedConfig", "contains text that is not valid UTF-8"))
-    elif b.config_sha256 != bindings.config_sha256(b.rendered_config):
+    elif b.config_sha256 != binding_annotation.config_sha256(b.rendered_config):
         out.append(errors.FieldError(f"{path}.configSHA256", "is not the SHA-256 of renderedConfig"))
     if out:
         return out

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sriov_dra.core import ifnames, limits, networks, registry
-from sriov_dra.core.plugin.selectionownership import (
+from sriov_dra.core import interface_naming, limits, networks, registry
+from sriov_dra.core.plugin.selection_ownership import (
     ManagedBinding,
     check_bindings,
     check_interfaces,
@@ -24,7 +24,7 @@ from sriov_dra.core.plugin.selectionownership import (
     ownership_problems,
     reconcile_registry,
 )
-from sriov_dra.core.plugin.selectionupdate import (
+from sriov_dra.core.plugin.selection_update import (
     PodSnapshot,
     SelectionUpdate,
     decode_registry,
@@ -39,7 +39,7 @@ def merge_managed_selections(
     pod: PodSnapshot,
     bindings: Sequence[ManagedBinding],
     *,
-    layout: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT,
+    layout: interface_naming.MultusLayout = interface_naming.DEFAULT_LAYOUT,
 ) -> SelectionUpdate:
     """Ensure the Pod selects every binding exactly once, recorded in the registry.
 
@@ -47,7 +47,7 @@ def merge_managed_selections(
     Pod during repair) in deterministic order. Registry entries of other claims are kept; an
     entry of a claim named in ``bindings`` must equal its binding. ``layout`` describes the
     Multus delegates around the annotation's (primary interface, ``defaultNetworks``, auxiliary
-    chain) for the final interface-name check, which is :mod:`core.ifnames`'s rule.
+    chain) for the final interface-name check, which is :mod:`core.interface_naming`'s rule.
 
     Shapes: see :class:`SelectionUpdate`; appended selections are ``{"name","namespace",
     "interface"}`` in compact JSON.

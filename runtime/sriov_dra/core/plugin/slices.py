@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from sriov_dra.core import attributes, devicefacts, policies
+from sriov_dra.core import attributes, device_facts, policies
 from sriov_dra_rules import errors, names
 
 API_VERSION: Final = "resource.k8s.io/v1"
@@ -83,7 +83,7 @@ class SliceWrites:
 
 
 def published_devices(
-    facts: Sequence[devicefacts.DeviceFacts], evaluation: policies.PolicyEvaluation
+    facts: Sequence[device_facts.DeviceFacts], evaluation: policies.PolicyEvaluation
 ) -> tuple[PublishedDevice, ...]:
     """The devices to advertise: eligible ones only, each with discovery plus policy attributes.
 
@@ -99,7 +99,7 @@ def published_devices(
     out: list[PublishedDevice] = []
     for name in sorted(evaluation.eligible & by_name.keys()):
         merged = dict(policy_values.get(name, {}))
-        merged.update(devicefacts.discovered_attributes(by_name[name]))
+        merged.update(device_facts.discovered_attributes(by_name[name]))
         out.append(PublishedDevice(name, dict(sorted(merged.items()))))
     return tuple(out)
 

@@ -1,6 +1,6 @@
 """Consumer verification: the one live Pod a claim is prepared for, and the Pod's claim aliases.
 
-Owns spec §6.1 for the auto-attach path. ``core.plugin.claimplan`` has already checked the claim itself
+Owns spec §6.1 for the auto-attach path. ``core.plugin.claim_plan`` has already checked the claim itself
 (UID, allocation, exactly one ``reservedFor`` Pod, this driver's results from this node's pool,
 no admin-access or shared results). This module then reads the consumer Pod live and checks that
 it is exactly the reserved Pod (UID), bound to this node (``spec.nodeName``), and, for a new
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from sriov_dra.core import identities
-from sriov_dra.core.plugin import claimplan
+from sriov_dra.core.plugin import claim_plan
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
@@ -143,7 +143,7 @@ def check_claim_kind(claim: views.Meta, pod: views.Pod) -> None:
         )
 
 
-def check_pod(pod: views.Pod, *, plan: claimplan.ClaimPlan, node_name: str, new_prepare: bool) -> None:
+def check_pod(pod: views.Pod, *, plan: claim_plan.ClaimPlan, node_name: str, new_prepare: bool) -> None:
     """Check the live Pod against the reservation and this node (spec §6.1 steps 3–4).
 
     Raises: InvalidSpec(InvalidConsumer) for another UID (the reserved Pod was replaced), another
@@ -211,7 +211,7 @@ def check_node_identity(node: seams.NodeIdentity, current_uid: str | None) -> No
 
 def verify_consumer(
     claim: Mapping[str, object],
-    plan: claimplan.ClaimPlan,
+    plan: claim_plan.ClaimPlan,
     *,
     pods: seams.PodApi,
     node: seams.NodeIdentity,

@@ -6,12 +6,12 @@ and Pod operation locks (this module never locks):
 
 1. take a fresh checkpoint snapshot of the Pod's claims whose bindings are ``Pending``/``Ready``
    (``Deleting``/``ReleaseComplete`` records are never published again);
-2. per claim, ensure each shadow (``shadows.ensure_shadow``); a shadow that is truly gone first
+2. per claim, ensure each shadow (``shadow_lifecycle.ensure_shadow``); a shadow that is truly gone first
    gets its recorded UID cleared and ``Pending`` persisted, then is recreated; observed UIDs are
    persisted with one narrow checkpoint write per claim. The shadows of one claim are ensured
    concurrently (``fanout``, bounded): all of them after the claim's ``Pending`` record is
    durable (it was, before this pass started), all finished before its UID write;
-3. one merge of every claim whose shadows all exist into the live Pod (``podnets``); a claim
+3. one merge of every claim whose shadows all exist into the live Pod (``pod_selections``); a claim
    whose shadows failed is left out, so no selection names a shadow that does not exist. The
    caller's best-effort side writes for the claims published here (``beside_patch``: the
    prepare's diagnostic claim status) run on the fan-out workers while this thread sends the
@@ -37,7 +37,7 @@ from typing import NoReturn
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_lifecycle
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver.managed import fanout, podnets, seams, shadows
+from sriov_dra.driver.managed import fanout, pod_selections, seams, shadow_lifecycle
 from sriov_dra.kube import views
 from sriov_dra_rules import errors
 
@@ -68,25 +68,27 @@ def forward_records(store: seams.Store, pod_uid: str) -> list[model.ClaimRecord]
 
 
 def _ensure_target(
-    target: shadows.Target,
+    target: shadow_lifecycle.Target,
     *,
     pod_name: str,
     store: seams.Store,
     nads: seams.NadApi,
     clock: seams.Clock,
-    backoff: podnets.Backoff,
-) -> tuple[shadows.Target, shadows.Ensured, str]:
+    backoff: pod_selections.Backoff,
+) -> tuple[shadow_lifecycle.Target, shadow_lifecycle.Ensured, str]:
     """Ensure one shadow (a truly missing one: clear its UID durably first, then recreate)."""
-    outcome, uid = shadows.ensure_shadow(target, pod_name=pod_name, nads=nads, clock=clock, backoff=backoff)
-    if outcome is shadows.Ensured.MISSING:
+    outcome, uid = shadow_lifecycle.ensure_shadow(
+        target, pod_name=pod_name, nads=nads, clock=clock, backoff=backoff
+    )
+    if outcome is shadow_lifecycle.Ensured.MISSING:
         cleared = replace(target.binding, phase=model.Phase.PENDING, shadow_uid="")
         record = store.update_managed_bindings(target.record.claim_uid, {cleared.attachment_id: cleared})
         LOG.warning(
             "shadow missing: recreating from frozen config",
             extra={"nad": target.ref, "claim_uid": record.claim_uid, "op": "repair"},
         )
-        target = shadows.Target(record, target.device, cleared)
-        outcome, uid = shadows.ensure_shadow(
+        target = shadow_lifecycle.Target(record, target.device, cleared)
+        outcome, uid = shadow_lifecycle.ensure_shadow(
             target, pod_name=pod_name, nads=nads, clock=clock, backoff=backoff
         )
     return target, outcome, uid
@@ -100,7 +102,7 @@ def _ensure_claim(
     store: seams.Store,
     nads: seams.NadApi,
     clock: seams.Clock,
-    backoff: podnets.Backoff,
+    backoff: pod_selections.Backoff,
     created: list[str],
     max_in_flight: int,
 ) -> model.ClaimRecord:
@@ -119,7 +121,7 @@ def _ensure_claim(
             "(the node was replaced): drain and clean the node",
             reason=errors.Reason.SHADOW_CONFLICT,
         )
-    targets = shadows.targets(record)
+    targets = shadow_lifecycle.targets(record)
     outcomes = fanout.run_all(
         [
             functools.partial(
@@ -130,7 +132,7 @@ def _ensure_claim(
         max_in_flight=max_in_flight,
     )
     observed: dict[str, model.ManagedBinding] = {}
-    failures: list[tuple[shadows.Target, Exception]] = []
+    failures: list[tuple[shadow_lifecycle.Target, Exception]] = []
     rewritten = False
     for original, result in zip(targets, outcomes, strict=True):
         if result.error is not None:
@@ -139,7 +141,7 @@ def _ensure_claim(
         assert result.value is not None
         target, outcome, uid = result.value
         rewritten = rewritten or target.binding is not original.binding
-        if outcome is shadows.Ensured.CREATED:
+        if outcome is shadow_lifecycle.Ensured.CREATED:
             created.append(target.binding.shadow_name)
         if uid and uid != target.binding.shadow_uid:
             observed[target.binding.attachment_id] = replace(target.binding, shadow_uid=uid)
@@ -163,7 +165,7 @@ def _persist_observed(
 
 def _raise_first(
     record: model.ClaimRecord,
-    failures: list[tuple[shadows.Target, Exception]],
+    failures: list[tuple[shadow_lifecycle.Target, Exception]],
     *,
     store: seams.Store,
     observed: Mapping[str, model.ManagedBinding],
@@ -197,7 +199,7 @@ def ensure_managed_bindings(
     pods: seams.PodApi,
     reverify: Callable[[Mapping[str, object]], None],
     clock: seams.Clock,
-    backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
+    backoff: pod_selections.Backoff = pod_selections.DEFAULT_BACKOFF,
     max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
     beside_patch: Mapping[str, Callable[[], None]] | None = None,
 ) -> EnsureResult:
@@ -243,10 +245,10 @@ def ensure_managed_bindings(
         return EnsureResult(failed=failed, created=tuple(created))
 
     def patch() -> bool:
-        return podnets.ensure_selections(
+        return pod_selections.ensure_selections(
             pods=pods,
             pod=pod,
-            entries=podnets.intended_entries(ok),
+            entries=pod_selections.intended_entries(ok),
             reverify=reverify,
             clock=clock,
             backoff=backoff,

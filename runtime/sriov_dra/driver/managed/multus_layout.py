@@ -7,7 +7,7 @@ node's layout. :class:`LayoutSource` is where it comes from: the plugin settings
 (``--multus-primary-interface``, ``--multus-default-networks``, ``--multus-system-namespaces``,
 ``--multus-auxiliary-chain``), overlaid, when ``--multus-config-file`` names one, by the keys of
 the node's Multus config file (thick ``daemon-config.json`` or thin ``00-multus.conf[list]``),
-read with :mod:`sriov_dra.core.multusconf`, the guard's own reading.
+read with :mod:`sriov_dra.core.multus_conf`, the guard's own reading.
 
 The file is read again on every use (an admin's edit counts from the next prepare, as in the
 guard). ``auxiliaryCNIChainName`` in the file is not interpreted here: the chain's directory is
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.core import ifnames, multusconf
+from sriov_dra.core import interface_naming, multus_conf
 from sriov_dra_rules import errors
 
 
@@ -35,15 +35,15 @@ class LayoutSource:
     Shapes: ``config_file`` absolute, or ``None`` (``base`` is the layout).
     """
 
-    base: ifnames.MultusLayout = ifnames.DEFAULT_LAYOUT
+    base: interface_naming.MultusLayout = interface_naming.DEFAULT_LAYOUT
     config_file: Path | None = None
 
-    def current(self) -> ifnames.MultusLayout:
+    def current(self) -> interface_naming.MultusLayout:
         """Return the layout to check a Pod's interface names against now (reads the file).
 
         Raises: ``InvalidSpec`` (``HostReadFailed``) when the named file cannot be read;
         ``InvalidSpec`` when it is not a Multus config or a key is malformed (see
-        ``core.multusconf``). Source: spec §6.5; reference multus.md §2.3, §3.
+        ``core.multus_conf``). Source: spec §6.5; reference multus.md §2.3, §3.
         """
         if self.config_file is None:
             return self.base
@@ -56,8 +56,8 @@ class LayoutSource:
                 reason=errors.Reason.HOST_READ_FAILED,
             ) from exc
         source = f"{self.config_file} (--multus-config-file)"
-        keys = multusconf.decode_config(data, source=source)
-        return multusconf.layout_from_keys(keys, source=source, base=self.base)
+        keys = multus_conf.decode_config(data, source=source)
+        return multus_conf.layout_from_keys(keys, source=source, base=self.base)
 
 
 DEFAULT_SOURCE: Final = LayoutSource()

@@ -17,7 +17,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from sriov_dra.core import bindings, identities
+from sriov_dra.core import binding_annotation, identities
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import views
@@ -88,7 +88,7 @@ def classify(
         foreign_finalizers=tuple(f for f in finalizers if f != names.FINALIZER_ATTACHMENT_PROTECTION),
     )
     try:
-        binding = bindings.decode_binding(
+        binding = binding_annotation.decode_binding(
             meta.annotations.get(names.BINDING_ANNOTATION), owner=f"NAD {namespace}/{name}"
         )
     except errors.SriovDraError as exc:

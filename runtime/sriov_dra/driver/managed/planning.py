@@ -1,7 +1,7 @@
 """Planning a managed claim before any hardware change (spec §5, §8.1 step 1, §12.2.5 steps 3–4).
 
 Owns the pre-hardware half of a first managed prepare. From the verified consumer and the
-claim's plan (``core.plugin.claimplan``) it:
+claim's plan (``core.plugin.claim_plan``) it:
 
 1. reads ONE device snapshot (eligibility and attributes together) and refuses any device that
    is not advertised now (``DeviceNotEligible``) before a VfConfig fallback is even considered;
@@ -11,7 +11,7 @@ claim's plan (``core.plugin.claimplan``) it:
    are independent and run concurrently, bounded, all finished before anything is decided)
    and renders each VF's frozen config with its trusted PCI address (``core.render``);
 4. names the interfaces over every allocation of this driver in all of the Pod's claims
-   (``core.ifnames``; sibling claims are read, never waited for);
+   (``core.interface_naming``; sibling claims are read, never waited for);
 5. builds each binding's identity, shadow name and exact shadow object, and dry-runs the Pod
    annotation merge against the live Pod together with the Pod's other checkpointed bindings:
    manual selections of a managed template, interface collisions (counted over the node's Multus
@@ -30,11 +30,17 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sriov_dra.core import bindings, identities, ifnames, render, templates, vfconfig
-from sriov_dra.core.plugin import checkpoint_lifecycle, claimplan, selections, selectionupdate, shadow
+from sriov_dra.core import binding_annotation, identities, interface_naming, render, templates, vf_config
+from sriov_dra.core.plugin import (
+    checkpoint_lifecycle,
+    claim_plan,
+    selection_update,
+    selections,
+    shadow_object,
+)
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
-from sriov_dra.driver.managed import fanout, podnets, seams
+from sriov_dra.driver.managed import fanout, pod_selections, seams
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
 from sriov_dra_rules import errors
@@ -75,7 +81,7 @@ class PlannedBinding:
 class ManagedPlan:
     """Everything a first managed prepare needs after hardware: one binding per VF of the claim."""
 
-    claim: claimplan.ClaimPlan
+    claim: claim_plan.ClaimPlan
     consumer: consumer_mod.Consumer
     node: seams.NodeIdentity
     bindings: tuple[PlannedBinding, ...]
@@ -109,7 +115,7 @@ class ManagedPlan:
         return replace(record, devices=tuple(devices))
 
 
-def _not_eligible(claim: claimplan.ClaimPlan, devices: Sequence[str]) -> errors.InvalidSpec:
+def _not_eligible(claim: claim_plan.ClaimPlan, devices: Sequence[str]) -> errors.InvalidSpec:
     return errors.InvalidSpec(
         f"ResourceClaim {claim.namespace}/{claim.name}: allocated VFs are not advertised by any eligible "
         "policy now (their network mapping is unresolved or was withdrawn after scheduling); nothing was "
@@ -175,7 +181,7 @@ def _source_ref(template: templates.SourceTemplate, source: Mapping[str, object]
 
 def _allocated(
     claim_uid: str, aliases: Sequence[str], claim: Mapping[str, object]
-) -> list[ifnames.AllocatedDevice]:
+) -> list[interface_naming.AllocatedDevice]:
     """This driver's results of one claim, once per alias naming it (spec §6.5)."""
     allocation = views.mapping(claim.get("status")).get("allocation")
     if not isinstance(allocation, Mapping):
@@ -184,12 +190,12 @@ def _allocated(
             "interface names need every allocation of the Pod (the scheduler allocates them together)",
             reason=errors.Reason.INVALID_CLAIM,
         )
-    out: list[ifnames.AllocatedDevice] = []
-    for result in vfconfig.resolve_results(allocation):
+    out: list[interface_naming.AllocatedDevice] = []
+    for result in vf_config.resolve_results(allocation):
         request, _, sub = result.request.partition("/")
         for alias in aliases:
             out.append(
-                ifnames.AllocatedDevice(
+                interface_naming.AllocatedDevice(
                     claim_uid=identities.ClaimUid(claim_uid),
                     claim_alias=alias,
                     request=request,
@@ -205,14 +211,14 @@ def _allocated(
 def interface_names(
     consumer: consumer_mod.Consumer,
     claim: Mapping[str, object],
-    plan: claimplan.ClaimPlan,
+    plan: claim_plan.ClaimPlan,
     *,
     claims: seams.ClaimApi,
-    primary_ifname: str = ifnames.DEFAULT_LAYOUT.primary_ifname,
+    primary_ifname: str = interface_naming.DEFAULT_LAYOUT.primary_ifname,
 ) -> dict[tuple[str, str], str]:
     """``(pool, device) → interface`` over every allocation of this driver in the Pod's claims.
 
-    Raises: the ``core.ifnames.assign_interfaces`` errors; InvalidSpec for an unallocated sibling;
+    Raises: the ``core.interface_naming.assign_interfaces`` errors; InvalidSpec for an unallocated sibling;
     ``kube.errors`` classes for sibling GETs.
     """
     devices = _allocated(plan.claim_uid, consumer.claim_aliases, claim)
@@ -222,13 +228,13 @@ def interface_names(
         siblings.setdefault(uid, (other, []))[1].append(alias)
     for uid, (other, aliases) in sorted(siblings.items()):
         devices.extend(_allocated(uid, sorted(aliases), other))
-    assigned = ifnames.assign_interfaces(devices, primary_ifname=primary_ifname)
+    assigned = interface_naming.assign_interfaces(devices, primary_ifname=primary_ifname)
     return {(a.pool, a.device): a.ifname for a in assigned if a.claim_uid == plan.claim_uid}
 
 
 def plan_bindings(
     claim: Mapping[str, object],
-    plan: claimplan.ClaimPlan,
+    plan: claim_plan.ClaimPlan,
     consumer: consumer_mod.Consumer,
     *,
     node: seams.NodeIdentity,
@@ -258,7 +264,7 @@ def plan_bindings(
     withdrawn = [d.device for d in plan.devices if not view.is_eligible(d.device)]
     if withdrawn:
         raise _not_eligible(plan, withdrawn)
-    chosen: list[tuple[claimplan.PlannedDevice, templates.SourceTemplate]] = []
+    chosen: list[tuple[claim_plan.PlannedDevice, templates.SourceTemplate]] = []
     for dev in plan.devices:
         attrs = view.attributes_of(dev.device) or {}
         chosen.append(
@@ -283,15 +289,15 @@ def plan_bindings(
         aid = identities.attachment_id(identity)
         ref = _source_ref(template, source)
         interface = names_by_device[(dev.pool, dev.device)]
-        shadow.build_shadow_nad(  # validates that every field of the future shadow is well-formed
+        shadow_object.build_shadow_nad(  # validates that every field of the future shadow is well-formed
             identity=identity,
-            binding=bindings.Binding(
+            binding=binding_annotation.Binding(
                 attachment_id=aid,
                 pod_uid=consumer.uid,
                 claim_uid=plan.claim_uid,
                 node_name=node.name,
                 node_uid=node.uid,
-                source=bindings.SourceRef(ref.namespace, ref.name, ref.uid, ref.resource_version),
+                source=binding_annotation.SourceRef(ref.namespace, ref.name, ref.uid, ref.resource_version),
                 pci_address=pci,
                 interface=interface,
                 config_sha256=rendered.config_sha256,
@@ -319,7 +325,7 @@ def plan_bindings(
 
 
 def check_pod_annotation(
-    plan: ManagedPlan, *, store: seams.Store, layout: ifnames.MultusLayout | None = None
+    plan: ManagedPlan, *, store: seams.Store, layout: interface_naming.MultusLayout | None = None
 ) -> None:
     """Dry-run the Pod annotation merge with this plan plus the Pod's other forward bindings.
 
@@ -355,9 +361,9 @@ def check_pod_annotation(
         and r.managed_bindings()
         and not checkpoint_lifecycle.release_in_progress(r)
     ]
-    entries = podnets.intended_entries([*others, draft], placeholder=True)
+    entries = pod_selections.intended_entries([*others, draft], placeholder=True)
     selections.merge_managed_selections(
-        selectionupdate.pod_snapshot(plan.consumer.pod),
+        selection_update.pod_snapshot(plan.consumer.pod),
         entries,
         layout=layout if layout is not None else plan.node.multus.current(),
     )

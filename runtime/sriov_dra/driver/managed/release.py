@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from sriov_dra.core.plugin import checkpoint_lifecycle
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver.managed import podnets, seams, shadows
+from sriov_dra.driver.managed import pod_selections, seams, shadow_lifecycle
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views as kube_views
 from sriov_dra_rules import errors
@@ -60,7 +60,7 @@ class ReleaseResult:
 
 
 def _pod_name(
-    record: model.ClaimRecord, views: list[shadows.ReleaseView], claims: seams.ClaimApi
+    record: model.ClaimRecord, views: list[shadow_lifecycle.ReleaseView], claims: seams.ClaimApi
 ) -> str | None:
     """The consumer Pod's name: from a shadow's ownerReference, else the claim's reservation."""
     for view in views:
@@ -84,23 +84,23 @@ def _api_cleanup(
     pods: seams.PodApi,
     claims: seams.ClaimApi,
     clock: seams.Clock,
-    backoff: podnets.Backoff,
+    backoff: pod_selections.Backoff,
 ) -> tuple[model.ClaimRecord, dict[str, str]]:
     """Steps 1–3; returns the record (with adopted UIDs) and shadow name → UID to finalize."""
-    views: list[shadows.ReleaseView] = []
+    views: list[shadow_lifecycle.ReleaseView] = []
     adopted: dict[str, model.ManagedBinding] = {}
-    for target in shadows.targets(record):
-        view = shadows.resolve_for_release(target, nads=nads)
+    for target in shadow_lifecycle.targets(record):
+        view = shadow_lifecycle.resolve_for_release(target, nads=nads)
         if view.live is not None and not target.binding.shadow_uid:
             adopted[target.binding.attachment_id] = replace(target.binding, shadow_uid=view.uid)
         views.append(view)
     if adopted:
         record = store.update_managed_bindings(record.claim_uid, adopted)
-    for target, view in zip(shadows.targets(record), views, strict=True):
-        shadows.request_deletion(target, view, nads=nads)
+    for target, view in zip(shadow_lifecycle.targets(record), views, strict=True):
+        shadow_lifecycle.request_deletion(target, view, nads=nads)
     pod_name = _pod_name(record, views, claims)
     if pod_name is not None:
-        podnets.remove_claim_selections(
+        pod_selections.remove_claim_selections(
             pods=pods,
             namespace=record.namespace,
             name=pod_name,
@@ -109,7 +109,9 @@ def _api_cleanup(
             clock=clock,
             backoff=backoff,
         )
-    uids = {t.binding.shadow_name: v.uid for t, v in zip(shadows.targets(record), views, strict=True)}
+    uids = {
+        t.binding.shadow_name: v.uid for t, v in zip(shadow_lifecycle.targets(record), views, strict=True)
+    }
     return record, uids
 
 
@@ -123,7 +125,7 @@ def release_managed_claim(
     release_host: HostRelease | None,
     clock: seams.Clock,
     clear_status: StatusClear | None = None,
-    backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
+    backoff: pod_selections.Backoff = pod_selections.DEFAULT_BACKOFF,
 ) -> ReleaseResult:
     """Release ``record`` (which has managed bindings) as the module docstring describes.
 
@@ -156,8 +158,8 @@ def release_managed_claim(
         record = store.mark_managed_release_complete(record.claim_uid)
     finalized: list[str] = []
     foreign: dict[str, tuple[str, ...]] = {}
-    for target in shadows.targets(record):
-        outcome = shadows.finalize_released(
+    for target in shadow_lifecycle.targets(record):
+        outcome = shadow_lifecycle.finalize_released(
             target, uids.get(target.binding.shadow_name, ""), nads=nads, clock=clock, backoff=backoff
         )
         finalized.append(target.binding.shadow_name)

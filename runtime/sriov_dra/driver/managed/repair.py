@@ -14,7 +14,7 @@ outcomes). One pass, at startup and then every ``interval_s``:
   succeeds; missing shadows are recreated from frozen bytes, missing selections and registry
   entries restored, a missing finalizer put back; a terminating shadow is never recreated
   (``ShadowDeletionPending`` Event). The shadows are read from one label-selected LIST of this
-  node's shadows per pass (``passlist``: same decisions, a name it missed gets a live GET),
+  node's shadows per pass (``listed_shadows``: same decisions, a name it missed gets a live GET),
   not one GET each. If anything does not hold, forward repair stops for that
   Pod: the observation alone never releases anything;
 - ``Deleting`` records: the kubelet already authorized their release; it is resumed (local
@@ -25,7 +25,7 @@ A resumed release also clears the claim's ``status.devices`` entries (``clear_st
 the record goes, exactly as the unprepare handler does: the kubelet's later unprepare finds no
 record and could not clear them any more.
 
-Claim ``networkData`` (issue 17, diagnostic; ``netdata``): with a ``network_data`` writer, every
+Claim ``networkData`` (issue 17, diagnostic; ``network_data_writer``): with a ``network_data`` writer, every
 verified Pod's published claims get their entries' ``networkData`` from the Pod's network-status
 (under the same locks, with the claim and Pod just read: no extra request when nothing changed;
 a Pod's further claims are read once each).
@@ -51,11 +51,20 @@ from dataclasses import dataclass, field
 from sriov_dra.core.plugin import checkpoint_lifecycle
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import ensure as ensure_mod
-from sriov_dra.driver.managed import hostgate, netdata, observe, orphans, passlist, release, seams, service
+from sriov_dra.driver.managed import (
+    host_gate,
+    listed_shadows,
+    network_data_writer,
+    observe,
+    orphans,
+    release,
+    seams,
+    service,
+)
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
 from sriov_dra.kube import watches as kube_watches
-from sriov_dra.servicekit import health as health_mod
+from sriov_dra.servicekit import probes
 from sriov_dra.servicekit import threads as svc_threads
 from sriov_dra_rules import errors
 
@@ -102,10 +111,10 @@ class RepairWorker:
         *,
         attach: service.ManagedAttach,
         host_release: release.HostRelease | None,
-        host_prepare: hostgate.HostStage,
+        host_prepare: host_gate.HostStage,
         settings: RepairSettings | None = None,
         clear_status: release.StatusClear | None = None,
-        network_data: netdata.NetworkDataWriter | None = None,
+        network_data: network_data_writer.NetworkDataWriter | None = None,
     ) -> None:
         self.attach = attach
         self.host_release = host_release
@@ -135,7 +144,7 @@ class RepairWorker:
         """Why the latest pass ended early (empty after a complete pass)."""
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, *, health: health_mod.Health | None = None) -> None:
+    def start(self, *, health: probes.Health | None = None) -> None:
         """Start the worker thread; its first pass runs immediately.
 
         A crash of the loop itself (each pass already contains its own errors) is recorded in
@@ -200,12 +209,14 @@ class RepairWorker:
                 self._queued.pop(uid, None)
                 self._handled_status.pop(uid, None)
             return
-        value = netdata.network_status_of(pod)
+        value = network_data_writer.network_status_of(pod)
         with self._queue_lock:
             if uid in self._handled_status and self._handled_status[uid] == value:
                 self._queued.pop(uid, None)  # back to the handled value: nothing to do
                 return
-        if not any(netdata.published(r) for r in ensure_mod.forward_records(self.attach.store, uid)):
+        if not any(
+            network_data_writer.published(r) for r in ensure_mod.forward_records(self.attach.store, uid)
+        ):
             return
         with self._queue_lock:
             self._queued[uid] = pod
@@ -227,7 +238,7 @@ class RepairWorker:
             if self._stop.is_set():
                 break
             view = views.decode_pod(pod)
-            value = netdata.network_status_of(pod)
+            value = network_data_writer.network_status_of(pod)
             with self._queue_lock:
                 if uid in self._handled_status and self._handled_status[uid] == value:
                     continue
@@ -319,10 +330,10 @@ class RepairWorker:
         return None
 
     def _list_shadows(self) -> seams.NadApi | None:
-        """The pass's one LIST of this node's shadows (``passlist``); ``None`` (each shadow is then
+        """The pass's one LIST of this node's shadows (``listed_shadows``); ``None`` (each shadow is then
         read with its own GET, as before) when the LIST fails."""
         try:
-            return passlist.ListedShadows.of_node(self.attach.nads, self.attach.node.uid)
+            return listed_shadows.ListedShadows.of_node(self.attach.nads, self.attach.node.uid)
         except kube_errors.ApiError as exc:
             LOG.warning(
                 "shadow LIST failed: this pass reads each shadow",
@@ -383,14 +394,14 @@ class RepairWorker:
                 if not ensure_mod.forward_records(attach.store, pod_uid):
                     return
                 result = attach.ensure_pod(pod, host=self.host_prepare, nads=nads)
-                if self.network_data is not None:  # diagnostic, never raises (netdata)
+                if self.network_data is not None:  # diagnostic, never raises (network_data_writer)
                     self.network_data.write(
                         pod,
                         ensure_mod.forward_records(attach.store, pod_uid),
                         current={first.claim_uid: claim},
                     )
                     with self._queue_lock:
-                        self._handled_status[pod_uid] = netdata.network_status_of(pod)
+                        self._handled_status[pod_uid] = network_data_writer.network_status_of(pod)
         except _Stop as stop:
             report.stopped[key] = str(stop)
             LOG.info(

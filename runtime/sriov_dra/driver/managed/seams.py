@@ -3,8 +3,8 @@
 Every orchestration function in ``driver.managed`` receives these as keyword-only arguments
 (STYLE.md §1 "seams"), so tests inject each failure of spec §17.2 (Forbidden, NotFound, timeout,
 409, 422, a failed checkpoint write, a crash) with fakes from ``tests/fakes/`` and no patching.
-Production implementations: :class:`sriov_dra.kube.podpatch.PodClient`,
-:class:`sriov_dra.kube.shadows.NadClient`, :class:`sriov_dra.kube.claims.ClaimClient`,
+Production implementations: :class:`sriov_dra.kube.pod_patch.PodClient`,
+:class:`sriov_dra.kube.nad_client.NadClient`, :class:`sriov_dra.kube.claims.ClaimClient`,
 :class:`sriov_dra.host.checkpoint.CheckpointStore`, the policy controller's snapshot
 (``driver.policy_controller``) and :class:`sriov_dra.kube.plugin_events.EventRecorder`.
 
@@ -45,7 +45,7 @@ class NodeIdentity:
 
 
 class PodApi(Protocol):
-    """Live Pod reads and the conditional annotation patch (``kube.podpatch.PodClient``)."""
+    """Live Pod reads and the conditional annotation patch (``kube.pod_patch.PodClient``)."""
 
     def get(self, namespace: str, name: str) -> JsonObject:
         """Live GET. Raises: ``kube.errors`` classes (NotFound, Forbidden, ServerError, ...)."""
@@ -57,7 +57,7 @@ class PodApi(Protocol):
 
 
 class NadApi(Protocol):
-    """NAD reads and shadow writes (``kube.shadows.NadClient``)."""
+    """NAD reads and shadow writes (``kube.nad_client.NadClient``)."""
 
     def get(self, namespace: str, name: str) -> JsonObject:
         """Live GET. Raises: ``kube.errors`` classes."""

@@ -25,11 +25,20 @@ import logging
 from collections.abc import Callable, Mapping
 
 from sriov_dra.core import identities
-from sriov_dra.core.plugin import checkpoint_lifecycle, claimplan
+from sriov_dra.core.plugin import checkpoint_lifecycle, claim_plan
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import ensure as ensure_mod
-from sriov_dra.driver.managed import fanout, hostgate, lockorder, observe, planning, podnets, release, seams
+from sriov_dra.driver.managed import (
+    fanout,
+    host_gate,
+    lock_order,
+    observe,
+    planning,
+    pod_selections,
+    release,
+    seams,
+)
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
 from sriov_dra_rules import errors
@@ -55,10 +64,10 @@ class ManagedAttach:
         nads: seams.NadApi,
         claims: seams.ClaimApi,
         store: seams.Store,
-        locks: lockorder.OperationLocks,
+        locks: lock_order.OperationLocks,
         clock: seams.Clock | None = None,
         reporter: observe.Reporter | None = None,
-        backoff: podnets.Backoff = podnets.DEFAULT_BACKOFF,
+        backoff: pod_selections.Backoff = pod_selections.DEFAULT_BACKOFF,
         node_uid: consumer_mod.NodeUidReader | None = None,
         max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
@@ -77,7 +86,7 @@ class ManagedAttach:
 
     # ---------------------------------------------------------------- prepare
     def verify(
-        self, claim: Mapping[str, object], plan: claimplan.ClaimPlan, *, new_prepare: bool
+        self, claim: Mapping[str, object], plan: claim_plan.ClaimPlan, *, new_prepare: bool
     ) -> consumer_mod.Consumer:
         """Verify the claim's consumer Pod (see ``consumer.verify_consumer``)."""
         return consumer_mod.verify_consumer(
@@ -93,7 +102,7 @@ class ManagedAttach:
             consumer_mod.check_node_identity(self.node, self.node_uid())
 
     def plan(
-        self, claim: Mapping[str, object], plan: claimplan.ClaimPlan, consumer: consumer_mod.Consumer
+        self, claim: Mapping[str, object], plan: claim_plan.ClaimPlan, consumer: consumer_mod.Consumer
     ) -> planning.ManagedPlan:
         """Plan a first managed prepare (see ``planning.plan_bindings``); nothing is changed."""
         return planning.plan_bindings(
@@ -144,7 +153,7 @@ class ManagedAttach:
         consumer: consumer_mod.Consumer,
         claim_uid: str,
         *,
-        host: hostgate.HostStage,
+        host: host_gate.HostStage,
         beside_patch: Callable[[], None] | None = None,
     ) -> ensure_mod.EnsureResult:
         """EnsureManagedBindings for the consumer's Pod; raise this claim's error if it failed.
@@ -152,7 +161,7 @@ class ManagedAttach:
         The caller has just completed ``claim_uid``'s host stage. ``host`` first completes it for
         every other forward claim of the Pod with a ``Pending`` binding (a sibling whose prepare
         died between its checkpoint and its host step); a claim whose host step fails is not
-        published and keeps its error (``hostgate``). ``beside_patch`` is a best-effort write for
+        published and keeps its error (``host_gate``). ``beside_patch`` is a best-effort write for
         ``claim_uid`` that runs concurrently with the Pod patch once the claim's shadows exist and
         is joined before this returns; ``Ready`` does not wait for it (``ensure.ensure_managed_bindings``).
         Raises: LifecycleBlocked(ClaimReleaseInProgress) when the claim's record is being
@@ -187,7 +196,7 @@ class ManagedAttach:
         self,
         pod: Mapping[str, object],
         *,
-        host: hostgate.HostStage,
+        host: host_gate.HostStage,
         done: frozenset[str] = frozenset(),
         beside_patch: Mapping[str, Callable[[], None]] | None = None,
         nads: seams.NadApi | None = None,
@@ -198,12 +207,12 @@ class ManagedAttach:
         and publishes only those whose host stage is complete; the others are reported failed.
         ``beside_patch``: best-effort writes per claim UID run beside the Pod patch (see
         ``ensure.ensure_managed_bindings``). ``nads`` replaces the attach's NAD API for this call
-        (the repair pass's one-LIST view, ``passlist``). The caller holds the claim and Pod
+        (the repair pass's one-LIST view, ``listed_shadows``). The caller holds the claim and Pod
         operation locks. Never raises per claim.
         """
         pod_uid = views.decode_meta(pod).uid
-        held = hostgate.complete_host_stages(self.store, pod_uid, host, done=done)
-        store = hostgate.GatedStore(self.store, held) if held else self.store
+        held = host_gate.complete_host_stages(self.store, pod_uid, host, done=done)
+        store = host_gate.GatedStore(self.store, held) if held else self.store
         refs = [(r.namespace, r.name) for r in ensure_mod.forward_records(store, pod_uid)]
         result = ensure_mod.ensure_managed_bindings(
             pod,

@@ -25,9 +25,9 @@ from sriov_dra.core import identities
 from sriov_dra.driver import claim_context, locks, prepare, unprepare
 from sriov_dra.driver.managed import (
     fanout,
-    lockorder,
+    lock_order,
     multus_layout,
-    netdata,
+    network_data_writer,
     observe,
     repair,
     seams,
@@ -35,8 +35,8 @@ from sriov_dra.driver.managed import (
 )
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra.kube import nodeinfo, plugin_events, podpatch, shadows, watches
-from sriov_dra.servicekit import health as health_mod
+from sriov_dra.kube import nad_client, node_info, plugin_events, pod_patch, watches
+from sriov_dra.servicekit import probes
 
 LOG = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class LiveNodeUid:
     the kubelet's unprepare releases. A live GET per prepare would add one request to the
     ``3 + 2k`` of the happy path (``bench/prepare.py``) for that window only; it is made when
     the watch has no Node (not listed yet, or the Node was deleted), where the cache cannot
-    answer. Without ``watched`` every call is a live GET (``read``: ``nodeinfo.node_uid``).
+    answer. Without ``watched`` every call is a live GET (``read``: ``node_info.node_uid``).
     Raises (``__call__``): ``kube.errors`` classes other than NotFound for the live GET.
     """
 
@@ -113,21 +113,21 @@ def build_attach(
     node UID is logged (the orphan scan of this identity cannot see their shadows).
     Raises: ``kube.errors`` classes when the Node cannot be read (startup fails visibly).
     """
-    uid = nodeinfo.node_uid(api, node_name, timeout_s=api_timeout_s)
+    uid = node_info.node_uid(api, node_name, timeout_s=api_timeout_s)
     metrics = observe.ManagedMetrics(registry)
     events = plugin_events.EventRecorder(api, controller=CONTROLLER, instance=node_name)
     attach = service.ManagedAttach(
         node=seams.NodeIdentity(node_name, identities.NodeUid(uid), multus=multus),
         devices=devices,
-        pods=podpatch.PodClient(api, timeout_s=api_timeout_s),
-        nads=shadows.NadClient(api, timeout_s=api_timeout_s),
+        pods=pod_patch.PodClient(api, timeout_s=api_timeout_s),
+        nads=nad_client.NadClient(api, timeout_s=api_timeout_s),
         claims=kube_claims.ClaimClient(api, timeout_s=api_timeout_s),
         store=store,
-        locks=lockorder.OperationLocks(locks.KeyedLocks("claim"), locks.KeyedLocks("pod")),
+        locks=lock_order.OperationLocks(locks.KeyedLocks("claim"), locks.KeyedLocks("pod")),
         reporter=observe.Reporter(events, metrics),
         max_in_flight=max_in_flight,
         node_uid=LiveNodeUid(
-            read=lambda: nodeinfo.node_uid(api, node_name, timeout_s=api_timeout_s), watched=watched_node_uid
+            read=lambda: node_info.node_uid(api, node_name, timeout_s=api_timeout_s), watched=watched_node_uid
         ),
     )
     LOG.info("auto-attach enabled", extra={"op": "startup", "node": node_name, "node_uid": uid})
@@ -174,7 +174,7 @@ def start_worker(
     first_pass_timeout_s: float = 300.0,
     stop: threading.Event | None = None,
     watch_api: watches.ApiClient | None = None,
-    health: health_mod.Health | None = None,
+    health: probes.Health | None = None,
 ) -> repair.RepairWorker:
     """Start the repair worker and wait until its first pass ran to its end (spec §8.3).
 
@@ -182,7 +182,7 @@ def start_worker(
 
     The worker releases hosts and completes interrupted host stages through the handler's
     context (``unprepare.release_host``, ``prepare.ensure_host``) and fills claim ``networkData``
-    through the handler's claim client (``netdata``). With ``watch_api`` the node's Pod watch
+    through the handler's claim client (``network_data_writer``). With ``watch_api`` the node's Pod watch
     (:func:`pod_watch`) is started too, so ``networkData`` follows network-status at once instead
     of at the next pass; the worker's ``stop`` closes it. The wait logs progress every
     :data:`PROGRESS_EVERY_S` seconds and ends early when ``stop`` is set (shutdown during startup).
@@ -196,7 +196,9 @@ def start_worker(
         host_prepare=lambda record: prepare.ensure_host(context, record),
         clear_status=lambda record: unprepare.clear_status(context, record),
         settings=settings,
-        network_data=netdata.NetworkDataWriter(claims=context.claims, driver_name=context.driver_name),
+        network_data=network_data_writer.NetworkDataWriter(
+            claims=context.claims, driver_name=context.driver_name
+        ),
     )
     worker.start(health=health)
     if watch_api is not None:

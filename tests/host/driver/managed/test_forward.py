@@ -16,7 +16,7 @@ from tests.fakes import claims_api as fx
 from tests.fakes import kube_objects as ko
 from tests.fakes import managed_node as mn
 
-from sriov_dra.core import bindings, registry
+from sriov_dra.core import binding_annotation, registry
 from sriov_dra.kubeletapi import messages
 from sriov_dra_rules import names
 
@@ -63,10 +63,10 @@ def test_two_vf_prepare_publishes_one_protected_shadow_per_vf_with_exact_metadat
         ]
         assert meta["finalizers"] == [names.FINALIZER_ATTACHMENT_PROTECTION]
         assert set(meta["annotations"]) == {names.BINDING_ANNOTATION}
-        binding = bindings.decode_binding(meta["annotations"][names.BINDING_ANNOTATION])
+        binding = binding_annotation.decode_binding(meta["annotations"][names.BINDING_ANNOTATION])
         config = json.loads(obj["spec"]["config"])
         assert config["deviceID"] == binding.pci_address
-        assert binding.config_sha256 == bindings.config_sha256(obj["spec"]["config"])
+        assert binding.config_sha256 == binding_annotation.config_sha256(obj["spec"]["config"])
         by_pci[binding.pci_address] = (
             binding.source.name,
             binding.interface,

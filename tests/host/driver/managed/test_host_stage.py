@@ -1,4 +1,4 @@
-"""The host-stage gate (``driver.managed.hostgate``): failure injection at the boundary between the
+"""The host-stage gate (``driver.managed.host_gate``): failure injection at the boundary between the
 ``Pending`` checkpoint and the end of the host step of a first prepare.
 
 The record (``Pending`` bindings included) is written before the first host change; a plugin that

@@ -16,7 +16,7 @@ import pytest
 from tests.fakes import claims_api as fx
 from tests.fakes import managed_node as mn
 
-from sriov_dra.core import ifnames
+from sriov_dra.core import interface_naming
 from sriov_dra.driver.managed import multus_layout
 from sriov_dra.kubeletapi import messages
 from sriov_dra_rules import names
@@ -54,8 +54,8 @@ def test_default_layout_lets_an_explicit_net2_follow_a_manual_net1(node: mn.Mana
 @pytest.mark.parametrize(
     "source",
     [
-        lambda _: multus_layout.LayoutSource(ifnames.MultusLayout(default_networks=("x",))),
-        lambda path: multus_layout.LayoutSource(ifnames.DEFAULT_LAYOUT, path),
+        lambda _: multus_layout.LayoutSource(interface_naming.MultusLayout(default_networks=("x",))),
+        lambda path: multus_layout.LayoutSource(interface_naming.DEFAULT_LAYOUT, path),
     ],
     ids=["default-networks-flag", "node-multus-config-file"],
 )
@@ -78,7 +78,9 @@ def test_node_default_network_makes_the_manual_selection_net2_and_refuses_the_vf
 def test_a_system_namespace_pod_gets_no_default_networks(node: mn.ManagedNode) -> None:
     _on_node(
         node,
-        multus_layout.LayoutSource(ifnames.MultusLayout(default_networks=("x",), system_namespaces=(mn.NS,))),
+        multus_layout.LayoutSource(
+            interface_naming.MultusLayout(default_networks=("x",), system_namespaces=(mn.NS,))
+        ),
     )
     out = node.prepare(_consumer(node))
     assert isinstance(out, messages.Prepared)
@@ -88,7 +90,7 @@ def test_a_system_namespace_pod_gets_no_default_networks(node: mn.ManagedNode) -
 def test_unreadable_node_multus_config_refuses_before_any_change(
     node: mn.ManagedNode, tmp_path: Path
 ) -> None:
-    _on_node(node, multus_layout.LayoutSource(ifnames.DEFAULT_LAYOUT, tmp_path / "absent.json"))
+    _on_node(node, multus_layout.LayoutSource(interface_naming.DEFAULT_LAYOUT, tmp_path / "absent.json"))
     out = node.prepare(_consumer(node))
     assert isinstance(out, messages.ClaimError)
     assert "HostReadFailed" in out.message and "--multus-config-file" in out.message
@@ -110,7 +112,7 @@ def test_malformed_node_multus_config_refuses_prepare_naming_the_file_and_field_
 ) -> None:
     config = tmp_path / "00-multus.conflist"
     config.write_text(document)
-    _on_node(node, multus_layout.LayoutSource(ifnames.DEFAULT_LAYOUT, config))
+    _on_node(node, multus_layout.LayoutSource(interface_naming.DEFAULT_LAYOUT, config))
     out = node.prepare(_consumer(node))
     assert isinstance(out, messages.ClaimError), out
     assert str(config) in out.message and "--multus-config-file" in out.message

@@ -14,7 +14,7 @@ from typing import Any
 from tests.fakes import claims_api as fx
 from tests.fakes import managed_node as mn
 
-from sriov_dra.driver.managed import netdata, repair
+from sriov_dra.driver.managed import network_data_writer, repair
 from sriov_dra.kubeletapi import messages
 from sriov_dra_rules import names
 
@@ -28,7 +28,7 @@ def worker(node: mn.ManagedNode) -> repair.RepairWorker:
         host_release=made.host_release,
         host_prepare=made.host_prepare,
         clear_status=made.clear_status,
-        network_data=netdata.NetworkDataWriter(claims=node.claims),
+        network_data=network_data_writer.NetworkDataWriter(claims=node.claims),
     )
 
 

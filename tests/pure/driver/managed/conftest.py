@@ -6,9 +6,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from sriov_dra.core import bindings, identities
+from sriov_dra.core import binding_annotation, identities
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver.managed import shadows
+from sriov_dra.driver.managed import shadow_lifecycle
 
 NODE_UID = "0a0a0a0a-0000-4000-8000-00000000000a"
 POD_UID = "11111111-2222-3333-4444-555555555555"
@@ -41,7 +41,7 @@ def record(
             shadow_uid=f"5ad0c000-0000-4000-8000-{index:012d}",
             source=model.SourceRef(NS, "rail-a-net", identities.ObjectUid(SOURCE_UID), "7"),
             rendered_config=config,
-            config_sha256=bindings.config_sha256(config),
+            config_sha256=binding_annotation.config_sha256(config),
             interface=f"dra{index + first_interface}",
             node_name="node-a",
             node_uid=identities.NodeUid(NODE_UID),
@@ -71,8 +71,8 @@ def record(
 
 def live_shadow(rec: model.ClaimRecord, index: int = 0, **meta: Any) -> dict[str, Any]:
     """The live object of binding ``index`` as the API returns it (uid, resourceVersion set)."""
-    target = shadows.targets(rec)[index]
-    obj = shadows.expected_shadow(target, pod_name="consumer")
+    target = shadow_lifecycle.targets(rec)[index]
+    obj = shadow_lifecycle.expected_shadow(target, pod_name="consumer")
     obj["metadata"].update(uid=target.binding.shadow_uid, resourceVersion="10", **meta)
     return obj
 

@@ -1,4 +1,4 @@
-"""driver.managed.lockorder: claim-then-Pod operation locks, checked order, race tests."""
+"""driver.managed.lock_order: claim-then-Pod operation locks, checked order, race tests."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections import defaultdict
 import pytest
 
 from sriov_dra.driver import locks
-from sriov_dra.driver.managed import lockorder
+from sriov_dra.driver.managed import lock_order
 from sriov_dra_rules import errors
 
 
-def make(observer: lockorder.Observer | None = None) -> lockorder.OperationLocks:
-    return lockorder.OperationLocks(locks.KeyedLocks("claim"), locks.KeyedLocks("pod"), observer=observer)
+def make(observer: lock_order.Observer | None = None) -> lock_order.OperationLocks:
+    return lock_order.OperationLocks(locks.KeyedLocks("claim"), locks.KeyedLocks("pod"), observer=observer)
 
 
 @pytest.mark.parametrize(

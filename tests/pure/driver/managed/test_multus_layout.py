@@ -7,17 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.core import ifnames
+from sriov_dra.core import interface_naming
 from sriov_dra.driver.managed import multus_layout, seams
 from sriov_dra_rules import errors
 
-FLAGS = ifnames.MultusLayout(primary_ifname="eth0", default_networks=("flag-net",), auxiliary_chain=True)
+FLAGS = interface_naming.MultusLayout(
+    primary_ifname="eth0", default_networks=("flag-net",), auxiliary_chain=True
+)
 
 
 def test_nothing_configured_is_multus_defaults() -> None:
-    assert multus_layout.DEFAULT_SOURCE.current() == ifnames.MultusLayout()
+    assert multus_layout.DEFAULT_SOURCE.current() == interface_naming.MultusLayout()
     assert seams.NodeIdentity("node-a", "0a0a0a0a-0000-4000-8000-00000000000a").multus.current() == (  # type: ignore[arg-type]
-        ifnames.DEFAULT_LAYOUT
+        interface_naming.DEFAULT_LAYOUT
     )
 
 
@@ -31,19 +33,19 @@ def test_without_a_file_the_flags_are_the_layout() -> None:
         (
             "daemon-config.json",
             {"defaultNetworks": ["x"], "systemNamespaces": ["infra"]},
-            ifnames.MultusLayout("eth0", ("x",), ("infra",), True),
+            interface_naming.MultusLayout("eth0", ("x",), ("infra",), True),
         ),
         (
             "00-multus.conflist",
             {"cniVersion": "1.0.0", "plugins": [{"type": "multus", "systemNamespaces": []}]},
-            ifnames.MultusLayout("eth0", ("flag-net",), (), True),
+            interface_naming.MultusLayout("eth0", ("flag-net",), (), True),
         ),
         ("00-multus.conf", {"type": "multus", "kubeconfig": "/k"}, FLAGS),
     ],
     ids=["thick-daemon-config-keys-win", "thin-conflist-multus-plugin", "file-without-the-keys-keeps-flags"],
 )
 def test_config_file_keys_overlay_the_flags(
-    tmp_path: Path, name: str, document: dict[str, object], expected: ifnames.MultusLayout
+    tmp_path: Path, name: str, document: dict[str, object], expected: interface_naming.MultusLayout
 ) -> None:
     path = tmp_path / name
     path.write_text(json.dumps(document))
@@ -53,7 +55,7 @@ def test_config_file_keys_overlay_the_flags(
 def test_the_file_is_read_again_on_every_use(tmp_path: Path) -> None:
     path = tmp_path / "daemon-config.json"
     path.write_text('{"defaultNetworks": ["x"]}')
-    source = multus_layout.LayoutSource(ifnames.DEFAULT_LAYOUT, path)
+    source = multus_layout.LayoutSource(interface_naming.DEFAULT_LAYOUT, path)
     assert source.current().default_networks == ("x",)
     path.write_text('{"defaultNetworks": ["x", "y"]}')
     assert source.current().default_networks == ("x", "y")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sriov_dra.core import bindings
+from sriov_dra.core import binding_annotation
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import orphans, seams
 from sriov_dra_rules import names
@@ -109,8 +109,8 @@ def test_other_nodes_and_unmanaged_objects_are_ignored(nad) -> None:
 
 def test_a_binding_of_another_node_uid_is_ignored_even_when_labelled_for_this_one() -> None:
     rec = record(DEV)
-    b = bindings.decode_binding(LIVE["metadata"]["annotations"][names.BINDING_ANNOTATION])
-    text = bindings.encode_binding(replace(b, node_uid="0e0e0e0e-0000-4000-8000-00000000000e"))
+    b = binding_annotation.decode_binding(LIVE["metadata"]["annotations"][names.BINDING_ANNOTATION])
+    text = binding_annotation.encode_binding(replace(b, node_uid="0e0e0e0e-0000-4000-8000-00000000000e"))
     nad = edit(LIVE, lambda o: o["metadata"]["annotations"].update({names.BINDING_ANNOTATION: text}))
     assert orphans.classify(nad, {rec.claim_uid: rec}, NODE_UID) is None
 

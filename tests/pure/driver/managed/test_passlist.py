@@ -1,11 +1,11 @@
-"""``passlist.ListedShadows``: each listed shadow answers one read; everything else is live."""
+"""``listed_shadows.ListedShadows``: each listed shadow answers one read; everything else is live."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sriov_dra.driver.managed import orphans, passlist
+from sriov_dra.driver.managed import listed_shadows, orphans
 
 
 class Live:
@@ -44,13 +44,13 @@ def version(obj: Mapping[str, Any]) -> str:
 
 def test_of_node_issues_one_list_with_the_orphan_scan_selector() -> None:
     live = Live()
-    passlist.ListedShadows.of_node(live, "node-uid-1")
+    listed_shadows.ListedShadows.of_node(live, "node-uid-1")
     assert live.calls == [("list", orphans.label_selector("node-uid-1"))]
 
 
 def test_a_listed_shadow_answers_one_read_and_the_next_read_is_live() -> None:
     live = Live()
-    view = passlist.ListedShadows(live, [listed("a")])
+    view = listed_shadows.ListedShadows(live, [listed("a")])
     assert version(view.get("ns", "a")) == "listed" and live.calls == []
     assert version(view.get("ns", "a")) == "live" and live.calls == [("get", "a")]
     assert (view.served, view.live) == (1, 1)
@@ -58,14 +58,14 @@ def test_a_listed_shadow_answers_one_read_and_the_next_read_is_live() -> None:
 
 def test_a_name_the_list_did_not_return_is_read_live() -> None:
     live = Live()
-    view = passlist.ListedShadows(live, [listed("a")])
+    view = listed_shadows.ListedShadows(live, [listed("a")])
     assert version(view.get("ns", "missing")) == "live" and live.calls == [("get", "missing")]
     assert version(view.get("other-ns", "a")) == "live"  # the namespace is part of the key
 
 
 def test_after_any_write_to_a_name_its_listed_object_is_never_served() -> None:
     live = Live()
-    view = passlist.ListedShadows(live, [listed("a"), listed("b"), listed("c")])
+    view = listed_shadows.ListedShadows(live, [listed("a"), listed("b"), listed("c")])
     view.json_patch("ns", "a", [])
     view.delete("ns", "b", uid="u")
     view.create({"metadata": {"namespace": "ns", "name": "c"}})
@@ -82,5 +82,5 @@ def test_after_any_write_to_a_name_its_listed_object_is_never_served() -> None:
 
 def test_a_list_through_the_view_is_always_live() -> None:
     live = Live()
-    view = passlist.ListedShadows(live, [])
+    view = listed_shadows.ListedShadows(live, [])
     assert len(view.list_all(label_selector="x=y")) == 2 and live.calls == [("list", "x=y")]

@@ -1,4 +1,4 @@
-"""driver.managed.podnets: the conditional Pod patch, its bounded re-read loop, registry UID refresh."""
+"""driver.managed.pod_selections: the conditional Pod patch, its bounded re-read loop, registry UID refresh."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from tests.fakes import kube_objects as ko
 
 from sriov_dra.core import registry
-from sriov_dra.driver.managed import podnets
+from sriov_dra.driver.managed import pod_selections
 from sriov_dra_rules import errors, names
 
 from .conftest import NS, POD_UID, record
@@ -39,10 +39,10 @@ def ensure(
     records: tuple[Any, ...] = (REC,),
     **options: Any,
 ) -> bool:
-    """``podnets.ensure_selections`` for the intended entries of ``records``; no re-verify unless ``options`` give one."""
+    """``pod_selections.ensure_selections`` for the intended entries of ``records``; no re-verify unless ``options`` give one."""
     options.setdefault("reverify", lambda _p: None)
-    return podnets.ensure_selections(
-        pods=pods, pod=pod, entries=podnets.intended_entries(list(records)), clock=clock, **options
+    return pod_selections.ensure_selections(
+        pods=pods, pod=pod, entries=pod_selections.intended_entries(list(records)), clock=clock, **options
     )
 
 
@@ -53,7 +53,7 @@ def test_entries_are_in_natural_interface_order() -> None:
         devices[0], interface_name="dra10", managed=replace(devices[0].managed, interface="dra10")
     )
     rec = replace(rec, devices=tuple(devices))
-    assert [e.entry.interface for e in podnets.intended_entries([rec])] == ["dra1", "dra2", "dra10"]
+    assert [e.entry.interface for e in pod_selections.intended_entries([rec])] == ["dra1", "dra2", "dra10"]
 
 
 def test_one_patch_publishes_selections_and_registry_then_repeats_write_nothing() -> None:
@@ -92,7 +92,7 @@ def test_conflicts_stop_after_the_bounded_attempts() -> None:
             pods,
             live,
             clock,
-            backoff=podnets.Backoff(attempts=3, first_s=0.1, max_s=0.15),
+            backoff=pod_selections.Backoff(attempts=3, first_s=0.1, max_s=0.15),
         )
     assert clock.slept == [0.1, 0.15]
 
@@ -130,14 +130,14 @@ def test_removal_touches_only_this_claim_and_ignores_a_missing_or_replaced_pod()
     kube, pods, clock, live = setup()
     other = record("0000-03-02-5", claim_uid="c1a1c1a1-0000-4000-8000-000000000002", first_interface=2)
     ensure(pods, live, clock, (REC, other))
-    assert podnets.remove_claim_selections(
+    assert pod_selections.remove_claim_selections(
         pods=pods, namespace=NS, name="consumer", pod_uid=POD_UID, claim_uid=REC.claim_uid, clock=clock
     )
     stored = kube.pod(NS, "consumer")["metadata"]["annotations"]
     assert [
         e.claim_uid for e in registry.decode_registry(stored[names.MANAGED_NETWORKS_ANNOTATION]).entries
     ] == [other.claim_uid]
-    assert not podnets.remove_claim_selections(
+    assert not pod_selections.remove_claim_selections(
         pods=pods,
         namespace=NS,
         name="consumer",
@@ -145,6 +145,6 @@ def test_removal_touches_only_this_claim_and_ignores_a_missing_or_replaced_pod()
         claim_uid=other.claim_uid,
         clock=clock,
     )
-    assert not podnets.remove_claim_selections(
+    assert not pod_selections.remove_claim_selections(
         pods=pods, namespace=NS, name="gone", pod_uid=POD_UID, claim_uid=other.claim_uid, clock=clock
     )

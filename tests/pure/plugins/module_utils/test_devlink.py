@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.pure.plugins import harness
 
-from sriov_dra_lab.fakes import fakedevlink, fakesysfs
+from sriov_dra_lab.fakes import fake_devlink, fake_sysfs
 
 BDF = "0000:3b:00.0"
 
@@ -90,13 +90,13 @@ def test_a_devlink_that_cannot_run_is_unknown_with_the_reason() -> None:
 @pytest.fixture
 def fake_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     pfs = (
-        fakesysfs.FakePf(bdf=BDF, ifname="ens2f0np0", eswitch_mode="switchdev", vfs=fakesysfs.make_vfs(1)),
-        fakesysfs.FakePf(
+        fake_sysfs.FakePf(bdf=BDF, ifname="ens2f0np0", eswitch_mode="switchdev", vfs=fake_sysfs.make_vfs(1)),
+        fake_sysfs.FakePf(
             bdf="0000:5e:00.0", ifname="ens3f0", pcie_root="pci0000:5d", bridges=("0000:5d:00.0",)
         ),
     )
-    fakesysfs.build(tmp_path, pfs)
-    bin_dir = fakedevlink.install(tmp_path / "fake-devlink-bin", tmp_path).parent
+    fake_sysfs.build(tmp_path, pfs)
+    bin_dir = fake_devlink.install(tmp_path / "fake-devlink-bin", tmp_path).parent
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     return tmp_path
 

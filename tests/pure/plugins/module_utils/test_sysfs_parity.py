@@ -2,8 +2,8 @@
 
 Both ``plugins/module_utils/sysfs.py`` (plain dicts for the modules) and ``sriov_dra.host.sysfs``
 (typed records for discovery) are thin adapters over the one copy of the rules in
-``sriov_dra_rules`` (``sysfsread``, ``topology``). Each tree below is built once with
-``sriov_dra_lab.fakes.fakesysfs`` and read by both; every fact the collection reports must equal the
+``sriov_dra_rules`` (``sysfs_read``, ``topology``). Each tree below is built once with
+``sriov_dra_lab.fakes.fake_sysfs`` and read by both; every fact the collection reports must equal the
 plugin's (PFs, uplink choice, IDs, NUMA, link type, eswitch, counts, VFs, drivers, netdevs,
 RDMA devices and the ``pcieRoot`` value, a VF's being its PF's, or its absence with the same
 reason), including a Hyper-V/VMBus layout and ``numa_node`` ``-1``.
@@ -18,17 +18,17 @@ from pathlib import Path
 import pytest
 from ansible_collections.sriovnet.dra.plugins.module_utils import sysfs as coll_sysfs
 
-from sriov_dra.host import pcieroot
+from sriov_dra.host import pcie_root
 from sriov_dra.host import sysfs as host_sysfs
-from sriov_dra_lab.fakes import fakedevlink, fakesysfs
+from sriov_dra_lab.fakes import fake_devlink, fake_sysfs
 
 
 def _two_roots(root: Path) -> None:
-    fakesysfs.build(root, fakesysfs.two_root_pfs(3))
+    fake_sysfs.build(root, fake_sysfs.two_root_pfs(3))
 
 
 def _switchdev_with_representors(root: Path) -> None:
-    pf = fakesysfs.FakePf(
+    pf = fake_sysfs.FakePf(
         bdf="0000:3b:00.0",
         ifname="ens2f0np0",
         vendor="15b3",
@@ -37,9 +37,9 @@ def _switchdev_with_representors(root: Path) -> None:
         driver="mlx5_core",
         eswitch_mode="switchdev",
         phys_port_name="p0",
-        vfs=fakesysfs.make_vfs(2, driver="mlx5_core", default_driver="mlx5_core"),
+        vfs=fake_sysfs.make_vfs(2, driver="mlx5_core", default_driver="mlx5_core"),
     )
-    fake = fakesysfs.build(root, (pf,))
+    fake = fake_sysfs.build(root, (pf,))
     # A representor netdev next to the uplink: the uplink is the one whose phys_port_name is p<N>.
     rep = fake.device_dir(pf.bdf) / "net" / "aaa_pf0vf0"
     rep.mkdir(parents=True)
@@ -49,10 +49,10 @@ def _switchdev_with_representors(root: Path) -> None:
 
 def _infiniband_no_numa_unbound_vfs(root: Path) -> None:
     vfs = (
-        fakesysfs.FakeVf(driver=None, default_driver="mlx5_core", rdma_devices=("mlx5_4",)),
-        fakesysfs.FakeVf(driver="vfio-pci", default_driver="mlx5_core", driver_override="vfio-pci"),
+        fake_sysfs.FakeVf(driver=None, default_driver="mlx5_core", rdma_devices=("mlx5_4",)),
+        fake_sysfs.FakeVf(driver="vfio-pci", default_driver="mlx5_core", driver_override="vfio-pci"),
     )
-    pf = fakesysfs.FakePf(
+    pf = fake_sysfs.FakePf(
         bdf="0000:af:00.1",
         ifname="ibp175s0f1",
         pcie_root="pci0000:ae",
@@ -63,12 +63,12 @@ def _infiniband_no_numa_unbound_vfs(root: Path) -> None:
         link_type=host_sysfs.ARPHRD_INFINIBAND,
         vfs=vfs,
     )
-    fakesysfs.build(root, (pf,))
+    fake_sysfs.build(root, (pf,))
 
 
 def _broken_pcie_root_links(root: Path) -> None:
-    first, second = fakesysfs.two_root_pfs(2)
-    fake = fakesysfs.build(root, (first, dataclasses.replace(second, numa_node=-1)))
+    first, second = fake_sysfs.two_root_pfs(2)
+    fake = fake_sysfs.build(root, (first, dataclasses.replace(second, numa_node=-1)))
     # PF 1's bus link names a path outside sys/devices/pci*; PF 0's names a path without a root bus.
     bus = root / "sys" / "bus" / "pci" / "devices"
     for bdf, parent in (
@@ -82,11 +82,11 @@ def _broken_pcie_root_links(root: Path) -> None:
 
 
 def _vmbus_guest_without_numa_affinity(root: Path) -> None:
-    fakesysfs.build(root, (fakesysfs.vmbus_pf(2, numa_node=-1),))
+    fake_sysfs.build(root, (fake_sysfs.vmbus_pf(2, numa_node=-1),))
 
 
 def _non_network_and_no_netdev_pfs(root: Path) -> None:
-    fake = fakesysfs.build(root, fakesysfs.two_root_pfs(1))
+    fake = fake_sysfs.build(root, fake_sysfs.two_root_pfs(1))
     storage = fake.add_function(
         "0000:5e:00.0", fake.sysfs.path("devices", "pci0000:00"), vendor="144d", device="a808",
         class_code=0x010802, numa_node=0,
@@ -121,7 +121,7 @@ def _plugin_view(root: Path) -> dict[str, object]:
     reader = host_sysfs.Sysfs(root)
     pfs, vfs = [], []
     for pf in reader.pfs():
-        root_result = pcieroot.resolve(reader, pf.bdf)
+        root_result = pcie_root.resolve(reader, pf.bdf)
         pfs.append(
             {
                 "pci_address": pf.bdf,
@@ -133,7 +133,7 @@ def _plugin_view(root: Path) -> dict[str, object]:
                 "link_type": pf.link_type.value,
                 # the plugin asks its eswitch source (the fake tree's stand-in for devlink here) and
                 # publishes legacy without an answer; the collection asks the fake devlink command
-                "eswitch_mode": fakesysfs.FakeEswitchModes(root)(pf.bdf) or "legacy",
+                "eswitch_mode": fake_sysfs.FakeEswitchModes(root)(pf.bdf) or "legacy",
                 "totalvfs": pf.totalvfs,
                 "numvfs": pf.numvfs,
                 "pcie_root": root_result.root,
@@ -178,7 +178,7 @@ def test_collection_reader_equals_plugin_reader(
     tmp_path: Path, build, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     build(tmp_path)
-    bin_dir = fakedevlink.install(tmp_path / "fake-devlink-bin", tmp_path).parent
+    bin_dir = fake_devlink.install(tmp_path / "fake-devlink-bin", tmp_path).parent
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     plugin = _plugin_view(tmp_path)
     assert plugin["pfs"], "every tree has at least one PF"
@@ -210,7 +210,7 @@ def test_collection_reader_equals_plugin_reader(
 )
 def test_pcie_root_equals_the_plugins_for_any_address(tmp_path: Path, bdf: str) -> None:
     _two_roots(tmp_path)
-    plugin = pcieroot.resolve(host_sysfs.Sysfs(tmp_path), bdf)
+    plugin = pcie_root.resolve(host_sysfs.Sysfs(tmp_path), bdf)
     assert coll_sysfs.Sysfs(str(tmp_path)).pcie_root(bdf) == (plugin.root, plugin.problem)
 
 

@@ -1,7 +1,7 @@
 """Tests for ``sriov-dra preflight`` without a cluster: node checks, output, exit codes.
 
 The node checks themselves are ``sriov_dra_rules.preflight_node`` with the shared install contract
-``sriov_dra_rules.cniinstall`` (tested in ``tests/pure/rules`` and for the real ADD in
+``sriov_dra_rules.cni_install`` (tested in ``tests/pure/rules`` and for the real ADD in
 ``tests/host``); here the CLI's options reach them as the module's do, so the CLI and the module
 give the same result on every layout (a real AnsiballZ run of the module is in
 ``tests/ansible/test_preflight_parity.py``).

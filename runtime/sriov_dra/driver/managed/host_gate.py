@@ -1,0 +1,115 @@
+"""The host-stage gate: no binding is published or made ``Ready`` before its claim's host stage.
+
+The first prepare persists its record, ``Pending`` bindings included, *before* it binds drivers
+and writes CDI specs (``driver.prepare``): the record must exist before the first host change so
+that a crash in the middle can be rolled back or completed (spec §6.3 allows the existing
+hardware-recovery limits, this plugin avoids them). A process that dies between that checkpoint
+and the end of the host step therefore leaves ``Pending`` bindings whose host stage never ran.
+The spec orders hardware/CDI before ``Pending`` (§6.3, §8.1 step 2), so nothing may publish those
+bindings (shadow create, Pod patch, ``Ready``) until the host stage is complete.
+
+Owns that gate for the two publishers of a Pod's bindings, the prepare's EnsureManagedBindings
+(which publishes every forward claim of the Pod, siblings included) and the repair worker:
+:func:`complete_host_stages` runs the (idempotent) host step for every forward record of the Pod
+that still has a ``Pending`` binding, and :class:`GatedStore` hides the records whose host step
+failed from the ensure pass, so they stay ``Pending`` and unpublished until a later attempt (the
+kubelet's retry, the next repair pass) completes it. A ``Ready`` binding already had its host stage
+completed, so it is not gated. The host step re-applies the frozen record only (the drivers and
+CDI specs the kubelet's prepare asked for); it never re-reads templates or policies.
+
+It must never release hardware, change a record, or hide a record from anything but publication.
+Source: spec §6.3, §8.1 step 2, §8.3.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from sriov_dra.core import identities
+from sriov_dra.core.plugin import checkpoint_lifecycle
+from sriov_dra.core.plugin import checkpoint_model as model
+from sriov_dra.driver.managed import ensure, seams
+
+LOG = logging.getLogger(__name__)
+
+HostStage = Callable[[model.ClaimRecord], None]
+"""Make the host (VF drivers, claim and Pod CDI specs) match a record; idempotent.
+
+Production: ``driver.prepare.ensure_host`` with the handler's context. Raises: whatever the host
+step raises (``vf_driver_binding`` errors, ContractViolation, ``OSError``).
+"""
+
+
+def needs_host_stage(record: model.ClaimRecord) -> bool:
+    """True when a binding of ``record`` is ``Pending`` (its host stage may not have completed)."""
+    return any(b.phase is model.Phase.PENDING for b in record.managed_bindings())
+
+
+def complete_host_stages(
+    store: seams.Store, pod_uid: str, host: HostStage, *, done: frozenset[str] = frozenset()
+) -> dict[identities.ClaimUid, Exception]:
+    """Run ``host`` for each forward record of the Pod with a ``Pending`` binding; return failures.
+
+    ``done`` names claims whose host step the caller has just completed (skipped). The caller
+    holds the claim and Pod operation locks. Shapes: claim UID → the host step's error.
+    """
+    failed: dict[identities.ClaimUid, Exception] = {}
+    for record in ensure.forward_records(store, pod_uid):
+        if record.claim_uid in done or not needs_host_stage(record):
+            continue
+        try:
+            host(record)
+        except Exception as exc:  # kept for this claim: it stays Pending and unpublished
+            LOG.warning(
+                "host stage incomplete: binding not published",
+                extra={"claim_uid": record.claim_uid, "pod_uid": pod_uid, "op": "host", "reason": str(exc)},
+            )
+            failed[record.claim_uid] = exc
+    return failed
+
+
+class GatedStore:
+    """A :class:`seams.Store` that hides ``held`` claims from the per-Pod snapshot it hands out.
+
+    Only ``snapshot_pod`` (what EnsureManagedBindings publishes from) is filtered; every other
+    read and every mutation goes to ``store`` unchanged.
+    """
+
+    def __init__(self, store: seams.Store, held: Mapping[identities.ClaimUid, Exception]) -> None:
+        self._store = store
+        self._held = frozenset(held)
+
+    def snapshot_claim(self, claim_uid: str) -> model.ClaimRecord | None:
+        """See :meth:`seams.Store.snapshot_claim`."""
+        return self._store.snapshot_claim(claim_uid)
+
+    def snapshot_pod(self, pod_uid: str) -> dict[identities.ClaimUid, model.ClaimRecord]:
+        """The Pod's records without the held claims."""
+        return {u: r for u, r in self._store.snapshot_pod(pod_uid).items() if u not in self._held}
+
+    def all_claims(self) -> dict[identities.ClaimUid, model.ClaimRecord]:
+        """See :meth:`seams.Store.all_claims`."""
+        return self._store.all_claims()
+
+    def set_claim(self, record: model.ClaimRecord) -> model.ClaimRecord:
+        """See :meth:`seams.Store.set_claim`."""
+        return self._store.set_claim(record)
+
+    def update_managed_bindings(
+        self, claim_uid: str, update: checkpoint_lifecycle.BindingUpdate
+    ) -> model.ClaimRecord:
+        """See :meth:`seams.Store.update_managed_bindings`."""
+        return self._store.update_managed_bindings(claim_uid, update)
+
+    def mark_managed_deleting(self, claim_uid: str) -> model.ClaimRecord:
+        """See :meth:`seams.Store.mark_managed_deleting`."""
+        return self._store.mark_managed_deleting(claim_uid)
+
+    def mark_managed_release_complete(self, claim_uid: str) -> model.ClaimRecord:
+        """See :meth:`seams.Store.mark_managed_release_complete`."""
+        return self._store.mark_managed_release_complete(claim_uid)
+
+    def delete_claim(self, claim_uid: str) -> bool:
+        """See :meth:`seams.Store.delete_claim`."""
+        return self._store.delete_claim(claim_uid)

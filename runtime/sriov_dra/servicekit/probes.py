@@ -1,0 +1,165 @@
+"""One health, readiness and metrics endpoint with the same meaning in every service.
+
+``/healthz`` (alive): 200 ``ok`` until an essential background worker crashes, then 503 naming
+it, so the liveness probe restarts the container; slow or not-yet-ready is still alive.
+``/readyz`` (serving): 200 only when alive and every declared readiness condition holds (the
+plugin: registered after the repair worker's first pass; the guard: its socket listens; the
+operator: caches synced), else 503 listing each unmet condition. ``/metrics``: the Prometheus
+registry. :class:`Health` is thread-safe; the server runs on one daemon thread.
+"""
+
+from __future__ import annotations
+
+import http.server
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import prometheus_client
+
+from sriov_dra.servicekit import threads
+
+LOG = logging.getLogger("sriov_dra.servicekit.probes")
+
+
+class Health:
+    """Liveness (crashed essential workers) and readiness (named conditions) of one service.
+
+    Shapes: ``conditions`` names the readiness conditions, all unmet at first (reason "starting").
+    """
+
+    def __init__(self, conditions: Iterable[str] = ()) -> None:
+        self._lock = threading.Lock()
+        self._unmet: dict[str, str] = {name: "starting" for name in conditions}
+        self._checks: dict[str, Callable[[], tuple[bool, str]]] = {}
+        self._crashed: dict[str, str] = {}
+
+    def check(self, name: str, probe: Callable[[], tuple[bool, str]]) -> None:
+        """Add readiness condition ``name`` decided by ``probe()`` at each ``/readyz`` request.
+
+        Shapes: ``probe`` returns ``(met, reason)``; it must be cheap and must not raise (an
+        exception counts as unmet with its text).
+        """
+        with self._lock:
+            self._checks[name] = probe
+
+    def declare(self, name: str, reason: str = "starting") -> None:
+        """Add readiness condition ``name``, unmet with ``reason`` (no-op if already declared)."""
+        with self._lock:
+            self._unmet.setdefault(name, reason)
+
+    def set(self, name: str, ok: bool, reason: str = "") -> None:
+        """Mark condition ``name`` met (``ok``) or unmet with ``reason``; declares it when new."""
+        with self._lock:
+            if ok:
+                self._unmet.pop(name, None)
+            else:
+                self._unmet[name] = reason or "not met"
+
+    def worker_crashed(self, name: str, error: BaseException) -> None:
+        """Record that the essential worker ``name`` died of ``error``: the service is no longer alive."""
+        with self._lock:
+            self._crashed[name] = f"{type(error).__name__}: {error}"
+
+    def alive(self) -> tuple[bool, str]:
+        """``(True, "ok")``, or ``(False, "worker <name> crashed: <error>; ...")``."""
+        with self._lock:
+            if not self._crashed:
+                return True, "ok"
+            return False, "; ".join(f"worker {n} crashed: {e}" for n, e in sorted(self._crashed.items()))
+
+    def ready(self) -> tuple[bool, str]:
+        """``(True, "ok")`` when alive with every condition met, else ``(False, <every reason>)``."""
+        ok, why = self.alive()
+        if not ok:
+            return False, why
+        with self._lock:
+            unmet = dict(self._unmet)
+            probes = dict(self._checks)
+        for name, probe in probes.items():
+            try:
+                met, reason = probe()
+            except Exception as exc:
+                met, reason = False, f"{type(exc).__name__}: {exc}"
+            if not met:
+                unmet[name] = reason or "not met"
+        if not unmet:
+            return True, "ok"
+        return False, "; ".join(f"{n}: {r}" for n, r in sorted(unmet.items()))
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    health: Health
+    render_metrics: Callable[[], bytes]
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            self._reply(200, self.render_metrics(), prometheus_client.CONTENT_TYPE_LATEST)
+            return
+        probe = {"/healthz": self.health.alive, "/readyz": self.health.ready}.get(path)
+        if probe is None:
+            self._reply(404, b"not found\n", "text/plain; charset=utf-8")
+            return
+        ok, why = probe()
+        self._reply(200 if ok else 503, f"{why}\n".encode(), "text/plain; charset=utf-8")
+
+    def _reply(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        LOG.debug("http request", extra={"op": "http", "detail": format % args})
+
+
+def registry_renderer(registry: prometheus_client.CollectorRegistry) -> Callable[[], bytes]:
+    """A ``render_metrics`` callable for ``registry`` (Prometheus text exposition)."""
+    return lambda: bytes(prometheus_client.generate_latest(registry))
+
+
+class HttpServer:
+    """``/healthz``, ``/readyz`` and ``/metrics`` on ``address`` (``host:port``; port 0 = any free).
+
+    Shapes: ``address`` ``host:port``, ``[v6]:port`` or ``:port`` (all interfaces).
+    Raises (on :meth:`start`): OSError when the address cannot be bound.
+    """
+
+    def __init__(self, address: str, health: Health, render_metrics: Callable[[], bytes]) -> None:
+        host, _, port = address.rpartition(":")
+        self._bind = (host.strip("[]") or "0.0.0.0", int(port))
+        self._handler = type(
+            "Handler", (_Handler,), {"health": health, "render_metrics": staticmethod(render_metrics)}
+        )
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`). Raises: RuntimeError before it."""
+        if self._server is None:
+            raise RuntimeError("the health server is not started")
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        """Bind and serve on a daemon thread."""
+        self._server = http.server.ThreadingHTTPServer(self._bind, self._handler)
+        self._server.daemon_threads = True
+        self._thread = threads.start("health-http", self._server.serve_forever)
+        LOG.info(
+            "health and metrics endpoints serving",
+            extra={"op": "http", "address": f"{self._bind[0]}:{self.port}"},
+        )
+
+    def stop(self) -> None:
+        """Stop serving and close the socket; idempotent."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+            self._thread = None
