@@ -102,6 +102,8 @@ class ClaimContext:
     require_netdevice: bool = False
     claim_locks: locks.KeyedLocks = field(default_factory=lambda: locks.KeyedLocks("claim"))
     pod_locks: locks.KeyedLocks = field(default_factory=lambda: locks.KeyedLocks("pod"))
+    tickets: locks.PrepareTickets = field(default_factory=locks.PrepareTickets)
+    """Running prepares an unprepare of their claim overtook (``locks.PrepareTickets``)."""
     fault: faults.FaultHook = faults.NO_FAULTS
     metrics: ClaimMetrics = field(default_factory=NoMetrics)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("sriov_dra.driver.claims"))

@@ -16,7 +16,7 @@ do not grow with every claim ever seen. This module owns no other state.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -52,3 +52,46 @@ class KeyedLocks:
         """How many keys currently have a holder or a waiter (for tests and metrics)."""
         with self._guard:
             return len(self._locks)
+
+
+class PrepareTickets:
+    """Which running prepares an unprepare of the same claim UID overtook (docs/design.md#prepare).
+
+    A prepare reads the claim (and in auto-attach the Pod) before it takes the claim lock. When the
+    kubelet's NodeUnprepareResources for that claim UID runs meanwhile, it finds no record and
+    answers success, and the kubelet never calls it again: a prepare that then took the lock and
+    created a record would bind the VF for good. So a prepare holds a ticket from before its first
+    read; every unprepare marks the open tickets of its claim UID under the claim lock; the prepare
+    checks its ticket once it holds the claim lock and stops if it was marked. Only prepares of
+    this process can be overtaken (a restart ends them), so the tickets live in memory; a ticket
+    exists only while its prepare runs.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._open: dict[str, dict[int, bool]] = {}
+        self._next = 0
+
+    @contextmanager
+    def ticket(self, claim_uid: str) -> Iterator[Callable[[], bool]]:
+        """Hold a ticket for one prepare of ``claim_uid``; yields "was it overtaken?"."""
+        with self._guard:
+            self._next += 1
+            number = self._next
+            self._open.setdefault(claim_uid, {})[number] = False
+        try:
+            yield lambda: self._open[claim_uid][number]
+        finally:
+            with self._guard:
+                tickets = self._open[claim_uid]
+                del tickets[number]
+                if not tickets:
+                    del self._open[claim_uid]
+
+    def overtake(self, claim_uid: str) -> int:
+        """Mark every open ticket of ``claim_uid`` (an unprepare ran); returns how many."""
+        with self._guard:
+            tickets = self._open.get(claim_uid, {})
+            for number in tickets:
+                tickets[number] = True
+            return len(tickets)

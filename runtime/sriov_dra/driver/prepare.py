@@ -83,6 +83,13 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
     for the claim UID exists; ``vf_driver_binding.DriverBindError``; ContractViolation for unwritable
     CDI content; ``OSError`` for checkpoint/CDI writes.
     """
+    with ctx.tickets.ticket(ref.uid) as overtaken:
+        return _prepare_claim(ctx, ref, overtaken)
+
+
+def _prepare_claim(
+    ctx: claim_context.ClaimContext, ref: messages.ClaimRef, overtaken: Callable[[], bool]
+) -> messages.Prepared:
     claim = ctx.claims.get(ref.namespace, ref.name)
     plan = claim_plan.plan_claim(
         claim,
@@ -96,6 +103,13 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
     if managed is not None:  # spec §6.1: the live consumer Pod, before any lock or change
         consumer = managed.verify(claim, plan, new_prepare=ctx.store.snapshot_claim(plan.claim_uid) is None)
     with ctx.claim_locks.hold(plan.claim_uid), ctx.pod_locks.hold(plan.pod_uid):
+        if overtaken():
+            raise errors.LifecycleBlocked(
+                f"ResourceClaim {plan.namespace}/{plan.name} ({plan.claim_uid}): NodeUnprepareResources "
+                "for this claim ran while this prepare was reading it; nothing was prepared; if the "
+                "claim is still in use, the kubelet prepares it again",
+                reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
+            )
         record = ctx.store.snapshot_claim(plan.claim_uid)
         if record is None:
             managed_plan = managed.plan(claim, plan, consumer) if managed and consumer else None

@@ -49,9 +49,13 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
     ``OSError`` from CDI or checkpoint writes (record kept).
     """
     with ctx.claim_locks.hold(ref.uid):
+        overtaken = ctx.tickets.overtake(ref.uid)  # a prepare still reading this claim must stop
         record = ctx.store.snapshot_claim(ref.uid)
         if record is None:
-            ctx.log.info("unprepare: claim not prepared", extra={"claim_uid": ref.uid, "op": "unprepare"})
+            ctx.log.info(
+                "unprepare: claim not prepared",
+                extra={"claim_uid": ref.uid, "op": "unprepare", "reason": f"overtook {overtaken} prepares"},
+            )
             return
         if (record.namespace, record.name) != (ref.namespace, ref.name):
             ctx.log.warning(

@@ -452,3 +452,45 @@ def test_concurrent_prepares_of_one_pods_claims_both_land_in_the_pod_cdi_spec(no
 def test_describe_uses_the_reason_of_our_errors_and_the_class_name_otherwise() -> None:
     assert prepare.describe(errors.InvalidSpec("x", reason=errors.Reason.INVALID_CLAIM))[1] == "InvalidClaim"
     assert prepare.describe(OSError("disk full")) == ("disk full", "OSError")
+
+
+# --- a stale prepare overtaken by the kubelet's unprepare (kubernetes-sigs/dra-driver-nvidia-gpu #1162) --
+
+
+@dataclass
+class FirstGetBlocks(fx.FakeClaimsApi):
+    """FAKE claim API whose first GET waits until the test releases it (a slow read under load)."""
+
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    blocked_once: bool = False
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        if not self.blocked_once:
+            self.blocked_once = True
+            self.entered.set()
+            assert self.release.wait(30), "the test never released the first GET"
+        return super().get(namespace, name)
+
+
+def test_a_prepare_whose_claim_was_unprepared_while_it_read_the_claim_leaves_nothing(tmp_path: Path) -> None:
+    node = Node(tmp_path, api=FirstGetBlocks())
+    claim = add_claim(node, [fx.result(DEV0)], configs=driver_config("vfio-pci"))
+    before = baseline(node)
+    answers: dict[str, Any] = {}
+    stale = threading.Thread(target=lambda: answers.update(node.prepare(claim)))
+    stale.start()
+    assert isinstance(node.api, FirstGetBlocks) and node.api.entered.wait(10)
+    # the kubelet's deadline passed, the Pod was deleted: its unprepare finds no record, succeeds
+    assert node.unprepare(claim) == {claim.uid: None}
+    node.api.release.set()
+    stale.join(10)
+    assert not stale.is_alive()
+    answer = answers[claim.uid]
+    assert isinstance(answer, messages.ClaimError)
+    assert "NodeUnprepareResources" in answer.message and "nothing was prepared" in answer.message
+    assert baseline(node) == before  # no record, no CDI file, the VF's driver untouched
+    # a later prepare of the same claim UID (a new Pod given the claim) is not blocked
+    assert isinstance(node.prepare(claim)[claim.uid], messages.Prepared)
+    assert node.unprepare(claim) == {claim.uid: None}
+    assert baseline(node) == before

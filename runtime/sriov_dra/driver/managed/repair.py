@@ -1,43 +1,19 @@
-"""The repair and finalizer worker (spec §8.3) and the periodic orphan scan (spec §8.5).
+"""The repair worker (docs/design.md#repair) and the periodic orphan scan (docs/design.md#orphans).
 
-Started after the checkpoint is loaded and before the plugin registers with the kubelet (the
-entrypoint waits for :meth:`RepairWorker.wait_first_pass`, bounded by
-``--repair-first-pass-timeout-s``; a pass counts once it ran to its end, whatever its items'
-outcomes). One pass, at startup and then every ``interval_s``:
+Started after the checkpoint is loaded; the plugin registers only after its first complete pass
+(:meth:`RepairWorker.wait_first_pass`). Each pass: ``Pending``/``Ready`` records, per Pod, are
+ensured forward under the claim-then-Pod locks when the Node, the claim and the Pod still match
+(host gate first, shadows from frozen bytes, selections, finalizers; ``listed_shadows`` reads the
+node's shadows with one LIST); a mismatch stops forward repair and releases nothing, except a
+record whose claim stayed gone for the grace period (``gone_claims``). ``Deleting`` records resume
+the release the kubelet authorized (clearing the claim's ``status.devices`` too);
+``ReleaseComplete`` records finish API work only. Claim ``networkData`` is written for verified
+Pods, and between passes for Pods the node's Pod watch queued (``network_data_writer``). Work per pass is
+bounded, a failing Pod or claim backs off exponentially, Events are emitted on transitions only.
 
-- ``Pending``/``Ready`` records, grouped by Pod: the Node still has the recorded UID; read the
-  claim (same UID, still reserved for the recorded Pod) and the Pod (same UID, this node, not
-  terminating); if all hold, run the shared host-gated EnsureManagedBindings under the
-  claim-then-Pod locks (``ManagedAttach.ensure_pod``): a record with ``Pending`` bindings first
-  gets its host stage completed from the frozen record (``host_prepare``: the kubelet's prepare
-  authorized it and may have died before its host step), and is published only when that
-  succeeds; missing shadows are recreated from frozen bytes, missing selections and registry
-  entries restored, a missing finalizer put back; a terminating shadow is never recreated
-  (``ShadowDeletionPending`` Event). The shadows are read from one label-selected LIST of this
-  node's shadows per pass (``listed_shadows``: same decisions, a name it missed gets a live GET),
-  not one GET each. If anything does not hold, forward repair stops for that
-  Pod: the observation alone never releases anything;
-- ``Deleting`` records: the kubelet already authorized their release; it is resumed (local
-  cleanup through the handler's host release, then finalization);
-- ``ReleaseComplete`` records: API/finalizer work only, never hardware.
-
-A resumed release also clears the claim's ``status.devices`` entries (``clear_status``) before
-the record goes, exactly as the unprepare handler does: the kubelet's later unprepare finds no
-record and could not clear them any more.
-
-Claim ``networkData`` (issue 17, diagnostic; ``network_data_writer``): with a ``network_data`` writer, every
-verified Pod's published claims get their entries' ``networkData`` from the Pod's network-status
-(under the same locks, with the claim and Pod just read: no extra request when nothing changed;
-a Pod's further claims are read once each).
-Between passes, :meth:`RepairWorker.pod_event` (the handler of the node's Pod watch, ``spec.nodeName``
-field-selected) queues a Pod whose network-status value changed and wakes the worker, which then
-writes only that Pod's ``networkData`` (no full pass, no live Pod read: the watched object is the
-one whose network-status changed). A failure there is logged and retried by the next full pass.
-
-Work is bounded (``max_items_per_pass``) and each Pod/claim that fails waits an exponentially
-growing, capped delay before it is tried again; Events are emitted on transitions only.
-It must never release hardware for a record that is not ``Deleting``, change hardware for a Pod
-it could not verify, publish a binding whose host stage failed, or finalize an orphan.
+It must never release hardware for a record that is not ``Deleting`` or whose claim is not gone
+past the grace, change hardware for a Pod it could not verify, publish a binding whose host
+stage failed, or finalize an orphan.
 """
 
 from __future__ import annotations
@@ -52,6 +28,7 @@ from sriov_dra.core.plugin import checkpoint_lifecycle
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import ensure as ensure_mod
 from sriov_dra.driver.managed import (
+    gone_claims,
     host_gate,
     listed_shadows,
     network_data_writer,
@@ -85,6 +62,8 @@ class RepairSettings:
     """Cap of that wait, so an API outage is not hammered and recovery is still prompt."""
     max_items_per_pass: int = 256
     """Pods plus releasing claims handled per pass; the rest wait for the next pass."""
+    claim_gone_grace_s: float = 600.0
+    """Seconds a record's claim must stay gone before the record is released (``gone_claims``)."""
 
 
 @dataclass
@@ -101,6 +80,10 @@ class PassReport:
 
 class _Stop(Exception):
     """Forward repair does not apply (Pod/claim gone, replaced, terminating, elsewhere)."""
+
+    def __init__(self, why: str, *, claim_gone: bool = False) -> None:
+        super().__init__(why)
+        self.claim_gone = claim_gone
 
 
 class RepairWorker:
@@ -122,6 +105,7 @@ class RepairWorker:
         self.clear_status = clear_status
         self.network_data = network_data
         self.settings = settings if settings is not None else RepairSettings()
+        self.gone = gone_claims.GoneClaims(self.settings.claim_gone_grace_s)
         self._retry_at: dict[str, tuple[float, int]] = {}
         self._last_orphan_scan: float | None = None
         self._stop = threading.Event()
@@ -284,6 +268,7 @@ class RepairWorker:
                 forward.setdefault(record.pod_uid, []).append(record)
         budget = self.settings.max_items_per_pass
         self._forget_network_data(records.values())
+        self.gone.forget_except(set(records))
         node_check = self._node_identity() if forward else None
         listed = self._list_shadows() if forward and node_check is None else None
         for pod_uid, pod_records in sorted(forward.items()):
@@ -356,10 +341,11 @@ class RepairWorker:
         try:
             claim = attach.claims.get(record.namespace, record.name)
         except kube_errors.NotFound:
-            raise _Stop("claim deleted") from None
+            raise _Stop("claim deleted", claim_gone=True) from None
         found = views.decode_claim(claim)
         if found.meta.uid != record.claim_uid:
-            raise _Stop("claim replaced (another UID)")
+            raise _Stop("claim replaced (another UID)", claim_gone=True)
+        self.gone.seen_present(record.claim_uid)
         reserved = [r for r in found.reserved_for if r.uid == record.pod_uid]
         if not reserved:
             raise _Stop("claim no longer reserved for the recorded Pod")
@@ -404,6 +390,9 @@ class RepairWorker:
                         self._handled_status[pod_uid] = network_data_writer.network_status_of(pod)
         except _Stop as stop:
             report.stopped[key] = str(stop)
+            if stop.claim_gone and self.gone.seen_gone(first.claim_uid, attach.clock.monotonic()):
+                self._release_gone(first, report, key)
+                return
             LOG.info(
                 "forward repair stopped", extra={"pod_uid": pod_uid, "reason": str(stop), "op": "repair"}
             )
@@ -442,6 +431,14 @@ class RepairWorker:
                 warning=True,
                 action="Repair",
             )
+
+    def _release_gone(self, record: model.ClaimRecord, report: PassReport, key: str) -> None:
+        try:
+            if gone_claims.release_gone(self.attach, record, self.host_release, self.clear_status, self.gone):
+                report.released.append(record.claim_uid)
+        except (errors.SriovDraError, kube_errors.ApiError, OSError) as exc:
+            report.failed[key] = observe.reason_of(exc)
+            self._failed(key, self.attach.clock.monotonic())
 
     def _resume_release(self, record: model.ClaimRecord, report: PassReport, key: str) -> None:
         attach = self.attach
