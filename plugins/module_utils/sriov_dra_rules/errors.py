@@ -70,6 +70,7 @@ class Reason(enum.StrEnum):
     HOST_READ_FAILED = "HostReadFailed"
     UNSUPPORTED_VF_DRIVER = "UnsupportedVfDriver"
     VF_BIND_FAILED = "VfBindFailed"
+    UNSUPPORTED_LINK_TYPE = "UnsupportedLinkType"
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Owns the pre-hardware half of a first managed prepare. From the verified consume
 claim's plan (``core.plugin.claim_plan``) it:
 
 1. reads ONE device snapshot (eligibility and attributes together) and refuses any device that
-   is not advertised now (``DeviceNotEligible``) before a VfConfig fallback is even considered;
+   is not advertised now (``DeviceNotEligible``) before a VfConfig fallback is even considered,
+   and any InfiniBand VF (``UnsupportedLinkType``: the rendered configs are sriov-cni's, Ethernet only);
 2. resolves each device's template reference (``core.templates``: device attribute first,
    VfConfig second, namespace defaulted once to the Pod's);
 3. GETs each distinct source NAD once (several VFs of one template share the read; the reads
@@ -41,9 +42,10 @@ from sriov_dra.core.plugin import (
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import fanout, pod_selections, seams
+from sriov_dra.host import discovery, sysfs
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
-from sriov_dra_rules import errors
+from sriov_dra_rules import errors, names
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,21 @@ def _not_eligible(claim: claim_plan.ClaimPlan, devices: Sequence[str]) -> errors
         reason=errors.Reason.DEVICE_NOT_ELIGIBLE,
         errors=[
             errors.FieldError(f"device {d}", "is not in the eligible policy membership") for d in devices
+        ],
+    )
+
+
+def _infiniband(claim: claim_plan.ClaimPlan, vfs: Sequence[discovery.DiscoveredVf]) -> errors.InvalidSpec:
+    return errors.InvalidSpec(
+        f"ResourceClaim {claim.namespace}/{claim.name}: allocated VFs have link type infiniband; auto-attach "
+        "renders sriov-cni configs, which attach Ethernet VFs only (an InfiniBand VF needs ib-sriov-cni); "
+        "nothing was changed. Select Ethernet VFs in the DeviceClass or claim (CEL: "
+        f'device.attributes["{names.DOMAIN}"].linkType == "ethernet"), or attach InfiniBand VFs with a '
+        "hand-written NAD in manual mode",
+        reason=errors.Reason.UNSUPPORTED_LINK_TYPE,
+        errors=[
+            errors.FieldError(f"device {vf.name}", f"VF {vf.pci_address} of PF {vf.pf_name} is infiniband")
+            for vf in vfs
         ],
     )
 
@@ -250,7 +267,8 @@ def plan_bindings(
     (:func:`read_sources`).
 
     Raises (nothing has been changed when any is raised): InvalidSpec(DeviceNotEligible) listing
-    every withdrawn device; InvalidSpec(InvalidAttribute / InvalidVfConfig /
+    every withdrawn device; InvalidSpec(UnsupportedLinkType) listing every InfiniBand VF;
+    InvalidSpec(InvalidAttribute / InvalidVfConfig /
     MissingNetworkTemplate / SourceAccessDenied / InvalidNetworkTemplate /
     UnsupportedNetworkTemplate); Conflict(ConflictingNetworkReference,
     ManualSelectionConflictsWithManagedTemplate, DuplicateInterfaceName, OwnershipConflict);
@@ -264,6 +282,13 @@ def plan_bindings(
     withdrawn = [d.device for d in plan.devices if not view.is_eligible(d.device)]
     if withdrawn:
         raise _not_eligible(plan, withdrawn)
+    infiniband = [
+        view.inventory[d.device]
+        for d in plan.devices
+        if view.inventory[d.device].link_type is sysfs.LinkType.INFINIBAND
+    ]
+    if infiniband:
+        raise _infiniband(plan, infiniband)
     chosen: list[tuple[claim_plan.PlannedDevice, templates.SourceTemplate]] = []
     for dev in plan.devices:
         attrs = view.attributes_of(dev.device) or {}

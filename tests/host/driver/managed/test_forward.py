@@ -17,6 +17,7 @@ from tests.fakes import kube_objects as ko
 from tests.fakes import managed_node as mn
 
 from sriov_dra.core import binding_annotation, registry
+from sriov_dra.host import discovery, sysfs
 from sriov_dra.kubeletapi import messages
 from sriov_dra_rules import names
 
@@ -220,6 +221,11 @@ def _refusal_cases() -> list[Any]:
     def ineligible(n: mn.ManagedNode) -> None:
         n.devices.view.eligible.discard(mn.DEV_B0)
 
+    def infiniband(n: mn.ManagedNode) -> None:  # PF B reports ARPHRD_INFINIBAND; discovery runs again
+        [netdev] = (n.fake.device_dir(mn.PF_B) / "net").iterdir()
+        (netdev / "type").write_text(f"{sysfs.ARPHRD_INFINIBAND}\n")
+        n.devices.view.inventory.update(discovery.by_name(discovery.discover(n.fake.sysfs)))
+
     def no_source(n: mn.ManagedNode) -> None:
         n.kube.nads.pop((mn.NS, "rail-b-net"))
 
@@ -276,6 +282,7 @@ def _refusal_cases() -> list[Any]:
 
     cases = [
         (ineligible, "DeviceNotEligible"),
+        (infiniband, "UnsupportedLinkType"),
         (no_source, "MissingNetworkTemplate"),
         (unmapped, "MissingNetworkTemplate"),
         (manual_source, "ManualSelectionConflictsWithManagedTemplate"),
