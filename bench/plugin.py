@@ -44,7 +44,7 @@ from sriov_dra.driver import publisher
 from sriov_dra.host import discovery
 from sriov_dra.kube import apply, resource_slices
 from sriov_dra_lab import binaries, control_plane
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
@@ -80,7 +80,7 @@ class ClusterBench:
 
 def bench_plan(root: Path, *, repeats: int = 5) -> PlanBench:
     """Discovery and the pure publication plan on the tree at ``root`` (see the module docstring)."""
-    fake = fake_sysfs.build(root, fake_sysfs.two_root_pfs(VFS_PER_PF))
+    fake = fake_sysfs.build(root, fake_pci.two_root_pfs(VFS_PER_PF))
     found = discovery.discover(fake.sysfs)
     facts = [vf.to_device_facts() for vf in found]
 
@@ -116,7 +116,7 @@ def bench_cluster(root: Path, *, resyncs: int = 10) -> ClusterBench:
 
     Raises: ``binaries.BinaryMissing`` when the control plane binaries are not built.
     """
-    fake = fake_sysfs.build(root, fake_sysfs.two_root_pfs(VFS_PER_PF))
+    fake = fake_sysfs.build(root, fake_pci.two_root_pfs(VFS_PER_PF))
     with control_plane.running() as cp, cp.api() as api:
         crds = [yaml.safe_load(p.read_text()) for p in sorted(MANIFESTS.glob(f"{names.DOMAIN}_*.yaml"))]
         apply.apply_objects(api, crds)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.benchkit import timing
 
 from sriov_dra.host import discovery
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 
 VFS_PER_PF: Final = 128
 
@@ -69,7 +69,7 @@ def scandir_walk(top: str) -> int:
 def bench_discovery(*, vfs_per_pf: int = VFS_PER_PF, repeats: int = 7) -> DiscoveryBench:
     """Measure discovery and the scandir walk on a fresh 2-PF tree; see the module docstring."""
     with tempfile.TemporaryDirectory(prefix="sriov-dra-bench-") as tmp:
-        fake = fake_sysfs.build(Path(tmp), fake_sysfs.two_root_pfs(vfs_per_pf))
+        fake = fake_sysfs.build(Path(tmp), fake_pci.two_root_pfs(vfs_per_pf))
         found = discovery.discover(fake.sysfs)  # warm the page cache; also proves the tree
         assert len(found) == 2 * vfs_per_pf, len(found)
         entries = scandir_walk(tmp)

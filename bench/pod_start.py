@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-pod-start-"))
     began = time.monotonic()
     lab = stack.LabStack(
-        stack.LabOptions(workdir=workdir, real_nodes=True, operator=False, vfs_per_pf=VFS_PER_PF)
+        stack_base.LabOptions(workdir=workdir, real_nodes=True, operator=False, vfs_per_pf=VFS_PER_PF)
     )
     lab.start()
     try:

@@ -46,7 +46,7 @@ from sriov_dra.kube import apply, nad_client, pod_patch
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import binaries, control_plane
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import checkpoint_doc, names
 
@@ -427,7 +427,7 @@ def sequential() -> Iterator[None]:
 
 def bench(root: Path, rounds: int, vfs: int) -> Result:
     """Run the measurement for claims of ``vfs`` VFs, each on its own rail (source NAD)."""
-    fake = fake_sysfs.build(root / "sys", fake_sysfs.two_root_pfs(max(2, (vfs + 1) // 2)))
+    fake = fake_sysfs.build(root / "sys", fake_pci.two_root_pfs(max(2, (vfs + 1) // 2)))
     found = dict(discovery.by_name(discovery.discover(fake.sysfs)))
     devices = sorted(found, key=lambda n: (found[n].vf_id, n))[:vfs]  # alternate the two PFs
     rails = {device: f"rail-{i}" for i, device in enumerate(devices)}

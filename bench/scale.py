@@ -56,7 +56,7 @@ from sriov_dra.host import discovery
 from sriov_dra.kube import apply, nad_client, pod_patch, resource_slices, watches
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import binaries, control_plane, guard, image_env, kubelet, processes
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import checkpoint_doc, names
 
@@ -261,10 +261,10 @@ def rail_mapping(node: str) -> list[dict[str, Any]]:
 
 def node_vfs() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """``(device, pci)`` of the lab node's VFs per PF (rail A, rail B), in VF order."""
-    pfs = fake_sysfs.two_root_pfs(VFS_PER_PF)
+    pfs = fake_pci.two_root_pfs(VFS_PER_PF)
     return tuple(  # type: ignore[return-value]
         [
-            (discovery.device_name(fake_sysfs.vf_address(pf.bdf, i)), fake_sysfs.vf_address(pf.bdf, i))
+            (discovery.device_name(fake_pci.vf_address(pf.bdf, i)), fake_pci.vf_address(pf.bdf, i))
             for i in range(VFS_PER_PF)
         ]
         for pf in pfs
@@ -420,7 +420,7 @@ class PluginNode:
     kubelet: kubelet.KubeletDraManager = field(default_factory=kubelet.KubeletDraManager)
 
     def __post_init__(self) -> None:
-        fake_sysfs.build(self.root / "host", fake_sysfs.two_root_pfs(VFS_PER_PF))
+        fake_sysfs.build(self.root / "host", fake_pci.two_root_pfs(VFS_PER_PF))
 
     def argv(self) -> list[str]:
         return [

@@ -30,6 +30,7 @@ from sriov_dra_lab import (
     roles,
     session,
     stack,
+    stack_base,
     topology,
 )
 from sriov_dra_lab.nodes import SimulatedNode
@@ -54,7 +55,7 @@ def sriov_dra_command() -> str:
 
 def log_places(workdir: Path) -> str:
     """One line naming where every log of a lab in ``workdir`` is."""
-    logs = workdir / stack.LOGS_DIR
+    logs = workdir / stack_base.LOGS_DIR
     return (
         f"Component logs: {logs}/ (controlplane/<component>.log and audit.log, <node>/<service>.log, "
         f"operator.log); roles: {workdir}/ansible/ansible-*.log; on real nodes the roles' Pods (plugin, "
@@ -130,7 +131,7 @@ def preflight_commands(lab: stack.LabStack) -> list[str]:
     sriov = sriov_dra_command()
     kubeconfig = lab.cp.kubeconfig
     target = f"--kubeconfig {kubeconfig}"
-    if lab.nodes and lab.nodes[0].policy_namespace != stack.POLICY_NAMESPACE:
+    if lab.nodes and lab.nodes[0].policy_namespace != stack_base.POLICY_NAMESPACE:
         target += f" --policy-namespace {lab.nodes[0].policy_namespace}"
     lines: list[str] = []
     if lab.nodes:
@@ -157,7 +158,7 @@ def lab_hints(lab: stack.LabStack) -> str:
     """
     namespace, pod = PAIRS_POD
     sriov = sriov_dra_command()
-    operator_managed = bool(lab.nodes) and lab.nodes[0].policy_namespace == stack.OPERATOR_NAMESPACE
+    operator_managed = bool(lab.nodes) and lab.nodes[0].policy_namespace == stack_base.OPERATOR_NAMESPACE
     if operator_managed:
         files = [OPERATOR_EXAMPLE / "workload.yaml", OPERATOR_EXAMPLE / "sriov-networks-and-policies.yaml"]
         apply = [f"kubectl apply -f {f}" for f in files]
@@ -242,7 +243,7 @@ def start(
     """
     began = time.monotonic()
     lab_dir.hold(workdir)  # before the reset; the lab keeps it until its stop (a failed start: until exit)
-    for line in stack.reset_workdir(workdir):
+    for line in lab_dir.reset_workdir(workdir):
         say(f"    cleaned up a previous run: {line}")
     kind = "real nodes (kubelet + containerd)" if real_nodes else "nodes"
     say(
@@ -250,7 +251,7 @@ def start(
         f"Multus {multus_mode}, whereabouts, operator)"
     )
     lab = stack.LabStack(
-        stack.LabOptions(workdir=workdir, nodes=nodes, multus_mode=multus_mode, real_nodes=real_nodes)
+        stack_base.LabOptions(workdir=workdir, nodes=nodes, multus_mode=multus_mode, real_nodes=real_nodes)
     )
     try:
         lab.start()
@@ -281,8 +282,8 @@ def start(
             for line in real_stack.workload_images(lab.api):
                 say(f"      {line}")
         if operator_managed:
-            say(f"    plugins on the operator's namespace {stack.OPERATOR_NAMESPACE} (operator-managed)")
-            lab.switch_plugin_policy_namespace(stack.OPERATOR_NAMESPACE)
+            say(f"    plugins on the operator's namespace {stack_base.OPERATOR_NAMESPACE} (operator-managed)")
+            lab.switch_plugin_policy_namespace(stack_base.OPERATOR_NAMESPACE)
         say(f"    ready in {time.monotonic() - began:.0f} s; KUBECONFIG={lab.cp.kubeconfig}")
     except BaseException:
         lab.stop()
@@ -337,11 +338,13 @@ def up_bare(*, workdir: Path, nodes: int = 2, wait: bool = True) -> int:
     """
     path = workdir.resolve()
     lab_dir.hold(path)  # before the reset, until the stop: lab down and another lab up refuse the directory
-    for line in stack.reset_workdir(path):
+    for line in lab_dir.reset_workdir(path):
         say(f"    cleaned up a previous run: {line}")
     cp = control_plane.ControlPlane(
         control_plane.ControlPlaneSettings(
-            workdir=path / "controlplane", keep_workdir=True, logs_dir=path / stack.LOGS_DIR / "controlplane"
+            workdir=path / "controlplane",
+            keep_workdir=True,
+            logs_dir=path / stack_base.LOGS_DIR / "controlplane",
         )
     )
     sims: list[SimulatedNode] = []
@@ -359,7 +362,7 @@ def up_bare(*, workdir: Path, nodes: int = 2, wait: bool = True) -> int:
         )
         if wait:
             say("\n".join(f"  {line}" for line in _environment(cp.kubeconfig)))
-            say(f"Component logs: {path / stack.LOGS_DIR / 'controlplane'}/")
+            say(f"Component logs: {path / stack_base.LOGS_DIR / 'controlplane'}/")
             _hold_until_stop()
         else:
             say(NO_HOLD)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sriov_dra.kube import objects
-from sriov_dra_lab import console, leftovers, paths, processes, stack, workloads
+from sriov_dra_lab import console, leftovers, paths, processes, stack, stack_base, workloads
 
 EXAMPLES = paths.REPO / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
@@ -329,8 +329,8 @@ class Demo:
             f"\n== operator-two-rails: two rails through the operator ({OPERATOR.relative_to(EXAMPLES.parent)})"
         )
         how = "the plugin DaemonSet rolled out" if self.lab.plugin_as_daemonset else "the plugins restarted"
-        say(f"    {how} with policy namespace {stack.OPERATOR_NAMESPACE} (operator-managed install)")
-        self.lab.switch_plugin_policy_namespace(stack.OPERATOR_NAMESPACE)
+        say(f"    {how} with policy namespace {stack_base.OPERATOR_NAMESPACE} (operator-managed install)")
+        self.lab.switch_plugin_policy_namespace(stack_base.OPERATOR_NAMESPACE)
         workload = workloads.load(OPERATOR / "workload.yaml")
         networks = workloads.load(OPERATOR / "sriov-networks-and-policies.yaml")
         workloads.apply_docs(self.lab.api, [d for d in workload if d["kind"] == "Namespace"])
@@ -346,12 +346,12 @@ class Demo:
         self.show_pod("ai-workloads", "gpu-sriov-pairs-demo", expect_vfs=2, rails=RAIL_SUBNETS)
         self.teardown([*networks, *workload], "operator-two-rails")
         v.sections.append("operator-two-rails")
-        self.lab.switch_plugin_policy_namespace(stack.POLICY_NAMESPACE)
+        self.lab.switch_plugin_policy_namespace(stack_base.POLICY_NAMESPACE)
 
     def _conditions(self) -> dict[str, str]:
         out = {}
         for res, kind in ((NODE_POLICY, "DRAConfigurationReady"), (SRIOV_NETWORK, "Ready")):
-            for obj in self.client.list(res, stack.OPERATOR_NAMESPACE).items:
+            for obj in self.client.list(res, stack_base.OPERATOR_NAMESPACE).items:
                 conds = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
                 c = conds.get(kind) or {}
                 out[f"{res.kind}/{obj['metadata']['name']}"] = (

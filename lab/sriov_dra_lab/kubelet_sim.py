@@ -48,11 +48,7 @@ from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects
 from sriov_dra_lab import iproute, sandboxes
 from sriov_dra_lab import kubelet_state as state
-
-# The ``X as X`` imports re-export what the lab names ``kubelet_sim.X``.
-from sriov_dra_lab.kubelet_pods import POD, NotReady, PodSteps
-from sriov_dra_lab.kubelet_pods import PodRecord as PodRecord
-from sriov_dra_lab.kubelet_pods import SimSettings as SimSettings
+from sriov_dra_lab.kubelet_pods import POD, NotReady, PodRecord, PodSteps, SimSettings
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.host import checkpoint_files
 from sriov_dra.kube import objects
-from sriov_dra_lab import real_stack
+from sriov_dra_lab import real_stack, stack_base
 from sriov_dra_lab import stack as stack_mod
 from sriov_dra_rules import names
 
@@ -132,7 +132,7 @@ def _holder(reservation: os.PathLike[str]) -> str:
         return ""
 
 
-def _node_leftovers(node: stack_mod.NodeStack, found: Leftovers, live_pod_uids: Collection[str]) -> None:
+def _node_leftovers(node: stack_base.NodeStack, found: Leftovers, live_pod_uids: Collection[str]) -> None:
     lay = node.layout
     for uid in _checkpoint_claims(str(lay.plugin_state_dir / "checkpoint.json")):
         found.checkpoint_records.append(f"{node.name}: claim {uid}")

@@ -62,7 +62,7 @@ from kubernetes import client
 
 from sriov_dra_lab import binaries, cgroups, images, iproute, topology
 from sriov_dra_lab.control_plane import SERVICE_CIDR, ControlPlane
-from sriov_dra_lab.processes import Process, ProcessFailed, wait_until
+from sriov_dra_lab.processes import Process, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -839,7 +839,6 @@ def new_lab_id() -> str:
 
 __all__ = [
     "NodeBridge",
-    "ProcessFailed",
     "RealNode",
     "RealNodeError",
     "cgroup_hierarchies",

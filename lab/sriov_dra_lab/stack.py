@@ -70,18 +70,13 @@ from sriov_dra_lab import (
     session,
     topology,
 )
-
-# The ``X as X`` imports re-export what callers name ``stack.X``; each is defined with its
-# sub-concern (shared settings and names, the work directory).
 from sriov_dra_lab.lab_dir import STATE_FILE, clean_stale
-from sriov_dra_lab.lab_dir import reset_workdir as reset_workdir
 from sriov_dra_lab.nodes import SimulatedNode
-from sriov_dra_lab.stack_base import LOGS_DIR as LOGS_DIR
-from sriov_dra_lab.stack_base import OPERATOR_NAMESPACE as OPERATOR_NAMESPACE
-from sriov_dra_lab.stack_base import POLICY_NAMESPACE as POLICY_NAMESPACE
-from sriov_dra_lab.stack_base import LabOptions as LabOptions
-from sriov_dra_lab.stack_base import NodeStack as NodeStack
-from sriov_dra_lab.stack_base import load_manifests as load_manifests
+from sriov_dra_lab.stack_base import (
+    LOGS_DIR,
+    LabOptions,
+    NodeStack,
+)
 from sriov_dra_lab.stack_install import CNI_BINARIES, StackInstall
 from sriov_dra_lab.stack_services import StackServices
 

@@ -18,8 +18,6 @@ from typing import Any, Final
 from sriov_dra.host import strict_yaml
 from sriov_dra_lab import control_plane, kubelet_sim, processes, real_node, real_stack, roles, topology
 from sriov_dra_lab.nodes import SimulatedNode
-from sriov_dra_lab.paths import LAB_MANIFESTS as LAB_MANIFESTS
-from sriov_dra_lab.paths import MANIFESTS as MANIFESTS
 
 DRIVER_NAME: Final = "sriovnetwork.k8snetworkplumbingwg.io"
 POLICY_NAMESPACE: Final = "dra-driver-sriov"

@@ -34,9 +34,8 @@ from sriov_dra_lab import (
     topology,
 )
 from sriov_dra_lab.control_plane import SERVICE_CIDR
+from sriov_dra_lab.paths import LAB_MANIFESTS, MANIFESTS
 from sriov_dra_lab.stack_base import (
-    LAB_MANIFESTS,
-    MANIFESTS,
     OPERATOR_NAMESPACE,
     PLUGIN_SERVICE_ACCOUNT,
     POLICY_NAMESPACE,

@@ -25,6 +25,7 @@ from kubernetes import client
 from sriov_dra.kube import apply
 from sriov_dra_lab import (
     binaries,
+    kubelet_pods,
     kubelet_sim,
     multus,
     multus_pods,
@@ -33,9 +34,9 @@ from sriov_dra_lab import (
     sandboxes,
     session,
 )
+from sriov_dra_lab.paths import MANIFESTS
 from sriov_dra_lab.stack_base import (
     DRIVER_NAME,
-    MANIFESTS,
     OPERATOR_NAMESPACE,
     PLUGIN_SERVICE_ACCOUNT,
     POLICY_NAMESPACE,
@@ -423,7 +424,7 @@ class StackServices(StackState):
             exec_prefix=tuple(node.machine.exec_prefix()),
             netns_prefix=f"sdl{self.lab_id}-",
         )
-        settings = kubelet_sim.SimSettings(
+        settings = kubelet_pods.SimSettings(
             node_name=node.name,
             registry_dir=lay.registry_dir,
             state_file=lay.kubelet_state_dir / "state.json",

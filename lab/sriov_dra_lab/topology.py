@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Final
 
 from sriov_dra_lab import iproute
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 
 log = logging.getLogger(__name__)
 
@@ -223,23 +223,23 @@ def plan_vfs(vfs_per_pf: int) -> list[LabVf]:
     for pf, bdf, root, _port, _numa in RAILS:
         for index in range(vfs_per_pf):
             name = vf_ifname(pf, index)
-            pci = str(fake_sysfs.vf_address(bdf, index, offset=2, stride=1))
+            pci = str(fake_pci.vf_address(bdf, index, offset=2, stride=1))
             out.append(LabVf(pf=pf, index=index, pci=pci, pcie_root=root, ifname=name, peer=f"{name}p"))
     return out
 
 
-def fake_pfs(vfs_per_pf: int) -> list[fake_sysfs.FakePf]:
+def fake_pfs(vfs_per_pf: int) -> list[fake_pci.FakePf]:
     """The two fake PFs of a lab node (see the module docstring)."""
     pfs = []
     for pf, bdf, root, port, numa in RAILS:
-        vfs = fake_sysfs.make_vfs(
+        vfs = fake_pci.make_vfs(
             vfs_per_pf,
             driver=NIC_DRIVER,
             default_driver=NIC_DRIVER,
             netdevs=[vf_ifname(pf, i) for i in range(vfs_per_pf)],
         )
         pfs.append(
-            fake_sysfs.FakePf(
+            fake_pci.FakePf(
                 bdf=bdf,
                 ifname=pf,
                 pcie_root=root,

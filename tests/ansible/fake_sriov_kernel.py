@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 
 DEFAULT_VF_DRIVER = {"ice": "iavf", "i40e": "iavf", "ixgbe": "ixgbevf", "mlx5_core": "mlx5_core"}
 """PF driver -> the VF driver the fake kernel binds new VFs to (``iavf`` otherwise)."""
@@ -113,7 +113,7 @@ class FakeSriovKernel:
         link_type = _read_int(Path(sysfs.sys_path("class", "net", ifname, "type")), 1)
         self.fake.add_driver(driver)
         for index in range(count):
-            vf = fake_sysfs.vf_address(pf_bdf, index, offset=offset, stride=stride)
+            vf = fake_pci.vf_address(pf_bdf, index, offset=offset, stride=stride)
             vf_dir = self.fake.add_function(
                 vf,
                 pf_dir.parent,
@@ -169,8 +169,8 @@ def _read_int(path: Path, default: int) -> int:
 def build(root: Path, layout: str) -> dict[str, object]:
     """Build a named tree layout under ``root``; return its description (PF names and counts)."""
     if layout == "two-roots":
-        first, second = fake_sysfs.two_root_pfs(0)
-        pfs = (first, dataclasses.replace(second, vfs=fake_sysfs.make_vfs(2), totalvfs=8))
+        first, second = fake_pci.two_root_pfs(0)
+        pfs = (first, dataclasses.replace(second, vfs=fake_pci.make_vfs(2), totalvfs=8))
     else:
         raise SystemExit(f"unknown layout {layout!r}")
     fake_sysfs.build(root, pfs)

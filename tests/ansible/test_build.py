@@ -15,7 +15,7 @@ import pytest
 from tests.ansible import collection_build
 from tests.ansible.conftest import LOCAL_PLAYBOOK, run
 
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 
 MODULES = ["sriov_numvfs", "sriov_facts", "cni_config", "preflight"]
 
@@ -70,7 +70,7 @@ def test_installed_module_runs_against_a_fake_tree(
     installed: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     _, env = installed
-    fake_sysfs.build(tmp_path, fake_sysfs.two_root_pfs(2))
+    fake_sysfs.build(tmp_path, fake_pci.two_root_pfs(2))
     proc = run(
         ["ansible", "localhost", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
          "-m", "sriovnet.dra.sriov_facts", "-a", f"host_root={tmp_path}", "-o"],
@@ -128,7 +128,7 @@ def test_installed_vfs_role_installs_a_boot_unit_whose_program_runs_from_the_tar
 ) -> None:
     _, env = installed
     root, boot = tmp_path / "root", tmp_path / "boot"
-    fake_sysfs.build(root, fake_sysfs.two_root_pfs(2))  # both PFs already have their 2 VFs: nothing to write
+    fake_sysfs.build(root, fake_pci.two_root_pfs(2))  # both PFs already have their 2 VFs: nothing to write
     playbook = tmp_path / "vfs.yml"
     playbook.write_text(
         "- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: sriovnet.dra.vfs\n"

@@ -22,7 +22,7 @@ from tests.ansible.conftest import run
 
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as host_sysfs
-from sriov_dra_lab.fakes import fake_devlink, fake_sysfs
+from sriov_dra_lab.fakes import fake_devlink, fake_pci, fake_sysfs
 
 
 def _facts(root: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -37,11 +37,11 @@ def _facts(root: Path, env: dict[str, str]) -> dict[str, Any]:
 
 
 def _vmbus_no_numa(root: Path) -> None:
-    fake_sysfs.build(root, [fake_sysfs.vmbus_pf(2, numa_node=-1)])
+    fake_sysfs.build(root, [fake_pci.vmbus_pf(2, numa_node=-1)])
 
 
 def _first_pf_no_numa(root: Path) -> None:
-    first, second = fake_sysfs.two_root_pfs(1)
+    first, second = fake_pci.two_root_pfs(1)
     fake_sysfs.build(root, [dataclasses.replace(first, numa_node=-1), second])
 
 
@@ -78,12 +78,12 @@ def test_ansible_run_facts_ask_devlink_for_the_eswitch_mode_as_the_plugin_publis
     tmp_path: Path, ansible_env: dict[str, str]
 ) -> None:
     root = tmp_path / "root"
-    switchdev = fake_sysfs.FakePf(
-        bdf="0000:3b:00.0", ifname="ens2f0np0", eswitch_mode="switchdev", vfs=fake_sysfs.make_vfs(1)
+    switchdev = fake_pci.FakePf(
+        bdf="0000:3b:00.0", ifname="ens2f0np0", eswitch_mode="switchdev", vfs=fake_pci.make_vfs(1)
     )
-    plain = fake_sysfs.FakePf(
+    plain = fake_pci.FakePf(
         bdf="0000:5e:00.0", ifname="ens3f0", pcie_root="pci0000:5d", bridges=("0000:5d:00.0",),
-        vfs=fake_sysfs.make_vfs(1),
+        vfs=fake_pci.make_vfs(1),
     )  # fmt: skip
     fake_sysfs.build(root, (switchdev, plain))
     # The fake devlink first on PATH: the module runs its real command path against the fake tree.

@@ -25,6 +25,8 @@ from kubernetes import client
 from tests import tiers
 from tests.e2e import helpers
 
+from sriov_dra_lab import stack_base
+
 
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
@@ -39,7 +41,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     missing = real_node.missing_parts()
     if missing:
         tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
-    lab = stack.LabStack(stack.LabOptions(workdir=tmp_path_factory.mktemp("lab"), nodes=2, real_nodes=True))
+    lab = stack.LabStack(
+        stack_base.LabOptions(workdir=tmp_path_factory.mktemp("lab"), nodes=2, real_nodes=True)
+    )
     try:
         lab.start()
     except (binaries.BinaryMissing, images.ImageError, real_node.RealNodeError) as exc:

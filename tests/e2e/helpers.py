@@ -12,7 +12,7 @@ from typing import Any
 
 from kubernetes import client
 
-from sriov_dra_lab import workloads
+from sriov_dra_lab import stack_base, workloads
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
@@ -59,18 +59,18 @@ def delete_example(lab: Any, *files: Path) -> None:
     """
     import subprocess
 
-    from sriov_dra_lab import binaries, stack
+    from sriov_dra_lab import binaries
 
     argv = [str(binaries.find("kubectl")), f"--kubeconfig={lab.cp.kubeconfig}", "delete"]
     argv += [a for f in files for a in ("-f", str(f))]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     core, apps = client.CoreV1Api(lab.api), client.AppsV1Api(lab.api)
-    for namespace in (stack.POLICY_NAMESPACE, stack.OPERATOR_NAMESPACE):
+    for namespace in (stack_base.POLICY_NAMESPACE, stack_base.OPERATOR_NAMESPACE):
         core.read_namespace(namespace)  # 404 raises
-    core.read_namespaced_service_account("dra-driver-sriov", stack.POLICY_NAMESPACE)
+    core.read_namespaced_service_account("dra-driver-sriov", stack_base.POLICY_NAMESPACE)
     for name in ("sriov-dra-plugin", "sriov-dra-guard"):
-        apps.read_namespaced_daemon_set(name, stack.POLICY_NAMESPACE)
+        apps.read_namespaced_daemon_set(name, stack_base.POLICY_NAMESPACE)
 
 
 def template(name: str, network: str, ipam: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from tests.e2e.helpers import EXAMPLES, delete_example, wait_clean
 
 from sriov_dra.cli import inspect, inspect_rows, inspect_table
 from sriov_dra.kube import objects
-from sriov_dra_lab import stack, workloads
+from sriov_dra_lab import stack_base, workloads
 
 POLICY_KINDS = ("SriovResourcePolicy", "DeviceAttributes")
 
@@ -67,11 +67,11 @@ def test_one_nad_for_a_device_class(lab: Any, without_direct_policies: None) -> 
 @pytest.fixture
 def operator_managed(lab: Any, without_direct_policies: None) -> Iterator[None]:
     """Plugins on the operator's namespace for one test (a DaemonSet rollout on real nodes), then back."""
-    lab.switch_plugin_policy_namespace(stack.OPERATOR_NAMESPACE)
+    lab.switch_plugin_policy_namespace(stack_base.OPERATOR_NAMESPACE)
     try:
         yield
     finally:
-        lab.switch_plugin_policy_namespace(stack.POLICY_NAMESPACE)
+        lab.switch_plugin_policy_namespace(stack_base.POLICY_NAMESPACE)
 
 
 def _ready(client: objects.Objects) -> bool:
@@ -79,7 +79,7 @@ def _ready(client: objects.Objects) -> bool:
     states = [
         {c["type"]: c["status"] for c in (o.get("status") or {}).get("conditions") or []}.get(kind)
         for res, kind in wanted.items()
-        for o in client.list(res, stack.OPERATOR_NAMESPACE).items
+        for o in client.list(res, stack_base.OPERATOR_NAMESPACE).items
     ]
     return len(states) == 4 and all(s == "True" for s in states)
 
@@ -93,7 +93,7 @@ def test_two_rails_through_the_operator(lab: Any, operator_managed: None) -> Non
     workloads.apply_docs(lab.api, networks)
     try:
         workloads.eventually("node policies and networks Ready", lambda: _ready(client), timeout_s=90)
-        generated = client.list(objects.DEVICE_ATTRIBUTES, stack.OPERATOR_NAMESPACE).items
+        generated = client.list(objects.DEVICE_ATTRIBUTES, stack_base.OPERATOR_NAMESPACE).items
         refs = sorted(
             (
                 a["spec"]["attributes"]["sriovnetwork.k8snetworkplumbingwg.io/netAttachDefName"]["string"],

@@ -17,14 +17,14 @@ from tests.e2e.helpers import PAIRS, wait_clean
 
 from sriov_dra.cli import inspect, inspect_rows, inspect_table
 from sriov_dra.kube import objects
-from sriov_dra_lab import demo, images, multus_pods, plugin_pods, stack, workloads
+from sriov_dra_lab import demo, images, multus_pods, plugin_pods, stack, stack_base, workloads
 
 
 @pytest.fixture(scope="module")
 def thick_lab(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.LabStack]:
     """A one-node lab running thick Multus (started after the main lab proved the machine can)."""
     thick = stack.LabStack(
-        stack.LabOptions(
+        stack_base.LabOptions(
             workdir=tmp_path_factory.mktemp("thick"),
             nodes=1,
             multus_mode="thick",

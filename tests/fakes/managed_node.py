@@ -27,14 +27,14 @@ from sriov_dra.driver import claim_context, locks, prepare
 from sriov_dra.driver.managed import lock_order, observe, seams, service
 from sriov_dra.host import cdi, checkpoint, checkpoint_files, discovery, vf_driver_binding
 from sriov_dra.kubeletapi import messages
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_rules import checkpoint_doc, names
 
 NS = "ns-a"
 NODE_UID = "0a0a0a0a-0000-4000-8000-00000000000a"
 PF_A, PF_B = "0000:03:00.0", "0000:81:00.0"
-VF_A0, VF_A1 = fake_sysfs.vf_address(PF_A, 0), fake_sysfs.vf_address(PF_A, 1)
-VF_B0, VF_B1 = fake_sysfs.vf_address(PF_B, 0), fake_sysfs.vf_address(PF_B, 1)
+VF_A0, VF_A1 = fake_pci.vf_address(PF_A, 0), fake_pci.vf_address(PF_A, 1)
+VF_B0, VF_B1 = fake_pci.vf_address(PF_B, 0), fake_pci.vf_address(PF_B, 1)
 DEV_A0, DEV_A1, DEV_B0, DEV_B1 = (discovery.device_name(v) for v in (VF_A0, VF_A1, VF_B0, VF_B1))
 
 
@@ -131,7 +131,7 @@ class ManagedNode:
     """Called with the bytes of every checkpoint write once they are durable (side-effect order)."""
 
     def __post_init__(self) -> None:
-        pfs = fake_sysfs.two_root_pfs(vfs_per_pf=2)
+        pfs = fake_pci.two_root_pfs(vfs_per_pf=2)
         self.fake = fake_sysfs.build(self.root / "host", list(pfs))
         self.kernel = self.fake.kernel()
         found = discovery.by_name(discovery.discover(self.fake.sysfs))

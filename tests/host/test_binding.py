@@ -16,7 +16,7 @@ import pytest
 
 from sriov_dra.core import identities
 from sriov_dra.host import vf_driver_binding
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_rules import errors
 
 PF = identities.PciAddress("0000:03:00.0")
@@ -25,9 +25,9 @@ OVERRIDE = "set_driver_override"
 
 
 def _setup(
-    root: Path, vf: fake_sysfs.FakeVf | None = None, drivers: tuple[str, ...] = ("vfio-pci",)
+    root: Path, vf: fake_pci.FakeVf | None = None, drivers: tuple[str, ...] = ("vfio-pci",)
 ) -> tuple[fake_sysfs.FakeSysfs, fake_sysfs.FakeKernelPci, vf_driver_binding.DriverBinder]:
-    pf = fake_sysfs.FakePf(bdf=PF, ifname="enp3s0f0", vfs=(vf or fake_sysfs.FakeVf(),))
+    pf = fake_pci.FakePf(bdf=PF, ifname="enp3s0f0", vfs=(vf or fake_pci.FakeVf(),))
     fake = fake_sysfs.build(root, [pf], drivers=drivers)
     kernel = fake.kernel()
     return fake, kernel, vf_driver_binding.DriverBinder(fake.sysfs, kernel=kernel)
@@ -95,7 +95,7 @@ class Applied:
 def applied(tmp_path: Path, request: pytest.FixtureRequest) -> Applied:
     """Each row of the apply table, applied to a fresh fake VF."""
     case: ApplyCase = request.param
-    fake, kernel, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver=case.initial))
+    fake, kernel, binder = _setup(tmp_path, fake_pci.FakeVf(driver=case.initial))
     return Applied(case, fake, kernel, binder, binder.apply(VF, case.requested))
 
 
@@ -130,7 +130,7 @@ def test_restore_brings_back_netdev(tmp_path: Path) -> None:
 
 
 def test_restore_of_originally_unbound_vf_unbinds(tmp_path: Path) -> None:
-    fake, kernel, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver=None))
+    fake, kernel, binder = _setup(tmp_path, fake_pci.FakeVf(driver=None))
     record = binder.apply(VF, "default")
     assert record.driver == "iavf"
     kernel.calls.clear()
@@ -142,11 +142,11 @@ def test_restore_of_originally_unbound_vf_unbinds(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("vf", "requested", "needle"),
     [
-        (fake_sysfs.FakeVf(driver=None), "", "is not bound to any driver"),
-        (fake_sysfs.FakeVf(driver="vfio-pci"), "", "is bound to vfio-pci, a userspace (DPDK) driver"),
-        (fake_sysfs.FakeVf(driver="uio_pci_generic"), "", "is bound to uio_pci_generic"),
-        (fake_sysfs.FakeVf(), "vfio-pci", "VfConfig driver 'vfio-pci' is a userspace (DPDK) driver"),
-        (fake_sysfs.FakeVf(driver=None), "igb_uio", "VfConfig driver 'igb_uio'"),
+        (fake_pci.FakeVf(driver=None), "", "is not bound to any driver"),
+        (fake_pci.FakeVf(driver="vfio-pci"), "", "is bound to vfio-pci, a userspace (DPDK) driver"),
+        (fake_pci.FakeVf(driver="uio_pci_generic"), "", "is bound to uio_pci_generic"),
+        (fake_pci.FakeVf(), "vfio-pci", "VfConfig driver 'vfio-pci' is a userspace (DPDK) driver"),
+        (fake_pci.FakeVf(driver=None), "igb_uio", "VfConfig driver 'igb_uio'"),
     ],
     ids=[
         "unbound-vf-rejected-when-driver-omitted",
@@ -157,7 +157,7 @@ def test_restore_of_originally_unbound_vf_unbinds(tmp_path: Path) -> None:
     ],
 )
 def test_netdevice_required_rejections(
-    tmp_path: Path, vf: fake_sysfs.FakeVf, requested: str, needle: str
+    tmp_path: Path, vf: fake_pci.FakeVf, requested: str, needle: str
 ) -> None:
     fake, kernel, binder = _setup(tmp_path, vf, drivers=("vfio-pci", "uio_pci_generic"))
     before = fake.sysfs.current_driver(VF)
@@ -194,14 +194,14 @@ def test_kernel_driver_without_netdev_is_rejected(tmp_path: Path) -> None:
     ],
 )
 def test_netdevice_required_accepts(tmp_path: Path, initial: str | None, requested: str) -> None:
-    _, _, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver=initial))
+    _, _, binder = _setup(tmp_path, fake_pci.FakeVf(driver=initial))
     record = binder.apply(VF, requested, require_netdevice=True)
     assert record.driver == "iavf"
     assert binder.check_netdevice(VF) == "enp3s0f0v0"
 
 
 def test_netdevice_check_failure_after_change_rolls_back(tmp_path: Path) -> None:
-    fake, _, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver="vfio-pci", default_driver="idpf", netdev=""))
+    fake, _, binder = _setup(tmp_path, fake_pci.FakeVf(driver="vfio-pci", default_driver="idpf", netdev=""))
     with pytest.raises(
         vf_driver_binding.UnsupportedVfDriver, match="idpf, which created no network interface"
     ):
@@ -235,7 +235,7 @@ def test_unregistered_driver_is_refused_before_any_write(tmp_path: Path) -> None
     ],
 )
 def test_write_failure_raises_and_restores(tmp_path: Path, op: str, requested: str, initial: str) -> None:
-    fake, kernel, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver=initial))
+    fake, kernel, binder = _setup(tmp_path, fake_pci.FakeVf(driver=initial))
     kernel.fail_next(op, VF, errno.EIO)
     with pytest.raises(vf_driver_binding.DriverBindError) as info:
         binder.apply(VF, requested)
@@ -246,7 +246,7 @@ def test_write_failure_raises_and_restores(tmp_path: Path, op: str, requested: s
 
 
 def test_failed_apply_restores_a_preexisting_override(tmp_path: Path) -> None:
-    fake, kernel, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver_override="iavf"))
+    fake, kernel, binder = _setup(tmp_path, fake_pci.FakeVf(driver_override="iavf"))
     kernel.fail_next("bind", VF)
     with pytest.raises(vf_driver_binding.DriverBindError):
         binder.apply(VF, "vfio-pci")
@@ -254,7 +254,7 @@ def test_failed_apply_restores_a_preexisting_override(tmp_path: Path) -> None:
 
 
 def test_default_probe_finding_no_driver_raises_and_restores(tmp_path: Path) -> None:
-    fake, _, binder = _setup(tmp_path, fake_sysfs.FakeVf(driver="vfio-pci", default_driver="notloaded"))
+    fake, _, binder = _setup(tmp_path, fake_pci.FakeVf(driver="vfio-pci", default_driver="notloaded"))
     (fake.sysfs.driver_dir("notloaded") / "bind").unlink()
     (fake.sysfs.driver_dir("notloaded") / "unbind").unlink()
     for attr in ("new_id", "remove_id"):

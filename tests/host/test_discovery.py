@@ -13,19 +13,19 @@ from hypothesis import strategies as st
 from sriov_dra.core import attributes, device_facts, identities
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_rules import names
 
 D = "sriovnetwork.k8snetworkplumbingwg.io"
 
 
 def _lab(root: Path, vfs: int = 2) -> fake_sysfs.FakeSysfs:
-    return fake_sysfs.build(root, fake_sysfs.two_root_pfs(vfs))
+    return fake_sysfs.build(root, fake_pci.two_root_pfs(vfs))
 
 
 def _one(root: Path, **pf: object) -> discovery.DiscoveredVf:
-    spec = {"bdf": "0000:03:00.0", "ifname": "enp3s0f0", "vfs": fake_sysfs.make_vfs(1), **pf}
-    found = discovery.discover(fake_sysfs.build(root, [fake_sysfs.FakePf(**spec)]).sysfs)  # type: ignore[arg-type]
+    spec = {"bdf": "0000:03:00.0", "ifname": "enp3s0f0", "vfs": fake_pci.make_vfs(1), **pf}
+    found = discovery.discover(fake_sysfs.build(root, [fake_pci.FakePf(**spec)]).sysfs)  # type: ignore[arg-type]
     assert len(found) == 1
     return found[0]
 
@@ -120,7 +120,7 @@ def test_numa_node_published_only_when_the_kernel_reports_a_node(
     tmp_path: Path, numa_file: str | None, expected: int | None
 ) -> None:
     fake = fake_sysfs.build(
-        tmp_path, [fake_sysfs.FakePf(bdf="0000:03:00.0", ifname="p0", vfs=fake_sysfs.make_vfs(1))]
+        tmp_path, [fake_pci.FakePf(bdf="0000:03:00.0", ifname="p0", vfs=fake_pci.make_vfs(1))]
     )
     path = fake.sysfs.pci_device_dir("0000:03:00.0") / "numa_node"
     if numa_file is None:
@@ -137,7 +137,7 @@ def test_numa_node_published_only_when_the_kernel_reports_a_node(
 def test_numa_node_is_the_pfs_as_upstream(tmp_path: Path) -> None:
     fake = fake_sysfs.build(
         tmp_path,
-        [fake_sysfs.FakePf(bdf="0000:03:00.0", ifname="p0", numa_node=1, vfs=fake_sysfs.make_vfs(1))],
+        [fake_pci.FakePf(bdf="0000:03:00.0", ifname="p0", numa_node=1, vfs=fake_pci.make_vfs(1))],
     )
     (fake.sysfs.pci_device_dir("0000:03:02.0") / "numa_node").write_text("0\n")
     assert discovery.discover(fake.sysfs)[0].attributes["dra.net/numaNode"] == attributes.int_value(1)
@@ -198,8 +198,8 @@ def test_eswitch_mode_sources(tmp_path: Path, source_answer: str | None, expecte
     fake = fake_sysfs.build(
         tmp_path,
         [
-            fake_sysfs.FakePf(
-                bdf="0000:03:00.0", ifname="p0", eswitch_mode="switchdev", vfs=fake_sysfs.make_vfs(1)
+            fake_pci.FakePf(
+                bdf="0000:03:00.0", ifname="p0", eswitch_mode="switchdev", vfs=fake_pci.make_vfs(1)
             )
         ],
     )
@@ -226,8 +226,8 @@ def test_fake_tree_eswitch_mode_reaches_discovery_only_through_its_source(
     fake = fake_sysfs.build(
         tmp_path,
         [
-            fake_sysfs.FakePf(
-                bdf="0000:03:00.0", ifname="p0", eswitch_mode="switchdev", vfs=fake_sysfs.make_vfs(1)
+            fake_pci.FakePf(
+                bdf="0000:03:00.0", ifname="p0", eswitch_mode="switchdev", vfs=fake_pci.make_vfs(1)
             )
         ],
     )
@@ -239,14 +239,14 @@ def test_fake_tree_eswitch_mode_reaches_discovery_only_through_its_source(
 @pytest.mark.parametrize(
     ("vf_spec", "driver", "netdev"),
     [
-        (fake_sysfs.FakeVf(driver="vfio-pci"), "vfio-pci", None),
-        (fake_sysfs.FakeVf(driver=None), None, None),
-        (fake_sysfs.FakeVf(), "iavf", "p0v0"),
+        (fake_pci.FakeVf(driver="vfio-pci"), "vfio-pci", None),
+        (fake_pci.FakeVf(driver=None), None, None),
+        (fake_pci.FakeVf(), "iavf", "p0v0"),
     ],
     ids=["vfio-bound-vf-still-discovered", "unbound-vf-still-discovered", "netdevice-vf-discovered"],
 )
 def test_vfs_discovered_whatever_their_driver(
-    tmp_path: Path, vf_spec: fake_sysfs.FakeVf, driver: str | None, netdev: str | None
+    tmp_path: Path, vf_spec: fake_pci.FakeVf, driver: str | None, netdev: str | None
 ) -> None:
     vf = _one(tmp_path, ifname="p0", vfs=(vf_spec,))
     assert (vf.driver, vf.netdev, vf.name) == (driver, netdev, "0000-03-02-0")
@@ -256,15 +256,15 @@ def test_pf_without_netdev_and_non_sriov_functions_contribute_nothing(tmp_path: 
     fake = fake_sysfs.build(
         tmp_path,
         [
-            fake_sysfs.FakePf(bdf="0000:03:00.0", ifname="p0", vfs=fake_sysfs.make_vfs(1)),
-            fake_sysfs.FakePf(
+            fake_pci.FakePf(bdf="0000:03:00.0", ifname="p0", vfs=fake_pci.make_vfs(1)),
+            fake_pci.FakePf(
                 bdf="0000:81:00.0",
                 ifname="p1",
                 pcie_root="pci0000:80",
                 driver="vfio-pci",
-                vfs=fake_sysfs.make_vfs(2),
+                vfs=fake_pci.make_vfs(2),
             ),
-            fake_sysfs.FakePf(bdf="0000:05:00.0", ifname="p2", bridges=("0000:00:02.0",), vfs=()),
+            fake_pci.FakePf(bdf="0000:05:00.0", ifname="p2", bridges=("0000:00:02.0",), vfs=()),
         ],
     )
     assert [v.name for v in discovery.discover(fake.sysfs)] == ["0000-03-02-0"]
@@ -274,13 +274,13 @@ def test_vendor_is_pf_vendor_and_ids_split_vf_and_pf(tmp_path: Path) -> None:
     fake = fake_sysfs.build(
         tmp_path,
         [
-            fake_sysfs.FakePf(
+            fake_pci.FakePf(
                 bdf="0000:03:00.0",
                 ifname="p0",
                 vendor="15b3",
                 device="101d",
                 vf_device="101e",
-                vfs=fake_sysfs.make_vfs(1),
+                vfs=fake_pci.make_vfs(1),
             )
         ],
     )
@@ -296,7 +296,7 @@ def test_vendor_is_pf_vendor_and_ids_split_vf_and_pf(tmp_path: Path) -> None:
         ({"link_type": 32, "ifname": "ib0"}, discovery.LINK_TYPE, attributes.string_value("infiniband")),
         ({"link_type": 772}, discovery.LINK_TYPE, attributes.string_value("unknown")),
         (
-            {"vfs": (fake_sysfs.FakeVf(rdma_devices=("mlx5_3",)),)},
+            {"vfs": (fake_pci.FakeVf(rdma_devices=("mlx5_3",)),)},
             discovery.RDMA_CAPABLE,
             attributes.bool_value(True),
         ),

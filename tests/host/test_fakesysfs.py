@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.host import discovery
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 
 
 def _lab(root: Path, vfs: int = 2, **kwargs: object) -> fake_sysfs.FakeSysfs:
-    return fake_sysfs.build(root, fake_sysfs.two_root_pfs(vfs, **kwargs))  # type: ignore[arg-type]
+    return fake_sysfs.build(root, fake_pci.two_root_pfs(vfs, **kwargs))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ VMBUS_DIR = "sys/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/5d2a1f4e-0
     ],
 )
 def test_vmbus_pf_is_laid_out_like_a_hyperv_guest(tmp_path: Path, link: str, target: str) -> None:
-    fake_sysfs.build(tmp_path, [fake_sysfs.vmbus_pf(2)])
+    fake_sysfs.build(tmp_path, [fake_pci.vmbus_pf(2)])
     assert os.readlink(tmp_path / link) == target
     assert (tmp_path / link).exists()
 
@@ -79,7 +79,7 @@ def test_vmbus_pf_is_laid_out_like_a_hyperv_guest(tmp_path: Path, link: str, tar
 def test_numa_node_file_as_the_kernel_writes_it(
     tmp_path: Path, numa_node: int | None, content: str | None
 ) -> None:
-    fake_sysfs.build(tmp_path, [fake_sysfs.vmbus_pf(1, numa_node=numa_node)])
+    fake_sysfs.build(tmp_path, [fake_pci.vmbus_pf(1, numa_node=numa_node)])
     for bdf in ("0001:00:00.0", "0001:00:00.1"):
         path = tmp_path / "sys/bus/pci/devices" / bdf / "numa_node"
         assert (path.read_text() if path.exists() else None) == content
@@ -194,7 +194,7 @@ def test_fail_next_fails_once_before_writing(tmp_path: Path) -> None:
 
 
 def test_two_pfs_of_128_vfs_build_and_discover(tmp_path: Path) -> None:
-    fake = fake_sysfs.build(tmp_path, fake_sysfs.two_root_pfs(128))
+    fake = fake_sysfs.build(tmp_path, fake_pci.two_root_pfs(128))
     found = discovery.discover(fake.sysfs)
     assert len(found) == 256
     assert {v.pcie_root for v in found} == {"pci0000:00", "pci0000:80"}

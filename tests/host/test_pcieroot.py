@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from sriov_dra.host import pcie_root
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 
 
 def _two_roots(root: Path) -> fake_sysfs.FakeSysfs:
-    return fake_sysfs.build(root, fake_sysfs.two_root_pfs(3))
+    return fake_sysfs.build(root, fake_pci.two_root_pfs(3))
 
 
 @pytest.mark.parametrize(
@@ -44,12 +44,12 @@ def test_every_vf_reports_its_pf_root(tmp_path: Path) -> None:
 
 
 def test_nested_bridges_report_the_root_complex(tmp_path: Path) -> None:
-    pf = fake_sysfs.FakePf(
+    pf = fake_pci.FakePf(
         bdf="0000:87:00.0",
         ifname="enp135s0f0",
         pcie_root="pci0000:80",
         bridges=("0000:80:03.0", "0000:85:00.0", "0000:86:08.0"),
-        vfs=fake_sysfs.make_vfs(2),
+        vfs=fake_pci.make_vfs(2),
     )
     fake = fake_sysfs.build(tmp_path, [pf])
     link = os.readlink(fake.sysfs.pci_device_dir("0000:87:02.1"))
@@ -59,14 +59,14 @@ def test_nested_bridges_report_the_root_complex(tmp_path: Path) -> None:
 
 
 def test_non_zero_domain_root(tmp_path: Path) -> None:
-    pf = fake_sysfs.FakePf(
+    pf = fake_pci.FakePf(
         bdf="0001:c1:00.0", ifname="enP1p193s0", pcie_root="pci0001:c0", bridges=("0001:c0:01.0",)
     )
     assert pcie_root.pcie_root(fake_sysfs.build(tmp_path, [pf]).sysfs, "0001:c1:00.0") == "pci0001:c0"
 
 
 def test_vmbus_host_bridge_gives_the_root_bus_below_vmbus(tmp_path: Path) -> None:
-    fake = fake_sysfs.build(tmp_path, [fake_sysfs.vmbus_pf(2)])
+    fake = fake_sysfs.build(tmp_path, [fake_pci.vmbus_pf(2)])
     link = os.readlink(fake.sysfs.pci_device_dir("0001:00:00.0"))
     assert "/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/" in link
     assert link.endswith("/pci0001:00/0001:00:00.0")
@@ -77,7 +77,7 @@ def test_vmbus_host_bridge_gives_the_root_bus_below_vmbus(tmp_path: Path) -> Non
 
 
 def test_pxb_pcie_expander_is_its_own_root(tmp_path: Path) -> None:
-    pf = fake_sysfs.FakePf(
+    pf = fake_pci.FakePf(
         bdf="0000:21:00.0", ifname="enp33s0", pcie_root="pci0000:20", bridges=("0000:20:00.0",)
     )
     assert pcie_root.pcie_root(fake_sysfs.build(tmp_path, [pf]).sysfs, "0000:21:00.0") == "pci0000:20"

@@ -20,7 +20,7 @@ from sriov_dra.core import policies
 from sriov_dra.core.plugin import slices
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_rules import names
 
 NODE = "worker-1"
@@ -42,7 +42,7 @@ def published(sysfs: sysfs_mod.Sysfs) -> dict[str, dict[str, Any]]:
 
 
 def test_vmbus_guest_publishes_the_root_bus_below_vmbus_on_every_vf(tmp_path: Path) -> None:
-    fake = fake_sysfs.build(tmp_path, [fake_sysfs.vmbus_pf(3)])
+    fake = fake_sysfs.build(tmp_path, [fake_pci.vmbus_pf(3)])
     got = published(fake.sysfs)
     assert sorted(got) == ["0001-00-00-1", "0001-00-00-2", "0001-00-00-3"]
     for attrs in got.values():
@@ -50,7 +50,7 @@ def test_vmbus_guest_publishes_the_root_bus_below_vmbus_on_every_vf(tmp_path: Pa
 
 
 def test_vmbus_guest_logs_no_omission(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    fake = fake_sysfs.build(tmp_path, [fake_sysfs.vmbus_pf(1)])
+    fake = fake_sysfs.build(tmp_path, [fake_pci.vmbus_pf(1)])
     with caplog.at_level(logging.INFO, logger=discovery.__name__):
         published(fake.sysfs)
     assert [r.getMessage() for r in caplog.records if "omitted" in r.getMessage()] == []
@@ -59,7 +59,7 @@ def test_vmbus_guest_logs_no_omission(tmp_path: Path, caplog: pytest.LogCaptureF
 def test_numa_minus_one_is_never_published_and_the_reason_is_logged_once_per_pf(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    first, second = fake_sysfs.two_root_pfs(2)
+    first, second = fake_pci.two_root_pfs(2)
     fake = fake_sysfs.build(tmp_path, [dataclasses.replace(first, numa_node=-1), second])
     with caplog.at_level(logging.INFO, logger=discovery.__name__):
         got = published(fake.sysfs)
@@ -82,7 +82,7 @@ def test_numa_minus_one_is_never_published_and_the_reason_is_logged_once_per_pf(
 
 
 def test_vmbus_guest_without_numa_affinity_keeps_pcie_root_and_drops_numa_node(tmp_path: Path) -> None:
-    fake = fake_sysfs.build(tmp_path, [fake_sysfs.vmbus_pf(2, numa_node=-1)])
+    fake = fake_sysfs.build(tmp_path, [fake_pci.vmbus_pf(2, numa_node=-1)])
     got = published(fake.sysfs)
     assert sorted(got) == ["0001-00-00-1", "0001-00-00-2"]
     for attrs in got.values():

@@ -10,7 +10,7 @@ import pytest
 
 from sriov_dra.core import identities
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_rules import errors
 
 PF0 = identities.PciAddress("0000:03:00.0")
@@ -18,9 +18,9 @@ VF0 = identities.PciAddress("0000:03:02.0")
 VF1 = identities.PciAddress("0000:03:02.1")
 
 
-def _tree(root: Path, *pfs: fake_sysfs.FakePf) -> fake_sysfs.FakeSysfs:
+def _tree(root: Path, *pfs: fake_pci.FakePf) -> fake_sysfs.FakeSysfs:
     return fake_sysfs.build(
-        root, pfs or (fake_sysfs.FakePf(bdf=PF0, ifname="enp3s0f0", vfs=fake_sysfs.make_vfs(2)),)
+        root, pfs or (fake_pci.FakePf(bdf=PF0, ifname="enp3s0f0", vfs=fake_pci.make_vfs(2)),)
     )
 
 
@@ -63,8 +63,8 @@ def test_non_network_class_with_totalvfs_is_not_pf(tmp_path: Path) -> None:
 def test_pfs_skips_pf_without_netdev(tmp_path: Path) -> None:
     fake = _tree(
         tmp_path,
-        fake_sysfs.FakePf(bdf=PF0, ifname="enp3s0f0", vfs=fake_sysfs.make_vfs(1)),
-        fake_sysfs.FakePf(
+        fake_pci.FakePf(bdf=PF0, ifname="enp3s0f0", vfs=fake_pci.make_vfs(1)),
+        fake_pci.FakePf(
             bdf="0000:81:00.0", ifname="enp129s0f0", pcie_root="pci0000:80", bridges=(), driver="vfio-pci"
         ),
     )
@@ -74,7 +74,7 @@ def test_pfs_skips_pf_without_netdev(tmp_path: Path) -> None:
 def test_pf_info_reads_every_fact(tmp_path: Path) -> None:
     fake = _tree(
         tmp_path,
-        fake_sysfs.FakePf(
+        fake_pci.FakePf(
             bdf=PF0,
             ifname="ib0",
             vendor="15b3",
@@ -84,7 +84,7 @@ def test_pf_info_reads_every_fact(tmp_path: Path) -> None:
             totalvfs=16,
             eswitch_mode="switchdev",
             driver="mlx5_core",
-            vfs=fake_sysfs.make_vfs(3),
+            vfs=fake_pci.make_vfs(3),
         ),
     )
     assert fake.sysfs.pf_info(PF0) == sysfs_mod.PfInfo(
@@ -103,11 +103,11 @@ def test_pf_info_reads_every_fact(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("vf", "driver", "netdev", "override"),
     [
-        (fake_sysfs.FakeVf(), "iavf", "enp3s0f0v0", ""),
-        (fake_sysfs.FakeVf(driver=None), None, None, ""),
-        (fake_sysfs.FakeVf(driver="vfio-pci"), "vfio-pci", None, ""),
-        (fake_sysfs.FakeVf(netdev="lab-vf0"), "iavf", "lab-vf0", ""),
-        (fake_sysfs.FakeVf(driver=None, driver_override="vfio-pci"), None, None, "vfio-pci"),
+        (fake_pci.FakeVf(), "iavf", "enp3s0f0v0", ""),
+        (fake_pci.FakeVf(driver=None), None, None, ""),
+        (fake_pci.FakeVf(driver="vfio-pci"), "vfio-pci", None, ""),
+        (fake_pci.FakeVf(netdev="lab-vf0"), "iavf", "lab-vf0", ""),
+        (fake_pci.FakeVf(driver=None, driver_override="vfio-pci"), None, None, "vfio-pci"),
     ],
     ids=[
         "kernel-driver-has-netdev",
@@ -118,9 +118,9 @@ def test_pf_info_reads_every_fact(tmp_path: Path) -> None:
     ],
 )
 def test_vf_facts(
-    tmp_path: Path, vf: fake_sysfs.FakeVf, driver: str | None, netdev: str | None, override: str
+    tmp_path: Path, vf: fake_pci.FakeVf, driver: str | None, netdev: str | None, override: str
 ) -> None:
-    fake = _tree(tmp_path, fake_sysfs.FakePf(bdf=PF0, ifname="enp3s0f0", numa_node=0, vfs=(vf,)))
+    fake = _tree(tmp_path, fake_pci.FakePf(bdf=PF0, ifname="enp3s0f0", numa_node=0, vfs=(vf,)))
     pf = fake.sysfs.pf_info(PF0)
     assert pf is not None
     assert fake.sysfs.vfs(pf) == [
@@ -250,7 +250,7 @@ def test_product_sysfs_reader_does_not_know_the_fake_eswitch_file() -> None:
 
 
 def test_virtfns_sorted_numerically_and_junk_ignored(tmp_path: Path) -> None:
-    fake = _tree(tmp_path, fake_sysfs.FakePf(bdf=PF0, ifname="enp3s0f0", vfs=fake_sysfs.make_vfs(12)))
+    fake = _tree(tmp_path, fake_pci.FakePf(bdf=PF0, ifname="enp3s0f0", vfs=fake_pci.make_vfs(12)))
     pf_dir = fake.sysfs.pci_device_dir(PF0)
     os.symlink("../0000:03:02.0", pf_dir / "virtfnX")
     os.symlink("../0000:03:02.0", pf_dir / "virtfn012")
@@ -265,7 +265,7 @@ def test_virtfns_of_missing_pf_raises(tmp_path: Path) -> None:
 
 
 def test_switchdev_pf_netdev_is_the_uplink(tmp_path: Path) -> None:
-    fake = _tree(tmp_path, fake_sysfs.FakePf(bdf=PF0, ifname="ens1f0np0", phys_port_name="p0"))
+    fake = _tree(tmp_path, fake_pci.FakePf(bdf=PF0, ifname="ens1f0np0", phys_port_name="p0"))
     for rep, port in (("eth0", "pf0vf0"), ("eth1", "pf0vf1")):
         where = fake.sysfs.pci_device_dir(PF0) / "net" / rep
         where.mkdir()
@@ -274,14 +274,14 @@ def test_switchdev_pf_netdev_is_the_uplink(tmp_path: Path) -> None:
 
 
 def test_pf_netdev_falls_back_to_first_name(tmp_path: Path) -> None:
-    fake = _tree(tmp_path, fake_sysfs.FakePf(bdf=PF0, ifname="zeth"))
+    fake = _tree(tmp_path, fake_pci.FakePf(bdf=PF0, ifname="zeth"))
     (fake.sysfs.pci_device_dir(PF0) / "net" / "aeth").mkdir()
     assert fake.sysfs.pf_netdev(PF0) == "aeth"
 
 
 def test_physfn_rdma_and_iommu_group(tmp_path: Path) -> None:
-    vf = fake_sysfs.FakeVf(rdma_devices=("mlx5_2",))
-    fake = _tree(tmp_path, fake_sysfs.FakePf(bdf=PF0, ifname="enp3s0f0", vfs=(vf,)))
+    vf = fake_pci.FakeVf(rdma_devices=("mlx5_2",))
+    fake = _tree(tmp_path, fake_pci.FakePf(bdf=PF0, ifname="enp3s0f0", vfs=(vf,)))
     assert fake.sysfs.physfn(VF0) == PF0
     assert fake.sysfs.physfn(PF0) is None
     assert fake.sysfs.rdma_devices(VF0) == ["mlx5_2"]

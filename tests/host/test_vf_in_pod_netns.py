@@ -14,15 +14,15 @@ import pytest
 
 from sriov_dra.core import identities
 from sriov_dra.host import discovery, vf_driver_binding
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 
 PF = identities.PciAddress("0000:03:00.0")
 
 
 def _tree(root: Path) -> tuple[fake_sysfs.FakeSysfs, identities.PciAddress]:
-    pf = fake_sysfs.FakePf(bdf=PF, ifname="enp3s0f0", vfs=fake_sysfs.make_vfs(2))
+    pf = fake_pci.FakePf(bdf=PF, ifname="enp3s0f0", vfs=fake_pci.make_vfs(2))
     fake = fake_sysfs.build(root, [pf])
-    return fake, fake_sysfs.vf_address(PF, 1)
+    return fake, fake_pci.vf_address(PF, 1)
 
 
 def test_a_netdev_moved_into_a_pod_netns_leaves_an_empty_net_directory_on_the_host(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from sriov_dra.core import device_health as dh
 from sriov_dra.driver import device_health_monitor
 from sriov_dra.host import discovery, netlink, vf_health_reader
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra_lab.fakes import fake_sysfs, net_edit
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs, net_edit
 
 PF_BDF = "0000:03:00.0"
 
@@ -25,9 +25,7 @@ def setup(
 ) -> tuple[fake_sysfs.FakeSysfs, vf_health_reader.VfHealthReader, dh.HealthTarget, str]:
     """A fake PF with one iavf VF whose netdev is veth ``<pf>`` (peer ``<pf>p``, both up) in ``netns``."""
     pf_name = f"hp{uuid.uuid4().hex[:6]}"
-    fake = fake_sysfs.build(
-        tmp_path, [fake_sysfs.FakePf(bdf=PF_BDF, ifname=pf_name, vfs=(fake_sysfs.FakeVf(),))]
-    )
+    fake = fake_sysfs.build(tmp_path, [fake_pci.FakePf(bdf=PF_BDF, ifname=pf_name, vfs=(fake_pci.FakeVf(),))])
     net_edit.create_veth_pair(pf_name, f"{pf_name}p", netns_path=netns)
     net_edit.set_up(pf_name, netns_path=netns)
     net_edit.set_up(f"{pf_name}p", netns_path=netns)

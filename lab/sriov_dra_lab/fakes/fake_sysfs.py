@@ -25,7 +25,7 @@ netdev dirs appear and disappear, ``driver_override`` matching, default-driver p
 facts it needs (each function's default driver and netdev name) are kept in :data:`METADATA_FILE`
 at the tree root, so another process (the lab's plugin) can load them.
 
-The PFs and VFs to create are described in :mod:`~sriov_dra_lab.fakes.fake_pci` (re-exported here);
+The PFs and VFs to create are described in :mod:`~sriov_dra_lab.fakes.fake_pci`;
 this module owns the tree and the fake kernel acting on it. A PF's eswitch mode, which a real
 kernel answers only through devlink, is the file :data:`ESWITCH_MODE_FILE` in the PF's directory;
 :class:`FakeEswitchModes` reads it back as the plugin's eswitch-mode source
@@ -48,16 +48,10 @@ from pathlib import Path
 from sriov_dra.core import identities
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.host import vf_driver_binding
-
-# The ``X as X`` imports re-export what tests and the lab name ``fakesysfs.X``; the descriptions
-# of what to create live in :mod:`~sriov_dra_lab.fakes.fake_pci`.
-from sriov_dra_lab.fakes.fake_pci import VMBUS_ANCESTORS as VMBUS_ANCESTORS
-from sriov_dra_lab.fakes.fake_pci import FakePf as FakePf
-from sriov_dra_lab.fakes.fake_pci import FakeVf as FakeVf
-from sriov_dra_lab.fakes.fake_pci import make_vfs as make_vfs
-from sriov_dra_lab.fakes.fake_pci import two_root_pfs as two_root_pfs
-from sriov_dra_lab.fakes.fake_pci import vf_address as vf_address
-from sriov_dra_lab.fakes.fake_pci import vmbus_pf as vmbus_pf
+from sriov_dra_lab.fakes.fake_pci import (
+    FakePf,
+    vf_address,
+)
 
 ESWITCH_MODE_FILE = "sriov_dra_eswitch_mode"
 """Not a kernel file: the fake trees' stand-in for devlink's eswitch answer, in a fake PF's directory.

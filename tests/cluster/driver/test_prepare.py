@@ -39,7 +39,7 @@ from sriov_dra.kube import apply
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import kubelet, processes, session
 from sriov_dra_lab.control_plane import ControlPlane
-from sriov_dra_lab.fakes import fake_sysfs, fault_kill
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs, fault_kill
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import checkpoint_doc, names
 
@@ -76,7 +76,7 @@ class PluginNode:
     starts: int = 0
 
     def __post_init__(self) -> None:
-        self.fake = fake_sysfs.build(self.root / "host", fake_sysfs.two_root_pfs(2))
+        self.fake = fake_sysfs.build(self.root / "host", fake_pci.two_root_pfs(2))
         self.sysfs = sysfs_mod.Sysfs(self.root / "host")
         self.registry = self.root / "registry"
         self.cdi_root = self.root / "cdi"

@@ -24,7 +24,7 @@ from tests.cluster.driver.conftest import install_plugin_objects
 from sriov_dra.core.plugin import slices
 from sriov_dra.driver import policy_controller, publisher
 from sriov_dra.kube import resource_slices
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
@@ -66,11 +66,11 @@ def start_publisher(
     def make(
         *,
         vfs_per_pf: int = 4,
-        pfs: Sequence[fake_sysfs.FakePf] | None = None,
+        pfs: Sequence[fake_pci.FakePf] | None = None,
         policy_namespace: str | None = None,
         **kwargs: Any,
     ) -> publisher.Publisher:
-        layout = fake_sysfs.two_root_pfs(vfs_per_pf) if pfs is None else pfs
+        layout = fake_pci.two_root_pfs(vfs_per_pf) if pfs is None else pfs
         fake = fake_sysfs.build(tmp_path / f"sys{len(started)}", layout)
         pub = publisher.Publisher(
             api=api,
@@ -129,7 +129,7 @@ def test_a_vmbus_node_without_numa_affinity_publishes_its_root_bus_and_no_numa_n
     api, namespace, node, start_publisher
 ):
     """On the real apiserver: a Hyper-V/VMBus PF whose numa_node is -1."""
-    start_publisher(pfs=[fake_sysfs.vmbus_pf(2, numa_node=-1)])
+    start_publisher(pfs=[fake_pci.vmbus_pf(2, numa_node=-1)])
     create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
     devices = slices.pool_devices(eventually("2 devices", published(api, node.name, 2)))
     assert sorted(devices) == ["0001-00-00-1", "0001-00-00-2"]

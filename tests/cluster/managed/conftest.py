@@ -33,7 +33,7 @@ from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab import session
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import checkpoint_doc, names
 
@@ -251,7 +251,7 @@ class ClusterPlugin:
     started: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.fake = fake_sysfs.build(self.root / "sys", fake_sysfs.two_root_pfs(2))
+        self.fake = fake_sysfs.build(self.root / "sys", fake_pci.two_root_pfs(2))
         self.stop = threading.Event()
         self.publisher = publisher.Publisher(
             api=self.api,

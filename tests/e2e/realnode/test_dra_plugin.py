@@ -23,6 +23,7 @@ from tests.waiting import eventually
 
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra_lab import paths
+from sriov_dra_lab.fakes import fake_pci
 from sriov_dra_rules import checkpoint_doc, names
 
 D = names.DOMAIN
@@ -59,7 +60,7 @@ def plugin(
     from sriov_dra_lab.fakes import fake_sysfs
 
     root = real_node.root / f"plugin-{namespace}"
-    fake_sysfs.build(root / "host", fake_sysfs.two_root_pfs(2))
+    fake_sysfs.build(root / "host", fake_pci.two_root_pfs(2))
     client.CustomObjectsApi(api).create_namespaced_custom_object(
         D,
         "v1alpha1",

@@ -25,7 +25,7 @@ from tests import tiers
 from tests.waiting import eventually
 
 from sriov_dra.kube import resource_slices
-from sriov_dra_lab import gpu_plugin
+from sriov_dra_lab import gpu_plugin, stack_base
 from sriov_dra_rules import names
 
 PAIRS_POD = ("ai-workloads", "gpu-sriov-pairs-demo")
@@ -41,7 +41,7 @@ def real_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if missing:
         tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
     lab = stack.LabStack(
-        stack.LabOptions(workdir=tmp_path_factory.mktemp("reallab"), real_nodes=True, operator=False)
+        stack_base.LabOptions(workdir=tmp_path_factory.mktemp("reallab"), real_nodes=True, operator=False)
     )
     started = time.monotonic()
     lab.start()

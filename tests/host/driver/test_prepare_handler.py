@@ -23,7 +23,7 @@ from sriov_dra.driver import claim_context, faults, prepare, unprepare
 from sriov_dra.host import cdi, checkpoint, discovery, vf_driver_binding
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_rules import checkpoint_doc, errors
 
 PF = "0000:03:00.0"
@@ -47,9 +47,9 @@ class Node:
     points: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        vfs = (fake_sysfs.FakeVf(), fake_sysfs.FakeVf(), fake_sysfs.FakeVf(driver=None))
+        vfs = (fake_pci.FakeVf(), fake_pci.FakeVf(), fake_pci.FakeVf(driver=None))
         self.fake = fake_sysfs.build(
-            self.root / "host", [fake_sysfs.FakePf(bdf=PF, ifname="enp3s0f0", vfs=vfs)]
+            self.root / "host", [fake_pci.FakePf(bdf=PF, ifname="enp3s0f0", vfs=vfs)]
         )
         self.kernel = self.fake.kernel()
         self.inventory = claim_context.StaticInventory(discovery.by_name(discovery.discover(self.fake.sysfs)))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sriov_dra_lab import binaries, console, real_stack, stack, topology
+from sriov_dra_lab import binaries, console, lab_dir, real_stack, stack_base, topology
 
 KUBECTL = Path("/cache/kubernetes/v1.36.3/bin/kubectl")
 
@@ -19,7 +19,7 @@ KUBECTL = Path("/cache/kubernetes/v1.36.3/bin/kubectl")
 def _lab(
     tmp_path: Path,
     nodes: tuple[str, ...] = ("lab-node-1", "lab-node-2"),
-    policy_namespace: str = stack.POLICY_NAMESPACE,
+    policy_namespace: str = stack_base.POLICY_NAMESPACE,
     layout: type[topology.NodeLayout] = topology.NodeLayout,
     multus_mode: str = "thin",
 ) -> Any:
@@ -132,7 +132,7 @@ def test_removal_command_deletes_exactly_the_example_files_none_of_which_lists_a
 
 
 def test_operator_managed_hints_give_the_operator_example_and_not_the_direct_policies(tmp_path: Path) -> None:
-    text = console.lab_hints(_lab(tmp_path, policy_namespace=stack.OPERATOR_NAMESPACE))
+    text = console.lab_hints(_lab(tmp_path, policy_namespace=stack_base.OPERATOR_NAMESPACE))
     assert "gpu-nic-pairs" not in text and "dual-rail-netdevice-policy" not in text
     assert "kubectl apply -f examples/operator-two-rails/workload.yaml" in text
     assert "kubectl apply -f examples/operator-two-rails/sriov-networks-and-policies.yaml" in text
@@ -206,7 +206,7 @@ def test_reset_workdir_removes_a_lab_workdir_and_leaves_any_other_directory(tmp_
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep")
-    assert stack.reset_workdir(other) == [] and (other / "notes.txt").exists()
+    assert lab_dir.reset_workdir(other) == [] and (other / "notes.txt").exists()
     for marker in ("lab.json", "controlplane", "admin.kubeconfig"):
         lab = tmp_path / f"lab-{marker}"
         (lab / "logs").mkdir(parents=True)
@@ -217,5 +217,5 @@ def test_reset_workdir_removes_a_lab_workdir_and_leaves_any_other_directory(tmp_
             target.mkdir()
         else:
             target.write_text("old lab up layout\n")
-        assert stack.reset_workdir(lab) == []
+        assert lab_dir.reset_workdir(lab) == []
         assert not lab.exists(), marker

@@ -10,7 +10,7 @@ import pytest
 from sriov_dra.driver import faults
 from sriov_dra.driver import main as plugin_main
 from sriov_dra_lab import launch_plugin
-from sriov_dra_lab.fakes import fake_devlink, fake_sysfs, fault_kill
+from sriov_dra_lab.fakes import fake_devlink, fake_pci, fake_sysfs, fault_kill
 
 
 @pytest.mark.parametrize(
@@ -54,8 +54,8 @@ def test_launcher_fake_kernel_refuses_the_host_sysfs() -> None:
 
 
 def test_fake_devlink_answers_the_fake_trees_eswitch_file_as_iproute2_does(tmp_path: Path) -> None:
-    pf = fake_sysfs.FakePf(bdf="0000:3b:00.0", ifname="ens2f0np0", eswitch_mode="switchdev")
-    fake_sysfs.build(tmp_path, (pf, fake_sysfs.FakePf(bdf="0000:5e:00.0", ifname="ens3f0")))
+    pf = fake_pci.FakePf(bdf="0000:3b:00.0", ifname="ens2f0np0", eswitch_mode="switchdev")
+    fake_sysfs.build(tmp_path, (pf, fake_pci.FakePf(bdf="0000:5e:00.0", ifname="ens3f0")))
     status, out, _ = fake_devlink.answer(["-j", "dev", "eswitch", "show", "pci/0000:3b:00.0"], tmp_path)
     assert (status, json.loads(out)["dev"]["pci/0000:3b:00.0"]["mode"]) == (0, "switchdev")
     assert fake_devlink.answer(["-j", "dev", "eswitch", "show", "pci/0000:5e:00.0"], tmp_path) == (

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra_lab import stack, workloads
+from sriov_dra_lab import stack_base, workloads
 from sriov_dra_rules import errors
 
 POD = """apiVersion: v1
@@ -31,7 +31,7 @@ def test_manifest_with_a_repeated_key_is_refused_with_its_path(tmp_path: Path) -
     (tmp_path / "a.yaml").write_text("kind: A\n")
     (tmp_path / "b.yaml").write_text("kind: B\n---\n" + POD)
     with pytest.raises(errors.InvalidSpec) as caught:
-        stack.load_manifests(tmp_path)
+        stack_base.load_manifests(tmp_path)
     assert str(tmp_path / "b.yaml") in caught.value.summary
     assert [e.path for e in caught.value.errors] == ["$[1].metadata.namespace"]
 
@@ -39,4 +39,4 @@ def test_manifest_with_a_repeated_key_is_refused_with_its_path(tmp_path: Path) -
 def test_manifests_without_repeats_load_in_order(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text("kind: A\n---\n# only a comment\n")
     (tmp_path / "b.yaml").write_text(POD.replace("  namespace: other\n", ""))
-    assert [d["kind"] for d in stack.load_manifests(tmp_path)] == ["A", "Pod"]
+    assert [d["kind"] for d in stack_base.load_manifests(tmp_path)] == ["A", "Pod"]

@@ -19,7 +19,7 @@ from sriov_dra.core import binding_annotation, identities
 from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.core.plugin import checkpoint_codec as codec
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra_rules import errors
+from sriov_dra_rules import checkpoint_doc, errors
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "checkpoint" / "v1-no-managed.json"
 INDENTED_FIXTURE = FIXTURE.with_name("v1-indented-managed.json")
@@ -402,4 +402,4 @@ def test_canonical_json_of_data_nested_too_deeply_is_a_contract_violation() -> N
     for _ in range(100_000):
         value = [value]
     with pytest.raises(errors.ContractViolation, match="not canonical JSON"):
-        codec.canonical_json(value)
+        checkpoint_doc.canonical_json(value)

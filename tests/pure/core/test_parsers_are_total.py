@@ -46,7 +46,7 @@ from sriov_dra.core import (
 )
 from sriov_dra.core.operator import dra_policy, network_refs, node_policy, sriov_network
 from sriov_dra.core.plugin import checkpoint_codec
-from sriov_dra_rules import errors, strict_json
+from sriov_dra_rules import checkpoint_doc, errors, strict_json
 
 T = TypeVar("T")
 FIXTURES = Path(__file__).parents[2] / "fixtures"
@@ -524,7 +524,7 @@ def _resealed(doc: Any) -> Any:
     if isinstance(doc, dict) and "data" in doc:
         # a value JSON text never holds (NaN) cannot be sealed; the decoder then sees a mismatch
         with contextlib.suppress(errors.SriovDraError, TypeError, ValueError):
-            doc["checksum"] = checkpoint_codec.checksum(doc["data"])
+            doc["checksum"] = checkpoint_doc.checksum(doc["data"])
     return doc
 
 

@@ -19,7 +19,7 @@ from tests.fakes.watch_api import FakeWatchApi, obj
 from sriov_dra.core import attributes
 from sriov_dra.driver import policy_controller as pc
 from sriov_dra.host import discovery
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_rules import names
 
 NS = "dra-driver-sriov"
@@ -38,7 +38,7 @@ def eventually(what: str, fn: Callable[[], Any], timeout_s: float = 5.0) -> Any:
 @pytest.fixture(scope="module")
 def inventory(tmp_path_factory: pytest.TempPathFactory) -> tuple[discovery.DiscoveredVf, ...]:
     root: Path = tmp_path_factory.mktemp("sys")
-    return discovery.discover(fake_sysfs.build(root, fake_sysfs.two_root_pfs(2)).sysfs)
+    return discovery.discover(fake_sysfs.build(root, fake_pci.two_root_pfs(2)).sysfs)
 
 
 def node(rv: str = "5", **labels: str) -> dict[str, Any]:

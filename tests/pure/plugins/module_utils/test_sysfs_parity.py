@@ -20,15 +20,15 @@ from ansible_collections.sriovnet.dra.plugins.module_utils import sysfs as coll_
 
 from sriov_dra.host import pcie_root
 from sriov_dra.host import sysfs as host_sysfs
-from sriov_dra_lab.fakes import fake_devlink, fake_sysfs
+from sriov_dra_lab.fakes import fake_devlink, fake_pci, fake_sysfs
 
 
 def _two_roots(root: Path) -> None:
-    fake_sysfs.build(root, fake_sysfs.two_root_pfs(3))
+    fake_sysfs.build(root, fake_pci.two_root_pfs(3))
 
 
 def _switchdev_with_representors(root: Path) -> None:
-    pf = fake_sysfs.FakePf(
+    pf = fake_pci.FakePf(
         bdf="0000:3b:00.0",
         ifname="ens2f0np0",
         vendor="15b3",
@@ -37,7 +37,7 @@ def _switchdev_with_representors(root: Path) -> None:
         driver="mlx5_core",
         eswitch_mode="switchdev",
         phys_port_name="p0",
-        vfs=fake_sysfs.make_vfs(2, driver="mlx5_core", default_driver="mlx5_core"),
+        vfs=fake_pci.make_vfs(2, driver="mlx5_core", default_driver="mlx5_core"),
     )
     fake = fake_sysfs.build(root, (pf,))
     # A representor netdev next to the uplink: the uplink is the one whose phys_port_name is p<N>.
@@ -49,10 +49,10 @@ def _switchdev_with_representors(root: Path) -> None:
 
 def _infiniband_no_numa_unbound_vfs(root: Path) -> None:
     vfs = (
-        fake_sysfs.FakeVf(driver=None, default_driver="mlx5_core", rdma_devices=("mlx5_4",)),
-        fake_sysfs.FakeVf(driver="vfio-pci", default_driver="mlx5_core", driver_override="vfio-pci"),
+        fake_pci.FakeVf(driver=None, default_driver="mlx5_core", rdma_devices=("mlx5_4",)),
+        fake_pci.FakeVf(driver="vfio-pci", default_driver="mlx5_core", driver_override="vfio-pci"),
     )
-    pf = fake_sysfs.FakePf(
+    pf = fake_pci.FakePf(
         bdf="0000:af:00.1",
         ifname="ibp175s0f1",
         pcie_root="pci0000:ae",
@@ -67,7 +67,7 @@ def _infiniband_no_numa_unbound_vfs(root: Path) -> None:
 
 
 def _broken_pcie_root_links(root: Path) -> None:
-    first, second = fake_sysfs.two_root_pfs(2)
+    first, second = fake_pci.two_root_pfs(2)
     fake = fake_sysfs.build(root, (first, dataclasses.replace(second, numa_node=-1)))
     # PF 1's bus link names a path outside sys/devices/pci*; PF 0's names a path without a root bus.
     bus = root / "sys" / "bus" / "pci" / "devices"
@@ -82,11 +82,11 @@ def _broken_pcie_root_links(root: Path) -> None:
 
 
 def _vmbus_guest_without_numa_affinity(root: Path) -> None:
-    fake_sysfs.build(root, (fake_sysfs.vmbus_pf(2, numa_node=-1),))
+    fake_sysfs.build(root, (fake_pci.vmbus_pf(2, numa_node=-1),))
 
 
 def _non_network_and_no_netdev_pfs(root: Path) -> None:
-    fake = fake_sysfs.build(root, fake_sysfs.two_root_pfs(1))
+    fake = fake_sysfs.build(root, fake_pci.two_root_pfs(1))
     storage = fake.add_function(
         "0000:5e:00.0", fake.sysfs.path("devices", "pci0000:00"), vendor="144d", device="a808",
         class_code=0x010802, numa_node=0,

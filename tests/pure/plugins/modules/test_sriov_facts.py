@@ -11,12 +11,12 @@ from tests.pure.plugins import harness
 
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as host_sysfs
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    fake_sysfs.build(tmp_path, fake_sysfs.two_root_pfs(2))
+    fake_sysfs.build(tmp_path, fake_pci.two_root_pfs(2))
     return tmp_path
 
 
@@ -57,11 +57,11 @@ def test_wrong_root_fails_with_the_path_and_the_fix(tmp_path):
 
 
 def _vmbus_no_numa(root: Path) -> None:
-    fake_sysfs.build(root, [fake_sysfs.vmbus_pf(2, numa_node=-1)])
+    fake_sysfs.build(root, [fake_pci.vmbus_pf(2, numa_node=-1)])
 
 
 def _two_roots_first_without_numa(root: Path) -> None:
-    first, second = fake_sysfs.two_root_pfs(2)
+    first, second = fake_pci.two_root_pfs(2)
     fake_sysfs.build(root, [dataclasses.replace(first, numa_node=-1), second])
 
 

@@ -17,7 +17,7 @@ from ansible_collections.sriovnet.dra.plugins.modules import sriov_numvfs
 from tests.ansible import fake_sriov_kernel
 from tests.pure.plugins import harness
 
-from sriov_dra_lab.fakes import fake_sysfs
+from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 
 PF0, PF0_BDF = "enp3s0f0", "0000:03:00.0"  # 0 VFs, sriov_totalvfs 64
 PF1, PF1_BDF = "enp129s0f0", "0000:81:00.0"  # 63 VFs, sriov_totalvfs 64
@@ -25,12 +25,12 @@ PF1, PF1_BDF = "enp129s0f0", "0000:81:00.0"  # 63 VFs, sriov_totalvfs 64
 
 @pytest.fixture
 def kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> fake_sriov_kernel.FakeSriovKernel:
-    first, second = fake_sysfs.two_root_pfs(0)
+    first, second = fake_pci.two_root_pfs(0)
     fake_sysfs.build(
         tmp_path,
         (
-            fake_sysfs.FakePf(**{**vars(first), "totalvfs": 64}),
-            fake_sysfs.FakePf(**{**vars(second), "totalvfs": 64, "vfs": fake_sysfs.make_vfs(63)}),
+            fake_pci.FakePf(**{**vars(first), "totalvfs": 64}),
+            fake_pci.FakePf(**{**vars(second), "totalvfs": 64, "vfs": fake_pci.make_vfs(63)}),
         ),
     )
     fake = fake_sriov_kernel.FakeSriovKernel(tmp_path)
