@@ -16,6 +16,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import (
     checkpoint_doc,
+    device_selectors,
     errors,
     names,
     node_policies,
@@ -39,11 +40,17 @@ def sriov_vf_plan(policies, node_labels, pfs):
     """The VF count and driver per PF that the node policies selecting this node ask for.
 
     Shapes: ``[{"pf": <netdev>, "pci_address", "num_vfs", "vf_driver": str|None, "policies": [...]}]``
-    sorted by PCI address. The highest ``numVfs`` of the policies selecting a PF wins. Node and NIC
-    selection are the operator's own (``module_utils/sriov_dra_rules/node_policies.py``, also used
-    by the runtime's ``core.operator.node_policy``).
-    Raises: AnsibleFilterError for a ``netFilter`` selector (cloud NICs are not supported here)
-    or policies asking for different device types on one PF (one VF driver per PF).
+    sorted by PCI address, only PFs this collection may write. The highest ``numVfs`` of the
+    policies selecting a PF wins. Node and NIC selection, ID spellings and VF ranges are the
+    operator's and the plugin's own (``module_utils/sriov_dra_rules/node_policies.py`` and
+    ``device_selectors.py``). A PF of ``externallyManaged`` policies is never in the plan: the
+    host's own tooling creates its VFs, and the plan only checks that it has enough.
+    Raises: AnsibleFilterError, naming the policy, the field, the value and the fix, for a
+    ``netFilter`` selector (cloud NICs are not supported here), an ID, root device or ``pfNames``
+    VF range the operator would not read (``15B3`` is read as ``15b3``; ``ens1f0#3-1`` is refused),
+    VF ranges of two policies that overlap on one PF, policies asking for different device types
+    on one PF (one VF driver per PF) or disagreeing on ``externallyManaged``, ``externallyManaged``
+    with ``bridge``, or an externally managed PF with fewer VFs than a policy needs.
     """
     plan = {}
     for policy in sorted(policies or [], key=lambda p: (node_policies.priority_of(_spec(p)), _name(p))):
@@ -52,26 +59,96 @@ def sriov_vf_plan(policies, node_labels, pfs):
             continue
         nic = node_policies.read_nic_selector(spec)
         if nic.has_net_filter:
-            raise AnsibleFilterError("policy %s: nicSelector.netFilter is not supported by sriovnet.dra.vfs; select the "
-                                     "PF by pfNames, rootDevices, vendor or deviceID" % _name(policy))
+            raise AnsibleFilterError(
+                "policy %s: nicSelector.netFilter is not supported by sriovnet.dra.vfs; select the "
+                "PF by pfNames, rootDevices, vendor or deviceID" % _name(policy)
+            )
+        if nic.problems:
+            raise AnsibleFilterError(
+                "policy %s cannot be read: %s"
+                % (_name(policy), "; ".join("%s: %s" % (p.path, p.message) for p in nic.problems))
+            )
         device_type = spec.get("deviceType", "netdevice")
         if device_type not in DRIVER_BY_DEVICE_TYPE:
-            raise AnsibleFilterError("policy %s: deviceType %r is not netdevice or vfio-pci" % (_name(policy), device_type))
+            raise AnsibleFilterError(
+                "policy %s: deviceType %r is not netdevice or vfio-pci" % (_name(policy), device_type)
+            )
+        external = spec.get("externallyManaged") is True
+        if external and spec.get("bridge"):
+            raise AnsibleFilterError(
+                "policy %s: spec.bridge needs VFs this collection creates, but externallyManaged "
+                "is true; remove the bridge or externallyManaged (upstream refuses both)" % _name(policy)
+            )
         for pf in pfs or []:
             if not nic.selects_pf(pf):
                 continue
-            entry = plan.setdefault(pf["pci_address"], {
-                "pf": pf["name"], "pci_address": pf["pci_address"], "num_vfs": 0,
-                "vf_driver": DRIVER_BY_DEVICE_TYPE[device_type], "policies": [], "device_type": device_type,
-            })
-            if entry["device_type"] != device_type:
-                raise AnsibleFilterError(
-                    "policies %s ask for deviceType %s and %s on PF %s; sriovnet.dra.vfs binds one VF driver per PF, "
-                    "so give each PF one deviceType" % (", ".join(entry["policies"] + [_name(policy)]),
-                                                        entry["device_type"], device_type, pf["name"]))
+            entry = plan.setdefault(
+                pf["pci_address"],
+                {
+                    "pf": pf["name"],
+                    "pci_address": pf["pci_address"],
+                    "num_vfs": 0,
+                    "vf_driver": DRIVER_BY_DEVICE_TYPE[device_type],
+                    "policies": [],
+                    "device_type": device_type,
+                    "external": external,
+                    "ranges": [],
+                },
+            )
+            _check_shared_pf(entry, policy, pf, device_type, external)
+            _check_ranges(entry, policy, nic, pf)
             entry["num_vfs"] = max(entry["num_vfs"], int(spec.get("numVfs", 0)))
             entry["policies"].append(_name(policy))
-    return [{k: v for k, v in plan[bdf].items() if k != "device_type"} for bdf in sorted(plan)]
+            if external:
+                _check_external(entry, policy, pf, int(spec.get("numVfs", 0)))
+    return [
+        {k: v for k, v in plan[bdf].items() if k not in ("device_type", "external", "ranges")}
+        for bdf in sorted(plan)
+        if not plan[bdf]["external"]
+    ]
+
+
+def _check_shared_pf(entry, policy, pf, device_type, external):
+    """Policies sharing one PF must ask for one device type and agree on externallyManaged."""
+    if entry["device_type"] != device_type:
+        raise AnsibleFilterError(
+            "policies %s ask for deviceType %s and %s on PF %s; sriovnet.dra.vfs binds one VF driver per PF, "
+            "so give each PF one deviceType"
+            % (", ".join(entry["policies"] + [_name(policy)]), entry["device_type"], device_type, pf["name"])
+        )
+    if entry["external"] != external:
+        raise AnsibleFilterError(
+            "policies %s disagree on externallyManaged for PF %s; a PF's VFs are created either by the host's own "
+            "tooling or by sriovnet.dra.vfs, so set externallyManaged alike on every policy of the PF (upstream "
+            "refuses this too)" % (", ".join(entry["policies"] + [_name(policy)]), pf["name"])
+        )
+
+
+def _check_ranges(entry, policy, nic, pf):
+    """VF ranges of different policies on one PF may not overlap (upstream's webhook rule)."""
+    for value in nic.pf_names:
+        name, vf_range, _problem = device_selectors.pf_name(value)
+        if name != pf["name"] or vf_range is None:
+            continue
+        for other, taken in entry["ranges"]:
+            if device_selectors.ranges_overlap(vf_range, taken):
+                raise AnsibleFilterError(
+                    "policy %s: pfNames entry %r overlaps VFs %d-%d of policy %s on PF %s; give each policy its own "
+                    "VF range" % (_name(policy), value, taken[0], taken[1], other, pf["name"])
+                )
+        entry["ranges"].append((_name(policy), vf_range))
+
+
+def _check_external(entry, policy, pf, needed):
+    """An externally managed PF is never written: it must already have the VFs a policy needs."""
+    have = pf.get("numvfs")
+    if not isinstance(have, int) or have < needed:
+        raise AnsibleFilterError(
+            "policy %s: PF %s is externally managed and has %s VFs, but the policy needs %d; create them with the "
+            "host's own tooling (sriovnet.dra.vfs never writes sriov_numvfs of an externally managed PF) or lower "
+            "numVfs"
+            % (_name(policy), pf["name"], have if isinstance(have, int) else "an unknown number of", needed)
+        )
 
 
 def sriov_policy_overlaps(policies, nodes):

@@ -108,6 +108,44 @@ def test_installed_vf_plan_filter_selects_nodes_and_pfs_through_the_shared_rules
     ]
 
 
+def _installed_vf_plan(
+    env: dict[str, str], policies: list[dict[str, object]], pfs: list[dict[str, object]]
+) -> str:
+    """Run the installed ``sriov_vf_plan`` filter in ``ansible``; its output, success or failure."""
+    plan = f"sriovnet.dra.sriov_vf_plan({{}}, {json.dumps(pfs)})"
+    expr = "{{ " + json.dumps(policies) + " | " + plan + " | to_json }}"
+    proc = subprocess.run(
+        ["ansible", "localhost", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+         "-m", "debug", "-a", json.dumps({"msg": expr}), "-o"],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return proc.stdout.strip() + "\n" + proc.stderr
+
+
+def test_installed_vf_plan_reads_ids_ranges_and_externally_managed_pfs_as_the_operator_does(
+    installed: tuple[Path, dict[str, str]],
+) -> None:
+    _, env = installed
+    pfs = [
+        {"pci_address": "0000:03:00.0", "name": "ens1f0", "vendor": "15b3", "device_id": "101d", "numvfs": 2}
+    ]
+
+    def policy(**spec: object) -> dict[str, object]:
+        return {"metadata": {"namespace": "o", "name": "a"}, "spec": {"numVfs": 4, **spec}}
+
+    upper = _installed_vf_plan(env, [policy(nicSelector={"vendor": "15B3"})], pfs)
+    first_line = upper.splitlines()[0]
+    assert [e["pf"] for e in json.loads(json.loads(first_line.split("=>", 1)[1])["msg"])] == ["ens1f0"]
+    reversed_range = _installed_vf_plan(env, [policy(nicSelector={"pfNames": ["ens1f0#3-1"]})], pfs)
+    assert (
+        "spec.nicSelector.pfNames[0]" in reversed_range and "ends (1) before it starts (3)" in reversed_range
+    )
+    external = _installed_vf_plan(
+        env, [policy(externallyManaged=True, nicSelector={"pfNames": ["ens1f0"]})], pfs
+    )
+    assert "PF ens1f0 is externally managed and has 2 VFs, but the policy needs 4" in external
+
+
 def test_installed_playbooks_resolve_by_fqcn(installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     _, env = installed
     inventory = tmp_path / "inventory.yml"

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from . import device_selectors, errors
+
 DEFAULT_PRIORITY = 99
 """Upstream's default ``spec.priority`` (lower is applied first)."""
 
@@ -50,6 +52,8 @@ class NicSelector:
     pf_names: tuple[str, ...] = ()
     root_devices: tuple[str, ...] = ()
     has_net_filter: bool = False
+    problems: tuple[errors.FieldError, ...] = ()
+    """Fields that could not be read (a misspelled ID, a malformed VF range); see :func:`read_nic_selector`."""
 
     @property
     def whole_pf_names(self) -> tuple[str, ...]:
@@ -65,12 +69,15 @@ class NicSelector:
         """Whether every given field matches one PF of the node.
 
         Shapes: ``pf`` as the ``sriov_facts`` module reports it: ``{"vendor", "device_id"`` (hex,
-        without ``0x``), ``"name"`` (netdev), ``"pci_address"}``. IDs compare case-insensitively.
-        A ``netFilter`` is not decided here (callers refuse it: no PF fact carries it).
+        without ``0x``), ``"name"`` (netdev), ``"pci_address"}``. IDs compare in sysfs spelling.
+        A ``netFilter`` is not decided here (callers refuse it: no PF fact carries it), and a
+        selector with :attr:`problems` selects nothing.
         """
-        if self.vendor and self.vendor.lower() != str(pf.get("vendor") or "").lower():
+        if self.problems:
             return False
-        if self.device_id and self.device_id.lower() != str(pf.get("device_id") or "").lower():
+        if self.vendor and self.vendor != str(pf.get("vendor") or "").lower():
+            return False
+        if self.device_id and self.device_id != str(pf.get("device_id") or "").lower():
             return False
         if self.pf_names and pf.get("name") not in self.whole_pf_names:
             return False
@@ -80,13 +87,44 @@ class NicSelector:
 def read_nic_selector(spec: Mapping[str, object]) -> NicSelector:
     """Read ``spec.nicSelector`` of a policy's ``spec`` (a missing or non-object selector reads empty).
 
-    Strings only: a field or list entry of another type, or an empty string, is left out.
+    Strings only: a field or list entry of another type, or an empty string, is left out. IDs
+    and root devices are read in sysfs spelling, ``pfNames`` ranges checked against ``numVfs``
+    (``device_selectors``); what cannot be read is in :attr:`NicSelector.problems` (callers
+    refuse the policy with those words) and selects nothing.
     """
     raw = spec.get("nicSelector")
     nic: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
-    ids = _string(nic.get("vendor")), _string(nic.get("deviceID"))
-    pfs = _strings(nic.get("pfNames")), _strings(nic.get("rootDevices"))
-    return NicSelector(*ids, *pfs, has_net_filter=bool(nic.get("netFilter")))
+    problems: list[errors.FieldError] = []
+    base = "spec.nicSelector"
+    ids = []
+    for key in ("vendor", "deviceID"):
+        value = _string(nic.get(key))
+        canonical, problem = device_selectors.pci_id(value, key) if value else ("", "")
+        if problem:
+            problems.append(errors.FieldError(f"{base}.{key}", problem))
+        ids.append(canonical or "")
+    roots = []
+    for i, value in enumerate(_strings(nic.get("rootDevices"))):
+        canonical, problem = device_selectors.pci_address(value)
+        if canonical is None:
+            problems.append(errors.FieldError(f"{base}.rootDevices[{i}]", f"{problem} (the PF's address)"))
+        else:
+            roots.append(canonical)
+    num_vfs = spec.get("numVfs")
+    bound = num_vfs if isinstance(num_vfs, int) and not isinstance(num_vfs, bool) else None
+    pf_names = _strings(nic.get("pfNames"))
+    for i, value in enumerate(pf_names):
+        problem = device_selectors.pf_name(value, bound)[2]
+        if problem:
+            problems.append(errors.FieldError(f"{base}.pfNames[{i}]", problem))
+    return NicSelector(
+        ids[0],
+        ids[1],
+        pf_names,
+        tuple(roots),
+        has_net_filter=bool(nic.get("netFilter")),
+        problems=tuple(problems),
+    )
 
 
 def _string(value: object) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from . import errors
+from . import device_selectors, errors
 
 FIELDS = ("vendors", "devices", "pciAddresses", "pfNames", "pfPciAddresses")
 """The fields that constrain a match, as upstream compares them."""
@@ -90,20 +90,39 @@ class ParsedFilter:
 
 
 def _string_list(raw: object, where: str, structural: list[errors.FieldError]) -> frozenset[str] | None:
+    """The list's strings in sysfs spelling (``device_selectors``); None after a structural problem."""
     if raw is None:
         return frozenset()
     if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
         structural.append(errors.FieldError(where, "must be a list of strings"))
         return None
-    return frozenset(raw)
+    key = where.rsplit(".", 1)[-1]
+    out: set[str] = set()
+    found = len(structural)
+    for i, value in enumerate(raw):
+        canonical: str | None = value
+        problem = ""
+        if key in ("vendors", "devices"):
+            canonical, problem = device_selectors.pci_id(value, key[:-1])
+        elif key in ("pciAddresses", "pfPciAddresses"):
+            canonical, problem = device_selectors.pci_address(value)
+        elif key == "pfNames":
+            problem = device_selectors.pf_name(value)[2]
+        if canonical is None or problem:
+            structural.append(errors.FieldError(f"{where}[{i}]", problem))
+        else:
+            out.add(canonical)
+    return None if len(structural) > found else frozenset(out)
 
 
 def parse_filter(raw: object, path: str, *, managed: bool) -> ParsedFilter:
     """Parse one ``resourceFilters[]`` entry the way the plugin applies it.
 
     ``managed`` (docs/design.md#eligibility) reads ``pfNames`` VF-range entries (``ens1f0#0-3``) as their whole
-    PF and reports them; compatibility mode keeps upstream's exact comparison, where such an
-    entry equals no PF name. ``drivers`` and unknown fields are reported in both modes and never
+    PF; compatibility mode keeps upstream's exact comparison, where such an entry equals no PF
+    name; both report them. IDs and addresses are read in sysfs spelling, and a misspelled one or
+    a malformed VF range is structural, with the words of the collection's VF plan
+    (``device_selectors``). ``drivers`` and unknown fields are reported in both modes and never
     constrain. Shapes: ``path`` is the entry's field path (``spec.configs[0].resourceFilters[1]``).
     """
     if not isinstance(raw, Mapping):
@@ -122,12 +141,14 @@ def parse_filter(raw: object, path: str, *, managed: bool) -> ParsedFilter:
     unsupported: list[errors.FieldError] = []
     pf_names = checked["pfNames"]
     ranged = sorted(p for p in pf_names if "#" in p)
-    if ranged and managed:
+    if ranged:  # managed: read as the whole PF (blocking); compatibility: upstream's exact match
+        effect = "" if managed else " (as upstream, such an entry matches no PF)"
         unsupported.append(
             errors.FieldError(
-                f"{path}.pfNames", f"VF-range entries {ranged} are not supported; list whole PFs"
+                f"{path}.pfNames", f"VF-range entries {ranged} are not supported; list whole PFs{effect}"
             )
         )
+    if ranged and managed:
         pf_names = frozenset(p.split("#", 1)[0] for p in pf_names)
     if checked["drivers"]:
         unsupported.append(

@@ -8,39 +8,16 @@ into that form; :func:`parse` is the non-raising variant. Spelling only: never r
 
 from __future__ import annotations
 
-import re
-from typing import Final
-
-from sriov_dra_rules import errors
-
-_BDF: Final = re.compile(
-    r"(?:(?P<domain>[0-9a-fA-F]{1,4}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<device>[0-9a-fA-F]{1,2})"
-    r"\.(?P<function>[0-9a-fA-F])"
-)
+from sriov_dra_rules import device_selectors, errors
 
 
 def parse(value: object) -> tuple[str | None, str]:
     """Return ``(canonical, "")`` for an accepted BDF spelling, else ``(None, problem)``.
 
+    The one rule of ``sriov_dra_rules.device_selectors.pci_address`` (selectors use it too).
     Shapes: see :func:`normalize`; ``problem`` is an actionable phrase naming the value.
     """
-    if not isinstance(value, str):
-        return None, f"must be a string, got {type(value).__name__}"
-    if value[:4].lower() == "pci:":
-        return None, f"{value!r} has a 'pci:' prefix; use the plain BDF such as 0000:03:00.1"
-    match = _BDF.fullmatch(value)
-    if match is None:
-        return (
-            None,
-            f"{value!r} is not a PCI address; expected domain:bus:device.function such as 0000:03:00.1",
-        )
-    device, function = int(match["device"], 16), int(match["function"], 16)
-    if device > 0x1F:
-        return None, f"{value!r} has device number {device:#x}; PCI device numbers are 0x00-0x1f"
-    if function > 7:
-        return None, f"{value!r} has function number {function}; PCI function numbers are 0-7"
-    domain = int(match["domain"] or "0", 16)
-    return f"{domain:04x}:{int(match['bus'], 16):02x}:{device:02x}.{function}", ""
+    return device_selectors.pci_address(value)
 
 
 def normalize(value: str, *, path: str = "pciAddress") -> str:

@@ -250,6 +250,8 @@ def translate_filter(spec: Mapping[str, object], nic_ids: Sequence[NicId]) -> Tr
     nic = node_policies.read_nic_selector(spec)
     if nic.has_net_filter:
         return _untranslatable("nicSelector.netFilter has no resourceFilter equivalent")
+    if nic.problems:  # the words of the collection's VF plan too (node_policies, device_selectors)
+        return _untranslatable("; ".join(f"{p.path}: {p.message}" for p in nic.problems))
     out: dict[str, object] = {}
     vendor, device = nic.vendor, nic.device_id
     if vendor:
@@ -263,8 +265,9 @@ def translate_filter(spec: Mapping[str, object], nic_ids: Sequence[NicId]) -> Tr
             )
             if not vf_ids:
                 return _untranslatable(
-                    f"nicSelector.deviceID {device!r} has no VF device ID in the supported NIC table; "
-                    "add it to --supported-nic-ids or select by pfNames/rootDevices"
+                    f"nicSelector.deviceID {device!r} has no VF device ID in the supported NIC table; add "
+                    f"'{vendor or '<vendor>'} {device} <vf device>' to the supported-nic-ids ConfigMap "
+                    "(--supported-nic-ids) or select by pfNames/rootDevices"
                 )
             out["devices"] = vf_ids
     pf_names = nic.pf_names
