@@ -1,12 +1,9 @@
 """Everything prepare and unprepare work with, and the small interfaces at their boundaries.
 
-Owns the :class:`ClaimContext` bundle the claim handler is built from, and the Protocols for
-the parts that tests replace: the claim API (:class:`ClaimsApi`, implemented by
-``kube.claims.ClaimClient``), the discovered inventory (:class:`Inventory`) and the metrics sink
-(:class:`ClaimMetrics`). Host parts (checkpoint store, driver binder, CDI writer, sysfs reader)
-are the real ``sriov_dra.host`` classes; tests build them on a fake sysfs tree.
-
-It holds no state of its own and does no work.
+The :class:`ClaimContext` bundle the claim handler is built from, and the Protocols of the parts
+tests replace: the claim API (:class:`ClaimsApi`, ``kube.claims.ClaimClient``), the discovered
+inventory (:class:`Inventory`) and the metrics sink (:class:`ClaimMetrics`). Host parts are the
+real ``sriov_dra.host`` classes (tests build them on a fake sysfs tree). No state, no work.
 """
 
 from __future__ import annotations
@@ -88,7 +85,7 @@ class ClaimContext:
 
     Shapes: ``node_name`` is also the pool name of every device this plugin publishes;
     ``require_netdevice`` is true in auto-attach (managed) mode, where every VF must be a
-    kernel netdevice VF (spec §8.1 step 2); manual MULTUS mode keeps upstream's behaviour.
+    kernel netdevice VF (docs/design.md#prepare); manual MULTUS mode keeps upstream's behaviour.
     """
 
     driver_name: str

@@ -1,17 +1,11 @@
-"""The plugin's device health monitor: which VFs to watch, a poll of the node, transitions logged once.
+"""The plugin's device health monitor: which VFs to watch, a poll of the node, transitions logged.
 
-Watched devices are the advertised ones plus every prepared one (a device a running Pod holds
-stays watched after a policy change unpublished it), each with the driver it must have: the one
-its claim's VfConfig asked for when prepared, else the one discovery found
-(:func:`sriov_dra.core.device_health.expected_driver`). Every ``poll_s`` seconds the monitor reads
-the node (:class:`sriov_dra.host.vf_health_reader.VfHealthReader`), decides each device's health
-(:func:`sriov_dra.core.device_health.decide`), logs each health transition once (device, PF,
-reason) and, when any device's health or reason changed, calls ``on_change`` so the open health
-streams send a report at once (``KubeletPluginServer.notify_health``). :meth:`reports` serves the
-streams the latest verdicts without touching the node.
-
-If a poll fails as a whole (the watch list or the reader raised), every watched device turns
-Unknown with that error as its reason; the monitor keeps polling.
+Watched: the advertised VFs plus every prepared one (a VF a running Pod holds stays watched after
+a policy change), each with the driver it must have (``core.device_health.expected_driver``).
+Every ``poll_s`` the node is read and each VF decided (``core.device_health.decide``); each
+transition is logged once and, when any health or reason changed, ``on_change`` makes the open
+health streams report at once. :meth:`reports` serves the latest verdicts without touching the
+node. A poll that fails as a whole turns every VF Unknown with that reason; polling goes on.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """The plugin's fault seam: named step boundaries of prepare and unprepare, and the hook type.
 
 The claim handler calls its fault hook with one of :data:`PREPARE_POINTS` or
-:data:`UNPREPARE_POINTS` right after the step the name describes. Production wiring passes
-:data:`NO_FAULTS` (the default). The product ships no hook that does anything: the cluster tests,
-which prove that killing the plugin between any two steps leaves a state the next call
-completes, start the plugin through the lab's launcher (``python -m sriov_dra_lab.launch_plugin``),
-which passes its SIGKILL hook to :func:`sriov_dra.driver.main.main` as
-``PluginSeams(fault=...)``.
+:data:`UNPREPARE_POINTS` right after the step the name describes; production passes
+:data:`NO_FAULTS`. The crash tests, which prove that killing the plugin between any two steps
+leaves a state the next call completes, pass the lab launcher's SIGKILL hook as
+``PluginSeams(fault=...)`` (docs/design.md#fault-injection). The product ships no active hook.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""Per-key operation locks: one per claim UID and one per Pod UID (spec §6.3).
+"""Per-key operation locks: one per claim UID and one per Pod UID (docs/design.md#checkpoint).
 
-The plugin serializes work on one claim with a claim lock and work on one Pod's shared state
-(its Pod-global CDI spec; in auto-attach mode its shadows and annotation) with a Pod lock. Rules:
-
-- take the claim lock before the Pod lock, never the reverse, and take each at most once per
-  operation (an ensure/release helper that already runs under them must not lock again);
-- these two operation locks are the only locks held across Kubernetes API calls or hardware
-  operations; the checkpoint store's own lock never is (``host.checkpoint``);
-- calls for different claims and different Pods run in parallel.
-
-Locks are created on first use and dropped when their last holder releases them, so the tables
-do not grow with every claim ever seen. This module owns no other state.
+A claim lock serializes work on one claim, a Pod lock work on one Pod's shared state (its
+Pod-global CDI spec; in auto-attach mode its shadows and annotation). The claim lock comes first,
+each at most once per operation; these two are the only locks held across API calls or hardware
+operations (never the checkpoint store's); different claims and Pods run in parallel. Locks are
+created on first use and dropped with their last holder. Also the prepare tickets an unprepare
+marks (:class:`PrepareTickets`, docs/design.md#prepare).
 """
 
 from __future__ import annotations

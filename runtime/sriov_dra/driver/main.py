@@ -1,43 +1,11 @@
 """``sriov-dra-plugin`` / ``python -m sriov_dra.driver``: the DRA kubelet plugin process.
 
-Owns the wiring and the lifecycle of one plugin process on one node. Startup order, each step
-only after the previous one succeeded:
-
-1. settings (flags/environment; invalid → exit 2 with every problem listed), logging, every
-   setting logged; ``--multus-auto-attach`` switches on ``driver.managed`` (shadow NADs, Pod
-   selections, release with finalizers) and its repair worker;
-2. **checkpoint** loaded from ``<state dir>/checkpoint.slots`` (its readable copy
-   ``checkpoint.json`` alone is adopted; a corrupt file or unknown version → exit 1 with the file
-   named and left untouched; ``host.checkpoint_files``);
-3. API client; the metrics/health HTTP server (``sriov_dra.servicekit.probes``: ``/readyz`` answers 503
-   until step 7 finishes, ``/healthz`` 503 once an essential worker crashed);
-4. **discovery** of the node's VFs (eswitch modes from devlink when the sysfs root is the host's)
-   and the **publisher** (policy namespace and CRDs checked, the watches and the ResourceSlice
-   worker started);
-5. *auto-attach only*: the Node's UID recorded, then the **repair worker** (with its claim
-   ``networkData`` writer and the node's Pod watch) started and its first
-   complete pass awaited (spec §8.3: after the checkpoint load, before managed readiness), at
-   most ``--repair-first-pass-timeout-s`` (past it → exit 1 naming the last pass error; 0 = no
-   bound, progress logged); nothing is served to the kubelet before it;
-6. the **DRA socket** serving NodePrepare/NodeUnprepare (v1, v1beta1) and device health (the
-   ``driver.device_health_monitor`` monitor read once, then polled on its own thread);
-7. the **registration socket** (the kubelet may call step 6 as soon as it sees this one).
-
-Shutdown (SIGTERM, SIGINT, SIGHUP, SIGQUIT): registration socket removed first (the kubelet
-deregisters), in-flight kubelet calls get ``shutdown_grace_s``, then the DRA socket, the
-publisher and the HTTP server stop. Prepared state lives in the checkpoint and the host, so a
-plain kill loses nothing either.
-
-Only this module exits the process; everything below raises.
-
-Seams: :func:`main` and :class:`Plugin` take a :class:`PluginSeams` naming what a caller other than
-the shipped entrypoint replaces: the PCI writer for the sysfs root (driver binding), the
-eswitch-mode source, and the fault hook called at the step boundaries of ``driver.faults``. The
-shipped entrypoint passes none of them (the kernel's own sysfs writes, devlink when the root is
-``/``, no faults). The lab, which runs the plugin on fake sysfs trees and kills it at step
-boundaries in the crash tests, starts it through its own launcher
-(``python -m sriov_dra_lab.launch_plugin``, the same flags), which calls :func:`main` with its fakes;
-the product ships none of them.
+Wires one plugin process on one node and owns its lifecycle: :meth:`Plugin.start` runs the
+startup steps in order, each only after the previous one succeeded (docs/plugin.md, "Startup
+order"); nothing is served to the kubelet before the checkpoint is loaded and, in auto-attach
+mode, the repair worker finished a pass (docs/design.md#repair). Shutdown removes the
+registration socket first. Only this module exits the process. :class:`PluginSeams` names what
+a launcher other than the shipped entrypoint may replace (the lab's fakes; the product ships none).
 """
 
 from __future__ import annotations
@@ -99,7 +67,11 @@ class _SnapshotInventory:
 
 @dataclass(frozen=True)
 class PluginSeams:
-    """What a launcher other than the shipped entrypoint replaces (see the module docstring).
+    """What a launcher other than the shipped entrypoint replaces.
+
+    The lab, which runs the plugin on fake sysfs trees and kills it at step boundaries in the
+    crash tests, starts it through ``python -m sriov_dra_lab.launch_plugin`` (the same flags),
+    which calls :func:`main` with its fakes.
 
     ``kernel`` builds the PCI writer for ``--sysfs-root`` (None: the kernel's own sysfs files,
     ``vf_driver_binding.SysfsKernelPci``); ``eswitch_modes`` builds the eswitch-mode source for it (None:
@@ -208,7 +180,19 @@ class Plugin:
             raise StartupError(f"cannot build an API client from {where}: {exc}; fix --kubeconfig") from exc
 
     def start(self) -> None:
-        """Run startup steps 2-7 (see the module docstring).
+        """Run startup steps 2-7, each only after the previous one succeeded.
+
+        2. The checkpoint loaded from ``<state dir>/checkpoint.slots`` (``checkpoint.json`` alone
+           is adopted; a corrupt file or unknown version stops startup, the file named and left
+           untouched).
+        3. API client; the metrics/health server (``/readyz`` 503 until step 7 finished,
+           ``/healthz`` 503 once an essential worker crashed).
+        4. Discovery of the VFs and the publisher (policy namespace and CRDs checked, watches and
+           the ResourceSlice worker started).
+        5. *Auto-attach only*: the Node's UID recorded, then the repair worker started and its
+           first complete pass awaited, at most ``--repair-first-pass-timeout-s`` (0: no bound).
+        6. The DRA socket (NodePrepare/NodeUnprepare v1 and v1beta1, device health).
+        7. The registration socket (the kubelet may call step 6 as soon as it sees this one).
 
         Raises: StartupError naming the failed step and its fix.
         """

@@ -1,9 +1,8 @@
-"""Prometheus metrics of the plugin (served with ``/healthz`` and ``/readyz`` by ``servicekit.probes``).
+"""Prometheus metrics of the plugin, served with ``/healthz`` and ``/readyz`` (``servicekit.probes``).
 
-Owns the plugin's metric names, in a registry of this process only. Label values are bounded: operations, outcomes, and
-``sriov_dra_rules.errors.Reason`` values or error class names.
-
-It must never block a request on the API server or the kubelet.
+The plugin's metric names, in a registry of this process only. Label values are bounded:
+operations, outcomes, ``sriov_dra_rules.errors.Reason`` values or error class names. Never blocks
+a request on the API server or the kubelet.
 """
 
 from __future__ import annotations

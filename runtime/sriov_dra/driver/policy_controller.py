@@ -1,21 +1,11 @@
 """Policy controller: watches policies, DeviceAttributes and the Node, and keeps the device snapshot.
 
-Owns, for one node: the three watches (``SriovResourcePolicy`` and ``DeviceAttributes`` in the
-policy namespace, this Node's labels and UID), the evaluation of them against the discovered
-inventory with :func:`sriov_dra.core.policies.evaluate_policies`, and the atomically swapped,
-immutable :class:`DeviceSnapshot` (eligibility, published devices and their attributes, NAD
-references) that publication and the prepare path read. The snapshot is swapped under the
-discovery/state lock; readers get the whole old or the whole new value, never a mix.
-
-Deliberate differences from upstream (reference dra-driver-sriov.md §3.4, §8.2): Node label
-changes do trigger re-evaluation (upstream's namespace predicate drops them); a Node event that
-changes neither labels nor UID (heartbeats) does not. Objects outside the policy namespace are
-never seen (the watches are namespaced). When evaluation itself fails (a malformed object that
-the CRD schema should have refused), nothing is advertised until it is fixed: a stale mapping
-could send a VF to the wrong network, an unavailable one cannot (spec §12.2.5).
-
-It must never write to the API, drop a discovered device from the inventory, or hold its lock
-across an API call.
+Per node: three namespaced watches (SriovResourcePolicy, DeviceAttributes, this Node's labels and
+UID), their evaluation against the discovered inventory (``core.policies.evaluate_policies``), and
+the immutable :class:`DeviceSnapshot` that publication and prepare read, swapped atomically under
+the discovery/state lock. Unlike upstream, Node label changes re-evaluate (heartbeats do not).
+When evaluation fails, nothing is advertised until it is fixed: a stale mapping could send a VF
+to the wrong network (docs/design.md#eligibility). Never writes to the API or drops a device.
 """
 
 from __future__ import annotations
@@ -70,7 +60,7 @@ class DeviceSnapshot:
 
     @property
     def eligible(self) -> frozenset[str]:
-        """Advertised device names (the eligible policy membership, spec §12.2.5 step 2)."""
+        """Advertised device names (the eligible policy membership, docs/design.md#eligibility)."""
         return frozenset(self.published)
 
     @property
@@ -79,7 +69,8 @@ class DeviceSnapshot:
         return tuple(self.published[n] for n in sorted(self.published))
 
     def is_eligible(self, device: str) -> bool:
-        """True when ``device`` is advertised now (the first-prepare gate, spec §12.2.5 step 4)."""
+        """True when ``device`` is advertised now: a first managed prepare refuses any other
+        device before a VfConfig fallback or a hardware change (docs/design.md#eligibility)."""
         return device in self.published
 
     def attributes_of(self, device: str) -> Mapping[str, attributes.AttributeValue] | None:

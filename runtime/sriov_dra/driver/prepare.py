@@ -1,55 +1,11 @@
 """NodePrepareResources for SR-IOV VF claims (manual MULTUS mode), and the kubelet-facing handler.
 
-Caller: the kubelet, through ``kubeletapi.plugin_server`` / ``kubeletapi.dra_service`` (45 s deadline per
-call; repeated after kubelet restarts). :class:`DraHandler` implements
-``dra_service.ClaimHandler``: every claim of a call is handled on its own, and a failure becomes
-that claim's error without touching the others.
-
-Preparing one claim (:func:`prepare_claim`), in this order:
-
-1. **Read and check** (no lock, no change): live GET of the claim, then ``core.plugin.claim_plan``: the
-   UID the kubelet sent, the allocation, one Pod consumer, this driver's results only, this
-   node's pool, discovered VFs, no admin/shared results, strict VfConfig layering.
-2. **Lock** the claim UID, then the consumer Pod UID (``driver.locks``; never the reverse).
-3. **Checkpoint first**: a claim with no record gets one persisted *before any host change*,
-   holding the frozen VfConfig, the original driver read from sysfs, and the CDI IDs. This is
-   the checkpoint the auto-attach work extends with ``Pending`` managed bindings.
-4. **Host**: bind the VF drivers (``""`` keep, ``default``, or a named driver through
-   ``driver_override``), write the claim CDI spec, rebuild the Pod CDI spec from every locally
-   unreleased claim of the Pod. Each step is idempotent: already in place means no write.
-5. *Auto-attach only* (``ctx.managed``, ``driver.managed``): the consumer Pod was verified
-   before the locks (the Node's UID included); the first record of step 3 already carries the
-   ``Pending`` bindings; here, still under both locks and on the first and the retry path alike,
-   only after step 4 succeeded, the shadows are ensured, the Pod patched and ``Ready`` persisted
-   (spec §8.1 steps 3-5). The ensure pass publishes every forward claim of the Pod, so a sibling
-   claim with ``Pending`` bindings first gets its own host stage completed (step 4 for its
-   record) and is published only if that succeeds (``driver.managed.host_gate``).
-6. Upsert this driver's ``status.devices`` entries (best-effort, diagnostic, conflict-safe,
-   other drivers' entries kept; still under the locks, so a late write cannot overtake a
-   concurrent unprepare of the claim), unlock, and return the devices with top-level request
-   names and both CDI IDs. In auto-attach mode this write runs *concurrently with the Pod
-   patch* of step 5 (issue 5) and is joined before the ensure pass returns, after ``Ready`` is
-   persisted (see :func:`_status_beside_patch` for why that is safe); in manual mode it
-   follows step 4.
-
-A claim that already has a record (a retry, or a kubelet restart) skips step 3 and re-runs step 4
-against the recorded state: when everything is in place that changes nothing, so a repeated
-prepare returns the same devices without hardware changes.
-
-Crash safety: the record exists before the first host change and goes away (in unprepare) only
-after the last one is undone, so a kill between any two steps leaves a record that the next
-prepare completes (step 4 again) or the next unprepare cleans up. The spec orders hardware/CDI
-before the ``Pending`` checkpoint (§6.3, §8.1 step 2); this order keeps the record first (so a
-crash never leaves an unrecorded driver change) and instead guarantees what that order protects:
-no binding is published or ``Ready`` before its host stage completed, on every path that
-publishes (this handler, a sibling claim's prepare, the repair worker: ``host_gate``). A failure in step 4 of a *new*
-record is rolled back in this call (drivers restored, CDI removed, record deleted last); a
-failure on the retry path keeps the state, because an earlier success may already be in use.
-
-It must never prepare a claim it cannot verify, hold a lock while reading the claim in step 1,
-or touch another claim's record. The two operation locks are the only locks held across API
-calls and hardware writes (spec §6.3); the checkpoint store's own lock never is.
-Source: spec §6.3, §8.1; reference ``dra-protocol.md`` §1.2, §3.5; ``dra-driver-sriov.md`` §4.
+:class:`DraHandler` implements ``dra_service.ClaimHandler`` for the kubelet (45 s per call,
+repeated after restarts): each claim of a call is handled on its own, a failure becomes that
+claim's error. :func:`prepare_claim` checks, locks, records, prepares the host and, in auto-attach
+mode, hands the claim to ``driver.managed`` (docs/plugin.md, "What prepare does";
+docs/design.md#prepare). The record exists before the first host change, so a kill between any
+two steps leaves a state the next prepare completes or the next unprepare cleans up.
 """
 
 from __future__ import annotations
@@ -73,7 +29,30 @@ T = TypeVar("T")
 
 
 def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> messages.Prepared:
-    """Prepare one claim as the module docstring describes and return its devices.
+    """Prepare one claim and return its devices.
+
+    1. **Read and check** (no lock, no change): live GET of the claim, then
+       ``core.plugin.claim_plan``.
+    2. **Lock** the claim UID, then the consumer Pod UID (``driver.locks``; never the reverse).
+    3. **Checkpoint first**: a claim without a record gets one persisted before any host change
+       (frozen VfConfig, original driver, CDI IDs; in auto-attach mode the ``Pending`` bindings).
+    4. **Host**: bind the VF drivers, write the claim CDI spec, rebuild the Pod CDI spec from
+       every locally unreleased claim of the Pod; each step idempotent.
+    5. *Auto-attach only*: the consumer Pod was verified before the locks; still under both
+       locks, on the first and the retry path alike, the shadows are ensured, the Pod patched
+       and ``Ready`` persisted (docs/design.md#prepare). A sibling claim with ``Pending``
+       bindings is published only after its own host stage succeeded
+       (``driver.managed.host_gate``).
+    6. Upsert this driver's ``status.devices`` entries (best effort, other drivers' kept, still
+       under the locks); in auto-attach mode beside the Pod patch
+       (:func:`_status_beside_patch`). Unlock and answer.
+
+    A claim with a record (a retry, a kubelet restart) skips step 3 and re-runs step 4 against
+    the record, which changes nothing when everything is in place. Recording first keeps a crash
+    from leaving an unrecorded driver change; no binding is published or ``Ready`` before its
+    host stage completed, on every path that publishes. A step-4 failure
+    of a *new* record is rolled back here (drivers restored, CDI removed, record deleted last);
+    on the retry path the state is kept, as an earlier success may be in use.
 
     Shapes: one ``Device`` per prepared VF, in allocation order, with ``pool_name`` = node name,
     ``request_names`` top-level, ``cdi_device_ids`` = (claim device, Pod device).
@@ -100,7 +79,7 @@ def _prepare_claim(
     )
     managed = ctx.managed
     consumer = None
-    if managed is not None:  # spec §6.1: the live consumer Pod, before any lock or change
+    if managed is not None:  # docs/design.md#consumer: the live consumer Pod, before any lock or change
         consumer = managed.verify(claim, plan, new_prepare=ctx.store.snapshot_claim(plan.claim_uid) is None)
     with ctx.claim_locks.hold(plan.claim_uid), ctx.pod_locks.hold(plan.pod_uid):
         if overtaken():
@@ -117,7 +96,7 @@ def _prepare_claim(
         else:
             _check_retry(plan, record)
             ensure_host(ctx, record)
-        if managed is not None and consumer is not None:  # spec §8.1 steps 3-5, first and retry alike
+        if managed is not None and consumer is not None:  # shadows, Pod patch, Ready: first and retry alike
             managed.ensure(
                 consumer,
                 plan.claim_uid,
@@ -134,10 +113,10 @@ def _prepare_claim(
 def _status_beside_patch(
     ctx: claim_context.ClaimContext, record: model.ClaimRecord, claim: Mapping[str, object]
 ) -> Callable[[], None]:
-    """Step 6 of a managed prepare, to run beside the Pod patch of step 5 (issue 5).
+    """Step 6 of a managed prepare, to run beside the Pod patch of step 5.
 
-    Why overlapping is safe (spec §8.1 step 5: diagnostic claim status is best-effort and not a
-    connectivity barrier):
+    Why overlapping is safe (claim status is diagnostic, best effort, never a connectivity
+    barrier: docs/design.md#prepare):
 
     - *Content*: the entries come from ``record.devices`` (pool, device, frozen VfConfig), fixed
       when the record was first persisted, and from the claim read in step 1; the shadows, the
@@ -145,14 +124,14 @@ def _status_beside_patch(
       same entries.
     - *Truth*: the ensure pass calls this only for a claim whose host stage completed (this
       handler ran :func:`ensure_host` before) and whose shadows exist. After the ``Pending``
-      checkpoint the hardware is never rolled back (spec §8.1: failures keep the state, the
-      kubelet's unprepare is the cleanup), so the entries describe prepared devices even when
-      the Pod patch or the ``Ready`` write then fails and the prepare returns an error.
+      checkpoint the hardware is never rolled back (failures keep the state, the kubelet's
+      unprepare is the cleanup: docs/design.md#prepare), so the entries describe prepared devices
+      even when the Pod patch or the ``Ready`` write then fails and the prepare returns an error.
     - *Cleanup*: unprepare clears the entries before it drops the record (``unprepare``, and
-      step 9 of a managed release, ``release``), so an entry written by a prepare that failed
+      the last step of a managed release, ``release``), so an entry written by a prepare that failed
       later is removed with the record; a retry finds it in place and writes nothing.
     - *Lifetime*: the ensure pass joins this write before it returns (after ``Ready`` is
-      persisted, which does not wait for it: issue 17 item 4), so it ends while this handler
+      persisted, which does not wait for it), so it ends while this handler
       still holds the claim and Pod locks: no status write outlives the prepare or overtakes an
       unprepare. A hang is bounded by the claim client's request timeout.
     - *Failure*: :func:`update_status` never raises; a failed write changes no outcome.

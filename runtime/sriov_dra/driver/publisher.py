@@ -1,25 +1,11 @@
 """ResourceSlice publisher: discovery, policy evaluation and node-scoped slices, kept in sync.
 
-Owns the plugin's publication loop for one node: VF discovery once at start (as upstream; a VF
-created later needs a restart), the :class:`~sriov_dra.driver.policy_controller.PolicyController`
-watches, a watch of this driver's slices on this node (so a slice someone deleted, e.g. the
-kubelet wiping node slices at its start, is recreated), and one worker thread that re-evaluates
-and republishes after any change and every ``resync_s``. Each sync lists the slices (a read),
-plans with :func:`sriov_dra.core.plugin.slices.plan_writes` and writes only what differs, so an idle
-resync performs no API write; the count of writes is kept in :class:`PublisherStats`.
-
-Wiring (the plugin entrypoint)::
-
-    stop = threading.Event()
-    pub = publisher.Publisher(api=api, node_name=node, sysfs=sysfs.Sysfs(root),
-                              policy_namespace=ns, driver_name=names.DRIVER_NAME, stop=stop,
-                              managed=auto_attach)
-    pub.start()            # raises PolicyNamespaceMissing / PolicyCrdMissing / SysfsReadError
-    ... pub.snapshot() ... # prepare path: immutable eligibility + attributes
-    stop.set(); pub.close()
-
-It must never hold the snapshot lock across an API call, write a slice without the plan's
-precondition, or stop publishing because one sync failed (it backs off and retries).
+The publication loop of one node: VF discovery once at start (as upstream), the
+:class:`~sriov_dra.driver.policy_controller.PolicyController` watches, a watch of this driver's
+slices on this node (a deleted slice is recreated), and one worker that re-plans
+(``core.plugin.slices.plan_writes``) after any change and every ``resync_s``, writing only what
+differs (an idle resync writes nothing). :meth:`Publisher.start` raises on a missing policy
+namespace, CRD or sysfs. A failed sync backs off and retries; no lock is held across API calls.
 """
 
 from __future__ import annotations

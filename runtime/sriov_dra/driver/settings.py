@@ -1,18 +1,11 @@
 """Settings of ``sriov-dra-plugin``: flags, their environment variables, defaults and validation.
 
-Owns the one parse of the command line and environment into a frozen :class:`PluginSettings`.
-A flag wins over its environment variable, which wins over the default; the environment names
-are upstream dra-driver-sriov's where the setting exists there (``NODE_NAME``, ``NAMESPACE``,
-``CONFIGURATION_MODE``, ``CDI_ROOT``, ``KUBELET_*_DIRECTORY_PATH``, ``KUBECONFIG``), so its
-DaemonSet environment keeps working. Every problem is reported at once with the flag, the
-environment variable, the bad value and the fix (:class:`SettingsError`).
-
-Differences from upstream, on purpose: ``CONFIGURATION_MODE`` defaults to ``MULTUS`` and
-``STANDALONE`` is refused (this plugin runs no CNI and no NRI); metrics are off unless
-``--metrics-bind-address`` names an address (upstream bound host port 8080).
-
-It must never read files, open sockets or talk to the API.
-Source: spec §4.2; reference ``dra-driver-sriov.md`` §1.4, §8.3 (PR #145).
+One parse of the command line and environment into a frozen :class:`PluginSettings`
+(docs/design.md#settings): a flag wins over its environment variable, which wins over the
+default; environment names are upstream dra-driver-sriov's where it has the setting, so its
+DaemonSet environment keeps working. Every problem is reported at once (:class:`SettingsError`).
+Unlike upstream, ``CONFIGURATION_MODE`` defaults to ``MULTUS`` (``STANDALONE`` is refused) and
+metrics stay off without ``--metrics-bind-address`` (dra-driver-sriov #145). No I/O.
 """
 
 from __future__ import annotations
@@ -82,7 +75,7 @@ class PluginSettings:
     multus_config_file: Path | None = None
     repair_first_pass_timeout_s: float = 300.0
     """Auto-attach only: the plugin registers with the kubelet after the repair worker's first pass
-    (spec §8.3). One pass makes a few API calls per recorded Pod, each bounded by
+    (docs/design.md#repair). One pass makes a few API calls per recorded Pod, each bounded by
     ``api_timeout_s``, so a healthy node finishes in seconds; 300 s only trips when the API server
     is unreachable or very slow, and then startup fails visibly (exit 1, the container restarts
     and the pass starts over) instead of registering unrepaired. 0 waits without bound."""

@@ -1,32 +1,11 @@
 """NodeUnprepareResources for SR-IOV VF claims (manual MULTUS mode).
 
-Caller: ``driver.prepare.DraHandler`` on the kubelet's call after the Pod's containers stopped
-(45 s deadline; repeated until it succeeds, also for claims that are no longer prepared). The
-claim may already be deleted: everything is done from the checkpoint record, keyed by claim UID.
-
-Unpreparing one claim (:func:`unprepare_claim`), in this order:
-
-1. Lock the claim UID; read its record. No record: success, nothing to do (unknown claim).
-2. Lock the record's Pod UID (claim lock first, never the reverse).
-3. *Auto-attach only*: a record with managed bindings goes through ``ctx.managed.release``
-   (spec §8.4: ``Deleting`` first, shadows, Pod selections, this module's host step,
-   ``ReleaseComplete``, finalizers, this module's status step, record last). Without
-   auto-attach such a record is refused rather than half-released.
-4. **Host** (:func:`release_host`): restore each VF's original driver (only where a driver was
-   requested), remove the claim CDI spec, rebuild the Pod CDI spec from the Pod's other locally
-   unreleased claims or remove it after the last one.
-5. Remove this driver's ``status.devices`` entries from the claim (best-effort; a deleted or
-   replaced claim needs nothing). This runs before the record goes, so a kill cannot leave
-   stale entries behind that no later call would remove.
-6. **Forget**: delete this claim's record only (the Pod's other claims stay), then unlock.
-
-Crash safety: the record is deleted last, so a kill before step 6 leaves it, and the kubelet's
-next unprepare repeats steps 4-5, every part of which is idempotent (a driver already restored, a
-file already gone, entries already removed, are no-ops). A driver that cannot be restored keeps the record and the CDI
-files and fails the claim, so nothing is forgotten while the host still differs.
-
-It must never release hardware for a claim it has no record of, nor touch another claim's record.
-Source: spec §6.3, §8.4 steps 4, 5, 9; reference ``dra-protocol.md`` §3.4, §9.3.
+Called through ``driver.prepare.DraHandler`` after the Pod's containers stopped (45 s per call,
+repeated until it succeeds, also for claims no longer prepared). The claim may be gone:
+:func:`unprepare_claim` works from the checkpoint record, keyed by claim UID, and deletes the
+record last, so a kill leaves it for the next call to finish; every step is idempotent
+(docs/plugin.md, "What prepare does"; docs/design.md#release). Never releases hardware of a claim
+it has no record of, or touches another claim's record.
 """
 
 from __future__ import annotations
@@ -42,7 +21,21 @@ from sriov_dra_rules import errors
 
 
 def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> None:
-    """Release one claim as the module docstring describes; an unknown claim succeeds.
+    """Release one claim; an unknown claim succeeds.
+
+    1. Lock the claim UID; read its record (none: nothing to do).
+    2. Lock the record's Pod UID (claim lock first, never the reverse).
+    3. *Auto-attach only*: a record with managed bindings goes through ``ctx.managed.release``
+       (docs/design.md#release), which calls steps 4 and 5 in its place; without auto-attach it
+       is refused rather than half-released.
+    4. **Host** (:func:`release_host`): restore each VF's original driver (where one was
+       requested), remove the claim CDI spec, rebuild or remove the Pod CDI spec.
+    5. Remove this driver's ``status.devices`` entries (best effort), before the record goes, so
+       a kill cannot leave entries no later call would remove.
+    6. **Forget**: delete this claim's record only, then unlock.
+
+    A driver that cannot be restored keeps the record and the CDI files and fails the claim, so
+    nothing is forgotten while the host still differs.
 
     Raises: LifecycleBlocked for a record with managed bindings when auto-attach is off;
     ``vf_driver_binding.DriverBindError`` when a driver cannot be restored (record kept);
@@ -67,7 +60,7 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
                 },
             )
         if record.managed_bindings() and ctx.managed is not None:
-            with ctx.pod_locks.hold(record.pod_uid):  # spec §8.4: Deleting first, record deleted last
+            with ctx.pod_locks.hold(record.pod_uid):  # release order: docs/design.md#release
                 ctx.managed.release(
                     record,
                     release_host=lambda r: release_host(ctx, r),
@@ -146,8 +139,8 @@ def write_status(
 
     Other drivers' entries stay (``claim_plan.merged_status_devices``); ``ours`` empty clears ours.
     ``current`` is the claim already read, or None to GET it. Never raises: any failure is logged
-    as the warning ``failure`` with the claim and the reason (diagnostic status is best-effort,
-    spec §6.3 and §8.1 step 5). Used by prepare (set) and unprepare (clear).
+    as the warning ``failure`` with the claim and the reason (diagnostic status is best effort,
+    docs/design.md#prepare). Used by prepare (set) and unprepare (clear).
     """
     try:
         ctx.claims.update_device_status(

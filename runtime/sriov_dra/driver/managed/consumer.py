@@ -1,21 +1,11 @@
 """Consumer verification: the one live Pod a claim is prepared for, and the Pod's claim aliases.
 
-Owns spec §6.1 for the auto-attach path. ``core.plugin.claim_plan`` has already checked the claim itself
-(UID, allocation, exactly one ``reservedFor`` Pod, this driver's results from this node's pool,
-no admin-access or shared results). This module then reads the consumer Pod live and checks that
-it is exactly the reserved Pod (UID), bound to this node (``spec.nodeName``), and, for a new
-prepare, neither terminating nor ``hostNetwork``; checks that the Node's current UID is still the
-one this process recorded at startup (a Node deleted and registered again under the same name
-gets a new UID, and every binding identity, ``node-uid`` label and orphan-scan selector is built
-from the recorded one); refuses extended-resource claims
-(``UnsupportedManagedClaimKind``); and resolves every ``pod.spec.resourceClaims`` entry with
-Kubernetes ``resourceclaim.Name`` semantics (a direct name from the spec; a template name through
-``status.resourceClaimStatuses``, where an unset name means "no claim, skip"; owner check with
-``IsForPod`` for generated claims) so the Pod provably references this exact claim. Aliases of
-one claim are kept together (the lexically first one names it, spec §6.5).
-
-It must never search for a Pod by label, trust a claim ownerReference alone, or write anything.
-Source: spec §4.1, §6.1; reference ``dra-protocol.md`` §3.1, §4.5, §5.
+After ``core.plugin.claim_plan`` checked the claim itself, :func:`verify_consumer` reads the
+consumer Pod live and checks it is exactly the reserved Pod, on this node, neither terminating nor
+``hostNetwork`` for a new prepare, on a Node whose UID is still the recorded one, and referencing
+this exact claim by Kubernetes ``resourceclaim.Name`` semantics (:func:`resolve_pod_claims`;
+docs/design.md#consumer). Aliases of one claim stay together (docs/design.md#interface-names).
+Never searches for a Pod by label, trusts a claim ownerReference alone, or writes anything.
 """
 
 from __future__ import annotations
@@ -129,7 +119,7 @@ def is_for_pod(pod: views.Pod, claim: views.Meta) -> bool:
 
 
 def check_claim_kind(claim: views.Meta, pod: views.Pod) -> None:
-    """Refuse an extended-resource claim for the managed driver (spec §4.1).
+    """Refuse an extended-resource claim for the managed driver (docs/design.md#scope).
 
     Raises: InvalidSpec(UnsupportedManagedClaimKind) naming the claim and the marker found.
     """
@@ -144,7 +134,7 @@ def check_claim_kind(claim: views.Meta, pod: views.Pod) -> None:
 
 
 def check_pod(pod: views.Pod, *, plan: claim_plan.ClaimPlan, node_name: str, new_prepare: bool) -> None:
-    """Check the live Pod against the reservation and this node (spec §6.1 steps 3–4).
+    """Check the live Pod against the reservation and this node (docs/design.md#consumer).
 
     Raises: InvalidSpec(InvalidConsumer) for another UID (the reserved Pod was replaced), another
     node, or (new prepare) a ``hostNetwork`` Pod; InvalidSpec(InvalidConsumer) for a terminating
@@ -192,7 +182,8 @@ def check_node_identity(node: seams.NodeIdentity, current_uid: str | None) -> No
     would get shadows labelled for a node that no longer exists; nothing is switched silently.
     Raises: ContractViolation naming the Node, both UIDs and the fix (drain, then restart the
     plugin so it records the new identity).
-    Source: spec §6.1 step 3, §8.3 ("node UID mismatch" stops forward repair).
+    A mismatch stops forward repair too (docs/design.md#repair).
+    Source: docs/design.md#consumer.
     """
     if current_uid == node.uid:
         return
@@ -220,7 +211,7 @@ def verify_consumer(
 ) -> Consumer:
     """Read the reserved Pod live and verify it consumes exactly this claim on this node.
 
-    ``node_uid`` reads the Node's current UID for the identity check (spec §6.1 step 3); ``None``
+    ``node_uid`` reads the Node's current UID for the identity check; ``None``
     trusts the recorded identity (tests and benchmarks that have no Node).
     Raises: InvalidSpec(InvalidConsumer) when the Pod is gone, replaced, elsewhere, hostNetwork,
     terminating (new prepare), or does not reference the claim (directly, or through a template
@@ -228,7 +219,7 @@ def verify_consumer(
     recorded one (``check_node_identity``); InvalidSpec(UnsupportedManagedClaimKind) for an
     extended-resource claim; LifecycleBlocked for a terminating Pod on a retry;
     ``kube.errors`` classes for the Pod GET and a live Node read (Forbidden, timeout, ...).
-    Source: spec §6.1, ResolvePodForClaim of §16.1.
+    Source: docs/design.md#consumer, docs/design.md#pure-helpers.
     """
     try:
         pod = pods.get(plan.namespace, plan.pod_name)

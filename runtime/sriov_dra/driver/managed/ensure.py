@@ -1,29 +1,11 @@
-"""EnsureManagedBindings: shadows, persisted UIDs, one Pod patch, then ``Ready`` (spec §8.1–§8.3).
+"""EnsureManagedBindings: shadows, persisted UIDs, one Pod patch, then ``Ready``.
 
-Owns the forward sequence every path shares (first prepare after the ``Pending`` checkpoint, the
-already-prepared prepare, and the repair worker), for ONE Pod, with the caller holding the claim
-and Pod operation locks (this module never locks):
-
-1. take a fresh checkpoint snapshot of the Pod's claims whose bindings are ``Pending``/``Ready``
-   (``Deleting``/``ReleaseComplete`` records are never published again);
-2. per claim, ensure each shadow (``shadow_lifecycle.ensure_shadow``); a shadow that is truly gone first
-   gets its recorded UID cleared and ``Pending`` persisted, then is recreated; observed UIDs are
-   persisted with one narrow checkpoint write per claim. The shadows of one claim are ensured
-   concurrently (``fanout``, bounded): all of them after the claim's ``Pending`` record is
-   durable (it was, before this pass started), all finished before its UID write;
-3. one merge of every claim whose shadows all exist into the live Pod (``pod_selections``); a claim
-   whose shadows failed is left out, so no selection names a shadow that does not exist. The
-   caller's best-effort side writes for the claims published here (``beside_patch``: the
-   prepare's diagnostic claim status) run on the fan-out workers while this thread sends the
-   patch (``fanout.start``);
-4. persist ``Ready`` for the claims that were published, then join the side writes (on every
-   path, before returning: none outlives the caller's locks). ``Ready`` does not wait for them:
-   they are diagnostic (spec §8.1 step 5: not a connectivity barrier), and on a loaded API
-   server the status write can end after the patch (issue 17 item 4).
-
-An error on one claim is reported for that claim and never undoes another claim's work or any
-hardware: state stays recoverable and the next prepare or repair pass continues forward.
-It must never roll back hardware, release a binding, or publish another claim's missing shadows.
+The forward sequence every path shares (first prepare after the ``Pending`` record, a repeated
+prepare, the repair worker) for one Pod, with the caller holding the claim and Pod locks
+(docs/design.md#prepare, docs/design.md#repair): :func:`ensure_managed_bindings`. An error on one
+claim is reported for that claim and never undoes another claim's work or any hardware; the next
+prepare or repair pass continues forward. Never rolls back hardware, releases a binding, or
+publishes a claim whose shadows are missing.
 """
 
 from __future__ import annotations
@@ -155,7 +137,7 @@ def _ensure_claim(
 def _persist_observed(
     store: seams.Store, claim_uid: str, observed: Mapping[str, model.ManagedBinding]
 ) -> model.ClaimRecord:
-    """Record the shadow UIDs observed (spec §8.1 step 3: a narrow checkpoint mutation).
+    """Record the shadow UIDs observed, as a narrow checkpoint mutation (docs/design.md#prepare).
 
     The write is atomic and durable before the Pod patch, like every checkpoint write (one
     in-place flush of the slot file, ``host.checkpoint_files``).
@@ -203,7 +185,17 @@ def ensure_managed_bindings(
     max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
     beside_patch: Mapping[str, Callable[[], None]] | None = None,
 ) -> EnsureResult:
-    """Run steps 1–4 of the module docstring for the verified live ``pod``; never raises per claim.
+    """Ensure every forward binding of the verified live ``pod``; never raises per claim.
+
+    1. Snapshot the Pod's claims whose bindings are ``Pending``/``Ready`` (``Deleting`` and
+       ``ReleaseComplete`` records are never published again).
+    2. Per claim, ensure each shadow (``shadow_lifecycle.ensure_shadow``), concurrently within
+       the claim (``fanout``); a shadow truly gone first gets its recorded UID cleared and
+       ``Pending`` persisted, then is recreated; observed UIDs are persisted with one narrow
+       write per claim, after every shadow of the claim finished.
+    3. One merge of every claim whose shadows all exist into the live Pod (``pod_selections``);
+       a claim whose shadows failed is left out, so no selection names a missing shadow.
+    4. Persist ``Ready`` for the published claims, then join the side writes.
 
     ``reverify`` re-checks a Pod read again after a conflict (UID, node, reservation; it raises
     to stop). Errors are returned per claim in :attr:`EnsureResult.failed`; a Pod-patch failure
@@ -216,8 +208,9 @@ def ensure_managed_bindings(
     in this pass (never when its shadows failed), whether the patch succeeds or not, and it has
     finished when this function returns or raises (the ``Ready`` writes do not wait for it; with
     ``max_in_flight <= 1`` it runs after them); its exception is logged and changes no result. It
-    must not take the operation locks or fan out itself (``fanout``).
-    Source: spec §8.1 steps 3–5, §8.2 (EnsureManagedBindings), §8.3.
+    must not take the operation locks or fan out itself (``fanout``). ``Ready`` does not wait
+    for it: claim status is diagnostic, never a connectivity barrier.
+    Source: docs/design.md#prepare, docs/design.md#repair.
     """
     meta = views.decode_meta(pod)
     pod_uid, pod_name = meta.uid, meta.name

@@ -1,20 +1,11 @@
-"""Bounded fan-out of independent calls inside ONE ordered step of the forward sequence (issue 5).
+"""Bounded fan-out of independent calls inside ONE ordered step of the forward sequence.
 
-Owns :func:`run_all` (and :func:`start`, its non-blocking form): run a handful of independent calls (the source NAD GETs of one plan, the
-shadow ensures of one claim) on at most ``max_in_flight`` threads at once, wait for **every** one
-of them, and hand back each call's result or exception in call order. The caller then decides
-exactly as the sequential loop did, and a failure of one call never leaves another still running
-after the step ends (no request outlives the operation locks the caller holds). The worker threads
-are shared by the whole process (one set per bound), so the bound also holds across kubelet
-calls prepared at the same time.
-
-Ordering rule: a fan-out never spans an ordering boundary of spec §8.1. Everything submitted must
-be allowed to happen in any order relative to each other, and everything before the step (the
-``Pending`` checkpoint) happened-before every call, everything after it (the UID write) waits
-for all of them.
-
-It must never run a call that takes the claim or Pod operation locks (the caller holds them and
-its workers would deadlock), never drop a call's exception, and never return early.
+:func:`run_all` (and :func:`start`, its non-blocking form) runs independent calls (the source NAD
+GETs of one plan, the shadow ensures of one claim) on at most ``max_in_flight`` process-wide
+threads, waits for **every** one and returns each result or exception in call order, so no
+request outlives the step or the caller's locks. A fan-out never spans an ordering boundary of
+docs/design.md#prepare: what precedes the step happened-before every call, what follows waits for
+all. Calls must never take the operation locks; no exception is dropped, no return is early.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Records whose claim no longer exists: released by the repair worker after a grace period.
 
-A ``Pending``/``Ready`` record normally goes only through the kubelet's NodeUnprepareResources
-(docs/design.md#release). If that call was lost to a race (a prepare that read the claim, then
-created its record after the unprepare had answered "not prepared") or to anything else, the
-record would hold its VF for good: a later claim given that VF is refused with
-``ClaimReleaseInProgress`` forever. A claim is deleted only after no Pod holds it (its
-``delete-protection`` finalizer), so a record whose claim UID the API no longer serves (NotFound,
-or the name now holds another UID) on every pass for :attr:`GoneClaims.grace_s` is released as the
-kubelet's unprepare would (``Deleting`` first, shadows, selections, host, record last), with a
-Warning Event on the claim. The grace covers a force-deleted Pod whose containers the kubelet has
-not stopped yet. The first sighting lives in memory: a restart only restarts the grace.
-
-It must never release a record whose claim it saw with the recorded UID since the first sighting.
+A ``Pending``/``Ready`` record normally goes through the kubelet's unprepare; if that call was
+lost, the record would hold its VF for good. A claim is deleted only after no Pod holds it, so a
+record whose claim UID the API no longer serves on every pass for :attr:`GoneClaims.grace_s` is
+released as the kubelet's unprepare would, with a Warning Event on the claim
+(docs/design.md#repair). The grace covers a force-deleted Pod whose containers still run; the
+first sighting lives in memory. Never releases a record whose claim was seen since.
 """
 
 from __future__ import annotations

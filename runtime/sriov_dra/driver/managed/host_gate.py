@@ -1,24 +1,12 @@
 """The host-stage gate: no binding is published or made ``Ready`` before its claim's host stage.
 
-The first prepare persists its record, ``Pending`` bindings included, *before* it binds drivers
-and writes CDI specs (``driver.prepare``): the record must exist before the first host change so
-that a crash in the middle can be rolled back or completed (spec §6.3 allows the existing
-hardware-recovery limits, this plugin avoids them). A process that dies between that checkpoint
-and the end of the host step therefore leaves ``Pending`` bindings whose host stage never ran.
-The spec orders hardware/CDI before ``Pending`` (§6.3, §8.1 step 2), so nothing may publish those
-bindings (shadow create, Pod patch, ``Ready``) until the host stage is complete.
-
-Owns that gate for the two publishers of a Pod's bindings, the prepare's EnsureManagedBindings
-(which publishes every forward claim of the Pod, siblings included) and the repair worker:
-:func:`complete_host_stages` runs the (idempotent) host step for every forward record of the Pod
-that still has a ``Pending`` binding, and :class:`GatedStore` hides the records whose host step
-failed from the ensure pass, so they stay ``Pending`` and unpublished until a later attempt (the
-kubelet's retry, the next repair pass) completes it. A ``Ready`` binding already had its host stage
-completed, so it is not gated. The host step re-applies the frozen record only (the drivers and
-CDI specs the kubelet's prepare asked for); it never re-reads templates or policies.
-
-It must never release hardware, change a record, or hide a record from anything but publication.
-Source: spec §6.3, §8.1 step 2, §8.3.
+The first prepare persists ``Pending`` bindings *before* it binds drivers and writes CDI specs, so
+a process that dies in between leaves bindings whose host stage never ran
+(docs/design.md#prepare). For the two publishers of a Pod's bindings (the prepare's ensure pass,
+siblings included, and the repair worker), :func:`complete_host_stages` re-runs the idempotent
+host step of every forward record with a ``Pending`` binding from its frozen state, and
+:class:`GatedStore` hides the records whose host step failed from publication only. Never
+releases hardware or changes a record.
 """
 
 from __future__ import annotations

@@ -1,31 +1,11 @@
 """One label-selected LIST of the node's shadows per repair pass, instead of one GET per shadow.
 
-Owns :class:`ListedShadows`, the ``NadApi`` a full repair pass (``repair``) hands to the shared
-EnsureManagedBindings: at 64 prepared claims the pass used to read each of the node's 256
-shadows with its own GET (256 of its 352 requests, issue 17 item 3). Now the pass lists them once
-with the orphan scan's selector (``managed-by`` and ``node-uid`` labels, all namespaces: the
-plugin's ClusterRole already grants that ``list``, spec §8.5, §12.3) and each shadow read of the
-pass is answered from that answer.
-
-Why the decisions stay the same:
-
-- a listed object is exactly what a GET at the time of the LIST returns (same storage, same
-  serialization), and the pass decides on it as before (``shadow_lifecycle.ensure_shadow``);
-- a name the LIST did not return (truly gone, created after the LIST, or its labels were edited
-  so the selector missed it) is read with a live GET, as before: "missing" is never concluded
-  from the LIST alone;
-- each listed object answers **one** read: a later read of the same name (the re-read after a
-  failed finalizer patch, an adopt after ``AlreadyExists``) and every read after a write to that
-  name go to the live API, so a retry never decides twice on the same snapshot;
-- every write keeps its own preconditions (UID and resourceVersion ``test`` ops), so a listed
-  object that changed since the LIST makes the write fail and be re-read, never overwrite.
-
-What changes: a shadow changed *between* the LIST and its Pod's turn in the same pass (well under
-a second at 64 claims) is seen as it was at the LIST and handled by the next pass, one
-``interval_s`` later, instead of in this one.
-
-It must never write on its own, never answer a read twice from the same listed object, and never
-report a listed-but-absent name as missing without a live GET.
+:class:`ListedShadows` is the ``NadApi`` a full repair pass hands to the ensure pass: it lists
+the node's shadows once with the orphan scan's selector (docs/design.md#orphans) and answers each
+shadow read of the pass from that list, so decisions stay those of a GET at the time of the LIST.
+A name the LIST lacks is read live ("missing" is never concluded from the LIST); each listed object
+answers one read, and reads after a write go live; writes keep their own preconditions. A shadow
+changed during the pass is handled by the next one.
 """
 
 from __future__ import annotations

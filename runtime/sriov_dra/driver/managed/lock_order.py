@@ -1,17 +1,10 @@
-"""Claim-then-Pod operation locks with the order checked (spec §6.3, §8.2).
+"""Claim-then-Pod operation locks with the order checked (docs/design.md#prepare).
 
-Wraps the handler's two ``driver.locks.KeyedLocks`` tables (the same instances, so the prepare
-and unprepare handler, the repair worker and the admin paths all serialize on one lock per claim
-UID and one per Pod UID). :meth:`OperationLocks.hold` takes the claim lock, then the Pod lock, and
-refuses, with a ContractViolation naming both keys, any attempt by a thread that already holds a
-Pod lock to take a claim lock, or to take a second lock of either kind: that is the reverse
-order (a potential deadlock) or a recursive acquisition, which the spec forbids.
-
-The discovery/eligibility snapshot needs no lock here: the policy controller swaps an immutable
-snapshot, so a reader always sees one whole snapshot (the guarantee a reader/writer lock gives).
-
-It must never be held across an operation by anything other than these two tables, and it owns
-no other state than the per-thread record of what the thread holds.
+Wraps the handler's two ``driver.locks.KeyedLocks`` tables (the same instances, so the handler,
+the repair worker and the admin paths serialize on one lock per claim UID and one per Pod UID).
+:meth:`OperationLocks.hold` takes the claim lock, then the Pod lock, and refuses with a
+ContractViolation a reverse or recursive acquisition by a thread. The device snapshot needs no
+lock: the policy controller swaps an immutable one. No state but each thread's held locks.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """The node's Multus delegate layout, as the plugin counts it before it patches a Pod.
 
-The plugin refuses a managed interface name that another delegate of the Pod would also get
-(spec §6.5, §9 rule 5) before any VF is touched; Multus numbers unnamed delegates ``net<position>``
-after the cluster network and ``defaultNetworks`` (reference multus.md §3), so that check needs the
-node's layout. :class:`LayoutSource` is where it comes from: the plugin settings
-(``--multus-primary-interface``, ``--multus-default-networks``, ``--multus-system-namespaces``,
-``--multus-auxiliary-chain``), overlaid, when ``--multus-config-file`` names one, by the keys of
-the node's Multus config file (thick ``daemon-config.json`` or thin ``00-multus.conf[list]``),
-read with :mod:`sriov_dra.core.multus_conf`, the guard's own reading.
-
-The file is read again on every use (an admin's edit counts from the next prepare, as in the
-guard). ``auxiliaryCNIChainName`` in the file is not interpreted here: the chain's directory is
-relative to the cluster network's path inside the Multus container, which the plugin cannot see;
-set ``--multus-auxiliary-chain`` instead (the guard, which sees it, counts it in its final check).
-
-It must never cache the file, write anything, or fall back to defaults when a named file cannot
-be read.
+The plugin refuses a managed interface name another delegate of the Pod would get before any VF
+is touched (docs/design.md#interface-names), which needs the node's layout. :class:`LayoutSource`
+takes it from the ``--multus-*`` settings, overlaid by the keys of ``--multus-config-file`` when
+given, read again on every use with ``core.multus_conf`` (the guard's reading). Its
+``auxiliaryCNIChainName`` is not interpreted (the chain's directory is not visible here; set
+``--multus-auxiliary-chain``). A named file that cannot be read is an error, never a default.
 """
 
 from __future__ import annotations
@@ -43,7 +33,7 @@ class LayoutSource:
 
         Raises: ``InvalidSpec`` (``HostReadFailed``) when the named file cannot be read;
         ``InvalidSpec`` when it is not a Multus config or a key is malformed (see
-        ``core.multus_conf``). Source: spec §6.5; reference multus.md §2.3, §3.
+        ``core.multus_conf``). Source: docs/design.md#interface-names; Multus v4.3.0 delegate order.
         """
         if self.config_file is None:
             return self.base

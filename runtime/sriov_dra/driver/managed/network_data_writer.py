@@ -1,18 +1,11 @@
-"""Claim ``status.devices[].networkData`` of a Pod's published managed VFs (issue 17 item 2).
+"""Claim ``status.devices[].networkData`` of a Pod's published managed VFs.
 
-The repair worker calls :meth:`NetworkDataWriter.write` with a Pod it verified on this node:
-every full pass with the live Pod it read, and in between for a Pod whose
-``k8s.v1.cni.cncf.io/network-status`` changed (the node's Pod watch, ``RepairWorker.pod_event``).
-For each of the Pod's records whose managed bindings are all ``Ready``, the shadow NAD and
-interface the checkpoint records for each device are correlated with the network-status entries
-(``core.plugin.claim_network_data``) and merged into the claim's existing entries of this driver through the
-claim client's UID/resourceVersion-checked update (a 409 re-reads and recomputes; another
-driver's entries are kept exactly as read). Nothing is written when nothing changed.
-
-The write is diagnostic (spec §6.4): every failure is logged and swallowed; it never blocks or
-fails a prepare, never adds or removes a ``status.devices`` entry (the prepare writes them, the
-release removes them with their ``networkData``), and never touches a record that is being
-released. Problems are logged once per change, not on every pass.
+The repair worker calls :meth:`NetworkDataWriter.write` with a Pod it verified on this node, every
+full pass and, between passes, when the Pod's ``network-status`` changed. For each record whose
+bindings are all ``Ready``, the recorded shadow and interface of each device are correlated with
+network-status (``core.plugin.claim_network_data``) and merged into this driver's existing
+entries through the UID/resourceVersion-checked update; nothing is written when nothing changed.
+Diagnostic: failures are logged once per change and swallowed; no entry is added or removed.
 """
 
 from __future__ import annotations
@@ -148,7 +141,7 @@ class NetworkDataWriter:
             wrote = self.claims.update_device_status(
                 record.namespace, record.name, uid=record.claim_uid, compute=compute, current=current
             )
-        except Exception as exc:  # diagnostic only (spec §6.4): log, never raise
+        except Exception as exc:  # diagnostic only (docs/design.md#ownership): log, never raise
             report.failed[record.claim_uid] = observe.reason_of(exc)
             LOG.warning(
                 "claim networkData not updated",

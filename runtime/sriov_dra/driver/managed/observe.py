@@ -1,12 +1,10 @@
-"""Observability of the auto-attach path: Events with reason names and metrics (spec §18.2).
+"""Observability of the auto-attach path: Events with reason names, and metrics.
 
-Owns :class:`ManagedMetrics` (Prometheus families with bounded labels: phases, operations and
-``sriov_dra_rules.errors.Reason`` values or error class names; never a Pod, claim or binding ID) and
-:class:`Reporter`, which turns an outcome into one structured log line and, on a change only, one
-Kubernetes Event on the Pod, claim or NAD (a periodic worker repeating the same failure emits it
-once, not every pass). Notes carry identities and reasons, never CNI configs or credentials.
-
-It must never fail the operation it reports on: Event errors are logged and dropped.
+:class:`ManagedMetrics` (bounded labels: phases, operations, ``errors.Reason`` values or error
+class names; never a Pod, claim or binding ID) and :class:`Reporter`, which turns an outcome into
+one log line and, on a change only, one Event on the Pod, claim or NAD (docs/design.md#errors),
+so a periodic failure is reported once. Notes carry identities and reasons, never configs or
+credentials. Never fails the operation it reports on.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Shadows of this node, correlated with the checkpoint: Active, Deleting, ReleaseComplete, Orphaned.
 
-Owns the orphan scan of spec §8.5 and the classification the ``sriov-dra orphans`` admin command
-prints (spec §18.3). One all-namespace LIST narrowed by the ``managed-by`` and ``node-uid`` labels
-finds the candidates (labels only narrow: a NAD of another node UID is ignored even if a label
-selector let it through); each is then matched to a checkpoint binding by its full identity
-(binding annotation: attachmentID, Pod UID, claim UID, node UID; and the recorded shadow UID).
-A protected object without a matching record is *reported* as Orphaned, never finalized: that
-needs inspection or fencing first. Finalizers other than ours are reported separately.
-
-It must never write to the API, act on another node UID, or treat a label match as ownership.
+The orphan scan (docs/design.md#orphans) and the classification ``sriov-dra orphans`` prints. One
+all-namespace LIST narrowed by the ``managed-by`` and ``node-uid`` labels finds the candidates
+(labels only narrow: another node UID is ignored); each is matched to a checkpoint binding by its
+full identity. A protected object without a matching record is *reported* Orphaned, never
+finalized (that needs inspection or fencing); other controllers' finalizers are reported apart.
+Never writes to the API or treats a label match as ownership.
 """
 
 from __future__ import annotations

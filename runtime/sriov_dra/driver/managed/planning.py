@@ -1,28 +1,11 @@
-"""Planning a managed claim before any hardware change (spec §5, §8.1 step 1, §12.2.5 steps 3–4).
+"""Planning a managed claim before any hardware change.
 
-Owns the pre-hardware half of a first managed prepare. From the verified consumer and the
-claim's plan (``core.plugin.claim_plan``) it:
-
-1. reads ONE device snapshot (eligibility and attributes together) and refuses any device that
-   is not advertised now (``DeviceNotEligible``) before a VfConfig fallback is even considered,
-   and any InfiniBand VF (``UnsupportedLinkType``: the rendered configs are sriov-cni's, Ethernet only);
-2. resolves each device's template reference (``core.templates``: device attribute first,
-   VfConfig second, namespace defaulted once to the Pod's);
-3. GETs each distinct source NAD once (several VFs of one template share the read; the reads
-   are independent and run concurrently, bounded, all finished before anything is decided)
-   and renders each VF's frozen config with its trusted PCI address (``core.render``);
-4. names the interfaces over every allocation of this driver in all of the Pod's claims
-   (``core.interface_naming``; sibling claims are read, never waited for);
-5. builds each binding's identity, shadow name and exact shadow object, and dry-runs the Pod
-   annotation merge against the live Pod together with the Pod's other checkpointed bindings:
-   manual selections of a managed template, interface collisions (counted over the node's Multus
-   layout, ``NodeIdentity.multus``) and the annotation size limit fail here, before a VF is touched.
-
-The result, :class:`ManagedPlan`, turns the claim's prepared devices into checkpoint records with
-``Pending`` bindings (:meth:`ManagedPlan.attach`). Cached ``Pending``/``Ready`` records and
-release never come here: they use their frozen state.
-
-It must never change hardware, write to the API, or read a source twice for one plan.
+The pre-hardware half of a first managed prepare (docs/design.md#prepare): :func:`plan_bindings`
+turns the verified consumer and the claim's plan into a :class:`ManagedPlan` whose
+:meth:`ManagedPlan.attach` gives the checkpoint records their ``Pending`` bindings. Everything
+that can fail on input fails here. Cached ``Pending``/``Ready`` records and release never come
+here: they use their frozen state. Never changes hardware, writes to the API, or reads a source
+twice for one plan.
 """
 
 from __future__ import annotations
@@ -199,7 +182,7 @@ def _source_ref(template: templates.SourceTemplate, source: Mapping[str, object]
 def _allocated(
     claim_uid: str, aliases: Sequence[str], claim: Mapping[str, object]
 ) -> list[interface_naming.AllocatedDevice]:
-    """This driver's results of one claim, once per alias naming it (spec §6.5)."""
+    """This driver's results of one claim, once per alias naming it (docs/design.md#interface-names)."""
     allocation = views.mapping(claim.get("status")).get("allocation")
     if not isinstance(allocation, Mapping):
         raise errors.InvalidSpec(
@@ -261,7 +244,22 @@ def plan_bindings(
     store: seams.Store,
     max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
 ) -> ManagedPlan:
-    """Resolve, read, render, name and check every VF of a first managed prepare (see module doc).
+    """Resolve, read, render, name and check every VF of a first managed prepare.
+
+    1. Read ONE device snapshot (eligibility and attributes together) and refuse any device not
+       advertised now (``DeviceNotEligible``) before a VfConfig fallback is considered
+       (docs/design.md#eligibility), and any InfiniBand VF (``UnsupportedLinkType``: the
+       rendered configs are sriov-cni's, Ethernet only).
+    2. Resolve each device's template reference (``core.templates``: device attribute first,
+       VfConfig second, namespace defaulted once to the Pod's; docs/design.md#template-resolution).
+    3. GET each distinct source NAD once and render each VF's frozen config with its trusted PCI
+       address (``core.render``, docs/design.md#render).
+    4. Name the interfaces over every allocation of this driver in all of the Pod's claims
+       (``core.interface_naming``; sibling claims are read, never waited for).
+    5. Build each binding's identity, shadow name and shadow object, and dry-run the Pod
+       annotation merge against the live Pod with its other checkpointed bindings: manual
+       selections of a managed template, interface collisions (over the node's Multus layout)
+       and the annotation size limit fail here (docs/design.md#selections).
 
     The distinct source NADs are read concurrently, at most ``max_in_flight`` at once
     (:func:`read_sources`).
@@ -275,7 +273,7 @@ def plan_bindings(
     InvalidSpec(AnnotationTooLarge); InvalidSpec(HostReadFailed / InvalidSpec) for the node's
     Multus config (``node.multus``, read once per plan); ``kube.errors`` classes for the reads
     (Forbidden, timeout).
-    Source: spec §5.2, §6.2, §6.5, §7, §8.1 step 1, §9 rules 6 and 8, §12.2.5 step 4.
+    Source: docs/design.md#prepare.
     """
     layout = node.multus.current()
     view = devices.snapshot()

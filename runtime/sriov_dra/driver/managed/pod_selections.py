@@ -1,17 +1,11 @@
 """Publishing managed selections on the live Pod: one conditional patch, re-read and recompute.
 
-Owns the API half of spec §9 (the pure half is ``core.plugin.selections``): turning checkpointed
-bindings into the deterministic list of intended selections, sending the JSON Patch that
-``merge_managed_selections`` / ``remove_managed_selections`` computed (``test`` ops on
-``/metadata/uid`` and ``/metadata/resourceVersion``), and, when the Pod changed meanwhile (409, or
-the 422 a failed ``test`` gets), fetching it again, re-verifying it and recomputing from its
-current annotations, within a bounded backoff. The old annotation map is never reused.
-
-A registry entry whose shadow UID the checkpoint has since replaced (the shadow was truly gone
-and was recreated by repair, spec §8.3) is rewritten to the checkpoint's UID in the same patch.
-
-It must never replace another writer's data, loop on a genuinely invalid patch, or write to a
-Pod whose UID differs from the recorded one.
+The API half of docs/design.md#selections (the pure half is ``core.plugin.selections``): the
+deterministic intended selections of checkpointed bindings, the JSON Patch under ``test`` ops on
+UID and resourceVersion, and, when the Pod changed meanwhile (409, or the 422 of a failed
+``test``), a fresh read, re-verification and recomputation within a bounded backoff. A registry
+entry whose shadow repair recreated gets the checkpoint's UID in the same patch. Never replaces
+another writer's data, loops on an invalid patch, or writes to a Pod with another UID.
 """
 
 from __future__ import annotations
@@ -83,9 +77,10 @@ def intended_entries(
 ) -> list[selection_ownership.ManagedBinding]:
     """Every managed binding of ``records`` as intended selections, in deterministic order.
 
-    Shapes: ordered by interface name in natural order (``dra2`` before ``dra10``), which is the
-    spec §6.5 order for generated names; ties by attachmentID. With ``placeholder``, an unknown
-    shadow UID becomes :data:`PLACEHOLDER_UID` (pre-hardware checks only).
+    Shapes: ordered by interface name in natural order (``dra2`` before ``dra10``), the order of
+    generated names (docs/design.md#interface-names); ties by attachmentID. With
+    ``placeholder``, an unknown shadow UID becomes :data:`PLACEHOLDER_UID` (pre-hardware checks
+    only).
     """
     out = [
         entry_for(r, b, uid=PLACEHOLDER_UID if placeholder else "")
@@ -207,7 +202,7 @@ def ensure_selections(
     backoff: Backoff = DEFAULT_BACKOFF,
     layout: interface_naming.MultusLayout = interface_naming.DEFAULT_LAYOUT,
 ) -> bool:
-    """Make the Pod select every entry exactly once (spec §8.1 step 4); True when a patch was sent.
+    """Make the Pod select every entry exactly once (docs/design.md#prepare); True if patched.
 
     ``pod`` is the live Pod already read and verified by the caller (saves a GET); after a
     conflict the Pod is read again and ``reverify`` must accept it (it raises otherwise: another
@@ -246,7 +241,7 @@ def remove_claim_selections(
     clock: seams.Clock,
     backoff: Backoff = DEFAULT_BACKOFF,
 ) -> bool:
-    """Drop exactly this claim's owned selections and registry entries (spec §8.4 step 3).
+    """Drop exactly this claim's owned selections and registry entries (docs/design.md#release).
 
     A missing Pod, or a Pod with another UID (a replacement), is left alone: there is nothing of
     ours on it. Returns True when a patch was sent.

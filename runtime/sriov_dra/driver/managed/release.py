@@ -1,27 +1,11 @@
-"""ReleaseManagedClaim: release one claim's bindings in the order of spec §8.4 steps 1–9.
+"""ReleaseManagedClaim: release one claim's bindings in the order of docs/design.md#release.
 
-Caller: the unprepare handler (the kubelet's NodeUnprepareResources is the authority to release)
-or the repair worker resuming a release that was already authorized (``Deleting`` or
-``ReleaseComplete`` persisted); either holds the claim lock, then the Pod lock.
-
-Order, each step idempotent and each failure leaving recoverable state:
-
-0. ``Deleting`` is persisted before anything else (``ReleaseComplete`` is never downgraded);
-1. each shadow is found under its deterministic name and its provenance verified (an empty UID
-   from a lost create is adopted only on an exact match and persisted);
-2. its deletion is requested with a UID precondition (a terminating or missing one is fine);
-3. only this claim's selections and registry entries are removed from the same Pod UID;
-4–5. the host is released by ``release_host`` (original drivers, claim CDI spec, Pod CDI spec
-   rebuilt without this claim): skipped on a ``ReleaseComplete`` retry;
-6. ``ReleaseComplete`` is persisted (a failed write keeps ``Deleting``; 4–5 are replayed);
-7–8. only our finalizer is removed with a tested JSON Patch on the NAD's main endpoint;
-9. this driver's ``status.devices`` entries are cleared from the claim (``clear_status``,
-   best-effort) and then the checkpoint record is deleted last; only then may a new Pod use the
-   claim UID. A crash between the two leaves the record, so the retry (the kubelet's unprepare
-   or the worker) clears the status again, idempotently, before dropping it.
-
-It must never release hardware for a record it was not asked to release, edit an object whose
-identity does not match, or remove a finalizer before ``ReleaseComplete`` is durable.
+Called by the unprepare handler (the kubelet's NodeUnprepareResources is the authority to
+release) or by the repair worker resuming a release already authorized (``Deleting`` or
+``ReleaseComplete`` persisted), either holding the claim lock, then the Pod lock. Each step is
+idempotent and every failure leaves recoverable state (:func:`release_managed_claim`). Never
+releases hardware for a record it was not asked to release, edits an object whose identity does
+not match, or removes a finalizer before ``ReleaseComplete`` is durable.
 """
 
 from __future__ import annotations
@@ -127,7 +111,19 @@ def release_managed_claim(
     clear_status: StatusClear | None = None,
     backoff: pod_selections.Backoff = pod_selections.DEFAULT_BACKOFF,
 ) -> ReleaseResult:
-    """Release ``record`` (which has managed bindings) as the module docstring describes.
+    """Release ``record`` (which has managed bindings), in order.
+
+    0. Persist ``Deleting`` (``ReleaseComplete`` is never downgraded).
+    1. Find each shadow under its deterministic name and verify its provenance (an empty UID
+       from a lost create is adopted only on an exact match, and persisted).
+    2. Request its deletion under a UID precondition (terminating or missing is fine).
+    3. Remove only this claim's selections and registry entries from the same Pod UID.
+    4. Release the host (``release_host``: original drivers, claim CDI spec, Pod CDI spec
+       without this claim); skipped on a ``ReleaseComplete`` retry.
+    5. Persist ``ReleaseComplete`` (a failed write keeps ``Deleting``; step 4 is replayed).
+    6. Remove only our finalizer with a tested JSON Patch on the NAD's main endpoint.
+    7. Clear this driver's ``status.devices`` entries (``clear_status``, best effort), then
+       delete the record last; only then may a new Pod use the claim UID.
 
     ``release_host`` is ``None`` only for a worker resuming a record that is already
     ``ReleaseComplete`` (the worker never releases hardware on its own authority: it passes the
@@ -136,7 +132,7 @@ def release_managed_claim(
     Raises: Conflict(ShadowConflict) when a shadow is not exactly ours (release waits, nothing is
     edited); ContractViolation when the host must still be released but ``release_host`` is
     ``None``; the host's errors (record stays ``Deleting``); ``OSError`` for checkpoint writes;
-    ``kube.errors`` classes. Source: spec §8.4, ReleaseManagedClaim/FinalizeReleasedShadow §16.1.
+    ``kube.errors`` classes. Source: docs/design.md#release, docs/design.md#pure-helpers.
     """
     label = f"ResourceClaim {record.namespace}/{record.name} ({record.claim_uid})"
     if not record.managed_bindings():

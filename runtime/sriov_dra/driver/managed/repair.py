@@ -1,19 +1,11 @@
 """The repair worker (docs/design.md#repair) and the periodic orphan scan (docs/design.md#orphans).
 
 Started after the checkpoint is loaded; the plugin registers only after its first complete pass
-(:meth:`RepairWorker.wait_first_pass`). Each pass: ``Pending``/``Ready`` records, per Pod, are
-ensured forward under the claim-then-Pod locks when the Node, the claim and the Pod still match
-(host gate first, shadows from frozen bytes, selections, finalizers; ``listed_shadows`` reads the
-node's shadows with one LIST); a mismatch stops forward repair and releases nothing, except a
-record whose claim stayed gone for the grace period (``gone_claims``). ``Deleting`` records resume
-the release the kubelet authorized (clearing the claim's ``status.devices`` too);
-``ReleaseComplete`` records finish API work only. Claim ``networkData`` is written for verified
-Pods, and between passes for Pods the node's Pod watch queued (``network_data_writer``). Work per pass is
-bounded, a failing Pod or claim backs off exponentially, Events are emitted on transitions only.
-
-It must never release hardware for a record that is not ``Deleting`` or whose claim is not gone
-past the grace, change hardware for a Pod it could not verify, publish a binding whose host
-stage failed, or finalize an orphan.
+(:meth:`RepairWorker.wait_first_pass`). Each pass ensures ``Pending``/``Ready`` records forward
+per Pod, under the claim-then-Pod locks, when the Node, the claim and the Pod still match (a
+mismatch releases nothing, except a claim gone past its grace, ``gone_claims``); resumes the
+releases the kubelet authorized; writes claim ``networkData``. Work per pass is bounded, failures
+back off, Events go out on transitions only. Never finalizes an orphan.
 """
 
 from __future__ import annotations
@@ -296,8 +288,8 @@ class RepairWorker:
         return report
 
     def _node_identity(self) -> tuple[bool, str] | None:
-        """``None`` when the Node still has the recorded UID; else ``(True, why)`` when forward
-        repair stops for every Pod this pass (a changed UID, spec §8.3) or ``(False, reason)``
+        """``None`` when the Node still has the recorded UID; else ``(True, why)`` when forward repair
+        stops for every Pod this pass (a changed UID: docs/design.md#repair) or ``(False, reason)``
         when the live Node read failed (the Pods' items fail and are retried next pass)."""
         try:
             self.attach.check_node()

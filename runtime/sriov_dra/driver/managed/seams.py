@@ -1,15 +1,10 @@
 """The consumer-side interfaces of the auto-attach path, and the node identity it works for.
 
-Every orchestration function in ``driver.managed`` receives these as keyword-only arguments
-(STYLE.md §1 "seams"), so tests inject each failure of spec §17.2 (Forbidden, NotFound, timeout,
-409, 422, a failed checkpoint write, a crash) with fakes from ``tests/fakes/`` and no patching.
-Production implementations: :class:`sriov_dra.kube.pod_patch.PodClient`,
-:class:`sriov_dra.kube.nad_client.NadClient`, :class:`sriov_dra.kube.claims.ClaimClient`,
-:class:`sriov_dra.host.checkpoint.CheckpointStore`, the policy controller's snapshot
-(``driver.policy_controller``) and :class:`sriov_dra.kube.plugin_events.EventRecorder`.
-
-API failures are the classes of :mod:`sriov_dra.kube.errors`; fakes raise the same classes.
-This module holds no state and does no work.
+Every orchestration function in ``driver.managed`` receives these as keyword-only arguments, so
+tests inject each failure of docs/design.md#fault-injection (Forbidden, NotFound, timeout, 409,
+422, a failed checkpoint write, a crash) with fakes from ``tests/fakes/`` and no patching.
+Production implementations are the ``sriov_dra.kube`` clients, the checkpoint store and the
+policy controller's snapshot; API failures are ``kube.errors`` classes. No state, no work.
 """
 
 from __future__ import annotations
@@ -36,7 +31,8 @@ class NodeIdentity:
     Shapes: ``name`` the Node name (also the pool name); ``uid`` the Node's lowercase UUID;
     ``multus`` where the node's Multus delegate layout is read (Multus's defaults unless the
     plugin settings say otherwise).
-    Source: spec §6.1 step 3 ("the node's UID equals the process's recorded node identity"), §6.5.
+    The Node's current UID must equal ``uid``, the identity this process recorded
+    (docs/design.md#consumer); ``multus`` feeds docs/design.md#interface-names.
     """
 
     name: str
@@ -151,7 +147,8 @@ class SystemClock:
 
 
 class DeviceView(Protocol):
-    """One immutable device snapshot: eligibility and attributes read together (spec §12.2.5)."""
+    """One immutable device snapshot: eligibility and attributes read together
+    (docs/design.md#eligibility)."""
 
     @property
     def inventory(self) -> Mapping[str, discovery.DiscoveredVf]:

@@ -1,21 +1,11 @@
 """The auto-attach facade the prepare/unprepare handler and the repair worker call.
 
-:class:`ManagedAttach` bundles the seams once (node identity, device snapshot source, Pod/NAD/
-claim APIs, checkpoint store, operation locks, clock, reporter) and exposes the steps in the
-order the handler uses them (spec §8.2 pseudocode):
-
-- :meth:`verify` (before locks): the live consumer Pod (``consumer``);
-- :meth:`plan` (under the claim and Pod locks, only when the claim has no record): everything
-  that can fail before hardware (``planning``); the handler then attaches the ``Pending``
-  bindings to its first checkpoint record with :meth:`ManagedPlan.attach`;
-- :meth:`ensure` (under the locks, after the record is durable, first prepare and retries
-  alike): shadows → UIDs → Pod patch → ``Ready`` for the whole Pod (``ensure``);
-- :meth:`release` (unprepare, under the locks): spec §8.4 (``release``);
-- :meth:`discard_unpublished`: forget a new record whose hardware step failed before any API
-  write (the only rollback there is).
-
-It must never take the operation locks itself in these entry points (the caller holds them; an
-ensure/release helper must not lock recursively), and never release hardware on its own.
+:class:`ManagedAttach` bundles the seams once and exposes the steps in the handler's order
+(docs/design.md#prepare): :meth:`verify` (before the locks: the live consumer Pod), :meth:`plan`
+(under the locks, a claim without a record: everything that can fail before hardware),
+:meth:`ensure` (after the record is durable: shadows, UIDs, Pod patch, ``Ready``),
+:meth:`release` (docs/design.md#release) and :meth:`discard_unpublished` (forget a new record
+whose hardware step failed before any API write). Takes no operation lock itself.
 """
 
 from __future__ import annotations
@@ -50,7 +40,7 @@ class ManagedAttach:
     """Auto-attach for one node; thread-safe (state lives in the store and the API).
 
     ``node_uid`` reads the Node's current UID for the identity check of every prepare and repair
-    pass (spec §6.1 step 3); ``None`` trusts ``node.uid`` as recorded (tests, benchmarks).
+    pass (docs/design.md#consumer); ``None`` trusts ``node.uid`` as recorded (tests, benchmarks).
     ``max_in_flight`` bounds the API requests one step issues at once (the source reads of a plan,
     the shadow ensures of a claim; ``fanout``; ``--api-max-in-flight``).
     """
@@ -121,7 +111,7 @@ class ManagedAttach:
         self, pod_uid: str, claim_refs: list[tuple[str, str]]
     ) -> Callable[[Mapping[str, object]], None]:
         """A check for a Pod re-read after a conflict: same UID and node, not terminating, and each
-        of ``claim_refs`` (namespace, name) still reserved for it (spec §8.1 step 4)."""
+        of ``claim_refs`` (namespace, name) still reserved for it (docs/design.md#prepare)."""
 
         def check(pod: Mapping[str, object]) -> None:
             view = views.decode_pod(pod)
@@ -167,7 +157,7 @@ class ManagedAttach:
         Raises: LifecycleBlocked(ClaimReleaseInProgress) when the claim's record is being
         released; the claim's own failure from the ensure pass (state kept for retry);
         ContractViolation when the claim has no managed record (an old checkpoint on an enabled
-        node: drain and recreate, spec §8.2).
+        node: drain and recreate, docs/design.md#prepare).
         """
         record = self.store.snapshot_claim(claim_uid)
         if record is None or not record.managed_bindings():

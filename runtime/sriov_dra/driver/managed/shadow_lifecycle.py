@@ -1,21 +1,12 @@
 """One shadow NAD: create or verify it (EnsureShadow), and finalize it after release.
 
-Owns the per-object API sequences of spec §8.1 step 3, §8.3 and §8.4 steps 1, 2, 7, 8:
-
-- :func:`ensure_shadow`: create the complete object (ownerReference with
-  ``blockOwnerDeletion: false``, protection finalizer and binding annotation all in the create);
-  a name already taken is read and accepted only when it is exactly this binding's shadow (a lost
-  earlier create response), else ``ShadowConflict``; a terminating shadow is never recreated
-  (``ShadowDeletionPending``); a live shadow missing only the protection finalizer gets it back
-  through a UID/resourceVersion-tested patch.
-- :func:`resolve_for_release` and :func:`finalize_released`: verify provenance (an absent owner
-  reference is allowed during release), request deletion with a UID precondition, then remove
-  only our finalizer with a tested JSON Patch on the main endpoint, rebuilding it after a 422 and
-  stopping when the UID changed.
-
-The expected object is rebuilt from the checkpoint's frozen bytes, never from the source NAD.
-It must never overwrite, adopt or edit an object that is not exactly this binding's shadow, never
-add a finalizer to a terminating object, and never touch hardware.
+:func:`ensure_shadow` creates the complete object in one call (ownerReference with
+``blockOwnerDeletion: false``, protection finalizer, binding annotation) or accepts a taken name
+only when it is exactly this binding's shadow (a lost create response); a terminating shadow is
+never recreated; a missing finalizer is restored by a tested patch. :func:`resolve_for_release`
+and :func:`finalize_released` verify provenance, request deletion under a UID precondition and
+remove only our finalizer (docs/design.md#prepare, docs/design.md#release). Expected objects come
+from the checkpoint's frozen bytes; never overwrites, adopts or edits another object.
 """
 
 from __future__ import annotations
@@ -168,7 +159,7 @@ def ensure_shadow(
     Raises: LifecycleBlocked(ShadowDeletionPending) for a terminating shadow; Conflict
     (ShadowConflict) for another UID or any content/identity/owner difference; ``kube.errors``
     classes (Forbidden, timeout, 5xx, 422 of a refused create).
-    Source: spec §8.1 step 3, §8.3, EnsureShadow of §16.1.
+    Source: docs/design.md#prepare, docs/design.md#repair, docs/design.md#pure-helpers.
     """
     expected = expected_shadow(target, pod_name=pod_name)
     b = target.binding
@@ -231,7 +222,7 @@ def _restore_finalizer(
     clock: seams.Clock,
     backoff: pod_selections.Backoff,
 ) -> None:
-    """Add the protection finalizer back with a UID/resourceVersion-tested patch (spec §8.3)."""
+    """Add the protection finalizer back with a UID/resourceVersion-tested patch (docs/design.md#repair)."""
     b = target.binding
     for attempt in range(1, backoff.attempts + 1):
         meta = _meta(live)
@@ -270,7 +261,7 @@ class ReleaseView:
 
 
 def resolve_for_release(target: Target, *, nads: seams.NadApi) -> ReleaseView:
-    """Spec §8.4 step 1: find this binding's shadow and verify its provenance for release.
+    """Find this binding's shadow and verify its provenance for release (docs/design.md#release).
 
     An empty recorded UID (a lost create response) is accepted only for an exact identity and
     frozen-config match (the caller persists the UID); an absent ownerReference is allowed.
@@ -294,7 +285,7 @@ def resolve_for_release(target: Target, *, nads: seams.NadApi) -> ReleaseView:
 
 
 def request_deletion(target: Target, view: ReleaseView, *, nads: seams.NadApi) -> None:
-    """Spec §8.4 step 2: DELETE with the UID precondition unless deletion already started.
+    """Request the shadow's deletion under its UID precondition, unless deletion already started.
 
     Raises: Conflict(ShadowConflict) when the precondition fails (replaced); ``kube.errors``
     classes other than NotFound.
@@ -327,7 +318,7 @@ def finalize_released(
     clock: seams.Clock,
     backoff: pod_selections.Backoff = pod_selections.DEFAULT_BACKOFF,
 ) -> Finalized:
-    """Spec §8.4 steps 7–8 (FinalizeReleasedShadow): deletion requested, our finalizer removed.
+    """After ``ReleaseComplete``: request deletion, then remove our finalizer (FinalizeReleasedShadow).
 
     Only ``.../attachment-protection`` is removed, with ``test`` ops on UID, resourceVersion and
     the finalizer's position; a 422/409 re-reads and rebuilds; a lost response (timeout) is

@@ -1,14 +1,11 @@
 """Production wiring of auto-attach for the plugin entrypoint (``driver.main``).
 
-Owns the construction of :class:`~sriov_dra.driver.managed.service.ManagedAttach` from the
-plugin's API client and settings (the real Pod, NAD, claim and Event clients, the node's UID read
-once as the recorded identity, the reader of the Node's *current* UID that every prepare and
-repair pass compares with it, the publisher's device snapshot, metric families in the plugin's
-registry, shared claim/Pod lock tables) and of the repair worker, whose first pass must finish
-before the plugin registers with the kubelet (spec §8.3: "before managed readiness"), with its
-claim ``networkData`` writer and the node's Pod watch that makes that write prompt.
-
-It must never start anything the entrypoint cannot stop, nor run with a node UID it did not read.
+Builds :class:`~sriov_dra.driver.managed.service.ManagedAttach` from the plugin's API client and
+settings (the real Pod, NAD, claim and Event clients, the Node's UID read once as the recorded
+identity and a reader of its current UID, the publisher's snapshot, metric families, shared lock
+tables) and the repair worker, whose first pass must finish before the plugin registers
+(docs/design.md#repair), with its ``networkData`` writer and the node's Pod watch. Starts nothing
+the entrypoint cannot stop; never runs with a node UID it did not read.
 """
 
 from __future__ import annotations
@@ -59,17 +56,17 @@ class LiveNodeUid:
     """The Node's current UID: the plugin's Node watch, or a live GET when the watch has none.
 
     ``watched()`` returns the UID in the policy controller's Node watch cache (``None`` before
-    its first list or while the Node is absent). Why the watch is fresh enough for spec §6.1
-    step 3: it delivers the Node's DELETED/ADDED events within the stream's latency, while a new
-    prepare on a re-registered Node needs that Node to exist first and then a Pod bound, admitted
-    and sent to this plugin by the kubelet; the ResourceSlices this node publishes are owned by
-    the same watched UID. Only while the stream is reconnecting (``kube.watches`` backoff, at
-    most 10 s) can a re-registration go unseen; a prepare in that window still records one
-    consistent identity (the old one) that the restarted plugin stops with ``ShadowConflict`` and
-    the kubelet's unprepare releases. A live GET per prepare would add one request to the
-    ``3 + 2k`` of the happy path (``bench/prepare.py``) for that window only; it is made when
-    the watch has no Node (not listed yet, or the Node was deleted), where the cache cannot
-    answer. Without ``watched`` every call is a live GET (``read``: ``node_info.node_uid``).
+    its first list or while the Node is absent). Why the watch is fresh enough for the Node
+    identity check (docs/design.md#consumer): it delivers the Node's DELETED/ADDED events within
+    the stream's latency, while a new prepare on a re-registered Node needs that Node to exist
+    first and then a Pod bound, admitted and sent to this plugin by the kubelet; the ResourceSlices
+    this node publishes are owned by the same watched UID. Only while the stream is reconnecting
+    (``kube.watches`` backoff, at most 10 s) can a re-registration go unseen; a prepare in that
+    window still records one consistent identity (the old one) that the restarted plugin stops with
+    ``ShadowConflict`` and the kubelet's unprepare releases. A live GET per prepare would add one
+    request to the ``3 + 2k`` of the happy path (``bench/prepare.py``) for that window only; it is
+    made when the watch has no Node (not listed yet, or the Node was deleted), where the cache
+    cannot answer. Without ``watched`` every call is a live GET (``read``: ``node_info.node_uid``).
     Raises (``__call__``): ``kube.errors`` classes other than NotFound for the live GET.
     """
 
@@ -176,7 +173,7 @@ def start_worker(
     watch_api: watches.ApiClient | None = None,
     health: probes.Health | None = None,
 ) -> repair.RepairWorker:
-    """Start the repair worker and wait until its first pass ran to its end (spec §8.3).
+    """Start the repair worker and wait until its first pass ran to its end (docs/design.md#repair).
 
     ``health`` records a crash of the worker's loop (the plugin is then no longer alive).
 
@@ -227,7 +224,7 @@ def wait_first_pass(
             raise FirstPassTimeout(
                 f"the auto-attach repair worker did not finish its first pass within {timeout_s:g} s "
                 f"({worker.passes} complete passes; last error: {worker.last_pass_error or 'none, still running'}); "
-                "the plugin does not register with the kubelet before its bindings were checked (spec §8.3): "
+                "the plugin does not register with the kubelet before its bindings were checked: "
                 "check the API server's reachability and the plugin's RBAC, or raise "
                 "--repair-first-pass-timeout-s (0 waits without bound)"
             )
