@@ -10,6 +10,7 @@ resolution does, against the verified Pod namespace). Pure.
 
 from __future__ import annotations
 
+import difflib
 import enum
 import re
 from collections.abc import Mapping
@@ -277,6 +278,7 @@ def validate_attribute_map(
         problems.append(
             errors.FieldError(path, f"{len(raw)} attributes, max {MAX_ATTRIBUTES_PER_DEVICE} per device")
         )
+    written: dict[str, str] = {}
     for key in sorted(raw, key=str):
         where = f'{path}["{key}"]'
         if not isinstance(key, str):
@@ -284,14 +286,55 @@ def validate_attribute_map(
             continue
         name_problems = qualified_name_problems(key, require_domain=require_domain)
         problems.extend(errors.FieldError(where, p) for p in name_problems)
-        if key in reserved:
-            collisions.append(key)
+        name = qualified(key) if not name_problems else key
+        if name in written:
+            problems.append(
+                errors.FieldError(
+                    where,
+                    f"names the same attribute as {written[name]!r} (an unqualified name is in the driver's "
+                    f"domain, {DRIVER_DOMAIN}); keep one of them",
+                )
+            )
+            continue
+        written[name] = key
+        if name in reserved:
+            collisions.append(name)
+            continue
+        unknown = driver_key_problem(name) if not name_problems else None
+        if unknown is not None:
+            problems.append(errors.FieldError(where, unknown))
             continue
         value, value_problems = parse_attribute_value(raw[key], where)
         problems.extend(value_problems)
         if value is not None and not name_problems:
-            values[key] = value
+            values[name] = value
     return AttributeMap(values, tuple(problems), tuple(collisions))
+
+
+def qualified(name: str) -> str:
+    """``name`` with its domain: Kubernetes places an unqualified attribute name in the driver's own
+    domain, so ``netAttachDefName`` is ``sriovnetwork.k8snetworkplumbingwg.io/netAttachDefName``."""
+    return name if "/" in name else f"{DRIVER_DOMAIN}/{name}"
+
+
+DRIVER_INPUT_KEYS = NAD_REFERENCE_KEYS
+"""The keys of the driver's own domain an administrator may set (the discovery-owned ones are
+refused as ``ReservedAttribute``)."""
+
+
+def driver_key_problem(name: str) -> str | None:
+    """Why the qualified ``name`` may not be set, when it is in the driver's domain but no key of it."""
+    domain, _, ident = name.partition("/")
+    if domain != DRIVER_DOMAIN or name in DRIVER_INPUT_KEYS or name in RESERVED_ATTRIBUTES:
+        return None
+    known = sorted(k.partition("/")[2] for k in DRIVER_INPUT_KEYS)
+    close = difflib.get_close_matches(ident, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"{ident!r} is not an attribute of this driver: the keys of {DRIVER_DOMAIN} an administrator sets "
+        f"are {', '.join(known)}{hint} Put attributes of your own under your own domain, such as "
+        f"'example.com/{ident}'"
+    )
 
 
 def reserved_problems(keys: tuple[str, ...], path: str) -> list[errors.FieldError]:

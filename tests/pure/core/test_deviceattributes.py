@@ -217,3 +217,60 @@ def test_invalid_label_selector(managed: bool, blocked: frozenset[str], eligible
     )
     assert ev.blocked == blocked and ev.eligible == eligible
     assert any(d.reason is R.UNSUPPORTED_MANAGED_SELECTOR for d in ev.diagnostics)
+
+
+# --- attribute-name spellings: one rule for qualified and unqualified keys ----------------------------
+
+
+def _rail(attrs: dict[str, object]) -> dict[str, object]:
+    return device_attrs("rail-a", {"networking.example.com/template": "rail-a-net"}, attrs)
+
+
+def _one_rail(attrs: dict[str, object], *, managed: bool = True) -> object:
+    return evaluate([policy("p", pf_config("ens1f0", "rail-a-net"))], [_rail(attrs)], managed=managed)
+
+
+def test_an_unqualified_net_attach_def_name_is_the_drivers_own_key_and_names_the_template() -> None:
+    ev = _one_rail(
+        {"netAttachDefName": {"string": "rail-a-net"}, "netAttachDefNamespace": {"string": "infra"}}
+    )
+    assert ev.outcomes["0000-3b-02-1"].reference == attributes.NadReference("rail-a-net", "infra")
+    assert ev.outcomes["0000-3b-02-1"].values[NAME_KEY] == attributes.string_value("rail-a-net")
+
+
+def test_a_qualified_and_an_unqualified_spelling_of_one_key_are_refused_together() -> None:
+    ev = _one_rail({"netAttachDefName": {"string": "a"}, NAME_KEY: {"string": "b"}})
+    assert errors.Reason.INVALID_ATTRIBUTE in reasons(ev, "0000-3b-02-1")
+    messages = [d.message for d in ev.diagnostics]
+    assert any("names the same attribute as" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("managed", [True, False], ids=["auto-attach", "compatibility"])
+@pytest.mark.parametrize(
+    ("key", "hint"),
+    [
+        ("sriovnetwork.k8snetworkplumbingwg.io/netAttachDefname", "did you mean 'netAttachDefName'?"),
+        ("netAttachDefNamespce", "did you mean 'netAttachDefNamespace'?"),
+        ("sriovnetwork.k8snetworkplumbingwg.io/rail", "'example.com/rail'"),
+    ],
+    ids=["misspelled-qualified", "misspelled-unqualified", "custom-key-in-the-drivers-domain"],
+)
+def test_an_unknown_key_in_the_drivers_domain_is_refused_never_published(
+    key: str, hint: str, managed: bool
+) -> None:
+    ev = _one_rail({NAME_KEY: {"string": "rail-a-net"}, key: {"string": "x"}}, managed=managed)
+    outcome = ev.outcomes["0000-3b-02-1"]
+    assert errors.Reason.INVALID_ATTRIBUTE in outcome.reasons
+    assert all(not k.endswith(key.rpartition("/")[2]) for k in outcome.values)
+    assert any(
+        "is not an attribute of this driver" in d.message and hint in d.message for d in ev.diagnostics
+    )
+
+
+def test_the_operator_refuses_an_unknown_key_in_the_drivers_domain_with_the_same_words() -> None:
+    from sriov_dra.core.operator import node_policy
+
+    dra = node_policy.validate_dra(
+        {"attributes": {"sriovnetwork.k8snetworkplumbingwg.io/rail": {"int": 1}}}, compat_value="p/r"
+    )
+    assert any("is not an attribute of this driver" in p.message for p in dra.problems), dra.problems
