@@ -2,21 +2,12 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """How a selector names hardware: vendor and device IDs, PCI addresses, PF names with VF ranges.
 
-The one spelling rule of every path that selects PFs or VFs by what sysfs reports: the
-collection's VF plan (``sriov_vf_plan``), the operator's filter translation
-(``sriov_dra.core.operator.node_policy``) and the plugin's SriovResourcePolicy filters
-(``resource_filters``), so that a PF the plan creates VFs on is the PF the operator and the plugin
-then select, never "created but never matched" (docs/design.md#policy-precedence):
-
-- a vendor or device ID is written as sysfs spells it, four lowercase hex digits without ``0x``
-  (``15b3``); ``15B3`` and ``0x15b3`` are read as ``15b3``, anything else is refused naming it;
-- a PCI address has its domain, lowercase (``0000:3b:00.0``); ``3B:00.0`` is read as
-  ``0000:3b:00.0``, a ``pci:`` prefix or another shape is refused;
-- a ``pfNames`` entry is a PF name, or ``<pf>#<first>-<last>``: exactly one ``#`` and one ``-``,
-  decimal VF indexes with ``first <= last`` (and ``last < numVfs`` where a policy gives it), as
-  upstream sriov-network-operator's webhook requires.
-
-Pure, standard library only; shared with the collection (siblings by relative import).
+The one spelling rule of every path that selects PFs or VFs by what sysfs reports (the
+collection's ``sriov_vf_plan``, the operator's filter translation, the plugin's
+SriovResourcePolicy filters), so a PF the plan creates VFs on is the PF the operator and the
+plugin then select (docs/design.md#policy-precedence): IDs as sysfs spells them
+(:func:`pci_id`), addresses with their domain (:func:`pci_address`), ``pfNames`` ranges as
+upstream's webhook requires (:func:`pf_name`). Pure, standard library and siblings only.
 """
 
 from __future__ import annotations
@@ -35,8 +26,9 @@ _VF_INDEX_DIGITS = 5
 def pci_id(value: object, what: str = "ID") -> tuple[str | None, str]:
     """``(canonical, "")`` for a vendor or device ID, else ``(None, problem)``.
 
-    Shapes: canonical is four lowercase hex digits without ``0x``, as sysfs spells it; ``what``
-    names the field in the problem (``vendor``, ``deviceID``).
+    Shapes: canonical is four lowercase hex digits without ``0x``, as sysfs spells it (``15B3``
+    and ``0x15b3`` read as ``15b3``); ``what`` names the field in the problem (``vendor``,
+    ``deviceID``).
     """
     match = _ID.fullmatch(value) if isinstance(value, str) else None
     if match is None:
@@ -75,8 +67,10 @@ def pci_address(value: object) -> tuple[str | None, str]:
 def pf_name(value: str, num_vfs: int | None = None) -> tuple[str, tuple[int, int] | None, str]:
     """Split a ``pfNames`` entry into ``(pf, (first, last) or None, problem)``.
 
-    ``problem`` is ``""`` for a plain PF name or a valid range; ``num_vfs`` (the policy's
-    ``numVfs``) bounds ``last`` when given. A refused entry still gives its PF part.
+    A range is ``<pf>#<first>-<last>``: exactly one ``#`` and one ``-``, decimal VF indexes with
+    ``first <= last``, as upstream sriov-network-operator's webhook requires. ``problem`` is
+    ``""`` for a plain PF name or a valid range; ``num_vfs`` (the policy's ``numVfs``) bounds
+    ``last`` when given. A refused entry still gives its PF part.
     """
     pf, sharp, vf_range = value.partition("#")
     if not sharp:

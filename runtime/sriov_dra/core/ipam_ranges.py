@@ -1,24 +1,11 @@
 """The address rules of a template's IPAM, checked before a NAD is written or a shadow frozen.
 
 host-local and whereabouts refuse a range they cannot allocate from only at CNI ADD, after the
-operator wrote the NAD (and reported it Ready) or the plugin froze the config into a Pod's shadow,
-where it can no longer be fixed; :func:`ipam_problems` finds those configs at render time, on both
-paths (the plugin's template check, ``core.template_fields``, and the operator's SriovNetwork
-renderer), with one rule and one set of words:
-
-- host-local (containernetworking/plugins v1.9.1 ``LoadIPAMConfig``, ``RangeSet``,
-  ``Range.Canonicalize``): ``subnet`` is ``address/prefix`` with a usable prefix and no host bits,
-  ``rangeStart``/``rangeEnd`` in it and in order, ``gateway`` an address, ``ranges`` sets that do
-  not mix families or overlap; a config without a range is not refused (the runtime may supply
-  ``ipRanges``); whereabouts' spellings (``range``, ``ipRanges``, ``range_start``,
-  ``range_end``) are refused, host-local would ignore them;
-- whereabouts (v0.9 ``LoadIPAMConfig``): a ``range`` or ``ipRanges`` is required (without one
-  every ADD fails), each a CIDR or ``first-last/prefix``, ``range_start``/``range_end`` in the
-  range and in order, ``exclude`` CIDRs, ``gateway`` an address; host-local's spellings
-  (``subnet``, ``rangeStart``, ``rangeEnd``, ``ranges``) are refused, whereabouts would ignore
-  them and fail with ``invalid CIDR``.
-
-Other IPAM types are not checked. Pure: no I/O.
+operator reported the NAD Ready or the plugin froze the config into a shadow, where it can no
+longer be fixed. :func:`ipam_problems` finds those configs at render time on both paths (the
+plugin's template check and the operator's SriovNetwork renderer) with one rule and one set of
+words (docs/design.md#ipam): host-local's (:func:`range_problems`) and whereabouts'
+(:func:`whereabouts_problems`); each refuses the other's spellings. Other types unchecked. Pure.
 """
 
 from __future__ import annotations
@@ -200,7 +187,9 @@ def range_problems(ipam: Mapping[str, object], path: str) -> list[errors.FieldEr
     network address it meant); ``rangeStart``/``rangeEnd``/``gateway`` are IP addresses,
     ``rangeStart``/``rangeEnd`` in the subnet and in order; ``ranges`` is a list of non-empty
     range sets, none mixing address families, no two ranges overlapping (the legacy top-level
-    range counts as set 0).
+    range counts as set 0). A config without a range is not refused (the runtime may supply
+    ``ipRanges``); whereabouts' spellings (``range``, ``ipRanges``, ``range_start``,
+    ``range_end``) are refused, as host-local would ignore them.
     """
     problems: list[errors.FieldError] = []
     sets = _range_sets(ipam, path, problems)
@@ -339,6 +328,11 @@ def _cidr_of(text: str) -> tuple[Network | None, str]:
 def whereabouts_problems(ipam: Mapping[str, object], path: str) -> list[errors.FieldError]:
     """Every reason whereabouts would refuse or misread the pool of ``ipam`` at CNI ADD.
 
+    Rules (whereabouts v0.9 ``LoadIPAMConfig``): a ``range`` or ``ipRanges`` is required (without
+    one every ADD fails), each a CIDR or ``first-last/prefix``; ``range_start``/``range_end`` in
+    the range and in order; ``exclude`` CIDRs; ``gateway`` an address. host-local's spellings
+    (``subnet``, ``rangeStart``, ``rangeEnd``, ``ranges``) are refused: whereabouts would ignore
+    them and fail with ``invalid CIDR``.
     Shapes: as :func:`range_problems`. Never raises, for any JSON value inside ``ipam``.
     """
     problems = _foreign_keys(ipam, path, "whereabouts", "host-local")

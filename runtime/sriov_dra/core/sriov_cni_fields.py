@@ -1,18 +1,11 @@
 """The values sriov-cni v2.10 reads in its VF settings, checked before a config is written or frozen.
 
-sriov-cni decodes ``vlan``, ``vlanQoS``, ``vlanProto``, ``spoofchk``, ``trust``, ``link_state``,
-``min_tx_rate`` and ``max_tx_rate`` and then, at every CNI ADD, either refuses them (``LoadConf``:
-VLAN 0-4094, QoS 0-7 and only with a VLAN, non-zero QoS only on a non-zero VLAN, ``vlanProto``
-802.1q or 802.1ad in any case and only with a VLAN, 802.1ad only on a non-zero VLAN,
-``link_state`` auto/enable/disable) or reads them differently than an author may mean
-(``ApplyVFConfig``: spoof checking and trust are on only for exactly ``"on"``, any other non-empty
-value switches them off). The kernel takes the rates as unsigned 32-bit Mbps values and refuses a
-minimum above a non-zero maximum.
-
-This module is the one rule for both places a config is made: the plugin's template check
-(:mod:`~sriov_dra.core.template_fields`, which the guard re-runs on every shadow) and the operator's
-SriovNetwork renderer (:mod:`~sriov_dra.core.operator.network_config`). Each problem names the field by
-the caller's path, the value, what sriov-cni accepts and the fix. Pure: no I/O.
+sriov-cni either refuses ``vlan``, ``vlanQoS``, ``vlanProto``, ``spoofchk``, ``trust``,
+``link_state``, ``min_tx_rate`` and ``max_tx_rate`` at every CNI ADD, or reads them otherwise than
+an author may mean; :func:`problems_of` is the one rule for both places a config is made (the
+plugin's template check, which the guard re-runs on every shadow, and the operator's SriovNetwork
+renderer; docs/design.md#render). Each problem names the field by the caller's path, the value,
+what sriov-cni accepts and the fix. Pure.
 """
 
 from __future__ import annotations
@@ -102,6 +95,13 @@ def problems_of(values: Mapping[str, object], paths: Mapping[str, str]) -> list[
     field for the messages (``spec.config.vlanQoS``, or ``spec.vlanQoS`` of a SriovNetwork); a
     key without a path is named by itself. Returns ``[]`` when sriov-cni would apply them as
     written. Never raises.
+
+    Rules: ``LoadConf`` refuses VLAN outside 0-4094, QoS outside 0-7 or without a VLAN, non-zero
+    QoS on VLAN 0, ``vlanProto`` other than 802.1q/802.1ad (any case) or without a VLAN, 802.1ad
+    on VLAN 0, ``link_state`` other than auto/enable/disable; ``ApplyVFConfig`` turns spoof
+    checking and trust on only for exactly ``"on"`` (any other non-empty value switches them
+    off); the kernel takes rates as unsigned 32-bit Mbps and refuses a minimum above a non-zero
+    maximum.
     """
     problems: list[errors.FieldError] = []
 

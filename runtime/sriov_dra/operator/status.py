@@ -1,12 +1,10 @@
 """Writing one condition on an object's status subresource, only when it changed.
 
-A condition is applied with server-side apply as the operator's field manager, carrying only that
-condition, so other writers' conditions stay. Nothing is written when type, status, reason,
-message and observedGeneration are unchanged (no status-only update loops), and the transition
-time is kept when the status did not change. Each transition also records an Event on the object
-(best effort: a failed Event never fails the reconcile).
-
-It must never write a condition type it does not own.
+Server-side apply as the operator's field manager, carrying only that condition, so other
+writers' conditions stay. Nothing is written when type, status, reason, message and
+observedGeneration are unchanged (no update loops); the transition time is kept while the status
+is unchanged. Each transition records an Event (best effort). Never writes a condition type it
+does not own.
 """
 
 from __future__ import annotations
