@@ -39,8 +39,8 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from sriov_dra.driver import main as driver_main  # noqa: E402
-from sriov_dra.driver import settings  # noqa: E402
-from sriov_dra.driver.managed import repair, wiring  # noqa: E402
+from sriov_dra.driver import managed_wiring, settings  # noqa: E402
+from sriov_dra.driver.managed import repair  # noqa: E402
 from sriov_dra.servicekit import logs  # noqa: E402
 from sriov_dra_lab import launch_plugin  # noqa: E402
 
@@ -113,7 +113,7 @@ class BenchPlugin(driver_main.Plugin):
         return api
 
     def _start_repair(self, attach: Any, context: Any) -> repair.RepairWorker:
-        return wiring.start_worker(
+        return managed_wiring.start_worker(
             attach,
             context,
             settings=repair.RepairSettings(interval_s=86400.0, orphan_interval_s=86400.0),

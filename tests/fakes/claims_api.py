@@ -1,7 +1,7 @@
 """ResourceClaim JSON builders and a FAKE claim API for handler tests.
 
 ``resource_claim`` builds the JSON a live GET of an allocated ``resource.k8s.io/v1`` claim
-returns. :class:`FakeClaimsApi` is a **fake** of ``driver.claim_context.ClaimsApi`` (the
+returns. :class:`FakeClaimsApi` is a **fake** of ``driver.managed.seams.ClaimStatusApi`` (the
 ``kube.claims.ClaimClient`` boundary): it keeps claims in memory, bumps ``resourceVersion`` on
 every write, can inject conflicts and failures, and counts reads and writes. It is not a
 Kubernetes API server; the cluster tier runs the real one.

@@ -1,7 +1,7 @@
 """Everything prepare and unprepare work with, and the small interfaces at their boundaries.
 
 The :class:`ClaimContext` bundle the claim handler is built from, and the Protocols of the parts
-tests replace: the claim API (:class:`ClaimsApi`, ``kube.claims.ClaimClient``), the discovered
+tests replace: the claim API (``driver.managed.seams.ClaimStatusApi``, ``kube.claims.ClaimClient``), the discovered
 inventory (:class:`Inventory`) and the metrics sink (:class:`ClaimMetrics`). Host parts are the
 real ``sriov_dra.host`` classes (tests build them on a fake sysfs tree). No state, no work.
 """
@@ -14,30 +14,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sriov_dra.driver import faults, locks
+from sriov_dra.driver.managed import seams
 from sriov_dra.driver.managed import service as managed_service
 from sriov_dra.host import cdi, checkpoint, discovery, vf_driver_binding
 from sriov_dra.host import sysfs as sysfs_mod
-from sriov_dra.kube import claims as kube_claims
-
-
-class ClaimsApi(Protocol):
-    """The ResourceClaim calls of the plugin (``kube.claims.ClaimClient``)."""
-
-    def get(self, namespace: str, name: str) -> dict[str, object]:
-        """Live GET of a claim as JSON. Raises: ``kube.errors.ApiError`` classes."""
-        ...
-
-    def update_device_status(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        uid: str,
-        compute: kube_claims.StatusCompute,
-        current: Mapping[str, object] | None = None,
-    ) -> bool:
-        """Conflict-safe write of ``compute(status.devices)``; True when it wrote."""
-        ...
 
 
 class Inventory(Protocol):
@@ -90,7 +70,7 @@ class ClaimContext:
 
     driver_name: str
     node_name: str
-    claims: ClaimsApi
+    claims: seams.ClaimStatusApi
     inventory: Inventory
     store: checkpoint.CheckpointStore
     binder: vf_driver_binding.DriverBinder

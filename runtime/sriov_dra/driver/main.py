@@ -27,6 +27,7 @@ from sriov_dra.driver import (
     device_health_monitor,
     faults,
     locks,
+    managed_wiring,
     metrics,
     prepare,
     publisher,
@@ -34,7 +35,6 @@ from sriov_dra.driver import (
 )
 from sriov_dra.driver.managed import multus_layout, service
 from sriov_dra.driver.managed import repair as managed_repair
-from sriov_dra.driver.managed import wiring as managed_wiring
 from sriov_dra.host import cdi, checkpoint, devlink, discovery, vf_driver_binding, vf_health_reader
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims

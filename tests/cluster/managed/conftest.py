@@ -25,8 +25,8 @@ from kubernetes import client
 from tests import waiting
 from tests.fakes import policy_objects as po
 
-from sriov_dra.driver import claim_context, prepare, publisher, unprepare
-from sriov_dra.driver.managed import repair, wiring
+from sriov_dra.driver import claim_context, managed_wiring, prepare, publisher, unprepare
+from sriov_dra.driver.managed import repair
 from sriov_dra.host import cdi, checkpoint, vf_driver_binding
 from sriov_dra.kube import apply
 from sriov_dra.kube import claims as kube_claims
@@ -271,7 +271,7 @@ class ClusterPlugin:
         self.store.load()
         specs = cdi.CdiSpecs(self.root / "cdi")
         specs.ensure_root()
-        self.attach = wiring.build_attach(
+        self.attach = managed_wiring.build_attach(
             api=self.api,
             node_name=self.node.name,
             devices=self.publisher,

@@ -24,8 +24,8 @@ import yaml
 from kubernetes import client
 
 from sriov_dra.core import registry
-from sriov_dra.driver import prepare, unprepare
-from sriov_dra.driver.managed import network_data_writer, repair, wiring
+from sriov_dra.driver import managed_wiring, prepare, unprepare
+from sriov_dra.driver.managed import network_data_writer, repair
 from sriov_dra.kube import apply
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kubeletapi import messages
@@ -161,7 +161,7 @@ def live_pod(plugin: ClusterPlugin, namespace: str) -> dict[str, Any]:
 def running(plugin: ClusterPlugin) -> Iterator[repair.RepairWorker]:
     """The production worker with its Pod watch, as the plugin starts it; passes an hour apart, so a
     write after its first pass comes from the watch."""
-    started = wiring.start_worker(
+    started = managed_wiring.start_worker(
         plugin.attach,
         plugin.ctx,
         settings=repair.RepairSettings(interval_s=3600.0),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from sriov_dra.driver.managed import wiring
+from sriov_dra.driver import managed_wiring
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab.nodes import SimulatedNode
 
@@ -49,7 +49,7 @@ def test_a_prepare_on_a_re_registered_node_is_refused_from_the_watched_uid_witho
         )
         ref = plugin.claim_ref(namespace, "after-reregistration")
         reader = plugin.attach.node_uid
-        assert isinstance(reader, wiring.LiveNodeUid)
+        assert isinstance(reader, managed_wiring.LiveNodeUid)
         reads_before = reader.live_reads
         refused = plugin.prepare(ref)
         assert isinstance(refused, messages.ClaimError)

@@ -27,7 +27,7 @@ EXTENDED_RESOURCE_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-
 NodeUidReader = Callable[[], str | None]
 """Returns the Node's current ``metadata.uid``, ``None`` when the Node does not exist.
 
-Production: ``wiring.LiveNodeUid`` (the plugin's Node watch, a live GET when it has no Node).
+Production: ``driver.managed_wiring.LiveNodeUid`` (the plugin's Node watch, a live GET when it has no Node).
 Raises: ``kube.errors`` classes when a live read fails.
 """
 

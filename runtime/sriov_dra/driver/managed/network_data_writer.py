@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.core.plugin import claim_network_data
-from sriov_dra.driver import claim_context
-from sriov_dra.driver.managed import observe
+from sriov_dra.driver.managed import observe, seams
 from sriov_dra.kube import views
 from sriov_dra_rules import errors, names
 
@@ -72,7 +71,7 @@ class NetworkDataWriter:
     operation locks around each call).
     """
 
-    def __init__(self, *, claims: claim_context.ClaimsApi, driver_name: str = names.DRIVER_NAME) -> None:
+    def __init__(self, *, claims: seams.ClaimStatusApi, driver_name: str = names.DRIVER_NAME) -> None:
         self.claims = claims
         self.driver_name = driver_name
         self._noted: dict[str, str] = {}

@@ -19,6 +19,7 @@ from sriov_dra.core.plugin import checkpoint_lifecycle
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import multus_layout
 from sriov_dra.host import discovery
+from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import plugin_events
 
 JsonObject = dict[str, object]
@@ -81,6 +82,22 @@ class ClaimApi(Protocol):
 
     def get(self, namespace: str, name: str) -> JsonObject:
         """Live GET. Raises: ``kube.errors`` classes."""
+        ...
+
+
+class ClaimStatusApi(ClaimApi, Protocol):
+    """Live ResourceClaim reads and this driver's ``status.devices`` writes (``kube.claims.ClaimClient``)."""
+
+    def update_device_status(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str,
+        compute: kube_claims.StatusCompute,
+        current: Mapping[str, object] | None = None,
+    ) -> bool:
+        """Conflict-safe write of ``compute(status.devices)``; True when it wrote."""
         ...
 
 
