@@ -29,6 +29,7 @@ from sriov_dra.driver.managed import (
     release,
     seams,
     service,
+    template_changes,
 )
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
@@ -98,6 +99,7 @@ class RepairWorker:
         self.network_data = network_data
         self.settings = settings if settings is not None else RepairSettings()
         self.gone = gone_claims.GoneClaims(self.settings.claim_gone_grace_s)
+        self.templates = template_changes.TemplateChanges(attach.nads)
         self._retry_at: dict[str, tuple[float, int]] = {}
         self._last_orphan_scan: float | None = None
         self._stop = threading.Event()
@@ -261,6 +263,10 @@ class RepairWorker:
         budget = self.settings.max_items_per_pass
         self._forget_network_data(records.values())
         self.gone.forget_except(set(records))
+        last_scan = self._last_orphan_scan  # templates are read at the orphan scan's cadence
+        self.templates.new_pass(
+            due=last_scan is None or clock.monotonic() - last_scan >= self.settings.orphan_interval_s
+        )
         node_check = self._node_identity() if forward else None
         listed = self._list_shadows() if forward and node_check is None else None
         for pod_uid, pod_records in sorted(forward.items()):
@@ -410,6 +416,7 @@ class RepairWorker:
             return
         self._retry_at.pop(key, None)
         report.ensured_pods.append(pod_uid)
+        self.templates.report(attach.reporter, pod, ensure_mod.forward_records(attach.store, pod_uid))
         if result.created or result.patched:
             attach.reporter.metrics.repair_seconds.observe(attach.clock.monotonic() - started)
             attach.reporter.event(
