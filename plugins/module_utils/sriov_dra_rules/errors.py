@@ -57,6 +57,9 @@ class Reason(enum.StrEnum):
     RESERVED_ATTRIBUTE = "ReservedAttribute"
     CONFLICTING_DRA_MAPPING = "ConflictingDRAMapping"
     UNSUPPORTED_RESOURCE_FILTER = "UnsupportedResourceFilter"
+    SELECTOR_MATCHES_NOTHING = "SelectorMatchesNothing"
+    """A resource filter, or a value of it, selects no device on a node its policy applies to; a
+    report, never blocking (docs/design.md#errors)."""
     SRIOV_NETWORK_NOT_FOUND = "SriovNetworkNotFound"
     SRIOV_NETWORK_NOT_READY = "SriovNetworkNotReady"
     DRA_INACTIVE = "DRAInactive"

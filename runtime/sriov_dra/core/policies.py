@@ -115,6 +115,7 @@ def evaluate_policies(
     if len(by_name) != len(devices):
         ctx.structural.append(errors.FieldError("devices", "two discovered devices share one PCI address"))
     errors.raise_if_any(ctx.structural, "SriovResourcePolicy/DeviceAttributes objects are malformed")
+    _note_empty_selections(configs, devices, ctx)
     outcomes: dict[str, DeviceOutcome] = {}
     for config in configs:
         for name in sorted(by_name):
@@ -123,6 +124,32 @@ def evaluate_policies(
                 continue
             outcomes[name] = _outcome(facts, config, ctx)
     return PolicyEvaluation(outcomes, tuple(sorted(ctx.diagnostics, key=_diag_key)))
+
+
+def _note_empty_selections(configs: Sequence[_Config], devices: Sequence[DeviceFacts], ctx: Findings) -> None:
+    """Report every filter entry, and every ``pfNames``/``pfPciAddresses`` value, of a config
+    applying to this node that selects no discovered device here (a PF-name typo publishes fewer
+    devices). A report only: matching is unchanged, nothing is blocked."""
+    pf_names = sorted({d.pf_name for d in devices})
+    pf_addresses = {d.pf_pci_address for d in devices}
+    for config in configs:
+        source, base = f"{_POLICY}/{config.policy}", f"spec.configs[{config.index}].resourceFilters"
+        for i, entry in enumerate(config.filters):
+            path = f"{base}[{i}]"
+            missing = [f"pfNames {n!r}" for n in sorted(entry.pf_names) if n not in pf_names]
+            missing += [
+                f"pfPciAddresses {a!r}" for a in sorted(entry.pf_pci_addresses) if a not in pf_addresses
+            ]
+            if missing or not any(entry.matches(d) for d in devices):
+                what = ", ".join(missing) + " name no PF" if missing else "selects no device"
+                ctx.note(
+                    errors.Reason.SELECTOR_MATCHES_NOTHING,
+                    source,
+                    path,
+                    f"{what} on this node, where the policy applies (its PFs: {', '.join(pf_names) or 'none'}); "
+                    "check the spelling, or narrow the policy's nodeSelector",
+                    False,
+                )
 
 
 def _outcome(facts: DeviceFacts, config: _Config, ctx: Findings) -> DeviceOutcome:

@@ -277,3 +277,38 @@ def test_managed_mode_changes_usability_never_the_claiming_config(
     assert {d: (o.policy, o.config_index) for d, o in managed.outcomes.items()} == {
         d: (o.policy, o.config_index) for d, o in compat.outcomes.items()
     }
+
+
+# --- a selector that matches nothing on a node where its policy applies -----------------------------
+
+
+@pytest.mark.parametrize("managed", [True, False], ids=["auto-attach", "compatibility"])
+def test_a_pf_name_typo_is_reported_without_blocking_what_the_filter_still_selects(managed: bool) -> None:
+    pol = policy("p", {"resourceFilters": [{"pfNames": ["ens1f0", "ens2f9"]}]})
+    ev = evaluate([pol], [], managed=managed)
+    assert {"0000-3b-02-0", "0000-3b-02-1"} <= ev.claimed
+    found = [d for d in ev.diagnostics if d.reason is errors.Reason.SELECTOR_MATCHES_NOTHING]
+    assert [(d.source, d.path, d.blocking) for d in found] == [
+        ("SriovResourcePolicy/p", "spec.configs[0].resourceFilters[0]", False)
+    ]
+    assert "pfNames 'ens2f9' name no PF on this node" in found[0].message
+    assert "ens1f0, ens2f0" in found[0].message
+
+
+def test_a_filter_entry_that_selects_no_device_here_is_reported() -> None:
+    pol = policy("p", {"resourceFilters": [{"vendors": ["1af4"]}]})
+    ev = evaluate([pol], [])
+    assert ev.claimed == frozenset()
+    assert any(
+        d.reason is errors.Reason.SELECTOR_MATCHES_NOTHING and "selects no device on this node" in d.message
+        for d in ev.diagnostics
+    )
+
+
+def test_a_policy_whose_node_selector_excludes_this_node_reports_nothing() -> None:
+    selector = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "rail", "operator": "In", "values": ["x"]}]}]
+    }
+    pol = policy("p", {"resourceFilters": [{"pfNames": ["ens9f9"]}]}, node_selector=selector)
+    ev = evaluate([pol], [])
+    assert not [d for d in ev.diagnostics if d.reason is errors.Reason.SELECTOR_MATCHES_NOTHING]
