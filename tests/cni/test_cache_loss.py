@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from tests.cni.world import RAIL_A, RAIL_B, World, eventually
+from tests.cni.world import DELEGATE_DELS, RAIL_A, RAIL_B, World, eventually
 
 from sriov_dra.host import netlink
 from sriov_dra_lab import cni
@@ -73,7 +73,7 @@ def test_cache_loss_with_the_pod_alive_del_rebuilds_from_frozen_shadows_and_rele
     assert deleted.ok, deleted.stdout + deleted.stderr
     dels = [c.plugin for c in world.node.recorded(att.container_id) if c.command == "DEL"]
     multus = "multus" if mode == "thin" else "multus-shim"
-    assert dels == [multus, "sriov", "whereabouts", "sriov", "host-local", "tuning", "macvlan", "host-local"]
+    assert dels == [multus, *DELEGATE_DELS]
     assert set(netlink.link_names(att.netns)) == {"lo"}
     assert {vf.ifname for vf in world.vfs} <= netlink.link_names(None)
     assert all(att.container_id not in held for held in _holders(world).values())

@@ -16,7 +16,7 @@ every delegate's DEL; no address stays reserved and both lab VFs are back on the
 from __future__ import annotations
 
 import pytest
-from tests.cni.world import RAIL_A, RAIL_B, World
+from tests.cni.world import DELEGATE_DELS, RAIL_A, RAIL_B, World
 
 from sriov_dra.host import netlink
 
@@ -72,7 +72,7 @@ def test_unreadable_cache_with_the_pod_alive_is_set_aside_and_del_runs_every_del
     assert [c.read_bytes() for c in copies] == [damaged] and not cache.exists()
     assert f"op=DEL container={att.container_id} cache={cache} copy={copies[0]}:" in deleted.stderr
     dels = [c.plugin for c in world.node.recorded(att.container_id)[before:] if c.command == "DEL"]
-    assert dels == [multus, "sriov", "whereabouts", "sriov", "host-local", "tuning", "macvlan", "host-local"]
+    assert dels == [multus, *DELEGATE_DELS]
     assert set(netlink.link_names(att.netns)) == {"lo"}
     assert {vf.ifname for vf in world.vfs} <= netlink.link_names(None)  # both lab VFs back on the node
     assert _held(world, att.container_id) == {PRIMARY: False, RAIL_A.cni_name: False, "whereabouts": False}

@@ -16,7 +16,7 @@ data dir, the lab VF plugin's state dir, whereabouts' IPPools), so:
 from __future__ import annotations
 
 import pytest
-from tests.cni.world import RAIL_A, RAIL_B, Rail, World
+from tests.cni.world import DELEGATE_DELS, RAIL_A, RAIL_B, Rail, World
 
 from sriov_dra.host import netlink
 from sriov_dra_lab import cni
@@ -80,15 +80,7 @@ def test_restarts_between_adds_and_dels_keep_caches_so_del_releases_everything_a
         assert {"eth0", "dra0", "dra1"} <= netlink.link_names(att.netns)
         deleted = world.delete(mode, att)
         assert deleted.ok, deleted.stdout + deleted.stderr
-        assert _delegate_dels(world, att) == [
-            "sriov",
-            "whereabouts",
-            "sriov",
-            "host-local",
-            "tuning",
-            "macvlan",
-            "host-local",
-        ]
+        assert _delegate_dels(world, att) == DELEGATE_DELS
         assert not (cache / att.container_id).exists()
         assert set(netlink.link_names(att.netns)) == {"lo"}
         assert _held_by(world, att) == []

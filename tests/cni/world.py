@@ -48,6 +48,9 @@ class Rail:
 
 RAIL_A = Rail("rail-a-net", "rail-a", "0000:03:00.1", "192.0.2.0/24", "host-local")
 RAIL_B = Rail("rail-b-net", "rail-b", "0000:80:00.1", "198.51.100.0/24", "whereabouts")
+DELEGATE_DELS = ["sriov", "whereabouts", "sriov", "host-local", "tuning", "macvlan", "host-local"]
+"""The plugin DELs under Multus's for a managed Pod on rails A and B, in the order Multus runs them
+(the selections last to first, each sriov before its IPAM, then the primary's chain)."""
 
 
 def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 30.0) -> T:

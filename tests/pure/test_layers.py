@@ -50,10 +50,17 @@ def test_core_module_imports_only_stdlib_and_core(path: Path) -> None:
 
 
 RULES_FILES = sorted(RULES.rglob("*.py"))
-NODE_READING_RULES = {"sysfs_read.py", "preflight_node.py", "cni_install.py", "checkpoint_read.py"}
+NODE_READING_RULES = {
+    "sysfs_read.py",
+    "preflight_node.py",
+    "cni_install.py",
+    "checkpoint_read.py",
+    "multus_cache.py",
+}
 """Shared rules modules that read the node; import-linter keeps them to ``sriov_dra.host`` (and the preflight
 CLI); ``cni_install`` (the guard's CNI install contract) is read by the guard's installer and the preflight too;
-``checkpoint_read`` (the plugin's checkpoint files, read only) by ``host.checkpoint_files`` and the collection's module."""
+``checkpoint_read`` (the plugin's checkpoint files, read only) by ``host.checkpoint_files`` and the collection's module;
+``multus_cache`` (Multus's delegate cache before DEL) by the ``multus-guard`` shim alone."""
 PURE_FILES = CORE_FILES + [p for p in RULES_FILES if p.name not in NODE_READING_RULES]
 
 

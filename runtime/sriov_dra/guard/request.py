@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sriov_dra.guard import decisions, shim
-from sriov_dra_rules import names
+from sriov_dra_rules import cni_args, names
 
-POD_UID_ARG = "K8S_POD_UID"
+POD_UID_ARG = cni_args.POD_UID_ARG
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,11 @@
 ``ADD`` goes to the guard daemon over a unix socket and its answer is printed with its exit
 status (an unreachable daemon: CNI error 11); ``DEL``, ``CHECK``, ``GC`` and ``STATUS`` exec
 Multus directly with the same synthesized config, so teardown never needs the daemon; before a
-DEL an unreadable Multus cache is set aside (docs/guard.md, docs/design.md#cni-teardown). The one
+DEL an unreadable Multus cache is set aside, and a thick DEL without ``K8S_POD_UID`` gets an
+empty one (:func:`thick_del_env`; docs/guard.md, docs/design.md#cni-teardown). The one
 definition, shared with the daemon, of that config (:func:`multus_config`), the wire format and
-the CNI error object. Runs as ``python3 -I -S`` on the rules of :data:`RULES_VERSION`; never
-rewrites what it forwards, never runs a delegate.
+the CNI error object. Runs as ``python3 -I -S`` on the rules of :data:`RULES_VERSION`; rewrites
+nothing else it forwards, never runs a delegate.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import enum
 import json
 import os
 import socket
-import stat
 import sys
 import time
 from typing import Any, Final
@@ -51,7 +51,7 @@ if RULES_VERSION is not None:
     sys.dont_write_bytecode = True
     sys.path.insert(0, rules_dir(__file__, RULES_VERSION))
 try:
-    from sriov_dra_rules import errors, guard_conf, strict_json
+    from sriov_dra_rules import cni_args, errors, guard_conf, multus_cache, strict_json
 except Exception as _bad:  # pragma: no cover - only an installed shim without (readable) rules
     why, where = f"{type(_bad).__name__}: {_bad}", rules_dir(__file__, str(RULES_VERSION))
     _cannot_start(
@@ -68,10 +68,6 @@ SUPPORTED_VERSIONS: Final = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 PROTOCOL: Final = 1
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 PASSTHROUGH_COMMANDS: Final = frozenset({"DEL", "CHECK", "GC", "STATUS"})
-DEFAULT_MULTUS_CACHE_DIR: Final = "/var/lib/cni/multus"
-"""Multus's ``cniDir`` default (v4.3.0 ``pkg/types/conf.go``): one delegate cache file per container ID."""
-CORRUPT_COPY_INFIX: Final = ".corrupt-"
-"""An unreadable cache ``<cniDir>/<id>`` is kept as ``<cniDir>/<id>.corrupt-<UTC time>[.<n>]``."""
 
 
 class CniErrorCode(enum.IntEnum):
@@ -186,7 +182,7 @@ def multus_cache_dir(conf: GuardConf) -> str:
         if not isinstance(daemon, dict):
             raise GuardConfError("", f"Multus daemon config {path} is not a JSON object")
         sources.append((path, daemon))
-    found = DEFAULT_MULTUS_CACHE_DIR
+    found = multus_cache.DEFAULT_MULTUS_CACHE_DIR
     for where, keys in sources:
         if "cniDir" in keys:
             value = keys["cniDir"]
@@ -196,131 +192,14 @@ def multus_cache_dir(conf: GuardConf) -> str:
     return found
 
 
-def is_container_id(value: str) -> bool:
-    """True for a CNI container ID (libcni's rule: ``[a-zA-Z0-9][a-zA-Z0-9_.-]*``), never a path."""
-    return (
-        bool(value) and all(c.isascii() and (c.isalnum() or c in "_.-") for c in value) and value[0].isalnum()
-    )
-
-
-def cache_problem(data: bytes) -> str | None:
-    """Why Multus v4.3.0 cannot use ``data`` as a container's delegate cache, or ``None`` if it can.
-
-    Multus's DEL decodes the file as a JSON list of delegate objects and indexes its first entry; a
-    file that is not JSON (0 bytes, cut short by a crash), not a list, an empty list or a list with
-    a non-object entry makes it log ``cannot properly delete`` (or panic) and answer success
-    without running any delegate. Entries are not checked field by field.
-    Shapes: the problem as a short phrase (``"0 bytes"``, ``"not JSON (...)"``, ``"a JSON object,
-    not a list of delegates"``).
-    Source: Multus v4.3.0 ``pkg/multus/multus.go`` ``CmdDel``; multus-cni #948, #1087.
-    """
-    if not data.strip():
-        return f"{len(data)} bytes" if not data else "only whitespace"
-    try:
-        decoded = json.loads(data.decode("utf-8", "replace"), parse_constant=_no_constant)
-    except ValueError as exc:
-        return f"not JSON ({exc}; {len(data)} bytes, cut short?)"
-    except RecursionError:
-        return "not JSON (nested too deeply)"
-    if not isinstance(decoded, list):
-        return f"a JSON {_JSON_KINDS.get(type(decoded), 'value')}, not a list of delegates"
-    if not decoded:
-        return "an empty list of delegates"
-    for index, entry in enumerate(decoded):
-        if not isinstance(entry, dict):
-            return f"delegate [{index}] is not a JSON object"
-    return None
-
-
-_JSON_KINDS: Final[dict[type, str]] = {
-    dict: "object",
-    str: "string",
-    int: "number",
-    float: "number",
-    bool: "boolean",
-    type(None): "null",
-}
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _keep_copy(path: str, data: bytes, stamp: str) -> str:
-    """Put a copy of ``path`` (contents ``data``) next to it under a name no file has; return it."""
-    for n in range(1000):
-        copy = f"{path}{CORRUPT_COPY_INFIX}{stamp}" + (f".{n}" if n else "")
-        try:
-            os.link(path, copy)  # the same inode: contents, mode and mtime as Multus left them
-            return copy
-        except FileExistsError:
-            continue
-        except OSError:  # no hard links on this filesystem: write the bytes instead
-            try:
-                fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                continue
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            return copy
-    raise OSError(f"no free name for a copy of {path}")
-
-
-def set_aside_unreadable_cache(
-    cache_dir: str, container_id: str, *, stamp: str
-) -> tuple[str, str, str] | None:
-    """Move Multus's cache ``<cache_dir>/<container_id>`` aside when Multus cannot read it.
-
-    A valid cache, a missing one and anything that is not a regular file are left untouched
-    (``None``). An unreadable one (:func:`cache_problem`) is first linked (or copied) to
-    ``<file>.corrupt-<stamp>[.<n>]`` next to it, never over an existing file, and only then
-    removed, so DEL finds no cache: Multus v4.3.0 then rebuilds the delegates from the live Pod and
-    its NADs (for a managed Pod the frozen shadows its finalizer keeps) and runs every delegate's
-    DEL. Returns ``(path, copy, problem)`` when it moved one.
-    Raises: ``OSError`` when the file cannot be read, copied or removed (a copy already made is
-    kept); ``ValueError`` for a ``container_id`` that is not a CNI container ID.
-    Source: Multus v4.3.0 ``CmdDel`` (a missing cache with the Pod alive is rebuilt; any other read
-    failure skips every delegate); multus-cni #948, #1087.
-    """
-    if not is_container_id(container_id):
-        raise ValueError(
-            f"CNI_CONTAINERID {container_id!r} is not a container ID; its cache is not looked up"
-        )
-    path = os.path.join(cache_dir, container_id)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None  # a directory or device by that name: not a cache file; Multus decides
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read()
-    finally:
-        os.close(fd)
-    problem = cache_problem(data)
-    if problem is None:
-        return None
-    copy = _keep_copy(path, data, stamp)
-    os.unlink(path)
-    dir_fd = os.open(cache_dir, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return path, copy, problem
-
-
 def _set_aside_before_del(conf: GuardConf, env: dict[str, str]) -> None:
-    """Run :func:`set_aside_unreadable_cache` for this DEL and log what happened on stderr.
+    """Run :func:`~sriov_dra_rules.multus_cache.set_aside_unreadable_cache` for this DEL and log what happened on stderr.
 
     Never raises: a DEL must reach Multus whatever this check meets.
     """
     container = env.get("CNI_CONTAINERID", "")
     try:
-        moved = set_aside_unreadable_cache(
+        moved = multus_cache.set_aside_unreadable_cache(
             multus_cache_dir(conf), container, stamp=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         )
     except Exception as exc:  # report it, then let Multus run as it would have
@@ -422,11 +301,28 @@ def _ask_daemon(conf: GuardConf, env: dict[str, str], stdin: bytes) -> tuple[int
             return 1, cni_error(conf.cni_version, CniErrorCode.TRY_AGAIN, msg, details)
 
 
+def thick_del_env(conf: GuardConf, env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a DEL, with ``K8S_POD_UID=`` (empty) appended to ``CNI_ARGS`` naming no Pod UID in thick mode.
+
+    Without the item the thick daemon (v4.3.0 ``podUID``) GETs the Pod to learn its UID and fails
+    the whole DEL once the Pod is gone; ``multus-shim`` then answers success and no delegate's DEL
+    runs, leaking the sandbox's IPAM and VF (multus-cni #1168). An empty UID skips that GET, and
+    Multus's DEL runs as thin Multus runs it without a UID: the Pod read by name, no UID compared,
+    the cached delegates released. Thin mode, ``CNI_ARGS`` with a ``K8S_POD_UID`` item, empty ones
+    or ones not all ``key=value`` are returned unchanged.
+    """
+    items = cni_args.items(env.get("CNI_ARGS", ""))
+    if conf.mode != "thick" or not items or any(k == cni_args.POD_UID_ARG for k, _ in items):
+        return env
+    return {**env, "CNI_ARGS": f"{env['CNI_ARGS']};{cni_args.POD_UID_ARG}="}
+
+
 def _exec_multus(conf: GuardConf, env: dict[str, str]) -> int:
     """Replace this process with Multus, stdin replaced by the synthesized config (never returns)."""
     binary = multus_binary(conf, env.get("CNI_PATH", ""))
     if env.get("CNI_COMMAND") == "DEL":
         _set_aside_before_del(conf, env)
+        env = thick_del_env(conf, env)
     config = json.dumps(multus_config(conf, teardown=True)).encode()
     fd = os.memfd_create("multus-guard-config")
     os.write(fd, config)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sriov_dra.guard import shim
+from sriov_dra_rules import multus_cache
 
 ID = "0f3c2a9d8e7b6a5f4e3d2c1b0a998877665544332211ffeeddccbbaa00112233"
 STAMP = "20261201T214500Z"
@@ -39,7 +40,7 @@ def test_valid_cache_is_left_exactly_as_multus_wrote_it(cache_dir: Path) -> None
     path.write_bytes(CACHE)
     path.chmod(0o600)
     before = os.stat(path)
-    assert shim.set_aside_unreadable_cache(str(cache_dir), ID, stamp=STAMP) is None
+    assert multus_cache.set_aside_unreadable_cache(str(cache_dir), ID, stamp=STAMP) is None
     after = os.stat(path)
     assert (after.st_ino, after.st_mtime_ns, after.st_mode) == (
         before.st_ino,
@@ -50,7 +51,7 @@ def test_valid_cache_is_left_exactly_as_multus_wrote_it(cache_dir: Path) -> None
 
 
 def test_missing_cache_is_left_missing(cache_dir: Path) -> None:
-    assert shim.set_aside_unreadable_cache(str(cache_dir), ID, stamp=STAMP) is None
+    assert multus_cache.set_aside_unreadable_cache(str(cache_dir), ID, stamp=STAMP) is None
     assert _listing(cache_dir) == {"other-container": CACHE}
 
 
@@ -67,7 +68,7 @@ def test_unreadable_cache_is_moved_aside_with_the_copy_kept_next_to_it(
     path.chmod(0o600)
     inode = os.stat(path).st_ino
 
-    moved = shim.set_aside_unreadable_cache(str(cache_dir), ID, stamp=STAMP)
+    moved = multus_cache.set_aside_unreadable_cache(str(cache_dir), ID, stamp=STAMP)
 
     copy = cache_dir / f"{ID}.corrupt-{STAMP}"
     assert moved is not None and moved[:2] == (str(path), str(copy)) and problem in moved[2]
@@ -80,14 +81,14 @@ def test_an_earlier_copy_is_never_overwritten(cache_dir: Path) -> None:
     earlier = cache_dir / f"{ID}.corrupt-{STAMP}"
     earlier.write_bytes(b"[")
     (cache_dir / ID).write_bytes(b"")
-    moved = shim.set_aside_unreadable_cache(str(cache_dir), ID, stamp=STAMP)
+    moved = multus_cache.set_aside_unreadable_cache(str(cache_dir), ID, stamp=STAMP)
     assert moved is not None and moved[1] == f"{earlier}.1"
     assert earlier.read_bytes() == b"[" and (cache_dir / f"{earlier.name}.1").read_bytes() == b""
 
 
 def test_a_directory_by_the_container_name_is_not_a_cache_and_stays(cache_dir: Path) -> None:
     (cache_dir / ID).mkdir()
-    assert shim.set_aside_unreadable_cache(str(cache_dir), ID, stamp=STAMP) is None
+    assert multus_cache.set_aside_unreadable_cache(str(cache_dir), ID, stamp=STAMP) is None
     assert (cache_dir / ID).is_dir()
 
 
@@ -96,7 +97,7 @@ def test_a_container_id_that_is_a_path_is_refused_and_nothing_outside_is_touched
 ) -> None:
     (tmp_path / "victim").write_bytes(b"")
     with pytest.raises(ValueError, match="not a container ID"):
-        shim.set_aside_unreadable_cache(str(cache_dir), "../victim", stamp=STAMP)
+        multus_cache.set_aside_unreadable_cache(str(cache_dir), "../victim", stamp=STAMP)
     assert (tmp_path / "victim").exists()
 
 

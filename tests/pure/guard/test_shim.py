@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sriov_dra.guard import shim
+from sriov_dra_rules import multus_cache
 
 PRIMARY = {
     "cniVersion": "1.0.0",
@@ -300,22 +301,22 @@ CACHE = json.dumps(
     ],
 )
 def test_cache_multus_cannot_use_is_named_with_its_problem(data: bytes, problem: str) -> None:
-    found = shim.cache_problem(data)
+    found = multus_cache.cache_problem(data)
     assert found is not None and problem in found
 
 
 def test_cache_as_multus_writes_it_is_usable() -> None:
-    assert shim.cache_problem(CACHE) is None
+    assert multus_cache.cache_problem(CACHE) is None
 
 
 @given(st.integers(min_value=0, max_value=len(CACHE) - 1))
 def test_property_every_truncation_of_a_cache_is_unusable(cut: int) -> None:
-    assert shim.cache_problem(CACHE[:cut]) is not None
+    assert multus_cache.cache_problem(CACHE[:cut]) is not None
 
 
 @given(st.binary(max_size=300))
 def test_property_any_bytes_give_a_problem_or_none_never_an_exception(data: bytes) -> None:
-    found = shim.cache_problem(data)
+    found = multus_cache.cache_problem(data)
     assert found is None or (isinstance(found, str) and found)
 
 
@@ -369,4 +370,36 @@ def test_thick_cache_dir_is_not_guessed_from_a_daemon_config_it_cannot_read(
     ],
 )
 def test_only_a_cni_container_id_names_a_cache_file(value: str, valid: bool) -> None:
-    assert shim.is_container_id(value) is valid
+    assert multus_cache.is_container_id(value) is valid
+
+
+_ARGS = "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=c1"
+
+
+@pytest.mark.parametrize(
+    ("mode", "args", "expected"),
+    [
+        ("thick", _ARGS, f"{_ARGS};K8S_POD_UID="),
+        ("thick", f"{_ARGS};K8S_POD_UID=u-1", f"{_ARGS};K8S_POD_UID=u-1"),
+        ("thick", f"{_ARGS};K8S_POD_UID=", f"{_ARGS};K8S_POD_UID="),
+        ("thin", _ARGS, _ARGS),
+        ("thick", "", ""),
+        ("thick", f"{_ARGS};", f"{_ARGS};"),
+        ("thick", "K8S_POD_NAME=a=b", "K8S_POD_NAME=a=b"),
+    ],
+    ids=[
+        "thick-without-uid-gets-an-empty-one",
+        "thick-with-uid-unchanged",
+        "thick-with-empty-uid-unchanged",
+        "thin-unchanged",
+        "no-args-unchanged",
+        "trailing-semicolon-left-for-multus-to-refuse",
+        "item-with-two-equals-left-for-multus-to-refuse",
+    ],
+)
+def test_thick_del_without_pod_uid_gets_an_empty_one_and_nothing_else_changes(
+    tmp_path: Path, mode: str, args: str, expected: str
+) -> None:
+    env = {"CNI_COMMAND": "DEL", "CNI_CONTAINERID": "c1", "CNI_ARGS": args, "PATH": "/bin"}
+    out = shim.thick_del_env(_parse(_conf(tmp_path, mode)), env)
+    assert out == {**env, "CNI_ARGS": expected}
