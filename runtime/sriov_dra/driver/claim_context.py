@@ -9,14 +9,15 @@ real ``sriov_dra.host`` classes (tests build them on a fake sysfs tree). No stat
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sriov_dra.core import attributes
 from sriov_dra.driver import faults, locks
 from sriov_dra.driver.managed import seams
 from sriov_dra.driver.managed import service as managed_service
-from sriov_dra.host import cdi, checkpoint, discovery, vf_driver_binding
+from sriov_dra.host import cdi, checkpoint, device_metadata_files, discovery, vf_driver_binding
 from sriov_dra.host import sysfs as sysfs_mod
 
 
@@ -86,3 +87,7 @@ class ClaimContext:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("sriov_dra.driver.claims"))
     managed: managed_service.ManagedAttach | None = None
     """Auto-attach (``--multus-auto-attach``): shadows, Pod selections and release; ``None`` off."""
+    metadata: device_metadata_files.DeviceMetadataFiles | None = None
+    """Device metadata files and their mounts (docs/design.md#device-metadata); ``None`` writes none."""
+    published: Callable[[str], Mapping[str, attributes.AttributeValue] | None] | None = None
+    """A device's published attributes now (discovery plus policy); ``None``: discovery's only."""

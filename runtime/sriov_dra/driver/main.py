@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
-from sriov_dra.core import device_health
+from sriov_dra.core import attributes, device_health
 from sriov_dra.driver import (
     claim_context,
     device_health_monitor,
@@ -35,7 +35,15 @@ from sriov_dra.driver import (
 )
 from sriov_dra.driver.managed import multus_layout, service
 from sriov_dra.driver.managed import repair as managed_repair
-from sriov_dra.host import cdi, checkpoint, devlink, discovery, vf_driver_binding, vf_health_reader
+from sriov_dra.host import (
+    cdi,
+    checkpoint,
+    device_metadata_files,
+    devlink,
+    discovery,
+    vf_driver_binding,
+    vf_health_reader,
+)
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
@@ -63,6 +71,11 @@ class _SnapshotInventory:
 
     def vfs(self) -> Mapping[str, discovery.DiscoveredVf]:
         return self._pub.snapshot().inventory
+
+    def published(self, device: str) -> Mapping[str, attributes.AttributeValue] | None:
+        """The device's attributes as advertised now, or None when it is not advertised."""
+        found = self._pub.snapshot().published.get(device)
+        return found.attributes if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -271,6 +284,10 @@ class Plugin:
             fault=self.seams.fault,
             metrics=self.metrics,
             managed=attach,
+            metadata=device_metadata_files.DeviceMetadataFiles(
+                cfg.plugins_dir / cfg.driver_name, cfg.cdi_root, cfg.driver_name
+            ),
+            published=_SnapshotInventory(pub).published,
             claim_locks=attach.locks.claim_locks if attach is not None else locks.KeyedLocks("claim"),
             pod_locks=attach.locks.pod_locks if attach is not None else locks.KeyedLocks("pod"),
         )

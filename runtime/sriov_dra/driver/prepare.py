@@ -18,7 +18,7 @@ from typing import TypeVar
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import cdi_spec, checkpoint_lifecycle, claim_plan
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver import claim_context, unprepare
+from sriov_dra.driver import claim_context, claim_metadata, unprepare
 from sriov_dra.driver.managed import planning
 from sriov_dra.host import vf_edits
 from sriov_dra.kube import errors as kube_errors
@@ -45,7 +45,9 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
        (``driver.managed.host_gate``).
     6. Upsert this driver's ``status.devices`` entries (best effort, other drivers' kept, still
        under the locks); in auto-attach mode beside the Pod patch
-       (:func:`_status_beside_patch`). Unlock and answer.
+       (:func:`_status_beside_patch`).
+    7. Write the device metadata files and their mounts (``driver.claim_metadata``; their own
+       failures leave the request without a mount and never fail the prepare). Unlock and answer.
 
     A claim with a record (a retry, a kubelet restart) skips step 3 and re-runs step 4 against
     the record, which changes nothing when everything is in place. Recording first keeps a crash
@@ -55,7 +57,8 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
     on the retry path the state is kept, as an earlier success may be in use.
 
     Shapes: one ``Device`` per prepared VF, in allocation order, with ``pool_name`` = node name,
-    ``request_names`` top-level, ``cdi_device_ids`` = (claim device, Pod device).
+    ``request_names`` top-level, ``cdi_device_ids`` = (claim device, Pod device), plus the
+    request's device metadata ID on its first device.
     Raises: ``kube.errors.ApiError`` classes for the claim GET; InvalidSpec (InvalidClaim,
     InvalidVfConfig, DuplicateInterfaceName, ConflictingDeviceRequirements,
     UnsupportedVfDriver); LifecycleBlocked (ClaimReleaseInProgress) while another Pod's record
@@ -107,7 +110,8 @@ def _prepare_claim(
         else:
             update_status(ctx, record, claim)
         ctx.fault("prepare:status")
-    return prepared_result(record)
+        metadata_ids = claim_metadata.write_claim_metadata(ctx, record, claim)
+    return prepared_result(record, metadata_ids)
 
 
 def _status_beside_patch(
@@ -139,19 +143,28 @@ def _status_beside_patch(
     return lambda: update_status(ctx, record, claim)
 
 
-def prepared_result(record: model.ClaimRecord) -> messages.Prepared:
-    """The kubelet answer for a recorded claim: its devices with top-level request names."""
-    return messages.Prepared(
-        tuple(
+def prepared_result(
+    record: model.ClaimRecord, metadata_ids: Mapping[str, str] | None = None
+) -> messages.Prepared:
+    """The kubelet answer for a recorded claim: its devices with top-level request names.
+
+    ``metadata_ids`` (top-level request → device metadata CDI ID) go to the first device of
+    each request, as the kubelet-plugin helper places them; the kubelet passes a device's IDs to
+    every container using its request.
+    """
+    pending = dict(metadata_ids or {})
+    devices: list[messages.Device] = []
+    for d in record.devices:
+        extra = tuple(pending.pop(r) for r in d.request_names if r in pending)
+        devices.append(
             messages.Device(
                 pool_name=d.pool,
                 device_name=d.device,
                 request_names=d.request_names,
-                cdi_device_ids=d.cdi_device_ids,
+                cdi_device_ids=d.cdi_device_ids + extra,
             )
-            for d in record.devices
         )
-    )
+    return messages.Prepared(tuple(devices))
 
 
 def _requested_driver(device: model.PreparedDevice) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from sriov_dra.core.plugin import checkpoint_lifecycle, claim_plan
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver import claim_context
+from sriov_dra.driver import claim_context, claim_metadata
 from sriov_dra.host import vf_driver_binding
 from sriov_dra.kubeletapi import messages
 from sriov_dra_rules import errors
@@ -29,7 +29,8 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
        (docs/design.md#release), which calls steps 4 and 5 in its place; without auto-attach it
        is refused rather than half-released.
     4. **Host** (:func:`release_host`): restore each VF's original driver (where one was
-       requested), remove the claim CDI spec, rebuild or remove the Pod CDI spec.
+       requested), remove the claim CDI spec and the device metadata files, rebuild or remove
+       the Pod CDI spec.
     5. Remove this driver's ``status.devices`` entries (best effort), before the record goes, so
        a kill cannot leave entries no later call would remove.
     6. **Forget**: delete this claim's record only, then unlock.
@@ -84,7 +85,8 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
 
 
 def release_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> None:
-    """Step 4: original drivers back, claim CDI spec removed, Pod CDI spec rebuilt or removed.
+    """Step 4: original drivers back, claim CDI spec and device metadata removed, Pod CDI spec
+    rebuilt or removed.
 
     Idempotent. Every driver is tried; if any cannot be restored nothing else is removed.
     Raises: ``vf_driver_binding.DriverBindError`` (all failures in one message); ``OSError``.
@@ -107,6 +109,7 @@ def release_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> 
         )
     ctx.fault("unprepare:restored")
     ctx.cdi.remove_claim_spec(record.claim_uid)
+    claim_metadata.remove_claim_metadata(ctx, record)
     ctx.fault("unprepare:claim-cdi")
     others = ctx.store.snapshot_pod(record.pod_uid).values()
     ctx.cdi.sync_pod_spec(

@@ -13,6 +13,7 @@ prove that the next prepare or unprepare after a restart completes.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -32,7 +33,7 @@ from tests import waiting
 from tests.cluster.driver.conftest import install_plugin_objects
 from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 
-from sriov_dra.core.plugin import cdi_spec, checkpoint_codec
+from sriov_dra.core.plugin import cdi_spec, checkpoint_codec, device_metadata
 from sriov_dra.driver import faults
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import apply
@@ -354,9 +355,18 @@ def assert_prepared(pn: PluginNode, alloc: Allocated, *, driver: str, original: 
     assert [(d.device, d.pci_address, d.original_driver) for d in record.devices] == [
         (vf["device"], pci, original if driver else "")
     ]
+    request = vf["request"]
     assert pn.cdi_files() == sorted(
-        [cdi_spec.spec_file_name(alloc.claim.uid), cdi_spec.spec_file_name(alloc.pod_uid)]
+        [
+            cdi_spec.spec_file_name(alloc.claim.uid),
+            cdi_spec.spec_file_name(alloc.pod_uid),
+            device_metadata.cdi_spec_file_name(DRIVER, alloc.claim.uid, request),
+        ]
     )
+    metadata = pn.root / "plugins" / DRIVER / "dra-device-metadata" / f"{record.namespace}_{record.name}"
+    doc = json.loads((metadata / request / "metadata.json").read_text())
+    assert doc["metadata"]["uid"] == alloc.claim.uid
+    assert [(d["pool"], d["name"]) for d in doc["requests"][0]["devices"]] == [(pn.name, vf["device"])]
     assert pn.driver_of(pci) == (driver or "iavf")
     status = own_status(pn.api, alloc.claim)
     assert [(s["pool"], s["device"], s["data"].get("driver")) for s in status] == [
@@ -368,6 +378,7 @@ def assert_released(pn: PluginNode, alloc: Allocated) -> None:
     """Nothing of the claim is left on the node or in its status; the VF is back on iavf."""
     assert pn.records() == {}
     assert pn.cdi_files() == []
+    assert list((pn.root / "plugins" / DRIVER / "dra-device-metadata").glob("*")) == []
     assert pn.driver_of(pci_of(alloc.device()["device"])) == "iavf"
     assert own_status(pn.api, alloc.claim) == []
 
@@ -403,7 +414,11 @@ def test_plugin_publishes_and_prepares_a_scheduled_vf_then_unprepares_it(
             pool_name=pn.name,
             device_name=vf["device"],
             request_names=("vf",),
-            cdi_device_ids=(f"{KIND}={claim_uid}-{vf['device']}", f"{KIND}={pod_uid}"),
+            cdi_device_ids=(
+                f"{KIND}={claim_uid}-{vf['device']}",
+                f"{KIND}={pod_uid}",
+                f"{DRIVER}/metadata={claim_uid}_vf",
+            ),
         ),
     )
     assert_prepared(pn, alloc, driver="vfio-pci", original="iavf")

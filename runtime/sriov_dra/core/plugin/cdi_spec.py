@@ -285,6 +285,7 @@ _NODE_KEYS: Final = frozenset(
     {"path", "hostPath", "type", "major", "minor", "fileMode", "permissions", "uid", "gid"}
 )
 _NODE_TYPES: Final = frozenset({"", "b", "c", "u", "p"})
+_MOUNT_KEYS: Final = frozenset({"hostPath", "containerPath", "options", "type"})
 
 
 def _edits_problems(edits: object, path: str, *, device: bool) -> list[errors.FieldError]:
@@ -318,8 +319,32 @@ def _edits_problems(edits: object, path: str, *, device: bool) -> list[errors.Fi
                 out.append(errors.FieldError(f"{where}.{key}", f"{value!r} must be an absolute path"))
         if node.get("type", "") not in _NODE_TYPES:
             out.append(errors.FieldError(f"{where}.type", f"{node.get('type')!r} is not one of b, c, u, p"))
+    out.extend(_mounts_problems(edits.get("mounts", []), f"{path}.mounts"))
     if device and not any(edits.get(k) for k in _EDIT_KEYS):
         out.append(errors.FieldError(path, "a device needs at least one edit"))
+    return out
+
+
+def _mounts_problems(mounts: object, path: str) -> list[errors.FieldError]:
+    """Check ``mounts``: objects with absolute ``hostPath`` and ``containerPath``, string options."""
+    if not isinstance(mounts, list):
+        return [errors.FieldError(path, "must be a list of objects")]
+    out: list[errors.FieldError] = []
+    for i, mount in enumerate(mounts):
+        where = f"{path}[{i}]"
+        if not isinstance(mount, Mapping):
+            out.append(errors.FieldError(where, "must be an object"))
+            continue
+        out.extend(
+            errors.FieldError(f"{where}.{k}", "unknown field") for k in sorted(set(mount) - _MOUNT_KEYS)
+        )
+        for key in ("hostPath", "containerPath"):
+            value = mount.get(key)
+            if not (isinstance(value, str) and value.startswith("/")):
+                out.append(errors.FieldError(f"{where}.{key}", f"{value!r} must be an absolute path"))
+        options = mount.get("options", [])
+        if not isinstance(options, list) or not all(isinstance(o, str) and o for o in options):
+            out.append(errors.FieldError(f"{where}.options", "must be a list of nonempty strings"))
     return out
 
 
@@ -328,7 +353,7 @@ def spec_problems(spec: Mapping[str, object]) -> list[errors.FieldError]:
 
     Checks: no unknown fields; ``cdiVersion`` known and not below :func:`minimum_version`; a
     valid ``kind``; at least one device; unique valid device names; non-empty device edits;
-    ``NAME=value`` env entries; absolute device-node paths; node types ``b|c|u|p``.
+    ``NAME=value`` env entries; absolute device-node and mount paths; node types ``b|c|u|p``.
     Source: CDI ``pkg/cdi/spec.go``, ``container-edits.go``, ``parser.go``, ``specs-go/version.go``.
     """
     out = [errors.FieldError(k, "unknown field") for k in sorted(set(spec) - _SPEC_KEYS)]

@@ -1,0 +1,180 @@
+"""Device metadata files at prepare and unprepare, on a fake-sysfs node with a FAKE claim API.
+
+The files, the CDI mount specs and the kubelet answer are real (``host.device_metadata_files``
+under a temporary plugin data dir and CDI root); the claim API is the fake of
+``tests.fakes.claims_api``, as in ``test_prepare_handler.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.fakes import claims_api as fx
+from tests.host.driver.test_prepare_handler import DEV0, DEV1, VF0, Node, add_claim
+
+from sriov_dra.core.plugin import cdi_spec
+from sriov_dra.core.plugin import device_metadata as dm
+from sriov_dra.driver import prepare
+from sriov_dra.host import device_metadata_files
+from sriov_dra.kubeletapi import messages
+
+MOUNT_KIND = f"{fx.DRIVER}/metadata"
+
+
+def with_metadata(node: Node, tmp_path: Path) -> device_metadata_files.DeviceMetadataFiles:
+    files = device_metadata_files.DeviceMetadataFiles(
+        tmp_path / "plugins" / fx.DRIVER, node.cdi.root, fx.DRIVER
+    )
+    node.ctx = dataclasses.replace(node.ctx, metadata=files)
+    node.handler = prepare.DraHandler(node.ctx)
+    return files
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    return Node(tmp_path)
+
+
+def read(files: device_metadata_files.DeviceMetadataFiles, request: str, name: str = "vf-claim") -> Any:
+    raw = files.read("ns-a", name, request)
+    assert raw is not None
+    return json.loads(raw)
+
+
+def test_prepare_writes_one_file_per_request_with_the_published_attributes_and_mounts_it(
+    node: Node, tmp_path: Path
+) -> None:
+    files = with_metadata(node, tmp_path)
+    claim = add_claim(node, [fx.result(DEV0, "nic-0"), fx.result(DEV1, "nic-1/large")])
+    out = node.prepare(claim)[fx.CLAIM_UID]
+    assert isinstance(out, messages.Prepared)
+    ids = {d.device_name: d.cdi_device_ids for d in out.devices}
+    assert ids[DEV0][-1] == f"{MOUNT_KIND}={fx.CLAIM_UID}_nic-0"
+    assert ids[DEV1][-1] == f"{MOUNT_KIND}={fx.CLAIM_UID}_nic-1"
+    doc = read(files, "nic-1")
+    assert doc["apiVersion"] == "metadata.resource.k8s.io/v1alpha1"
+    assert doc["metadata"] == {"name": "vf-claim", "namespace": "ns-a", "uid": fx.CLAIM_UID, "generation": 0}
+    assert doc["requests"][0]["name"] == "nic-1/large"
+    (device,) = doc["requests"][0]["devices"]
+    assert (device["driver"], device["pool"], device["name"]) == (fx.DRIVER, fx.NODE, DEV1)
+    published = node.inventory.vfs()[DEV1].attributes
+    assert {k: v for k, v in device["attributes"].items() if k in published} == {
+        k: v.to_json() for k, v in published.items()
+    }
+    assert "networkData" not in device
+    host_file = files.file_path("ns-a", "vf-claim", "nic-0")
+    assert oct(host_file.stat().st_mode & 0o777) == "0o644"
+    assert oct(host_file.parent.stat().st_mode & 0o777) == "0o755"
+    spec = json.loads(files.spec_path(fx.CLAIM_UID, "nic-0").read_text())
+    assert cdi_spec.spec_problems(spec) == []
+    assert spec["devices"][0]["containerEdits"]["mounts"] == [
+        {
+            "hostPath": str(host_file),
+            "containerPath": "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/vf-claim/nic-0/"
+            f"{fx.DRIVER}-metadata.json",
+            "options": ["ro", "bind"],
+        }
+    ]
+
+
+def test_two_devices_of_one_request_share_one_file_and_only_the_first_carries_the_mount(
+    node: Node, tmp_path: Path
+) -> None:
+    files = with_metadata(node, tmp_path)
+    claim = add_claim(node, [fx.result(DEV0, "nics"), fx.result(DEV1, "nics")])
+    out = node.prepare(claim)[fx.CLAIM_UID]
+    assert isinstance(out, messages.Prepared)
+    first, second = out.devices
+    assert first.cdi_device_ids[-1] == f"{MOUNT_KIND}={fx.CLAIM_UID}_nics"
+    assert not any(i.startswith(MOUNT_KIND) for i in second.cdi_device_ids)
+    assert [d["name"] for d in read(files, "nics")["requests"][0]["devices"]] == [DEV0, DEV1]
+
+
+def test_the_interface_name_the_vf_gets_is_in_the_attributes(node: Node, tmp_path: Path) -> None:
+    files = with_metadata(node, tmp_path)
+    claim = add_claim(node, [fx.result(DEV0, "nic")], configs=[fx.config(fx.vf_config(ifName="net7"))])
+    node.prepare(claim)
+    attrs = read(files, "nic")["requests"][0]["devices"][0]["attributes"]
+    assert attrs[f"{fx.DRIVER}/interfaceName"] == {"string": "net7"}
+    assert attrs["resource.kubernetes.io/pciBusID"] == {"string": VF0}
+
+
+def test_a_metadata_write_failure_never_fails_the_prepare_and_leaves_the_request_without_a_mount(
+    node: Node, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    files = with_metadata(node, tmp_path)
+    blocker = tmp_path / "plugins" / fx.DRIVER / "dra-device-metadata"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("a file where the directory belongs")
+    claim = add_claim(node, [fx.result(DEV0, "nic")])
+    out = node.prepare(claim)[fx.CLAIM_UID]
+    assert isinstance(out, messages.Prepared)
+    assert not any(i.startswith(MOUNT_KIND) for d in out.devices for i in d.cdi_device_ids)
+    assert not files.spec_path(fx.CLAIM_UID, "nic").exists()
+    assert any(r.getMessage() == "device metadata not written" for r in caplog.records)
+
+
+def test_a_repeated_prepare_leaves_the_file_untouched(node: Node, tmp_path: Path) -> None:
+    files = with_metadata(node, tmp_path)
+    claim = add_claim(node, [fx.result(DEV0, "nic")])
+    first = node.prepare(claim)
+    path = files.file_path("ns-a", "vf-claim", "nic")
+    before = path.stat()
+    assert node.prepare(claim) == first
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_unprepare_removes_the_files_and_the_mount_specs_and_nothing_of_another_claim(
+    node: Node, tmp_path: Path
+) -> None:
+    files = with_metadata(node, tmp_path)
+    other_uid = "c1a1c1a1-0000-4000-8000-000000000002"
+    claim = add_claim(node, [fx.result(DEV0, "nic")])
+    other = add_claim(node, [fx.result(DEV1, "nic")], uid=other_uid, name="other")
+    node.prepare(claim, other)
+    assert node.unprepare(claim) == {fx.CLAIM_UID: None}
+    assert not files.claim_dir("ns-a", "vf-claim").exists()
+    assert not files.spec_path(fx.CLAIM_UID, "nic").exists()
+    assert files.read("ns-a", "other", "nic") is not None
+    assert files.spec_path(other_uid, "nic").exists()
+
+
+def test_a_failed_removal_fails_the_unprepare_and_keeps_the_record_until_a_retry_removes_it(
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = with_metadata(node, tmp_path)
+    claim = add_claim(node, [fx.result(DEV0, "nic")])
+    node.prepare(claim)
+
+    def refuse(path: object) -> None:  # FAKE: the file system refuses the removal
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(device_metadata_files.shutil, "rmtree", refuse)
+    out = node.unprepare(claim)
+    assert isinstance(out[fx.CLAIM_UID], messages.ClaimError)
+    assert "Permission denied" in out[fx.CLAIM_UID].message
+    assert node.store.snapshot_claim(fx.CLAIM_UID) is not None
+    monkeypatch.undo()
+    assert node.unprepare(claim) == {fx.CLAIM_UID: None}
+    assert not files.claim_dir("ns-a", "vf-claim").exists()
+    assert node.store.snapshot_claim(fx.CLAIM_UID) is None
+
+
+def test_rewrite_in_place_keeps_the_inode_a_started_container_has_mounted(tmp_path: Path) -> None:
+    files = device_metadata_files.DeviceMetadataFiles(tmp_path / "data", tmp_path / "cdi", fx.DRIVER)
+    (tmp_path / "cdi").mkdir()
+    identity = dm.ClaimIdentity("ns-a", "c", fx.CLAIM_UID)
+    files.write(identity, "nic", b'{"long": "first version of the file"}\n')
+    path = files.file_path("ns-a", "c", "nic")
+    inode = path.stat().st_ino
+    assert files.rewrite_in_place("ns-a", "c", "nic", b"{}\n")
+    assert path.read_bytes() == b"{}\n"
+    assert path.stat().st_ino == inode
+    assert not files.rewrite_in_place("ns-a", "c", "nic", b"{}\n")
+    assert not files.rewrite_in_place("ns-a", "c", "other", b"{}\n")
+    assert not files.file_path("ns-a", "c", "other").exists()
