@@ -46,10 +46,13 @@ ALLOWED: dict[str, tuple[int, str]] = {
         "source text (raw_decode); see tests/pure/core/test_networks.py",
     ),
     "runtime/sriov_dra/guard/shim.py": (
-        2,
-        "Multus's delegate cache, read as Multus's Go decoder reads it (machine-written), and the guard "
-        "daemon's answer (our own wire format); the guard's config, its primary and Multus's daemon "
-        "config go through sriov_dra_rules (installed beside the shim)",
+        1,
+        "the guard daemon's answer (our own wire format); the guard's config, its primary and Multus's "
+        "daemon config go through sriov_dra_rules (installed beside the shim)",
+    ),
+    "plugins/module_utils/sriov_dra_rules/multus_cache.py": (
+        1,
+        "Multus's delegate cache, read as Multus's Go decoder reads it (machine-written)",
     ),
     "runtime/sriov_dra/guard/server.py": (1, "the shim's request on the guard socket (our own wire format)"),
     "runtime/sriov_dra/guard/verify.py": (1, "Multus's network-status annotation (machine-written)"),
