@@ -45,6 +45,7 @@ EXPECTED_VF2_OF_PF1 = {
     f"{D}/linkType": ("string", "ethernet"),
     f"{D}/rdmaCapable": ("bool", False),
     "dra.net/numaNode": ("int", 1),
+    "resource.kubernetes.io/numaNode": ("int", 1),
 }
 
 
@@ -60,7 +61,6 @@ def test_published_keys_are_exactly_the_reserved_discovery_keys(tmp_path: Path) 
     assert discovery.DISCOVERY_ATTRIBUTES == attributes.RESERVED_ATTRIBUTES
     for vf in discovery.discover(_lab(tmp_path).sysfs):
         assert set(vf.attributes) == attributes.RESERVED_ATTRIBUTES
-        assert "resource.kubernetes.io/numaNode" not in vf.attributes
 
 
 def test_every_published_value_passes_core_validation(tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_numa_node_published_only_when_the_kernel_reports_a_node(
     assert vf.numa_node == expected
     published = vf.attributes.get("dra.net/numaNode")
     assert published == (None if expected is None else attributes.int_value(expected))
-    assert "resource.kubernetes.io/numaNode" not in vf.attributes
+    assert vf.attributes.get("resource.kubernetes.io/numaNode") == published
 
 
 def test_numa_node_is_the_pfs_as_upstream(tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_unresolvable_pf_pcie_root_is_omitted_on_its_vfs_and_logged_once(
     for name in ("0000-03-02-0", "0000-03-02-1"):
         assert found[name].pcie_root is None
         assert discovery.PCIE_ROOT not in found[name].attributes
-        assert len(found[name].attributes) == 13
+        assert len(found[name].attributes) == 14  # the 15 discovery keys less pcieRoot
     assert found["0000-81-02-0"].attributes[discovery.PCIE_ROOT] == attributes.string_value("pci0000:80")
     records = [r for r in caplog.records if r.getMessage() == "pcieRoot omitted"]
     assert [(getattr(r, "pci", None), getattr(r, "pf", None)) for r in records] == [

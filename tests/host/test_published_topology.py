@@ -47,6 +47,7 @@ def test_vmbus_guest_publishes_the_root_bus_below_vmbus_on_every_vf(tmp_path: Pa
     assert sorted(got) == ["0001-00-00-1", "0001-00-00-2", "0001-00-00-3"]
     for attrs in got.values():
         assert (attrs[PCIE_ROOT], attrs[NUMA_NODE]) == ({"string": "pci0001:00"}, {"int": 0})
+        assert attrs["resource.kubernetes.io/numaNode"] == {"int": 0}
 
 
 def test_vmbus_guest_logs_no_omission(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -63,12 +64,13 @@ def test_numa_minus_one_is_never_published_and_the_reason_is_logged_once_per_pf(
     fake = fake_sysfs.build(tmp_path, [dataclasses.replace(first, numa_node=-1), second])
     with caplog.at_level(logging.INFO, logger=discovery.__name__):
         got = published(fake.sysfs)
-    assert {name: attrs.get(NUMA_NODE) for name, attrs in got.items()} == {
-        "0000-03-02-0": None,
-        "0000-03-02-1": None,
-        "0000-81-02-0": {"int": 1},
-        "0000-81-02-1": {"int": 1},
-    }
+    for key in (NUMA_NODE, "resource.kubernetes.io/numaNode"):
+        assert {name: attrs.get(key) for name, attrs in got.items()} == {
+            "0000-03-02-0": None,
+            "0000-03-02-1": None,
+            "0000-81-02-0": {"int": 1},
+            "0000-81-02-1": {"int": 1},
+        }
     assert {name: attrs[PCIE_ROOT]["string"] for name, attrs in got.items()} == {
         "0000-03-02-0": "pci0000:00",
         "0000-03-02-1": "pci0000:00",

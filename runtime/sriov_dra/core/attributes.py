@@ -42,9 +42,11 @@ RESERVED_ATTRIBUTES = frozenset(
         f"{DRIVER_DOMAIN}/linkType",
         f"{DRIVER_DOMAIN}/rdmaCapable",
         "dra.net/numaNode",
+        "resource.kubernetes.io/numaNode",
     }
 )
-"""The 14 discovery-owned keys of upstream dra-driver-sriov's ``consts.ReservedAttributes``."""
+"""The discovery-owned keys: the 14 of upstream dra-driver-sriov's ``consts.ReservedAttributes``
+and the standard ``resource.kubernetes.io/numaNode`` (KEP-6072) beside ``dra.net/numaNode``."""
 
 MAX_ATTRIBUTES_PER_DEVICE = 32
 MAX_VALUE_BYTES = 64

@@ -50,10 +50,11 @@ class DeviceFacts:
 def discovered_attributes(facts: DeviceFacts) -> dict[str, attributes.AttributeValue]:
     """The discovery-owned attributes published for ``facts`` (upstream names and types).
 
-    Shapes: the 14 reserved keys, less the unknown topology: ``resource.kubernetes.io/pcieRoot``
+    Shapes: the 15 reserved keys, less the unknown topology: ``resource.kubernetes.io/pcieRoot``
     is omitted, never ``""``, when unknown (``""`` would let ``matchAttribute`` pair unrelated
-    devices), and ``dra.net/numaNode`` is omitted, never ``-1``, when there is no node (``None``
-    or negative; upstream publishes ``-1``, but "no node" must not match as a node).
+    devices), and ``dra.net/numaNode`` with the standard ``resource.kubernetes.io/numaNode``
+    (the same int, KEP-6072) are omitted, never ``-1``, when there is no node (``None`` or
+    negative; upstream publishes ``-1``, but "no node" must not match as a node).
     """
     s, i = attributes.string_value, attributes.int_value
     out = {
@@ -72,6 +73,7 @@ def discovered_attributes(facts: DeviceFacts) -> dict[str, attributes.AttributeV
     }
     if facts.numa_node is not None and facts.numa_node >= 0:
         out["dra.net/numaNode"] = i(facts.numa_node)
+        out["resource.kubernetes.io/numaNode"] = i(facts.numa_node)
     if facts.pcie_root:
         out["resource.kubernetes.io/pcieRoot"] = s(facts.pcie_root)
     return out

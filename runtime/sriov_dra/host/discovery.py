@@ -39,6 +39,7 @@ PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 LINK_TYPE = f"{_D}/linkType"
 RDMA_CAPABLE = f"{_D}/rdmaCapable"
 NUMA_NODE = "dra.net/numaNode"
+STANDARD_NUMA_NODE = "resource.kubernetes.io/numaNode"
 
 DISCOVERY_ATTRIBUTES = frozenset(
     {
@@ -56,6 +57,7 @@ DISCOVERY_ATTRIBUTES = frozenset(
         LINK_TYPE,
         RDMA_CAPABLE,
         NUMA_NODE,
+        STANDARD_NUMA_NODE,
     }
 )
 """Every key discovery may publish; equal to ``attributes.RESERVED_ATTRIBUTES`` (a test checks)."""

@@ -137,6 +137,7 @@ def test_a_vmbus_node_without_numa_affinity_publishes_its_root_bus_and_no_numa_n
         attrs = device["attributes"]
         assert attrs["resource.kubernetes.io/pcieRoot"] == {"string": "pci0001:00"}
         assert "dra.net/numaNode" not in attrs
+        assert "resource.kubernetes.io/numaNode" not in attrs
         assert attrs[f"{D}/pfPciAddress"] == {"string": "0001:00:00.0"}
 
 
@@ -158,6 +159,8 @@ def test_publishes_node_slices_only_after_a_policy_opts_devices_in(api, namespac
     assert dev["attributes"]["k8s.cni.cncf.io/deviceID"] == {"string": "0000:03:02.0"}
     assert dev["attributes"]["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:00"}
     assert dev["attributes"][f"{D}/vfID"] == {"int": 0}
+    numa = dev["attributes"]["dra.net/numaNode"]
+    assert dev["attributes"]["resource.kubernetes.io/numaNode"] == numa and "int" in numa
     assert pub.snapshot().is_eligible("0000-03-02-0") and len(pub.snapshot().inventory) == 8
 
 

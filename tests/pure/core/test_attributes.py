@@ -183,6 +183,7 @@ def test_reserved_attributes_are_exactly_the_upstream_fourteen() -> None:
         f"{D}/linkType",
         f"{D}/rdmaCapable",
         "dra.net/numaNode",
+        "resource.kubernetes.io/numaNode",
     }
     assert set(attributes.RESERVED_ATTRIBUTES) == expected
 

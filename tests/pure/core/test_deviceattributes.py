@@ -185,8 +185,8 @@ def test_reference_keys_are_ordinary_last_wins_attributes_in_compat_mode() -> No
 @pytest.mark.parametrize("managed", [True, False], ids=["managed", "compat"])
 @pytest.mark.parametrize(
     ("pcie_root", "custom", "eligible"),
-    [("pci0000:3a", 18, True), ("pci0000:3a", 19, False), (None, 19, True)],
-    ids=["14-discovered-plus-18-fits", "14-plus-19-over-budget", "13-without-pcieroot-plus-19-fits"],
+    [("pci0000:3a", 17, True), ("pci0000:3a", 18, False), (None, 18, True)],
+    ids=["15-discovered-plus-17-fits", "15-plus-18-over-budget", "14-without-pcieroot-plus-18-fits"],
 )
 def test_total_attribute_budget_per_device(
     pcie_root: str | None, custom: int, eligible: bool, managed: bool

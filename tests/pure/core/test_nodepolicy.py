@@ -48,9 +48,9 @@ def custom(n: int) -> dict[str, Any]:
             ["example.com/rail", "example.com/v"],
         ),
         (
-            {"attributes": custom(15) | oo.reference("n")},
+            {"attributes": custom(14) | oo.reference("n")},
             ("sriov-network-operator", "n"),
-            [f"example.com/a{i}" for i in range(15)],
+            [f"example.com/a{i}" for i in range(14)],
         ),
     ],
     ids=[
@@ -100,7 +100,7 @@ def test_valid_blocks(dra: dict[str, Any], network: tuple[str, str] | None, cust
         (attrs(**{"example.com/none": {}}), "exactly one of"),
         ({"attributes": {}, "extra": 1}, "unknown field"),
         ({"attributes": custom(33)}, "33 attributes, max 32"),
-        ({"attributes": custom(16) | oo.reference("n")}, "make 33 per device"),
+        ({"attributes": custom(15) | oo.reference("n")}, "make 33 per device"),
         ("not-an-object", "must be an object"),
     ],
     ids=[
