@@ -150,7 +150,7 @@ def test_installed_playbooks_resolve_by_fqcn(installed: tuple[Path, dict[str, st
     _, env = installed
     inventory = tmp_path / "inventory.yml"
     inventory.write_text("all:\n  children:\n    sriov_dra_nodes:\n      hosts:\n        localhost:\n")
-    for playbook in ("site", "preflight", "drain", "cleanup"):
+    for playbook in ("site", "inventory_check", "preflight", "drain", "cleanup"):
         run(["ansible-playbook", "--syntax-check", "-i", str(inventory), f"sriovnet.dra.{playbook}"], env)
 
 
