@@ -335,6 +335,14 @@ class RealNode:
             timeout_s=timeout_s,
         )
 
+    def trust_registry(self, registry: str, hosts_toml: str) -> None:
+        """Resolve and pull ``registry`` (``host:port``) as ``hosts_toml`` says, from the next pull on.
+
+        containerd reads its registry ``config_path`` at each pull, so a running node needs no restart.
+        """
+        (self.root / "certs.d" / registry).mkdir(parents=True, exist_ok=True)
+        (self.root / "certs.d" / registry / "hosts.toml").write_text(hosts_toml)
+
     def ctr(self, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
         """Run the pinned ``ctr`` in the ``k8s.io`` namespace against the node's containerd."""
         return self.run_in_node(

@@ -63,6 +63,7 @@ from sriov_dra_lab import (
     images,
     lab_dir,
     processes,
+    push_registry,
     real_node,
     real_stack,
     registry,
@@ -111,6 +112,8 @@ class LabStack(StackInstall, StackServices):
         """The host bridge of the real nodes (``options.real_nodes``)."""
         self.mirror: registry.Mirror | None = None
         """The image mirror on that bridge (the examples' image)."""
+        self.push_registry: push_registry.PushRegistry | None = None
+        """A registry on that bridge to push to (:meth:`start_push_registry`)."""
 
     def start(self) -> LabStack:
         """Start everything (see the module docstring); stop what started on failure.
@@ -195,6 +198,9 @@ class LabStack(StackInstall, StackServices):
         if self.mirror is not None:
             self.mirror.stop()
             self.mirror = None
+        if self.push_registry is not None:
+            self.push_registry.stop()
+            self.push_registry = None
         if self.bridge is not None:
             self.bridge.remove()
             self.bridge = None
@@ -279,6 +285,21 @@ class LabStack(StackInstall, StackServices):
         if node.real is None:
             self.start_kubelet(node)
         apply.apply_objects(self.api, [session.gpu_slice(node.name)])
+
+    def start_push_registry(self) -> push_registry.PushRegistry:
+        """A registry on the real nodes' bridge that every node pulls from over plain HTTP; stopped with the lab.
+
+        What docs/install.md pushes to when the lab stands for a cluster. Raises:
+        ``push_registry.RegistryMissing``, ``processes.ProcessFailed``.
+        """
+        assert self.bridge is not None, "a push registry needs real nodes (their bridge)"
+        if self.push_registry is None:
+            reg = push_registry.PushRegistry(self.workdir / "registry", address=self.bridge.host_address)
+            self.push_registry = reg.start()
+            for node in self.nodes:
+                if node.real is not None:
+                    node.real.trust_registry(reg.host, reg.hosts_toml())
+        return self.push_registry
 
     def node(self, name: str) -> NodeStack:
         """The running node ``name``. Raises: ``KeyError``."""

@@ -84,3 +84,19 @@ def rails(lab: Any) -> list[dict[str, Any]]:
     docs = helpers.rail_mapping_docs()
     workloads.apply_docs(lab.api, docs)
     return docs
+
+
+@pytest.fixture
+def without_direct_policies(lab: Any, rails: list[dict[str, Any]]) -> Iterator[None]:
+    """Remove the session's gpu-nic-pairs policy objects for one test; put them back afterwards.
+
+    Everything of the mapping is applied again (an example's ``kubectl delete -f`` removes its DeviceClasses).
+    """
+    from sriov_dra_lab import workloads
+
+    policies = [d for d in rails if d["kind"] in ("SriovResourcePolicy", "DeviceAttributes")]
+    workloads.delete_docs(lab.api, policies)
+    try:
+        yield
+    finally:
+        workloads.apply_docs(lab.api, rails)

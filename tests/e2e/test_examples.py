@@ -24,22 +24,6 @@ from sriov_dra.cli import inspect, inspect_rows, inspect_table
 from sriov_dra.kube import objects
 from sriov_dra_lab import stack_base, workloads
 
-POLICY_KINDS = ("SriovResourcePolicy", "DeviceAttributes")
-
-
-@pytest.fixture
-def without_direct_policies(lab: Any, rails: list[dict[str, Any]]) -> Iterator[None]:
-    """Remove the session's gpu-nic-pairs policy objects for one test; put them back afterwards.
-
-    Everything of the mapping is applied again (an example's ``kubectl delete -f`` removes its DeviceClasses).
-    """
-    policies = [d for d in rails if d["kind"] in POLICY_KINDS]
-    workloads.delete_docs(lab.api, policies)
-    try:
-        yield
-    finally:
-        workloads.apply_docs(lab.api, rails)
-
 
 def _rows(lab: Any, namespace: str, name: str) -> list[inspect_rows.Row]:
     pod = workloads.wait_running(lab.api, namespace, name, timeout_s=180)
