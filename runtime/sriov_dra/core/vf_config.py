@@ -21,7 +21,14 @@ from sriov_dra_rules import errors, names, strict_json
 DRIVER_NAME = names.DRIVER_NAME
 API_VERSION = f"{names.DOMAIN}/v1alpha1"
 KIND = "VfConfig"
-_FIELDS = ("driver", "addVhostMount", "ifName", "netAttachDefName", "netAttachDefNamespace")
+_FIELDS = (
+    "driver",
+    "addVhostMount",
+    "ifName",
+    "netAttachDefName",
+    "netAttachDefNamespace",
+    "disableNcclHints",
+)
 _DRIVER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _DEFAULT_PATH = "status.allocation.devices.config"
 
@@ -47,6 +54,9 @@ class VfConfig:
     if_name: str = ""
     net_attach_def_name: str = ""
     net_attach_def_namespace: str = ""
+    disable_nccl_hints: bool = False
+    """This driver's addition to upstream's five fields: no NCCL variables for the claim
+    (docs/design.md#nccl-hints); set in a class or a claim config, it stays set."""
 
     def layer(self, later: VfConfig) -> VfConfig:
         """Return this config overridden by ``later`` (``later`` has higher precedence).
@@ -69,6 +79,7 @@ class VfConfig:
             if_name=later.if_name or self.if_name,
             net_attach_def_name=name,
             net_attach_def_namespace=namespace,
+            disable_nccl_hints=self.disable_nccl_hints or later.disable_nccl_hints,
         )
 
     def reference(self) -> attributes.NadReference | None:
@@ -92,6 +103,7 @@ class VfConfig:
             self.if_name,
             self.net_attach_def_name,
             self.net_attach_def_namespace,
+            self.disable_nccl_hints,
         )
 
 
@@ -119,7 +131,8 @@ def decode_vf_config(raw: object, path: str = "parameters") -> VfConfig:
     """Strictly decode opaque ``parameters`` (an object, or its JSON text/bytes).
 
     Shapes: ``apiVersion`` must be ``sriovnetwork.k8snetworkplumbingwg.io/v1alpha1`` and
-    ``kind`` ``VfConfig``; only the five VfConfig fields are allowed; ``null`` equals absent.
+    ``kind`` ``VfConfig``; only upstream's five VfConfig fields and ``disableNcclHints`` are
+    allowed; ``null`` equals absent.
     Raises: InvalidSpec(InvalidVfConfig) listing every bad field.
     Source: upstream dra-driver-sriov's strict serializer.
     """
@@ -145,17 +158,19 @@ def decode_vf_config(raw: object, path: str = "parameters") -> VfConfig:
             problems.append(
                 errors.FieldError(f"{path}.{key}", f"expected a string, got {type(value).__name__}")
             )
-    vhost = obj.get("addVhostMount")
-    if vhost is not None and not isinstance(vhost, bool):
-        problems.append(errors.FieldError(f"{path}.addVhostMount", f"expected a boolean, got {vhost!r}"))
+    flags = {k: obj.get(k) for k in ("addVhostMount", "disableNcclHints")}
+    for key, flag in flags.items():
+        if flag is not None and not isinstance(flag, bool):
+            problems.append(errors.FieldError(f"{path}.{key}", f"expected a boolean, got {flag!r}"))
     problems.extend(_value_problems(values, path))
     errors.raise_if_any(problems, "VfConfig parameters are invalid", reason=errors.Reason.INVALID_VF_CONFIG)
     return VfConfig(
         driver=values["driver"],
-        add_vhost_mount=bool(vhost),
+        add_vhost_mount=bool(flags["addVhostMount"]),
         if_name=values["ifName"],
         net_attach_def_name=values["netAttachDefName"],
         net_attach_def_namespace=values["netAttachDefNamespace"],
+        disable_nccl_hints=bool(flags["disableNcclHints"]),
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -56,16 +57,19 @@ class DeviceMetadataFiles:
         """The CDI spec path of a request's mount."""
         return self._cdi_root / device_metadata.cdi_spec_file_name(self._driver, claim_uid, request)
 
-    def write(self, claim: device_metadata.ClaimIdentity, request: str, doc: bytes) -> str:
+    def write(
+        self, claim: device_metadata.ClaimIdentity, request: str, doc: bytes, env: Sequence[str] = ()
+    ) -> str:
         """Write a request's file and its mount spec; return the CDI device ID to hand the kubelet.
 
-        The file comes first, so a spec never names a missing mount source.
+        ``env`` joins the spec's edits (the claim's NCCL variables). The file comes first, so a
+        spec never names a missing mount source.
         Raises: ContractViolation for unsafe names or an unloadable spec; ``OSError``.
         """
         path = self.file_path(claim.namespace, claim.name, request)
         path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         _write_if_changed(path, doc)
-        spec = device_metadata.mount_spec(self._driver, claim, request, str(path))
+        spec = device_metadata.mount_spec(self._driver, claim, request, str(path), env)
         _write_if_changed(self.spec_path(claim.uid, request), cdi_spec.encode_spec(spec))
         return device_metadata.cdi_device_id(self._driver, claim.uid, request)
 

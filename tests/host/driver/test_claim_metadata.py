@@ -178,3 +178,71 @@ def test_rewrite_in_place_keeps_the_inode_a_started_container_has_mounted(tmp_pa
     assert not files.rewrite_in_place("ns-a", "c", "nic", b"{}\n")
     assert not files.rewrite_in_place("ns-a", "c", "other", b"{}\n")
     assert not files.file_path("ns-a", "c", "other").exists()
+
+
+GPU_DRIVER = "gpu.example.com"
+ROOT = "resource.kubernetes.io/pcieRoot"
+
+
+def paired_claim(node: Node, configs: list[dict[str, object]] | None = None) -> messages.ClaimRef:
+    """gpu-0 with nic-0 (an RDMA VF) and gpu-1 with nic-1 (no RDMA), each pair by pcieRoot."""
+    results = [
+        {"request": "gpu-0", "driver": GPU_DRIVER, "pool": fx.NODE, "device": "gpu-3"},
+        fx.result(DEV0, "nic-0"),
+        {"request": "gpu-1", "driver": GPU_DRIVER, "pool": fx.NODE, "device": "gpu-0"},
+        fx.result(DEV1, "nic-1"),
+    ]
+    ref = add_claim(
+        node, results, configs=configs or [fx.config(fx.vf_config(ifName="dra0"), requests=["nic-0"])]
+    )
+    claim = node.api.stored("ns-a", "vf-claim")
+    claim["spec"]["devices"]["constraints"] = [
+        {"requests": ["gpu-0", "nic-0"], "matchAttribute": ROOT},
+        {"requests": ["gpu-1", "nic-1"], "matchAttribute": ROOT},
+    ]
+    return ref
+
+
+def rdma(node: Node, bdf: str, name: str) -> None:
+    (node.fake.sysfs.pci_device_dir(bdf) / "infiniband" / name).mkdir(parents=True)
+
+
+def test_a_paired_rdma_vf_gets_the_exact_nccl_variables_and_every_vf_its_gpu_in_the_file(
+    node: Node, tmp_path: Path
+) -> None:
+    files = with_metadata(node, tmp_path)
+    rdma(node, VF0, "mlx5_3")
+    node.prepare(paired_claim(node))
+    for request in ("nic-0", "nic-1"):
+        spec = json.loads(files.spec_path(fx.CLAIM_UID, request).read_text())
+        assert spec["devices"][0]["containerEdits"]["env"] == [
+            "NCCL_IB_HCA==mlx5_3",
+            "NCCL_SOCKET_IFNAME==dra0",
+        ]
+    nic0 = read(files, "nic-0")["requests"][0]["devices"][0]["attributes"]
+    assert nic0[f"{fx.DRIVER}/rdmaDevice"] == {"string": "mlx5_3"}
+    assert nic0[f"{fx.DRIVER}/pairedGpu"] == {"string": f"{GPU_DRIVER}/{fx.NODE}/gpu-3"}
+    assert nic0[f"{fx.DRIVER}/pairedGpuRequest"] == {"string": "gpu-0"}
+    assert nic0[f"{fx.DRIVER}/pairedBy"] == {"string": ROOT}
+    nic1 = read(files, "nic-1")["requests"][0]["devices"][0]["attributes"]
+    assert nic1[f"{fx.DRIVER}/pairedGpu"] == {"string": f"{GPU_DRIVER}/{fx.NODE}/gpu-0"}
+    assert f"{fx.DRIVER}/rdmaDevice" not in nic1
+
+
+def test_without_an_rdma_vf_no_nccl_variable_is_set(node: Node, tmp_path: Path) -> None:
+    files = with_metadata(node, tmp_path)
+    node.prepare(paired_claim(node))
+    spec = json.loads(files.spec_path(fx.CLAIM_UID, "nic-0").read_text())
+    assert "env" not in spec["devices"][0]["containerEdits"]
+
+
+def test_disable_nccl_hints_in_a_vfconfig_turns_the_variables_off_and_keeps_the_map(
+    node: Node, tmp_path: Path
+) -> None:
+    files = with_metadata(node, tmp_path)
+    rdma(node, VF0, "mlx5_3")
+    node.prepare(paired_claim(node, [fx.config(fx.vf_config(disableNcclHints=True))]))
+    spec = json.loads(files.spec_path(fx.CLAIM_UID, "nic-0").read_text())
+    assert "env" not in spec["devices"][0]["containerEdits"]
+    nic0 = read(files, "nic-0")["requests"][0]["devices"][0]["attributes"]
+    assert nic0[f"{fx.DRIVER}/pairedGpu"] == {"string": f"{GPU_DRIVER}/{fx.NODE}/gpu-3"}

@@ -368,3 +368,13 @@ def test_repeated_field_is_refused_with_its_path(raw: object, path: str) -> None
     assert [(e.path, e.message.split(" with the values ")[0]) for e in exc.value.errors] == [
         (path, f'duplicate key "{path[11:]}" in one object')
     ]
+
+
+def test_disable_nccl_hints_decodes_as_a_boolean_and_once_set_by_the_class_stays_set() -> None:
+    off = vf_config.decode_vf_config(params(disableNcclHints=True))
+    assert off.disable_nccl_hints and off.to_json()["disableNcclHints"] is True
+    assert not vf_config.decode_vf_config(params()).disable_nccl_hints
+    assert off.layer(vf_config.VfConfig(if_name="dra0")).disable_nccl_hints
+    with pytest.raises(errors.InvalidSpec) as info:
+        vf_config.decode_vf_config(params(disableNcclHints="yes"))
+    assert "disableNcclHints" in str(info.value.errors)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from sriov_dra.core import attributes
-from sriov_dra.core.plugin import cdi_spec, claim_network_data
+from sriov_dra.core.plugin import cdi_spec, claim_network_data, nccl_hints
 from sriov_dra_rules import errors, names
 
 API_VERSION: Final = "metadata.resource.k8s.io/v1alpha1"
@@ -36,6 +36,11 @@ INTERFACE_NAME_ATTRIBUTE: Final = f"{names.DOMAIN}/interfaceName"
 """The Pod-side interface name, as upstream dra-driver-sriov adds it to the file's attributes."""
 RDMA_DEVICE_ATTRIBUTE: Final = f"{names.DOMAIN}/rdmaDevice"
 """The VF's RDMA device (``mlx5_3``), when it has exactly one."""
+PAIRED_GPU_ATTRIBUTE: Final = f"{names.DOMAIN}/pairedGpu"
+"""The GPU a ``matchAttribute`` constraint pairs with the VF: ``<driver>/<pool>/<device>``."""
+PAIRED_GPU_REQUEST_ATTRIBUTE: Final = f"{names.DOMAIN}/pairedGpuRequest"
+PAIRED_BY_ATTRIBUTE: Final = f"{names.DOMAIN}/pairedBy"
+"""The attribute whose value the pair shares (``resource.kubernetes.io/pcieRoot``)."""
 
 
 @dataclass(frozen=True)
@@ -194,23 +199,43 @@ def cdi_spec_file_prefix(driver: str, claim_uid: str) -> str:
     return f"{driver}_{CDI_CLASS}_{claim_uid}_"
 
 
-def mount_spec(driver: str, claim: ClaimIdentity, request: str, host_path: str) -> dict[str, object]:
-    """The CDI spec that bind-mounts the host file read-only at :func:`container_path`."""
+def pairing_attributes(gpus: Sequence[nccl_hints.Gpu]) -> dict[str, attributes.AttributeValue]:
+    """The GPU→NIC map as attributes of the VF (several GPUs comma-separated, in result order)."""
+    if not gpus:
+        return {}
+    s = attributes.string_value
+    return {
+        PAIRED_GPU_ATTRIBUTE: s(",".join(f"{g.driver}/{g.pool}/{g.device}" for g in gpus)),
+        PAIRED_GPU_REQUEST_ATTRIBUTE: s(",".join(dict.fromkeys(g.request for g in gpus))),
+        PAIRED_BY_ATTRIBUTE: s(",".join(dict.fromkeys(g.attribute for g in gpus))),
+    }
+
+
+def mount_spec(
+    driver: str, claim: ClaimIdentity, request: str, host_path: str, env: Sequence[str] = ()
+) -> dict[str, object]:
+    """The CDI spec that bind-mounts the host file read-only at :func:`container_path`.
+
+    ``env`` (``NAME=value``, the claim's NCCL variables) joins the same device's edits.
+    """
+    edits: dict[str, object] = {
+        "mounts": [
+            {
+                "hostPath": host_path,
+                "containerPath": container_path(claim, request, driver),
+                "options": ["ro", "bind"],
+            }
+        ]
+    }
+    if env:
+        edits["env"] = list(env)
     return {
         "cdiVersion": CDI_VERSION,
         "kind": cdi_kind(driver),
         "devices": [
             {
                 "name": cdi_device_name(claim.uid, request),
-                "containerEdits": {
-                    "mounts": [
-                        {
-                            "hostPath": host_path,
-                            "containerPath": container_path(claim, request, driver),
-                            "options": ["ro", "bind"],
-                        }
-                    ]
-                },
+                "containerEdits": edits,
             }
         ],
     }
