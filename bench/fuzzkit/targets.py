@@ -258,7 +258,13 @@ def targets() -> tuple[Target, ...]:
             (_SRIOV,),
             NEVER_RAISES,
         ),
-        Target("selection element", "object", selection_fields.element_problems, (_NETWORKS,), NEVER_RAISES),
+        Target(
+            "selection element",
+            "object",
+            lambda o: selection_fields.multus_fields(selection_fields.pairs_of(o)),
+            (_NETWORKS,),
+            NEVER_RAISES,
+        ),
         Target(
             "resource filter",
             "object",

@@ -41,9 +41,9 @@ ALLOWED: dict[str, tuple[int, str]] = {
     ),
     "runtime/sriov_dra/core/networks.py": (
         2,
-        "the Pod networks annotation codec: refuses repeated keys with their paths already, "
-        "reported per element together with its other problems, and needs each element's exact "
-        "source text (raw_decode); see tests/pure/core/test_networks.py",
+        "the Pod networks annotation, read as Multus's Go decoder reads it (a repeated key: the last "
+        "one wins, every occurrence type-checked), and each element's exact source text "
+        "(raw_decode); see tests/pure/core/test_networks.py",
     ),
     "runtime/sriov_dra/guard/shim.py": (
         1,

@@ -1,11 +1,13 @@
-"""Parser and validator of the Multus ``k8s.v1.cni.cncf.io/networks`` Pod annotation.
+"""Parser of the Multus ``k8s.v1.cni.cncf.io/networks`` Pod annotation, by Multus's own rule.
 
-The one rule, shared by the plugin's selection merger and the guard, that turns the annotation
+The one reading, shared by the plugin's selection merger and the guard, that turns the annotation
 into an ordered tuple of :class:`Selection` (JSON-list and comma forms, namespace defaulting to
-the Pod's), each JSON element keeping its exact source text so a writer can re-emit unrelated
-entries byte for byte (docs/design.md#selections). Unlike Multus it never reads a broken
-annotation as empty (multus-cni #635, #1195, #588, #360, #213): every problem is an
-``InvalidNetworksAnnotation`` with its path; field rules are in :mod:`core.selection_fields`. Pure.
+the Pod's) exactly as Multus v4.3.0 reads it: what Multus ignores is kept and ignored (unknown
+keys, ``interfaceRequest`` as the fallback interface, case variants of a key, repeated keys), and
+what makes Multus fail the Pod is an ``InvalidNetworksAnnotation`` with its path, never read as
+empty (docs/design.md#selections; field rules in :mod:`core.selection_fields`). Each JSON element
+keeps its exact source text, so a writer re-emits unrelated entries byte for byte. The product's
+own entries are held to a stricter rule by their owners (``Selection.exact_tuple``). Pure.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from sriov_dra_rules import errors, names, strict_json
 _JSON_MARKERS: Final = frozenset('[{"')
 _COMMA_NAME_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _JSON_WS: Final = " \t\n\r"
+_IFNAME_BREAKERS: Final = frozenset(" \t\n\v\f\r/")
+"""What Multus's comma parser refuses in an interface name (besides more than 15 bytes)."""
 
 
 class Notation(enum.StrEnum):
@@ -40,7 +44,10 @@ class Selection:
     does); ``written_namespace`` is what the entry said (``None`` when omitted or empty).
     ``interface`` is ``None`` when no interface was requested (Multus then assigns ``net<idx>``).
     ``raw`` is the decoded JSON object (for a comma entry: the minimal equivalent object holding
-    only what was written) and ``raw_text`` its exact source text (comma entries: compact JSON).
+    only what was written) and ``raw_text`` its exact source text (comma entries: compact JSON);
+    ``written_keys`` the keys as written, repeats included (``None``: the keys of ``raw``).
+    ``name``, ``written_namespace`` and ``interface`` are what Multus reads (a case variant or
+    ``interfaceRequest`` resolved), ``raw`` what was written.
 
     Shapes: ``index`` is the 0-based position in the annotation.
     """
@@ -53,6 +60,7 @@ class Selection:
     notation: Notation
     raw: Mapping[str, Any]
     raw_text: str
+    written_keys: tuple[str, ...] | None = None
 
     @property
     def target(self) -> tuple[str, str]:
@@ -63,6 +71,34 @@ class Selection:
     def request(self) -> tuple[str, str, str | None]:
         """``(namespace, name, interface)``: what Multus acts on, independent of notation."""
         return (self.namespace, self.name, self.interface)
+
+    @property
+    def multus_view(self) -> dict[str, str]:
+        """What Multus reads of the entry: ``name``, and ``namespace``/``interface`` when given.
+
+        The form :mod:`core.interface_naming` takes (a case variant or ``interfaceRequest`` already resolved).
+        """
+        view = {"name": self.name}
+        if self.written_namespace:
+            view["namespace"] = self.written_namespace
+        if self.interface:
+            view["interface"] = self.interface
+        return view
+
+    def exact_tuple(self, namespace: str, name: str, interface: str) -> bool:
+        """True when the entry is exactly ``{"name","namespace","interface"}`` with these values.
+
+        The rule for the product's own (managed) entries: the JSON form, those three keys each once
+        and nothing else, no case variant (docs/design.md#selections).
+        """
+        keys = self.written_keys if self.written_keys is not None else tuple(self.raw)
+        return (
+            self.notation is Notation.JSON
+            and sorted(keys) == ["interface", "name", "namespace"]
+            and self.raw.get("name") == name
+            and self.raw.get("namespace") == namespace
+            and self.raw.get("interface") == interface
+        )
 
 
 def field_path(index: int | None = None, *fields: str | int) -> str:
@@ -80,19 +116,20 @@ def field_path(index: int | None = None, *fields: str | int) -> str:
 
 
 def parse_networks(value: str | None, *, pod_namespace: str, pod: str = "Pod") -> tuple[Selection, ...]:
-    """Parse and validate the networks annotation value of one Pod.
+    """Parse the networks annotation value of one Pod as Multus v4.3.0 parses it.
 
     ``None`` (annotation absent) and ``""`` give ``()``. Text containing ``[``, ``{`` or ``"`` is
-    the JSON form and must be a list of objects; anything else is the comma form. ``pod`` names
-    the Pod in messages (``Pod ns/name``).
+    the JSON form and must be a list of objects (fields: :mod:`core.selection_fields`); anything
+    else is the comma form. ``pod`` names the Pod in messages (``Pod ns/name``).
 
     Shapes: selections in annotation order; namespaces resolved against ``pod_namespace``.
-    Raises: InvalidSpec (reason ``InvalidNetworksAnnotation``) listing every problem with its
-    element index and field (malformed JSON, a non-object element, an unknown or case-variant key,
-    a duplicate key, a wrong type, an empty comma entry, ``@`` with no interface,
-    ``NaN``/``Infinity``, the deprecated ``interfaceRequest``); never a partial result.
-    Source: docs/design.md#selections; Multus ``parsePodNetworkAnnotation``, which ignores what
-    this refuses (multus-cni #635, #1195, #588, #360, #213).
+    Raises: InvalidSpec (reason ``InvalidNetworksAnnotation``) listing every problem that makes
+    Multus fail the Pod, with its element index and field (malformed JSON or ``NaN``, a list that
+    is not of objects, a field of the wrong type, a bad MAC or IP, more than one ``/`` or ``@`` or
+    a bad name or interface in a comma entry); never a partial result, never an empty one for a
+    broken annotation.
+    Source: docs/design.md#selections; Multus v4.3.0 ``parsePodNetworkAnnotation``,
+    ``parsePodNetworkObjectName`` (multus-cni #635, #1195, #588, #360, #213).
     """
     if value is None or value == "":
         return ()
@@ -125,18 +162,15 @@ def compact_json(obj: Any) -> str:
 # --- JSON form -------------------------------------------------------------------------------
 
 
-class _Duplicated(dict[str, Any]):
-    """A decoded object whose source text repeated a key (kept so validation can report it)."""
+class _Object(dict[str, Any]):
+    """A decoded JSON object that keeps its source pairs (repeats included) as ``pairs``."""
 
-    duplicates: tuple[str, ...] = ()
+    pairs: tuple[tuple[str, Any], ...] = ()
 
 
 def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) == len(keys):
-        return dict(pairs)
-    obj = _Duplicated(pairs)
-    obj.duplicates = tuple(sorted({k for k in keys if keys.count(k) > 1}))
+    obj = _Object(pairs)
+    obj.pairs = tuple(pairs)
     return obj
 
 
@@ -173,25 +207,28 @@ def _parse_json(value: str, pod_namespace: str) -> tuple[list[Selection], list[e
         if not isinstance(element, dict):
             problems.append(
                 errors.FieldError(
-                    field_path(index), f"must be a JSON object, got {strict_json.kind(element)}"
+                    field_path(index),
+                    f"must be a JSON object, got {strict_json.kind(element)} (Multus fails the Pod on it)",
                 )
             )
             continue
-        found = _element_problems(index, element)
+        pairs = selection_fields.pairs_of(element)
+        fields, found = selection_fields.multus_fields(pairs)
         if found:
-            problems.extend(found)
+            problems.extend(errors.FieldError(field_path(index, key), msg) for key, msg in found)
             continue
-        written_ns = element.get("namespace") or None
+        written_ns = fields.get("namespace") or None
         selections.append(
             Selection(
                 index=index,
-                name=element["name"],
+                name=fields.get("name", ""),
                 namespace=written_ns or pod_namespace,
                 written_namespace=written_ns,
-                interface=element.get("interface") or None,
+                interface=fields.get("interface") or None,
                 notation=Notation.JSON,
                 raw=element,
                 raw_text=text,
+                written_keys=tuple(k for k, _ in pairs),
             )
         )
     return selections, problems
@@ -219,42 +256,14 @@ def _skip_ws(value: str, pos: int) -> int:
     return pos
 
 
-def _element_problems(index: int, element: dict[str, Any]) -> list[errors.FieldError]:
-    problems = [errors.FieldError(path, msg) for path, msg in _duplicate_keys(index, element)]
-    problems += [
-        errors.FieldError(field_path(index, key), msg)
-        for key, msg in selection_fields.element_problems(element)
-    ]
-    return problems
-
-
-def _duplicate_keys(index: int, element: dict[str, Any]) -> list[tuple[str, str]]:
-    """Every object inside ``element`` whose source repeated a key (iterative: no deep recursion)."""
-    found: list[tuple[str, str]] = []
-    stack: list[tuple[Any, str]] = [(element, field_path(index))]
-    while stack:
-        node, path = stack.pop()
-        if isinstance(node, _Duplicated):
-            keys = ", ".join(repr(k) for k in node.duplicates)
-            found.append(
-                (path, f"repeats key(s) {keys}; Multus would keep only the last, write each key once")
-            )
-        if isinstance(node, dict):
-            stack.extend((v, f"{path}.{k}") for k, v in node.items())
-        elif isinstance(node, list):
-            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
-    return found
-
-
 # --- Comma form ------------------------------------------------------------------------------
 
 
 def _parse_comma(value: str, pod_namespace: str) -> tuple[list[Selection], list[errors.FieldError]]:
-    items = value.split(",")
     selections: list[Selection] = []
     problems: list[errors.FieldError] = []
-    for index, item in enumerate(items):
-        parsed = _parse_comma_item(index, item.strip(), len(items))
+    for index, item in enumerate(value.split(",")):
+        parsed = _parse_comma_item(index, item.strip())
         if isinstance(parsed, errors.FieldError):
             problems.append(parsed)
             continue
@@ -279,41 +288,32 @@ def _parse_comma(value: str, pod_namespace: str) -> tuple[list[Selection], list[
     return selections, problems
 
 
-def _parse_comma_item(index: int, item: str, count: int) -> tuple[str, str, str] | errors.FieldError:
-    """Split ``[ns/]name[@ifname]``: the last ``@`` first, then ``/`` (multus-cni #213)."""
+def _parse_comma_item(index: int, item: str) -> tuple[str, str, str] | errors.FieldError:
+    """Split ``[ns/]name[@ifname]`` as Multus does: at ``/`` first, then at ``@`` (multus-cni #213).
+
+    Namespace and name, when not empty, must be DNS-1123 labels; an interface at most 15 bytes
+    without ``/`` or white space. What Multus's parser accepts but cannot attach (an empty name)
+    is accepted here too: Multus fails the Pod on it when it looks the NAD up.
+    """
     path = field_path(index)
-    if not item:
-        where = "a trailing comma" if index == count - 1 else "a doubled or leading comma"
-        return errors.FieldError(
-            path, f"empty entry at position {index + 1} ({where} or blank text); remove the extra comma"
-        )
-    if item.count("@") > 1:
-        return errors.FieldError(path, f"{item!r} has more than one '@'; write [namespace/]name[@interface]")
-    left, at, ifname = item.rpartition("@") if "@" in item else (item, "", "")
-    ifname = ifname.strip()
-    if at and not ifname:
-        return errors.FieldError(
-            path, f"{item!r} has '@' but no interface name; remove '@' or name the interface"
-        )
-    if left.count("/") > 1:
+    slash = item.split("/")
+    if len(slash) > 2:
         return errors.FieldError(path, f"{item!r} has more than one '/'; write [namespace/]name[@interface]")
-    ns, slash, name = left.rpartition("/") if "/" in left else ("", "", left)
-    ns, name = ns.strip(), name.strip()
-    if slash and not ns:
-        return errors.FieldError(path, f"{item!r} has '/' but no namespace; remove '/' or name the namespace")
+    ns, rest = (slash[0].strip(), slash[1]) if len(slash) == 2 else ("", slash[0])
+    at = rest.split("@")
+    if len(at) > 2:
+        return errors.FieldError(path, f"{item!r} has more than one '@'; write [namespace/]name[@interface]")
+    name, ifname = at[0].strip(), (at[1].strip() if len(at) == 2 else "")
     for label, part in (("namespace", ns), ("name", name)):
-        if label == "namespace" and not part:
-            continue
-        if not part:
-            return errors.FieldError(path, f"{item!r} has an empty network name")
-        if not _COMMA_NAME_RE.fullmatch(part) or len(part) > (63 if label == "namespace" else 253):
+        if part and not _COMMA_NAME_RE.fullmatch(part):
             return errors.FieldError(
                 path,
                 f"{label} {part!r} in {item!r} must be lower-case alphanumerics or '-', starting and ending "
                 "alphanumeric (use the JSON form for names with '.')",
             )
-    if ifname:
-        problem = names.ifname_problem(ifname)
-        if problem is not None:
-            return errors.FieldError(field_path(index, "interface"), problem)
+    if len(ifname.encode("utf-8", "surrogatepass")) > 15 or any(c in _IFNAME_BREAKERS for c in ifname):
+        return errors.FieldError(
+            field_path(index, "interface"),
+            f"interface {ifname!r} in {item!r} must be at most 15 bytes without '/' or white space",
+        )
     return ns, name, ifname

@@ -1,174 +1,175 @@
-"""Validation of the fields of one Multus network-selection element (the JSON form).
+"""How Multus v4.3.0 reads one network-selection element of the JSON form, field by field.
 
-Owns the keys a selection may carry (Multus's ``NetworkSelectionElement`` plus
-``ipam-claim-reference``) and each one's type and format rule, as Go's decoding accepts them
-(IPs and MACs as ``net.ParseIP``/``ParseCIDR``/``ParseMAC``, integers without booleans or
-fractions, ``null`` a wrong type everywhere). Any other key is refused with a hint: the removed
-``interfaceRequest`` (multus-cni #360), a case variant Go would accept, or the closest key
-(docs/design.md#selections). Pure; :mod:`core.networks` calls it per element.
+Go's ``encoding/json`` decodes the element into Multus's ``NetworkSelectionElement``: a key
+matches a field by its JSON name, else case-insensitively; a key matching no field is ignored
+(``ipam-claim-reference`` included); each occurrence of a repeated key is decoded and the last
+one wins; ``null`` leaves a text field as it was and empties a list or object field; a value of
+the wrong JSON type fails the whole annotation, and so does an integer field given a fraction,
+an exponent or a boolean. Multus then checks ``mac`` and ``infiniband-guid`` (``net.ParseMAC``)
+and each of ``ips`` (``net.ParseIP``, or ``ParseCIDR`` with a ``/``), and reads the deprecated
+``interfaceRequest`` when ``interface`` is empty (multus-cni #360). :func:`multus_fields` applies
+exactly that (docs/design.md#selections). Pure; :mod:`core.networks` calls it per element.
 """
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from sriov_dra_rules import names, strict_json
+from sriov_dra_rules import strict_json
 
-KNOWN_KEYS: Final = frozenset(
-    {
-        "name",
-        "namespace",
-        "ips",
-        "mac",
-        "infiniband-guid",
-        "interface",
-        "portMappings",
-        "bandwidth",
-        "deviceID",
-        "cni-args",
-        "default-route",
-        "ipam-claim-reference",
-    }
+TEXT_FIELDS: Final = (
+    "name",
+    "namespace",
+    "mac",
+    "infiniband-guid",
+    "interface",
+    "interfaceRequest",
+    "deviceID",
 )
-"""Keys of Multus's ``NetworkSelectionElement`` plus ``ipam-claim-reference`` (multi-net-spec and
-NAD client v1.7; Multus ignores it). ``interfaceRequest`` is deliberately absent (deprecated)."""
+"""Go ``string`` fields of ``NetworkSelectionElement`` (JSON names)."""
+FIELDS: Final = frozenset({*TEXT_FIELDS, "ips", "portMappings", "bandwidth", "cni-args", "default-route"})
+"""Every JSON name Multus v4.3.0 decodes a selection element into; any other key is ignored."""
 
-_PORT_MAPPING_KEYS: Final = {"hostPort": int, "containerPort": int, "protocol": str, "hostIP": str}
-_BANDWIDTH_KEYS: Final = ("ingressRate", "ingressBurst", "egressRate", "egressBurst")
+_PORT_MAPPING_FIELDS: Final[dict[str, type]] = {
+    "hostPort": int,
+    "containerPort": int,
+    "protocol": str,
+    "hostIP": str,
+}
+_BANDWIDTH_FIELDS: Final[dict[str, type]] = {
+    k: int for k in ("ingressRate", "ingressBurst", "egressRate", "egressBurst")
+}
+_INT64: Final = range(-(2**63), 2**63)
 _MAC_COLON_RE: Final = re.compile(r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(?:\1[0-9A-Fa-f]{2})*")
 _MAC_DOT_RE: Final = re.compile(r"[0-9A-Fa-f]{4}(?:\.[0-9A-Fa-f]{4})*")
 _MAC_BYTES: Final = (6, 8, 20)
 
-
-def unknown_key_message(key: str) -> str:
-    """Message for a key no selection may carry, with the most useful hint."""
-    if key == "interfaceRequest":
-        return (
-            'unknown key "interfaceRequest" (the deprecated spelling, ignored by some Multus versions); '
-            'did you mean "interface"?'
-        )
-    folded = [k for k in KNOWN_KEYS if k.lower() == key.lower()]
-    if folded:
-        return (
-            f"unknown key {key!r}; keys are case-sensitive here (Go's decoder would silently read it "
-            f"as {folded[0]!r}): write {folded[0]!r}"
-        )
-    close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1)
-    hint = f'; did you mean "{close[0]}"?' if close else f"; known keys: {', '.join(sorted(KNOWN_KEYS))}"
-    return f"unknown key {key!r} would be ignored by Multus{hint}"
+Pairs = Sequence[tuple[str, Any]]
+"""A decoded JSON object as its ``(key, value)`` pairs in source order, repeats included."""
 
 
-def _expect_str(value: Any) -> str | None:
-    if isinstance(value, str):
+def _field_of(key: str, fields: frozenset[str] | Sequence[str]) -> str | None:
+    """The field Go's decoder assigns ``key`` to: its exact JSON name, else a case-insensitive match."""
+    if key in fields:
+        return key
+    folded = key.casefold()
+    return next((f for f in fields if f.casefold() == folded), None)
+
+
+def _text(value: Any) -> str | None:
+    return (
+        None if value is None or isinstance(value, str) else f"expected string, got {strict_json.kind(value)}"
+    )
+
+
+def _integer(value: Any) -> str | None:
+    """Go's ``int``: an integer literal that fits 64 bits (no fraction, exponent or boolean), or null."""
+    if value is None or (type(value) is int and value in _INT64):
         return None
-    return f"expected string, got {strict_json.kind(value)}"
+    if type(value) is int:
+        return f"{value} does not fit a 64-bit integer"
+    return f"expected integer, got {strict_json.kind(value)}{' with a fraction or exponent' if type(value) is float else ''}"
 
 
-def _check_name(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return f"expected non-empty string, got {strict_json.kind(value)}"
-    if not value:
-        return "must not be empty: the NAD name to attach"
-    return names.dns1123_subdomain_problem(value)
+def _object_fields(value: Any, fields: dict[str, type]) -> str | None:
+    """A Go struct: an object (or null) whose matched keys have their field's type; others ignored."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"expected object, got {strict_json.kind(value)}"
+    for key, item in pairs_of(value):
+        field = _field_of(key, tuple(fields))
+        if field is None:
+            continue
+        problem = _integer(item) if fields[field] is int else _text(item)
+        if problem is not None:
+            return f"{key}: {problem}"
+    return None
 
 
-def _check_namespace(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return f"expected string, got {strict_json.kind(value)}"
-    return names.dns1123_label_problem(value) if value else None
-
-
-def _check_interface(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return f"expected string, got {strict_json.kind(value)}"
-    return names.ifname_problem(value) if value else None
-
-
-def _check_mac(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return f"expected string, got {strict_json.kind(value)}"
-    return None if value == "" or mac_is_valid(value) else f"{value!r} is not a MAC/EUI-64/IPoIB address"
-
-
-def _check_str_list(value: Any, item_check: Callable[[str], str | None]) -> str | None:
+def _list_of(value: Any, item_check: Callable[[Any], str | None]) -> str | None:
+    if value is None:
+        return None
     if not isinstance(value, list):
-        return f"expected list of strings, got {strict_json.kind(value)}"
+        return f"expected list, got {strict_json.kind(value)}"
     for i, item in enumerate(value):
-        if not isinstance(item, str):
-            return f"[{i}]: expected string, got {strict_json.kind(item)}"
         problem = item_check(item)
         if problem is not None:
             return f"[{i}]: {problem}"
     return None
 
 
-def _ip_or_cidr_problem(text: str) -> str | None:
+def _ip_or_cidr(item: Any) -> str | None:
+    """One entry of ``ips`` as Multus checks it (``null`` decodes to ``""``, which is no address)."""
+    text = "" if item is None else item
+    if not isinstance(text, str):
+        return f"expected string, got {strict_json.kind(item)}"
     if "/" in text:
         return None if cidr_is_valid(text) else f"{text!r} is not an IP address with a prefix length"
     return None if ip_is_valid(text) else f"{text!r} is not an IP address"
 
 
-def _ip_problem(text: str) -> str | None:
-    return None if ip_is_valid(text) else f"{text!r} is not an IP address (no prefix length here)"
+def _route_ip(item: Any) -> str | None:
+    """One entry of ``default-route`` (Go ``net.IP``): null or ``""`` is no address, else ``ParseIP``."""
+    if item is None or item == "":
+        return None
+    if not isinstance(item, str):
+        return f"expected string, got {strict_json.kind(item)}"
+    return None if ip_is_valid(item) else f"{item!r} is not an IP address (no prefix length here)"
 
 
-def _check_int(value: Any, *, maximum: int | None = None) -> str | None:
-    if type(value) is not int:
-        return f"expected integer, got {strict_json.kind(value)}"
-    if value < 0 or (maximum is not None and value > maximum):
-        return f"{value} is out of range 0..{maximum if maximum is not None else 'max'}"
-    return None
-
-
-def _check_port_mappings(value: Any) -> str | None:
-    if not isinstance(value, list):
-        return f"expected list of objects, got {strict_json.kind(value)}"
-    for i, entry in enumerate(value):
-        if not isinstance(entry, dict):
-            return f"[{i}]: expected object, got {strict_json.kind(entry)}"
-        for key, item in entry.items():
-            if key not in _PORT_MAPPING_KEYS:
-                return f"[{i}]: unknown key {key!r}; known keys: {', '.join(_PORT_MAPPING_KEYS)}"
-            problem = _check_int(item, maximum=65535) if _PORT_MAPPING_KEYS[key] is int else _expect_str(item)
-            if problem is not None:
-                return f"[{i}].{key}: {problem}"
-    return None
-
-
-def _check_bandwidth(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return f"expected object, got {strict_json.kind(value)}"
-    for key, item in value.items():
-        if key not in _BANDWIDTH_KEYS:
-            return f"unknown key {key!r}; known keys: {', '.join(_BANDWIDTH_KEYS)}"
-        problem = _check_int(item, maximum=2**63 - 1)
-        if problem is not None:
-            return f"{key}: {problem}"
-    return None
-
-
-def _check_object(value: Any) -> str | None:
-    return None if isinstance(value, dict) else f"expected object, got {strict_json.kind(value)}"
-
-
-_FIELD_CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
-    "name": _check_name,
-    "namespace": _check_namespace,
-    "interface": _check_interface,
-    "ips": lambda v: _check_str_list(v, _ip_or_cidr_problem),
-    "mac": _check_mac,
-    "infiniband-guid": _check_mac,
-    "default-route": lambda v: _check_str_list(v, _ip_problem),
-    "portMappings": _check_port_mappings,
-    "bandwidth": _check_bandwidth,
-    "cni-args": _check_object,
-    "deviceID": _expect_str,
-    "ipam-claim-reference": _expect_str,
+_TYPE_CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
+    **dict.fromkeys(TEXT_FIELDS, _text),
+    "ips": lambda v: _list_of(v, _ip_or_cidr),
+    "portMappings": lambda v: _list_of(v, lambda e: _object_fields(e, _PORT_MAPPING_FIELDS)),
+    "bandwidth": lambda v: _object_fields(v, _BANDWIDTH_FIELDS),
+    "cni-args": lambda v: (
+        None if v is None or isinstance(v, dict) else f"expected object, got {strict_json.kind(v)}"
+    ),
+    "default-route": lambda v: _list_of(v, _route_ip),
 }
+
+
+def pairs_of(obj: dict[str, Any]) -> Pairs:
+    """The source pairs of a decoded object (``core.networks`` keeps them), else its items."""
+    pairs: Pairs | None = getattr(obj, "pairs", None)
+    return pairs if pairs is not None else tuple(obj.items())
+
+
+def _without_surrogates(text: str) -> str:
+    """``text`` with each lone UTF-16 surrogate replaced by U+FFFD, as Go's decoder does."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def multus_fields(pairs: Pairs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """The fields Multus decodes from one element, and every problem that makes Multus fail.
+
+    Shapes: ``pairs`` as :data:`Pairs`; the fields map JSON names of :data:`FIELDS` to their last
+    non-null value (text fields with lone surrogates replaced), ``interface`` already falling back
+    to ``interfaceRequest``; a problem is ``(key as written, message)``.
+    """
+    fields: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
+    for key, value in pairs:
+        field = _field_of(key, FIELDS)
+        if field is None:
+            continue
+        problem = _TYPE_CHECKS[field](value)
+        if problem is not None:
+            problems.append((key, problem))
+        elif value is not None:
+            fields[field] = _without_surrogates(value) if isinstance(value, str) else value
+        elif field not in TEXT_FIELDS:
+            fields.pop(field, None)
+    for field in ("mac", "infiniband-guid"):
+        if fields.get(field) and not mac_is_valid(fields[field]):
+            problems.append((field, f"{fields[field]!r} is not a MAC/EUI-64/IPoIB address"))
+    if not fields.get("interface") and fields.get("interfaceRequest"):
+        fields["interface"] = fields["interfaceRequest"]
+    return fields, problems
 
 
 def ip_is_valid(text: str) -> bool:
@@ -205,19 +206,3 @@ def mac_is_valid(text: str) -> bool:
     if _MAC_DOT_RE.fullmatch(text):
         return 2 * (len(text) + 1) // 5 in _MAC_BYTES
     return False
-
-
-def element_problems(element: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Every problem of one decoded selection object, as ``(field, message)`` pairs.
-
-    Shapes: ``field`` is the offending key (unknown keys included); ``[]`` when valid.
-    """
-    problems = [(key, unknown_key_message(key)) for key in element if key not in KNOWN_KEYS]
-    if "name" not in element:
-        problems.append(("name", "is required: the NAD name to attach"))
-    for key, check in _FIELD_CHECKS.items():
-        if key in element:
-            problem = check(element[key])
-            if problem is not None:
-                problems.append((key, problem))
-    return problems

@@ -74,8 +74,21 @@ def test_same_source_name_in_another_namespace_is_not_a_conflict() -> None:
         f"[{edited(A0, interface='dra7')}]",
         f"[{edited(A0, namespace=None)}]",
         f"{A0.entry.name}@dra0",
+        "[" + tuple_text(A0)[:-1] + ',"interface":"dra0"}]',
+        "[" + tuple_text(A0).replace('"interface"', '"Interface"') + "]",
+        "[" + tuple_text(A0).replace('"interface"', '"interfaceRequest"') + "]",
+        "[" + tuple_text(A0)[:-1] + ',"interfaceRequest":"dra0"}]',
     ],
-    ids=["options-added", "interface-changed", "namespace-dropped", "rewritten-in-comma-form"],
+    ids=[
+        "options-added",
+        "interface-changed",
+        "namespace-dropped",
+        "rewritten-in-comma-form",
+        "a-key-repeated",
+        "a-case-variant-key",
+        "interface-request-instead-of-interface",
+        "interface-request-added",
+    ],
 )
 def test_edited_managed_entry_is_an_ownership_conflict(value: str) -> None:
     annotations = merged(A0)

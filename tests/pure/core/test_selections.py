@@ -96,6 +96,27 @@ def test_unrelated_entries_keep_exact_text_order_and_options() -> None:
     assert texts(update.networks) == [*manual, tuple_text(A0), tuple_text(A1)]
 
 
+def test_user_entries_with_keys_multus_ignores_are_kept_and_read_as_multus_reads_them() -> None:
+    manual = [
+        '{"name":"net-x","interfaceRequest":"vlan101"}',
+        '{"Name":"net-y","NAMESPACE":"other","foo":{"bar":[1]},"ipam-claim-reference":7}',
+        '{"name":"net-z","name":"net-w","portMappings":[{"hostPort":70000,"extra":1}]}',
+    ]
+    update = selections.merge_managed_selections(pod({NETS: "[" + ",".join(manual) + "]"}), [A0, A1])
+    assert texts(update.networks) == [*manual, tuple_text(A0), tuple_text(A1)]
+    assert [s.request for s in networks.parse_networks(update.networks, pod_namespace=NS)][:3] == [
+        (NS, "net-x", "vlan101"),
+        ("other", "net-y", None),
+        (NS, "net-w", None),
+    ]
+
+
+def test_a_user_entry_taking_a_managed_name_through_interface_request_is_a_collision() -> None:
+    with pytest.raises(errors.Conflict) as info:
+        selections.merge_managed_selections(pod({NETS: '[{"name":"net-x","interfaceRequest":"dra0"}]'}), [A0])
+    assert info.value.reason is errors.Reason.DUPLICATE_INTERFACE_NAME
+
+
 def test_comma_notation_is_rewritten_as_minimal_json_objects_when_a_change_is_needed() -> None:
     update = selections.merge_managed_selections(pod({NETS: "net-x, other/net-y@if2"}), [A0])
     assert update.networks == (

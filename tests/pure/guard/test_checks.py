@@ -97,32 +97,45 @@ def test_pod_identity(runtime_uid: str | None, static: bool, node: str | None, r
     "value",
     [
         '[ { "name": "net-a", "ips": [ "10.1.1.104/24" ] ]',
-        "net-a,net-b,net-c,net-d,",
-        "net-a, ,net-b",
         '[{"name":"net-a","ips":"10.0.0.5/24"}]',
         '[{"name":"net-a","ips":["fd00:10::201"],}]',
-        '[{"name":"net-a","interfaceRequest":"vlan101"}]',
+        '[{"name":"net-a","mac":"zz"}]',
         "net-a@averyveryverylongif",
         "net-a@eth/1",
-        "net-a@..",
+        "ns/net-a@eth/1",
+        "Net-A",
     ],
     ids=[
         "malformed-json",
-        "trailing-comma",
-        "blank-entry",
         "ips-not-a-list",
         "trailing-comma-json",
-        "interfaceRequest",
+        "bad-mac",
         "ifname-19-bytes",
         "ifname-with-slash",
-        "ifname-dotdot",
+        "two-slashes",
+        "upper-case-comma-name",
     ],
 )
-def test_invalid_networks_annotation_fails_the_add(value: str) -> None:
+def test_what_multus_refuses_fails_the_add(value: str) -> None:
     view = _pod({names.NETWORKS_ANNOTATION: value})
     rejected = _reject(checks.read_networks, view, cni_ifname="eth0")
     assert rejected.reason is R.INVALID_NETWORKS_ANNOTATION
     assert names.NETWORKS_ANNOTATION in str(rejected)
+
+
+@pytest.mark.parametrize(
+    ("value", "requests"),
+    [
+        ('[{"name":"net-a","interfaceRequest":"vlan101"}]', [(NS, "net-a", "vlan101")]),
+        ('[{"name":"net-a","Interface":"eth1","foo":{"bar":1}}]', [(NS, "net-a", "eth1")]),
+        ("net-a,", [(NS, "net-a", None), (NS, "", None)]),
+        ("net-a@..", [(NS, "net-a", "..")]),
+    ],
+    ids=["interfaceRequest", "case-variant-and-unknown-keys", "trailing-comma", "ifname-dotdot"],
+)
+def test_what_multus_reads_is_read_the_same(value: str, requests: list[tuple[str, str, str | None]]) -> None:
+    nets = checks.read_networks(_pod({names.NETWORKS_ANNOTATION: value}), cni_ifname="eth0")
+    assert [s.request for s in nets.selections] == requests
 
 
 def test_c01_error_names_the_position() -> None:

@@ -241,7 +241,7 @@ def test_pod_authors_own_malformed_network_status_still_gets_multus_del(tmp_path
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        (lambda w: w.set_pod_annotation(names.NETWORKS_ANNOTATION, "net-a,"), R.INVALID_NETWORKS_ANNOTATION),
+        (lambda w: w.set_pod_annotation(names.NETWORKS_ANNOTATION, "a/b/c"), R.INVALID_NETWORKS_ANNOTATION),
         (
             lambda w: w.set_pod_annotation(names.NETWORKS_ANNOTATION, '[{"name":"a"}]'),
             R.REGISTRY_ENTRY_NOT_SELECTED,
@@ -262,7 +262,7 @@ def test_pod_authors_own_malformed_network_status_still_gets_multus_del(tmp_path
         ),
     ],
     ids=[
-        "annotation-trailing-comma",
+        "annotation-two-slashes",
         "registry-entries-dropped",
         "shadow-deleted",
         "shadow-terminating",

@@ -190,12 +190,15 @@ def test_unprepare_responses_round_trip_in_both_versions(
 
 
 def test_typed_error_about_a_hostile_annotation_serializes_as_a_claim_error() -> None:
-    # A Pod author's networks annotation with the key "\ud800" (a lone surrogate once decoded)
+    # A Pod author's networks annotation with the address "\udfff" (a lone surrogate once decoded)
     # must fail only that claim with a readable error, not the whole NodePrepareResources call.
     try:
-        core_networks.parse_networks('[{"name":"a","\\udfff":1}]', pod_namespace="ns")
+        core_networks.parse_networks('[{"name":"a","ips":["\\udfff"]}]', pod_namespace="ns")
     except core_errors.InvalidSpec as exc:
         outcome = messages.ClaimError.from_exception(exc)
     response = messages.prepare_response_v1({"uid-1": outcome})
     data = response.SerializeToString()
-    assert "unknown key" in dra_v1_pb2.NodePrepareResourcesResponse.FromString(data).claims["uid-1"].error
+    assert (
+        "is not an IP address"
+        in dra_v1_pb2.NodePrepareResourcesResponse.FromString(data).claims["uid-1"].error
+    )

@@ -35,13 +35,13 @@ def test_detail_is_the_message_without_its_reason() -> None:
     assert errors.InvalidSpec("plain").detail == "plain"
 
 
-def test_lone_surrogate_from_a_hostile_key_is_escaped_so_the_message_has_a_utf8_form() -> None:
-    # An unknown key written as "\ud800" in a Pod's networks annotation ends up in the field path.
+def test_lone_surrogate_from_a_hostile_value_is_escaped_so_the_message_has_a_utf8_form() -> None:
+    # An address written as "\ud800" in a Pod's networks annotation ends up in the message.
     with pytest.raises(errors.InvalidSpec) as caught:
-        networks.parse_networks('[{"name":"a","\\ud800":1}]', pod_namespace="ns")
+        networks.parse_networks('[{"name":"a","ips":["\\ud800"]}]', pod_namespace="ns")
     text = str(caught.value)
     text.encode("utf-8")  # can be logged, put in a gRPC error string and an Event
-    assert "\\ud800" in text and "unknown key" in text
+    assert "\\ud800" in text and "is not an IP address" in text
 
 
 @given(_ANY_TEXT, _ANY_TEXT, _ANY_TEXT)

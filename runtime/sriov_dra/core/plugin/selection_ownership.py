@@ -17,8 +17,6 @@ from sriov_dra.core import interface_naming, networks, registry
 from sriov_dra.core.plugin.selection_update import PodSnapshot
 from sriov_dra_rules import errors, names
 
-_TUPLE_KEYS = frozenset({"name", "namespace", "interface"})
-
 
 @dataclass(frozen=True)
 class ManagedBinding:
@@ -164,7 +162,7 @@ def check_interfaces(
     renames or rejects a manual selection on its own account).
     """
     collisions = interface_naming.find_interface_collisions(
-        [s.raw for s in final], pod_namespace=pod.namespace, layout=layout
+        [s.multus_view for s in final], pod_namespace=pod.namespace, layout=layout
     )
     problems = [
         errors.FieldError(
@@ -186,14 +184,7 @@ def check_interfaces(
 
 def is_exact(sel: networks.Selection, entry: registry.RegistryEntry) -> bool:
     """True when ``sel`` is exactly ``entry``'s tuple as a JSON object (the ownership rule)."""
-    raw = sel.raw
-    return (
-        sel.notation is networks.Notation.JSON
-        and set(raw) == _TUPLE_KEYS
-        and raw["name"] == entry.name
-        and raw["namespace"] == entry.namespace
-        and raw["interface"] == entry.interface
-    )
+    return sel.exact_tuple(entry.namespace, entry.name, entry.interface)
 
 
 def _tuple_obj(entry: registry.RegistryEntry) -> dict[str, str]:
