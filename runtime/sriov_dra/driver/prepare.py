@@ -10,6 +10,7 @@ two steps leaves a state the next prepare completes or the next unprepare cleans
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +20,9 @@ from sriov_dra.core import identities
 from sriov_dra.core.plugin import cdi_spec, checkpoint_lifecycle, claim_plan
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import claim_context, claim_metadata, unprepare
-from sriov_dra.driver.managed import planning
+from sriov_dra.driver.managed import consumer as consumer_mod
+from sriov_dra.driver.managed import fanout, host_gate, planning
+from sriov_dra.driver.managed import service as managed_service
 from sriov_dra.host import vf_edits
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import dra_service, messages
@@ -45,7 +48,7 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
        (``driver.managed.host_gate``).
     6. Upsert this driver's ``status.devices`` entries (best effort, other drivers' kept, still
        under the locks); in auto-attach mode beside the Pod patch
-       (:func:`_status_beside_patch`).
+       (:func:`_ensure_managed`).
     7. Write the device metadata files and their mounts (``driver.claim_metadata``; their own
        failures leave the request without a mount and never fail the prepare). Unlock and answer.
 
@@ -100,12 +103,7 @@ def _prepare_claim(
             _check_retry(plan, record)
             ensure_host(ctx, record)
         if managed is not None and consumer is not None:  # shadows, Pod patch, Ready: first and retry alike
-            managed.ensure(
-                consumer,
-                plan.claim_uid,
-                host=lambda other: ensure_host(ctx, other),
-                beside_patch=_status_beside_patch(ctx, record, claim),
-            )
+            _ensure_managed(ctx, managed, consumer, record, claim)
             record = ctx.store.snapshot_claim(plan.claim_uid) or record
         else:
             update_status(ctx, record, claim)
@@ -114,33 +112,65 @@ def _prepare_claim(
     return prepared_result(record, metadata_ids)
 
 
-def _status_beside_patch(
-    ctx: claim_context.ClaimContext, record: model.ClaimRecord, claim: Mapping[str, object]
-) -> Callable[[], None]:
-    """Step 6 of a managed prepare, to run beside the Pod patch of step 5.
+def _ensure_managed(
+    ctx: claim_context.ClaimContext,
+    managed: managed_service.ManagedAttach,
+    consumer: consumer_mod.Consumer,
+    record: model.ClaimRecord,
+    claim: Mapping[str, object],
+) -> None:
+    """Steps 5 and 6 of a managed prepare whose host step for ``record`` just completed, in order.
 
-    Why overlapping is safe (claim status is diagnostic, best effort, never a connectivity
-    barrier: docs/design.md#prepare):
+    1. the host step of the Pod's sibling claims with ``Pending`` bindings (a claim whose host
+       step fails is held: not published, reported failed, ``driver.managed.host_gate``);
+    2. the shadows of the Pod's forward claims and their durable UIDs;
+    3. the Pod patch and ``Ready``, with this claim's ``status.devices`` write beside the patch
+       when its shadows exist (joined before the ensure pass is reported, see below);
+    4. the pass reported on the Pod; this claim's failure raised.
+
+    Why the status write may overlap the Pod patch (claim status is diagnostic, best effort, never
+    a connectivity barrier: docs/design.md#prepare):
 
     - *Content*: the entries come from ``record.devices`` (pool, device, frozen VfConfig), fixed
       when the record was first persisted, and from the claim read in step 1; the shadows, the
       Pod patch and ``Ready`` change only the managed bindings, so writing earlier writes the
       same entries.
-    - *Truth*: the ensure pass calls this only for a claim whose host stage completed (this
-      handler ran :func:`ensure_host` before) and whose shadows exist. After the ``Pending``
-      checkpoint the hardware is never rolled back (failures keep the state, the kubelet's
-      unprepare is the cleanup: docs/design.md#prepare), so the entries describe prepared devices
-      even when the Pod patch or the ``Ready`` write then fails and the prepare returns an error.
+    - *Truth*: it starts only for a claim whose host stage completed (this handler ran
+      :func:`ensure_host` before) and whose shadows exist. After the ``Pending`` checkpoint the
+      hardware is never rolled back (failures keep the state, the kubelet's unprepare is the
+      cleanup: docs/design.md#prepare), so the entries describe prepared devices even when the
+      Pod patch or the ``Ready`` write then fails and the prepare returns an error.
     - *Cleanup*: unprepare clears the entries before it drops the record (``unprepare``, and
       the last step of a managed release, ``release``), so an entry written by a prepare that failed
       later is removed with the record; a retry finds it in place and writes nothing.
-    - *Lifetime*: the ensure pass joins this write before it returns (after ``Ready`` is
-      persisted, which does not wait for it), so it ends while this handler
-      still holds the claim and Pod locks: no status write outlives the prepare or overtakes an
-      unprepare. A hang is bounded by the claim client's request timeout.
+    - *Lifetime*: it is joined after ``Ready`` is persisted (which does not wait for it) and
+      before this returns, while this handler still holds the claim and Pod locks: no status
+      write outlives the prepare or overtakes an unprepare. A hang is bounded by the claim
+      client's request timeout. With ``--api-max-in-flight 1`` it runs after ``Ready``.
     - *Failure*: :func:`update_status` never raises; a failed write changes no outcome.
     """
-    return lambda: update_status(ctx, record, claim)
+    held: dict[identities.ClaimUid, Exception] = {}
+    for other in managed.host_stages_due(consumer, record.claim_uid):
+        try:
+            ensure_host(ctx, other)
+        except Exception as exc:  # kept for that claim: it stays Pending and unpublished
+            held[other.claim_uid] = host_gate.hold(other, exc)
+    shadowed = managed.ensure_shadows(consumer.pod, held=held)
+    status = (
+        [functools.partial(update_status, ctx, record, claim)] if shadowed.publishes(record.claim_uid) else []
+    )
+    beside = fanout.start(status, max_in_flight=managed.max_in_flight)
+    try:  # the Pod patch on this thread, the status write on a worker meanwhile
+        result = managed.publish(shadowed)
+    finally:  # joined on every path: no status write outlives the locks
+        written = beside.wait()
+    for outcome in written:
+        if outcome.error is not None:  # best effort by contract: noted, never the claim's failure
+            ctx.log.warning(
+                "claim status write beside the Pod patch failed",
+                extra={"claim_uid": record.claim_uid, "op": "prepare", "reason": str(outcome.error)},
+            )
+    managed.conclude(result, consumer, record.claim_uid)
 
 
 def prepared_result(

@@ -2,7 +2,7 @@
 
 The forward sequence every path shares (first prepare after the ``Pending`` record, a repeated
 prepare, the repair worker) for one Pod, with the caller holding the claim and Pod locks
-(docs/design.md#prepare, docs/design.md#repair): :func:`ensure_managed_bindings`. An error on one
+(docs/design.md#prepare, docs/design.md#repair): :func:`ensure_shadows`, then :func:`publish`. An error on one
 claim is reported for that claim and never undoes another claim's work or any hardware; the next
 prepare or repair pass continues forward. Never rolls back hardware, releases a binding, or
 publishes a claim whose shadows are missing.
@@ -172,52 +172,56 @@ def _raise_first(
     raise first
 
 
-def ensure_managed_bindings(
+@dataclass(frozen=True)
+class Shadowed:
+    """Steps 1–2 of an ensure pass for one Pod, what :func:`publish` then publishes.
+
+    Shapes: ``ok`` the records whose shadows all exist, in forward order (their UIDs durable);
+    ``forward`` (namespace, name) of every forward record the pass took; ``failed`` claim UID →
+    error so far; ``created`` shadow names created now.
+    """
+
+    pod: Mapping[str, object]
+    ok: tuple[model.ClaimRecord, ...]
+    forward: tuple[tuple[str, str], ...]
+    failed: Mapping[identities.ClaimUid, Exception]
+    created: tuple[str, ...]
+
+    def publishes(self, claim_uid: str) -> bool:
+        """True when ``claim_uid``'s shadows all exist, so the Pod patch will name them."""
+        return any(r.claim_uid == claim_uid for r in self.ok)
+
+
+def ensure_shadows(
     pod: Mapping[str, object],
     *,
     node: seams.NodeIdentity,
     store: seams.Store,
     nads: seams.NadApi,
-    pods: seams.PodApi,
-    reverify: Callable[[Mapping[str, object]], None],
     clock: seams.Clock,
     backoff: pod_selections.Backoff = pod_selections.DEFAULT_BACKOFF,
     max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
-    beside_patch: Mapping[str, Callable[[], None]] | None = None,
-) -> EnsureResult:
-    """Ensure every forward binding of the verified live ``pod``; never raises per claim.
+    failed: Mapping[identities.ClaimUid, Exception] | None = None,
+) -> Shadowed:
+    """Steps 1–2 for the verified live ``pod``; never raises per claim.
 
     1. Snapshot the Pod's claims whose bindings are ``Pending``/``Ready`` (``Deleting`` and
        ``ReleaseComplete`` records are never published again).
     2. Per claim, ensure each shadow (``shadow_lifecycle.ensure_shadow``), concurrently within
-       the claim (``fanout``); a shadow truly gone first gets its recorded UID cleared and
-       ``Pending`` persisted, then is recreated; observed UIDs are persisted with one narrow
-       write per claim, after every shadow of the claim finished.
-    3. One merge of every claim whose shadows all exist into the live Pod (``pod_selections``);
-       a claim whose shadows failed is left out, so no selection names a missing shadow.
-    4. Persist ``Ready`` for the published claims, then join the side writes.
+       the claim (``fanout``, at most ``max_in_flight`` requests); a shadow truly gone first gets
+       its recorded UID cleared and ``Pending`` persisted, then is recreated; observed UIDs are
+       persisted with one narrow write per claim, after every shadow of the claim finished.
 
-    ``reverify`` re-checks a Pod read again after a conflict (UID, node, reservation; it raises
-    to stop). Errors are returned per claim in :attr:`EnsureResult.failed`; a Pod-patch failure
-    is recorded for every claim that was to be published (also when the node's Multus layout,
-    ``node.multus``, cannot be read for the interface-name check). ``max_in_flight`` bounds the
-    shadow requests of one claim issued at once (claims are still handled one after the other).
-
-    ``beside_patch`` maps a claim UID to a best-effort write that may run as soon as that
-    claim's shadows exist: it runs concurrently with the Pod patch when the claim is published
-    in this pass (never when its shadows failed), whether the patch succeeds or not, and it has
-    finished when this function returns or raises (the ``Ready`` writes do not wait for it; with
-    ``max_in_flight <= 1`` it runs after them); its exception is logged and changes no result. It
-    must not take the operation locks or fan out itself (``fanout``). ``Ready`` does not wait
-    for it: claim status is diagnostic, never a connectivity barrier.
-    Source: docs/design.md#prepare, docs/design.md#repair.
+    ``failed`` starts the per-claim errors (claims the caller already knows failed and hid from
+    ``store``). Source: docs/design.md#prepare, docs/design.md#repair.
     """
     meta = views.decode_meta(pod)
     pod_uid, pod_name = meta.uid, meta.name
-    failed: dict[identities.ClaimUid, Exception] = {}
+    errors_by_claim: dict[identities.ClaimUid, Exception] = dict(failed or {})
     created: list[str] = []
     ok: list[model.ClaimRecord] = []
-    for record in forward_records(store, pod_uid):
+    records = forward_records(store, pod_uid)
+    for record in records:
         try:
             ok.append(
                 _ensure_claim(
@@ -233,48 +237,52 @@ def ensure_managed_bindings(
                 )
             )
         except Exception as exc:  # kept for this claim; other claims continue
-            failed[record.claim_uid] = exc
+            errors_by_claim[record.claim_uid] = exc
+    return Shadowed(
+        pod=pod,
+        ok=tuple(ok),
+        forward=tuple((r.namespace, r.name) for r in records),
+        failed=errors_by_claim,
+        created=tuple(created),
+    )
+
+
+def publish(
+    shadowed: Shadowed,
+    *,
+    node: seams.NodeIdentity,
+    store: seams.Store,
+    pods: seams.PodApi,
+    reverify: Callable[[Mapping[str, object]], None],
+    clock: seams.Clock,
+    backoff: pod_selections.Backoff = pod_selections.DEFAULT_BACKOFF,
+) -> EnsureResult:
+    """Steps 3–4 after :func:`ensure_shadows`; never raises per claim.
+
+    3. One merge of every claim whose shadows all exist into the live Pod (``pod_selections``);
+       a claim whose shadows failed is left out, so no selection names a missing shadow.
+    4. Persist ``Ready`` for the published claims.
+
+    ``reverify`` re-checks a Pod read again after a conflict (UID, node, reservation; it raises
+    to stop). Errors are returned per claim in :attr:`EnsureResult.failed`; a Pod-patch failure
+    is recorded for every claim that was to be published (also when the node's Multus layout,
+    ``node.multus``, cannot be read for the interface-name check).
+    """
+    failed = dict(shadowed.failed)
+    created = list(shadowed.created)
+    ok = list(shadowed.ok)
     if not ok:
         return EnsureResult(failed=failed, created=tuple(created))
-
-    def patch() -> bool:
-        return pod_selections.ensure_selections(
+    try:
+        patched = pod_selections.ensure_selections(
             pods=pods,
-            pod=pod,
+            pod=shadowed.pod,
             entries=pod_selections.intended_entries(ok),
             reverify=reverify,
             clock=clock,
             backoff=backoff,
             layout=node.multus.current(),
         )
-
-    beside = beside_patch or {}
-    sides = [(r.claim_uid, beside[r.claim_uid]) for r in ok if r.claim_uid in beside]
-    started = fanout.start([call for _, call in sides], max_in_flight=max_in_flight)
-    try:  # the patch on this thread, the side writes on workers meanwhile
-        result = _publish(patch, ok, store=store, failed=failed, created=created)
-    finally:  # joined on every path: no side write outlives the caller's locks
-        outcomes = started.wait()
-    for (claim_uid, _), side in zip(sides, outcomes, strict=True):
-        if side.error is not None:  # best-effort by contract: noted, never a claim failure
-            LOG.warning(
-                "side write beside the Pod patch failed",
-                extra={"claim_uid": claim_uid, "op": "ensure", "reason": str(side.error)},
-            )
-    return result
-
-
-def _publish(
-    patch: Callable[[], bool],
-    ok: list[model.ClaimRecord],
-    *,
-    store: seams.Store,
-    failed: dict[identities.ClaimUid, Exception],
-    created: list[str],
-) -> EnsureResult:
-    """Steps 3 (the Pod patch) and 4 (``Ready`` for the claims it published) of the module docstring."""
-    try:
-        patched = patch()
     except Exception as exc:
         for record in ok:
             failed[record.claim_uid] = exc

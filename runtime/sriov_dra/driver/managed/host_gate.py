@@ -3,8 +3,9 @@
 The first prepare persists ``Pending`` bindings *before* it binds drivers and writes CDI specs, so
 a process that dies in between leaves bindings whose host stage never ran
 (docs/design.md#prepare). For the two publishers of a Pod's bindings (the prepare's ensure pass,
-siblings included, and the repair worker), :func:`complete_host_stages` re-runs the idempotent
-host step of every forward record with a ``Pending`` binding from its frozen state, and
+siblings included, and the repair worker), :func:`host_stages_due` names the forward records with
+a ``Pending`` binding whose idempotent host step is re-run from its frozen state (by the prepare
+itself; by :func:`complete_host_stages` for the repair worker), and
 :class:`GatedStore` hides the records whose host step failed from publication only. Never
 releases hardware or changes a record.
 """
@@ -24,8 +25,8 @@ LOG = logging.getLogger(__name__)
 HostStage = Callable[[model.ClaimRecord], None]
 """Make the host (VF drivers, claim and Pod CDI specs) match a record; idempotent.
 
-Production: ``driver.prepare.ensure_host`` with the handler's context. Raises: whatever the host
-step raises (``vf_driver_binding`` errors, ContractViolation, ``OSError``).
+The repair worker's seam; production: ``driver.prepare.ensure_host`` with the handler's context
+(``driver.managed_wiring``). Raises: whatever the host step raises (``vf_driver_binding`` errors, ContractViolation, ``OSError``).
 """
 
 
@@ -34,26 +35,38 @@ def needs_host_stage(record: model.ClaimRecord) -> bool:
     return any(b.phase is model.Phase.PENDING for b in record.managed_bindings())
 
 
-def complete_host_stages(
-    store: seams.Store, pod_uid: str, host: HostStage, *, done: frozenset[str] = frozenset()
-) -> dict[identities.ClaimUid, Exception]:
-    """Run ``host`` for each forward record of the Pod with a ``Pending`` binding; return failures.
+def host_stages_due(
+    store: seams.Store, pod_uid: str, *, done: frozenset[str] = frozenset()
+) -> list[model.ClaimRecord]:
+    """The Pod's forward records with a ``Pending`` binding, whose host step must run before they
+    are published; ``done`` names claims whose host step the caller has just completed."""
+    return [
+        r for r in ensure.forward_records(store, pod_uid) if r.claim_uid not in done and needs_host_stage(r)
+    ]
 
-    ``done`` names claims whose host step the caller has just completed (skipped). The caller
-    holds the claim and Pod operation locks. Shapes: claim UID → the host step's error.
+
+def hold(record: model.ClaimRecord, exc: Exception) -> Exception:
+    """Note that ``record``'s host step failed (it stays ``Pending`` and unpublished); return ``exc``."""
+    LOG.warning(
+        "host stage incomplete: binding not published",
+        extra={"claim_uid": record.claim_uid, "pod_uid": record.pod_uid, "op": "host", "reason": str(exc)},
+    )
+    return exc
+
+
+def complete_host_stages(
+    store: seams.Store, pod_uid: str, host: HostStage
+) -> dict[identities.ClaimUid, Exception]:
+    """Run ``host`` for each record :func:`host_stages_due` names; return the failures.
+
+    The caller holds the claim and Pod operation locks. Shapes: claim UID → the host step's error.
     """
     failed: dict[identities.ClaimUid, Exception] = {}
-    for record in ensure.forward_records(store, pod_uid):
-        if record.claim_uid in done or not needs_host_stage(record):
-            continue
+    for record in host_stages_due(store, pod_uid):
         try:
             host(record)
         except Exception as exc:  # kept for this claim: it stays Pending and unpublished
-            LOG.warning(
-                "host stage incomplete: binding not published",
-                extra={"claim_uid": record.claim_uid, "pod_uid": pod_uid, "op": "host", "reason": str(exc)},
-            )
-            failed[record.claim_uid] = exc
+            failed[record.claim_uid] = hold(record, exc)
     return failed
 
 

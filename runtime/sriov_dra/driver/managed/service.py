@@ -3,14 +3,14 @@
 :class:`ManagedAttach` bundles the seams once and exposes the steps in the handler's order
 (docs/design.md#prepare): :meth:`verify` (before the locks: the live consumer Pod), :meth:`plan`
 (under the locks, a claim without a record: everything that can fail before hardware),
-:meth:`ensure` (after the record is durable: shadows, UIDs, Pod patch, ``Ready``),
+:meth:`host_stages_due`, :meth:`ensure_shadows`, :meth:`publish` and :meth:`conclude` (after
+the record is durable: siblings' host steps, shadows, UIDs, Pod patch, ``Ready``),
 :meth:`release` (docs/design.md#release) and :meth:`discard_unpublished` (forget a new record
 whose hardware step failed before any API write). Takes no operation lock itself.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 
@@ -138,26 +138,15 @@ class ManagedAttach:
 
         return check
 
-    def ensure(
-        self,
-        consumer: consumer_mod.Consumer,
-        claim_uid: str,
-        *,
-        host: host_gate.HostStage,
-        beside_patch: Callable[[], None] | None = None,
-    ) -> ensure_mod.EnsureResult:
-        """EnsureManagedBindings for the consumer's Pod; raise this claim's error if it failed.
+    def host_stages_due(self, consumer: consumer_mod.Consumer, claim_uid: str) -> list[model.ClaimRecord]:
+        """Begin the ensure pass of a prepare whose host step for ``claim_uid`` just completed.
 
-        The caller has just completed ``claim_uid``'s host stage. ``host`` first completes it for
-        every other forward claim of the Pod with a ``Pending`` binding (a sibling whose prepare
-        died between its checkpoint and its host step); a claim whose host step fails is not
-        published and keeps its error (``host_gate``). ``beside_patch`` is a best-effort write for
-        ``claim_uid`` that runs concurrently with the Pod patch once the claim's shadows exist and
-        is joined before this returns; ``Ready`` does not wait for it (``ensure.ensure_managed_bindings``).
+        Returns the Pod's other forward records with a ``Pending`` binding (a sibling whose
+        prepare died between its checkpoint and its host step): the caller runs their host step
+        next and hands the failures to :meth:`ensure_shadows` as ``held``.
         Raises: LifecycleBlocked(ClaimReleaseInProgress) when the claim's record is being
-        released; the claim's own failure from the ensure pass (state kept for retry);
-        ContractViolation when the claim has no managed record (an old checkpoint on an enabled
-        node: drain and recreate, docs/design.md#prepare).
+        released; ContractViolation when the claim has no managed record (an old checkpoint on
+        an enabled node: drain and recreate, docs/design.md#prepare).
         """
         record = self.store.snapshot_claim(claim_uid)
         if record is None or not record.managed_bindings():
@@ -170,12 +159,54 @@ class ManagedAttach:
                 f"claim {record.namespace}/{record.name} ({claim_uid}) is being released; retry after it finishes",
                 reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
             )
-        result = self.ensure_pod(
-            consumer.pod,
-            host=host,
-            done=frozenset({claim_uid}),
-            beside_patch={claim_uid: beside_patch} if beside_patch is not None else None,
+        return host_gate.host_stages_due(
+            self.store, views.decode_meta(consumer.pod).uid, done=frozenset({claim_uid})
         )
+
+    def ensure_shadows(
+        self,
+        pod: Mapping[str, object],
+        *,
+        held: Mapping[identities.ClaimUid, Exception],
+        nads: seams.NadApi | None = None,
+    ) -> ensure_mod.Shadowed:
+        """Steps 1–2 of the ensure pass for the verified live ``pod`` (``ensure.ensure_shadows``).
+
+        ``held`` are the claims whose host step failed: not published, reported failed
+        (``host_gate``). ``nads`` replaces the attach's NAD API for this call (the repair pass's
+        one-LIST view, ``listed_shadows``). The caller holds the claim and Pod operation locks.
+        Never raises per claim.
+        """
+        return ensure_mod.ensure_shadows(
+            pod,
+            node=self.node,
+            store=host_gate.GatedStore(self.store, held) if held else self.store,
+            nads=nads if nads is not None else self.nads,
+            clock=self.clock,
+            backoff=self.backoff,
+            max_in_flight=self.max_in_flight,
+            failed=held,
+        )
+
+    def publish(self, shadowed: ensure_mod.Shadowed) -> ensure_mod.EnsureResult:
+        """Steps 3–4 of the ensure pass: the Pod patch, then ``Ready`` (``ensure.publish``)."""
+        return ensure_mod.publish(
+            shadowed,
+            node=self.node,
+            store=self.store,
+            pods=self.pods,
+            reverify=self.reverify(views.decode_meta(shadowed.pod).uid, list(shadowed.forward)),
+            clock=self.clock,
+            backoff=self.backoff,
+        )
+
+    def conclude(
+        self, result: ensure_mod.EnsureResult, consumer: consumer_mod.Consumer, claim_uid: str
+    ) -> ensure_mod.EnsureResult:
+        """Report a prepare's ensure pass on its Pod (:meth:`note`); raise ``claim_uid``'s failure.
+
+        Raises: the claim's own failure from the pass (its state kept for the retry).
+        """
         self.note(result, namespace=consumer.namespace, name=consumer.name, uid=consumer.uid)
         failure = result.failed.get(identities.ClaimUid(claim_uid))
         if failure is not None:
@@ -187,38 +218,16 @@ class ManagedAttach:
         pod: Mapping[str, object],
         *,
         host: host_gate.HostStage,
-        done: frozenset[str] = frozenset(),
-        beside_patch: Mapping[str, Callable[[], None]] | None = None,
         nads: seams.NadApi | None = None,
     ) -> ensure_mod.EnsureResult:
-        """Host-gated EnsureManagedBindings for the verified live ``pod`` (prepare and repair).
+        """The repair worker's host-gated ensure pass for the verified live ``pod``.
 
-        Completes the host stage of the Pod's ``Pending`` records (except ``done``), then ensures
-        and publishes only those whose host stage is complete; the others are reported failed.
-        ``beside_patch``: best-effort writes per claim UID run beside the Pod patch (see
-        ``ensure.ensure_managed_bindings``). ``nads`` replaces the attach's NAD API for this call
-        (the repair pass's one-LIST view, ``listed_shadows``). The caller holds the claim and Pod
-        operation locks. Never raises per claim.
+        Completes the host stage of the Pod's ``Pending`` records (``host``), then ensures and
+        publishes only those whose host stage is complete; the others are reported failed. The
+        caller holds the claim and Pod operation locks. Never raises per claim.
         """
-        pod_uid = views.decode_meta(pod).uid
-        held = host_gate.complete_host_stages(self.store, pod_uid, host, done=done)
-        store = host_gate.GatedStore(self.store, held) if held else self.store
-        refs = [(r.namespace, r.name) for r in ensure_mod.forward_records(store, pod_uid)]
-        result = ensure_mod.ensure_managed_bindings(
-            pod,
-            node=self.node,
-            store=store,
-            nads=nads if nads is not None else self.nads,
-            pods=self.pods,
-            reverify=self.reverify(pod_uid, refs),
-            clock=self.clock,
-            backoff=self.backoff,
-            max_in_flight=self.max_in_flight,
-            beside_patch=beside_patch,
-        )
-        if held:
-            result = dataclasses.replace(result, failed={**held, **result.failed})
-        return result
+        held = host_gate.complete_host_stages(self.store, views.decode_meta(pod).uid, host)
+        return self.publish(self.ensure_shadows(pod, held=held, nads=nads))
 
     def note(self, result: ensure_mod.EnsureResult, *, namespace: str, name: str, uid: str) -> None:
         """Report an ensure pass: a Warning Event per failure, a Normal Event when claims got Ready."""
