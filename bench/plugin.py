@@ -37,6 +37,7 @@ from kubernetes import client
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.benchkit import timing
+from tests.fakes import slice_view
 
 from sriov_dra.core import policies
 from sriov_dra.core.plugin import slices
@@ -103,7 +104,7 @@ def bench_plan(root: Path, *, repeats: int = 5) -> PlanBench:
         node_uid="u",
     )
     return PlanBench(
-        devices=len(slices.pool_devices(server)),
+        devices=len(slice_view.pool_devices(server)),
         slices=len(first.creates),
         discovery_s=timing.best_per_call(lambda: discovery.discover(fake.sysfs), repeats=repeats),
         plan_s=timing.best_per_call(plan, repeats=repeats),
@@ -155,7 +156,7 @@ def bench_cluster(root: Path, *, resyncs: int = 10) -> ClusterBench:
                 versions.get(s["metadata"]["name"]) != s["metadata"]["resourceVersion"] for s in after
             )
             return ClusterBench(
-                devices=len(slices.pool_devices(after)),
+                devices=len(slice_view.pool_devices(after)),
                 slices=len(after),
                 first_publication_s=first_s,
                 first_publication_writes=first_writes,

@@ -38,6 +38,10 @@ from typing import Any, Final
 import yaml
 from kubernetes import client
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.fakes.inventory import StaticInventory
+
 from sriov_dra.core import attributes, identities
 from sriov_dra.driver import claim_context, locks, prepare
 from sriov_dra.driver.managed import fanout, lock_order, seams, service
@@ -472,7 +476,7 @@ def bench(root: Path, rounds: int, vfs: int) -> Result:
                 driver_name=names.DRIVER_NAME,
                 node_name=node.name,
                 claims=claims,
-                inventory=claim_context.StaticInventory(found),
+                inventory=StaticInventory(found),
                 store=store,
                 binder=vf_driver_binding.DriverBinder(fake.sysfs, kernel=fake.kernel()),
                 cdi=specs,

@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sriov_dra.core.plugin import json_patch
+from tests.fakes import json_patch_apply
+
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra_rules import errors
 
@@ -204,7 +205,7 @@ class FakeKube:
         if obj is None:
             raise not_found(action)
         try:
-            new = json_patch.apply_patch(obj, [dict(op) for op in ops])  # type: ignore[misc]
+            new = json_patch_apply.apply_patch(obj, [dict(op) for op in ops])  # type: ignore[misc]
         except errors.SriovDraError as exc:
             raise invalid(f"{action}: {exc}") from exc
         old_fin, new_fin = obj["metadata"].get("finalizers") or [], new["metadata"].get("finalizers") or []

@@ -21,6 +21,7 @@ from typing import Any
 from tests.fakes import claims_api as fx
 from tests.fakes import faulty_checkpoint
 from tests.fakes import kube_objects as ko
+from tests.fakes.inventory import StaticInventory
 
 from sriov_dra.core import attributes
 from sriov_dra.driver import claim_context, locks, prepare
@@ -147,7 +148,7 @@ class ManagedNode:
                 },
             )
         )
-        self.inventory = claim_context.StaticInventory(found)
+        self.inventory = StaticInventory(found)
         self.node = seams.NodeIdentity(fx.NODE, NODE_UID)  # type: ignore[arg-type]
         self.kube.add_nad(sriov_source("rail-a-net", "ai-workloads-rail-a", "192.0.2.0/24"))
         self.kube.add_nad(sriov_source("rail-b-net", "ai-workloads-rail-b", "198.51.100.0/24"))

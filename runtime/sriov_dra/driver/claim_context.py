@@ -50,17 +50,6 @@ class NoMetrics:
 
 
 @dataclass(frozen=True)
-class StaticInventory:
-    """An :class:`Inventory` over one discovery result (discovery runs once at startup)."""
-
-    found: Mapping[str, discovery.DiscoveredVf]
-
-    def vfs(self) -> Mapping[str, discovery.DiscoveredVf]:
-        """The discovered VFs by device name."""
-        return self.found
-
-
-@dataclass(frozen=True)
 class ClaimContext:
     """What the claim handler needs; built once by the entrypoint (or a test).
 

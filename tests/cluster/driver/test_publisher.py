@@ -20,6 +20,7 @@ import pytest
 from kubernetes import client
 from tests import waiting
 from tests.cluster.driver.conftest import install_plugin_objects
+from tests.fakes import slice_view
 
 from sriov_dra.core.plugin import slices
 from sriov_dra.driver import policy_controller, publisher
@@ -117,7 +118,7 @@ def published(
         gens = {s["spec"]["pool"]["generation"] for s in current}
         if len(gens) != 1 or (generation is not None and gens != {generation}):
             return None
-        return current if len(slices.pool_devices(current)) == count else None
+        return current if len(slice_view.pool_devices(current)) == count else None
 
     return probe
 
@@ -131,7 +132,7 @@ def test_a_vmbus_node_without_numa_affinity_publishes_its_root_bus_and_no_numa_n
     """On the real apiserver: a Hyper-V/VMBus PF whose numa_node is -1."""
     start_publisher(pfs=[fake_pci.vmbus_pf(2, numa_node=-1)])
     create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
-    devices = slices.pool_devices(eventually("2 devices", published(api, node.name, 2)))
+    devices = slice_view.pool_devices(eventually("2 devices", published(api, node.name, 2)))
     assert sorted(devices) == ["0001-00-00-1", "0001-00-00-2"]
     for device in devices.values():
         attrs = device["attributes"]
@@ -154,7 +155,7 @@ def test_publishes_node_slices_only_after_a_policy_opts_devices_in(api, namespac
     assert full["spec"]["nodeName"] == node.name and full["spec"]["driver"] == DRIVER
     owner = full["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("Node", node.name, node.uid)
-    dev = slices.pool_devices([full])["0000-03-02-0"]
+    dev = slice_view.pool_devices([full])["0000-03-02-0"]
     assert dev["attributes"][f"{D}/pciAddress"] == {"string": "0000:03:02.0"}
     assert dev["attributes"]["k8s.cni.cncf.io/deviceID"] == {"string": "0000:03:02.0"}
     assert dev["attributes"]["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:00"}
@@ -181,7 +182,7 @@ def test_attribute_change_republishes_with_a_bumped_generation(api, namespace, n
     pub = start_publisher()
     (first,) = eventually("rail A devices", published(api, node.name, 4))
     generation = first["spec"]["pool"]["generation"]
-    attrs = slices.pool_devices([first])["0000-03-02-0"]["attributes"]
+    attrs = slice_view.pool_devices([first])["0000-03-02-0"]["attributes"]
     assert attrs["k8s.cni.cncf.io/resourceName"] == {"string": "example.com/rail_a"}
 
     client.CustomObjectsApi(api).patch_namespaced_custom_object(
@@ -195,7 +196,7 @@ def test_attribute_change_republishes_with_a_bumped_generation(api, namespace, n
 
     def renamed() -> dict[str, Any] | None:
         current = pool(api, node.name)
-        devs = slices.pool_devices(current)
+        devs = slice_view.pool_devices(current)
         name = devs.get("0000-03-02-0", {}).get("attributes", {}).get("k8s.cni.cncf.io/resourceName")
         return current[0] if name == {"string": "example.com/rail_b"} else None
 
@@ -227,7 +228,7 @@ def test_node_label_change_republishes(api, namespace, node, start_publisher):
     create(api, namespace, "sriovresourcepolicies", "labelled", {"nodeSelector": selector, "configs": [{}]})
     pub = start_publisher()
     assert pub.wait_published(30)
-    assert not slices.pool_devices(pool(api, node.name))
+    assert not slice_view.pool_devices(pool(api, node.name))
     client.CoreV1Api(api).patch_node(node.name, {"metadata": {"labels": {"example.com/rail": "a"}}})
     eventually("devices after the node label appeared", published(api, node.name, 8))
 
@@ -271,7 +272,9 @@ def test_130_devices_split_into_two_slices_and_the_scheduler_allocates_from_both
     tail = [d["name"] for d in current[1]["spec"]["devices"]]
     head = current[0]["spec"]["devices"][0]["name"]
     wanted = [*tail, head]
-    addresses = [slices.pool_devices(current)[n]["attributes"][f"{D}/pciAddress"]["string"] for n in wanted]
+    addresses = [
+        slice_view.pool_devices(current)[n]["attributes"][f"{D}/pciAddress"]["string"] for n in wanted
+    ]
     expr = f"device.attributes['{D}'].pciAddress in {addresses!r}".replace("'", '"')
     res = client.ResourceV1Api(api)
     res.create_namespaced_resource_claim(

@@ -24,6 +24,7 @@ import yaml
 from kubernetes import client
 from tests import waiting
 from tests.fakes import policy_objects as po
+from tests.fakes.inventory import StaticInventory
 
 from sriov_dra.driver import claim_context, managed_wiring, prepare, publisher, unprepare
 from sriov_dra.driver.managed import repair
@@ -284,7 +285,7 @@ class ClusterPlugin:
             driver_name=names.DRIVER_NAME,
             node_name=self.node.name,
             claims=kube_claims.ClaimClient(self.api),
-            inventory=claim_context.StaticInventory(self.publisher.snapshot().inventory),
+            inventory=StaticInventory(self.publisher.snapshot().inventory),
             store=self.store,
             binder=vf_driver_binding.DriverBinder(self.fake.sysfs, kernel=self.fake.kernel()),
             cdi=specs,

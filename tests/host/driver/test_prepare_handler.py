@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from tests.fakes import claims_api as fx
+from tests.fakes.inventory import StaticInventory
 
 from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.driver import claim_context, faults, prepare, unprepare
@@ -52,7 +53,7 @@ class Node:
             self.root / "host", [fake_pci.FakePf(bdf=PF, ifname="enp3s0f0", vfs=vfs)]
         )
         self.kernel = self.fake.kernel()
-        self.inventory = claim_context.StaticInventory(discovery.by_name(discovery.discover(self.fake.sysfs)))
+        self.inventory = StaticInventory(discovery.by_name(discovery.discover(self.fake.sysfs)))
         self.restart()
 
     def restart(self) -> None:

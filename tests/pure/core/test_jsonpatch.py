@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.fakes import json_patch_apply
 
 from sriov_dra.core.plugin import json_patch
 from sriov_dra_rules import errors
@@ -34,23 +35,23 @@ from sriov_dra_rules import errors
 )
 def test_escape_token(token: str, escaped: str) -> None:
     assert json_patch.escape_token(token) == escaped
-    assert json_patch.unescape_token(escaped) == token
+    assert json_patch_apply.unescape_token(escaped) == token
 
 
 @given(st.lists(st.text(), max_size=5))
 def test_pointer_round_trips_any_tokens(tokens: list[str]) -> None:
-    assert json_patch.parse_pointer(json_patch.pointer(*tokens)) == tuple(tokens)
+    assert json_patch_apply.parse_pointer(json_patch.pointer(*tokens)) == tuple(tokens)
 
 
 @pytest.mark.parametrize("bad", ["~", "a~2", "~x"], ids=["lone-tilde", "tilde-2", "tilde-letter"])
 def test_bad_tilde_escape_is_contract_violation(bad: str) -> None:
     with pytest.raises(errors.ContractViolation):
-        json_patch.unescape_token(bad)
+        json_patch_apply.unescape_token(bad)
 
 
 def test_pointer_without_leading_slash_is_rejected() -> None:
     with pytest.raises(errors.ContractViolation):
-        json_patch.parse_pointer("metadata/uid")
+        json_patch_apply.parse_pointer("metadata/uid")
 
 
 def test_preconditions_test_uid_then_resource_version() -> None:
@@ -114,7 +115,7 @@ def test_applying_patch_yields_exactly_the_target_annotations(
     pod = _pod(before)
     original = copy.deepcopy(pod)
     patch = json_patch.annotations_patch(uid="u", resource_version="7", before=before, after=after)
-    result = json_patch.apply_patch(pod, patch)
+    result = json_patch_apply.apply_patch(pod, patch)
     assert result["metadata"].get("annotations", {}) == after
     assert pod == original  # the input is never mutated
 
@@ -122,18 +123,18 @@ def test_applying_patch_yields_exactly_the_target_annotations(
 def test_stale_resource_version_fails_the_test_op() -> None:
     patch = json_patch.annotations_patch(uid="u", resource_version="6", before={}, after={"a": "b"})
     with pytest.raises(errors.Conflict):
-        json_patch.apply_patch(_pod({}), patch)
+        json_patch_apply.apply_patch(_pod({}), patch)
 
 
 def test_replaced_pod_uid_fails_the_test_op() -> None:
     patch = json_patch.annotations_patch(uid="other", resource_version="7", before={}, after={"a": "b"})
     with pytest.raises(errors.Conflict):
-        json_patch.apply_patch(_pod({}), patch)
+        json_patch_apply.apply_patch(_pod({}), patch)
 
 
 def test_add_below_missing_parent_is_rejected() -> None:
     with pytest.raises(errors.ContractViolation):
-        json_patch.apply_patch(_pod(None), [json_patch.add_op("/metadata/annotations/a", "b")])
+        json_patch_apply.apply_patch(_pod(None), [json_patch.add_op("/metadata/annotations/a", "b")])
 
 
 @pytest.mark.parametrize(
@@ -148,7 +149,7 @@ def test_add_below_missing_parent_is_rejected() -> None:
     ids=["append-dash", "insert-front", "remove-index", "replace-index", "test-array"],
 )
 def test_array_operations(ops: list[json_patch.PatchOp], expected: Any) -> None:
-    assert json_patch.apply_patch({"l": [1, 2]}, ops) == expected
+    assert json_patch_apply.apply_patch({"l": [1, 2]}, ops) == expected
 
 
 @pytest.mark.parametrize(
@@ -163,9 +164,9 @@ def test_array_operations(ops: list[json_patch.PatchOp], expected: Any) -> None:
 )
 def test_malformed_operations_are_contract_violations(ops: list[json_patch.PatchOp]) -> None:
     with pytest.raises(errors.ContractViolation):
-        json_patch.apply_patch({"l": [1, 2]}, ops)
+        json_patch_apply.apply_patch({"l": [1, 2]}, ops)
 
 
 def test_test_op_distinguishes_true_from_one() -> None:
     with pytest.raises(errors.Conflict):
-        json_patch.apply_patch({"v": 1}, [json_patch.test_op("/v", True)])
+        json_patch_apply.apply_patch({"v": 1}, [json_patch.test_op("/v", True)])

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.fakes import json_patch_apply
 from tests.fakes.selection_pods import (
     A0,
     A1,
@@ -31,7 +32,7 @@ from tests.fakes.selection_pods import (
 )
 
 from sriov_dra.core import networks, registry
-from sriov_dra.core.plugin import json_patch, selection_ownership, selections
+from sriov_dra.core.plugin import selection_ownership, selections
 from sriov_dra_rules import errors, names
 
 # --- merge: writing --------------------------------------------------------------------------
@@ -74,10 +75,10 @@ def test_applying_the_patch_to_the_live_pod_gives_the_returned_annotations(
     annotations: dict[str, str] | None,
 ) -> None:
     update = selections.merge_managed_selections(pod(annotations), [A0, A1])
-    patched = json_patch.apply_patch(pod_dict(annotations), update.patch)
+    patched = json_patch_apply.apply_patch(pod_dict(annotations), update.patch)
     assert patched["metadata"]["annotations"] == update.annotations
     with pytest.raises(errors.Conflict):
-        json_patch.apply_patch(pod_dict(annotations, rv="8"), update.patch)
+        json_patch_apply.apply_patch(pod_dict(annotations, rv="8"), update.patch)
 
 
 def test_managed_entries_have_exactly_name_namespace_interface() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.fakes import slice_view
 
 from sriov_dra.core import attributes, device_facts, policies
 from sriov_dra.core.plugin import slices
@@ -262,14 +263,14 @@ def test_withdrawing_a_device_without_policy_attributes_republishes() -> None:
     server.sync(devices(4))
     writes = server.sync(devices(3))
     assert writes.generation == 2 and len(writes.updates) == 1
-    assert set(slices.pool_devices(server.slices())) == {d.name for d in devices(3)}
+    assert set(slice_view.pool_devices(server.slices())) == {d.name for d in devices(3)}
 
 
 def test_withdrawing_every_device_publishes_an_empty_pool() -> None:
     server = FakeServer()
     server.sync(devices(4))
     writes = server.sync([])
-    assert writes.generation == 2 and slices.pool_devices(server.slices()) == {}
+    assert writes.generation == 2 and slice_view.pool_devices(server.slices()) == {}
     assert len(server.objects) == 1
 
 
@@ -289,7 +290,7 @@ def test_deleted_slice_is_recreated_with_a_bumped_generation() -> None:
     del server.objects[slices.slice_name(DRIVER, NODE, 1)]
     writes = server.sync(devices(200))
     assert (len(writes.updates), len(writes.creates), writes.generation) == (1, 1, 2)
-    assert slices.pool_devices(server.slices()) == as_json(devices(200))
+    assert slice_view.pool_devices(server.slices()) == as_json(devices(200))
 
 
 def test_all_slices_deleted_never_reuses_an_older_generation() -> None:
@@ -378,7 +379,7 @@ def test_any_drift_from_the_desired_pool_is_rewritten_above_the_highest_generati
     mutate(server.objects[slices.slice_name(DRIVER, NODE, 0)])
     writes = server.sync(devices(200))
     assert (writes.generation, len(writes.updates)) == (generation, 2)
-    assert slices.pool_devices(server.slices()) == as_json(devices(200))
+    assert slice_view.pool_devices(server.slices()) == as_json(devices(200))
     assert server.sync(devices(200)).empty
 
 
@@ -392,7 +393,7 @@ def test_plan_round_trips_any_device_set(first: set[int], second: set[int], seed
         devs = [device(i) for i in wanted]
         random.Random(seed).shuffle(devs)
         server.sync(devs)
-        assert slices.pool_devices(server.slices()) == as_json(devs)
+        assert slice_view.pool_devices(server.slices()) == as_json(devs)
         count = max(1, -(-len(devs) // slices.MAX_DEVICES_PER_SLICE))
         assert sorted(server.objects) == sorted(slices.slice_name(DRIVER, NODE, i) for i in range(count))
         assert {s["spec"]["pool"]["resourceSliceCount"] for s in server.slices()} == {count}

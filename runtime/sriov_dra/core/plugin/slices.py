@@ -211,22 +211,6 @@ def plan_writes(
     return SliceWrites(generation, tuple(deletes), updates, creates)
 
 
-def pool_devices(current: Sequence[Slice]) -> dict[str, dict[str, Any]]:
-    """The devices a consumer sees in a pool: those of the slices at the highest generation.
-
-    Shapes: device name → device JSON; later slices (by name) win a duplicate name.
-    """
-    if not current:
-        return {}
-    top = max(_generation(s) for s in current)
-    out: dict[str, dict[str, Any]] = {}
-    for s in sorted(current, key=_name):
-        if _generation(s) == top:
-            for device in (s.get("spec") or {}).get("devices") or []:
-                out[str(device.get("name"))] = dict(device)
-    return out
-
-
 def _name(s: Slice) -> str:
     return str((s.get("metadata") or {}).get("name", ""))
 
