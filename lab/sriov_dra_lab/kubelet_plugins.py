@@ -72,11 +72,6 @@ class RegisteredPlugin:
     supported_versions: tuple[str, ...]
     registration_socket: Path
 
-    @property
-    def health_supported(self) -> bool:
-        """Whether the plugin advertises the device health stream."""
-        return endpoints.HEALTH_SERVICE in self.supported_versions
-
 
 @dataclass(frozen=True)
 class HealthReport:

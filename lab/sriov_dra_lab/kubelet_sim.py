@@ -23,8 +23,7 @@ checkpoint, then delete the Pod with grace period 0 and a UID precondition (the 
 delete). Failures are retried.
 
 Restart: a new simulator on the same checkpoint restores the claim cache (prepared claims are not
-prepared again) and the sandboxes; :meth:`KubeletSimulator.kill_sandbox` stops a sandbox as a
-dying runtime sandbox would be cleaned up, and the next sync recreates it without a new prepare.
+prepared again) and the sandboxes.
 
 Runs one daemon sync thread per node and one short-lived daemon worker thread per Pod with work
 to do (Pods proceed in parallel, one Pod's steps in order, as the kubelet's pod workers do);
@@ -206,19 +205,6 @@ class KubeletSimulator(PodSteps):
                 else min(previous * 2, self.settings.backoff_max_s)
             )
             self._retry_at[uid] = (time.monotonic() + delay, delay)
-
-    def kill_sandbox(self, pod_uid: str) -> None:
-        """Stop the sandbox of ``pod_uid`` as the runtime does when a sandbox dies (DEL, netns removed).
-
-        The next sync finds the running Pod without a sandbox and starts a new one; its claims stay
-        prepared, so no NodePrepareResources call is made. Raises:
-        :class:`~sriov_dra_lab.sandboxes.SandboxError` or ``KeyError`` if the Pod has no sandbox.
-        """
-        record = self.state.sandbox(pod_uid)
-        if record is None:
-            raise KeyError(f"no sandbox for Pod UID {pod_uid} on {self.settings.node_name}")
-        self.runtime.stop(record)
-        self.state.drop_sandbox(pod_uid)
 
     def sandbox(self, pod_uid: str) -> state.SandboxRecord | None:
         """The live sandbox record of ``pod_uid`` (netns path, CNI result), or ``None``."""

@@ -319,7 +319,3 @@ class LabStack(StackInstall, StackServices):
             return real_stack.sandbox_netns(node.real, pod["metadata"]["uid"])
         record = node.kubelet.sandbox(pod["metadata"]["uid"]) if node.kubelet else None
         return record.netns if record else None
-
-    def environment(self) -> dict[str, str]:
-        """``KUBECONFIG`` for a shell that wants to look at the lab."""
-        return {**os.environ, "KUBECONFIG": str(self.cp.kubeconfig)}

@@ -442,13 +442,6 @@ class StackServices(StackState):
                 )
         return sim
 
-    def stop_kubelet(self, node: NodeStack) -> None:
-        """Stop ``node``'s kubelet simulator (its checkpoint and the Pods' sandboxes stay)."""
-        if node.kubelet is not None:
-            node.kubelet.stop()
-            node.kubelet.api.close()
-            node.kubelet = None
-
     def start_operator(self) -> processes.Process:
         """Start the operator in :data:`OPERATOR_NAMESPACE` with its shipped RBAC identity."""
         kubeconfig = self.kubeconfig(

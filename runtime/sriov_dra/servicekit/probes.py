@@ -44,11 +44,6 @@ class Health:
         with self._lock:
             self._checks[name] = probe
 
-    def declare(self, name: str, reason: str = "starting") -> None:
-        """Add readiness condition ``name``, unmet with ``reason`` (no-op if already declared)."""
-        with self._lock:
-            self._unmet.setdefault(name, reason)
-
     def set(self, name: str, ok: bool, reason: str = "") -> None:
         """Mark condition ``name`` met (``ok``) or unmet with ``reason``; declares it when new."""
         with self._lock:
