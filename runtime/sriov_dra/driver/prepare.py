@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from sriov_dra.core import identities
-from sriov_dra.core.plugin import cdi_spec, checkpoint_lifecycle, claim_plan
+from sriov_dra.core.plugin import cdi_spec, checkpoint_lifecycle, claim_plan, device_conditions
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import claim_context, claim_metadata, unprepare
 from sriov_dra.driver.managed import consumer as consumer_mod
@@ -368,9 +368,13 @@ def ensure_host(ctx: claim_context.ClaimContext, record: model.ClaimRecord) -> N
     ctx.fault("prepare:pod-cdi")
 
 
-def status_entries(driver_name: str, record: model.ClaimRecord) -> list[dict[str, object]]:
-    """This driver's ``status.devices`` entries for a prepared claim (``data`` = VfConfig)."""
-    return [claim_plan.status_entry(driver_name, d.pool, d.device, d.vf_config) for d in record.devices]
+def status_entries(driver_name: str, record: model.ClaimRecord, now: str) -> list[dict[str, object]]:
+    """This driver's ``status.devices`` entries for a prepared claim (``data`` = VfConfig,
+    ``Ready=True`` at ``now`` unless it already was)."""
+    ready = [device_conditions.ready(now)]
+    return [
+        claim_plan.status_entry(driver_name, d.pool, d.device, d.vf_config, ready) for d in record.devices
+    ]
 
 
 def update_status(
@@ -381,7 +385,7 @@ def update_status(
     ``claim`` is the object read in step 1 (saves a GET; a conflict re-reads). Nothing is written
     when the entries are already there.
     """
-    ours = status_entries(ctx.driver_name, record)
+    ours = status_entries(ctx.driver_name, record, device_conditions.timestamp(time.time()))
     unprepare.write_status(ctx, record, ours, current=claim, failure="claim status not updated")
 
 

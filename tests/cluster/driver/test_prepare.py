@@ -372,6 +372,9 @@ def assert_prepared(pn: PluginNode, alloc: Allocated, *, driver: str, original: 
     assert [(s["pool"], s["device"], s["data"].get("driver")) for s in status] == [
         (pn.name, vf["device"], driver or None)
     ], pn.log_tail()
+    assert [(c["type"], c["status"], c["reason"]) for c in status[0]["conditions"]] == [
+        ("Ready", "True", "Prepared")
+    ]
 
 
 def assert_released(pn: PluginNode, alloc: Allocated) -> None:

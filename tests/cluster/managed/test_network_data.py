@@ -135,6 +135,11 @@ def wanted_network_data(reported: dict[str, tuple[str, str, str]], prefix: int =
     )
 
 
+def conditions(entry: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """type → (status, reason) of one status entry, as the API server stored them."""
+    return {c["type"]: (c["status"], c["reason"]) for c in entry.get("conditions") or []}
+
+
 def network_data(api: client.ApiClient, ref: messages.ClaimRef) -> list[dict[str, Any]]:
     return sorted(
         (d["networkData"] for d in ours(api, ref).values() if "networkData" in d),
@@ -190,6 +195,9 @@ def test_after_network_status_appears_both_vfs_carry_interface_cidr_ips_and_mac(
 ):
     ref = prepared(api, plugin, namespace)
     assert network_data(api, ref) == []  # Multus has not reported yet
+    before = ours(api, ref)
+    assert len(before) == 2
+    assert all(conditions(e) == {"Ready": ("True", "Prepared")} for e in before.values())
     reported = multus_reports(api, namespace)
     want = wanted_network_data(reported)
     assert [d["interfaceName"] for d in want] == ["dra0", "dra1"]
@@ -204,6 +212,12 @@ def test_after_network_status_appears_both_vfs_carry_interface_cidr_ips_and_mac(
         assert entry["networkData"]["interfaceName"] == binding.interface
         subnet = json.loads(binding.rendered_config)["ipam"]["range"]
         assert ipaddress.ip_interface(entry["networkData"]["ips"][0]).network == ipaddress.ip_network(subnet)
+        assert conditions(entry) == {
+            "Ready": ("True", "Prepared"),
+            "NetworkReady": ("True", "NetworkAttached"),
+        }
+    assert plugin.unprepare(ref) is None
+    assert ours(api, ref) == {}  # released: the entries and their conditions are gone
 
 
 def test_the_gpu_drivers_entries_are_left_exactly_as_it_wrote_them(api, plugin, namespace):

@@ -158,6 +158,7 @@ def test_prepare_returns_top_level_requests_and_both_cdi_ids_and_records_everyth
     assert pod_spec["devices"][0]["containerEdits"]["env"] == [f"SRIOVNETWORK_PCI_ADDRESSES={VF0}"]
     assert node.kernel.calls == []
     status = node.api.stored("ns-a", "vf-claim")["status"]["devices"]
+    (ready,) = status[0].pop("conditions")
     assert status == [
         {
             "driver": fx.DRIVER,
@@ -166,6 +167,7 @@ def test_prepare_returns_top_level_requests_and_both_cdi_ids_and_records_everyth
             "data": {"apiVersion": f"{fx.DRIVER}/v1alpha1", "kind": "VfConfig", "netAttachDefName": "rail-a"},
         }
     ]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Prepared")
 
 
 def test_named_driver_is_bound_exposed_in_cdi_and_restored_on_unprepare(node: Node) -> None:

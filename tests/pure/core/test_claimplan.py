@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.fakes import claims_api as fx
 
 from sriov_dra.core import vf_config
-from sriov_dra.core.plugin import claim_plan
+from sriov_dra.core.plugin import claim_plan, device_conditions
 from sriov_dra_rules import errors
 
 DEV_A = "0000-03-02-0"
@@ -257,3 +257,18 @@ def test_status_devices_upsert_keeps_network_data_until_the_entry_goes(
     existing: list[dict[str, Any]], ours: list[dict[str, Any]], expected: list[dict[str, Any]] | None
 ) -> None:
     assert claim_plan.merged_status_devices(existing, ours, driver_name=fx.DRIVER) == expected
+
+
+def test_a_repeated_prepare_keeps_network_ready_network_data_and_the_time_ready_was_first_set() -> None:
+    t0, t1 = "2026-12-06T07:00:00Z", "2026-12-06T08:00:00Z"
+    up = device_conditions.network_ready("dra0", t0)
+    first = claim_plan.status_entry(
+        fx.DRIVER, fx.NODE, DEV_A, {"kind": "VfConfig"}, [device_conditions.ready(t0)]
+    )
+    existing = [
+        {**first, "networkData": {"interfaceName": "dra0"}, "conditions": [device_conditions.ready(t0), up]}
+    ]
+    again = claim_plan.status_entry(
+        fx.DRIVER, fx.NODE, DEV_A, {"kind": "VfConfig"}, [device_conditions.ready(t1)]
+    )
+    assert claim_plan.merged_status_devices(existing, [again], driver_name=fx.DRIVER) is None

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core.plugin import claim_network_data
+from sriov_dra.core.plugin import claim_network_data, device_conditions
 from sriov_dra_rules import errors
 
 DRIVER = "sriovnetwork.k8snetworkplumbingwg.io"
@@ -272,26 +272,48 @@ ND_A = {"interfaceName": "dra0", "ips": ["192.0.2.5/24"], "hardwareAddress": "02
 ND_B = {"interfaceName": "dra1", "ips": ["198.51.100.7/24"], "hardwareAddress": "02:00:00:00:00:0b"}
 
 
-def merged(existing: object, text: str | None = MULTUS) -> list[dict[str, object]] | None:
+NOW = "2026-12-06T07:00:00Z"
+LATER = "2026-12-06T08:00:00Z"
+UP_A = [device_conditions.network_ready("dra0", NOW)]
+UP_B = [device_conditions.network_ready("dra1", NOW)]
+
+
+def merged(existing: object, text: str | None = MULTUS, now: str = NOW) -> list[dict[str, object]] | None:
     return claim_network_data.merged_network_data(
-        existing, claim_network_data.network_data_for(text, [A, B]), driver_name=DRIVER
+        existing, claim_network_data.network_data_for(text, [A, B]), driver_name=DRIVER, now=now
     )
 
 
-def test_network_data_is_set_on_both_vf_entries_and_the_gpu_entry_is_kept_as_read() -> None:
+def test_network_data_and_network_ready_are_set_on_both_vf_entries_and_the_gpu_entry_is_kept_as_read() -> (
+    None
+):
     assert merged([GPU_0, OURS_A, OURS_B]) == [
         GPU_0,
-        {**OURS_A, "networkData": ND_A},
-        {**OURS_B, "networkData": ND_B},
+        {**OURS_A, "networkData": ND_A, "conditions": UP_A},
+        {**OURS_B, "networkData": ND_B, "conditions": UP_B},
     ]
+    assert UP_A[0]["status"] == "True" and UP_A[0]["reason"] == "NetworkAttached"
 
 
-def test_nothing_is_written_when_network_data_is_already_there() -> None:
-    assert merged([GPU_0, {**OURS_A, "networkData": ND_A}, {**OURS_B, "networkData": ND_B}]) is None
+def test_nothing_is_written_when_network_data_is_already_there_even_later() -> None:
+    there = [
+        GPU_0,
+        {**OURS_A, "networkData": ND_A, "conditions": UP_A},
+        {**OURS_B, "networkData": ND_B, "conditions": UP_B},
+    ]
+    assert merged(there, now=LATER) is None
 
 
-def test_network_data_goes_when_network_status_no_longer_reports_the_vf() -> None:
-    assert merged([{**OURS_A, "networkData": ND_A}, GPU_0], status(PRIMARY)) == [OURS_A, GPU_0]
+def test_network_data_goes_and_network_ready_turns_false_when_network_status_no_longer_reports_the_vf() -> (
+    None
+):
+    ready = device_conditions.ready(NOW)
+    out = merged(
+        [{**OURS_A, "networkData": ND_A, "conditions": [ready, *UP_A]}, GPU_0], status(PRIMARY), LATER
+    )
+    down = device_conditions.network_ready(None, LATER)
+    assert out == [{**OURS_A, "conditions": [ready, down]}, GPU_0]
+    assert (down["status"], down["reason"]) == ("False", "NotAttached")
 
 
 def test_a_problem_leaves_the_vf_entry_as_it_is() -> None:
@@ -299,7 +321,7 @@ def test_a_problem_leaves_the_vf_entry_as_it_is() -> None:
         entry(SHADOW_A, "dra0", ["bad"]), entry(SHADOW_B, "dra1", ["198.51.100.7"], "02:00:00:00:00:0b")
     )
     old = {**OURS_A, "networkData": ND_A}
-    assert merged([old, OURS_B], text) == [old, {**OURS_B, "networkData": ND_B}]
+    assert merged([old, OURS_B], text) == [old, {**OURS_B, "networkData": ND_B, "conditions": UP_B}]
 
 
 @pytest.mark.parametrize(
@@ -392,17 +414,17 @@ def test_property_merge_keeps_other_entries_and_a_second_merge_writes_nothing(
         results = claim_network_data.network_data_for(text, [A, B])
     except errors.InvalidSpec:
         return
-    out = claim_network_data.merged_network_data(existing, results, driver_name=DRIVER)
+    out = claim_network_data.merged_network_data(existing, results, driver_name=DRIVER, now=NOW)
     after = existing if out is None else out
     assert len(after) == len(existing)
     for old, new in zip(existing, after, strict=True):
         if old["driver"] != DRIVER or old.get("shareID"):
             assert new == old
         else:
-            assert {k: v for k, v in new.items() if k != "networkData"} == {
-                k: v for k, v in old.items() if k != "networkData"
+            assert {k: v for k, v in new.items() if k not in ("networkData", "conditions")} == {
+                k: v for k, v in old.items() if k not in ("networkData", "conditions")
             }
-    assert claim_network_data.merged_network_data(after, results, driver_name=DRIVER) is None
+    assert claim_network_data.merged_network_data(after, results, driver_name=DRIVER, now=LATER) is None
 
 
 # --- entries we do not own (multus-cni #648) ------------------------------------------------------------

@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
+from sriov_dra.core.plugin import device_conditions
 from sriov_dra_rules import errors, names, strict_json
 
 MAX_IPS: Final = 16
@@ -380,13 +381,15 @@ def _without_nulls(value: object) -> object:
 
 
 def merged_network_data(
-    existing: object, results: Mapping[DeviceKey, DeviceResult], *, driver_name: str
+    existing: object, results: Mapping[DeviceKey, DeviceResult], *, driver_name: str, now: str
 ) -> list[dict[str, object]] | None:
     """``status.devices`` with this driver's ``networkData`` set from ``results``, or ``None``.
 
     Only entries that exist are changed (``driver`` = ``driver_name``, no ``shareID``, device in
     ``results``): reported → ``networkData`` set; not reported → ``networkData`` removed; a
-    problem → left as it is. Every other entry, another driver's above all, is kept exactly as
+    problem → left as it is. ``NetworkReady`` follows ``networkData`` (True with the interface,
+    False without; ``core.plugin.device_conditions``, its time ``now`` only when its status
+    changes). Every other entry, another driver's above all, is kept exactly as
     read, in place; no entry is added or removed. Returns ``None`` when the result equals
     ``existing`` (nothing to write), and when ``existing`` is not a list of objects (nothing of
     ours to fill; a list that cannot be read is not rewritten).
@@ -408,6 +411,10 @@ def merged_network_data(
         updated = {k: v for k, v in entry.items() if k != "networkData"}
         if result.data is not None:
             updated["networkData"] = result.data.to_json()
+        interface = result.data.interface_name if result.data is not None else None
+        updated["conditions"] = device_conditions.merge(
+            entry.get("conditions"), [device_conditions.network_ready(interface, now)]
+        )
         if _without_nulls(updated) != _without_nulls(entry):
             changed = True
             out.append(updated)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from sriov_dra.core import identities, vf_config
+from sriov_dra.core.plugin import device_conditions
 from sriov_dra_rules import errors, names
 
 STATUS_DEVICE_KEYS: Final = ("driver", "pool", "device", "shareID")
@@ -245,13 +246,27 @@ def _merge_devices(label: str, results: Sequence[vf_config.ResultConfig]) -> tup
 # --- claim status ------------------------------------------------------------------------------
 
 
-def status_entry(driver_name: str, pool: str, device: str, data: Mapping[str, object]) -> dict[str, object]:
-    """One ``status.devices`` entry of this driver: ``{driver, pool, device, data}``.
+def status_entry(
+    driver_name: str,
+    pool: str,
+    device: str,
+    data: Mapping[str, object],
+    conditions: Sequence[Mapping[str, object]] = (),
+) -> dict[str, object]:
+    """One ``status.devices`` entry of this driver: ``{driver, pool, device, data, conditions?}``.
 
-    Shapes: ``data`` is the effective VfConfig JSON (``VfConfig.to_json()``), as upstream writes.
+    Shapes: ``data`` is the effective VfConfig JSON (``VfConfig.to_json()``), as upstream writes;
+    ``conditions`` (``core.plugin.device_conditions``) only when given.
     Source: upstream dra-driver-sriov's claim status.
     """
-    return {"driver": driver_name, "pool": pool, "device": device, "data": dict(data)}
+    entry: dict[str, object] = {"driver": driver_name, "pool": pool, "device": device, "data": dict(data)}
+    if conditions:
+        entry["conditions"] = [dict(c) for c in conditions]
+    return entry
+
+
+def _conditions(value: object) -> list[Mapping[str, object]]:
+    return [c for c in value if isinstance(c, Mapping)] if isinstance(value, list) else []
 
 
 def _key(entry: Mapping[str, object]) -> tuple[object, ...]:
@@ -267,7 +282,9 @@ def merged_status_devices(
     is in ``ours`` are replaced in place, the others dropped, and new ones appended in ``ours``
     order (an empty ``ours`` removes them all). A replaced entry keeps its ``networkData`` when
     ``ours`` has none (the repair worker fills it from network-status, ``core.plugin.claim_network_data``; a
-    repeated prepare must not erase it). Returns ``None``
+    repeated prepare must not erase it), and its conditions merge by type
+    (``core.plugin.device_conditions.merge``: ``NetworkReady`` stays, an unchanged ``Ready``
+    keeps its time). Returns ``None``
     when the result equals ``existing`` (nothing to write).
 
     Shapes: ``existing`` is the claim's ``status.devices`` (absent/None = empty; null-valued
@@ -297,6 +314,10 @@ def merged_status_devices(
             replacement = wanted.pop(_key(entry))
             if "networkData" in entry and "networkData" not in replacement:
                 replacement["networkData"] = entry["networkData"]
+            if "conditions" in entry or "conditions" in replacement:
+                replacement["conditions"] = device_conditions.merge(
+                    entry.get("conditions"), _conditions(replacement.get("conditions"))
+                )
             result.append(replacement)
     result.extend(wanted.values())
     if result == current:

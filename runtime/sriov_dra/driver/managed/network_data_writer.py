@@ -11,12 +11,13 @@ Diagnostic: failures are logged once per change and swallowed; no entry is added
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.core.plugin import claim_network_data
+from sriov_dra.core.plugin import claim_network_data, device_conditions
 from sriov_dra.driver.managed import observe, seams
 from sriov_dra.kube import views
 from sriov_dra_rules import errors, names
@@ -134,8 +135,12 @@ class NetworkDataWriter:
             else:
                 self._noted.pop(record.claim_uid, None)
 
+            now = device_conditions.timestamp(time.time())
+
             def compute(existing: object) -> list[dict[str, object]] | None:
-                return claim_network_data.merged_network_data(existing, results, driver_name=self.driver_name)
+                return claim_network_data.merged_network_data(
+                    existing, results, driver_name=self.driver_name, now=now
+                )
 
             wrote = self.claims.update_device_status(
                 record.namespace, record.name, uid=record.claim_uid, compute=compute, current=current
