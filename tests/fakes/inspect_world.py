@@ -193,12 +193,18 @@ class FakeObjects:
         return objects.Listing(items, "1")
 
 
-def rows(world: dict[str, Any], netns: dict[str, list[str]] | None = None) -> list[inspect_rows.Row]:
+def rows(
+    world: dict[str, Any],
+    netns: dict[str, list[str]] | None = None,
+    metadata: dict[tuple[str, str, str], str] | None = None,
+) -> list[inspect_rows.Row]:
     reader = (lambda _path: netns) if netns is not None else None
+    files = (lambda ns, claim, request: metadata.get((ns, claim, request))) if metadata is not None else None
     return inspect_rows.inspect_pod(
         FakeObjects(world),
         "ai",
         "pairs",  # type: ignore[arg-type]
         netns="/var/run/netns/x" if reader else None,
         read_netns=reader,
+        read_metadata=files,
     )

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sriov_dra.cli.inspect_rows import POD, Row, inspect_pod
 from sriov_dra.cli.inspect_table import render_json, render_table
+from sriov_dra.core.plugin import device_metadata
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects, views
+from sriov_dra_rules import errors, names
 
 
 class NetnsUnreadable(RuntimeError):
@@ -55,6 +57,27 @@ def read_netns(path: str) -> dict[str, list[str]]:
     }
 
 
+DEFAULT_METADATA_DIR = f"/var/lib/kubelet/plugins/{names.DRIVER_NAME}"
+"""The plugin's data directory with the default ``--kubelet-plugins-directory-path``."""
+
+
+def metadata_reader(data_dir: str) -> Callable[[str, str, str], str | None]:
+    """A reader of the device metadata files under the plugin data dir ``data_dir`` on this node.
+
+    Answers ``None`` for a file that is absent or unreadable here (inspect runs off the node too).
+    """
+    from pathlib import Path
+
+    def read(namespace: str, claim: str, request: str) -> str | None:
+        try:
+            parts = device_metadata.host_file_parts(namespace, claim, request)
+            return Path(data_dir).joinpath(*parts).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError, errors.ContractViolation):
+            return None
+
+    return read
+
+
 class Inspector:
     """The demo's view of this command (``sriov_dra_lab.demo.Inspector``)."""
 
@@ -88,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 args.pod,
                 netns=args.netns,
                 read_netns=read_netns if args.netns else None,
+                read_metadata=metadata_reader(args.metadata_dir),
             )
         except NetnsUnreadable as exc:
             print(f"sriov-dra inspect: {exc}", file=sys.stderr)
@@ -114,8 +138,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=(
             "Print the correlation of a Pod's VFs: per allocated VF its request, device, PCI "
             "address and PCIe root, the paired GPU, the shadow NAD and its template, the interface and "
-            "IPs, with the checks each row passes. Read from the API; with --netns (on the Pod's node) "
-            "the IPs come from the Pod's network namespace. Exit 0 when every row passes, 1 otherwise, "
+            "IPs and the claim's conditions, with the checks each row passes. Read from the API; with "
+            "--netns (on the Pod's node) the IPs come from the Pod's network namespace; on the node each "
+            "request's device metadata file is printed after the table. Exit 0 when every row passes, 1 otherwise, "
             "2 when the Pod or the namespace cannot be read."
         ),
     )
@@ -127,6 +152,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         help="the Pod's network namespace path, to read IPs with their prefix on the node itself "
         "(default: the claim's networkData, with prefix, else Multus's network-status, without)",
+    )
+    p.add_argument(
+        "--metadata-dir",
+        default=DEFAULT_METADATA_DIR,
+        help="the plugin's data directory on this node, to print each request's device metadata file "
+        f"(default: {DEFAULT_METADATA_DIR}; nothing is printed where it holds no file)",
     )
     p.add_argument(
         "-o", "--output", choices=["table", "json"], default="table", help="output format (default: table)"

@@ -28,6 +28,9 @@ DEVICE_ID = "k8s.cni.cncf.io/deviceID"
 
 NetnsReader = Callable[[str], Mapping[str, Sequence[str]]]
 """``reader(netns_path)`` → ``{interface name: [CIDR addresses]}`` of a network namespace."""
+MetadataReader = Callable[[str, str, str], str | None]
+"""``reader(namespace, claim, request)`` → the text of the request's device metadata file on this
+node, or ``None`` when there is none here (docs/design.md#device-metadata)."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,9 @@ class Row:
     Shapes: ``gpus`` entries ``"<request>: <pool>/<device> @<root>"``; ``ips`` CIDR strings
     (plain IPs from network-status); ``ip_origin`` ``netns``, ``claim networkData`` or
     ``network-status``; ``claim_ips`` the claim's ``networkData.ips`` (empty when it has none);
-    ``checks`` maps a check name to ``True``/``False`` (absent when it cannot be made).
+    ``checks`` maps a check name to ``True``/``False`` (absent when it cannot be made);
+    ``conditions`` the claim entry's conditions as ``<type>=<status>``; ``metadata`` the text of
+    the request's device metadata file when it was read on the node (``""`` otherwise).
     """
 
     pod: str
@@ -59,6 +64,8 @@ class Row:
     checks: dict[str, bool] = field(default_factory=dict)
     mac: str = ""
     claim_ips: tuple[str, ...] = ()
+    conditions: tuple[str, ...] = ()
+    metadata: str = ""
 
     @property
     def ok(self) -> bool:
@@ -134,6 +141,18 @@ def _network_status(pod: views.Pod) -> dict[str, tuple[list[str], str]]:
     return out
 
 
+def _conditions(claim: Mapping[str, object], key: tuple[str, str, str]) -> tuple[str, ...]:
+    """``<type>=<status>`` of the claim's ``status.devices`` entry for ``key`` (driver, pool, device)."""
+    for entry in views.items(views.mapping(claim.get("status")).get("devices")):
+        entry = views.mapping(entry)
+        if (entry.get("driver"), entry.get("pool"), entry.get("device")) == key:
+            return tuple(
+                f"{c.get('type')}={c.get('status')}"
+                for c in (views.mapping(c) for c in views.items(entry.get("conditions")))
+            )
+    return ()
+
+
 def _in_subnet(ips: Sequence[str], subnet: str) -> bool | None:
     if not ips or not subnet:
         return None
@@ -181,6 +200,7 @@ def inspect_pod(
     *,
     netns: str | None = None,
     read_netns: NetnsReader | None = None,
+    read_metadata: MetadataReader | None = None,
     sriov_driver: str = names.DRIVER_NAME,
 ) -> list[Row]:
     """Correlate every SR-IOV VF of Pod ``namespace/name`` (see the module docstring).
@@ -274,6 +294,10 @@ def inspect_pod(
                     checks=checks,
                     mac=mac,
                     claim_ips=claim_ips,
+                    conditions=_conditions(found, key),
+                    metadata=(read_metadata(namespace, claim_name, result.request) or "")
+                    if read_metadata
+                    else "",
                 )
             )
     rows.sort(key=lambda r: (r.interface or "~", r.claim, r.request))

@@ -1,7 +1,8 @@
 """How ``sriov-dra inspect`` shows its rows: the correlation table, or JSON for scripts.
 
-One header line (Pod, node, claims, driver, pool), one line per VF, then the failed checks and
-VFs without a shadow, or the checks that passed and where the IPs came from, and a footnote when
+One header line (Pod, node, claims, driver, pool), one line per VF with its claim conditions,
+then the failed checks and VFs without a shadow, or the checks that passed and where the IPs came
+from, each request's device metadata file when it was read on the node, and a footnote when
 addresses carry no prefix; or every row as JSON with its verdict. Reads neither API nor node.
 """
 
@@ -30,6 +31,7 @@ def render_table(rows: Sequence[Row]) -> str:
         "IP",
         "MAC",
         "RAIL SUBNET",
+        "CONDITIONS",
     )
     lines = [
         (
@@ -44,6 +46,7 @@ def render_table(rows: Sequence[Row]) -> str:
             ",".join(r.ips) or "-",
             r.mac or "-",
             r.subnet or "-",
+            ",".join(r.conditions) or "-",
         )
         for r in rows
     ]
@@ -66,6 +69,12 @@ def render_table(rows: Sequence[Row]) -> str:
         out.append(
             f"checks passed: {', '.join(sorted({k for r in rows for k in r.checks}))} (IPs from {', '.join(sorted(origin)) or '-'})"
         )
+    shown: set[tuple[str, str]] = set()
+    for r in rows:
+        if r.metadata and (r.claim, r.request.split("/", 1)[0]) not in shown:
+            shown.add((r.claim, r.request.split("/", 1)[0]))
+            out.append(f"device metadata of {r.claim} request {r.request.split('/', 1)[0]}:")
+            out.extend(f"  {line}" for line in r.metadata.rstrip("\n").splitlines())
     if any(r.ip_origin == "network-status" and any("/" not in ip for ip in r.ips) for r in rows):
         out.append(
             "IPs without prefix: Multus's network-status carries none; --netns <the Pod's network "

@@ -38,7 +38,12 @@ def test_inspect_command_exits_2_with_one_line_when_the_netns_cannot_be_read(
 
     monkeypatch.setattr(inspect, "inspect_pod", unreadable)
     args = SimpleNamespace(
-        kubeconfig=str(tmp_path / "kc"), namespace="ai", pod="p", netns="/bad", output="table"
+        kubeconfig=str(tmp_path / "kc"),
+        namespace="ai",
+        pod="p",
+        netns="/bad",
+        output="table",
+        metadata_dir=str(tmp_path),
     )
     assert inspect.run(args) == 2
     err = capsys.readouterr().err
