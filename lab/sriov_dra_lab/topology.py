@@ -4,7 +4,8 @@ Owns everything that makes a lab node look like a real node to the processes tha
 
 - a **fake sysfs tree** (``<node>/sysfs``) with two Mellanox-style PFs, ``ens1f0`` under PCIe root
   ``pci0000:00`` and ``ens2f0`` under ``pci0000:80`` (the gpu-nic-pairs example's PF names,
-  vendor ``15b3``), each with ``vfs_per_pf`` VFs bound to ``mlx5_core``;
+  vendor ``15b3``), each with ``vfs_per_pf`` VFs bound to ``mlx5_core``, each VF with one RDMA
+  device (``mlx5_2`` …, :func:`vf_rdma_device`);
 - a **node network namespace** holding one veth pair per VF: the VF end carries the VF's netdev
   name from the fake tree (``ens1f0v0`` …), the peer end (``…p``) stays beside it. The lab
   ``sriov`` CNI plugin moves a VF end into a Pod's namespace exactly as sriov-cni moves a VF;
@@ -228,15 +229,22 @@ def plan_vfs(vfs_per_pf: int) -> list[LabVf]:
     return out
 
 
+def vf_rdma_device(rail: int, index: int, vfs_per_pf: int) -> str:
+    """The RDMA device of VF ``index`` of rail ``rail``, numbered after the PFs' ``mlx5_0``/``mlx5_1``
+    as mlx5_core numbers them: ``mlx5_2`` … across both rails (the NCCL hints name them)."""
+    return f"mlx5_{len(RAILS) + rail * vfs_per_pf + index}"
+
+
 def fake_pfs(vfs_per_pf: int) -> list[fake_pci.FakePf]:
     """The two fake PFs of a lab node (see the module docstring)."""
     pfs = []
-    for pf, bdf, root, port, numa in RAILS:
+    for rail, (pf, bdf, root, port, numa) in enumerate(RAILS):
         vfs = fake_pci.make_vfs(
             vfs_per_pf,
             driver=NIC_DRIVER,
             default_driver=NIC_DRIVER,
             netdevs=[vf_ifname(pf, i) for i in range(vfs_per_pf)],
+            rdma_devices=[vf_rdma_device(rail, i, vfs_per_pf) for i in range(vfs_per_pf)],
         )
         pfs.append(
             fake_pci.FakePf(

@@ -84,12 +84,20 @@ def make_vfs(
     driver: str | None = "iavf",
     default_driver: str = "iavf",
     netdevs: Sequence[str] | None = None,
+    rdma_devices: Sequence[str] | None = None,
 ) -> tuple[FakeVf, ...]:
-    """``count`` identical VFs; ``netdevs[i]`` (e.g. real veth names) names VF i's netdev."""
-    if netdevs is not None and len(netdevs) != count:
-        raise ValueError(f"got {len(netdevs)} netdev names for {count} VFs")
+    """``count`` identical VFs; ``netdevs[i]`` (e.g. real veth names) names VF i's netdev and
+    ``rdma_devices[i]`` its one RDMA device (``mlx5_4``)."""
+    for given, what in ((netdevs, "netdev"), (rdma_devices, "RDMA device")):
+        if given is not None and len(given) != count:
+            raise ValueError(f"got {len(given)} {what} names for {count} VFs")
     return tuple(
-        FakeVf(driver=driver, default_driver=default_driver, netdev=None if netdevs is None else netdevs[i])
+        FakeVf(
+            driver=driver,
+            default_driver=default_driver,
+            netdev=None if netdevs is None else netdevs[i],
+            rdma_devices=() if rdma_devices is None else (rdma_devices[i],),
+        )
         for i in range(count)
     )
 
