@@ -1,7 +1,10 @@
-"""LAB ONLY: the processes in a real node's cgroup trees, killed, and the trees removed.
+"""LAB ONLY: cgroup trees the lab starts processes in, the processes in them killed, the trees removed.
 
-Shared by a real node's stop (:class:`~sriov_dra_lab.real_node.RealNode`) and the cleanup after a
-killed lab (:func:`~sriov_dra_lab.lab_dir.clean_stale`). A tree is one directory of a cgroup
+A process placed in a tree stays in it, with everything it forks, whatever session or parent it
+takes later: a real node's kubelet, containerd and shims (:class:`~sriov_dra_lab.real_node.RealNode`)
+and the lab's ``ansible-playbook`` runs, whose workers leave the run's session
+(:class:`~sriov_dra_lab.roles.PlaybookRun`). So a node's stop and the cleanup after a killed lab
+(:func:`~sriov_dra_lab.lab_dir.clean_stale`) find them all. A tree is one directory of a cgroup
 hierarchy (v1 or v2) with its children; callers pass only trees the lab created.
 """
 
@@ -11,8 +14,25 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
+
+
+def create(tops: Iterable[Path]) -> None:
+    """Create each directory of ``tops`` (parents first), with the cpuset a v1 hierarchy needs to admit a task."""
+    for path in tops:
+        path.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            parent = path.parent / name
+            if parent.exists():
+                (path / name).write_text(parent.read_text())
+
+
+def joined(tops: Iterable[Path], argv: Sequence[str]) -> list[str]:
+    """``argv`` run by a shell that first moves itself into every tree of ``tops``, then execs it."""
+    return ["sh", "-c", _JOIN, "sh", *(str(t / "cgroup.procs") for t in tops), "--", *argv]
 
 
 def pids(tops: Iterable[Path]) -> set[int]:

@@ -3,8 +3,8 @@
 This module owns :data:`STATE_FILE` (the lab id, written first at start), :data:`LOCK_FILE` (held by
 the process that runs the lab, so :func:`reset_workdir` and :func:`down` refuse a running lab's
 directory instead of tearing it down under it), :func:`clean_stale`
-(what a lab killed without its stop left, found by that id: the processes in its real nodes'
-cgroups, mounts under the work directory, the node network namespaces, the real nodes' bridge and
+(what a lab killed without its stop left, found by that id: the processes in its real nodes' and
+its runs' cgroups (:func:`run_cgroups`), mounts under the work directory, the node network namespaces, the real nodes' bridge and
 veths, their cgroups and the run directory) and :func:`reset_workdir` (only a directory holding
 one of :data:`LAB_MARKERS`).
 
@@ -110,7 +110,8 @@ def clean_stale(workdir: Path) -> list[str]:
 
     Reads the lab id from ``<workdir>/lab.json``. In this order: kills every process left in the
     real nodes' cgroups ``/sdrn<id>-<n>`` (containerd shims, pause and containers run in their own
-    sessions and outlive a SIGKILLed lab), unmounts every mount under ``workdir`` (deepest first:
+    sessions and outlive a SIGKILLed lab) and in the runs' ``/sdl<id>-run-<name>`` (the
+    ``ansible-playbook`` runs and the workers that left their session), unmounts every mount under ``workdir`` (deepest first:
     the node mount-namespace files), deletes the network namespaces ``sdl<id>-*`` and
     ``sdrn<id>-<n>``, the real nodes' bridge ``sdrnb<id>`` and host veths ``sdrnv<id><n>``, the
     cgroups and ``/run/sdl-<id>``. The real nodes' iptables rules and sysctls live in their own
@@ -120,10 +121,10 @@ def clean_stale(workdir: Path) -> list[str]:
     done: list[str] = []
     root = workdir.resolve()
     lab_id = _lab_id(root)
-    cgroups = _real_node_cgroups(lab_id) if lab_id else []
+    cgroups = _lab_cgroups(lab_id) if lab_id else []
     killed = cgroups_mod.kill_processes(cgroups)
     if killed:
-        done.append(f"killed {len(killed)} processes left in the real nodes' cgroups")
+        done.append(f"killed {len(killed)} processes left in the lab's cgroups")
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
         mounts = [line.split()[4] for line in f]
     for target in sorted(
@@ -163,9 +164,18 @@ def _lab_id(root: Path) -> str | None:
     return lab_id if isinstance(lab_id, str) and re.fullmatch(r"[0-9a-f]{4}", lab_id) else None
 
 
-def _real_node_cgroups(lab_id: str) -> list[Path]:
-    """The real nodes' cgroup roots ``/sdrn<id>-<n>`` of every hierarchy (``RealNode.cgroup_root``)."""
-    owned = re.compile(rf"sdrn{lab_id}-\d+")
+def run_cgroups(lab_id: str, name: str) -> list[Path]:
+    """The trees ``/sdl<id>-run-<name>`` of every hierarchy, where the lab starts its run ``name``.
+
+    ``name`` is a lower-case word (``cluster``, ``nodes``); :func:`clean_stale` kills what is left in them.
+    """
+    return [h / f"sdl{lab_id}-run-{name}" for h in real_node.cgroup_hierarchies()]
+
+
+def _lab_cgroups(lab_id: str) -> list[Path]:
+    """The lab's cgroup trees of every hierarchy: the real nodes' roots ``/sdrn<id>-<n>``
+    (``RealNode.cgroup_root``) and the runs' ``/sdl<id>-run-<name>`` (:func:`run_cgroups`)."""
+    owned = re.compile(rf"sdrn{lab_id}-\d+|sdl{lab_id}-run-[a-z0-9-]+")
     found: list[Path] = []
     for hierarchy in real_node.cgroup_hierarchies():
         with contextlib.suppress(OSError):

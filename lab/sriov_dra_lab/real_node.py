@@ -582,14 +582,7 @@ imports = []
         ]
 
     def _create_cgroups(self) -> None:
-        for hierarchy in cgroup_hierarchies():
-            for rel in (self.cgroup_root.strip("/"), f"{self.cgroup_root.strip('/')}/system"):
-                path = hierarchy / rel
-                path.mkdir(exist_ok=True)
-                for name in ("cpuset.cpus", "cpuset.mems"):
-                    parent = path.parent / name
-                    if parent.exists():
-                        (path / name).write_text(parent.read_text())
+        cgroups.create([*self._cgroup_dirs(), *self._cgroup_dirs("system")])
 
     def spawn(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> Process:
         """Start ``argv`` in the node's namespaces and cgroup (``<cgroupRoot>/system`` of every hierarchy).
@@ -597,11 +590,9 @@ imports = []
         The process is the node's: :meth:`stop` stops it (after the kubelet, before containerd) and
         its log is ``<logs>/<name>.log``. Raises: ``ProcessFailed`` when it cannot be started.
         """
-        procs = [str(d / "cgroup.procs") for d in self._cgroup_dirs("system")]
-        join = 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
         proc = Process(
             name=f"{self.name}-{name}",
-            argv=["sh", "-c", join, "sh", *procs, "--", *self.exec_prefix(), *argv],
+            argv=cgroups.joined(self._cgroup_dirs("system"), [*self.exec_prefix(), *argv]),
             log_path=self.logs / f"{name}.log",
             env=env,
         )

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 import yaml
 
+from sriov_dra_lab import cgroups as cgroups_mod
 from sriov_dra_lab import paths
 
 REPO: Final = paths.REPO
@@ -132,7 +133,9 @@ class PlaybookRun:
 
     ``limit`` restricts the run to a host pattern (``localhost`` or :data:`NODE_GROUP`), so the lab
     can apply the cluster objects while it still builds the nodes. Output goes to
-    ``<workdir>/ansible-<name>.log``.
+    ``<workdir>/ansible-<name>.log``. With ``cgroups`` (the lab's run trees,
+    ``lab_dir.run_cgroups``) the run and everything it forks start in them: ansible's workers leave
+    the run's session, so only the trees find them once the lab that started them was killed.
     """
 
     def __init__(
@@ -143,7 +146,9 @@ class PlaybookRun:
         kubeconfig: Path,
         limit: str,
         name: str,
+        cgroups: Sequence[Path] = (),
     ) -> None:
+        self.cgroups = tuple(cgroups)
         self.log_path = workdir / f"ansible-{name}.log"
         bin_dir = Path(sys.executable).parent
         self.argv = [
@@ -181,7 +186,7 @@ class PlaybookRun:
             log.flush()
             # Its own session: a Ctrl-C on the lab reaches only the lab, whose stop kills the run's group.
             self.process = subprocess.Popen(
-                self.argv,
+                cgroups_mod.joined(self.cgroups, self.argv) if self.cgroups else self.argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
@@ -231,6 +236,7 @@ class PlaybookRun:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+        cgroups_mod.kill_processes(self.cgroups)  # a worker the walk above missed
 
 
 def descendants(pid: int) -> list[int]:

@@ -24,8 +24,10 @@ from kubernetes import client as kube_client
 from sriov_dra.kube import apply
 from sriov_dra_lab import (
     binaries,
+    cgroups,
     cni,
     images,
+    lab_dir,
     multus_pods,
     plugin_pods,
     processes,
@@ -174,8 +176,10 @@ class StackInstall(StackState):
         return images.MULTUS_THICK if self.options.multus_mode == "thick" else images.MULTUS_THIN
 
     def _start_roles(self, inventory: Path, limit: str, name: str) -> roles.PlaybookRun:
+        trees = lab_dir.run_cgroups(self.lab_id, name)
+        cgroups.create(trees)
         run = roles.PlaybookRun(
-            inventory.parent, inventory, kubeconfig=self.cp.kubeconfig, limit=limit, name=name
+            inventory.parent, inventory, kubeconfig=self.cp.kubeconfig, limit=limit, name=name, cgroups=trees
         ).start()
         self._playbook_runs.append(run)
         return run

@@ -4,13 +4,16 @@ Each test runs ``sriov-dra lab`` as a child process with two real nodes (kubelet
 containerd), waits until a Pod sandbox runs on a real node (containerd shims, pause and
 containers run in their own sessions, in the node's cgroups), then either SIGKILLs the whole
 process tree of the lab (nothing of it gets to clean up; the shims survive) and runs ``lab down``,
-or sends SIGINT to ``lab demo`` and lets it stop. :func:`_machine_leftovers` then lists what of
+or sends SIGINT to ``lab demo`` and lets it stop. One more SIGKILLs only the ``lab up`` process
+while its roles install (its ``ansible-playbook`` run goes on, and ansible's workers leave the
+run's session) and runs ``lab down``. :func:`_machine_leftovers` then lists what of
 the lab is still on the machine, and the list must be empty. It checks, by the lab id of the work
 directory's ``lab.json``:
 
 - network namespaces ``sdl<id>-*`` and ``sdrn<id>-*``;
 - links ``sdrnb<id>`` (the bridge) and ``sdrnv<id>*`` (node veths);
-- cgroups ``/sdrn<id>-*`` in every cgroup hierarchy;
+- cgroups ``/sdrn<id>-*`` (the real nodes) and ``/sdl<id>-*`` (the lab's ansible runs) in every
+  cgroup hierarchy;
 - mounts in the initial mount namespace under the work directory or ``/run/sdl-<id>``;
 - the run directory ``/run/sdl-<id>``;
 - processes whose command line names the work directory, ``/run/sdl-<id>`` or the node namespaces;
@@ -91,6 +94,17 @@ class _Lab:
             time.sleep(1)
 
 
+def _lab_down(workdir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_sriov_dra(), "lab", "down", "--workdir", str(workdir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
 def _cgroup_pids(lab_id: str, *, pods_only: bool) -> set[int]:
     from sriov_dra_lab import real_node
 
@@ -156,7 +170,12 @@ def _machine_leftovers(workdir: Path, lab_id: str, before: tuple[set[str], dict[
         for p in Path("/sys/class/net").iterdir()
         if p.name.startswith((f"sdrnb{lab_id}", f"sdrnv{lab_id}"))
     ]
-    out += [f"cgroup {c}" for h in real_node.cgroup_hierarchies() for c in h.glob(f"sdrn{lab_id}-*")]
+    out += [
+        f"cgroup {c}"
+        for h in real_node.cgroup_hierarchies()
+        for pattern in (f"sdrn{lab_id}-*", f"sdl{lab_id}-*")
+        for c in h.glob(pattern)
+    ]
     root = str(workdir.resolve())
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
         out += [
@@ -261,17 +280,34 @@ def test_a_sigkilled_real_node_lab_leaves_nothing_after_lab_down(
         assert _cgroup_pids(lab_id, pods_only=False), "the shims outlive the killed lab"
     finally:
         lab.close()
-        down = subprocess.run(
-            [_sriov_dra(), "lab", "down", "--workdir", str(workdir)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
+        down = _lab_down(workdir)
     assert down.returncode == 0, down.stderr
     print(down.stdout)
     assert "removed" in down.stdout
+    assert _machine_leftovers(workdir, lab_id, machine_before) == []
+
+
+def test_a_lab_up_sigkilled_during_the_role_install_leaves_nothing_after_lab_down(
+    tmp_path: Path, machine_before: tuple[set[str], dict[str, str]]
+) -> None:
+    workdir = tmp_path / "lab"
+    log = workdir / "ansible" / "ansible-cluster.log"
+    lab = _Lab(["up", "--node-kind", "real"], workdir)
+    try:
+        lab.wait_for(
+            "the cluster run inside a role",
+            lambda: log.exists() and "TASK [sriovnet.dra." in log.read_text(errors="replace"),
+        )
+        lab_id = lab.lab_id()
+        lab.proc.kill()  # the lab process only: what it started is left on its own
+        assert lab.proc.wait(timeout=30) == -signal.SIGKILL
+        time.sleep(2)  # the children that die with their parent are gone
+        left = _machine_leftovers(workdir, lab_id, machine_before)
+        assert any("ansible-playbook" in line for line in left), left  # the run outlived the lab
+    finally:
+        lab.close()
+        down = _lab_down(workdir)
+    assert down.returncode == 0, down.stderr
     assert _machine_leftovers(workdir, lab_id, machine_before) == []
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.fakes import detaching_run
 from tests.waiting import eventually
 
 from sriov_dra_lab import roles
@@ -126,22 +127,14 @@ def test_a_failed_run_raises_with_the_log_tail(tmp_path: Path, code: int | None,
 
 
 def test_killing_a_run_also_kills_a_worker_that_left_the_runs_process_group(tmp_path: Path) -> None:
-    # ansible-core's workers call setsid; a stand-in run forks one such worker that sleeps on.
-    # The worker reports its pid only after setsid, so the group check below never races it.
-    script = (
-        "import os, sys, time\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    print(os.getpid(), flush=True)\n"
-        "    time.sleep(300)\n"
-        "    os._exit(0)\n"
-        "time.sleep(300)\n"
-    )
     run = roles.PlaybookRun(
         tmp_path, tmp_path / "inventory.yml", kubeconfig=tmp_path / "k", limit="x", name="t"
     )
     run.process = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, "-c", detaching_run.SCRIPT],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     assert run.process.stdout is not None
     worker = int(run.process.stdout.readline())

@@ -1,4 +1,4 @@
-"""``lab_dir.clean_stale`` removes what a killed real-node lab left, by the lab id only (never another lab's).
+"""``lab_dir.clean_stale`` removes what a killed lab left, by the lab id only (never another lab's).
 
 Root-only: the test makes real network namespaces, a bridge, veths, cgroups in every hierarchy
 with a process inside (as a containerd shim outlives a SIGKILLed lab), a mount-namespace file
@@ -12,12 +12,15 @@ import json
 import os
 import secrets
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.fakes import detaching_run
 
-from sriov_dra_lab import iproute, lab_dir, real_node, topology
+from sriov_dra_lab import cgroups, iproute, lab_dir, real_node, roles, topology
 
 
 def _ip(*args: str) -> None:
@@ -25,15 +28,8 @@ def _ip(*args: str) -> None:
 
 
 def _make_cgroup(lab_id: str) -> list[Path]:
-    made = []
-    for hierarchy in real_node.cgroup_hierarchies():
-        for rel in (f"sdrn{lab_id}-1", f"sdrn{lab_id}-1/system"):
-            path = hierarchy / rel
-            path.mkdir(exist_ok=True)
-            for name in ("cpuset.cpus", "cpuset.mems"):
-                if (path.parent / name).exists():
-                    (path / name).write_text((path.parent / name).read_text())
-        made.append(hierarchy / f"sdrn{lab_id}-1")
+    made = [h / f"sdrn{lab_id}-1" for h in real_node.cgroup_hierarchies()]
+    cgroups.create([*made, *(d / "system" for d in made)])
     return made
 
 
@@ -43,9 +39,8 @@ def _leave_real_node(lab_id: str, workdir: Path | None) -> subprocess.Popen[byte
     iproute.add_netns(f"sdrn{lab_id}-1")
     _ip("link", "add", f"sdrnv{lab_id}1", "type", "veth", "peer", "name", "eth0", "netns", f"sdrn{lab_id}-1")
     _ip("link", "set", f"sdrnv{lab_id}1", "master", f"sdrnb{lab_id}")
-    procs = [str(d / "system" / "cgroup.procs") for d in _make_cgroup(lab_id)]
-    join = 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
-    shim = subprocess.Popen(["sh", "-c", join, "sh", *procs, "--", "sleep", "600"], start_new_session=True)
+    trees = [d / "system" for d in _make_cgroup(lab_id)]
+    shim = subprocess.Popen(cgroups.joined(trees, ["sleep", "600"]), start_new_session=True)
     if workdir is not None:
         (workdir / lab_dir.STATE_FILE).write_text(json.dumps({"labId": lab_id}))
         topology.create_mount_namespace(workdir / "nodes" / "n1" / "ns" / "mnt", "n1")
@@ -115,3 +110,52 @@ def test_lab_down_leaves_a_directory_that_is_not_a_lab_alone(tmp_path: Path) -> 
     (tmp_path / "keep.txt").write_text("mine")
     assert lab_dir.down(tmp_path) == []
     assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_clean_stale_kills_an_ansible_run_and_the_worker_that_left_its_session(tmp_path: Path) -> None:
+    # A SIGKILLed lab up leaves its ansible-playbook run; ansible-core's workers call setsid, so
+    # neither the run's group nor its session finds them.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create cgroups")
+    lab_id = secrets.token_hex(2)
+    (tmp_path / lab_dir.STATE_FILE).write_text(json.dumps({"labId": lab_id}))
+    trees = lab_dir.run_cgroups(lab_id, "cluster")
+    cgroups.create(trees)
+    run = roles.PlaybookRun(
+        tmp_path,
+        tmp_path / "inventory.yml",
+        kubeconfig=tmp_path / "k",
+        limit="x",
+        name="cluster",
+        cgroups=trees,
+    )
+    run.argv = [sys.executable, "-c", detaching_run.SCRIPT]
+    run.start()
+    try:
+        worker = _printed_pid(run.log_path)
+        assert os.getsid(worker) == worker != os.getsid(run.process.pid)  # outside the run's session
+        done = lab_dir.clean_stale(tmp_path)
+        assert run.process.wait(timeout=30) == -9
+        assert not Path(f"/proc/{worker}/cmdline").exists() or _zombie(worker)
+        assert any("killed" in line for line in done)
+        assert not any(t.exists() for t in trees)
+    finally:
+        run.kill()
+
+
+def _printed_pid(log: Path) -> int:
+    """The pid the stand-in run printed (the only line of digits in its log)."""
+    for _ in range(300):
+        found = [line for line in log.read_text().splitlines() if line.isdigit()]
+        if found:
+            return int(found[0])
+        time.sleep(0.05)
+    raise AssertionError(f"the stand-in run printed nothing: {log.read_text()!r}")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
