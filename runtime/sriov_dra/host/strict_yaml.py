@@ -113,7 +113,13 @@ def read_all(file: Path) -> list[Any]:
 
 
 def _load(text: str, source: str, path: str, *, all_documents: bool) -> object:
-    loader = StrictSafeLoader(text)
+    try:  # the reader refuses a non-printable character (NUL, ...) as soon as it is built
+        loader = StrictSafeLoader(text)
+    except yaml.YAMLError as exc:
+        problem = f"malformed YAML: {exc}; remove the control character"
+        raise errors.InvalidSpec(
+            f"{source} is not strict YAML", errors=[errors.FieldError(path, problem)]
+        ) from None
     try:
         if not all_documents:
             loader.path = path

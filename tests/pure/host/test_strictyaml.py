@@ -122,3 +122,9 @@ def test_an_integer_past_the_integer_string_limit_is_an_invalid_spec_naming_the_
     assert "m.yaml" in str(caught.value)
     assert caught.value.errors[0].path == "$[1]"
     assert "shorter number" in caught.value.errors[0].message
+
+
+def test_a_control_character_the_yaml_reader_refuses_is_an_invalid_spec_naming_the_document() -> None:
+    with pytest.raises(errors.InvalidSpec) as caught:
+        strict_yaml.load_all("a: 1\x00\n--\n", source="manifest m.yaml")
+    assert "m.yaml" in str(caught.value) and "control character" in caught.value.errors[0].message
