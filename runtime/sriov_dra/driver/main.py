@@ -28,6 +28,7 @@ from sriov_dra.driver import (
     faults,
     locks,
     managed_wiring,
+    mapping_report,
     metrics,
     prepare,
     publisher,
@@ -47,6 +48,7 @@ from sriov_dra.host import (
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
+from sriov_dra.kube import plugin_events
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.kubeletapi import dra_service, messages, plugin_server
 from sriov_dra.servicekit import logs, probes, threads
@@ -239,6 +241,14 @@ class Plugin:
             driver_name=cfg.driver_name,
             stop=self.stop_event,
             managed=cfg.multus_auto_attach,
+            mapping=mapping_report.MappingReporter(
+                node_name=cfg.node_name,
+                namespace=cfg.policy_namespace,
+                gauges=self.metrics.mapping,
+                events=plugin_events.EventRecorder(
+                    self._api, controller=managed_wiring.CONTROLLER, instance=cfg.node_name
+                ),
+            ),
         )
         try:
             self.publisher = pub.start()

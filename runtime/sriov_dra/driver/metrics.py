@@ -8,6 +8,7 @@ a request on the API server or the kubelet.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Final
 
 import prometheus_client
@@ -46,6 +47,7 @@ class PluginMetrics:
         self.prepared_claims = prometheus_client.Gauge(
             f"{_PREFIX}_prepared_claims", "Claims recorded in the checkpoint.", registry=self.registry
         )
+        self.mapping = MappingGauges(self.registry)
 
     def observe_claim(self, operation: str, outcome: str, reason: str, seconds: float) -> None:
         """Count one claim operation and its duration (``ClaimMetrics``). Units: seconds."""
@@ -55,3 +57,32 @@ class PluginMetrics:
     def render(self) -> bytes:
         """The registry in Prometheus text format."""
         return bytes(prometheus_client.generate_latest(self.registry))
+
+
+class MappingGauges:
+    """The two per-node gauges, registered in the plugin's registry."""
+
+    def __init__(self, registry: prometheus_client.CollectorRegistry) -> None:
+        self.withheld = prometheus_client.Gauge(
+            f"{_PREFIX}_withheld_devices",
+            "Discovered VFs a policy claims but withholds from the ResourceSlices, by node and reason.",
+            ["node", "reason"],
+            registry=registry,
+        )
+        self.findings = prometheus_client.Gauge(
+            f"{_PREFIX}_policy_findings",
+            "Current SriovResourcePolicy/DeviceAttributes findings on this node, by reason.",
+            ["node", "reason"],
+            registry=registry,
+        )
+        self._shown: dict[str, set[str]] = {"withheld": set(), "findings": set()}
+
+    def set(self, node: str, withheld: Mapping[str, int], findings: Mapping[str, int]) -> None:
+        """Set both gauges to these counts; a reason no longer present goes back to 0."""
+        for name, gauge, counts in (
+            ("withheld", self.withheld, withheld),
+            ("findings", self.findings, findings),
+        ):
+            for reason in self._shown[name] | set(counts):
+                gauge.labels(node, reason).set(counts.get(reason, 0))
+            self._shown[name] |= set(counts)

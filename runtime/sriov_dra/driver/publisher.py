@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from sriov_dra.core.plugin import slices
-from sriov_dra.driver import policy_controller
+from sriov_dra.driver import mapping_report, policy_controller
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import errors as kube_errors
@@ -70,8 +70,10 @@ class Publisher:
         eswitch_modes: discovery.EswitchModeSource | None = None,
         log: logging.Logger | logging.LoggerAdapter[logging.Logger] = LOG,
         health: probes.Health | None = None,
+        mapping: mapping_report.MappingReporter | None = None,
     ) -> None:
         self._health = health
+        self._mapping = mapping
         self.api = api
         self.node_name = node_name
         self.sysfs = sysfs
@@ -192,6 +194,8 @@ class Publisher:
             if not controller.synced:
                 return None
             snap = controller.evaluate()
+            if self._mapping is not None:
+                self._mapping.report(snap, controller.cached_object)
             if snap.node_uid is None:
                 self._log.warning(
                     "node not found; not publishing", extra={"op": "publish", "node": self.node_name}

@@ -10,23 +10,19 @@ allocates from, and an actionable error for a missing policy namespace.
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client
 from tests import waiting
-from tests.cluster.driver.conftest import install_plugin_objects
 from tests.fakes import slice_view
 
 from sriov_dra.core.plugin import slices
-from sriov_dra.driver import policy_controller, publisher
+from sriov_dra.driver import policy_controller
 from sriov_dra.kube import resource_slices
-from sriov_dra_lab.fakes import fake_pci, fake_sysfs
-from sriov_dra_lab.nodes import SimulatedNode
+from sriov_dra_lab.fakes import fake_pci
 from sriov_dra_rules import names
 
 T = TypeVar("T")
@@ -37,58 +33,6 @@ DRIVER = names.DRIVER_NAME
 def eventually(what: str, fn: Callable[[], T | None], timeout_s: float = 30.0) -> T:
     """Poll ``fn`` every 0.1 s until truthy; fail naming ``what`` after ``timeout_s``."""
     return waiting.eventually(what, fn, timeout_s=timeout_s, interval_s=0.1)
-
-
-@pytest.fixture(scope="module")
-def installed(api: client.ApiClient) -> None:
-    """The two CRDs and the shipped DeviceClass, applied as an installation would."""
-    install_plugin_objects(api)
-
-
-@pytest.fixture
-def node(api: client.ApiClient) -> Iterator[SimulatedNode]:
-    name = f"pub-{uuid.uuid4().hex[:6]}"
-    n = SimulatedNode(api, name, labels={"kubernetes.io/hostname": name}, interval_s=5.0).start()
-    try:
-        yield n
-    finally:
-        n.stop(delete=True)
-
-
-Factory = Callable[..., publisher.Publisher]
-
-
-@pytest.fixture
-def start_publisher(
-    api: client.ApiClient, installed: None, node: SimulatedNode, namespace: str, tmp_path: Path
-) -> Iterator[Factory]:
-    started: list[publisher.Publisher] = []
-
-    def make(
-        *,
-        vfs_per_pf: int = 4,
-        pfs: Sequence[fake_pci.FakePf] | None = None,
-        policy_namespace: str | None = None,
-        **kwargs: Any,
-    ) -> publisher.Publisher:
-        layout = fake_pci.two_root_pfs(vfs_per_pf) if pfs is None else pfs
-        fake = fake_sysfs.build(tmp_path / f"sys{len(started)}", layout)
-        pub = publisher.Publisher(
-            api=api,
-            node_name=node.name,
-            sysfs=fake.sysfs,
-            policy_namespace=policy_namespace or namespace,
-            driver_name=DRIVER,
-            stop=threading.Event(),
-            settle_s=kwargs.pop("settle_s", 0.05),
-            **kwargs,
-        )
-        started.append(pub)
-        return pub.start()
-
-    yield make
-    for pub in started:
-        pub.close()
 
 
 def create(
