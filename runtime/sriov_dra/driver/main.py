@@ -48,6 +48,7 @@ from sriov_dra.host import (
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import client as kube_client
+from sriov_dra.kube import objects as kube_objects
 from sriov_dra.kube import plugin_events
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.kubeletapi import dra_service, messages, plugin_server
@@ -247,6 +248,11 @@ class Plugin:
                 gauges=self.metrics.mapping,
                 events=plugin_events.EventRecorder(
                     self._api, controller=managed_wiring.CONTROLLER, instance=cfg.node_name
+                ),
+                status=kube_objects.Objects(
+                    self._api,
+                    field_manager=mapping_report.field_manager(cfg.node_name),
+                    timeout_s=cfg.api_timeout_s,
                 ),
             ),
         )

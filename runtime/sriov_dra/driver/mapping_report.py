@@ -9,20 +9,26 @@ finding itself, emitted when the key first appears, and forgotten when it disapp
 problem that comes back is reported again). A failed create is retried at the next evaluation.
 The gauges count, per node, the devices a policy claims but withholds (by reason; a failed
 evaluation withholds every discovered device as ``InvalidSpec``) and the current findings (by
-reason). Never decides eligibility, never raises into publication.
+reason). Each object a node finds a problem in also gets that node's entry in ``status.nodes``
+(``core.plugin.policy_status``; skipped where the CRD has no status subresource, as upstream's
+has none). Never decides eligibility, never raises into publication.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import logging
-from collections import Counter
-from collections.abc import Callable, Mapping
-from typing import Final
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Protocol
 
 from sriov_dra.core import policy_findings
+from sriov_dra.core.plugin import policy_status
 from sriov_dra.driver import metrics, policy_controller
 from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra.kube import objects as kube_objects
 from sriov_dra.kube import plugin_events
 from sriov_dra_rules import errors, names
 
@@ -32,8 +38,31 @@ ACTION: Final = "EvaluatePolicies"
 API_VERSION: Final = f"{names.DOMAIN}/v1alpha1"
 KINDS: Final = frozenset({"SriovResourcePolicy", "DeviceAttributes"})
 
-ObjectLookup = Callable[[str, str], Mapping[str, object] | None]
-"""``(kind, name)`` to the cached object of the policy namespace, ``None`` when not cached."""
+RESOURCES: Final = {
+    "SriovResourcePolicy": kube_objects.RESOURCE_POLICY,
+    "DeviceAttributes": kube_objects.DEVICE_ATTRIBUTES,
+}
+FIELD_MANAGER_LIMIT: Final = 128
+
+
+class StatusWriter(Protocol):
+    """Applies this node's ``status.nodes`` entry of one object (``kube.objects.Objects``)."""
+
+    def apply_status(
+        self, res: kube_objects.Resource, name: str, namespace: str | None, status: Mapping[str, Any]
+    ) -> kube_objects.JsonObject:
+        """Server-side apply on the status subresource. Raises: ``kube.errors`` classes."""
+        ...
+
+
+def field_manager(node: str) -> str:
+    """This node's field manager for status entries: ``sriov-dra-plugin/<node>``, or a digest of
+    the node name when that exceeds the API's 128 characters."""
+    name = f"sriov-dra-plugin/{node}"
+    if len(name) <= FIELD_MANAGER_LIMIT:
+        return name
+    return f"sriov-dra-plugin/{hashlib.sha256(node.encode()).hexdigest()[:32]}"
+
 
 _Key = tuple[str, str, str, str, str, str]
 
@@ -63,17 +92,38 @@ class MappingReporter:
         namespace: str,
         gauges: metrics.MappingGauges,
         events: seams.EventSink | None,
+        status: StatusWriter | None = None,
         log: logging.Logger | logging.LoggerAdapter[logging.Logger] = LOG,
     ) -> None:
         self.node_name = node_name
         self.namespace = namespace
         self.gauges = gauges
         self.events = events
+        self.status = status
         self._log = log
         self._reported: set[_Key] = set()
+        self._no_status: set[tuple[str, str, int]] = set()
 
-    def report(self, snapshot: policy_controller.DeviceSnapshot, lookup: ObjectLookup) -> None:
-        """Update the gauges, then emit an Event for each finding not reported in its current form."""
+    def report(
+        self,
+        snapshot: policy_controller.DeviceSnapshot,
+        cached: Iterable[tuple[str, Mapping[str, Any]]],
+    ) -> None:
+        """Update the gauges, emit an Event for each finding not reported in its current form, and
+        apply the status entries that differ from what the objects say.
+
+        Shapes: ``cached`` the (kind, object) pairs of the policy namespace's watch caches.
+        """
+        objects = {(kind, str(obj.get("metadata", {}).get("name"))): obj for kind, obj in cached}
+        self._events(snapshot, objects)
+        if self.status is not None:
+            self._statuses(snapshot.evaluation.diagnostics, objects)
+
+    def _events(
+        self,
+        snapshot: policy_controller.DeviceSnapshot,
+        objects: Mapping[tuple[str, str], Mapping[str, Any]],
+    ) -> None:
         diagnostics = snapshot.evaluation.diagnostics
         self.gauges.set(
             self.node_name,
@@ -83,7 +133,7 @@ class MappingReporter:
         current: set[_Key] = set()
         for d in diagnostics:
             kind, _, name = d.source.partition("/")
-            obj = lookup(kind, name) if kind in KINDS else None
+            obj = objects.get((kind, name)) if kind in KINDS else None
             if obj is None:
                 continue
             meta = obj.get("metadata")
@@ -110,3 +160,36 @@ class MappingReporter:
             )
             return False
         return True
+
+    def _statuses(
+        self,
+        diagnostics: Iterable[policy_findings.Diagnostic],
+        objects: Mapping[tuple[str, str], Mapping[str, Any]],
+    ) -> None:
+        by_source: defaultdict[str, list[policy_findings.Diagnostic]] = defaultdict(list)
+        for d in diagnostics:
+            by_source[d.source].append(d)
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for (kind, name), obj in sorted(objects.items()):
+            meta = obj.get("metadata") or {}
+            generation = int(meta.get("generation") or 0)
+            key = (str(meta.get("uid") or ""), kind, generation)
+            entry = policy_status.node_entry(
+                self.node_name,
+                generation,
+                by_source.get(f"{kind}/{name}", []),
+                policy_status.entry_of(obj, self.node_name),
+                now,
+            )
+            if entry is None or key in self._no_status or self.status is None:
+                continue
+            try:
+                self.status.apply_status(RESOURCES[kind], name, self.namespace, {"nodes": [entry]})
+            except kube_errors.NotFound:
+                # No status subresource (upstream's CRD) or the object is gone: nothing to write.
+                self._no_status.add(key)
+            except kube_errors.ApiError as exc:
+                self._log.warning(
+                    "policy status not written",
+                    extra={"op": "policy", "outcome": f"{kind}/{name}", "error": str(exc)},
+                )

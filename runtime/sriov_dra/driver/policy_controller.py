@@ -223,10 +223,11 @@ class PolicyController:
         node = self.node.get(self.node_name) if self.node.synced else None
         return str((node or {}).get("metadata", {}).get("uid") or "") or None
 
-    def cached_object(self, kind: str, name: str) -> watches.JsonObject | None:
-        """The SriovResourcePolicy or DeviceAttributes ``name`` in the watch cache, if any."""
-        watch = self.policies if kind == "SriovResourcePolicy" else self.device_attributes
-        return watch.get(name, self.namespace)
+    def cached_objects(self) -> tuple[tuple[str, watches.JsonObject], ...]:
+        """Every cached SriovResourcePolicy and DeviceAttributes, as (kind, object) pairs."""
+        return tuple(("SriovResourcePolicy", o) for o in self.policies.items()) + tuple(
+            ("DeviceAttributes", o) for o in self.device_attributes.items()
+        )
 
     # ------------------------------------------------------------------ evaluation
     def snapshot(self) -> DeviceSnapshot:

@@ -195,7 +195,7 @@ class Publisher:
                 return None
             snap = controller.evaluate()
             if self._mapping is not None:
-                self._mapping.report(snap, controller.cached_object)
+                self._mapping.report(snap, controller.cached_objects())
             if snap.node_uid is None:
                 self._log.warning(
                     "node not found; not publishing", extra={"op": "publish", "node": self.node_name}

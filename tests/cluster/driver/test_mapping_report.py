@@ -4,8 +4,9 @@ Against the real apiserver, with the publisher in auto-attach mode on a fake-sys
 PFs, four VFs each): a selector that matches no DeviceAttributes, conflicting network
 references, a reserved key, an attribute-budget overflow and a filter that selects nothing
 here each produce an ``events.k8s.io`` Warning regarding the SriovResourcePolicy or
-DeviceAttributes, once per change (resyncs add none, a spec change adds one), and the
-``sriov_dra_plugin_withheld_devices`` / ``sriov_dra_plugin_policy_findings`` samples.
+DeviceAttributes, once per change (resyncs add none, a spec change adds one), the
+``sriov_dra_plugin_withheld_devices`` / ``sriov_dra_plugin_policy_findings`` samples, and a False
+``Valid`` condition in the node's own ``status.nodes`` entry, beside another node's entry.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tests.cluster.driver.conftest import Factory
 from tests.cluster.driver.test_publisher import create, eventually
 
 from sriov_dra.driver import mapping_report, metrics
-from sriov_dra.kube import plugin_events
+from sriov_dra.kube import objects, plugin_events
 from sriov_dra_lab.nodes import SimulatedNode
 from sriov_dra_rules import names
 
@@ -55,6 +56,7 @@ def reported(
             namespace=namespace,
             gauges=gauges,
             events=plugin_events.EventRecorder(api, controller="sriov-dra-plugin", instance=node.name),
+            status=objects.Objects(api, field_manager=mapping_report.field_manager(node.name)),
         )
         return start_publisher(managed=True, mapping=reporter), gauges, registry
 
@@ -144,6 +146,59 @@ def test_each_mapping_problem_is_a_warning_event_on_its_object_and_a_gauge(
     )
     assert (sample(registry, "withheld_devices", node.name, reason) or 0) == withheld
     assert len(pub.snapshot().published) == published
+    for kind, name in regarding:
+        condition = eventually(
+            f"{kind}/{name} status of {node.name}",
+            lambda kind=kind, name=name: valid(api, namespace, kind, name, node.name),
+        )
+        assert (condition["status"], condition["reason"]) == ("False", reason)
+
+
+def valid(api: client.ApiClient, namespace: str, kind: str, name: str, node: str) -> dict[str, Any] | None:
+    """The ``Valid`` condition of ``node``'s entry in the object's status, if any."""
+    res = objects.RESOURCE_POLICY if kind == "SriovResourcePolicy" else objects.DEVICE_ATTRIBUTES
+    obj = objects.Objects(api, field_manager="test").get(res, name, namespace)
+    for entry in (obj.get("status") or {}).get("nodes") or []:
+        if entry["node"] == node:
+            return next(c for c in entry["conditions"] if c["type"] == "Valid")
+    return None
+
+
+def test_two_nodes_each_own_their_status_entry_and_a_fix_turns_it_true(
+    api, namespace, node, reported
+) -> None:
+    """Another node's entry, applied under its own field manager, survives this node's writes."""
+    other = objects.Objects(api, field_manager=mapping_report.field_manager("other-node"))
+    _selects_nothing(api, namespace)
+    entry = {
+        "node": "other-node",
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Valid",
+                "status": "True",
+                "reason": "NoFindings",
+                "message": "no problem found on this node",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+    }
+    other.apply_status(objects.RESOURCE_POLICY, "p", namespace, {"nodes": [entry]})
+    pub, _, _ = reported()
+    false = eventually(
+        "this node's False entry", lambda: valid(api, namespace, "SriovResourcePolicy", "p", node.name)
+    )
+    assert (false["status"], false["reason"]) == ("False", "DeviceNotEligible")
+    attributes_object(api, namespace, "fix", {NAD_NAME: {"string": "rail-a"}})
+    eventually(
+        "this node's entry True once fixed",
+        lambda: (
+            (valid(api, namespace, "SriovResourcePolicy", "p", node.name) or {}).get("status") == "True"
+            or None
+        ),
+    )
+    assert valid(api, namespace, "SriovResourcePolicy", "p", "other-node")["reason"] == "NoFindings"
+    assert len(pub.snapshot().published) == VFS
 
 
 def test_a_finding_is_reported_once_per_change_not_per_resync(api, namespace, node, reported) -> None:
@@ -158,9 +213,13 @@ def test_a_finding_is_reported_once_per_change_not_per_resync(api, namespace, no
         ]
 
     eventually("the first Warning", policy_warnings)
+    eventually("the status entry", lambda: valid(api, namespace, "SriovResourcePolicy", "p", node.name))
+    written = objects.Objects(api, field_manager="test").get(objects.RESOURCE_POLICY, "p", namespace)
     for _ in range(3):
         pub.sync()
     assert len(policy_warnings()) == 1
+    again = objects.Objects(api, field_manager="test").get(objects.RESOURCE_POLICY, "p", namespace)
+    assert again["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
     custom = client.CustomObjectsApi(api)
     spec = {"configs": [{"deviceAttributesSelector": {"matchLabels": {"net": "other"}}}]}
     custom.patch_namespaced_custom_object(
