@@ -24,6 +24,7 @@ from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import fanout, host_gate, planning
 from sriov_dra.driver.managed import service as managed_service
 from sriov_dra.host import vf_edits
+from sriov_dra.kube import api_time
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import dra_service, messages
 from sriov_dra_rules import errors
@@ -385,7 +386,7 @@ def update_status(
     ``claim`` is the object read in step 1 (saves a GET; a conflict re-reads). Nothing is written
     when the entries are already there.
     """
-    ours = status_entries(ctx.driver_name, record, device_conditions.timestamp(time.time()))
+    ours = status_entries(ctx.driver_name, record, api_time.rfc3339())
     unprepare.write_status(ctx, record, ours, current=claim, failure="claim status not updated")
 
 

@@ -9,19 +9,18 @@ does not own.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
 
 from sriov_dra.core.operator import conditions
-from sriov_dra.kube import errors, events, objects, views
+from sriov_dra.kube import api_time, errors, events, objects, views
 
 log = logging.getLogger(__name__)
 
 
 def utc_now() -> str:
     """The current time as RFC 3339 seconds in UTC (condition transition times)."""
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return api_time.rfc3339()
 
 
 class StatusWriter:

@@ -8,7 +8,6 @@ write with the same facts changes nothing. Pure: the caller passes the time.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -17,11 +16,6 @@ NETWORK_READY: Final = "NetworkReady"
 PREPARED: Final = "Prepared"
 NETWORK_ATTACHED: Final = "NetworkAttached"
 NOT_ATTACHED: Final = "NotAttached"
-
-
-def timestamp(seconds: float) -> str:
-    """A ``metav1.Time`` for the Unix time ``seconds``: RFC 3339 UTC to the second."""
-    return datetime.datetime.fromtimestamp(int(seconds), datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition(type_: str, status: bool, reason: str, message: str, now: str) -> dict[str, object]:

@@ -11,15 +11,14 @@ Diagnostic: failures are logged once per change and swallowed; no entry is added
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.core.plugin import claim_network_data, device_conditions
+from sriov_dra.core.plugin import claim_network_data
 from sriov_dra.driver.managed import observe, seams
-from sriov_dra.kube import views
+from sriov_dra.kube import api_time, views
 from sriov_dra_rules import errors, names
 
 LOG = logging.getLogger(__name__)
@@ -135,7 +134,7 @@ class NetworkDataWriter:
             else:
                 self._noted.pop(record.claim_uid, None)
 
-            now = device_conditions.timestamp(time.time())
+            now = api_time.rfc3339()
 
             def compute(existing: object) -> list[dict[str, object]] | None:
                 return claim_network_data.merged_network_data(
