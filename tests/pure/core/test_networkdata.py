@@ -473,3 +473,7 @@ def test_the_annotation_as_a_whole_stays_strict_json_even_in_an_entry_we_do_not_
     with pytest.raises(errors.InvalidSpec) as caught:
         claim_network_data.network_data_for(text, [A, B])
     assert caught.value.reason is errors.Reason.INVALID_NETWORK_STATUS
+
+
+def test_before_the_first_attach_nothing_is_written_so_a_pod_before_add_costs_no_write() -> None:
+    assert merged([OURS_A, GPU_0, OURS_B], status(PRIMARY)) is None

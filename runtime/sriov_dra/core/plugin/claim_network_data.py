@@ -387,9 +387,10 @@ def merged_network_data(
 
     Only entries that exist are changed (``driver`` = ``driver_name``, no ``shareID``, device in
     ``results``): reported → ``networkData`` set; not reported → ``networkData`` removed; a
-    problem → left as it is. ``NetworkReady`` follows ``networkData`` (True with the interface,
-    False without; ``core.plugin.device_conditions``, its time ``now`` only when its status
-    changes). Every other entry, another driver's above all, is kept exactly as
+    problem → left as it is. ``NetworkReady`` follows ``networkData`` (True with the interface;
+    False once it was attached and no longer is, absent before the first attach, so a Pod whose
+    ADD has not run yet costs no write; ``core.plugin.device_conditions``, its time ``now`` only
+    when its status changes). Every other entry, another driver's above all, is kept exactly as
     read, in place; no entry is added or removed. Returns ``None`` when the result equals
     ``existing`` (nothing to write), and when ``existing`` is not a list of objects (nothing of
     ours to fill; a list that cannot be read is not rewritten).
@@ -412,9 +413,14 @@ def merged_network_data(
         if result.data is not None:
             updated["networkData"] = result.data.to_json()
         interface = result.data.interface_name if result.data is not None else None
-        updated["conditions"] = device_conditions.merge(
-            entry.get("conditions"), [device_conditions.network_ready(interface, now)]
-        )
+        if (
+            interface
+            or "networkData" in entry
+            or device_conditions.has(entry.get("conditions"), device_conditions.NETWORK_READY)
+        ):
+            updated["conditions"] = device_conditions.merge(
+                entry.get("conditions"), [device_conditions.network_ready(interface, now)]
+            )
         if _without_nulls(updated) != _without_nulls(entry):
             changed = True
             out.append(updated)

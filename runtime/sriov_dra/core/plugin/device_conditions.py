@@ -41,6 +41,13 @@ def network_ready(interface: str | None, now: str) -> dict[str, object]:
     return condition(NETWORK_READY, False, NOT_ATTACHED, "no network-status entry names this VF", now)
 
 
+def has(existing: object, type_: str) -> bool:
+    """Whether the ``conditions`` list ``existing`` holds one of ``type_``."""
+    return isinstance(existing, list) and any(
+        isinstance(c, Mapping) and c.get("type") == type_ for c in existing
+    )
+
+
 def merge(existing: object, wanted: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """``existing`` conditions with ``wanted`` set by type.
 
