@@ -46,7 +46,9 @@ def test_pf_link_down_makes_its_vf_unhealthy_and_up_healthy_again(tmp_path: Path
         dh.Health.HEALTHY, f"VF {target.pci_address} bound to iavf; PF {pf} up with carrier"
     )
     net_edit.set_up(pf, netns_path=scratch_netns, up=False)
-    assert health(reader, target) == dh.Verdict(dh.Health.UNHEALTHY, f"PF {pf} is down (operstate down)")
+    assert health(reader, target) == dh.Verdict(
+        dh.Health.UNHEALTHY, f"PF {pf} is down (operstate down)", dh.Cause.PF_DOWN
+    )
     net_edit.set_up(pf, netns_path=scratch_netns)
     assert health(reader, target).health is dh.Health.HEALTHY
 
@@ -57,13 +59,14 @@ def test_pf_without_carrier_makes_its_vf_unhealthy(tmp_path: Path, scratch_netns
     verdict = health(reader, target)
     assert verdict.health is dh.Health.UNHEALTHY
     assert verdict.reason.startswith(f"PF {pf} has no carrier (operstate ")
+    assert verdict.cause is dh.Cause.PF_NO_CARRIER
 
 
 def test_vf_unbound_from_its_driver_is_unhealthy(tmp_path: Path, scratch_netns: str) -> None:
     fake, reader, target, _ = setup(tmp_path, scratch_netns)
     fake.detach_driver(target.pci_address)
     assert health(reader, target) == dh.Verdict(
-        dh.Health.UNHEALTHY, f"VF {target.pci_address} is unbound, expected iavf"
+        dh.Health.UNHEALTHY, f"VF {target.pci_address} is unbound, expected iavf", dh.Cause.VF_WRONG_DRIVER
     )
 
 
@@ -71,7 +74,7 @@ def test_vf_removed_from_sysfs_is_unhealthy(tmp_path: Path, scratch_netns: str) 
     _, reader, target, _ = setup(tmp_path, scratch_netns)
     (tmp_path / "sys" / "bus" / "pci" / "devices" / target.pci_address).unlink()
     assert health(reader, target) == dh.Verdict(
-        dh.Health.UNHEALTHY, f"VF {target.pci_address} is gone from sysfs"
+        dh.Health.UNHEALTHY, f"VF {target.pci_address} is gone from sysfs", dh.Cause.VF_GONE
     )
 
 

@@ -104,26 +104,45 @@ class VfReading:
     pf_link: PfLink | Unreadable | None
 
 
+class Cause(enum.StrEnum):
+    """Why a device is Unhealthy, as a short code (a label value: the device taint's value)."""
+
+    VF_GONE = "VfGone"
+    VF_WRONG_DRIVER = "VfWrongDriver"
+    VF_UNBOUND = "VfUnbound"
+    PF_GONE = "PfGone"
+    PF_NO_INTERFACE = "PfNoInterface"
+    PF_DOWN = "PfDown"
+    PF_NO_CARRIER = "PfNoCarrier"
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """A device's health and the reason behind it (one line, for logs and the kubelet's message)."""
+    """A device's health and the reason behind it (one line, for logs and the kubelet's message).
+
+    ``cause`` is the first failing fact's code when Unhealthy, else None.
+    """
 
     health: Health
     reason: str
+    cause: Cause | None = None
 
 
-def _absent(name: str, present: bool | Unreadable, failed: list[str], unknown: list[str]) -> bool:
+_Failed = list[tuple[Cause, str]]
+
+
+def _absent(name: str, present: bool | Unreadable, gone: Cause, failed: _Failed, unknown: list[str]) -> bool:
     """True (and the reason noted) when the function ``name`` is gone or could not be read."""
     if isinstance(present, Unreadable):
         unknown.append(f"{name.split(' (')[0]}: {present.why}")
     elif not present:
-        failed.append(f"{name} is gone from sysfs")
+        failed.append((gone, f"{name} is gone from sysfs"))
     return present is not True
 
 
-def _driver_facts(target: HealthTarget, reading: VfReading, failed: list[str], unknown: list[str]) -> str:
+def _driver_facts(target: HealthTarget, reading: VfReading, failed: _Failed, unknown: list[str]) -> str:
     vf = f"VF {target.pci_address}"
-    if _absent(vf, reading.vf_present, failed, unknown):
+    if _absent(vf, reading.vf_present, Cause.VF_GONE, failed, unknown):
         return ""
     driver, expect = reading.driver, target.expect
     if isinstance(driver, Unreadable):
@@ -131,22 +150,27 @@ def _driver_facts(target: HealthTarget, reading: VfReading, failed: list[str], u
         return ""
     if expect.driver is not None and driver != expect.driver:
         bound = f"bound to {driver}" if driver else "unbound"
-        failed.append(f"{vf} is {bound}, expected {expect.driver}")
+        failed.append((Cause.VF_WRONG_DRIVER, f"{vf} is {bound}, expected {expect.driver}"))
     elif expect.bound and driver is None:
-        failed.append(f"{vf} has no driver bound")
+        failed.append((Cause.VF_UNBOUND, f"{vf} has no driver bound"))
     return f"{vf} bound to {driver}" if driver else f"{vf} unbound"
 
 
-def _pf_facts(target: HealthTarget, reading: VfReading, failed: list[str], unknown: list[str]) -> str:
+def _pf_facts(target: HealthTarget, reading: VfReading, failed: _Failed, unknown: list[str]) -> str:
     pf = f"PF {target.pf_pci_address}"
-    if _absent(f"{pf} ({target.pf_name})", reading.pf_present, failed, unknown):
+    if _absent(f"{pf} ({target.pf_name})", reading.pf_present, Cause.PF_GONE, failed, unknown):
         return ""
     netdev = reading.pf_netdev
     if isinstance(netdev, Unreadable):
         unknown.append(f"{pf}: {netdev.why}")
         return ""
     if netdev is None:
-        failed.append(f"{pf} has no network interface (was {target.pf_name}; is its driver bound?)")
+        failed.append(
+            (
+                Cause.PF_NO_INTERFACE,
+                f"{pf} has no network interface (was {target.pf_name}; is its driver bound?)",
+            )
+        )
         return ""
     link = reading.pf_link
     if isinstance(link, Unreadable):
@@ -156,9 +180,9 @@ def _pf_facts(target: HealthTarget, reading: VfReading, failed: list[str], unkno
             f"PF {netdev} is not in the plugin's network namespace (run the plugin with hostNetwork)"
         )
     elif not link.admin_up:
-        failed.append(f"PF {netdev} is down (operstate {link.operstate})")
+        failed.append((Cause.PF_DOWN, f"PF {netdev} is down (operstate {link.operstate})"))
     elif not link.carrier:
-        failed.append(f"PF {netdev} has no carrier (operstate {link.operstate})")
+        failed.append((Cause.PF_NO_CARRIER, f"PF {netdev} has no carrier (operstate {link.operstate})"))
     return f"PF {netdev} up with carrier"
 
 
@@ -166,14 +190,16 @@ def decide(target: HealthTarget, reading: VfReading) -> Verdict:
     """The health of ``target`` given ``reading``: the decision table of this module's docstring.
 
     Unhealthy wins over Unknown (one definite failure is enough); the reason joins every failing
-    fact (or, when none failed, every unreadable one) with ``"; "``, or names the healthy facts.
-    Shapes: ``Verdict(Health.UNHEALTHY, "PF ens1f0 has no carrier (operstate lowerlayerdown)")``.
+    fact (or, when none failed, every unreadable one) with ``"; "``, or names the healthy facts;
+    the cause is the first failing fact's (VF facts before PF facts).
+    Shapes: ``Verdict(Health.UNHEALTHY, "PF ens1f0 has no carrier (operstate lowerlayerdown)",
+    Cause.PF_NO_CARRIER)``.
     """
-    failed: list[str] = []
+    failed: _Failed = []
     unknown: list[str] = []
     good = [_driver_facts(target, reading, failed, unknown), _pf_facts(target, reading, failed, unknown)]
     if failed:
-        return Verdict(Health.UNHEALTHY, "; ".join(failed))
+        return Verdict(Health.UNHEALTHY, "; ".join(text for _, text in failed), failed[0][0])
     if unknown:
         return Verdict(Health.UNKNOWN, "; ".join(unknown))
     return Verdict(Health.HEALTHY, "; ".join(good))

@@ -4,7 +4,7 @@ Watched: the advertised VFs plus every prepared one (a VF a running Pod holds st
 a policy change), each with the driver it must have (``core.device_health.expected_driver``).
 Every ``poll_s`` the node is read and each VF decided (``core.device_health.decide``); each
 transition is logged once and, when any health or reason changed, ``on_change`` makes the open
-health streams report at once. :meth:`reports` serves the latest verdicts without touching the
+health streams report at once; ``on_poll`` sees every poll's verdicts (the device taints). :meth:`reports` serves the latest verdicts without touching the
 node. A poll that fails as a whole turns every VF Unknown with that reason; polling goes on.
 """
 
@@ -75,7 +75,8 @@ class DeviceHealthMonitor:
 
     ``targets`` returns the devices to watch now (:func:`watch_targets` over the publisher's
     snapshot and the checkpoint); ``reader`` reads them; ``on_change`` runs after a poll that
-    changed any verdict (health or reason). Units: ``poll_s`` seconds.
+    changed any verdict (health or reason), ``on_poll`` after every poll with all verdicts by
+    device name. Units: ``poll_s`` seconds.
     """
 
     def __init__(
@@ -85,11 +86,13 @@ class DeviceHealthMonitor:
         reader: Reader,
         poll_s: float = DEFAULT_POLL_S,
         on_change: Callable[[], None] | None = None,
+        on_poll: Callable[[Mapping[str, device_health.Verdict]], None] | None = None,
     ) -> None:
         self._targets = targets
         self._reader = reader
         self._poll_s = poll_s
         self._on_change = on_change
+        self._on_poll = on_poll
         self._lock = threading.Lock()
         self._watched: dict[str, device_health.HealthTarget] = {}
         self._verdicts: dict[str, device_health.Verdict] = {}
@@ -117,6 +120,8 @@ class DeviceHealthMonitor:
             self._log(targets[change.device], change)
         if verdicts != before and self._on_change is not None:
             self._on_change()
+        if self._on_poll is not None:
+            self._on_poll(verdicts)
         return changes
 
     def reports(self) -> list[messages.DeviceHealthReport]:

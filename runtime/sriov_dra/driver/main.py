@@ -26,6 +26,7 @@ from sriov_dra.driver import (
     claim_context,
     device_health_monitor,
     faults,
+    health_taints,
     locks,
     managed_wiring,
     mapping_report,
@@ -124,6 +125,7 @@ class Plugin:
         self.metrics = metrics.PluginMetrics()
         self.store: checkpoint.CheckpointStore | None = None
         self.publisher: publisher.Publisher | None = None
+        self.taints: health_taints.HealthTaints | None = None
         self.eswitch_modes: devlink.EswitchModes | None = None
         self.server: plugin_server.KubeletPluginServer | None = None
         self.http: probes.HttpServer | None = None
@@ -232,6 +234,12 @@ class Plugin:
             eswitch_modes = self.seams.eswitch_modes(cfg.sysfs_root)
         elif cfg.sysfs_root == Path("/"):
             self.eswitch_modes = eswitch_modes = devlink.EswitchModes()
+        self.taints = health_taints.HealthTaints(
+            driver=cfg.driver_name,
+            effect=cfg.unhealthy_taint_effect,
+            clear_after_s=cfg.taint_clear_after_s,
+            on_change=self._taints_changed,
+        )
         pub = publisher.Publisher(
             api=self._api,
             node_name=cfg.node_name,
@@ -255,6 +263,7 @@ class Plugin:
                     timeout_s=cfg.api_timeout_s,
                 ),
             ),
+            taints=self.taints.current,
         )
         try:
             self.publisher = pub.start()
@@ -351,10 +360,17 @@ class Plugin:
                 self.server.notify_health()
 
         monitor = device_health_monitor.DeviceHealthMonitor(
-            targets=targets, reader=vf_health_reader.VfHealthReader(sysfs), on_change=changed
+            targets=targets,
+            reader=vf_health_reader.VfHealthReader(sysfs),
+            on_change=changed,
+            on_poll=self.taints.observe if self.taints is not None else None,
         )
         monitor.poll()
         return monitor
+
+    def _taints_changed(self) -> None:
+        if self.publisher is not None:
+            self.publisher.request_sync()
 
     def _start_repair(
         self, attach: service.ManagedAttach, context: claim_context.ClaimContext

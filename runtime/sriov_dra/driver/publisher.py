@@ -4,7 +4,9 @@ The publication loop of one node: VF discovery once at start (as upstream), the
 :class:`~sriov_dra.driver.policy_controller.PolicyController` watches, a watch of this driver's
 slices on this node (a deleted slice is recreated), and one worker that re-plans
 (``core.plugin.slices.plan_writes``) after any change and every ``resync_s``, writing only what
-differs (an idle resync writes nothing). :meth:`Publisher.start` raises on a missing policy
+differs (an idle resync writes nothing). ``taints`` gives the device taints of unhealthy VFs
+(``driver.health_taints``); when the API server drops them (its ``DRADeviceTaints`` gate is
+off) the publisher logs it once, counts ``taints_dropped`` and publishes without taints. :meth:`Publisher.start` raises on a missing policy
 namespace, CRD or sysfs. A failed sync backs off and retries; no lock is held across API calls.
 """
 
@@ -13,8 +15,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sriov_dra.core.plugin import slices
 from sriov_dra.driver import mapping_report, policy_controller
@@ -43,6 +46,8 @@ class PublisherStats:
     handler_errors: int = 0
     generation: int = 0
     published_devices: int = 0
+    tainted_devices: int = 0
+    taints_dropped: bool = False
     last_error: str = ""
 
 
@@ -71,9 +76,12 @@ class Publisher:
         log: logging.Logger | logging.LoggerAdapter[logging.Logger] = LOG,
         health: probes.Health | None = None,
         mapping: mapping_report.MappingReporter | None = None,
+        taints: Callable[[], slices.Taints] | None = None,
     ) -> None:
         self._health = health
         self._mapping = mapping
+        self._taints = taints
+        self._taints_dropped = False
         self.api = api
         self.node_name = node_name
         self.sysfs = sysfs
@@ -202,6 +210,8 @@ class Publisher:
                 )
                 return None
             current = resource_slices.list_slices(self.api, driver=self.driver_name, node=self.node_name)
+            taints = {} if self._taints is None or self._taints_dropped else self._taints()
+            taints = {d: t for d, t in taints.items() if d in snap.published}
             writes = slices.plan_writes(
                 current,
                 snap.devices,
@@ -209,6 +219,7 @@ class Publisher:
                 node=self.node_name,
                 node_uid=snap.node_uid,
                 last_generation=self._last_generation,
+                taints=taints,
             )
             counts: dict[str, int] = {}
 
@@ -216,11 +227,15 @@ class Publisher:
                 counts[verb] = counts.get(verb, 0) + 1
 
             try:
-                resource_slices.apply_writes(self.api, writes, on_write=wrote)
+                resource_slices.apply_writes(self.api, writes, on_write=wrote, on_stored=self._check_stored)
             finally:
                 self._count(counts)
             self._last_generation = writes.generation
             self._count({}, generation=writes.generation, devices=len(snap.published))
+            with self._stats_lock:
+                self._stats = replace(
+                    self._stats, tainted_devices=len(taints), taints_dropped=self._taints_dropped
+                )
             if not writes.empty:
                 self._log.info(
                     "slices published",
@@ -233,6 +248,22 @@ class Publisher:
                 )
             self._published.set()
             return writes
+
+    def _check_stored(self, sent: Mapping[str, Any], stored: Mapping[str, Any]) -> None:
+        if self._taints_dropped or not slices.dropped_taints(sent, stored):
+            return
+        self._taints_dropped = True
+        self._dirty.set()  # republish without taints, so the next syncs write nothing
+        self._log.error(
+            "the API server dropped the device taints of the slice; unhealthy VFs stay allocatable. "
+            "Turn on the DRADeviceTaints feature gate of kube-apiserver, kube-scheduler and "
+            "kube-controller-manager (on by default in Kubernetes 1.36) and restart the plugin",
+            extra={
+                "op": "publish",
+                "node": self.node_name,
+                "slice": str(sent.get("metadata", {}).get("name")),
+            },
+        )
 
     def _count(
         self, counts: Mapping[str, int], *, generation: int | None = None, devices: int | None = None

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final, NoReturn
 
 from sriov_dra.core import interface_naming
+from sriov_dra.core.plugin import device_taints
 from sriov_dra.kubeletapi import endpoints
 from sriov_dra.servicekit import logs
 from sriov_dra_rules import errors, names
@@ -79,6 +80,11 @@ class PluginSettings:
     ``api_timeout_s``, so a healthy node finishes in seconds; 300 s only trips when the API server
     is unreachable or very slow, and then startup fails visibly (exit 1, the container restarts
     and the pass starts over) instead of registering unrepaired. 0 waits without bound."""
+    unhealthy_taint_effect: device_taints.Effect = device_taints.Effect.NO_SCHEDULE
+    """The effect of the ``<driver>/unhealthy`` device taint: NoSchedule keeps new claims off an
+    unhealthy VF; NoExecute (opt-in) also evicts the Pods using it (docs/plugin.md#device-taints)."""
+    taint_clear_after_s: float = device_taints.DEFAULT_CLEAR_AFTER_S
+    """Seconds a tainted VF must stay Healthy before its taint is removed (the hysteresis)."""
     api_max_in_flight: int = 8
     """Auto-attach only: API requests one prepare step issues at once (the source NAD reads of a
     plan, the shadow creates of a claim; ``driver.managed.fanout``), 1 to 16 (the API client keeps
@@ -178,6 +184,19 @@ FLAGS: Final = (
         "API_MAX_IN_FLIGHT",
         "8",
         "auto-attach: API requests one prepare step issues at once (source reads, shadow creates), 1-16",
+    ),
+    _Flag(
+        "unhealthy-taint-effect",
+        "UNHEALTHY_TAINT_EFFECT",
+        "NoSchedule",
+        "effect of the <driver>/unhealthy device taint on an unhealthy VF: NoSchedule, or NoExecute "
+        "to also evict the Pods using it",
+    ),
+    _Flag(
+        "taint-clear-after-s",
+        "TAINT_CLEAR_AFTER_S",
+        str(int(device_taints.DEFAULT_CLEAR_AFTER_S)),
+        "seconds a tainted VF must stay healthy before its device taint is removed",
     ),
     _Flag("log-format", "LOG_FORMAT", "json", "json or text"),
     _Flag("log-level", "LOG_LEVEL", "info", "debug, info, warning or error"),
@@ -301,7 +320,8 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
     ``--multus-auto-attach`` without MULTUS, a bad boolean, log format/level or address, an
     invalid ``--multus-primary-interface``,
     a ``--multus-system-namespaces`` entry that is not a namespace name, a relative
-    ``--multus-config-file``, a ``--repair-first-pass-timeout-s`` that is not seconds >= 0.
+    ``--multus-config-file``, a ``--repair-first-pass-timeout-s`` or ``--taint-clear-after-s``
+    that is not seconds >= 0, an ``--unhealthy-taint-effect`` other than NoSchedule/NoExecute.
     """
     args = vars(_parser(env).parse_args(list(argv)))
     problems: list[errors.FieldError] = []
@@ -371,6 +391,18 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
                 where("api-max-in-flight"), f"{in_flight_raw!r} is not a whole number from 1 to 16"
             )
         )
+    effect_raw = str(args["unhealthy_taint_effect"])
+    try:
+        effect = device_taints.Effect(effect_raw)
+    except ValueError:
+        problems.append(
+            errors.FieldError(
+                where("unhealthy-taint-effect"),
+                f"{effect_raw!r} is not NoSchedule or NoExecute (case-sensitive)",
+            )
+        )
+        effect = device_taints.Effect.NO_SCHEDULE
+    clear_after_s = _seconds(str(args["taint_clear_after_s"]), "taint-clear-after-s", problems)
     errors.raise_if_any(problems, "sriov-dra-plugin settings are invalid", cls=SettingsError)
     plugins_dir = paths["kubelet-plugins-directory-path"]
     return PluginSettings(
@@ -391,4 +423,6 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
         multus_config_file=multus_config_file,
         repair_first_pass_timeout_s=first_pass_s,
         api_max_in_flight=in_flight,
+        unhealthy_taint_effect=effect,
+        taint_clear_after_s=clear_after_s,
     )

@@ -24,6 +24,9 @@ RESOURCE: Final = "resourceslices.resource.k8s.io"
 WriteHook = Callable[[str, str], None]
 """Called as ``on_write(verb, slice_name)`` after each successful write."""
 
+StoredHook = Callable[[Mapping[str, Any], Mapping[str, Any]], None]
+"""Called as ``on_stored(sent, stored)`` after each create or update, with the server's answer."""
+
 
 def field_selector(*, driver: str, node: str) -> str:
     """The selector of this driver's slices of ``node``."""
@@ -106,9 +109,13 @@ def apply_writes(
     writes: slices.SliceWrites,
     *,
     on_write: WriteHook | None = None,
+    on_stored: StoredHook | None = None,
     timeout_s: float = 30.0,
 ) -> int:
     """Apply a plan in its order (deletes, updates, creates); return the number of writes sent.
+
+    ``on_stored`` sees each create/update body beside what the server stored (to notice fields
+    a disabled feature gate dropped).
 
     Stops at the first failure, so a later step never runs on a pool the plan no longer
     describes; the caller re-lists and re-plans.
@@ -129,11 +136,15 @@ def apply_writes(
         ):
             wrote("delete", ref.name)
     for body in writes.updates:
-        replace_slice(api, body, timeout_s=timeout_s)
+        stored = replace_slice(api, body, timeout_s=timeout_s)
         wrote("update", _name(body))
+        if on_stored is not None:
+            on_stored(body, stored)
     for body in writes.creates:
-        create_slice(api, body, timeout_s=timeout_s)
+        stored = create_slice(api, body, timeout_s=timeout_s)
         wrote("create", _name(body))
+        if on_stored is not None:
+            on_stored(body, stored)
     return sent
 
 

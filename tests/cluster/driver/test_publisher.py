@@ -4,8 +4,9 @@ Against kube-apiserver/scheduler v1.36.3: opt-in publication from
 SriovResourcePolicy + DeviceAttributes, republication with a bumped generation on a policy or
 attribute change and on a node-label change, recreation of a deleted slice, republication when an
 advertised membership without attributes is withdrawn (upstream's clearPolicyAttributes defect),
-zero writes on idle resyncs, a 130-device pool split into two slices that the real scheduler
-allocates from, and an actionable error for a missing policy namespace.
+zero writes on idle resyncs, a 130-device pool split into three slices of at most 64 that the real
+scheduler allocates from, device taints that the scheduler honours (timeAdded kept, removal in
+place) and an actionable error for a missing policy namespace.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from kubernetes import client
 from tests import waiting
 from tests.fakes import slice_view
 
-from sriov_dra.core.plugin import slices
+from sriov_dra.core.plugin import device_taints, slices
 from sriov_dra.driver import policy_controller
 from sriov_dra.kube import resource_slices
 from sriov_dra_lab.fakes import fake_pci
@@ -205,15 +206,15 @@ def test_idle_resyncs_write_nothing(api, namespace, node, start_publisher):
     assert pub.stats().failures == 0 and pub.stats().handler_errors == 0
 
 
-def test_130_devices_split_into_two_slices_and_the_scheduler_allocates_from_both(
+def test_130_devices_split_into_three_slices_and_the_scheduler_allocates_from_them(
     api, namespace, node, start_publisher
 ):
     create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
     start_publisher(vfs_per_pf=65)
     current = eventually("130 devices", published(api, node.name, 130))
-    assert [len(s["spec"].get("devices") or []) for s in current] == [128, 2]
-    assert {s["spec"]["pool"]["resourceSliceCount"] for s in current} == {2}
-    tail = [d["name"] for d in current[1]["spec"]["devices"]]
+    assert [len(s["spec"].get("devices") or []) for s in current] == [64, 64, 2]
+    assert {s["spec"]["pool"]["resourceSliceCount"] for s in current} == {3}
+    tail = [d["name"] for d in current[2]["spec"]["devices"]]
     head = current[0]["spec"]["devices"][0]["name"]
     wanted = [*tail, head]
     addresses = [
@@ -273,8 +274,8 @@ def test_130_devices_split_into_two_slices_and_the_scheduler_allocates_from_both
 
 def test_shrinking_pool_deletes_the_surplus_slice(api, namespace, node, start_publisher):
     create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
-    start_publisher(vfs_per_pf=65)
-    two = eventually("130 devices", published(api, node.name, 130))
+    start_publisher(vfs_per_pf=40)
+    two = eventually("80 devices", published(api, node.name, 80))
     client.CustomObjectsApi(api).patch_namespaced_custom_object(
         D,
         "v1alpha1",
@@ -283,7 +284,7 @@ def test_shrinking_pool_deletes_the_surplus_slice(api, namespace, node, start_pu
         "all",
         {"spec": {"configs": [{"resourceFilters": [{"pfNames": ["enp3s0f0"]}]}]}},
     )
-    (one,) = eventually("one PF's 65 devices", published(api, node.name, 65))
+    (one,) = eventually("one PF's 40 devices", published(api, node.name, 40))
     assert one["metadata"]["name"] == two[0]["metadata"]["name"]
     assert one["spec"]["pool"] == {
         "name": node.name,
@@ -299,3 +300,81 @@ def test_missing_policy_namespace_is_an_actionable_error(api, installed, node, s
     message = str(caught.value)
     assert missing in message and "create" in message and "NAMESPACE" in message
     assert not pool(api, node.name), "nothing is published when the policy namespace is missing"
+
+
+def claim_one_vf(api: client.ApiClient, namespace: str, node: str, name: str) -> Callable[[], Any]:
+    """Create a claim for one VF and a Pod on ``node`` using it; a probe of the allocated device."""
+    res = client.ResourceV1Api(api)
+    res.create_namespaced_resource_claim(
+        namespace,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "vf", "exactly": {"deviceClassName": D}}]}},
+        },
+    )
+    client.CoreV1Api(api).create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "resourceClaims": [{"name": "vf", "resourceClaimName": name}],
+                "containers": [
+                    {"name": "c", "image": "registry.invalid/none", "resources": {"claims": [{"name": "vf"}]}}
+                ],
+                "terminationGracePeriodSeconds": 0,
+            },
+        },
+    )
+
+    def device() -> str | None:
+        claim = api.sanitize_for_serialization(res.read_namespaced_resource_claim(name, namespace))
+        alloc = (claim.get("status") or {}).get("allocation")
+        return str(alloc["devices"]["results"][0]["device"]) if alloc else None
+
+    return device
+
+
+def test_tainted_vfs_are_skipped_by_the_scheduler_and_their_taint_keeps_its_time(
+    api, namespace, node, start_publisher
+):
+    create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
+    taints: dict[str, device_taints.DeviceTaint] = {}
+    pub = start_publisher(taints=lambda: dict(taints))
+    (first,) = eventually("all devices", published(api, node.name, 8))
+    names_ = [d["name"] for d in first["spec"]["devices"]]
+    down = device_taints.DeviceTaint(
+        device_taints.taint_key(DRIVER), "PfDown", device_taints.Effect.NO_SCHEDULE
+    )
+    taints.update(dict.fromkeys(names_[:7], down))
+    pub.request_sync()
+
+    def tainted() -> dict[str, Any] | None:
+        (s,) = pool(api, node.name)
+        marked = {d["name"]: d["taints"] for d in s["spec"]["devices"] if d.get("taints")}
+        return marked if len(marked) == 7 else None
+
+    marked = eventually("seven tainted devices", tainted)
+    stamp = marked[names_[0]][0]
+    assert {k: stamp[k] for k in ("key", "value", "effect")} == down.to_json()
+    assert stamp.get("timeAdded"), "the API server stamps timeAdded"
+    (tainted_slice,) = pool(api, node.name)
+    assert tainted_slice["spec"]["pool"]["generation"] == first["spec"]["pool"]["generation"]
+    assert pub.sync().empty, "the server's timeAdded is kept: a resync writes nothing"
+    assert pub.stats().taints_dropped is False
+
+    allocated = eventually(
+        "the scheduler to allocate the untainted VF", claim_one_vf(api, namespace, node.name, "vf1"), 60
+    )
+    assert allocated == names_[7]
+
+    taints.clear()
+    pub.request_sync()
+    eventually(
+        "the taints to be removed",
+        lambda: not any(d.get("taints") for d in pool(api, node.name)[0]["spec"]["devices"]) or None,
+    )

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from sriov_dra.core import device_health as dh
 
 H = dh.Health
+C = dh.Cause
 UP = dh.PfLink(admin_up=True, carrier=True, operstate="up")
 NO_CARRIER = dh.PfLink(admin_up=True, carrier=False, operstate="lowerlayerdown")
 ADMIN_DOWN = dh.PfLink(admin_up=False, carrier=False, operstate="down")
@@ -30,27 +31,48 @@ def reading(**changes: object) -> dh.VfReading:
 
 
 @pytest.mark.parametrize(
-    ("changes", "health", "reason_part"),
+    ("changes", "health", "reason_part", "cause"),
     [
-        ({}, H.HEALTHY, "VF 0000:03:02.0 bound to iavf; PF ens1f0 up with carrier"),
-        ({"vf_present": False}, H.UNHEALTHY, "VF 0000:03:02.0 is gone from sysfs"),
-        ({"driver": None}, H.UNHEALTHY, "VF 0000:03:02.0 is unbound, expected iavf"),
-        ({"driver": "vfio-pci"}, H.UNHEALTHY, "VF 0000:03:02.0 is bound to vfio-pci, expected iavf"),
-        ({"pf_present": False}, H.UNHEALTHY, "PF 0000:03:00.0 (ens1f0) is gone from sysfs"),
-        ({"pf_netdev": None}, H.UNHEALTHY, "PF 0000:03:00.0 has no network interface (was ens1f0"),
-        ({"pf_link": ADMIN_DOWN}, H.UNHEALTHY, "PF ens1f0 is down (operstate down)"),
-        ({"pf_link": NO_CARRIER}, H.UNHEALTHY, "PF ens1f0 has no carrier (operstate lowerlayerdown)"),
-        ({"pf_link": None}, H.UNKNOWN, "PF ens1f0 is not in the plugin's network namespace"),
-        ({"pf_link": EIO}, H.UNKNOWN, "PF ens1f0: cannot read x"),
-        ({"vf_present": EIO}, H.UNKNOWN, "VF 0000:03:02.0: cannot read x"),
-        ({"driver": EIO}, H.UNKNOWN, "VF 0000:03:02.0: cannot read x"),
-        ({"pf_present": EIO}, H.UNKNOWN, "PF 0000:03:00.0: cannot read x"),
-        ({"pf_netdev": EIO}, H.UNKNOWN, "PF 0000:03:00.0: cannot read x"),
-        ({"driver": None, "pf_link": EIO}, H.UNHEALTHY, "VF 0000:03:02.0 is unbound, expected iavf"),
+        ({}, H.HEALTHY, "VF 0000:03:02.0 bound to iavf; PF ens1f0 up with carrier", None),
+        ({"vf_present": False}, H.UNHEALTHY, "VF 0000:03:02.0 is gone from sysfs", C.VF_GONE),
+        ({"driver": None}, H.UNHEALTHY, "VF 0000:03:02.0 is unbound, expected iavf", C.VF_WRONG_DRIVER),
+        (
+            {"driver": "vfio-pci"},
+            H.UNHEALTHY,
+            "VF 0000:03:02.0 is bound to vfio-pci, expected iavf",
+            C.VF_WRONG_DRIVER,
+        ),
+        ({"pf_present": False}, H.UNHEALTHY, "PF 0000:03:00.0 (ens1f0) is gone from sysfs", C.PF_GONE),
+        (
+            {"pf_netdev": None},
+            H.UNHEALTHY,
+            "PF 0000:03:00.0 has no network interface (was ens1f0",
+            C.PF_NO_INTERFACE,
+        ),
+        ({"pf_link": ADMIN_DOWN}, H.UNHEALTHY, "PF ens1f0 is down (operstate down)", C.PF_DOWN),
+        (
+            {"pf_link": NO_CARRIER},
+            H.UNHEALTHY,
+            "PF ens1f0 has no carrier (operstate lowerlayerdown)",
+            C.PF_NO_CARRIER,
+        ),
+        ({"pf_link": None}, H.UNKNOWN, "PF ens1f0 is not in the plugin's network namespace", None),
+        ({"pf_link": EIO}, H.UNKNOWN, "PF ens1f0: cannot read x", None),
+        ({"vf_present": EIO}, H.UNKNOWN, "VF 0000:03:02.0: cannot read x", None),
+        ({"driver": EIO}, H.UNKNOWN, "VF 0000:03:02.0: cannot read x", None),
+        ({"pf_present": EIO}, H.UNKNOWN, "PF 0000:03:00.0: cannot read x", None),
+        ({"pf_netdev": EIO}, H.UNKNOWN, "PF 0000:03:00.0: cannot read x", None),
+        (
+            {"driver": None, "pf_link": EIO},
+            H.UNHEALTHY,
+            "VF 0000:03:02.0 is unbound, expected iavf",
+            C.VF_WRONG_DRIVER,
+        ),
         (
             {"driver": "vfio-pci", "pf_link": NO_CARRIER},
             H.UNHEALTHY,
             "VF 0000:03:02.0 is bound to vfio-pci, expected iavf; PF ens1f0 has no carrier",
+            C.VF_WRONG_DRIVER,
         ),
     ],
     ids=[
@@ -73,11 +95,12 @@ def reading(**changes: object) -> dh.VfReading:
     ],
 )
 def test_decide_follows_the_decision_table(
-    changes: dict[str, object], health: dh.Health, reason_part: str
+    changes: dict[str, object], health: dh.Health, reason_part: str, cause: dh.Cause | None
 ) -> None:
     verdict = dh.decide(TARGET, reading(**changes))
     assert verdict.health is health
     assert reason_part in verdict.reason
+    assert verdict.cause == cause
 
 
 @pytest.mark.parametrize(

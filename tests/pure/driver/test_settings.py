@@ -267,3 +267,39 @@ def test_an_invalid_api_max_in_flight_names_the_flag_and_value(value: str) -> No
         parse([f"--api-max-in-flight={value}"])
     text = str(caught.value)
     assert "--api-max-in-flight / API_MAX_IN_FLIGHT" in text and repr(value) in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "want"),
+    [
+        ([], {}, "NoSchedule"),
+        (["--unhealthy-taint-effect=NoExecute"], {}, "NoExecute"),
+        ([], {"UNHEALTHY_TAINT_EFFECT": "NoExecute"}, "NoExecute"),
+    ],
+    ids=["default-no-schedule", "flag-opts-in-to-eviction", "environment"],
+)
+def test_unhealthy_taint_effect_is_no_schedule_unless_no_execute_is_asked_for(
+    argv: list[str], env: dict[str, str], want: str
+) -> None:
+    assert parse(argv, {**BASE, **env}).unhealthy_taint_effect == want
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("unhealthy-taint-effect", "noexecute"),
+        ("unhealthy-taint-effect", "PreferNoSchedule"),
+        ("taint-clear-after-s", "-5"),
+    ],
+    ids=["effect-is-case-sensitive", "effect-the-api-refuses", "negative-clear-time"],
+)
+def test_invalid_taint_settings_name_the_flag_and_value(flag: str, value: str) -> None:
+    with pytest.raises(settings.SettingsError) as caught:
+        parse([f"--{flag}={value}"])
+    text = str(caught.value)
+    assert f"--{flag} / " in text and repr(value) in text
+
+
+def test_taint_clear_after_s_defaults_to_30_seconds() -> None:
+    assert parse([]).taint_clear_after_s == 30.0
+    assert parse(["--taint-clear-after-s=5"]).taint_clear_after_s == 5.0

@@ -3,8 +3,10 @@
 Only devices policy evaluation made eligible are published, as upstream's opt-in advertisement,
 each with discovery plus merged policy attributes (discovery wins on a reserved key); they are
 laid out in node-scoped slices of one pool named after the node, deterministic and at most
-:data:`MAX_DEVICES_PER_SLICE` each, one empty slice when nothing is advertised; :func:`plan_writes`
-returns no write when the server already matches. Comparing the device set, not only attribute
+:data:`MAX_DEVICES_PER_SLICE` each, one empty slice when nothing is advertised; a device may carry
+device taints (``core.plugin.device_taints``) whose ``timeAdded`` is the server's, kept while the
+taint stays; :func:`plan_writes` returns no write when the server already matches, and a change
+of taints alone rewrites only the slices it touches, at the same pool generation. Comparing the device set, not only attribute
 keys, republishes a withdrawn device (docs/design.md#eligibility). Pure; slices are plain dicts.
 """
 
@@ -17,12 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sriov_dra.core import attributes, device_facts, policies
+from sriov_dra.core.plugin import device_taints
 from sriov_dra_rules import errors, names
 
 API_VERSION: Final = "resource.k8s.io/v1"
 KIND: Final = "ResourceSlice"
-MAX_DEVICES_PER_SLICE: Final = 128
-"""``ResourceSliceMaxDevices`` for devices without taints, counters or list attributes (ours)."""
+MAX_DEVICES_PER_SLICE: Final = 64
+"""``ResourceSliceMaxDevicesWithAdvancedFeatures``: the cap of a slice any of whose devices carries a
+taint. Always used, tainted or not, so that a taint never changes the layout: with 128 untainted
+devices per slice, the first taint on a node of more than 64 VFs would re-cut the whole pool (a
+generation bump and a write of every slice), and the last removal would cut it back."""
 MAX_NAME_LENGTH: Final = names.DNS1123_SUBDOMAIN_MAX
 
 Slice = Mapping[str, Any]
@@ -120,12 +126,33 @@ def slice_name(driver: str, node: str, index: int) -> str:
     return f"{base[:keep].rstrip('-.')}-{digest}-{index}"
 
 
+Taints = Mapping[str, device_taints.DeviceTaint]
+"""The taint of each tainted device, by device name."""
+
+
+def _device_json(device: PublishedDevice, taints: Taints) -> dict[str, Any]:
+    body = device.to_json()
+    taint = taints.get(device.name)
+    if taint is not None:
+        body["taints"] = [taint.to_json()]
+    return body
+
+
 def desired_slices(
-    devices: Sequence[PublishedDevice], *, driver: str, node: str, node_uid: str, generation: int
+    devices: Sequence[PublishedDevice],
+    *,
+    driver: str,
+    node: str,
+    node_uid: str,
+    generation: int,
+    taints: Taints | None = None,
 ) -> tuple[Slice, ...]:
     """Lay ``devices`` out as the slices of pool ``node`` at ``generation``.
 
-    Shapes: devices sorted by name and cut every :data:`MAX_DEVICES_PER_SLICE`; no devices gives
+    A device named in ``taints`` carries that taint (``timeAdded`` left to the server); names of
+    unpublished devices are ignored.
+    Shapes: devices sorted by name (VFs of one PF are neighbours, so a PF's taints stay in few
+    slices) and cut every :data:`MAX_DEVICES_PER_SLICE`; no devices gives
     one slice with an empty device list; each slice is owned by the Node (``node_uid``) so it is
     garbage-collected with it, and names ``spec.nodeName``.
     Raises: InvalidSpec when two devices share a name or a name is not a DNS label.
@@ -154,7 +181,7 @@ def desired_slices(
                 "driver": driver,
                 "nodeName": node,
                 "pool": {"name": node, "generation": generation, "resourceSliceCount": len(chunks)},
-                "devices": [d.to_json() for d in chunk],
+                "devices": [_device_json(d, taints or {}) for d in chunk],
             },
         }
         for i, chunk in enumerate(chunks)
@@ -169,6 +196,7 @@ def plan_writes(
     node: str,
     node_uid: str,
     last_generation: int = 0,
+    taints: Taints | None = None,
 ) -> SliceWrites:
     """The minimal writes that make the server's slices of ``node`` publish exactly ``devices``.
 
@@ -179,23 +207,37 @@ def plan_writes(
     whose slices were all deleted never goes back in time), slices not in the layout, or whose
     immutable fields differ, are deleted, kept slices are updated (all of them, because every
     slice of a pool carries the same generation) and missing ones created.
+    ``taints`` as :func:`desired_slices`; a taint already on the server (same device, key and
+    effect) keeps the server's ``timeAdded``. When the pool differs only in taints, only the
+    slices whose taints changed are updated and the generation stays (a taint change confined
+    to a slice needs no generation bump).
     Shapes: plain JSON dicts in and out.
     Raises: InvalidSpec as :func:`desired_slices`.
-    Source: the DRA ResourceSlice pool rules (generation, resourceSliceCount).
+    Source: the DRA ResourceSlice pool rules (generation, resourceSliceCount); the device taint
+    rules of Kubernetes 1.36 (enhancements #5055).
     """
     seen_generations = [_generation(s) for s in current]
     generation = max([*seen_generations, last_generation, 0])
-    probe = desired_slices(devices, driver=driver, node=node, node_uid=node_uid, generation=generation)
+    added = _times_added(current)
+
+    def layout(gen: int) -> tuple[Slice, ...]:
+        laid = desired_slices(
+            devices, driver=driver, node=node, node_uid=node_uid, generation=gen, taints=taints
+        )
+        return tuple(_with_times_added(s, added) for s in laid)
+
+    probe = layout(generation)
     by_name = {_name(s): s for s in current}
     if (
         generation > 0
         and len(by_name) == len(current) == len(probe)
         and all(_generation(s) == generation for s in current)
-        and all(_name(d) in by_name and _same(by_name[_name(d)], d) for d in probe)
+        and all(_name(d) in by_name and _same(by_name[_name(d)], d, taints=False) for d in probe)
     ):
-        return SliceWrites(generation)
+        changed = tuple(_update_body(by_name[_name(d)], d) for d in probe if not _same(by_name[_name(d)], d))
+        return SliceWrites(generation, updates=changed)
     generation += 1
-    desired = desired_slices(devices, driver=driver, node=node, node_uid=node_uid, generation=generation)
+    desired = layout(generation)
     wanted = {_name(d): d for d in desired}
     deletes: list[SliceRef] = []
     kept: dict[str, Slice] = {}
@@ -249,12 +291,62 @@ def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _content(s: Slice) -> tuple[object, ...]:
-    """Everything this driver writes, in a form where absent and empty lists/maps are equal."""
+def _times_added(current: Sequence[Slice]) -> dict[tuple[str, str, str], object]:
+    """The server's ``timeAdded`` of every device taint in ``current``, by (device, key, effect)."""
+    out: dict[tuple[str, str, str], object] = {}
+    for s in current:
+        for d in (s.get("spec") or {}).get("devices") or []:
+            if not isinstance(d, Mapping):
+                continue
+            for t in d.get("taints") or []:
+                if isinstance(t, Mapping) and t.get("timeAdded") is not None:
+                    out[(str(d.get("name")), str(t.get("key")), str(t.get("effect")))] = t["timeAdded"]
+    return out
+
+
+def _with_times_added(want: Slice, added: Mapping[tuple[str, str, str], object]) -> Slice:
+    """``want`` with each taint's ``timeAdded`` copied from the server where it already has it."""
+    spec = want["spec"]
+    devices = []
+    for d in spec["devices"]:
+        if "taints" in d:
+            d = {**d, "taints": [_stamped(d["name"], t, added) for t in d["taints"]]}
+        devices.append(d)
+    return {**want, "spec": {**spec, "devices": devices}}
+
+
+def _stamped(
+    device: str, taint: Mapping[str, Any], added: Mapping[tuple[str, str, str], object]
+) -> Mapping[str, Any]:
+    when = added.get((device, str(taint["key"]), str(taint["effect"])))
+    return taint if when is None else {**taint, "timeAdded": when}
+
+
+def dropped_taints(sent: Slice, stored: Slice) -> bool:
+    """True when ``sent`` carried device taints and the server's ``stored`` copy has none.
+
+    The API server drops the field silently when its ``DRADeviceTaints`` feature gate is off.
+    """
+    return _has_taints(sent) and not _has_taints(stored)
+
+
+def _has_taints(s: Slice) -> bool:
+    return any(isinstance(d, Mapping) and d.get("taints") for d in (s.get("spec") or {}).get("devices") or [])
+
+
+def _content(s: Slice, *, taints: bool = True) -> tuple[object, ...]:
+    """Everything this driver writes, in a form where absent and empty lists/maps are equal.
+
+    ``taints=False`` leaves the devices' taints out.
+    """
     spec = dict(s.get("spec") or {})
     pool = dict(_pool(s))
     devices = [
-        {k: v for k, v in d.items() if not (k == "attributes" and not v)}
+        {
+            k: v
+            for k, v in d.items()
+            if not (k in ("attributes", "taints") and not v) and (taints or k != "taints")
+        }
         for d in (spec.pop("devices", None) or [])
         if isinstance(d, Mapping)
     ]
@@ -268,8 +360,8 @@ def _content(s: Slice) -> tuple[object, ...]:
     )
 
 
-def _same(have: Slice, want: Slice) -> bool:
-    return _content(have) == _content(want)
+def _same(have: Slice, want: Slice, *, taints: bool = True) -> bool:
+    return _content(have, taints=taints) == _content(want, taints=taints)
 
 
 def _update_body(have: Slice, want: Slice) -> dict[str, Any]:
