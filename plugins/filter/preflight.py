@@ -14,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import preflight_rules
 
 KEYS = ("version", "apis", "service_account", "policy_namespace", "denied", "reviewed", "crds", "workloads",
-        "policies", "nodes", "admission", "minimum")
+        "policies", "all_policies", "device_attributes", "nodes", "admission", "minimum")
 
 
 def sriov_preflight_cluster(facts):
@@ -34,6 +34,7 @@ def sriov_preflight_cluster(facts):
         policy_namespace=str(facts["policy_namespace"]), denied=list(facts["denied"] or []),
         reviewed=int(facts["reviewed"]), crds=list(facts["crds"] or []), workloads=list(facts["workloads"] or []),
         policies=list(facts["policies"] or []), nodes=list(facts["nodes"] or []),
+        all_policies=list(facts["all_policies"] or []), device_attributes=list(facts["device_attributes"] or []),
         admission=dict(facts["admission"] or {}), minimum=str(facts["minimum"]),
     )
 

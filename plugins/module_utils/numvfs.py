@@ -93,7 +93,8 @@ def rebind_requires_drain_message(pf, bdf, pending, driver):
     vfs = ", ".join("%s (%s)" % (vf, current or "unbound") for _index, vf, current in pending)
     return (
         "PF %s (%s): VFs %s must be rebound to %s, which breaks the Pods that use them, so nothing was written. "
-        "Drain the node (role sriovnet.dra.drain), then rerun with drain_confirmed=true." % (pf, bdf, vfs, driver)
+        "Drain the node (role sriovnet.dra.drain), then rerun with drain_confirmed=true."
+        % (pf, bdf, vfs, driver)
     )
 
 
@@ -105,10 +106,20 @@ def write_failed_message(pf, bdf, path, value, current, desired, err, zeroed=Fal
     """
     hint = ERRNO_HINTS.get(err, "check dmesg for the driver's reason")
     text = "PF %s (%s): writing %s to %s failed with %s while changing %d -> %d VFs: %s." % (
-        pf, bdf, value, path, errno_text(err), current, desired, hint)
+        pf,
+        bdf,
+        value,
+        path,
+        errno_text(err),
+        current,
+        desired,
+        hint,
+    )
     if zeroed:
-        text += (" The PF is now at 0 VFs: 0 was written and verified first, so the %d VFs it had are gone "
-                 "until a rerun succeeds." % current)
+        text += (
+            " The PF is now at 0 VFs: 0 was written and verified first, so the %d VFs it had are gone "
+            "until a rerun succeeds." % current
+        )
     return text
 
 
@@ -127,13 +138,20 @@ def wrong_driver_message(pf, bdf, wrong, driver):
     """Message for VFs that are not on the recorded driver when they are verified."""
     vfs = ", ".join("%s (%s)" % (vf, current or "unbound") for _index, vf, current in wrong)
     return "PF %s (%s): VFs %s are not on %s after binding; check dmesg and that %s accepts them." % (
-        pf, bdf, vfs, driver, driver)
+        pf,
+        bdf,
+        vfs,
+        driver,
+        driver,
+    )
 
 
 def bind_failed_message(vf_bdf, index, pf, driver, path, err):
     """Message for a failed VF driver change."""
-    return "VF %d of PF %s (%s): binding to %s failed: writing %s failed with %s. Check dmesg and that %s accepts this device." % (
-        index, pf, vf_bdf, driver, path, errno_text(err), driver)
+    return (
+        "VF %d of PF %s (%s): binding to %s failed: writing %s failed with %s. Check dmesg and that %s accepts this device."
+        % (index, pf, vf_bdf, driver, path, errno_text(err), driver)
+    )
 
 
 class Plan:
@@ -164,7 +182,8 @@ def plan(sysfs, pf, desired, drain_confirmed):
     if current is None or total is None:
         raise NumVfsError(
             "PF %s (%s): cannot read sriov_numvfs/sriov_totalvfs under %s; check host_root and that "
-            "the PF driver is loaded" % (pf, bdf, sysfs.device_path(bdf)))
+            "the PF driver is loaded" % (pf, bdf, sysfs.device_path(bdf))
+        )
     if desired < 0:
         raise NumVfsError("PF %s (%s): num_vfs must be 0 or more, got %d" % (pf, bdf, desired))
     if desired > total:
@@ -198,8 +217,9 @@ def apply(sysfs, change, timeout_s, writer=None, sleep=time.sleep, clock=time.mo
                 err = exc.errno or errno.EIO
                 zeroed = value != 0 and bool(done)
                 raise NumVfsError(
-                    write_failed_message(change.pf, change.bdf, path, value, change.current, change.desired, err,
-                                         zeroed),
+                    write_failed_message(
+                        change.pf, change.bdf, path, value, change.current, change.desired, err, zeroed
+                    ),
                     errno.errorcode.get(err, str(err)),
                 )
             done.append("%s=%d" % (path, value))
@@ -223,7 +243,9 @@ def wait_for_count(sysfs, change, value, timeout_s, sleep=time.sleep, clock=time
         if numvfs == value and links == value:
             return
         if clock() >= deadline:
-            raise NumVfsError(verify_failed_message(change.pf, change.bdf, value, timeout_s, numvfs, links, wrote))
+            raise NumVfsError(
+                verify_failed_message(change.pf, change.bdf, value, timeout_s, numvfs, links, wrote)
+            )
         sleep(POLL_INTERVAL_S)
 
 
@@ -248,7 +270,8 @@ def bind(sysfs, change, vf_driver, pending, timeout_s, writer=None, sleep=time.s
     if pending and not os.path.isdir(driver_dir):
         raise NumVfsError(
             "PF %s (%s): VF driver %s is not registered (%s is missing); load it first, e.g. modprobe %s"
-            % (change.pf, change.bdf, vf_driver, driver_dir, vf_driver.replace("-", "_")))
+            % (change.pf, change.bdf, vf_driver, driver_dir, vf_driver.replace("-", "_"))
+        )
     done = []
     try:
         _bind_all(sysfs, change, vf_driver, driver_dir, pending, timeout_s, writer, sleep, clock, done)
@@ -270,15 +293,18 @@ def _bind_all(sysfs, change, vf_driver, driver_dir, pending, timeout_s, writer, 
                 writer(path, value)
             except OSError as exc:
                 err = exc.errno or errno.EIO
-                raise NumVfsError(bind_failed_message(vf, index, change.pf, vf_driver, path, err),
-                                  errno.errorcode.get(err, str(err)))
+                raise NumVfsError(
+                    bind_failed_message(vf, index, change.pf, vf_driver, path, err),
+                    errno.errorcode.get(err, str(err)),
+                )
             done.append("%s=%s" % (path, value.strip()))
         deadline = clock() + timeout_s
         while sysfs.driver(vf) != vf_driver:
             if clock() >= deadline:
                 raise NumVfsError(
                     "VF %d of PF %s (%s): still on driver %s %ss after binding to %s; check dmesg"
-                    % (index, change.pf, vf, sysfs.driver(vf), timeout_s, vf_driver))
+                    % (index, change.pf, vf, sysfs.driver(vf), timeout_s, vf_driver)
+                )
             sleep(POLL_INTERVAL_S)
 
 
@@ -334,4 +360,6 @@ def verify(sysfs, change, vf_driver, timeout_s, sleep=time.sleep, clock=time.mon
 
 def vf_list(sysfs, bdf):
     """``[{vf_id, pci_address, driver}]`` of a PF's VFs, sorted by VF index."""
-    return [{"vf_id": index, "pci_address": vf, "driver": sysfs.driver(vf)} for index, vf in sysfs.virtfns(bdf)]
+    return [
+        {"vf_id": index, "pci_address": vf, "driver": sysfs.driver(vf)} for index, vf in sysfs.virtfns(bdf)
+    ]

@@ -81,13 +81,25 @@ def build_parser():
         "of role sriovnet.dra.vfs; the rules of module sriovnet.dra.sriov_numvfs).",
     )
     parser.add_argument("--root", default="/", help="directory that stands for the host's / (default: /)")
-    parser.add_argument("--timeout", type=_seconds, default=30,
-                        help="seconds sysfs may take to show each change (default: 30)")
-    parser.add_argument("--drain-confirmed", action="store_true",
-                        help="no workload uses these PFs' VFs (true at boot, before the kubelet): a PF that has "
-                        "other VFs is set to 0 and then to its count, VFs on another driver are rebound")
-    parser.add_argument("pfs", nargs="*", type=parse_spec, metavar="PF=COUNT[:DRIVER]",
-                        help="a PF (PCI address or netdev name), its VF count and optionally its VFs' driver")
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=30,
+        help="seconds sysfs may take to show each change (default: 30)",
+    )
+    parser.add_argument(
+        "--drain-confirmed",
+        action="store_true",
+        help="no workload uses these PFs' VFs (true at boot, before the kubelet): a PF that has "
+        "other VFs is set to 0 and then to its count, VFs on another driver are rebound",
+    )
+    parser.add_argument(
+        "pfs",
+        nargs="*",
+        type=parse_spec,
+        metavar="PF=COUNT[:DRIVER]",
+        help="a PF (PCI address or netdev name), its VF count and optionally its VFs' driver",
+    )
     return parser
 
 
@@ -119,7 +131,9 @@ def set_pf(sysfs, spec, timeout_s, drain_confirmed, writer=None, sleep=time.slee
     return "PF %s (%s): %d VFs%s as planned (%s)" % (spec.pf, change.bdf, change.desired, driver, done)
 
 
-def run(root, specs, timeout_s, drain_confirmed, out, err, writer=None, sleep=time.sleep, clock=time.monotonic):
+def run(
+    root, specs, timeout_s, drain_confirmed, out, err, writer=None, sleep=time.sleep, clock=time.monotonic
+):
     """:func:`set_pf` for every spec in order, each one even when an earlier one failed.
 
     ``writer`` is ``numvfs``'s sysfs write seam (tests emulate the kernel with it). Returns
@@ -137,9 +151,15 @@ def run(root, specs, timeout_s, drain_confirmed, out, err, writer=None, sleep=ti
             _say(err, exc.msg)
         except Exception as exc:  # pylint: disable=broad-exception-caught
             failed.append(spec.pf)
-            _say(err, "PF %s: unexpected %s: %s\n%s" % (spec.pf, type(exc).__name__, exc, traceback.format_exc()))
+            _say(
+                err,
+                "PF %s: unexpected %s: %s\n%s" % (spec.pf, type(exc).__name__, exc, traceback.format_exc()),
+            )
     if failed:
-        _say(err, "%s: %d of %d PFs are not as planned: %s" % (PROG, len(failed), len(specs), ", ".join(failed)))
+        _say(
+            err,
+            "%s: %d of %d PFs are not as planned: %s" % (PROG, len(failed), len(specs), ", ".join(failed)),
+        )
         return EXIT_FAILED
     _say(out, "%s: %d PFs as planned" % (PROG, len(specs)))
     return EXIT_OK
@@ -156,5 +176,6 @@ def main(argv=None, writer=None, out=None, err=None):
     Raises: SystemExit(:data:`EXIT_USAGE`) from argparse for malformed arguments (nothing read).
     """
     args = build_parser().parse_args(argv)
-    return run(args.root, args.pfs, args.timeout, args.drain_confirmed, out or sys.stdout, err or sys.stderr,
-               writer)
+    return run(
+        args.root, args.pfs, args.timeout, args.drain_confirmed, out or sys.stdout, err or sys.stderr, writer
+    )

@@ -158,13 +158,17 @@ class Sysfs:
                     "address (lspci -D), and check host_root" % (pf, link)
                 )
         if not os.path.lexists(self.device_path(bdf)):
-            raise SysfsError("PF %s not found: %s does not exist; check the PCI address (lspci -D)" % (pf, self.device_path(bdf)))
+            raise SysfsError(
+                "PF %s not found: %s does not exist; check the PCI address (lspci -D)"
+                % (pf, self.device_path(bdf))
+            )
         if self.is_vf(bdf):
             raise SysfsError("%s (%s) is a VF, not a PF; name its PF instead" % (pf, bdf))
         if not os.path.exists(self.device_path(bdf, "sriov_numvfs")):
             raise SysfsError(
                 "%s (%s) does not support SR-IOV: %s is missing; enable SR-IOV in the NIC firmware "
-                "and the BIOS, or pick an SR-IOV capable PF" % (pf, bdf, self.device_path(bdf, "sriov_numvfs"))
+                "and the BIOS, or pick an SR-IOV capable PF"
+                % (pf, bdf, self.device_path(bdf, "sriov_numvfs"))
             )
         return bdf
 

@@ -23,6 +23,7 @@ from tests.waiting import eventually
 CLUSTER_CHECKS = [
     "kubernetes-version", "resource-k8s-io-v1", "nad-crd", "plugin-crds", "plugin-rbac", "admission-policy",
     "no-upstream-sriov-network-operator", "no-legacy-device-plugin", "no-overlapping-policies",
+    "policy-namespace", "policy-findings",
 ]  # fmt: skip
 NODE_CHECKS = node_fixture.NODE_CHECKS
 NAMESPACE = "sriovnet-preflight-playbook"

@@ -3,7 +3,9 @@
 With the CRDs, the shipped plugin RBAC and the admission policy applied (cluster-scoped RBAC names
 prefixed, so other tests' bindings are untouched), every cluster check passes and the command exits 0. With the binding of
 the managed-networks ClusterRole deleted, ``plugin-rbac`` fails naming each missing verb and the fix,
-every other check still passes, and the command exits 1.
+every other check still passes, and the command exits 1. With the policies only in another
+namespace, ``policy-namespace`` fails naming both namespaces; a node's ``Valid=False`` entry in a
+policy's status fails ``policy-findings`` naming the object, node, reason and field.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from tests import waiting
 
 import sriov_dra
 from sriov_dra.cli import main
-from sriov_dra.kube import apply, cluster_facts
+from sriov_dra.kube import apply, cluster_facts, objects
 from sriov_dra_rules import preflight_rules
 
 MANIFESTS = Path(sriov_dra.__file__).resolve().parent / "manifests"
 NS = "sriov-dra-preflight-cli"
+ELSEWHERE = "sriov-dra-preflight-elsewhere"
 PREFIX = "preflight-cli-"
 CRDS = (
     "network-attachment-definitions.yaml",
@@ -66,6 +69,7 @@ def installed(control_plane: Any, api: client.ApiClient) -> Iterator[Path]:
     apply.apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
     rbac = _shipped_rbac()
     apply.apply_objects(api, rbac)
+    apply.apply_objects(api, [_policy(NS, "all")])
     try:
         yield Path(control_plane.kubeconfig)
     finally:
@@ -86,6 +90,24 @@ def installed(control_plane: Any, api: client.ApiClient) -> Iterator[Path]:
                     if exc.status != 404:
                         raise
         client.CoreV1Api(api).delete_namespace(NS, propagation_policy="Background")
+        waiting.eventually(f"namespace {NS} gone", lambda: _gone(api, NS), timeout_s=60, interval_s=0.2)
+
+
+def _gone(api: client.ApiClient, namespace: str) -> bool:
+    try:
+        client.CoreV1Api(api).read_namespace(namespace)
+    except client.ApiException as exc:
+        return exc.status == 404
+    return False
+
+
+def _policy(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "sriovnetwork.k8snetworkplumbingwg.io/v1alpha1",
+        "kind": "SriovResourcePolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"configs": [{}]},
+    }
 
 
 def _run(
@@ -185,3 +207,49 @@ def test_preflight_reports_the_admission_policy_its_binding_and_the_plugins_gran
     assert status == 1 and "are not installed" in _admission(json.loads(out))["detail"]
     status, out = _run(installed, capsys, "json", "--no-admission-policy")
     assert status == 0 and "is not installed (not required)" in _admission(json.loads(out))["detail"]
+
+
+def _check(report: dict[str, Any], name: str) -> dict[str, str]:
+    return next(c for c in report["checks"] if c["name"] == name)
+
+
+def test_preflight_names_the_watched_namespace_the_policies_namespaces_and_each_node_finding(
+    installed: Path, api: client.ApiClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reader = objects.Objects(api, field_manager="sriov-dra-plugin/node-a")
+    apply.apply_objects(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ELSEWHERE}}])
+    try:
+        apply.apply_objects(api, [_policy(ELSEWHERE, "rails")])
+        reader.delete(objects.RESOURCE_POLICY, "all", NS)
+        status, out = _run(installed, capsys)
+        report = json.loads(out)
+        assert status == 1 and "policy-namespace" in report["failed_checks"]
+        check = _check(report, "policy-namespace")
+        assert check["detail"].startswith(
+            f"the plugin watches {NS}, which holds no SriovResourcePolicy, so no node publishes a device; "
+            "SriovResourcePolicies exist in: "
+        )
+        assert f"{ELSEWHERE} (1)" in check["detail"]
+        assert f"create the SriovResourcePolicy and DeviceAttributes objects in {NS}" in check["fix"]
+
+        apply.apply_objects(api, [_policy(NS, "all")])
+        condition = {
+            "type": "Valid",
+            "status": "False",
+            "reason": "DeviceNotEligible",
+            "message": "spec.configs[0].deviceAttributesSelector: matches no DeviceAttributes",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+        reader.apply_status(
+            objects.RESOURCE_POLICY, "all", NS, {"nodes": [{"node": "node-a", "conditions": [condition]}]}
+        )
+        status, out = _run(installed, capsys)
+        report = json.loads(out)
+        assert report["failed_checks"] == ["policy-findings"], out
+        assert _check(report, "policy-findings")["detail"] == (
+            "SriovResourcePolicy/all on node-a: DeviceNotEligible: "
+            "spec.configs[0].deviceAttributesSelector: matches no DeviceAttributes"
+        )
+        assert _check(report, "policy-namespace")["status"] == "pass"
+    finally:
+        client.CoreV1Api(api).delete_namespace(ELSEWHERE, propagation_policy="Background")

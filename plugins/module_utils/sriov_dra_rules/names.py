@@ -66,6 +66,9 @@ FINALIZER_ATTACHMENT_PROTECTION: Final = f"{DOMAIN}/attachment-protection"
 """Finalizer present in the shadow's create call; removed only after ReleaseComplete
 (docs/design.md#release)."""
 
+POLICY_STATUS_CONDITION: Final = "Valid"
+"""The condition of each node's ``status.nodes`` entry in a SriovResourcePolicy or DeviceAttributes:
+``False`` while that node's plugin finds a problem in the object."""
 ATTR_NET_ATTACH_DEF_NAME: Final = f"{DOMAIN}/netAttachDefName"
 ATTR_NET_ATTACH_DEF_NAMESPACE: Final = f"{DOMAIN}/netAttachDefNamespace"
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from . import label_selectors, resource_filters
+from . import label_selectors, names, resource_filters
 
 PASS = "pass"
 FAIL = "fail"
@@ -40,6 +40,8 @@ CLUSTER_CHECKS = (
     "no-upstream-sriov-network-operator",
     "no-legacy-device-plugin",
     "no-overlapping-policies",
+    "policy-namespace",
+    "policy-findings",
 )
 
 
@@ -78,6 +80,8 @@ PERMISSIONS: tuple[dict[str, str], ...] = tuple(
     # Role sriov-dra-plugin-policies in the policy namespace
     + _perms("sriovnetwork.k8snetworkplumbingwg.io", "sriovresourcepolicies", "get list watch", POLICY)
     + _perms("sriovnetwork.k8snetworkplumbingwg.io", "deviceattributes", "get list watch", POLICY)
+    + _perms("sriovnetwork.k8snetworkplumbingwg.io", "sriovresourcepolicies", "patch", POLICY, sub="status")
+    + _perms("sriovnetwork.k8snetworkplumbingwg.io", "deviceattributes", "patch", POLICY, sub="status")
 )
 """Every permission of the shipped plugin RBAC; ``namespace`` ``""`` = all, ``policy`` = the policy namespace."""
 
@@ -273,6 +277,73 @@ def _admission_check(admission: Mapping[str, Any], sa: str) -> dict[str, str]:
     )
 
 
+def policy_namespaces(all_policies: Iterable[Mapping[str, Any]] | None) -> dict[str, int]:
+    """SriovResourcePolicies per namespace, from a cluster-wide list. Shapes: sorted keys."""
+    counts: dict[str, int] = {}
+    for obj in all_policies or []:
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        ns = str(meta.get("namespace") or "") if isinstance(meta, Mapping) else ""
+        counts[ns] = counts.get(ns, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def node_findings(kind: str, objects: Iterable[Mapping[str, Any]] | None) -> list[str]:
+    """Every ``Valid=False`` node entry in the ``kind`` objects' ``status.nodes`` (the plugin's findings).
+
+    Shapes: ``Kind/name on node: Reason: message``, sorted.
+    """
+    found = []
+    for obj in objects or []:
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        status = obj.get("status") if isinstance(obj, Mapping) else None
+        entries = status.get("nodes") if isinstance(status, Mapping) else None
+        if not isinstance(meta, Mapping) or not isinstance(entries, list):
+            continue
+        for entry in entries:
+            conditions = entry.get("conditions") if isinstance(entry, Mapping) else None
+            for c in conditions if isinstance(conditions, list) else []:
+                if (
+                    isinstance(c, Mapping)
+                    and c.get("type") == names.POLICY_STATUS_CONDITION
+                    and c.get("status") == "False"
+                ):
+                    found.append(
+                        "{}/{} on {}: {}: {}".format(
+                            kind, meta.get("name"), entry.get("node"), c.get("reason"), c.get("message")
+                        )
+                    )
+    return sorted(found)
+
+
+def _policy_namespace_check(
+    policy_namespace: str, watched: int, elsewhere: Mapping[str, int]
+) -> dict[str, str]:
+    others = ", ".join(f"{ns} ({n})" for ns, n in elsewhere.items() if ns != policy_namespace)
+    if watched:
+        detail = f"the plugin watches {policy_namespace}, which holds {watched} SriovResourcePolic" + (
+            "y" if watched == 1 else "ies"
+        )
+        if others:
+            detail += f"; ignored, in other namespaces: {others}"
+    elif others:
+        detail = (
+            f"the plugin watches {policy_namespace}, which holds no SriovResourcePolicy, so no node publishes "
+            f"a device; SriovResourcePolicies exist in: {others}"
+        )
+    else:
+        detail = (
+            f"the plugin watches {policy_namespace}; no SriovResourcePolicy exists yet, so nothing is "
+            "published until one selects VFs"
+        )
+    return _check(
+        "policy-namespace",
+        bool(watched) or not others,
+        detail,
+        f"create the SriovResourcePolicy and DeviceAttributes objects in {policy_namespace}, or set the "
+        "plugin's policy namespace (plugin_policy_namespace, --policy-namespace) to where they are",
+    )
+
+
 def _served(api: str, apis: Sequence[str]) -> str:
     return "served" if api in apis else "not served"
 
@@ -290,6 +361,8 @@ def cluster_checks(
     policies: Sequence[Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
     admission: Mapping[str, Any],
+    all_policies: Sequence[Mapping[str, Any]],
+    device_attributes: Sequence[Mapping[str, Any]],
     minimum: str = MIN_KUBERNETES,
 ) -> list[dict[str, str]]:
     """Every cluster check, in the order of :data:`CLUSTER_CHECKS`, with detail and fix.
@@ -298,7 +371,9 @@ def cluster_checks(
     ``service_account`` ``namespace/name``; ``denied`` the permissions of ``reviewed`` that the
     ServiceAccount's access reviews refused; ``crds`` CRD names; ``workloads`` DaemonSets (and
     other workloads); ``policies`` SriovResourcePolicies; ``nodes`` Nodes; ``admission`` the
-    admission policy facts (``required``, the live ``policy`` and ``binding`` or ``None``, ``grant``).
+    admission policy facts (``required``, the live ``policy`` and ``binding`` or ``None``, ``grant``);
+    ``all_policies`` the SriovResourcePolicies of every namespace; ``device_attributes`` those of
+    ``policy_namespace``.
     Shapes: ``[{"name", "status": "pass"|"fail", "detail", "fix"}]``; ``fix`` empty on pass.
     """
     try:
@@ -314,6 +389,9 @@ def cluster_checks(
         "{} can select the same VFs on {}".format(" and ".join(o["policies"]), ", ".join(o["nodes"]))
         for o in policy_overlaps(policies, nodes)
     ]
+    findings = sorted(
+        node_findings("SriovResourcePolicy", policies) + node_findings("DeviceAttributes", device_attributes)
+    )
     sa = service_account
     return [
         _check(
@@ -376,5 +454,15 @@ def cluster_checks(
             else f"{len(policies)} SriovResourcePolic{'y' if len(policies) == 1 else 'ies'}, none overlapping",
             "give the policies disjoint nodeSelectors or resourceFilters (pfNames, pciAddresses, vendors, devices); "
             "independent overlapping policies are forbidden",
+        ),
+        _policy_namespace_check(policy_namespace, len(policies), policy_namespaces(all_policies)),
+        _check(
+            "policy-findings",
+            not findings,
+            "; ".join(findings)
+            if findings
+            else f"no node reports a problem in the SriovResourcePolicies and DeviceAttributes of {policy_namespace}",
+            "fix each field named (the objects' Warning Events and status.nodes say which node found it); "
+            "their devices stay withheld until then",
         ),
     ]

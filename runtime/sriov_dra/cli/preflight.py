@@ -70,6 +70,8 @@ def cluster_results(args: argparse.Namespace) -> list[dict[str, str]]:
         crds=facts.crds,
         workloads=facts.workloads,
         policies=facts.policies,
+        all_policies=facts.all_policies,
+        device_attributes=facts.device_attributes,
         nodes=facts.nodes,
         admission={
             "required": args.admission_policy,

@@ -45,8 +45,9 @@ class ClusterFacts:
     Shapes: ``apis`` ``group/version`` strings (``v1`` for core); ``denied`` the permissions
     (``preflight_rules.PERMISSIONS`` items) refused; ``crds`` CRD names; ``admission_policy`` and
     ``admission_binding`` the objects named ``preflight_rules.ADMISSION_POLICY`` or ``None``;
-    ``admission_grant`` whether the ServiceAccount holds ``preflight_rules.ADMISSION_GRANT``; the
-    rest API objects.
+    ``admission_grant`` whether the ServiceAccount holds ``preflight_rules.ADMISSION_GRANT``;
+    ``policies`` those of the policy namespace, ``all_policies`` those of every namespace; the rest
+    API objects.
     """
 
     version: str
@@ -56,6 +57,8 @@ class ClusterFacts:
     crds: list[str]
     workloads: list[dict[str, Any]]
     policies: list[dict[str, Any]]
+    all_policies: list[dict[str, Any]]
+    device_attributes: list[dict[str, Any]]
     nodes: list[dict[str, Any]]
     admission_policy: dict[str, Any] | None
     admission_binding: dict[str, Any] | None
@@ -130,8 +133,12 @@ def read(
     reader = objects.Objects(api, field_manager=FIELD_MANAGER)
     apis = served_apis(api)
     policies: list[dict[str, Any]] = []
+    all_policies: list[dict[str, Any]] = []
+    device_attributes: list[dict[str, Any]] = []
     if preflight_rules.PLUGIN_API in apis:
-        policies = reader.list(objects.RESOURCE_POLICY, policy_namespace).items
+        all_policies = reader.list(objects.RESOURCE_POLICY).items
+        policies = [p for p in all_policies if (p.get("metadata") or {}).get("namespace") == policy_namespace]
+        device_attributes = reader.list(objects.DEVICE_ATTRIBUTES, policy_namespace).items
     crds = reader.list(CRD).items
     return ClusterFacts(
         version=server_version(api),
@@ -143,6 +150,8 @@ def read(
         crds=sorted(str((c.get("metadata") or {}).get("name", "")) for c in crds),
         workloads=reader.list(DAEMONSET).items,
         policies=policies,
+        all_policies=all_policies,
+        device_attributes=device_attributes,
         nodes=reader.list(objects.NODE).items,
         admission_policy=reader.get_or_none(VALIDATING_ADMISSION_POLICY, preflight_rules.ADMISSION_POLICY),
         admission_binding=reader.get_or_none(

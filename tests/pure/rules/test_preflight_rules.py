@@ -32,6 +32,17 @@ def _policy(name: str, *, selector: dict[str, Any] | None = None, **filt: Any) -
     return {"metadata": {"namespace": "p", "name": name}, "spec": spec}
 
 
+def _policy_in(namespace: str, name: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name}, "spec": {"configs": [{}]}}
+
+
+def _with_finding(obj: dict[str, Any], node: str, reason: str, message: str) -> dict[str, Any]:
+    condition = {"type": "Valid", "status": "False", "reason": reason, "message": message}
+    ok = {"type": "Valid", "status": "True", "reason": "NoFindings", "message": ""}
+    nodes = [{"node": node, "conditions": [condition]}, {"node": "healthy", "conditions": [ok]}]
+    return {**obj, "status": {"nodes": nodes}}
+
+
 def _node(name: str, **labels: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": labels}}
 
@@ -61,6 +72,8 @@ def _facts(**over: Any) -> dict[str, Any]:
         "policies": [],
         "nodes": [_node("n1")],
         "admission": _admission(),
+        "all_policies": [],
+        "device_attributes": [],
     }
     facts.update(over)
     return facts
@@ -75,7 +88,7 @@ def test_a_ready_cluster_passes_every_check_in_a_fixed_order() -> None:
     assert [c["name"] for c in found] == list(rules.CLUSTER_CHECKS)
     assert {c["status"] for c in found} == {"pass"}
     assert all(c["fix"] == "" for c in found)
-    assert _one("plugin-rbac")["detail"] == f"ServiceAccount {SA} has all 35 permissions"
+    assert _one("plugin-rbac")["detail"] == f"ServiceAccount {SA} has all 37 permissions"
 
 
 FAILURES = [
@@ -92,7 +105,7 @@ FAILURES = [
      "apply the plugin's CRDs (role sriovnet.dra.plugin)"),
     ("plugin-rbac", {"denied": [rules.PERMISSIONS[1], rules.PERMISSIONS[-1]]},
      f"ServiceAccount {SA} may not: patch core/pods in all namespaces; "
-     "watch sriovnetwork.k8snetworkplumbingwg.io/deviceattributes in dra-driver-sriov",
+     "patch sriovnetwork.k8snetworkplumbingwg.io/deviceattributes/status in dra-driver-sriov",
      f"bind ServiceAccount {SA} to the ClusterRoles sriov-dra-plugin and dra-sriov-managed-networks "
      "(ClusterRoleBindings of the same names) and to the Role sriov-dra-plugin-policies in dra-driver-sriov; "
      "the role sriovnet.dra.plugin applies them"),
@@ -109,6 +122,18 @@ FAILURES = [
      "p/a and p/b can select the same VFs on n1",
      "give the policies disjoint nodeSelectors or resourceFilters (pfNames, pciAddresses, vendors, devices); "
      "independent overlapping policies are forbidden"),
+    ("policy-namespace", {"all_policies": [_policy("a"), _policy("b"), _policy_in("ai-workloads", "c")]},
+     "the plugin watches dra-driver-sriov, which holds no SriovResourcePolicy, so no node publishes a device; "
+     "SriovResourcePolicies exist in: ai-workloads (1), p (2)",
+     "create the SriovResourcePolicy and DeviceAttributes objects in dra-driver-sriov, or set the plugin's policy "
+     "namespace (plugin_policy_namespace, --policy-namespace) to where they are"),
+    ("policy-findings", {"policies": [_with_finding(_policy("a"), "n2", "DeviceNotEligible", "x: matches nothing")],
+                         "device_attributes": [_with_finding({"metadata": {"name": "d"}}, "n1", "ReservedAttribute",
+                                                             "spec.attributes: reserved")]},
+     "DeviceAttributes/d on n1: ReservedAttribute: spec.attributes: reserved; "
+     "SriovResourcePolicy/a on n2: DeviceNotEligible: x: matches nothing",
+     "fix each field named (the objects' Warning Events and status.nodes say which node found it); their devices "
+     "stay withheld until then"),
 ]  # fmt: skip
 
 
@@ -118,6 +143,7 @@ FAILURES = [
     ids=[
         "old-control-plane", "unparsable-version", "dra-v1-not-served", "nad-crd-missing", "plugin-crds-missing",
         "denied-verbs-are-named", "upstream-operator-crds", "device-plugin-daemonset", "overlapping-policies",
+        "policies-only-in-other-namespaces", "node-findings-in-status",
     ],
 )  # fmt: skip
 def test_each_failed_check_names_what_was_found_and_the_fix(
@@ -296,3 +322,21 @@ def test_the_admission_names_are_those_of_the_shipped_policy_and_its_plugin_gran
     ]
     expression = yaml.safe_dump(SHIPPED["ValidatingAdmissionPolicy"]["spec"]["variables"])
     assert f".resource('{grant['resource']}')" in expression and f".check('{grant['verb']}')" in expression
+
+
+@pytest.mark.parametrize(
+    ("policies", "elsewhere", "detail"),
+    [
+        ([], [], "the plugin watches dra-driver-sriov; no SriovResourcePolicy exists yet, so nothing is published "
+                 "until one selects VFs"),
+        ([_policy_in("dra-driver-sriov", "a")], [_policy_in("other", "b")],
+         "the plugin watches dra-driver-sriov, which holds 1 SriovResourcePolicy; ignored, in other namespaces: "
+         "other (1)"),
+    ],
+    ids=["no-policy-yet", "watched-namespace-has-policies"],
+)  # fmt: skip
+def test_the_policy_namespace_check_names_the_watched_namespace_and_the_others(
+    policies: list[dict[str, Any]], elsewhere: list[dict[str, Any]], detail: str
+) -> None:
+    check = _one("policy-namespace", policies=policies, all_policies=policies + elsewhere)
+    assert (check["status"], check["detail"]) == ("pass", detail)

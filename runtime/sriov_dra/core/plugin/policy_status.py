@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sriov_dra.core import policy_findings
+from sriov_dra_rules import names
 
-CONDITION_TYPE: Final = "Valid"
+CONDITION_TYPE: Final = names.POLICY_STATUS_CONDITION
 NO_FINDINGS: Final = "NoFindings"
 MESSAGE_LIMIT: Final = 32768
 """``metav1.Condition.message`` is at most 32768 characters."""
