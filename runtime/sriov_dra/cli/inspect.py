@@ -1,10 +1,13 @@
 """``sriov-dra inspect``: follow one Pod's VFs from its claim to the addresses on its interfaces.
 
 Owns the command: arguments, reading the Pod's network namespace with ``--netns``, the exit
-status (0 every row passes, 1 otherwise, 2 the Pod or namespace cannot be read). The correlation
+status (0 every row passes, 1 otherwise, 2 the Pod or namespace cannot be read), and, for a Pod
+with no VF allocated, why devices may be withheld: each node's findings in the policy namespace's
+SriovResourcePolicies and DeviceAttributes, and the namespaces that hold policies when the policy
+namespace holds none. The correlation
 (docs/design.md#correlation) is :mod:`~sriov_dra.cli.inspect_rows`'s, the output
 :mod:`~sriov_dra.cli.inspect_table`'s. Read-only; needs GET/LIST of Pods, ResourceClaims,
-ResourceSlices and NADs.
+ResourceSlices and NADs (and LIST of SriovResourcePolicies and DeviceAttributes).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from sriov_dra.cli.inspect_table import render_json, render_table
 from sriov_dra.core.plugin import device_metadata
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects, views
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import errors, names, preflight_rules
+
+DEFAULT_POLICY_NAMESPACE = "dra-driver-sriov"
 
 
 class NetnsUnreadable(RuntimeError):
@@ -90,6 +95,35 @@ class Inspector:
         return render_table(rows)
 
 
+def mapping_notes(client: objects.Objects, policy_namespace: str) -> list[str]:
+    """Why the plugins may publish no device for a Pod: every node's ``Valid=False`` status entry
+    in the policy namespace's objects, and the namespaces holding policies when it holds none.
+
+    Shapes: one line per note; empty when the plugin's CRDs are not served or nothing is wrong.
+    """
+    try:
+        everywhere = client.list(objects.RESOURCE_POLICY).items
+        attributes = client.list(objects.DEVICE_ATTRIBUTES, policy_namespace).items
+    except kube_errors.NotFound:
+        return []
+    watched = [p for p in everywhere if views.decode_meta(p).namespace == policy_namespace]
+    notes = [
+        f"policy finding: {f}"
+        for f in sorted(
+            preflight_rules.node_findings("SriovResourcePolicy", watched)
+            + preflight_rules.node_findings("DeviceAttributes", attributes)
+        )
+    ]
+    counts = preflight_rules.policy_namespaces(everywhere)
+    if not watched:
+        where = ", ".join(f"{ns} ({n})" for ns, n in counts.items())
+        notes.append(
+            f"the policy namespace {policy_namespace} holds no SriovResourcePolicy, so no device is published"
+            + (f"; SriovResourcePolicies exist in: {where}" if where else "")
+        )
+    return notes
+
+
 def run(args: argparse.Namespace) -> int:
     """``sriov-dra inspect`` (arguments from :func:`add_parser`); returns the exit status.
 
@@ -124,9 +158,12 @@ def run(args: argparse.Namespace) -> int:
             hint = f"; it exists in: {', '.join(f'-n {n}' for n in elsewhere)}" if elsewhere else ""
             print(f"sriov-dra inspect: pod {args.namespace}/{args.pod} not found{hint}", file=sys.stderr)
             return 2
+        notes = [] if rows else mapping_notes(client, args.policy_namespace)
     finally:
         api.close()
     print(render_json(rows) if args.output == "json" else render_table(rows))
+    for note in notes:
+        print(f"sriov-dra inspect: no VF allocated; {note}", file=sys.stderr)
     return 0 if rows and all(r.ok for r in rows) else 1
 
 
@@ -158,6 +195,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=DEFAULT_METADATA_DIR,
         help="the plugin's data directory on this node, to print each request's device metadata file "
         f"(default: {DEFAULT_METADATA_DIR}; nothing is printed where it holds no file)",
+    )
+    p.add_argument(
+        "--policy-namespace",
+        default=DEFAULT_POLICY_NAMESPACE,
+        help="the namespace the plugins watch for SriovResourcePolicies, read when no VF is allocated "
+        f"(default: {DEFAULT_POLICY_NAMESPACE})",
     )
     p.add_argument(
         "-o", "--output", choices=["table", "json"], default="table", help="output format (default: table)"
