@@ -60,6 +60,9 @@ class Reason(enum.StrEnum):
     SELECTOR_MATCHES_NOTHING = "SelectorMatchesNothing"
     """A resource filter, or a value of it, selects no device on a node its policy applies to; a
     report, never blocking (docs/design.md#errors)."""
+    POLICY_NAMESPACE_EMPTY = "PolicyNamespaceEmpty"
+    """The namespace the plugin watches holds no SriovResourcePolicy while other namespaces do, so
+    the node publishes nothing (docs/design.md#errors)."""
     SRIOV_NETWORK_NOT_FOUND = "SriovNetworkNotFound"
     SRIOV_NETWORK_NOT_READY = "SriovNetworkNotReady"
     DRA_INACTIVE = "DRAInactive"

@@ -76,6 +76,7 @@ PERMISSIONS: tuple[dict[str, str], ...] = tuple(
     )
     + _perms("", "nodes", "get list watch")
     + _perms("", "pods", "list watch")
+    + _perms("sriovnetwork.k8snetworkplumbingwg.io", "sriovresourcepolicies", "list")
     + _perms("events.k8s.io", "events", "create patch")
     # Role sriov-dra-plugin-policies in the policy namespace
     + _perms("sriovnetwork.k8snetworkplumbingwg.io", "sriovresourcepolicies", "get list watch", POLICY)

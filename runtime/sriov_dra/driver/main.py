@@ -240,6 +240,9 @@ class Plugin:
             clear_after_s=cfg.taint_clear_after_s,
             on_change=self._taints_changed,
         )
+        policy_objects = kube_objects.Objects(
+            self._api, field_manager=mapping_report.field_manager(cfg.node_name), timeout_s=cfg.api_timeout_s
+        )
         pub = publisher.Publisher(
             api=self._api,
             node_name=cfg.node_name,
@@ -257,11 +260,8 @@ class Plugin:
                 events=plugin_events.EventRecorder(
                     self._api, controller=managed_wiring.CONTROLLER, instance=cfg.node_name
                 ),
-                status=kube_objects.Objects(
-                    self._api,
-                    field_manager=mapping_report.field_manager(cfg.node_name),
-                    timeout_s=cfg.api_timeout_s,
-                ),
+                status=policy_objects,
+                policies=policy_objects,
             ),
             taints=self.taints.current,
         )

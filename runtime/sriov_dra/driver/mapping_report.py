@@ -11,7 +11,9 @@ The gauges count, per node, the devices a policy claims but withholds (by reason
 evaluation withholds every discovered device as ``InvalidSpec``) and the current findings (by
 reason). Each object a node finds a problem in also gets that node's entry in ``status.nodes``
 (``core.plugin.policy_status``; skipped where the CRD has no status subresource, as upstream's
-has none). Never decides eligibility, never raises into publication.
+has none). While the watched namespace holds no SriovResourcePolicy and others do, a
+``PolicyNamespaceEmpty`` Warning on the Node names both. Never decides eligibility, never raises
+into publication.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from sriov_dra.driver.managed import seams
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import objects as kube_objects
 from sriov_dra.kube import plugin_events
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import errors, names, preflight_rules
 
 LOG = logging.getLogger(__name__)
 
@@ -43,6 +45,21 @@ RESOURCES: Final = {
     "DeviceAttributes": kube_objects.DEVICE_ATTRIBUTES,
 }
 FIELD_MANAGER_LIMIT: Final = 128
+
+
+class PolicyLister(Protocol):
+    """Lists SriovResourcePolicies of every namespace (``kube.objects.Objects``)."""
+
+    def list(
+        self,
+        res: kube_objects.Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> kube_objects.Listing:
+        """LIST ``res`` (all namespaces for ``None``). Raises: ``kube.errors`` classes."""
+        ...
 
 
 class StatusWriter(Protocol):
@@ -93,6 +110,7 @@ class MappingReporter:
         gauges: metrics.MappingGauges,
         events: seams.EventSink | None,
         status: StatusWriter | None = None,
+        policies: PolicyLister | None = None,
         log: logging.Logger | logging.LoggerAdapter[logging.Logger] = LOG,
     ) -> None:
         self.node_name = node_name
@@ -100,7 +118,9 @@ class MappingReporter:
         self.gauges = gauges
         self.events = events
         self.status = status
+        self.policies = policies
         self._log = log
+        self._elsewhere: tuple[tuple[str, int], ...] = ()
         self._reported: set[_Key] = set()
         self._no_status: set[tuple[str, str, int]] = set()
 
@@ -116,6 +136,7 @@ class MappingReporter:
         """
         objects = {(kind, str(obj.get("metadata", {}).get("name"))): obj for kind, obj in cached}
         self._events(snapshot, objects)
+        self._empty_namespace(snapshot, any(kind == "SriovResourcePolicy" for kind, _ in objects))
         if self.status is not None:
             self._statuses(snapshot.evaluation.diagnostics, objects)
 
@@ -144,6 +165,42 @@ class MappingReporter:
             if key not in self._reported and self._emit(kind, name, uid, d):
                 self._reported.add(key)
         self._reported &= current
+
+    def _empty_namespace(self, snapshot: policy_controller.DeviceSnapshot, watched: bool) -> None:
+        """While the watched namespace holds no policy, list every namespace's (one LIST per
+        evaluation) and emit ``PolicyNamespaceEmpty`` on the Node when the namespaces holding
+        policies change; nothing while the watched namespace holds one."""
+        if watched or self.policies is None or self.events is None or snapshot.node_uid is None:
+            self._elsewhere = ()
+            return
+        try:
+            listed = self.policies.list(kube_objects.RESOURCE_POLICY).items
+        except kube_errors.ApiError as exc:
+            self._log.warning(
+                "policies of other namespaces not listed", extra={"op": "policy", "error": str(exc)}
+            )
+            return
+        counts = preflight_rules.policy_namespaces(listed)
+        elsewhere = tuple((ns, n) for ns, n in counts.items() if ns != self.namespace)
+        if not elsewhere or elsewhere == self._elsewhere:
+            self._elsewhere = elsewhere
+            return
+        where = ", ".join(f"{ns} ({n})" for ns, n in elsewhere)
+        note = (
+            f"node {self.node_name}: the plugin watches {self.namespace}, which holds no SriovResourcePolicy, "
+            f"so this node publishes no device; SriovResourcePolicies exist in: {where}; create them in "
+            f"{self.namespace} or set the plugin's policy namespace to where they are"
+        )
+        ref = plugin_events.ObjectRef("v1", "Node", "", self.node_name, snapshot.node_uid)
+        reason = errors.Reason.POLICY_NAMESPACE_EMPTY.value
+        try:
+            self.events.emit(ref, reason=reason, note=note, warning=True, action=ACTION)
+        except kube_errors.ApiError as exc:
+            self._log.warning(
+                "policy namespace event not recorded", extra={"op": "policy", "error": str(exc)}
+            )
+            return
+        self._elsewhere = elsewhere
 
     def _emit(self, kind: str, name: str, uid: str, d: policy_findings.Diagnostic) -> bool:
         if self.events is None:

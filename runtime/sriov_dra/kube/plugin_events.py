@@ -27,8 +27,9 @@ DEFAULT_TIMEOUT_S: Final = 5.0
 class ObjectRef:
     """The object an Event is about.
 
-    Shapes: ``api_version`` ``v1`` for Pods, ``resource.k8s.io/v1`` for claims,
-    ``k8s.cni.cncf.io/v1`` for NADs; ``uid`` may be ``""`` when unknown.
+    Shapes: ``api_version`` ``v1`` for Pods and Nodes, ``resource.k8s.io/v1`` for claims,
+    ``k8s.cni.cncf.io/v1`` for NADs; ``namespace`` ``""`` for a cluster-scoped object (its Events
+    go to ``default``); ``uid`` may be ``""`` when unknown.
     """
 
     api_version: str
@@ -38,13 +39,10 @@ class ObjectRef:
     uid: str = ""
 
     def body(self) -> dict[str, str]:
-        """The ``regarding`` object reference."""
-        out = {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "namespace": self.namespace,
-            "name": self.name,
-        }
+        """The ``regarding`` object reference (no namespace for a cluster-scoped object)."""
+        out = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+        if self.namespace:
+            out["namespace"] = self.namespace
         if self.uid:
             out["uid"] = self.uid
         return out
@@ -70,7 +68,7 @@ def event_body(
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:16]}", "namespace": ref.namespace},
+        "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:16]}", "namespace": ref.namespace or "default"},
         "eventTime": now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "reportingController": controller,
         "reportingInstance": instance,
@@ -113,6 +111,6 @@ class EventRecorder:
         )
         with errors.translated(f"create events.events.k8s.io {ref.namespace}/{ref.name}"):
             response = self._api.create_namespaced_event(
-                ref.namespace, body, _preload_content=False, _request_timeout=self._timeout_s
+                ref.namespace or "default", body, _preload_content=False, _request_timeout=self._timeout_s
             )
             response.data  # noqa: B018 - release the connection

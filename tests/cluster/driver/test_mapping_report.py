@@ -12,6 +12,7 @@ DeviceAttributes, once per change (resyncs add none, a spec change adds one), th
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -231,3 +232,40 @@ def test_a_finding_is_reported_once_per_change_not_per_resync(api, namespace, no
     assert sample(registry, "withheld_devices", node.name, "DeviceNotEligible") == 0
     assert sample(registry, "policy_findings", node.name, "DeviceNotEligible") == 0
     assert len(policy_warnings()) == 2
+
+
+def test_an_empty_policy_namespace_is_a_node_event_naming_where_the_policies_are(
+    api, namespace, node, start_publisher
+) -> None:
+    watched = f"watched-{uuid.uuid4().hex[:6]}"
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=watched)))
+    try:
+        create(api, namespace, "sriovresourcepolicies", "rails", {"configs": [{}]})
+        reporter = mapping_report.MappingReporter(
+            node_name=node.name,
+            namespace=watched,
+            gauges=metrics.MappingGauges(prometheus_client.CollectorRegistry()),
+            events=plugin_events.EventRecorder(api, controller="sriov-dra-plugin", instance=node.name),
+            policies=objects.Objects(api, field_manager=mapping_report.field_manager(node.name)),
+        )
+        pub = start_publisher(policy_namespace=watched, mapping=reporter)
+
+        def node_events() -> list[dict[str, Any]]:
+            listed = client.EventsV1Api(api).list_namespaced_event("default", _preload_content=False)
+            return [
+                e
+                for e in json.loads(listed.data)["items"]
+                if e["regarding"].get("name") == node.name and e["reason"] == "PolicyNamespaceEmpty"
+            ]
+
+        (event,) = eventually("a PolicyNamespaceEmpty Warning on the Node", node_events)
+        assert event["type"] == "Warning" and event["regarding"]["kind"] == "Node"
+        assert f"the plugin watches {watched}, which holds no SriovResourcePolicy" in event["note"]
+        assert f"{namespace} (1)" in event["note"]
+        for _ in range(3):
+            pub.sync()
+        assert len(node_events()) == 1
+        assert pub.snapshot().published == {}
+    finally:
+        core.delete_namespace(watched, propagation_policy="Background")

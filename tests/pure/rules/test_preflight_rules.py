@@ -88,7 +88,7 @@ def test_a_ready_cluster_passes_every_check_in_a_fixed_order() -> None:
     assert [c["name"] for c in found] == list(rules.CLUSTER_CHECKS)
     assert {c["status"] for c in found} == {"pass"}
     assert all(c["fix"] == "" for c in found)
-    assert _one("plugin-rbac")["detail"] == f"ServiceAccount {SA} has all 37 permissions"
+    assert _one("plugin-rbac")["detail"] == f"ServiceAccount {SA} has all 38 permissions"
 
 
 FAILURES = [
