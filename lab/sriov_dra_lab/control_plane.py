@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from kubernetes import client
@@ -50,6 +50,12 @@ rules:
 """
 
 
+LAB_FEATURE_GATES: Final = "DRADeviceTaints=true,DRAExtendedResource=true"
+"""The gates the plugin's device taints (apiserver, scheduler, controller-manager's eviction) and
+extended resources backed by DRA need; both beta and on by default in 1.36, named so that the
+lab does not depend on that default (the kubelets get ``DRAExtendedResource`` too)."""
+
+
 @dataclass(frozen=True)
 class ControlPlaneSettings:
     """How to start the control plane.
@@ -62,7 +68,7 @@ class ControlPlaneSettings:
     """Where PKI, etcd data, kubeconfigs and logs go; a fresh temp dir when None."""
     start_timeout_s: float = 120.0
     """Per component; the apiserver's first start on a cold disk takes ~10-20 s on 2 cores."""
-    feature_gates: str = ""
+    feature_gates: str = LAB_FEATURE_GATES
     audit: bool = False
     """Write an audit log of resource.k8s.io and NAD requests (Metadata level) to ``<logs>/audit.log``."""
     keep_workdir: bool = False

@@ -512,6 +512,7 @@ imports = []
             "rotateCertificates": False,
             "serverTLSBootstrap": False,
             "registerNode": True,
+            "featureGates": {"DRAExtendedResource": True},
             "maxPods": 110,
             "resolvConf": "/etc/resolv.conf",
         }

@@ -24,7 +24,7 @@ from tests import waiting
 import sriov_dra
 from sriov_dra.cli import main
 from sriov_dra.kube import apply, cluster_facts, objects
-from sriov_dra_rules import preflight_rules
+from sriov_dra_rules import names, preflight_rules
 
 MANIFESTS = Path(sriov_dra.__file__).resolve().parent / "manifests"
 NS = "sriov-dra-preflight-cli"
@@ -144,9 +144,19 @@ def test_preflight_passes_with_the_shipped_rbac_and_names_the_verbs_a_broken_bin
 ) -> None:
     status, out = _run(installed, capsys)
     report = json.loads(out)
-    assert [c["name"] for c in report["checks"]] == list(preflight_rules.CLUSTER_CHECKS)
+    assert [c["name"] for c in report["checks"]] == [
+        *preflight_rules.CLUSTER_CHECKS,
+        preflight_rules.DEVICE_TAINTS_CHECK,
+    ]
     assert report["failed_checks"] == [], out
     assert status == 0
+    taints = next(c for c in report["checks"] if c["name"] == preflight_rules.DEVICE_TAINTS_CHECK)
+    assert taints["detail"] == "the API server keeps device taints (DRADeviceTaints on)"
+    assert (
+        not client.ResourceV1Api(api)
+        .list_resource_slice(field_selector=f"spec.driver=preflight.{names.DOMAIN}")
+        .items
+    ), "the dry run wrote nothing"
     rbac = next(c for c in report["checks"] if c["name"] == "plugin-rbac")
     assert (
         rbac["detail"]

@@ -19,6 +19,15 @@ def test_apiserver_reports_the_pinned_version(api):
     assert (version["major"], version["minor"]) == ("1", pinned.split(".")[1])
 
 
+def test_apiserver_scheduler_and_controller_manager_run_with_the_dra_gates_the_plugin_needs(request):
+    lab = request.getfixturevalue("control_plane")
+    gates = f"--feature-gates={control_plane.LAB_FEATURE_GATES}"
+    started = {p.name: list(p.argv) for p in lab.processes}
+    for name in ("kube-apiserver", "kube-scheduler", "kube-controller-manager"):
+        assert gates in started[name], name
+    assert "DRADeviceTaints=true" in gates and "DRAExtendedResource=true" in gates
+
+
 def test_resource_v1_api_is_served(api):
     groups = {g.name: [v.version for v in g.versions] for g in client.ApisApi(api).get_api_versions().groups}
     assert "v1" in groups["resource.k8s.io"]

@@ -215,6 +215,33 @@ def workloads_with_image(objs: Iterable[Mapping[str, Any]] | None, fragment: str
     return sorted(found)
 
 
+DEVICE_TAINTS_CHECK = "device-taints"
+"""The check that the API server keeps device taints (gate ``DRADeviceTaints``); ``sriov-dra
+preflight`` runs it after :data:`CLUSTER_CHECKS` (it needs a server-side dry run)."""
+
+
+def device_taints_check(kept: bool | None, why: str = "") -> dict[str, str]:
+    """The ``device-taints`` check: ``kept`` says whether a dry-run ResourceSlice kept its device
+    taint (None: the dry run was refused, ``why`` says how)."""
+    gate = "DRADeviceTaints"
+    if kept is None:
+        return _check(
+            DEVICE_TAINTS_CHECK,
+            False,
+            f"could not dry-run a tainted ResourceSlice: {why}",
+            "run the preflight with a kubeconfig that may create resourceslices (a dry run writes nothing)",
+        )
+    return _check(
+        DEVICE_TAINTS_CHECK,
+        kept,
+        f"the API server keeps device taints ({gate} on)"
+        if kept
+        else f"the API server dropped a device taint ({gate} off): unhealthy VFs stay allocatable",
+        f"turn on the {gate} feature gate of kube-apiserver, kube-scheduler and kube-controller-manager "
+        "(on by default in Kubernetes 1.36)",
+    )
+
+
 def _check(name: str, ok: bool, detail: str, fix: str) -> dict[str, str]:
     return {"name": name, "status": PASS if ok else FAIL, "detail": detail, "fix": "" if ok else fix}
 

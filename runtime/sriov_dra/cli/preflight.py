@@ -58,29 +58,33 @@ def cluster_results(args: argparse.Namespace) -> list[dict[str, str]]:
         facts = cluster_facts.read(
             api, namespace=args.namespace, service_account=args.service_account, policy_namespace=policy_ns
         )
+        kept, why = cluster_facts.device_taints_kept(api)
     finally:
         api.close()
-    return preflight_rules.cluster_checks(
-        version=facts.version,
-        apis=facts.apis,
-        service_account=f"{args.namespace}/{args.service_account}",
-        policy_namespace=policy_ns,
-        denied=facts.denied,
-        reviewed=facts.reviewed,
-        crds=facts.crds,
-        workloads=facts.workloads,
-        policies=facts.policies,
-        all_policies=facts.all_policies,
-        device_attributes=facts.device_attributes,
-        nodes=facts.nodes,
-        admission={
-            "required": args.admission_policy,
-            "policy": facts.admission_policy,
-            "binding": facts.admission_binding,
-            "grant": facts.admission_grant,
-        },
-        minimum=args.min_kubernetes,
-    )
+    return [
+        *preflight_rules.cluster_checks(
+            version=facts.version,
+            apis=facts.apis,
+            service_account=f"{args.namespace}/{args.service_account}",
+            policy_namespace=policy_ns,
+            denied=facts.denied,
+            reviewed=facts.reviewed,
+            crds=facts.crds,
+            workloads=facts.workloads,
+            policies=facts.policies,
+            all_policies=facts.all_policies,
+            device_attributes=facts.device_attributes,
+            nodes=facts.nodes,
+            admission={
+                "required": args.admission_policy,
+                "policy": facts.admission_policy,
+                "binding": facts.admission_binding,
+                "grant": facts.admission_grant,
+            },
+            minimum=args.min_kubernetes,
+        ),
+        preflight_rules.device_taints_check(kept, why),
+    ]
 
 
 def render(found: list[dict[str, str]], output: str, out: TextIO) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 
 from kubernetes import client
 
-from sriov_dra.kube import errors, objects
-from sriov_dra_rules import preflight_rules
+from sriov_dra.kube import errors, objects, watches
+from sriov_dra_rules import names, preflight_rules
 
 CRD = objects.Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
@@ -165,3 +165,37 @@ def read(
             permissions=[preflight_rules.ADMISSION_GRANT],
         ),
     )
+
+
+def device_taints_kept(api: client.ApiClient) -> tuple[bool | None, str]:
+    """Whether the API server keeps a device taint: a server-side dry run of a tainted ResourceSlice.
+
+    The dry run writes nothing. Returns ``(kept, "")``, or ``(None, why)`` when the server
+    refused the dry run (no permission, resource.k8s.io/v1 not served).
+    """
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"generateName": "sriov-dra-preflight-"},
+        "spec": {
+            "driver": f"preflight.{names.DOMAIN}",
+            "pool": {"name": "preflight", "generation": 1, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": [
+                {"name": "d0", "taints": [{"key": f"{names.DOMAIN}/preflight", "effect": "NoSchedule"}]}
+            ],
+        },
+    }
+    try:
+        stored = watches.request_json(
+            api,
+            "dry-run create resourceslices",
+            "POST",
+            "/apis/resource.k8s.io/v1/resourceslices",
+            query=[("dryRun", "All")],
+            body=body,
+        )
+    except errors.ApiError as exc:
+        return None, str(exc)
+    devices = (stored.get("spec") or {}).get("devices") or [{}]
+    return bool(devices[0].get("taints")), ""

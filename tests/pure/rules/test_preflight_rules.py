@@ -340,3 +340,25 @@ def test_the_policy_namespace_check_names_the_watched_namespace_and_the_others(
 ) -> None:
     check = _one("policy-namespace", policies=policies, all_policies=policies + elsewhere)
     assert (check["status"], check["detail"]) == ("pass", detail)
+
+
+@pytest.mark.parametrize(
+    ("kept", "why", "status", "detail"),
+    [
+        (True, "", "pass", "the API server keeps device taints (DRADeviceTaints on)"),
+        (
+            False,
+            "",
+            "fail",
+            "the API server dropped a device taint (DRADeviceTaints off): unhealthy VFs stay allocatable",
+        ),
+        (None, "Forbidden: no", "fail", "could not dry-run a tainted ResourceSlice: Forbidden: no"),
+    ],
+    ids=["gate-on", "gate-off-field-dropped", "dry-run-refused"],
+)
+def test_device_taints_check_reports_the_gate_from_the_dry_run(
+    kept: bool | None, why: str, status: str, detail: str
+) -> None:
+    check = rules.device_taints_check(kept, why)
+    assert (check["name"], check["status"], check["detail"]) == ("device-taints", status, detail)
+    assert bool(check["fix"]) == (status == "fail")
