@@ -12,7 +12,8 @@ import pytest
 from sriov_dra.core import device_health as dh
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver import device_health_monitor
+from sriov_dra.core.plugin import device_taints
+from sriov_dra.driver import device_health_monitor, health_taints
 from sriov_dra.host import discovery
 from sriov_dra.host import sysfs as sysfs_mod
 from sriov_dra.kubeletapi import dra_service, messages
@@ -179,3 +180,41 @@ def test_servicer_streams_a_transition_when_the_monitor_notifies_it() -> None:
     assert entry.last_updated_time == 1_750_000_000
     context.cancel()
     assert list(stream) == [], "a cancelled stream ends"
+
+
+def test_every_poll_steps_the_health_taints_which_ask_for_a_sync_only_when_a_taint_comes_or_goes() -> None:
+    now = [0.0]
+    syncs: list[int] = []
+    taints = health_taints.HealthTaints(
+        driver="drv.example.com",
+        effect=device_taints.Effect.NO_EXECUTE,
+        clear_after_s=10.0,
+        on_change=lambda: syncs.append(1),
+        clock=lambda: now[0],
+    )
+    reader = FakeReader()
+    mon = device_health_monitor.DeviceHealthMonitor(
+        targets=lambda: device_health_monitor.watch_targets("node-1", INVENTORY, ["a"], []),
+        reader=reader,
+        on_poll=taints.observe,
+    )
+    mon.poll()
+    assert (taints.current(), syncs) == ({}, [])
+    reader.link = NO_CARRIER
+    mon.poll()
+    assert taints.current() == {
+        "a": device_taints.DeviceTaint(
+            "drv.example.com/unhealthy", "PfNoCarrier", device_taints.Effect.NO_EXECUTE
+        )
+    }
+    for link in (UP, NO_CARRIER, UP):  # flapping: the taint stays, no sync asked for
+        reader.link = link
+        now[0] += 2.0
+        mon.poll()
+    assert len(syncs) == 1 and "a" in taints.current()
+    now[0] += 9.0
+    mon.poll()
+    assert "a" in taints.current(), "healthy for 9 s of the 10"
+    now[0] += 1.0
+    mon.poll()
+    assert (taints.current(), len(syncs)) == ({}, 2)
