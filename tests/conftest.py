@@ -52,7 +52,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with the tier named by its first folder under ``tests/``; shuffle the order."""
+    """Mark each test with the tier named by its first folder under ``tests/``; order them (``tests/ordering.py``)."""
     for item in items:
         tier = _tier_of(item)
         if tier:
@@ -60,6 +60,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order_seed = ordering.seed()
     if order_seed is not None:
         ordering.shuffle(items, _tier_of, order_seed)
+    ordering.last_in_tier(items, _tier_of)
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,9 @@ namespace, a CRD) hides a missing fixture. Each run therefore reorders the colle
   function with all its parameter cases) run in a shuffled order; the slower tiers keep their
   in-module order, which their module-scoped fixtures are written for.
 
+A test marked ``leaves_lab_node_dead`` (it kills a node of the e2e tier's session lab) runs after
+every other test of its tier, in either order.
+
 The seed comes from ``SRIOV_DRA_TEST_ORDER_SEED`` (an integer) or is drawn at random; it is printed
 in the report header, so a failure is replayed with the same seed. ``SRIOV_DRA_TEST_ORDER=file``
 keeps the plain file order (e.g. to bisect).
@@ -76,4 +79,17 @@ def shuffle(items: list[pytest.Item], tier_of: Callable[[pytest.Item], str], ord
                 module = [i for g in groups for i in g]
             out.extend(module)
     assert sorted(map(id, out)) == sorted(map(id, items)), "reordering lost or duplicated a test"
+    items[:] = out
+
+
+LAST_IN_TIER = "leaves_lab_node_dead"
+"""The marker of tests that run after the rest of their tier (module docstring)."""
+
+
+def last_in_tier(items: list[pytest.Item], tier_of: Callable[[pytest.Item], str]) -> None:
+    """Move the :data:`LAST_IN_TIER` tests to the end of their tier's run, keeping every other order."""
+    out: list[pytest.Item] = []
+    for tier_items in _runs(items, tier_of):
+        marked = [i for i in tier_items if i.get_closest_marker(LAST_IN_TIER) is not None]
+        out.extend([i for i in tier_items if i.get_closest_marker(LAST_IN_TIER) is None] + marked)
     items[:] = out

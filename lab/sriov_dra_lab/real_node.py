@@ -49,6 +49,7 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -716,6 +717,21 @@ imports = []
                 interval_s=0.2,
             )
         self.ready_after_s = time.monotonic() - launched
+
+    def power_off(self) -> None:
+        """The node loses power: SIGKILL its kubelet and containerd, then everything left in its cgroups.
+
+        The shims, pause processes and containers (the plugin's, the Pods') run in their own sessions
+        and outlive containerd, as on a machine whose runtime crashed; a machine that lost power has
+        none, so they are killed too. Nothing is cleaned: no sandbox is stopped (no CNI DEL), the
+        Node object, the namespaces, the cgroups and the files stay until :meth:`stop`.
+        """
+        for name in ("kubelet", "containerd"):
+            proc = self.processes.get(name)
+            if proc is not None and proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+        self._kill_cgroups()
 
     def restart_kubelet(self) -> float:
         """Stop the kubelet (SIGTERM; its Pods keep running) and start it again; wait for Ready.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -85,3 +85,19 @@ def run(
         out = (proc.stdout + "\n" + proc.stderr)[-6000:]
         pytest.fail(f"{' '.join(argv)} exited {proc.returncode}:\n{out}", pytrace=False)
     return proc
+
+
+def existing(reads: Mapping[str, Callable[[], object]]) -> list[str]:
+    """The names in ``reads`` whose read answers (not 404), in order; other API errors raise."""
+    from kubernetes import client as k8s
+
+    found = []
+    for what, read in reads.items():
+        try:
+            read()
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
+            continue
+        found.append(what)
+    return found

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-from tests.ansible.conftest import node_inventory, run
+from tests.ansible.conftest import existing, node_inventory, run
 from tests.fakes import checkpoint_records as fx
 
 from sriov_dra.guard import install
@@ -43,16 +43,7 @@ def _policy_objects(api: Any) -> list[str]:
         ),
         "ClusterRole/sriov-dra-binding-manager": lambda: rbac.read_cluster_role("sriov-dra-binding-manager"),
     }
-    found = []
-    for what, read in reads.items():
-        try:
-            read()
-        except k8s.ApiException as exc:
-            if exc.status != 404:
-                raise
-            continue
-        found.append(what)
-    return found
+    return existing(reads)
 
 
 def test_cleanup_refuses_while_a_shadow_is_protected_then_removes_the_policy_with_the_rbac(

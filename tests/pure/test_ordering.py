@@ -16,6 +16,10 @@ class FakeItem:
     name: str
     originalname: str
     cls: type | None = None
+    markers: tuple[str, ...] = ()
+
+    def get_closest_marker(self, name: str) -> str | None:
+        return name if name in self.markers else None
 
 
 def items() -> list[FakeItem]:
@@ -64,3 +68,17 @@ def test_slow_tiers_keep_their_in_module_order() -> None:
         for module in {p for p, _ in cluster}:
             names = [n for p, n in cluster if p == module]
             assert names == [f"{fn}[{c}]" for fn in "fgh" for c in "12"]
+
+
+def test_a_test_that_leaves_a_lab_node_dead_runs_after_the_rest_of_its_tier_in_either_order() -> None:
+    for seed in (None, *range(10)):
+        got = items()
+        got.insert(
+            3, FakeItem(Path("tests/cluster/test_a.py"), "kill", "kill", markers=(ordering.LAST_IN_TIER,))
+        )
+        if seed is not None:
+            ordering.shuffle(got, tier_of, seed)  # type: ignore[arg-type]
+        ordering.last_in_tier(got, tier_of)  # type: ignore[arg-type]
+        names = [(tier_of(i), i.name) for i in got]
+        assert names.index(("cluster", "kill")) == len([n for n in names if n[0] == "cluster"]) - 1
+        assert [n for n in names if n[0] == "pure"] == names[-24:]

@@ -52,6 +52,9 @@ class Reason(enum.StrEnum):
     CLAIM_RELEASE_IN_PROGRESS = "ClaimReleaseInProgress"
     SHADOW_DELETION_PENDING = "ShadowDeletionPending"
     SHADOW_CONFLICT = "ShadowConflict"
+    NODE_NOT_FENCED = "NodeNotFenced"
+    """Node recovery refused: the node is Ready, not fenced, or its plugin still answers
+    (docs/operations.md)."""
     # Attributes and policies (plugin and operator).
     INVALID_ATTRIBUTE = "InvalidAttribute"
     RESERVED_ATTRIBUTE = "ReservedAttribute"

@@ -77,11 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from sriov_dra.cli import inspect, orphans, preflight
+    from sriov_dra.cli import inspect, orphans, preflight, recover_node
 
     inspect.add_parser(sub)
     orphans.add_parser(sub)
     preflight.add_parser(sub)
+    recover_node.add_parser(sub)
     _registered_parsers(sub)
     return parser
 

@@ -96,7 +96,7 @@ def rows(
         if r.status is orphans.Status.RELEASE_COMPLETE:
             action = "delete (uid precondition) and remove our finalizer"
         elif r.status is orphans.Status.ORPHANED:
-            action = "none: inspect or fence the node first"
+            action = "none: inspect it; if the node is lost, fence it and run recover-node"
         else:
             action = "none: the plugin owns it"
         out.append(

@@ -368,6 +368,23 @@ def whereabouts_problems(ipam: Mapping[str, object], path: str) -> list[errors.F
     return problems
 
 
+def whereabouts_networks(ipam: Mapping[str, object], path: str) -> tuple[Network, ...]:
+    """The networks whereabouts names its pools by, ``range`` first, then each ``ipRanges`` entry.
+
+    Shapes: a ``first-last/prefix`` range gives its network (as whereabouts' ``LoadIPAMConfig``
+    normalizes it). Raises: errors.InvalidSpec with every range problem (nothing is guessed).
+    """
+    raws: list[tuple[Mapping[str, object], str]] = [(ipam, path)] if "range" in ipam else []
+    extra = ipam.get("ipRanges")
+    list_path = strict_json.key_path(path, "ipRanges")
+    for i, item in enumerate(extra if isinstance(extra, list) else []):
+        raws.append((item if isinstance(item, dict) else {}, strict_json.index_path(list_path, i)))
+    problems: list[errors.FieldError] = []
+    found = [r[0] for raw, raw_path in raws if (r := _whereabouts_range(raw, raw_path, problems)) is not None]
+    errors.raise_if_any(problems, f"{path}: a whereabouts range cannot be read")
+    return tuple(found)
+
+
 def ipam_problems(ipam: Mapping[str, object], path: str) -> list[errors.FieldError]:
     """The IPAM rule of both paths: :func:`range_problems` for host-local, :func:`whereabouts_problems`
     for whereabouts, ``[]`` for other types. Never raises."""

@@ -65,6 +65,7 @@ RESOURCE_POLICY = Resource(
 )
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
+POD = Resource("", "v1", "pods", "Pod")
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 EVENT = Resource("events.k8s.io", "v1", "events", "Event")
 

@@ -121,6 +121,8 @@ class Pod:
     claims: tuple[PodClaimEntry, ...]
     claim_statuses: Mapping[str, str | None]
     extended_claim_name: str
+    ready: bool = False
+    """The ``Ready`` condition is ``True``."""
 
 
 def decode_pod(obj: Mapping[str, object]) -> Pod:
@@ -144,6 +146,38 @@ def decode_pod(obj: Mapping[str, object]) -> Pod:
         ),
         claim_statuses=statuses,
         extended_claim_name=text(mapping(status.get("extendedResourceClaimStatus")).get("resourceClaimName")),
+        ready=_condition(status, "Ready") == "True",
+    )
+
+
+def _condition(status: Mapping[str, object], kind: str) -> str:
+    """The ``status`` of the ``status.conditions`` entry of type ``kind`` (``""`` without one)."""
+    for cond in (mapping(c) for c in items(status.get("conditions"))):
+        if cond.get("type") == kind:
+            return text(cond.get("status"))
+    return ""
+
+
+@dataclass(frozen=True)
+class Node:
+    """The Node fields node recovery decides on.
+
+    Shapes: ``ready`` the ``Ready`` condition's status (``"True"``, ``"False"``, ``"Unknown"``,
+    ``""`` without one); ``taints`` the ``spec.taints`` keys.
+    """
+
+    meta: Meta
+    ready: str
+    taints: tuple[str, ...]
+
+
+def decode_node(obj: Mapping[str, object]) -> Node:
+    """The :class:`Node` view of a Node body."""
+    spec = mapping(obj.get("spec"))
+    return Node(
+        meta=decode_meta(obj),
+        ready=_condition(mapping(obj.get("status")), "Ready"),
+        taints=tuple(text(mapping(t).get("key")) for t in items(spec.get("taints"))),
     )
 
 

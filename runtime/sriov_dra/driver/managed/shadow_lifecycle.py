@@ -5,7 +5,8 @@
 only when it is exactly this binding's shadow (a lost create response); a terminating shadow is
 never recreated; a missing finalizer is restored by a tested patch. :func:`resolve_for_release`
 and :func:`finalize_released` verify provenance, request deletion under a UID precondition and
-remove only our finalizer (docs/design.md#prepare, docs/design.md#release). Expected objects come
+remove only our finalizer (docs/design.md#prepare, docs/design.md#release); a lost node's
+recovery ends with the same :func:`finalize_shadow` (docs/operations.md). Expected objects come
 from the checkpoint's frozen bytes; never overwrites, adopts or edits another object.
 """
 
@@ -318,33 +319,46 @@ def finalize_released(
     clock: seams.Clock,
     backoff: pod_selections.Backoff = pod_selections.DEFAULT_BACKOFF,
 ) -> Finalized:
-    """After ``ReleaseComplete``: request deletion, then remove our finalizer (FinalizeReleasedShadow).
+    """After ``ReleaseComplete``: :func:`finalize_shadow` for ``target``'s shadow (FinalizeReleasedShadow)."""
+    b = target.binding
+    return finalize_shadow(b.shadow_namespace, b.shadow_name, uid, nads=nads, clock=clock, backoff=backoff)
+
+
+def finalize_shadow(
+    namespace: str,
+    name: str,
+    uid: str,
+    *,
+    nads: seams.NadApi,
+    clock: seams.Clock,
+    backoff: pod_selections.Backoff = pod_selections.DEFAULT_BACKOFF,
+) -> Finalized:
+    """Request deletion of the shadow ``namespace/name`` with ``uid``, then remove our finalizer.
 
     Only ``.../attachment-protection`` is removed, with ``test`` ops on UID, resourceVersion and
     the finalizer's position; a 422/409 re-reads and rebuilds; a lost response (timeout) is
     resolved by re-reading. NotFound, a changed UID, or a terminating object without our key all
-    complete the obligation; unrelated finalizers are never waited for.
+    complete the obligation; unrelated finalizers are never waited for. The release of a claim
+    and the recovery of a lost node (docs/operations.md) both end here.
     Raises: Conflict(ShadowConflict) after ``backoff.attempts`` rebuilds; ``kube.errors``
     classes (Forbidden, ...).
     """
-    b = target.binding
+    ref = f"NAD {namespace}/{name}"
     deleted = False
     for attempt in range(1, backoff.attempts + 1):
         try:
-            live = nads.get(b.shadow_namespace, b.shadow_name)
+            live = nads.get(namespace, name)
         except kube_errors.NotFound:
             return Finalized(True, ())
         meta = _meta(live)
         if uid and meta.get("uid") != uid:
-            LOG.warning(
-                "shadow replaced during release; not touched", extra={"nad": target.ref, "op": "release"}
-            )
+            LOG.warning("shadow replaced during release; not touched", extra={"nad": ref, "op": "release"})
             return Finalized(True, ())
         current = _finalizers(live)
         foreign = tuple(f for f in current if f != _FINALIZER)
         if not meta.get("deletionTimestamp") and not deleted:
             try:
-                nads.delete(b.shadow_namespace, b.shadow_name, uid=str(meta.get("uid")))
+                nads.delete(namespace, name, uid=str(meta.get("uid")))
             except kube_errors.NotFound:
                 return Finalized(True, ())
             deleted = True
@@ -358,7 +372,7 @@ def finalize_released(
             json_patch.remove_op(f"/metadata/finalizers/{index}"),
         ]
         try:
-            nads.json_patch(b.shadow_namespace, b.shadow_name, ops)
+            nads.json_patch(namespace, name, ops)
             return Finalized(not foreign, foreign)
         except kube_errors.NotFound:
             return Finalized(True, ())
@@ -366,7 +380,7 @@ def finalize_released(
             if attempt < backoff.attempts:
                 clock.sleep(backoff.delay(attempt))
     raise errors.Conflict(
-        f"{target.ref}: the protection finalizer could not be removed after {backoff.attempts} attempts; "
+        f"{ref}: the protection finalizer could not be removed after {backoff.attempts} attempts; "
         "the claim stays recorded and release is retried",
         reason=errors.Reason.SHADOW_CONFLICT,
     )
