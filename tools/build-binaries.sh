@@ -3,10 +3,14 @@
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes), etcd (via etcdmain),
 # Multus (multus, multus-shim, multus-daemon; install_multus, thin_entrypoint, passthru for its images), the containernetworking reference plugins, whereabouts, and
 # the real-node parts: the kubelet (same module and ldflags as the apiserver), containerd (containerd,
-# containerd-shim-runc-v2, ctr) and crictl. runc comes from Debian (tools/install-debian-deps.sh).
+# containerd-shim-runc-v2, ctr) and crictl, and for the realvf tier sriov-cni (sriov). runc comes from
+# Debian (tools/install-debian-deps.sh).
 #
 # Everything is built with the local Go toolchain from modules served by the Go module proxy, into
 #   ${SRIOV_DRA_CACHE:-~/.cache/sriov-dra}/<component>/<version>/bin
+# sriov-cni is built from a source tree when SRIOV_CNI_SRC names one (a checkout at the pinned version;
+# read-only is fine: the build writes only into the cache), otherwise from the Go module proxy, as a user
+# elsewhere would.
 # Nothing is written into the repository. A component whose stamp matches is skipped, so a second run
 # does no work. A failure names the module and version that could not be built.
 set -euo pipefail
@@ -134,7 +138,8 @@ GO
 # wrapper_build COMPONENT VERSION MODULE LDFLAGS PKG:BIN... : build main packages of one module at one
 # version through a wrapper module that requires it. A wrapper (rather than `go install pkg@version`)
 # also works for modules whose version list the proxy does not serve, and can carry replace
-# directives that `go install` refuses (set WRAPPER_REPLACES to "old=new@ver ..."; WRAPPER_TAGS to build tags).
+# directives that `go install` refuses (set WRAPPER_REPLACES to "old=new@ver ..."; WRAPPER_TAGS to build tags;
+# WRAPPER_REF to require a commit or other version query instead of VERSION, which still names the cache dir).
 wrapper_build() {
   local name=$1 v=$2 mod=$3 ld=$4; shift 4
   local bin src; bin=$(component_dir "$name" "$v"); src="$cache/src/$name-$v"
@@ -145,9 +150,9 @@ wrapper_build() {
     printf ')\n'
   } > "$src/tools.go"
   local r; for r in ${WRAPPER_REPLACES:-}; do (cd "$src" && go mod edit "-replace=$r"); done
-  log "$name $v: resolving $mod@$v"
-  (cd "$src" && go mod edit "-require=$mod@$v" && go mod tidy && go mod download "$mod") \
-    || die "cannot resolve module $mod@$v"
+  log "$name $v: resolving $mod@${WRAPPER_REF:-$v}"
+  (cd "$src" && go mod edit "-require=$mod@${WRAPPER_REF:-$v}" && go mod tidy && go mod download "$mod") \
+    || die "cannot resolve module $mod@${WRAPPER_REF:-$v}"
   mkdir -p "$bin"
   for spec in "$@"; do
     log "$name $v: building ${spec##*:}"
@@ -220,7 +225,46 @@ build_pause() {
   stamp pause "$v"
 }
 
-want=${*:-kubernetes etcd multus multus-tools cni-plugins whereabouts kubelet containerd crictl pause}
+# tree_build COMPONENT VERSION MODULE SRC_VAR PKG:BIN...: main packages of MODULE built in the source tree the
+# environment variable SRC_VAR names (a checkout of MODULE at VERSION; read-only is fine: `go build -o` writes
+# only into the cache). <bin>/.source says where the binaries came from.
+tree_build() {
+  local name=$1 v=$2 mod=$3 var=$4; shift 4
+  local src bin spec found; bin=$(component_dir "$name" "$v")
+  need_go
+  src=$(cd "${!var}" 2>/dev/null && pwd) || die "$var=${!var} is not a directory; point $var at a checkout of $mod at $v"
+  [ -f "$src/go.mod" ] || die "$var=$src has no go.mod; point $var at a checkout of $mod at $v"
+  found=$(awk '$1=="module"{print $2; exit}' "$src/go.mod")
+  [ "$found" = "$mod" ] || die "$var=$src holds module '$found', not $mod"
+  rm -rf "$bin"; mkdir -p "$bin"
+  for spec in "$@"; do
+    log "$name $v: building ${spec##*:} from the source tree $src ($var)"
+    (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$bin/${spec##*:}" "./${spec%%:*}") \
+      || die "building $mod/${spec%%:*} from $src ($var) failed"
+  done
+  printf 'source tree %s (%s)\n' "$src" "$var" > "$bin/.source"
+  stamp "$name" "$v"
+}
+
+# cached_note COMPONENT VERSION: the "cached" log line with where the binaries came from.
+cached_note() { log "$1 $2: cached ($(cat "$(component_dir "$1" "$2")/.source" 2>/dev/null || echo 'the Go module proxy'))"; }
+
+# sriov-cni: from SRIOV_CNI_SRC when set, else from the Go module proxy. Its go.mod at v2.10.0 names the module
+# without a /v2 suffix (so v2.10.0 is no valid version of it) and carries a replace directive (which
+# `go install pkg@version` refuses): the wrapper module requires the tag's commit and carries the same replace.
+build_sriov_cni() {
+  local v=$SRIOV_CNI_VERSION mod=github.com/k8snetworkplumbingwg/sriov-cni
+  if fresh sriov-cni "$v" sriov; then cached_note sriov-cni "$v"; return; fi
+  if [ -n "${SRIOV_CNI_SRC:-}" ]; then tree_build sriov-cni "$v" "$mod" SRIOV_CNI_SRC cmd/sriov:sriov; return; fi
+  log "sriov-cni $v: SRIOV_CNI_SRC is not set; building $mod at $SRIOV_CNI_COMMIT (the $v tag) from the Go module proxy"
+  WRAPPER_REF=$SRIOV_CNI_COMMIT \
+    WRAPPER_REPLACES="github.com/vishvananda/netlink=github.com/vishvananda/netlink@v1.2.1-beta.2.0.20240806173335-3b7e16c5f836" \
+    wrapper_build sriov-cni "$v" "$mod" "" cmd/sriov:sriov
+  printf 'the Go module proxy (%s@%s)\n' "$mod" "$SRIOV_CNI_COMMIT" > "$(component_dir sriov-cni "$v")/.source"
+}
+
+all="kubernetes etcd multus multus-tools cni-plugins whereabouts kubelet containerd crictl pause sriov-cni"
+want=${*:-$all}
 start=$(date +%s)
 for c in $want; do
   case $c in
@@ -234,7 +278,8 @@ for c in $want; do
     containerd) build_containerd ;;
     crictl) build_crictl ;;
     pause) build_pause ;;
-    *) die "unknown component '$c' (known: kubernetes etcd multus multus-tools cni-plugins whereabouts kubelet containerd crictl pause)" ;;
+    sriov-cni) build_sriov_cni ;;
+    *) die "unknown component '$c' (known: $all)" ;;
   esac
 done
 log "all requested binaries ready under $cache ($(( $(date +%s) - start ))s)"

@@ -43,6 +43,7 @@ COMPONENTS: dict[str, tuple[str, str]] = {
     "ctr": ("containerd", "CONTAINERD_VERSION"),
     "crictl": ("crictl", "CRICTL_VERSION"),
     "pause": ("pause", "PAUSE_VERSION"),
+    "sriov": ("sriov-cni", "SRIOV_CNI_VERSION"),
 }
 
 

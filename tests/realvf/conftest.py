@@ -60,7 +60,7 @@ def realvf_results(tmp_path_factory: pytest.TempPathFactory) -> object:
     host_api = _start_host_api(workdir)
     header = (
         f"realvf: guest kernel {parts.kernel_abi}, {parts.qemu_version}, "
-        f"accelerator {accel.name} ({accel.reason})"
+        f"accelerator {accel.name} ({accel.reason}); {vm.pinned_binaries_note()}"
     )
     _SUMMARY.append(header)
     print(header)

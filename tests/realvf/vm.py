@@ -505,6 +505,18 @@ def guest_cni_pseudo() -> list[str]:
     return out
 
 
+def pinned_binaries_note() -> str:
+    """``sriov-cni <version> (<where it was built from>)`` for the tier's summary, or why it is missing."""
+    versions = read_versions()
+    version = versions.get("SRIOV_CNI_VERSION", "?")
+    try:
+        path = binaries.find("sriov")
+    except binaries.BinaryMissing:
+        return f"sriov-cni {version}: not built (make setup)"
+    source = _read(path.parent / ".source").strip() or "the Go module proxy"
+    return f"sriov-cni {version} ({source})"
+
+
 def build_run_image(parts: Parts, workdir: Path, script: str, *, kubeconfig: Path | None = None) -> Path:
     """The per-session image: the repository (no venv, .git or caches), the run script, the
     pinned CNI plugins of :func:`guest_cni_pseudo` and the guest's ``kubeconfig`` if given."""
