@@ -1,7 +1,8 @@
-"""The commands of docs/install.md: the bash blocks marked ``<!-- install-test: <step> -->``.
+"""The commands of docs/install.md that its test runs: the bash blocks marked ``<!-- install-test: <step> -->``.
 
-A marked block is the fenced ``bash`` block right after the marker line. The pure tier checks that the
-page still has every step (``tests/pure/test_install_guide.py``); no tier runs them.
+A marked block is the fenced ``bash`` block right after the marker line. The e2e tier runs them in page
+order against the lab (``tests/e2e/test_install_guide.py``); the pure tier checks that the page still has
+every step (``tests/pure/test_install_guide.py``).
 """
 
 from __future__ import annotations

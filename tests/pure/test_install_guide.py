@@ -1,7 +1,7 @@
-"""docs/install.md keeps every step of the install, each as a marked bash block.
+"""docs/install.md keeps every step its e2e test runs, each as a marked bash block.
 
-No tier runs the blocks yet (there is no ``tests/e2e/test_install_guide.py``); a step dropped or
-renamed on the page, or a marker without its block, fails here.
+The e2e tier runs the marked blocks against the lab (``tests/e2e/test_install_guide.py``); a step
+dropped or renamed on the page, or a marker without its block, fails here first.
 """
 
 from __future__ import annotations
