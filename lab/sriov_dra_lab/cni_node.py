@@ -77,6 +77,8 @@ class CniNode:
         self.thin_cache = workdir / "multus-thin-cache"
         self.conf_dirs = {mode: workdir / f"net.d-{mode}" for mode in MODES}
         self.guard_socket = workdir / "guard" / "multus-guard.sock"
+        self.plugin_data_dir = workdir / "plugin-data"
+        """Where the guard fills the device metadata files' network part (the plugin's data dir on a node)."""
         self.api: client.ApiClient | None = None
         self.node: SimulatedNode | None = None
         self.uplink: netns.LabVf | None = None
@@ -162,6 +164,7 @@ class CniNode:
             kubeconfig=self.guard_kubeconfig,
             log_path=self.workdir / "guard.log",
             node_name=self.settings.node_name,
+            extra_args=[f"--metadata-dir={self.plugin_data_dir}"],
         )
         self.guard.start()
         for mode in MODES:

@@ -163,6 +163,9 @@ class StackServices(StackState):
                 str(kubeconfig),
                 "--node-name",
                 node.name,
+                # The plugin's data dir: the network part of the device metadata files after a verified ADD.
+                "--metadata-dir",
+                str(node.layout.plugins_dir / DRIVER_NAME),
                 "--metrics-address",
                 "",
                 "--log-format",

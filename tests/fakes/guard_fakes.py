@@ -1,4 +1,4 @@
-"""Fakes of the guard daemon's seams (``guard.cni_hooks``): clock, API reads, Multus, netns.
+"""Fakes of the guard daemon's seams (``guard.cni_hooks``): clock, API reads, Multus, netns, metadata files.
 
 Each implements the Protocol the hooks declare and records what it was asked, so a test can prove
 what happened (e.g. that Multus never ran, or ran DEL after a failed verification).
@@ -7,8 +7,9 @@ what happened (e.g. that Multus never ran, or ran DEL after a failed verificatio
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sriov_dra.guard import multus, shim
@@ -119,6 +120,8 @@ class FakeLink:
     name: str
     parent_bus: str | None = None
     parent_device: str | None = None
+    mac: str | None = None
+    addresses: tuple[str, ...] = ()
 
 
 @dataclass
@@ -133,3 +136,32 @@ class FakeNetns:
         if path not in self.links:
             raise FileNotFoundError(f"network namespace {path} does not exist")
         return list(self.links[path])
+
+
+@dataclass
+class FakeMetadataFiles:
+    """FAKE of ``host.pod_metadata_files.PodMetadataFiles``: documents in memory, keyed by path.
+
+    ``fail`` makes every call raise it (a file system fault at the boundary).
+    """
+
+    docs: dict[Path, dict[str, Any]] = field(default_factory=dict)
+    fail: Exception | None = None
+
+    def claim_files(self, namespace: str, claim_uids: Collection[str]) -> list[Path]:
+        if self.fail is not None:
+            raise self.fail
+        return sorted(
+            p
+            for p, d in self.docs.items()
+            if p.parts[-3].startswith(f"{namespace}_") and d["metadata"]["uid"] in claim_uids
+        )
+
+    def update(self, path: Path, edit: Callable[[Mapping[str, object]], dict[str, Any] | None]) -> bool:
+        if self.fail is not None:
+            raise self.fail
+        new = edit(self.docs[path])
+        if new is None:
+            return False
+        self.docs[path] = new
+        return True

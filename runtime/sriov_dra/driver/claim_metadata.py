@@ -104,7 +104,7 @@ def write_claim_metadata(
         if not listed:
             continue
         try:
-            doc = device_metadata.encode(device_metadata.document(identity, request, listed))
+            doc = device_metadata.document(identity, request, listed)
             out[top] = metadata.write(identity, request, doc, env)
         except Exception as exc:
             _warn(ctx, record, top, exc)

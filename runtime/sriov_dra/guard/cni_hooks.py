@@ -5,7 +5,9 @@ to Multus unchanged), within ``settings.add_budget_s``: every live read is bound
 left, Multus gets the rest, a budget spent before Multus fails the ADD without running it. No
 state between requests: each ADD reads the Pod and every selected managed shadow live. A failed
 verification runs Multus DEL before failing, so the kubelet's retry starts clean. Writes nothing
-but its answer. The order of one ADD: docs/guard.md ("ADD, in order").
+but its answer and, after a verified ADD, the network part of the Pod's device metadata files
+(``guard.metadata_network``; its errors are logged and counted, never fail the ADD). The order of
+one ADD: docs/guard.md ("ADD, in order").
 """
 
 from __future__ import annotations
@@ -13,12 +15,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
-from sriov_dra.core import interface_naming
-from sriov_dra.guard import checks, decisions, layout, metrics, multus, request, shadow_checks, shim, verify
+from sriov_dra.core import interface_naming, metadata_document
+from sriov_dra.guard import (
+    checks,
+    decisions,
+    layout,
+    metadata_network,
+    metrics,
+    multus,
+    request,
+    shadow_checks,
+    shim,
+    verify,
+)
 from sriov_dra.guard.settings import GuardSettings
 from sriov_dra.kube import errors as kube_errors
 
@@ -38,6 +52,16 @@ class Runner(Protocol):
     def run(
         self, conf: shim.GuardConf, env: Mapping[str, str], *, command: str, timeout_s: float
     ) -> multus.MultusRun: ...
+
+
+class MetadataFiles(Protocol):
+    """The device metadata files on this node (``host.pod_metadata_files.PodMetadataFiles``)."""
+
+    def claim_files(self, namespace: str, claim_uids: Collection[str]) -> list[Path]: ...
+
+    def update(
+        self, path: Path, edit: Callable[[Mapping[str, object]], dict[str, object] | None]
+    ) -> bool: ...
 
 
 class Clock(Protocol):
@@ -101,6 +125,7 @@ class CniHooks:
         netns_links: Callable[[str], Sequence[verify.Link]],
         clock: Clock,
         recorder: metrics.GuardMetrics,
+        metadata: MetadataFiles | None = None,
     ) -> None:
         self.settings = settings
         self._host_root = str(settings.host_root) if settings.host_root else None
@@ -110,6 +135,7 @@ class CniHooks:
         self._netns_links = netns_links
         self._clock = clock
         self.metrics = recorder
+        self._metadata = metadata
 
     # ------------------------------------------------------------------ entry
     def handle(self, env: Mapping[str, str], stdin: bytes) -> Outcome:
@@ -170,9 +196,10 @@ class CniHooks:
         if not expected:
             return Outcome(Reason.PASSED_UNMANAGED, 0, run.stdout, multus_s=run.duration_s)
 
-        violations = self._verify(req, expected, budget)
+        violations, links, pod_after = self._verify(req, expected, budget)
         if not violations:
             _log_verified_claims(req, expected)
+            self._fill_metadata(req, expected, links, pod_after or {})
             return Outcome(
                 Reason.PASSED_VERIFIED if managed else Reason.PASSED_UNMANAGED,
                 0,
@@ -251,27 +278,67 @@ class CniHooks:
 
     def _verify(
         self, req: request.CniRequest, expected: Sequence[shadow_checks.ExpectedInterface], budget: _Budget
-    ) -> list[decisions.Violation]:
+    ) -> tuple[list[decisions.Violation], Sequence[verify.Link], dict[str, Any] | None]:
+        """The findings, with the netns links and the Pod read after ADD they came from."""
         try:
             links = self._netns_links(req.netns)
         except Exception as exc:  # host.netlink.NetlinkError and anything the namespace read raises
-            return [
-                decisions.Violation(
-                    Reason.INTERFACES_MISSING,
-                    f"cannot list interfaces of the sandbox {req.netns} of {req.pod_ref}: {exc}",
-                )
-            ]
+            problem = f"cannot list interfaces of the sandbox {req.netns} of {req.pod_ref}: {exc}"
+            return [decisions.Violation(Reason.INTERFACES_MISSING, problem)], (), None
         found = verify.interface_violations(expected, links, owner=req.pod_ref)
         try:
             pod_after = self._read("pods", self._get_pod, req.pod_namespace, req.pod_name, budget)
         except decisions.Rejected as exc:
-            return found + list(exc.violations)
+            return found + list(exc.violations), links, None
         if pod_after is None:
-            return [
-                *found,
-                decisions.Violation(Reason.POD_NOT_FOUND, f"{req.pod_ref} disappeared during ADD"),
-            ]
-        return found + verify.network_status_violations(expected, pod_after, owner=req.pod_ref)
+            gone = decisions.Violation(Reason.POD_NOT_FOUND, f"{req.pod_ref} disappeared during ADD")
+            return [*found, gone], links, None
+        return (
+            found + verify.network_status_violations(expected, pod_after, owner=req.pod_ref),
+            links,
+            pod_after,
+        )
+
+    def _fill_metadata(
+        self,
+        req: request.CniRequest,
+        expected: Sequence[shadow_checks.ExpectedInterface],
+        links: Sequence[verify.Link],
+        pod_after: Mapping[str, Any],
+    ) -> None:
+        """Set the verified VFs' network data in their claims' metadata files (docs/design.md#device-metadata).
+
+        Each file counts once in ``sriov_dra_guard_device_metadata_total``; a failure is logged
+        (``device metadata network data not written``) and counted, and the ADD still succeeds.
+        """
+        if self._metadata is None:
+            return
+        try:
+            by_claim = metadata_network.network_data(expected, links, pod_after)
+            paths = self._metadata.claim_files(req.pod_namespace, by_claim) if by_claim else []
+        except Exception as exc:
+            self._metadata_failed(req, exc)
+            return
+        for path in paths:
+            try:
+                written = self._metadata.update(path, lambda doc: _network_part(doc, by_claim))
+            except Exception as exc:
+                self._metadata_failed(req, exc, path)
+                continue
+            self.metrics.device_metadata.labels(outcome="written" if written else "unchanged").inc()
+
+    def _metadata_failed(self, req: request.CniRequest, exc: Exception, path: Path | None = None) -> None:
+        self.metrics.device_metadata.labels(outcome="error").inc()
+        log.warning(
+            "device metadata network data not written",
+            extra={
+                "op": "ADD",
+                "pod": f"{req.pod_namespace}/{req.pod_name}",
+                "pod_uid": req.pod_uid or "",
+                "path": str(path or ""),
+                "reason": f"{type(exc).__name__}: {exc}",
+            },
+        )
 
     def _undo(
         self,
@@ -371,6 +438,12 @@ class CniHooks:
         level = logging.INFO if final.exit_code == 0 else logging.WARNING
         log.log(level, "cni request handled", extra={**fields, "detail": final.message})
         return final
+
+
+def _network_part(
+    doc: Mapping[str, object], by_claim: Mapping[str, Mapping[str, metadata_document.NetworkData]]
+) -> dict[str, object] | None:
+    return metadata_document.with_network_data(doc, by_claim.get(metadata_document.claim_uid(doc), {}))
 
 
 def _log_verified_claims(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from sriov_dra.guard import cni_hooks, install, metrics, multus, server, settings
-from sriov_dra.host import netlink
+from sriov_dra.host import netlink, pod_metadata_files
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import nads, pods
 from sriov_dra.servicekit import logs, probes
@@ -51,6 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="the node's / as mounted in this container (e.g. /host): Multus runs chrooted into it and the "
         "Pod's netns is opened under it (default: run on the node itself)",
+    )
+    serve.add_argument(
+        "--metadata-dir",
+        type=Path,
+        default=None,
+        help="the DRA plugin's data directory as this process sees it (e.g. "
+        "/host/var/lib/kubelet/plugins/sriovnetwork.k8snetworkplumbingwg.io): after a verified ADD the "
+        "network data goes into the Pod's device metadata files there (default: not written)",
     )
     serve.add_argument("--add-budget-seconds", type=float, default=defaults.add_budget_s)
     serve.add_argument("--api-timeout-seconds", type=float, default=defaults.api_timeout_s)
@@ -135,6 +143,7 @@ def _serve(args: argparse.Namespace) -> int:
         socket_path=args.socket,
         kubeconfig=args.kubeconfig,
         host_root=args.host_root,
+        metadata_dir=args.metadata_dir,
         node_name=args.node_name,
         add_budget_s=args.add_budget_seconds,
         api_timeout_s=args.api_timeout_seconds,
@@ -154,6 +163,7 @@ def _serve(args: argparse.Namespace) -> int:
         netns_links=lambda netns: netlink.links(multus.node_path(host_root, netns)),
         clock=cni_hooks.SystemClock(),
         recorder=recorder,
+        metadata=pod_metadata_files.PodMetadataFiles(conf.metadata_dir) if conf.metadata_dir else None,
     )
     state = probes.Health([SOCKET_READY])
     srv = server.GuardServer(hooks, conf.socket_path, max_concurrent=conf.max_concurrent, health=state)

@@ -2,7 +2,8 @@
 
 ``sriov_dra_guard_decisions_total{reason, kind}``, ``sriov_dra_guard_add_duration_seconds{part}``
 (``guard``, ``multus``, ``total``), ``sriov_dra_guard_api_reads_total{resource, outcome}`` and
-``sriov_dra_guard_multus_runs_total{command, outcome}``. A private registry per instance (tests
+``sriov_dra_guard_multus_runs_total{command, outcome}`` and
+``sriov_dra_guard_device_metadata_total{outcome}`` (``written``, ``unchanged``, ``error``). A private registry per instance (tests
 create several); labels are bounded (reasons from ``guard.decisions.Reason``), never a Pod or NAD.
 """
 
@@ -45,6 +46,12 @@ class GuardMetrics:
             "sriov_dra_guard_multus_runs_total",
             "Multus runs by CNI command and outcome",
             ["command", "outcome"],
+            registry=self.registry,
+        )
+        self.device_metadata = Counter(
+            "sriov_dra_guard_device_metadata_total",
+            "Device metadata files after a verified ADD, by outcome (an error never fails the ADD)",
+            ["outcome"],
             registry=self.registry,
         )
 

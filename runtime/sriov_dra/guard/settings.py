@@ -27,6 +27,10 @@ class GuardSettings:
     at ``/host``): Multus runs chrooted into it and the Pod's netns is opened under it, so an ADD
     sees the node's IPAM state, Multus cache and netns mounts as the shim's DEL does. ``None``: the
     daemon runs on the node itself and uses paths as given."""
+    metadata_dir: Path | None = None
+    """The DRA plugin's data directory as the daemon sees it (under ``host_root`` in the DaemonSet):
+    after a verified ADD the managed VFs' network data goes into the Pod's device metadata files
+    there (docs/design.md#device-metadata). ``None``: the files are left as the plugin wrote them."""
     node_name: str | None = None
     """This node's name; when set, an ADD for a Pod bound elsewhere is refused (``PodNodeMismatch``)."""
     add_budget_s: float = 110.0

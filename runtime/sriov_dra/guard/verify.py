@@ -22,7 +22,10 @@ Violation = decisions.Violation
 
 
 class Link(Protocol):
-    """What verification reads of one interface (``host.netlink.LinkInfo`` satisfies it)."""
+    """What the guard reads of one interface after ADD (``host.netlink.LinkInfo`` satisfies it).
+
+    Shapes: ``mac`` lowercase or ``None``; ``addresses`` CIDR strings in kernel order.
+    """
 
     @property
     def name(self) -> str: ...
@@ -32,6 +35,12 @@ class Link(Protocol):
 
     @property
     def parent_device(self) -> str | None: ...
+
+    @property
+    def mac(self) -> str | None: ...
+
+    @property
+    def addresses(self) -> Sequence[str]: ...
 
 
 def interface_violations(
@@ -78,24 +87,7 @@ def network_status_violations(
 
     ``owner`` names the Pod in messages (``Pod ns/name``).
     """
-    meta = pod.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    text = annotations.get(names.NETWORK_STATUS_ANNOTATION) if isinstance(annotations, Mapping) else None
-    entries: list[Mapping[str, Any]] = []
-    problem = ""
-    if text is None:
-        problem = "the annotation is absent"
-    else:
-        try:
-            decoded = json.loads(text)
-        except ValueError as exc:
-            decoded, problem = None, f"the annotation is not JSON ({exc})"
-        except RecursionError:
-            decoded, problem = None, "the annotation is not JSON (nested too deeply)"
-        if isinstance(decoded, list):
-            entries = [e for e in decoded if isinstance(e, Mapping)]
-        elif not problem:
-            problem = "the annotation is not a JSON list"
+    entries, problem = network_status_entries(pod)
     # Only string pairs can match (a list or object value would also be unhashable here).
     present = {
         (e.get("name"), e.get("interface"))
@@ -114,3 +106,25 @@ def network_status_violations(
             + "; Multus did not attach them from the live Pod; Multus DEL was run and the kubelet will retry",
         )
     ]
+
+
+def network_status_entries(pod: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], str]:
+    """The object entries of the Pod's network-status annotation, and what made it unreadable.
+
+    Returns ``(entries, "")`` when it decodes to a list (non-object items skipped), else
+    ``([], problem)`` naming why (absent, not JSON, not a list).
+    """
+    meta = pod.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    text = annotations.get(names.NETWORK_STATUS_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if text is None:
+        return [], "the annotation is absent"
+    try:
+        decoded = json.loads(text)
+    except ValueError as exc:
+        return [], f"the annotation is not JSON ({exc})"
+    except RecursionError:
+        return [], "the annotation is not JSON (nested too deeply)"
+    if not isinstance(decoded, list):
+        return [], "the annotation is not a JSON list"
+    return [e for e in decoded if isinstance(e, Mapping)], ""

@@ -3,22 +3,24 @@
 Writes, reads and removes what ``core.plugin.device_metadata`` names: per (claim, request) the
 file under ``<data dir>/dra-device-metadata/<namespace>_<claim>/<request>/metadata.json``
 (directories 0755, file 0644) and the spec ``<cdi root>/<driver>_metadata_<claimUID>_<request>.json``
-(docs/design.md#device-metadata). A write with identical content leaves the file untouched; the
-file is replaced by a rename while no container has it mounted (prepare), and rewritten in place
-(same inode) by :meth:`DeviceMetadataFiles.rewrite_in_place`, which a running container sees.
-Removing what is absent succeeds. Never touches a name it did not generate.
+(docs/design.md#device-metadata). A write keeps the network part the guard set in an existing
+file (``core.metadata_document.keep_network_data``, under the lock the guard takes) and leaves
+identical content untouched; the file is replaced by a rename. Removing what is absent succeeds.
+Never touches a name it did not generate.
 """
 
 from __future__ import annotations
 
 import functools
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+from sriov_dra.core import metadata_document
 from sriov_dra.core.plugin import cdi_spec, device_metadata
-from sriov_dra.host import atomic_file
+from sriov_dra.host import atomic_file, pod_metadata_files
+from sriov_dra_rules import errors
 
 DIR_MODE: Final = 0o755
 FILE_MODE: Final = 0o644
@@ -58,17 +60,24 @@ class DeviceMetadataFiles:
         return self._cdi_root / device_metadata.cdi_spec_file_name(self._driver, claim_uid, request)
 
     def write(
-        self, claim: device_metadata.ClaimIdentity, request: str, doc: bytes, env: Sequence[str] = ()
+        self,
+        claim: device_metadata.ClaimIdentity,
+        request: str,
+        doc: Mapping[str, object],
+        env: Sequence[str] = (),
     ) -> str:
         """Write a request's file and its mount spec; return the CDI device ID to hand the kubelet.
 
-        ``env`` joins the spec's edits (the claim's NCCL variables). The file comes first, so a
-        spec never names a missing mount source.
+        ``doc`` is the prepare's document; an existing file's network part and generation carry
+        over (a file that does not decode is rebuilt from ``doc``: the claim status keeps the
+        network data). ``env`` joins the spec's edits (the claim's NCCL variables). The file comes
+        first, so a spec never names a missing mount source.
         Raises: ContractViolation for unsafe names or an unloadable spec; ``OSError``.
         """
         path = self.file_path(claim.namespace, claim.name, request)
         path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        _write_if_changed(path, doc)
+        with pod_metadata_files.request_lock(path.parent):
+            _write_if_changed(path, metadata_document.encode(_kept(path, doc)))
         spec = device_metadata.mount_spec(self._driver, claim, request, str(path), env)
         _write_if_changed(self.spec_path(claim.uid, request), cdi_spec.encode_spec(spec))
         return device_metadata.cdi_device_id(self._driver, claim.uid, request)
@@ -76,21 +85,6 @@ class DeviceMetadataFiles:
     def read(self, namespace: str, name: str, request: str) -> bytes | None:
         """A request's file as it is on the host, or ``None`` when there is none."""
         return atomic_file.read_optional(self.file_path(namespace, name, request))
-
-    def rewrite_in_place(self, namespace: str, name: str, request: str, doc: bytes) -> bool:
-        """Rewrite an existing file on the same inode (a started container sees the new bytes).
-
-        Returns False, writing nothing, when the file is absent (no mount names it) or already
-        holds ``doc``. Raises: ``OSError``.
-        """
-        path = self.file_path(namespace, name, request)
-        current = atomic_file.read_optional(path)
-        if current is None or current == doc:
-            return False
-        with open(path, "r+b") as f:
-            f.write(doc)
-            f.truncate()
-        return True
 
     def remove_claim(self, namespace: str, name: str, claim_uid: str) -> list[Path]:
         """Remove the claim's directory and every metadata spec of its UID; return what went.
@@ -112,6 +106,17 @@ class DeviceMetadataFiles:
             shutil.rmtree(directory)
             removed.append(directory)
         return removed
+
+
+def _kept(path: Path, doc: Mapping[str, object]) -> Mapping[str, object]:
+    data = atomic_file.read_optional(path)
+    if data is None:
+        return doc
+    try:
+        old = metadata_document.decode(data, source=str(path))
+    except errors.ContractViolation:
+        return doc
+    return metadata_document.keep_network_data(doc, old)
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:

@@ -16,10 +16,10 @@ import pytest
 from tests.fakes import claims_api as fx
 from tests.host.driver.test_prepare_handler import DEV0, DEV1, VF0, Node, add_claim
 
+from sriov_dra.core import metadata_document
 from sriov_dra.core.plugin import cdi_spec
-from sriov_dra.core.plugin import device_metadata as dm
 from sriov_dra.driver import prepare
-from sriov_dra.host import device_metadata_files
+from sriov_dra.host import device_metadata_files, pod_metadata_files
 from sriov_dra.kubeletapi import messages
 
 MOUNT_KIND = f"{fx.DRIVER}/metadata"
@@ -57,7 +57,7 @@ def test_prepare_writes_one_file_per_request_with_the_published_attributes_and_m
     assert ids[DEV1][-1] == f"{MOUNT_KIND}={fx.CLAIM_UID}_nic-1"
     doc = read(files, "nic-1")
     assert doc["apiVersion"] == "metadata.resource.k8s.io/v1alpha1"
-    assert doc["metadata"] == {"name": "vf-claim", "namespace": "ns-a", "uid": fx.CLAIM_UID, "generation": 0}
+    assert doc["metadata"] == {"name": "vf-claim", "namespace": "ns-a", "uid": fx.CLAIM_UID, "generation": 1}
     assert doc["requests"][0]["name"] == "nic-1/large"
     (device,) = doc["requests"][0]["devices"]
     assert (device["driver"], device["pool"], device["name"]) == (fx.DRIVER, fx.NODE, DEV1)
@@ -165,19 +165,24 @@ def test_a_failed_removal_fails_the_unprepare_and_keeps_the_record_until_a_retry
     assert node.store.snapshot_claim(fx.CLAIM_UID) is None
 
 
-def test_rewrite_in_place_keeps_the_inode_a_started_container_has_mounted(tmp_path: Path) -> None:
-    files = device_metadata_files.DeviceMetadataFiles(tmp_path / "data", tmp_path / "cdi", fx.DRIVER)
-    (tmp_path / "cdi").mkdir()
-    identity = dm.ClaimIdentity("ns-a", "c", fx.CLAIM_UID)
-    files.write(identity, "nic", b'{"long": "first version of the file"}\n')
-    path = files.file_path("ns-a", "c", "nic")
-    inode = path.stat().st_ino
-    assert files.rewrite_in_place("ns-a", "c", "nic", b"{}\n")
-    assert path.read_bytes() == b"{}\n"
-    assert path.stat().st_ino == inode
-    assert not files.rewrite_in_place("ns-a", "c", "nic", b"{}\n")
-    assert not files.rewrite_in_place("ns-a", "c", "other", b"{}\n")
-    assert not files.file_path("ns-a", "c", "other").exists()
+def test_a_repeated_prepare_keeps_the_network_data_the_guard_wrote_and_leaves_the_file_untouched(
+    node: Node, tmp_path: Path
+) -> None:
+    files = with_metadata(node, tmp_path)
+    claim = add_claim(node, [fx.result(DEV0, "nic")])
+    node.prepare(claim)
+    path = files.file_path("ns-a", "vf-claim", "nic")
+    net = metadata_document.NetworkData("dra0", ("192.0.2.5/24",), "02:00:00:00:00:0a")
+    pci = read(files, "nic")["requests"][0]["devices"][0]["attributes"]["resource.kubernetes.io/pciBusID"]
+    guard = pod_metadata_files.PodMetadataFiles(tmp_path / "plugins" / fx.DRIVER)
+    assert guard.claim_files("ns-a", {fx.CLAIM_UID}) == [path]
+    assert guard.update(path, lambda doc: metadata_document.with_network_data(doc, {pci["string"]: net}))
+    filled, inode = path.read_bytes(), path.stat().st_ino
+    assert json.loads(filled)["metadata"]["generation"] == 2
+
+    node.prepare(claim)
+    assert path.read_bytes() == filled and path.stat().st_ino == inode
+    assert read(files, "nic")["requests"][0]["devices"][0]["networkData"] == net.to_json()
 
 
 GPU_DRIVER = "gpu.example.com"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sriov_dra.core import attributes
-from sriov_dra.core.plugin import cdi_spec, claim_network_data
+from sriov_dra.core import attributes, metadata_document
+from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.core.plugin import device_metadata as dm
 from sriov_dra_rules import errors
 
@@ -30,7 +30,7 @@ attr_maps = st.dictionaries(
     max_size=6,
 )
 network = st.builds(
-    claim_network_data.NetworkData,
+    metadata_document.NetworkData,
     interface_name=st.from_regex(r"[a-z][a-z0-9]{0,14}", fullmatch=True),
     ips=st.lists(st.ip_addresses(v=4).map(lambda a: f"{a}/24"), max_size=3).map(tuple),
     hardware_address=st.just("02:00:00:00:00:01"),
@@ -48,7 +48,6 @@ claims = st.builds(
     namespace=labels,
     name=labels,
     uid=st.uuids().map(str),
-    generation=st.integers(min_value=0, max_value=2**31),
     pod_claim_name=st.none() | labels,
 )
 requests = st.one_of(labels, st.builds(lambda a, b: f"{a}/{b}", labels, labels))
@@ -58,16 +57,17 @@ requests = st.one_of(labels, st.builds(lambda a, b: f"{a}/{b}", labels, labels))
 def test_property_the_file_is_one_json_document_with_the_v1alpha1_schema_and_every_device_round_trips(
     claim: dm.ClaimIdentity, request: str, listed: list[dm.MetadataDevice]
 ) -> None:
-    raw = dm.encode(dm.document(claim, request, listed))
+    raw = metadata_document.encode(dm.document(claim, request, listed))
     assert raw.endswith(b"\n")
     doc = json.loads(raw)
+    assert metadata_document.decode(raw, source="f") == doc
     assert doc["apiVersion"] == "metadata.resource.k8s.io/v1alpha1"
     assert doc["kind"] == "DeviceMetadata"
     assert doc["metadata"] == {
         "name": claim.name,
         "namespace": claim.namespace,
         "uid": claim.uid,
-        "generation": claim.generation,
+        "generation": 1,
     }
     assert doc.get("podClaimName") == claim.pod_claim_name
     assert [r["name"] for r in doc["requests"]] == [request]
@@ -112,7 +112,7 @@ def test_property_paths_and_cdi_names_follow_the_helper_layout_and_load_as_cdi(
     assert spec["kind"] == f"{DRIVER}/metadata"
 
 
-def test_claim_identity_reads_generation_and_the_pod_claim_name_annotation() -> None:
+def test_claim_identity_reads_the_pod_claim_name_annotation_and_not_the_claims_generation() -> None:
     claim = {
         "metadata": {
             "namespace": "ns-a",
@@ -122,9 +122,9 @@ def test_claim_identity_reads_generation_and_the_pod_claim_name_annotation() -> 
             "annotations": {"resource.kubernetes.io/pod-claim-name": "pairs"},
         }
     }
-    assert dm.claim_identity(claim) == dm.ClaimIdentity("ns-a", "pod-gpu-nic-abcde", UID, 3, "pairs")
+    assert dm.claim_identity(claim) == dm.ClaimIdentity("ns-a", "pod-gpu-nic-abcde", UID, "pairs")
     plain = {"metadata": {"namespace": "ns-a", "name": "c", "uid": UID}}
-    assert dm.claim_identity(plain) == dm.ClaimIdentity("ns-a", "c", UID, 0, None)
+    assert dm.claim_identity(plain) == dm.ClaimIdentity("ns-a", "c", UID, None)
 
 
 def test_a_claim_without_uid_names_the_missing_field() -> None:
@@ -145,7 +145,7 @@ def test_names_that_would_leave_the_metadata_directory_are_refused(
 
 
 def test_network_data_uses_the_resource_v1_field_names() -> None:
-    net = claim_network_data.NetworkData("dra0", ("192.0.2.5/24",), "02:00:00:00:00:01")
+    net = metadata_document.NetworkData("dra0", ("192.0.2.5/24",), "02:00:00:00:00:01")
     assert dm.MetadataDevice(DRIVER, "node-a", "0000-03-02-0", network_data=net).to_json() == {
         "driver": DRIVER,
         "pool": "node-a",

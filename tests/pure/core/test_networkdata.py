@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sriov_dra.core import metadata_document
 from sriov_dra.core.plugin import claim_network_data, device_conditions
 from sriov_dra_rules import errors
 
@@ -47,10 +48,8 @@ MULTUS = status(
 
 def test_each_vf_gets_the_entry_of_its_shadow_and_interface_with_the_rail_prefix() -> None:
     got = claim_network_data.network_data_for(MULTUS, [A, B])
-    assert got[A.key].data == claim_network_data.NetworkData("dra0", ("192.0.2.5/24",), "02:00:00:00:00:0a")
-    assert got[B.key].data == claim_network_data.NetworkData(
-        "dra1", ("198.51.100.7/24",), "02:00:00:00:00:0b"
-    )
+    assert got[A.key].data == metadata_document.NetworkData("dra0", ("192.0.2.5/24",), "02:00:00:00:00:0a")
+    assert got[B.key].data == metadata_document.NetworkData("dra1", ("198.51.100.7/24",), "02:00:00:00:00:0b")
     assert got[A.key].data is not None and got[A.key].data.to_json() == {
         "interfaceName": "dra0",
         "ips": ["192.0.2.5/24"],

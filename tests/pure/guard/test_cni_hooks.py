@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from tests.fakes import guard_fakes as gf
 from tests.fakes import managed_pods as mp
 
+from sriov_dra.core import metadata_document as md
 from sriov_dra.guard import cni_hooks, decisions, metrics, multus, settings, shim
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra_rules import names
@@ -18,13 +20,14 @@ R = decisions.Reason
 NS, POD = "ai-workloads", "trainer"
 NETNS = "/var/run/netns/sandbox-1"
 UIDS = ("d0d0d0d0-0000-4000-8000-00000000000a", "d0d0d0d0-0000-4000-8000-00000000000b")
+IPS = ("192.0.2.5", "198.51.100.7")
 ARGS = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={NS};K8S_POD_NAME={POD};K8S_POD_INFRA_CONTAINER_ID=c1"
 
 
 class World:
     """A managed Pod with two shadows, the fakes around the hooks, and the request to send."""
 
-    def __init__(self, tmp_path: Path, **setting: Any) -> None:
+    def __init__(self, tmp_path: Path, metadata: gf.FakeMetadataFiles | None = None, **setting: Any) -> None:
         self.clock = gf.FakeClock()
         self.api = gf.FakeApi(self.clock)
         self.runner = gf.FakeRunner(self.clock, effect=self._multus_effect)
@@ -39,6 +42,7 @@ class World:
             netns_links=self.netns,
             clock=self.clock,
             recorder=self.metrics,
+            metadata=metadata,
         )
         primary = tmp_path / "10-primary.conflist"
         primary.write_text(json.dumps({"cniVersion": "1.0.0", "name": "p", "plugins": [{"type": "macvlan"}]}))
@@ -77,8 +81,14 @@ class World:
             self.netns.links[NETNS].append(gf.FakeLink("eth0"))
             status = [{"name": "p", "interface": "eth0", "default": True}]
             if self.attach:
-                self.netns.links[NETNS] += [gf.FakeLink("dra0"), gf.FakeLink("dra1")]
-                status += [{"name": f"{NS}/{p.name}", "interface": p.interface} for p in self.plans]
+                self.netns.links[NETNS] += [
+                    gf.FakeLink(f"dra{i}", mac=f"02:00:00:00:00:0{i}", addresses=(f"{ip}/24", "fe80::1/64"))
+                    for i, ip in enumerate(IPS)
+                ]
+                status += [
+                    {"name": f"{NS}/{p.name}", "interface": p.interface, "ips": [ip]}
+                    for p, ip in zip(self.plans, IPS, strict=True)
+                ]
             self.netns.links[NETNS] += [gf.FakeLink(ifname) for _, ifname in self.ordinary]
             status += [{"name": network, "interface": ifname} for network, ifname in self.ordinary]
             pod = self.api.objects[("pods", NS, POD)]
@@ -137,6 +147,68 @@ def test_verified_managed_add_logs_one_line_per_claim_uid_with_its_interfaces(
     (line,) = [r for r in caplog.records if r.getMessage() == "claim interfaces verified"]
     assert line.__dict__["claim_uid"] == mp.CLAIM_UID
     assert line.__dict__["ifname"] == "dra0,dra1" and line.__dict__["pod"] == f"{NS}/{POD}"
+
+
+def metadata_doc(namespace: str, claim_uid: str, pcis: tuple[str, ...]) -> dict[str, Any]:
+    devices = [
+        {"driver": "d", "pool": "p", "name": f"vf-{i}", "attributes": {PCI_ATTRIBUTE: {"string": pci}}}
+        for i, pci in enumerate(pcis)
+    ]
+    return {
+        "apiVersion": md.API_VERSION,
+        "kind": md.KIND,
+        "metadata": {"name": "c", "namespace": namespace, "uid": claim_uid, "generation": 1},
+        "requests": [{"name": "nic", "devices": devices}],
+    }
+
+
+PCI_ATTRIBUTE = "resource.kubernetes.io/pciBusID"
+MINE = Path(f"/data/dra-device-metadata/{NS}_c/nic/metadata.json")
+
+
+def test_verified_add_writes_each_vfs_network_data_into_its_claims_metadata_file(tmp_path: Path) -> None:
+    files = gf.FakeMetadataFiles(
+        {
+            MINE: metadata_doc(NS, mp.CLAIM_UID, ("0000:03:00.1", "0000:80:00.1")),
+            Path("/data/dra-device-metadata/other_c/nic/metadata.json"): metadata_doc(
+                "other", mp.CLAIM_UID, ("0000:03:00.1",)
+            ),
+        }
+    )
+    other = copy.deepcopy(files.docs)
+    w = World(tmp_path, metadata=files)
+    assert w.add().reason is R.PASSED_VERIFIED
+    listed = files.docs[MINE]["requests"][0]["devices"]
+    assert [d["networkData"] for d in listed] == [
+        {"interfaceName": "dra0", "ips": ["192.0.2.5/24"], "hardwareAddress": "02:00:00:00:00:00"},
+        {"interfaceName": "dra1", "ips": ["198.51.100.7/24"], "hardwareAddress": "02:00:00:00:00:01"},
+    ]
+    assert files.docs[MINE]["metadata"]["generation"] == 2
+    assert {p: d for p, d in files.docs.items() if p != MINE} == {p: d for p, d in other.items() if p != MINE}
+    assert w.metrics.device_metadata.labels(outcome="written")._value.get() == 1
+
+
+def test_a_metadata_write_failure_is_logged_and_counted_and_the_add_still_passes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    files = gf.FakeMetadataFiles({MINE: metadata_doc(NS, mp.CLAIM_UID, ("0000:03:00.1",))})
+    files.fail = PermissionError(13, "Permission denied")
+    w = World(tmp_path, metadata=files)
+    out = w.add()
+    assert out.reason is R.PASSED_VERIFIED and out.exit_code == 0
+    assert w.commands() == ["ADD"], "no Multus DEL: the ADD stands"
+    (line,) = [r for r in caplog.records if r.getMessage() == "device metadata network data not written"]
+    assert "Permission denied" in line.__dict__["reason"]
+    assert w.metrics.device_metadata.labels(outcome="error")._value.get() == 1
+
+
+def test_a_failed_verification_writes_no_metadata(tmp_path: Path) -> None:
+    files = gf.FakeMetadataFiles({MINE: metadata_doc(NS, mp.CLAIM_UID, ("0000:03:00.1",))})
+    before = copy.deepcopy(files.docs)
+    w = World(tmp_path, metadata=files)
+    w.attach = False
+    assert w.add().exit_code != 0
+    assert files.docs == before
 
 
 def test_pod_without_selections_reads_only_the_pod_and_is_not_verified(tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ class Link:
     name: str
     parent_bus: str | None = None
     parent_device: str | None = None
+    mac: str | None = None
+    addresses: tuple[str, ...] = ()
 
 
 def _pod(status: object) -> dict[str, Any]:

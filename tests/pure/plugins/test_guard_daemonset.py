@@ -52,6 +52,14 @@ def test_the_daemon_runs_multus_chrooted_into_the_nodes_root_mounted_with_host_t
     assert pod["hostNetwork"] is True  # the probes and the socket are the node's
 
 
+def test_the_metadata_dir_is_the_plugins_data_dir_under_the_host_root_mount_or_left_out() -> None:
+    guard = _pod(_render(guard_plugin_data_dir="/var/lib/k/plugins/d"))["containers"][0]
+    assert "--metadata-dir=/host/var/lib/k/plugins/d" in guard["args"]
+    assert any(m["mountPath"] == "/host" for m in guard["volumeMounts"])
+    plain = _pod(_render(guard_plugin_data_dir=""))["containers"][0]
+    assert not any(a.startswith("--metadata-dir") for a in plain["args"])
+
+
 def test_the_socket_is_the_nodes_socket_directory_at_the_same_path() -> None:
     pod = _pod(_render(guard_socket="/run/custom/guard.sock"))
     guard = pod["containers"][0]

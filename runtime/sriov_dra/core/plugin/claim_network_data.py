@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
+from sriov_dra.core import metadata_document
 from sriov_dra.core.plugin import device_conditions
 from sriov_dra_rules import errors, names, strict_json
 
@@ -72,28 +73,6 @@ class Attachment:
 
 
 @dataclass(frozen=True)
-class NetworkData:
-    """The ``networkData`` of one device: interface in the Pod, canonical CIDRs, MAC.
-
-    Shapes: ``ips`` canonical, unique, at most :data:`MAX_IPS`; ``hardware_address`` as Multus
-    reported it (``""``: none).
-    """
-
-    interface_name: str
-    ips: tuple[str, ...]
-    hardware_address: str
-
-    def to_json(self) -> dict[str, object]:
-        """The API object; empty fields left out (the server omits them too)."""
-        out: dict[str, object] = {"interfaceName": self.interface_name}
-        if self.ips:
-            out["ips"] = list(self.ips)
-        if self.hardware_address:
-            out["hardwareAddress"] = self.hardware_address
-        return out
-
-
-@dataclass(frozen=True)
 class DeviceResult:
     """What network-status says about one device.
 
@@ -103,7 +82,7 @@ class DeviceResult:
     subnet contains them.
     """
 
-    data: NetworkData | None = None
+    data: metadata_document.NetworkData | None = None
     problem: errors.FieldError | None = None
     unprefixed: tuple[str, ...] = field(default=())
 
@@ -320,7 +299,8 @@ def _data(attachment: Attachment, entry: StatusEntry) -> DeviceResult:
             )
         )
     return DeviceResult(
-        data=NetworkData(attachment.interface, tuple(ips), entry.mac), unprefixed=tuple(unprefixed)
+        data=metadata_document.NetworkData(attachment.interface, tuple(ips), entry.mac),
+        unprefixed=tuple(unprefixed),
     )
 
 

@@ -11,19 +11,18 @@ The host writer is ``sriov_dra.host.device_metadata_files``. Pure.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from sriov_dra.core import attributes
-from sriov_dra.core.plugin import cdi_spec, claim_network_data, nccl_hints
+from sriov_dra.core import attributes, metadata_document
+from sriov_dra.core.plugin import cdi_spec, nccl_hints
 from sriov_dra_rules import errors, names
 
-API_VERSION: Final = "metadata.resource.k8s.io/v1alpha1"
-KIND: Final = "DeviceMetadata"
-HOST_SUBDIR: Final = "dra-device-metadata"
-HOST_FILE_NAME: Final = "metadata.json"
+API_VERSION: Final = metadata_document.API_VERSION
+KIND: Final = metadata_document.KIND
+HOST_SUBDIR: Final = metadata_document.HOST_SUBDIR
+HOST_FILE_NAME: Final = metadata_document.HOST_FILE_NAME
 CONTAINER_DIR: Final = "/var/run/kubernetes.io/dra-device-attributes"
 CLAIMS_SUBDIR: Final = "resourceclaims"
 TEMPLATES_SUBDIR: Final = "resourceclaimtemplates"
@@ -48,13 +47,12 @@ class ClaimIdentity:
     """The claim fields the file's ``metadata`` carries, and how the container path names it.
 
     Shapes: ``pod_claim_name`` is the value of the claim's ``resource.kubernetes.io/pod-claim-name``
-    annotation (a claim made from a template), else ``None``; ``generation`` >= 0.
+    annotation (a claim made from a template), else ``None``.
     """
 
     namespace: str
     name: str
     uid: str
-    generation: int = 0
     pod_claim_name: str | None = None
 
 
@@ -70,7 +68,7 @@ class MetadataDevice:
     pool: str
     name: str
     attributes: Mapping[str, attributes.AttributeValue] = field(default_factory=dict, hash=False)
-    network_data: claim_network_data.NetworkData | None = None
+    network_data: metadata_document.NetworkData | None = None
 
     def to_json(self) -> dict[str, object]:
         """The ``requests[].devices[]`` entry; ``attributes``/``networkData`` omitted when empty."""
@@ -83,7 +81,7 @@ class MetadataDevice:
 
 
 def claim_identity(claim: Mapping[str, object]) -> ClaimIdentity:
-    """Read the claim's namespace, name, UID, generation and pod-claim-name annotation.
+    """Read the claim's namespace, name, UID and pod-claim-name annotation.
 
     Raises: ContractViolation when namespace, name or UID is missing (a claim the API served
     always has them).
@@ -97,14 +95,12 @@ def claim_identity(claim: Mapping[str, object]) -> ClaimIdentity:
             "cannot build device metadata",
             errors=[errors.FieldError(f"metadata.{k}", "must be a nonempty string") for k in missing],
         )
-    generation = meta.get("generation")
     annotations = meta.get("annotations")
     pod_claim = annotations.get(POD_CLAIM_NAME_ANNOTATION) if isinstance(annotations, Mapping) else None
     return ClaimIdentity(
         namespace=str(values["namespace"]),
         name=str(values["name"]),
         uid=str(values["uid"]),
-        generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
         pod_claim_name=pod_claim if isinstance(pod_claim, str) and pod_claim else None,
     )
 
@@ -112,8 +108,9 @@ def claim_identity(claim: Mapping[str, object]) -> ClaimIdentity:
 def document(claim: ClaimIdentity, request: str, devices: Sequence[MetadataDevice]) -> dict[str, object]:
     """The ``DeviceMetadata`` object of one request (``request`` as allocated, ``req/sub`` kept).
 
-    Shapes: exactly one ``requests[]`` entry; ``metadata`` holds name, namespace, uid and
-    generation only, as the helper fills it; ``podClaimName`` only for a template's claim.
+    Shapes: exactly one ``requests[]`` entry; ``metadata`` holds the claim's name, namespace and
+    uid and the document's generation (1: the first write; ``metadata_document`` bumps it), as
+    the helper fills it; ``podClaimName`` only for a template's claim.
     """
     out: dict[str, object] = {
         "apiVersion": API_VERSION,
@@ -122,22 +119,13 @@ def document(claim: ClaimIdentity, request: str, devices: Sequence[MetadataDevic
             "name": claim.name,
             "namespace": claim.namespace,
             "uid": claim.uid,
-            "generation": claim.generation,
+            "generation": metadata_document.FIRST_GENERATION,
         },
     }
     if claim.pod_claim_name is not None:
         out["podClaimName"] = claim.pod_claim_name
     out["requests"] = [{"name": request, "devices": [d.to_json() for d in devices]}]
     return out
-
-
-def encode(doc: Mapping[str, object]) -> bytes:
-    """The file bytes: the document pretty-printed as one JSON stream entry ending in a newline.
-
-    The helper writes one entry per configured version, newest first; this driver writes the one
-    version 1.36 defines, so readers that take the first ``apiVersion`` they know read it.
-    """
-    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def base_request(request: str) -> str:
