@@ -5,7 +5,7 @@ function, and the session fixture :func:`realvf_results` boots one guest for the
 runs pytest on ``tests/realvf/guest`` inside it and hands back each guest test's result. Inside
 the guest (``SRIOV_DRA_REALVF_GUEST=1``) only ``guest/`` runs. The terminal summary names the guest
 kernel, the QEMU version, the accelerator (KVM only where ``/dev/kvm`` can boot the guest, TCG
-otherwise) and the measured boot and session times.
+otherwise), the pinned sriov-cni release the guest runs and the measured boot and session times.
 """
 
 from __future__ import annotations
@@ -39,9 +39,28 @@ collection under TCG otherwise), so the timeout plugin the project's ini options
 _SUMMARY: list[str] = []
 
 
+def selected_guest_tests(items: list[pytest.Item]) -> list[str]:
+    """The guest's pytest arguments for the guest tests this run selected: the whole folder when all
+    are (or none of test_guest.py's per-test reports is), else their node IDs, in folder order."""
+    from tests.realvf import vm
+
+    chosen = set()
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "guest_test" in callspec.params:
+            chosen.add(callspec.params["guest_test"])
+    every = vm.guest_test_ids()
+    if not chosen or chosen >= set(every):
+        return [GUEST_PYTEST_ARGS[0]]
+    return [f"{GUEST_PYTEST_ARGS[0]}/{test}" for test in every if test in chosen]
+
+
 @pytest.fixture(scope="session")
-def realvf_results(tmp_path_factory: pytest.TempPathFactory) -> object:
+def realvf_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> object:
     """``{<file>::<function>: vm.GuestResult}`` of one guest session (booted once per pytest run).
+
+    The guest runs the guest tests whose host tests this run selected (``-k``, node IDs), all of
+    them when nothing narrowed the selection.
 
     Skips (fails when required) only when a part that ``make setup`` or ``make realvf-setup``
     provides is missing; a boot that fails twice, a hung or crashed guest pytest fail every realvf
@@ -69,7 +88,7 @@ def realvf_results(tmp_path_factory: pytest.TempPathFactory) -> object:
             parts,
             accel,
             workdir,
-            pytest_args=GUEST_PYTEST_ARGS,
+            pytest_args=[*selected_guest_tests(request.session.items), *GUEST_PYTEST_ARGS[1:]],
             kubeconfig=host_api.kubeconfig if host_api is not None else None,
             api_host=kubeapi.API_HOST,
         )

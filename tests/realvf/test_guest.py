@@ -15,7 +15,7 @@ GUEST_TESTS = vm.guest_test_ids()
 
 # The first test's setup holds the whole guest session (vm.RUN_WALL_S bounds it).
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("guest_test", GUEST_TESTS)
+@pytest.mark.parametrize("guest_test", GUEST_TESTS, ids=GUEST_TESTS)
 def test_guest_test_passed_on_real_vfs(guest_test: str, realvf_results: dict[str, vm.GuestResult]) -> None:
     result = realvf_results.get(guest_test)
     if result is None:

@@ -490,7 +490,7 @@ REPO_EXCLUDES = (
 GUEST_CNI_DIR = ".realvf-cni"
 """Directory of the run image (under the repository's path in the guest) holding the pinned CNI
 plugins the guest's CNI tests run (:data:`GUEST_CNI_PLUGINS`); the guest reads it as ``CNI_PATH``."""
-GUEST_CNI_PLUGINS = ("host-device", "host-local", "loopback", "multus")
+GUEST_CNI_PLUGINS = ("host-local", "loopback", "multus", "sriov")
 
 
 def guest_cni_pseudo() -> list[str]:

@@ -266,3 +266,10 @@ def shadow_vfs(shadows: list[dict[str, Any]]) -> dict[str, str]:
         ).pci_address
         for s in shadows
     }
+
+
+def status_devices(api: client.ApiClient, w: Workload) -> list[dict[str, Any]]:
+    """The plugin's entries of the workload claim's ``status.devices``, as JSON."""
+    claim = client.ResourceV1Api(api).read_namespaced_resource_claim(w.ref.name, w.namespace)
+    status = api.sanitize_for_serialization(claim).get("status") or {}
+    return [d for d in status.get("devices") or [] if d.get("driver") == names.DRIVER_NAME]

@@ -1,21 +1,22 @@
-"""The CNI chain on a real VF: guard → Multus thin → the lab's sriov stand-in (real-VF mode) → host-local.
+"""The CNI chain on a real VF: guard → Multus thin → sriov-cni (the pinned release) → host-local.
 
 The VF comes from a claim the session's plugin prepared (its shadow NAD and the Pod's selections
 on the host's API server, :mod:`tests.realvf.guest.kubeplugin`). The runtime's side is the lab's
 libcni (``sriov_dra_lab.cni``) running the first config of the CNI conf dir: the guard's
 conflist, installed by ``sriov-dra-guard install`` (its entry point, run in this process) with a
-``loopback`` primary network. The guard
-shim asks the guard daemon (``sriov-dra-guard serve``, started here), which runs the pinned Multus
-thin binary; Multus reads the Pod and the shadow from the API server and runs the lab's ``sriov``
-plugin with ``--real-vfs``, which moves the VF with the pinned ``host-device`` and gets the
-address from ``host-local`` (both from the run image).
+``loopback`` primary network. The guard shim asks the guard daemon (``sriov-dra-guard serve``,
+started here), which runs the pinned Multus thin binary; Multus reads the Pod and the shadow from
+the API server and runs the pinned ``sriov`` binary, which moves the VF, programs its settings
+through the PF and gets the address from ``host-local`` (all from the run image).
 
-Each CNI exec of a Python plugin costs seconds of import time under TCG, so the module prepares one
-claim (its template NAD sets the chain network's :data:`VF_SETTINGS`) and installs the chain once
-(module-scoped fixtures) and uses two sandboxes of its Pod: one whose ADD is deleted after its
-netns was, and one held in use (:func:`in_use`, in :data:`realvfs.HELD` while it is) across the
-three tests that follow it in file order (the realvf tier keeps the in-module order): its ADD's
-VF settings, a second ADD on its VF refused, and its DEL, which the last of them runs. The PF's
+The module prepares one claim (its template NAD sets the chain network's :data:`VF_SETTINGS`) and
+installs the chain once (module-scoped fixtures, an exec of the Python guard shim costs seconds of
+imports under TCG) and uses two sandboxes of its Pod, in file order (the realvf tier keeps the
+in-module order): the first is deleted before its DEL, which leaves the VF in the host as
+``dra0`` with a stale sriov-cni allocation record, as sriov-cni's DEL does; the claim is then
+unprepared and prepared again on that VF, and the second sandbox (:func:`in_use`, in
+:data:`realvfs.HELD` while it is) takes the VF under that name and holds it across the three
+tests that follow: its ADD's VF settings, a second ADD on its VF refused, and its DEL. The PF's
 VF table is read with iproute2 (:func:`realvfs.vf_table_line`).
 """
 
@@ -33,7 +34,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 from tests.realvf import kubeapi
-from tests.realvf.guest import kubeplugin, realvfs
+from tests.realvf.guest import kubeplugin, realvfs, sriovcni
 
 from sriov_dra.guard import main as guard_main
 from sriov_dra.host import netlink
@@ -44,7 +45,7 @@ from sriov_dra_rules import names
 
 CNI_DIR = realvfs.REPO / ".realvf-cni"
 PRIMARY = "10-realvf-primary.conflist"
-BINARIES = ("multus", "loopback", "host-device", "host-local")
+BINARIES = ("multus", "loopback", "host-local", "sriov")
 VF_SETTINGS = {"vlan": 100, "spoofchk": "off", "trust": "on"}
 """The chain network's VF settings (the template NAD's sriov config; the shadows carry them)."""
 
@@ -68,14 +69,13 @@ class Chain:
 
 @pytest.fixture(scope="module")
 def chain(plugin: kubeplugin.Plugin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
-    """The bin dir (pinned binaries, the sriov stand-in, the guard shim), the guard's conflist, its daemon."""
+    """The bin dir (pinned binaries, the guard shim), the guard's conflist, its daemon."""
     missing = [n for n in BINARIES if not os.access(CNI_DIR / n, os.X_OK)]
     if missing:
         pytest.skip(f"{missing} not in the run image (build the pinned CNI plugins: make setup)")
     tmp_path = tmp_path_factory.mktemp("chain")
     bin_dir, conf_dir = tmp_path / "bin", tmp_path / "net.d"
     commands = {name: [str(CNI_DIR / name)] for name in BINARIES}
-    commands["sriov"] = [sys.executable, "-m", "sriov_dra_lab.sriov_cni", "--real-vfs"]
     cni.build_bin_dir(bin_dir, commands)
     conf_dir.mkdir()
     (conf_dir / PRIMARY).write_text(
@@ -125,7 +125,7 @@ class Prepared:
     """The CNI network name of the shadow's config (the template's ``name``)."""
     bdf: str
     name: str
-    """The VF's netdev name in the host namespace."""
+    """The VF's netdev name in the host namespace before the module's first ADD."""
     pf: str
     index: int
     """The VF's index in the PF's VF table."""
@@ -149,6 +149,8 @@ class Sandbox:
     att: cni.Attachment
     added: cni.CniResult | None = None
     deleted: bool = field(default=False)
+    host_name: str | None = None
+    """The VF's netdev name in the host namespace before this sandbox's ADD."""
 
     @property
     def netns(self) -> str:
@@ -222,13 +224,20 @@ def prepared(
         Path(host_local),
     )
     assert plugin.unprepare(one_vf.ref) is None
+    sriovcni.rename_back(bdf, name)
 
 
-def _assert_given_back(prepared: Prepared) -> None:
-    """The VF in the host namespace under its name without an address, its VF-table line as while
+def _host_name(bdf: str) -> str | None:
+    """The VF's netdev name in the host namespace, or None while it is in a Pod's netns."""
+    names = realvfs.raw_vf(bdf).net or ()
+    return names[0] if len(names) == 1 else None
+
+
+def _assert_given_back(prepared: Prepared, name: str) -> None:
+    """The VF in the host namespace as ``name`` without an address, its VF-table line as while
     idle (no VLAN, spoofchk on, trust off) and its address released by host-local."""
-    bdf, name = prepared.bdf, prepared.name
-    realvfs.wait_until(f"{name} back in the host namespace", lambda: realvfs.raw_vf(bdf).net == (name,))
+    bdf = prepared.bdf
+    realvfs.wait_until(f"{bdf} back in the host namespace as {name}", lambda: _host_name(bdf) == name)
     (host_link,) = [link for link in netlink.links(None) if link.name == name]
     assert host_link.addresses == (), "DEL removed the rail address"
     assert prepared.table_line() == prepared.idle_line, "DEL reset VLAN (0), spoofchk and trust"
@@ -256,7 +265,7 @@ def _add_as_the_kubelet_retries(chain: Chain, box: Sandbox) -> cni.CniResult:
     return chain.run("ADD", box.att)
 
 
-def test_del_through_the_chain_after_the_pod_netns_was_deleted_gives_the_vf_back_under_its_name_and_releases_its_address(
+def test_del_through_the_chain_after_the_pod_netns_was_deleted_resets_the_vf_and_releases_its_address_and_leaves_it_in_the_host_as_dra0(
     prepared: Prepared, chain: Chain
 ) -> None:
     # First in the module: it needs the VF idle, before in_use holds it.
@@ -268,20 +277,42 @@ def test_del_through_the_chain_after_the_pod_netns_was_deleted_gives_the_vf_back
         assert len(prepared.allocations()) == 1
     finally:
         box.remove_netns()
-    # The kernel gives the VF back to the host namespace as it was named in the Pod (dra0).
     deleted = chain.run("DEL", box.att, added.result)
     assert deleted.ok, f"DEL failed: {deleted.stdout}{deleted.stderr}"
-    _assert_given_back(prepared)
+    # The kernel gives the VF back to the host namespace as it was named in the Pod; sriov-cni's
+    # DEL does not rename it and keeps its allocation record (stale: its netns is gone).
+    _assert_given_back(prepared, "dra0")
+    assert sriovcni.allocation(prepared.bdf) == box.netns
     print(f"cni chain, deleted netns: ADD {added.duration_s:.1f}s, DEL {deleted.duration_s:.1f}s")
+
+
+def test_the_claim_of_a_vf_left_as_dra0_is_unprepared_and_prepared_again_with_its_status_entry_written_once(
+    api: client.ApiClient, plugin: kubeplugin.Plugin, prepared: Prepared
+) -> None:
+    assert _host_name(prepared.bdf) == "dra0", "runs after the deleted-netns DEL (file order)"
+    ref = prepared.workload.ref
+    assert plugin.unprepare(ref) is None
+    assert kubeplugin.status_devices(api, prepared.workload) == [], "NodeUnprepare cleared status.devices"
+    again = plugin.prepare(ref)
+    assert isinstance(again, messages.Prepared), again
+    (shadow,) = kubeplugin.shadows(api, prepared.workload.namespace)
+    assert (shadow["metadata"]["name"], kubeplugin.shadow_vfs([shadow])) == (
+        prepared.shadow,
+        {prepared.shadow: prepared.bdf},
+    )
+    entries = kubeplugin.status_devices(api, prepared.workload)
+    assert [e["device"] for e in entries] == [prepared.bdf.replace(":", "-").replace(".", "-")], entries
+    assert "Duplicate value" not in plugin.process.log_path.read_text(errors="replace")
 
 
 @pytest.fixture(scope="module")
 def in_use(prepared: Prepared, chain: Chain, real_pfs: list[realvfs.RealPf]) -> Iterator[Sandbox]:
     """A sandbox of the Pod whose ADD through the chain holds the VF (in :data:`realvfs.HELD`) until
-    :func:`test_del_through_the_chain_gives_the_vf_back_under_its_name_with_vlan_0_and_no_address`
+    :func:`test_del_through_the_chain_gives_the_vf_back_under_the_name_it_had_with_vlan_0_and_no_address`
     (or this fixture's teardown, when that test did not run) deletes it. The baseline check skips
     the VF while it is held, so the teardown checks it is back (restoring the VFs if not)."""
     box = new_sandbox(prepared, chain)
+    box.host_name = _host_name(prepared.bdf)
     try:
         box.added = chain.run("ADD", box.att)
         assert box.added.ok, f"ADD failed: {box.added.stdout}{box.added.stderr}"
@@ -295,8 +326,8 @@ def in_use(prepared: Prepared, chain: Chain, real_pfs: list[realvfs.RealPf]) -> 
         realvfs.HELD.discard(prepared.bdf)
         try:
             realvfs.wait_until(
-                f"the held VF {prepared.bdf} back as {prepared.name}",
-                lambda: realvfs.raw_vf(prepared.bdf).net == (prepared.name,),
+                f"the held VF {prepared.bdf} back in the host namespace",
+                lambda: bool(realvfs.raw_vf(prepared.bdf).net),
             )
         except pytest.fail.Exception:
             realvfs.restore_baseline(real_pfs)
@@ -311,11 +342,13 @@ def test_add_through_the_chain_moves_the_prepared_vf_into_the_pod_netns_with_the
     api: client.ApiClient, prepared: Prepared, in_use: Sandbox
 ) -> None:
     _assert_held(in_use)
+    assert in_use.host_name == "dra0", "the VF was taken under the name the deleted netns left it with"
     (vf_link,) = in_use.inside()
     assert (vf_link.name, vf_link.parent_device) == ("dra0", prepared.bdf), "the allocated real VF"
     address = ipaddress.ip_interface(vf_link.addresses[0])
     assert address.network == ipaddress.ip_network(kubeplugin.SUBNET), vf_link
     assert realvfs.raw_vf(prepared.bdf).net == (), "the VF's netdev left the host namespace"
+    assert sriovcni.allocation(prepared.bdf) == in_use.netns, "ADD replaced the stale allocation record"
     status = json.loads(kubeplugin.annotations(api, prepared.workload)[names.NETWORK_STATUS_ANNOTATION])
     (entry,) = [e for e in status if e.get("interface") == "dra0"]
     assert (entry["name"], entry["ips"]) == (
@@ -342,7 +375,8 @@ def test_a_second_add_through_the_chain_on_the_vf_in_use_is_refused_with_sriov_c
         assert (refused.error["code"], refused.error["msg"]) == (
             999,
             f"[{w.namespace}/{w.pod}/{prepared.pod_uid}:{prepared.network}]: error adding container to "
-            f'network "{prepared.network}": pci address {prepared.bdf} is already allocated',
+            f'network "{prepared.network}": SRIOV-CNI failed to load netconf: pci address {prepared.bdf} '
+            "is already allocated",
         ), refused.error
         msg = refused.error["msg"]
         print(f"cni chain, refused second ADD: {refused.duration_s:.1f}s: {msg}")
@@ -351,18 +385,20 @@ def test_a_second_add_through_the_chain_on_the_vf_in_use_is_refused_with_sriov_c
         assert realvfs.raw_vf(prepared.bdf).net == ()
         assert prepared.table_line() == in_use_line, "the refused ADD changed no VF setting"
         assert len(prepared.allocations()) == 1, "the refused ADD allocated no address"
+        assert sriovcni.allocation(prepared.bdf) == in_use.netns
     finally:
         second.remove_netns()
 
 
-def test_del_through_the_chain_gives_the_vf_back_under_its_name_with_vlan_0_and_no_address(
+def test_del_through_the_chain_gives_the_vf_back_under_the_name_it_had_with_vlan_0_and_no_address(
     prepared: Prepared, chain: Chain, in_use: Sandbox
 ) -> None:
-    assert in_use.added is not None
+    assert in_use.added is not None and in_use.host_name is not None
     deleted = chain.run("DEL", in_use.att, in_use.added.result)
     in_use.deleted = True
     assert deleted.ok, f"DEL failed: {deleted.stdout}{deleted.stderr}"
     assert in_use.inside() == []
-    _assert_given_back(prepared)
+    _assert_given_back(prepared, in_use.host_name)
+    assert sriovcni.allocation(prepared.bdf) is None, "DEL with the netns present drops the record"
     realvfs.HELD.discard(prepared.bdf)
     print(f"cni chain, VF in use: DEL {deleted.duration_s:.1f}s")
