@@ -35,6 +35,8 @@ T = TypeVar("T")
 def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> messages.Prepared:
     """Prepare one claim and return its devices.
 
+    The steps of docs/design.md#prepare, grouped as they appear in this function:
+
     1. **Read and check** (no lock, no change): live GET of the claim, then
        ``core.plugin.claim_plan``.
     2. **Lock** the claim UID, then the consumer Pod UID (``driver.locks``; never the reverse).

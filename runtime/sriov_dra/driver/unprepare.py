@@ -1,4 +1,4 @@
-"""NodeUnprepareResources for SR-IOV VF claims (manual MULTUS mode).
+"""NodeUnprepareResources for SR-IOV VF claims, in manual and auto-attach mode.
 
 Called through ``driver.prepare.DraHandler`` after the Pod's containers stopped (45 s per call,
 repeated until it succeeds, also for claims no longer prepared). The claim may be gone:
