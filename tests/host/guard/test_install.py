@@ -1,6 +1,6 @@
 """Tests for sriov_dra.guard.install: the shim file and the runtime-facing conflist.
 
-The ordering and pinning rules are the shared contract's (tests/pure/rules/test_cniinstall.py).
+The ordering and pinning rules are the shared contract's (tests/pure/rules/test_cni_install.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Built on a fake object reader holding the objects of the gpu-nic-pairs example after prepare (a claim
 with two GPU and two VF results, their ResourceSlices, two shadows with binding annotations, the
 source templates, the Pod with Multus's network-status). Each check of a row is proven to fail
-when its fact is broken (tests/pure/cli/test_inspectrows.py); the command's own behaviour is here.
+when its fact is broken (tests/pure/cli/test_inspect_rows.py); the command's own behaviour is here.
 """
 
 from __future__ import annotations
