@@ -2,7 +2,7 @@
 
 Two measurements on the lab's two-root fake sysfs (``fake_sysfs.two_root_pfs(128)``, 256 VFs) with
 one all-devices SriovResourcePolicy (``configs: [{}]``), so every VF is advertised and the pool
-splits into two slices (128 + 128):
+splits into four slices of 64 (the cap of a slice whose devices may carry taints):
 
 * **pure plan** (always): discovery, policy evaluation, published devices and
   ``slices.plan_writes`` from an empty pool, best of ``repeats``; then the idle plan against the
