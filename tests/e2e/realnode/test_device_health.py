@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,30 @@ from sriov_dra.host import sysfs as sysfs_mod
 def _ip(node: Any, *args: str) -> None:
     done = node.run_in_node(["ip", *args])
     assert done.returncode == 0, f"ip {' '.join(args)}: {done.stderr}"
+
+
+def _delete_quietly(core: client.CoreV1Api, namespace: str, name: str) -> None:
+    with contextlib.suppress(client.ApiException):
+        delete_pod(core, namespace, name)
+
+
+def set_pf(node: Any, pf: str, *, up: bool) -> None:
+    """Set the fake PF's interface (a veth in the node's namespace) up or down."""
+    _ip(node, "link", "set", pf, "up" if up else "down")
+
+
+@contextlib.contextmanager
+def pf_links(node: Any, pf_names: list[str]) -> Iterator[None]:
+    """Each fake PF's interface as a veth of that name, up with carrier, in the node's namespace."""
+    try:
+        for name in pf_names:
+            _ip(node, "link", "add", name, "type", "veth", "peer", "name", f"{name}p")
+            _ip(node, "link", "set", f"{name}p", "up")
+            _ip(node, "link", "set", name, "up")
+        yield
+    finally:
+        for name in pf_names:
+            node.run_in_node(["ip", "link", "del", name])
 
 
 def _device_health(core: client.CoreV1Api, namespace: str, pod: str, resource_ids: set[str]) -> str | None:
@@ -53,12 +78,10 @@ def test_pf_link_down_shows_its_vf_unhealthy_in_the_pod_status_and_link_up_healt
 ) -> None:
     host = sysfs_mod.Sysfs(plugin.parent / "host")
     pf_names = [pf.ifname for pf in host.pfs()]
-    for name in pf_names:
-        _ip(real_node, "link", "add", name, "type", "veth", "peer", "name", f"{name}p")
-        _ip(real_node, "link", "set", f"{name}p", "up")
-        _ip(real_node, "link", "set", name, "up")
     resource, core = client.ResourceV1Api(api), client.CoreV1Api(api)
-    try:
+    with pf_links(real_node, pf_names), contextlib.ExitStack() as cleanup:
+        # Before the plugin fixture stops the plugin: the kubelet needs it to unprepare the claim.
+        cleanup.callback(_delete_quietly, core, namespace, "vf-health")
         # One ResourceClaim the Pod names (the scheduler allocates it once the node's slice exists).
         claim_spec = {"devices": {"requests": [{"name": "vf", "exactly": {"deviceClassName": DRIVER}}]}}
         resource.create_namespaced_resource_claim(
@@ -102,13 +125,13 @@ def test_pf_link_down_shows_its_vf_unhealthy_in_the_pod_status_and_link_up_healt
 
         wait_health("Healthy: VF ", f"VF {device} Healthy in the Pod status")
         started = time.monotonic()
-        _ip(real_node, "link", "set", pf, "down")
+        set_pf(real_node, pf, up=False)
         wait_health(
             f"Unhealthy: PF {pf} is down (operstate down)", f"VF {device} Unhealthy after PF {pf} down"
         )
         print(f"PF {pf} down -> Pod status Unhealthy in {time.monotonic() - started:.1f}s")
         started = time.monotonic()
-        _ip(real_node, "link", "set", pf, "up")
+        set_pf(real_node, pf, up=True)
         wait_health(f"Healthy: VF {pci} bound to ", f"VF {device} Healthy after PF {pf} up")
         print(f"PF {pf} up -> Pod status Healthy in {time.monotonic() - started:.1f}s")
 
@@ -119,9 +142,3 @@ def test_pf_link_down_shows_its_vf_unhealthy_in_the_pod_status_and_link_up_healt
         ]
         assert ("HEALTHY -> UNHEALTHY", f"PF {pf} is down (operstate down)") in changes
         assert [o for o, _ in changes].count("HEALTHY -> UNHEALTHY") == 1, "one log line per transition"
-    finally:
-        # Before the plugin fixture stops the plugin: the kubelet needs it to unprepare the claim.
-        with contextlib.suppress(client.ApiException):
-            delete_pod(core, namespace, "vf-health")
-        for name in pf_names:
-            real_node.run_in_node(["ip", "link", "del", name])

@@ -51,11 +51,17 @@ def dra_objects(control_plane: Any) -> None:
 
 @pytest.fixture
 def plugin(
-    real_node: Any, control_plane: Any, api: client.ApiClient, dra_objects: None, namespace: str
+    request: pytest.FixtureRequest,
+    real_node: Any,
+    control_plane: Any,
+    api: client.ApiClient,
+    dra_objects: None,
+    namespace: str,
 ) -> Iterator[Path]:
     """The plugin on ``real_node`` advertising every fake VF (policy ``configs: [{}]`` in ``namespace``).
 
-    Yields its state directory; the plugin is stopped afterwards.
+    Indirect parameters are extra plugin flags. Yields its state directory; the plugin is stopped
+    afterwards.
     """
     from sriov_dra_lab.fakes import fake_sysfs
 
@@ -87,6 +93,7 @@ def plugin(
         f"--namespace={namespace}",
         f"--metrics-bind-address=127.0.0.1:{METRICS_PORT}",
         "--log-format=json",
+        *getattr(request, "param", ()),
     ]
     proc = real_node.spawn("plugin", argv)
     try:
