@@ -23,10 +23,8 @@ from sriov_dra_lab.fakes import net_edit
 
 
 @pytest.mark.parametrize("mode", ["thin", "thick"])
-def test_c20_del_after_an_add_that_failed_in_vf_setup_succeeds_and_leaks_nothing(
-    world: World, mode: str
-) -> None:
-    pod = world.managed_pod("c20")
+def test_del_after_an_add_that_failed_in_vf_setup_succeeds_and_leaks_nothing(world: World, mode: str) -> None:
+    pod = world.managed_pod("vf-setup-fails")
     rail_b_vf = next(vf for vf in world.vfs if vf.pci == RAIL_B.pci)
     net_edit.delete_link(rail_b_vf.ifname)  # the VF's setup will fail: its netdevice is gone
 

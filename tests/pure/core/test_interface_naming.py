@@ -351,7 +351,7 @@ def test_final_names_follow_multus_positional_rule(
     assert _final(selections, layout=layout, pod_namespace=namespace) == expected
 
 
-def test_C15_manual_net1_collides_with_generated_net1() -> None:
+def test_manual_net1_collides_with_generated_net1() -> None:
     selections = json.loads('[{"name":"net-a"},{"name":"net-b","interface":"net1"}]')
     collisions = interface_naming.find_interface_collisions(selections, pod_namespace="ns-a")
     assert [(c.name, c.selection_indexes) for c in collisions] == [("net1", (0, 1))]

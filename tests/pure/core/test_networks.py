@@ -79,7 +79,7 @@ def test_valid_annotations_parse_to_requests(
     assert requests(value) == expected
 
 
-def test_C04_comma_and_json_interface_forms_give_same_selection() -> None:
+def test_comma_and_json_interface_forms_give_same_selection() -> None:
     assert requests("net-a@vlan101") == requests('[{"name":"net-a","interface":"vlan101"}]')
 
 
@@ -315,7 +315,7 @@ def test_managed_entries_are_held_to_the_exact_tuple() -> None:
     assert not any(s.exact_tuple("ns-pod", "s", "dra0") for s in (repeated, variant, extra, comma))
 
 
-def test_C15_parser_accepts_but_final_collision_check_rejects_auto_net1_clash() -> None:
+def test_parser_accepts_but_final_collision_check_rejects_auto_net1_clash() -> None:
     value = '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]'
     sels = parse(value)
     assert [s.interface for s in sels] == [None, "net1"]

@@ -129,7 +129,7 @@ def test_unknown_fields_non_ascii_and_numbers_are_preserved() -> None:
 # --- deviceID placement ----------------------------------------------------------------------
 
 
-def test_C09_tuning_first_conflist_is_rejected_with_rule_and_fix() -> None:
+def test_tuning_first_conflist_is_rejected_with_rule_and_fix() -> None:
     config = {
         "cniVersion": "0.3.1",
         "name": "sriov-network",
@@ -145,7 +145,7 @@ def test_C09_tuning_first_conflist_is_rejected_with_rule_and_fix() -> None:
     assert "move it to plugins[0]" in exc.errors[0].message
 
 
-def test_C09_sriov_first_conflist_gets_device_id_on_sriov_entry_only() -> None:
+def test_sriov_first_conflist_gets_device_id_on_sriov_entry_only() -> None:
     config = {
         "cniVersion": "0.3.1",
         "name": "sriov-network",
@@ -224,7 +224,7 @@ def test_device_keys_that_cannot_be_bound_are_rejected(
     assert paths(exc) == [path]
 
 
-def test_C09_host_device_chain_is_rejected() -> None:
+def test_host_device_chain_is_rejected() -> None:
     exc = reject(nad({"cniVersion": "1.0.0", "plugins": [{"type": "sriov"}, {"type": "host-device"}]}))
     assert exc.reason == UNSUPPORTED
     assert paths(exc) == ["spec.config.plugins[1].type"]
@@ -239,7 +239,7 @@ def test_C09_host_device_chain_is_rejected() -> None:
     [None, {}, {"config": ""}, {"config": "   \n\t"}, {"config": None}],
     ids=["spec-absent", "spec-without-config", "config-empty", "config-whitespace", "config-null"],
 )
-def test_C10_empty_or_absent_config_is_invalid_and_names_the_template(spec: object) -> None:
+def test_empty_or_absent_config_is_invalid_and_names_the_template(spec: object) -> None:
     source = nad()
     if spec is not None:
         source["spec"] = spec
@@ -266,7 +266,7 @@ def test_config_of_wrong_type_is_invalid(spec: object, path: str) -> None:
 # --- one logical network across shadows -----------------------------------------------------------
 
 
-def test_C24_two_shadows_of_one_template_share_name_and_ipam_and_differ_only_in_device() -> None:
+def test_two_shadows_of_one_template_share_name_and_ipam_and_differ_only_in_device() -> None:
     template = {
         "cniVersion": "1.0.0",
         "type": "sriov",

@@ -145,7 +145,7 @@ def test_unknown_registry_version_is_refused() -> None:
     assert info.value.reason is errors.Reason.UNSUPPORTED_VERSION
 
 
-def test_C01_malformed_networks_is_never_rewritten() -> None:
+def test_malformed_networks_is_never_rewritten() -> None:
     with pytest.raises(errors.InvalidSpec) as info:
         selections.merge_managed_selections(
             pod({NETS: '[ { "name": "net-a", "ips": [ "10.1.1.104/24" ] ]'}), [A0]

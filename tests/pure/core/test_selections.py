@@ -178,8 +178,8 @@ def test_generated_prefix_without_registry_is_left_as_a_manual_entry() -> None:
 
 
 def test_manual_interface_collisions_are_not_renamed_by_the_merge() -> None:
-    c15 = '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]'
-    update = selections.merge_managed_selections(pod({NETS: c15}), [A0])
+    manual_net1 = '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]'
+    update = selections.merge_managed_selections(pod({NETS: manual_net1}), [A0])
     assert texts(update.networks)[:2] == ['{"name":"net-a"}', '{"name":"net-b","interface":"net1"}']
 
 

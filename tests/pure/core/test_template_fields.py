@@ -39,7 +39,7 @@ def test_effective_cni_name(
     assert list(out) == expected_keys
 
 
-def test_C08_literal_macvlan_input_is_rejected_as_device_creating() -> None:
+def test_literal_macvlan_input_is_rejected_as_device_creating() -> None:
     config = {"cniVersion": "0.4.0", "plugins": [{"type": "macvlan", "master": "eth1", "mode": "bridge"}]}
     exc = reject(nad(config))
     assert exc.reason == UNSUPPORTED

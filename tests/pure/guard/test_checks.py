@@ -138,7 +138,7 @@ def test_what_multus_reads_is_read_the_same(value: str, requests: list[tuple[str
     assert [s.request for s in nets.selections] == requests
 
 
-def test_c01_error_names_the_position() -> None:
+def test_a_malformed_networks_annotation_error_names_the_column() -> None:
     view = _pod({names.NETWORKS_ANNOTATION: '[ { "name": "net-a", "ips": [ "10.1.1.104/24" ] ]'})
     assert "column" in str(_reject(checks.read_networks, view, cni_ifname="eth0"))
 
@@ -163,7 +163,7 @@ def test_valid_networks_annotation_is_read(value: str, interfaces: list[str | No
     assert [s.interface for s in nets.selections] == interfaces
 
 
-def test_c04_comma_and_json_forms_give_the_same_request() -> None:
+def test_comma_and_json_forms_give_the_same_request() -> None:
     a = checks.read_networks(_pod({names.NETWORKS_ANNOTATION: "net-a@vlan101"}), cni_ifname="eth0")
     b = checks.read_networks(
         _pod({names.NETWORKS_ANNOTATION: '[{"name":"net-a","interface":"vlan101"}]'}), cni_ifname="eth0"
@@ -215,7 +215,7 @@ def test_registry_of_another_pod_uid_is_refused() -> None:
 # --------------------------------------------------------------------- interface names
 
 
-def test_c15_manual_collision_with_automatic_net1_is_refused() -> None:
+def test_manual_collision_with_automatic_net1_is_refused() -> None:
     view = _pod({names.NETWORKS_ANNOTATION: '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]'})
     nets = checks.read_networks(view, cni_ifname="eth0")
     rejected = _reject(checks.check_interface_names, nets, view, interface_naming.MultusLayout())

@@ -350,7 +350,7 @@ def test_rejection_runs_no_multus_at_all(tmp_path: Path, change: Any, reason: R)
     assert err["code"] == shim.CniErrorCode.REJECTED and "no delegate ran" in err["details"]
 
 
-def test_c15_collision_between_manual_selections_is_rejected_before_multus(tmp_path: Path) -> None:
+def test_collision_between_manual_selections_is_rejected_before_multus(tmp_path: Path) -> None:
     w = World(tmp_path)
     w.api.put(
         "pods",
@@ -390,7 +390,7 @@ def test_pod_not_found_is_rejected_without_multus(tmp_path: Path) -> None:
     assert out.reason is R.POD_NOT_FOUND and w.runner.calls == []
 
 
-def test_c16_forbidden_is_a_hard_failure_naming_verb_resource_namespace(tmp_path: Path) -> None:
+def test_forbidden_is_a_hard_failure_naming_verb_resource_namespace(tmp_path: Path) -> None:
     w = World(tmp_path)
     key = ("network-attachment-definitions", NS, w.plans[0].name)
     w.api.failures[key] = [

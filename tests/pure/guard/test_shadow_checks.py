@@ -186,7 +186,7 @@ def test_device_id_problem_is_reported_once_not_also_as_invalid_config() -> None
     assert _reasons(shadow_checks.check_shadow(nad, pod=VIEW, entry=None)) == [R.DEVICE_ID_MISMATCH]
 
 
-def test_c13_message_says_the_sriov_plugin_has_no_device_id() -> None:
+def test_message_says_the_sriov_plugin_has_no_device_id() -> None:
     nad = _nad()
     doc = json.loads(nad["spec"]["config"])
     del doc["deviceID"]

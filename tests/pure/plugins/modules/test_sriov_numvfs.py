@@ -58,14 +58,14 @@ def _links(kernel: fake_sriov_kernel.FakeSriovKernel, bdf: str) -> int:
 # --- count changes through 0 (EBUSY) --------------------------------------------------------------------------
 
 
-def test_c26_equal_count_writes_nothing_and_reports_unchanged(kernel):
+def test_equal_count_writes_nothing_and_reports_unchanged(kernel):
     result = _run(kernel, PF1, 63)
     assert result["changed"] is False
     assert kernel.calls == []
     assert (result["previous_num_vfs"], result["num_vfs"], result["writes"]) == (63, 63, [])
 
 
-def test_c26_nonzero_to_other_nonzero_is_refused_before_writing_without_drain(kernel):
+def test_nonzero_to_other_nonzero_is_refused_before_writing_without_drain(kernel):
     with pytest.raises(harness.ModuleFailed) as failed:
         _run(kernel, PF1, 4)
     assert failed.value.msg == (
@@ -78,14 +78,14 @@ def test_c26_nonzero_to_other_nonzero_is_refused_before_writing_without_drain(ke
     assert _links(kernel, PF1_BDF) == 63
 
 
-def test_c26_removing_all_vfs_also_needs_drain_confirmed(kernel):
+def test_removing_all_vfs_also_needs_drain_confirmed(kernel):
     with pytest.raises(harness.ModuleFailed) as failed:
         _run(kernel, PF1, 0)
     assert failed.value.msg.endswith("rerun with drain_confirmed=true: the module writes 0.")
     assert kernel.calls == []
 
 
-def test_c26_with_drain_confirmed_writes_zero_then_the_new_count(kernel, tmp_path):
+def test_with_drain_confirmed_writes_zero_then_the_new_count(kernel, tmp_path):
     result = _run(kernel, PF1, 4, drain_confirmed=True)
     path = _numvfs_path(tmp_path, PF1_BDF)
     assert result["changed"] is True
@@ -95,7 +95,7 @@ def test_c26_with_drain_confirmed_writes_zero_then_the_new_count(kernel, tmp_pat
     assert [vf["vf_id"] for vf in result["vfs"]] == [0, 1, 2, 3]
 
 
-def test_c26_above_totalvfs_fails_before_writing(kernel):
+def test_above_totalvfs_fails_before_writing(kernel):
     with pytest.raises(harness.ModuleFailed) as failed:
         _run(kernel, PF0, 65)
     assert failed.value.msg == (
@@ -105,7 +105,7 @@ def test_c26_above_totalvfs_fails_before_writing(kernel):
     assert kernel.calls == []
 
 
-def test_c26_ebusy_after_reset_to_zero_fails_with_pf_and_both_counts_and_no_retry(kernel, tmp_path):
+def test_ebusy_after_reset_to_zero_fails_with_pf_and_both_counts_and_no_retry(kernel, tmp_path):
     path = _numvfs_path(tmp_path, PF1_BDF)
     kernel.fail_next(path, errno.EBUSY, value="4")
     with pytest.raises(harness.ModuleFailed) as failed:
@@ -134,7 +134,7 @@ def test_failed_new_count_after_writing_zero_says_the_pf_is_now_at_zero_vfs(kern
     assert (kernel.fake.sysfs.sriov_numvfs(PF1_BDF), _links(kernel, PF1_BDF)) == (0, 0)
 
 
-def test_c26_second_run_after_a_change_is_a_no_op(kernel):
+def test_second_run_after_a_change_is_a_no_op(kernel):
     assert _run(kernel, PF1, 4, drain_confirmed=True)["changed"] is True
     calls = len(kernel.calls)
     assert _run(kernel, PF1, 4, drain_confirmed=True)["changed"] is False
