@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.fakes import cdi_files, faulty_checkpoint
 from tests.fakes import claims_api as fx
-from tests.fakes import faulty_checkpoint
 from tests.fakes import kube_objects as ko
 from tests.fakes.inventory import StaticInventory
 
@@ -329,7 +329,7 @@ class ManagedNode:
         return [self.fake.sysfs.current_driver(v) for v in (VF_A0, VF_A1, VF_B0, VF_B1)]
 
     def cdi_files(self) -> list[str]:
-        return sorted(p.name for p in self.cdi.list_spec_files())
+        return sorted(p.name for p in cdi_files.spec_files(self.cdi.root))
 
     def snapshot(self) -> tuple[Any, ...]:
         """Everything observable: checkpoint phases and UIDs, shadows, Pod annotations, host."""

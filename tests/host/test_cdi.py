@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from tests.fakes import cdi_files
 from tests.fakes import checkpoint_records as fx
 
 from sriov_dra.core.plugin import cdi_spec
@@ -88,7 +89,9 @@ def test_specs_are_written_without_fsync_while_the_checkpoint_write_stays_durabl
     specs.ensure_root()
     specs.write_claim_spec(fx.CLAIM_1, [VF0])
     specs.sync_pod_spec(fx.POD_A, [fx.pci(0)])
-    assert calls == [] and len(specs.list_spec_files()) == 2  # derived files: rebuilt by every prepare
+    assert (
+        calls == [] and len(cdi_files.spec_files(specs.root)) == 2
+    )  # derived files: rebuilt by every prepare
     store = checkpoint.CheckpointStore(tmp_path / checkpoint_doc.CHECKPOINT_FILE_NAME)
     store.load()
     store.set_claim(fx.record())
@@ -179,14 +182,3 @@ def test_ensure_root_refuses_a_file_in_its_place(tmp_path: Path) -> None:
     root.write_bytes(b"")
     with pytest.raises(NotADirectoryError, match="fix --cdi-root"):
         cdi.CdiSpecs(root).ensure_root()
-
-
-def test_list_spec_files_lists_only_this_drivers_files(specs: cdi.CdiSpecs) -> None:
-    ours = [specs.write_claim_spec(fx.CLAIM_1, [VF0]), specs.write_pod_spec(fx.POD_A, [VF0.pci_address])]
-    (specs.root / "k8s.gpu.example.com-gpu_abc.json").write_text("{}")
-    (specs.root / "sriovnetwork.k8snetworkplumbingwg.io-vf_legacy.yaml").write_text("---\n")
-    assert specs.list_spec_files() == sorted(ours)
-
-
-def test_list_spec_files_of_a_missing_root_is_empty(tmp_path: Path) -> None:
-    assert cdi.CdiSpecs(tmp_path / "absent").list_spec_files() == []

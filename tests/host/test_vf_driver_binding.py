@@ -112,7 +112,14 @@ def test_apply(applied: Applied) -> None:
 
 def test_restore_returns_original_driver_and_is_idempotent(applied: Applied) -> None:
     case, fake, kernel, binder = applied.case, applied.fake, applied.kernel, applied.binder
-    assert binder.restore_record(applied.record) is case.changed
+    assert (
+        binder.restore(
+            applied.record.pci_address,
+            requested=applied.record.requested,
+            original_driver=applied.record.original_driver,
+        )
+        is case.changed
+    )
     assert fake.sysfs.current_driver(VF) == case.initial
     assert fake.sysfs.driver_override(VF) == ""
     calls = len(kernel.calls)
@@ -124,7 +131,7 @@ def test_restore_brings_back_netdev(tmp_path: Path) -> None:
     fake, _, binder = _setup(tmp_path)
     record = binder.apply(VF, "vfio-pci")
     assert fake.sysfs.netdevs(VF) == []
-    binder.restore_record(record)
+    binder.restore(record.pci_address, requested=record.requested, original_driver=record.original_driver)
     assert fake.sysfs.netdevs(VF) == ["enp3s0f0v0"]
     assert (fake.root / "sys/class/net/enp3s0f0v0").is_symlink()
 
@@ -134,7 +141,10 @@ def test_restore_of_originally_unbound_vf_unbinds(tmp_path: Path) -> None:
     record = binder.apply(VF, "default")
     assert record.driver == "iavf"
     kernel.calls.clear()
-    assert binder.restore_record(record) is True
+    assert (
+        binder.restore(record.pci_address, requested=record.requested, original_driver=record.original_driver)
+        is True
+    )
     assert fake.sysfs.current_driver(VF) is None
     assert [(op, value) for op, _, value in kernel.calls] == [("unbind", "iavf")]
 

@@ -246,11 +246,6 @@ def _quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def is_uuid(value: object) -> bool:
-    """Return whether ``value`` is a canonical lowercase UUID (see :func:`uuid_problem`)."""
-    return uuid_problem(value) is None
-
-
 def is_hex64(value: object) -> bool:
     """Return whether ``value`` is 64 lowercase hex characters (see :func:`hex64_problem`)."""
     return hex64_problem(value) is None
@@ -269,11 +264,6 @@ def is_dns1123_subdomain(value: object) -> bool:
 def is_pci_address(value: object) -> bool:
     """Return whether ``value`` is a plain lowercase PCI BDF (see :func:`pci_address_problem`)."""
     return pci_address_problem(value) is None
-
-
-def is_ifname(value: object) -> bool:
-    """Return whether ``value`` is a valid Linux interface name (see :func:`ifname_problem`)."""
-    return ifname_problem(value) is None
 
 
 def qualified_name_errors(value: str) -> list[str]:

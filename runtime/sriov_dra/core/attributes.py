@@ -167,11 +167,6 @@ def qualified_name_problems(name: str, *, require_domain: bool = False) -> list[
     return problems
 
 
-def is_qualified_name(name: str, *, require_domain: bool = False) -> bool:
-    """True if ``name`` is a valid DRA ``QualifiedName`` (see :func:`qualified_name_problems`)."""
-    return not qualified_name_problems(name, require_domain=require_domain)
-
-
 def parse_attribute_value(raw: object, path: str) -> tuple[AttributeValue | None, list[errors.FieldError]]:
     """Decode one ``DeviceAttribute`` JSON object into a scalar :class:`AttributeValue`.
 

@@ -192,38 +192,3 @@ def shadow_name(aid: str) -> str:
 def shadow_name_for(identity: BindingIdentity) -> str:
     """Return the shadow NAD name of ``identity`` (``shadow_name(attachment_id(identity))``)."""
     return shadow_name(attachment_id(identity))
-
-
-def verify_attachment_id(identity: BindingIdentity, recorded: object, *, where: str = "attachmentID") -> None:
-    """Check that the attachmentID recorded on an object is exactly the one ``identity`` hashes to.
-
-    Use it on lookup: a shadow found by its 32-hex name belongs to this binding only if its full
-    recorded attachmentID matches, which detects a truncated-name collision or a foreign object.
-    ``where`` names the field that held ``recorded`` (for the error message).
-
-    Raises: ``ContractViolation`` (reason ``ContractViolation``) if ``recorded`` is not 64 lowercase
-    hex; ``ContractViolation`` (reason ``ShadowConflict``) if it differs from the expected ID.
-    Source: docs/design.md#identity (the full identity is verified on every lookup).
-    """
-    problem = names.hex64_problem(recorded)
-    if problem is not None:
-        raise errors.ContractViolation(
-            f"recorded attachmentID for shadow {shadow_name_for(identity)} is malformed; "
-            "the object was not written by this driver or was edited: do not adopt or delete it",
-            errors=[errors.FieldError(where, problem)],
-        )
-    expected = attachment_id(identity)
-    recorded = str(recorded)  # a str: hex64_problem accepted it
-    if recorded == expected:
-        return
-    if recorded[: names.SHADOW_NAME_HEX_CHARS] == expected[: names.SHADOW_NAME_HEX_CHARS]:
-        cause = "the 32-hex shadow name collides with another binding's"
-    else:
-        cause = "the object belongs to a different binding"
-    raise errors.ContractViolation(
-        f"shadow {shadow_name(expected)} records attachmentID {recorded} but pod {identity.pod_uid}, "
-        f"claim {identity.claim_uid}, device {identity.pool}/{identity.device} on node "
-        f"{identity.node_uid} hashes to {expected}: {cause}; leave the object untouched and report it",
-        reason=errors.Reason.SHADOW_CONFLICT,
-        errors=[errors.FieldError(where, f"expected {expected}, found {recorded}")],
-    )

@@ -2,26 +2,19 @@
 
 Owns the ``metadata.annotations`` size rule (the UTF-8 byte lengths of every key and value sum to
 at most 256 KiB), so a write is refused here with an actionable message instead of half-applied
-or rejected late; qualified names and label values are validated in
-:mod:`sriov_dra_rules.names` and re-exported here. Pure; standard library and the shared rules
-only. Source: apimachinery ``ValidateAnnotations``, ``ValidateAnnotationsSize``.
+or rejected late (qualified names and label values are validated in
+:mod:`sriov_dra_rules.names`). Pure; standard library and the shared rules only.
+Source: apimachinery ``ValidateAnnotationsSize``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import errors
 
 TOTAL_ANNOTATION_SIZE_LIMIT_B = 256 * 1024
 """Largest allowed sum of ``len(key) + len(value)`` over all annotations, in bytes (inclusive)."""
-
-# Label keys and values are validated once, in sriov_dra_rules.names (the collection's node-selector
-# matcher needs them too); limits re-exports them for its callers.
-QUALIFIED_NAME_MAX_LEN = names.QUALIFIED_NAME_MAX_LEN
-LABEL_VALUE_MAX_LEN = names.LABEL_VALUE_MAX_LEN
-qualified_name_errors = names.qualified_name_errors
-label_value_errors = names.label_value_errors
 
 
 def byte_len(text: str) -> int:
@@ -67,11 +60,3 @@ def check_annotations_size(annotations: Mapping[str, str], *, obj: str) -> None:
         "large annotations",
         reason=errors.Reason.ANNOTATION_TOO_LARGE,
     )
-
-
-def annotation_key_errors(key: str) -> list[str]:
-    """Problems that make ``key`` an invalid annotation key (a qualified name, case-insensitive).
-
-    Source: ``ValidateAnnotations`` (lower-cases the key, then ``IsQualifiedName``).
-    """
-    return qualified_name_errors(key.lower())

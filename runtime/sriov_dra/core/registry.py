@@ -11,7 +11,7 @@ invariants. A malformed or unknown-version registry is an error, never a guess. 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, cast
 
@@ -235,12 +235,3 @@ def without_claim(registry: Registry, claim_uid: str) -> Registry:
     return Registry(
         pod_uid=registry.pod_uid, entries=tuple(e for e in registry.entries if e.claim_uid != claim_uid)
     )
-
-
-def selection_entries(registry: Registry) -> Iterable[dict[str, str]]:
-    """Yield the managed ``k8s.v1.cni.cncf.io/networks`` entries the registry stands for.
-
-    Shapes: ``{"name", "namespace", "interface"}`` only, in registry order.
-    """
-    for entry in registry.entries:
-        yield {"name": entry.name, "namespace": entry.namespace, "interface": entry.interface}

@@ -78,11 +78,6 @@ class DeviceSnapshot:
         found = self.published.get(device)
         return None if found is None else found.attributes
 
-    def reference_of(self, device: str) -> attributes.NadReference | None:
-        """The symbolic NAD reference policy gives an advertised device (managed mode), if any."""
-        outcome = self.evaluation.outcomes.get(device)
-        return outcome.reference if outcome is not None and outcome.eligible else None
-
 
 _V = TypeVar("_V")
 

@@ -130,14 +130,3 @@ class CdiSpecs:
             self.remove_pod_spec(pod_uid)
             return None
         return self.write_pod_spec(pod_uid, addresses)
-
-    def list_spec_files(self) -> list[Path]:
-        """Return this driver's spec files under the root (sorted), e.g. for orphan reports."""
-        prefix = f"{cdi_spec.VENDOR}-{cdi_spec.CLASS}_"
-        try:
-            entries = list(self._root.iterdir())
-        except FileNotFoundError:
-            return []
-        return sorted(
-            e for e in entries if e.name.startswith(prefix) and e.name.endswith(".json") and e.is_file()
-        )

@@ -202,14 +202,6 @@ class DriverBinder:
         self._log.info("vf driver restored", extra={"pci": bdf, "op": "restore", "outcome": original_driver})
         return True
 
-    def restore_record(self, record: BindRecord) -> bool:
-        """:meth:`restore` from a :class:`BindRecord`; a record with ``changed=False`` is a no-op."""
-        if not record.changed:
-            return False
-        return self.restore(
-            record.pci_address, requested=record.requested, original_driver=record.original_driver
-        )
-
     def check_netdevice(self, bdf: str) -> str | None:
         """Return the VF's netdev name, or refuse a VF that cannot serve a kernel netdevice.
 

@@ -107,7 +107,7 @@ class KubeletPluginServer:
         )
         self._max_workers = max_workers
         self._on_registration = on_registration
-        self._state_lock = threading.Condition()
+        self._state_lock = threading.Lock()
         self._registration: RegistrationState | None = None
         self._servers: list[tuple[str, grpc.Server, futures.ThreadPoolExecutor, Path]] = []
         self._started = False
@@ -120,15 +120,6 @@ class KubeletPluginServer:
         with self._state_lock:
             return self._registration
 
-    def wait_for_registration(self, timeout_s: float) -> RegistrationState | None:
-        """Block until the kubelet has sent a verdict or ``timeout_s`` passes; return the verdict.
-
-        Units: ``timeout_s`` seconds.
-        """
-        with self._state_lock:
-            self._state_lock.wait_for(lambda: self._registration is not None, timeout=timeout_s)
-            return self._registration
-
     def _record_registration(self, state: RegistrationState) -> None:
         if state.registered:
             LOG.info("kubelet registered DRA driver %s", self.driver_name)
@@ -138,7 +129,6 @@ class KubeletPluginServer:
             )
         with self._state_lock:
             self._registration = state
-            self._state_lock.notify_all()
         if self._on_registration is not None:
             self._on_registration(state)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.fakes import cdi_files
 from tests.fakes import claims_api as fx
 from tests.fakes.inventory import StaticInventory
 
@@ -90,7 +91,7 @@ class Node:
         return json.loads(path.read_text()) if path.exists() else None
 
     def cdi_files(self) -> list[str]:
-        return [p.name for p in self.cdi.list_spec_files()]
+        return [p.name for p in cdi_files.spec_files(self.cdi.root)]
 
     def prepare(self, *claims: messages.ClaimRef) -> dict[str, Any]:
         return dict(self.handler.prepare_resources(list(claims)))
@@ -200,12 +201,12 @@ def test_repeated_prepare_returns_the_same_result_without_any_write(node: Node) 
     claim = add_claim(node, [fx.result(DEV0)], configs=driver_config("vfio-pci"))
     first = node.prepare(claim)
     calls, writes = list(node.kernel.calls), node.api.status_writes
-    mtimes = {p: p.stat().st_mtime_ns for p in node.cdi.list_spec_files()}
+    mtimes = {p: p.stat().st_mtime_ns for p in cdi_files.spec_files(node.cdi.root)}
     node.restart()  # also after a plugin restart
     assert node.prepare(claim) == first
     assert node.kernel.calls == calls
     assert node.api.status_writes == writes
-    assert {p: p.stat().st_mtime_ns for p in node.cdi.list_spec_files()} == mtimes
+    assert {p: p.stat().st_mtime_ns for p in cdi_files.spec_files(node.cdi.root)} == mtimes
 
 
 def test_unprepare_of_an_unknown_claim_succeeds_and_touches_nothing(node: Node) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from tests import waiting
 from tests.fakes.claim_handler import FakeClaimHandler
 from tests.fakes.scripted_plugin import ScriptedPlugin, serve_scripted
 from tests.host.kubeletapi.conftest import DRIVER, ServerFactory
@@ -95,7 +96,10 @@ def test_plugin_started_later_is_discovered_and_registered(
         starter.join()
     plugin = manager.plugin(DRIVER)
     assert plugin is not None and plugin.service is endpoints.DraService.V1
-    assert srv.wait_for_registration(5) == plugin_server.RegistrationState(True, "")
+    verdict = waiting.eventually(
+        "the kubelet's verdict", lambda: srv.registration, timeout_s=5, interval_s=0.01
+    )
+    assert verdict == plugin_server.RegistrationState(True, "")
 
 
 def test_removed_registration_socket_deregisters_the_driver(

@@ -69,7 +69,6 @@ REFERENCE_SEMVER = re.compile(
 def test_qualified_name_rules(name: str, require_domain: bool, valid: bool) -> None:
     problems = attributes.qualified_name_problems(name, require_domain=require_domain)
     assert (problems == []) is valid
-    assert attributes.is_qualified_name(name, require_domain=require_domain) is valid
 
 
 _alphabet = st.sampled_from("abcz09-._/AZ_")
@@ -77,7 +76,9 @@ _alphabet = st.sampled_from("abcz09-._/AZ_")
 
 @given(st.text(alphabet=_alphabet, max_size=80))
 def test_qualified_name_validator_agrees_with_reference_regex(name: str) -> None:
-    assert attributes.is_qualified_name(name) == (REFERENCE_QUALIFIED_NAME.fullmatch(name) is not None)
+    assert (attributes.qualified_name_problems(name) == []) == (
+        REFERENCE_QUALIFIED_NAME.fullmatch(name) is not None
+    )
 
 
 @given(
@@ -86,7 +87,9 @@ def test_qualified_name_validator_agrees_with_reference_regex(name: str) -> None
 )
 def test_generated_qualified_names_agree_with_reference_regex(domain: str, ident: str) -> None:
     name = f"{domain}/{ident}"
-    assert attributes.is_qualified_name(name) == (REFERENCE_QUALIFIED_NAME.fullmatch(name) is not None)
+    assert (attributes.qualified_name_problems(name) == []) == (
+        REFERENCE_QUALIFIED_NAME.fullmatch(name) is not None
+    )
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ ifnames = st.text(
     alphabet=st.characters(exclude_characters="/:\x00", exclude_categories=("Zs", "Cc", "Zl", "Zp", "Cs")),
     min_size=1,
     max_size=7,
-).filter(names.is_ifname)
+).filter(lambda value: names.ifname_problem(value) is None)
 pcis = st.builds(
     "{:04x}:{:02x}:{:02x}.{}".format,
     st.integers(0, 0xFFFF),

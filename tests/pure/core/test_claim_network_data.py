@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -35,6 +36,16 @@ def entry(name: str, interface: str, ips: list[str], mac: str = "", **extra: Any
     return out
 
 
+def network_data_for(
+    text: str | None, attachments: Sequence[claim_network_data.Attachment]
+) -> dict[claim_network_data.DeviceKey, claim_network_data.DeviceResult]:
+    """The two steps the network-data writer runs for one claim: decode the entries that could be
+    ``attachments``', then correlate them."""
+    ours = {a.network for a in attachments}
+    entries = claim_network_data.decode_network_status(text, pod="Pod", ours=ours)
+    return claim_network_data.correlate(entries, attachments)
+
+
 PRIMARY = {"name": "k8s-pod-network", "interface": "eth0", "ips": ["10.244.1.5"], "default": True, "dns": {}}
 MULTUS = status(
     PRIMARY,
@@ -47,7 +58,7 @@ MULTUS = status(
 
 
 def test_each_vf_gets_the_entry_of_its_shadow_and_interface_with_the_rail_prefix() -> None:
-    got = claim_network_data.network_data_for(MULTUS, [A, B])
+    got = network_data_for(MULTUS, [A, B])
     assert got[A.key].data == metadata_document.NetworkData("dra0", ("192.0.2.5/24",), "02:00:00:00:00:0a")
     assert got[B.key].data == metadata_document.NetworkData("dra1", ("198.51.100.7/24",), "02:00:00:00:00:0b")
     assert got[A.key].data is not None and got[A.key].data.to_json() == {
@@ -75,12 +86,12 @@ def test_each_vf_gets_the_entry_of_its_shadow_and_interface_with_the_rail_prefix
     ],
 )
 def test_a_vf_without_its_exact_entry_is_not_reported(text: str | None) -> None:
-    assert claim_network_data.network_data_for(text, [A])[A.key] == claim_network_data.DeviceResult()
+    assert network_data_for(text, [A])[A.key] == claim_network_data.DeviceResult()
 
 
 def test_two_entries_for_one_vf_are_ambiguous_and_leave_it_as_it_is() -> None:
     text = status(entry(SHADOW_A, "dra0", ["192.0.2.5"]), entry(SHADOW_A, "dra0", ["192.0.2.6"]))
-    got = claim_network_data.network_data_for(text, [A])[A.key]
+    got = network_data_for(text, [A])[A.key]
     assert got.data is None and got.problem is not None
     assert "entries [0, 1]" in got.problem.message
 
@@ -115,7 +126,7 @@ def test_addresses_get_their_prefix_from_the_shadow_ipam_or_are_left_out(
     unprefixed: tuple[str, ...],
 ) -> None:
     att = claim_network_data.Attachment("node-a", "d0", SHADOW_A, "dra0", subnets)
-    got = claim_network_data.network_data_for(status(entry(SHADOW_A, "dra0", ips)), [att])[att.key]
+    got = network_data_for(status(entry(SHADOW_A, "dra0", ips)), [att])[att.key]
     assert got.problem is None and got.data is not None
     assert (got.data.ips, got.unprefixed) == (want, unprefixed)
 
@@ -135,7 +146,7 @@ def test_an_entry_the_api_would_refuse_is_a_problem_for_that_vf_only(
     ips: list[str], mac: str, where: str
 ) -> None:
     text = status(entry(SHADOW_A, "dra0", ips, mac), entry(SHADOW_B, "dra1", ["198.51.100.7"]))
-    got = claim_network_data.network_data_for(text, [A, B])
+    got = network_data_for(text, [A, B])
     assert got[A.key].data is None and got[A.key].problem is not None
     assert got[A.key].problem.path == f"{claim_network_data.ANNOTATION_PATH}[0]{where}"
     assert got[B.key].data is not None and got[B.key].data.ips == ("198.51.100.7/24",)
@@ -143,7 +154,7 @@ def test_an_entry_the_api_would_refuse_is_a_problem_for_that_vf_only(
 
 def test_sixteen_addresses_are_within_the_limit() -> None:
     ips = [f"192.0.2.{i}" for i in range(1, 17)]
-    got = claim_network_data.network_data_for(status(entry(SHADOW_A, "dra0", ips)), [A])[A.key]
+    got = network_data_for(status(entry(SHADOW_A, "dra0", ips)), [A])[A.key]
     assert got.data is not None and len(got.data.ips) == 16
 
 
@@ -279,7 +290,7 @@ UP_B = [device_conditions.network_ready("dra1", NOW)]
 
 def merged(existing: object, text: str | None = MULTUS, now: str = NOW) -> list[dict[str, object]] | None:
     return claim_network_data.merged_network_data(
-        existing, claim_network_data.network_data_for(text, [A, B]), driver_name=DRIVER, now=now
+        existing, network_data_for(text, [A, B]), driver_name=DRIVER, now=now
     )
 
 
@@ -380,7 +391,7 @@ def _go_canonical(cidr: str) -> bool:
 @given(_annotation)
 def test_property_any_annotation_gives_a_result_or_invalid_network_status(text: str | None) -> None:
     try:
-        got = claim_network_data.network_data_for(text, [A, B])
+        got = network_data_for(text, [A, B])
     except errors.InvalidSpec as exc:
         assert exc.reason is errors.Reason.INVALID_NETWORK_STATUS
         return
@@ -410,7 +421,7 @@ def test_property_merge_keeps_other_entries_and_a_second_merge_writes_nothing(
     existing: list[dict[str, Any]], text: str | None
 ) -> None:
     try:
-        results = claim_network_data.network_data_for(text, [A, B])
+        results = network_data_for(text, [A, B])
     except errors.InvalidSpec:
         return
     out = claim_network_data.merged_network_data(existing, results, driver_name=DRIVER, now=NOW)
@@ -453,7 +464,7 @@ _FOREIGN = [
 )
 def test_an_entry_we_do_not_own_never_voids_our_network_data(foreign: object) -> None:
     text = json.dumps([foreign, _OURS])
-    got = claim_network_data.network_data_for(text, [A, B])
+    got = network_data_for(text, [A, B])
     data = got[A.key].data
     assert data is not None and data.ips == ("192.0.2.10/24",) and data.interface_name == "dra0"
     assert got[B.key] == claim_network_data.DeviceResult()
@@ -462,7 +473,7 @@ def test_an_entry_we_do_not_own_never_voids_our_network_data(foreign: object) ->
 def test_an_unusable_entry_of_ours_is_still_refused_naming_it() -> None:
     text = json.dumps([{"name": "", "ips": ["10.118.207.24"]}, {**_OURS, "ips": "192.0.2.10"}])
     with pytest.raises(errors.InvalidSpec) as caught:
-        claim_network_data.network_data_for(text, [A, B])
+        network_data_for(text, [A, B])
     assert caught.value.reason is errors.Reason.INVALID_NETWORK_STATUS
     assert [e.path for e in caught.value.errors] == [f"{claim_network_data.ANNOTATION_PATH}[1].ips"]
 
@@ -470,7 +481,7 @@ def test_an_unusable_entry_of_ours_is_still_refused_naming_it() -> None:
 def test_the_annotation_as_a_whole_stays_strict_json_even_in_an_entry_we_do_not_own() -> None:
     text = '[{"name":"","name":"x"},' + json.dumps(_OURS) + "]"
     with pytest.raises(errors.InvalidSpec) as caught:
-        claim_network_data.network_data_for(text, [A, B])
+        network_data_for(text, [A, B])
     assert caught.value.reason is errors.Reason.INVALID_NETWORK_STATUS
 
 

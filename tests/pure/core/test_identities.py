@@ -153,43 +153,6 @@ def test_identity_from_fields_rejects_unknown_and_missing_fields() -> None:
     assert sorted(e.path for e in exc.value.errors) == ["device", "shareID"]
 
 
-def test_verify_accepts_the_exact_recorded_id() -> None:
-    identity = _identity()
-    identities.verify_attachment_id(identity, identities.attachment_id(identity))
-
-
-def test_verify_detects_a_truncated_name_collision() -> None:
-    identity = _identity()
-    aid = identities.attachment_id(identity)
-    colliding = aid[:32] + ("0" if aid[32] != "0" else "1") + aid[33:]
-    assert identities.shadow_name(colliding) == identities.shadow_name(aid)
-    with pytest.raises(errors.ContractViolation) as exc:
-        identities.verify_attachment_id(identity, colliding, where="binding.attachmentID")
-    assert exc.value.reason is errors.Reason.SHADOW_CONFLICT
-    assert "collides" in str(exc.value)
-    assert exc.value.errors[0].path == "binding.attachmentID"
-
-
-def test_verify_detects_a_foreign_binding() -> None:
-    identity = _identity()
-    other = identities.attachment_id(_identity(device="0000-03-00-2"))
-    with pytest.raises(errors.ContractViolation) as exc:
-        identities.verify_attachment_id(identity, other)
-    assert exc.value.reason is errors.Reason.SHADOW_CONFLICT
-    assert "different binding" in str(exc.value)
-
-
-@pytest.mark.parametrize(
-    "recorded",
-    ["", "ab" * 16, "AB" * 32, None, 42],
-    ids=["empty", "truncated-32-hex", "uppercase", "missing", "integer"],
-)
-def test_verify_rejects_a_malformed_recorded_id(recorded: object) -> None:
-    with pytest.raises(errors.ContractViolation) as exc:
-        identities.verify_attachment_id(_identity(), recorded)
-    assert exc.value.reason is errors.Reason.CONTRACT_VIOLATION
-
-
 @pytest.mark.parametrize("aid", ["ab" * 16, "g" * 64, "AB" * 32], ids=["truncated", "non-hex", "uppercase"])
 def test_shadow_name_refuses_a_malformed_attachment_id(aid: str) -> None:
     with pytest.raises(errors.ContractViolation):

@@ -170,14 +170,6 @@ def test_without_claim_drops_only_that_claims_entries_and_keeps_order() -> None:
     assert registry.without_claim(mixed, "c1a1c1a1-0000-4000-8000-000000000000") == mixed
 
 
-def test_selection_entries_carry_only_name_namespace_interface() -> None:
-    value = _two_entries()
-    selections = list(registry.selection_entries(value))
-    assert selections == [
-        {"name": e.name, "namespace": e.namespace, "interface": e.interface} for e in value.entries
-    ]
-
-
 def test_empty_registry_round_trips() -> None:
     empty = registry.Registry(POD)
     assert registry.encode_registry(empty) == f'{{"version":1,"podUID":"{POD}","entries":[]}}'

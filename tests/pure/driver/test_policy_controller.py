@@ -171,7 +171,8 @@ def test_managed_snapshot_carries_the_nad_reference(inventory, started) -> None:
     c = controller(fake_api([policy("rail", spec)], attrs), inventory, started, managed=True)
     snap = c.evaluate()
     name = inventory[0].name
-    assert snap.reference_of(name) == attributes.NadReference("rail-a-net", None)
+    outcome = snap.evaluation.outcomes[name]
+    assert outcome.eligible and outcome.reference == attributes.NadReference("rail-a-net", None)
     assert snap.attributes_of(name)[f"{D}/netAttachDefName"] == attributes.string_value("rail-a-net")
 
 

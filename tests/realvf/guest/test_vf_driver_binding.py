@@ -38,7 +38,12 @@ def test_a_real_vf_binds_to_vfio_pci_through_the_viommu_and_restores_to_igbvf(al
         assert _vfio_group(vf.bdf).exists()
         assert (SYS_PCI / vf.bdf / "driver_override").read_text().strip() == "(null)"
     finally:
-        assert binder.restore_record(record) is True
+        assert (
+            binder.restore(
+                record.pci_address, requested=record.requested, original_driver=record.original_driver
+            )
+            is True
+        )
     wait_until("an igbvf netdev back", lambda: bool(raw_vf(vf.bdf).net))
     assert raw_vf(vf.bdf).driver == VF_DRIVER
 
@@ -80,7 +85,7 @@ def test_managed_mode_still_refuses_a_real_vf_on_vfio_pci(all_vfs: list[RawVf]) 
         with pytest.raises(vf_driver_binding.UnsupportedVfDriver, match="userspace"):
             binder.apply(vf.bdf, vf_driver_binding.KEEP, require_netdevice=True)
     finally:
-        binder.restore_record(record)
+        binder.restore(record.pci_address, requested=record.requested, original_driver=record.original_driver)
     wait_until("an igbvf netdev back", lambda: bool(raw_vf(vf.bdf).net))
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from sriov_dra.core import attributes, limits
+from sriov_dra.core import attributes
 from sriov_dra.core.operator import node_policy
+from sriov_dra_rules import names
 
 DRA_GROUP: Final = "sriovnetwork.k8snetworkplumbingwg.io"
 DRA_API_VERSION: Final = f"{DRA_GROUP}/v1alpha1"
@@ -65,7 +66,7 @@ def resource_policy_object(
 ) -> dict[str, object]:
     """The SriovResourcePolicy of ``node``: selects its ``hostname``, labelled with the node when valid."""
     labels = {GENERATED_BY_LABEL: GENERATED_BY_VALUE}
-    if not limits.label_value_errors(node):
+    if not names.label_value_errors(node):
         labels[NODE_LABEL] = node
     term = {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": [hostname]}]}
     return {

@@ -337,18 +337,6 @@ def correlate(
     return out
 
 
-def network_data_for(
-    text: str | None, attachments: Sequence[Attachment], *, pod: str = "Pod"
-) -> dict[DeviceKey, DeviceResult]:
-    """:func:`decode_network_status` of the entries that could be ``attachments``', then :func:`correlate`.
-
-    Raises: InvalidSpec (``InvalidNetworkStatus``) for an unreadable annotation or an unusable
-    entry of ours; ContractViolation for attachments sharing a device.
-    """
-    ours = {a.network for a in attachments}
-    return correlate(decode_network_status(text, pod=pod, ours=ours), attachments)
-
-
 # --- 3. the claim status ------------------------------------------------------------------------
 
 
