@@ -1,249 +1,200 @@
-"""LAB ONLY: the lab's ``sriov`` CNI plugin, a stand-in for upstream sriov-cni (it is not sriov-cni).
+"""LAB ONLY: the lab's ``sriov`` CNI plugin, a stand-in for sriov-cni (it is not sriov-cni).
 
-Upstream sriov-cni cannot be a pinned test binary here (the Go module proxy refuses the module and
-Debian has no package), so this plugin keeps the parts of sriov-cni's contract the guard, Multus
-and the tests depend on, and nothing more. It has two modes.
+The real sriov-cni (pinned in tools/versions.env) cannot drive the lab's VFs: a lab VF is one end
+of a veth pair with no PCI function behind it, and sriov-cni finds a VF's netdev and PF through
+``/sys/bus/pci/devices/<deviceID>``. This plugin keeps sriov-cni v2.10.0's contract for the lab,
+and the realvf tier checks it against the real plugin on real VFs
+(tests/realvf/guest/test_sriov_cni_standin.py runs one ADD/DEL/refusal sequence through both);
+the differences that remain are listed in docs/realvf.md. It has two ways to find a VF:
 
-**Real-VF mode** (``--real-vfs``, the realvf tier's kernel VFs): the device move and IPAM are done
-by the pinned upstream ``host-device`` reference plugin (found on ``CNI_PATH``, given
-``pciBusID`` = the config's ``deviceID`` and the config's ``ipam``); only the VF settings are done
-here, through the PF's netlink (:func:`sriov_dra_lab.fakes.net_edit.set_vf`): ``vlan``/``vlanQoS``,
-``spoofchk``, ``trust``, ``min_tx_rate``/``max_tx_rate`` and ``link_state``. What matches
-sriov-cni v2.10:
+* ``--vf-map FILE`` (the lab): the ``deviceID`` is looked up in the lab VF map (BDF -> veth end,
+  written by :func:`sriov_dra_lab.netns.write_vf_map`); a veth has no PF, so the VF settings
+  (``vlan``, ``spoofchk``, ...) are checked as sriov-cni checks them and then ignored;
+* ``--real-vfs [--sysfs-root DIR]`` (the comparison on real VFs): as sriov-cni, through sysfs
+  (``physfn``, ``virtfn<N>``, ``net/``); the settings are programmed through the PF's netlink
+  (:func:`sriov_dra_lab.fakes.net_edit.set_vf`) and put back on DEL.
 
-* errors are CNI code 999 with sriov-cni's texts: no ``deviceID`` ->
+What it shares with sriov-cni v2.10.0 (``cnicommands``, ``config.LoadConf``, ``sriov``):
+
+* errors are CNI code 999 with sriov-cni's texts, in its order: no ``deviceID`` ->
   ``SRIOV-CNI failed to load netconf: LoadConf(): VF pci addr is required``; a VF whose allocation
-  record names a netns that still exists -> ``pci address <bdf> is already allocated``, checked
-  before anything is read from or written to the VF (a record of a deleted netns is stale and
-  dropped, as sriov-cni's ``IsAllocated`` does);
-* cache files ``<state-dir>/<containerid>-<ifname>`` (this plugin's JSON record: the VF, its PF
-  and index, its original netdev name and VF-table state, the settings applied) and
-  ``<state-dir>/pci/<bdf>`` (the netns path), ``<state-dir>`` defaulting to ``/var/lib/cni/sriov``;
-* ADD applies the VF settings before the move, and undoes them (and the records) when the move
-  or IPAM fails; DEL without a cache record succeeds and does nothing; DEL resets exactly the
-  settings ADD applied to the values the PF's VF table showed before ADD;
-* DEL after the netns was deleted: the kernel has already given the VF back to the host under the
-  Pod's interface name, and ``host-device`` refuses a missing netns, so this plugin runs IPAM DEL
-  itself (same stdin ``host-device`` got) and renames the netdev back to its original name.
+  record ``pci/<bdf>`` names a netns that still exists -> ``SRIOV-CNI failed to load netconf: pci
+  address <bdf> is already allocated`` before anything is read from or written to the VF (a record
+  of a deleted netns is stale and dropped); then the VLAN and link-state rules of ``LoadConf``;
+* ADD programs the settings, moves the netdev into ``CNI_NETNS`` as ``CNI_IFNAME``, runs the IPAM
+  plugin named by ``ipam.type`` (``CNI_PATH``, same stdin) and applies its addresses and routes,
+  then writes its cache ``<state-dir>/<containerid>-<ifname>`` and the allocation record; a
+  failure on the way undoes what was done (IPAM DEL, the netdev back, the settings reset). The
+  result has sriov-cni's shape: the interface's ``name``, ``mac``, ``mtu`` and ``sandbox``, the IPAM
+  addresses on interface 0, its routes and ``dns`` when not empty; an error is ``code`` and ``msg``;
+* DEL reads only its own cache: without it, it succeeds and does nothing, not even IPAM DEL. With
+  it: IPAM DEL (same stdin), the settings ADD changed put back to their values before ADD, then,
+  if the netns still exists, the netdev back into the host under the name it had before ADD and
+  the allocation record removed. If the netns was deleted first, that is all: the kernel has given
+  a real VF back under the Pod's interface name, which stays, and so does the (now stale)
+  allocation record; a veth end is destroyed with its netns;
+* each ADD and DEL holds ``pci/vf_lock/<bdf>.lock`` (``flock``), which stays; CHECK succeeds.
 
-Not done (sriov-cni does them): MAC programming through the PF (igb refuses a VF MAC change once
-the PF set one), DPDK/userspace-driver VFs, ``ipam`` results applied to anything but the one VF
-netdev, the ``vf_lock`` file lock (the tier never runs two ADDs at once).
-
-**Lab mode** (``--vf-map``, machines without SR-IOV hardware): a lab VF is a veth end:
-
-* ADD requires ``deviceID`` (a PCI BDF); without it it fails with sriov-cni's own message
-  ``LoadConf(): VF pci addr is required``. The BDF is mapped to a host interface through the lab
-  VF map file (``--vf-map``, written by :func:`sriov_dra_lab.netns.write_vf_map`) where sriov-cni
-  would read ``/sys/bus/pci/devices/<bdf>/net``.
-* A VF held by another live sandbox is refused (``pci address ... is already allocated``).
-* The interface is moved into ``CNI_NETNS`` and renamed to ``CNI_IFNAME``; IPAM is delegated to
-  the real plugin named by ``ipam.type`` (found on ``CNI_PATH``, same stdin), its addresses and
-  routes are applied and the link is set up. The result is the IPAM result plus the interface.
-* DEL, like sriov-cni's, reads only its own record: with no record of an ADD it succeeds and does
-  nothing, not even IPAM DEL (so a lost state dir leaks like a lost sriov-cni cache). With a
-  record it runs IPAM DEL with the same stdin (so host-local and whereabouts release even when
-  the sandbox is gone), moves the interface back to the host namespace under its lab name if it
-  is still in the sandbox, and forgets the VF. An ADD that fails after its IPAM ADD runs IPAM DEL
-  before failing, as sriov-cni's deferred cleanup does.
-* VLAN, trust, spoof checking, rates and MAC programming of a PF are not emulated (veth has no
-  PF); those keys are accepted and ignored.
-
-State lives in ``--state-dir`` (one JSON file per container and interface, one marker per VF).
-Run as ``python -m sriov_dra_lab.sriov_cni --vf-map FILE --state-dir DIR`` from a wrapper in the
-lab's CNI bin dir (:func:`sriov_dra_lab.cni.build_bin_dir`), or with ``--real-vfs [--state-dir DIR]
-[--sysfs-root DIR]`` on real VFs.
+Its cache holds its own small JSON record, not sriov-cni's NetConf: nothing in the product reads
+either. Not done: MAC programming (``mac``), ``vlanProto`` 802.1ad, MTU restore, DPDK VFs.
+State lives in ``--state-dir`` (sriov-cni's ``/var/lib/cni/sriov`` by default). Run from a wrapper
+in the lab's CNI bin dir (:func:`sriov_dra_lab.cni.build_bin_dir`) as ``python -m
+sriov_dra_lab.sriov_cni --vf-map FILE --state-dir DIR``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sriov_dra.host import atomic_file, netlink, sysfs
 from sriov_dra_lab.fakes import net_edit
 
-SUPPORTED_VERSIONS = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+SUPPORTED_VERSIONS = ("0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+"""libcni's ``version.All``, what sriov-cni answers to VERSION."""
+DEFAULT_CNI_DIR = Path("/var/lib/cni/sriov")
+"""sriov-cni's ``config.DefaultCNIDir``: its cache files and the ``pci/`` allocation records."""
+LOAD_NETCONF = "SRIOV-CNI failed to load netconf: "
+LOAD_CONF = LOAD_NETCONF + "LoadConf(): "
+_ON = "on"
 
 
 class PluginError(Exception):
-    """A CNI error: ``code`` per the CNI spec (7 invalid config, 11 try again, 999 other)."""
+    """A CNI error: ``code`` per the CNI spec (999 for every sriov-cni error)."""
 
     def __init__(self, code: int, msg: str, details: str = "") -> None:
         super().__init__(msg)
         self.code, self.msg, self.details = code, msg, details
 
 
-def _find_plugin(plugin: str, what: str) -> str:
-    for directory in os.environ.get("CNI_PATH", "").split(os.pathsep):
-        path = os.path.join(directory, plugin)
-        if directory and os.access(path, os.X_OK):
-            return path
-    raise PluginError(7, f"{what} plugin {plugin!r} not found on CNI_PATH")
+@dataclass(frozen=True)
+class Pf:
+    """The PF netdev and VF index of a real VF (None for a lab VF, which has no PF)."""
+
+    ifname: str
+    index: int
 
 
-def _ipam(conf: dict[str, Any], command: str, stdin: bytes) -> dict[str, Any] | None:
-    ipam = conf.get("ipam")
-    if not isinstance(ipam, dict) or not ipam.get("type"):
+class Vfs(Protocol):
+    """How the plugin finds a VF by ``deviceID``: its PF, then (after the allocation check) its netdev."""
+
+    def pf(self, pci: str) -> Pf | None:
+        """Raises: PluginError when ``pci`` is not a VF this plugin can drive."""
+        ...
+
+    def netdev(self, pci: str) -> str:
+        """The VF's netdev name in the host namespace. Raises: PluginError when it has none."""
+        ...
+
+
+@dataclass(frozen=True)
+class LabVfs:
+    """Lab VFs: veth ends named by the lab VF map."""
+
+    vf_map: dict[str, str]
+
+    def pf(self, pci: str) -> Pf | None:
+        if pci not in self.vf_map:
+            raise PluginError(
+                999,
+                f"{LOAD_CONF}failed to get VF information: lab VF {pci} is not in the lab VF map {sorted(self.vf_map)}",
+            )
         return None
-    plugin = str(ipam["type"])
-    path = _find_plugin(plugin, "IPAM")
-    env = dict(os.environ, CNI_COMMAND=command)
-    proc = subprocess.run([path], input=stdin, capture_output=True, env=env, check=False, timeout=120)
-    if proc.returncode != 0:
-        raise PluginError(
-            999, f"IPAM {plugin} {command} failed: {proc.stdout.decode()} {proc.stderr.decode()}"
+
+    def netdev(self, pci: str) -> str:
+        return self.vf_map[pci]
+
+
+@dataclass(frozen=True)
+class RealVfs:
+    """Kernel VFs, found through sysfs as sriov-cni finds them."""
+
+    reader: sysfs.Sysfs
+
+    def pf(self, pci: str) -> Pf | None:
+        pf_bdf = self.reader.physfn(pci)
+        pf = self.reader.pf_netdev(pf_bdf) if pf_bdf is not None else None
+        index = (
+            next((link.index for link in self.reader.virtfns(pf_bdf) if link.bdf == pci), None)
+            if pf_bdf
+            else None
         )
-    out = proc.stdout.decode().strip()
-    return json.loads(out) if out else {}
+        if pf is None or index is None:
+            raise PluginError(
+                999,
+                f"{LOAD_CONF}failed to get VF information: {pci} (PF {pf_bdf}, netdev {pf}, VF index {index}) is not "
+                "an SR-IOV VF of a PF with a netdev",
+            )
+        return Pf(pf, index)
+
+    def netdev(self, pci: str) -> str:
+        netdevs = self.reader.netdevs(pci)
+        if len(netdevs) != 1:
+            raise PluginError(999, f"{LOAD_CONF}the VF {pci} does not have a interface name or a dpdk driver")
+        return netdevs[0]
 
 
-def _state_path(state_dir: Path, container_id: str, ifname: str, suffix: str = ".json") -> Path:
-    return state_dir / f"{container_id}-{ifname}{suffix}"
-
-
-def _marker(state_dir: Path, pci: str) -> Path:
-    return state_dir / "pci" / pci
-
-
-def _add(conf: dict[str, Any], stdin: bytes, vf_map: dict[str, str], state_dir: Path) -> dict[str, Any]:
-    pci = conf.get("deviceID")
-    if not isinstance(pci, str) or not pci:
-        raise PluginError(7, "SRIOV-CNI failed to load netconf: LoadConf(): VF pci addr is required")
-    host_ifname = vf_map.get(pci)
-    if host_ifname is None:
-        raise PluginError(7, f"lab VF {pci} is not in the lab VF map (known: {sorted(vf_map)})")
-    netns, ifname, container = (
-        os.environ["CNI_NETNS"],
-        os.environ["CNI_IFNAME"],
-        os.environ["CNI_CONTAINERID"],
-    )
-    marker = _marker(state_dir, pci)
-    holder = marker.read_text() if marker.exists() else ""
-    if holder and holder != netns and os.path.exists(holder):
-        raise PluginError(999, f"pci address {pci} is already allocated to {holder}")
-    # Record the intent first, so that a DEL after any later failure knows what to undo.
-    state = _state_path(state_dir, container, ifname)
-    state.parent.mkdir(parents=True, exist_ok=True)
-    record = {"deviceID": pci, "hostIfname": host_ifname, "netns": netns, "ifname": ifname}
-    atomic_file.write_atomic(state, json.dumps(record).encode())
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    atomic_file.write_atomic(marker, netns.encode())
-    try:
-        net_edit.move_link(host_ifname, target_netns=netns, new_name=ifname)
-    except BaseException:
-        atomic_file.remove_durable(state)
-        atomic_file.remove_durable(marker)
-        raise
-    result: dict[str, Any] | None = None
-    try:
-        result = _ipam(conf, "ADD", stdin) or {}
-        for ip in result.get("ips", []):
-            net_edit.add_address(ifname, ip["address"], netns_path=netns)
-        net_edit.set_up(ifname, netns_path=netns)
-        for route in result.get("routes", []):
-            net_edit.add_route(route["dst"], gateway=route.get("gw"), name=ifname, netns_path=netns)
-        mac = next((link.mac for link in netlink.links(netns) if link.name == ifname), None)
-    except BaseException:
-        if result is not None:  # IPAM ADD succeeded: release before failing
-            # The ADD's own error is the one to report; the runtime's DEL has no record left.
-            with contextlib.suppress(PluginError):
-                _ipam(conf, "DEL", stdin)
-        net_edit.move_link(ifname, target_netns=None, new_name=host_ifname, netns_path=netns)
-        atomic_file.remove_durable(state)
-        atomic_file.remove_durable(marker)
-        raise
-    out: dict[str, Any] = {"cniVersion": conf.get("cniVersion")}
-    out["interfaces"] = [{"name": ifname, "mac": mac, "sandbox": netns}]
-    out["ips"] = [dict(ip, interface=0) for ip in result.get("ips", [])]
-    for key in ("routes", "dns"):
-        if key in result:
-            out[key] = result[key]
-    return out
-
-
-def _del(conf: dict[str, Any], stdin: bytes, state_dir: Path) -> None:
-    container, ifname = os.environ.get("CNI_CONTAINERID", ""), os.environ.get("CNI_IFNAME", "")
-    path = _state_path(state_dir, container, ifname)
-    raw = atomic_file.read_optional(path)
-    if raw is None:
-        return  # nothing recorded for this attachment: nothing to undo (sriov-cni without its cache)
-    record = json.loads(raw)
-    _ipam(conf, "DEL", stdin)
-    netns = record["netns"]
-    if os.path.exists(netns) and ifname in netlink.link_names(netns):
-        net_edit.move_link(ifname, target_netns=None, new_name=record["hostIfname"], netns_path=netns)
-    atomic_file.remove_durable(_marker(state_dir, record["deviceID"]))
-    atomic_file.remove_durable(path)
-
-
-def _check(state_dir: Path, suffix: str = ".json") -> None:
-    container, ifname = os.environ.get("CNI_CONTAINERID", ""), os.environ.get("CNI_IFNAME", "")
-    raw = atomic_file.read_optional(_state_path(state_dir, container, ifname, suffix))
-    if raw is None:
-        raise PluginError(999, f"no lab VF attached for {container}/{ifname}")
-    netns = json.loads(raw)["netns"]
-    if ifname not in netlink.link_names(netns):
-        raise PluginError(999, f"{ifname} is missing from {netns}")
-
-
-# --- real-VF mode ------------------------------------------------------------------------------
-
-DEFAULT_CNI_DIR = Path("/var/lib/cni/sriov")
-"""sriov-cni's ``config.DefaultCNIDir``: its cache files and the ``pci/`` allocation records."""
-LOAD_CONF = "SRIOV-CNI failed to load netconf: LoadConf(): "
-NETDEV_RETURN_S = 30.0
-"""How long DEL waits for the kernel to give back a VF whose netns was deleted (netns teardown is
-asynchronous; under TCG it takes seconds)."""
-_ON_OFF = {"on": True, "off": False}
+def _int(conf: dict[str, Any], key: str) -> int | None:
+    value = conf.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise PluginError(999, f"{LOAD_NETCONF}{key} {value!r} is not an integer")
+    return value
 
 
 def _vf_settings(conf: dict[str, Any]) -> dict[str, Any]:
-    """The config's VF settings as :func:`net_edit.set_vf` keywords (only those given).
-
-    Raises: PluginError 999 naming the key, the value and the accepted values (sriov-cni's
-    ``LoadConf`` checks the same ranges).
-    """
+    """The config's VF settings as :func:`net_edit.set_vf` keywords (only those given), after
+    ``LoadConf``'s checks with its texts. ``spoofchk``/``trust``: ``"on"`` is on, anything else off."""
     out: dict[str, Any] = {}
-
-    def bad(key: str, accepted: str) -> PluginError:
-        return PluginError(999, f"{LOAD_CONF}{key} {conf[key]!r} is invalid: {accepted}")
-
-    def number(key: str, top: int) -> int | None:
-        value = conf.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
-            raise bad(key, f"use a whole number 0-{top}")
-        return value
-
-    vlan, qos = number("vlan", 4094), number("vlanQoS", 7)
-    if qos and not vlan:
-        raise bad("vlanQoS", "vlan must be set and non-zero when vlanQoS is non-zero")
-    if vlan is not None:
-        out.update(vlan=vlan, qos=qos or 0)
-    for key in ("spoofchk", "trust"):
-        if key in conf:
-            if conf[key] not in _ON_OFF:
-                raise bad(key, 'use "on" or "off"')
-            out[key] = _ON_OFF[conf[key]]
-    if "link_state" in conf:
-        if conf["link_state"] not in net_edit.VF_LINK_STATES:
-            raise bad("link_state", 'use "auto", "enable" or "disable"')
-        out["link_state"] = net_edit.VF_LINK_STATES[conf["link_state"]]
-    rates = {key: number(key, 2**31 - 1) for key in ("min_tx_rate", "max_tx_rate")}
-    if rates["min_tx_rate"] and rates["max_tx_rate"] and rates["min_tx_rate"] > rates["max_tx_rate"]:
-        raise bad("min_tx_rate", "it must not be above max_tx_rate")
+    vlan, qos, proto = _int(conf, "vlan"), _int(conf, "vlanQoS"), conf.get("vlanProto")
+    if vlan is None:
+        if qos is not None:
+            raise PluginError(
+                999, f"{LOAD_CONF}vlan id must be configured to set vlan QoS to a non-nil value"
+            )
+        if proto is not None:
+            raise PluginError(
+                999, f"{LOAD_CONF}vlan id must be configured to set vlan proto to a non-nil value"
+            )
+    else:
+        if not 0 <= vlan <= 4094:
+            raise PluginError(999, f"{LOAD_CONF}vlan id {vlan} invalid: value must be in the range 0-4094")
+        qos = qos or 0
+        if not 0 <= qos <= 7:
+            raise PluginError(999, f"{LOAD_CONF}vlan QoS PCP {qos} invalid: value must be in the range 0-7")
+        if qos != 0 and vlan == 0:
+            raise PluginError(
+                999, f"{LOAD_CONF}non-zero vlan id must be configured to set vlan QoS to a non-zero value"
+            )
+        proto = str(proto or "802.1q").lower()
+        if proto not in ("802.1q", "802.1ad"):
+            raise PluginError(
+                999, f"{LOAD_CONF}vlan Proto {proto} invalid: value must be '802.1Q' or '802.1ad'"
+            )
+        if proto == "802.1ad" and vlan == 0:
+            raise PluginError(
+                999, f"{LOAD_CONF}non-zero vlan id must be configured to set vlan proto 802.1ad"
+            )
+        out.update(vlan=vlan, qos=qos)
+    link_state = conf.get("link_state") or ""
+    if link_state and link_state not in net_edit.VF_LINK_STATES:
+        raise PluginError(999, f"{LOAD_CONF}invalid link_state value: {link_state}")
+    rates = {key: _int(conf, key) for key in ("min_tx_rate", "max_tx_rate")}
     if any(rate is not None for rate in rates.values()):
-        out.update(min_tx_rate=rates["min_tx_rate"], max_tx_rate=rates["max_tx_rate"])
+        out.update(rates)
+    for key in ("spoofchk", "trust"):
+        if conf.get(key):
+            out[key] = conf[key] == _ON
+    if link_state:
+        out["link_state"] = net_edit.VF_LINK_STATES[link_state]
     return out
 
 
@@ -260,168 +211,169 @@ def _reset_of(settings: dict[str, Any], before: net_edit.VfState) -> dict[str, A
     return out
 
 
-def _host_device(conf: dict[str, Any], pci: str) -> dict[str, Any]:
-    """The config ``host-device`` gets: this network's name and IPAM, the VF by ``pciBusID``."""
-    out: dict[str, Any] = {
-        "cniVersion": conf.get("cniVersion"),
-        "name": conf.get("name"),
-        "type": "host-device",
-    }
-    out["pciBusID"] = pci
-    if isinstance(conf.get("ipam"), dict):
-        out["ipam"] = conf["ipam"]
-    return out
+def _find_plugin(plugin: str) -> str:
+    for directory in os.environ.get("CNI_PATH", "").split(os.pathsep):
+        path = os.path.join(directory, plugin)
+        if directory and os.access(path, os.X_OK):
+            return path
+    raise PluginError(999, f'failed to find plugin "{plugin}" in path {os.environ.get("CNI_PATH", "")}')
 
 
-def _exec_host_device(command: str, stdin: bytes) -> dict[str, Any]:
-    """Run ``host-device`` (on ``CNI_PATH``); its CNI error is passed on with its code and message."""
-    path = _find_plugin("host-device", "the device-move")
+def _ipam(conf: dict[str, Any], command: str, stdin: bytes) -> dict[str, Any] | None:
+    """Run the IPAM plugin of ``conf`` (None without one); its CNI error is passed on."""
+    ipam = conf.get("ipam")
+    if not isinstance(ipam, dict) or not ipam.get("type"):
+        return None
+    env = dict(os.environ, CNI_COMMAND=command)
     proc = subprocess.run(
-        [path],
-        input=stdin,
-        capture_output=True,
-        env=dict(os.environ, CNI_COMMAND=command),
-        check=False,
-        timeout=120,
+        [_find_plugin(str(ipam["type"]))], input=stdin, capture_output=True, env=env, check=False, timeout=120
     )
     out = proc.stdout.decode().strip()
-    try:
-        printed = json.loads(out) if out else {}
-    except ValueError:
-        printed = None
-    if proc.returncode == 0 and isinstance(printed, dict):
-        return printed
-    try:
-        code, msg = int(printed["code"]), str(printed["msg"])  # type: ignore[index]
-    except (KeyError, TypeError, ValueError):
-        code, msg = 999, f"{out} {proc.stderr.decode().strip()}".strip()
-    raise PluginError(code, f"host-device {command}: {msg}", proc.stderr.decode().strip())
+    if proc.returncode != 0:
+        try:
+            printed = json.loads(out)
+            raise PluginError(int(printed["code"]), str(printed["msg"]), str(printed.get("details", "")))
+        except (ValueError, KeyError, TypeError):
+            raise PluginError(999, f"{out} {proc.stderr.decode().strip()}".strip()) from None
+    return json.loads(out) if out else {}
 
 
-def _allocated_to(state_dir: Path, pci: str) -> str | None:
-    """The netns a VF is allocated to, or None; a record of a deleted netns is dropped."""
-    marker = _marker(state_dir, pci)
-    raw = atomic_file.read_optional(marker)
+@contextlib.contextmanager
+def _vf_lock(state_dir: Path, pci: str) -> Iterator[None]:
+    """sriov-cni's per-VF ``flock`` (its lock file stays)."""
+    path = state_dir / "pci" / "vf_lock" / f"{pci}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_RDONLY | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _cache(state_dir: Path) -> Path:
+    return state_dir / f"{os.environ.get('CNI_CONTAINERID', '')}-{os.environ.get('CNI_IFNAME', '')}"
+
+
+def _allocation(state_dir: Path, pci: str) -> Path:
+    return state_dir / "pci" / pci
+
+
+def _allocated(state_dir: Path, pci: str) -> bool:
+    """True when the record names a netns that exists; a record of a deleted netns is dropped."""
+    raw = atomic_file.read_optional(_allocation(state_dir, pci))
     if raw is None:
-        return None
-    holder = raw.decode()
-    if holder and os.path.exists(holder):
-        return holder
-    atomic_file.remove_durable(marker)
+        return False
+    if os.path.exists(raw.decode()):
+        return True
+    atomic_file.remove_durable(_allocation(state_dir, pci))
+    return False
+
+
+def _mtu(ifname: str) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        return int(Path(f"/sys/class/net/{ifname}/mtu").read_text())
     return None
 
 
-def _add_real(conf: dict[str, Any], state_dir: Path, reader: sysfs.Sysfs) -> dict[str, Any]:
+def _add(conf: dict[str, Any], stdin: bytes, vfs: Vfs, state_dir: Path) -> dict[str, Any]:
     pci = conf.get("deviceID")
     if not isinstance(pci, str) or not pci:
         raise PluginError(999, f"{LOAD_CONF}VF pci addr is required")
-    settings = _vf_settings(conf)
-    if _allocated_to(state_dir, pci) is not None:
-        raise PluginError(999, f"pci address {pci} is already allocated")
-    pf_bdf = reader.physfn(pci)
-    if pf_bdf is None:
-        raise PluginError(
-            999,
-            f"{LOAD_CONF}failed to get VF information: {pci} has no physfn link under {reader.pci_device_dir(pci)}; "
-            "deviceID must be the PCI address of an SR-IOV VF",
-        )
-    pf = reader.pf_netdev(pf_bdf)
-    index = next((link.index for link in reader.virtfns(pf_bdf) if link.bdf == pci), None)
-    netdevs = reader.netdevs(pci)
-    if pf is None or index is None or len(netdevs) != 1:
-        raise PluginError(
-            999,
-            f"{LOAD_CONF}failed to get VF information: VF {pci} of PF {pf_bdf} (netdev {pf}, VF index {index}) "
-            f"has netdevs {netdevs} in this namespace; it needs exactly one (bind a netdevice VF driver)",
-        )
-    before = next(state for state in net_edit.vf_states(pf) if state.vf == index)
-    reset = _reset_of(settings, before)
-    netns, ifname, container = (
-        os.environ["CNI_NETNS"],
-        os.environ["CNI_IFNAME"],
-        os.environ["CNI_CONTAINERID"],
-    )
-    record = {
-        "deviceID": pci,
-        "pf": pf,
-        "vfIndex": index,
-        "hostIfname": netdevs[0],
-        "netns": netns,
-        "ifname": ifname,
-        "applied": settings,
-        "reset": reset,
+    pf = vfs.pf(pci)
+    with _vf_lock(state_dir, pci):
+        if _allocated(state_dir, pci):
+            raise PluginError(999, f"{LOAD_NETCONF}pci address {pci} is already allocated")
+        host_ifname = vfs.netdev(pci)
+        settings = _vf_settings(conf)
+        netns, ifname = os.environ["CNI_NETNS"], os.environ["CNI_IFNAME"]
+        if not os.path.exists(netns):
+            raise PluginError(999, f"failed to open netns {netns!r}: no such file or directory")
+        reset: dict[str, Any] = {}
+        if pf is not None:
+            reset = _reset_of(settings, next(s for s in net_edit.vf_states(pf.ifname) if s.vf == pf.index))
+        mtu = _mtu(host_ifname)
+        moved, result = False, None
+        try:
+            if pf is not None:
+                net_edit.set_vf(pf.ifname, pf.index, **settings)
+            net_edit.move_link(host_ifname, target_netns=netns, new_name=ifname)
+            moved = True
+            net_edit.set_up(ifname, netns_path=netns)
+            result = _ipam(conf, "ADD", stdin) or {}
+            for ip in result.get("ips", []):
+                net_edit.add_address(ifname, ip["address"], netns_path=netns)
+            for route in result.get("routes", []):
+                net_edit.add_route(route["dst"], gateway=route.get("gw"), name=ifname, netns_path=netns)
+            mac = next((link.mac for link in netlink.links(netns) if link.name == ifname), None)
+            record: dict[str, Any] = {
+                "deviceID": pci,
+                "hostIfname": host_ifname,
+                "netns": netns,
+                "ifname": ifname,
+                "reset": reset,
+            }
+            if pf is not None:
+                record.update(pf=pf.ifname, vfIndex=pf.index)
+            atomic_file.write_atomic(_cache(state_dir), json.dumps(record).encode())
+            atomic_file.write_atomic(_allocation(state_dir, pci), netns.encode())
+        except BaseException:
+            if result is not None:  # IPAM ADD succeeded: release before failing
+                with contextlib.suppress(PluginError):
+                    _ipam(conf, "DEL", stdin)
+            if moved:
+                with contextlib.suppress(netlink.NetlinkError):
+                    net_edit.move_link(ifname, target_netns=None, new_name=host_ifname, netns_path=netns)
+            if pf is not None:
+                with contextlib.suppress(netlink.NetlinkError):
+                    net_edit.set_vf(pf.ifname, pf.index, **reset)
+            raise
+    interface: dict[str, Any] = {"name": ifname, "mac": mac}
+    if mtu is not None:
+        interface["mtu"] = mtu
+    out: dict[str, Any] = {
+        "cniVersion": conf.get("cniVersion"),
+        "interfaces": [{**interface, "sandbox": netns}],
     }
-    state = _state_path(state_dir, container, ifname, suffix="")
-    state.parent.mkdir(parents=True, exist_ok=True)
-    atomic_file.write_atomic(state, json.dumps(record).encode())
-    marker = _marker(state_dir, pci)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    atomic_file.write_atomic(marker, netns.encode())
-    try:
-        net_edit.set_vf(pf, index, **settings)
-        result = _exec_host_device("ADD", json.dumps(_host_device(conf, pci)).encode())
-    except BaseException:
-        with contextlib.suppress(netlink.NetlinkError):
-            net_edit.set_vf(pf, index, **reset)
-        atomic_file.remove_durable(state)
-        atomic_file.remove_durable(marker)
-        raise
-    return result
+    out["ips"] = [dict(ip, interface=0) for ip in result.get("ips", [])]
+    for key in ("routes", "dns"):
+        if result.get(key):
+            out[key] = result[key]
+    return out
 
 
-def _del_real(conf: dict[str, Any], state_dir: Path, reader: sysfs.Sysfs) -> None:
-    container, ifname = os.environ.get("CNI_CONTAINERID", ""), os.environ.get("CNI_IFNAME", "")
-    path = _state_path(state_dir, container, ifname, suffix="")
-    raw = atomic_file.read_optional(path)
+def _del(conf: dict[str, Any], stdin: bytes, state_dir: Path) -> None:
+    raw = atomic_file.read_optional(_cache(state_dir))
     if raw is None:
         return  # sriov-cni's cmdDel without its cache: nothing to undo
     record = json.loads(raw)
-    pci, device_conf = record["deviceID"], _host_device(conf, record["deviceID"])
-    stdin = json.dumps(device_conf).encode()
-    if os.path.exists(record["netns"]):
-        _exec_host_device("DEL", stdin)
-    else:
-        _ipam(device_conf, "DEL", stdin)
-        _rename_returned(reader, pci, record["hostIfname"])
-    net_edit.set_vf(record["pf"], record["vfIndex"], **record["reset"])
-    atomic_file.remove_durable(_marker(state_dir, pci))
-    atomic_file.remove_durable(path)
-
-
-def _rename_returned(reader: sysfs.Sysfs, pci: str, original: str) -> None:
-    """Name the VF's netdev ``original`` again once the kernel gave it back from a deleted netns."""
-    deadline = time.monotonic() + NETDEV_RETURN_S
-    while not (names := reader.netdevs(pci)):
-        if time.monotonic() > deadline:
-            raise PluginError(
-                11,
-                f"VF {pci}: its netns is deleted but its netdev is not back in this namespace after "
-                f"{NETDEV_RETURN_S:.0f}s; retry DEL",
-            )
-        time.sleep(0.1)
-    if names != [original]:
-        net_edit.move_link(names[0], target_netns=None, new_name=original)
+    pci, netns, ifname = record["deviceID"], record["netns"], record["ifname"]
+    with _vf_lock(state_dir, pci):
+        _ipam(conf, "DEL", stdin)
+        if record.get("pf") is not None:
+            net_edit.set_vf(record["pf"], record["vfIndex"], **record["reset"])
+        if os.path.exists(netns):
+            if ifname in netlink.link_names(netns):
+                net_edit.move_link(ifname, target_netns=None, new_name=record["hostIfname"], netns_path=netns)
+            atomic_file.remove_durable(_allocation(state_dir, pci))
+        atomic_file.remove_durable(_cache(state_dir))
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Run one CNI command (from ``CNI_COMMAND``) and return the exit status."""
     parser = argparse.ArgumentParser(prog="lab-sriov-cni")
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--vf-map", type=Path, help="lab mode: the lab VF map (BDF -> veth end)")
-    mode.add_argument("--real-vfs", action="store_true", help="real-VF mode: kernel VFs through host-device")
+    mode.add_argument("--vf-map", type=Path, help="the lab VF map (BDF -> veth end)")
+    mode.add_argument("--real-vfs", action="store_true", help="find VFs through sysfs and program their PF")
     parser.add_argument(
-        "--state-dir", type=Path, help=f"cache directory (real-VF mode default {DEFAULT_CNI_DIR})"
+        "--state-dir", type=Path, default=DEFAULT_CNI_DIR, help=f"cache dir ({DEFAULT_CNI_DIR})"
     )
     parser.add_argument(
-        "--sysfs-root", type=Path, default=Path("/"), help="real-VF mode: the root holding sys/"
+        "--sysfs-root", type=Path, default=Path("/"), help="with --real-vfs: the root holding sys/"
     )
     args = parser.parse_args(argv)
-    if args.state_dir is None and not args.real_vfs:
-        parser.error("--state-dir is required with --vf-map")
-    state_dir: Path = args.state_dir or DEFAULT_CNI_DIR
     command = os.environ.get("CNI_COMMAND", "")
     stdin = sys.stdin.buffer.read()
-    version = "1.0.0"
     try:
         if command == "VERSION":
             print(
@@ -431,27 +383,24 @@ def run(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         conf = json.loads(stdin)
-        version = str(conf.get("cniVersion") or version)
-        if args.real_vfs and command in ("ADD", "DEL"):
-            reader = sysfs.Sysfs(args.sysfs_root)
-            if command == "ADD":
-                print(json.dumps(_add_real(conf, state_dir, reader)))
-            else:
-                _del_real(conf, state_dir, reader)
-        elif command == "ADD":
-            vf_map = json.loads(args.vf_map.read_text())
-            print(json.dumps(_add(conf, stdin, vf_map, state_dir)))
+        if command == "ADD":
+            vfs: Vfs = (
+                RealVfs(sysfs.Sysfs(args.sysfs_root))
+                if args.real_vfs
+                else LabVfs(json.loads(args.vf_map.read_text()))
+            )
+            print(json.dumps(_add(conf, stdin, vfs, args.state_dir)))
         elif command == "DEL":
-            _del(conf, stdin, state_dir)
-        elif command == "CHECK":
-            _check(state_dir, "" if args.real_vfs else ".json")
-        elif command not in ("GC", "STATUS"):
+            _del(conf, stdin, args.state_dir)
+        elif command not in ("CHECK", "GC", "STATUS"):
             raise PluginError(4, f"unknown CNI_COMMAND {command!r}")
         return 0
     except PluginError as exc:
-        error = {"cniVersion": version, "code": exc.code, "msg": exc.msg, "details": exc.details}
+        error: dict[str, Any] = {"code": exc.code, "msg": exc.msg}
+        if exc.details:
+            error["details"] = exc.details
     except (netlink.NetlinkError, OSError, ValueError, KeyError) as exc:
-        error = {"cniVersion": version, "code": 999, "msg": f"lab sriov {command}: {exc}", "details": ""}
+        error = {"code": 999, "msg": f"lab sriov {command}: {exc}"}
     print(json.dumps(error))
     return 1
 

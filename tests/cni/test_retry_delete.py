@@ -47,7 +47,8 @@ def test_failed_delegate_del_keeps_the_cache_and_the_repeated_del_releases_after
         garbled.unlink()
 
     if mode == "thin":
-        assert not first.ok and "whereabouts" in first.stdout + first.stderr, first.stdout
+        # sriov-cni relays its IPAM plugin's error unchanged; Multus names the delegate.
+        assert not first.ok and "IPAM client initialization error" in first.stdout, first.stdout
     else:
         assert first.ok, first.stdout  # multus-shim answers every DEL with success
     assert cache.exists()  # kept: rail B's delegate DEL failed

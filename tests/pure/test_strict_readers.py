@@ -69,9 +69,9 @@ ALLOWED: dict[str, tuple[int, str]] = {
         "and the source NAD's name for a column (its config is read strictly by the plugin)",
     ),
     "lab/sriov_dra_lab/sriov_cni.py": (
-        7,
+        5,
         "the lab's stand-in for sriov-cni (a Go plugin whose decoder keeps the last key): the config "
-        "Multus hands it, its own state and VF map files, and the IPAM and host-device plugins' results",
+        "Multus hands it, its own state and VF map files, and the IPAM plugin's result or error",
     ),
     "lab/sriov_dra_lab/cni.py": (
         3,

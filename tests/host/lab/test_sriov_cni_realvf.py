@@ -1,8 +1,9 @@
-"""The lab ``sriov`` plugin's real-VF mode: config checks and errors that need no kernel.
+"""The lab ``sriov`` plugin (the sriov-cni stand-in): config checks and errors that need no kernel.
 
-What it does on a real VF (host-device move, PF VF table, DEL restores) runs in the realvf tier
-(tests/realvf/guest/test_sriov_cni.py); here: sriov-cni v2.10's error for a missing ``deviceID``,
-the VF settings' accepted values, and that DEL resets exactly what ADD set.
+What it does on a real VF, next to the real sriov-cni, runs in the realvf tier
+(tests/realvf/guest/test_sriov_cni_standin.py); here: sriov-cni v2.10.0's errors for a missing
+``deviceID`` and for the VLAN and link-state values its ``LoadConf`` refuses, with its texts, and
+that DEL resets exactly what ADD set.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _run(
     return status, json.loads(capsys.readouterr().out)
 
 
-def test_real_vf_add_without_device_id_fails_with_sriov_cni_code_999_and_message_and_writes_nothing(
+def test_an_add_without_device_id_fails_with_sriov_cnis_code_999_and_message_and_writes_nothing(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     status, error = _run(
@@ -65,19 +66,24 @@ def test_real_vf_add_without_device_id_fails_with_sriov_cni_code_999_and_message
 @pytest.mark.parametrize(
     ("conf", "expected"),
     [
-        ({"vlan": 4095}, "vlan 4095 is invalid: use a whole number 0-4094"),
-        ({"vlan": True}, "vlan True is invalid: use a whole number 0-4094"),
-        ({"vlanQoS": 3}, "vlanQoS 3 is invalid: vlan must be set and non-zero when vlanQoS is non-zero"),
-        ({"spoofchk": "yes"}, 'spoofchk \'yes\' is invalid: use "on" or "off"'),
-        ({"trust": True}, 'trust True is invalid: use "on" or "off"'),
-        ({"link_state": "up"}, 'link_state \'up\' is invalid: use "auto", "enable" or "disable"'),
+        ({"vlan": 4095}, "vlan id 4095 invalid: value must be in the range 0-4094"),
+        ({"vlan": -1}, "vlan id -1 invalid: value must be in the range 0-4094"),
+        ({"vlanQoS": 3}, "vlan id must be configured to set vlan QoS to a non-nil value"),
+        ({"vlanProto": "802.1ad"}, "vlan id must be configured to set vlan proto to a non-nil value"),
+        ({"vlan": 10, "vlanQoS": 8}, "vlan QoS PCP 8 invalid: value must be in the range 0-7"),
         (
-            {"min_tx_rate": 200, "max_tx_rate": 100},
-            "min_tx_rate 200 is invalid: it must not be above max_tx_rate",
+            {"vlan": 0, "vlanQoS": 3},
+            "non-zero vlan id must be configured to set vlan QoS to a non-zero value",
         ),
+        ({"vlan": 10, "vlanProto": "qinq"}, "vlan Proto qinq invalid: value must be '802.1Q' or '802.1ad'"),
+        (
+            {"vlan": 0, "vlanProto": "802.1AD"},
+            "non-zero vlan id must be configured to set vlan proto 802.1ad",
+        ),
+        ({"link_state": "up"}, "invalid link_state value: up"),
     ],
 )
-def test_real_vf_settings_out_of_range_are_refused_naming_the_key_value_and_accepted_values(
+def test_vf_settings_sriov_cni_refuses_are_refused_with_its_texts(
     conf: dict[str, Any], expected: str
 ) -> None:
     with pytest.raises(sriov_cni.PluginError) as raised:
@@ -85,10 +91,11 @@ def test_real_vf_settings_out_of_range_are_refused_naming_the_key_value_and_acce
     assert (raised.value.code, raised.value.msg) == (999, sriov_cni.LOAD_CONF + expected)
 
 
-def test_real_vf_settings_map_to_pf_netlink_keywords() -> None:
+def test_vf_settings_map_to_pf_netlink_keywords() -> None:
     conf = {
         "vlan": 100,
         "vlanQoS": 2,
+        "vlanProto": "802.1Q",
         "spoofchk": "off",
         "trust": "on",
         "link_state": "disable",
@@ -122,3 +129,7 @@ def test_del_resets_exactly_the_settings_add_applied_to_their_values_before_add(
     reset = sriov_cni._reset_of(applied, BEFORE)
     assert set(reset) == set(applied)
     assert all(reset[key] == getattr(BEFORE, key) for key in reset)
+
+
+def test_spoofchk_and_trust_other_than_on_mean_off_as_in_sriov_cni() -> None:
+    assert sriov_cni._vf_settings({"spoofchk": "yes", "trust": "On"}) == {"spoofchk": False, "trust": False}
