@@ -134,13 +134,11 @@ def sriov_rollout_problems(pods, workload, log_results=None):
     head = "%s %s did not finish its rollout" % (kind, _name(workload))
     status, spec = _dict(workload.get("status")), _dict(workload.get("spec"))
     if kind == "DaemonSet":
-        head += " (%s of %s Pods up to date, %s ready)" % (_short(status.get("updatedNumberScheduled") or 0),
-                                                          _short(status.get("desiredNumberScheduled") or 0),
-                                                          _short(status.get("numberReady") or 0))
+        counts = (status.get("updatedNumberScheduled"), status.get("desiredNumberScheduled"), status.get("numberReady"))
+        head += " (%s of %s Pods up to date, %s ready)" % tuple(_short(c or 0) for c in counts)
     elif kind == "Deployment":
-        head += " (%s of %s replicas up to date, %s ready)" % (_short(status.get("updatedReplicas") or 0),
-                                                              _short(spec.get("replicas") or 0),
-                                                              _short(status.get("readyReplicas") or 0))
+        counts = (status.get("updatedReplicas"), spec.get("replicas"), status.get("readyReplicas"))
+        head += " (%s of %s replicas up to date, %s ready)" % tuple(_short(c or 0) for c in counts)
     problems = [_pod_problem(p, lines) for p in _list(pods) if not _ready(p)]
     if not problems:
         return head + "; every Pod it has is ready (the rollout was still replacing Pods when the wait ended)"
