@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sriov_dra.core.plugin import device_metadata
 from sriov_dra.kube import objects
-from sriov_dra_lab import console, leftovers, paths, processes, stack, stack_base, workloads
+from sriov_dra_lab import console, leftovers, paths, pod_metadata, processes, stack, stack_base, workloads
 
 EXAMPLES = paths.REPO / "examples"
 PAIRS = EXAMPLES / "gpu-nic-pairs" / "multus-auto-gpu-nic-pairs.yaml"
@@ -52,7 +53,11 @@ class InspectedRow(Protocol):
     """What the demo reads from one correlated VF (``sriov_dra.cli.inspect_rows.Row``)."""
 
     @property
+    def claim(self) -> str: ...
+    @property
     def request(self) -> str: ...
+    @property
+    def device(self) -> str: ...
     @property
     def interface(self) -> str: ...
     @property
@@ -219,8 +224,15 @@ class Demo:
             rows = workloads.eventually("claim networkData", with_network_data, timeout_s=NETWORK_DATA_WAIT_S)
         except workloads.WaitTimeout:
             rows = list(self.inspector.inspect(self.client, namespace, name, netns))
+        entries = self._metadata_entries(pod, rows)
+        table = pod_metadata.with_column(
+            self.inspector.render(rows),
+            len(rows),
+            pod_metadata.TITLE,
+            [pod_metadata.cell(e) for e in entries],
+        )
         say("")
-        for line in self.inspector.render(rows).splitlines():
+        for line in table.splitlines():
             say(f"    {line}")
         say("")
         v.expect(
@@ -239,7 +251,42 @@ class Demo:
             sorted(f"{r.interface} {','.join(sorted(r.ips))}" for r in rows),
             sorted(f"{r.interface} {','.join(sorted(r.claim_ips))}" for r in rows),
         )
+        v.expect(
+            f"{name}: the metadata file in the container holds each VF's claim networkData",
+            [self._claim_network_data(pod, r) for r in rows],
+            [(e or {}).get("networkData") for e in entries],
+        )
         return rows
+
+    def _metadata_entries(
+        self, pod: Mapping[str, Any], rows: Sequence[InspectedRow]
+    ) -> list[dict[str, Any] | None]:
+        """Each row's entry of its request's device metadata file, read in the container (a
+        simulated node has none: its host file)."""
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        node = self.lab.node(pod["spec"]["nodeName"])
+        texts: dict[tuple[str, str], str | None] = {}
+        for claim in workloads.claims_of(self.lab.api, pod):
+            claim_name = claim["metadata"]["name"]
+            for request, path in pod_metadata.container_paths(claim).items():
+                if node.real is not None:
+                    text = pod_metadata.exec_cat(str(self.lab.cp.kubeconfig), namespace, name, path)
+                else:
+                    parts = device_metadata.host_file_parts(namespace, claim_name, request)
+                    host = node.layout.plugins_dir.joinpath(stack_base.DRIVER_NAME, *parts)
+                    text = host.read_text() if host.exists() else None
+                texts[(claim_name, request)] = text
+        return [
+            pod_metadata.device_entry(texts.get((r.claim, device_metadata.base_request(r.request))), r.device)
+            for r in rows
+        ]
+
+    def _claim_network_data(self, pod: Mapping[str, Any], row: InspectedRow) -> object:
+        for claim in workloads.claims_of(self.lab.api, pod):
+            for d in (claim.get("status") or {}).get("devices") or []:
+                if (d.get("driver"), d.get("device")) == (stack_base.DRIVER_NAME, row.device):
+                    return d.get("networkData")
+        return None
 
     def teardown(self, docs: Sequence[Mapping[str, Any]], what: str) -> None:
         """Delete ``docs`` (Pods first), wait, and check that nothing is left anywhere."""

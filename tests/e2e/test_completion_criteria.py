@@ -5,7 +5,11 @@ The lab's nodes are the two-root fixture of the gpu-nic-pairs example: two full 
 use both rails. Asserted: two distinct GPUs and two distinct VFs allocated, each pair on an equal
 pcieRoot; exactly two shadows (GPU results make none) owned by the Pod with the protection
 finalizer and no resourceName key; each VF's address in its own rail's subnet on ``dra0``/``dra1``,
-and in the claim's ``status.devices[].networkData`` with its MAC;
+and in the claim's ``status.devices[].networkData`` with its MAC; each request's device metadata
+file, read inside the container (``kubectl exec cat``), lists its VF with the claim's
+``networkData`` and the VF's published attributes, pairs the VF with the GPU of its constraint on
+an equal pcieRoot, and the container's ``NCCL_IB_HCA``/``NCCL_SOCKET_IFNAME`` name exactly the
+allocated VFs' RDMA devices and interfaces;
 no networks annotation or resourceName in the workload YAML and only generated selections on the
 Pod; source NADs unchanged; zero ResourceClaim/ResourceSlice requests by Multus in the API
 server's audit log; nothing left after deletion.
@@ -21,8 +25,9 @@ import pytest
 from tests.e2e.helpers import PAIRS, wait_clean
 
 from sriov_dra.cli import inspect, inspect_rows, inspect_table
+from sriov_dra.core import metadata_document
 from sriov_dra.kube import objects
-from sriov_dra_lab import demo, workloads
+from sriov_dra_lab import demo, pod_metadata, workloads
 from sriov_dra_rules import names
 
 RAILS = {"rail-a-net": "192.0.2.0/24", "rail-b-net": "198.51.100.0/24"}
@@ -38,14 +43,64 @@ def pairs(lab: Any, rails: Any) -> Any:
     workloads.delete_docs(lab.api, [d for d in docs if d["kind"] in ("Pod", "NetworkAttachmentDefinition")])
 
 
-def _slice_attr(client: objects.Objects, result: dict[str, Any], key: str) -> Any:
+def _slice_attrs(client: objects.Objects, result: dict[str, Any]) -> dict[str, Any]:
+    """The published attributes of an allocated device, as its ResourceSlice holds them."""
     for item in client.list(inspect_rows.SLICE).items:
         spec = item["spec"]
         if spec["driver"] == result["driver"] and spec["pool"]["name"] == result["pool"]:
             for device in spec.get("devices") or []:
                 if device["name"] == result["device"]:
-                    return next(iter(device["attributes"][key].values()))
-    return None
+                    return dict(device.get("attributes") or {})
+    return {}
+
+
+def _slice_attr(client: objects.Objects, result: dict[str, Any], key: str) -> Any:
+    value = _slice_attrs(client, result).get(key)
+    return next(iter(value.values())) if value else None
+
+
+def _metadata_and_nccl_env(lab: Any, client: objects.Objects, pod: dict[str, Any]) -> None:
+    """The device metadata files and the NCCL variables as the container sees them."""
+    namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    [claim] = workloads.claims_of(lab.api, pod)
+    results = {r["request"]: r for r in claim["status"]["allocation"]["devices"]["results"]}
+    claim_data = {
+        (d["pool"], d["device"]): d.get("networkData")
+        for d in claim["status"]["devices"]
+        if d["driver"] == names.DRIVER_NAME
+    }
+    paths = pod_metadata.container_paths(claim)
+    assert sorted(paths) == ["nic-0", "nic-1"], paths
+    rdma, interfaces = [], []
+    for nic, gpu in (("nic-0", "gpu-0"), ("nic-1", "gpu-1")):
+        text = pod_metadata.exec_cat(str(lab.cp.kubeconfig), namespace, name, paths[nic])
+        assert text, f"{paths[nic]} is readable inside the container"
+        doc = metadata_document.decode(text.encode(), source=paths[nic])
+        assert doc["metadata"]["uid"] == claim["metadata"]["uid"]  # type: ignore[index]
+        [request] = doc["requests"]  # type: ignore[misc]
+        assert request["name"] == nic
+        [device] = request["devices"]
+        vf, paired = results[nic], results[gpu]
+        assert (device["driver"], device["pool"], device["name"]) == (vf["driver"], vf["pool"], vf["device"])
+        assert device["networkData"] == claim_data[(vf["pool"], vf["device"])], "the claim's networkData"
+        published = _slice_attrs(client, vf)
+        assert published and {k: device["attributes"].get(k) for k in published} == published, (
+            "the VF's published attributes"
+        )
+        attrs = device["attributes"]
+        assert attrs[f"{names.DRIVER_NAME}/pairedGpu"] == {
+            "string": f"{paired['driver']}/{paired['pool']}/{paired['device']}"
+        }, f"{nic} is paired with {gpu}"
+        assert attrs[f"{names.DRIVER_NAME}/pairedBy"] == {"string": PCIE_ROOT}
+        assert _slice_attr(client, paired, PCIE_ROOT) == attrs[PCIE_ROOT]["string"], (
+            "the GPU on the VF's root"
+        )
+        rdma.append(attrs[f"{names.DRIVER_NAME}/rdmaDevice"]["string"])
+        interfaces.append(device["networkData"]["interfaceName"])
+    env_text = pod_metadata.exec_env(str(lab.cp.kubeconfig), namespace, name)
+    env = dict(line.split("=", 1) for line in env_text.splitlines() if "=" in line)
+    assert env.get("NCCL_IB_HCA") == "=" + ",".join(rdma), "exactly the allocated VFs' RDMA devices"
+    assert env.get("NCCL_SOCKET_IFNAME") == "=" + ",".join(interfaces) == "=dra0,dra1"
 
 
 def test_gpu_nic_pairs_meet_the_completion_criteria(lab: Any, pairs: list[dict[str, Any]]) -> None:
@@ -121,6 +176,7 @@ def test_gpu_nic_pairs_meet_the_completion_criteria(lab: Any, pairs: list[dict[s
         "the Pod's addresses"
     )
     assert all(d.get("hardwareAddress") for d in data.values()), "each VF's MAC"
+    _metadata_and_nccl_env(lab, client, pod)
 
     assert {n: client.get(objects.NAD, n, "ai-workloads") for n in RAILS} == sources, "source NADs unchanged"
     assert demo.multus_requests(lab.cp.audit_log) > 0, "Multus ran and was audited"
