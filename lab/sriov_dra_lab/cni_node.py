@@ -79,6 +79,8 @@ class CniNode:
         self.guard_socket = workdir / "guard" / "multus-guard.sock"
         self.plugin_data_dir = workdir / "plugin-data"
         """Where the guard fills the device metadata files' network part (the plugin's data dir on a node)."""
+        self.plugin_checkpoint = workdir / "plugin" / "checkpoint.json"
+        """Where the guard's shim reads the plugin's checkpoint (``guard.pluginCheckpoint``)."""
         self.api: client.ApiClient | None = None
         self.node: SimulatedNode | None = None
         self.uplink: netns.LabVf | None = None
@@ -171,11 +173,17 @@ class CniNode:
             self.install_guard(mode)
 
     def install_guard(
-        self, mode: str, *, multus_keys: Mapping[str, Any] | None = None, conf_dir: Path | None = None
+        self,
+        mode: str,
+        *,
+        multus_keys: Mapping[str, Any] | None = None,
+        conf_dir: Path | None = None,
+        verify_ordinary_selections: bool = False,
     ) -> Path:
         """(Re)install the guard's conflist for ``mode`` with the node's Multus settings (plus ``multus_keys``).
 
-        ``conf_dir`` installs into another runtime conf dir (a variant the mode's dir keeps unchanged).
+        ``conf_dir`` installs into another runtime conf dir (a variant the mode's dir keeps unchanged);
+        the shim reads the plugin's checkpoint at :attr:`plugin_checkpoint`.
         """
         assert self.thick is not None
         keys: dict[str, Any]
@@ -194,6 +202,8 @@ class CniNode:
             primary_config=self.conf_dirs[mode] / PRIMARY_NAME,
             socket_path=self.guard_socket,
             multus=keys,
+            plugin_checkpoint=self.plugin_checkpoint,
+            verify_ordinary_selections=verify_ordinary_selections,
             check=[f"--multus-master-cni={PRIMARY_NAME}", f"--autoconfig-dir={self.conf_dirs[mode]}"],
         )
 

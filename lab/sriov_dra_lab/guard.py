@@ -37,10 +37,14 @@ def install(
     multus: Mapping[str, Any] | None = None,
     interpreter: str = sys.executable,
     check: Sequence[str] = (),
+    plugin_checkpoint: Path | None = None,
+    verify_ordinary_selections: bool = False,
 ) -> Path:
     """Install the shim into ``bin_dir`` and the guard's conflist into ``conf_dir``; return the conflist.
 
-    ``check`` holds extra ``install`` flags (``--multus-master-cni``, ``--autoconfig-dir``).
+    ``check`` holds extra ``install`` flags (``--multus-master-cni``, ``--autoconfig-dir``);
+    ``plugin_checkpoint`` and ``verify_ordinary_selections`` are ``--plugin-checkpoint`` and
+    ``--verify-ordinary-selections``.
     Raises: :class:`InstallFailed` with the command's output.
     """
     argv = [
@@ -53,6 +57,8 @@ def install(
         f"--socket={socket_path}",
         f"--interpreter={interpreter}",
         f"--multus={json.dumps(dict(multus or {}))}",
+        *([f"--plugin-checkpoint={plugin_checkpoint}"] if plugin_checkpoint else []),
+        *(["--verify-ordinary-selections"] if verify_ordinary_selections else []),
         *check,
     ]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)

@@ -89,6 +89,10 @@ class StackInstall(StackState):
             }
             if not self.guard_as_daemonset:  # the DaemonSet's socket is the role's default, in every node
                 node_vars["guard_socket"] = str(lay.guard_socket)
+            if (
+                not self.plugin_as_daemonset
+            ):  # the DaemonSet's checkpoint is the role's default, in every node
+                node_vars["guard_plugin_checkpoint"] = str(lay.plugin_state_dir / "checkpoint.json")
             prefix = topology.NodeMachine(lay).exec_prefix()
             hosts.append(roles.NodeHost(name, tuple(prefix), node_vars))
         cluster_vars: dict[str, Any] = {

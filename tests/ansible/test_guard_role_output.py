@@ -24,9 +24,9 @@ PRIMARY = {
 }
 
 
-@pytest.mark.parametrize("mode", ["thick", "thin"])
+@pytest.mark.parametrize(("mode", "verify"), [("thick", False), ("thin", False), ("thick", True)])
 def test_guard_role_conflist_equals_the_guard_installers(
-    mode: str, tmp_path: Path, ansible_env: dict[str, str]
+    mode: str, verify: bool, tmp_path: Path, ansible_env: dict[str, str]
 ) -> None:
     conf = tmp_path / "net.d"
     (conf / "multus.d").mkdir(parents=True)
@@ -37,9 +37,13 @@ def test_guard_role_conflist_equals_the_guard_installers(
     playbook.write_text(
         "- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: sriovnet.dra.guard\n"
         f"      guard_cluster: false\n      guard_mode: {mode}\n      guard_primary_cni: {primary.name}\n"
-        f"      guard_cni_conf_dir: {conf}\n"
+        f"      guard_cni_conf_dir: {conf}\n      guard_verify_ordinary_selections: {str(verify).lower()}\n"
     )
     run([*LOCAL_PLAYBOOK, str(playbook)], ansible_env)
     # No clusterNetwork in either mode: the primary is inlined so thick Multus's DEL stays lossless.
-    expected = json.loads(install.guard_conflist(primary_config=primary, mode=mode, multus=None))
+    expected = json.loads(
+        install.guard_conflist(
+            primary_config=primary, mode=mode, multus=None, verify_ordinary_selections=verify
+        )
+    )
     assert json.loads((conf / install.CONFLIST_NAME).read_text()) == expected

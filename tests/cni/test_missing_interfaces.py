@@ -9,15 +9,18 @@ delegate, host-local reserves an address and returns a result without interfaces
 returns success with ``eth0`` only and no network-status entry for ``net-a``. ``eth1`` never
 exists.
 
-The guard reads every selection live, managed or not, and after Multus's success finds ``eth1``
-missing in the sandbox and in network-status: it runs Multus DEL (which releases net-a's and the
+On a node with ``guard.verifyOrdinarySelections`` (installed here into a variant conf dir), the
+guard checks every selection, managed or not, and after Multus's success finds ``eth1`` missing
+in the sandbox and in network-status: it runs Multus DEL (which releases net-a's and the
 primary's addresses from Multus's delegate cache, and the lab VF of a managed shadow) and fails
 the ADD with ``InterfacesMissing`` naming ``eth1``, the Pod and the NAD. Nothing stays reserved.
+Without the option (the default) such a Pod gets Multus's own success (``test_ordinary_pods.py``).
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from tests.cni.world import RAIL_A, World
@@ -30,6 +33,15 @@ MODES = ["thin", "thick"]
 PRIMARY = "lab-primary"
 NET_A = "net-a"
 NET_A_SUBNET = "203.0.113.0/25"
+
+
+@pytest.fixture
+def verifying(world: World, tmp_path: Path) -> dict[str, Path]:
+    """Per mode, a runtime conf dir whose guard config turns on ``guard.verifyOrdinarySelections``."""
+    dirs = {mode: tmp_path / f"net.d-verify-{mode}" for mode in MODES}
+    for mode, conf_dir in dirs.items():
+        world.node.install_guard(mode, conf_dir=conf_dir, verify_ordinary_selections=True)
+    return dirs
 
 
 @pytest.fixture
@@ -86,7 +98,7 @@ def _assert_undone(world: World, mode: str, tried: list[tuple[cni.Attachment, cn
 
 
 def _add_like_the_kubelet(
-    world: World, mode: str, pod: str, uid: str, *, done: str
+    world: World, mode: str, pod: str, uid: str, *, done: str, conf_dir: Path
 ) -> list[tuple[cni.Attachment, cni.CniResult]]:
     """ADD in a new sandbox per attempt until the guard's failure message shows ``done``.
 
@@ -100,12 +112,12 @@ def _add_like_the_kubelet(
     msg = ""
     for _ in range(5):
         att = world.attachment(pod, uid=uid)
-        result = world.add(mode, att)
+        result = world.add(mode, att, conf_dir=conf_dir)
         tried.append((att, result))
         assert not result.ok, result.stdout
         msg = str((result.error or {}).get("msg", ""))
         if "cannot find a network-attachment-definition" in msg:
-            assert world.delete(mode, att).ok
+            assert world.delete(mode, att, conf_dir=conf_dir).ok
             continue
         assert msg.startswith("multus-guard: InterfacesMissing:"), result.stdout
         if done in msg:
@@ -115,11 +127,13 @@ def _add_like_the_kubelet(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_primary_only_success_for_a_manual_selection_fails_interfaces_missing_after_multus_del(
-    world: World, mode: str, ns_a: str
+    world: World, mode: str, ns_a: str, verifying: dict[str, Path]
 ) -> None:
     pod = world.pod("manual-only", annotations={names.NETWORKS_ANNOTATION: f"[{_selection(ns_a)}]"})
 
-    tried = _add_like_the_kubelet(world, mode, "manual-only", pod["metadata"]["uid"], done="eth1")
+    tried = _add_like_the_kubelet(
+        world, mode, "manual-only", pod["metadata"]["uid"], done="eth1", conf_dir=verifying[mode]
+    )
 
     result = tried[-1][1]
     error = result.error or {}
@@ -137,12 +151,14 @@ def test_primary_only_success_for_a_manual_selection_fails_interfaces_missing_af
 
 @pytest.mark.parametrize("mode", MODES)
 def test_managed_pod_whose_manual_selection_is_missing_is_undone_with_its_vf_back_on_the_node(
-    world: World, mode: str, ns_a: str
+    world: World, mode: str, ns_a: str, verifying: dict[str, Path]
 ) -> None:
     pod = world.managed_pod("mixed", rails=(RAIL_A,), manual=[_selection(ns_a)])
     rail_a_vf = next(vf.ifname for vf in world.vfs if vf.pci == RAIL_A.pci)
 
-    tried = _add_like_the_kubelet(world, mode, pod.name, pod.uid, done=f"eth1 (NAD {ns_a}/{NET_A});")
+    tried = _add_like_the_kubelet(
+        world, mode, pod.name, pod.uid, done=f"eth1 (NAD {ns_a}/{NET_A});", conf_dir=verifying[mode]
+    )
 
     att, result = tried[-1]
     msg = str((result.error or {}).get("msg", ""))

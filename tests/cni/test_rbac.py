@@ -18,7 +18,7 @@ from tests.cni.world import World
 
 from sriov_dra.guard import decisions, install
 from sriov_dra_lab import guard, multus
-from sriov_dra_lab.cni_node import CniNode
+from sriov_dra_lab.cni_node import GUARD_NAMESPACE, CniNode
 
 R = decisions.Reason
 
@@ -41,7 +41,7 @@ def limited_guard(request: pytest.FixtureRequest, cni_node: CniNode) -> Iterator
     assert cni_node.api is not None
     kubeconfig = multus.service_account_kubeconfig(
         cni_node.api,
-        namespace=cni_node.GUARD_NAMESPACE,
+        namespace=GUARD_NAMESPACE,
         name=f"guard-without-{resource}"[:63],
         role=_role_without(resource),
         server=cni_node.cp.server,

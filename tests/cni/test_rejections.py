@@ -1,11 +1,13 @@
 """Every pre-ADD rejection reason, on a real API server, proven to run no delegate (docs/design.md#guard-checks).
 
-Each case builds a managed Pod (or a plain one) as the plugin would, breaks one rule on the API
-server, and runs the runtime's ADD through the guard. The recording CNI bin dir shows that no
-plugin at all ran for that container (not Multus, not the primary, not sriov, not IPAM), and the
-CNI error names the rule. Among them are annotations Multus itself refuses (multus-cni #635, #1195,
-#213), the collision with the automatic ``net1`` (multus-cni #1089) and an sriov config
-without ``deviceID`` (sriov-network-device-plugin #258).
+Each case builds a Pod with managed bindings as the plugin would (recorded in its checkpoint, so
+the shim sends its ADD to the daemon), breaks one rule on the API server, and runs the runtime's
+ADD through the guard. The recording CNI bin dir shows that no plugin at all ran for that
+container (not Multus, not the primary, not sriov, not IPAM), and the CNI error names the rule.
+Among them are a managed Pod's annotation that Multus itself refuses (multus-cni #635, #1195,
+#213), the collision with the automatic ``net1`` (multus-cni #1089) and an sriov config without
+``deviceID`` (sriov-network-device-plugin #258). An ordinary Pod's annotation is Multus's to judge
+(``test_ordinary_pods.py``).
 """
 
 from __future__ import annotations
@@ -64,9 +66,18 @@ def _managed(
     return Case(w.attachment("p", uid=pod.uid), reason, mentions)
 
 
-def _plain(w: World, networks: str, reason: R, mentions: str = "") -> Case:
-    pod = w.pod("p", annotations={names.NETWORKS_ANNOTATION: networks})
-    return Case(w.attachment("p", uid=pod["metadata"]["uid"]), reason, mentions)
+def _with_user_entries(w: World, networks: str, reason: R, mentions: str = "") -> Case:
+    """A managed Pod whose user wrote ``networks``: before its entries when a JSON list, else in their place."""
+    pod = w.managed_pod("p")
+    try:
+        added = json.loads(networks)
+    except ValueError:
+        added = None
+    if isinstance(added, list):
+        current = json.loads(w.read_pod("p")["metadata"]["annotations"][names.NETWORKS_ANNOTATION])
+        networks = json.dumps([*added, *current])
+    w.annotate_pod("p", {names.NETWORKS_ANNOTATION: networks})
+    return Case(w.attachment("p", uid=pod.uid), reason, mentions)
 
 
 def _annotated(w: World, reason: R, change: Callable[[dict[str, Any]], dict[str, str | None]]) -> Case:
@@ -85,16 +96,19 @@ def invalid_cni_args(w: World) -> Case:
 
 
 def pod_not_found(w: World) -> Case:
-    return Case(w.attachment("ghost", uid=None), R.POD_NOT_FOUND)
+    w.record_bindings(OTHER_UID, 1)  # the checkpoint names a Pod the API server no longer has
+    return Case(w.attachment("ghost", uid=OTHER_UID), R.POD_NOT_FOUND)
 
 
 def pod_uid_mismatch(w: World) -> Case:
     w.managed_pod("p")
+    w.record_bindings(OTHER_UID, 1)  # the replaced Pod's bindings, not yet released
     return Case(w.attachment("p", uid=OTHER_UID), R.POD_UID_MISMATCH)
 
 
 def pod_on_other_node(w: World) -> Case:
     pod = w.pod("p", node_name="some-other-node")
+    w.record_bindings(pod["metadata"]["uid"], 1)
     return Case(w.attachment("p", uid=pod["metadata"]["uid"]), R.POD_NODE_MISMATCH)
 
 
@@ -143,6 +157,7 @@ def shadow_terminating(w: World) -> Case:
 def shadow_in_other_namespace(w: World) -> Case:
     """A shadow-named NAD of another namespace, selected explicitly (not recorded in a registry)."""
     pod = w.pod("p")
+    w.record_bindings(pod["metadata"]["uid"], 1)
     other = w.extra_namespace()
     plan = mp.plan_shadow(
         pod_namespace=w.namespace,
@@ -199,21 +214,25 @@ CASES: list[tuple[str, Callable[[World], Case]]] = [
     ("pod-on-another-node", pod_on_other_node),
     (
         "malformed-json-annotation",
-        lambda w: _plain(
+        lambda w: _with_user_entries(
             w, '[ { "name": "net-a", "ips": [ "10.1.1.104/24" ] ]', R.INVALID_NETWORKS_ANNOTATION, "column"
         ),
     ),
     (
         "ips-not-a-list",
-        lambda w: _plain(w, '[{"name":"net-a","ips":"10.0.0.5/24"}]', R.INVALID_NETWORKS_ANNOTATION, "ips"),
+        lambda w: _with_user_entries(
+            w, '[{"name":"net-a","ips":"10.0.0.5/24"}]', R.INVALID_NETWORKS_ANNOTATION, "ips"
+        ),
     ),
     (
         "ifname-too-long",
-        lambda w: _plain(w, "net-a@averyveryverylongif", R.INVALID_NETWORKS_ANNOTATION, "at most 15 bytes"),
+        lambda w: _with_user_entries(
+            w, "net-a@averyveryverylongif", R.INVALID_NETWORKS_ANNOTATION, "at most 15 bytes"
+        ),
     ),
     (
         "collision-with-automatic-net1",
-        lambda w: _plain(
+        lambda w: _with_user_entries(
             w, '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]', R.DUPLICATE_INTERFACE_NAME, "net1"
         ),
     ),

@@ -45,7 +45,8 @@ def test_add_with_the_daemon_down_fails_clearly_and_runs_nothing(
     error = result.error or {}
     assert error["code"] == shim.CniErrorCode.TRY_AGAIN
     assert "guard daemon is not reachable" in error["msg"] and "nobody.sock" in error["msg"]
-    assert "DEL, CHECK, GC and STATUS do not need it" in error["details"]
+    assert f"Pod UID {pod.uid} has managed bindings" in error["details"]
+    assert "and DEL, CHECK, GC and STATUS, do not need it" in error["details"]
     assert world.node.recorded(att.container_id) == []
 
 

@@ -3,9 +3,10 @@
 A :class:`World` is one test's namespace on the session's :class:`~sriov_dra_lab.cni_node.CniNode`.
 Shadows are planned with the real ``core`` contracts (``tests.fakes.managed_pods``), created on
 the API server, and the Pod is annotated with its selections and registry exactly as the plugin
-would. Tests then break one thing and run the runtime's CNI chain through the guard.
-Cleanup (in :meth:`World.close`): sandboxes removed, lab VFs deleted, shadow finalizers removed so
-the namespace can go.
+would; its managed bindings are recorded, under the Pod's UID, in the checkpoint the guard's shim
+reads (``CniNode.plugin_checkpoint``, written by the plugin's own ``CheckpointStore``). Tests then break one thing and run the runtime's CNI chain through the guard.
+Cleanup (in :meth:`World.close`): sandboxes removed, lab VFs deleted, checkpoint records dropped,
+shadow finalizers removed so the namespace can go.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from typing import Any, TypeVar
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from tests import waiting
+from tests.fakes import checkpoint_records as cr
 from tests.fakes import managed_pods as mp
 
 from sriov_dra.core import registry
+from sriov_dra.host import checkpoint
 from sriov_dra_lab import cni, cni_node, netns
 from sriov_dra_rules import names
 
@@ -83,6 +86,10 @@ class World:
         node.use_vfs(self.vfs)
         self._shadows: list[tuple[str, str]] = []
         self._namespaces: list[str] = []
+        node.plugin_checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        self.checkpoint = checkpoint.CheckpointStore(node.plugin_checkpoint)
+        self.checkpoint.load()
+        self._claims: list[str] = []
 
     # ------------------------------------------------------------------ objects
     def extra_namespace(self) -> str:
@@ -233,9 +240,19 @@ class World:
             planned.append(plan)
             created.append(nad)
             entries.append(mp.registry_entry(plan, nad["metadata"]["uid"]))
+        self.record_bindings(uid, len(rails))
         annotations: dict[str, str | None] = dict(mp.managed_annotations(uid, entries, manual=manual))
         self.annotate_pod(name, annotations)
         return ManagedPod(name=name, uid=uid, shadows=created, planned=planned, entries=entries)
+
+    def record_bindings(self, pod_uid: str, count: int) -> None:
+        """Record ``count`` managed bindings of Pod ``pod_uid`` in the plugin's checkpoint, as prepare does.
+
+        Only the Pod UID matters to the guard's shim; the rest is a valid record (``tests.fakes``).
+        """
+        claim_uid = str(uuid.uuid4())
+        self.checkpoint.set_claim(cr.record(claim_uid, pod_uid, indexes=tuple(range(count))))
+        self._claims.append(claim_uid)
 
     # ------------------------------------------------------------------ CNI
     def sandbox(self) -> str:
@@ -348,6 +365,11 @@ class World:
     # ------------------------------------------------------------------ cleanup
     def close(self) -> None:
         """Remove sandboxes and lab VFs; release shadow finalizers so the namespace can be deleted."""
+        for claim_uid in self._claims:  # releaseComplete first: a managed record is deleted only then
+            self.checkpoint.mark_managed_deleting(claim_uid)
+            self.checkpoint.mark_managed_release_complete(claim_uid)
+            self.checkpoint.delete_claim(claim_uid)
+        self.checkpoint.close()
         for path in self._sandboxes:
             netns.remove_sandbox(path)
         netns.delete_vfs(self.vfs)

@@ -56,11 +56,13 @@ NODE_READING_RULES = {
     "cni_install.py",
     "checkpoint_read.py",
     "multus_cache.py",
+    "guard_route.py",
 }
 """Shared rules modules that read the node; import-linter keeps them to ``sriov_dra.host`` (and the preflight
 CLI); ``cni_install`` (the guard's CNI install contract) is read by the guard's installer and the preflight too;
 ``checkpoint_read`` (the plugin's checkpoint files, read only) by ``host.checkpoint_files`` and the collection's module;
-``multus_cache`` (Multus's delegate cache before DEL) by the ``multus-guard`` shim alone."""
+``multus_cache`` (Multus's delegate cache before DEL) and ``guard_route`` (the plugin's checkpoint, through
+``checkpoint_read``) by the ``multus-guard`` shim alone."""
 PURE_FILES = CORE_FILES + [p for p in RULES_FILES if p.name not in NODE_READING_RULES]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import errors, strict_json
+from . import errors, names, strict_json
 
 DEFAULT_SOCKET: Final = "/run/sriov-dra/multus-guard.sock"
 """The guard daemon's unix socket unless ``guard.socket`` says otherwise."""
@@ -24,6 +24,8 @@ DEFAULT_TIMEOUT_S: Final = 180.0
 """How long the shim waits for the daemon's answer; above the daemon's ADD budget (110 s)."""
 MAX_TIMEOUT_S: Final = 3600.0
 """The longest ``guard.timeoutSeconds`` accepted: an hour (a CNI ADD waiting longer is a fault)."""
+DEFAULT_PLUGIN_CHECKPOINT: Final = f"/var/lib/kubelet/plugins/{names.DRIVER_NAME}/checkpoint.json"
+"""The plugin's checkpoint at its default ``--state-dir`` (its durable ``checkpoint.slots`` beside it)."""
 DEFAULT_DAEMON_SOCKET_DIR: Final = "/run/multus/"
 DEFAULT_THIN_KUBECONFIG: Final = "/etc/cni/net.d/multus.d/multus.kubeconfig"
 MODES: Final = ("thick", "thin")
@@ -35,6 +37,7 @@ RESERVED_MULTUS_KEYS: Final = frozenset(
 """Keys of ``multus.config`` the guard always sets itself (refused there)."""
 TEXT_KEYS: Final = (
     ("guard", "socket"),
+    ("guard", "pluginCheckpoint"),
     ("multus", "binary"),
     ("multus", "clusterNetwork"),
     ("multus", "daemonSocketDir"),
@@ -66,7 +69,10 @@ class GuardConf:
     (the ``multus`` binary); ``primary_config`` the pinned primary network's config file, inlined
     as ``delegates[0]``; ``cluster_network``, when set, is given to Multus as ``clusterNetwork``
     instead (a path or NAD name as Multus resolves it); ``extra`` more Multus NetConf keys copied
-    into the synthesized config. ``raw`` is the whole decoded stdin object.
+    into the synthesized config. ``plugin_checkpoint`` is the plugin's ``checkpoint.json`` the
+    shim reads to tell a Pod with managed bindings from an ordinary one;
+    ``verify_ordinary_selections`` sends every ADD to the daemon and verifies ordinary selections
+    after Multus too (docs/design.md#guard). ``raw`` is the whole decoded stdin object.
     Units: ``timeout_s`` seconds.
     """
 
@@ -81,6 +87,8 @@ class GuardConf:
     daemon_socket_dir: str = DEFAULT_DAEMON_SOCKET_DIR
     kubeconfig: str = DEFAULT_THIN_KUBECONFIG
     daemon_config_file: str | None = None
+    plugin_checkpoint: str = DEFAULT_PLUGIN_CHECKPOINT
+    verify_ordinary_selections: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -120,7 +128,8 @@ def check_entry(entry: Mapping[str, Any]) -> dict[str, str | None]:
     Raises: :class:`GuardConfError` naming the first wrong key: ``cniVersion`` or ``name`` not a
     non-empty string, ``guard``/``multus``/``multus.config`` not an object, an unknown
     ``multus.mode``, a missing ``multus.primaryConfig``, an optional key that is not a non-empty
-    string, a non-positive (or boolean) ``guard.timeoutSeconds``, or a reserved key in
+    string, a ``guard.verifyOrdinarySelections`` that is not a boolean, a non-positive (or boolean)
+    ``guard.timeoutSeconds``, or a reserved key in
     ``multus.config``.
     Source: docs/guard.md ("Keys of the guard's plugin config").
     """
@@ -148,6 +157,11 @@ def check_entry(entry: Mapping[str, Any]) -> dict[str, str | None]:
                 f"{section}.{key}", f"must be a non-empty string, got {value!r}; remove it to use the default"
             )
         out[f"{section}.{key}"] = value
+    verify = sections["guard"].get("verifyOrdinarySelections", False)
+    if not isinstance(verify, bool):
+        raise GuardConfError(
+            "guard.verifyOrdinarySelections", f"must be true or false, got {strict_json.kind(verify)}"
+        )
     timeout = sections["guard"].get("timeoutSeconds", DEFAULT_TIMEOUT_S)
     if (
         isinstance(timeout, bool)
@@ -197,6 +211,8 @@ def parse_conf(stdin: bytes) -> GuardConf:
         daemon_socket_dir=keys["multus.daemonSocketDir"] or DEFAULT_DAEMON_SOCKET_DIR,
         kubeconfig=keys["multus.kubeconfig"] or DEFAULT_THIN_KUBECONFIG,
         daemon_config_file=keys["multus.daemonConfigFile"],
+        plugin_checkpoint=keys["guard.pluginCheckpoint"] or DEFAULT_PLUGIN_CHECKPOINT,
+        verify_ordinary_selections=guard.get("verifyOrdinarySelections", False),
         extra=dict(multus.get("config", {})),
         raw=obj,
     )

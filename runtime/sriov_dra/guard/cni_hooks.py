@@ -1,7 +1,10 @@
 """The guard daemon's CNI hooks: live reads and checks before Multus ADD, verification after.
 
-Called by the ``multus-guard`` shim once per runtime ADD (other commands reaching the daemon go
-to Multus unchanged), within ``settings.add_budget_s``: every live read is bounded by what is
+Called by the ``multus-guard`` shim for an ADD of a Pod with managed bindings on this node, of a
+Pod it cannot tell about, or of every Pod with ``guard.verifyOrdinarySelections`` (other commands
+reaching the daemon go to Multus unchanged). A Pod with neither a registry nor a selected shadow
+is ordinary here too: Multus runs with the runtime's environment and its answer is relayed,
+checked only by that option (docs/design.md#guard). Within ``settings.add_budget_s``: every live read is bounded by what is
 left, Multus gets the rest, a budget spent before Multus fails the ADD without running it. No
 state between requests: each ADD reads the Pod and every selected managed shadow live. A failed
 verification runs Multus DEL before failing, so the kubelet's retry starts clean. Writes nothing
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from sriov_dra.core import interface_naming, metadata_document
+from sriov_dra.core import metadata_document
 from sriov_dra.guard import (
     checks,
     decisions,
@@ -160,29 +163,32 @@ class CniHooks:
         budget = _Budget(self._clock, start + self.settings.add_budget_s, self.settings.add_budget_s)
         version = req.conf.cni_version
         try:
-            pod_json = self._read("pods", self._get_pod, req.pod_namespace, req.pod_name, budget)
-            if pod_json is None:
-                raise decisions.Rejected.one(
-                    Reason.POD_NOT_FOUND,
-                    f"{req.pod_ref} was not found by a live GET; the guard does not attach networks to a Pod "
-                    "it cannot read (the kubelet retries)",
-                )
-            pod = checks.pod_view(pod_json)
-            checks.check_pod_identity(pod, runtime_uid=req.pod_uid, node_name=self.settings.node_name)
-            nets = checks.read_networks(pod, cni_ifname=req.ifname)
-            multus_layout = layout.multus_layout(
-                req.conf, primary_ifname=nets.primary_ifname, host_root=self._host_root
-            )
+            pod = self._live_pod(req, budget)
+            nets = checks.read_networks_of_any_pod(pod, cni_ifname=req.ifname)
             nads = {
                 t: self._read("network-attachment-definitions", self._get_nad, t[0], t[1], budget)
-                for t in checks.managed_targets(nets)
+                for t in (checks.managed_targets(nets) if nets else ())
             }
-            managed = self._managed_and_names(pod, nets, nads, multus_layout)
-            expected = checks.requested_interfaces(nets, pod, multus_layout, managed)
+            found, managed = checks.managed_findings(pod, nets, nads)
+            is_managed = bool(found or managed) or (nets is not None and nets.registry is not None)
+            expected: tuple[shadow_checks.ExpectedInterface, ...] = ()
+            if nets is not None and (is_managed or req.conf.verify_ordinary_selections):
+                multus_layout = layout.multus_layout(
+                    req.conf, primary_ifname=nets.primary_ifname, host_root=self._host_root
+                )
+                if is_managed:
+                    found += checks.name_violations(nets, pod, multus_layout)
+                if found:
+                    raise decisions.Rejected(found)
+                expected = (
+                    checks.requested_interfaces(nets, pod, multus_layout, managed)
+                    if req.conf.verify_ordinary_selections
+                    else managed
+                )
         except decisions.Rejected as exc:
             return self._rejection(version, exc)
 
-        env = request.env_for_multus(req, pod.uid)
+        env = request.env_for_multus(req, pod.uid) if is_managed else dict(req.env)
         remaining = budget.remaining()
         if remaining <= 0:
             return self._rejection(version, self._spent(budget, "before Multus could run"))
@@ -209,31 +215,18 @@ class CniHooks:
             )
         return self._undo(req, env, run, violations, budget)
 
-    @staticmethod
-    def _managed_and_names(
-        pod: shadow_checks.PodView,
-        nets: checks.PodNetworks,
-        nads: Mapping[tuple[str, str], Mapping[str, Any] | None],
-        multus_layout: interface_naming.MultusLayout,
-    ) -> tuple[shadow_checks.ExpectedInterface, ...]:
-        """Managed rules, then final interface names; one rejection carrying both kinds of findings.
-
-        Managed findings come first: a duplicated managed selection is also an interface collision,
-        and its own reason says more.
-        """
-        found: list[decisions.Violation] = []
-        expected: tuple[shadow_checks.ExpectedInterface, ...] = ()
-        try:
-            expected = checks.check_managed(pod, nets, nads)
-        except decisions.Rejected as exc:
-            found += exc.violations
-        try:
-            checks.check_interface_names(nets, pod, multus_layout)
-        except decisions.Rejected as exc:
-            found += exc.violations
-        if found:
-            raise decisions.Rejected(found)
-        return expected
+    def _live_pod(self, req: request.CniRequest, budget: _Budget) -> shadow_checks.PodView:
+        """The runtime's Pod, read live and checked (UID, node). Raises: :class:`decisions.Rejected`."""
+        pod_json = self._read("pods", self._get_pod, req.pod_namespace, req.pod_name, budget)
+        if pod_json is None:
+            raise decisions.Rejected.one(
+                Reason.POD_NOT_FOUND,
+                f"{req.pod_ref} was not found by a live GET; the guard does not attach networks to a Pod "
+                "it cannot read (the kubelet retries)",
+            )
+        pod = checks.pod_view(pod_json)
+        checks.check_pod_identity(pod, runtime_uid=req.pod_uid, node_name=self.settings.node_name)
+        return pod
 
     def _read(
         self, resource: str, reader: Reader, namespace: str, name: str, budget: _Budget

@@ -27,7 +27,7 @@ from typing import Any, Final
 import sriov_dra_rules
 from sriov_dra.guard import shim
 from sriov_dra.host import atomic_file
-from sriov_dra_rules import cni_install
+from sriov_dra_rules import cni_install, guard_conf
 
 CONFLIST_NAME: Final = cni_install.GUARD_FILE
 SHIM_NAME: Final = cni_install.GUARD_TYPE
@@ -43,11 +43,16 @@ def guard_conflist(
     name: str = DEFAULT_NETWORK_NAME,
     cni_version: str | None = None,
     multus: Mapping[str, Any] | None = None,
+    plugin_checkpoint: str = guard_conf.DEFAULT_PLUGIN_CHECKPOINT,
+    verify_ordinary_selections: bool = False,
 ) -> str:
     """Return the text of ``00-multus-guard.conflist`` for the primary at ``primary_config``.
 
     ``multus`` holds further ``multus.*`` keys (``binary``, ``clusterNetwork``,
-    ``daemonSocketDir``, ``kubeconfig``, ``daemonConfigFile``, ``config``).
+    ``daemonSocketDir``, ``kubeconfig``, ``daemonConfigFile``, ``config``);
+    ``plugin_checkpoint`` (``guard.pluginCheckpoint``, the plugin's ``checkpoint.json``) and
+    ``verify_ordinary_selections`` (``guard.verifyOrdinarySelections``, written only when on) are
+    the guard's keys of docs/guard.md.
     Shapes: indented JSON, keys in a fixed order, newline-terminated; ``cniVersion`` defaults to
     the primary's (Multus requires compatible versions); ``capabilities`` are the primary's
     enabled ones (:func:`sriov_dra_rules.cni_install.enabled_capabilities`). Whether the
@@ -69,7 +74,9 @@ def guard_conflist(
     caps = cni_install.enabled_capabilities(primary)
     if caps:
         plugin["capabilities"] = {k: True for k in caps}
-    plugin["guard"] = {"socket": socket_path}
+    plugin["guard"] = {"socket": socket_path, "pluginCheckpoint": plugin_checkpoint}
+    if verify_ordinary_selections:
+        plugin["guard"]["verifyOrdinarySelections"] = True
     plugin["multus"] = {"mode": mode, "primaryConfig": str(primary_config), **dict(multus or {})}
     doc = {"cniVersion": version, "name": name, "plugins": [plugin]}
     cni_install.validate_guard_config(CONFLIST_NAME, doc)

@@ -24,7 +24,7 @@ from sriov_dra.host import netlink, pod_metadata_files
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import nads, pods
 from sriov_dra.servicekit import logs, probes
-from sriov_dra_rules import cni_install, errors, strict_json
+from sriov_dra_rules import cni_install, errors, guard_conf, strict_json
 
 log = logging.getLogger("sriov_dra.guard")
 SOCKET_READY = "socket"
@@ -102,6 +102,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--socket",
         default=defaults.socket_path.as_posix(),
         help="the guard daemon's unix socket, written as guard.socket (default: %(default)s)",
+    )
+    inst.add_argument(
+        "--plugin-checkpoint",
+        default=guard_conf.DEFAULT_PLUGIN_CHECKPOINT,
+        help="the plugin's checkpoint.json on the node (its --state-dir), written as guard.pluginCheckpoint "
+        "(default: %(default)s)",
+    )
+    inst.add_argument(
+        "--verify-ordinary-selections",
+        action="store_true",
+        help="send every ADD to the daemon and verify ordinary selections after Multus too "
+        "(guard.verifyOrdinarySelections; docs/guard.md)",
     )
     inst.add_argument(
         "--interpreter",
@@ -219,7 +231,12 @@ def _install(args: argparse.Namespace) -> int:
         return _refuse(f"--primary-config {primary}: {exc}; {PRIMARY_FIX}")
     try:
         text = install.guard_conflist(
-            primary_config=primary, mode=args.mode, socket_path=args.socket, multus=extra
+            primary_config=primary,
+            mode=args.mode,
+            socket_path=args.socket,
+            multus=extra,
+            plugin_checkpoint=args.plugin_checkpoint,
+            verify_ordinary_selections=args.verify_ordinary_selections,
         )
     except cni_install.ContractError as exc:
         return _refuse(f"the guard config these flags give is refused: {exc}; correct --socket or --multus")

@@ -1,7 +1,10 @@
 """``multus-guard``: the CNI plugin the runtime calls instead of Multus (stdlib and rules only).
 
-``ADD`` goes to the guard daemon over a unix socket and its answer is printed with its exit
-status (an unreachable daemon: CNI error 11); ``DEL``, ``CHECK``, ``GC`` and ``STATUS`` exec
+``ADD`` of a Pod with managed bindings on this node (the plugin's checkpoint says so,
+:mod:`sriov_dra_rules.guard_route`), or of a Pod it cannot tell about, goes to the guard daemon
+over a unix socket and its answer is printed with its exit status (an unreachable daemon: CNI
+error 11 saying why the daemon was needed); the ADD of any other Pod execs stock Multus directly,
+so its outcome is Multus's own, daemon up or down (docs/design.md#guard). ``DEL``, ``CHECK``, ``GC`` and ``STATUS`` exec
 Multus directly with the same synthesized config, so teardown never needs the daemon; before a
 DEL an unreadable Multus cache is set aside, and a thick DEL without ``K8S_POD_UID`` gets an
 empty one (:func:`thick_del_env`; docs/guard.md, docs/design.md#cni-teardown). The one
@@ -18,6 +21,7 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any, Final
 
 RULES_VERSION: str | None = None
@@ -51,7 +55,7 @@ if RULES_VERSION is not None:
     sys.dont_write_bytecode = True
     sys.path.insert(0, rules_dir(__file__, RULES_VERSION))
 try:
-    from sriov_dra_rules import cni_args, errors, guard_conf, multus_cache, strict_json
+    from sriov_dra_rules import cni_args, errors, guard_conf, guard_route, multus_cache, strict_json
 except Exception as _bad:  # pragma: no cover - only an installed shim without (readable) rules
     why, where = f"{type(_bad).__name__}: {_bad}", rules_dir(__file__, str(RULES_VERSION))
     _cannot_start(
@@ -267,10 +271,21 @@ def read_all(sock: socket.socket, limit: int = MAX_MESSAGE_BYTES) -> bytes:
         chunks.append(chunk)
 
 
-def _ask_daemon(conf: GuardConf, env: dict[str, str], stdin: bytes) -> tuple[int, str]:
+def route_add(conf: GuardConf, env: dict[str, str]) -> guard_route.Route:
+    """Whether this ADD needs the daemon: ``managed`` ``False`` sends it to stock Multus directly.
+
+    With ``guard.verifyOrdinarySelections`` every ADD goes to the daemon (it verifies ordinary
+    selections too); else :func:`sriov_dra_rules.guard_route.decide` on the plugin's checkpoint.
+    """
+    if conf.verify_ordinary_selections:
+        return guard_route.Route(None, "guard.verifyOrdinarySelections is on: the daemon checks every ADD")
+    return guard_route.decide(Path(conf.plugin_checkpoint), env.get("CNI_ARGS", ""))
+
+
+def _ask_daemon(conf: GuardConf, env: dict[str, str], stdin: bytes, why: str) -> tuple[int, str]:
     details = (
-        "ADD is refused so that the Pod never starts without its managed networks; start the "
-        "sriov-dra-guard DaemonSet on this node (DEL, CHECK, GC and STATUS do not need it)"
+        f"{why}; ADD is refused so that such a Pod never starts unchecked; start the sriov-dra-guard "
+        "DaemonSet on this node (Pods without managed bindings, and DEL, CHECK, GC and STATUS, do not need it)"
     )
     try:
         request = encode_request(env, stdin)
@@ -318,12 +333,16 @@ def thick_del_env(conf: GuardConf, env: dict[str, str]) -> dict[str, str]:
 
 
 def _exec_multus(conf: GuardConf, env: dict[str, str]) -> int:
-    """Replace this process with Multus, stdin replaced by the synthesized config (never returns)."""
+    """Replace this process with Multus, stdin replaced by the synthesized config (never returns).
+
+    Raises: :class:`GuardConfError` when Multus is not found, or, on ADD, the primary is unreadable.
+    """
     binary = multus_binary(conf, env.get("CNI_PATH", ""))
-    if env.get("CNI_COMMAND") == "DEL":
+    command = env.get("CNI_COMMAND")
+    if command == "DEL":
         _set_aside_before_del(conf, env)
         env = thick_del_env(conf, env)
-    config = json.dumps(multus_config(conf, teardown=True)).encode()
+    config = json.dumps(multus_config(conf, teardown=command != "ADD")).encode()
     fd = os.memfd_create("multus-guard-config")
     os.write(fd, config)
     os.lseek(fd, 0, os.SEEK_SET)
@@ -355,7 +374,10 @@ def main() -> int:
         return 1
     try:
         if command == "ADD":
-            code, out = _ask_daemon(conf, env, stdin)
+            route = route_add(conf, env)
+            if route.managed is False:
+                return _exec_multus(conf, env)
+            code, out = _ask_daemon(conf, env, stdin, route.why)
             sys.stdout.write(out)
             return code
         if command in PASSTHROUGH_COMMANDS:

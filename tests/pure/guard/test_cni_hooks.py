@@ -110,6 +110,13 @@ class World:
         env.update(overrides)
         return env
 
+    def verify_ordinary(self) -> World:
+        """Turn on ``guard.verifyOrdinarySelections`` in the guard's config (the per-node option)."""
+        doc = json.loads(self.stdin)
+        doc["guard"] = {"verifyOrdinarySelections": True}
+        self.stdin = json.dumps(doc).encode()
+        return self
+
     def add(self, **overrides: str) -> cni_hooks.Outcome:
         return self.hooks.handle(self.env(**overrides), self.stdin)
 
@@ -222,8 +229,34 @@ def test_pod_without_selections_reads_only_the_pod_and_is_not_verified(tmp_path:
 MANUAL_ETH1 = '[{"name":"net-a","namespace":"ns-a","interface":"eth1"}]'
 
 
-def test_manual_only_pod_is_verified_without_nad_reads_and_passes_unmanaged(tmp_path: Path) -> None:
+def test_ordinary_pod_is_multus_alone_its_environment_unchanged_nothing_verified(tmp_path: Path) -> None:
+    """multus-cni #492 stays Multus's own outcome unless the node asks for the check."""
     w = World(tmp_path)
+    w.api.put("pods", mp.pod(NS, POD, annotations={names.NETWORKS_ANNOTATION: MANUAL_ETH1}))
+    out = w.add(CNI_ARGS=ARGS)  # no K8S_POD_UID from the runtime: none is added for an ordinary Pod
+    assert out.reason is R.PASSED_UNMANAGED and out.exit_code == 0
+    assert out.stdout == '{"cniVersion":"1.0.0","interfaces":[{"name":"eth0"}]}'
+    assert w.commands() == ["ADD"] and w.runner.calls[0].env["CNI_ARGS"] == ARGS
+    assert [r[0] for r in w.api.reads] == ["pods"] and w.netns.reads == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['[{"name":"net-a"},{"name":"net-b","interface":"net1"}]', "a/b/c", '[{"name":7}]'],
+    ids=["c15-collision", "two-slashes", "name-not-a-string"],
+)
+def test_ordinary_pod_annotation_multus_judges_goes_to_multus(tmp_path: Path, value: str) -> None:
+    w = World(tmp_path)
+    w.api.put("pods", mp.pod(NS, POD, annotations={names.NETWORKS_ANNOTATION: value}))
+    verdict = '{"cniVersion":"1.0.0","code":7,"msg":"Multus: its own verdict"}'
+    w.runner.answers["ADD"] = [multus.MultusRun("ADD", 1, verdict, "", 0.1)]
+    out = w.add()
+    assert out.reason is R.MULTUS_FAILED and out.stdout == verdict
+    assert w.commands() == ["ADD"] and w.netns.reads == []
+
+
+def test_manual_only_pod_is_verified_without_nad_reads_and_passes_unmanaged(tmp_path: Path) -> None:
+    w = World(tmp_path).verify_ordinary()
     w.api.put("pods", mp.pod(NS, POD, annotations={names.NETWORKS_ANNOTATION: MANUAL_ETH1}))
     w.ordinary = [("ns-a/net-a", "eth1")]
     out = w.add()
@@ -236,7 +269,7 @@ def test_manual_only_pod_with_primary_only_success_fails_interfaces_missing_afte
     tmp_path: Path,
 ) -> None:
     """multus-cni #492: Multus answered success with the primary alone; eth1 never existed."""
-    w = World(tmp_path)
+    w = World(tmp_path).verify_ordinary()
     w.api.put("pods", mp.pod(NS, POD, annotations={names.NETWORKS_ANNOTATION: MANUAL_ETH1}))
     out = w.add()
     assert out.reason is R.INTERFACES_MISSING and out.exit_code == 1
@@ -249,7 +282,7 @@ def test_manual_only_pod_with_primary_only_success_fails_interfaces_missing_afte
 
 
 def test_selection_without_interface_is_verified_under_the_net_name_multus_derives(tmp_path: Path) -> None:
-    w = World(tmp_path)
+    w = World(tmp_path).verify_ordinary()
     w.api.put("pods", mp.pod(NS, POD, annotations={names.NETWORKS_ANNOTATION: "net-a,other/net-b@foo"}))
     w.ordinary = [(f"{NS}/net-a", "net1")]
     out = w.add()
@@ -261,8 +294,18 @@ def test_selection_without_interface_is_verified_under_the_net_name_multus_deriv
     assert w.add().reason is R.PASSED_UNMANAGED
 
 
-def test_managed_pod_whose_manual_selection_is_missing_fails_naming_only_it(tmp_path: Path) -> None:
+def test_managed_pod_verifies_its_manual_selections_only_when_the_node_asks(tmp_path: Path) -> None:
     w = World(tmp_path)
+    manual = '{"name":"net-a","namespace":"ns-a","interface":"eth1"}'
+    w.api.put(
+        "pods", mp.pod(NS, POD, annotations=mp.managed_annotations(mp.POD_UID, w.entries, manual=[manual]))
+    )
+    out = w.add()
+    assert out.reason is R.PASSED_VERIFIED and out.message == "verified dra0, dra1"
+
+
+def test_managed_pod_whose_manual_selection_is_missing_fails_naming_only_it(tmp_path: Path) -> None:
+    w = World(tmp_path).verify_ordinary()
     manual = '{"name":"net-a","namespace":"ns-a","interface":"eth1"}'
     w.api.put(
         "pods", mp.pod(NS, POD, annotations=mp.managed_annotations(mp.POD_UID, w.entries, manual=[manual]))
@@ -350,15 +393,13 @@ def test_rejection_runs_no_multus_at_all(tmp_path: Path, change: Any, reason: R)
     assert err["code"] == shim.CniErrorCode.REJECTED and "no delegate ran" in err["details"]
 
 
-def test_collision_between_manual_selections_is_rejected_before_multus(tmp_path: Path) -> None:
+def test_c15_collision_between_manual_selections_of_a_managed_pod_is_rejected_before_multus(
+    tmp_path: Path,
+) -> None:
     w = World(tmp_path)
+    manual = ['{"name":"net-a"}', '{"name":"net-b","interface":"net1"}']
     w.api.put(
-        "pods",
-        mp.pod(
-            NS,
-            POD,
-            annotations={names.NETWORKS_ANNOTATION: '[{"name":"net-a"},{"name":"net-b","interface":"net1"}]'},
-        ),
+        "pods", mp.pod(NS, POD, annotations=mp.managed_annotations(mp.POD_UID, w.entries, manual=manual))
     )
     out = w.add()
     assert out.reason is R.DUPLICATE_INTERFACE_NAME and w.runner.calls == []

@@ -125,7 +125,8 @@ def test_every_install_flag_has_a_help_text() -> None:
     flags = {a.option_strings[-1]: a.help for a in sub.choices["install"]._actions}
     assert set(flags) == {
         "--help", "--bin-dir", "--conf-dir", "--mode", "--primary-config", "--socket", "--interpreter",
-        "--multus", "--multus-master-cni", "--autoconfig-dir",
+        "--multus", "--multus-master-cni", "--autoconfig-dir", "--plugin-checkpoint",
+        "--verify-ordinary-selections",
     }  # fmt: skip
     assert [f for f, text in flags.items() if not text or len(text) < 20] == []
 

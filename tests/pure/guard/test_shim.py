@@ -46,7 +46,7 @@ def test_shim_imports_only_the_standard_library_and_the_shared_rules() -> None:
     tree = ast.parse(Path(shim.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    stdlib = {"__future__", "enum", "json", "os", "socket", "stat", "sys", "time", "typing"}
+    stdlib = {"__future__", "enum", "json", "os", "pathlib", "socket", "stat", "sys", "time", "typing"}
     assert imported <= stdlib | {"sriov_dra_rules"}
 
 
@@ -61,6 +61,16 @@ def test_parse_conf_reads_every_key(tmp_path: Path) -> None:
         {"cniDir": "/c"},
     )
     assert conf.timeout_s == 5.0 and conf.socket == str(tmp_path / "g.sock")
+    assert (conf.plugin_checkpoint, conf.verify_ordinary_selections) == (
+        "/var/lib/kubelet/plugins/sriovnetwork.k8snetworkplumbingwg.io/checkpoint.json",
+        False,
+    )
+    obj = _conf(tmp_path)
+    obj["guard"].update(pluginCheckpoint="/s/checkpoint.json", verifyOrdinarySelections=True)
+    assert (_parse(obj).plugin_checkpoint, _parse(obj).verify_ordinary_selections) == (
+        "/s/checkpoint.json",
+        True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -77,6 +87,11 @@ def test_parse_conf_reads_every_key(tmp_path: Path) -> None:
         (lambda c: c.update(multus="thin"), "multus must be an object, got a string"),
         (lambda c: c.pop("cniVersion"), "cniVersion"),
         (lambda c: c["multus"].update(kubeconfig=""), "kubeconfig"),
+        (lambda c: c["guard"].update(pluginCheckpoint=""), "guard.pluginCheckpoint"),
+        (
+            lambda c: c["guard"].update(verifyOrdinarySelections="true"),
+            "verifyOrdinarySelections must be true or false",
+        ),
     ],
     ids=[
         "mode-missing",
@@ -90,6 +105,8 @@ def test_parse_conf_reads_every_key(tmp_path: Path) -> None:
         "multus-not-an-object",
         "cni-version-missing",
         "empty-kubeconfig",
+        "empty-plugin-checkpoint",
+        "verify-ordinary-selections-a-string",
     ],
 )
 def test_parse_conf_refuses_with_the_key_named(tmp_path: Path, change: Any, mentions: str) -> None:
@@ -249,6 +266,7 @@ def test_add_over_the_message_limit_is_refused_by_the_shim_with_the_size_not_a_b
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     obj = _conf(tmp_path)
+    obj["guard"]["verifyOrdinarySelections"] = True  # every ADD goes to the daemon
     obj["runtimeConfig"]["padding"] = "x" * shim.MAX_MESSAGE_BYTES
     monkeypatch.setattr(shim.sys, "stdin", _Stdin(json.dumps(obj).encode()))
     monkeypatch.setattr(shim.os, "environ", {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1"})

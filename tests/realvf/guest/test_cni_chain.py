@@ -4,7 +4,8 @@ The VF comes from a claim the session's plugin prepared (its shadow NAD and the 
 on the host's API server, :mod:`tests.realvf.guest.kubeplugin`). The runtime's side is the lab's
 libcni (``sriov_dra_lab.cni``) running the first config of the CNI conf dir: the guard's
 conflist, installed by ``sriov-dra-guard install`` (its entry point, run in this process) with a
-``loopback`` primary network. The guard shim asks the guard daemon (``sriov-dra-guard serve``,
+``loopback`` primary network and the plugin's checkpoint, which records the Pod's binding. The guard shim
+asks the guard daemon (``sriov-dra-guard serve``,
 started here), which runs the pinned Multus thin binary; Multus reads the Pod and the shadow from
 the API server and runs the pinned ``sriov`` binary, which moves the VF, programs its settings
 through the PF and gets the address from ``host-local`` (all from the run image).
@@ -104,6 +105,7 @@ def chain(plugin: kubeplugin.Plugin, tmp_path_factory: pytest.TempPathFactory) -
                 f"--socket={socket}",
                 f"--interpreter={sys.executable}",
                 f"--multus={json.dumps(multus)}",
+                f"--plugin-checkpoint={plugin.state_dir / 'checkpoint.json'}",
                 f"--multus-master-cni={PRIMARY}",
                 f"--autoconfig-dir={conf_dir}",
             ]
