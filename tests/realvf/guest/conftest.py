@@ -55,7 +55,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def real_pfs() -> list[RealPf]:
-    """Both igb PFs with :data:`NUM_VFS` igbvf VFs each, set up once through ``numvfs`` rules."""
+    """Both igb PFs with :data:`NUM_VFS` igbvf VFs each, set up once through ``numvfs`` rules, and
+    their links up with carrier, as on a node (the plugin taints the VFs of a PF that is down
+    ``NoSchedule``, and the scheduler then allocates none of them)."""
     mu = collection_module_utils()
     from ansible_collections.sriovnet.dra.plugins.module_utils import numvfs, sysfs
 
@@ -68,6 +70,13 @@ def real_pfs() -> list[RealPf]:
         SESSION_WRITES[pf.bdf] = numvfs.converge(reader, change, VF_DRIVER, 30)
     for pf in pfs:
         wait_until(f"{NUM_VFS} igbvf VFs with netdevs on {pf.ifname}", lambda pf=pf: vfs_ready(pf))
+    from sriov_dra.host import netlink
+    from sriov_dra_lab.fakes import net_edit
+
+    for pf in pfs:
+        net_edit.set_up(pf.ifname)
+    for pf in pfs:
+        wait_until(f"{pf.ifname} up with carrier", lambda pf=pf: netlink.carrier_states()[pf.ifname].carrier)
     return pfs
 
 

@@ -239,7 +239,15 @@ def workload(
                 return messages.ClaimRef(namespace=ns, name="nics", uid=claim.metadata.uid)
             return None
 
-        ref = eventually(f"claim {ns}/nics allocated and reserved by the scheduler", allocated)
+        try:
+            ref = eventually(f"claim {ns}/nics allocated and reserved by the scheduler", allocated)
+        except pytest.fail.Exception:
+            status = core.read_namespaced_pod("workload", ns).status
+            conditions = [(c.type, c.status, c.reason, c.message) for c in status.conditions or []]
+            pytest.fail(
+                f"claim {ns}/nics was not allocated and reserved: the Pod's conditions {conditions}; "
+                f"devices advertised for {kubeapi.NODE_NAME}: {sorted(_advertised(api))}"
+            )
         yield Workload(ns, "workload", ref)
         if ref.uid in plugin.claim_records():
             plugin.unprepare(ref)
