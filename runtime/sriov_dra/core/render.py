@@ -75,6 +75,9 @@ def render_shadow_config(source_nad: Mapping[str, object], pci_address: str) -> 
       ``pciBusID`` is rewritten there only if present. A preexisting value naming another
       device, or a ``deviceID``/``pciBusID`` anywhere else, is an error.
     * **CNI versions**: ``cniVersion`` is required and supported; ``cniVersions`` too.
+    * **sriov-cni's loader**: what sriov-cni would refuse at every CNI ADD is refused here: a key
+      naming one of its fields in any case with a value Go cannot decode into it, two keys naming
+      one field, its VF settings' limits (``sriov_cni_netconf``, ``sriov_cni_fields``).
     * **IPAM**: the ``ipam`` subtree is never edited (key order, omitted versus empty fields and
       ``network_name`` survive); whereabouts' fast node-slice mode is unsupported.
     * **Output**: compact canonical UTF-8 JSON in source key order, so rendering the same source
@@ -115,7 +118,7 @@ def render_shadow_config(source_nad: Mapping[str, object], pci_address: str) -> 
     entry, plugin_index = locate_sriov_entry(doc, found)
     if entry is not None:
         entry_path = CONFIG_PATH if plugin_index is None else f"{CONFIG_PATH}.plugins[{plugin_index}]"
-        check_sriov_entry(entry, entry_path, pci, found)
+        check_sriov_entry(entry, entry_path, pci, found, name=cni_name, cni_version=cni_version)
     if found.items:
         raise_findings(found, summary)
     assert entry is not None  # every path that leaves it None records a finding

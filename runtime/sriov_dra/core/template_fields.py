@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from sriov_dra.core import ipam_ranges, sriov_cni_fields
+from sriov_dra.core import ipam_ranges, sriov_cni_fields, sriov_cni_netconf
 from sriov_dra.core import pci as pci_addresses
 from sriov_dra.core.template_findings import CONFIG_PATH, TemplateFindings
 from sriov_dra.core.template_layout import DEVICE_KEYS
@@ -30,7 +30,6 @@ plugin, and Multus v4.3.0 rewrites a conflist without one lossily on DEL (multus
 """
 
 _CNI_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
-_SRIOV_STR_FIELDS: Final = ("mac", "logLevel", "logFile")
 
 
 def check_cni_version(doc: dict[str, JsonValue], found: TemplateFindings) -> str:
@@ -91,8 +90,16 @@ def effective_name(doc: dict[str, JsonValue], metadata_name: str | None, found: 
     return metadata_name
 
 
-def check_sriov_entry(entry: dict[str, JsonValue], path: str, pci: str, found: TemplateFindings) -> None:
-    """Check the sriov entry at ``path`` for binding to the canonical BDF ``pci``."""
+def check_sriov_entry(
+    entry: dict[str, JsonValue], path: str, pci: str, found: TemplateFindings, *, name: str, cni_version: str
+) -> None:
+    """Check the sriov entry at ``path`` for binding to the canonical BDF ``pci``.
+
+    ``name`` and ``cni_version`` are the effective CNI name and version, which the runtime's libcni
+    sets in the config sriov-cni gets (for a conflist too): every key of that config is checked as
+    sriov-cni decodes it (:mod:`~sriov_dra.core.sriov_cni_netconf`), its VF settings by
+    :mod:`~sriov_dra.core.sriov_cni_fields` whatever case their keys are written in.
+    """
     for key in DEVICE_KEYS:
         if key not in entry:
             continue
@@ -106,14 +113,21 @@ def check_sriov_entry(entry: dict[str, JsonValue], path: str, pci: str, found: T
                 f"template pins {key} {value!r} but the allocated VF is {pci}; remove {key} from the "
                 "template (the driver sets it per allocation)",
             )
+    decoded = sriov_cni_netconf.read({**entry, "name": name, "cniVersion": cni_version}, path)
+    settings = {key: decoded.fields[key] for key in sriov_cni_fields.KEYS if key in decoded.fields}
     for problem in sriov_cni_fields.problems_of(
-        entry, {key: strict_json.key_path(path, key) for key in sriov_cni_fields.KEYS}
+        {key: value for key, (_, value) in settings.items()}, {key: at for key, (at, _) in settings.items()}
     ):
         found.invalid(problem.path, problem.message)
-    for key in _SRIOV_STR_FIELDS:
-        value = entry.get(key)
-        if value is not None and not isinstance(value, str):
-            found.invalid(strict_json.key_path(path, key), f"must be a string, got {_preview(value)}")
+    _check_ipam(entry, path, found)
+    recorded = {item.path for item in found.items}
+    for key_path, message in decoded.problems:
+        if key_path not in recorded:  # one problem per key: the first one found
+            found.invalid(key_path, message)
+            recorded.add(key_path)
+
+
+def _check_ipam(entry: dict[str, JsonValue], path: str, found: TemplateFindings) -> None:
     if "ipam" not in entry:
         return
     ipam, ipam_path = entry["ipam"], f"{path}.ipam"

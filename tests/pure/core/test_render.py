@@ -13,7 +13,6 @@ import json
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 from tests.fakes.render_sources import (
     CONFLIST,
     INVALID,
@@ -26,8 +25,9 @@ from tests.fakes.render_sources import (
     reject,
     rendered_doc,
 )
+from tests.fakes.render_templates import sriov_entry, templates
 
-from sriov_dra.core import render, template_fields
+from sriov_dra.core import render
 from sriov_dra_rules import errors, names, strict_json
 from sriov_dra_rules.strict_json import JsonValue, RawNumber
 
@@ -438,94 +438,6 @@ def test_invalid_pci_is_reported_before_template_problems() -> None:
 
 # --- properties over generated templates ------------------------------------------------------------------
 
-RESERVED = {"type", "name", "plugins", "cniVersion", "cniVersions", "deviceID", "pciBusID", "ipam", "delegates",
-            "vlan", "vlanQoS", "min_tx_rate", "max_tx_rate", "vlanProto", "mac", "spoofchk", "trust", "link_state",
-            "logLevel", "logFile"}  # fmt: skip
-SCALARS = (
-    st.none() | st.booleans() | st.integers() | st.text(max_size=10)
-    | st.from_regex(r"-?[1-9][0-9]{0,3}\.[0-9]{1,3}(e[+-]?[0-9]{1,2})?", fullmatch=True).map(RawNumber)
-)  # fmt: skip
-VALUES = st.recursive(
-    SCALARS,
-    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
-    max_leaves=10,
-)
-EXTRA = st.dictionaries(st.text(max_size=10).filter(lambda k: k not in RESERVED), VALUES, max_size=4)
-CNI_NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,20}", fullmatch=True)
-IPAM_TYPES = st.none() | st.sampled_from(["host-local", "static", "dhcp", "whereabouts", ""])
-
-
-@st.composite
-def _ipam(draw: st.DrawFn) -> dict[str, JsonValue]:
-    """A valid ``ipam`` object: any other keys, ``type`` (when present) a string as the template check requires."""
-    pool_keys = ("node_slice_size", "type", "subnet", "rangeStart", "rangeEnd", "ranges", "gateway")
-    pool_keys += ("range", "ipRanges", "range_start", "range_end", "exclude")
-    keys = st.text(max_size=12).filter(lambda k: k not in pool_keys)
-    out: dict[str, JsonValue] = draw(st.dictionaries(keys, VALUES, max_size=5))
-    ipam_type = draw(IPAM_TYPES)
-    if ipam_type is not None:
-        out["type"] = ipam_type
-    if ipam_type == "whereabouts":  # the pool it allocates from (docs/design.md#ipam)
-        out["range"] = draw(st.sampled_from(["192.0.2.0/24", "fd00::/64", "192.0.2.10-192.0.2.20/24"]))
-    elif ipam_type == "host-local" and draw(st.booleans()):
-        out["subnet"] = "10.56.217.0/24"
-    return out
-
-
-IPAM = _ipam()
-
-
-@st.composite
-def templates(draw: st.DrawFn) -> tuple[dict[str, JsonValue], dict[str, object]]:
-    """A valid template (as a value) and its source NAD with the template as text."""
-    root: dict[str, JsonValue] = {"cniVersion": draw(st.sampled_from(template_fields.SUPPORTED_CNI_VERSIONS))}
-    name = draw(st.none() | st.just("") | CNI_NAMES)
-    if name is not None:
-        root["name"] = name
-    entry: dict[str, JsonValue] = {"type": "sriov", **draw(EXTRA)}
-    if draw(st.booleans()):
-        entry["vlan"] = draw(st.integers(0, 4094))
-    if draw(st.booleans()):
-        entry["ipam"] = draw(IPAM)
-    if draw(st.booleans()):
-        entry["deviceID"] = draw(st.sampled_from(["", PCI]))
-    if draw(st.booleans()):
-        entry["pciBusID"] = draw(st.sampled_from(["", PCI.upper()]))
-    keys = list(entry)
-    order = draw(st.permutations(keys))
-    entry = {k: entry[k] for k in order}
-    if draw(st.booleans()):
-        root.update({k: v for k, v in draw(EXTRA).items() if k not in root})
-        metas = draw(st.lists(st.builds(lambda extra: {"type": "tuning", **extra}, EXTRA), max_size=2))
-        root["plugins"] = [entry, *metas]
-    else:
-        root.update({k: v for k, v in entry.items() if k not in root})
-    indent = draw(st.sampled_from([None, 2, 4]))
-    text = strict_json.encode(root) if indent is None else _indented(root, indent)
-    metadata_name = draw(st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True))
-    return root, nad(text, name=metadata_name)
-
-
-def _indented(value: JsonValue, indent: int, level: int = 0) -> str:
-    """Pretty-print like ``json.dumps(indent=...)``, keeping RawNumber literals as written."""
-    pad, inner = " " * (indent * level), " " * (indent * (level + 1))
-    if isinstance(value, dict) and value:
-        items = [
-            f"{inner}{strict_json.encode(k)}: {_indented(v, indent, level + 1)}" for k, v in value.items()
-        ]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(value, list) and value:
-        items = [inner + _indented(v, indent, level + 1) for v in value]
-        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
-    return strict_json.encode(value)
-
-
-def _sriov_entry(doc: dict[str, JsonValue]) -> dict[str, JsonValue]:
-    plugins = doc.get("plugins")
-    entry = plugins[0] if isinstance(plugins, list) else doc
-    assert isinstance(entry, dict)
-    return entry
-
 
 @given(templates())
 def test_property_name_ipam_and_everything_but_device_keys_are_unchanged(
@@ -538,7 +450,7 @@ def test_property_name_ipam_and_everything_but_device_keys_are_unchanged(
     assert isinstance(metadata, dict)
     expected_name = source.get("name") or metadata["name"]
     assert result.cni_name == out["name"] == expected_name
-    src_entry, out_entry = _sriov_entry(source), _sriov_entry(out)
+    src_entry, out_entry = sriov_entry(source), sriov_entry(out)
     if "ipam" in src_entry:
         assert strict_json.encode(out_entry["ipam"]) == strict_json.encode(src_entry["ipam"])
     assert out_entry["deviceID"] == PCI
