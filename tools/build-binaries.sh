@@ -3,14 +3,14 @@
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes), etcd (via etcdmain),
 # Multus (multus, multus-shim, multus-daemon; install_multus, thin_entrypoint, passthru for its images), the containernetworking reference plugins, whereabouts, and
 # the real-node parts: the kubelet (same module and ldflags as the apiserver), containerd (containerd,
-# containerd-shim-runc-v2, ctr) and crictl, and for the realvf tier sriov-cni (sriov). runc comes from
-# Debian (tools/install-debian-deps.sh).
+# containerd-shim-runc-v2, ctr) and crictl, and for the realvf tier sriov-cni (sriov) and upstream
+# dra-driver-sriov (dra-driver-sriov). runc comes from Debian (tools/install-debian-deps.sh).
 #
 # Everything is built with the local Go toolchain from modules served by the Go module proxy, into
 #   ${SRIOV_DRA_CACHE:-~/.cache/sriov-dra}/<component>/<version>/bin
-# sriov-cni is built from a source tree when SRIOV_CNI_SRC names one (a checkout at the pinned version;
-# read-only is fine: the build writes only into the cache), otherwise from the Go module proxy, as a user
-# elsewhere would.
+# sriov-cni and dra-driver-sriov are built from a source tree when SRIOV_CNI_SRC / DRA_DRIVER_SRIOV_SRC
+# names one (a checkout at the pinned version; read-only is fine: the build writes only into the cache),
+# otherwise from the Go module proxy, as a user elsewhere would.
 # Nothing is written into the repository. A component whose stamp matches is skipped, so a second run
 # does no work. A failure names the module and version that could not be built.
 set -euo pipefail
@@ -263,7 +263,23 @@ build_sriov_cni() {
   printf 'the Go module proxy (%s@%s)\n' "$mod" "$SRIOV_CNI_COMMIT" > "$(component_dir sriov-cni "$v")/.source"
 }
 
-all="kubernetes etcd multus multus-tools cni-plugins whereabouts kubelet containerd crictl pause sriov-cni"
+# Upstream dra-driver-sriov (no release tag: a commit): from DRA_DRIVER_SRIOV_SRC when set, else go install.
+build_dra_driver_sriov() {
+  local v=$DRA_DRIVER_SRIOV_VERSION mod=github.com/k8snetworkplumbingwg/dra-driver-sriov bin
+  if fresh dra-driver-sriov "$v" dra-driver-sriov; then cached_note dra-driver-sriov "$v"; return; fi
+  if [ -n "${DRA_DRIVER_SRIOV_SRC:-}" ]; then
+    tree_build dra-driver-sriov "$v" "$mod" DRA_DRIVER_SRIOV_SRC cmd/dra-driver-sriov:dra-driver-sriov; return
+  fi
+  need_go
+  bin=$(component_dir dra-driver-sriov "$v"); rm -rf "$bin"; mkdir -p "$bin"
+  log "dra-driver-sriov $v: DRA_DRIVER_SRIOV_SRC is not set; go install $mod/cmd/dra-driver-sriov@$v"
+  GOBIN=$bin go install -trimpath -ldflags "-s -w" "$mod/cmd/dra-driver-sriov@$v" \
+    || die "go install $mod/cmd/dra-driver-sriov@$v failed; where the Go module proxy does not serve it, set DRA_DRIVER_SRIOV_SRC to a checkout at $v"
+  printf 'the Go module proxy (%s@%s)\n' "$mod" "$v" > "$bin/.source"
+  stamp dra-driver-sriov "$v"
+}
+
+all="kubernetes etcd multus multus-tools cni-plugins whereabouts kubelet containerd crictl pause sriov-cni dra-driver-sriov"
 want=${*:-$all}
 start=$(date +%s)
 for c in $want; do
@@ -279,6 +295,7 @@ for c in $want; do
     crictl) build_crictl ;;
     pause) build_pause ;;
     sriov-cni) build_sriov_cni ;;
+    dra-driver-sriov) build_dra_driver_sriov ;;
     *) die "unknown component '$c' (known: $all)" ;;
   esac
 done

@@ -2,7 +2,8 @@
 # Set up the realvf test tier (tests/realvf/): real kernel SR-IOV VFs of emulated igb NICs in a QEMU
 # guest. Everything comes from Debian's archive:
 #   - host packages: qemu-system-x86 (pinned, bookworm-backports, --no-install-recommends), seabios,
-#     busybox-static, kmod, cpio, xz-utils, zstd, squashfs-tools;
+#     busybox-static, kmod, cpio, xz-utils, zstd, squashfs-tools, pci.ids (the PCI ID database upstream
+#     dra-driver-sriov reads in the guest);
 #   - the guest kernel: linux-image-$REALVF_KERNEL_ABI (pinned, bookworm-backports), downloaded with
 #     apt-get download (never installed), unpacked with dpkg -x into
 #       ${SRIOV_DRA_CACHE:-~/.cache/sriov-dra}/realvf/<kernel abi>/
@@ -56,7 +57,7 @@ installed_version() { dpkg-query -W -f='${db:Status-Abbrev} ${Version}\n' "$1" 2
 # --- host packages --------------------------------------------------------------------------------
 install_packages() {
   local need=() p
-  for p in seabios busybox-static kmod cpio xz-utils zstd squashfs-tools; do
+  for p in seabios busybox-static kmod cpio xz-utils zstd squashfs-tools pci.ids; do
     [ -n "$(installed_version "$p")" ] || need+=("$p")
   done
   local qemu_spec=""
@@ -64,7 +65,7 @@ install_packages() {
     qemu_spec="qemu-system-x86=$REALVF_QEMU_VERSION"
   fi
   if [ ${#need[@]} -eq 0 ] && [ -z "$qemu_spec" ]; then
-    log "host packages: cached (qemu-system-x86 $REALVF_QEMU_VERSION, seabios, busybox-static, kmod, cpio, xz-utils, zstd, squashfs-tools)"
+    log "host packages: cached (qemu-system-x86 $REALVF_QEMU_VERSION, seabios, busybox-static, kmod, cpio, xz-utils, zstd, squashfs-tools, pci.ids)"
     return 0
   fi
   [ "$(id -u)" = 0 ] || die "missing Debian packages (${need[*]} $qemu_spec); install them as root (see tools/realvf-setup.sh)"

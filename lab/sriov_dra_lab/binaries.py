@@ -44,6 +44,7 @@ COMPONENTS: dict[str, tuple[str, str]] = {
     "crictl": ("crictl", "CRICTL_VERSION"),
     "pause": ("pause", "PAUSE_VERSION"),
     "sriov": ("sriov-cni", "SRIOV_CNI_VERSION"),
+    "dra-driver-sriov": ("dra-driver-sriov", "DRA_DRIVER_SRIOV_VERSION"),
 }
 
 

@@ -491,17 +491,26 @@ GUEST_CNI_DIR = ".realvf-cni"
 """Directory of the run image (under the repository's path in the guest) holding the pinned CNI
 plugins the guest's CNI tests run (:data:`GUEST_CNI_PLUGINS`); the guest reads it as ``CNI_PATH``."""
 GUEST_CNI_PLUGINS = ("host-local", "loopback", "multus", "sriov")
+GUEST_BIN_DIR = ".realvf-bin"
+"""Directory of the run image holding the pinned upstream dra-driver-sriov and a pci.ids database."""
+PCI_IDS = Path("/usr/share/misc/pci.ids")
+"""Debian's ``pci.ids`` package (tools/realvf-setup.sh), which upstream dra-driver-sriov needs."""
 
 
-def guest_cni_pseudo() -> list[str]:
-    """mksquashfs pseudo entries copying each built :data:`GUEST_CNI_PLUGINS` binary into the run image.
+def guest_binaries_pseudo() -> list[str]:
+    """mksquashfs pseudo entries copying the built :data:`GUEST_CNI_PLUGINS`, dra-driver-sriov and
+    pci.ids into the run image.
 
-    A plugin not built yet is left out: the guest test that needs it reports it missing.
+    A binary not built yet is left out: the guest test that needs it reports it missing.
     """
-    out = [f"{GUEST_CNI_DIR} d 755 0 0"]
+    out = [f"{GUEST_CNI_DIR} d 755 0 0", f"{GUEST_BIN_DIR} d 755 0 0"]
     for name in GUEST_CNI_PLUGINS:
         with contextlib.suppress(binaries.BinaryMissing):
             out.append(f"{GUEST_CNI_DIR}/{name} f 755 0 0 cat {binaries.find(name)}")
+    with contextlib.suppress(binaries.BinaryMissing):
+        out.append(f"{GUEST_BIN_DIR}/dra-driver-sriov f 755 0 0 cat {binaries.find('dra-driver-sriov')}")
+    if PCI_IDS.is_file():
+        out.append(f"{GUEST_BIN_DIR}/pci.ids f 644 0 0 cat {PCI_IDS}")
     return out
 
 
@@ -519,11 +528,11 @@ def pinned_binaries_note() -> str:
 
 def build_run_image(parts: Parts, workdir: Path, script: str, *, kubeconfig: Path | None = None) -> Path:
     """The per-session image: the repository (no venv, .git or caches), the run script, the
-    pinned CNI plugins of :func:`guest_cni_pseudo` and the guest's ``kubeconfig`` if given."""
+    pinned binaries of :func:`guest_binaries_pseudo` and the guest's ``kubeconfig`` if given."""
     script_path = workdir / "run.sh"
     script_path.write_text(script)
     out = workdir / "run.sqfs"
-    pseudo = [f"{RUN_SCRIPT} f 755 0 0 cat {script_path}", ".venv d 755 0 0", *guest_cni_pseudo()]
+    pseudo = [f"{RUN_SCRIPT} f 755 0 0 cat {script_path}", ".venv d 755 0 0", *guest_binaries_pseudo()]
     if kubeconfig is not None:
         pseudo += [f"{GUEST_KUBE_DIR} d 700 0 0", f"{GUEST_KUBE_DIR}/kubeconfig f 600 0 0 cat {kubeconfig}"]
     _mksquashfs(parts, [REPO], out, excludes=REPO_EXCLUDES, pseudo=pseudo)
