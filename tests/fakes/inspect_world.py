@@ -85,7 +85,14 @@ def world() -> dict[str, Any]:
         {"request": "nic-1", "driver": SRIOV, "pool": "lab-node-1", "device": "0000-81-00-2"},
     ]
     claim = {
-        "metadata": {"name": "pairs-devices", "namespace": "ai", "uid": CLAIM_UID},
+        "metadata": {
+            "name": "pairs-devices",
+            "namespace": "ai",
+            "uid": CLAIM_UID,
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": "pairs", "uid": POD_UID, "controller": True}
+            ],
+        },
         "spec": {
             "devices": {
                 "constraints": [

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sriov_dra.core import binding_annotation
+from sriov_dra.driver.managed import consumer
 from sriov_dra.kube import objects, views
 from sriov_dra_rules import errors as core_errors
 from sriov_dra_rules import names
@@ -80,13 +81,12 @@ def _slice_index(client: objects.Objects) -> dict[tuple[str, str, str], dict[str
     return index
 
 
-def _claim_names(pod: views.Pod) -> list[str]:
-    out: list[str] = []
-    for entry in pod.claims:
-        name = entry.claim_name or pod.claim_statuses.get(entry.name)
-        if name and name not in out:
-            out.append(name)
-    return out
+def _claim_names(pod: views.Pod) -> list[tuple[str, bool]]:
+    """Each claim name of the Pod once (``consumer.known_pod_claims``), with whether the Pod must control it."""
+    out: dict[str, bool] = {}
+    for entry in consumer.known_pod_claims(pod):
+        out[entry.claim_name] = out.get(entry.claim_name, True) and entry.must_check_owner
+    return list(out.items())
 
 
 def _partners(claim: views.Claim, request: str) -> set[str]:
@@ -214,9 +214,9 @@ def inspect_pod(
     local = read_netns(netns) if (netns and read_netns) else None
     reported = _network_status(pod)
     rows: list[Row] = []
-    for claim_name in _claim_names(pod):
+    for claim_name, must_own in _claim_names(pod):
         found = client.get_or_none(CLAIM, claim_name, namespace)
-        if found is None:
+        if found is None or (must_own and not consumer.is_for_pod(pod, views.decode_meta(found))):
             continue
         claim = views.decode_claim(found)
         by_request = {r.request: r for r in claim.results}

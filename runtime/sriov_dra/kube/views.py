@@ -106,13 +106,24 @@ class PodClaimEntry:
 
 
 @dataclass(frozen=True)
+class ExtendedRequest:
+    """One ``status.extendedResourceClaimStatus.requestMappings`` entry: which container's extended
+    resource the scheduler's claim request ``request`` satisfies (``""`` for a missing field)."""
+
+    container: str
+    resource: str
+    request: str
+
+
+@dataclass(frozen=True)
 class Pod:
     """The Pod fields the plugin and the CLI decide on.
 
     Shapes: ``claim_statuses`` maps ``status.resourceClaimStatuses[].name`` to its
     ``resourceClaimName`` (``None`` when the controller recorded that no claim is needed, or the
     name is not a string); ``extended_claim_name`` is
-    ``status.extendedResourceClaimStatus.resourceClaimName`` (``""`` when unset).
+    ``status.extendedResourceClaimStatus.resourceClaimName`` (``""`` when unset) and
+    ``extended_requests`` its ``requestMappings`` in order.
     """
 
     meta: Meta
@@ -121,6 +132,7 @@ class Pod:
     claims: tuple[PodClaimEntry, ...]
     claim_statuses: Mapping[str, str | None]
     extended_claim_name: str
+    extended_requests: tuple[ExtendedRequest, ...] = ()
     ready: bool = False
     """The ``Ready`` condition is ``True``."""
 
@@ -129,6 +141,7 @@ def decode_pod(obj: Mapping[str, object]) -> Pod:
     """The :class:`Pod` view of a Pod body (GET, LIST item or watch event object)."""
     spec, status = mapping(obj.get("spec")), mapping(obj.get("status"))
     statuses: dict[str, str | None] = {}
+    extended = mapping(status.get("extendedResourceClaimStatus"))
     for entry in (s for s in items(status.get("resourceClaimStatuses")) if isinstance(s, Mapping)):
         claim = entry.get("resourceClaimName")
         statuses[str(entry.get("name"))] = claim if isinstance(claim, str) else None
@@ -145,7 +158,15 @@ def decode_pod(obj: Mapping[str, object]) -> Pod:
             for entry in (mapping(e) for e in items(spec.get("resourceClaims")))
         ),
         claim_statuses=statuses,
-        extended_claim_name=text(mapping(status.get("extendedResourceClaimStatus")).get("resourceClaimName")),
+        extended_claim_name=text(extended.get("resourceClaimName")),
+        extended_requests=tuple(
+            ExtendedRequest(
+                container=text(m.get("containerName")),
+                resource=text(m.get("resourceName")),
+                request=text(m.get("requestName")),
+            )
+            for m in (mapping(e) for e in items(extended.get("requestMappings")))
+        ),
         ready=_condition(status, "Ready") == "True",
     )
 

@@ -198,3 +198,29 @@ def test_shadow_whose_config_is_not_a_json_object_is_a_failed_row_not_a_tracebac
 )
 def test_rail_subnet_of_malformed_host_local_ranges_is_empty_not_a_traceback(ipam: dict[str, Any]) -> None:
     assert inspect_rows._subnet({"ipam": ipam}) == ""
+
+
+def _as_extended_resource_claim(world: dict[str, Any]) -> dict[str, Any]:
+    pod = world["pods"][0]
+    pod["spec"]["resourceClaims"] = []
+    pod["status"] = {
+        "resourceClaimStatuses": [],
+        "extendedResourceClaimStatus": {
+            "resourceClaimName": "pairs-devices",
+            "requestMappings": [
+                {"containerName": "app", "resourceName": "example.com/rail", "requestName": r} for r in RAILS
+            ],
+        },
+    }
+    return world
+
+
+def test_an_extended_resource_claim_is_inspected_like_the_pods_other_claims() -> None:
+    want = [(r.request, r.interface, r.ok) for r in iw.rows(iw.world())]
+    assert [(r.request, r.interface, r.ok) for r in iw.rows(_as_extended_resource_claim(iw.world()))] == want
+
+
+def test_a_claim_named_by_the_pods_status_but_not_controlled_by_it_is_not_inspected() -> None:
+    world = _as_extended_resource_claim(iw.world())
+    world["resourceclaims"][0]["metadata"]["ownerReferences"] = []
+    assert iw.rows(world) == []

@@ -45,7 +45,17 @@ POD: dict[str, Any] = {
     },
     "status": {
         "resourceClaimStatuses": [{"name": "gen", "resourceClaimName": "pairs-gen-x"}, {"name": "none"}],
-        "extendedResourceClaimStatus": {"resourceClaimName": "pairs-extended"},
+        "extendedResourceClaimStatus": {
+            "resourceClaimName": "pairs-extended",
+            "requestMappings": [
+                {
+                    "containerName": "app",
+                    "resourceName": "example.com/rail_a",
+                    "requestName": "container-0-request-0",
+                },
+                {"containerName": "side"},
+            ],
+        },
     },
 }
 
@@ -87,6 +97,10 @@ def test_pod_view_reads_identity_node_claims_and_statuses() -> None:
     )
     assert pod.claim_statuses == {"gen": "pairs-gen-x", "none": None}
     assert pod.extended_claim_name == "pairs-extended"
+    assert pod.extended_requests == (
+        views.ExtendedRequest("app", "example.com/rail_a", "container-0-request-0"),
+        views.ExtendedRequest("side", "", ""),
+    )
 
 
 def test_fields_left_out_read_as_their_empty_values() -> None:

@@ -3,7 +3,8 @@
 After ``core.plugin.claim_plan`` checked the claim itself, :func:`verify_consumer` reads the
 consumer Pod live and checks it is exactly the reserved Pod, on this node, neither terminating nor
 ``hostNetwork`` for a new prepare, on a Node whose UID is still the recorded one, and referencing
-this exact claim by Kubernetes ``resourceclaim.Name`` semantics (:func:`resolve_pod_claims`;
+this exact claim: by Kubernetes ``resourceclaim.Name`` semantics, or as the extended-resource claim
+its ``status.extendedResourceClaimStatus`` names (:func:`resolve_pod_claims`;
 docs/design.md#consumer). Aliases of one claim stay together (docs/design.md#interface-names).
 Never searches for a Pod by label, trusts a claim ownerReference alone, or writes anything.
 """
@@ -23,6 +24,10 @@ from sriov_dra_rules import errors
 
 EXTENDED_RESOURCE_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
 """Set to ``"true"`` by the scheduler on claims it creates for extended resources."""
+
+EXTENDED_ALIAS: Final = "extended-resources"
+"""The claim alias of a Pod's extended-resource claim, which has no ``pod.spec.resourceClaims`` entry;
+it orders that claim's interfaces among the Pod's other claims (docs/design.md#interface-names)."""
 
 NodeUidReader = Callable[[], str | None]
 """Returns the Node's current ``metadata.uid``, ``None`` when the Node does not exist.
@@ -72,19 +77,19 @@ def _consumer_error(message: str, *problems: errors.FieldError) -> errors.Invali
     return errors.InvalidSpec(message, reason=errors.Reason.INVALID_CONSUMER, errors=problems)
 
 
-def resolve_pod_claims(pod: views.Pod) -> tuple[PodClaim, ...]:
-    """Resolve every ``pod.spec.resourceClaims`` entry like Kubernetes ``resourceclaim.Name``.
-
-    ``resourceClaimName`` → that name; ``resourceClaimTemplateName`` → the matching
-    ``status.resourceClaimStatuses[].resourceClaimName`` (unset: no claim is needed, skipped).
-    Raises: InvalidSpec(InvalidConsumer) for an entry with neither field, or a template entry the
-    resourceclaim controller has not resolved yet (``ErrClaimNotFound``: retry later).
-    """
-    label = f"Pod {pod.meta.ref}"
+def _pod_claims(pod: views.Pod) -> tuple[list[PodClaim], list[errors.FieldError]]:
     out: list[PodClaim] = []
     problems: list[errors.FieldError] = []
     for index, entry in enumerate(pod.claims):
         path = f"spec.resourceClaims[{index}]"
+        if entry.name == EXTENDED_ALIAS and pod.extended_claim_name:
+            problems.append(
+                errors.FieldError(
+                    f"{path}.name",
+                    f"is {EXTENDED_ALIAS!r}, the alias auto-attach gives the Pod's extended-resource claim "
+                    f"{pod.extended_claim_name!r}: rename the entry",
+                )
+            )
         if entry.claim_name:
             out.append(PodClaim(entry.name, entry.claim_name, must_check_owner=False))
         elif entry.template_name:
@@ -103,9 +108,32 @@ def resolve_pod_claims(pod: views.Pod) -> tuple[PodClaim, ...]:
             problems.append(
                 errors.FieldError(path, "sets neither resourceClaimName nor resourceClaimTemplateName")
             )
+    if pod.extended_claim_name:
+        out.append(PodClaim(EXTENDED_ALIAS, pod.extended_claim_name, must_check_owner=True))
+    return out, problems
+
+
+def resolve_pod_claims(pod: views.Pod) -> tuple[PodClaim, ...]:
+    """Every claim of the Pod: its ``pod.spec.resourceClaims`` as Kubernetes ``resourceclaim.Name``
+    resolves them, then its extended-resource claim.
+
+    ``resourceClaimName`` → that name; ``resourceClaimTemplateName`` → the matching
+    ``status.resourceClaimStatuses[].resourceClaimName`` (unset: no claim is needed, skipped);
+    ``status.extendedResourceClaimStatus.resourceClaimName`` → that claim under
+    :data:`EXTENDED_ALIAS`. Generated and extended claims must be controlled by the Pod
+    (``must_check_owner``). Raises: InvalidSpec(InvalidConsumer) for an entry with neither field,
+    a template entry the resourceclaim controller has not resolved yet (``ErrClaimNotFound``: retry
+    later), or an entry named :data:`EXTENDED_ALIAS` beside an extended-resource claim.
+    """
+    out, problems = _pod_claims(pod)
     if problems:
-        raise _consumer_error(f"{label}: its resource claims cannot be resolved", *problems)
+        raise _consumer_error(f"Pod {pod.meta.ref}: its resource claims cannot be resolved", *problems)
     return tuple(out)
+
+
+def known_pod_claims(pod: views.Pod) -> tuple[PodClaim, ...]:
+    """The claims :func:`resolve_pod_claims` resolves, skipping the entries it would refuse (a display)."""
+    return tuple(_pod_claims(pod)[0])
 
 
 def is_for_pod(pod: views.Pod, claim: views.Meta) -> bool:
@@ -118,18 +146,43 @@ def is_for_pod(pod: views.Pod, claim: views.Meta) -> bool:
     return False
 
 
-def check_claim_kind(claim: views.Meta, pod: views.Pod) -> None:
-    """Refuse an extended-resource claim for the managed driver (docs/design.md#scope).
+def check_claim_kind(claim: views.Meta, pod: views.Pod, plan: claim_plan.ClaimPlan) -> None:
+    """Refuse an extended-resource claim the Pod does not map (docs/design.md#consumer).
 
-    Raises: InvalidSpec(UnsupportedManagedClaimKind) naming the claim and the marker found.
+    A claim is the Pod's extended-resource claim when ``status.extendedResourceClaimStatus`` names
+    it; then every request of this driver's results must be in its ``requestMappings``. A claim
+    carrying the scheduler's marker that the Pod's status does not name is not one auto-attach can
+    place (the scheduler records the mapping before it binds the Pod).
+    Raises: InvalidSpec(UnsupportedManagedClaimKind) naming the claim, what is missing and the fix.
     """
-    marker = claim.annotations.get(EXTENDED_RESOURCE_ANNOTATION) == "true"
-    if marker or (pod.extended_claim_name and pod.extended_claim_name == claim.name):
+    named = bool(pod.extended_claim_name) and pod.extended_claim_name == claim.name
+    if not named:
+        if claim.annotations.get(EXTENDED_RESOURCE_ANNOTATION) == "true":
+            raise errors.InvalidSpec(
+                f"ResourceClaim {claim.ref} is an extended-resource claim, but Pod {pod.meta.ref} does not name it "
+                f"in status.extendedResourceClaimStatus (it names {pod.extended_claim_name or 'no claim'!r}); "
+                "automatic network attachment finds such a claim only through that status: enable the "
+                "DRAExtendedResource feature gate on kube-apiserver and kube-scheduler, or request the VF with "
+                "a ResourceClaimTemplate",
+                reason=errors.Reason.UNSUPPORTED_MANAGED_CLAIM_KIND,
+            )
+        return
+    mapped = {m.request for m in pod.extended_requests}
+    missing = sorted({r for d in plan.devices for r in d.request_names} - mapped)
+    if missing:
         raise errors.InvalidSpec(
-            f"ResourceClaim {claim.ref} is an extended-resource claim; "
-            "automatic network attachment supports only claims from pod.spec.resourceClaims: request the VF "
-            "with a ResourceClaimTemplate instead of an extended resource",
+            f"ResourceClaim {claim.ref} is the extended-resource claim of Pod {pod.meta.ref}, but its requests "
+            f"{', '.join(missing)} are in no status.extendedResourceClaimStatus.requestMappings entry, so no "
+            "container asked for these VFs; automatic network attachment supports only the claim the "
+            "scheduler made: request the VF through resources.limits of the DeviceClass's extendedResourceName "
+            "or with a ResourceClaimTemplate",
             reason=errors.Reason.UNSUPPORTED_MANAGED_CLAIM_KIND,
+            errors=tuple(
+                errors.FieldError(
+                    "status.extendedResourceClaimStatus.requestMappings", f"has no request {r!r}"
+                )
+                for r in missing
+            ),
         )
 
 
@@ -215,9 +268,9 @@ def verify_consumer(
     trusts the recorded identity (tests and benchmarks that have no Node).
     Raises: InvalidSpec(InvalidConsumer) when the Pod is gone, replaced, elsewhere, hostNetwork,
     terminating (new prepare), or does not reference the claim (directly, or through a template
-    status whose claim this Pod controls); ContractViolation when the Node's UID is not the
+    status or its extended-resource claim status, naming a claim this Pod controls); ContractViolation when the Node's UID is not the
     recorded one (``check_node_identity``); InvalidSpec(UnsupportedManagedClaimKind) for an
-    extended-resource claim; LifecycleBlocked for a terminating Pod on a retry;
+    extended-resource claim the Pod's status does not map (``check_claim_kind``); LifecycleBlocked for a terminating Pod on a retry;
     ``kube.errors`` classes for the Pod GET and a live Node read (Forbidden, timeout, ...).
     Source: docs/design.md#consumer, docs/design.md#pure-helpers.
     """
@@ -233,7 +286,7 @@ def verify_consumer(
     check_pod(view, plan=plan, node_name=node.name, new_prepare=new_prepare)
     if node_uid is not None:
         check_node_identity(node, node_uid())
-    check_claim_kind(claim_meta, view)
+    check_claim_kind(claim_meta, view, plan)
     aliases = resolve_pod_claims(view)
     naming = [a for a in aliases if a.claim_name == plan.name]
     owned = [a for a in naming if not a.must_check_owner or is_for_pod(view, claim_meta)]
@@ -241,7 +294,7 @@ def verify_consumer(
         detail = (
             "the claim of that name is not controlled by this Pod (IsForPod failed)"
             if naming
-            else "no pod.spec.resourceClaims entry resolves to it"
+            else "no pod.spec.resourceClaims entry nor status.extendedResourceClaimStatus resolves to it"
         )
         raise _consumer_error(
             f"Pod {plan.namespace}/{plan.pod_name} does not reference claim {plan.namespace}/{plan.name}: "

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from sriov_dra.core import identities
+from sriov_dra.core import identities, vf_config
+from sriov_dra.core.plugin import claim_plan
 from sriov_dra.driver.managed import consumer, seams
 from sriov_dra.kube import views
 from sriov_dra_rules import errors
@@ -109,31 +112,128 @@ def test_is_for_pod(claim, want) -> None:
     assert consumer.is_for_pod(views.decode_pod(pod([])), views.decode_meta(claim)) is want
 
 
+EXTENDED = {
+    "resourceClaimName": "p-extended-resources-abcde",
+    "requestMappings": [
+        {"containerName": "app", "resourceName": "example.com/rail_a", "requestName": "container-0-request-0"}
+    ],
+}
+
+
+def plan(*requests: str) -> claim_plan.ClaimPlan:
+    devices = tuple(
+        claim_plan.PlannedDevice((r,), "node-a", f"0000-03-00-{i}", vf_config.VfConfig())
+        for i, r in enumerate(requests)
+    )
+    return claim_plan.ClaimPlan(
+        identities.ClaimUid("33333333-4444-5555-6666-777777777777"),
+        "ns",
+        EXTENDED["resourceClaimName"],
+        identities.PodUid(POD_UID),
+        "p",
+        devices,
+    )
+
+
+def test_the_extended_resource_claim_resolves_after_the_spec_claims_and_must_be_controlled() -> None:
+    got = consumer.resolve_pod_claims(
+        views.decode_pod(
+            pod([{"name": "a", "resourceClaimName": "c1"}], extendedResourceClaimStatus=EXTENDED)
+        )
+    )
+    assert [(c.alias, c.claim_name, c.must_check_owner) for c in got] == [
+        ("a", "c1", False),
+        (consumer.EXTENDED_ALIAS, EXTENDED["resourceClaimName"], True),
+    ]
+
+
+def test_a_spec_entry_named_like_the_extended_alias_is_refused_beside_an_extended_claim() -> None:
+    entry = {"name": consumer.EXTENDED_ALIAS, "resourceClaimName": "c1"}
+    with pytest.raises(errors.InvalidSpec) as caught:
+        consumer.resolve_pod_claims(views.decode_pod(pod([entry], extendedResourceClaimStatus=EXTENDED)))
+    assert caught.value.reason is errors.Reason.INVALID_CONSUMER
+    assert "spec.resourceClaims[0].name" in str(caught.value) and "rename" in str(caught.value)
+    assert [c.claim_name for c in consumer.known_pod_claims(views.decode_pod(pod([entry])))] == ["c1"]
+
+
+@given(
+    spec=st.lists(
+        st.tuples(st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True), st.booleans()),
+        max_size=4,
+        unique_by=lambda t: t[0],
+    ),
+    extended=st.one_of(st.none(), st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)),
+)
+def test_every_pod_claim_source_is_resolved_once_in_order(spec, extended) -> None:
+    claims = [
+        {"name": n, "resourceClaimTemplateName": "t"}
+        if tmpl
+        else {"name": n, "resourceClaimName": f"direct-{n}"}
+        for n, tmpl in spec
+    ]
+    statuses = [{"name": n, "resourceClaimName": f"gen-{n}"} for n, tmpl in spec if tmpl]
+    status = {"extendedResourceClaimStatus": {"resourceClaimName": extended}} if extended else {}
+    got = consumer.resolve_pod_claims(views.decode_pod(pod(claims, statuses, **status)))
+    want = [(n, f"gen-{n}" if tmpl else f"direct-{n}", tmpl) for n, tmpl in spec]
+    if extended:
+        want.append((consumer.EXTENDED_ALIAS, extended, True))
+    assert [(c.alias, c.claim_name, c.must_check_owner) for c in got] == want
+
+
+def test_the_pods_mapped_extended_resource_claim_passes_the_kind_check() -> None:
+    claim = {
+        "metadata": {
+            "name": EXTENDED["resourceClaimName"],
+            "annotations": {consumer.EXTENDED_RESOURCE_ANNOTATION: "true"},
+        }
+    }
+    consumer.check_claim_kind(
+        views.decode_meta(claim),
+        views.decode_pod(pod([], extendedResourceClaimStatus=EXTENDED)),
+        plan("container-0-request-0"),
+    )
+
+
 @pytest.mark.parametrize(
-    ("claim", "pod_status"),
+    ("pod_status", "requests", "fragment"),
     [
+        pytest.param({}, ("container-0-request-0",), "names 'no claim'", id="marker-without-pod-status"),
         pytest.param(
-            {"metadata": {"name": "c", "annotations": {consumer.EXTENDED_RESOURCE_ANNOTATION: "true"}}},
-            {},
-            id="scheduler-marker",
+            {"extendedResourceClaimStatus": {**EXTENDED, "resourceClaimName": "other"}},
+            ("container-0-request-0",),
+            "names 'other'",
+            id="pod-status-names-another-claim",
         ),
         pytest.param(
-            {"metadata": {"name": "c"}},
-            {"extendedResourceClaimStatus": {"resourceClaimName": "c"}},
-            id="pod-extended-status",
+            {"extendedResourceClaimStatus": EXTENDED},
+            ("container-0-request-0", "container-1-request-0"),
+            "container-1-request-0",
+            id="request-in-no-mapping",
         ),
     ],
 )
-def test_extended_resource_claims_are_unsupported_managed_claim_kinds(claim, pod_status) -> None:
+def test_extended_resource_claims_the_pod_does_not_map_are_unsupported(
+    pod_status, requests, fragment
+) -> None:
+    claim = {
+        "metadata": {
+            "name": EXTENDED["resourceClaimName"],
+            "annotations": {consumer.EXTENDED_RESOURCE_ANNOTATION: "true"},
+        }
+    }
     with pytest.raises(errors.InvalidSpec) as caught:
-        consumer.check_claim_kind(views.decode_meta(claim), views.decode_pod(pod([], **pod_status)))
+        consumer.check_claim_kind(
+            views.decode_meta(claim), views.decode_pod(pod([], **pod_status)), plan(*requests)
+        )
     assert caught.value.reason is errors.Reason.UNSUPPORTED_MANAGED_CLAIM_KIND
+    assert fragment in str(caught.value)
 
 
 def test_ordinary_claims_pass_the_kind_check() -> None:
     consumer.check_claim_kind(
         views.decode_meta({"metadata": {"name": "c"}}),
         views.decode_pod(pod([], extendedResourceClaimStatus={"resourceClaimName": "x"})),
+        plan("nic"),
     )
 
 
