@@ -3,7 +3,8 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Filters that turn API objects and node files into plans and findings for the roles.
 
-``sriov_vf_plan`` (node policies and PF facts -> VFs per PF, the upstream config daemon's job),
+``sriov_vf_plan`` (node policies and PF facts -> VFs per PF, the upstream config daemon's job) and
+``sriov_vf_plan_gap`` (why none selects this node),
 ``sriov_policy_overlaps`` (SriovResourcePolicies that can select one VF),
 ``sriov_checkpoint_bindings`` and ``sriov_protected_shadows`` (what the drain and cleanup roles
 wait for), ``sriov_workloads_with_image`` (device-plugin workloads) and ``sriov_retarget``
@@ -106,6 +107,44 @@ def sriov_vf_plan(policies, node_labels, pfs):
         for bdf in sorted(plan)
         if not plan[bdf]["external"]
     ]
+
+
+def sriov_vf_plan_gap(policies, node_labels, pfs, node, namespace):
+    """Why no node policy selects a PF of this node, or ``""`` when one does.
+
+    The same node and NIC selection as ``sriov_vf_plan`` (an externally managed PF counts as
+    selected). The message names the node, the policy namespace read, the node's labels the
+    nodeSelectors were matched against, the policies and PFs considered, and the fix.
+    """
+    policies = list(policies or [])
+    labels = ", ".join("%s=%s" % (k, v) for k, v in sorted((node_labels or {}).items())) or "none"
+    head = "no policy selects this node: node %s, node labels considered: %s; " % (node, labels)
+    if not policies:
+        return head + (
+            "namespace %s holds no SriovNetworkNodePolicy. Create the node policies there (as "
+            "examples/operator-two-rails does), or set operator_namespace (vfs_policy_namespace) to the namespace "
+            "that holds them, then run site.yml again" % namespace
+        )
+    selecting = [p for p in policies if node_policies.node_selected(_spec(p).get("nodeSelector"), node_labels or {})]
+    if not selecting:
+        return head + (
+            "none of the SriovNetworkNodePolicies in namespace %s (%s) has a nodeSelector these labels match. Label "
+            "the node or change the policies' nodeSelector, then run site.yml again"
+            % (namespace, ", ".join(sorted(_name(p) for p in policies)))
+        )
+    for policy in selecting:
+        nic = node_policies.read_nic_selector(_spec(policy))
+        if any(nic.selects_pf(pf) for pf in pfs or []):
+            return ""
+    return head + (
+        "SriovNetworkNodePolicies %s in namespace %s select the node, but their nicSelector matches none of its PFs "
+        "(%s). Correct the nicSelector (pfNames, rootDevices, vendor, deviceID), then run site.yml again"
+        % (
+            ", ".join(sorted(_name(p) for p in selecting)),
+            namespace,
+            ", ".join("%s %s" % (pf.get("name"), pf.get("pci_address")) for pf in pfs or []) or "no SR-IOV PF found",
+        )
+    )
 
 
 def _check_shared_pf(entry, policy, pf, device_type, external):
@@ -249,6 +288,7 @@ class FilterModule:
     def filters(self):
         return {
             "sriov_vf_plan": sriov_vf_plan,
+            "sriov_vf_plan_gap": sriov_vf_plan_gap,
             "sriov_policy_overlaps": sriov_policy_overlaps,
             "sriov_checkpoint_bindings": sriov_checkpoint_bindings,
             "sriov_protected_shadows": sriov_protected_shadows,

@@ -1,4 +1,4 @@
-"""Tests for ``plugins/filter/sriov.py``: VF plan from node policies, policy overlaps, checkpoint
+"""Tests for ``plugins/filter/sriov.py``: VF plan from node policies and why it is empty, policy overlaps, checkpoint
 bindings, manifest retargeting and image search."""
 
 from __future__ import annotations
@@ -77,6 +77,66 @@ def test_vf_plan_refuses_net_filter():
         sriov.sriov_vf_plan(
             [_policy("a", numVfs=1, nicSelector={"netFilter": "openstack/NetworkID:x"})], {}, PFS
         )
+
+
+# --- sriov_vf_plan_gap --------------------------------------------------------------------------
+
+NODE_LABELS = {"kubernetes.io/hostname": "worker-1", "rail": "a"}
+
+
+def _gap(policies: list[dict[str, object]], pfs: list[dict[str, object]] = PFS) -> str:
+    return sriov.sriov_vf_plan_gap(policies, NODE_LABELS, pfs, "worker-1", "sriov-network-operator")
+
+
+def test_vf_plan_gap_of_an_empty_namespace_names_the_node_its_labels_and_the_namespace():
+    assert _gap([]) == (
+        "no policy selects this node: node worker-1, node labels considered: kubernetes.io/hostname=worker-1, "
+        "rail=a; namespace sriov-network-operator holds no SriovNetworkNodePolicy. Create the node policies there "
+        "(as examples/operator-two-rails does), or set operator_namespace (vfs_policy_namespace) to the namespace "
+        "that holds them, then run site.yml again"
+    )
+
+
+def test_vf_plan_gap_names_the_policies_whose_node_selector_the_labels_do_not_match():
+    policies = [
+        _policy("b", nodeSelector={"rail": "b"}, numVfs=4, nicSelector={"pfNames": ["ens1f0"]}),
+        _policy("a", nodeSelector={"gpu": "true"}, numVfs=4, nicSelector={"pfNames": ["ens1f0"]}),
+    ]
+    gap = _gap(policies)
+    assert gap.startswith("no policy selects this node: node worker-1, node labels considered: ")
+    assert (
+        "none of the SriovNetworkNodePolicies in namespace sriov-network-operator (sriov-network-operator/a, "
+        "sriov-network-operator/b) has a nodeSelector these labels match" in gap
+    )
+
+
+def test_vf_plan_gap_names_the_pfs_when_the_node_is_selected_but_no_nic_selector_matches():
+    policies = [_policy("a", nodeSelector={"rail": "a"}, numVfs=4, nicSelector={"pfNames": ["ens9f0"]})]
+    assert (
+        "SriovNetworkNodePolicies sriov-network-operator/a in namespace sriov-network-operator select the node, but "
+        "their nicSelector matches none of its PFs (ens1f0 0000:03:00.0, ens2f0 0000:81:00.0)"
+        in _gap(policies)
+    )
+    assert "matches none of its PFs (no SR-IOV PF found)" in _gap(policies, [])
+
+
+@pytest.mark.parametrize("external", [False, True], ids=["created-here", "externally-managed"])
+def test_vf_plan_gap_is_empty_when_a_policy_selects_a_pf_of_the_node(external: bool):
+    pfs = [{**PFS[0], "numvfs": 8}]
+    policies = [
+        _policy(
+            "a",
+            nodeSelector={"rail": "a"},
+            numVfs=8,
+            nicSelector={"pfNames": ["ens1f0"]},
+            externallyManaged=external,
+        )
+    ]
+    assert _gap(policies, pfs) == ""
+    assert sriov.sriov_vf_plan(policies, NODE_LABELS, pfs) == ([] if external else [
+        {"pf": "ens1f0", "pci_address": "0000:03:00.0", "num_vfs": 8, "vf_driver": None,
+         "policies": ["sriov-network-operator/a"]}
+    ])  # fmt: skip
 
 
 # --- sriov_policy_overlaps ---------------------------------------------------------------------
