@@ -129,8 +129,11 @@ def test_the_install_guide_installs_a_first_pod_on_its_rail_and_uninstalls(
     multus = _pushed_multus(lab, registry)
     home = tmp_path / "home"
     home.mkdir()
-    inherited = {
-        k: v for k, v in os.environ.items() if not k.startswith(("K8S_AUTH_", "ANSIBLE_", "VIRTUAL_ENV"))
+    inherited = {  # a user's shell: no test run's Ansible or venv settings, no outer make's (its make[1] banners)
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("K8S_AUTH_", "ANSIBLE_", "VIRTUAL_ENV"))
+        and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
     }
     env = {
         **inherited,

@@ -5,8 +5,8 @@ containerd), waits until a Pod sandbox runs on a real node (containerd shims, pa
 containers run in their own sessions, in the node's cgroups), then either SIGKILLs the whole
 process tree of the lab (nothing of it gets to clean up; the shims survive) and runs ``lab down``,
 or sends SIGINT to ``lab demo`` and lets it stop. One more SIGKILLs only the ``lab up`` process
-while its roles install (its ``ansible-playbook`` run goes on, and ansible's workers leave the
-run's session) and runs ``lab down``. :func:`_machine_leftovers` then lists what of
+while its roles install (its ``ansible-playbook`` run, stopped first so that it outlives the lab,
+is left behind with workers that left the run's session) and runs ``lab down``. :func:`_machine_leftovers` then lists what of
 the lab is still on the machine, and the list must be empty. It checks, by the lab id of the work
 directory's ``lab.json``:
 
@@ -23,6 +23,7 @@ directory's ``lab.json``:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -287,6 +288,41 @@ def test_a_sigkilled_real_node_lab_leaves_nothing_after_lab_down(
     assert _machine_leftovers(workdir, lab_id, machine_before) == []
 
 
+def _signal_run_processes(lab_id: str, signum: int) -> None:
+    """Send ``signum`` to every process in the cgroups of lab ``lab_id``'s ansible runs."""
+    from sriov_dra_lab import cgroups, real_node
+
+    trees = [t for h in real_node.cgroup_hierarchies() for t in h.glob(f"sdl{lab_id}-run-*")]
+    for pid in cgroups.pids(trees):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
+def _run_cgroup_processes(lab_id: str) -> list[str]:
+    """The command lines of the processes left in the cgroups of lab ``lab_id``'s ansible runs."""
+    from sriov_dra_lab import real_node
+
+    found: set[str] = set()
+    for hierarchy in real_node.cgroup_hierarchies():
+        for group in hierarchy.glob(f"sdl{lab_id}-run-*"):
+            try:
+                pids = (group / "cgroup.procs").read_text().split()
+            except OSError:
+                continue
+            for pid in pids:
+                try:
+                    cmd = (
+                        Path(f"/proc/{pid}/cmdline")
+                        .read_bytes()
+                        .replace(b"\0", b" ")
+                        .decode(errors="replace")
+                    )
+                except OSError:
+                    continue
+                found.add(f"{pid} {cmd[:160]}")
+    return sorted(found)
+
+
 def test_a_lab_up_sigkilled_during_the_role_install_leaves_nothing_after_lab_down(
     tmp_path: Path, machine_before: tuple[set[str], dict[str, str]]
 ) -> None:
@@ -299,11 +335,18 @@ def test_a_lab_up_sigkilled_during_the_role_install_leaves_nothing_after_lab_dow
             lambda: log.exists() and "TASK [sriovnet.dra." in log.read_text(errors="replace"),
         )
         lab_id = lab.lab_id()
+        # The API server dies with the lab, and a run whose task then fails ends by itself within a
+        # second: stopped (SIGSTOP) first, the run is certain to outlive the lab, as a run in a long
+        # task (a rollout wait) does.
+        _signal_run_processes(lab_id, signal.SIGSTOP)
         lab.proc.kill()  # the lab process only: what it started is left on its own
         assert lab.proc.wait(timeout=30) == -signal.SIGKILL
         time.sleep(2)  # the children that die with their parent are gone
-        left = _machine_leftovers(workdir, lab_id, machine_before)
-        assert any("ansible-playbook" in line for line in left), left  # the run outlived the lab
+        outlived = _run_cgroup_processes(lab_id)
+        assert outlived, (  # the run outlived the lab
+            _machine_leftovers(workdir, lab_id, machine_before),
+            log.read_text(errors="replace")[-3000:],
+        )
     finally:
         lab.close()
         down = _lab_down(workdir)
