@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.fakes import checkpoint_records as fx
 from tests.fakes import faulty_checkpoint, rename_kill
@@ -818,3 +818,129 @@ def test_a_forked_child_writes_its_checkpoint_with_its_own_copy_thread(tmp_path:
     assert codec.decode_checkpoint(path.read_bytes()) == codec.decode_checkpoint(
         checkpoint_files.read_only(path)[0]
     )
+
+
+# --- hand-over of the writer lock between two plugin processes (docs/plugin.md#rolling-update) ---
+
+
+def hand_over_writer(path: str, claim_uid: str, index: int, writes: int, hand_over: bool) -> None:
+    """A plugin-like process: load (asking for the lock), then write ``claim_uid`` renamed on each write.
+
+    Prints one JSON line per event: ``loaded`` (the names of the claims it loaded), ``wrote`` (a
+    committed write, the name it wrote), ``refused`` (a write after the store closed). With
+    ``hand_over`` a watcher closes the store when a successor waits, while the writer thread goes on.
+    """
+    store = store_mod.CheckpointStore(Path(path))
+    loaded = store.load()
+    print(json.dumps({"loaded": {uid: r.name for uid, r in loaded.items()}}), flush=True)
+
+    def write() -> None:
+        for n in range(writes):
+            name = f"w-{n}"
+            try:
+                store.set_claim(fx.record(claim_uid, fx.POD_A, indexes=(index,), name=name, managed=False))
+            except errors.ContractViolation:
+                print(json.dumps({"refused": name}), flush=True)
+                return
+            print(json.dumps({"wrote": name}), flush=True)
+            time.sleep(0.01)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    while hand_over and writer.is_alive():
+        if store.successor_waiting():
+            store.close()
+            print(json.dumps({"handed": True}), flush=True)
+            break
+        time.sleep(0.01)
+    writer.join()
+
+
+def _writer_process(
+    path: Path, claim_uid: str, index: int, writes: int, hand_over: bool
+) -> subprocess.Popen[bytes]:
+    code = (
+        "import sys; from tests.host.test_checkpoint import hand_over_writer;"
+        f" hand_over_writer({str(path)!r}, {claim_uid!r}, {index}, {writes}, {hand_over})"
+    )
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=REPO)
+
+
+def _events(process: subprocess.Popen[bytes]) -> list[dict[str, Any]]:
+    out, _ = process.communicate(timeout=120)
+    return [json.loads(line) for line in out.decode().splitlines()]
+
+
+def test_a_waiting_process_gets_the_writer_lock_handed_over_with_every_write_of_the_holder_and_none_after(
+    tmp_path: Path,
+) -> None:
+    """The holder writes until it sees the request, then closes: the successor loads exactly the
+    holder's last committed write (no write lost, none after the hand-over: never two writers), and
+    the holder's writer thread is refused from then on."""
+    path = tmp_path / "checkpoint.json"
+    holder = _writer_process(path, fx.CLAIM_1, 0, 100_000, hand_over=True)
+    assert holder.stdout is not None
+    assert "loaded" in json.loads(holder.stdout.readline())
+    for _ in range(3):  # the holder is writing before the successor asks
+        assert "wrote" in json.loads(holder.stdout.readline())
+    successor = _writer_process(path, fx.CLAIM_2, 1, 5, hand_over=False)
+    holder_events, successor_events = _events(holder), _events(successor)
+    assert holder.returncode == 0 and successor.returncode == 0
+    holder_writes = ["w-0", "w-1", "w-2"] + [e["wrote"] for e in holder_events if "wrote" in e]
+    assert {"handed": True} in holder_events
+    assert [e for e in holder_events if "refused" in e], "the holder's writer went on and was refused"
+    assert successor_events[0] == {"loaded": {fx.CLAIM_1: holder_writes[-1]}}
+    assert [e["wrote"] for e in successor_events[1:]] == [f"w-{n}" for n in range(5)]
+    final = store_mod.CheckpointStore(path)
+    assert {uid: r.name for uid, r in final.load().items()} == {
+        fx.CLAIM_1: holder_writes[-1],
+        fx.CLAIM_2: "w-4",
+    }
+
+
+def test_a_hand_over_request_lives_exactly_as_long_as_the_waiting_process(tmp_path: Path) -> None:
+    """A successor that dies while it waits withdraws its request with its process: the holder
+    never hands over to no one."""
+    path = tmp_path / "checkpoint.json"
+    files = checkpoint_files.CheckpointFiles(path)
+    assert not files.successor_waiting()
+    request = tmp_path / checkpoint_files.HANDOVER_FILE_NAME
+    waiter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import fcntl, os, time; fd = os.open({str(request)!r}, os.O_RDWR | os.O_CREAT);"
+            " fcntl.lockf(fd, fcntl.LOCK_EX); print('waiting', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert waiter.stdout is not None and waiter.stdout.readline() == b"waiting\n"
+        assert files.successor_waiting()
+    finally:
+        waiter.kill()
+        waiter.wait(timeout=10)
+        if waiter.stdout is not None:
+            waiter.stdout.close()
+    assert not files.successor_waiting()
+
+
+@settings(max_examples=4, deadline=None)
+@given(writes_before_kill=st.integers(min_value=1, max_value=20))
+def test_a_holder_killed_while_writing_and_a_successor_waits_leaves_it_the_last_committed_write(
+    tmp_path_factory: pytest.TempPathFactory, writes_before_kill: int
+) -> None:
+    """Crash-style: SIGKILL of a holder that does not hand over; the successor's wait ends with the
+    holder's process and it loads the last write the holder reported, or the one in progress."""
+    path = tmp_path_factory.mktemp("handover") / "checkpoint.json"
+    holder = _writer_process(path, fx.CLAIM_1, 0, 100_000, hand_over=False)
+    assert holder.stdout is not None
+    assert "loaded" in json.loads(holder.stdout.readline())
+    reported = [json.loads(holder.stdout.readline())["wrote"] for _ in range(writes_before_kill)]
+    successor = _writer_process(path, fx.CLAIM_2, 1, 1, hand_over=False)
+    time.sleep(0.2)  # the successor is waiting (or about to): the kill may land on either side
+    holder.kill()
+    holder.communicate(timeout=30)
+    loaded = _events(successor)[0]["loaded"][fx.CLAIM_1]
+    later = int(loaded.removeprefix("w-"))
+    assert later >= int(reported[-1].removeprefix("w-")), "a reported write is never lost"

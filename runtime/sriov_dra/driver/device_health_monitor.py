@@ -153,3 +153,27 @@ class DeviceHealthMonitor:
                 "reason": change.after.reason,
             },
         )
+
+
+def for_node(
+    pool: str,
+    *,
+    snapshot: Callable[[], tuple[Mapping[str, discovery.DiscoveredVf], Iterable[str]]],
+    claims: Callable[[], Iterable[model.ClaimRecord]],
+    reader: Reader,
+    on_change: Callable[[], None],
+    on_poll: Callable[[Mapping[str, device_health.Verdict]], None] | None,
+) -> DeviceHealthMonitor:
+    """The plugin's monitor over the advertised and prepared VFs of ``pool``, polled once now.
+
+    ``snapshot`` returns the discovered VFs and the advertised device names (the publisher's);
+    ``claims`` the checkpoint's records (:func:`watch_targets`).
+    """
+
+    def targets() -> list[device_health.HealthTarget]:
+        inventory, published = snapshot()
+        return watch_targets(pool, inventory, published, claims())
+
+    monitor = DeviceHealthMonitor(targets=targets, reader=reader, on_change=on_change, on_poll=on_poll)
+    monitor.poll()
+    return monitor

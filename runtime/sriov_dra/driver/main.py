@@ -4,7 +4,9 @@ Wires one plugin process on one node and owns its lifecycle: :meth:`Plugin.start
 startup steps in order, each only after the previous one succeeded (docs/plugin.md, "Startup
 order"); nothing is served to the kubelet before the checkpoint is loaded and, in auto-attach
 mode, the repair worker finished a pass (docs/design.md#repair). Shutdown removes the
-registration socket first. Only this module exits the process. :class:`PluginSeams` names what
+registration socket first. With a Pod UID the sockets are per instance and a running instance
+hands the checkpoint's writer lock, the ResourceSlices and the workers over to a newer one
+(docs/plugin.md#rolling-update). Only this module exits the process. :class:`PluginSeams` names what
 a launcher other than the shipped entrypoint may replace (the lab's fakes; the product ships none).
 """
 
@@ -21,7 +23,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
-from sriov_dra.core import attributes, device_health
 from sriov_dra.driver import (
     claim_context,
     device_health_monitor,
@@ -33,6 +34,7 @@ from sriov_dra.driver import (
     metrics,
     prepare,
     publisher,
+    rolling_update,
     settings,
 )
 from sriov_dra.driver.managed import multus_layout, service
@@ -52,7 +54,7 @@ from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import objects as kube_objects
 from sriov_dra.kube import plugin_events
 from sriov_dra.kube import watches as kube_watches
-from sriov_dra.kubeletapi import dra_service, messages, plugin_server
+from sriov_dra.kubeletapi import dra_service, plugin_server
 from sriov_dra.servicekit import logs, probes, threads
 from sriov_dra_rules import checkpoint_doc, errors
 
@@ -65,21 +67,6 @@ EXIT_BAD_SETTINGS = 2
 
 class StartupError(Exception):
     """A startup step failed; the message says which and how to fix it."""
-
-
-class _SnapshotInventory:
-    """``claim_context.Inventory`` over the publisher's current snapshot (full inventory)."""
-
-    def __init__(self, pub: publisher.Publisher) -> None:
-        self._pub = pub
-
-    def vfs(self) -> Mapping[str, discovery.DiscoveredVf]:
-        return self._pub.snapshot().inventory
-
-    def published(self, device: str) -> Mapping[str, attributes.AttributeValue] | None:
-        """The device's attributes as advertised now, or None when it is not advertised."""
-        found = self._pub.snapshot().published.get(device)
-        return found.attributes if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -122,6 +109,11 @@ class Plugin:
         self.settings = config
         self.seams = seams
         self.stop_event = stop_event if stop_event is not None else threading.Event()
+        # The node's owner's workers (publisher, repair) end with it; the process with stop_event.
+        self.owner_stop = threading.Event()
+        self.handed_over = threading.Event()
+        self._gate: rolling_update.Gate | None = None
+        self._registration_seen = threading.Event()
         self.metrics = metrics.PluginMetrics()
         self.store: checkpoint.CheckpointStore | None = None
         self.publisher: publisher.Publisher | None = None
@@ -140,6 +132,10 @@ class Plugin:
         """``(ready, reason)``: the ``/readyz`` condition (registered with the kubelet, not stopping)."""
         if self.stop_event.is_set():
             return False, "shutting down"
+        if self.handed_over.is_set():
+            return False, "handed the node over to a newer plugin instance"
+        if self._gate is not None and not self._gate.is_open():
+            return False, "waiting for the previous plugin instance to hand the checkpoint over"
         if self.server is None:
             if self.repair is not None:
                 return False, "starting: waiting for the auto-attach repair worker's first pass"
@@ -151,8 +147,13 @@ class Plugin:
             return False, f"the kubelet rejected the registration: {state.error}"
         return True, "ok"
 
+    def _refresh_prepared(self) -> None:
+        if self.store is not None:
+            self.metrics.prepared_claims.set(len(self.store.all_claims()))
+
     def _on_registration(self, state: plugin_server.RegistrationState) -> None:
         self.metrics.registered.set(1 if state.registered else 0)
+        self._registration_seen.set()
 
     # ------------------------------------------------------------------ lifecycle
     def _load_checkpoint(self) -> checkpoint.CheckpointStore:
@@ -209,14 +210,18 @@ class Plugin:
            the ResourceSlice worker started).
         5. *Auto-attach only*: the Node's UID recorded, then the repair worker started and its
            first complete pass awaited, at most ``--repair-first-pass-timeout-s`` (0: no bound).
-        6. The DRA socket (NodePrepare/NodeUnprepare v1 and v1beta1, device health).
-        7. The registration socket (the kubelet may call step 6 as soon as it sees this one).
-
+        6-7. The DRA socket, then the registration socket; with ``--pod-uid`` both come first and
+           calls wait at the gate until step 2 took the node over (docs/plugin.md#rolling-update).
         Raises: StartupError naming the failed step and its fix.
         """
         cfg = self.settings
+        if cfg.pod_uid:
+            if rolling_update.retired(cfg.state_dir, cfg.pod_uid):
+                self.handed_over.set()
+                return
+            self._serve_before_owning()
         self.store = self._load_checkpoint()
-        self._api = self._api_client()
+        self._api = self._api if self._api is not None else self._api_client()
         if cfg.metrics_bind_address:
             self.http = probes.HttpServer(cfg.metrics_bind_address, self.health_state, self.metrics.render)
             try:
@@ -251,7 +256,7 @@ class Plugin:
             health=self.health_state,
             policy_namespace=cfg.policy_namespace,
             driver_name=cfg.driver_name,
-            stop=self.stop_event,
+            stop=self.owner_stop,
             managed=cfg.multus_auto_attach,
             mapping=mapping_report.MappingReporter(
                 node_name=cfg.node_name,
@@ -300,7 +305,7 @@ class Plugin:
             driver_name=cfg.driver_name,
             node_name=cfg.node_name,
             claims=kube_claims.ClaimClient(self._api, timeout_s=cfg.api_timeout_s),
-            inventory=_SnapshotInventory(pub),
+            inventory=publisher.SnapshotInventory(pub),
             store=self.store,
             binder=vf_driver_binding.DriverBinder(sysfs, kernel=kernel),
             cdi=specs,
@@ -312,7 +317,7 @@ class Plugin:
             metadata=device_metadata_files.DeviceMetadataFiles(
                 cfg.plugins_dir / cfg.driver_name, cfg.cdi_root, cfg.driver_name
             ),
-            published=_SnapshotInventory(pub).published,
+            published=publisher.SnapshotInventory(pub).published,
             claim_locks=attach.locks.claim_locks if attach is not None else locks.KeyedLocks("claim"),
             pod_locks=attach.locks.pod_locks if attach is not None else locks.KeyedLocks("pod"),
         )
@@ -321,52 +326,87 @@ class Plugin:
             if self.stop_event.is_set():  # a signal arrived while waiting: do not register
                 return
         monitor = self._device_health(pub, sysfs)
-        self.server = plugin_server.KubeletPluginServer(
+        handler = metrics.CountingHandler(prepare.DraHandler(context), self._refresh_prepared)
+        if self._gate is not None:
+            self._gate.open(handler, monitor.reports)
+            self.notify_health()
+        else:
+            self.server = self._kubelet_server(handler, monitor.reports)
+        threads.start("device-health", monitor.run, self.stop_event, health=self.health_state)
+        threads.start(
+            "hand-over", rolling_update.watch_successor, self.store, self.stop_event, self.hand_over,
+            health=self.health_state,
+        )  # fmt: skip
+        LOG.info(
+            "plugin started", extra={"op": "startup", "node": cfg.node_name, "socket": str(cfg.sockets.dra)}
+        )
+
+    def _kubelet_server(
+        self, handler: dra_service.ClaimHandler, reports: dra_service.HealthSource
+    ) -> plugin_server.KubeletPluginServer:
+        """Steps 6-7: serve the DRA socket, then the registration socket. Raises: StartupError."""
+        cfg = self.settings
+        server = plugin_server.KubeletPluginServer(
             driver_name=cfg.driver_name,
-            handler=_CountingHandler(prepare.DraHandler(context), self),
+            handler=handler,
             sockets=cfg.sockets,
-            health_source=monitor.reports,
+            health_source=reports,
             serialize_calls=False,
             on_registration=self._on_registration,
         )
         try:
-            self.server.start()
+            server.start()
         except (OSError, RuntimeError) as exc:
             raise StartupError(f"cannot serve the kubelet sockets {cfg.sockets}: {exc}") from exc
-        threads.start("device-health", monitor.run, self.stop_event, health=self.health_state)
-        LOG.info(
-            "plugin started", extra={"op": "startup", "node": cfg.node_name, "socket": str(cfg.sockets.dra)}
+        return server
+
+    def _serve_before_owning(self) -> None:
+        """Per-instance sockets: serve and register before owning. Raises: StartupError."""
+        self._gate = rolling_update.Gate()
+        self.server = self._kubelet_server(
+            metrics.CountingHandler(self._gate, self._refresh_prepared), self._gate.reports
+        )
+        rejected = rolling_update.await_registration(
+            self._registration_seen, self.server, self.settings.sockets.registration
+        )
+        if rejected is not None:
+            raise StartupError(rejected)
+
+    def notify_health(self) -> None:
+        if self.server is not None:
+            self.server.notify_health()
+
+    def hand_over(self) -> None:
+        """Hand the node to the waiting instance (docs/plugin.md#rolling-update); then idle, unready."""
+        self.handed_over.set()
+        self.owner_stop.set()
+        server, repair, pub, http = self.server, self.repair, self.publisher, self.http
+        rolling_update.hand_over(
+            stop_serving=(lambda: server.stop(grace_s=self.settings.shutdown_grace_s))
+            if server
+            else (lambda: None),
+            stop_workers=[w.stop for w in (repair, http) if w is not None]
+            + ([pub.close] if pub is not None else []),
+            store=self.store,
+            state_dir=self.settings.state_dir,
+            pod_uid=self.settings.pod_uid,
         )
 
     def _device_health(
         self, pub: publisher.Publisher, sysfs: sysfs_mod.Sysfs
     ) -> device_health_monitor.DeviceHealthMonitor:
-        """Step 6: the device health monitor over the advertised and prepared VFs, polled once now.
-
-        Its changes wake the server's open health streams (``notify_health``).
-        """
-        node, store = self.settings.node_name, self.store
+        """Step 6: the device health monitor; its changes wake the health streams."""
+        store = self.store
         if store is None:  # step 2 runs first
             raise StartupError("the checkpoint must be loaded before device health is watched")
-
-        def targets() -> list[device_health.HealthTarget]:
-            snap = pub.snapshot()
-            return device_health_monitor.watch_targets(
-                node, snap.inventory, snap.published, store.all_claims().values()
-            )
-
-        def changed() -> None:
-            if self.server is not None:
-                self.server.notify_health()
-
-        monitor = device_health_monitor.DeviceHealthMonitor(
-            targets=targets,
+        return device_health_monitor.for_node(
+            self.settings.node_name,
+            snapshot=lambda: rolling_update.inventory_and_published(pub.snapshot()),
+            claims=lambda: store.all_claims().values(),
             reader=vf_health_reader.VfHealthReader(sysfs),
-            on_change=changed,
+            on_change=self.notify_health,
             on_poll=self.taints.observe if self.taints is not None else None,
         )
-        monitor.poll()
-        return monitor
 
     def _taints_changed(self) -> None:
         if self.publisher is not None:
@@ -375,25 +415,23 @@ class Plugin:
     def _start_repair(
         self, attach: service.ManagedAttach, context: claim_context.ClaimContext
     ) -> managed_repair.RepairWorker:
-        """Step 5: start the repair worker and wait for its first complete pass.
-
-        Raises: StartupError after ``--repair-first-pass-timeout-s`` without one.
-        """
+        """Step 5: the repair worker after its first complete pass. Raises: StartupError past the timeout."""
         try:
             return managed_wiring.start_worker(
-                attach,
-                context,
-                first_pass_timeout_s=self.settings.repair_first_pass_timeout_s,
-                stop=self.stop_event,
-                watch_api=self._api,
-                health=self.health_state,
-            )
+                attach, context, first_pass_timeout_s=self.settings.repair_first_pass_timeout_s,
+                stop=self.owner_stop, watch_api=self._api, health=self.health_state,
+            )  # fmt: skip
         except managed_wiring.FirstPassTimeout as exc:
             raise StartupError(str(exc)) from exc
 
     def stop(self) -> None:
-        """Stop everything started, in reverse order; idempotent."""
+        """Stop everything started, in reverse order; idempotent.
+
+        In-flight kubelet calls get ``shutdown_grace_s`` to finish; calls arriving meanwhile are
+        refused by gRPC (UNAVAILABLE), which the kubelet retries.
+        """
         self.stop_event.set()
+        self.owner_stop.set()
         if self.server is not None:
             self.server.stop(grace_s=self.settings.shutdown_grace_s)
         if self.repair is not None:
@@ -427,34 +465,7 @@ class Plugin:
     def _signalled(self, signum: int, frame: FrameType | None) -> None:
         LOG.info("signal received", extra={"op": "shutdown", "signal": signal.Signals(signum).name})
         self.stop_event.set()
-
-
-class _CountingHandler:
-    """Wraps the claim handler to keep the prepared-claims gauge current after each call."""
-
-    def __init__(self, inner: prepare.DraHandler, plugin: Plugin) -> None:
-        self._inner = inner
-        self._plugin = plugin
-
-    def _refresh(self) -> None:
-        if self._plugin.store is not None:
-            self._plugin.metrics.prepared_claims.set(len(self._plugin.store.all_claims()))
-
-    def prepare_resources(
-        self, claims: Sequence[messages.ClaimRef]
-    ) -> Mapping[str, dra_service.PrepareValue]:
-        try:
-            return self._inner.prepare_resources(claims)
-        finally:
-            self._refresh()
-
-    def unprepare_resources(
-        self, claims: Sequence[messages.ClaimRef]
-    ) -> Mapping[str, dra_service.UnprepareValue]:
-        try:
-            return self._inner.unprepare_resources(claims)
-        finally:
-            self._refresh()
+        self.owner_stop.set()
 
 
 def main(

@@ -8,10 +8,12 @@ a request on the API server or the kubelet.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import prometheus_client
+
+from sriov_dra.kubeletapi import dra_service, messages
 
 LOG = logging.getLogger(__name__)
 
@@ -86,3 +88,27 @@ class MappingGauges:
             for reason in self._shown[name] | set(counts):
                 gauge.labels(node, reason).set(counts.get(reason, 0))
             self._shown[name] |= set(counts)
+
+
+class CountingHandler:
+    """Wraps a claim handler to call ``refresh`` (the prepared-claims gauge) after each call."""
+
+    def __init__(self, inner: dra_service.ClaimHandler, refresh: Callable[[], None]) -> None:
+        self._inner = inner
+        self._refresh = refresh
+
+    def prepare_resources(
+        self, claims: Sequence[messages.ClaimRef]
+    ) -> Mapping[str, dra_service.PrepareValue]:
+        try:
+            return self._inner.prepare_resources(claims)
+        finally:
+            self._refresh()
+
+    def unprepare_resources(
+        self, claims: Sequence[messages.ClaimRef]
+    ) -> Mapping[str, dra_service.UnprepareValue]:
+        try:
+            return self._inner.unprepare_resources(claims)
+        finally:
+            self._refresh()

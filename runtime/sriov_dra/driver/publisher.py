@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sriov_dra.core import attributes
 from sriov_dra.core.plugin import slices
 from sriov_dra.driver import mapping_report, policy_controller
 from sriov_dra.host import discovery
@@ -344,3 +345,18 @@ class Publisher:
         if self._controller is None:
             raise RuntimeError("Publisher.start() has not run yet")
         return self._controller
+
+
+class SnapshotInventory:
+    """``claim_context.Inventory`` over the publisher's current snapshot (full inventory)."""
+
+    def __init__(self, pub: Publisher) -> None:
+        self._pub = pub
+
+    def vfs(self) -> Mapping[str, discovery.DiscoveredVf]:
+        return self._pub.snapshot().inventory
+
+    def published(self, device: str) -> Mapping[str, attributes.AttributeValue] | None:
+        """The device's attributes as advertised now, or None when it is not advertised."""
+        found = self._pub.snapshot().published.get(device)
+        return found.attributes if found is not None else None

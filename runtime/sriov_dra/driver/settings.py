@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import enum
 import ipaddress
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +71,13 @@ class PluginSettings:
     log_level: str
     metrics_bind_address: str
     api_timeout_s: float = 10.0
-    shutdown_grace_s: float = 5.0
+    shutdown_grace_s: float = endpoints.PREPARE_CALL_TIMEOUT_S
+    """Seconds in-flight kubelet calls get to finish on SIGTERM or at a hand-over: the kubelet's
+    own deadline, so a call is never cut short while the kubelet still waits for it."""
+    pod_uid: str = ""
+    """The plugin Pod's UID (downward API ``metadata.uid``): sockets named per instance, so a
+    rolling update runs two instances side by side (docs/plugin.md#rolling-update); empty: the
+    shared names ``dra.sock`` and ``<driver>-reg.sock``."""
     driver_name: str = names.DRIVER_NAME
     multus_layout: interface_naming.MultusLayout = interface_naming.DEFAULT_LAYOUT
     multus_config_file: Path | None = None
@@ -92,9 +99,15 @@ class PluginSettings:
 
     @property
     def sockets(self) -> endpoints.PluginSockets:
-        """The DRA and registration socket paths (``<plugins>/<driver>/dra.sock``, ``<registrar>/<driver>-reg.sock``)."""
+        """The DRA and registration socket paths: ``<plugins>/<driver>/dra[-<instance>].sock``, ``<registrar>/<driver>[-<instance>]-reg.sock``.
+
+        ``<instance>``: ``endpoints.instance_name`` of ``pod_uid``, when set.
+        """
         return endpoints.plugin_sockets(
-            self.driver_name, plugins_dir=self.plugins_dir, registry_dir=self.registrar_dir
+            self.driver_name,
+            plugins_dir=self.plugins_dir,
+            registry_dir=self.registrar_dir,
+            instance=endpoints.instance_name(self.pod_uid),
         )
 
     def as_log_fields(self) -> dict[str, str]:
@@ -125,6 +138,13 @@ FLAGS: Final = (
         "KUBELET_REGISTRAR_DIRECTORY_PATH",
         str(endpoints.KUBELET_REGISTRY_DIR),
         "kubelet plugin registry directory (registration socket)",
+    ),
+    _Flag(
+        "pod-uid",
+        "POD_UID",
+        "",
+        "UID of the plugin's Pod (downward API metadata.uid): per-instance socket names, so a rolling "
+        "update with maxSurge runs the old and the new plugin side by side; empty = shared names",
     ),
     _Flag("cdi-root", "CDI_ROOT", "/var/run/cdi", "directory for the CDI spec files of prepared claims"),
     _Flag("state-dir", "STATE_DIR", "", "directory of checkpoint.json; empty = <plugins dir>/<driver>"),
@@ -207,6 +227,10 @@ FLAGS: Final = (
         "host:port for /metrics, /healthz and /readyz; 0 or empty = disabled",
     ),
 )
+
+
+_INSTANCE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
+"""A Pod UID as it may appear in a socket name."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -403,6 +427,15 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
         )
         effect = device_taints.Effect.NO_SCHEDULE
     clear_after_s = _seconds(str(args["taint_clear_after_s"]), "taint-clear-after-s", problems)
+    pod_uid = str(args["pod_uid"]).strip()
+    if pod_uid and not _INSTANCE.fullmatch(pod_uid):
+        problems.append(
+            errors.FieldError(
+                where("pod-uid"),
+                f"{pod_uid!r} is not a Pod UID (letters, digits and '-', at most 64); set it from "
+                "fieldRef metadata.uid",
+            )
+        )
     errors.raise_if_any(problems, "sriov-dra-plugin settings are invalid", cls=SettingsError)
     plugins_dir = paths["kubelet-plugins-directory-path"]
     return PluginSettings(
@@ -425,4 +458,5 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
         api_max_in_flight=in_flight,
         unhealthy_taint_effect=effect,
         taint_clear_after_s=clear_after_s,
+        pod_uid=pod_uid,
     )

@@ -96,10 +96,18 @@ class CheckpointStore:
         return self._files.source
 
     def close(self) -> None:
-        """Release the files and the writer lock; :meth:`load` to use the store again."""
+        """Release the files and the writer lock; :meth:`load` to use the store again.
+
+        Waits for a write in progress; every later mutation raises ``ContractViolation`` without
+        writing, so once this returns this store never writes again (the hand-over relies on it).
+        """
         with self._lock:
             self._files.close()
             self._loaded = False
+
+    def successor_waiting(self) -> bool:
+        """Whether another process waits for this store's writer lock (docs/plugin.md#rolling-update)."""
+        return self._files.successor_waiting()
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -166,6 +174,7 @@ class CheckpointStore:
             if new is given:
                 return given
             with self._lock:
+                self._require_loaded()  # closed meanwhile (handed over): never write again
                 if self._claims.get(claim_uid) is not current:
                     continue  # another writer changed this claim meanwhile: recompute
                 claims = dict(self._claims)

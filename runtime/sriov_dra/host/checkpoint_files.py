@@ -6,6 +6,12 @@ people and tools, renamed into place without a flush while the slot file flushes
 from the slot file at load when stale or missing (a directory with only ``checkpoint.json`` is
 adopted); ``checkpoint.lock``, a POSIX lock held by the writing process, so a second plugin waits
 :data:`LOCK_WAIT_S` and then fails before touching anything. Owns which file holds what.
+
+The hand-over (docs/plugin.md#rolling-update): a process that wants the writer lock first holds
+a POSIX lock on ``checkpoint.handover`` while it waits; the writing process polls
+:meth:`CheckpointFiles.successor_waiting`, finishes and closes its writes, then releases the
+writer lock. A waiter that dies releases its request with its process, so a request never
+outlives the process that made it.
 """
 
 from __future__ import annotations
@@ -31,9 +37,20 @@ LOCK_FILE_NAME: Final = "checkpoint.lock"
 Held from :meth:`CheckpointFiles.read` until the files are closed or the process exits; on a file
 system without POSIX locks the plugin runs unlocked and warns."""
 
-LOCK_WAIT_S: Final = 30.0
-"""How long a second process waits for the lock before it fails (s): a rolling restart's old Pod
-may still be stopping."""
+LOCK_WAIT_S: Final = 90.0
+"""How long a second process waits for the lock before it fails (s): the writing process hands
+over after its in-flight kubelet calls (at most the kubelet's 45 s deadline) and its workers stopped."""
+
+HANDOVER_FILE_NAME: Final = "checkpoint.handover"
+"""An empty file a process waiting for the writer lock holds a POSIX lock on (never replaced):
+the writing process sees the request and hands the lock over."""
+
+RETIRED_FILE_NAME: Final = "checkpoint.retired"
+"""The instances (Pod UIDs) that handed the lock over, newest last, one a line: such an instance,
+restarted before its Pod is deleted, must not ask for the lock back."""
+
+RETIRED_KEPT: Final = 16
+"""How many handed-over instances :func:`record_retired` keeps."""
 
 CHECKPOINT_FILE_MODE: Final = 0o600
 """Permission bits of every file: rendered CNI configs may reference IPAM credentials."""
@@ -53,6 +70,22 @@ def read_only(path: Path) -> tuple[bytes, Path]:
     return found.payload, found.source
 
 
+def record_retired(directory: Path, instance: str) -> None:
+    """Record that ``instance`` handed the writer lock over (before it releases it), durably.
+
+    Raises: ``OSError`` when the file cannot be written.
+    """
+    kept = [i for i in retired(directory) if i != instance][-(RETIRED_KEPT - 1) :]
+    data = "".join(f"{i}\n" for i in [*kept, instance]).encode()
+    atomic_file.write_atomic(directory / RETIRED_FILE_NAME, data, mode=CHECKPOINT_FILE_MODE, durable=True)
+
+
+def retired(directory: Path) -> list[str]:
+    """The instances recorded by :func:`record_retired`, oldest first (``[]`` without the file)."""
+    data = atomic_file.read_optional(directory / RETIRED_FILE_NAME)
+    return [] if data is None else [line for line in data.decode(errors="replace").splitlines() if line]
+
+
 class CheckpointFiles:
     """The durable slot file and the readable copy of one checkpoint (see the module docstring).
 
@@ -67,6 +100,7 @@ class CheckpointFiles:
             path.with_name(checkpoint_doc.SLOTS_FILE_NAME), mode=CHECKPOINT_FILE_MODE
         )
         self._lock_path = path.with_name(LOCK_FILE_NAME)
+        self._handover_path = path.with_name(HANDOVER_FILE_NAME)
         self._lock_wait_s = lock_wait_s
         self._lock_fd: int | None = None
         self._pending: bytes | None = None  # what settle() must still write
@@ -171,34 +205,64 @@ class CheckpointFiles:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def successor_waiting(self) -> bool:
+        """Whether another process waits for the writer lock (holds the hand-over request).
+
+        The writing process polls this; on ``True`` it stops writing and calls :meth:`close`.
+        ``False`` on a file system without POSIX locks. Raises: ``OSError`` when the request file
+        cannot be opened.
+        """
+        fd = os.open(self._handover_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, CHECKPOINT_FILE_MODE)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in _LOCK_BUSY:
+                return True
+            if exc.errno in _LOCK_UNSUPPORTED:
+                return False
+            raise
+        finally:
+            os.close(fd)  # closing releases a probe lock taken above
+        return False
+
     def _hold_lock(self) -> None:
         if self._lock_fd is not None:
             return
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, CHECKPOINT_FILE_MODE)
         deadline = time.monotonic() + self._lock_wait_s
+        # The request first: the writing process sees it and hands over; only one waiter at a time.
+        request = self._locked(self._handover_path, deadline, "hand-over request")
+        try:
+            self._lock_fd = self._locked(self._lock_path, deadline, "lock")
+        finally:
+            if request is not None:
+                os.close(request)  # the request ends: the lock is ours or the wait failed
+
+    def _locked(self, path: Path, deadline: float, what: str) -> int | None:
+        """An open descriptor of ``path`` holding its POSIX lock, waiting until ``deadline`` (``None``: no locks)."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, CHECKPOINT_FILE_MODE)
         while True:
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return fd
             except OSError as exc:
                 if exc.errno in _LOCK_UNSUPPORTED:
                     LOG.warning(
                         "checkpoint lock unsupported: a second plugin process would not be stopped",
-                        extra={"path": str(self._lock_path), "reason": os.strerror(exc.errno or 0)},
+                        extra={"path": str(path), "reason": os.strerror(exc.errno or 0)},
                     )
-                    break
+                    os.close(fd)
+                    return None
                 if exc.errno in _LOCK_BUSY and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                    time.sleep(0.02)
                     continue
                 os.close(fd)
                 if exc.errno in _LOCK_BUSY:
                     raise errors.ContractViolation(
-                        f"checkpoint lock {self._lock_path} is held by another process after "
-                        f"{self._lock_wait_s:g} s (another plugin on this node?); stop it first: one plugin "
-                        "writes a node's checkpoint"
+                        f"checkpoint {what} {path} is held by another process after "
+                        f"{self._lock_wait_s:g} s (another plugin on this node that does not hand over?); "
+                        "stop it first: one plugin writes a node's checkpoint"
                     ) from exc
                 raise
-        self._lock_fd = fd
 
 
 class _Copy:

@@ -116,6 +116,21 @@ def plugin_sockets(
     return sockets
 
 
+INSTANCE_NAME_LENGTH = 16
+"""Characters of a Pod UID kept in per-instance socket names (:func:`instance_name`)."""
+
+
+def instance_name(pod_uid: str) -> str:
+    """The part of a Pod UID per-instance socket names carry: its first 16 letters and digits.
+
+    A full UID makes the registration socket ``/var/lib/kubelet/plugins_registry/<driver>-<uid>-reg.sock``
+    116 bytes for this driver, past the unix limit; 16 hex digits of a random UID keep 60 random
+    bits, enough to tell apart the two instances a rolling update runs on one node.
+    Shapes: ``"93b0302e-be73-4fb5-b413-b3014714d9eb"`` → ``"93b0302ebe734fb5"``.
+    """
+    return "".join(c for c in pod_uid if c.isalnum())[:INSTANCE_NAME_LENGTH]
+
+
 def grpc_target(socket_path: Path) -> str:
     """gRPC target string for a unix socket, as the kubelet dials it (``unix:<path>``).
 
