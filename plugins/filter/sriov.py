@@ -7,8 +7,9 @@
 ``sriov_vf_plan_gap`` (why none selects this node),
 ``sriov_policy_overlaps`` (SriovResourcePolicies that can select one VF),
 ``sriov_checkpoint_bindings`` and ``sriov_protected_shadows`` (what the drain and cleanup roles
-wait for), ``sriov_workloads_with_image`` (device-plugin workloads) and ``sriov_retarget``
-(shipped manifests -> the install namespace and pinned image). Pure functions of their inputs:
+wait for), ``sriov_workloads_with_image`` (device-plugin workloads), ``sriov_retarget``
+(shipped manifests -> the install namespace and pinned image) and ``sriov_extended_resource_classes``
+(device-plugin resource names -> the DeviceClasses serving them through DRA). Pure functions of their inputs:
 no API calls, no files.
 """
 
@@ -19,6 +20,7 @@ from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules impor
     checkpoint_doc,
     device_selectors,
     errors,
+    extended_resources,
     names,
     node_policies,
     preflight_rules,
@@ -282,6 +284,41 @@ def _deepcopy(value):
     return value
 
 
+EXTENDED_RESOURCE_CLASS_LABEL = names.DOMAIN + "/extended-resource-class"
+"""Label of the DeviceClasses the plugin role generates (value ``plugin-role``): the only ones it removes."""
+
+
+def sriov_extended_resource_classes(resource_names, prefix):
+    """One DeviceClass per device-plugin resource name, serving ``<prefix>/<name>`` through DRA.
+
+    Each selects this driver's VFs whose ``k8s.cni.cncf.io/resourceName`` attribute is exactly
+    ``<prefix>/<name>`` (``sriov_dra_rules.extended_resources``, the operator's rule), labelled
+    :data:`EXTENDED_RESOURCE_CLASS_LABEL`. Raises AnsibleFilterError naming a name Kubernetes refuses
+    as an extended resource, or two names that make one class name.
+    """
+    if not isinstance(resource_names, list):
+        raise AnsibleFilterError("sriov_extended_resource_classes: expected a list of resource names")
+    out, owners = [], {}
+    labels = {EXTENDED_RESOURCE_CLASS_LABEL: "plugin-role", "app.kubernetes.io/part-of": "sriov-dra"}
+    for rn in resource_names:
+        problem = extended_resources.extended_resource_problem(prefix, rn)
+        if problem is not None:
+            raise AnsibleFilterError(
+                "plugin_extended_resources: %r cannot be an extended resource: %s; use the resourceName the "
+                "SR-IOV device plugin advertised and plugin_extended_resource_prefix its prefix" % (rn, problem)
+            )
+        obj = extended_resources.device_class(prefix, rn, labels=labels)
+        name = obj["metadata"]["name"]
+        if name in owners:
+            raise AnsibleFilterError(
+                "plugin_extended_resources: %r and %r both make DeviceClass %r; list one of them"
+                % (owners[name], rn, name)
+            )
+        owners[name] = rn
+        out.append(obj)
+    return out
+
+
 class FilterModule:
     """sriovnet.dra filters."""
 
@@ -294,4 +331,5 @@ class FilterModule:
             "sriov_protected_shadows": sriov_protected_shadows,
             "sriov_retarget": sriov_retarget,
             "sriov_workloads_with_image": sriov_workloads_with_image,
+            "sriov_extended_resource_classes": sriov_extended_resource_classes,
         }

@@ -27,6 +27,7 @@ PLAYBOOK = f"""
     guard_primary_cni: 10-flannel.conflist
     guard_namespace: {NAMESPACE}
     plugin_namespace: {NAMESPACE}
+    plugin_extended_resources: [rail_a, rail_b]
     operator_namespace: {NAMESPACE}
   tasks:
     - name: Multus thick
@@ -67,6 +68,8 @@ def test_every_role_manifest_passes_a_server_dry_run(control_plane, api, ansible
         apps = k8s.AppsV1Api(api)
         assert apps.list_namespaced_daemon_set(NAMESPACE).items == []
         assert apps.list_namespaced_deployment(NAMESPACE).items == []
+        classes = k8s.ResourceV1Api(api).list_device_class().items
+        assert [c.metadata.name for c in classes if c.spec.extended_resource_name] == []
         multus = [d.metadata.name for d in apps.list_namespaced_daemon_set("kube-system").items]
         assert "multus-thick" not in multus and "multus-thin" not in multus
     finally:

@@ -38,7 +38,12 @@ def crds(api: client.ApiClient) -> None:
 
 def test_every_example_folder_has_a_readme_and_manifests() -> None:
     folders = sorted(p for p in EXAMPLES.iterdir() if p.is_dir())
-    assert [f.name for f in folders] == ["gpu-nic-pairs", "one-network-deviceclass", "operator-two-rails"]
+    assert [f.name for f in folders] == [
+        "device-plugin-resources",
+        "gpu-nic-pairs",
+        "one-network-deviceclass",
+        "operator-two-rails",
+    ]
     for folder in folders:
         assert (folder / "README.md").is_file(), f"{folder} needs a README"
         assert list(folder.glob("*.yaml")), f"{folder} has no manifest"

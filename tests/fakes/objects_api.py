@@ -75,7 +75,7 @@ class FakeObjects:
             copy.deepcopy(o)
             for (r, ns, _), o in sorted(self.store.items())
             if r == str(res)
-            and (namespace is None or ns == namespace)
+            and (namespace is None or not res.namespaced or ns == namespace)
             and all((o["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
         ]
         return objects.Listing(items, str(next(self._rv)))

@@ -63,6 +63,7 @@ DEVICE_ATTRIBUTES = Resource(
 RESOURCE_POLICY = Resource(
     "sriovnetwork.k8snetworkplumbingwg.io", "v1alpha1", "sriovresourcepolicies", "SriovResourcePolicy"
 )
+DEVICE_CLASS = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
 POD = Resource("", "v1", "pods", "Pod")

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 _KINDS = {
     dra_objects.ATTRIBUTES_KIND: objects.DEVICE_ATTRIBUTES,
     dra_objects.POLICY_KIND: objects.RESOURCE_POLICY,
+    dra_objects.DEVICE_CLASS_KIND: objects.DEVICE_CLASS,
 }
 
 
@@ -128,9 +129,14 @@ class PolicyController:
         failures: dict[str, str] = {}
         failed: list[str] = []
         try:
+            selectors = {
+                dra_objects.DEVICE_CLASS_KIND: dra_objects.device_class_selector(self.config.namespace)
+            }
             existing = {
                 kind: self.client.list(
-                    res, self.config.namespace, label_selector=dra_objects.MANAGED_SELECTOR
+                    res,
+                    self.config.namespace,
+                    label_selector=selectors.get(kind, dra_objects.MANAGED_SELECTOR),
                 ).items
                 for kind, res in _KINDS.items()
             }
@@ -141,7 +147,10 @@ class PolicyController:
                 failures[name] = str(exc)
         if existing is not None:
             writes = generated.plan_writes(
-                plan, existing[dra_objects.ATTRIBUTES_KIND], existing[dra_objects.POLICY_KIND]
+                plan,
+                existing[dra_objects.ATTRIBUTES_KIND],
+                existing[dra_objects.POLICY_KIND],
+                existing[dra_objects.DEVICE_CLASS_KIND],
             )
             for write in writes:
                 problem = self._execute(write)

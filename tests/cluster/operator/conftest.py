@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client
 from tests.fakes import operator_objects as oo
 
-from sriov_dra.core.operator import conditions, dra_verdicts, network_refs, sriov_network
+from sriov_dra.core.operator import conditions, dra_objects, dra_verdicts, network_refs, sriov_network
 from sriov_dra.kube import apply, events, objects
 from sriov_dra.operator import network_controller, policy_controller, settings, status
 from sriov_dra_lab.fakes import heartbeats
@@ -203,6 +203,11 @@ class Harness:
         return str(self.admin.get(objects.NODE_POLICY, policy, self.ns)["metadata"]["uid"])
 
     def cleanup(self) -> None:
+        generated = self.admin.list(
+            objects.DEVICE_CLASS, label_selector=dra_objects.device_class_selector(self.ns)
+        )
+        for obj in generated.items:
+            self.admin.delete(objects.DEVICE_CLASS, obj["metadata"]["name"])
         for name in self.node_names:
             heartbeats.delete_node(self.api, name)
         for ns in self.namespaces:

@@ -104,6 +104,8 @@ def test_the_operator_account_can_do_the_whole_job(
         assert not result.retry, result.failed_writes
         assert {h.reason("rail-a-policy"), h.reason("rail-b-policy")} == {"DRAConfigurationApplied"}
         assert len(h.generated()[0]) == 2 and node in h.generated()[1]
+        served = h.admin.get(objects.DEVICE_CLASS, "sriov-vfs")  # the rails' shared resourceName
+        assert served["spec"]["extendedResourceName"] == f"{h.config.resource_prefix}/sriov_vfs"
         assert h.ready("rail-a-net")["status"] == "True"  # type: ignore[index]
         notes = [e["reason"] for e in h.admin.list(objects.EVENT, namespace).items]
         assert "DRAConfigurationReadyAdded" in notes and "ReadyAdded" in notes
@@ -182,7 +184,8 @@ DENIED = [
     ("patch", "k8s.cni.cncf.io", "network-attachment-definitions", None, "ns"),
     ("update", "coordination.k8s.io", "leases", "someone-elses-lease", "ns"),
     ("get", "resource.k8s.io", "resourceclaims", None, "ns"),
-    ("create", "resource.k8s.io", "deviceclasses", None, None),
+    ("patch", "resource.k8s.io", "deviceclasses", None, None),
+    ("update", "resource.k8s.io", "resourceslices", None, None),
 ]
 
 

@@ -31,7 +31,7 @@ from tests.fakes.dra_plans import (
 
 from sriov_dra.core import device_facts, policies
 from sriov_dra.core.operator import dra_objects, dra_policy, sriov_network
-from sriov_dra_rules import names
+from sriov_dra_rules import extended_resources, names
 
 
 def test_operator_two_rails_sharing_a_resource_name_get_separate_maps_and_selectors() -> None:
@@ -246,3 +246,76 @@ def test_plan_does_not_depend_on_input_order(policy_order: list[int], node_order
 def test_generated_attribute_names_are_dns_labels(uid: Any) -> None:
     name = dra_objects.attributes_name(str(uid))
     assert names.is_dns1123_label(name) and len(name) <= 63
+
+
+def _extended_plan(*policies: dict[str, Any]) -> dra_policy.DraPolicyPlan:
+    return dra_policy.build_dra_policy_plan(
+        list(policies), [oo.node("worker-1")], {}, dra_policy.PlanSettings(namespace=oo.OP_NS)
+    )
+
+
+def test_each_resource_name_gets_one_device_class_selecting_the_value_its_policies_publish() -> None:
+    plan = _extended_plan(
+        oo.node_policy("rail-a", uid=oo.UID_A, pf="ens1f0", resource_name="rail_a"),
+        oo.node_policy("rail-b", uid=oo.UID_B, pf="ens2f0", resource_name="rail_b"),
+        oo.node_policy(
+            "rail-a2", uid="cccccccc-0000-4000-8000-00000000000c", pf="ens3f0", resource_name="rail_a"
+        ),
+    )
+    classes = {c["metadata"]["name"]: c for c in plan.device_classes}  # type: ignore[index]
+    assert sorted(classes) == ["rail-a", "rail-b"]
+    published = {
+        a["spec"]["attributes"][extended_resources.RESOURCE_NAME_ATTRIBUTE]["string"]  # type: ignore[index]
+        for a in plan.device_attributes
+    }
+    served = {c["spec"]["extendedResourceName"] for c in classes.values()}  # type: ignore[index]
+    assert served == published == {"openshift.io/rail_a", "openshift.io/rail_b"}
+    for name, obj in classes.items():
+        want = extended_resources.device_class(
+            "openshift.io",
+            name.replace("-", "_"),
+            labels={
+                dra_objects.GENERATED_BY_LABEL: dra_objects.GENERATED_BY_VALUE,
+                dra_objects.RESOURCE_POOL_LABEL: name,
+                dra_objects.OPERATOR_NAMESPACE_LABEL: oo.OP_NS,
+            },
+        )
+        assert obj == want
+    assert plan.names(dra_objects.DEVICE_CLASS_KIND) == frozenset(classes)
+
+
+def test_dra_policies_get_the_device_class_of_their_resource_name_too() -> None:
+    plan = _extended_plan(oo.node_policy("rail-a", uid=oo.UID_A, resource_name="rail_a", dra={}))
+    assert [c["metadata"]["name"] for c in plan.device_classes] == ["rail-a"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("names_", "classes", "fragment"),
+    [
+        (["rail_a", "rail-a"], ["rail-a"], "normalises to DeviceClass 'rail-a'"),
+        (["rail_a", "bad_"], ["rail-a"], "resourceName 'bad_': no DeviceClass"),
+    ],
+    ids=["two-names-one-class", "name-kubernetes-refuses"],
+)
+def test_resource_names_without_a_class_of_their_own_are_reported(
+    names_: list[str], classes: list[str], fragment: str
+) -> None:
+    uids = ["dddddddd-0000-4000-8000-00000000000d", "eeeeeeee-0000-4000-8000-00000000000e"]
+    plan = _extended_plan(
+        *(
+            oo.node_policy(f"p{i}", uid=u, pf=f"ens{i}f0", resource_name=n)
+            for i, (n, u) in enumerate(zip(names_, uids, strict=True))
+        )
+    )
+    assert [c["metadata"]["name"] for c in plan.device_classes] == classes  # type: ignore[index]
+    assert any(fragment in d for d in plan.diagnostics), plan.diagnostics
+
+
+def test_no_device_class_while_the_dra_provider_is_disabled() -> None:
+    plan = dra_policy.build_dra_policy_plan(
+        [oo.node_policy("rail-a", uid=oo.UID_A, resource_name="rail_a")],
+        [oo.node("worker-1")],
+        {},
+        dra_policy.PlanSettings(namespace=oo.OP_NS, dra_enabled=False),
+    )
+    assert plan.device_classes == ()

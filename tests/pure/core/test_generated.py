@@ -49,12 +49,13 @@ def ops(writes: tuple[generated.Write, ...]) -> list[str]:
     return [str(w) for w in writes]
 
 
-def test_first_sync_creates_attributes_before_policies() -> None:
+def test_first_sync_creates_attributes_before_policies_then_the_device_class() -> None:
     writes = generated.plan_writes(make_plan(), [], [])
     assert ops(writes) == [
         f"create DeviceAttributes {ATTRS_A}",
         f"create DeviceAttributes {ATTRS_B}",
         "create SriovResourcePolicy worker-1",
+        "create DeviceClass sriov-vfs",  # the two policies share resourceName sriov_vfs
     ]
     assert writes[0].policies == ("rail-a-policy",)
     assert writes[2].policies == ("rail-a-policy", "rail-b-policy")
@@ -62,7 +63,12 @@ def test_first_sync_creates_attributes_before_policies() -> None:
 
 def test_unchanged_plan_plans_no_write() -> None:
     p = make_plan()
-    assert generated.plan_writes(p, stored(p.device_attributes), stored(p.resource_policies)) == ()
+    assert (
+        generated.plan_writes(
+            p, stored(p.device_attributes), stored(p.resource_policies), stored(p.device_classes)
+        )
+        == ()
+    )
 
 
 def test_spec_or_label_drift_is_updated_with_the_read_resource_version() -> None:
@@ -70,7 +76,7 @@ def test_spec_or_label_drift_is_updated_with_the_read_resource_version() -> None
     attrs = stored(p.device_attributes, rv="42")
     attrs[0]["spec"]["attributes"]["example.com/manual"] = {"string": "edit"}
     attrs[1]["metadata"]["labels"]["sriovnetwork.openshift.io/resource-pool"] = "sriov-vfs"
-    writes = generated.plan_writes(p, attrs, stored(p.resource_policies))
+    writes = generated.plan_writes(p, attrs, stored(p.resource_policies), stored(p.device_classes))
     assert ops(writes) == [f"update DeviceAttributes {ATTRS_A}", f"update DeviceAttributes {ATTRS_B}"]
     assert writes[0].body is not None and writes[0].body["metadata"]["resourceVersion"] == "42"  # type: ignore[index]
     assert writes[0].body["spec"] == p.device_attributes[0]["spec"]
@@ -88,10 +94,14 @@ def test_invalidation_first_then_upserts_then_cleanup_by_full_name_set() -> None
     after = make_plan(after_pols, {RAIL_A: unresolved, **resolutions(RAIL_B)})
     existing_attrs = stored([*before.device_attributes, *old.device_attributes])
     existing_srps = stored([*before.resource_policies, *old.resource_policies])
-    writes = generated.plan_writes(after, existing_attrs, existing_srps)
+    stale_class = stored([dra_objects.device_class_object("retired_vfs", "openshift.io", OP)])
+    writes = generated.plan_writes(
+        after, existing_attrs, existing_srps, [*stored(before.device_classes), *stale_class]
+    )
     assert ops(writes) == [
         f"delete DeviceAttributes {ATTRS_A}",  # withheld: stale mapping goes first
         "update SriovResourcePolicy worker-1",
+        "delete DeviceClass retired-vfs",
         "delete SriovResourcePolicy worker-9",
         "delete DeviceAttributes dra-policy-eeeeeeee-0000-4000-8000-00000000000e-attrs",
     ]
@@ -105,7 +115,7 @@ def test_unmarked_objects_are_never_updated_or_deleted() -> None:
         del obj["metadata"]["labels"][dra_objects.GENERATED_BY_LABEL]
     stray = stored([{"metadata": {"name": "admin-attrs", "labels": {"team": "net"}}, "spec": {}}])
     writes = generated.plan_writes(p, [*foreign, *stray], [])
-    assert [w.op for w in writes] == [generated.Op.CREATE] * 3  # the controller refuses the taken names
+    assert [w.op for w in writes] == [generated.Op.CREATE] * 4  # the controller refuses the taken names
     assert "admin-attrs" not in {w.name for w in writes}
 
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
 from sriov_dra.core.operator import network_refs, node_policy
@@ -206,27 +203,6 @@ def test_untranslatable_selectors_never_become_match_all(spec: dict[str, Any], n
     got = node_policy.translate_filter(spec, NICS)
     assert got.filter is None and got.matcher is None
     assert got.problem is not None and needle in got.problem
-
-
-@pytest.mark.parametrize(
-    ("rn", "pool"),
-    [
-        ("intel_nic", "intel-nic"),
-        ("Intel-NIC", "intel-nic"),
-        ("__", "sriov"),
-        ("a.b", "ab"),
-        ("sriov_vfs", "sriov-vfs"),
-        ("x--y", "x--y"),
-    ],
-    ids=["underscore", "upper-case", "nothing-left", "dot-dropped", "spec-example", "dashes-not-collapsed"],
-)
-def test_pool_name_normalisation(rn: str, pool: str) -> None:
-    assert node_policy.pool_name(rn) == pool
-
-
-@given(st.text(max_size=40))
-def test_pool_names_are_lowercase_dashes_and_digits(rn: str) -> None:
-    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", node_policy.pool_name(rn))
 
 
 def f(**kw: Any) -> resource_filters.ResourceFilter:

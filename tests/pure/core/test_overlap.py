@@ -10,6 +10,7 @@ from tests.fakes import operator_objects as oo
 
 from sriov_dra.core import device_facts
 from sriov_dra.core.operator import node_policy, overlap
+from sriov_dra_rules import extended_resources
 
 
 def parsed(name: str, uid_n: int, **kw: Any) -> node_policy.NodePolicy:
@@ -42,7 +43,10 @@ def test_inventory_pairs_need_one_device_matched_by_both() -> None:
 def test_two_legacy_policies_never_conflict() -> None:
     low = parsed("low", 1, nic={"vendor": "15b3"}, resource_name="a_pool")
     high = parsed("high", 2, nic={"vendor": "15b3"}, resource_name="b_pool")
-    ids = {p.name: overlap.identity(p, node_policy.pool_name(p.resource_name)) for p in (low, high)}
+    ids = {
+        p.name: overlap.identity(p, extended_resources.device_class_name(p.resource_name))
+        for p in (low, high)
+    }
     assert overlap.conflicting_pairs([low, high], ids) == []
 
 
@@ -70,7 +74,9 @@ def test_pf_bucketing_finds_exactly_the_pairs_a_full_comparison_finds(
         )
         parsed.append(node_policy.parse_policy(obj, prefix="openshift.io", nic_ids=()))
     translated = [p for p in parsed if p.translation.matcher is not None]
-    identity = {p.name: overlap.identity(p, node_policy.pool_name(p.resource_name)) for p in translated}
+    identity = {
+        p.name: overlap.identity(p, extended_resources.device_class_name(p.resource_name)) for p in translated
+    }
     brute = [
         (a.name, b.name)
         for i, a in enumerate(translated)

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from tests.fakes import operator_objects as oo
 
 from sriov_dra.core import attributes, device_facts, policies
-from sriov_dra.core.operator import dra_objects, dra_policy, network_refs, node_policy, sriov_network
-from sriov_dra_rules import errors
+from sriov_dra.core.operator import dra_objects, dra_policy, network_refs, sriov_network
+from sriov_dra_rules import errors, extended_resources
 
 PFS = ("ens1f0", "ens2f0", "ens3f0")
 NETWORKS = ("rail-a-net", "rail-b-net", "missing-net")
@@ -94,7 +94,8 @@ def _claiming_policy(
     return next(
         o
         for o in objs
-        if o["metadata"]["uid"] == uid or node_policy.pool_name(o["spec"]["resourceName"]) == pool
+        if o["metadata"]["uid"] == uid
+        or extended_resources.device_class_name(o["spec"]["resourceName"]) == pool
     )
 
 

@@ -22,7 +22,7 @@ from sriov_dra.core.operator.dra_objects import (
     resource_policy_object,
 )
 from sriov_dra.core.operator.dra_verdicts import Issues
-from sriov_dra_rules import errors
+from sriov_dra_rules import errors, extended_resources
 
 _R = errors.Reason
 
@@ -47,7 +47,9 @@ def node_policies(
             diagnostics.append(
                 f"{node_policy.KIND} {p.name}: resourceName {p.resource_name!r} has no pool; no config"
             )
-    identity = {p.name: overlap.identity(p, node_policy.pool_name(p.resource_name)) for p in usable}
+    identity = {
+        p.name: overlap.identity(p, extended_resources.device_class_name(p.resource_name)) for p in usable
+    }
     translated = [p for p in usable if p.translation.problem is None]
     structural = overlap.conflicting_pairs(translated, identity)
     # Built once per policy and shared (read-only) by every node's config list.

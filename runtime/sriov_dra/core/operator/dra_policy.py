@@ -3,7 +3,8 @@
 One plan per reconciliation, shared by attribute and node-config generation, so a policy is never
 resolved twice into inconsistent state (docs/design.md#operator-attributes). Each ``spec.dra``
 policy gets one complete ``dra-policy-<UID>-attrs`` DeviceAttributes; others keep upstream's
-per-pool object; each selected node one SriovResourcePolicy. An unresolved policy's attributes are
+per-pool object; each selected node one SriovResourcePolicy; each resource name one DeviceClass
+serving ``<prefix>/<resourceName>`` as an extended resource. An unresolved policy's attributes are
 withheld but its filter kept, so its devices stay claimed and unavailable
 (docs/design.md#eligibility). Pure, order-independent; adopts nothing it did not generate.
 """
@@ -18,16 +19,18 @@ from sriov_dra.core.operator import network_refs, node_policy, sriov_network
 from sriov_dra.core.operator.dra_nodes import node_policies
 from sriov_dra.core.operator.dra_objects import (
     ATTRIBUTES_KIND,
+    DEVICE_CLASS_KIND,
     GENERATED_BY_LABEL,
     GENERATED_BY_VALUE,
     POLICY_UID_LABEL,
     RESOURCE_POOL_LABEL,
     attributes_name,
     attributes_object,
+    device_class_object,
     object_name,
 )
 from sriov_dra.core.operator.dra_verdicts import WITHHOLDING, Issues, PolicyOutcome, outcomes
-from sriov_dra_rules import errors, names
+from sriov_dra_rules import errors, extended_resources, names
 
 _R = errors.Reason
 
@@ -51,6 +54,8 @@ class PlanSettings:
 class DraPolicyPlan:
     """Desired generated objects (sorted by name) and per-policy outcomes.
 
+    ``device_classes`` are cluster-scoped, one per resource name (docs/design.md#operator-attributes).
+
     ``withheld`` names per-policy DeviceAttributes of current policies that must not exist
     (delete them first); every other existing managed object outside the desired names is obsolete.
     """
@@ -60,10 +65,14 @@ class DraPolicyPlan:
     withheld: frozenset[str]
     outcomes: Mapping[str, PolicyOutcome]
     diagnostics: tuple[str, ...]
+    device_classes: tuple[Mapping[str, object], ...] = ()
 
     def names(self, kind: str) -> frozenset[str]:
-        """Desired object names of ``kind`` (``DeviceAttributes`` or ``SriovResourcePolicy``)."""
-        objs = self.device_attributes if kind == ATTRIBUTES_KIND else self.resource_policies
+        """Desired object names of ``kind`` (``DeviceAttributes``, ``SriovResourcePolicy`` or ``DeviceClass``)."""
+        objs = {
+            ATTRIBUTES_KIND: self.device_attributes,
+            DEVICE_CLASS_KIND: self.device_classes,
+        }.get(kind, self.resource_policies)
         return frozenset(object_name(o) for o in objs)
 
 
@@ -121,12 +130,14 @@ def build_dra_policy_plan(
     srps, policy_nodes = node_policies(
         generated, nodes, pools, settings.namespace, issues, inventory, diagnostics
     )
+    classes = _device_classes(generated, settings, diagnostics)
     return DraPolicyPlan(
         device_attributes=tuple(sorted(attrs, key=object_name)),
         resource_policies=tuple(sorted(srps, key=object_name)),
         withheld=frozenset(withheld),
         outcomes=outcomes(parsed, issues, published, policy_nodes),
         diagnostics=tuple(sorted(set(diagnostics))),
+        device_classes=tuple(classes),
     )
 
 
@@ -197,7 +208,7 @@ def _pools(
     """Upstream's per-pool objects, only for resource names still used by policies without ``dra``."""
     by_pool: dict[str, str] = {}
     for rn in sorted({p.resource_name for p in generated if not p.has_dra and p.resource_name}):
-        pool = node_policy.pool_name(rn)
+        pool = extended_resources.device_class_name(rn)
         if pool in by_pool:
             diagnostics.append(
                 f"resourceName {rn!r} normalises to pool {pool!r} of {by_pool[pool]!r}; skipped"
@@ -217,3 +228,26 @@ def _pools(
         values = {node_policy.RESOURCE_NAME_ATTRIBUTE: attributes.string_value(value)}
         out[rn] = (pool, attributes_object(f"{pool}-attrs", labels, values, settings.namespace))
     return out
+
+
+def _device_classes(
+    generated: Sequence[node_policy.NodePolicy], settings: PlanSettings, diagnostics: list[str]
+) -> list[Mapping[str, object]]:
+    """One DeviceClass per resource name of the policies, sorted by name; a name Kubernetes refuses
+    as an extended resource, or a second name normalising to a taken class name, gets none."""
+    out: dict[str, Mapping[str, object]] = {}
+    owner: dict[str, str] = {}
+    for rn in sorted({p.resource_name for p in generated if p.resource_name}):
+        try:
+            obj = device_class_object(rn, settings.resource_prefix, settings.namespace)
+        except ValueError as exc:
+            diagnostics.append(f"resourceName {rn!r}: no DeviceClass: {exc}")
+            continue
+        name = object_name(obj)
+        if name in out:
+            diagnostics.append(
+                f"resourceName {rn!r} normalises to DeviceClass {name!r} of {owner[name]!r}; skipped"
+            )
+            continue
+        out[name], owner[name] = obj, rn
+    return [out[name] for name in sorted(out)]

@@ -2,8 +2,9 @@
 
 Order (docs/design.md#eligibility): delete withheld per-policy DeviceAttributes first (a stale
 mapping stops being published); create or update desired DeviceAttributes before any selector
-needs them; create or update SriovResourcePolicies (empty ``configs`` on withdrawn nodes); delete
-undesired SriovResourcePolicies; then the remaining obsolete DeviceAttributes. Only objects with
+needs them; create or update SriovResourcePolicies (empty ``configs`` on withdrawn nodes); create or
+update the DeviceClasses and delete obsolete ones; delete undesired SriovResourcePolicies; then the
+remaining obsolete DeviceAttributes. Only objects with
 the generated-by label are updated or deleted, against the complete desired name set; an
 unchanged plan writes nothing. Pure.
 """
@@ -65,6 +66,7 @@ def plan_writes(
     plan: dra_policy.DraPolicyPlan,
     existing_attributes: Sequence[Mapping[str, object]],
     existing_policies: Sequence[Mapping[str, object]],
+    existing_classes: Sequence[Mapping[str, object]] = (),
 ) -> tuple[Write, ...]:
     """Order the writes from the existing managed objects to ``plan`` (see module docstring).
 
@@ -92,6 +94,10 @@ def plan_writes(
     writes.extend(
         _upserts(dra_objects.POLICY_KIND, plan.resource_policies, srps, lambda o: owners_srp(_name(o)))
     )
+    classes = _index(existing_classes)
+    writes.extend(_upserts(dra_objects.DEVICE_CLASS_KIND, plan.device_classes, classes, lambda o: ()))
+    for name in sorted(classes.keys() - plan.names(dra_objects.DEVICE_CLASS_KIND)):
+        writes.append(_delete(dra_objects.DEVICE_CLASS_KIND, classes[name], ()))
     desired_srps = plan.names(dra_objects.POLICY_KIND)
     for name in sorted(srps.keys() - desired_srps):
         writes.append(_delete(dra_objects.POLICY_KIND, srps[name], ()))

@@ -92,19 +92,6 @@ def compat_resource_name(resource_name: str, prefix: str) -> str:
     return f"{prefix}/{resource_name}" if prefix else resource_name
 
 
-def pool_name(resource_name: str) -> str:
-    """Upstream ``ResourceNameToDeviceClassName``: ``_``→``-``, keep ``[a-z0-9-]``, trim ``-``.
-
-    Upper-case letters are lowered, every other character dropped; ``sriov`` when nothing is left.
-    """
-    kept = []
-    for ch in resource_name.replace("_", "-"):
-        ch = ch.lower() if "A" <= ch <= "Z" else ch
-        if ch == "-" or "a" <= ch <= "z" or "0" <= ch <= "9":
-            kept.append(ch)
-    return "".join(kept).strip("-") or "sriov"
-
-
 def parse_policy(obj: Mapping[str, object], *, prefix: str, nic_ids: Sequence[NicId]) -> NodePolicy:
     """Read one policy dict; shape problems become translation or DRA problems, never exceptions.
 

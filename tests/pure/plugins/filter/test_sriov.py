@@ -327,3 +327,31 @@ def test_workloads_with_image():
          "spec": {"template": {"spec": {"containers": [{"image": "multus"}]}}}},
     ]  # fmt: skip
     assert sriov.sriov_workloads_with_image(objs, "sriov-network-device-plugin") == ["kube-system/sriov-dp"]
+
+
+def test_extended_resource_classes_follow_the_operators_rule_with_the_role_label():
+    from sriov_dra.core.operator import dra_objects
+
+    (cls,) = sriov.sriov_extended_resource_classes(["rail_a"], "openshift.io")
+    operator = dra_objects.device_class_object("rail_a", "openshift.io", "sriov-network-operator")
+    assert cls["metadata"]["name"] == operator["metadata"]["name"] == "rail-a"
+    assert cls["spec"] == operator["spec"]
+    assert cls["metadata"]["labels"] == {
+        sriov.EXTENDED_RESOURCE_CLASS_LABEL: "plugin-role",
+        "app.kubernetes.io/part-of": "sriov-dra",
+    }
+    assert sriov.sriov_extended_resource_classes([], "openshift.io") == []
+
+
+@pytest.mark.parametrize(
+    ("names", "prefix", "fragment"),
+    [
+        (["rail_a-"], "openshift.io", "'rail_a-' cannot be an extended resource"),
+        (["rail_a"], "kubernetes.io", "Kubernetes domain"),
+        (["rail_a", "rail-a"], "openshift.io", "both make DeviceClass 'rail-a'"),
+        ("rail_a", "openshift.io", "expected a list"),
+    ],
+)
+def test_extended_resource_classes_refuse_what_kubernetes_or_the_class_names_would(names, prefix, fragment):
+    with pytest.raises(AnsibleFilterError, match=fragment):
+        sriov.sriov_extended_resource_classes(names, prefix)
