@@ -147,11 +147,22 @@ def test_preflight_passes_with_the_shipped_rbac_and_names_the_verbs_a_broken_bin
     assert [c["name"] for c in report["checks"]] == [
         *preflight_rules.CLUSTER_CHECKS,
         preflight_rules.DEVICE_TAINTS_CHECK,
+        preflight_rules.EXTENDED_RESOURCES_CHECK,
     ]
     assert report["failed_checks"] == [], out
     assert status == 0
     taints = next(c for c in report["checks"] if c["name"] == preflight_rules.DEVICE_TAINTS_CHECK)
     assert taints["detail"] == "the API server keeps device taints (DRADeviceTaints on)"
+    extended = next(c for c in report["checks"] if c["name"] == preflight_rules.EXTENDED_RESOURCES_CHECK)
+    assert (
+        extended["detail"]
+        == "the API server keeps a DeviceClass's extendedResourceName (DRAExtendedResource on)"
+    )
+    assert not [
+        c
+        for c in client.ResourceV1Api(api).list_device_class().items
+        if c.metadata.name.startswith("sriov-dra-preflight-")
+    ], "the dry run wrote nothing"
     assert (
         not client.ResourceV1Api(api)
         .list_resource_slice(field_selector=f"spec.driver=preflight.{names.DOMAIN}")

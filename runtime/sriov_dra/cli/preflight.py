@@ -59,6 +59,7 @@ def cluster_results(args: argparse.Namespace) -> list[dict[str, str]]:
             api, namespace=args.namespace, service_account=args.service_account, policy_namespace=policy_ns
         )
         kept, why = cluster_facts.device_taints_kept(api)
+        extended, extended_why = cluster_facts.extended_resources_kept(api)
     finally:
         api.close()
     return [
@@ -84,6 +85,7 @@ def cluster_results(args: argparse.Namespace) -> list[dict[str, str]]:
             minimum=args.min_kubernetes,
         ),
         preflight_rules.device_taints_check(kept, why),
+        preflight_rules.extended_resources_check(extended, extended_why),
     ]
 
 

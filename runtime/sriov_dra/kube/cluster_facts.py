@@ -167,6 +167,31 @@ def read(
     )
 
 
+def extended_resources_kept(api: client.ApiClient) -> tuple[bool | None, str]:
+    """Whether the API server keeps a DeviceClass's ``extendedResourceName``: a server-side dry run.
+
+    The dry run writes nothing. Returns ``(kept, "")``, or ``(None, why)`` when the server refused it.
+    """
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"generateName": "sriov-dra-preflight-"},
+        "spec": {"extendedResourceName": f"preflight.{names.DOMAIN}/vf"},
+    }
+    try:
+        stored = watches.request_json(
+            api,
+            "dry-run create deviceclasses",
+            "POST",
+            "/apis/resource.k8s.io/v1/deviceclasses",
+            query=[("dryRun", "All")],
+            body=body,
+        )
+    except errors.ApiError as exc:
+        return None, str(exc)
+    return bool((stored.get("spec") or {}).get("extendedResourceName")), ""
+
+
 def device_taints_kept(api: client.ApiClient) -> tuple[bool | None, str]:
     """Whether the API server keeps a device taint: a server-side dry run of a tainted ResourceSlice.
 

@@ -362,3 +362,39 @@ def test_device_taints_check_reports_the_gate_from_the_dry_run(
     check = rules.device_taints_check(kept, why)
     assert (check["name"], check["status"], check["detail"]) == ("device-taints", status, detail)
     assert bool(check["fix"]) == (status == "fail")
+
+
+@pytest.mark.parametrize(
+    ("kept", "why", "status", "detail"),
+    [
+        (
+            True,
+            "",
+            "pass",
+            "the API server keeps a DeviceClass's extendedResourceName (DRAExtendedResource on)",
+        ),
+        (
+            False,
+            "",
+            "fail",
+            "the API server dropped a DeviceClass's extendedResourceName (DRAExtendedResource off): Pods asking "
+            "a device plugin's resource name get no VF through DRA",
+        ),
+        (
+            None,
+            "Forbidden: no",
+            "fail",
+            "could not dry-run a DeviceClass with extendedResourceName: Forbidden: no",
+        ),
+    ],
+    ids=["gate-on", "gate-off-field-dropped", "dry-run-refused"],
+)
+def test_extended_resources_check_reports_the_gate_from_the_dry_run(
+    kept: bool | None, why: str, status: str, detail: str
+) -> None:
+    check = rules.extended_resources_check(kept, why)
+    assert (check["name"], check["status"], check["detail"]) == ("extended-resources", status, detail)
+    want_fix = {"pass": "", "fail": "DRAExtendedResource" if kept is False else "may create deviceclasses"}[
+        status
+    ]
+    assert want_fix in check["fix"] and bool(check["fix"]) == (status == "fail")
