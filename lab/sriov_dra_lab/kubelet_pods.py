@@ -90,16 +90,22 @@ class PodSteps:
         generated = {
             s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
         }
-        out: dict[str, kubelet.PodClaim] = {}
+        names: list[str] = []
         for entry in spec.get("resourceClaims") or []:
             if entry.get("resourceClaimName"):
-                claim_name = entry["resourceClaimName"]
+                names.append(entry["resourceClaimName"])
             elif entry.get("name") in generated:
-                claim_name = generated[entry["name"]]
-                if not claim_name:
-                    continue  # the template needs no claim (nil name): skipped, as the kubelet does
+                if generated[
+                    entry["name"]
+                ]:  # a nil name: the template needs no claim, skipped as the kubelet does
+                    names.append(generated[entry["name"]])
             else:
                 raise NotReady(f"claim of {entry.get('name')} not generated yet")
+        extended = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if extended:  # the scheduler's claim for the Pod's extended resources, prepared like the others
+            names.append(extended)
+        out: dict[str, kubelet.PodClaim] = {}
+        for claim_name in names:
             if claim_name in out:
                 continue
             claim = self.objects.get_or_none(CLAIM, claim_name, meta["namespace"])
