@@ -20,7 +20,8 @@ PREPARE_POINTS: Final = (
     "prepare:status",
 )
 """Boundaries of a first prepare, in order: record persisted, drivers bound, claim CDI spec
-written, Pod CDI spec written, claim status written (just before the result is returned)."""
+written, Pod CDI spec written, claim status written (before the device metadata files and the
+result)."""
 
 UNPREPARE_POINTS: Final = (
     "unprepare:restored",

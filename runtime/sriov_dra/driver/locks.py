@@ -1,4 +1,4 @@
-"""Per-key operation locks: one per claim UID and one per Pod UID (docs/design.md#checkpoint).
+"""Per-key operation locks: one per claim UID and one per Pod UID (docs/design.md#prepare).
 
 A claim lock serializes work on one claim, a Pod lock work on one Pod's shared state (its
 Pod-global CDI spec; in auto-attach mode its shadows and annotation). The claim lock comes first,

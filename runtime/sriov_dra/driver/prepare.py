@@ -1,4 +1,4 @@
-"""NodePrepareResources for SR-IOV VF claims (manual MULTUS mode), and the kubelet-facing handler.
+"""NodePrepareResources for SR-IOV VF claims (manual and auto-attach modes), and the kubelet-facing handler.
 
 :class:`DraHandler` implements ``dra_service.ClaimHandler`` for the kubelet (45 s per call,
 repeated after restarts): each claim of a call is handled on its own, a failure becomes that

@@ -129,7 +129,7 @@ def _ensure_claim(
             observed[target.binding.attachment_id] = replace(target.binding, shadow_uid=uid)
     if failures:
         _raise_first(record, failures, store=store, observed=observed)
-    if observed:  # atomic and before the Pod patch, rename not flushed: see _persist_observed
+    if observed:  # atomic and durable before the Pod patch: see _persist_observed
         return _persist_observed(store, record.claim_uid, observed)
     return (store.snapshot_claim(record.claim_uid) or record) if rewritten else record
 
