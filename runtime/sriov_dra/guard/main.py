@@ -185,9 +185,9 @@ def _serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    srv.start()  # takes the socket over from a rollout's previous daemon (docs/guard.md#rolling-update)
     if endpoint is not None:
-        endpoint.start()
-    srv.start()
+        endpoint.start_when_free(stop)
     state.set(SOCKET_READY, True)
     log.info("guard ready", extra={"socket": str(conf.socket_path)})
     stop.wait()

@@ -1,10 +1,11 @@
 """The guard daemon's unix socket: accept shim requests, hand them to the CNI hooks, answer.
 
 Wire format (:mod:`~sriov_dra.guard.shim`): one JSON request, write side shut, one JSON answer
-``{exitCode, stdout}``. Directory 0700, socket 0600 (only root asks); a stale socket is replaced.
+``{exitCode, stdout}``. Directory 0700, socket 0600 (only root asks); a stale socket, or a
+previous daemon's during a rollout, is replaced by a rename (docs/guard.md#rolling-update).
 One thread per connection, at most ``max_concurrent`` decided at once; a request without a slot
-within its ADD budget gets CNI error 11. Stop: close and unlink the socket, let in-flight requests
-finish within the grace period, return. Decides nothing itself; an undecodable request gets a
+within its ADD budget gets CNI error 11. Stop: close the socket and unlink it while it is still
+this daemon's, let in-flight requests finish within the grace period, return. Decides nothing itself; an undecodable request gets a
 CNI error.
 """
 
@@ -46,29 +47,45 @@ class GuardServer:
         self._active: set[threading.Thread] = set()
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
+        self._inode = -1  # the bound socket file's, to leave a newer daemon's socket in place
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Bind the socket (replacing a stale one) and start accepting.
+        """Bind the socket (atomically replacing a stale one or a previous daemon's) and start accepting.
 
         Raises: ``OSError`` when the socket cannot be created.
         """
         directory = self.socket_path.parent
         directory.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, 0o700)
+        # Bound beside the path, then renamed over it: a shim connecting meanwhile reaches the
+        # previous daemon (a rollout's old Pod) or this one, never no socket (docs/guard.md#rolling-update).
+        staging = directory / f".{self.socket_path.name}.{os.getpid()}"
         with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
+            staging.unlink()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(str(self.socket_path))
-        os.chmod(self.socket_path, 0o600)
-        sock.listen(128)
+        try:
+            sock.bind(str(staging))
+            os.chmod(staging, 0o600)
+            sock.listen(128)
+            self._inode = os.stat(staging).st_ino
+            os.rename(staging, self.socket_path)
+        except BaseException:
+            sock.close()
+            with contextlib.suppress(FileNotFoundError):
+                staging.unlink()
+            raise
         sock.settimeout(0.2)
         self._sock = sock
         self._thread = threads.start("guard-accept", self._accept_loop, health=self._health)
         self.ready.set()
 
     def stop(self, *, grace_s: float) -> None:
-        """Stop accepting, wait up to ``grace_s`` seconds for in-flight requests, release the socket."""
+        """Stop accepting, wait up to ``grace_s`` seconds for in-flight requests, release the socket.
+
+        The socket file is removed only while it is still this daemon's: a newer daemon that took the
+        path over keeps it.
+        """
         self._stopping.set()
         self.ready.clear()
         if self._thread is not None:
@@ -76,7 +93,8 @@ class GuardServer:
         if self._sock is not None:
             self._sock.close()
         with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
+            if os.stat(self.socket_path).st_ino == self._inode:  # a newer daemon's socket stays
+                self.socket_path.unlink()
         deadline = time.monotonic() + grace_s
         for thread in self._snapshot():
             thread.join(timeout=max(deadline - time.monotonic(), 0.0))

@@ -72,6 +72,11 @@ SUPPORTED_VERSIONS: Final = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 PROTOCOL: Final = 1
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 PASSTHROUGH_COMMANDS: Final = frozenset({"DEL", "CHECK", "GC", "STATUS"})
+DAEMON_WAIT_S: Final = 5.0
+"""How long an ADD waits for a guard daemon to listen (no socket file, or none accepting) before it
+fails with code 11: a daemon restarting, or a rollout's new Pod taking the socket over
+(docs/guard.md#rolling-update). Bounded by the configured timeout as well."""
+DAEMON_RETRY_S: Final = 0.05
 
 
 class CniErrorCode(enum.IntEnum):
@@ -282,6 +287,30 @@ def route_add(conf: GuardConf, env: dict[str, str]) -> guard_route.Route:
     return guard_route.decide(Path(conf.plugin_checkpoint), env.get("CNI_ARGS", ""))
 
 
+def connect_daemon(path: str, timeout_s: float) -> socket.socket:
+    """A socket connected to the guard daemon at ``path``, waiting while none listens there.
+
+    No socket file or a refused connection is retried every :data:`DAEMON_RETRY_S` for at most
+    :data:`DAEMON_WAIT_S` (and ``timeout_s``); the socket's timeout is ``timeout_s``.
+    Raises: ``OSError`` with the last failure when the wait ends, or at once for any other error.
+    """
+    deadline = time.monotonic() + min(DAEMON_WAIT_S, timeout_s)
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout_s)
+        try:
+            sock.connect(path)
+            return sock
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(DAEMON_RETRY_S)
+        except BaseException:
+            sock.close()
+            raise
+
+
 def _ask_daemon(conf: GuardConf, env: dict[str, str], stdin: bytes, why: str) -> tuple[int, str]:
     details = (
         f"{why}; ADD is refused so that such a Pod never starts unchecked; start the sriov-dra-guard "
@@ -297,13 +326,12 @@ def _ask_daemon(conf: GuardConf, env: dict[str, str], stdin: bytes, why: str) ->
             f"{MAX_MESSAGE_BYTES} bytes; shrink the CNI config the runtime passes (runtimeConfig, prevResult)"
         )
         return 1, cni_error(conf.cni_version, CniErrorCode.INVALID_CONFIG, msg)
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(conf.timeout_s)
-        try:
-            sock.connect(conf.socket)
-        except OSError as exc:
-            msg = f"multus-guard: the guard daemon is not reachable at {conf.socket}: {exc}"
-            return 1, cni_error(conf.cni_version, CniErrorCode.TRY_AGAIN, msg, details)
+    try:
+        sock = connect_daemon(conf.socket, conf.timeout_s)
+    except OSError as exc:
+        msg = f"multus-guard: the guard daemon is not reachable at {conf.socket}: {exc}"
+        return 1, cni_error(conf.cni_version, CniErrorCode.TRY_AGAIN, msg, details)
+    with sock:
         try:
             sock.sendall(request)
             sock.shutdown(socket.SHUT_WR)

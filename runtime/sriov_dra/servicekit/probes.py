@@ -10,6 +10,7 @@ registry. :class:`Health` is thread-safe; the server runs on one daemon thread.
 
 from __future__ import annotations
 
+import errno
 import http.server
 import logging
 import threading
@@ -148,6 +149,35 @@ class HttpServer:
             "health and metrics endpoints serving",
             extra={"op": "http", "address": f"{self._bind[0]}:{self.port}"},
         )
+
+    def start_when_free(self, stop: threading.Event, *, retry_s: float = 0.5) -> None:
+        """:meth:`start` now, or, while the address is in use, on a daemon thread as soon as it is free.
+
+        For a service on the node's network that a rollout runs twice side by side (the old Pod
+        holds the address until it exits); gives up when ``stop`` is set.
+        Raises: OSError other than "address in use".
+        """
+        if self._started_unless_in_use():
+            return
+        LOG.warning(
+            "health and metrics address in use (the previous Pod during a rollout?); serving once it is free",
+            extra={"op": "http", "address": f"{self._bind[0]}:{self._bind[1]}"},
+        )
+
+        def retry() -> None:
+            while not stop.wait(retry_s) and not self._started_unless_in_use():
+                pass
+
+        threads.start("health-http-bind", retry)
+
+    def _started_unless_in_use(self) -> bool:
+        try:
+            self.start()
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            return False
+        return True
 
     def stop(self) -> None:
         """Stop serving and close the socket; idempotent."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import socket
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from tests import waiting
 
 from sriov_dra.guard import cni_hooks, decisions, metrics, server, settings, shim
 
@@ -101,3 +103,88 @@ def test_undecodable_request_gets_one_cni_error_answer_and_no_decision(
     assert code == 1 and error["code"] == shim.CniErrorCode.DECODE
     assert "could not decode" in error["msg"] and mentions in error["msg"]
     assert hooks.calls == []
+
+
+# --- rolling update: one socket path, taken over atomically (docs/guard.md#rolling-update) ---
+
+
+def _answered(path: Path) -> bool:
+    code, _ = _ask(path, _request())
+    return code == 0
+
+
+def test_a_new_daemon_takes_the_socket_over_while_shims_connect_and_none_fails() -> None:
+    """Shims connect in a loop while a second daemon starts on the same path and the first one stops:
+    every request is answered, the new daemon gets the requests after its start, and the old one's
+    stop leaves the new one's socket in place."""
+    with tempfile.TemporaryDirectory(prefix="gs") as directory:
+        path = Path(directory) / "run" / "guard.sock"
+        old_hooks, new_hooks = RecordingHooks(), RecordingHooks()
+        old = server.GuardServer(cast(cni_hooks.CniHooks, old_hooks), path, max_concurrent=4)
+        new = server.GuardServer(cast(cni_hooks.CniHooks, new_hooks), path, max_concurrent=4)
+        old.start()
+        failures: list[BaseException] = []
+        answered = 0
+        done = threading.Event()
+
+        def shims() -> None:
+            nonlocal answered
+            while not done.is_set():
+                try:
+                    assert _answered(path)
+                    answered += 1
+                except BaseException as exc:  # collected: the assertion below names it
+                    failures.append(exc)
+
+        loop = threading.Thread(target=shims)
+        loop.start()
+        try:
+            waiting.eventually(
+                "requests to the old daemon",
+                lambda: len(old_hooks.calls) >= 5,
+                timeout_s=30,
+                interval_s=0.01,
+            )
+            new.start()
+            waiting.eventually(
+                "requests to the new daemon",
+                lambda: len(new_hooks.calls) >= 5,
+                timeout_s=30,
+                interval_s=0.01,
+            )
+            old.stop(grace_s=2.0)
+            after = len(new_hooks.calls)
+            waiting.eventually(
+                "requests after the old daemon stopped",
+                lambda: len(new_hooks.calls) >= after + 5,
+                timeout_s=30,
+                interval_s=0.01,
+            )
+        finally:
+            done.set()
+            loop.join(timeout=30)
+            new.stop(grace_s=2.0)
+        assert failures == [] and answered >= 15
+        assert not path.exists(), "the last daemon removes its own socket"
+        assert [p.name for p in path.parent.iterdir()] == [], "no staging socket is left"
+
+
+def test_the_shim_waits_a_bounded_time_for_a_daemon_to_listen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No socket yet (a restart): the shim's connect waits until a daemon listens; with none, it
+    gives up after DAEMON_WAIT_S with the last error."""
+    with tempfile.TemporaryDirectory(prefix="gs") as directory:
+        path = Path(directory) / "run" / "guard.sock"
+        srv = server.GuardServer(cast(cni_hooks.CniHooks, RecordingHooks()), path, max_concurrent=1)
+        starter = threading.Timer(0.5, srv.start)
+        starter.start()
+        try:
+            with shim.connect_daemon(str(path), 30.0) as sock:
+                sock.sendall(_request())
+                sock.shutdown(socket.SHUT_WR)
+                assert shim.decode_response(shim.read_all(sock))[0] == 0
+        finally:
+            starter.join()
+            srv.stop(grace_s=2.0)
+        monkeypatch.setattr(shim, "DAEMON_WAIT_S", 0.3)
+        with pytest.raises(FileNotFoundError):
+            shim.connect_daemon(str(path), 30.0)

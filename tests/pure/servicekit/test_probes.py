@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import prometheus_client
 import pytest
+from tests import waiting
 
 from sriov_dra.servicekit import probes
 
@@ -78,3 +81,35 @@ def test_a_probed_condition_is_decided_at_each_request() -> None:
     assert state.ready() == (False, "caches: caches not synced")
     assert state.ready() == (True, "ok")
     assert state.ready() == (False, "caches: ValueError: probe broke")
+
+
+def test_an_address_in_use_is_served_as_soon_as_the_previous_holder_frees_it() -> None:
+    """A rollout's two Pods on the node's network: the new one serves once the old one exited."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    server = probes.HttpServer(f"127.0.0.1:{port}", probes.Health(), lambda: b"")
+    stop = threading.Event()
+    try:
+        server.start_when_free(stop, retry_s=0.02)
+        with pytest.raises(RuntimeError):
+            _ = server.port  # not bound while the address is taken
+        holder.close()
+        waiting.eventually(
+            "the freed address to be served",
+            lambda: _healthy(port),
+            timeout_s=30,
+            interval_s=0.02,
+        )
+    finally:
+        stop.set()
+        holder.close()
+        server.stop()
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return get(port, "/healthz")[0] == 200
+    except urllib.error.URLError:
+        return False
