@@ -1,11 +1,12 @@
-"""The one-network-deviceclass and operator-two-rails examples on the lab, from ``examples/``.
+"""The one-network-deviceclass, device-plugin-resources and operator-two-rails examples on the lab.
 
 one-network-deviceclass: one NAD named once in a DeviceClass's VfConfig; the VF gets ``dra0`` on
 rail A's subnet. operator-two-rails: SriovNetwork + SriovNetworkNodePolicy (``spec.dra``) through
 the operator, the plugins on the operator's namespace (an operator-managed install), the
 gpu-nic-pairs workload unchanged; the
 operator's generated attributes carry the NAD reference and not its own input keys; the Pod gets
-both rails.
+both rails. device-plugin-resources: a Pod asking only ``resources.limits: {openshift.io/rail_b: 1}``
+gets ``dra0`` on rail B's subnet through the DeviceClass whose ``extendedResourceName`` that is.
 
 Both replace the session's direct gpu-nic-pairs policies while they run (overlapping policies must not be
 combined) and restore them afterwards. Each example is removed as its README says, ``kubectl delete
@@ -44,6 +45,27 @@ def test_one_nad_for_a_device_class(lab: Any, without_direct_policies: None) -> 
         assert row.vf_pci.startswith("0000:03:"), "the policy advertises ens1f0 only"
     finally:
         delete_example(lab, *files)
+    found = wait_clean(lab)
+    assert found.empty, found.describe()
+
+
+def test_a_device_plugin_style_pod_gets_dra0_on_its_rail_through_an_extended_resource(
+    lab: Any, without_direct_policies: None
+) -> None:
+    folder = EXAMPLES / "device-plugin-resources"
+    files = (folder / "rails.yaml", folder / "pod.yaml")
+    workloads.apply_docs(lab.api, [d for f in files for d in workloads.load(f)])
+    try:
+        [row] = _rows(lab, "ai-workloads", "device-plugin-style")
+        assert row.ok, inspect_table.render_table([row])
+        assert (row.interface, row.subnet, row.source) == (
+            "dra0",
+            "198.51.100.0/24",
+            "ai-workloads/rail-b-net",
+        )
+        assert row.request == "container-0-request-0" and row.vf_pci.startswith("0000:81:"), "a VF of ens2f0"
+    finally:
+        delete_example(lab, folder / "pod.yaml", folder / "rails.yaml")
     found = wait_clean(lab)
     assert found.empty, found.describe()
 

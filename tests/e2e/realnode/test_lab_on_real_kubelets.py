@@ -236,6 +236,48 @@ def _running_pairs(lab: Any) -> Running:
     )
 
 
+DEVICE_PLUGIN_POD = ("ai-workloads", "device-plugin-style")
+DEVICE_PLUGIN_EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "device-plugin-resources"
+
+
+def test_a_pod_asking_only_a_device_plugin_resource_runs_with_dra0_on_its_rail_and_leaves_nothing(
+    real_lab: Any,
+) -> None:
+    from sriov_dra_lab import workloads
+
+    docs = workloads.load(DEVICE_PLUGIN_EXAMPLE / "rails.yaml") + workloads.load(
+        DEVICE_PLUGIN_EXAMPLE / "pod.yaml"
+    )
+    (spec,) = [d for d in docs if d["kind"] == "Pod"]
+    assert "resourceClaims" not in spec["spec"] and "annotations" not in spec["metadata"]
+    assert [c["resources"] for c in spec["spec"]["containers"]] == [{"limits": {"openshift.io/rail_b": 1}}]
+    try:
+        pod = _start(real_lab, docs, *DEVICE_PLUGIN_POD)
+        extended = pod["status"]["extendedResourceClaimStatus"]
+        assert [(m["containerName"], m["resourceName"]) for m in extended["requestMappings"]] == [
+            ("workload", "openshift.io/rail_b")
+        ]
+        claim = client.ResourceV1Api(real_lab.api).read_namespaced_resource_claim(
+            extended["resourceClaimName"], DEVICE_PLUGIN_POD[0]
+        )
+        assert claim.metadata.annotations["resource.kubernetes.io/extended-resource-claim"] == "true"
+        (owner,) = claim.metadata.owner_references
+        assert (owner.kind, owner.uid, owner.controller) == ("Pod", pod["metadata"]["uid"], True)
+        node = real_lab.node(pod["spec"]["nodeName"])
+        assert _plugin_events(real_lab, node, "prepare done", str(claim.metadata.uid))
+        assert len(_shadows(real_lab, DEVICE_PLUGIN_POD[0])) == 1
+        addresses = {
+            k: v for k, v in _pod_addresses(real_lab, *DEVICE_PLUGIN_POD).items() if k.startswith("dra")
+        }
+        assert list(addresses) == ["dra0"], addresses
+        rail_b = ipaddress.ip_network("198.51.100.0/24")  # rail-b-net's range in rails.yaml
+        assert ipaddress.ip_interface(addresses["dra0"]) in rail_b, addresses
+    finally:
+        _finish(
+            real_lab, docs
+        )  # Pod first, then the rest; then no shadow, checkpoint record or IPAM allocation
+
+
 def test_managed_pairs_pod_on_real_kubelets_shows_dra0_dra1_with_the_rails_addresses_and_every_vfs_cdi_edit(
     real_lab: Any, pairs: Running
 ) -> None:
