@@ -21,6 +21,9 @@ description:
   - C(guard-first) checks that the guard's file is the first CNI config the runtime sees.
   - C(guard-config) checks the guard config, its pinned primary (no recursion) and, for thick Multus, the
     daemon config's C(multusMasterCNI).
+  - C(guard-checkpoint) checks that the guard's C(guard.pluginCheckpoint) is O(plugin_checkpoint) and that this file
+    reads as the plugin's checkpoint; a path the plugin does not write would let every Pod, managed ones too, past
+    the guard's checks.
   - C(cache-mounts) checks that the Multus and sriov-cni caches exist on persistent storage.
   - C(legacy-device-plugin) checks that no SR-IOV network device plugin is configured on the node.
   - Changes nothing on the node (the C(cni-add) namespaces and IPAM data are temporary). The same checks run
@@ -77,6 +80,12 @@ options:
     description: Run the C(cni-add) test ADD/DEL (it is skipped with the reason when it cannot run).
     type: bool
     default: true
+  plugin_checkpoint:
+    description:
+      - Where the plugin writes its checkpoint on the node (its state directory's C(checkpoint.json); the plugin
+        creates it at start). The guard's C(guard.pluginCheckpoint) must name this file.
+    type: path
+    default: /var/lib/kubelet/plugins/sriovnetwork.k8snetworkplumbingwg.io/checkpoint.json
 """
 
 EXAMPLES = r"""
@@ -136,6 +145,7 @@ def argspec():
         legacy_device_plugin_config={"type": "path", "default": d["legacy_device_plugin_config"]},
         exec_timeout={"type": "int", "default": d["exec_timeout"]},
         add_check={"type": "bool", "default": d["add_check"]},
+        plugin_checkpoint={"type": "path", "default": d["plugin_checkpoint"]},
     )
 
 

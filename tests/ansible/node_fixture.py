@@ -1,4 +1,5 @@
-"""A temporary node for the preflight: CNI binaries that answer VERSION, the guard in front of thick Multus."""
+"""A temporary node for the preflight: CNI binaries that answer VERSION, the guard in front of thick Multus, and
+the plugin's checkpoint the guard reads (written by the plugin's own store)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from pathlib import Path
 
 from sriov_dra.guard import install
+from sriov_dra.host import checkpoint
 
 CNI_OK = '#!/bin/sh\ncat >/dev/null\necho \'{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}\'\n'
 BINARIES = ("multus-shim", "multus-guard", "sriov", "host-local", "whereabouts")
@@ -16,6 +18,7 @@ NODE_CHECKS = [
     "cni-add",
     "guard-first",
     "guard-config",
+    "guard-checkpoint",
     "cache-mounts",
     "legacy-device-plugin",
 ]
@@ -31,7 +34,13 @@ def prepare(root: Path) -> dict[str, object]:
         (bin_dir / name).chmod(0o755)
     primary = conf / "10-flannel.conflist"
     primary.write_text(json.dumps({"cniVersion": "1.0.0", "name": "cbr0", "plugins": [{"type": "flannel"}]}))
-    install.write_conflist(conf, install.guard_conflist(primary_config=primary, mode="thick"))
+    plugin_checkpoint = write_plugin_checkpoint(root / "plugin")
+    install.write_conflist(
+        conf,
+        install.guard_conflist(
+            primary_config=primary, mode="thick", plugin_checkpoint=str(plugin_checkpoint)
+        ),
+    )
     daemon = conf / "multus.d" / "daemon-config.json"
     daemon.write_text(json.dumps({"multusConfigFile": "auto", "multusMasterCNI": primary.name}))
     caches = [root / "var" / "lib" / "cni" / "multus", root / "var" / "lib" / "cni" / "sriov"]
@@ -43,7 +52,17 @@ def prepare(root: Path) -> dict[str, object]:
         "multus_daemon_config": str(daemon),
         "cache_dirs": [str(c) for c in caches],
         "legacy_device_plugin_config": str(root / "etc" / "pcidp" / "config.json"),
+        "plugin_checkpoint": str(plugin_checkpoint),
     }
+
+
+def write_plugin_checkpoint(state_dir: Path) -> Path:
+    """Create the empty checkpoint a starting plugin creates in ``state_dir``; return its ``checkpoint.json``."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    store = checkpoint.CheckpointStore(state_dir / "checkpoint.json")
+    store.load()
+    store.close()
+    return store.path
 
 
 def cli_flags(options: dict[str, object]) -> list[str]:

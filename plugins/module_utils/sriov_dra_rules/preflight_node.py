@@ -19,9 +19,10 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from . import cni_install
+from . import checkpoint_doc, checkpoint_read, cni_install, guard_conf
 
 PASS = "pass"
 FAIL = "fail"
@@ -44,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "legacy_device_plugin_config": "/etc/pcidp/config.json",
     "exec_timeout": 10,
     "add_check": True,
+    "plugin_checkpoint": guard_conf.DEFAULT_PLUGIN_CHECKPOINT,
 }
 """Option -> default, shared by the module's argument spec and ``sriov-dra preflight``."""
 
@@ -152,6 +154,70 @@ def check_guard_config(
             "sriovnet.dra.guard roles",
         )
     return result("guard-config", True, detail)
+
+
+def check_guard_checkpoint(conf_dir: str, guard_file: str, plugin_checkpoint: str) -> dict[str, str]:
+    """The guard's ``guard.pluginCheckpoint`` is ``plugin_checkpoint``, and that file reads as the plugin's checkpoint.
+
+    The shim routes an ADD to the daemon only for a Pod UID it finds in that file; a path the plugin
+    does not write holds no binding, so every Pod, managed ones too, would go to Multus alone past
+    the guard's checks. ``plugin_checkpoint`` is where the plugin writes (its state directory's
+    ``checkpoint.json``, which it creates at start). Skipped when the guard's file cannot be read
+    (``guard-config`` names why).
+    """
+    name = "guard-checkpoint"
+    path = os.path.join(conf_dir, guard_file)
+    try:
+        entry = cni_install.validate_guard_config(guard_file, cni_install.load_json(path, "guard config"))
+    except cni_install.ContractError as exc:
+        return skipped(name, f"the guard's config cannot be read ({message(exc)}); see guard-config")
+    guard = entry.get("guard")
+    configured = (guard.get("pluginCheckpoint") if isinstance(guard, dict) else None) or (
+        guard_conf.DEFAULT_PLUGIN_CHECKPOINT
+    )
+    bypass = (
+        "the shim would find no managed binding there and send every Pod, managed ones too, to Multus alone"
+    )
+    reinstall = (
+        f"set guard_plugin_checkpoint to {plugin_checkpoint} (sriov-dra-guard install --plugin-checkpoint) and run "
+        "the sriovnet.dra.guard role again; if the plugin writes elsewhere (its --state-dir, "
+        "--kubelet-plugins-directory-path), give the preflight that path as plugin_checkpoint"
+    )
+    if os.path.normpath(str(configured)) != os.path.normpath(plugin_checkpoint):
+        return result(
+            name,
+            False,
+            f"{path}: guard.pluginCheckpoint is {configured}, but the plugin writes its checkpoint at "
+            f"{plugin_checkpoint}; {bypass}",
+            reinstall,
+        )
+    try:
+        found = checkpoint_read.read(Path(configured))
+        bindings = checkpoint_doc.managed_bindings(found.payload, source=str(found.source))
+    except FileNotFoundError:
+        return result(
+            name,
+            False,
+            f"{path}: guard.pluginCheckpoint {configured} does not exist: the plugin creates it at start, so no "
+            f"plugin runs on this node with that state directory, and {bypass}",
+            "start the plugin on this node (sriovnet.dra.plugin role) and run the preflight again; if it runs, "
+            + reinstall,
+        )
+    except Exception as exc:  # corrupt, another version, unreadable: not what the plugin writes
+        return result(
+            name,
+            False,
+            f"{path}: guard.pluginCheckpoint {configured} is not a checkpoint the plugin wrote ({message(exc)}); the "
+            "shim cannot tell managed Pods there and sends every ADD to the guard daemon",
+            "point guard_plugin_checkpoint at the plugin's checkpoint.json and run the sriovnet.dra.guard role "
+            "again; for a damaged checkpoint see docs/plugin.md",
+        )
+    return result(
+        name,
+        True,
+        f"{path}: guard.pluginCheckpoint {configured} is the plugin's checkpoint ({found.source.name}, "
+        f"{len(bindings)} managed bindings)",
+    )
 
 
 def mount_of(path: str, mounts: Sequence[str]) -> tuple[str, str]:
@@ -340,6 +406,7 @@ def node_checks(options: Mapping[str, Any]) -> list[dict[str, str]]:
         check_cni_add(o["cni_bin_dir"], o["exec_timeout"], o["add_check"]),
         check_guard_first(o["cni_conf_dir"], o["guard_file"]),
         check_guard_config(o["cni_conf_dir"], o["guard_file"], daemon_config, o["multus_mode"]),
+        check_guard_checkpoint(o["cni_conf_dir"], o["guard_file"], o["plugin_checkpoint"]),
         check_cache_dirs(o["cache_dirs"], o["mounts_file"]),
         check_legacy_device_plugin(o["legacy_device_plugin_config"]),
     ]

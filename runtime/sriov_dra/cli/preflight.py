@@ -143,7 +143,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "Check, unless --no-cluster-checks, the cluster (Kubernetes version, resource.k8s.io/v1, CRDs, the "
             "plugin's RBAC, the admission policy, no upstream operator or legacy device plugin, no overlapping "
             "policies) and, unless --no-node-checks, the node it runs on: the node checks read THIS machine's files (CNI "
-            "binaries, CNI configs, the guard, cache mounts). Run it on a node (or inside a node's "
+            "binaries, CNI configs, the guard and the plugin checkpoint it reads, cache mounts). Run it on a node (or inside a node's "
             "mount and network namespaces), or pass --no-node-checks off-node. One PASS/FAIL line per "
             "check with the fix; exit 0 when none failed, 1 when one did, 2 when the API is unreachable."
         ),
@@ -208,6 +208,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="node: the SR-IOV device plugin's config, which must be absent",
     )
     p.add_argument("--exec-timeout", type=int, default=d["exec_timeout"], help="node: seconds per CNI call")
+    p.add_argument(
+        "--plugin-checkpoint",
+        default=d["plugin_checkpoint"],
+        help="node: the plugin's checkpoint.json (its --state-dir); the guard's guard.pluginCheckpoint must name it",
+    )
     p.add_argument(
         "--add-check",
         action=argparse.BooleanOptionalAction,

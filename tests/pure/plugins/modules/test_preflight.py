@@ -23,7 +23,8 @@ def _exe(path: Path, text: str) -> None:
 
 @pytest.fixture
 def node(tmp_path: Path) -> dict[str, str]:
-    """A node that passes every check: binaries, guard first, pinned primary, persistent caches."""
+    """A node that passes every check: binaries, guard first, pinned primary, the plugin's checkpoint, persistent
+    caches."""
     conf, bin_dir = tmp_path / "net.d", tmp_path / "bin"
     conf.mkdir()
     bin_dir.mkdir()
@@ -31,10 +32,17 @@ def node(tmp_path: Path) -> dict[str, str]:
         _exe(bin_dir / name, CNI_OK)
     primary = conf / "10-flannel.conflist"
     primary.write_text(json.dumps({"cniVersion": "1.0.0", "name": "cbr0", "plugins": [{"type": "flannel"}]}))
+    plugin_checkpoint = node_fixture.write_plugin_checkpoint(tmp_path / "plugin")
     guard = {
         "cniVersion": "1.0.0",
         "name": "multus-cni-network",
-        "plugins": [{"type": "multus-guard", "multus": {"mode": "thick", "primaryConfig": str(primary)}}],
+        "plugins": [
+            {
+                "type": "multus-guard",
+                "multus": {"mode": "thick", "primaryConfig": str(primary)},
+                "guard": {"pluginCheckpoint": str(plugin_checkpoint)},
+            }
+        ],
     }
     (conf / GUARD).write_text(json.dumps(guard))
     (conf / "multus.d").mkdir()
@@ -52,6 +60,7 @@ def node(tmp_path: Path) -> dict[str, str]:
         "cache_dirs": [str(c) for c in caches],
         "mounts_file": str(mounts),
         "legacy_device_plugin_config": str(tmp_path / "etc" / "pcidp" / "config.json"),
+        "plugin_checkpoint": str(plugin_checkpoint),
     }
 
 
@@ -146,3 +155,68 @@ def test_legacy_device_plugin_config_fails(node):
     assert check["fix"] == (
         f"remove the sriov-network-device-plugin DaemonSet and {legacy}; one provider must own each VF"
     )
+
+
+def _guard_checkpoint(node: dict[str, object], configured: str) -> None:
+    """Rewrite the guard's ``guard.pluginCheckpoint`` to ``configured``."""
+    path = Path(str(node["cni_conf_dir"])) / GUARD
+    doc = json.loads(path.read_text())
+    doc["plugins"][0]["guard"]["pluginCheckpoint"] = configured
+    path.write_text(json.dumps(doc))
+
+
+def test_guard_reading_the_plugins_checkpoint_passes_naming_it(node):
+    check = _checks(node)["guard-checkpoint"]
+    detail = (
+        f"{node['cni_conf_dir']}/{GUARD}: guard.pluginCheckpoint {node['plugin_checkpoint']} is the plugin's "
+        "checkpoint (checkpoint.slots, 0 managed bindings)"
+    )
+    assert (check["status"], check["detail"], check["fix"]) == ("pass", detail, "")
+
+
+def test_guard_checkpoint_path_the_plugin_does_not_write_fails_naming_both_paths_and_the_bypass(
+    node, tmp_path
+):
+    wrong = tmp_path / "elsewhere" / "checkpoint.json"
+    node_fixture.write_plugin_checkpoint(
+        wrong.parent
+    )  # even a real checkpoint: not the one the plugin writes
+    _guard_checkpoint(node, str(wrong))
+    check = _checks(node)["guard-checkpoint"]
+    assert check["status"] == "fail"
+    assert check["detail"] == (
+        f"{node['cni_conf_dir']}/{GUARD}: guard.pluginCheckpoint is {wrong}, but the plugin writes its checkpoint at "
+        f"{node['plugin_checkpoint']}; the shim would find no managed binding there and send every Pod, managed ones "
+        "too, to Multus alone"
+    )
+    assert check["fix"].startswith(f"set guard_plugin_checkpoint to {node['plugin_checkpoint']} ")
+
+
+def test_guard_checkpoint_the_plugin_never_created_fails_saying_no_plugin_runs_there(node):
+    state = Path(str(node["plugin_checkpoint"])).parent
+    for name in ("checkpoint.json", "checkpoint.slots"):
+        (state / name).unlink()
+    check = _checks(node)["guard-checkpoint"]
+    assert check["status"] == "fail"
+    assert f"guard.pluginCheckpoint {node['plugin_checkpoint']} does not exist" in check["detail"]
+    assert check["fix"].startswith("start the plugin on this node (sriovnet.dra.plugin role)")
+
+
+@pytest.mark.parametrize(
+    "text", ["{}", '{"version": 7, "data": {}}', "not json"], ids=["empty", "version", "text"]
+)
+def test_guard_checkpoint_that_is_not_a_plugin_checkpoint_fails(node, text):
+    state = Path(str(node["plugin_checkpoint"])).parent
+    (state / "checkpoint.slots").unlink()
+    (state / "checkpoint.json").write_text(text)
+    check = _checks(node)["guard-checkpoint"]
+    assert check["status"] == "fail"
+    assert "is not a checkpoint the plugin wrote (" in check["detail"]
+    assert check["fix"].startswith("point guard_plugin_checkpoint at the plugin's checkpoint.json")
+
+
+def test_guard_checkpoint_is_skipped_when_the_guard_config_cannot_be_read(node):
+    (Path(str(node["cni_conf_dir"])) / GUARD).write_text("{")
+    check = _checks(node)["guard-checkpoint"]
+    assert check["status"] == "skip"
+    assert check["detail"].endswith("; see guard-config")
