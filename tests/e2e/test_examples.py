@@ -124,3 +124,40 @@ def test_two_rails_through_the_operator(lab: Any, operator_managed: None) -> Non
         delete_example(lab, folder / "workload.yaml", folder / "sriov-networks-and-policies.yaml")
     found = wait_clean(lab)
     assert found.empty, found.describe()
+
+
+def test_the_operator_serves_its_policies_resource_name_to_a_device_plugin_style_pod(
+    lab: Any, operator_managed: None
+) -> None:
+    folder = EXAMPLES / "operator-two-rails"
+    (namespace,) = [d for d in workloads.load(folder / "workload.yaml") if d["kind"] == "Namespace"]
+    # The same unchanged Pod, asking for the resource name both of the example's node policies share.
+    pod = workloads.load(
+        EXAMPLES / "device-plugin-resources" / "pod.yaml", {"openshift.io/rail_b": "openshift.io/sriov_vfs"}
+    )
+    client = objects.Objects(lab.api, field_manager="e2e")
+    workloads.apply_docs(lab.api, [namespace])
+    workloads.apply_docs(lab.api, workloads.load(folder / "sriov-networks-and-policies.yaml"))
+    try:
+        workloads.eventually("node policies and networks Ready", lambda: _ready(client), timeout_s=90)
+        served = workloads.eventually(
+            "the operator's DeviceClass sriov-vfs",
+            lambda: client.get_or_none(objects.DEVICE_CLASS, "sriov-vfs"),
+            timeout_s=60,
+        )
+        assert served["spec"]["extendedResourceName"] == "openshift.io/sriov_vfs"
+        workloads.apply_docs(lab.api, pod)
+        [row] = _rows(lab, "ai-workloads", "device-plugin-style")
+        assert row.ok, inspect_table.render_table([row])
+        assert row.interface == "dra0" and row.subnet in ("192.0.2.0/24", "198.51.100.0/24")
+    finally:
+        workloads.delete_docs(lab.api, pod)
+        delete_example(lab, folder / "sriov-networks-and-policies.yaml")
+        workloads.delete_docs(lab.api, [namespace])
+    found = wait_clean(lab)
+    assert found.empty, found.describe()
+    workloads.eventually(
+        "the operator to delete its DeviceClass once no policy names the resource",
+        lambda: client.get_or_none(objects.DEVICE_CLASS, "sriov-vfs") is None,
+        timeout_s=60,
+    )
