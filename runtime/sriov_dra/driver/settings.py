@@ -93,8 +93,9 @@ class PluginSettings:
     taint_clear_after_s: float = device_taints.DEFAULT_CLEAR_AFTER_S
     """Seconds a tainted VF must stay Healthy before its taint is removed (the hysteresis)."""
     api_max_in_flight: int = 8
-    """Auto-attach only: API requests one prepare step issues at once (the source NAD reads of a
-    plan, the shadow creates of a claim; ``driver.managed.fanout``), 1 to 16 (the API client keeps
+    """Auto-attach only: API requests one prepare or release step issues at once (the source NAD
+    reads of a plan, the shadow creates of a claim, a release's shadow reads, deletions and
+    finalizer removals; ``driver.managed.fanout``), 1 to 16 (the API client keeps
     16 connections, ``kube.client.POOL_MAXSIZE``); 1 issues them one after the other."""
 
     @property
@@ -203,7 +204,7 @@ FLAGS: Final = (
         "api-max-in-flight",
         "API_MAX_IN_FLIGHT",
         "8",
-        "auto-attach: API requests one prepare step issues at once (source reads, shadow creates), 1-16",
+        "auto-attach: API requests one prepare or release step issues at once (source reads, shadow creates, release), 1-16",
     ),
     _Flag(
         "unhealthy-taint-effect",

@@ -14,7 +14,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -152,3 +152,17 @@ def run_all(
     if len(calls) <= 1 or max_in_flight <= 1:
         return [_one(call) for call in calls]
     return start(calls, max_in_flight=max_in_flight).wait()
+
+
+def values(calls: Sequence[Callable[[], T]], *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> list[T]:
+    """:func:`run_all`, then each call's value in call order, or the first call's error in call order.
+
+    Every call has finished before anything is raised, so the error is the one a sequential loop
+    would have raised first, and no call outlives the step.
+    Raises: the first failing call's exception (calls order); as :func:`run_all` for a ``BaseException``.
+    """
+    outcomes = run_all(calls, max_in_flight=max_in_flight)
+    for outcome in outcomes:
+        if outcome.error is not None:
+            raise outcome.error
+    return [cast(T, outcome.value) for outcome in outcomes]

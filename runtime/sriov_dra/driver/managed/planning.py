@@ -159,16 +159,10 @@ def read_sources(
     distinct: dict[tuple[str, str], templates.SourceTemplate] = {}
     for template in wanted:
         distinct.setdefault((template.namespace, template.name), template)
-    outcomes = fanout.run_all(
+    read = fanout.values(
         [functools.partial(_read_source, nads, t) for t in distinct.values()], max_in_flight=max_in_flight
     )
-    sources: dict[tuple[str, str], Mapping[str, object]] = {}
-    for key, outcome in zip(distinct, outcomes, strict=True):
-        if outcome.error is not None:
-            raise outcome.error
-        assert outcome.value is not None
-        sources[key] = outcome.value
-    return sources
+    return dict(zip(distinct, read, strict=True))
 
 
 def _source_ref(template: templates.SourceTemplate, source: Mapping[str, object]) -> model.SourceRef:

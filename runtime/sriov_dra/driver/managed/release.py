@@ -10,13 +10,14 @@ not match, or removes a finalizer before ``ReleaseComplete`` is durable.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from sriov_dra.core.plugin import checkpoint_lifecycle
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver.managed import pod_selections, seams, shadow_lifecycle
+from sriov_dra.driver.managed import fanout, pod_selections, seams, shadow_lifecycle
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views as kube_views
 from sriov_dra_rules import errors
@@ -69,19 +70,32 @@ def _api_cleanup(
     claims: seams.ClaimApi,
     clock: seams.Clock,
     backoff: pod_selections.Backoff,
+    max_in_flight: int,
 ) -> tuple[model.ClaimRecord, dict[str, str]]:
-    """Steps 1–3; returns the record (with adopted UIDs) and shadow name → UID to finalize."""
-    views: list[shadow_lifecycle.ReleaseView] = []
-    adopted: dict[str, model.ManagedBinding] = {}
-    for target in shadow_lifecycle.targets(record):
-        view = shadow_lifecycle.resolve_for_release(target, nads=nads)
-        if view.live is not None and not target.binding.shadow_uid:
-            adopted[target.binding.attachment_id] = replace(target.binding, shadow_uid=view.uid)
-        views.append(view)
+    """Steps 1–3; returns the record (with adopted UIDs) and shadow name → UID to finalize.
+
+    Step 1's reads, then step 2's deletions, each run concurrently (``fanout``); every call of a
+    step finishes before the next step starts, and the first failure in device order is raised.
+    """
+    targets = shadow_lifecycle.targets(record)
+    views = fanout.values(
+        [functools.partial(shadow_lifecycle.resolve_for_release, t, nads=nads) for t in targets],
+        max_in_flight=max_in_flight,
+    )
+    adopted: dict[str, model.ManagedBinding] = {
+        t.binding.attachment_id: replace(t.binding, shadow_uid=v.uid)
+        for t, v in zip(targets, views, strict=True)
+        if v.live is not None and not t.binding.shadow_uid
+    }
     if adopted:
         record = store.update_managed_bindings(record.claim_uid, adopted)
-    for target, view in zip(shadow_lifecycle.targets(record), views, strict=True):
-        shadow_lifecycle.request_deletion(target, view, nads=nads)
+    fanout.values(
+        [
+            functools.partial(shadow_lifecycle.request_deletion, t, v, nads=nads)
+            for t, v in zip(shadow_lifecycle.targets(record), views, strict=True)
+        ],
+        max_in_flight=max_in_flight,
+    )
     pod_name = _pod_name(record, views, claims)
     if pod_name is not None:
         pod_selections.remove_claim_selections(
@@ -110,6 +124,7 @@ def release_managed_claim(
     clock: seams.Clock,
     clear_status: StatusClear | None = None,
     backoff: pod_selections.Backoff = pod_selections.DEFAULT_BACKOFF,
+    max_in_flight: int = fanout.DEFAULT_MAX_IN_FLIGHT,
 ) -> ReleaseResult:
     """Release ``record`` (which has managed bindings), in order.
 
@@ -125,6 +140,10 @@ def release_managed_claim(
     7. Clear this driver's ``status.devices`` entries (``clear_status``, best effort), then
        delete the record last; only then may a new Pod use the claim UID.
 
+    Steps 1, 2 and 6 each issue their shadows' requests concurrently, at most ``max_in_flight``
+    at once (``fanout``, the process-wide bound of ``--api-max-in-flight``); every request of a
+    step finishes before the next step begins, so the order above holds between steps, and the
+    first failure in device order is raised (the record stays; the release is retried).
     ``release_host`` is ``None`` only for a worker resuming a record that is already
     ``ReleaseComplete`` (the worker never releases hardware on its own authority: it passes the
     handler's function only for a ``Deleting`` record the kubelet authorized). ``clear_status``
@@ -141,7 +160,14 @@ def release_managed_claim(
     if not host_done:
         record = store.mark_managed_deleting(record.claim_uid)
     record, uids = _api_cleanup(
-        record, store=store, nads=nads, pods=pods, claims=claims, clock=clock, backoff=backoff
+        record,
+        store=store,
+        nads=nads,
+        pods=pods,
+        claims=claims,
+        clock=clock,
+        backoff=backoff,
+        max_in_flight=max_in_flight,
     )
     released = False
     if not host_done:
@@ -154,10 +180,22 @@ def release_managed_claim(
         record = store.mark_managed_release_complete(record.claim_uid)
     finalized: list[str] = []
     foreign: dict[str, tuple[str, ...]] = {}
-    for target in shadow_lifecycle.targets(record):
-        outcome = shadow_lifecycle.finalize_released(
-            target, uids.get(target.binding.shadow_name, ""), nads=nads, clock=clock, backoff=backoff
-        )
+    targets = shadow_lifecycle.targets(record)
+    outcomes = fanout.values(
+        [
+            functools.partial(
+                shadow_lifecycle.finalize_released,
+                t,
+                uids.get(t.binding.shadow_name, ""),
+                nads=nads,
+                clock=clock,
+                backoff=backoff,
+            )
+            for t in targets
+        ],
+        max_in_flight=max_in_flight,
+    )
+    for target, outcome in zip(targets, outcomes, strict=True):
         finalized.append(target.binding.shadow_name)
         if outcome.foreign:
             foreign[target.binding.shadow_name] = outcome.foreign

@@ -42,7 +42,8 @@ class ManagedAttach:
     ``node_uid`` reads the Node's current UID for the identity check of every prepare and repair
     pass (docs/design.md#consumer); ``None`` trusts ``node.uid`` as recorded (tests, benchmarks).
     ``max_in_flight`` bounds the API requests one step issues at once (the source reads of a plan,
-    the shadow ensures of a claim; ``fanout``; ``--api-max-in-flight``).
+    the shadow ensures of a claim, the shadow reads, deletions and finalizer removals of a
+    release; ``fanout``; ``--api-max-in-flight``).
     """
 
     def __init__(
@@ -266,6 +267,7 @@ class ManagedAttach:
                 clear_status=clear_status,
                 clock=self.clock,
                 backoff=self.backoff,
+                max_in_flight=self.max_in_flight,
             )
         except (errors.SriovDraError, kube_errors.ApiError, OSError) as exc:
             self.reporter.failure(

@@ -1,4 +1,4 @@
-"""``--api-max-in-flight`` reaches the concurrent API steps of an auto-attach prepare."""
+"""``--api-max-in-flight`` reaches the concurrent API steps of an auto-attach prepare and release."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from sriov_dra.driver.managed import fanout
 from sriov_dra.kubeletapi import messages
 
 
-def test_the_configured_in_flight_bound_reaches_every_fan_out_of_a_prepare(
-    node: mn.ManagedNode, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def bounds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The ``max_in_flight`` of every fan-out from now on, in call order."""
     seen: list[int] = []
     real = fanout.run_all
 
@@ -20,7 +20,25 @@ def test_the_configured_in_flight_bound_reaches_every_fan_out_of_a_prepare(
         return real(calls, max_in_flight=max_in_flight)
 
     monkeypatch.setattr(fanout, "run_all", recording)
+    return seen
+
+
+def test_the_configured_in_flight_bound_reaches_every_fan_out_of_a_prepare(
+    node: mn.ManagedNode, bounds: list[int]
+) -> None:
     node.attach.max_in_flight = 3
     ref = node.add_consumer([("nic-0", mn.DEV_A0), ("nic-1", mn.DEV_B0)])
     assert isinstance(node.prepare(ref), messages.Prepared)
-    assert len(seen) >= 2 and set(seen) == {3}  # the source reads of the plan and the shadow ensures
+    assert len(bounds) >= 2 and set(bounds) == {3}  # the source reads of the plan and the shadow ensures
+
+
+def test_the_configured_in_flight_bound_reaches_every_fan_out_of_a_release(
+    node: mn.ManagedNode, bounds: list[int]
+) -> None:
+    ref = node.add_consumer([("nic-0", mn.DEV_A0), ("nic-1", mn.DEV_B0)])
+    assert isinstance(node.prepare(ref), messages.Prepared)
+    node.attach.max_in_flight = 3
+    bounds.clear()
+    assert node.unprepare(ref) is None
+    assert bounds == [3, 3, 3]  # the shadow reads, the deletions, the finalizer removals
+    assert mn.clean_problems(node) == []

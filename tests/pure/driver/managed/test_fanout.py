@@ -122,3 +122,18 @@ def test_start_keeps_each_error_and_reraises_a_process_death_after_all_finished(
     with pytest.raises(Died):
         started.wait()
     assert sorted(tracker.finished) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("limit", [1, 4], ids=["inline", "threads"])
+def test_values_are_in_call_order_and_the_first_error_in_call_order_is_raised_after_all_finished(
+    limit: int,
+) -> None:
+    tracker = Tracker()
+    assert fanout.values([tracker.call(i) for i in range(3)], max_in_flight=limit) == [0, 10, 20]
+    tracker = Tracker()
+    second, fourth = ValueError("second"), KeyError("fourth")
+    calls = [tracker.call(0), tracker.call(1, fail=second), tracker.call(2), tracker.call(3, fail=fourth)]
+    with pytest.raises(ValueError) as raised:
+        fanout.values(calls, max_in_flight=limit)
+    assert raised.value is second
+    assert sorted(tracker.finished) == [0, 1, 2, 3]  # every call ran before the error was raised
