@@ -49,6 +49,110 @@ def sriov_preflight_admission_grant(_unused=None):
     return dict(preflight_rules.ADMISSION_GRANT)
 
 
+def _check(name, ok, detail, fix=""):
+    return {"name": name, "status": "pass" if ok else "fail", "detail": detail, "fix": "" if ok else fix}
+
+
+def _deployed(component):
+    value = component.get("deployed", True)
+    return value.strip().lower() in ("true", "yes", "1") if isinstance(value, str) else bool(value)
+
+
+def _pod_problem(pod):
+    """Why a Pod is not running and Ready (its containers' waiting or terminated reasons), or None."""
+    status = pod.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    if status.get("phase") == "Running" and ready:
+        return None
+    reasons = []
+    for c in status.get("containerStatuses") or []:
+        state = c.get("state") or {}
+        for key in ("waiting", "terminated"):
+            if state.get(key):
+                reasons.append("container %s %s" % (c.get("name"), state[key].get("reason") or key))
+    return "phase %s, not Ready%s" % (status.get("phase", "unknown"), (": " + ", ".join(reasons)) if reasons else "")
+
+
+def _image_problems(pod, image):
+    """Containers of ``pod`` whose image (spec, or the digest the runtime reports) is not ``image``."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    digest = image.partition("@")[2]
+    found = []
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        if c.get("image") != image:
+            found.append("container %s runs %s" % (c.get("name"), c.get("image")))
+    for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        running = str(c.get("imageID") or "")
+        if "@sha256:" in running and digest and running.partition("@")[2] != digest:
+            found.append("container %s's runtime reports %s" % (c.get("name"), running))
+    return found
+
+
+def sriov_auto_attach_gate(components, node):
+    """The gate checks of auto-attach on ``node``: ``guard-daemon`` and ``running-images``.
+
+    ``components``: ``[{"component", "namespace", "daemonset", "image", "deployed", "pods"}]`` for the
+    guard (``component`` ``guard``), Multus and the plugin, ``pods`` their Pods on ``node`` as read; or
+    the registered results of reading them in a loop (``item`` the component, ``resources`` its Pods).
+    ``guard-daemon`` passes when the guard's Pod there runs and is Ready (its readiness is the daemon's
+    socket listening); ``running-images`` when every deployed component has one Pod there, running,
+    Ready, whose every container runs the installed ``image`` (and, when the runtime reports a repository
+    digest, that digest). A component the roles did not deploy (``deployed`` false) is not checked,
+    and says so. Shapes: preflight check dicts ``{name, status, detail, fix}``.
+    Raises: AnsibleFilterError when ``components`` has no ``guard`` entry.
+    """
+    components = [dict(r["item"], pods=r.get("resources") or []) if "item" in r else r for r in components or []]
+    by_name = {c["component"]: c for c in components}
+    if "guard" not in by_name:
+        raise AnsibleFilterError("sriov_auto_attach_gate needs the guard's entry (component: guard)")
+    guard = by_name["guard"]
+    where = "DaemonSet %s/%s" % (guard["namespace"], guard["daemonset"])
+    if not _deployed(guard):
+        daemon = _check("guard-daemon", True, "%s is not deployed by the roles (guard_deploy_daemonset: false); the "
+                        "guard daemon on %s is not checked here" % (where, node))
+    else:
+        pods = guard.get("pods") or []
+        problems = ["%s/%s: %s" % (guard["namespace"], p["metadata"]["name"], _pod_problem(p))
+                    for p in pods if _pod_problem(p)]
+        daemon = _check(
+            "guard-daemon", bool(pods) and not problems,
+            ("the guard daemon runs on %s (%s)" % (node, ", ".join(p["metadata"]["name"] for p in pods)))
+            if pods and not problems else
+            ("%s has no Pod on %s" % (where, node)) if not pods else "the guard daemon on %s is not up: %s"
+            % (node, "; ".join(problems)),
+            "the guard daemon must be up before auto-attach: kubectl -n %s describe pod -l "
+            "app.kubernetes.io/name=%s --field-selector spec.nodeName=%s, fix what it says, then run the preflight "
+            "again" % (guard["namespace"], guard["daemonset"], node),
+        )
+    problems, checked, skipped = [], [], []
+    for c in components:
+        label = "%s %s/%s" % (c["component"], c["namespace"], c["daemonset"])
+        if not _deployed(c):
+            skipped.append(label)
+            continue
+        pods = c.get("pods") or []
+        if not pods:
+            problems.append("%s has no Pod on %s" % (label, node))
+        for p in pods:
+            name = "%s/%s" % (c["namespace"], p["metadata"]["name"])
+            bad = _image_problems(p, c["image"])
+            if bad:
+                problems.append("%s: %s, not the installed %s" % (name, "; ".join(bad), c["image"]))
+            elif _pod_problem(p):
+                problems.append("%s: %s" % (name, _pod_problem(p)))
+        checked.append("%s %s" % (c["component"], c["image"]))
+    detail = ("every Pod on %s runs the installed image: %s" % (node, ", ".join(checked))) if not problems else \
+        "; ".join(problems)
+    if skipped:
+        detail += " (not deployed by the roles, not checked: %s)" % ", ".join(skipped)
+    images = _check(
+        "running-images", not problems, detail,
+        "wait until each DaemonSet's rollout reached %s (kubectl -n <namespace> rollout status daemonset/<name>), or "
+        "delete the Pod named so that the current template recreates it, then run the preflight again" % node,
+    )
+    return [daemon, images]
+
+
 class FilterModule:
     """sriovnet.dra preflight filters."""
 
@@ -57,4 +161,5 @@ class FilterModule:
             "sriov_preflight_cluster": sriov_preflight_cluster,
             "sriov_preflight_permissions": sriov_preflight_permissions,
             "sriov_preflight_admission_grant": sriov_preflight_admission_grant,
+            "sriov_auto_attach_gate": sriov_auto_attach_gate,
         }

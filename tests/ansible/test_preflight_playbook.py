@@ -50,6 +50,7 @@ def cluster(control_plane: object, api: object, ansible_env: dict[str, str], tmp
             {
                 "preflight_plugin_namespace": NAMESPACE,
                 "preflight_node_options": node_fixture.prepare(tmp_path / "node"),
+                "preflight_auto_attach_gate": False,  # no Node here: tests/ansible/test_auto_attach_gate.py
             }
         )
     )

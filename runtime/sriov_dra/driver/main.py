@@ -177,15 +177,8 @@ class Plugin:
                 "and release those workloads first. The file was left untouched"
             )
         self.metrics.prepared_claims.set(len(records))
-        LOG.info(
-            "checkpoint loaded",
-            extra={
-                "op": "startup",
-                "path": str(store.path),
-                "source": str(store.source),
-                "claims": len(records),
-            },
-        )
+        files = {"path": str(store.path), "source": str(store.source)}
+        LOG.info("checkpoint loaded", extra={"op": "startup", **files, "claims": len(records)})
         return store
 
     def _api_client(self) -> kube_watches.ApiClient:
@@ -222,6 +215,10 @@ class Plugin:
             self._serve_before_owning()
         self.store = self._load_checkpoint()
         self._api = self._api if self._api is not None else self._api_client()
+        try:  # 3a: a Node label may keep this node manual (--multus-auto-attach-node-label)
+            self.settings = cfg = managed_wiring.gated_settings(self._api, cfg, self.store)
+        except Exception as exc:
+            raise StartupError(f"cannot read Node {cfg.node_name} for its auto-attach label: {exc}") from exc
         if cfg.metrics_bind_address:
             self.http = probes.HttpServer(cfg.metrics_bind_address, self.health_state, self.metrics.render)
             try:

@@ -10,6 +10,7 @@ the entrypoint cannot stop; never runs with a node UID it did not read.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -19,7 +20,8 @@ from typing import Final
 import prometheus_client
 
 from sriov_dra.core import identities
-from sriov_dra.driver import claim_context, locks, prepare, unprepare
+from sriov_dra.core.plugin import auto_attach_gate
+from sriov_dra.driver import claim_context, locks, prepare, settings, unprepare
 from sriov_dra.driver.managed import (
     fanout,
     lock_order,
@@ -38,6 +40,35 @@ from sriov_dra.servicekit import probes
 LOG = logging.getLogger(__name__)
 
 CONTROLLER: Final = "sriov-dra-plugin"
+
+
+def gated_settings(
+    api: watches.ApiClient, cfg: settings.PluginSettings, store: seams.Store
+) -> settings.PluginSettings:
+    """``cfg``, with auto-attach turned off when ``--multus-auto-attach-node-label`` keeps this node manual.
+
+    Without the label flag (or without auto-attach) ``cfg`` as it is. Else the Node's labels are
+    read once and ``core.plugin.auto_attach_gate`` decides (recorded auto-attached bindings keep it
+    on); the decision and its reason are logged (``auto-attach gate``).
+    Raises: ``kube.errors`` classes when the Node cannot be read (startup fails visibly).
+    """
+    if not (cfg.multus_auto_attach and cfg.multus_auto_attach_node_label):
+        return cfg
+    labels = node_info.node_labels(api, cfg.node_name, timeout_s=cfg.api_timeout_s)
+    managed = [uid for uid, r in store.all_claims().items() if r.managed_bindings()]
+    decision = auto_attach_gate.decide(cfg.multus_auto_attach_node_label, cfg.node_name, labels, managed)
+    LOG.info(
+        "auto-attach gate",
+        extra={
+            "op": "startup",
+            "node": cfg.node_name,
+            "auto_attach": "on" if decision.on else "off",
+            "reason": decision.why,
+        },
+    )
+    return cfg if decision.on else dataclasses.replace(cfg, multus_auto_attach=False)
+
+
 """``reportingController`` of the plugin's Events."""
 
 PROGRESS_EVERY_S: Final = 15.0

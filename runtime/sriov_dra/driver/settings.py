@@ -92,6 +92,9 @@ class PluginSettings:
     unhealthy VF; NoExecute (opt-in) also evicts the Pods using it (docs/plugin.md#device-taints)."""
     taint_clear_after_s: float = device_taints.DEFAULT_CLEAR_AFTER_S
     """Seconds a tainted VF must stay Healthy before its taint is removed (the hysteresis)."""
+    multus_auto_attach_node_label: str = ""
+    """Auto-attach only: when set, auto-attach runs only if the Node carries this label with value
+    ``true`` (``core.plugin.auto_attach_gate``), decided once at start; empty: on every node."""
     api_max_in_flight: int = 8
     """Auto-attach only: API requests one prepare or release step issues at once (the source NAD
     reads of a plan, the shadow creates of a claim, a release's shadow reads, deletions and
@@ -161,6 +164,13 @@ FLAGS: Final = (
         "MULTUS_AUTO_ATTACH",
         "false",
         "generate Multus network selections for allocated VFs (MULTUS mode only)",
+    ),
+    _Flag(
+        "multus-auto-attach-node-label",
+        "MULTUS_AUTO_ATTACH_NODE_LABEL",
+        "",
+        "with --multus-auto-attach: run auto-attach only on a Node labelled <this>=true (set by the "
+        "preflight gate), manual mode elsewhere; empty = on every node",
     ),
     _Flag(
         "multus-config-file",
@@ -342,7 +352,8 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
 
     Raises: SettingsError listing every problem: missing/invalid node name, relative paths, an
     invalid namespace, a mode other than MULTUS (STANDALONE is named as unsupported),
-    ``--multus-auto-attach`` without MULTUS, a bad boolean, log format/level or address, an
+    ``--multus-auto-attach`` without MULTUS, ``--multus-auto-attach-node-label`` that is not a label
+    key or without ``--multus-auto-attach``, a bad boolean, log format/level or address, an
     invalid ``--multus-primary-interface``,
     a ``--multus-system-namespaces`` entry that is not a namespace name, a relative
     ``--multus-config-file``, a ``--repair-first-pass-timeout-s`` or ``--taint-clear-after-s``
@@ -357,6 +368,16 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
     if node_problem:
         problems.append(errors.FieldError(where("node-name"), node_problem))
     auto_attach = _bool(str(args["multus_auto_attach"]), _flag("multus-auto-attach"), problems)
+    gate_label = str(args["multus_auto_attach_node_label"]).strip()
+    key_problems = names.qualified_name_errors(gate_label) if gate_label else []
+    gate_problems = (
+        [f"{gate_label!r} is not a label key: {'; '.join(key_problems)}"] if key_problems else []
+    ) + (
+        ["gates auto-attach per node, so it needs --multus-auto-attach as well; set both or neither"]
+        if gate_label and not auto_attach
+        else []
+    )
+    problems += [errors.FieldError(where("multus-auto-attach-node-label"), p) for p in gate_problems]
     mode_raw = str(args["configuration_mode"]) or ConfigurationMode.MULTUS.value
     mode = ConfigurationMode.MULTUS
     if mode_raw == ConfigurationMode.STANDALONE:
@@ -450,6 +471,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
         policy_namespace=namespace,
         configuration_mode=mode,
         multus_auto_attach=auto_attach,
+        multus_auto_attach_node_label=gate_label,
         log_format=log_format,
         log_level=level,
         metrics_bind_address=address,

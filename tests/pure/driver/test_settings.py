@@ -61,6 +61,12 @@ def test_multus_auto_attach_is_read_from_flag_or_environment(
     assert parse(argv, {**BASE, **env}).multus_auto_attach is expected
 
 
+def test_the_auto_attach_node_label_is_read_from_flag_or_environment_and_empty_by_default() -> None:
+    assert parse(["--multus-auto-attach"]).multus_auto_attach_node_label == ""
+    env = {**BASE, "MULTUS_AUTO_ATTACH": "true", "MULTUS_AUTO_ATTACH_NODE_LABEL": "example.com/gate"}
+    assert parse([], env).multus_auto_attach_node_label == "example.com/gate"
+
+
 @pytest.mark.parametrize(
     ("argv", "env", "needles"),
     [
@@ -84,6 +90,16 @@ def test_multus_auto_attach_is_read_from_flag_or_environment(
         (["--metrics-bind-address", "example.com:9464"], BASE, ["is not an IP address"]),
         (["--fake-sysfs-kernel"], BASE, ["invalid command line", "--fake-sysfs-kernel"]),
         (["positional"], BASE, ["invalid command line"]),
+        (
+            ["--multus-auto-attach-node-label=example.com/gate"],
+            BASE,
+            ["--multus-auto-attach-node-label / MULTUS_AUTO_ATTACH_NODE_LABEL", "needs --multus-auto-attach"],
+        ),
+        (
+            ["--multus-auto-attach", "--multus-auto-attach-node-label=a/b/c"],
+            BASE,
+            ["'a/b/c' is not a label key", "at most one '/'"],
+        ),
     ],
     ids=[
         "missing-node-name",
@@ -98,6 +114,8 @@ def test_multus_auto_attach_is_read_from_flag_or_environment(
         "address-hostname",
         "no-fake-kernel-flag-in-the-product",
         "positional-argument",
+        "node-label-gate-needs-auto-attach",
+        "node-label-gate-is-a-label-key",
     ],
 )
 def test_invalid_settings_name_the_flag_the_value_and_the_fix(

@@ -1,0 +1,193 @@
+"""``ansible-playbook sriovnet.dra.preflight`` turns auto-attach on only on a node whose every check passed.
+
+Against the real test control plane, with the plugin role installed (``test_preflight_playbook``'s
+``cluster`` fixture), a simulated Node (heartbeats) for the inventory's host, and the guard's and
+Multus's Pods on it. A FAKE kubelet stand-in (a thread of this test) marks the node's Pods running
+and Ready, with the image digests the test chose, as a kubelet would report them. With the guard's
+Pod not Ready the play fails naming ``guard-daemon`` and its fix and leaves the Node without the
+auto-attach label (manual mode); once every check passes the Node gets the label and its plugin
+Pod is recreated (so that it reads it); a guard Pod whose runtime reports another image digest
+fails ``running-images`` and the label is removed again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from tests.ansible import test_preflight_playbook as tpp
+from tests.ansible.conftest import run
+from tests.waiting import eventually
+
+from sriov_dra_lab.nodes import SimulatedNode
+
+cluster = tpp.cluster
+NAMESPACE = tpp.NAMESPACE
+NODE = "sriovnet-gate-node"
+LABEL = "sriovnetwork.k8snetworkplumbingwg.io/multus-auto-attach"
+IMAGE = f"localhost/sriov-dra:0.1.0@sha256:{'0' * 63}4"  # the plugin image the fixture installed
+MULTUS = f"localhost/multus-cni:v4.3.0@sha256:{'0' * 63}7"
+OTHER_DIGEST = f"sha256:{'e' * 64}"
+
+
+class FakeKubelet:
+    """FAKE kubelet stand-in: reports the node's Pods running (Ready unless named in ``not_ready``) and
+    confirms the deletion of those being deleted.
+
+    ``image_ids`` maps a Pod name to the imageID its containers report (default: the spec image).
+    """
+
+    def __init__(self, api: Any) -> None:
+        self.core = k8s.CoreV1Api(api)
+        self.not_ready: set[str] = set()
+        self.image_ids: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
+
+    def __enter__(self) -> FakeKubelet:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.3):
+            for pod in self.core.list_namespaced_pod(NAMESPACE, field_selector=f"spec.nodeName={NODE}").items:
+                if pod.metadata.deletion_timestamp is None:
+                    self._report(pod)
+                else:  # the containers stopped: confirm the deletion, as a kubelet does
+                    self._gone(pod)
+
+    def _gone(self, pod: Any) -> None:
+        try:
+            self.core.delete_namespaced_pod(pod.metadata.name, NAMESPACE, grace_period_seconds=0)
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def _report(self, pod: Any) -> None:
+        ready = pod.metadata.name not in self.not_ready
+        statuses = [
+            {
+                "name": c.name,
+                "image": c.image,
+                "imageID": self.image_ids.get(pod.metadata.name, c.image),
+                "ready": ready,
+                "restartCount": 0,
+                "state": {"running": {}} if ready else {"waiting": {"reason": "CrashLoopBackOff"}},
+            }
+            for c in pod.spec.containers
+        ]
+        status = {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "containerStatuses": statuses,
+        }
+        try:
+            self.core.patch_namespaced_pod_status(pod.metadata.name, NAMESPACE, {"status": status})
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def _pod(api: Any, name: str, app: str, image: str) -> None:
+    body = {
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": app}},
+        "spec": {"nodeName": NODE, "containers": [{"name": app, "image": image}]},
+    }
+    k8s.CoreV1Api(api).create_namespaced_pod(NAMESPACE, body)
+
+
+def _label(api: Any) -> str | None:
+    return (k8s.CoreV1Api(api).read_node(NODE).metadata.labels or {}).get(LABEL)
+
+
+def _plugin_pods(api: Any) -> set[str]:
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(
+        NAMESPACE,
+        label_selector="app.kubernetes.io/name=sriov-dra-plugin",
+        field_selector=f"spec.nodeName={NODE}",
+    )
+    return {p.metadata.name for p in pods.items if p.metadata.deletion_timestamp is None}
+
+
+@pytest.fixture
+def gate(cluster: Any, api: Any, tmp_path: Path) -> Iterator[tuple[dict[str, str], list[str], FakeKubelet]]:
+    env, argv = cluster
+    node = SimulatedNode(api, NODE, labels={"kubernetes.io/hostname": NODE}, interval_s=5.0).start()
+    extra = tmp_path / "gate.json"
+    extra.write_text(
+        json.dumps(
+            {
+                "preflight_auto_attach_gate": True,
+                "sriov_dra_node_name": NODE,
+                "sriov_dra_image": IMAGE,
+                "multus_image": MULTUS,
+                "guard_namespace": NAMESPACE,
+                "multus_namespace": NAMESPACE,
+                "preflight_gate_wait_timeout": 60,
+            }
+        )
+    )
+    try:
+        _pod(api, "guard", "sriov-dra-guard", IMAGE)
+        _pod(api, "multus", "multus", MULTUS)
+        with FakeKubelet(api) as kubelet:
+            yield env, [*argv, "-e", f"@{extra}"], kubelet
+    finally:
+        node.stop(delete=True)
+        core = k8s.CoreV1Api(api)
+        for pod in core.list_namespaced_pod(NAMESPACE, field_selector=f"spec.nodeName={NODE}").items:
+            core.delete_namespaced_pod(pod.metadata.name, NAMESPACE, grace_period_seconds=0)
+
+
+def test_auto_attach_is_turned_on_only_while_every_check_of_the_node_passes(gate, api) -> None:
+    env, argv, kubelet = gate
+    kubelet.not_ready.add("guard")
+    eventually("the node's plugin Pod", lambda: _plugin_pods(api) or None, timeout_s=60, interval_s=0.5)
+    failed = run(argv, env, check=False)
+    out = " ".join((failed.stdout + failed.stderr).split())
+    assert failed.returncode != 0
+    assert (
+        f"preflight failed on localhost (auto-attach stays off there: manual mode): [guard-daemon] the guard "
+        f"daemon on {NODE} is not up: {NAMESPACE}/guard: phase Running, not Ready: container sriov-dra-guard "
+        "CrashLoopBackOff; fix: the guard daemon must be up before auto-attach" in out
+    ), out[-4000:]
+    assert f"auto-attach on {NODE}: off, manual mode" in out
+    assert _label(api) is None
+
+    kubelet.not_ready.clear()
+    before = _plugin_pods(api)
+    passed = run(argv, env)
+    out = " ".join(passed.stdout.split())
+    assert f'"PASS guard-daemon: the guard daemon runs on {NODE} (guard)"' in out, out[-4000:]
+    assert (
+        f'"PASS running-images: every Pod on {NODE} runs the installed image: guard {IMAGE}, multus {MULTUS}, '
+        f'plugin {IMAGE}"' in out
+    )
+    assert f"auto-attach on {NODE}: on ({LABEL}=true: every check passed)" in out
+    assert _label(api) == "true"
+    assert _plugin_pods(api) and not _plugin_pods(api) & before, "the node's plugin Pod was recreated"
+
+    kubelet.image_ids["guard"] = f"localhost/sriov-dra@{OTHER_DIGEST}"
+    eventually(
+        "the guard Pod to report the other digest",
+        lambda: OTHER_DIGEST in str(k8s.CoreV1Api(api).read_namespaced_pod_status("guard", NAMESPACE).status),
+        timeout_s=30,
+        interval_s=0.3,
+    )
+    drifted = run(argv, env, check=False)
+    out = " ".join((drifted.stdout + drifted.stderr).split())
+    assert drifted.returncode != 0
+    assert (
+        f"[running-images] {NAMESPACE}/guard: container sriov-dra-guard's runtime reports "
+        f"localhost/sriov-dra@{OTHER_DIGEST}, not the installed {IMAGE}" in out
+    ), out[-4000:]
+    assert _label(api) is None
