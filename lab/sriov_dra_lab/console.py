@@ -123,7 +123,8 @@ def preflight_commands(lab: stack.LabStack) -> list[str]:
 
     With the plugins on the operator's namespace the CLI checks policies there (``--policy-namespace``);
     the node checks are told the lab's Multus mode (``--multus-mode``; the playbook reads the
-    inventory's ``multus_mode``).
+    inventory's ``multus_mode``) and, for plugin processes, where they write their checkpoint
+    (``--plugin-checkpoint``; the inventory's ``preflight_plugin_checkpoint``).
 
     The CLI's node checks read the machine it runs on (``/opt/cni/bin``, ``/etc/cni/net.d``): on
     the lab that is a node's mount and network namespaces, entered with ``nsenter``.
@@ -136,9 +137,15 @@ def preflight_commands(lab: stack.LabStack) -> list[str]:
     lines: list[str] = []
     if lab.nodes:
         layout = lab.nodes[0].layout
+        # a plugin process writes its checkpoint in the lab's state directory, which the guard reads
+        node = (
+            ""
+            if lab.plugin_as_daemonset
+            else f" --plugin-checkpoint {layout.plugin_state_dir / 'checkpoint.json'}"
+        )
         lines.append(
             f"nsenter --mount={layout.mountns_file} --net={layout.netns_path} "
-            f"{sriov} preflight {target} --multus-mode {lab.options.multus_mode}    # on node {layout.name} (root)"
+            f"{sriov} preflight {target} --multus-mode {lab.options.multus_mode}{node}    # on node {layout.name} (root)"
         )
     lines.append(f"{sriov} preflight {target} --no-node-checks    # cluster checks only, from the host")
     playbook = Path(sys.executable).parent / "ansible-playbook"

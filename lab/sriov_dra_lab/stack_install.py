@@ -93,6 +93,7 @@ class StackInstall(StackState):
                 not self.plugin_as_daemonset
             ):  # the DaemonSet's checkpoint is the role's default, in every node
                 node_vars["guard_plugin_checkpoint"] = str(lay.plugin_state_dir / "checkpoint.json")
+                node_vars["preflight_plugin_checkpoint"] = node_vars["guard_plugin_checkpoint"]
             prefix = topology.NodeMachine(lay).exec_prefix()
             hosts.append(roles.NodeHost(name, tuple(prefix), node_vars))
         cluster_vars: dict[str, Any] = {

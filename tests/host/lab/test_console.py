@@ -22,12 +22,14 @@ def _lab(
     policy_namespace: str = stack_base.POLICY_NAMESPACE,
     layout: type[topology.NodeLayout] = topology.NodeLayout,
     multus_mode: str = "thin",
+    plugin_as_daemonset: bool = True,
 ) -> Any:
     """The attributes of a running LabStack the hints read."""
     workdir = tmp_path / ".lab"
     return SimpleNamespace(
         workdir=workdir,
         lab_id="ab12",
+        plugin_as_daemonset=plugin_as_daemonset,
         options=SimpleNamespace(multus_mode=multus_mode),
         cp=SimpleNamespace(
             kubeconfig=workdir / "controlplane" / "admin.kubeconfig", server="https://127.0.0.1:1"
@@ -160,6 +162,15 @@ def test_lab_up_hints_give_the_preflight_in_a_node_namespace_with_the_labs_multu
     ansible = lab.workdir / "ansible"
     assert (f"K8S_AUTH_KUBECONFIG={kubeconfig} ANSIBLE_COLLECTIONS_PATH={ansible / 'collections'} ") in text
     assert f"sriovnet.dra.preflight -i {ansible / 'inventory.yml'}" in text
+
+
+def test_lab_up_hints_give_a_plugin_processs_checkpoint_to_the_node_preflight(tmp_path: Path) -> None:
+    """A plugin process writes its checkpoint where the lab's guard reads it, not the DaemonSet's path."""
+    lab = _lab(tmp_path, plugin_as_daemonset=False)
+    layout = lab.nodes[0].layout
+    assert (
+        f"--multus-mode thin --plugin-checkpoint {layout.plugin_state_dir / 'checkpoint.json'}    # on node"
+    ) in console.lab_hints(lab)
 
 
 def test_up_with_no_hold_prints_no_hints_and_says_the_lab_stops(
