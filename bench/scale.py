@@ -14,8 +14,11 @@ Measured, each printed against its goal (``PASS``/``MISS``; ``INFO`` without a g
 node's orphan scan and repair pass (requests, time, peak RSS), apiserver and etcd RSS and object
 counts, the largest Pod's annotations against the 256 KiB limit, the plugin's and guard's RSS with
 the product image's Python environment, a tracemalloc top 10 of the plugin, and the cleanup of
-the whole set (the real release path on the plugin's node; the garbage collector and
-``driver.managed.shadow_lifecycle.finalize_released`` for the others, an upper bound).
+the whole set: the plugin's node through the real NodeUnprepare path; then every Pod deleted and
+each simulated node's shadows released as that node's plugin releases them at NodeUnprepare
+(``bench/scalekit/node_release.py``: the product's ``release_managed_claim`` in one process per
+node, with the plugin's concurrency bounds), nodes in parallel, the garbage collector running as
+it does. The release rate (shadows/s) is printed against its goal with the time split.
 
 Nothing is asserted on time: it exits 0 on a MISS. Run:
 ``.venv/bin/python bench/scale.py [--pods N] [--vfs-per-pod K] [--prepared-claims C]``; the
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -45,13 +49,14 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml
-from bench.scalekit import objects
+from bench.scalekit import node_release, objects
 from kubernetes import client
 
 from sriov_dra.core import limits
 from sriov_dra.core.plugin import checkpoint_codec
+from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import publisher
-from sriov_dra.driver.managed import seams, shadow_lifecycle
+from sriov_dra.driver.managed import fanout
 from sriov_dra.host import discovery
 from sriov_dra.kube import apply, nad_client, pod_patch, resource_slices, watches
 from sriov_dra.kubeletapi import messages
@@ -74,13 +79,15 @@ RAILS: Final = (
     ("rail-b-net", "ai-rail-b", "198.51.100.0/24", "enp129s0f0"),
 )
 THREADS: Final = 8
-"""Concurrent writers of the bulk objects and the cleanup (a cluster's 31 plugins work in parallel)."""
+"""Concurrent writers of the bulk objects and of the Pod deletions."""
 
 GOAL_SCAN_LISTS: Final = 1
 GOAL_SCAN_S: Final = 2.0
 GOAL_SCAN_RSS_MIB: Final = 256.0
 GOAL_PLUGIN_RSS_MIB: Final = 120.0
 GOAL_GUARD_RSS_MIB: Final = 80.0
+GOAL_RELEASE_PER_S: Final = 100.0
+"""Shadows released per second once a job's Pods are deleted (its namespaces and IPs freed)."""
 ANNOTATION_LIMIT_B: Final = limits.TOTAL_ANNOTATION_SIZE_LIMIT_B
 
 
@@ -368,32 +375,32 @@ def run_parallel(calls: Sequence[Callable[[], Any]], threads: int = THREADS) -> 
 
 
 # ---------------------------------------------------------------------------------------- plugin
-class PluginChild:
-    """``bench/scalekit/plugin_child.py`` as a process: one JSON line per command."""
+class ChildProcess:
+    """A ``bench.scalekit`` module run as a process as the image runs Python: one JSON line per command.
 
-    def __init__(self, argv: list[str], log: Path, *, tracemalloc_frames: int = 0) -> None:
-        env = {**os.environ, **image_env.python_env(), "PYTHONPATH": str(ROOT)}  # as the image runs it
-        if tracemalloc_frames:
-            env["SRIOV_DRA_BENCH_TRACEMALLOC"] = str(tracemalloc_frames)
+    The child writes one line when it is ready (:attr:`ready`), then answers each ``{"cmd": ...}``
+    line with one line; its stderr (product logs) goes to ``log``.
+    """
+
+    def __init__(self, module: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.label = module.rsplit(".", 1)[-1]
         self.log = log.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.scalekit.plugin_child", *argv],
+            [sys.executable, "-m", module, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
             cwd=ROOT,
-            env=env,
+            env={**os.environ, **image_env.python_env(), "PYTHONPATH": str(ROOT), **(env or {})},
             text=True,
         )
         self.ready = self._read()
-        if not self.ready.get("ready"):
-            raise RuntimeError(f"the plugin did not start: {self.ready.get('error')} (log {log})")
 
     def _read(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"the plugin process exited ({self.proc.wait()}); see its log")
+            raise RuntimeError(f"the {self.label} process exited ({self.proc.wait()}); see {self.log.name}")
         return dict(json.loads(line))
 
     def ask(self, cmd: str, **extra: Any) -> dict[str, Any]:
@@ -408,6 +415,16 @@ class PluginChild:
                 self.ask("stop")
             self.proc.wait(timeout=60)
         self.log.close()
+
+
+class PluginChild(ChildProcess):
+    """``bench/scalekit/plugin_child.py`` as a process."""
+
+    def __init__(self, argv: list[str], log: Path, *, tracemalloc_frames: int = 0) -> None:
+        env = {"SRIOV_DRA_BENCH_TRACEMALLOC": str(tracemalloc_frames)} if tracemalloc_frames else {}
+        super().__init__("bench.scalekit.plugin_child", argv, log, env)
+        if not self.ready.get("ready"):
+            raise RuntimeError(f"the plugin did not start: {self.ready.get('error')} (log {log})")
 
 
 @dataclass
@@ -521,41 +538,63 @@ def managed_shadows_listed(api: client.ApiClient) -> list[dict[str, Any]]:
     )
 
 
-def gc_and_finalize(
-    api: client.ApiClient, bulk: Sequence[BulkPod], delete_pods: Callable[[], None], timeout_s: float
-) -> tuple[int, float]:
-    """Run ``delete_pods``, then give each shadow the GC marks deleted the plugin's finalizer removal.
+def node_release_bounds() -> str:
+    """The per-node concurrency the simulated nodes' release processes keep, as text."""
+    return f"{node_release.UNPREPARE_CALLS} calls at once, {fanout.DEFAULT_MAX_IN_FLIGHT} requests per release step"
 
-    A watch of every managed shadow (one label-selected list, then events) sees each shadow the
-    garbage collector deletes turn terminating; ``FinalizeReleasedShadow``
-    (``driver.managed.shadow_lifecycle.finalize_released``, as each simulated node's plugin would call it at
-    NodeUnprepare) removes the protection finalizer, on :data:`THREADS` workers. Ends when the
-    watch's cache is empty. Returns ``(finalizer removals, seconds after delete_pods began)``.
-    Raises: TimeoutError after ``timeout_s``; the first error of a finalizer removal.
+
+class NodeReleaseChild(ChildProcess):
+    """``bench/scalekit/node_release.py`` as a process: one simulated node's plugin releasing its claims."""
+
+    def __init__(self, node: str, records: Sequence[model.ClaimRecord], kubeconfig: Path, work: Path) -> None:
+        (work / node).mkdir(parents=True)
+        path = work / node / checkpoint_doc.CHECKPOINT_FILE_NAME
+        claims = {r.claim_uid: r for r in records}
+        path.write_bytes(checkpoint_codec.encode_checkpoint(model.Checkpoint(claims=claims)))
+        super().__init__(
+            "bench.scalekit.node_release", [str(kubeconfig), str(path)], work / node / "release.log"
+        )
+        if self.ready.get("claims") != len(claims):
+            raise RuntimeError(f"node {node}'s release process loaded {self.ready}, not {len(claims)} claims")
+
+
+@dataclass
+class Teardown:
+    """Seconds after the first Pod deletion: Pods deleted, the nodes' releases returned, each
+    shadow's deletion seen requested and its object seen gone (its protection finalizer removed)."""
+
+    pods_deleted_s: float = 0.0
+    releases_s: float = 0.0
+    marked_s: dict[str, float] = field(default_factory=dict)
+    gone_s: dict[str, float] = field(default_factory=dict)
+    answers: list[dict[str, Any]] = field(default_factory=list)
+
+
+def delete_and_release(
+    api: client.ApiClient,
+    delete_pods: Callable[[], object],
+    nodes: Sequence[NodeReleaseChild],
+    shadows: set[str],
+    timeout_s: float,
+) -> Teardown:
+    """Delete the Pods, then have every simulated node release its claims, all nodes at once.
+
+    A watch of every managed shadow (one label-selected list, then events) records when each of
+    ``shadows`` turns terminating and when it is gone. Ends when the watch's cache is empty.
+    Raises: TimeoutError after ``timeout_s``; RuntimeError when a node's release failed.
     """
-    targets = {t.binding.shadow_name: t for p in bulk for r in p.records for t in shadow_lifecycle.targets(r)}
-    nads, clock = nad_client.NadClient(api), seams.SystemClock()
-    submitted: set[str] = set()
-    futures: list[concurrent.futures.Future[Any]] = []
-    pool = concurrent.futures.ThreadPoolExecutor(THREADS)
+    out = Teardown()
+    start = time.monotonic()
 
     def on_event(kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        name = str(meta.get("name"))
-        if (
-            kind not in ("ADDED", "MODIFIED")
-            or not meta.get("deletionTimestamp")
-            or name not in targets
-            or name in submitted
-            or names.FINALIZER_ATTACHMENT_PROTECTION not in (meta.get("finalizers") or [])
-        ):
+        name, now = str(meta.get("name")), time.monotonic() - start
+        if name not in shadows:
             return
-        submitted.add(name)  # the watch thread is the only writer
-        futures.append(
-            pool.submit(
-                shadow_lifecycle.finalize_released, targets[name], str(meta["uid"]), nads=nads, clock=clock
-            )
-        )
+        if meta.get("deletionTimestamp") or kind == "DELETED":
+            out.marked_s.setdefault(name, now)
+        if kind == "DELETED":
+            out.gone_s.setdefault(name, now)
 
     target = watches.Target(
         "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions",
@@ -567,17 +606,21 @@ def gc_and_finalize(
             raise TimeoutError("the shadow watch did not list within 300 s")
         start = time.monotonic()
         delete_pods()
+        out.pods_deleted_s = time.monotonic() - start
+        out.answers = run_parallel(
+            [functools.partial(n.ask, "release") for n in nodes], threads=max(1, len(nodes))
+        )
+        out.releases_s = time.monotonic() - start
         while watch.items():
             if time.monotonic() - start > timeout_s:
                 raise TimeoutError(f"{len(watch.items())} shadows still present after {timeout_s:.0f} s")
             time.sleep(0.2)
-        elapsed = time.monotonic() - start
     finally:
         watch.close()
-        pool.shutdown(wait=True)
-    for future in futures:
-        future.result()
-    return len(submitted), elapsed
+    failed = [f for a in out.answers for f in a["failed"]]
+    if failed:
+        raise RuntimeError(f"{len(failed)} claim releases failed, first: {failed[0]}")
+    return out
 
 
 def delete_pod(api: client.ApiClient, namespace: str, name: str) -> None:
@@ -615,10 +658,11 @@ class Sizes:
 
         Measured there: the control plane, plugin restarts and the guard ~90 s; ~40 bulk writes/s
         with 8 writers; ~1.5 s per prepared Pod (allocation writes, NodePrepare, unprepare); and the
-        garbage collector deleting ~10 shadows/s (kube-controller-manager's default client QPS).
+        simulated nodes releasing their shadows at the goal's rate (:data:`GOAL_RELEASE_PER_S`).
         """
         writes = self.bulk_pods * (2 + self.vfs_per_pod)
-        return 90 + writes / 40 + self.bulk_pods * self.vfs_per_pod / 10 + self.prepared_pods * 1.5
+        released = self.bulk_pods * self.vfs_per_pod / GOAL_RELEASE_PER_S
+        return 90 + writes / 40 + released + self.prepared_pods * 1.5
 
 
 def parse(argv: Sequence[str]) -> Sizes:
@@ -874,39 +918,67 @@ def bench(sizes: Sizes, work: Path, report: Report) -> None:
             report.note(f"{entry['mib']:7.2f} MiB  {entry['where']}")
         child.ask("tracemalloc-stop")
 
-        # --- cleanup of the whole set
+        # --- cleanup of the whole set: each simulated node's plugin ready to release its claims
+        releasers = [
+            NodeReleaseChild(
+                node.name,
+                [r for p in bulk for r in p.records if r.managed_bindings()[0].node_name == node.name],
+                cp.kubeconfig,
+                work / "release",
+            )
+            for node in sims
+        ]
         start = time.perf_counter()
         for pod in prepared:
             outcome = pn.kubelet.unprepare_pod(pod.uid)
             if not outcome.ok:
                 raise RuntimeError(f"NodeUnprepare of Pod {pod.name} failed: {outcome.failure}")
         release_s = time.perf_counter() - start
-        records_left = pn.checkpoint_records()
-        deleted_at: list[float] = []
-
-        def delete_pods() -> None:
-            run_parallel([lambda p=p: delete_pod(api, p.namespace, p.name) for p in [*prepared, *bulk]])
-            deleted_at.append(time.perf_counter() - start)
-
-        finalized, _ = gc_and_finalize(api, bulk, delete_pods, timeout_s=3600)
-        deleted_s = deleted_at[0]
-        total_s = time.perf_counter() - start
+        report.figure(
+            f"release of the plugin node's {sizes.prepared_claims} claims through NodeUnprepare (real release path, "
+            "one Pod after the other)",
+            f"{release_s:.1f} s; checkpoint records left {pn.checkpoint_records()}",
+        )
+        shadows = {b.shadow_name for p in bulk for r in p.records for b in r.managed_bindings()}
+        every_pod: list[PreparedPod | BulkPod] = [*prepared, *bulk]
+        try:
+            done = delete_and_release(
+                api,
+                lambda: run_parallel(
+                    [functools.partial(delete_pod, api, p.namespace, p.name) for p in every_pod]
+                ),
+                releasers,
+                shadows,
+                timeout_s=3600,
+            )
+        finally:
+            for releaser in releasers:
+                releaser.stop()
         left_shadows = managed_shadows_listed(api)
         left_finalizers = sum(
             names.FINALIZER_ATTACHMENT_PROTECTION in (n["metadata"].get("finalizers") or [])
             for n in left_shadows
         )
+        marked_s = max(done.marked_s.values(), default=0.0)
+        gone_s = max(done.gone_s.values(), default=0.0)
         report.figure(
-            f"release of the plugin node's {sizes.prepared_claims} claims through NodeUnprepare (real release path)",
-            f"{release_s:.1f} s; checkpoint records left {records_left}",
-        )
-        report.figure(
-            f"cleanup of the whole set: Pods deleted after {deleted_s:.1f} s; GC + the plugin's finalizer removal "
-            f"({finalized} shadows) until nothing is left",
-            f"{total_s:.1f} s; shadows left {len(left_shadows)}, finalizers left {left_finalizers}, "
+            f"cleanup of the whole set: {len(prepared) + len(bulk)} Pods deleted after {done.pods_deleted_s:.1f} s; "
+            f"{len(shadows)} shadows of {len(sims)} simulated nodes, each node's plugin releasing its Pods' claims "
+            f"(NodeUnprepare, {node_release_bounds()}), nodes in parallel: every deletion requested after "
+            f"{marked_s:.1f} s, the nodes' releases returned after {done.releases_s:.1f} s, every finalizer "
+            f"removed and nothing left after {gone_s:.1f} s",
+            f"shadows left {len(left_shadows)}, finalizers left {left_finalizers}, "
             f"checkpoint records left {pn.checkpoint_records()}",
             "0 left",
             not left_shadows and not left_finalizers and pn.checkpoint_records() == 0,
+        )
+        rate = len(shadows) / gone_s if gone_s else 0.0
+        report.figure(
+            f"release rate of the simulated nodes' shadows, from the first Pod deletion until the last shadow is gone "
+            f"({len(shadows)} in {gone_s:.1f} s)",
+            f"{rate:.0f} shadows/s",
+            f">= {GOAL_RELEASE_PER_S:.0f}/s",
+            rate >= GOAL_RELEASE_PER_S,
         )
         child.stop()
         pn.kubelet.close()
