@@ -183,10 +183,10 @@ build_multus_tools() {
 
 build_cni_plugins() {
   local v=$CNI_PLUGINS_VERSION mod=github.com/containernetworking/plugins
-  if fresh cni-plugins "$v" host-local static tuning bridge loopback macvlan host-device; then log "cni-plugins $v: cached"; return; fi
+  if fresh cni-plugins "$v" host-local static tuning bridge loopback macvlan host-device ptp; then log "cni-plugins $v: cached"; return; fi
   wrapper_build cni-plugins "$v" "$mod" "" plugins/ipam/host-local:host-local plugins/ipam/static:static \
     plugins/meta/tuning:tuning plugins/main/bridge:bridge plugins/main/loopback:loopback plugins/main/macvlan:macvlan \
-    plugins/main/host-device:host-device
+    plugins/main/host-device:host-device plugins/main/ptp:ptp
 }
 
 build_whereabouts() {

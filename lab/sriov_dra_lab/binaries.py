@@ -36,6 +36,7 @@ COMPONENTS: dict[str, tuple[str, str]] = {
     "loopback": ("cni-plugins", "CNI_PLUGINS_VERSION"),
     "macvlan": ("cni-plugins", "CNI_PLUGINS_VERSION"),
     "host-device": ("cni-plugins", "CNI_PLUGINS_VERSION"),
+    "ptp": ("cni-plugins", "CNI_PLUGINS_VERSION"),
     "whereabouts": ("whereabouts", "WHEREABOUTS_VERSION"),
     "kubelet": ("kubelet", "KUBERNETES_VERSION"),
     "containerd": ("containerd", "CONTAINERD_VERSION"),

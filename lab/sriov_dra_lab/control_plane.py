@@ -49,6 +49,18 @@ rules:
   - level: None
 """
 
+EGRESS_SELECTOR = """\
+apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+  - name: cluster
+    connection:
+      proxyProtocol: HTTPConnect
+      transport:
+        uds:
+          udsName: {socket}
+"""
+
 
 LAB_FEATURE_GATES: Final = "DRADeviceTaints=true,DRAExtendedResource=true"
 """The gates the plugin's device taints (apiserver, scheduler, controller-manager's eviction) and
@@ -75,6 +87,9 @@ class ControlPlaneSettings:
     """Keep the work directory after stop (logs for debugging); temp dirs are removed otherwise."""
     logs_dir: Path | None = None
     """Where the component logs (``<component>.log``) go; ``<workdir>/logs`` when None."""
+    kubelet_proxy: str = ""
+    """The unix socket of an HTTP CONNECT proxy the apiserver reaches kubelets through (its egress
+    selector for ``cluster`` traffic: exec, logs); empty: it dials them directly."""
 
 
 @dataclass
@@ -272,6 +287,10 @@ class ControlPlane:
             "--kubelet-preferred-address-types=InternalIP,Hostname",
             *self._gates(),
         ]
+        if self.settings.kubelet_proxy:
+            egress = self.workdir / "egress-selector.yaml"
+            egress.write_text(EGRESS_SELECTOR.format(socket=self.settings.kubelet_proxy))
+            argv.append(f"--egress-selector-config-file={egress}")
         if self.settings.audit:
             policy = self.workdir / "audit-policy.yaml"
             policy.write_text(AUDIT_POLICY)

@@ -100,6 +100,67 @@ API_SERVICE: Final = str(ipaddress.ip_network(SERVICE_CIDR).network_address + 1)
 POD_NETWORK: Final = "lab-pods"
 
 
+def containerd_config(
+    *,
+    runc: str,
+    cdi_dirs: Sequence[Path],
+    registry_config: Path,
+    cni_bin: str = "/opt/cni/bin",
+    cni_conf: str = "/etc/cni/net.d",
+    no_pivot_root: bool = False,
+) -> str:
+    """containerd's config (version 3): default paths, ``runc``, CDI from ``cdi_dirs``, the CNI dirs,
+    registry hosts under ``registry_config``; ``no_pivot_root`` has runc enter a container's root
+    with ``chroot`` (a root file system ``pivot_root`` refuses, such as an initramfs).
+
+    Source: containerd 2.2 ``internal/cri/config`` (plugin sections ``io.containerd.cri.v1.runtime``,
+    ``io.containerd.cri.v1.images``, ``io.containerd.grpc.v1.cri``); the node settings of the module
+    docstring.
+    """
+    pivot = "        NoPivotRoot = true\n" if no_pivot_root else ""
+    return f"""\
+version = 3
+root = "/var/lib/containerd"
+state = "/run/containerd"
+imports = []
+
+[grpc]
+  address = "{CONTAINERD_SOCKET}"
+
+[ttrpc]
+  address = "{CONTAINERD_SOCKET}.ttrpc"
+
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_cdi = true
+  cdi_spec_dirs = {json.dumps([str(d) for d in cdi_dirs])}
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = "{runc}"
+        SystemdCgroup = false
+{pivot}  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["{cni_bin}"]
+    conf_dir = "{cni_conf}"
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "{registry_config}"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "{images.PAUSE_IMAGE}"
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+"""
+
+
 class RealNodeError(RuntimeError):
     """A real node cannot be set up on this machine; the message names the step and what is missing."""
 
@@ -424,54 +485,13 @@ class RealNode:
         (self.root / "kubelet.yaml").write_text(yaml.safe_dump(self.kubelet_config(), sort_keys=False))
 
     def containerd_config(self) -> str:
-        """containerd's config (version 3): default paths inside the node, runc, the node's CNI and CDI dirs.
-
-        Source: containerd 2.2 ``internal/cri/config`` (plugin sections ``io.containerd.cri.v1.runtime``,
-        ``io.containerd.cri.v1.images``, ``io.containerd.grpc.v1.cri``); the node settings of the module
-        docstring.
-        """
-        runc = shutil.which(RUNC) or f"/usr/sbin/{RUNC}"
-        return f"""\
-version = 3
-root = "/var/lib/containerd"
-state = "/run/containerd"
-imports = []
-
-[grpc]
-  address = "{CONTAINERD_SOCKET}"
-
-[ttrpc]
-  address = "{CONTAINERD_SOCKET}.ttrpc"
-
-[plugins.'io.containerd.cri.v1.runtime']
-  enable_cdi = true
-  cdi_spec_dirs = {json.dumps([str(d) for d in (self.cdi_dir, *self.extra_cdi_dirs)])}
-  restrict_oom_score_adj = true
-  [plugins.'io.containerd.cri.v1.runtime'.containerd]
-    default_runtime_name = "runc"
-    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-        BinaryName = "{runc}"
-        SystemdCgroup = false
-  [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ["/opt/cni/bin"]
-    conf_dir = "/etc/cni/net.d"
-
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = "overlayfs"
-  [plugins.'io.containerd.cri.v1.images'.registry]
-    config_path = "{self.root / "certs.d"}"
-  [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = "{images.PAUSE_IMAGE}"
-
-[plugins.'io.containerd.grpc.v1.cri']
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-
-[plugins.'io.containerd.nri.v1.nri']
-  disable = true
-"""
+        """containerd's config for this node (:func:`containerd_config`): runc from PATH, the node's
+        CDI dirs, registry hosts under the node's ``certs.d``."""
+        return containerd_config(
+            runc=shutil.which(RUNC) or f"/usr/sbin/{RUNC}",
+            cdi_dirs=[self.cdi_dir, *self.extra_cdi_dirs],
+            registry_config=self.root / "certs.d",
+        )
 
     def kubelet_config(self) -> dict[str, Any]:
         """The KubeletConfiguration (``kubelet.config.k8s.io/v1beta1``) of this node.

@@ -91,6 +91,7 @@ def realvf_results(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
             pytest_args=[*selected_guest_tests(request.session.items), *GUEST_PYTEST_ARGS[1:]],
             kubeconfig=host_api.kubeconfig if host_api is not None else None,
             api_host=kubeapi.API_HOST,
+            kubelet=host_api.kubelet if host_api is not None else None,
         )
     except processes.ProcessFailed as exc:
         _SUMMARY.append(f"realvf: guest session failed; logs in {workdir}")

@@ -27,6 +27,8 @@ import yaml
 
 NODE_NAME = "realvf-guest"
 """The guest's Node: the plugin's ``--node-name`` and its ResourceSlices' pool."""
+KUBELET_NODE = "realvf-kubelet"
+"""The Node the real kubelet in the guest registers (the one-Pod test: guest/test_one_pod_every_real_part.py)."""
 API_HOST = "kubernetes"
 """A DNS SAN of the lab apiserver's serving certificate; the guest resolves it to the host."""
 PLUGIN_NS = "dra-driver-sriov"
@@ -37,29 +39,50 @@ DEVICE_CLASS = "sriovnetwork.k8snetworkplumbingwg.io"
 
 
 @dataclasses.dataclass
+class Kubelet:
+    """What a real kubelet in the guest needs from the host: the port QEMU forwards to it, its
+    node credentials (a guest kubeconfig for ``system:node:<KUBELET_NODE>``), the cluster CA, and
+    the proxy the apiserver reaches it through (``tests.realvf.kubelet_proxy``)."""
+
+    port: int
+    kubeconfig: Path
+    ca_cert: Path
+    proxy: Any
+
+
+@dataclasses.dataclass
 class HostApi:
     """A running control plane with the guest's Node and the guest's kubeconfig (``kubeconfig``)."""
 
     control_plane: Any
     node: Any
     kubeconfig: Path
+    kubelet: Kubelet | None = None
 
     def stop(self) -> None:
-        """Stop the heartbeat (deleting the Node) and the control plane; idempotent."""
+        """Stop the heartbeat (deleting the Node), the kubelet proxy and the control plane; idempotent."""
         try:
             self.node.stop(delete=True)
         finally:
-            self.control_plane.stop()
+            try:
+                if self.kubelet is not None:
+                    self.kubelet.proxy.stop()
+            finally:
+                self.control_plane.stop()
 
 
-def guest_kubeconfig(control_plane: Any, out: Path) -> Path:
-    """A self-contained admin kubeconfig naming the apiserver ``https://<API_HOST>:<port>``.
+def guest_kubeconfig(
+    control_plane: Any,
+    out: Path,
+    *,
+    user: str = "realvf-guest-admin",
+    groups: tuple[str, ...] = ("system:masters",),
+) -> Path:
+    """A self-contained kubeconfig for ``user`` in ``groups`` naming the apiserver ``https://<API_HOST>:<port>``.
 
     Shapes: CA, client certificate and key embedded (``*-data``), written to ``out`` (mode 0600).
     """
-    client_config = yaml.safe_load(
-        control_plane.client_kubeconfig("realvf-guest", "realvf-guest-admin", ("system:masters",)).read_text()
-    )
+    client_config = yaml.safe_load(control_plane.client_kubeconfig(out.stem, user, groups).read_text())
     user = client_config["users"][0]["user"]
     port = urlsplit(control_plane.server).port
 
@@ -115,7 +138,11 @@ def node_objects() -> list[dict[str, Any]]:
                     "nodeSelectorTerms": [
                         {
                             "matchExpressions": [
-                                {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE_NAME]}
+                                {
+                                    "key": "kubernetes.io/hostname",
+                                    "operator": "In",
+                                    "values": [NODE_NAME, KUBELET_NODE],
+                                }
                             ]
                         }
                     ]
@@ -132,17 +159,27 @@ def node_objects() -> list[dict[str, Any]]:
 
 
 def start(workdir: Path) -> HostApi:
-    """Start the control plane, install the plugin's objects, register the guest's Node.
-
+    """Start the control plane, install the plugin's objects, register the guest's Node, and
+    prepare what the real kubelet in the guest needs (:class:`Kubelet`): the apiserver reaches
+    kubelets through its proxy.
     Raises: as ``ControlPlane.start`` (``binaries.BinaryMissing``, ``processes.ProcessFailed``,
     ``TimeoutError``); everything started is stopped again first.
     """
+    from tests.realvf import kubelet_proxy
+
     from sriov_dra.kube import apply
-    from sriov_dra_lab import control_plane, nodes
+    from sriov_dra_lab import control_plane, nodes, processes
 
     manifests = Path(apply.__file__).resolve().parents[1] / "manifests"
-    cp = control_plane.ControlPlane(control_plane.ControlPlaneSettings(workdir=workdir / "control-plane"))
-    cp.start()
+    proxy = kubelet_proxy.KubeletProxy(processes.free_port())
+    cp = control_plane.ControlPlane(
+        control_plane.ControlPlaneSettings(workdir=workdir / "control-plane", kubelet_proxy=proxy.path)
+    )
+    try:
+        cp.start()
+    except BaseException:
+        proxy.stop()
+        raise
     try:
         with cp.api() as api:
             crds = [
@@ -158,5 +195,14 @@ def start(workdir: Path) -> HostApi:
         ).start()
     except BaseException:
         cp.stop()
+        proxy.stop()
         raise
-    return HostApi(cp, node, guest_kubeconfig(cp, workdir / "guest.kubeconfig"))
+    node_kubeconfig = guest_kubeconfig(
+        cp, workdir / "kubelet.kubeconfig", user=f"system:node:{KUBELET_NODE}", groups=("system:nodes",)
+    )
+    return HostApi(
+        cp,
+        node,
+        guest_kubeconfig(cp, workdir / "guest.kubeconfig"),
+        Kubelet(proxy.forwarded_port, node_kubeconfig, cp.ca_cert, proxy),
+    )

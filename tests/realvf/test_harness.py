@@ -102,3 +102,43 @@ def test_the_guest_kubeconfig_embeds_its_credentials_and_names_the_api_server_by
     assert "/etc/hosts" not in vm.run_script(
         base=Path("/b"), venv=Path("/v"), repo=Path("/r"), pytest_args=[], kernel="k"
     )
+
+
+def test_the_kubelet_proxy_tunnels_every_connect_to_the_forwarded_port() -> None:
+    import socket
+    import socketserver
+    import threading
+
+    from tests.realvf import kubelet_proxy
+
+    class Echo(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            while data := self.request.recv(4096):
+                self.request.sendall(data.upper())
+
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo) as kubelet:
+        kubelet.daemon_threads = True
+        threading.Thread(target=kubelet.serve_forever, daemon=True).start()
+        proxy = kubelet_proxy.KubeletProxy(kubelet.server_address[1])
+        try:
+            with socket.socket(socket.AF_UNIX) as apiserver:
+                apiserver.settimeout(10)
+                apiserver.connect(proxy.path)
+                apiserver.sendall(b"CONNECT 10.0.2.15:10250 HTTP/1.1\r\nHost: 10.0.2.15:10250\r\n\r\nearly ")
+                reply = b""
+                while b"EARLY " not in reply:
+                    reply += apiserver.recv(4096)
+                assert reply.startswith(b"HTTP/1.1 200 "), reply
+                apiserver.sendall(b"bytes")
+                rest = b""
+                while len(rest) < len(b"BYTES"):
+                    rest += apiserver.recv(4096)
+                assert rest == b"BYTES"
+            with socket.socket(socket.AF_UNIX) as other:
+                other.settimeout(10)
+                other.connect(proxy.path)
+                other.sendall(b"GET / HTTP/1.1\r\n\r\n")
+                assert other.recv(4096).startswith(b"HTTP/1.1 405 ")
+        finally:
+            proxy.stop()
+            kubelet.shutdown()

@@ -32,9 +32,12 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from tests.realvf import kubelet_payload
 
 from sriov_dra_lab import binaries, processes
 
@@ -438,14 +441,17 @@ def run_script(
     pytest_args: Sequence[str],
     kernel: str,
     api_host: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> str:
     """The session's guest script: mounts at real paths, then pytest on tests/realvf/guest.
 
     With ``api_host`` (the API server's name in the guest's kubeconfig) it also brings up the
     management NIC (:func:`qemu_argv` ``mgmt_nic``) and maps ``api_host`` to :data:`HOST_FROM_GUEST`.
+    ``env`` is exported to pytest.
     """
     args = " ".join(_sh_quote(a) for a in pytest_args)
     net = _mgmt_net_script(repo, api_host) if api_host else ""
+    net += "".join(f"export {key}={_sh_quote(value)}\n" for key, value in (env or {}).items())
     return f"""set -u
 export PATH=/bin
 mkdir -p {base} {repo} /opt/realvf/bin /tmp/overlay/upper /tmp/overlay/work /run/netns /var
@@ -490,7 +496,7 @@ REPO_EXCLUDES = (
 GUEST_CNI_DIR = ".realvf-cni"
 """Directory of the run image (under the repository's path in the guest) holding the pinned CNI
 plugins the guest's CNI tests run (:data:`GUEST_CNI_PLUGINS`); the guest reads it as ``CNI_PATH``."""
-GUEST_CNI_PLUGINS = ("host-local", "loopback", "multus", "sriov")
+GUEST_CNI_PLUGINS = ("host-local", "loopback", "multus", "sriov", "ptp")
 GUEST_BIN_DIR = ".realvf-bin"
 """Directory of the run image holding the pinned upstream dra-driver-sriov and a pci.ids database."""
 PCI_IDS = Path("/usr/share/misc/pci.ids")
@@ -526,7 +532,14 @@ def pinned_binaries_note() -> str:
     return f"sriov-cni {version} ({source})"
 
 
-def build_run_image(parts: Parts, workdir: Path, script: str, *, kubeconfig: Path | None = None) -> Path:
+def build_run_image(
+    parts: Parts,
+    workdir: Path,
+    script: str,
+    *,
+    kubeconfig: Path | None = None,
+    extra_pseudo: Sequence[str] = (),
+) -> Path:
     """The per-session image: the repository (no venv, .git or caches), the run script, the
     pinned binaries of :func:`guest_binaries_pseudo` and the guest's ``kubeconfig`` if given."""
     script_path = workdir / "run.sh"
@@ -535,6 +548,7 @@ def build_run_image(parts: Parts, workdir: Path, script: str, *, kubeconfig: Pat
     pseudo = [f"{RUN_SCRIPT} f 755 0 0 cat {script_path}", ".venv d 755 0 0", *guest_binaries_pseudo()]
     if kubeconfig is not None:
         pseudo += [f"{GUEST_KUBE_DIR} d 700 0 0", f"{GUEST_KUBE_DIR}/kubeconfig f 600 0 0 cat {kubeconfig}"]
+    pseudo += extra_pseudo
     _mksquashfs(parts, [REPO], out, excludes=REPO_EXCLUDES, pseudo=pseudo)
     return out
 
@@ -549,11 +563,13 @@ def qemu_argv(
     disks: Sequence[tuple[str, Path]] = (),
     append: str = "",
     mgmt_nic: bool = False,
+    forward_ports: Sequence[int] = (),
 ) -> list[str]:
     """The guest's QEMU command line (two roots, two NUMA nodes, vIOMMU).
 
     ``mgmt_nic`` adds a virtio-net NIC on QEMU user networking (not one of the igb test NICs): the
-    guest reaches the host's loopback as :data:`HOST_FROM_GUEST` through it.
+    guest reaches the host's loopback as :data:`HOST_FROM_GUEST` through it, and the host's
+    ``127.0.0.1:<port>`` reaches the guest's ``<port>`` for each of ``forward_ports``.
     """
     cmdline = f"console=ttyS0 intel_iommu=on tsc=reliable panic=-1 loglevel=4 rdinit=/init {append}".strip()
     argv = [str(parts.qemu), "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]
@@ -575,7 +591,8 @@ def qemu_argv(
         argv += ["-netdev", f"user,id=igbnet{index},restrict=on"]
         argv += ["-device", f"igb,netdev=igbnet{index},bus=rp{index}"]
     if mgmt_nic:
-        argv += ["-netdev", "user,id=mgmt", "-device", "virtio-net-pci,netdev=mgmt,bus=pcie.0"]
+        forwards = "".join(f",hostfwd=tcp:127.0.0.1:{port}-:{port}" for port in forward_ports)
+        argv += ["-netdev", f"user,id=mgmt{forwards}", "-device", "virtio-net-pci,netdev=mgmt,bus=pcie.0"]
     return argv
 
 
@@ -644,11 +661,13 @@ def run_guest(
     pytest_args: Sequence[str],
     kubeconfig: Path | None = None,
     api_host: str = "",
+    kubelet: Any = None,
 ) -> GuestRun:
     """Boot the guest, run pytest in it, return its junit XML (see module docstring).
 
     ``kubeconfig`` (naming its API server as ``api_host``, which the guest resolves to
-    :data:`HOST_FROM_GUEST`) gives the guest a management NIC and that kubeconfig.
+    :data:`HOST_FROM_GUEST`) gives the guest a management NIC and that kubeconfig; ``kubelet``
+    (``kubeapi.Kubelet``) adds what a real kubelet in the guest needs (``kubelet_payload``).
 
     A boot that does not print :data:`READY` within :data:`BOOT_CPU_S` of QEMU CPU time (or
     :data:`BOOT_WALL_S`) is killed and retried once; tests are never retried. Raises:
@@ -667,8 +686,10 @@ def run_guest(
         pytest_args=args,
         kernel=parts.kernel_abi,
         api_host=api_host if kubeconfig is not None else None,
+        env=kubelet_payload.env(kubelet) if kubelet is not None else None,
     )
-    run_image = build_run_image(parts, workdir, script, kubeconfig=kubeconfig)
+    extra = kubelet_payload.pseudo(kubelet, workdir) if kubelet is not None else []
+    run_image = build_run_image(parts, workdir, script, kubeconfig=kubeconfig, extra_pseudo=extra)
     notes: list[str] = []
     for boot in (1, 2):
         console = workdir / f"console-{boot}.log"
@@ -683,6 +704,7 @@ def run_guest(
                 results=results,
                 disks=[(SERIAL_RUNTIME, runtime), (SERIAL_RUN, run_image)],
                 mgmt_nic=kubeconfig is not None,
+                forward_ports=[kubelet.port] if kubelet is not None else [],
             ),
             workdir / f"qemu-{boot}.log",
             stop_grace_s=3.0,
