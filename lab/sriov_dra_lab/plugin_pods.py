@@ -29,11 +29,14 @@ examples keep each VF's driver (``VfConfig.driver`` empty), so nothing needs a k
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Final
 
 from kubernetes import client
 
+from sriov_dra.kubeletapi import endpoints
 from sriov_dra_lab import processes
+from sriov_dra_rules import names
 
 SYSFS_ROOT: Final = "/run/sriov-dra-lab/sysfs"
 """The node path of each real node's fake sysfs tree (under the node's private tmpfs ``/run``, so
@@ -87,12 +90,22 @@ def _current_revision(api: Any, namespace: str) -> str | None:
     return None if newest is None else (newest.metadata.labels or {}).get("controller-revision-hash")
 
 
+def registration_socket(registry_dir: Path, pod: client.V1Pod) -> Path:
+    """The registration socket of plugin Pod ``pod`` under the node's registry directory (host path).
+
+    The role sets ``POD_UID``, so each Pod registers under its own name (docs/plugin.md#rolling-update).
+    """
+    instance = endpoints.instance_name(str(pod.metadata.uid))
+    return registry_dir / f"{names.DRIVER_NAME}-{instance}-reg.sock"
+
+
 def wait_running(
-    api: Any, namespace: str, node: str, registration: Any, *, timeout_s: float, after_uid: str = ""
+    api: Any, namespace: str, node: str, registry_dir: Path, *, timeout_s: float, after_uid: str = ""
 ) -> client.V1Pod:
     """Wait until ``node``'s plugin Pod of the DaemonSet's current revision is Ready and registered.
 
-    ``registration`` is the registration socket's host path; ``after_uid`` a Pod UID that must not be the
+    ``registry_dir`` is the kubelet's registry directory (host path), which holds the Pod's
+    registration socket (:func:`registration_socket`); ``after_uid`` a Pod UID that must not be the
     answer (the Pod deleted before). Returns the Pod. Raises: ``processes.ProcessFailed`` naming the
     Pod's state and how to see its log.
     """
@@ -103,7 +116,7 @@ def wait_running(
         pod = found[0] = node_pod(api, namespace, node)
         if revision is None or pod is None or pod.metadata.uid == after_uid:
             return False
-        return _ready(pod, revision) and registration.exists()
+        return _ready(pod, revision) and registration_socket(registry_dir, pod).exists()
 
     try:
         processes.wait_until(f"the plugin Pod on {node} Ready and registered", running, timeout_s=timeout_s)
@@ -142,7 +155,7 @@ def set_policy_namespace(api: Any, namespace: str, policy_namespace: str) -> boo
     """Point the DaemonSet's ``--namespace`` at ``policy_namespace``; True when that changed its template.
 
     The edit an operator makes when policies move to the operator's namespace (docs/operator.md): the
-    DaemonSet controller then replaces each Pod (``maxUnavailable: 1``).
+    DaemonSet controller then replaces each Pod (``maxSurge: 1``: the new one beside the old one).
     """
     apps = client.AppsV1Api(api)
     ds = apps.read_namespaced_daemon_set(DAEMONSET, namespace)

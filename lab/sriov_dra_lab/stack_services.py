@@ -323,7 +323,8 @@ class StackServices(StackState):
     # --- the plugin as the plugin role's DaemonSet (real nodes) -------------------------------------
 
     def _registration(self, node: NodeStack) -> Path:
-        return node.layout.registry_dir / f"{DRIVER_NAME}-reg.sock"
+        """The registry directory that holds the plugin Pods' registration sockets (one per Pod)."""
+        return node.layout.registry_dir
 
     def start_multus_pod(self, node: NodeStack) -> str:
         """Let thick Multus's DaemonSet run on ``node`` (its daemon config is written: the node label) and

@@ -12,6 +12,7 @@ One node (``real_node``) serves the whole folder; a test that needs another node
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,28 @@ def kubectl(control_plane: Any) -> Callable[..., Any]:
         return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout_s)
 
     return run
+
+
+@pytest.fixture(scope="module")
+def real_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A started lab on two real nodes, one per test module (stopped at the end, checked for leftovers on the machine)."""
+    from sriov_dra_lab import real_node, stack, stack_base
+
+    missing = real_node.missing_parts()
+    if missing:
+        tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
+    lab = stack.LabStack(
+        stack_base.LabOptions(workdir=tmp_path_factory.mktemp("reallab"), real_nodes=True, operator=False)
+    )
+    started = time.monotonic()
+    lab.start()
+    print(
+        f"real lab started in {time.monotonic() - started:.0f} s; nodes Ready after launch: "
+        + ", ".join(f"{n.name} {n.real.ready_after_s:.1f} s" for n in lab.nodes if n.real is not None)
+    )
+    reals = [n.real for n in lab.nodes]
+    try:
+        yield lab
+    finally:
+        lab.stop()
+    assert [line for r in reals if r is not None for line in r.leftovers()] == []

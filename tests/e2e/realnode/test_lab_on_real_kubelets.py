@@ -21,40 +21,14 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from tests import tiers
 from tests.waiting import eventually
 
 from sriov_dra.kube import resource_slices
-from sriov_dra_lab import gpu_plugin, stack_base
+from sriov_dra_lab import gpu_plugin
 from sriov_dra_rules import names
 
 PAIRS_POD = ("ai-workloads", "gpu-sriov-pairs-demo")
 RAILS = {"dra0": "192.0.2.0/24", "dra1": "198.51.100.0/24"}
-
-
-@pytest.fixture(scope="module")
-def real_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A started lab on two real nodes (stopped at the end, checked for leftovers on the machine)."""
-    from sriov_dra_lab import real_node, stack
-
-    missing = real_node.missing_parts()
-    if missing:
-        tiers.unavailable("e2e", "real nodes cannot run here: " + "; ".join(missing))
-    lab = stack.LabStack(
-        stack_base.LabOptions(workdir=tmp_path_factory.mktemp("reallab"), real_nodes=True, operator=False)
-    )
-    started = time.monotonic()
-    lab.start()
-    print(
-        f"real lab started in {time.monotonic() - started:.0f} s; nodes Ready after launch: "
-        + ", ".join(f"{n.name} {n.real.ready_after_s:.1f} s" for n in lab.nodes if n.real is not None)
-    )
-    reals = [n.real for n in lab.nodes]
-    try:
-        yield lab
-    finally:
-        lab.stop()
-    assert [line for r in reals if r is not None for line in r.leftovers()] == []
 
 
 def _pairs_docs() -> list[dict[str, Any]]:

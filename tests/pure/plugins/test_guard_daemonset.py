@@ -86,3 +86,11 @@ def test_the_init_container_installs_the_shim_into_the_nodes_cni_bin_dir_for_the
     mount = next(m for m in init["volumeMounts"] if m["mountPath"] == "/host/opt/other/bin")
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     assert volume["hostPath"]["path"] == "/opt/other/bin"
+
+
+def test_the_guard_rolls_with_a_surge_pod_and_no_node_without_a_ready_daemon() -> None:
+    """docs/guard.md#rolling-update: the new daemon takes the socket over beside the old one."""
+    assert _render()["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }

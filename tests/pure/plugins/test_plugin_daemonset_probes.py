@@ -63,3 +63,15 @@ def test_a_slow_start_is_given_two_minutes_before_liveness_counts() -> None:
     startup = _container(_render())["startupProbe"]
     assert startup["httpGet"]["path"] == "/healthz"
     assert startup["periodSeconds"] * startup["failureThreshold"] == 120
+
+
+def test_the_plugin_rolls_with_a_surge_pod_named_by_its_uid_and_no_node_without_a_ready_plugin() -> None:
+    """docs/plugin.md#rolling-update: the new Pod starts beside the old one, with per-instance sockets."""
+    doc = _render()
+    assert doc["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    env = {e["name"]: e for e in _container(doc)["env"]}
+    assert env["POD_UID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
+    assert doc["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 45  # the kubelet's deadline
