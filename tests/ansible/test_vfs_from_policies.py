@@ -66,14 +66,43 @@ def _delete_crd(api: Any) -> None:
         return
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        try:
-            ext.read_custom_resource_definition(name)
-        except k8s.ApiException as exc:
-            if exc.status == 404:
-                return
-            raise
+        if not _served(api):
+            return
         time.sleep(0.2)
-    raise AssertionError(f"CRD {name} was not deleted within 60 s")
+    raise AssertionError(f"CRD {name} was deleted, but its resource was still served after 60 s")
+
+
+def _served(api: Any) -> bool:
+    """Whether the API server still lists and serves SriovNetworkNodePolicy (the CRD object can be gone a
+    moment before its discovery entry and its REST handler are)."""
+    custom = k8s.CustomObjectsApi(api)
+    try:
+        listed = custom.get_api_resources("sriovnetwork.openshift.io", "v1")
+    except k8s.ApiException as exc:
+        if exc.status != 404:
+            raise
+    else:
+        if any(r.name == "sriovnetworknodepolicies" for r in listed.resources or []):
+            return True
+    try:
+        custom.list_namespaced_custom_object(
+            "sriovnetwork.openshift.io", "v1", NAMESPACE, "sriovnetworknodepolicies"
+        )
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+    try:
+        api.call_api(
+            f"/apis/sriovnetwork.openshift.io/v1/namespaces/{NAMESPACE}/sriovnetworknodepolicies", "GET",
+            auth_settings=["BearerToken"], _return_http_data_only=True, _preload_content=False,
+        )  # fmt: skip
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
 
 
 def _run_role(control_plane: Any, ansible_env: dict[str, str], tmp_path: Path, *, check: bool) -> str:
@@ -82,7 +111,9 @@ def _run_role(control_plane: Any, ansible_env: dict[str, str], tmp_path: Path, *
     root = tmp_path / "root"
     for sub in ("sys/bus/pci/devices", "sys/class/net"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    env = {**ansible_env, "K8S_AUTH_KUBECONFIG": str(control_plane.kubeconfig)}
+    tmp = tmp_path / "tmp"  # kubernetes.core caches API discovery in the temp directory, per server and user:
+    tmp.mkdir(exist_ok=True)  # a fresh one, or a run of the session that saw the CRD makes it look served
+    env = {**ansible_env, "K8S_AUTH_KUBECONFIG": str(control_plane.kubeconfig), "TMPDIR": str(tmp)}
     done = run([*LOCAL_PLAYBOOK, "-e", f"vfs_host_root={root}", str(playbook)], env, check=check)
     return " ".join(done.stdout.split())  # folded messages read as one line
 
