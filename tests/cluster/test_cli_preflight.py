@@ -24,7 +24,7 @@ from tests import waiting
 import sriov_dra
 from sriov_dra.cli import main
 from sriov_dra.kube import apply, cluster_facts, objects
-from sriov_dra_rules import names, preflight_rules
+from sriov_dra_rules import names, preflight_gates, preflight_rules
 
 MANIFESTS = Path(sriov_dra.__file__).resolve().parent / "manifests"
 NS = "sriov-dra-preflight-cli"
@@ -146,14 +146,14 @@ def test_preflight_passes_with_the_shipped_rbac_and_names_the_verbs_a_broken_bin
     report = json.loads(out)
     assert [c["name"] for c in report["checks"]] == [
         *preflight_rules.CLUSTER_CHECKS,
-        preflight_rules.DEVICE_TAINTS_CHECK,
-        preflight_rules.EXTENDED_RESOURCES_CHECK,
+        preflight_gates.DEVICE_TAINTS_CHECK,
+        preflight_gates.EXTENDED_RESOURCES_CHECK,
     ]
     assert report["failed_checks"] == [], out
     assert status == 0
-    taints = next(c for c in report["checks"] if c["name"] == preflight_rules.DEVICE_TAINTS_CHECK)
+    taints = next(c for c in report["checks"] if c["name"] == preflight_gates.DEVICE_TAINTS_CHECK)
     assert taints["detail"] == "the API server keeps device taints (DRADeviceTaints on)"
-    extended = next(c for c in report["checks"] if c["name"] == preflight_rules.EXTENDED_RESOURCES_CHECK)
+    extended = next(c for c in report["checks"] if c["name"] == preflight_gates.EXTENDED_RESOURCES_CHECK)
     assert (
         extended["detail"]
         == "the API server keeps a DeviceClass's extendedResourceName (DRAExtendedResource on)"

@@ -215,81 +215,8 @@ def workloads_with_image(objs: Iterable[Mapping[str, Any]] | None, fragment: str
     return sorted(found)
 
 
-DEVICE_TAINTS_CHECK = "device-taints"
-"""The check that the API server keeps device taints (gate ``DRADeviceTaints``); ``sriov-dra
-preflight`` runs it after :data:`CLUSTER_CHECKS` (it needs a server-side dry run)."""
-
-
-EXTENDED_RESOURCES_CHECK = "extended-resources"
-"""The check that the API server keeps a DeviceClass's ``extendedResourceName`` (gate
-``DRAExtendedResource``), which Pods asking a device plugin's resource name need (docs/migration.md);
-run after :data:`DEVICE_TAINTS_CHECK`."""
-
-
-def device_taints_check(kept: bool | None, why: str = "") -> dict[str, str]:
-    """The ``device-taints`` check: ``kept`` says whether a dry-run ResourceSlice kept its device
-    taint (None: the dry run was refused, ``why`` says how)."""
-    return _gate_check(
-        DEVICE_TAINTS_CHECK,
-        "DRADeviceTaints",
-        kept,
-        why,
-        dry_run="a tainted ResourceSlice",
-        resource="resourceslices",
-        kept_text="the API server keeps device taints",
-        dropped_text="the API server dropped a device taint",
-        consequence="unhealthy VFs stay allocatable",
-        components="kube-apiserver, kube-scheduler and kube-controller-manager",
-    )
-
-
-def extended_resources_check(kept: bool | None, why: str = "") -> dict[str, str]:
-    """The ``extended-resources`` check: ``kept`` says whether a dry-run DeviceClass kept its
-    ``extendedResourceName`` (None: the dry run was refused, ``why`` says how)."""
-    return _gate_check(
-        EXTENDED_RESOURCES_CHECK,
-        "DRAExtendedResource",
-        kept,
-        why,
-        dry_run="a DeviceClass with extendedResourceName",
-        resource="deviceclasses",
-        kept_text="the API server keeps a DeviceClass's extendedResourceName",
-        dropped_text="the API server dropped a DeviceClass's extendedResourceName",
-        consequence="Pods asking a device plugin's resource name get no VF through DRA",
-        components="kube-apiserver, kube-scheduler, kube-controller-manager and the kubelets",
-    )
-
-
-def _gate_check(
-    name: str,
-    gate: str,
-    kept: bool | None,
-    why: str,
-    *,
-    dry_run: str,
-    resource: str,
-    kept_text: str,
-    dropped_text: str,
-    consequence: str,
-    components: str,
-) -> dict[str, str]:
-    """A check that a feature gate is on, from whether a server-side dry run kept the gated field."""
-    if kept is None:
-        return _check(
-            name,
-            False,
-            f"could not dry-run {dry_run}: {why}",
-            f"run the preflight with a kubeconfig that may create {resource} (a dry run writes nothing)",
-        )
-    return _check(
-        name,
-        kept,
-        f"{kept_text} ({gate} on)" if kept else f"{dropped_text} ({gate} off): {consequence}",
-        f"turn on the {gate} feature gate of {components} (on by default in Kubernetes 1.36)",
-    )
-
-
-def _check(name: str, ok: bool, detail: str, fix: str) -> dict[str, str]:
+def check(name: str, ok: bool, detail: str, fix: str) -> dict[str, str]:
+    """One check result; ``fix`` is dropped on pass."""
     return {"name": name, "status": PASS if ok else FAIL, "detail": detail, "fix": "" if ok else fix}
 
 
@@ -305,14 +232,14 @@ def _admission_check(admission: Mapping[str, Any], sa: str) -> dict[str, str]:
     install = "apply manifests/plugin/admission-policy.yaml (role sriovnet.dra.plugin with plugin_admission_policy: true)"
     if not policy and not binding:
         if not admission.get("required", True):
-            return _check(
+            return check(
                 "admission-policy",
                 True,
                 f"ValidatingAdmissionPolicy {name} is not installed (not required): driver-owned metadata is "
                 "protected only by the guard's checks and the repair worker",
                 "",
             )
-        return _check(
+        return check(
             "admission-policy",
             False,
             f"ValidatingAdmissionPolicy {name} and its binding are not installed: anyone who may edit a Pod or a "
@@ -332,9 +259,9 @@ def _admission_check(admission: Mapping[str, Any], sa: str) -> dict[str, str]:
     elif "Deny" not in actions:
         problems.append(f"ValidatingAdmissionPolicyBinding {name} has validationActions {actions} (no Deny)")
     if problems:
-        return _check("admission-policy", False, "; ".join(problems), install)
+        return check("admission-policy", False, "; ".join(problems), install)
     if not admission.get("grant"):
-        return _check(
+        return check(
             "admission-policy",
             False,
             f"ValidatingAdmissionPolicy {name} is enforced but ServiceAccount {sa} may not "
@@ -343,7 +270,7 @@ def _admission_check(admission: Mapping[str, Any], sa: str) -> dict[str, str]:
             f"bind ServiceAccount {sa} to the ClusterRole sriov-dra-binding-node-writer (ClusterRoleBinding of the "
             "same name); the role sriovnet.dra.plugin applies it",
         )
-    return _check(
+    return check(
         "admission-policy",
         True,
         f"ValidatingAdmissionPolicy {name} and its binding (Deny) are installed; ServiceAccount {sa} may write "
@@ -410,7 +337,7 @@ def _policy_namespace_check(
             f"the plugin watches {policy_namespace}; no SriovResourcePolicy exists yet, so nothing is "
             "published until one selects VFs"
         )
-    return _check(
+    return check(
         "policy-namespace",
         bool(watched) or not others,
         detail,
@@ -469,31 +396,31 @@ def cluster_checks(
     )
     sa = service_account
     return [
-        _check(
+        check(
             "kubernetes-version",
             version_ok,
             f"the API server is {shown}",
             f"upgrade the control plane to Kubernetes {minimum} or later (DRA resource.k8s.io/v1)",
         ),
-        _check(
+        check(
             "resource-k8s-io-v1",
             RESOURCE_V1 in apis,
             f"{RESOURCE_V1} is {_served(RESOURCE_V1, apis)}",
             "enable the resource.k8s.io/v1 API (served by default since Kubernetes 1.34; check --runtime-config)",
         ),
-        _check(
+        check(
             "nad-crd",
             NAD_V1 in apis,
             f"{NAD_V1} (NetworkAttachmentDefinition) is {_served(NAD_V1, apis)}",
             "install Multus's NetworkAttachmentDefinition CRD (role sriovnet.dra.multus)",
         ),
-        _check(
+        check(
             "plugin-crds",
             PLUGIN_API in apis,
             f"{PLUGIN_API} (SriovResourcePolicy, DeviceAttributes) is {_served(PLUGIN_API, apis)}",
             "apply the plugin's CRDs (role sriovnet.dra.plugin)",
         ),
-        _check(
+        check(
             "plugin-rbac",
             not denied,
             f"ServiceAccount {sa} may not: {missing}"
@@ -504,7 +431,7 @@ def cluster_checks(
             "the role sriovnet.dra.plugin applies them",
         ),
         _admission_check(admission, sa),
-        _check(
+        check(
             "no-upstream-sriov-network-operator",
             not upstream,
             "upstream sriov-network-operator CRDs found: {}".format(", ".join(upstream))
@@ -513,7 +440,7 @@ def cluster_checks(
             "uninstall the upstream sriov-network-operator; it and sriov-dra's operator must not manage the same "
             "node policies",
         ),
-        _check(
+        check(
             "no-legacy-device-plugin",
             not legacy,
             "SR-IOV network device plugin DaemonSets: {}".format(", ".join(legacy))
@@ -521,7 +448,7 @@ def cluster_checks(
             else "no SR-IOV network device plugin DaemonSet",
             "drain the nodes and delete the sriov-network-device-plugin DaemonSet; one provider must own each VF",
         ),
-        _check(
+        check(
             "no-overlapping-policies",
             not overlaps,
             "; ".join(overlaps)
@@ -531,7 +458,7 @@ def cluster_checks(
             "independent overlapping policies are forbidden",
         ),
         _policy_namespace_check(policy_namespace, len(policies), policy_namespaces(all_policies)),
-        _check(
+        check(
             "policy-findings",
             not findings,
             "; ".join(findings)

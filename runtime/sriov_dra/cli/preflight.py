@@ -19,7 +19,7 @@ from typing import TextIO
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import cluster_facts
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra_rules import preflight_node, preflight_rules
+from sriov_dra_rules import preflight_gates, preflight_node, preflight_rules
 
 DEFAULT_NAMESPACE = "dra-driver-sriov"
 DEFAULT_SERVICE_ACCOUNT = "dra-driver-sriov"
@@ -84,8 +84,8 @@ def cluster_results(args: argparse.Namespace) -> list[dict[str, str]]:
             },
             minimum=args.min_kubernetes,
         ),
-        preflight_rules.device_taints_check(kept, why),
-        preflight_rules.extended_resources_check(extended, extended_why),
+        preflight_gates.device_taints_check(kept, why),
+        preflight_gates.extended_resources_check(extended, extended_why),
     ]
 
 
