@@ -178,17 +178,9 @@ def extended_resources_kept(api: client.ApiClient) -> tuple[bool | None, str]:
         "metadata": {"generateName": "sriov-dra-preflight-"},
         "spec": {"extendedResourceName": f"preflight.{names.DOMAIN}/vf"},
     }
-    try:
-        stored = watches.request_json(
-            api,
-            "dry-run create deviceclasses",
-            "POST",
-            "/apis/resource.k8s.io/v1/deviceclasses",
-            query=[("dryRun", "All")],
-            body=body,
-        )
-    except errors.ApiError as exc:
-        return None, str(exc)
+    stored, why = _dry_run_create(api, "deviceclasses", body)
+    if stored is None:
+        return None, why
     return bool((stored.get("spec") or {}).get("extendedResourceName")), ""
 
 
@@ -211,16 +203,27 @@ def device_taints_kept(api: client.ApiClient) -> tuple[bool | None, str]:
             ],
         },
     }
+    stored, why = _dry_run_create(api, "resourceslices", body)
+    if stored is None:
+        return None, why
+    devices = (stored.get("spec") or {}).get("devices") or [{}]
+    return bool(devices[0].get("taints")), ""
+
+
+def _dry_run_create(
+    api: client.ApiClient, resource: str, body: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str]:
+    """A server-side dry-run create of a ``resource.k8s.io/v1`` ``resource``: ``(stored object, "")``, or
+    ``(None, why)`` when the server refused it. Writes nothing."""
     try:
         stored = watches.request_json(
             api,
-            "dry-run create resourceslices",
+            f"dry-run create {resource}",
             "POST",
-            "/apis/resource.k8s.io/v1/resourceslices",
+            f"/apis/resource.k8s.io/v1/{resource}",
             query=[("dryRun", "All")],
             body=body,
         )
     except errors.ApiError as exc:
         return None, str(exc)
-    devices = (stored.get("spec") or {}).get("devices") or [{}]
-    return bool(devices[0].get("taints")), ""
+    return stored, ""
