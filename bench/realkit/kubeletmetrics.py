@@ -1,4 +1,5 @@
-"""The kubelet's own histograms, read through the apiserver proxy (``nodes/<node>/proxy/metrics``).
+"""The kubelet's own histograms, read through the apiserver proxy (``nodes/<node>/proxy/metrics``),
+and the plugin's and the guard's own (their ``/metrics`` on the node's loopback).
 
 ``bench/pod_start.py`` reads a node's ``/metrics`` before and after each Pod start; with one Pod
 starting at a time on that node, the change of a histogram's ``_sum`` (and ``_count``) between two
@@ -15,8 +16,11 @@ from typing import Any, Final
 
 from kubernetes import client
 
+from sriov_dra_lab import real_node
+
 SAMPLE: Final = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 LABEL: Final = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,27 @@ PHASES: Final = (
     Phase("kubelet pod worker start", "kubelet_pod_worker_start_duration_seconds", {}),
 )
 
+PLUGIN_PORT: Final = 9402
+"""The plugin role's default ``plugin_metrics_bind_address`` port (127.0.0.1)."""
+GUARD_PORT: Final = 9617
+"""The guard role's default ``guard_metrics_port`` (127.0.0.1)."""
+PLUGIN_PREPARE: Final = Phase(
+    "plugin: prepare, its own timer (all claims)",
+    "sriov_dra_plugin_claim_operation_seconds",
+    {"operation": "prepare"},
+)
+GUARD_PART: Final = Phase(
+    "guard: ADD, the guard's own part", "sriov_dra_guard_add_duration_seconds", {"part": "guard"}
+)
+GUARD_MULTUS: Final = Phase(
+    "guard: ADD, the Multus it ran", "sriov_dra_guard_add_duration_seconds", {"part": "multus"}
+)
+SERVICE_PHASES: Final = {PLUGIN_PORT: (PLUGIN_PREPARE,), GUARD_PORT: (GUARD_PART, GUARD_MULTUS)}
+"""What :func:`read_service` is read for, by port: the plugin's and the guard's own histograms
+(``sriov_dra.driver.metrics``, ``sriov_dra.guard.metrics``)."""
 
-def read(api: client.ApiClient, node: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+
+def read(api: client.ApiClient, node: str) -> Samples:
     """Every sample of ``node``'s kubelet ``/metrics``: ``{(name, labels): value}``.
 
     Raises: ``kubernetes.client.ApiException`` when the proxy call fails.
@@ -80,8 +103,22 @@ def read(api: client.ApiClient, node: str) -> dict[tuple[str, frozenset[tuple[st
     resp: Any = client.CoreV1Api(api).connect_get_node_proxy_with_path(
         node, "metrics", _preload_content=False
     )
-    out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
-    for line in resp.data.decode().splitlines():
+    return parse(resp.data.decode())
+
+
+def read_service(node: real_node.RealNode, port: int) -> Samples:
+    """Every sample of the ``/metrics`` served on ``node``'s loopback at ``port`` (the plugin's and
+    the guard's DaemonSet Pods use the node's network); empty when it cannot be read."""
+    done = node.run_in_node(
+        ["curl", "-sf", "--max-time", "5", f"http://127.0.0.1:{port}/metrics"], timeout_s=10
+    )
+    return parse(done.stdout) if done.returncode == 0 else {}
+
+
+def parse(text: str) -> Samples:
+    """The sample lines of Prometheus text ``text``: ``{(name, labels): value}``."""
+    out: Samples = {}
+    for line in text.splitlines():
         match = SAMPLE.match(line)
         if match is None:
             continue
@@ -104,14 +141,15 @@ def total(
 def delta(
     before: Mapping[tuple[str, frozenset[tuple[str, str]]], float],
     after: Mapping[tuple[str, frozenset[tuple[str, str]]], float],
+    phases: tuple[Phase, ...] = PHASES,
 ) -> dict[str, tuple[float, float]]:
-    """Per :data:`PHASES` title: (seconds, observations) added between the two readings."""
+    """Per title of ``phases``: (seconds, observations) added between the two readings."""
     return {
         p.title: (
             total(after, p, "_sum") - total(before, p, "_sum"),
             total(after, p, "_count") - total(before, p, "_count"),
         )
-        for p in PHASES
+        for p in phases
     }
 
 
