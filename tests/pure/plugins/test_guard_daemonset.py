@@ -1,7 +1,7 @@
 """The guard role's DaemonSet runs the daemon against the node's own root and reports readiness it can prove.
 
 Rendered from ``roles/guard/templates/daemonset.yaml.j2`` with the role's defaults and Jinja2 (the
-one Ansible filter the template uses is given its Ansible meaning: ``dirname``). What is checked:
+Ansible filters the template uses are given their Ansible meaning: ``dirname``, ``to_json``). What is checked:
 the daemon runs Multus chrooted into the node's ``/`` (mounted with HostToContainer propagation, so
 netns and IPAM mounts made later are visible), its probes read the endpoint it serves, and the init
 container installs the shim into the node's CNI bin dir.
@@ -9,6 +9,7 @@ container installs the shim into the node's CNI bin dir.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ def _render(**overrides: Any) -> dict[str, Any]:
     values = {**defaults, "guard_image": "r/sriov-dra:1@sha256:" + "0" * 64, **overrides}
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["dirname"] = os.path.dirname
+    env.filters["to_json"] = json.dumps
     docs = list(
         yaml.safe_load_all(
             env.from_string((ROLE / "templates" / "daemonset.yaml.j2").read_text()).render(**values)
