@@ -107,6 +107,8 @@ class StackInstall(StackState):
             "plugin_namespace": PLUGIN_SERVICE_ACCOUNT[0],
             "plugin_policy_namespace": self.options.policy_namespace,
             "plugin_multus_auto_attach": self.options.auto_attach,
+            # the lab runs no preflight gate (playbooks/lab.yml): auto-attach on every node as the plugin starts
+            "plugin_auto_attach_node_label": "",
             "operator_namespace": OPERATOR_NAMESPACE,
             **self._deploy_vars(),
         }
