@@ -327,6 +327,7 @@ class Plugin:
         if self._gate is not None:
             self._gate.open(handler, monitor.reports)
             self.notify_health()
+            rolling_update.remove_dead_instances(cfg.sockets, cfg.driver_name)
         else:
             self.server = self._kubelet_server(handler, monitor.reports)
         threads.start("device-health", monitor.run, self.stop_event, health=self.health_state)

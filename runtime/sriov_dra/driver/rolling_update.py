@@ -47,6 +47,18 @@ def inventory_and_published(
     return snapshot.inventory, snapshot.published
 
 
+def remove_dead_instances(own: endpoints.PluginSockets, driver_name: str) -> None:
+    """Remove the per-instance sockets of this driver's instances that were killed (none listens).
+
+    Run by the instance that owns the node; its own sockets and any live instance's stay.
+    """
+    paths = [
+        *own.registration.parent.glob(f"{driver_name}-*-reg.sock"),
+        *own.dra.parent.glob("dra-*.sock"),
+    ]
+    plugin_server.remove_dead_sockets(paths, keep=(own.registration, own.dra))
+
+
 def await_registration(
     seen: threading.Event, server: plugin_server.KubeletPluginServer, registration: Path
 ) -> str | None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,6 +235,36 @@ class KubeletPluginServer:
         pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(
             _RegistrationServicer(info, self._record_registration), server
         )
+
+
+def remove_dead_sockets(paths: Iterable[Path], *, keep: Iterable[Path] = ()) -> list[Path]:
+    """Remove each unix socket of ``paths`` nobody listens on (a connection refused); return the removed.
+
+    For per-instance sockets a killed instance left behind (it removes its own only when it stops
+    cleanly): the kubelet keeps dialling such a registration socket. A socket that accepts a
+    connection, anything that is not a socket and the ``keep`` paths stay.
+    """
+    kept = set(keep)
+    removed = []
+    for path in paths:
+        try:
+            if path in kept or not stat.S_ISSOCK(os.lstat(path).st_mode):
+                continue
+        except FileNotFoundError:
+            continue
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(str(path))
+                continue
+            except ConnectionRefusedError:
+                pass
+            except OSError:
+                continue  # gone meanwhile, or not ours to judge
+        LOG.info("removing socket %s of a plugin instance that is gone", path)
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
 
 
 def _remove_stale_socket(path: Path) -> None:

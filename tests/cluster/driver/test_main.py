@@ -6,12 +6,13 @@ them. The test kubelet registers each and, like the kubelet, sends new calls to 
 Proves docs/plugin.md#rolling-update: the new instance's calls wait until the old one handed the
 checkpoint over; the claim the old one prepared is released by the new one; the ResourceSlices
 are adopted, never created again; the old one deregisters, keeps serving nothing and exits 0 on
-SIGTERM; restarted, it never asks for the node back.
+SIGTERM; restarted, it never asks for the node back; a killed instance's socket is removed.
 """
 
 from __future__ import annotations
 
 import signal
+import socket
 import uuid
 from pathlib import Path
 
@@ -69,6 +70,9 @@ def test_a_new_instance_takes_the_node_over_without_a_failed_call_or_a_recreated
         )
         assert prepare(pn, first).ok
 
+        killed = pn.registry / f"{DRIVER}-{endpoints.instance_name(str(uuid.uuid4()))}-reg.sock"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.bind(str(killed))  # what an instance killed earlier leaves: nobody listens
         new, new_registration = _instance(pn, new_uid)
         pn.kubelet.register(new_registration)  # the kubelet's newest instance: every new call goes there
         second = schedule_pod(
@@ -81,6 +85,7 @@ def test_a_new_instance_takes_the_node_over_without_a_failed_call_or_a_recreated
 
         assert pn.probe("/readyz")[0] == 200, "the new instance owns the node"
         assert not old_registration.exists(), "the old instance deregistered"
+        eventually("the owner to remove a killed instance's socket", lambda: not killed.exists())
         old_log = old.log_path.read_text()
         assert "handed over" in old_log and old.popen is not None and old.popen.poll() is None
         assert _slices(pn) == slices, "the slices were adopted, not created again"

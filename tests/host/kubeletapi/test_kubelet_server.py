@@ -451,3 +451,25 @@ def test_health_service_is_not_served_without_a_source(server: plugin_server.Kub
             )
         )
     assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_only_sockets_nobody_listens_on_are_removed_as_a_killed_instances(tmp_path: Path) -> None:
+    """docs/plugin.md#rolling-update: a killed instance leaves its sockets; a live one's, the owner's
+    own and other files stay."""
+    dead, live, own = (tmp_path / f"{DRIVER}-{n}-reg.sock" for n in ("dead", "live", "own"))
+    for path in (dead, own):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.bind(str(path))  # closed without unlinking: what a SIGKILL leaves
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(live))
+    listening.listen(1)
+    other = tmp_path / f"{DRIVER}-file-reg.sock"
+    other.write_text("not a socket")
+    try:
+        removed = plugin_server.remove_dead_sockets(
+            [dead, live, own, other, tmp_path / "gone.sock"], keep=[own]
+        )
+    finally:
+        listening.close()
+    assert removed == [dead]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, own, other))
