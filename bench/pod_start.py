@@ -17,7 +17,8 @@ Per start it prints apply→Running, scheduling and ``PodReadyToStartContainers`
 them, the node kubelet's histograms across the start and the plugin's and the guard's own
 (``bench/realkit/kubeletmetrics.py``); medians against the goals managed / hand-written <=
 :data:`GOAL_RATIO`, the plugin's NodePrepareResources <= :data:`GOAL_PREPARE_S` and the guard's
-part of a managed ADD <= :data:`GOAL_GUARD_ADD_S`. Between starts the lab is
+part of a managed ADD <= :data:`GOAL_GUARD_ADD_S`. Each start must show both rails' interfaces in
+the Pod's Multus network-status (a Pod running without its VFs stops the bench). Between starts the lab is
 checked for leftovers. Then the plugin's and guard's RSS with 64 prepared claims on one node
 (8 Pods × 8 one-VF claims) against :data:`RSS_GOALS_MIB`.
 
@@ -279,6 +280,7 @@ def measure(lab: stack.LabStack, node: str, body: dict[str, Any]) -> Start:
             f"Pod {NAMESPACE}/{name} did not run: {workloads.warnings(lab.api, NAMESPACE, name)}"
         )
     after = _metrics_after(lab, node, before)
+    attached(core.read_namespaced_pod(name, NAMESPACE))
     histograms = kubeletmetrics.delta(before, after)
     for port, samples in services.items():
         histograms.update(
@@ -295,6 +297,19 @@ def measure(lab: stack.LabStack, node: str, body: dict[str, Any]) -> Start:
         condition_spans(pod),
         histograms,
     )
+
+
+def attached(pod: Any) -> None:
+    """Stop the bench unless Multus's network-status on ``pod`` names every rail's interface: a Pod
+    that runs without its VFs (auto-attach off, a selection missing) is no start to compare."""
+    status = (pod.metadata.annotations or {}).get("k8s.v1.cni.cncf.io/network-status", "[]")
+    found = {entry.get("interface") for entry in json.loads(status)}
+    missing = [ifname for _, _, ifname in RAIL_PFS if ifname not in found]
+    if missing:
+        raise SystemExit(
+            f"Pod {NAMESPACE}/{pod.metadata.name} runs without {', '.join(missing)} "
+            f"(network-status: {sorted(str(i) for i in found)}); is auto-attach on for its node?"
+        )
 
 
 def _metrics_after(lab: stack.LabStack, node: str, before: Any) -> Any:
