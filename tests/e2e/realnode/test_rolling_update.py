@@ -8,12 +8,14 @@ replaces every Pod as a changed image digest does). Proves docs/plugin.md#rollin
 docs/guard.md#rolling-update where it matters, on the kubelet's own counters and events: every
 Pod of the loop runs and goes, no NodePrepareResources or NodeUnprepareResources call fails
 (the kubelet's ``dra_operations_duration_seconds`` errors and ``dra_grpc_operations_duration_seconds``
-codes other than OK), no ADD fails (no Warning Event of any loop Pod), no ResourceSlice is created
+codes other than OK), every loop Pod runs with its managed interface ``dra0`` (Multus's
+network-status), no ADD fails (no Warning Event of any loop Pod), no ResourceSlice is created
 again (every slice keeps its UID), and nothing is left after the loop.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import threading
@@ -68,6 +70,7 @@ class Loop:
             try:
                 workloads.apply_docs(self.lab.api, [pod])
                 workloads.wait_running(self.lab.api, NAMESPACE, name, timeout_s=180)
+                attached = _interfaces(self.lab.api, name)
                 workloads.delete_docs(self.lab.api, [pod], timeout_s=180)
             except Exception as exc:
                 with self.lock:
@@ -80,6 +83,10 @@ class Loop:
             with self.lock:
                 if warned:
                     self.failures.append(f"{name}: {warned}")
+                if "dra0" not in attached:  # the managed ADD ran: Multus reports the VF's interface
+                    self.failures.append(
+                        f"{name}: ran without its managed interface dra0 (network-status {attached})"
+                    )
                 self.done.append((name, created, time.monotonic()))
 
     def during(self, windows: list[tuple[float, float]]) -> int:
@@ -90,6 +97,15 @@ class Loop:
                 for _, made, gone in self.done
                 if any(start <= made <= end or start <= gone <= end for start, end in windows)
             )
+
+
+def _interfaces(api: client.ApiClient, name: str) -> list[str]:
+    """The interfaces Multus's network-status annotation reports for Pod ``name`` (empty without one)."""
+    from sriov_dra_rules import names
+
+    pod = client.CoreV1Api(api).read_namespaced_pod(name, NAMESPACE)
+    status = json.loads((pod.metadata.annotations or {}).get(names.NETWORK_STATUS_ANNOTATION) or "[]")
+    return [str(entry.get("interface")) for entry in status if isinstance(entry, dict)]
 
 
 def _slices(lab: Any) -> dict[str, str]:
