@@ -149,6 +149,22 @@ class Publisher:
         )
         return self
 
+    def wait_evaluated(self, timeout_s: float) -> bool:
+        """Wait until the policy watches finished their first lists, then evaluate them once (under the
+        sync lock, as the worker does), so :meth:`snapshot` holds the eligible devices, not the empty
+        snapshot a fresh controller starts with. Units: seconds. Returns False when the lists did not
+        finish in time (the snapshot stays empty until they do; the worker evaluates then).
+        Raises: RuntimeError before :meth:`start`.
+        """
+        controller = self._require_controller()
+        deadline = time.monotonic() + timeout_s
+        for watch in (controller.policies, controller.device_attributes, controller.node):
+            if not watch.wait_synced(max(0.0, deadline - time.monotonic())):
+                return False
+        with self._sync_lock:
+            controller.evaluate()
+        return True
+
     def close(self, *, timeout_s: float = 5.0) -> None:
         """Stop the worker and the watches (sets ``stop``); idempotent. Units: seconds."""
         self._stop.set()

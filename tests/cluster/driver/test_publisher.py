@@ -87,6 +87,18 @@ def test_a_vmbus_node_without_numa_affinity_publishes_its_root_bus_and_no_numa_n
         assert attrs[f"{D}/pfPciAddress"] == {"string": "0001:00:00.0"}
 
 
+def test_wait_evaluated_holds_the_policies_eligible_devices_before_the_worker_evaluates(
+    api, namespace, node, start_publisher
+):
+    """A plugin answers no claim from the empty snapshot of a controller whose first lists still run:
+    startup waits for them and evaluates once itself (here the worker would wait 30 s to settle)."""
+    create(api, namespace, "sriovresourcepolicies", "all", ALL_DEVICES)
+    pub = start_publisher(settle_s=30.0)
+    assert pub.wait_evaluated(30)
+    snapshot = pub.snapshot()
+    assert len(snapshot.published) == 8 and snapshot.is_eligible("0000-03-02-0")
+
+
 def test_publishes_node_slices_only_after_a_policy_opts_devices_in(api, namespace, node, start_publisher):
     pub = start_publisher()
     assert pub.wait_published(30)
