@@ -63,8 +63,6 @@ LOG = logging.getLogger("sriov_dra.driver")
 EXIT_OK = 0
 EXIT_STARTUP_FAILED = 1
 EXIT_BAD_SETTINGS = 2
-POLICY_SYNC_TIMEOUT_S: Final = 60.0
-"""How long startup waits for the policy watches' first lists before it serves claims anyway."""
 
 
 class StartupError(Exception):
@@ -203,7 +201,7 @@ class Plugin:
            ``/healthz`` 503 once an essential worker crashed).
         4. Discovery of the VFs and the publisher (policy namespace and CRDs checked, watches and
            the ResourceSlice worker started); the policies' first evaluation awaited, at most
-           :data:`POLICY_SYNC_TIMEOUT_S`.
+           :data:`publisher.POLICY_SYNC_TIMEOUT_S`.
         5. *Auto-attach only*: the Node's UID recorded, then the repair worker started and its
            first complete pass awaited, at most ``--repair-first-pass-timeout-s`` (0: no bound).
         6-7. The DRA socket, then the registration socket; with ``--pod-uid`` both come first and
@@ -274,14 +272,7 @@ class Plugin:
             self.publisher = pub.start()
         except Exception as exc:
             raise StartupError(f"cannot start discovery and publication: {exc}") from exc
-        # Before any claim is prepared or repaired: the devices the policies make eligible, not the
-        # empty snapshot of a controller whose first lists are still running (a kubelet call held at
-        # the rolling-update gate is answered the moment it opens).
-        if not pub.wait_evaluated(POLICY_SYNC_TIMEOUT_S):
-            LOG.warning(
-                "policy watches not synced; claims fail DeviceNotEligible until they are",
-                extra={"op": "startup", "timeout_s": POLICY_SYNC_TIMEOUT_S},
-            )
+        pub.wait_evaluated()  # no claim is prepared or repaired from a controller's empty first snapshot
         self.metrics.discovered_vfs.set(len(pub.snapshot().inventory))
         specs = cdi.CdiSpecs(cfg.cdi_root)
         try:

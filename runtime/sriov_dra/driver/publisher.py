@@ -31,6 +31,8 @@ from sriov_dra.servicekit import threads as svc_threads
 from sriov_dra_rules import names
 
 LOG = logging.getLogger(__name__)
+POLICY_SYNC_TIMEOUT_S = 60.0
+"""How long startup waits for the policy watches' first lists (:meth:`Publisher.wait_evaluated`)."""
 
 
 @dataclass(frozen=True)
@@ -149,17 +151,22 @@ class Publisher:
         )
         return self
 
-    def wait_evaluated(self, timeout_s: float) -> bool:
+    def wait_evaluated(self, timeout_s: float = POLICY_SYNC_TIMEOUT_S) -> bool:
         """Wait until the policy watches finished their first lists, then evaluate them once (under the
         sync lock, as the worker does), so :meth:`snapshot` holds the eligible devices, not the empty
-        snapshot a fresh controller starts with. Units: seconds. Returns False when the lists did not
-        finish in time (the snapshot stays empty until they do; the worker evaluates then).
+        snapshot a fresh controller starts with: a kubelet call held at the rolling-update gate is
+        answered the moment it opens. Units: seconds. Returns False, with a warning, when the lists did
+        not finish in time (the snapshot stays empty until they do; the worker evaluates then).
         Raises: RuntimeError before :meth:`start`.
         """
         controller = self._require_controller()
         deadline = time.monotonic() + timeout_s
         for watch in (controller.policies, controller.device_attributes, controller.node):
             if not watch.wait_synced(max(0.0, deadline - time.monotonic())):
+                self._log.warning(
+                    "policy watches not synced; claims fail DeviceNotEligible until they are",
+                    extra={"op": "publish", "node": self.node_name, "timeout_s": timeout_s},
+                )
                 return False
         with self._sync_lock:
             controller.evaluate()
