@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,3 +24,13 @@ def scratch_netns() -> Iterator[str]:
         yield f"/var/run/netns/{name}"
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A short directory under /tmp: pytest's tmp_path can push socket paths past 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="dra-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

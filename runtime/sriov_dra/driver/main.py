@@ -112,6 +112,7 @@ class Plugin:
         # The node's owner's workers (publisher, repair) end with it; the process with stop_event.
         self.owner_stop = threading.Event()
         self.handed_over = threading.Event()
+        self._lifecycle = threading.Lock()  # hand_over (watcher thread) and stop (main thread) in turn
         self._gate: rolling_update.Gate | None = None
         self._registration_seen = threading.Event()
         self.metrics = metrics.PluginMetrics()
@@ -122,7 +123,7 @@ class Plugin:
         self.server: plugin_server.KubeletPluginServer | None = None
         self.http: probes.HttpServer | None = None
         # /readyz: registered with the kubelet (step 7); /healthz: no essential worker crashed.
-        self.health_state = probes.Health()
+        self.health_state = probes.Health(pod_uid=config.pod_uid)
         self.health_state.check("registered", self.readiness)
         self._api: kube_watches.ApiClient | None = None
         self.repair: managed_repair.RepairWorker | None = None
@@ -382,14 +383,12 @@ class Plugin:
         self.owner_stop.set()
         server, repair, pub, http = self.server, self.repair, self.publisher, self.http
         rolling_update.hand_over(
-            stop_serving=(lambda: server.stop(grace_s=self.settings.shutdown_grace_s))
-            if server
-            else (lambda: None),
-            stop_workers=[w.stop for w in (repair, http) if w is not None]
-            + ([pub.close] if pub is not None else []),
+            stop_serving=(lambda: server.stop(grace_s=self.settings.shutdown_grace_s)) if server else None,
+            stop_workers=[w.stop for w in (repair, http) if w is not None] + ([pub.close] if pub else []),
             store=self.store,
             state_dir=self.settings.state_dir,
             pod_uid=self.settings.pod_uid,
+            lock=self._lifecycle,
         )
 
     def _device_health(
@@ -427,24 +426,25 @@ class Plugin:
     def stop(self) -> None:
         """Stop everything started, in reverse order; idempotent.
 
-        In-flight kubelet calls get ``shutdown_grace_s`` to finish; calls arriving meanwhile are
-        refused by gRPC (UNAVAILABLE), which the kubelet retries.
+        In-flight kubelet calls get ``shutdown_grace_s`` to finish (a hand-over's drain ends first);
+        calls arriving meanwhile are refused by gRPC (UNAVAILABLE), which the kubelet retries.
         """
         self.stop_event.set()
         self.owner_stop.set()
-        if self.server is not None:
-            self.server.stop(grace_s=self.settings.shutdown_grace_s)
-        if self.repair is not None:
-            self.repair.stop()
-        if self.publisher is not None:
-            self.publisher.close()
-        if self.eswitch_modes is not None:
-            self.eswitch_modes.close()
-        if self.http is not None:
-            self.http.stop()
-        if self._api is not None:
-            self._api.close()
-            self._api = None
+        with self._lifecycle:
+            if self.server is not None:
+                self.server.stop(grace_s=self.settings.shutdown_grace_s)
+            if self.repair is not None:
+                self.repair.stop()
+            if self.publisher is not None:
+                self.publisher.close()
+            if self.eswitch_modes is not None:
+                self.eswitch_modes.close()
+            if self.http is not None:
+                self.http.stop()
+            if self._api is not None:
+                self._api.close()
+                self._api = None
 
     def run(self) -> int:
         """Start, serve until a signal, stop; return the exit status."""

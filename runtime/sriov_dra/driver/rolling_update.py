@@ -98,30 +98,33 @@ def watch_successor(
 
 def hand_over(
     *,
-    stop_serving: Callable[[], None],
+    stop_serving: Callable[[], None] | None,
     stop_workers: Sequence[Callable[[], None]],
     store: checkpoint.CheckpointStore | None,
     state_dir: Path,
     pod_uid: str,
+    lock: threading.Lock,
 ) -> None:
-    """Hand the node to the instance waiting for the checkpoint, in this order.
+    """Hand the node to the instance waiting for the checkpoint, in this order, holding ``lock``.
 
-    ``stop_serving`` deregisters and lets in-flight kubelet calls finish; ``stop_workers`` stop
+    ``stop_serving`` (``None``: not serving) deregisters and lets in-flight kubelet calls finish; ``stop_workers`` stop
     the repair worker, the publisher (the successor adopts the slices) and the metrics server;
     ``pod_uid`` is recorded as retired; then the checkpoint closes, which releases the writer lock
     (after that this process never writes it).
     """
     LOG.info("a newer instance waits: handing over", extra={"op": "handover", "instance": pod_uid})
-    stop_serving()
-    for stop in stop_workers:
-        stop()
-    if pod_uid:
-        try:
-            checkpoint_files.record_retired(state_dir, pod_uid)
-        except OSError as exc:
-            LOG.warning("cannot record the hand-over", extra={"op": "handover", "reason": str(exc)})
-    if store is not None:
-        store.close()
+    with lock:  # the process's stop (on a signal) waits: it closes what the drained calls use
+        if stop_serving is not None:
+            stop_serving()
+        for stop in stop_workers:
+            stop()
+        if pod_uid:
+            try:
+                checkpoint_files.record_retired(state_dir, pod_uid)
+            except OSError as exc:
+                LOG.warning("cannot record the hand-over", extra={"op": "handover", "reason": str(exc)})
+        if store is not None:
+            store.close()
     LOG.info("handed over", extra={"op": "handover", "instance": pod_uid})
 
 

@@ -112,6 +112,7 @@ class KubeletPluginServer:
         self._registration: RegistrationState | None = None
         self._servers: list[tuple[str, grpc.Server, futures.ThreadPoolExecutor, Path]] = []
         self._started = False
+        self._stop_lock = threading.Lock()
 
     # -- registration verdict -------------------------------------------------------------
 
@@ -176,18 +177,22 @@ class KubeletPluginServer:
         for the kubelet, and the handler's thread is abandoned to finish in the background
         (the driver's state must tolerate that, as it tolerates a crash).
 
+        A call made while another one drains waits for that drain to end (a hand-over and a
+        SIGTERM may stop the server from two threads).
+
         Units: ``grace_s`` seconds.
         """
-        while self._servers:
-            # Last started, first stopped: the registration server goes before the DRA server.
-            name, server, executor, path = self._servers.pop()
-            if name == "dra" and self._health is not None:
-                self._health.close()
-            server.stop(grace_s).wait()
-            executor.shutdown(wait=False, cancel_futures=True)
-            # gRPC unlinks its unix socket when the listener closes; make sure either way.
-            path.unlink(missing_ok=True)
-        self._started = False
+        with self._stop_lock:
+            while self._servers:
+                # Last started, first stopped: the registration server goes before the DRA server.
+                name, server, executor, path = self._servers.pop()
+                if name == "dra" and self._health is not None:
+                    self._health.close()
+                server.stop(grace_s).wait()
+                executor.shutdown(wait=False, cancel_futures=True)
+                # gRPC unlinks its unix socket when the listener closes; make sure either way.
+                path.unlink(missing_ok=True)
+            self._started = False
 
     def __enter__(self) -> KubeletPluginServer:
         self.start()

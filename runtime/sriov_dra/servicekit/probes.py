@@ -6,6 +6,11 @@ it, so the liveness probe restarts the container; slow or not-yet-ready is still
 plugin: registered after the repair worker's first pass; the guard: its socket listens; the
 operator: caches synced), else 503 listing each unmet condition. ``/metrics``: the Prometheus
 registry. :class:`Health` is thread-safe; the server runs on one daemon thread.
+
+Services on the node's network run twice side by side during a rollout and only one binds the
+address: a probe that sends ``X-Pod-Uid`` gets 503 "served by another instance" from a server
+of another Pod, so each Pod's probes are answered only by its own instance
+(docs/plugin.md#rolling-update). Without the header the answer is unchanged.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ LOG = logging.getLogger("sriov_dra.servicekit.probes")
 class Health:
     """Liveness (crashed essential workers) and readiness (named conditions) of one service.
 
-    Shapes: ``conditions`` names the readiness conditions, all unmet at first (reason "starting").
+    Shapes: ``conditions`` names the readiness conditions, all unmet at first (reason "starting");
+    ``pod_uid`` the serving Pod's UID (empty: none), compared with a probe's ``X-Pod-Uid`` header.
     """
 
-    def __init__(self, conditions: Iterable[str] = ()) -> None:
+    def __init__(self, conditions: Iterable[str] = (), *, pod_uid: str = "") -> None:
+        self.pod_uid = pod_uid
         self._lock = threading.Lock()
         self._unmet: dict[str, str] = {name: "starting" for name in conditions}
         self._checks: dict[str, Callable[[], tuple[bool, str]]] = {}
@@ -85,6 +92,10 @@ class Health:
         return False, "; ".join(f"{n}: {r}" for n, r in sorted(unmet.items()))
 
 
+POD_UID_HEADER = "X-Pod-Uid"
+"""The probing Pod's UID; a server of another Pod answers its probes 503."""
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     health: Health
     render_metrics: Callable[[], bytes]
@@ -97,6 +108,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         probe = {"/healthz": self.health.alive, "/readyz": self.health.ready}.get(path)
         if probe is None:
             self._reply(404, b"not found\n", "text/plain; charset=utf-8")
+            return
+        asker = (self.headers.get(POD_UID_HEADER) or "").strip()
+        if asker and asker != self.health.pod_uid:
+            body = (
+                f"served by another instance (Pod {self.health.pod_uid or 'unknown'}), not by Pod {asker}\n"
+            )
+            self._reply(503, body.encode(), "text/plain; charset=utf-8")
             return
         ok, why = probe()
         self._reply(200 if ok else 503, f"{why}\n".encode(), "text/plain; charset=utf-8")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,16 +12,6 @@ from sriov_dra.kubeletapi import endpoints, plugin_server
 from sriov_dra_lab import kubelet
 
 DRIVER = "vf.test.example.com"
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A short directory under /tmp: pytest's tmp_path can push socket paths past 107 bytes."""
-    path = Path(tempfile.mkdtemp(prefix="dra-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

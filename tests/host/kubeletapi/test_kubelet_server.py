@@ -277,6 +277,44 @@ def test_in_flight_call_finishes_within_the_grace_period(
     assert not server.sockets.dra.exists()
 
 
+def test_a_second_stop_waits_for_the_first_ones_drain_and_neither_fails(
+    server: plugin_server.KubeletPluginServer, handler: FakeClaimHandler
+) -> None:
+    """A hand-over and a SIGTERM stop the server from two threads: the later call returns only after the drain."""
+    handler.hold = True
+    client = _client(server, endpoints.DraService.V1)
+    call = threading.Thread(target=client.node_prepare_resources, args=([A],), daemon=True)
+    call.start()
+    assert handler.entered.wait(5)
+    errors: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            server.stop(grace_s=10)
+        except BaseException as exc:  # an IndexError of two threads popping one list
+            errors.append(exc)
+
+    first = threading.Thread(target=stop, daemon=True)
+    first.start()
+    waiting.eventually(
+        "the registration socket removed",
+        lambda: not server.sockets.registration.exists(),
+        timeout_s=5,
+        interval_s=0.01,
+    )
+    second = threading.Thread(target=stop, daemon=True)
+    second.start()
+    second.join(0.5)
+    assert second.is_alive(), "the second stop returned while the first one still drained a call"
+    handler.release.set()
+    call.join(5)
+    first.join(5)
+    second.join(5)
+    client.close()
+    assert errors == [] and not first.is_alive() and not second.is_alive()
+    assert not server.sockets.dra.exists()
+
+
 # -- DRAPlugin v1 / v1beta1 -----------------------------------------------------------------
 
 

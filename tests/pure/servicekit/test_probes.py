@@ -113,3 +113,29 @@ def _healthy(port: int) -> bool:
         return get(port, "/healthz")[0] == 200
     except urllib.error.URLError:
         return False
+
+
+def _get_as(port: int, path: str, pod_uid: str) -> tuple[int, str]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", headers={probes.POD_UID_HEADER: pod_uid}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_a_probe_of_another_pod_is_answered_503_and_its_own_pods_as_without_the_header(path: str) -> None:
+    """Two Pods of a rollout probe one node address: only the serving instance's own Pod gets its state."""
+    state = probes.Health(pod_uid="uid-old")
+    server = probes.HttpServer("127.0.0.1:0", state, lambda: b"")
+    server.start()
+    try:
+        assert _get_as(server.port, path, "uid-old") == (200, "ok\n")
+        status, body = _get_as(server.port, path, "uid-new")
+        assert status == 503 and "served by another instance" in body and "uid-old" in body
+        assert get(server.port, path) == (200, "ok\n")  # no header: unchanged
+    finally:
+        server.stop()
