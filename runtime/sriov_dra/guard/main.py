@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -29,6 +30,8 @@ from sriov_dra_rules import cni_install, errors, guard_conf, strict_json
 log = logging.getLogger("sriov_dra.guard")
 SOCKET_READY = "socket"
 """Readiness condition: the guard's unix socket listens (``/readyz`` is 503 before)."""
+SUPERSEDED_POLL_S: Final = 0.5
+"""How often the daemon looks whether a rollout's newer daemon took its socket path over (s)."""
 
 
 DESCRIPTION: Final = "sriov-dra-guard: the guard daemon (serve) and its node installer (install, uninstall)."
@@ -65,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-concurrent", type=int, default=defaults.max_concurrent)
     serve.add_argument(
         "--metrics-address", default=defaults.metrics_address, help="host:port, empty disables"
+    )
+    serve.add_argument(
+        "--pod-uid",
+        default=os.environ.get("POD_UID", ""),
+        help="this daemon's Pod UID (default: $POD_UID): a probe sending another Pod's UID in X-Pod-Uid "
+        "gets 503, so during a rollout each Pod's probes are answered only by its own daemon",
     )
     serve.add_argument("--log-format", choices=("text", "json"), default="text")
     serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -177,7 +186,7 @@ def _serve(args: argparse.Namespace) -> int:
         recorder=recorder,
         metadata=pod_metadata_files.PodMetadataFiles(conf.metadata_dir) if conf.metadata_dir else None,
     )
-    state = probes.Health([SOCKET_READY])
+    state = probes.Health([SOCKET_READY], pod_uid=args.pod_uid.strip())
     srv = server.GuardServer(hooks, conf.socket_path, max_concurrent=conf.max_concurrent, health=state)
     endpoint = (
         probes.HttpServer(conf.metrics_address, state, recorder.render) if conf.metrics_address else None
@@ -190,7 +199,13 @@ def _serve(args: argparse.Namespace) -> int:
         endpoint.start_when_free(stop)
     state.set(SOCKET_READY, True)
     log.info("guard ready", extra={"socket": str(conf.socket_path)})
-    stop.wait()
+    while not stop.wait(SUPERSEDED_POLL_S):
+        if srv.superseded():  # a newer daemon serves the path: it gets the health address too
+            log.info("a newer daemon took the socket over: unready, health address freed")
+            state.set(SOCKET_READY, False, "a newer daemon took the socket over")
+            if endpoint is not None:
+                endpoint.stop()
+            stop.wait()
     log.info("guard stopping", extra={"grace_s": conf.drain_grace_s})
     state.set(SOCKET_READY, False, "stopping")
     srv.stop(grace_s=conf.drain_grace_s)

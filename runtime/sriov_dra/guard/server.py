@@ -80,6 +80,13 @@ class GuardServer:
         self._thread = threads.start("guard-accept", self._accept_loop, health=self._health)
         self.ready.set()
 
+    def superseded(self) -> bool:
+        """Whether a newer daemon took the socket path over (the file there is another socket)."""
+        try:
+            return self._inode != -1 and os.stat(self.socket_path).st_ino != self._inode
+        except FileNotFoundError:
+            return False
+
     def stop(self, *, grace_s: float) -> None:
         """Stop accepting, wait up to ``grace_s`` seconds for in-flight requests, release the socket.
 

@@ -115,8 +115,9 @@ def _answered(path: Path) -> bool:
 
 def test_a_new_daemon_takes_the_socket_over_while_shims_connect_and_none_fails() -> None:
     """Shims connect in a loop while a second daemon starts on the same path and the first one stops:
-    every request is answered, the new daemon gets the requests after its start, and the old one's
-    stop leaves the new one's socket in place."""
+    every request is answered, the new daemon gets the requests after its start (the old one then
+    knows it is superseded, and frees the health address: docs/guard.md#rolling-update), and the
+    old one's stop leaves the new one's socket in place."""
     with tempfile.TemporaryDirectory(prefix="gs") as directory:
         path = Path(directory) / "run" / "guard.sock"
         old_hooks, new_hooks = RecordingHooks(), RecordingHooks()
@@ -145,7 +146,9 @@ def test_a_new_daemon_takes_the_socket_over_while_shims_connect_and_none_fails()
                 timeout_s=30,
                 interval_s=0.01,
             )
+            assert not old.superseded()
             new.start()
+            assert old.superseded() and not new.superseded()
             waiting.eventually(
                 "requests to the new daemon",
                 lambda: len(new_hooks.calls) >= 5,

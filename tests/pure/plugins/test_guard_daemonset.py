@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 import yaml
+from tests.pure.plugins import exec_probes
 
 REPO = Path(__file__).resolve().parents[3]
 ROLE = REPO / "roles" / "guard"
@@ -72,11 +73,26 @@ def test_the_socket_is_the_nodes_socket_directory_at_the_same_path() -> None:
 
 
 def test_the_probes_read_the_endpoint_the_daemon_serves_on_the_nodes_loopback() -> None:
-    guard = _pod(_render(guard_metrics_port=9700))["containers"][0]
-    assert "--metrics-address=127.0.0.1:9700" in guard["args"]
-    ready, alive = guard["readinessProbe"]["httpGet"], guard["livenessProbe"]["httpGet"]
-    assert (ready["host"], ready["port"], ready["path"]) == ("127.0.0.1", 9700, "/readyz")
-    assert (alive["host"], alive["port"], alive["path"]) == ("127.0.0.1", 9700, "/healthz")
+    with exec_probes.health_server("pod-a") as (state, port):
+        guard = _pod(_render(guard_metrics_port=port))["containers"][0]
+        assert f"--metrics-address=127.0.0.1:{port}" in guard["args"]
+        status, output = exec_probes.run(guard["readinessProbe"], "pod-a")
+        assert status != 0 and "registered: starting" in output
+        state.set("registered", True)
+        assert exec_probes.run(guard["readinessProbe"], "pod-a") == (0, "")
+        assert exec_probes.run(guard["livenessProbe"], "pod-a") == (0, "")
+
+
+def test_each_probe_is_answered_only_by_its_own_pods_daemon() -> None:
+    """docs/guard.md#rolling-update: the old daemon holding the address answers the new Pod's probes 503."""
+    with exec_probes.health_server("old-pod") as (state, port):
+        state.set("registered", True)
+        guard = _pod(_render(guard_metrics_port=port))["containers"][0]
+        env = {e["name"]: e for e in guard["env"]}
+        assert env["POD_UID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
+        for name in ("readinessProbe", "livenessProbe"):
+            status, output = exec_probes.run(guard[name], "new-pod")
+            assert status != 0 and "served by another instance" in output, name
 
 
 def test_the_init_container_installs_the_shim_into_the_nodes_cni_bin_dir_for_the_nodes_python() -> None:
