@@ -333,7 +333,7 @@ class Plugin:
             rolling_update.remove_dead_instances(cfg.sockets, cfg.driver_name)
         else:
             self.server = self._kubelet_server(handler, monitor.reports)
-        threads.start("device-health", monitor.run, self.stop_event, health=self.health_state)
+        threads.start("device-health", monitor.run, self.owner_stop, health=self.health_state)
         threads.start(
             "hand-over", rolling_update.watch_successor, self.store, self.stop_event, self.hand_over,
             health=self.health_state,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import time
 import uuid
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from kubernetes import client
 from tests.cluster.driver import test_prepare as tp
 from tests.cluster.driver.test_prepare import DRIVER, PluginNode, eventually, prepare, schedule_pod, vf_config
 
+from sriov_dra.driver import device_health_monitor
 from sriov_dra.kubeletapi import endpoints
 from sriov_dra_lab import processes
 
@@ -90,6 +92,8 @@ def test_a_new_instance_takes_the_node_over_without_a_failed_call_or_a_recreated
         assert "handed over" in old_log and old.popen is not None and old.popen.poll() is None
         assert _slices(pn) == slices, "the slices were adopted, not created again"
         assert set(pn.records()) == {second.claim.uid}
+        time.sleep(2 * device_health_monitor.DEFAULT_POLL_S)  # polls the old instance would have made
+        assert "device health poll failed" not in old.log_path.read_text(), "it polled the closed checkpoint"
 
         assert old.popen is not None
         old.popen.send_signal(signal.SIGTERM)
