@@ -124,6 +124,7 @@ def test_pf_link_down_shows_its_vf_unhealthy_in_the_pod_status_and_link_up_healt
                 )
 
         wait_health("Healthy: VF ", f"VF {device} Healthy in the Pod status")
+        logged_before = len(log_events(real_node))  # the node's plugin.log holds earlier tests' plugins too
         started = time.monotonic()
         set_pf(real_node, pf, up=False)
         wait_health(
@@ -137,7 +138,7 @@ def test_pf_link_down_shows_its_vf_unhealthy_in_the_pod_status_and_link_up_healt
 
         changes = [
             (e.get("outcome"), e.get("reason"))
-            for e in log_events(real_node)
+            for e in log_events(real_node)[logged_before:]
             if e.get("msg") == "device health changed" and e.get("device") == device
         ]
         assert ("HEALTHY -> UNHEALTHY", f"PF {pf} is down (operstate down)") in changes
