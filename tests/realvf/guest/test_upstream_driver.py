@@ -12,7 +12,8 @@ session's plugin keeps serving the guest Node. Every device upstream publishes m
 plugin's device of the same name, attributes and capacities, and the names must be the same set,
 so a DeviceClass selector written for upstream keeps matching after a migration; this plugin's only
 extra attribute is the standard NUMA key (:data:`ONLY_THIS_PLUGIN`). Slice-level fields (node name,
-pool, generation) differ by construction and are not compared.
+pool, generation) differ by construction and are not compared, nor are device taints (health, not
+identity: upstream sets none, and this plugin's health taint outlives a VF's return by 30 s).
 """
 
 from __future__ import annotations
@@ -58,7 +59,14 @@ def devices(api: client.ApiClient, node: str) -> dict[str, dict[str, Any]]:
 def _differences(name: str, ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
     """One line per field or attribute of device ``name`` that this plugin and upstream publish differently."""
     out = []
-    for field in sorted(set(ours) | set(theirs)):
+    # Taints are health, not identity: a selector never reads them, upstream sets none, and this plugin's
+    # stay 30 s after a VF came back (an earlier module may have just removed and re-created the VFs).
+    out += [
+        f"{name} taint {t}: not this plugin's health taint"
+        for t in ours.get("taints") or []
+        if t.get("key") != f"{names.DOMAIN}/unhealthy"
+    ]
+    for field in sorted((set(ours) | set(theirs)) - {"taints"}):
         mine, other = ours.get(field), theirs.get(field)
         if field in ("attributes", "capacity") and isinstance(mine, dict) and isinstance(other, dict):
             for key in sorted(set(mine) | set(other)):
