@@ -149,11 +149,15 @@ def test_a_killed_node_is_fenced_and_recovered_and_its_rail_served_by_the_other_
     )
     phases["Pod force-deleted after the taint"] = time.monotonic() - fenced
     nads = objects.Objects(lab.api, field_manager="e2e")
+
+    def shadow_held() -> bool:
+        # The garbage collector deletes the shadow after its claim, a moment after the Pod: wait for it.
+        held = nads.get(objects.NAD, shadow_name, lost)
+        return bool(held["metadata"].get("deletionTimestamp"))
+
+    workloads.eventually(f"shadow {lost}/{shadow_name} being deleted", shadow_held, timeout_s=60)
     held = nads.get(objects.NAD, shadow_name, lost)
-    assert (
-        held["metadata"].get("deletionTimestamp")
-        and names.FINALIZER_ATTACHMENT_PROTECTION in held["metadata"]["finalizers"]
-    )
+    assert names.FINALIZER_ATTACHMENT_PROTECTION in held["metadata"]["finalizers"], held["metadata"]
     core.delete_namespace(lost)
     assert core.read_namespace(lost).status.phase == "Terminating"
 
