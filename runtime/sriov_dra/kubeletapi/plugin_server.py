@@ -242,20 +242,35 @@ class KubeletPluginServer:
         )
 
 
-def remove_dead_sockets(paths: Iterable[Path], *, keep: Iterable[Path] = ()) -> list[Path]:
-    """Remove each unix socket of ``paths`` nobody listens on (a connection refused); return the removed.
+DEAD_SOCKET_MIN_AGE_S = 60.0
+"""How old (since its bind) a socket nobody listens on must be before :func:`remove_dead_sockets`
+removes it: an instance that is just starting has bound its socket but may not listen yet, which
+a connection attempt cannot tell from a killed one."""
+
+
+def remove_dead_sockets(
+    paths: Iterable[Path],
+    *,
+    keep: Iterable[Path] = (),
+    min_age_s: float = DEAD_SOCKET_MIN_AGE_S,
+    clock: Callable[[], float] = time.time,
+) -> list[Path]:
+    """Remove each unix socket of ``paths`` whose owner is gone; return the removed.
 
     For per-instance sockets a killed instance left behind (it removes its own only when it stops
-    cleanly): the kubelet keeps dialling such a registration socket. A socket that accepts a
-    connection, anything that is not a socket and the ``keep`` paths stay.
+    cleanly): the kubelet keeps dialling such a registration socket. A socket is gone only when a
+    connection is refused **and** it was bound at least ``min_age_s`` ago (``clock``: Unix
+    seconds); a socket that accepts a connection, fails any other way, or is younger (an instance
+    that bound it and does not listen yet), anything that is not a socket and the ``keep`` paths stay.
     """
     kept = set(keep)
     removed = []
     for path in paths:
         try:
-            if path in kept or not stat.S_ISSOCK(os.lstat(path).st_mode):
-                continue
+            info = os.lstat(path)
         except FileNotFoundError:
+            continue
+        if path in kept or not stat.S_ISSOCK(info.st_mode) or clock() - info.st_mtime < min_age_s:
             continue
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             probe.settimeout(1.0)
@@ -265,7 +280,7 @@ def remove_dead_sockets(paths: Iterable[Path], *, keep: Iterable[Path] = ()) -> 
             except ConnectionRefusedError:
                 pass
             except OSError:
-                continue  # gone meanwhile, or not ours to judge
+                continue  # gone meanwhile, busy, or not ours to judge
         LOG.info("removing socket %s of a plugin instance that is gone", path)
         path.unlink(missing_ok=True)
         removed.append(path)

@@ -498,9 +498,11 @@ def test_only_sockets_nobody_listens_on_are_removed_as_a_killed_instances(tmp_pa
     for path in (dead, own):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.bind(str(path))  # closed without unlinking: what a SIGKILL leaves
+        _age(path)
     listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listening.bind(str(live))
     listening.listen(1)
+    _age(live)
     other = tmp_path / f"{DRIVER}-file-reg.sock"
     other.write_text("not a socket")
     try:
@@ -511,3 +513,25 @@ def test_only_sockets_nobody_listens_on_are_removed_as_a_killed_instances(tmp_pa
         listening.close()
     assert removed == [dead]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, own, other))
+
+
+def _age(path: Path) -> None:
+    """Make ``path`` look bound long ago (past ``DEAD_SOCKET_MIN_AGE_S``)."""
+    then = os.lstat(path).st_mtime - plugin_server.DEAD_SOCKET_MIN_AGE_S - 1
+    os.utime(path, (then, then), follow_symlinks=False)
+
+
+def test_the_socket_of_an_instance_that_bound_it_and_does_not_listen_yet_stays(tmp_path: Path) -> None:
+    """A starting instance binds its socket before it listens; a connection to it is refused just
+    as to a killed instance's. The owner's clean-up must not remove it (the kubelet would never
+    see the starting instance): only a socket bound longer than the grace ago counts as dead."""
+    starting = tmp_path / f"{DRIVER}-starting-reg.sock"
+    bound = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound.bind(str(starting))  # bound, not yet listening: connect() is refused
+    try:
+        assert plugin_server.remove_dead_sockets([starting]) == []
+        assert starting.exists()
+        later = os.lstat(starting).st_mtime + plugin_server.DEAD_SOCKET_MIN_AGE_S + 1
+        assert plugin_server.remove_dead_sockets([starting], clock=lambda: later) == [starting]
+    finally:
+        bound.close()
