@@ -11,6 +11,7 @@ SIGTERM; restarted, it never asks for the node back; a killed instance's socket 
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import time
@@ -22,7 +23,7 @@ from tests.cluster.driver import test_prepare as tp
 from tests.cluster.driver.test_prepare import DRIVER, PluginNode, eventually, prepare, schedule_pod, vf_config
 
 from sriov_dra.driver import device_health_monitor
-from sriov_dra.kubeletapi import endpoints
+from sriov_dra.kubeletapi import endpoints, plugin_server
 from sriov_dra_lab import processes
 
 installed = tp.installed
@@ -75,6 +76,8 @@ def test_a_new_instance_takes_the_node_over_without_a_failed_call_or_a_recreated
         killed = pn.registry / f"{DRIVER}-{endpoints.instance_name(str(uuid.uuid4()))}-reg.sock"
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.bind(str(killed))  # what an instance killed earlier leaves: nobody listens
+        then = time.time() - plugin_server.DEAD_SOCKET_MIN_AGE_S - 1  # bound before the grace
+        os.utime(killed, (then, then), follow_symlinks=False)
         new, new_registration = _instance(pn, new_uid)
         pn.kubelet.register(new_registration)  # the kubelet's newest instance: every new call goes there
         second = schedule_pod(
