@@ -55,6 +55,10 @@ class Reason(enum.StrEnum):
     NODE_NOT_FENCED = "NodeNotFenced"
     """Node recovery refused: the node is Ready, not fenced, or its plugin still answers
     (docs/operations.md)."""
+    AUTO_ATTACH_GATE_CLOSED = "AutoAttachGateClosed"
+    """A new claim on a node whose auto-attach gate is closed while auto-attached bindings remain
+    (release-only mode): refused before any change; the recorded bindings are still repaired and
+    released (docs/design.md#errors)."""
     # Attributes and policies (plugin and operator).
     INVALID_ATTRIBUTE = "InvalidAttribute"
     RESERVED_ATTRIBUTE = "ReservedAttribute"

@@ -76,6 +76,10 @@ class ClaimContext:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("sriov_dra.driver.claims"))
     managed: managed_service.ManagedAttach | None = None
     """Auto-attach (``--multus-auto-attach``): shadows, Pod selections and release; ``None`` off."""
+    gate_closed: str = ""
+    """Release-only mode (``core.plugin.auto_attach_gate``): why the node's auto-attach gate is closed
+    while bindings are recorded; a claim without a record is then refused (``AutoAttachGateClosed``),
+    recorded ones are prepared again and released. Empty: the gate is open."""
     metadata: device_metadata_files.DeviceMetadataFiles | None = None
     """Device metadata files and their mounts (docs/design.md#device-metadata); ``None`` writes none."""
     published: Callable[[str], Mapping[str, attributes.AttributeValue] | None] | None = None

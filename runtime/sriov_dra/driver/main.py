@@ -28,7 +28,6 @@ from sriov_dra.driver import (
     device_health_monitor,
     faults,
     health_taints,
-    locks,
     managed_wiring,
     mapping_report,
     metrics,
@@ -310,16 +309,13 @@ class Plugin:
             binder=vf_driver_binding.DriverBinder(sysfs, kernel=kernel),
             cdi=specs,
             sysfs=sysfs,
-            require_netdevice=cfg.multus_auto_attach,
             fault=self.seams.fault,
             metrics=self.metrics,
-            managed=attach,
             metadata=device_metadata_files.DeviceMetadataFiles(
                 cfg.plugins_dir / cfg.driver_name, cfg.cdi_root, cfg.driver_name
             ),
             published=publisher.SnapshotInventory(pub).published,
-            claim_locks=attach.locks.claim_locks if attach is not None else locks.KeyedLocks("claim"),
-            pod_locks=attach.locks.pod_locks if attach is not None else locks.KeyedLocks("pod"),
+            **managed_wiring.claim_fields(attach, cfg),
         )
         if attach is not None:
             self.repair = self._start_repair(attach, context)

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Final, TypedDict
 
 import prometheus_client
 
@@ -40,16 +40,18 @@ from sriov_dra.servicekit import probes
 LOG = logging.getLogger(__name__)
 
 CONTROLLER: Final = "sriov-dra-plugin"
+"""``reportingController`` of the plugin's Events."""
 
 
 def gated_settings(
     api: watches.ApiClient, cfg: settings.PluginSettings, store: seams.Store
 ) -> settings.PluginSettings:
-    """``cfg``, with auto-attach turned off when ``--multus-auto-attach-node-label`` keeps this node manual.
+    """``cfg`` in the auto-attach mode ``--multus-auto-attach-node-label`` gives this node.
 
     Without the label flag (or without auto-attach) ``cfg`` as it is. Else the Node's labels are
-    read once and ``core.plugin.auto_attach_gate`` decides (recorded auto-attached bindings keep it
-    on); the decision and its reason are logged (``auto-attach gate``).
+    read once and ``core.plugin.auto_attach_gate`` decides: full (``cfg``), release-only
+    (``auto_attach_gate_closed`` set to the reason) or off (``multus_auto_attach`` false); the
+    decision and its reason are logged (``auto-attach gate``).
     Raises: ``kube.errors`` classes when the Node cannot be read (startup fails visibly).
     """
     if not (cfg.multus_auto_attach and cfg.multus_auto_attach_node_label):
@@ -62,14 +64,40 @@ def gated_settings(
         extra={
             "op": "startup",
             "node": cfg.node_name,
-            "auto_attach": "on" if decision.on else "off",
+            "auto_attach": "off" if decision.mode is auto_attach_gate.Mode.OFF else "on",
+            "mode": str(decision.mode),
             "reason": decision.why,
         },
     )
-    return cfg if decision.on else dataclasses.replace(cfg, multus_auto_attach=False)
+    if decision.mode is auto_attach_gate.Mode.OFF:
+        return dataclasses.replace(cfg, multus_auto_attach=False)
+    if decision.mode is auto_attach_gate.Mode.RELEASE_ONLY:
+        return dataclasses.replace(cfg, auto_attach_gate_closed=decision.why)
+    return cfg
 
 
-"""``reportingController`` of the plugin's Events."""
+class ClaimFields(TypedDict):
+    """The fields of ``claim_context.ClaimContext`` that depend on auto-attach."""
+
+    managed: service.ManagedAttach | None
+    gate_closed: str
+    require_netdevice: bool
+    claim_locks: locks.KeyedLocks
+    pod_locks: locks.KeyedLocks
+
+
+def claim_fields(attach: service.ManagedAttach | None, cfg: settings.PluginSettings) -> ClaimFields:
+    """The claim context's auto-attach part: ``attach`` (``None``: manual mode), the release-only
+    reason of ``cfg`` (``auto_attach_gate_closed``), netdevice VFs required in auto-attach, and the
+    lock tables auto-attach shares with the handler (fresh ones without it)."""
+    return ClaimFields(
+        managed=attach,
+        gate_closed=cfg.auto_attach_gate_closed,
+        require_netdevice=cfg.multus_auto_attach,
+        claim_locks=attach.locks.claim_locks if attach is not None else locks.KeyedLocks("claim"),
+        pod_locks=attach.locks.pod_locks if attach is not None else locks.KeyedLocks("pod"),
+    )
+
 
 PROGRESS_EVERY_S: Final = 15.0
 """Seconds between "still waiting for the first repair pass" log lines."""

@@ -38,7 +38,8 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
     The steps of docs/design.md#prepare, grouped as they appear in this function:
 
     1. **Read and check** (no lock, no change): live GET of the claim, then
-       ``core.plugin.claim_plan``.
+       ``core.plugin.claim_plan``; in release-only mode (``ctx.gate_closed``) a claim without a
+       record is refused here.
     2. **Lock** the claim UID, then the consumer Pod UID (``driver.locks``; never the reverse).
     3. **Checkpoint first**: a claim without a record gets one persisted before any host change
        (frozen VfConfig, original driver, CDI IDs; in auto-attach mode the ``Pending`` bindings).
@@ -68,7 +69,8 @@ def prepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> me
     Raises: ``kube.errors.ApiError`` classes for the claim GET; InvalidSpec (InvalidClaim,
     InvalidVfConfig, DuplicateInterfaceName, ConflictingDeviceRequirements,
     UnsupportedVfDriver); LifecycleBlocked (ClaimReleaseInProgress) while another Pod's record
-    for the claim UID exists; ``vf_driver_binding.DriverBindError``; ContractViolation for unwritable
+    for the claim UID exists; LifecycleBlocked (AutoAttachGateClosed) for a claim without a record
+    in release-only mode (``ctx.gate_closed``); ``vf_driver_binding.DriverBindError``; ContractViolation for unwritable
     CDI content; ``OSError`` for checkpoint/CDI writes.
     """
     with ctx.tickets.ticket(ref.uid) as overtaken:
@@ -86,6 +88,8 @@ def _prepare_claim(
         pool_name=ctx.node_name,
         known_devices=ctx.inventory.vfs().keys(),
     )
+    if ctx.gate_closed and ctx.store.snapshot_claim(plan.claim_uid) is None:
+        raise _gate_closed(plan, ctx.gate_closed)
     managed = ctx.managed
     consumer = None
     if managed is not None:  # docs/design.md#consumer: the live consumer Pod, before any lock or change
@@ -113,6 +117,15 @@ def _prepare_claim(
         ctx.fault("prepare:status")
         metadata_ids = claim_metadata.write_claim_metadata(ctx, record, claim)
     return prepared_result(record, metadata_ids)
+
+
+def _gate_closed(plan: claim_plan.ClaimPlan, why: str) -> errors.LifecycleBlocked:
+    """The refusal of a new claim in release-only mode (``core.plugin.auto_attach_gate``)."""
+    return errors.LifecycleBlocked(
+        f"ResourceClaim {plan.namespace}/{plan.name} ({plan.claim_uid}) of Pod {plan.namespace}/{plan.pod_name}: "
+        f"this node prepares no new claim while its auto-attach gate is closed; nothing was changed. {why}",
+        reason=errors.Reason.AUTO_ATTACH_GATE_CLOSED,
+    )
 
 
 def _ensure_managed(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final, NoReturn
 
 from sriov_dra.core import interface_naming
-from sriov_dra.core.plugin import device_taints
+from sriov_dra.core.plugin import auto_attach_gate, device_taints
 from sriov_dra.kubeletapi import endpoints
 from sriov_dra.servicekit import logs
 from sriov_dra_rules import errors, names
@@ -95,11 +95,24 @@ class PluginSettings:
     multus_auto_attach_node_label: str = ""
     """Auto-attach only: when set, auto-attach runs only if the Node carries this label with value
     ``true`` (``core.plugin.auto_attach_gate``), decided once at start; empty: on every node."""
+    auto_attach_gate_closed: str = ""
+    """Not a flag: set at start by the gate (``driver.managed_wiring.gated_settings``) when the label
+    is missing while the checkpoint records auto-attached bindings (release-only mode), to why;
+    empty otherwise."""
     api_max_in_flight: int = 8
     """Auto-attach only: API requests one prepare or release step issues at once (the source NAD
     reads of a plan, the shadow creates of a claim, a release's shadow reads, deletions and
     finalizer removals; ``driver.managed.fanout``), 1 to 16 (the API client keeps
     16 connections, ``kube.client.POOL_MAXSIZE``); 1 issues them one after the other."""
+
+    @property
+    def auto_attach_mode(self) -> auto_attach_gate.Mode:
+        """This process's auto-attach mode: full, release-only (the gate closed on recorded bindings) or off."""
+        if not self.multus_auto_attach:
+            return auto_attach_gate.Mode.OFF
+        return (
+            auto_attach_gate.Mode.RELEASE_ONLY if self.auto_attach_gate_closed else auto_attach_gate.Mode.FULL
+        )
 
     @property
     def sockets(self) -> endpoints.PluginSockets:

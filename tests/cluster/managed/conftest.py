@@ -266,8 +266,8 @@ class ClusterPlugin:
         (self.root / "state").mkdir()
         self.restart()
 
-    def restart(self) -> None:
-        """A new plugin process on the same node (checkpoint re-read)."""
+    def restart(self, gate_closed: str = "") -> None:
+        """A new plugin process on the same node (checkpoint re-read); ``gate_closed``: release-only mode."""
         self.store = checkpoint.CheckpointStore(self.root / "state" / checkpoint_doc.CHECKPOINT_FILE_NAME)
         self.store.load()
         specs = cdi.CdiSpecs(self.root / "cdi")
@@ -294,6 +294,7 @@ class ClusterPlugin:
             claim_locks=self.attach.locks.claim_locks,
             pod_locks=self.attach.locks.pod_locks,
             managed=self.attach,
+            gate_closed=gate_closed,
         )
         self.handler = prepare.DraHandler(self.ctx)
 

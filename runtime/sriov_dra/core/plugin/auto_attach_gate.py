@@ -1,49 +1,64 @@
-"""Whether this node's plugin runs auto-attach, when ``--multus-auto-attach-node-label`` gates it per node.
+"""This node's auto-attach mode, when ``--multus-auto-attach-node-label`` gates it per node.
 
-The install's preflight gate labels a Node ``<label>=true`` only once every check of that node
-passed (the guard's daemon up, the running guard, Multus and plugin images the installed ones;
-docs/install.md): the plugin reads its Node at start and runs auto-attach only there, manual mode
-elsewhere. A checkpoint that already holds auto-attached bindings keeps auto-attach on whatever
-the label says, because only auto-attach can release them (docs/design.md#release). Pure.
+The install's preflight gate labels a Node ``<label>=true`` only while every check of that node
+passes (the guard's daemon up, the running guard, Multus and plugin images the installed ones;
+docs/install.md): the plugin reads its Node at start and runs auto-attach fully only there. A node
+without the label whose checkpoint holds auto-attached bindings runs it release-only: the recorded
+bindings are still repaired and released (only auto-attach can release them,
+docs/design.md#release), but no new claim is prepared (``AutoAttachGateClosed``). Any other node
+is manual. Pure.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 ENABLED: str = "true"
-"""The label value that turns auto-attach on; any other value, or none, leaves the node manual."""
+"""The label value that turns auto-attach on; any other value, or none, closes the gate."""
+
+
+class Mode(enum.StrEnum):
+    """The plugin's auto-attach mode on its node; the values are what it reports (docs/plugin.md#flags)."""
+
+    FULL = "full"
+    """Auto-attach: new claims get managed bindings; recorded ones are repaired and released."""
+    RELEASE_ONLY = "release-only"
+    """The gate is closed but bindings are recorded: those are repaired and released; new claims refused."""
+    OFF = "off"
+    """Manual mode (upstream's MULTUS mode): no managed binding exists or is made."""
 
 
 @dataclass(frozen=True)
 class Decision:
-    """``on``: run auto-attach on this node; ``why``: the fact that decided, for the startup log."""
+    """``mode``: this node's auto-attach mode; ``why``: the fact that decided, for the log and refusals."""
 
-    on: bool
+    mode: Mode
     why: str
 
 
 def decide(label: str, node: str, node_labels: Mapping[str, str], managed_claims: Sequence[str]) -> Decision:
-    """Auto-attach for Node ``node`` with ``node_labels`` when ``label`` gates it.
+    """The auto-attach mode of Node ``node`` with ``node_labels`` when ``label`` gates it.
 
-    On when the Node carries ``label=true``; also on, saying why, when it does not but the
-    checkpoint records auto-attached bindings (``managed_claims``: their claim UIDs); else off
-    (manual mode), naming the label and how it is set.
+    Full when the Node carries ``label=true``; release-only when it does not but the checkpoint
+    records auto-attached bindings (``managed_claims``: their claim UIDs); else off (manual
+    mode). ``why`` names the label, what was found and how the gate opens again.
     """
     value = node_labels.get(label)
     if value == ENABLED:
-        return Decision(True, f"Node {node} carries {label}={ENABLED}")
+        return Decision(Mode.FULL, f"Node {node} carries {label}={ENABLED}")
     found = f"has {label}={value}" if value is not None else f"does not carry {label}"
     if managed_claims:
         return Decision(
-            True,
-            f"Node {node} {found}, but the checkpoint holds auto-attached bindings (claims "
-            f"{', '.join(sorted(managed_claims))}) that only auto-attach releases; drain the node "
-            "(playbooks/drain.yml) to turn auto-attach off",
+            Mode.RELEASE_ONLY,
+            f"Node {node} {found} (its auto-attach gate is closed), but the checkpoint holds auto-attached "
+            f"bindings (claims {', '.join(sorted(managed_claims))}): they are still repaired and released, "
+            "no new claim is prepared; fix the failed preflight checks and run the preflight again "
+            "(it sets the label and restarts the plugin), or drain the node (playbooks/drain.yml)",
         )
     return Decision(
-        False,
+        Mode.OFF,
         f"Node {node} {found}: manual mode (the preflight gate sets {label}={ENABLED} once every node "
         "check passed; docs/install.md)",
     )
