@@ -52,6 +52,10 @@ branch when the key exists at all (docs/design.md#render)."""
 DEFAULT_NETWORK_ANNOTATION: Final = "v1.multus-cni.io/default-network"
 """Multus Pod annotation replacing the cluster network (delegate 0)."""
 
+AUTO_ATTACH_MODE_ANNOTATION: Final = f"{DOMAIN}/auto-attach-mode"
+"""On the plugin's own Pod: the auto-attach mode that process runs, ``full``, ``release-only`` or
+``off`` (docs/plugin.md#flags); set at its start, compared by the preflight's auto-attach gate."""
+
 # --- Labels, finalizer, device attributes ------------------------------------------------------
 
 LABEL_MANAGED_BY: Final = f"{DOMAIN}/managed-by"

@@ -34,7 +34,7 @@ from sriov_dra.driver.managed import (
 )
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
-from sriov_dra.kube import nad_client, node_info, plugin_events, pod_patch, watches
+from sriov_dra.kube import nad_client, node_info, plugin_events, plugin_pod, pod_patch, watches
 from sriov_dra.servicekit import probes
 
 LOG = logging.getLogger(__name__)
@@ -46,7 +46,8 @@ CONTROLLER: Final = "sriov-dra-plugin"
 def gated_settings(
     api: watches.ApiClient, cfg: settings.PluginSettings, store: seams.Store
 ) -> settings.PluginSettings:
-    """``cfg`` in the auto-attach mode ``--multus-auto-attach-node-label`` gives this node.
+    """``cfg`` in the auto-attach mode ``--multus-auto-attach-node-label`` gives this node; the mode
+    reported on the plugin's Pod (:func:`report_mode`).
 
     Without the label flag (or without auto-attach) ``cfg`` as it is. Else the Node's labels are
     read once and ``core.plugin.auto_attach_gate`` decides: full (``cfg``), release-only
@@ -54,6 +55,14 @@ def gated_settings(
     decision and its reason are logged (``auto-attach gate``).
     Raises: ``kube.errors`` classes when the Node cannot be read (startup fails visibly).
     """
+    gated = _gate(api, cfg, store)
+    report_mode(api, gated)
+    return gated
+
+
+def _gate(
+    api: watches.ApiClient, cfg: settings.PluginSettings, store: seams.Store
+) -> settings.PluginSettings:
     if not (cfg.multus_auto_attach and cfg.multus_auto_attach_node_label):
         return cfg
     labels = node_info.node_labels(api, cfg.node_name, timeout_s=cfg.api_timeout_s)
@@ -74,6 +83,33 @@ def gated_settings(
     if decision.mode is auto_attach_gate.Mode.RELEASE_ONLY:
         return dataclasses.replace(cfg, auto_attach_gate_closed=decision.why)
     return cfg
+
+
+def report_mode(api: watches.ApiClient, cfg: settings.PluginSettings) -> None:
+    """Annotate the plugin's Pod (``--pod-name``, ``--pod-namespace``, ``--pod-uid``) with the mode
+    ``cfg`` runs (``kube.plugin_pod``); nothing without a Pod name and namespace.
+
+    A failed patch is logged (``auto-attach mode not reported``) and startup goes on: the plugin
+    serves in its mode, and the preflight's gate reports the Pod whose mode it cannot read.
+    """
+    if not (cfg.pod_name and cfg.pod_namespace):
+        return
+    mode = str(cfg.auto_attach_mode)
+    fields = {"op": "startup", "pod": f"{cfg.pod_namespace}/{cfg.pod_name}", "mode": mode}
+    try:
+        plugin_pod.report_mode(
+            api, cfg.pod_namespace, cfg.pod_name, cfg.pod_uid, mode, timeout_s=cfg.api_timeout_s
+        )
+    except kube_errors.ApiError as exc:
+        LOG.error(
+            "auto-attach mode not reported",
+            extra={
+                **fields,
+                "reason": f"{exc}; grant the plugin's ServiceAccount pods patch (docs/design.md#rbac)",
+            },
+        )
+        return
+    LOG.info("auto-attach mode reported", extra=fields)
 
 
 class ClaimFields(TypedDict):

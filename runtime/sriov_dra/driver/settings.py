@@ -21,6 +21,7 @@ from typing import Final, NoReturn
 
 from sriov_dra.core import interface_naming
 from sriov_dra.core.plugin import auto_attach_gate, device_taints
+from sriov_dra.driver import plugin_flags
 from sriov_dra.kubeletapi import endpoints
 from sriov_dra.servicekit import logs
 from sriov_dra_rules import errors, names
@@ -95,6 +96,10 @@ class PluginSettings:
     multus_auto_attach_node_label: str = ""
     """Auto-attach only: when set, auto-attach runs only if the Node carries this label with value
     ``true`` (``core.plugin.auto_attach_gate``), decided once at start; empty: on every node."""
+    pod_name: str = ""
+    pod_namespace: str = ""
+    """The plugin Pod's name and namespace (downward API): the Pod annotated with the auto-attach
+    mode this process runs (``kube.plugin_pod``); either empty: not reported."""
     auto_attach_gate_closed: str = ""
     """Not a flag: set at start by the gate (``driver.managed_wiring.gated_settings``) when the label
     is missing while the checkpoint records auto-attached bindings (release-only mode), to why;
@@ -132,127 +137,6 @@ class PluginSettings:
         return {k: str(v) for k, v in vars(self).items()}
 
 
-@dataclass(frozen=True)
-class _Flag:
-    name: str
-    env: str
-    default: str
-    help: str
-
-
-FLAGS: Final = (
-    _Flag("node-name", "NODE_NAME", "", "Node this plugin serves; also the pool name (required)"),
-    _Flag("kubeconfig", "KUBECONFIG", "", "kubeconfig file; empty = in-cluster service account"),
-    _Flag("sysfs-root", "SYSFS_ROOT", "/", "directory that holds sys/ (/ on a node; a fake tree in tests)"),
-    _Flag(
-        "kubelet-plugins-directory-path",
-        "KUBELET_PLUGINS_DIRECTORY_PATH",
-        str(endpoints.KUBELET_PLUGINS_DIR),
-        "kubelet plugins directory; the DRA socket is <this>/<driver>/dra.sock",
-    ),
-    _Flag(
-        "kubelet-registrar-directory-path",
-        "KUBELET_REGISTRAR_DIRECTORY_PATH",
-        str(endpoints.KUBELET_REGISTRY_DIR),
-        "kubelet plugin registry directory (registration socket)",
-    ),
-    _Flag(
-        "pod-uid",
-        "POD_UID",
-        "",
-        "UID of the plugin's Pod (downward API metadata.uid): per-instance socket names, so a rolling "
-        "update with maxSurge runs the old and the new plugin side by side; empty = shared names",
-    ),
-    _Flag("cdi-root", "CDI_ROOT", "/var/run/cdi", "directory for the CDI spec files of prepared claims"),
-    _Flag("state-dir", "STATE_DIR", "", "directory of checkpoint.json; empty = <plugins dir>/<driver>"),
-    _Flag(
-        "namespace",
-        "NAMESPACE",
-        "dra-driver-sriov",
-        "namespace of the SriovResourcePolicy and DeviceAttributes objects (alias --policy-namespace)",
-    ),
-    _Flag("configuration-mode", "CONFIGURATION_MODE", "MULTUS", "MULTUS (STANDALONE is not supported)"),
-    _Flag(
-        "multus-auto-attach",
-        "MULTUS_AUTO_ATTACH",
-        "false",
-        "generate Multus network selections for allocated VFs (MULTUS mode only)",
-    ),
-    _Flag(
-        "multus-auto-attach-node-label",
-        "MULTUS_AUTO_ATTACH_NODE_LABEL",
-        "",
-        "with --multus-auto-attach: run auto-attach only on a Node labelled <this>=true (set by the "
-        "preflight gate), manual mode elsewhere; empty = on every node",
-    ),
-    _Flag(
-        "multus-config-file",
-        "MULTUS_CONFIG_FILE",
-        "",
-        "the node's Multus config (thick daemon-config.json or thin 00-multus.conf[list]), re-read "
-        "before each Pod patch; its defaultNetworks/systemNamespaces win over the flags below; empty = none",
-    ),
-    _Flag(
-        "multus-primary-interface",
-        "MULTUS_PRIMARY_INTERFACE",
-        names.DEFAULT_PRIMARY_IFNAME,
-        "interface name of the cluster network in Pods (the runtime's CNI_IFNAME)",
-    ),
-    _Flag(
-        "multus-default-networks",
-        "MULTUS_DEFAULT_NETWORKS",
-        "",
-        "comma-separated Multus defaultNetworks, in order (each is numbered netN before the Pod's selections)",
-    ),
-    _Flag(
-        "multus-system-namespaces",
-        "MULTUS_SYSTEM_NAMESPACES",
-        ",".join(interface_naming.DEFAULT_LAYOUT.system_namespaces),
-        "comma-separated Multus systemNamespaces (their Pods get no defaultNetworks); empty = none",
-    ),
-    _Flag(
-        "multus-auxiliary-chain",
-        "MULTUS_AUXILIARY_CHAIN",
-        "false",
-        "Multus runs an auxiliary CNI chain (auxiliaryCNIChainName) after the Pod's selections",
-    ),
-    _Flag(
-        "repair-first-pass-timeout-s",
-        "REPAIR_FIRST_PASS_TIMEOUT_S",
-        "300",
-        "auto-attach: seconds to wait for the repair worker's first pass before registering with the "
-        "kubelet; past it startup fails (exit 1); 0 = wait without bound, logging progress",
-    ),
-    _Flag(
-        "api-max-in-flight",
-        "API_MAX_IN_FLIGHT",
-        "8",
-        "auto-attach: API requests one prepare or release step issues at once (source reads, shadow creates, release), 1-16",
-    ),
-    _Flag(
-        "unhealthy-taint-effect",
-        "UNHEALTHY_TAINT_EFFECT",
-        "NoSchedule",
-        "effect of the <driver>/unhealthy device taint on an unhealthy VF: NoSchedule, or NoExecute "
-        "to also evict the Pods using it",
-    ),
-    _Flag(
-        "taint-clear-after-s",
-        "TAINT_CLEAR_AFTER_S",
-        str(int(device_taints.DEFAULT_CLEAR_AFTER_S)),
-        "seconds a tainted VF must stay healthy before its device taint is removed",
-    ),
-    _Flag("log-format", "LOG_FORMAT", "json", "json or text"),
-    _Flag("log-level", "LOG_LEVEL", "info", "debug, info, warning or error"),
-    _Flag(
-        "metrics-bind-address",
-        "METRICS_BIND_ADDRESS",
-        "0",
-        "host:port for /metrics, /healthz and /readyz; 0 or empty = disabled",
-    ),
-)
-
-
 _INSTANCE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 """A Pod UID as it may appear in a socket name."""
 
@@ -267,7 +151,7 @@ def _parser(env: Mapping[str, str]) -> _Parser:
         prog="sriov-dra-plugin",
         description="DRA kubelet plugin for SR-IOV virtual functions (MULTUS mode).",
     )
-    for flag in FLAGS:
+    for flag in plugin_flags.FLAGS:
         aliases = ["--policy-namespace"] if flag.name == "namespace" else []
         default = env.get(flag.env, flag.default)
         option = parser.add_argument(
@@ -284,7 +168,7 @@ def _parser(env: Mapping[str, str]) -> _Parser:
     return parser
 
 
-def _bool(value: str, flag: _Flag, problems: list[errors.FieldError]) -> bool:
+def _bool(value: str, flag: plugin_flags.Flag, problems: list[errors.FieldError]) -> bool:
     lowered = value.strip().lower()
     if lowered in _TRUE:
         return True
@@ -318,8 +202,8 @@ def _address_problem(value: str) -> str | None:
     return None
 
 
-def _flag(name: str) -> _Flag:
-    return next(f for f in FLAGS if f.name == name)
+def _flag(name: str) -> plugin_flags.Flag:
+    return next(f for f in plugin_flags.FLAGS if f.name == name)
 
 
 def _where(name: str) -> str:
@@ -495,4 +379,6 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> PluginSettings:
         unhealthy_taint_effect=effect,
         taint_clear_after_s=clear_after_s,
         pod_uid=pod_uid,
+        pod_name=str(args["pod_name"]).strip(),
+        pod_namespace=str(args["pod_namespace"]).strip(),
     )

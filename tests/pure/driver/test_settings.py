@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -65,6 +66,28 @@ def test_the_auto_attach_node_label_is_read_from_flag_or_environment_and_empty_b
     assert parse(["--multus-auto-attach"]).multus_auto_attach_node_label == ""
     env = {**BASE, "MULTUS_AUTO_ATTACH": "true", "MULTUS_AUTO_ATTACH_NODE_LABEL": "example.com/gate"}
     assert parse([], env).multus_auto_attach_node_label == "example.com/gate"
+
+
+def test_the_plugin_pod_is_named_by_flag_or_the_downward_api_environment_and_unnamed_by_default() -> None:
+    assert (parse([]).pod_name, parse([]).pod_namespace) == ("", "")
+    by_env = parse([], {**BASE, "POD_NAME": "sriov-dra-plugin-x7k2p", "POD_NAMESPACE": "dra-driver-sriov"})
+    assert (by_env.pod_name, by_env.pod_namespace) == ("sriov-dra-plugin-x7k2p", "dra-driver-sriov")
+    by_flag = parse(["--pod-name=p", "--pod-namespace=ns"])
+    assert (by_flag.pod_name, by_flag.pod_namespace) == ("p", "ns")
+
+
+@pytest.mark.parametrize(
+    ("flags", "closed", "mode"),
+    [
+        ([], "", "off"),
+        (["--multus-auto-attach"], "", "full"),
+        (["--multus-auto-attach"], "the gate is closed", "release-only"),
+    ],
+    ids=["manual", "full", "gate-closed-on-bindings"],
+)
+def test_the_auto_attach_mode_follows_the_flag_and_the_gate(flags: list[str], closed: str, mode: str) -> None:
+    got = dataclasses.replace(parse(flags), auto_attach_gate_closed=closed)
+    assert str(got.auto_attach_mode) == mode
 
 
 @pytest.mark.parametrize(
