@@ -3,7 +3,8 @@
 ``serve`` wires the real dependencies (API client, live Pod and NAD reads, netlink, Multus as a
 child process), logs the effective settings once, serves ``/metrics``, ``/healthz`` and
 ``/readyz`` (503 until the socket listens), and on SIGTERM/SIGINT drains in-flight requests
-within ``drain_grace_s`` and exits 0. ``install`` writes the shim and conflist and exits 1 on an
+within ``drain_grace_s`` and exits 0. A daemon a newer Pod's superseded idles until stopped
+(docs/guard.md#rolling-update). ``install`` writes the shim and conflist and exits 1 on an
 installation problem; ``uninstall`` removes them, the conflist first. Only this module exits the
 process; expected start-up failures print one actionable line.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from sriov_dra.guard import cni_hooks, install, metrics, multus, server, settings
-from sriov_dra.host import netlink, pod_metadata_files
+from sriov_dra.host import netlink, pod_metadata_files, socket_takeover
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kube import nads, pods
 from sriov_dra.servicekit import logs, probes
@@ -187,14 +188,26 @@ def _serve(args: argparse.Namespace) -> int:
         metadata=pod_metadata_files.PodMetadataFiles(conf.metadata_dir) if conf.metadata_dir else None,
     )
     state = probes.Health([SOCKET_READY], pod_uid=args.pod_uid.strip())
-    srv = server.GuardServer(hooks, conf.socket_path, max_concurrent=conf.max_concurrent, health=state)
+    srv = server.GuardServer(
+        hooks, conf.socket_path, max_concurrent=conf.max_concurrent, health=state, instance=state.pod_uid
+    )
     endpoint = (
         probes.HttpServer(conf.metrics_address, state, recorder.render) if conf.metrics_address else None
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    srv.start()  # takes the socket over from a rollout's previous daemon (docs/guard.md#rolling-update)
+    try:
+        srv.start()  # takes the socket over from a rollout's previous daemon (docs/guard.md#rolling-update)
+    except socket_takeover.Retired as exc:  # a newer Pod's daemon holds the path and answers our liveness
+        log.warning(
+            "a newer daemon superseded this one; idle until the Pod is deleted", extra={"reason": str(exc)}
+        )
+        state.set(SOCKET_READY, False, f"superseded by Pod {exc.holder}")
+        stop.wait()
+        api.close()
+        return 0
+    state.vouch_for(srv.superseded_instances)  # their restarts would only idle (never take the path back)
     if endpoint is not None:
         endpoint.start_when_free(stop)
     state.set(SOCKET_READY, True)

@@ -2,16 +2,17 @@
 
 Wire format (:mod:`~sriov_dra.guard.shim`): one JSON request, write side shut, one JSON answer
 ``{exitCode, stdout}``. Directory 0700, socket 0600 (only root asks); a stale socket, or a
-previous daemon's during a rollout, is replaced by a rename (docs/guard.md#rolling-update).
-One thread per connection, at most ``max_concurrent`` decided at once; a request without a slot
-within its ADD budget gets CNI error 11. Stop: close the socket and unlink it while it is still
-this daemon's, let in-flight requests finish within the grace period, return. Decides nothing itself; an undecodable request gets a
-CNI error.
+previous daemon's during a rollout, is replaced by a rename under the path's lock, and a daemon
+superseded by a newer Pod never takes the path back (``host.socket_takeover``,
+docs/guard.md#rolling-update). One thread per connection, at most ``max_concurrent`` decided at
+once; a request without a slot within its ADD budget gets CNI error 11. Stop: give the path up
+while it is still this daemon's, answer every connection already queued on the socket, close it,
+let in-flight requests finish within the grace period, return. Decides nothing itself; an
+undecodable request gets a CNI error.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -21,9 +22,12 @@ import time
 from pathlib import Path
 
 from sriov_dra.guard import cni_hooks, decisions, shim
+from sriov_dra.host import socket_takeover
 from sriov_dra.servicekit import probes, threads
 
 log = logging.getLogger("sriov_dra.guard")
+ACCEPT_POLL_S = 0.2
+"""How long one ``accept`` waits (s): a stopping daemon's accept loop ends after one that found nothing."""
 
 
 class GuardServer:
@@ -36,11 +40,16 @@ class GuardServer:
         *,
         max_concurrent: int,
         health: probes.Health | None = None,
+        instance: str = "",
     ) -> None:
-        """``health`` records a crash of the accept loop (the guard is then no longer alive)."""
+        """``health`` records a crash of the accept loop (the guard is then no longer alive);
+        ``instance`` names this daemon's Pod (its UID) for the path's ordering rule (empty: none)."""
         self.hooks = hooks
         self._health = health
         self.socket_path = socket_path
+        self.instance = instance
+        self.superseded_instances: tuple[str, ...] = ()
+        """After :meth:`start`: the earlier instances that never take the path back (Pod UIDs)."""
         self.ready = threading.Event()
         self._slots = threading.BoundedSemaphore(max_concurrent)
         self._stopping = threading.Event()
@@ -51,57 +60,52 @@ class GuardServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Bind the socket (atomically replacing a stale one or a previous daemon's) and start accepting.
+        """Bind the socket and take the path over (replacing a stale one or a previous daemon's), start accepting.
 
-        Raises: ``OSError`` when the socket cannot be created.
+        Raises: ``socket_takeover.Retired`` when a newer instance superseded this one (nothing
+        bound); ``OSError`` when the socket cannot be created.
         """
         directory = self.socket_path.parent
         directory.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, 0o700)
-        # Bound beside the path, then renamed over it: a shim connecting meanwhile reaches the
-        # previous daemon (a rollout's old Pod) or this one, never no socket (docs/guard.md#rolling-update).
-        staging = directory / f".{self.socket_path.name}.{os.getpid()}"
-        with contextlib.suppress(FileNotFoundError):
-            staging.unlink()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
+
+        def bind(staging: Path) -> None:
             sock.bind(str(staging))
             os.chmod(staging, 0o600)
             sock.listen(128)
-            self._inode = os.stat(staging).st_ino
-            os.rename(staging, self.socket_path)
+
+        try:
+            holding = socket_takeover.take_over(self.socket_path, self.instance, bind)
         except BaseException:
             sock.close()
-            with contextlib.suppress(FileNotFoundError):
-                staging.unlink()
             raise
-        sock.settimeout(0.2)
+        self._inode = holding.inode
+        self.superseded_instances = holding.superseded
+        sock.settimeout(ACCEPT_POLL_S)
         self._sock = sock
         self._thread = threads.start("guard-accept", self._accept_loop, health=self._health)
         self.ready.set()
 
     def superseded(self) -> bool:
         """Whether a newer daemon took the socket path over (the file there is another socket)."""
-        try:
-            return self._inode != -1 and os.stat(self.socket_path).st_ino != self._inode
-        except FileNotFoundError:
-            return False
+        return self._inode != -1 and not socket_takeover.holds(self.socket_path, self._inode)
 
     def stop(self, *, grace_s: float) -> None:
-        """Stop accepting, wait up to ``grace_s`` seconds for in-flight requests, release the socket.
+        """Give the path up, answer what is queued, wait up to ``grace_s`` s for in-flight requests.
 
-        The socket file is removed only while it is still this daemon's: a newer daemon that took the
-        path over keeps it.
+        The socket file is removed only while it is still this daemon's (a newer daemon that took
+        the path over keeps it). Once no shim can reach the socket any more, every connection
+        already in its listen backlog is still accepted and answered before the socket closes.
         """
+        if self._inode != -1:
+            socket_takeover.release(self.socket_path, self._inode)
         self._stopping.set()
         self.ready.clear()
         if self._thread is not None:
-            self._thread.join(timeout=2.0)
+            self._thread.join(timeout=grace_s + ACCEPT_POLL_S)
         if self._sock is not None:
             self._sock.close()
-        with contextlib.suppress(FileNotFoundError):
-            if os.stat(self.socket_path).st_ino == self._inode:  # a newer daemon's socket stays
-                self.socket_path.unlink()
         deadline = time.monotonic() + grace_s
         for thread in self._snapshot():
             thread.join(timeout=max(deadline - time.monotonic(), 0.0))
@@ -115,10 +119,12 @@ class GuardServer:
 
     def _accept_loop(self) -> None:
         assert self._sock is not None
-        while not self._stopping.is_set():
+        while True:
             try:
                 conn, _ = self._sock.accept()
             except TimeoutError:
+                if self._stopping.is_set():  # the path was given up first: the backlog is empty
+                    return
                 continue
             except OSError:
                 if self._stopping.is_set():

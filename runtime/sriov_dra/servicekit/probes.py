@@ -10,7 +10,9 @@ registry. :class:`Health` is thread-safe; the server runs on one daemon thread.
 Services on the node's network run twice side by side during a rollout and only one binds the
 address: a probe that sends ``X-Pod-Uid`` gets 503 "served by another instance" from a server
 of another Pod, so each Pod's probes are answered only by its own instance
-(docs/plugin.md#rolling-update). Without the header the answer is unchanged.
+(docs/plugin.md#rolling-update). Without the header the answer is unchanged. The one exception:
+the liveness probe of an instance this one superseded (:meth:`Health.vouch_for`) gets 200, as
+a restart of that idle instance would only start it again to idle (docs/guard.md#rolling-update).
 """
 
 from __future__ import annotations
@@ -42,6 +44,18 @@ class Health:
         self._unmet: dict[str, str] = {name: "starting" for name in conditions}
         self._checks: dict[str, Callable[[], tuple[bool, str]]] = {}
         self._crashed: dict[str, str] = {}
+        self._superseded: frozenset[str] = frozenset()
+
+    def vouch_for(self, pod_uids: Iterable[str]) -> None:
+        """Answer the liveness probes of ``pod_uids`` 200: instances this one superseded, which
+        idle until their Pods are deleted and must not be restarted (their readiness stays 503)."""
+        with self._lock:
+            self._superseded = frozenset(uid for uid in pod_uids if uid and uid != self.pod_uid)
+
+    def vouches_for(self, pod_uid: str) -> bool:
+        """Whether :meth:`vouch_for` named ``pod_uid``."""
+        with self._lock:
+            return pod_uid in self._superseded
 
     def check(self, name: str, probe: Callable[[], tuple[bool, str]]) -> None:
         """Add readiness condition ``name`` decided by ``probe()`` at each ``/readyz`` request.
@@ -110,6 +124,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._reply(404, b"not found\n", "text/plain; charset=utf-8")
             return
         asker = (self.headers.get(POD_UID_HEADER) or "").strip()
+        if asker and asker != self.health.pod_uid and path == "/healthz" and self.health.vouches_for(asker):
+            body = f"Pod {asker} was superseded by Pod {self.health.pod_uid}: alive, idle until deleted\n"
+            self._reply(200, body.encode(), "text/plain; charset=utf-8")
+            return
         if asker and asker != self.health.pod_uid:
             body = (
                 f"served by another instance (Pod {self.health.pod_uid or 'unknown'}), not by Pod {asker}\n"

@@ -8,9 +8,11 @@ CNI error, and never reach the hooks (module contract of ``guard.server``).
 from __future__ import annotations
 
 import json
+import os
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -19,6 +21,7 @@ import pytest
 from tests import waiting
 
 from sriov_dra.guard import cni_hooks, decisions, metrics, server, settings, shim
+from sriov_dra.host import socket_takeover
 
 ENV = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1", "CNI_NETNS": "/var/run/netns/x", "CNI_IFNAME": "eth0"}
 STDIN = '{"cniVersion":"1.0.0","name":"multus-cni-network","type":"multus-guard"}'
@@ -169,7 +172,7 @@ def test_a_new_daemon_takes_the_socket_over_while_shims_connect_and_none_fails()
             new.stop(grace_s=2.0)
         assert failures == [] and answered >= 15
         assert not path.exists(), "the last daemon removes its own socket"
-        assert [p.name for p in path.parent.iterdir()] == [], "no staging socket is left"
+        assert [p.name for p in path.parent.iterdir()] == [".guard.sock.lock"], "no staging socket is left"
 
 
 def test_the_shim_waits_a_bounded_time_for_a_daemon_to_listen(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,3 +194,135 @@ def test_the_shim_waits_a_bounded_time_for_a_daemon_to_listen(monkeypatch: pytes
         monkeypatch.setattr(shim, "DAEMON_WAIT_S", 0.3)
         with pytest.raises(FileNotFoundError):
             shim.connect_daemon(str(path), 30.0)
+
+
+def _guard(path: Path, instance: str = "") -> tuple[server.GuardServer, RecordingHooks]:
+    hooks = RecordingHooks()
+    return server.GuardServer(
+        cast(cni_hooks.CniHooks, hooks), path, max_concurrent=4, instance=instance
+    ), hooks
+
+
+def _queued_request(path: Path) -> socket.socket:
+    """A shim's connection with its request sent: it waits in the listen backlog until accepted."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10.0)
+    sock.connect(str(path))
+    sock.sendall(_request())
+    sock.shutdown(socket.SHUT_WR)
+    return sock
+
+
+def test_connections_queued_on_a_superseded_daemon_are_answered_before_its_socket_closes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Shims whose connections still wait in the old daemon's listen backlog when a new daemon takes
+    the path over and the old one stops each get the old daemon's answer, none is reset: the old
+    one drains its backlog before it closes (docs/guard.md#rolling-update)."""
+    stalled = threading.Event()
+
+    class LaggingListener(socket.socket):
+        """Fault injected at the socket boundary: while ``stalled`` is set, ``accept`` takes nothing
+        (an accept loop lagging behind its shims), so connections wait in the kernel's backlog."""
+
+        def accept(self) -> tuple[socket.socket, Any]:
+            while stalled.is_set():
+                time.sleep(0.01)
+            return super().accept()
+
+    monkeypatch.setattr(socket, "socket", LaggingListener)
+    with tempfile.TemporaryDirectory(prefix="gs") as directory:
+        path = Path(directory) / "run" / "guard.sock"
+        old, old_hooks = _guard(path)
+        new, _ = _guard(path)
+        stalled.set()
+        old.start()
+        shims: list[socket.socket] = []
+        try:
+            shims = [_queued_request(path) for _ in range(3)]
+            new.start()
+            stopping = threading.Thread(target=old.stop, kwargs={"grace_s": 5.0})
+            stopping.start()
+            waiting.eventually(
+                "the old daemon stopping", lambda: not old.ready.is_set(), timeout_s=10, interval_s=0.01
+            )
+            stalled.clear()
+            stopping.join(timeout=30)
+            answers = [shim.decode_response(shim.read_all(sock)) for sock in shims]
+        finally:
+            stalled.clear()
+            for sock in shims:
+                sock.close()
+            new.stop(grace_s=2.0)
+        assert answers == [(0, "ok")] * 3 and len(old_hooks.calls) == 3
+
+
+def test_a_stopping_daemon_never_removes_the_socket_a_newer_daemon_just_put_at_the_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The old daemon stops just as a new one takes the path over (the new one's start is injected
+    at the old one's removal of the path, after it saw its own socket there): the new socket stays
+    and answers, as every change of the path is one step under its lock."""
+    with tempfile.TemporaryDirectory(prefix="gs") as directory:
+        path = Path(directory) / "run" / "guard.sock"
+        old, _ = _guard(path)
+        new, new_hooks = _guard(path)
+        old.start()
+        real_unlink = os.unlink
+        starts: list[threading.Thread] = []
+
+        def unlink_racing_a_takeover(target: Any, *args: Any, **kwargs: Any) -> None:
+            if Path(target) == path and not starts:
+                starts.append(threading.Thread(target=new.start))
+                starts[0].start()
+                new.ready.wait(timeout=1.0)  # without the lock the rename lands now
+            real_unlink(target, *args, **kwargs)
+
+        monkeypatch.setattr(os, "unlink", unlink_racing_a_takeover)
+        try:
+            old.stop(grace_s=2.0)
+            starts[0].join(timeout=30)
+            assert _answered(path) and len(new_hooks.calls) == 1
+            assert not new.superseded()
+        finally:
+            new.stop(grace_s=2.0)
+
+
+def test_a_superseded_daemon_restarted_never_takes_the_path_back_from_the_newer_one() -> None:
+    """The old Pod's daemon, restarted after a new Pod's daemon took the path over (its liveness
+    probe, a crash), is refused the path: the newer daemon keeps answering, and knows the old Pod
+    as one it superseded (whose liveness it answers, docs/guard.md#rolling-update)."""
+    with tempfile.TemporaryDirectory(prefix="gs") as directory:
+        path = Path(directory) / "run" / "guard.sock"
+        old, _ = _guard(path, "pod-old")
+        new, new_hooks = _guard(path, "pod-new")
+        restarted, restarted_hooks = _guard(path, "pod-old")
+        old.start()
+        new.start()
+        try:
+            old.stop(grace_s=2.0)
+            with pytest.raises(socket_takeover.Retired, match="superseded by pod-new"):
+                restarted.start()
+            assert _answered(path) and len(new_hooks.calls) == 1 and restarted_hooks.calls == []
+            assert not new.superseded() and new.superseded_instances == ("pod-old",)
+            assert socket_takeover.instances(path) == ["pod-old", "pod-new"]
+        finally:
+            new.stop(grace_s=2.0)
+
+
+def test_the_holders_restart_a_newer_pod_and_a_daemon_without_a_pod_take_the_path_over() -> None:
+    """The ordering rule's other side: the holding Pod's restarted daemon takes its path again (its
+    old socket is dead), a newer Pod (a rollback is one too) and a daemon without a Pod UID take it over."""
+    with tempfile.TemporaryDirectory(prefix="gs") as directory:
+        path = Path(directory) / "run" / "guard.sock"
+        daemons = [_guard(path, uid) for uid in ("pod-a", "pod-a", "pod-b", "")]
+        try:
+            for srv, hooks in daemons:
+                srv.start()
+                assert _answered(path) and len(hooks.calls) == 1
+            assert [srv.superseded() for srv, _ in daemons] == [True, True, True, False]
+            assert socket_takeover.instances(path) == ["pod-a", "pod-b"]
+            assert daemons[2][0].superseded_instances == ("pod-a",)
+        finally:
+            for srv, _ in daemons:
+                srv.stop(grace_s=2.0)

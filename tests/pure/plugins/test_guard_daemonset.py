@@ -95,6 +95,18 @@ def test_each_probe_is_answered_only_by_its_own_pods_daemon() -> None:
             assert status != 0 and "served by another instance" in output, name
 
 
+def test_a_superseded_pods_liveness_probe_passes_against_the_newer_daemon_and_its_readiness_fails() -> None:
+    """docs/guard.md#rolling-update: the old Pod, left idle after the new daemon took the socket over
+    and the health address, is never restarted by its liveness probe into taking the socket back."""
+    with exec_probes.health_server("new-pod") as (state, port):
+        state.set("registered", True)
+        state.vouch_for(["old-pod"])
+        guard = _pod(_render(guard_metrics_port=port))["containers"][0]
+        assert exec_probes.run(guard["livenessProbe"], "old-pod")[0] == 0
+        status, output = exec_probes.run(guard["readinessProbe"], "old-pod")
+        assert status != 0 and "served by another instance" in output
+
+
 def test_the_init_container_installs_the_shim_into_the_nodes_cni_bin_dir_for_the_nodes_python() -> None:
     pod = _pod(
         _render(guard_cni_bin_dir="/opt/other/bin", guard_shim_interpreter="/usr/local/bin/python3.12")

@@ -139,3 +139,22 @@ def test_a_probe_of_another_pod_is_answered_503_and_its_own_pods_as_without_the_
         assert get(server.port, path) == (200, "ok\n")  # no header: unchanged
     finally:
         server.stop()
+
+
+def test_the_liveness_probe_of_an_instance_this_one_superseded_is_answered_200_and_its_readiness_503() -> (
+    None
+):
+    """docs/guard.md#rolling-update: the idle old daemon's Pod is not restarted by its liveness probe
+    (a restart would only idle again); it stays unready, and any other Pod still gets 503."""
+    state = probes.Health(pod_uid="uid-new")
+    state.vouch_for(["uid-old", "uid-new", ""])
+    server = probes.HttpServer("127.0.0.1:0", state, lambda: b"")
+    server.start()
+    try:
+        status, body = _get_as(server.port, "/healthz", "uid-old")
+        assert status == 200 and "superseded by Pod uid-new" in body
+        assert _get_as(server.port, "/readyz", "uid-old")[0] == 503
+        assert _get_as(server.port, "/healthz", "uid-other")[0] == 503
+        assert _get_as(server.port, "/healthz", "uid-new") == (200, "ok\n")
+    finally:
+        server.stop()
