@@ -226,6 +226,22 @@ def _check_entries(
         )
 
 
+def unregistered(
+    driver_name: str,
+    sockets: endpoints.PluginSockets,
+    supported_versions: Sequence[str],
+    service: endpoints.DraService = endpoints.DraService.V1,
+) -> RegisteredPlugin:
+    """The plugin served at ``sockets`` as if the kubelet had registered it (for a direct client)."""
+    return RegisteredPlugin(
+        driver_name=driver_name,
+        endpoint=sockets.dra,
+        service=service,
+        supported_versions=tuple(supported_versions),
+        registration_socket=sockets.registration,
+    )
+
+
 class DraPluginClient:
     """One long-lived connection to a registered plugin's DRA socket, using its chosen version.
 

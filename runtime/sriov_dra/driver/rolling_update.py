@@ -23,9 +23,14 @@ REGISTRATION_WAIT_S: Final = 30.0
 """How long a new instance waits for the kubelet's registration verdict before it asks for the node."""
 HANDOVER_POLL_S: Final = 0.1
 """How often the owning instance looks for a newer one waiting for the checkpoint (s)."""
-GATE_WAIT_S: Final = endpoints.PREPARE_CALL_TIMEOUT_S - 5.0
-"""How long a call that reached a new instance waits for it to own the node: under the kubelet's
-deadline, so the answer (a retryable error) still reaches the kubelet."""
+GATE_ANSWER_MARGIN_S: Final = 1.0
+"""What a call held at the gate keeps of the kubelet's deadline for its retryable answer to arrive (s)."""
+GATE_WAIT_S: Final = endpoints.PREPARE_CALL_TIMEOUT_S - GATE_ANSWER_MARGIN_S
+"""How long a call that reached a new instance waits for it to own the node: as long as the
+kubelet still takes an answer. The old instance's drain may take the whole deadline (its calls
+started before the hand-over, each under its own 45 s), so a call that waits longer could only
+be answered after the kubelet gave up on it; one that gives up earlier fails where waiting could
+have succeeded (docs/plugin.md#rolling-update)."""
 
 
 def retired(state_dir: Path, pod_uid: str) -> bool:

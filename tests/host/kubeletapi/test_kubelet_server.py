@@ -56,13 +56,7 @@ def _get_info(path: Path) -> pluginregistration_v1_pb2.PluginInfo:
 def _client(
     server: plugin_server.KubeletPluginServer, service: endpoints.DraService
 ) -> kubelet_plugins.DraPluginClient:
-    plugin = kubelet_plugins.RegisteredPlugin(
-        driver_name=DRIVER,
-        endpoint=server.sockets.dra,
-        service=service,
-        supported_versions=server.supported_versions,
-        registration_socket=server.sockets.registration,
-    )
+    plugin = kubelet_plugins.unregistered(DRIVER, server.sockets, server.supported_versions, service)
     return kubelet_plugins.DraPluginClient(plugin, call_timeout_s=10)
 
 
