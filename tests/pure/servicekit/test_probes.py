@@ -5,22 +5,14 @@ from __future__ import annotations
 import socket
 import threading
 import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import prometheus_client
 import pytest
 from tests import waiting
+from tests.health_probes import get
 
 from sriov_dra.servicekit import probes
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
 
 
 @pytest.fixture
@@ -115,17 +107,6 @@ def _healthy(port: int) -> bool:
         return False
 
 
-def _get_as(port: int, path: str, pod_uid: str) -> tuple[int, str]:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}", headers={probes.POD_UID_HEADER: pod_uid}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-
-
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
 def test_a_probe_of_another_pod_is_answered_503_and_its_own_pods_as_without_the_header(path: str) -> None:
     """Two Pods of a rollout probe one node address: only the serving instance's own Pod gets its state."""
@@ -133,8 +114,8 @@ def test_a_probe_of_another_pod_is_answered_503_and_its_own_pods_as_without_the_
     server = probes.HttpServer("127.0.0.1:0", state, lambda: b"")
     server.start()
     try:
-        assert _get_as(server.port, path, "uid-old") == (200, "ok\n")
-        status, body = _get_as(server.port, path, "uid-new")
+        assert get(server.port, path, "uid-old") == (200, "ok\n")
+        status, body = get(server.port, path, "uid-new")
         assert status == 503 and "served by another instance" in body and "uid-old" in body
         assert get(server.port, path) == (200, "ok\n")  # no header: unchanged
     finally:
@@ -151,10 +132,10 @@ def test_the_liveness_probe_of_an_instance_this_one_superseded_is_answered_200_a
     server = probes.HttpServer("127.0.0.1:0", state, lambda: b"")
     server.start()
     try:
-        status, body = _get_as(server.port, "/healthz", "uid-old")
+        status, body = get(server.port, "/healthz", "uid-old")
         assert status == 200 and "superseded by Pod uid-new" in body
-        assert _get_as(server.port, "/readyz", "uid-old")[0] == 503
-        assert _get_as(server.port, "/healthz", "uid-other")[0] == 503
-        assert _get_as(server.port, "/healthz", "uid-new") == (200, "ok\n")
+        assert get(server.port, "/readyz", "uid-old")[0] == 503
+        assert get(server.port, "/healthz", "uid-other")[0] == 503
+        assert get(server.port, "/healthz", "uid-new") == (200, "ok\n")
     finally:
         server.stop()
