@@ -1,7 +1,8 @@
 """The plugin's fault seam: named step boundaries of prepare and unprepare, and the hook type.
 
 The claim handler calls its fault hook with one of :data:`PREPARE_POINTS` or
-:data:`UNPREPARE_POINTS` right after the step the name describes; production passes
+:data:`UNPREPARE_POINTS`, the plugin process with one of :data:`HANDOVER_POINTS`, right after the
+step the name describes; production passes
 :data:`NO_FAULTS`. The crash tests, which prove that killing the plugin between any two steps
 leaves a state the next call completes, pass the lab launcher's SIGKILL hook as
 ``PluginSeams(fault=...)`` (docs/design.md#fault-injection). The product ships no active hook.
@@ -33,7 +34,15 @@ UNPREPARE_POINTS: Final = (
 """Boundaries of an unprepare, in order: drivers restored, claim CDI spec removed, Pod CDI spec
 synced, claim status cleared, record deleted (just before the result is returned)."""
 
-POINTS: Final = PREPARE_POINTS + UNPREPARE_POINTS
+HANDOVER_POINTS: Final = (
+    "handover:drained",
+    "handover:taken",
+)
+"""Boundaries of a rolling update's hand-over (docs/plugin.md#rolling-update): the old instance
+drained its calls and stopped its workers (before it releases the writer lock), the new instance
+took the writer lock and loaded the checkpoint (before it serves the node)."""
+
+POINTS: Final = PREPARE_POINTS + UNPREPARE_POINTS + HANDOVER_POINTS
 
 FaultHook = Callable[[str], None]
 """Called with a point name after the step it names."""

@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Final
 
 from sriov_dra.driver import (
+    checkpoint_startup,
     claim_context,
     device_health_monitor,
     faults,
@@ -55,7 +56,6 @@ from sriov_dra.kube import plugin_events
 from sriov_dra.kube import watches as kube_watches
 from sriov_dra.kubeletapi import dra_service, plugin_server
 from sriov_dra.servicekit import logs, probes, threads
-from sriov_dra_rules import checkpoint_doc, errors
 
 LOG = logging.getLogger("sriov_dra.driver")
 
@@ -111,6 +111,8 @@ class Plugin:
         # The node's owner's workers (publisher, repair) end with it; the process with stop_event.
         self.owner_stop = threading.Event()
         self.handed_over = threading.Event()
+        self.instance = rolling_update.instance_id(config.pod_uid)
+        self.exit_status = EXIT_OK
         self._lifecycle = threading.Lock()  # hand_over (watcher thread) and stop (main thread) in turn
         self._gate: rolling_update.Gate | None = None
         self._registration_seen = threading.Event()
@@ -157,28 +159,11 @@ class Plugin:
 
     # ------------------------------------------------------------------ lifecycle
     def _load_checkpoint(self) -> checkpoint.CheckpointStore:
-        cfg = self.settings
         try:
-            cfg.state_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
-            store = checkpoint.CheckpointStore(cfg.state_dir / checkpoint_doc.CHECKPOINT_FILE_NAME)
-            records = store.load()
-        except errors.SriovDraError as exc:
-            raise StartupError(f"cannot load the checkpoint: {exc}") from exc
-        except OSError as exc:
-            raise StartupError(
-                f"cannot read or create the checkpoint in {cfg.state_dir}: {exc}; check --state-dir and "
-                "that the plugin runs as root with the host directory mounted"
-            ) from exc
-        managed = sorted(uid for uid, r in records.items() if r.managed_bindings())
-        if managed and not cfg.multus_auto_attach:
-            raise StartupError(
-                f"checkpoint {store.path} holds auto-attached network bindings (claims {', '.join(managed)}) "
-                "that this build cannot release; run the plugin version that wrote them, or drain the node "
-                "and release those workloads first. The file was left untouched"
-            )
-        self.metrics.prepared_claims.set(len(records))
-        files = {"path": str(store.path), "source": str(store.source)}
-        LOG.info("checkpoint loaded", extra={"op": "startup", **files, "claims": len(records)})
+            store, claims = checkpoint_startup.load(self.settings)
+        except checkpoint_startup.Refused as exc:
+            raise StartupError(str(exc)) from exc
+        self.metrics.prepared_claims.set(claims)
         return store
 
     def _api_client(self) -> kube_watches.ApiClient:
@@ -192,29 +177,23 @@ class Plugin:
             raise StartupError(f"cannot build an API client from {where}: {exc}; fix --kubeconfig") from exc
 
     def start(self) -> None:
-        """Run startup steps 2-7, each only after the previous one succeeded.
+        """Run startup steps 2-7 of docs/plugin.md#startup-order, each only after the previous one succeeded.
 
-        2. The checkpoint loaded from ``<state dir>/checkpoint.slots`` (``checkpoint.json`` alone
-           is adopted; a corrupt file or unknown version stops startup, the file named and left
-           untouched).
-        3. API client; the metrics/health server (``/readyz`` 503 until step 7 finished,
-           ``/healthz`` 503 once an essential worker crashed).
-        4. Discovery of the VFs and the publisher (policy namespace and CRDs checked, watches and
-           the ResourceSlice worker started); the policies' first evaluation awaited, at most
-           :data:`publisher.POLICY_SYNC_TIMEOUT_S`.
-        5. *Auto-attach only*: the Node's UID recorded, then the repair worker started and its
-           first complete pass awaited, at most ``--repair-first-pass-timeout-s`` (0: no bound).
-        6-7. The DRA socket, then the registration socket; with ``--pod-uid`` both come first and
-           calls wait at the gate until step 2 took the node over (docs/plugin.md#rolling-update).
+        2. The checkpoint (a corrupt file or unknown version stops startup, left untouched). 3. API
+        client; the metrics/health server. 4. Discovery and the publisher; the policies' first
+        evaluation awaited, at most :data:`publisher.POLICY_SYNC_TIMEOUT_S`. 5. *Auto-attach only*:
+        the repair worker's first complete pass, at most ``--repair-first-pass-timeout-s``. 6-7. The
+        DRA socket, then the registration socket. With ``--pod-uid`` the instance first takes its
+        place in the node's order; the newest serves first and calls wait at the gate until it owns
+        the node (docs/plugin.md#rolling-update).
         Raises: StartupError naming the failed step and its fix.
         """
         cfg = self.settings
-        if cfg.pod_uid:
-            if rolling_update.retired(cfg.state_dir, cfg.pod_uid):
-                self.handed_over.set()
-                return
-            self._serve_before_owning()
+        if cfg.pod_uid and not self._before_owning():
+            return
         self.store = self._load_checkpoint()
+        if self._gate is not None:
+            self.seams.fault("handover:taken")
         self._api = self._api if self._api is not None else self._api_client()
         try:  # 3a: a Node label may keep this node manual (--multus-auto-attach-node-label)
             self.settings = cfg = managed_wiring.gated_settings(self._api, cfg, self.store)
@@ -329,10 +308,11 @@ class Plugin:
             rolling_update.remove_dead_instances(cfg.sockets, cfg.driver_name)
         else:
             self.server = self._kubelet_server(handler, monitor.reports)
+        rolling_update.serving(cfg.state_dir, self.instance)
         threads.start("device-health", monitor.run, self.owner_stop, health=self.health_state)
         threads.start(
             "hand-over", rolling_update.watch_successor, self.store, self.stop_event, self.hand_over,
-            health=self.health_state,
+            cfg.state_dir, cfg.pod_uid, health=self.health_state,
         )  # fmt: skip
         LOG.info(
             "plugin started", extra={"op": "startup", "node": cfg.node_name, "socket": str(cfg.sockets.dra)}
@@ -357,8 +337,18 @@ class Plugin:
             raise StartupError(f"cannot serve the kubelet sockets {cfg.sockets}: {exc}") from exc
         return server
 
-    def _serve_before_owning(self) -> None:
-        """Per-instance sockets: serve and register before owning. Raises: StartupError."""
+    def _before_owning(self) -> bool:
+        """Per-instance sockets: this instance's place in the node's order; the newest serves and
+        registers before owning. ``False``: idle (a newer one holds the node). Raises: StartupError."""
+        try:
+            how = rolling_update.how_to_start(self.settings.state_dir, self.settings.pod_uid)
+        except OSError as exc:
+            raise StartupError(f"cannot record this instance in {self.settings.state_dir}: {exc}") from exc
+        if how is rolling_update.Start.IDLE:
+            self.handed_over.set()
+            return False
+        if how is rolling_update.Start.TAKE:
+            return True
         self._gate = rolling_update.Gate()
         self.server = self._kubelet_server(
             metrics.CountingHandler(self._gate, self._refresh_prepared), self._gate.reports
@@ -368,24 +358,30 @@ class Plugin:
         )
         if rejected is not None:
             raise StartupError(rejected)
+        return True
 
     def notify_health(self) -> None:
         if self.server is not None:
             self.server.notify_health()
 
     def hand_over(self) -> None:
-        """Hand the node to the waiting instance (docs/plugin.md#rolling-update); then idle, unready."""
+        """Hand the node to the waiting instance (docs/plugin.md#rolling-update), then end the process:
+        unconfirmed (the successor went away) with status 1, so the restarted container takes the node back."""
         self.handed_over.set()
         self.owner_stop.set()
         server, repair, pub, http = self.server, self.repair, self.publisher, self.http
-        rolling_update.hand_over(
+        outcome = rolling_update.hand_over(
             stop_serving=(lambda: server.stop(grace_s=self.settings.shutdown_grace_s)) if server else None,
             stop_workers=[w.stop for w in (repair, http) if w is not None] + ([pub.close] if pub else []),
             store=self.store,
             state_dir=self.settings.state_dir,
-            pod_uid=self.settings.pod_uid,
+            instance=self.instance,
             lock=self._lifecycle,
+            fault=self.seams.fault,
         )
+        if outcome is rolling_update.Outcome.ABORTED:
+            self.exit_status = EXIT_STARTUP_FAILED
+            self.stop_event.set()
 
     def _device_health(
         self, pub: publisher.Publisher, sysfs: sysfs_mod.Sysfs
@@ -456,7 +452,7 @@ class Plugin:
             pass
         LOG.info("stopping", extra={"op": "shutdown"})
         self.stop()
-        return EXIT_OK
+        return self.exit_status
 
     def _signalled(self, signum: int, frame: FrameType | None) -> None:
         LOG.info("signal received", extra={"op": "shutdown", "signal": signal.Signals(signum).name})

@@ -1,28 +1,36 @@
 """The plugin's side of a rolling update: the gate of a new instance, the hand-over of an old one.
 
-docs/plugin.md#rolling-update: a new instance registers first and holds calls at its
-:class:`Gate` until it owns the node; the owning instance polls for a waiting successor
-(:func:`watch_successor`) and hands over in :func:`hand_over`'s order. ``driver.main`` wires both.
+docs/plugin.md#rolling-update: an instance records itself in the node's instance order
+(:func:`how_to_start`); the newest registers first and holds calls at its :class:`Gate` until it
+owns the node; the owning instance polls for a waiting newer one (:func:`watch_successor`) and
+hands over in :func:`hand_over`'s order, which ends once the successor confirmed or went away.
+``driver.main`` wires them.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from sriov_dra.driver import policy_controller
+from sriov_dra.core.plugin import instance_order
+from sriov_dra.driver import faults, policy_controller
 from sriov_dra.host import checkpoint, checkpoint_files, discovery
 from sriov_dra.kubeletapi import dra_service, endpoints, messages, plugin_server
 
 LOG = logging.getLogger("sriov_dra.driver")
 
 REGISTRATION_WAIT_S: Final = 30.0
-"""How long a new instance waits for the kubelet's registration verdict before it asks for the node."""
+"""How long a new instance waits for the kubelet's registration verdict; without one it stops
+(the container restarts and tries again) and never asks for the node."""
 HANDOVER_POLL_S: Final = 0.1
-"""How often the owning instance looks for a newer one waiting for the checkpoint (s)."""
+"""How often the owning instance looks for a newer one waiting for the checkpoint, and a handing-over
+one for its successor's confirmation (s)."""
 GATE_ANSWER_MARGIN_S: Final = 1.0
 """What a call held at the gate keeps of the kubelet's deadline for its retryable answer to arrive (s)."""
 GATE_WAIT_S: Final = endpoints.PREPARE_CALL_TIMEOUT_S - GATE_ANSWER_MARGIN_S
@@ -33,16 +41,59 @@ be answered after the kubelet gave up on it; one that gives up earlier fails whe
 have succeeded (docs/plugin.md#rolling-update)."""
 
 
-def retired(state_dir: Path, pod_uid: str) -> bool:
-    """Whether this instance already handed the node over (its container restarted before its Pod
-    was deleted): it must idle, never ask for the node back. Logged when true."""
-    if pod_uid not in checkpoint_files.retired(state_dir):
-        return False
-    LOG.warning(
-        "this instance handed the node over to a newer one; idle until its Pod is deleted",
-        extra={"op": "startup", "instance": pod_uid},
-    )
-    return True
+class Start(enum.Enum):
+    """How an instance with a Pod UID starts (:func:`how_to_start`)."""
+
+    ASK = "ask"
+    """The newest recorded instance: serve, register, then ask for the node."""
+    TAKE = "take"
+    """A newer instance is recorded but nobody holds or asks for the node: take it at once."""
+    IDLE = "idle"
+    """A newer instance holds or asks for the node: never serve, never ask."""
+
+
+class Outcome(enum.Enum):
+    """How :func:`hand_over` ended; either way the process must end (``driver.main``)."""
+
+    HANDED_OVER = "handed over"
+    """The successor confirmed it serves the node."""
+    ABORTED = "aborted"
+    """The successor went away before it confirmed: the node must be taken back."""
+
+
+def instance_id(pod_uid: str) -> str:
+    """This process's name in the owner record: its Pod UID, or a random name without one."""
+    return pod_uid or f"process-{uuid.uuid4().hex}"
+
+
+def how_to_start(state_dir: Path, pod_uid: str) -> Start:
+    """Record this instance in the node's instance order and decide how it starts (logged unless ASK).
+
+    Creates ``state_dir`` when missing. Raises: ``OSError`` when the record cannot be read or
+    written, or a lock file cannot be opened.
+    """
+    state_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
+    later = instance_order.newer(checkpoint_files.record_instance(state_dir, pod_uid), pod_uid)
+    if not later:
+        return Start.ASK
+    fields = {"op": "startup", "instance": pod_uid, "newer": ", ".join(later)}
+    if checkpoint_files.node_claimed(state_dir):
+        LOG.warning(
+            "a newer instance holds the node or asks for it; idle until its Pod is deleted", extra=fields
+        )
+        return Start.IDLE
+    LOG.warning("a newer instance is recorded but nobody holds the node: taking it", extra=fields)
+    return Start.TAKE
+
+
+def serving(state_dir: Path, instance: str) -> None:
+    """Record that ``instance`` serves the node now (confirms a hand-over to it); a failure is logged."""
+    try:
+        checkpoint_files.record_owner(state_dir, instance)
+    except OSError as exc:
+        LOG.warning(
+            "cannot record this instance as the node's owner", extra={"op": "startup", "reason": str(exc)}
+        )
 
 
 def inventory_and_published(
@@ -69,13 +120,15 @@ def await_registration(
 ) -> str | None:
     """Wait (at most :data:`REGISTRATION_WAIT_S`) for the kubelet's verdict on a new instance.
 
-    Returns the reason to stop when the kubelet rejected it (a kubelet older than 1.33 accepts one
-    instance of a driver), else ``None`` (registered, or no verdict: the hand-over goes on).
+    Returns ``None`` once the kubelet registered it, else the reason to stop: rejected (a kubelet
+    older than 1.33 accepts one instance of a driver) or no verdict (the kubelet does not see the
+    socket). Either way the instance never asks for the node, and the previous one keeps it.
     """
     if not seen.wait(REGISTRATION_WAIT_S):
-        LOG.warning(
-            "no registration verdict from the kubelet; asking for the checkpoint anyway",
-            extra={"op": "startup", "socket": str(registration)},
+        return (
+            f"the kubelet sent no registration verdict for {registration} within {REGISTRATION_WAIT_S:g} s; "
+            "the previous instance keeps the node. Check that --kubelet-registrar-directory-path is the "
+            "kubelet's plugins_registry directory and that the kubelet runs"
         )
     state = server.registration
     if state is not None and not state.registered:
@@ -87,18 +140,34 @@ def await_registration(
 
 
 def watch_successor(
-    store: checkpoint.CheckpointStore, stop: threading.Event, hand_over: Callable[[], None]
+    store: checkpoint.CheckpointStore,
+    stop: threading.Event,
+    hand_over: Callable[[], None],
+    state_dir: Path,
+    pod_uid: str,
 ) -> None:
-    """Poll for a newer instance waiting for the checkpoint until ``stop``; call ``hand_over`` once."""
+    """Poll for a newer instance waiting for the checkpoint until ``stop``; call ``hand_over`` once.
+
+    A request while no instance newer than ``pod_uid`` is recorded is refused (logged once): the
+    node never goes back to an older instance (``core.plugin.instance_order``).
+    """
+    refused = False
     while not stop.wait(HANDOVER_POLL_S):
         try:
             waiting = store.successor_waiting()
+            allowed = waiting and instance_order.may_hand_over(checkpoint_files.instances(state_dir), pod_uid)
         except OSError as exc:
             LOG.warning("cannot check for a hand-over request", extra={"op": "handover", "reason": str(exc)})
             continue
-        if waiting:
+        if allowed:
             hand_over()
             return
+        if waiting and not refused:
+            refused = True
+            LOG.warning(
+                "an instance that is not newer than this one asks for the node; it stays here",
+                extra={"op": "handover", "instance": pod_uid},
+            )
 
 
 def hand_over(
@@ -107,30 +176,75 @@ def hand_over(
     stop_workers: Sequence[Callable[[], None]],
     store: checkpoint.CheckpointStore | None,
     state_dir: Path,
-    pod_uid: str,
+    instance: str,
     lock: threading.Lock,
-) -> None:
+    poll_s: float = HANDOVER_POLL_S,
+    fault: faults.FaultHook = faults.NO_FAULTS,
+) -> Outcome:
     """Hand the node to the instance waiting for the checkpoint, in this order, holding ``lock``.
 
-    ``stop_serving`` (``None``: not serving) deregisters and lets in-flight kubelet calls finish; ``stop_workers`` stop
-    the repair worker, the publisher (the successor adopts the slices) and the metrics server;
-    ``pod_uid`` is recorded as retired; then the checkpoint closes, which releases the writer lock
-    (after that this process never writes it).
+    ``stop_serving`` (``None``: not serving) deregisters and lets in-flight kubelet calls finish;
+    ``stop_workers`` stop the repair worker, the publisher (the successor adopts the slices) and
+    the metrics server. If the request is gone by then, nothing is released: :attr:`Outcome.ABORTED`.
+    Else the checkpoint closes, which releases the writer lock (this process never writes it
+    again), and this waits until the successor records itself as the node's owner
+    (:attr:`Outcome.HANDED_OVER`, ``instance`` then recorded as retired), or until nobody holds
+    or asks for the writer lock any more (the successor went away unconfirmed: ABORTED).
     """
-    LOG.info("a newer instance waits: handing over", extra={"op": "handover", "instance": pod_uid})
+    fields = {"op": "handover", "instance": instance}
+    LOG.info("a newer instance waits: handing over", extra=fields)
+    before: str | None = None
     with lock:  # the process's stop (on a signal) waits: it closes what the drained calls use
         if stop_serving is not None:
             stop_serving()
         for stop in stop_workers:
             stop()
-        if pod_uid:
-            try:
-                checkpoint_files.record_retired(state_dir, pod_uid)
-            except OSError as exc:
-                LOG.warning("cannot record the hand-over", extra={"op": "handover", "reason": str(exc)})
+        fault("handover:drained")
         if store is not None:
+            if not _still_asked(store):
+                LOG.warning(
+                    "the newer instance stopped asking before the hand-over: keeping the node", extra=fields
+                )
+                return Outcome.ABORTED
+            before = _owner(state_dir)
             store.close()
-    LOG.info("handed over", extra={"op": "handover", "instance": pod_uid})
+    while not instance_order.confirmed(now := _owner(state_dir), instance, before):
+        # a successor takes the lock before it records itself: read the record again after the probe
+        if not _claimed(state_dir) and not instance_order.confirmed(
+            now := _owner(state_dir), instance, before
+        ):
+            LOG.warning(
+                "the newer instance went away before it served the node: taking it back", extra=fields
+            )
+            return Outcome.ABORTED
+        time.sleep(poll_s)
+    try:
+        checkpoint_files.record_retired(state_dir, instance)
+    except OSError as exc:
+        LOG.warning("cannot record the hand-over", extra={"op": "handover", "reason": str(exc)})
+    LOG.info("handed over", extra={**fields, "owner": now})
+    return Outcome.HANDED_OVER
+
+
+def _still_asked(store: checkpoint.CheckpointStore) -> bool:
+    try:
+        return store.successor_waiting()
+    except OSError:
+        return True  # cannot tell: the request was seen a moment ago; the confirmation decides
+
+
+def _owner(state_dir: Path) -> str | None:
+    try:
+        return checkpoint_files.owner(state_dir)
+    except OSError:
+        return None
+
+
+def _claimed(state_dir: Path) -> bool:
+    try:
+        return checkpoint_files.node_claimed(state_dir)
+    except OSError:
+        return True  # cannot tell: wait on
 
 
 class Gate:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from sriov_dra.core.plugin import instance_order
 from sriov_dra.host import atomic_file, slot_file
 from sriov_dra_rules import checkpoint_doc, checkpoint_read, errors, slot_format
 
@@ -48,6 +49,14 @@ the writing process sees the request and hands the lock over."""
 RETIRED_FILE_NAME: Final = "checkpoint.retired"
 """The instances (Pod UIDs) that handed the lock over, newest last, one a line: such an instance,
 restarted before its Pod is deleted, must not ask for the lock back."""
+
+INSTANCES_FILE_NAME: Final = "checkpoint.instances"
+"""The Pod UIDs of the node's plugin instances in the order they first started, one a line
+(``core.plugin.instance_order``): the node goes only to a newer instance."""
+
+OWNER_FILE_NAME: Final = "checkpoint.owner"
+"""The instance that last took the node and serves it, one line: written by a successor once it
+serves, which confirms a hand-over to the instance that released the writer lock."""
 
 RETIRED_KEPT: Final = 16
 """How many handed-over instances :func:`record_retired` keeps."""
@@ -82,8 +91,77 @@ def record_retired(directory: Path, instance: str) -> None:
 
 def retired(directory: Path) -> list[str]:
     """The instances recorded by :func:`record_retired`, oldest first (``[]`` without the file)."""
-    data = atomic_file.read_optional(directory / RETIRED_FILE_NAME)
+    return _lines(directory / RETIRED_FILE_NAME)
+
+
+def record_instance(directory: Path, instance: str) -> tuple[str, ...]:
+    """Append ``instance`` to the instance record unless it is there (durably); return the record.
+
+    Appends of two processes are serialised by a lock on ``directory``. Raises: ``OSError`` when
+    the record cannot be read or written.
+    """
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released with the descriptor
+        current = instances(directory)
+        record = instance_order.recorded(current, instance)
+        if record != current:
+            data = "".join(f"{i}\n" for i in record).encode()
+            atomic_file.write_atomic(
+                directory / INSTANCES_FILE_NAME, data, mode=CHECKPOINT_FILE_MODE, durable=True
+            )
+        return record
+    finally:
+        os.close(fd)
+
+
+def instances(directory: Path) -> tuple[str, ...]:
+    """The instance record, oldest first (``()`` without the file). Raises: ``OSError`` when unreadable."""
+    return tuple(_lines(directory / INSTANCES_FILE_NAME))
+
+
+def record_owner(directory: Path, instance: str) -> None:
+    """Record ``instance`` as the node's serving owner, durably. Raises: ``OSError`` when it cannot be written."""
+    data = f"{instance}\n".encode()
+    atomic_file.write_atomic(directory / OWNER_FILE_NAME, data, mode=CHECKPOINT_FILE_MODE, durable=True)
+
+
+def owner(directory: Path) -> str | None:
+    """The instance :func:`record_owner` recorded last (``None`` without the file). Raises: ``OSError``."""
+    lines = _lines(directory / OWNER_FILE_NAME)
+    return lines[-1] if lines else None
+
+
+def node_claimed(directory: Path) -> bool:
+    """Whether another process holds the writer lock or asks for it (the hand-over request).
+
+    Only for a process that holds neither itself: probing a POSIX lock the process holds through
+    another descriptor would release it. The request is probed first: a successor takes the
+    writer lock before it ends its request, so it is seen in one of the two. ``False`` on a file
+    system without POSIX locks. Raises: ``OSError`` when a file cannot be opened.
+    """
+    return _held_elsewhere(directory / HANDOVER_FILE_NAME) or _held_elsewhere(directory / LOCK_FILE_NAME)
+
+
+def _lines(path: Path) -> list[str]:
+    data = atomic_file.read_optional(path)
     return [] if data is None else [line for line in data.decode(errors="replace").splitlines() if line]
+
+
+def _held_elsewhere(path: Path) -> bool:
+    """Whether another process holds the POSIX lock of ``path`` (probed without waiting, then released)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, CHECKPOINT_FILE_MODE)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in _LOCK_BUSY:
+            return True
+        if exc.errno in _LOCK_UNSUPPORTED:
+            return False
+        raise
+    finally:
+        os.close(fd)  # closing releases a probe lock taken above
+    return False
 
 
 class CheckpointFiles:
@@ -212,18 +290,7 @@ class CheckpointFiles:
         ``False`` on a file system without POSIX locks. Raises: ``OSError`` when the request file
         cannot be opened.
         """
-        fd = os.open(self._handover_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, CHECKPOINT_FILE_MODE)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in _LOCK_BUSY:
-                return True
-            if exc.errno in _LOCK_UNSUPPORTED:
-                return False
-            raise
-        finally:
-            os.close(fd)  # closing releases a probe lock taken above
-        return False
+        return _held_elsewhere(self._handover_path)
 
     def _hold_lock(self) -> None:
         if self._lock_fd is not None:

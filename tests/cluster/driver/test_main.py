@@ -39,9 +39,10 @@ def _slices(pn: PluginNode) -> dict[str, str]:
     return {s.metadata.name: s.metadata.uid for s in items}
 
 
-def _instance(pn: PluginNode, pod_uid: str) -> tuple[processes.Process, Path]:
-    """Launch an instance with ``pod_uid`` (its own metrics port); return it and its registration socket."""
-    proc = pn.launch(f"--pod-uid={pod_uid}")
+def _instance(pn: PluginNode, pod_uid: str, *, kill_at: str = "") -> tuple[processes.Process, Path]:
+    """Launch an instance with ``pod_uid`` (its own metrics port, killed at ``kill_at``); return it
+    and its registration socket."""
+    proc = pn.launch(f"--pod-uid={pod_uid}", kill_at=kill_at)
     sockets = endpoints.plugin_sockets(
         DRIVER,
         plugins_dir=pn.root / "plugins",
@@ -91,8 +92,11 @@ def test_a_new_instance_takes_the_node_over_without_a_failed_call_or_a_recreated
         assert pn.probe("/readyz")[0] == 200, "the new instance owns the node"
         assert not old_registration.exists(), "the old instance deregistered"
         eventually("the owner to remove a killed instance's socket", lambda: not killed.exists())
-        old_log = old.log_path.read_text()
-        assert "handed over" in old_log and old.popen is not None and old.popen.poll() is None
+        eventually(  # the old instance polls for the new one's confirmation
+            "the old instance to see the new one serve the node",
+            lambda: '"msg": "handed over"' in old.log_path.read_text(),
+        )
+        assert old.popen is not None and old.popen.poll() is None
         assert _slices(pn) == slices, "the slices were adopted, not created again"
         assert set(pn.records()) == {second.claim.uid}
         time.sleep(2 * device_health_monitor.DEFAULT_POLL_S)  # polls the old instance would have made
@@ -115,3 +119,78 @@ def test_a_new_instance_takes_the_node_over_without_a_failed_call_or_a_recreated
         old.stop()
         if new is not None:
             new.stop()
+
+
+def _prepares_and_unprepares(pn: PluginNode, namespace: str, name: str) -> None:
+    pod = schedule_pod(pn.api, namespace, pn.name, config=vf_config(netAttachDefName="rail-a"), name=name)
+    prepared = prepare(pn, pod)
+    assert prepared.ok, prepared.failure
+    assert pn.kubelet.unprepare_pod(pod.pod_uid).ok
+
+
+def _stop(*procs: processes.Process | None) -> None:
+    for proc in procs:
+        if proc is not None:
+            proc.stop()
+
+
+def _killed(proc: processes.Process) -> None:
+    assert proc.popen is not None
+    assert proc.popen.wait(timeout=60) == -signal.SIGKILL, proc.log_path.read_text()
+
+
+def test_an_old_instance_killed_in_its_hand_over_and_restarted_never_takes_the_node_back(
+    plugin_node: PluginNode, namespace: str
+) -> None:
+    """The old instance drains and dies before it released the node (before it recorded itself
+    retired); the new one takes the node; the old Pod's container restarts. It must idle: the
+    node goes only to a newer instance, and the new one keeps serving."""
+    pn = plugin_node
+    old_uid, new_uid = str(uuid.uuid4()), str(uuid.uuid4())
+    old, old_registration = _instance(pn, old_uid, kill_at="handover:drained")
+    new = again = None
+    try:
+        pn.kubelet.register(old_registration)
+        eventually("the old instance to be ready", lambda: pn.probe("/readyz")[0] == 200)
+        new, new_registration = _instance(pn, new_uid)
+        pn.kubelet.register(new_registration)
+        _killed(old)
+        eventually("the new instance to serve the node", lambda: pn.probe("/readyz")[0] == 200)
+        again = pn.launch(f"--pod-uid={old_uid}")  # the old Pod's container restarted
+        eventually(
+            "the restarted old instance to idle",
+            lambda: "idle until its Pod is deleted" in again.log_path.read_text(),
+        )
+        time.sleep(1.0)  # a hand-over back would start within the owner's 0.1 s polls
+        assert "handing over" not in new.log_path.read_text(), "the node went back to the older instance"
+        assert new.popen is not None and new.popen.poll() is None
+        _prepares_and_unprepares(pn, namespace, "after")
+    finally:
+        _stop(old, new, again)
+
+
+def test_a_hand_over_whose_successor_dies_before_serving_is_undone_and_the_old_instance_takes_the_node_back(
+    plugin_node: PluginNode, namespace: str
+) -> None:
+    """The new instance takes the writer lock and dies before it serves the node (no confirmation).
+    The old instance must not stay retired with nobody owning the node: it ends (status 1), and its
+    restarted container takes the node back and serves."""
+    pn = plugin_node
+    old_uid, new_uid = str(uuid.uuid4()), str(uuid.uuid4())
+    old, old_registration = _instance(pn, old_uid)
+    new = again = None
+    try:
+        pn.kubelet.register(old_registration)
+        eventually("the old instance to be ready", lambda: pn.probe("/readyz")[0] == 200)
+        new, new_registration = _instance(pn, new_uid, kill_at="handover:taken")
+        pn.kubelet.register(new_registration)
+        _killed(new)
+        assert old.popen is not None
+        assert old.popen.wait(timeout=60) == 1, "the old instance stayed retired with nobody owning the node"
+        assert "taking it back" in old.log_path.read_text()
+        again, again_registration = _instance(pn, old_uid)  # the old Pod's container restarted
+        pn.kubelet.register(again_registration)
+        eventually("the old instance to serve the node again", lambda: pn.probe("/readyz")[0] == 200)
+        _prepares_and_unprepares(pn, namespace, "back")
+    finally:
+        _stop(old, new, again)

@@ -8,6 +8,8 @@ let the checkpoint close) before that call ended (docs/plugin.md#rolling-update)
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from tests import waiting
 from tests.fakes.claim_handler import FakeClaimHandler
 
 from sriov_dra.driver import main, settings
-from sriov_dra.host import checkpoint
+from sriov_dra.host import checkpoint, checkpoint_files
 from sriov_dra.kubeletapi import endpoints, messages, plugin_server
 from sriov_dra_lab import kubelet_plugins
 
@@ -48,8 +50,24 @@ def test_stop_during_a_hand_over_waits_for_its_drain_and_closes_the_api_client_a
     )
     plugin = main.Plugin(cfg)
     (short_dir / "state").mkdir()
-    store = checkpoint.CheckpointStore(short_dir / "state" / "checkpoint.slots")
+    store = checkpoint.CheckpointStore(short_dir / "state" / "checkpoint.json")
     store.load()
+    for instance in ("0123456789abcdef", "successor"):
+        checkpoint_files.record_instance(short_dir / "state", instance)
+    successor = subprocess.Popen(  # the newer instance: asks for the node, serves it once it has it
+        [
+            sys.executable,
+            "-c",
+            "from tests.host.driver.test_rolling_update import instance_process;"
+            f" instance_process({str(short_dir / 'state')!r}, 'successor', True)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    waiting.eventually(
+        "the successor to ask for the node", store.successor_waiting, timeout_s=30, interval_s=0.02
+    )
     handler = FakeClaimHandler(hold=True)
     server = plugin_server.KubeletPluginServer(
         driver_name=cfg.driver_name, handler=handler, sockets=cfg.sockets
@@ -110,6 +128,8 @@ def test_stop_during_a_hand_over_waits_for_its_drain_and_closes_the_api_client_a
         handler.release.set()
         client.close()
         server.stop(grace_s=0)
+        successor.kill()
+        successor.communicate()
     assert failures == []
     assert results == [{"uid-a": messages.Prepared((messages.Device("pool-a", "dev-claim-a"),))}]
     assert api.closed_after_call == [True]
