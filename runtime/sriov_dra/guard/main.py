@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--pod-uid",
         default=os.environ.get("POD_UID", ""),
         help="this daemon's Pod UID (default: $POD_UID): a probe sending another Pod's UID in X-Pod-Uid "
-        "gets 503, so during a rollout each Pod's probes are answered only by its own daemon",
+        "gets 503, so during a rollout each Pod's probes are answered only by its own daemon; a daemon "
+        "whose Pod a newer Pod superseded never takes the socket path back",
     )
     serve.add_argument("--log-format", choices=("text", "json"), default="text")
     serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
