@@ -18,7 +18,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -85,14 +85,22 @@ class Plugin:
         return dict(checkpoint_codec.decode_checkpoint(path.read_bytes()).claims) if path.exists() else {}
 
 
-def run_plugin(api: client.ApiClient, real_pfs: list[realvfs.RealPf], root: Path) -> Iterator[Plugin]:
+def run_plugin(
+    api: client.ApiClient,
+    real_pfs: list[realvfs.RealPf],
+    root: Path,
+    *,
+    auto_attach: bool = True,
+    launcher: Sequence[str] = ("-m", "sriov_dra.driver"),
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Plugin]:
     """The plugin process (state under ``root``), registered, with every VF of the guest advertised;
-    stopped after."""
+    stopped after. ``auto_attach`` False runs it in manual mode; ``launcher`` is what the Python
+    interpreter runs (a bench wraps the entrypoint), ``env`` extra environment."""
     registry_dir, state_dir, cdi_root = root / "plugins_registry", root / "state", root / "cdi"
     argv = [
         sys.executable,
-        "-m",
-        "sriov_dra.driver",
+        *launcher,
         f"--node-name={kubeapi.NODE_NAME}",
         f"--kubeconfig={os.environ['SRIOV_DRA_REALVF_KUBECONFIG']}",
         "--sysfs-root=/",
@@ -101,11 +109,13 @@ def run_plugin(api: client.ApiClient, real_pfs: list[realvfs.RealPf], root: Path
         f"--cdi-root={cdi_root}",
         f"--state-dir={state_dir}",
         f"--namespace={kubeapi.PLUGIN_NS}",
-        "--multus-auto-attach=true",
+        f"--multus-auto-attach={'true' if auto_attach else 'false'}",
         "--log-format=json",
     ]
     log = root / "plugin.log"
-    proc = processes.Process("plugin", argv, log, stop_grace_s=10.0)
+    proc = processes.Process(
+        "plugin", argv, log, env={**os.environ, **env} if env else None, stop_grace_s=10.0
+    )
     started = time.monotonic()
     proc.start()
     try:

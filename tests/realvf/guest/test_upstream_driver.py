@@ -22,6 +22,8 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,24 +106,26 @@ def upstream_node(api: client.ApiClient) -> Iterator[str]:
             res.delete_resource_slice(item.metadata.name)
 
 
-@pytest.fixture(scope="module")
-def upstream_driver(
-    api: client.ApiClient,
-    upstream_node: str,
-    plugin: kubeplugin.Plugin,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[processes.Process]:
-    """Upstream's driver serving :data:`UPSTREAM_NODE`, once its slices list every VF; stopped after."""
+@dataclass
+class Upstream:
+    """Upstream's running driver and the kubelet's client for its DRA socket."""
+
+    process: processes.Process
+    dra: kubelet_plugins.DraPluginClient
+
+
+def run_upstream(api: client.ApiClient, node: str, root: Path) -> Iterator[Upstream]:
+    """Upstream's driver serving ``node`` (state under ``root``), registered, once its slices list every
+    device this plugin publishes for the guest's Node; stopped after (skips when it is not in the run image)."""
     binary, pci_ids = BIN_DIR / "dra-driver-sriov", BIN_DIR / "pci.ids"
     missing = [p.name for p in (binary, pci_ids) if not p.is_file()]
     if missing:
         pytest.skip(f"{missing} not in the run image (make setup builds dra-driver-sriov; Debian's pci.ids)")
-    root = tmp_path_factory.mktemp("upstream")
     for sub in ("registry", "plugins", "cdi"):
         (root / sub).mkdir()
     argv = [
         str(binary),
-        f"--node-name={upstream_node}",
+        f"--node-name={node}",
         f"--kubeconfig={os.environ['SRIOV_DRA_REALVF_KUBECONFIG']}",
         f"--cdi-root={root / 'cdi'}",
         f"--kubelet-registrar-directory-path={root / 'registry'}",
@@ -142,22 +146,41 @@ def upstream_driver(
         # It publishes only once the kubelet accepted its registration, and gives up after 30 s.
         socket = kubelet_plugins.wait_for_new_socket(root / "registry", timeout_s=REGISTRATION_WAIT_S)
         assert socket is not None, f"no registration socket:\n{processes.tail(proc.log_path, 40)}"
-        kubelet_plugins.register_plugin(socket, timeouts=kubeplugin.TCG_TIMEOUTS)
+        registered = kubelet_plugins.register_plugin(socket, timeouts=kubeplugin.TCG_TIMEOUTS)
         registered_s = time.monotonic() - started
         want = set(devices(api, kubeapi.NODE_NAME))
         kubeplugin.eventually(
-            f"upstream's ResourceSlices for {upstream_node} listing {len(want)} devices "
+            f"upstream's ResourceSlices for {node} listing {len(want)} devices "
             f"(log {proc.log_path}):\n{processes.tail(proc.log_path, 20)}",
-            lambda: set(devices(api, upstream_node)) == want or not proc.running(),
+            lambda: set(devices(api, node)) == want or not proc.running(),
         )
         assert proc.running(), f"upstream's driver exited:\n{processes.tail(proc.log_path, 40)}"
         print(
             f"upstream dra-driver-sriov: registered after {registered_s:.1f}s, {len(want)} devices published "
             f"after {time.monotonic() - started:.1f}s"
         )
-        yield proc
+        dra = kubelet_plugins.DraPluginClient(registered, call_timeout_s=kubeplugin.TCG_TIMEOUTS.call_s)
+        try:
+            yield Upstream(proc, dra)
+        finally:
+            dra.close()
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def upstream_driver(
+    api: client.ApiClient,
+    upstream_node: str,
+    plugin: kubeplugin.Plugin,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[processes.Process]:
+    """Upstream's driver serving :data:`UPSTREAM_NODE` (:func:`run_upstream`) beside the session's plugin."""
+    root = tmp_path_factory.mktemp("upstream")
+    try:
+        for upstream in run_upstream(api, upstream_node, root):
+            yield upstream.process
+    finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
