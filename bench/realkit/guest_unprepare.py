@@ -36,6 +36,7 @@ __all__ = ["upstream_node"]  # the fixture, used here through its name
 ROUNDS: Final = 12
 MARK: Final = "UNPREPARE-BENCH "
 PROBE: Final = Path(unprepare_probe.__file__).resolve()
+STEPS_WAIT_S: Final = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -132,12 +133,19 @@ def timed_ms(fn: Any, *args: Any) -> tuple[Any, float]:
     return out, (time.perf_counter() - started) * 1000.0
 
 
-def steps_since(path: Path, offset: int) -> tuple[dict[str, float], int]:
-    """Sum of each step's recorded milliseconds appended to ``path`` after byte ``offset``."""
-    data = path.read_bytes() if path.exists() else b""
+def steps_after(path: Path, offset: int) -> tuple[dict[str, float], int]:
+    """Each step's milliseconds summed over the lines the probe appended to ``path`` after byte
+    ``offset``, once they include the whole call's (the probe writes them shortly after a call)."""
+    deadline = time.monotonic() + STEPS_WAIT_S
+    while True:
+        data = path.read_bytes() if path.exists() else b""
+        entries = [json.loads(line) for line in data[offset:].decode().splitlines()]
+        if any(e["step"] == unprepare_probe.OUTER_STEP for e in entries):
+            break
+        assert time.monotonic() < deadline, f"the probe wrote no steps to {path} within {STEPS_WAIT_S} s"
+        time.sleep(0.05)
     out: dict[str, float] = {}
-    for line in data[offset:].decode().splitlines():
-        entry = json.loads(line)
+    for entry in entries:
         out[entry["step"]] = out.get(entry["step"], 0.0) + entry["ms"]
     return out, len(data)
 
@@ -159,7 +167,9 @@ def test_node_unprepare_of_one_vf_this_plugin_against_upstream(
         result: dict[str, Any] = {
             "device": device,
             "rounds": ROUNDS,
-            **{f"{who}_{op}_ms": [] for who in drivers for op in ("prepare", "unprepare")},
+            **{
+                f"{who}_{op}_ms": [] for who in drivers for op in ("prepare", "unprepare", "unprepare_absent")
+            },
             "ours_steps_ms": [],
         }
         offset = 0
@@ -172,15 +182,26 @@ def test_node_unprepare_of_one_vf_this_plugin_against_upstream(
                 assert isinstance(prepared[ref.uid], messages.Prepared), (
                     f"{who} NodePrepare of {ref}: {prepared[ref.uid]}\n{processes.tail(proc.log_path, 30)}"
                 )
-                _, offset = steps_since(steps_file, offset)
+                if who == "ours":
+                    _, offset = steps_after(steps_file, offset)
                 unprepared, unprepare_ms = timed_ms(dra.node_unprepare_resources, [ref])
                 assert unprepared[ref.uid] is None, (
                     f"{who} NodeUnprepare of {ref}: {unprepared[ref.uid]}\n{processes.tail(proc.log_path, 30)}"
                 )
-                steps, offset = steps_since(steps_file, offset)
+                if who == "ours":
+                    steps, offset = steps_after(steps_file, offset)
+                # the per-call floor: a claim the driver never prepared (nothing to do but answer)
+                absent = messages.ClaimRef(namespace=namespace, name="absent", uid=str(uuid.uuid4()))
+                answered, absent_ms = timed_ms(dra.node_unprepare_resources, [absent])
+                assert answered[absent.uid] is None, (
+                    f"{who} NodeUnprepare of {absent}: {answered[absent.uid]}"
+                )
+                if who == "ours":
+                    _, offset = steps_after(steps_file, offset)
                 if round_:
                     result[f"{who}_prepare_ms"].append(round(prepare_ms, 2))
                     result[f"{who}_unprepare_ms"].append(round(unprepare_ms, 2))
+                    result[f"{who}_unprepare_absent_ms"].append(round(absent_ms, 2))
                     if who == "ours":
                         result["ours_steps_ms"].append(steps)
         print(MARK + json.dumps(result))

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from sriov_dra.core.plugin import checkpoint_lifecycle, claim_plan
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import claim_context, claim_metadata
+from sriov_dra.driver.managed import fanout
 from sriov_dra.host import vf_driver_binding
 from sriov_dra.kubeletapi import messages
 from sriov_dra_rules import errors
@@ -32,7 +33,8 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
        requested), remove the claim CDI spec and the device metadata files, rebuild or remove
        the Pod CDI spec.
     5. Remove this driver's ``status.devices`` entries (best effort), before the record goes, so
-       a kill cannot leave entries no later call would remove.
+       a kill cannot leave entries no later call would remove. Without auto-attach it runs on a
+       worker beside step 4 (neither reads what the other writes) and is joined before step 6.
     6. **Forget**: delete this claim's record only, then unlock.
 
     A driver that cannot be restored keeps the record and the CDI files and fails the claim, so
@@ -77,8 +79,12 @@ def unprepare_claim(ctx: claim_context.ClaimContext, ref: messages.ClaimRef) -> 
                 reason=errors.Reason.CLAIM_RELEASE_IN_PROGRESS,
             )
         with ctx.pod_locks.hold(record.pod_uid):
-            release_host(ctx, record)
-            clear_status(ctx, record)
+            bound = ctx.managed.max_in_flight if ctx.managed is not None else fanout.DEFAULT_MAX_IN_FLIGHT
+            beside = fanout.start([lambda: clear_status(ctx, record)], max_in_flight=bound)
+            try:  # the host steps here, the status request on a worker meanwhile
+                release_host(ctx, record)
+            finally:  # joined on every path: no status write outlives the locks
+                beside.wait()
             ctx.fault("unprepare:status")
             ctx.store.delete_claim(record.claim_uid)
             ctx.fault("unprepare:forgotten")

@@ -8,6 +8,7 @@ plugin process against the real API server.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from tests.fakes.inventory import StaticInventory
 
 from sriov_dra.core.plugin import cdi_spec
 from sriov_dra.driver import claim_context, faults, prepare, unprepare
-from sriov_dra.host import cdi, checkpoint, discovery, vf_driver_binding
+from sriov_dra.host import atomic_file, cdi, checkpoint, discovery, vf_driver_binding
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import messages
 from sriov_dra_lab.fakes import fake_pci, fake_sysfs
@@ -318,6 +319,47 @@ def test_status_conflict_keeps_the_entry_another_driver_wrote_meanwhile(node: No
     assert [d["driver"] for d in devices] == ["gpu.nvidia.com", fx.DRIVER]
     node.unprepare(claim)
     assert node.api.stored("ns-a", "vf-claim")["status"]["devices"] == [gpu]
+
+
+@dataclass
+class StatusWaitsAtBarrier(fx.FakeClaimsApi):
+    """FAKE claim API whose status writes first wait at ``barrier`` (when set) for the host steps."""
+
+    barrier: threading.Barrier | None = None
+
+    def update_device_status(self, namespace: str, name: str, **kwargs: Any) -> bool:
+        if self.barrier is not None:
+            self.barrier.wait()
+        return super().update_device_status(namespace, name, **kwargs)
+
+
+def test_unprepare_clears_the_claim_status_beside_the_host_steps_and_before_the_record_goes(
+    tmp_path: Path,
+) -> None:
+    # The status clear and the claim CDI spec removal meet at a barrier: run one after the other,
+    # the first to arrive waits alone and the barrier breaks (the unprepare then fails).
+    node = Node(tmp_path, api=StatusWaitsAtBarrier())
+    claim = add_claim(node, [fx.result(DEV0)])
+    node.prepare(claim)
+    assert [d["driver"] for d in node.api.stored("ns-a", "vf-claim")["status"]["devices"]] == [fx.DRIVER]
+    barrier = node.api.barrier = threading.Barrier(2, timeout=10)
+    spec = node.cdi.claim_spec_path(fx.CLAIM_UID)
+    recorded_at_status: list[bool] = []
+
+    def remove(path: Path) -> bool:
+        if path == spec:
+            barrier.wait()
+        return atomic_file.remove_durable(path)
+
+    def fault(point: str) -> None:
+        if point == "unprepare:status":
+            recorded_at_status.append(node.store.snapshot_claim(fx.CLAIM_UID) is not None)
+
+    node.ctx = dataclasses.replace(node.ctx, cdi=cdi.CdiSpecs(node.cdi.root, remove=remove), fault=fault)
+    assert unprepare.unprepare_claim(node.ctx, claim) is None
+    assert node.api.stored("ns-a", "vf-claim")["status"]["devices"] == []
+    assert recorded_at_status == [True], "both joined while the record is still there"
+    assert node.store.snapshot_claim(fx.CLAIM_UID) is None and node.cdi_files() == []
 
 
 def test_a_claim_still_recorded_for_another_pod_waits_for_its_release(node: Node) -> None:
