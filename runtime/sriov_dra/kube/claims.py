@@ -5,15 +5,21 @@ allocation) and the update of ``status.devices`` on ``resourceclaims/status``: a
 as read with only ``status.devices`` replaced, under the read resourceVersion and UID, so a 409
 re-runs the caller's pure ``compute`` on a fresh read and other drivers' entries are never lost.
 A PUT because a patch cannot re-send opaque parameters in their creator's bytes
-(:func:`encode_claim`). Writes nothing else; retries only a conflict.
+(:func:`encode_claim`). Writes nothing else; retries only a conflict. An update given no claim
+starts from the claim as this client's last write of it left it (the server's answer), when that
+write is remembered, instead of a GET: the same resourceVersion precondition refuses it if anyone
+changed the claim since (a 409, then the fresh read), so a stale copy costs one request and is
+never written; a copy on which ``compute`` finds nothing to change is never trusted (re-read).
 """
 
 from __future__ import annotations
 
+import collections
 import copy
 import itertools
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -29,6 +35,9 @@ LOG = logging.getLogger(__name__)
 RESOURCE: Final = "resourceclaims.resource.k8s.io"
 DEFAULT_TIMEOUT_S: Final = 10.0
 """Budget of one claim request; well inside the kubelet's 45 s prepare deadline."""
+WRITTEN_KEPT: Final = 256
+"""Claims whose last written state a :class:`ClaimClient` remembers, the least recently written
+dropped first: a node's prepared claims (one VF each at least) fit."""
 DEFAULT_ATTEMPTS: Final = 5
 """Status updates tried before giving up on repeated conflicts (upstream's backoff has 5 steps)."""
 
@@ -195,6 +204,21 @@ class ClaimClient:
         self._api = api
         self._timeout_s = timeout_s
         self._attempts = max(1, attempts)
+        self._written: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+        self._written_lock = threading.Lock()
+
+    def _remember(self, uid: str, claim: dict[str, Any] | None) -> None:
+        """Keep ``claim`` (the server's answer to a write) as ``uid``'s last written state; None forgets it."""
+        with self._written_lock:
+            self._written.pop(uid, None)
+            if claim is not None and (claim.get("metadata") or {}).get("uid") == uid:
+                self._written[uid] = claim
+                while len(self._written) > WRITTEN_KEPT:
+                    self._written.popitem(last=False)
+
+    def _last_written(self, uid: str) -> dict[str, Any] | None:
+        with self._written_lock:
+            return self._written.pop(uid, None)
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         """Live GET of the claim (see :func:`get_claim`)."""
@@ -212,14 +236,22 @@ class ClaimClient:
         """Write ``compute(status.devices)`` to the claim, re-reading and recomputing on conflicts.
 
         ``current`` is a claim object already read (saves one GET); it is used for the first
-        attempt only. Returns True when an update was written, False when ``compute`` asked for
-        no change or the claim is gone or was replaced (another UID): there is nothing to update.
+        attempt only. Without it, the first attempt starts from this client's last write of the
+        claim when remembered (module docstring), else from a GET. Returns True when an update was
+        written, False when ``compute`` asked for no change or the claim is gone or was replaced
+        (another UID): there is nothing to update.
 
         Raises: ``errors.Conflict`` after ``attempts`` conflicts in a row; ``errors.Invalid``,
         ``errors.Forbidden`` and other ``errors.ApiError`` classes as the server reports them.
         """
         claim: Mapping[str, Any] | None = current
-        for attempt in range(1, self._attempts + 1):
+        if claim is None:
+            claim = self._last_written(uid)
+            # never trusted to say "nothing to change": a stale copy could hide entries to remove
+            if claim is not None and compute((claim.get("status") or {}).get("devices")) is None:
+                claim = None
+        extra = 1 if current is None and claim is not None else 0  # a stale copy's 409 is not a retry
+        for attempt in range(1, self._attempts + 1 + extra):
             if claim is None:
                 try:
                     claim = self.get(namespace, name)
@@ -233,12 +265,13 @@ class ClaimClient:
             if devices is None:
                 return False
             try:
-                replace_status_devices(self._api, claim, devices, timeout_s=self._timeout_s)
+                written = replace_status_devices(self._api, claim, devices, timeout_s=self._timeout_s)
+                self._remember(uid, written)
                 return True
             except errors.NotFound:
                 return False
             except errors.Conflict:
-                if attempt == self._attempts:
+                if attempt == self._attempts + extra:
                     raise
                 LOG.info(
                     "claim status conflict: re-reading",

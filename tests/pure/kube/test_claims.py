@@ -151,3 +151,81 @@ def test_a_status_write_sends_the_new_devices_and_leaves_the_read_claim_unchange
     assert body["status"]["devices"] == [{"driver": "d", "pool": "p", "device": "v"}]
     assert body["status"]["allocation"] == claim["status"]["allocation"]
     assert raw_parameters(sent[0], 0) == claims._styled(PARAMS, "go")
+
+
+class FakeServer:
+    """FAKE API server for one claim: GETs and status PUTs (``claims.get_claim``/``_put_json``)
+    under the resourceVersion precondition, counted by verb."""
+
+    def __init__(self, claim: dict[str, Any]) -> None:
+        self.claim = json.loads(json.dumps(claim))
+        self.calls: list[str] = []
+
+    def get(self, api: object, namespace: str, name: str, *, timeout_s: float) -> dict[str, Any]:
+        self.calls.append("GET")
+        return json.loads(json.dumps(self.claim))
+
+    def put(self, api: object, path: str, data: bytes, *, action: str, timeout_s: float) -> dict[str, Any]:
+        self.calls.append("PUT")
+        body = json.loads(data)
+        if body["metadata"]["resourceVersion"] != self.claim["metadata"]["resourceVersion"]:
+            raise errors.Conflict(f"{action}: HTTP 409 Conflict", status=409)
+        self.bump(devices=body["status"]["devices"])
+        return json.loads(json.dumps(self.claim))
+
+    def bump(self, **status: Any) -> None:
+        """Another write of the claim: a new resourceVersion (and the given status fields)."""
+        self.claim["status"].update(status)
+        meta = self.claim["metadata"]
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+
+
+OURS = {"driver": "d", "pool": "p", "device": "v"}
+
+
+def set_ours(devices: object) -> list[dict[str, object]] | None:
+    return None if devices == [OURS] else [OURS]
+
+
+def clear_ours(devices: object) -> list[dict[str, object]] | None:
+    return [] if devices else None
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
+    fake = FakeServer(claim_with(PARAMS))
+    monkeypatch.setattr(claims, "get_claim", fake.get)
+    monkeypatch.setattr(claims, "_put_json", fake.put)
+    return fake
+
+
+def test_a_status_clear_after_this_clients_write_starts_from_the_written_claim_without_a_get(
+    server: FakeServer,
+) -> None:
+    client = claims.ClaimClient(object())  # type: ignore[arg-type]
+    assert client.update_device_status("ns", "c", uid="u", compute=set_ours, current=server.claim)
+    assert client.update_device_status("ns", "c", uid="u", compute=clear_ours)
+    assert server.calls == ["PUT", "PUT"]
+    assert server.claim["status"]["devices"] == []
+
+
+def test_a_written_claim_changed_since_costs_a_refused_put_then_a_fresh_read(server: FakeServer) -> None:
+    client = claims.ClaimClient(object(), attempts=1)  # type: ignore[arg-type]
+    assert client.update_device_status("ns", "c", uid="u", compute=set_ours, current=server.claim)
+    other = {"driver": "gpu", "pool": "p", "device": "g"}
+    server.bump(devices=[OURS, other])  # another driver wrote its entry meanwhile
+    assert client.update_device_status("ns", "c", uid="u", compute=lambda d: [e for e in d if e != OURS])
+    assert server.calls == ["PUT", "PUT", "GET", "PUT"]
+    assert server.claim["status"]["devices"] == [other]
+
+
+def test_a_written_claim_with_nothing_to_change_is_read_again_before_anything_is_decided(
+    server: FakeServer,
+) -> None:
+    client = claims.ClaimClient(object())  # type: ignore[arg-type]
+    assert client.update_device_status("ns", "c", uid="u", compute=set_ours, current=server.claim)
+    assert client.update_device_status("ns", "c", uid="u", compute=clear_ours)
+    server.bump(devices=[OURS])  # written again by someone else (e.g. another instance's prepare)
+    assert client.update_device_status("ns", "c", uid="u", compute=clear_ours)
+    assert server.calls == ["PUT", "PUT", "GET", "PUT"]
+    assert server.claim["status"]["devices"] == []
