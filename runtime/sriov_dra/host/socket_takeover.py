@@ -106,16 +106,16 @@ def take_over(path: Path, instance: str, bind: Callable[[Path], None]) -> Holdin
 def release(path: Path, inode: int) -> bool:
     """Remove ``path`` if it is still the socket with ``inode``; a newer daemon's socket stays.
 
-    Returns whether it was removed.
+    Returns whether it was removed (``False`` too when the directory is gone: so is the path).
     """
-    with locked(path):
-        try:
+    try:
+        with locked(path):
             if os.stat(path).st_ino != inode:
                 return False
             os.unlink(path)
-        except FileNotFoundError:
-            return False
-        return True
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def holds(path: Path, inode: int) -> bool:

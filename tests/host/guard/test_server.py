@@ -326,3 +326,17 @@ def test_the_holders_restart_a_newer_pod_and_a_daemon_without_a_pod_take_the_pat
         finally:
             for srv, _ in daemons:
                 srv.stop(grace_s=2.0)
+
+
+def test_a_daemon_whose_socket_directory_was_removed_still_stops_cleanly() -> None:
+    """Someone removed the socket's directory (and with it the path and its lock file): the stop
+    neither fails nor recreates anything there."""
+    with tempfile.TemporaryDirectory(prefix="gs") as directory:
+        path = Path(directory) / "run" / "guard.sock"
+        srv, _ = _guard(path, "pod-a")
+        srv.start()
+        for entry in path.parent.iterdir():
+            entry.unlink()
+        path.parent.rmdir()
+        srv.stop(grace_s=2.0)
+        assert not path.parent.exists()
