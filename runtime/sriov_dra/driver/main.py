@@ -112,7 +112,7 @@ class Plugin:
         self.owner_stop = threading.Event()
         self.handed_over = threading.Event()
         self.instance = rolling_update.instance_id(config.pod_uid)
-        self.exit_status = EXIT_OK
+        self.handover_outcome: rolling_update.Outcome | None = None
         self._lifecycle = threading.Lock()  # hand_over (watcher thread) and stop (main thread) in turn
         self._gate: rolling_update.Gate | None = None
         self._registration_seen = threading.Event()
@@ -365,8 +365,8 @@ class Plugin:
             self.server.notify_health()
 
     def hand_over(self) -> None:
-        """Hand the node to the waiting instance (docs/plugin.md#rolling-update), then end the process:
-        unconfirmed (the successor went away) with status 1, so the restarted container takes the node back."""
+        """Hand the node to the waiting instance (docs/plugin.md#rolling-update); then :meth:`run` stops
+        and replaces the process, which idles, or takes the node back when the successor went away."""
         self.handed_over.set()
         self.owner_stop.set()
         server, repair, pub, http = self.server, self.repair, self.publisher, self.http
@@ -379,9 +379,8 @@ class Plugin:
             lock=self._lifecycle,
             fault=self.seams.fault,
         )
-        if outcome is rolling_update.Outcome.ABORTED:
-            self.exit_status = EXIT_STARTUP_FAILED
-            self.stop_event.set()
+        self.handover_outcome = outcome
+        self.stop_event.set()
 
     def _device_health(
         self, pub: publisher.Publisher, sysfs: sysfs_mod.Sysfs
@@ -439,7 +438,10 @@ class Plugin:
                 self._api = None
 
     def run(self) -> int:
-        """Start, serve until a signal, stop; return the exit status."""
+        """Start, serve until a signal or a hand-over, stop; return the exit status.
+
+        After a hand-over this never returns: the process replaces itself (``rolling_update.replace_process``).
+        """
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, self._signalled)
         try:
@@ -452,7 +454,9 @@ class Plugin:
             pass
         LOG.info("stopping", extra={"op": "shutdown"})
         self.stop()
-        return self.exit_status
+        if self.handover_outcome is not None:
+            rolling_update.replace_process(self.handover_outcome)
+        return EXIT_OK
 
     def _signalled(self, signum: int, frame: FrameType | None) -> None:
         LOG.info("signal received", extra={"op": "shutdown", "signal": signal.Signals(signum).name})

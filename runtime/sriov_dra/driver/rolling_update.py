@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 from sriov_dra.core.plugin import instance_order
 from sriov_dra.driver import faults, policy_controller
@@ -53,7 +55,7 @@ class Start(enum.Enum):
 
 
 class Outcome(enum.Enum):
-    """How :func:`hand_over` ended; either way the process must end (``driver.main``)."""
+    """How :func:`hand_over` ended; either way the process ends (:func:`replace_process`)."""
 
     HANDED_OVER = "handed over"
     """The successor confirmed it serves the node."""
@@ -224,6 +226,32 @@ def hand_over(
         LOG.warning("cannot record the hand-over", extra={"op": "handover", "reason": str(exc)})
     LOG.info("handed over", extra={**fields, "owner": now})
     return Outcome.HANDED_OVER
+
+
+def replace_process(outcome: Outcome) -> NoReturn:
+    """End everything of this instance after :func:`hand_over`: the process replaces itself (exec)
+    with a fresh start of the same command, so no thread of the old one (a kubelet call abandoned
+    after the drain's grace, a worker) can write to the node or the API any more.
+
+    The fresh start finds its place in the node's order (:func:`how_to_start`): after a hand-over
+    it idles, after an aborted one it takes the node back. The container is not restarted (same
+    process, no back-off). When the exec fails, the process exits at once (status 0 handed over,
+    1 aborted) and the container restarts.
+    """
+    LOG.info("replacing this process with a fresh start", extra={"op": "handover", "reason": outcome.value})
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    try:
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    except OSError as exc:
+        LOG.error(
+            "cannot restart this process in place; exiting", extra={"op": "handover", "reason": str(exc)}
+        )
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+    os._exit(
+        0 if outcome is Outcome.HANDED_OVER else 1
+    )  # no interpreter shutdown: it would join stray threads
 
 
 def _still_asked(store: checkpoint.CheckpointStore) -> bool:

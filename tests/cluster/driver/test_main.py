@@ -96,6 +96,10 @@ def test_a_new_instance_takes_the_node_over_without_a_failed_call_or_a_recreated
             "the old instance to see the new one serve the node",
             lambda: '"msg": "handed over"' in old.log_path.read_text(),
         )
+        eventually(  # its process replaced itself in place; the fresh start finds the node taken
+            "the old instance's fresh start to idle",
+            lambda: "idle until its Pod is deleted" in old.log_path.read_text(),
+        )
         assert old.popen is not None and old.popen.poll() is None
         assert _slices(pn) == slices, "the slices were adopted, not created again"
         assert set(pn.records()) == {second.claim.uid}
@@ -173,24 +177,27 @@ def test_a_hand_over_whose_successor_dies_before_serving_is_undone_and_the_old_i
     plugin_node: PluginNode, namespace: str
 ) -> None:
     """The new instance takes the writer lock and dies before it serves the node (no confirmation).
-    The old instance must not stay retired with nobody owning the node: it ends (status 1), and its
-    restarted container takes the node back and serves."""
+    The old instance must not stay retired with nobody owning the node: its process replaces
+    itself in place, and the fresh start takes the node back and serves."""
     pn = plugin_node
     old_uid, new_uid = str(uuid.uuid4()), str(uuid.uuid4())
     old, old_registration = _instance(pn, old_uid)
-    new = again = None
+    old_port, new = pn.port, None
     try:
         pn.kubelet.register(old_registration)
         eventually("the old instance to be ready", lambda: pn.probe("/readyz")[0] == 200)
         new, new_registration = _instance(pn, new_uid, kill_at="handover:taken")
         pn.kubelet.register(new_registration)
         _killed(new)
-        assert old.popen is not None
-        assert old.popen.wait(timeout=60) == 1, "the old instance stayed retired with nobody owning the node"
+        eventually(
+            "the old instance to take the node back in a fresh start of its process",
+            lambda: old.log_path.read_text().count('"msg": "plugin started"') == 2,
+        )
         assert "taking it back" in old.log_path.read_text()
-        again, again_registration = _instance(pn, old_uid)  # the old Pod's container restarted
-        pn.kubelet.register(again_registration)
+        assert old.popen is not None and old.popen.poll() is None, "replaced in place, not exited"
+        pn.kubelet.register(old_registration)  # the fresh start registered again
+        pn.port = old_port
         eventually("the old instance to serve the node again", lambda: pn.probe("/readyz")[0] == 200)
         _prepares_and_unprepares(pn, namespace, "back")
     finally:
-        _stop(old, new, again)
+        _stop(old, new)

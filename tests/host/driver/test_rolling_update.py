@@ -7,6 +7,7 @@ of a state directory (``instance_process``); the test process plays the other in
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ import pytest
 from tests import waiting
 from tests.fakes.claim_handler import FakeClaimHandler
 
-from sriov_dra.driver import rolling_update
+from sriov_dra.driver import main, rolling_update, settings
 from sriov_dra.host import checkpoint, checkpoint_files
 from sriov_dra.kubeletapi import endpoints, plugin_server
 
@@ -206,3 +207,75 @@ def test_a_new_instance_without_a_registration_verdict_stops_and_never_asks_for_
     )
     reason = rolling_update.await_registration(threading.Event(), server, sockets.registration)
     assert reason is not None and "no registration verdict" in reason and "keeps the node" in reason
+
+
+def old_instance_process(root: str) -> None:
+    """The old instance: owns the node, with a thread of its own writing ``<root>/stray`` every
+    20 ms (standing for any thread of the instance: a kubelet call abandoned after the drain's
+    grace, a worker); hands over once a successor asks, through the plugin's own :meth:`run`.
+    Its fresh start after the hand-over (the process replaced in place) prints ``fresh start``."""
+    base = Path(root)
+    if "old" in checkpoint_files.retired(base / "state"):
+        print("fresh start", flush=True)
+        time.sleep(600)
+        return
+    cfg = settings.parse(
+        [
+            f"--kubelet-plugins-directory-path={base / 'plugins'}",
+            f"--kubelet-registrar-directory-path={base / 'registry'}",
+            f"--state-dir={base / 'state'}",
+            f"--cdi-root={base / 'cdi'}",
+            "--pod-uid=old",
+        ],
+        {"NODE_NAME": "node-a"},
+    )
+    plugin = main.Plugin(cfg)
+    plugin.store = checkpoint.CheckpointStore(base / "state" / "checkpoint.json")
+    plugin.store.load()
+    plugin.start = lambda: None  # type: ignore[method-assign]  # owns the node without the API server
+
+    def stray() -> None:
+        for n in itertools.count():
+            (base / "stray").write_text(str(n))
+            time.sleep(0.02)
+
+    def watch() -> None:
+        assert plugin.store is not None
+        while not plugin.store.successor_waiting():
+            time.sleep(0.02)
+        plugin.hand_over()
+
+    threading.Thread(target=stray).start()
+    threading.Thread(target=watch, daemon=True).start()
+    print("serving", flush=True)
+    sys.exit(plugin.run())
+
+
+def test_an_instance_that_handed_over_leaves_no_thread_that_writes_to_the_node(
+    tmp_path: Path, spawn: Spawn
+) -> None:
+    """After the confirmed hand-over the old instance's process is replaced in place (same PID, a
+    fresh start that idles): a thread of the old instance that went on writing stops for good."""
+    (tmp_path / "state").mkdir()
+    for instance in ("old", "new"):
+        checkpoint_files.record_instance(tmp_path / "state", instance)
+    code = f"from tests.host.driver.test_rolling_update import old_instance_process; old_instance_process({str(tmp_path)!r})"
+    old = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert _read_line(old) == "serving"
+        new = spawn(tmp_path / "state", "new", confirm=True)
+        assert _read_line(new) == "loaded"
+        waiting.eventually(
+            "the old instance to record the confirmed hand-over",
+            lambda: "old" in checkpoint_files.retired(tmp_path / "state"),
+            timeout_s=30,
+            interval_s=0.02,
+        )
+        time.sleep(1.0)  # the process ends its instance right after the hand-over
+        written = (tmp_path / "stray").read_text()
+        time.sleep(0.5)
+        assert (tmp_path / "stray").read_text() == written, "a thread of the old instance still writes"
+        assert old.poll() is None and _read_line(old) == "fresh start", "not replaced in place"
+    finally:
+        old.kill()
+        old.communicate()
