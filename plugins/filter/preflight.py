@@ -11,7 +11,7 @@ calls the API.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import preflight_rules
+from ansible_collections.sriovnet.dra.plugins.module_utils.sriov_dra_rules import names, preflight_rules
 
 KEYS = ("version", "apis", "service_account", "policy_namespace", "denied", "reviewed", "crds", "workloads",
         "policies", "all_policies", "device_attributes", "nodes", "admission", "minimum")
@@ -153,6 +153,42 @@ def sriov_auto_attach_gate(components, node):
     return [daemon, images]
 
 
+WANTED_MODES = {True: ("full",), False: ("release-only", "off")}
+"""The modes the plugin may report (``names.AUTO_ATTACH_MODE_ANNOTATION``) with its node's gate open or
+closed: closed is release-only while the node holds auto-attached bindings, off without them (the
+plugin decides from its checkpoint)."""
+
+
+def sriov_auto_attach_mode_mismatch(pods, gate_on):
+    """The plugin Pods whose reported auto-attach mode is not one the gate wants (``gate_on``: open).
+
+    ``pods``: the plugin's Pods on one node as read; one being deleted is left out. Each Pod reports the
+    mode its process runs in ``names.AUTO_ATTACH_MODE_ANNOTATION`` (none: a plugin that did not report).
+    Shapes: ``[{namespace, name, reported, wanted, detail}]`` with ``reported`` ``""`` when absent and
+    ``wanted`` the accepted modes; empty when every Pod runs a wanted mode (no restart needed).
+    """
+    wanted = WANTED_MODES[bool(gate_on) if not isinstance(gate_on, str) else gate_on.strip().lower() == "true"]
+    found = []
+    for pod in pods or []:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        reported = str((meta.get("annotations") or {}).get(names.AUTO_ATTACH_MODE_ANNOTATION) or "")
+        if reported in wanted:
+            continue
+        found.append({
+            "namespace": meta.get("namespace", ""), "name": meta.get("name", ""), "reported": reported,
+            "wanted": list(wanted),
+            "detail": "%s/%s %s, the gate wants %s" % (
+                meta.get("namespace", ""), meta.get("name", ""),
+                ("reports auto-attach mode %s" % reported) if reported else
+                "reports no auto-attach mode (%s absent: it did not start, or cannot patch its Pod)"
+                % names.AUTO_ATTACH_MODE_ANNOTATION,
+                " or ".join(wanted)),
+        })
+    return found
+
+
 class FilterModule:
     """sriovnet.dra preflight filters."""
 
@@ -162,4 +198,5 @@ class FilterModule:
             "sriov_preflight_permissions": sriov_preflight_permissions,
             "sriov_preflight_admission_grant": sriov_preflight_admission_grant,
             "sriov_auto_attach_gate": sriov_auto_attach_gate,
+            "sriov_auto_attach_mode_mismatch": sriov_auto_attach_mode_mismatch,
         }

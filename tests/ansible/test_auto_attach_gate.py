@@ -8,6 +8,12 @@ Pod not Ready the play fails naming ``guard-daemon`` and its fix and leaves the 
 auto-attach label (manual mode); once every check passes the Node gets the label and its plugin
 Pod is recreated (so that it reads it); a guard Pod whose runtime reports another image digest
 fails ``running-images`` and the label is removed again.
+
+The same thread is also a FAKE plugin stand-in for the one thing the preflight reads from the
+plugin: the auto-attach mode it reports on its Pod. As the real plugin does at its start, it reads
+the Node's label when it first sees a plugin Pod and annotates that Pod ``full`` (label ``true``),
+else ``release-only`` when told the node holds bindings, else ``off``. The preflight restarts the
+plugin exactly when that mode is not the one the gate wants.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from tests.ansible.conftest import run
 from tests.waiting import eventually
 
 from sriov_dra_lab.nodes import SimulatedNode
+from sriov_dra_rules import names
 
 cluster = tpp.cluster
 NAMESPACE = tpp.NAMESPACE
@@ -33,6 +40,7 @@ LABEL = "sriovnetwork.k8snetworkplumbingwg.io/multus-auto-attach"
 IMAGE = f"localhost/sriov-dra:0.1.0@sha256:{'0' * 63}4"  # the plugin image the fixture installed
 MULTUS = f"localhost/multus-cni:v4.3.0@sha256:{'0' * 63}7"
 OTHER_DIGEST = f"sha256:{'e' * 64}"
+MODE = names.AUTO_ATTACH_MODE_ANNOTATION
 
 
 class FakeKubelet:
@@ -40,12 +48,16 @@ class FakeKubelet:
     confirms the deletion of those being deleted.
 
     ``image_ids`` maps a Pod name to the imageID its containers report (default: the spec image).
+    FAKE plugin stand-in: annotates a plugin Pod it sees first with the mode a plugin started then
+    reports (``full`` when the Node carries the label ``true``; else ``release-only`` while
+    ``holds_bindings``, else ``off``).
     """
 
     def __init__(self, api: Any) -> None:
         self.core = k8s.CoreV1Api(api)
         self.not_ready: set[str] = set()
         self.image_ids: dict[str, str] = {}
+        self.holds_bindings = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
 
@@ -62,12 +74,28 @@ class FakeKubelet:
             for pod in self.core.list_namespaced_pod(NAMESPACE, field_selector=f"spec.nodeName={NODE}").items:
                 if pod.metadata.deletion_timestamp is None:
                     self._report(pod)
+                    self._report_mode(pod)
                 else:  # the containers stopped: confirm the deletion, as a kubelet does
                     self._gone(pod)
 
     def _gone(self, pod: Any) -> None:
         try:
             self.core.delete_namespaced_pod(pod.metadata.name, NAMESPACE, grace_period_seconds=0)
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def _report_mode(self, pod: Any) -> None:
+        if (pod.metadata.labels or {}).get("app.kubernetes.io/name") != "sriov-dra-plugin":
+            return
+        if MODE in (pod.metadata.annotations or {}):
+            return  # the plugin reports once, at its start
+        label = (self.core.read_node(NODE).metadata.labels or {}).get(LABEL)
+        mode = "full" if label == "true" else "release-only" if self.holds_bindings else "off"
+        try:
+            self.core.patch_namespaced_pod(
+                pod.metadata.name, NAMESPACE, {"metadata": {"annotations": {MODE: mode}}}
+            )
         except k8s.ApiException as exc:
             if exc.status != 404:
                 raise
@@ -109,13 +137,28 @@ def _label(api: Any) -> str | None:
     return (k8s.CoreV1Api(api).read_node(NODE).metadata.labels or {}).get(LABEL)
 
 
-def _plugin_pods(api: Any) -> set[str]:
+def _plugin_modes(api: Any) -> dict[str, str | None]:
+    """The node's plugin Pods (not being deleted) and the mode each reports."""
     pods = k8s.CoreV1Api(api).list_namespaced_pod(
         NAMESPACE,
         label_selector="app.kubernetes.io/name=sriov-dra-plugin",
         field_selector=f"spec.nodeName={NODE}",
     )
-    return {p.metadata.name for p in pods.items if p.metadata.deletion_timestamp is None}
+    return {
+        p.metadata.name: (p.metadata.annotations or {}).get(MODE)
+        for p in pods.items
+        if p.metadata.deletion_timestamp is None
+    }
+
+
+def _plugin_pods(api: Any) -> set[str]:
+    return set(_plugin_modes(api))
+
+
+def _reported(api: Any) -> dict[str, str | None] | None:
+    """The plugin Pods once each reports a mode (the FAKE stand-in's first sight), else None."""
+    modes = _plugin_modes(api)
+    return modes if modes and all(modes.values()) else None
 
 
 @pytest.fixture
@@ -151,7 +194,9 @@ def gate(cluster: Any, api: Any, tmp_path: Path) -> Iterator[tuple[dict[str, str
 def test_auto_attach_is_turned_on_only_while_every_check_of_the_node_passes(gate, api) -> None:
     env, argv, kubelet = gate
     kubelet.not_ready.add("guard")
-    eventually("the node's plugin Pod", lambda: _plugin_pods(api) or None, timeout_s=60, interval_s=0.5)
+    eventually(
+        "the node's plugin Pod reporting its mode", lambda: _reported(api), timeout_s=60, interval_s=0.5
+    )
     failed = run(argv, env, check=False)
     out = " ".join((failed.stdout + failed.stderr).split())
     assert failed.returncode != 0
@@ -175,6 +220,7 @@ def test_auto_attach_is_turned_on_only_while_every_check_of_the_node_passes(gate
     assert f"auto-attach on {NODE}: on ({LABEL}=true: every check passed)" in out
     assert _label(api) == "true"
     assert _plugin_pods(api) and not _plugin_pods(api) & before, "the node's plugin Pod was recreated"
+    assert set(_plugin_modes(api).values()) == {"full"}
 
     kubelet.image_ids["guard"] = f"localhost/sriov-dra@{OTHER_DIGEST}"
     eventually(
@@ -191,3 +237,42 @@ def test_auto_attach_is_turned_on_only_while_every_check_of_the_node_passes(gate
         f"localhost/sriov-dra@{OTHER_DIGEST}, not the installed {IMAGE}" in out
     ), out[-4000:]
     assert _label(api) is None
+
+
+def test_the_plugin_is_restarted_only_when_the_mode_it_reports_is_not_the_one_the_gate_wants(
+    gate, api
+) -> None:
+    env, argv, kubelet = gate
+    started = eventually(
+        "the node's plugin Pod reporting its mode", lambda: _reported(api), timeout_s=60, interval_s=0.5
+    )
+    assert set(started.values()) == {"off"}
+    # the label is already there (set before the plugin's restart happened, or by hand), but the running
+    # plugin started without it and still runs manual mode: a label-change rule would restart nothing
+    k8s.CoreV1Api(api).patch_node(NODE, {"metadata": {"labels": {LABEL: "true"}}})
+    out = " ".join(run(argv, env).stdout.split())
+    name = next(iter(started))
+    assert f"{NAMESPACE}/{name} reports auto-attach mode off, the gate wants full" in out, out[-4000:]
+    full = _plugin_modes(api)
+    assert full and not set(full) & set(started) and set(full.values()) == {"full"}, full
+
+    run(argv, env)  # the plugin runs the wanted mode: nothing is restarted
+    assert _plugin_modes(api) == full
+
+    kubelet.holds_bindings = True
+    kubelet.not_ready.add("guard")
+    failed = run(argv, env, check=False)
+    assert failed.returncode != 0 and _label(api) is None
+    release_only = _plugin_modes(api)
+    assert not set(release_only) & set(full) and set(release_only.values()) == {"release-only"}, release_only
+
+    again = run(argv, env, check=False)  # still failing: release-only is what the gate wants, no restart
+    assert again.returncode != 0
+    assert _plugin_modes(api) == release_only
+
+    kubelet.not_ready.clear()
+    run(argv, env)
+    back = _plugin_modes(api)
+    assert _label(api) == "true" and not set(back) & set(release_only) and set(back.values()) == {"full"}, (
+        back
+    )

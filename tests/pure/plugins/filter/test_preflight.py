@@ -1,4 +1,5 @@
-"""Tests for ``plugins/filter/preflight.py``'s auto-attach gate checks (``sriov_auto_attach_gate``)."""
+"""Tests for ``plugins/filter/preflight.py``'s auto-attach gate checks (``sriov_auto_attach_gate``) and its
+comparison of the mode the plugin reports with the mode the gate wants (``sriov_auto_attach_mode_mismatch``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from typing import Any
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sriovnet.dra.plugins.filter import preflight
+
+from sriov_dra.core.plugin.auto_attach_gate import Mode
+from sriov_dra_rules import names
 
 IMAGE = f"registry.example.com/sriov-dra:0.1.0@sha256:{'a' * 64}"
 MULTUS = f"registry.example.com/multus-cni:v4.3.0@sha256:{'b' * 64}"
@@ -108,3 +112,64 @@ def test_a_component_the_roles_did_not_deploy_is_not_checked_and_says_so() -> No
 def test_the_guard_entry_is_required() -> None:
     with pytest.raises(AnsibleFilterError, match="needs the guard's entry"):
         preflight.sriov_auto_attach_gate(_components()[1:], "worker-1")
+
+
+MODE = "sriovnetwork.k8snetworkplumbingwg.io/auto-attach-mode"
+
+
+def _plugin(name: str, mode: str | None, *, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns"}
+    if mode is not None:
+        meta["annotations"] = {MODE: mode, "other": "x"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta}
+
+
+@pytest.mark.parametrize(
+    ("gate_on", "mode"),
+    [(True, "full"), (False, "release-only"), (False, "off"), ("True", "full"), ("False", "off")],
+    ids=["open-full", "closed-release-only", "closed-off", "open-as-text", "closed-as-text"],
+)
+def test_a_plugin_that_runs_a_mode_the_gate_wants_is_not_restarted(gate_on: Any, mode: str) -> None:
+    assert preflight.sriov_auto_attach_mode_mismatch([_plugin("plugin-1", mode)], gate_on) == []
+
+
+@pytest.mark.parametrize(
+    ("gate_on", "mode", "said"),
+    [
+        (True, "off", "ns/plugin-1 reports auto-attach mode off, the gate wants full"),
+        (True, "release-only", "ns/plugin-1 reports auto-attach mode release-only, the gate wants full"),
+        (False, "full", "ns/plugin-1 reports auto-attach mode full, the gate wants release-only or off"),
+        (
+            True,
+            None,
+            f"ns/plugin-1 reports no auto-attach mode ({MODE} absent: it did not start, or cannot patch its Pod), "
+            "the gate wants full",
+        ),
+    ],
+    ids=[
+        "label-set-plugin-still-manual",
+        "label-set-plugin-release-only",
+        "gate-failed-plugin-full",
+        "no-report",
+    ],
+)
+def test_a_plugin_that_reports_another_mode_than_the_gate_wants_is_named_for_a_restart(
+    gate_on: bool, mode: str | None, said: str
+) -> None:
+    got = preflight.sriov_auto_attach_mode_mismatch([_plugin("plugin-1", mode)], gate_on)
+    assert [(g["namespace"], g["name"], g["reported"], g["detail"]) for g in got] == [
+        ("ns", "plugin-1", mode or "", said)
+    ]
+
+
+def test_a_plugin_pod_being_deleted_is_left_out() -> None:
+    pods = [_plugin("old", "off", deleting=True), _plugin("new", "full")]
+    assert preflight.sriov_auto_attach_mode_mismatch(pods, True) == []
+
+
+def test_the_modes_the_gate_accepts_are_the_modes_the_plugin_reports() -> None:
+    assert names.AUTO_ATTACH_MODE_ANNOTATION == MODE
+    accepted = {m for modes in preflight.WANTED_MODES.values() for m in modes}
+    assert accepted == {str(m) for m in Mode}
