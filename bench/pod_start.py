@@ -30,13 +30,11 @@ Nothing is asserted on time: it exits 0 on a MISS, and prints ``SKIP`` with what
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,22 +44,17 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.realkit import kubeletmetrics
-from kubernetes import client, watch
+from bench.realkit.podkit import NAMESPACE, RAIL_PFS, attached, follow, handwritten, node_vfs, pinned, remove
+from kubernetes import client
 
-from sriov_dra_lab import demo, leftovers, real_node, real_stack, stack, stack_base, workloads
+from sriov_dra_lab import demo, real_node, real_stack, stack, stack_base, workloads
 
 GOAL_RATIO: Final = 1.03
 GOAL_PREPARE_S: Final = 0.050
 """The sriov plugin's NodePrepareResources median (the kubelet's gRPC histogram; its own timer beside it)."""
 GOAL_GUARD_ADD_S: Final = 0.050
 """The guard's added ADD time: the median of its own part of a managed ADD (its histogram)."""
-NAMESPACE: Final = "ai-workloads"
-MANAGED_POD: Final = "gpu-sriov-pairs-demo"
 STATIC_POD: Final = "gpu-sriov-pairs-handwritten"
-DRIVER: Final = "sriovnetwork.k8snetworkplumbingwg.io"
-ATTR: Final = f"{DRIVER}/"
-RAIL_PFS: Final = (("rail-a-net", "ens1f0", "dra0"), ("rail-b-net", "ens2f0", "dra1"))
-GPU_TEMPLATE: Final = "gpu-pairs-gpus-only"
 VF_TEMPLATE: Final = "one-vf"
 LOAD_PODS: Final = 8
 CLAIMS_PER_POD: Final = 8
@@ -94,59 +87,6 @@ class Variant:
 
 
 # ---------------------------------------------------------------------------------------- objects
-def pinned(pod: dict[str, Any], node: str) -> dict[str, Any]:
-    """``pod`` with ``kubernetes.io/hostname: node`` added to its nodeSelector (a deep copy)."""
-    out = copy.deepcopy(pod)
-    out["spec"]["nodeSelector"] = {**out["spec"].get("nodeSelector", {}), "kubernetes.io/hostname": node}
-    return out
-
-
-def node_vfs(api: client.ApiClient, node: str) -> dict[str, str]:
-    """``{PFName: pciAddress}`` of the first VF (by device name) of each PF in ``node``'s ResourceSlices."""
-    out: dict[str, str] = {}
-    for rs in client.ResourceV1Api(api).list_resource_slice().items:
-        if rs.spec.driver != DRIVER or rs.spec.node_name != node:
-            continue
-        for dev in sorted(rs.spec.devices or [], key=lambda d: d.name):
-            attrs = {k.removeprefix(ATTR): (v.string or v.int) for k, v in (dev.attributes or {}).items()}
-            pf, pci = attrs.get("PFName"), attrs.get("pciAddress")
-            if pf and pci and pf not in out:
-                out[str(pf)] = str(pci)
-    return out
-
-
-def handwritten(
-    docs: list[dict[str, Any]], managed_pod: dict[str, Any], vfs: dict[str, str]
-) -> list[dict[str, Any]]:
-    """The hand-written variant's objects: one NAD per VF (source config + deviceID), a GPU-only template, the Pod."""
-    by_name = {d["metadata"]["name"]: d for d in docs}
-    out: list[dict[str, Any]] = []
-    selections = []
-    for source, pf, ifname in RAIL_PFS:
-        if pf not in vfs:
-            raise SystemExit(f"no VF of PF {pf} in the node's ResourceSlice (found {sorted(vfs)})")
-        nad = copy.deepcopy(by_name[source])
-        config = json.loads(nad["spec"]["config"])
-        config["deviceID"] = vfs[pf]
-        name = f"{source}-{vfs[pf].replace(':', '-').replace('.', '-')}"
-        nad["metadata"] = {"name": name, "namespace": NAMESPACE}
-        nad["spec"]["config"] = json.dumps(config)
-        out.append(nad)
-        selections.append({"name": name, "interface": ifname})
-    template = copy.deepcopy(by_name["gpu-nic-pairs"])
-    template["metadata"]["name"] = GPU_TEMPLATE
-    requests = template["spec"]["spec"]["devices"]["requests"]
-    template["spec"]["spec"]["devices"] = {"requests": [r for r in requests if r["name"].startswith("gpu-")]}
-    out.append(template)
-    pod = copy.deepcopy(managed_pod)
-    pod["metadata"]["name"] = STATIC_POD
-    pod["metadata"]["labels"] = {"app": STATIC_POD}
-    pod["metadata"]["annotations"] = {"k8s.v1.cni.cncf.io/networks": json.dumps(selections)}
-    pod["spec"]["resourceClaims"] = [{"name": "devices", "resourceClaimTemplateName": GPU_TEMPLATE}]
-    out.append(pod)
-    return out
-
-
 def claims_load(managed_pod: dict[str, Any], node: str) -> list[dict[str, Any]]:
     """The RSS load: a one-VF ResourceClaimTemplate and :data:`LOAD_PODS` Pods on ``node``, each with
     :data:`CLAIMS_PER_POD` claims from it (the gpu-nic-pairs Pod's container, no GPU, no annotation)."""
@@ -208,8 +148,7 @@ def run_load(lab: stack.LabStack, docs: list[dict[str, Any]]) -> tuple[dict[str,
     loaded = rss(lab)
     for name in pods:
         client.CoreV1Api(lab.api).delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=1)
-    for name in pods:
-        remove(lab, name)
+    remove(lab, pods)
     workloads.delete_docs(lab.api, docs[:1], timeout_s=120)
     return loaded, running_s
 
@@ -237,57 +176,30 @@ def measure(lab: stack.LabStack, node: str, body: dict[str, Any]) -> Start:
     core = client.CoreV1Api(lab.api)
     name = body["metadata"]["name"]
     seen: dict[str, float] = {}
-    done = threading.Event()
-    rv = core.list_namespaced_pod(NAMESPACE).metadata.resource_version
 
-    def follow() -> None:
-        w = watch.Watch()
-        for event in w.stream(
-            core.list_namespaced_pod,
-            NAMESPACE,
-            field_selector=f"metadata.name={name}",
-            resource_version=rv,
-            timeout_seconds=240,
+    def event(pod: Any, now: float) -> bool:
+        if pod.spec.node_name:
+            seen.setdefault("scheduled", now)
+        if any(
+            c.type == "PodReadyToStartContainers" and c.status == "True" for c in pod.status.conditions or []
         ):
-            pod, now = event["object"], time.monotonic()
-            if pod.spec.node_name:
-                seen.setdefault("scheduled", now)
-            if any(
-                c.type == "PodReadyToStartContainers" and c.status == "True"
-                for c in pod.status.conditions or []
-            ):
-                seen.setdefault("sandbox", now)
-            if pod.status.phase == "Running":
-                seen["running"] = now
-                break
-        w.stop()
-        done.set()
+            seen.setdefault("sandbox", now)
+        if pod.status.phase == "Running":
+            seen["running"] = now
+        return "running" in seen
 
     real = next(n.real for n in lab.nodes if n.name == node)
-    before = kubeletmetrics.read(lab.api, node)
-    services = (
-        {port: kubeletmetrics.read_service(real, port) for port in kubeletmetrics.SERVICE_PHASES}
-        if real
-        else {}
-    )
-    thread = threading.Thread(target=follow, daemon=True)
-    thread.start()
-    time.sleep(0.2)  # the watch is established from ``rv``, so no event is missed either way
+    before = kubeletmetrics.read_node(lab.api, node, real)
+    done = follow(lab.api, event, timeout_s=240, field_selector=f"metadata.name={name}")
     t0 = time.monotonic()
     workloads.apply_docs(lab.api, [body])
     if not done.wait(240) or "running" not in seen:
         raise SystemExit(
             f"Pod {NAMESPACE}/{name} did not run: {workloads.warnings(lab.api, NAMESPACE, name)}"
         )
-    after = _metrics_after(lab, node, before)
+    after = kubeletmetrics.read_node(lab.api, node, real, _metrics_after(lab, node, before.kubelet))
     attached(core.read_namespaced_pod(name, NAMESPACE))
-    histograms = kubeletmetrics.delta(before, after)
-    for port, samples in services.items():
-        histograms.update(
-            kubeletmetrics.delta(
-                samples, kubeletmetrics.read_service(real, port), kubeletmetrics.SERVICE_PHASES[port]
-            )
-        )
+    histograms = kubeletmetrics.across(before, after)
     pod = core.read_namespaced_pod(name, NAMESPACE)
     rel = {k: v - t0 for k, v in seen.items()}
     return Start(
@@ -297,19 +209,6 @@ def measure(lab: stack.LabStack, node: str, body: dict[str, Any]) -> Start:
         condition_spans(pod),
         histograms,
     )
-
-
-def attached(pod: Any) -> None:
-    """Stop the bench unless Multus's network-status on ``pod`` names every rail's interface: a Pod
-    that runs without its VFs (auto-attach off, a selection missing) is no start to compare."""
-    status = (pod.metadata.annotations or {}).get("k8s.v1.cni.cncf.io/network-status", "[]")
-    found = {entry.get("interface") for entry in json.loads(status)}
-    missing = [ifname for _, _, ifname in RAIL_PFS if ifname not in found]
-    if missing:
-        raise SystemExit(
-            f"Pod {NAMESPACE}/{pod.metadata.name} runs without {', '.join(missing)} "
-            f"(network-status: {sorted(str(i) for i in found)}); is auto-attach on for its node?"
-        )
 
 
 def _metrics_after(lab: stack.LabStack, node: str, before: Any) -> Any:
@@ -325,39 +224,6 @@ def _metrics_after(lab: stack.LabStack, node: str, before: Any) -> Any:
         if grown or time.monotonic() > deadline:
             return after
         time.sleep(0.2)
-
-
-def remove(lab: stack.LabStack, name: str) -> None:
-    """Delete Pod ``name`` (1 s grace), wait until it is gone and nothing of it is left on the lab."""
-    core = client.CoreV1Api(lab.api)
-    try:
-        core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=1)
-    except client.ApiException as exc:
-        if exc.status != 404:
-            raise
-
-    def clean() -> bool:
-        try:
-            core.read_namespaced_pod(name, NAMESPACE)
-            return False
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
-        return _settled(lab).empty
-
-    try:
-        workloads.eventually(
-            f"Pod {name} gone with nothing left", lambda: clean() or None, timeout_s=180, poll_s=0.5
-        )
-    except workloads.WaitTimeout:
-        raise SystemExit("leftovers: " + _settled(lab).describe()) from None
-
-
-def _settled(lab: stack.LabStack) -> leftovers.Leftovers:
-    """The lab's leftovers, except stopped sandboxes (the kubelet's GC removes those within a minute)."""
-    found = leftovers.collect(lab)
-    found.sandboxes = [box for box in found.sandboxes if not box.endswith("SANDBOX_NOTREADY")]
-    return found
 
 
 # ---------------------------------------------------------------------------------------- report
@@ -514,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda: found if len(found := node_vfs(lab.api, node)) == len(RAIL_PFS) else None,
             timeout_s=120,
         )
-        extra = handwritten(docs, managed_pod, vfs)
+        extra = handwritten(docs, managed_pod, vfs, STATIC_POD)
         workloads.apply_docs(lab.api, extra[:-1])
         variants = [
             Variant("managed", pinned(managed_pod, node)),
@@ -529,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for variant in variants:  # warm-up, not counted
             start = measure(lab, node, variant.pod)
-            remove(lab, variant.pod["metadata"]["name"])
+            remove(lab, [variant.pod["metadata"]["name"]])
             print(f"warm-up {variant.name}: apply→Running {_ms(start.running_s).strip()}", flush=True)
         for i in range(args.rounds):
             order = variants if i % 2 == 0 else variants[::-1]
@@ -537,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             for variant in order:
                 start = measure(lab, node, variant.pod)
                 variant.starts.append(start)
-                remove(lab, variant.pod["metadata"]["name"])
+                remove(lab, [variant.pod["metadata"]["name"]])
                 line.append(f"{variant.name} {_ms(start.running_s).strip()}")
             print(f"round {i + 1}/{args.rounds}: " + ", ".join(line), flush=True)
         after_rounds = rss(lab)

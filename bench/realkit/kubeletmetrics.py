@@ -115,6 +115,31 @@ def read_service(node: real_node.RealNode, port: int) -> Samples:
     return parse(done.stdout) if done.returncode == 0 else {}
 
 
+@dataclass(frozen=True)
+class Reading:
+    """One reading of a node: its kubelet's samples and, on a real node, the plugin's and the
+    guard's by port (:data:`SERVICE_PHASES`)."""
+
+    kubelet: Samples
+    services: dict[int, Samples]
+
+
+def read_node(
+    api: client.ApiClient, node: str, real: real_node.RealNode | None, kubelet: Samples | None = None
+) -> Reading:
+    """:func:`read` of ``node`` (or ``kubelet`` when already read) and :func:`read_service` of each service port."""
+    services = {port: read_service(real, port) for port in SERVICE_PHASES} if real else {}
+    return Reading(read(api, node) if kubelet is None else kubelet, services)
+
+
+def across(before: Reading, after: Reading) -> dict[str, tuple[float, float]]:
+    """Per title of :data:`PHASES` and the service phases: (seconds, observations) between two readings."""
+    out = delta(before.kubelet, after.kubelet)
+    for port, samples in before.services.items():
+        out.update(delta(samples, after.services.get(port, {}), SERVICE_PHASES[port]))
+    return out
+
+
 def parse(text: str) -> Samples:
     """The sample lines of Prometheus text ``text``: ``{(name, labels): value}``."""
     out: Samples = {}

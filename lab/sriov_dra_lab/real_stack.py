@@ -142,11 +142,12 @@ def node_binds(layout: topology.NodeLayout) -> tuple[tuple[Path, str], ...]:
 def write_gpu_cdi(layout: RealNodeLayout) -> Path:
     """The CDI spec of the node's synthetic GPUs (``synthetic-gpu-<i>``: one environment variable each).
 
-    Shapes: CDI 0.6.0, kind :data:`GPU_CDI_KIND`, the device names the synthetic GPU plugin returns.
+    Shapes: CDI 0.6.0, kind :data:`GPU_CDI_KIND`, the device names the synthetic GPU plugin returns
+    for every GPU a synthetic slice may hold (``session.MAX_GPUS_PER_ROOT`` per root).
     """
     devices = [
         {"name": f"synthetic-{d['name']}", "containerEdits": {"env": [f"LAB_SYNTHETIC_GPU_{i}={d['name']}"]}}
-        for i, d in enumerate(session.gpu_slice(layout.name)["spec"]["devices"])
+        for i, d in enumerate(session.gpu_slice(layout.name, session.MAX_GPUS_PER_ROOT)["spec"]["devices"])
     ]
     spec = {"cdiVersion": "0.6.0", "kind": GPU_CDI_KIND, "devices": devices}
     layout.gpu_cdi_dir.mkdir(parents=True, exist_ok=True)

@@ -43,9 +43,11 @@ def test_gpu_cdi_spec_resolves_every_synthetic_gpu_the_plugin_names(tmp_path: Pa
     layout = real_stack.RealNodeLayout.for_node(tmp_path, "ab12", "lab-node-1", 1)
     spec = json.loads(real_stack.write_gpu_cdi(layout).read_text())
     names = {f"{spec['kind']}=" + d["name"] for d in spec["devices"]}
-    wanted = {
-        f"k8s.gpu.nvidia.com/gpu=synthetic-{d['name']}"
-        for d in session.gpu_slice("lab-node-1")["spec"]["devices"]
-    }
-    assert names == wanted
+
+    def wanted(per_root: int) -> set[str]:
+        devices = session.gpu_slice("lab-node-1", per_root)["spec"]["devices"]
+        return {f"k8s.gpu.nvidia.com/gpu=synthetic-{d['name']}" for d in devices}
+
+    assert names == wanted(session.MAX_GPUS_PER_ROOT)
+    assert wanted(1) < names
     assert all(d["containerEdits"]["env"] for d in spec["devices"])
