@@ -5,7 +5,9 @@ The plugin process (the lab's launcher, the product's ``main``) on a fake-sysfs 
 decision ``off`` with the reason and starts in manual mode (auto-attach's wiring never runs); once
 the Node carries ``<label>=true`` a restarted plugin logs ``on`` and starts auto-attach. Each
 process reports the mode it runs on its Pod (``--pod-name``, ``--pod-namespace``): a Pod object
-that no kubelet runs stands for the plugin's Pod.
+that no kubelet runs stands for the plugin's Pod. A node without the label whose checkpoint holds
+auto-attached bindings is release-only (``driver.managed_wiring.gated_settings`` against the API
+server, a real checkpoint file) and reports so, and full again once the label is back.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from typing import Any
 from kubernetes import client
 from tests.cluster.driver import test_prepare as tp
 from tests.cluster.driver.test_prepare import PluginNode, eventually
+from tests.fakes import checkpoint_records as records
 
+from sriov_dra.core.plugin import auto_attach_gate
+from sriov_dra.driver import managed_wiring, settings
+from sriov_dra.host import checkpoint
 from sriov_dra_rules import names
 
 installed = tp.installed
@@ -87,3 +93,34 @@ def test_the_plugin_runs_auto_attach_only_once_its_node_carries_the_gate_label_a
     eventually("the full mode reported on the plugin's Pod", lambda: _reported(pn) == "full")
     pod = client.CoreV1Api(pn.api).read_namespaced_pod(POD, pn.policy_namespace)
     assert pod.metadata.annotations["kept"] == "yes"  # the report changes only its own annotation
+
+
+def test_a_node_without_the_label_whose_checkpoint_holds_bindings_is_release_only_and_says_so_on_its_pod(
+    plugin_node: PluginNode,
+) -> None:
+    pn = plugin_node
+    pod_flags = _plugin_pod(pn)
+    cfg = settings.parse([*FLAGS, *pod_flags, f"--node-name={pn.name}", f"--state-dir={pn.state}"], {})
+    pn.state.mkdir(parents=True, exist_ok=True)
+    store = checkpoint.CheckpointStore(pn.checkpoint_path)
+    try:
+        store.load()
+        store.set_claim(records.record())
+        gated = managed_wiring.gated_settings(pn.api, cfg, store)
+        assert gated.auto_attach_mode is auto_attach_gate.Mode.RELEASE_ONLY
+        assert (
+            f"the checkpoint holds auto-attached bindings (claims {records.CLAIM_1})"
+            in gated.auto_attach_gate_closed
+        )
+        assert managed_wiring.claim_fields(None, gated)["gate_closed"] == gated.auto_attach_gate_closed
+        assert _reported(pn) == "release-only"
+
+        client.CoreV1Api(pn.api).patch_node(pn.name, {"metadata": {"labels": {LABEL: "true"}}})
+        reopened = managed_wiring.gated_settings(pn.api, cfg, store)
+        assert (reopened.auto_attach_mode, reopened.auto_attach_gate_closed) == (
+            auto_attach_gate.Mode.FULL,
+            "",
+        )
+        assert _reported(pn) == "full"
+    finally:
+        store.close()
