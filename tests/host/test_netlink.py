@@ -145,9 +145,43 @@ from sriov_dra.host import netlink
 # Every child forked from here on (pyroute2's namespace helper among them) starts 3 s late:
 # longer than pyroute2's own 2 s wait for the helper, shorter than netlink.NETNS_HELPER_REPLY_S.
 os.register_at_fork(after_in_child=lambda: time.sleep(3))
-names = netlink.link_names(sys.argv[1])
+with netlink.socket_in(sys.argv[1], "list links") as ipr:
+    names = [str(msg.get_attr("IFLA_IFNAME")) for msg in ipr.get_links()]
 print(sorted(names))
 """
+
+COUNTING_FORKS = """
+import os, sys
+from sriov_dra.host import netlink
+forks = []
+os.register_at_fork(before=lambda: forks.append(1))
+names = sorted(link.name for link in netlink.links(sys.argv[1]))
+carrier = sorted(netlink.carrier_states(sys.argv[1]))
+print(names, carrier, len(forks))
+"""
+
+
+def test_reading_a_namespace_forks_no_process(sandbox: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", COUNTING_FORKS, sandbox], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['lo'] ['lo'] 0"
+
+
+def test_a_read_that_fails_inside_the_namespace_names_it(
+    sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(fd: int, flags: int = 0) -> None:  # FAULT INJECTION: setns refused, as without CAP_SYS_ADMIN
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr("pyroute2.netns.setns", refused)
+    with pytest.raises(netlink.NetlinkError) as info:
+        netlink.links(sandbox)
+    assert info.value.errno == 1 and sandbox in str(info.value) and "list links" in str(info.value)
 
 
 def test_a_namespace_helper_slower_than_pyroute2s_two_seconds_still_answers(sandbox: str) -> None:

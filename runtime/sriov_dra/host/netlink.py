@@ -1,8 +1,12 @@
 """Netlink access to network namespaces: read a namespace's links (the product edits none).
 
-The one gate to pyroute2. Every call opens its socket *inside* the target namespace (pyroute2
-forks a helper that enters it and passes the socket back), so the calling thread never changes
-namespace. A namespace is the path of its bind mount (the runtime's ``CNI_NETNS``) or ``None``
+The one gate to pyroute2. Every call opens its socket *inside* the target namespace, and the
+calling thread never changes namespace: a reader (:func:`links`, :func:`link_names`,
+:func:`carrier_states`) runs whole on a short-lived thread of its own that enters the namespace
+(``setns``) and ends with the read, with no process forked (a fork of the guard's ~65 MiB process
+made each post-ADD read take 5-10 ms instead of about 1 ms); the link editors' sockets
+(:func:`socket_in`), used from the caller's thread, come from a helper pyroute2 forks that enters
+the namespace and passes the socket back. A namespace is the path of its bind mount (the runtime's ``CNI_NETNS``) or ``None``
 for the caller's own; opening never creates one. Readers serve the guard's post-ADD check and the
 plugin's PF health; the lab's link editors open sockets through :func:`socket_in`. Library
 errors become :class:`NetlinkError` naming the operation, the namespace and the errno.
@@ -15,13 +19,15 @@ import errno as errno_codes
 import os
 import signal
 import threading
-from collections.abc import Iterator
+import typing
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pyroute2 import IPRoute
 from pyroute2 import config as _pyroute2_config
+from pyroute2 import netns as _pyroute2_netns
 from pyroute2.netlink.exceptions import NetlinkError as _PyNetlinkError
 
 from sriov_dra.core import device_health
@@ -30,6 +36,7 @@ NETNS_RUN_DIR: Final = Path("/var/run/netns")
 """Where ``ip netns`` (and the lab) bind-mount named namespaces."""
 
 IFF_UP: Final = 0x1
+T = TypeVar("T")
 
 NETNS_HELPER_REPLY_S: Final = 20.0
 """How long a namespace's forked pyroute2 helper may take to hand back its socket (seconds).
@@ -115,14 +122,60 @@ def _rtnl(netns_path: str | None, op: str) -> Iterator[Any]:
         _OPENING.netns = previous
 
 
-def _rtnl_socket(netns_path: str | None, op: str) -> Iterator[Any]:
+def _missing(netns_path: str | None, op: str) -> NetlinkError | None:
     if netns_path is not None and not os.path.exists(netns_path):
-        raise NetlinkError(
+        return NetlinkError(
             f"{op}: {_describe(netns_path)} does not exist (the sandbox may already be gone)",
             op=op,
             netns_path=netns_path,
             errno=errno_codes.ENOENT,
         )
+    return None
+
+
+def _read(netns_path: str | None, op: str, read: Callable[[Any], T]) -> T:
+    """``read(ipr)`` on an IPRoute socket opened inside ``netns_path``; translate every library failure.
+
+    A namespace other than the caller's own is entered by a thread started for this one read
+    (pyroute2's ``setns`` on a descriptor of the path, never creating it), which opens, reads,
+    closes and ends; so no thread that outlives the read ever changes namespace.
+    """
+    if netns_path is None:
+        with _rtnl(None, op) as ipr:
+            return read(ipr)
+    if (missing := _missing(netns_path, op)) is not None:
+        raise missing
+    outcome: list[Any] = []
+
+    def enter_and_read() -> None:
+        try:
+            fd = os.open(netns_path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _pyroute2_netns.setns(fd, flags=0)
+            finally:
+                os.close(fd)
+            ipr = IPRoute()
+            try:
+                outcome.append((True, read(ipr)))
+            finally:
+                ipr.close()
+        except (OSError, _PyNetlinkError, TimeoutError) as exc:
+            outcome.append((False, _translate(exc, op, netns_path)))
+        except BaseException as exc:  # handed to the caller's thread, which raises it
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=enter_and_read, name="netlink-netns-read", daemon=True)
+    worker.start()
+    worker.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return typing.cast(T, value)
+
+
+def _rtnl_socket(netns_path: str | None, op: str) -> Iterator[Any]:
+    if (missing := _missing(netns_path, op)) is not None:
+        raise missing
     # pyroute2 0.9 leaves its sockets and event loop open when the constructor fails (e.g. a
     # path that is not a network namespace): build the object first so the failure can close it.
     ipr = IPRoute.__new__(IPRoute)
@@ -183,7 +236,8 @@ def links(netns_path: str | None) -> tuple[LinkInfo, ...]:
     Shapes: see :class:`LinkInfo`. Raises: :class:`NetlinkError` (``errno`` ENOENT when the
     namespace path does not exist).
     """
-    with _rtnl(netns_path, "list links") as ipr:
+
+    def read(ipr: Any) -> tuple[LinkInfo, ...]:
         by_index: dict[int, list[str]] = {}
         for addr in ipr.get_addr():
             address = addr.get_attr("IFA_ADDRESS")
@@ -194,11 +248,16 @@ def links(netns_path: str | None) -> tuple[LinkInfo, ...]:
             for msg in sorted(ipr.get_links(), key=lambda m: int(m["index"]))
         )
 
+    return _read(netns_path, "list links", read)
+
 
 def link_names(netns_path: str | None) -> frozenset[str]:
     """Return the interface names of a namespace. Raises: as :func:`links`."""
-    with _rtnl(netns_path, "list links") as ipr:
-        return frozenset(str(msg.get_attr("IFLA_IFNAME")) for msg in ipr.get_links())
+    return _read(
+        netns_path,
+        "list links",
+        lambda ipr: frozenset(str(msg.get_attr("IFLA_IFNAME")) for msg in ipr.get_links()),
+    )
 
 
 def carrier_states(netns_path: str | None = None) -> dict[str, device_health.PfLink]:
@@ -208,15 +267,18 @@ def carrier_states(netns_path: str | None = None) -> dict[str, device_health.PfL
     Shapes: ``{"ens1f0": PfLink(admin_up=True, carrier=True, operstate="up")}``; operstate
     lowercase, ``"unknown"`` when the kernel sends none. Raises: :class:`NetlinkError`.
     """
-    with _rtnl(netns_path, "read link carrier") as ipr:
-        return {
+    return _read(
+        netns_path,
+        "read link carrier",
+        lambda ipr: {
             str(_attr(msg, "IFLA_IFNAME")): device_health.PfLink(
                 admin_up=bool(int(msg["flags"]) & IFF_UP),
                 carrier=_attr(msg, "IFLA_CARRIER") == 1,
                 operstate=str(_attr(msg, "IFLA_OPERSTATE") or "unknown").lower(),
             )
             for msg in ipr.get_links()
-        }
+        },
+    )
 
 
 # --- the seam for link editors the product does not ship ----------------------------------------
