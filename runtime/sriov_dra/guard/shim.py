@@ -18,11 +18,13 @@ from __future__ import annotations
 import enum
 import json
 import os
-import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import socket  # imported where the daemon is asked: an ordinary Pod's ADD and teardown never load it
 
 RULES_VERSION: str | None = None
 """``None`` in the source tree (``sriov_dra_rules`` is importable beside ``sriov_dra``); the installed
@@ -294,6 +296,8 @@ def connect_daemon(path: str, timeout_s: float) -> socket.socket:
     :data:`DAEMON_WAIT_S` (and ``timeout_s``); the socket's timeout is ``timeout_s``.
     Raises: ``OSError`` with the last failure when the wait ends, or at once for any other error.
     """
+    import socket
+
     deadline = time.monotonic() + min(DAEMON_WAIT_S, timeout_s)
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -312,6 +316,8 @@ def connect_daemon(path: str, timeout_s: float) -> socket.socket:
 
 
 def _ask_daemon(conf: GuardConf, env: dict[str, str], stdin: bytes, why: str) -> tuple[int, str]:
+    import socket
+
     details = (
         f"{why}; ADD is refused so that such a Pod never starts unchecked; start the sriov-dra-guard "
         "DaemonSet on this node (Pods without managed bindings, and DEL, CHECK, GC and STATUS, do not need it)"

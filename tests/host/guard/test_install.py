@@ -121,6 +121,19 @@ def test_installed_shim_runs_the_installed_rules_and_no_other_copy(tmp_path: Pat
     assert not list(guardconf.parent.glob("__pycache__/guard_conf.*.pyc")), "the shim wrote bytecode"
 
 
+def test_the_installed_shim_loads_no_socket_module_until_it_asks_the_daemon(tmp_path: Path) -> None:
+    """An ordinary Pod's ADD and every teardown exec Multus without the daemon: the shim's own start
+    (every module it imports before it decides) leaves the socket module out."""
+    path = install.write_shim(tmp_path, interpreter=sys.executable)
+    env = {"CNI_COMMAND": "VERSION", "CNI_CONTAINERID": "c1", "CNI_PATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-IS", "-X", "importtime", str(path)], env=env, capture_output=True, check=True
+    )
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
+    assert {"json", "sriov_dra_rules.guard_route"} <= imported
+    assert "socket" not in imported
+
+
 def test_an_installed_shim_without_its_rules_fails_with_try_again_and_the_fix(tmp_path: Path) -> None:
     path = install.write_shim(tmp_path, interpreter=sys.executable)
     shutil.rmtree(tmp_path / "multus-guard.d")
