@@ -308,7 +308,7 @@ class Plugin:
             rolling_update.remove_dead_instances(cfg.sockets, cfg.driver_name)
         else:
             self.server = self._kubelet_server(handler, monitor.reports)
-        rolling_update.serving(cfg.state_dir, self.instance)
+        self.health_state.vouch_for(rolling_update.serving(cfg.state_dir, self.instance))
         threads.start("device-health", monitor.run, self.owner_stop, health=self.health_state)
         threads.start(
             "hand-over", rolling_update.watch_successor, self.store, self.stop_event, self.hand_over,

@@ -88,14 +88,23 @@ def how_to_start(state_dir: Path, pod_uid: str) -> Start:
     return Start.TAKE
 
 
-def serving(state_dir: Path, instance: str) -> None:
-    """Record that ``instance`` serves the node now (confirms a hand-over to it); a failure is logged."""
+def serving(state_dir: Path, instance: str) -> tuple[str, ...]:
+    """Record that ``instance`` serves the node now (confirms a hand-over to it); a failure is logged.
+
+    Returns the instances recorded before it (:func:`instance_order.older`): they idle, and the
+    owner answers their liveness probes (:meth:`probes.Health.vouch_for`), as a restart of an idle
+    instance would only start it to idle again. ``()`` when the record cannot be read.
+    """
     try:
         checkpoint_files.record_owner(state_dir, instance)
     except OSError as exc:
         LOG.warning(
             "cannot record this instance as the node's owner", extra={"op": "startup", "reason": str(exc)}
         )
+    try:
+        return instance_order.older(checkpoint_files.instances(state_dir), instance)
+    except OSError:
+        return ()
 
 
 def inventory_and_published(

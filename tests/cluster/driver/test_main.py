@@ -15,6 +15,8 @@ import os
 import signal
 import socket
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -90,6 +92,8 @@ def test_a_new_instance_takes_the_node_over_without_a_failed_call_or_a_recreated
         assert released.ok, released.failure
 
         assert pn.probe("/readyz")[0] == 200, "the new instance owns the node"
+        assert _probe_as(pn, "/healthz", old_uid) == 200, "the idle old Pod is not restarted by its liveness"
+        assert _probe_as(pn, "/readyz", old_uid) == 503, "nor counted ready"
         assert not old_registration.exists(), "the old instance deregistered"
         eventually("the owner to remove a killed instance's socket", lambda: not killed.exists())
         eventually(  # the old instance polls for the new one's confirmation
@@ -123,6 +127,17 @@ def test_a_new_instance_takes_the_node_over_without_a_failed_call_or_a_recreated
         old.stop()
         if new is not None:
             new.stop()
+
+
+def _probe_as(pn: PluginNode, path: str, pod_uid: str) -> int:
+    """The status the node's metrics address answers ``path`` for the Pod ``pod_uid`` (its probes send
+    ``X-Pod-Uid``, docs/plugin.md#rolling-update)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{pn.port}{path}", headers={"X-Pod-Uid": pod_uid})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def _prepares_and_unprepares(pn: PluginNode, namespace: str, name: str) -> None:

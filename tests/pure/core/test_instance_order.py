@@ -39,3 +39,11 @@ def test_only_a_name_other_than_the_handing_over_instance_and_the_previous_owner
     assert not order.confirmed("old", "old", "old")
     assert not order.confirmed(None, "old", None)
     assert not order.confirmed("older", "old", "older"), "a stale record from before is no confirmation"
+
+
+@given(UIDS)
+def test_the_instances_an_owner_vouches_for_are_exactly_those_recorded_before_it(uids: list[str]) -> None:
+    for i, uid in enumerate(uids):
+        assert order.older(uids, uid) == tuple(uids[:i])
+        assert not set(order.older(uids, uid)) & {uid, *order.newer(uids, uid)}
+    assert order.older(uids, "not-recorded") == (), "an unrecorded instance superseded nobody it knows"

@@ -29,6 +29,14 @@ def newer(record: Sequence[str], instance: str) -> tuple[str, ...]:
     return tuple(record[list(record).index(instance) + 1 :])
 
 
+def older(record: Sequence[str], instance: str) -> tuple[str, ...]:
+    """The instances recorded before ``instance`` (none when it is not in the record): the ones it
+    superseded, which idle until their Pods are deleted."""
+    if instance not in record:
+        return ()
+    return tuple(record[: list(record).index(instance)])
+
+
 def may_hand_over(record: Sequence[str], owner: str) -> bool:
     """Whether the owning instance may hand the node to the instance asking for it.
 
