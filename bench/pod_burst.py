@@ -6,9 +6,10 @@ its first node, alternately managed and hand-written (each hand-written Pod with
 one per VF), after one uncounted single-Pod warm-up of each. A burst's time runs from the first
 create call until the watch has seen every Pod Running; each Pod must show both rails'
 interfaces, and after each burst the lab is checked for leftovers. Prints the median burst per
-variant and managed / hand-written against :data:`GOAL_RATIO`, the plugin's and guard's own
-histograms across the bursts (mean per call), and each side's concurrency limits as the code and
-the node's kubelet (its ``/configz``) set them.
+variant and managed / hand-written against :data:`GOAL_RATIO`, the kubelet's, plugin's and guard's
+own histograms across the bursts (mean per call), the CPU seconds each component spent on a burst
+(:func:`cpu_seconds`: with 2 cores a burst is bound by the CPU all of them need), and each side's
+concurrency limits as the code and the node's kubelet (its ``/configz``) set them.
 
 The lab's synthetic GPU slice holds one GPU per PCIe root; the bench publishes as many per root as
 Pods it starts (at most ``session.MAX_GPUS_PER_ROOT``), and sizes the burst down, saying so, when
@@ -25,6 +26,7 @@ import argparse
 import concurrent.futures
 import inspect
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -41,11 +43,13 @@ from kubernetes import client
 
 from sriov_dra.guard import settings as guard_settings
 from sriov_dra.kubeletapi import plugin_server
-from sriov_dra_lab import demo, real_node, session, stack, stack_base, workloads
+from sriov_dra_lab import demo, real_node, real_stack, session, stack, stack_base, workloads
 
 GOAL_RATIO: Final = 1.05
 BURST: Final = 16
 LABEL: Final = "bench.sriov-dra.dev/burst"
+PROCESSES: Final = ("plugin", "guard")
+"""The DaemonSet containers whose CPU the bench reads (both in the plugin's install namespace)."""
 KUBELET_LIMITS: Final = (
     "kubeAPIQPS",
     "kubeAPIBurst",
@@ -64,6 +68,8 @@ class Burst:
     all_running_s: float
     running_s: list[float]
     histograms: dict[str, tuple[float, float]]
+    cpu_s: dict[str, float]
+    """CPU seconds per process across the burst (:func:`cpu_seconds`)."""
 
 
 @dataclass
@@ -105,6 +111,26 @@ def publish_gpus(lab: stack.LabStack, node: str, per_root: int) -> int:
     return per_root
 
 
+def cpu_seconds(lab: stack.LabStack, node: str) -> dict[str, float]:
+    """CPU seconds (user + system, with reaped children) so far of the control plane's components,
+    ``node``'s kubelet and containerd (the CNI plugins it runs: the shim, hand-written Pods' Multus)
+    and its plugin and guard containers (the guard's: managed Pods' Multus), by component name."""
+    pids = {p.name: p.pid for p in lab.cp.processes if p.pid is not None}
+    real = next(n.real for n in lab.nodes if n.name == node)
+    if real is not None:
+        pids.update({name: p.pid for name, p in real.processes.items() if p.pid is not None})
+        for name in PROCESSES:
+            pids[name] = real_stack.container_pid(real, stack_base.PLUGIN_SERVICE_ACCOUNT[0], name)
+    out = {}
+    for name, pid in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, TypeError):
+            continue
+        out[name] = sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
 def burst(lab: stack.LabStack, node: str, pods: list[dict[str, Any]]) -> Burst:
     """Create ``pods`` at once, watch until every one runs, read the node's histograms across the burst."""
     core = client.CoreV1Api(lab.api)
@@ -119,6 +145,7 @@ def burst(lab: stack.LabStack, node: str, pods: list[dict[str, Any]]) -> Burst:
 
     real = next(n.real for n in lab.nodes if n.name == node)
     before = kubeletmetrics.read_node(lab.api, node, real)
+    cpu_before = cpu_seconds(lab, node)
     done = podkit.follow(lab.api, seen, timeout_s=600, label_selector=selector)
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(len(pods)) as pool:
@@ -130,10 +157,11 @@ def burst(lab: stack.LabStack, node: str, pods: list[dict[str, Any]]) -> Burst:
         )
     time.sleep(1.0)  # the kubelet and the services observe the last start's histograms
     histograms = kubeletmetrics.across(before, kubeletmetrics.read_node(lab.api, node, real))
+    cpu = {k: v - cpu_before[k] for k, v in cpu_seconds(lab, node).items() if k in cpu_before}
     for name in names:
         podkit.attached(core.read_namespaced_pod(name, podkit.NAMESPACE))
     spans = sorted(t - t0 for t in running.values())
-    return Burst(spans[-1], spans, histograms)
+    return Burst(spans[-1], spans, histograms, cpu)
 
 
 def limits(lab: stack.LabStack, node: str) -> list[str]:
@@ -183,6 +211,9 @@ def report(managed: Variant, hand: Variant, count: int, lines: list[str]) -> Non
     phases = [*kubeletmetrics.PHASES, *(p for ps in kubeletmetrics.SERVICE_PHASES.values() for p in ps)]
     for phase in phases:
         row(f"mean per call: {phase.title.strip()}"[:56], lambda b, t=phase.title: _mean(b, t))
+    for name in sorted({k for v in (managed, hand) for b in v.bursts for k in b.cpu_s}):
+        row(f"CPU of the burst: {name}", lambda b, n=name: b.cpu_s.get(n))
+    row("CPU of the burst: all of the above", lambda b: sum(b.cpu_s.values()))
     ratio = m / h
     verdict = "PASS" if ratio <= GOAL_RATIO else "MISS"
     print(
