@@ -92,7 +92,10 @@ def report(result: dict[str, Any], accel: str) -> None:
     print(f"  ratio this plugin / upstream: {ratio:.2f} (goal <= {GOAL:.2f}): {verdict}")
     steps: list[dict[str, float]] = result["ours_steps_ms"]
     names = list(dict.fromkeys(name for call in steps for name in call))
-    print("  this plugin's unprepare by step, median ms per call (inner steps indented):")
+    print(
+        "  this plugin's unprepare by step, median ms per call (inner steps indented; steps 4 and 5 run "
+        "side by side on one guest CPU, so their times overlap and include waits for each other):"
+    )
     for name in names:
         print(f"    {name:44} {median([call.get(name, 0.0) for call in steps]):7.2f}")
 
