@@ -90,6 +90,14 @@ def report(result: dict[str, Any], accel: str) -> None:
         )
     verdict = "PASS" if ratio <= GOAL else "MISS"
     print(f"  ratio this plugin / upstream: {ratio:.2f} (goal <= {GOAL:.2f}): {verdict}")
+    what_if = result.get("without_status_clear")
+    if what_if:
+        bare, theirs_then = median(what_if["ours_unprepare_ms"]), median(what_if["upstream_unprepare_ms"])
+        print(
+            f"  what-if, same boot, {what_if['rounds']} rounds (bench-only: this plugin with its status clear "
+            f"skipped, which docs/design.md#release requires before the record goes): {bare:.1f} ms against "
+            f"upstream's {theirs_then:.1f} ms, ratio {bare / theirs_then:.2f}"
+        )
     steps: list[dict[str, float]] = result["ours_steps_ms"]
     names = list(dict.fromkeys(name for call in steps for name in call))
     print(

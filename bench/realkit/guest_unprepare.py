@@ -34,6 +34,7 @@ from sriov_dra_rules import names
 __all__ = ["upstream_node"]  # the fixture, used here through its name
 
 ROUNDS: Final = 12
+WHAT_IF_ROUNDS: Final = 8
 MARK: Final = "UNPREPARE-BENCH "
 PROBE: Final = Path(unprepare_probe.__file__).resolve()
 STEPS_WAIT_S: Final = 30.0
@@ -150,8 +151,55 @@ def steps_after(path: Path, offset: int) -> tuple[dict[str, float], int]:
     return out, len(data)
 
 
+Drivers = dict[str, tuple[str, kubelet_plugins.DraPluginClient, processes.Process]]
+
+
+def measure(
+    api: client.ApiClient, namespace: str, device: str, drivers: Drivers, steps_file: Path, rounds: int
+) -> dict[str, Any]:
+    """``rounds`` counted rounds (after one warm-up) of prepare, unprepare and an unprepare of a claim
+    never prepared, per driver; this plugin's unprepare steps from ``steps_file``."""
+    result: dict[str, Any] = {
+        "rounds": rounds,
+        **{f"{who}_{op}_ms": [] for who in drivers for op in ("prepare", "unprepare", "unprepare_absent")},
+        "ours_steps_ms": [],
+    }
+    offset = 0
+    for round_ in range(rounds + 1):
+        order = list(drivers) if round_ % 2 == 0 else list(reversed(drivers))
+        for who in order:
+            node, dra, proc = drivers[who]
+            ref = allocated_claim(api, namespace, node, device)
+            prepared, prepare_ms = timed_ms(dra.node_prepare_resources, [ref])
+            assert isinstance(prepared[ref.uid], messages.Prepared), (
+                f"{who} NodePrepare of {ref}: {prepared[ref.uid]}\n{processes.tail(proc.log_path, 30)}"
+            )
+            if who == "ours":
+                _, offset = steps_after(steps_file, offset)
+            unprepared, unprepare_ms = timed_ms(dra.node_unprepare_resources, [ref])
+            assert unprepared[ref.uid] is None, (
+                f"{who} NodeUnprepare of {ref}: {unprepared[ref.uid]}\n{processes.tail(proc.log_path, 30)}"
+            )
+            if who == "ours":
+                steps, offset = steps_after(steps_file, offset)
+            # the per-call floor: a claim the driver never prepared (nothing to do but answer)
+            absent = messages.ClaimRef(namespace=namespace, name="absent", uid=str(uuid.uuid4()))
+            answered, absent_ms = timed_ms(dra.node_unprepare_resources, [absent])
+            assert answered[absent.uid] is None, f"{who} NodeUnprepare of {absent}: {answered[absent.uid]}"
+            if who == "ours":
+                _, offset = steps_after(steps_file, offset)
+            if round_:
+                result[f"{who}_prepare_ms"].append(round(prepare_ms, 2))
+                result[f"{who}_unprepare_ms"].append(round(unprepare_ms, 2))
+                result[f"{who}_unprepare_absent_ms"].append(round(absent_ms, 2))
+                if who == "ours":
+                    result["ours_steps_ms"].append(steps)
+    return result
+
+
 def test_node_unprepare_of_one_vf_this_plugin_against_upstream(
     api: client.ApiClient,
+    real_pfs: list[realvfs.RealPf],
     manual_plugin: tuple[kubeplugin.Plugin, Path],
     upstream_node: str,
     namespace: str,
@@ -160,48 +208,21 @@ def test_node_unprepare_of_one_vf_this_plugin_against_upstream(
     plugin, steps_file = manual_plugin
     for upstream in run_upstream(api, upstream_node, tmp_path_factory.mktemp("upstream")):
         device = sorted(set(devices(api, kubeapi.NODE_NAME)) & set(devices(api, UPSTREAM_NODE)))[0]
-        drivers: dict[str, tuple[str, kubelet_plugins.DraPluginClient, processes.Process]] = {
+        drivers: Drivers = {
             "ours": (kubeapi.NODE_NAME, plugin.dra, plugin.process),
             "upstream": (UPSTREAM_NODE, upstream.dra, upstream.process),
         }
-        result: dict[str, Any] = {
-            "device": device,
-            "rounds": ROUNDS,
-            **{
-                f"{who}_{op}_ms": [] for who in drivers for op in ("prepare", "unprepare", "unprepare_absent")
-            },
-            "ours_steps_ms": [],
-        }
-        offset = 0
-        for round_ in range(ROUNDS + 1):
-            order = list(drivers) if round_ % 2 == 0 else list(reversed(drivers))
-            for who in order:
-                node, dra, proc = drivers[who]
-                ref = allocated_claim(api, namespace, node, device)
-                prepared, prepare_ms = timed_ms(dra.node_prepare_resources, [ref])
-                assert isinstance(prepared[ref.uid], messages.Prepared), (
-                    f"{who} NodePrepare of {ref}: {prepared[ref.uid]}\n{processes.tail(proc.log_path, 30)}"
-                )
-                if who == "ours":
-                    _, offset = steps_after(steps_file, offset)
-                unprepared, unprepare_ms = timed_ms(dra.node_unprepare_resources, [ref])
-                assert unprepared[ref.uid] is None, (
-                    f"{who} NodeUnprepare of {ref}: {unprepared[ref.uid]}\n{processes.tail(proc.log_path, 30)}"
-                )
-                if who == "ours":
-                    steps, offset = steps_after(steps_file, offset)
-                # the per-call floor: a claim the driver never prepared (nothing to do but answer)
-                absent = messages.ClaimRef(namespace=namespace, name="absent", uid=str(uuid.uuid4()))
-                answered, absent_ms = timed_ms(dra.node_unprepare_resources, [absent])
-                assert answered[absent.uid] is None, (
-                    f"{who} NodeUnprepare of {absent}: {answered[absent.uid]}"
-                )
-                if who == "ours":
-                    _, offset = steps_after(steps_file, offset)
-                if round_:
-                    result[f"{who}_prepare_ms"].append(round(prepare_ms, 2))
-                    result[f"{who}_unprepare_ms"].append(round(unprepare_ms, 2))
-                    result[f"{who}_unprepare_absent_ms"].append(round(absent_ms, 2))
-                    if who == "ours":
-                        result["ours_steps_ms"].append(steps)
+        result = {"device": device, **measure(api, namespace, device, drivers, steps_file, ROUNDS)}
+        # What the status clear costs (docs/design.md#release keeps it before the record goes): the
+        # same rounds with it skipped by the launcher, in the same boot, beside the same upstream.
+        plugin.process.stop()
+        root = tmp_path_factory.mktemp("manual-without-status-clear")
+        env = {unprepare_probe.STEPS_ENV: str(root / "steps.jsonl"), unprepare_probe.NO_STATUS_CLEAR_ENV: "1"}
+        for bare in kubeplugin.run_plugin(
+            api, real_pfs, root, auto_attach=False, launcher=(str(PROBE),), env=env
+        ):
+            drivers["ours"] = (kubeapi.NODE_NAME, bare.dra, bare.process)
+            result["without_status_clear"] = measure(
+                api, namespace, device, drivers, root / "steps.jsonl", WHAT_IF_ROUNDS
+            )
         print(MARK + json.dumps(result))

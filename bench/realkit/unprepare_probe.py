@@ -7,7 +7,8 @@ call's duration is kept in memory; :data:`FLUSH_DELAY_S` after a kubelet call re
 appends them as JSON lines ``{"step": ..., "ms": ...}`` to the file named by
 ``SRIOV_DRA_BENCH_STEPS`` (off the measured calls: a file write costs a TCG guest a few hundred
 microseconds). The wrappers cost microseconds and change nothing else; the plugin is the product
-code as shipped.
+code as shipped, except that with ``SRIOV_DRA_BENCH_NO_STATUS_CLEAR=1`` its unprepare skips the
+claim status clear (the bench's what-if measurement of that step's share).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 STEPS_ENV: Final = "SRIOV_DRA_BENCH_STEPS"
+NO_STATUS_CLEAR_ENV: Final = "SRIOV_DRA_BENCH_NO_STATUS_CLEAR"
+"""Set to ``1``: the unprepare skips its status clear (a what-if the bench measures, never the product)."""
 FLUSH_DELAY_S: Final = 0.3
 """How long after a kubelet call the recorded steps are written (the guest half waits for them)."""
 OUTER_STEP: Final = "dispatch (whole call)"
@@ -82,6 +85,8 @@ def install(path: str) -> None:
         (checkpoint.CheckpointStore, "snapshot_claim", "  record read"),
         (checkpoint.CheckpointStore, "all_claims", "prepared-claims gauge read"),
     ]
+    if os.environ.get(NO_STATUS_CLEAR_ENV) == "1":
+        unprepare.clear_status = lambda ctx, record: None
     for owner, name, step in targets:
         setattr(owner, name, _timed(step, getattr(owner, name)))
     threading.Thread(target=_flusher, args=(path,), name="bench-steps", daemon=True).start()
