@@ -165,10 +165,12 @@ class CniHooks:
         try:
             pod = self._live_pod(req, budget)
             nets = checks.read_networks_of_any_pod(pod, cni_ifname=req.ifname)
-            nads = {
-                t: self._read("network-attachment-definitions", self._get_nad, t[0], t[1], budget)
-                for t in (checks.managed_targets(nets) if nets else ())
-            }
+            nads = self._read_each(
+                "network-attachment-definitions",
+                self._get_nad,
+                checks.managed_targets(nets) if nets else (),
+                budget,
+            )
             found, managed = checks.managed_findings(pod, nets, nads)
             is_managed = bool(found or managed) or (nets is not None and nets.registry is not None)
             expected: tuple[shadow_checks.ExpectedInterface, ...] = ()
@@ -262,6 +264,37 @@ class CniHooks:
                 continue
             self.metrics.api_reads.labels(resource=resource, outcome="ok").inc()
             return obj
+
+    def _read_each(
+        self, resource: str, reader: Reader, targets: Sequence[tuple[str, str]], budget: _Budget
+    ) -> dict[tuple[str, str], dict[str, Any] | None]:
+        """:meth:`_read` of every ``(namespace, name)`` of ``targets`` at once (the first on this thread,
+        each other on its own, all joined): a Pod with a shadow per VF waits one round trip, not one
+        per VF. Raises what the first failed target in order raised, as reading in order would."""
+        outcome: dict[tuple[str, str], tuple[bool, Any]] = {}
+
+        def one(target: tuple[str, str]) -> None:
+            try:
+                outcome[target] = (True, self._read(resource, reader, target[0], target[1], budget))
+            except BaseException as exc:  # raised on the calling thread below
+                outcome[target] = (False, exc)
+
+        others = [
+            threading.Thread(target=one, args=(t,), name="guard-read", daemon=True) for t in targets[1:]
+        ]
+        for thread in others:
+            thread.start()
+        if targets:
+            one(targets[0])
+        for thread in others:
+            thread.join()
+        found = {}
+        for target in targets:
+            ok, value = outcome[target]
+            if not ok:
+                raise value
+            found[target] = value
+        return found
 
     def _spent(self, budget: _Budget, where: str) -> decisions.Rejected:
         return decisions.Rejected.one(
