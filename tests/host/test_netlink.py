@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Iterator
@@ -193,3 +194,35 @@ def test_a_namespace_helper_slower_than_pyroute2s_two_seconds_still_answers(sand
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['lo']"
+
+
+def test_a_socket_that_fails_to_open_inside_a_namespace_leaves_no_descriptor_open(
+    sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The constructor of pyroute2's socket fails after it opened its socket and event loop: the
+    read is a NetlinkError naming the namespace, and nothing it opened stays open (garbage
+    collection off, so only an explicit close frees them)."""
+    import gc
+
+    from pyroute2.iproute.linux import AsyncIPRoute
+
+    opened_endpoint = AsyncIPRoute.setup_endpoint
+
+    async def endpoint_set_up_then_failing(self: object, *args: object, **kwargs: object) -> None:
+        # FAULT INJECTION (a fake at the library boundary): the endpoint is set up, then its
+        # setup fails, as when the descriptor limit is reached half-way.
+        await opened_endpoint(self, *args, **kwargs)
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(AsyncIPRoute, "setup_endpoint", endpoint_set_up_then_failing)
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(5):
+            with pytest.raises(netlink.NetlinkError) as info:
+                netlink.links(sandbox)
+            assert info.value.errno == errno.EMFILE and sandbox in str(info.value)
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        gc.enable()

@@ -154,7 +154,7 @@ def _read(netns_path: str | None, op: str, read: Callable[[Any], T]) -> T:
                 _pyroute2_netns.setns(fd, flags=0)
             finally:
                 os.close(fd)
-            ipr = IPRoute()
+            ipr = _opened()
             try:
                 outcome.append((True, read(ipr)))
             finally:
@@ -173,20 +173,28 @@ def _read(netns_path: str | None, op: str, read: Callable[[Any], T]) -> T:
     return typing.cast(T, value)
 
 
+def _opened(**kwargs: Any) -> Any:
+    """A new ``IPRoute(**kwargs)``; when its constructor fails, what it opened is closed before the error rises.
+
+    pyroute2 0.9 leaves its socket and event loop open when the constructor fails (e.g. a path that
+    is not a network namespace): the object is built first so the failure can close it.
+    """
+    ipr = IPRoute.__new__(IPRoute)
+    try:
+        ipr.__init__(**kwargs)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            ipr.close()
+        raise
+    return ipr
+
+
 def _rtnl_socket(netns_path: str | None, op: str) -> Iterator[Any]:
     if (missing := _missing(netns_path, op)) is not None:
         raise missing
-    # pyroute2 0.9 leaves its sockets and event loop open when the constructor fails (e.g. a
-    # path that is not a network namespace): build the object first so the failure can close it.
-    ipr = IPRoute.__new__(IPRoute)
     try:
-        if netns_path is None:
-            ipr.__init__()
-        else:
-            ipr.__init__(netns=netns_path, flags=0)
+        ipr = _opened() if netns_path is None else _opened(netns=netns_path, flags=0)
     except (OSError, _PyNetlinkError, TimeoutError) as exc:
-        with contextlib.suppress(Exception):
-            ipr.close()
         raise _translate(exc, op, netns_path) from exc
     try:
         yield ipr
