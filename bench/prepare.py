@@ -4,7 +4,7 @@ Against a real kube-apiserver, ``rounds`` times: a fresh Pod and a fresh claim a
 each on its own rail, then one NodePrepare through the real handler (fake-sysfs host, real
 checkpoint and CDI files), counting every API request by verb and resource. Each round also
 issues the **floor**: the same requests with the same bodies, bare, each waiting only for the
-answers it needs, concurrent ones concurrently (``driver.managed.fanout``).
+answers it needs, concurrent ones concurrently (``servicekit.fanout``).
 
 Goals: ``3 + 2k`` requests on the auto-attach path (claim GET, Pod GET, Pod patch, k source GETs,
 k shadow creates; the diagnostic ``status.devices`` write on top), the prepare's median at most
@@ -44,11 +44,12 @@ from tests.fakes.inventory import StaticInventory
 
 from sriov_dra.core import attributes, identities
 from sriov_dra.driver import claim_context, locks, prepare
-from sriov_dra.driver.managed import fanout, lock_order, seams, service
+from sriov_dra.driver.managed import lock_order, seams, service
 from sriov_dra.host import cdi, checkpoint, checkpoint_files, discovery, vf_driver_binding
 from sriov_dra.kube import apply, nad_client, pod_patch
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kubeletapi import messages
+from sriov_dra.servicekit import fanout
 from sriov_dra_lab import binaries, control_plane
 from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode
@@ -349,7 +350,7 @@ def bare_requests(
     ``concurrent``: the floor. Each request waits only for the ones whose answer it needs (the
     Pod's name comes from the claim, the creates need the Pod's UID, the patch needs the
     creates' UIDs), and requests the prepare issues together run together through the same
-    fan-out (``driver.managed.fanout``): the source GETs, the creates, and the Pod patch beside
+    fan-out (``servicekit.fanout``): the source GETs, the creates, and the Pod patch beside
     the status write. Otherwise every request runs after the previous one.
     Each request is on ``timeline`` under the prepare's phase labels when given.
     """

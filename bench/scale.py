@@ -56,10 +56,10 @@ from sriov_dra.core import limits
 from sriov_dra.core.plugin import checkpoint_codec
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import publisher
-from sriov_dra.driver.managed import fanout
 from sriov_dra.host import discovery
 from sriov_dra.kube import apply, nad_client, pod_patch, resource_slices, watches
 from sriov_dra.kubeletapi import messages
+from sriov_dra.servicekit import fanout
 from sriov_dra_lab import binaries, control_plane, guard, image_env, kubelet, processes
 from sriov_dra_lab.fakes import fake_pci, fake_sysfs
 from sriov_dra_lab.nodes import SimulatedNode

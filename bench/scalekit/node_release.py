@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver.managed import fanout, release, seams
+from sriov_dra.driver.managed import release, seams
 from sriov_dra.host import checkpoint
 from sriov_dra.kube import claims, nad_client, pod_patch
 from sriov_dra.kube import client as kube_client
 from sriov_dra.kubeletapi import plugin_server
+from sriov_dra.servicekit import fanout
 
 UNPREPARE_CALLS: Final[int] = (
     inspect.signature(plugin_server.KubeletPluginServer).parameters["max_workers"].default

@@ -23,7 +23,6 @@ from sriov_dra.core import identities
 from sriov_dra.core.plugin import auto_attach_gate
 from sriov_dra.driver import claim_context, locks, prepare, settings, unprepare
 from sriov_dra.driver.managed import (
-    fanout,
     lock_order,
     multus_layout,
     network_data_writer,
@@ -35,7 +34,7 @@ from sriov_dra.driver.managed import (
 from sriov_dra.kube import claims as kube_claims
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import nad_client, node_info, plugin_events, plugin_pod, pod_patch, watches
-from sriov_dra.servicekit import probes
+from sriov_dra.servicekit import fanout, probes
 
 LOG = logging.getLogger(__name__)
 

@@ -21,12 +21,13 @@ from sriov_dra.core.plugin import cdi_spec, checkpoint_lifecycle, claim_plan, de
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import claim_context, claim_metadata, unprepare
 from sriov_dra.driver.managed import consumer as consumer_mod
-from sriov_dra.driver.managed import fanout, host_gate, planning
+from sriov_dra.driver.managed import host_gate, planning
 from sriov_dra.driver.managed import service as managed_service
 from sriov_dra.host import vf_edits
 from sriov_dra.kube import api_time
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kubeletapi import dra_service, messages
+from sriov_dra.servicekit import fanout
 from sriov_dra_rules import errors
 
 T = TypeVar("T")

@@ -107,7 +107,7 @@ class PluginSettings:
     api_max_in_flight: int = 8
     """Auto-attach only: API requests one prepare or release step issues at once (the source NAD
     reads of a plan, the shadow creates of a claim, a release's shadow reads, deletions and
-    finalizer removals; ``driver.managed.fanout``), 1 to 16 (the API client keeps
+    finalizer removals; ``servicekit.fanout``), 1 to 16 (the API client keeps
     16 connections, ``kube.client.POOL_MAXSIZE``); 1 issues them one after the other."""
 
     @property

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from sriov_dra.core.plugin import checkpoint_lifecycle, claim_plan
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver import claim_context, claim_metadata
-from sriov_dra.driver.managed import fanout
 from sriov_dra.host import vf_driver_binding
 from sriov_dra.kubeletapi import messages
+from sriov_dra.servicekit import fanout
 from sriov_dra_rules import errors
 
 

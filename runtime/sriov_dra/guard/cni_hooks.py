@@ -15,13 +15,14 @@ one ADD: docs/guard.md ("ADD, in order").
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from sriov_dra.core import metadata_document
 from sriov_dra.guard import (
@@ -38,9 +39,13 @@ from sriov_dra.guard import (
 )
 from sriov_dra.guard.settings import GuardSettings
 from sriov_dra.kube import errors as kube_errors
+from sriov_dra.servicekit import fanout
 
 Reason = decisions.Reason
 log = logging.getLogger("sriov_dra.guard")
+READS_IN_FLIGHT: Final = fanout.DEFAULT_MAX_IN_FLIGHT
+"""Shadow reads the daemon runs at once across all its ADDs (a Pod with a shadow per rail of an
+8-rail node in one round trip); more wait for a free reader within their ADD's budget."""
 
 
 class Reader(Protocol):
@@ -268,33 +273,13 @@ class CniHooks:
     def _read_each(
         self, resource: str, reader: Reader, targets: Sequence[tuple[str, str]], budget: _Budget
     ) -> dict[tuple[str, str], dict[str, Any] | None]:
-        """:meth:`_read` of every ``(namespace, name)`` of ``targets`` at once (the first on this thread,
-        each other on its own, all joined): a Pod with a shadow per VF waits one round trip, not one
-        per VF. Raises what the first failed target in order raised, as reading in order would."""
-        outcome: dict[tuple[str, str], tuple[bool, Any]] = {}
-
-        def one(target: tuple[str, str]) -> None:
-            try:
-                outcome[target] = (True, self._read(resource, reader, target[0], target[1], budget))
-            except BaseException as exc:  # raised on the calling thread below
-                outcome[target] = (False, exc)
-
-        others = [
-            threading.Thread(target=one, args=(t,), name="guard-read", daemon=True) for t in targets[1:]
-        ]
-        for thread in others:
-            thread.start()
-        if targets:
-            one(targets[0])
-        for thread in others:
-            thread.join()
-        found = {}
-        for target in targets:
-            ok, value = outcome[target]
-            if not ok:
-                raise value
-            found[target] = value
-        return found
+        """:meth:`_read` of every ``(namespace, name)`` of ``targets`` at once, at most
+        :data:`READS_IN_FLIGHT` in the whole daemon (``servicekit.fanout``), all finished before it
+        returns: a Pod with a shadow per VF waits one round trip, not one per VF. Each read is bounded
+        by what is left of ``budget`` when it starts. Raises what the first failed target in order
+        raised, as reading in order would."""
+        calls = [functools.partial(self._read, resource, reader, ns, name, budget) for ns, name in targets]
+        return dict(zip(targets, fanout.values(calls, max_in_flight=READS_IN_FLIGHT), strict=True))
 
     def _spent(self, budget: _Budget, where: str) -> decisions.Rejected:
         return decisions.Rejected.one(

@@ -17,7 +17,7 @@ USER_AGENT = "sriov-dra/0.1"
 POOL_MAXSIZE: Final = 16
 """Keep-alive connections per API server (urllib3 ``maxsize``), at least this many.
 
-A prepare fans out up to ``driver.managed.fanout.DEFAULT_MAX_IN_FLIGHT`` (8) requests at once
+A prepare fans out up to ``servicekit.fanout.DEFAULT_MAX_IN_FLIGHT`` (8) requests at once
 while other kubelet calls, the repair worker and the publisher use the same client; the
 library's default (5 × CPU count) is 5 on a 1-CPU node, so concurrent requests would open a new
 TLS connection each time and throw it away afterwards.

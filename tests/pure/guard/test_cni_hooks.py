@@ -160,6 +160,38 @@ def test_the_shadows_of_a_managed_add_are_read_at_once(tmp_path: Path) -> None:
     assert out.reason is R.PASSED_VERIFIED and not started.broken
 
 
+def test_a_pod_selecting_many_shadows_has_at_most_the_daemons_bound_of_them_read_at_once(
+    tmp_path: Path,
+) -> None:
+    """A Pod selecting three times the bound of shadows beside its own: every shadow is read, never
+    more than ``READS_IN_FLIGHT`` at once (one thread per shadow would read them all at once), and
+    the first failed shadow in the Pod's order decides."""
+    w = World(tmp_path)
+    extra = [f"dra-sriov-{i:02d}-unknown" for i in range(3 * cni_hooks.READS_IN_FLIGHT)]
+    selections = json.loads(w.annotations[names.NETWORKS_ANNOTATION])
+    selections += [{"name": name, "interface": f"x{i}"} for i, name in enumerate(extra)]
+    w.set_pod_annotation(names.NETWORKS_ANNOTATION, json.dumps(selections))
+    lock, reading, most = threading.Lock(), [0], [0]
+    released = threading.Event()
+
+    def count_at_once(kind: str, namespace: str, name: str) -> None:
+        if kind != "network-attachment-definitions":
+            return
+        with lock:
+            reading[0] += 1
+            most[0] = max(most[0], reading[0])
+        released.wait(0.05)  # long enough for unbounded reads to overlap
+        with lock:
+            reading[0] -= 1
+
+    w.api.on_read = count_at_once
+    out = w.add()
+    shadow_reads = [r[2] for r in w.api.reads if r[0] == "network-attachment-definitions"]
+    assert sorted(shadow_reads) == sorted([p.name for p in w.plans] + extra)
+    assert most[0] <= cni_hooks.READS_IN_FLIGHT and reading[0] == 0
+    assert out.reason is R.SHADOW_NOT_FOUND and extra[0] in _error(out)["msg"]
+
+
 def test_verified_managed_add_logs_one_line_per_claim_uid_with_its_interfaces(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sriov_dra.driver.managed import fanout
 from sriov_dra.kube import client as kube_client
+from sriov_dra.servicekit import fanout
 
 KUBECONFIG = """\
 apiVersion: v1

@@ -19,8 +19,9 @@ from typing import NoReturn
 from sriov_dra.core import identities
 from sriov_dra.core.plugin import checkpoint_lifecycle
 from sriov_dra.core.plugin import checkpoint_model as model
-from sriov_dra.driver.managed import fanout, pod_selections, seams, shadow_lifecycle
+from sriov_dra.driver.managed import pod_selections, seams, shadow_lifecycle
 from sriov_dra.kube import views
+from sriov_dra.servicekit import fanout
 from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)

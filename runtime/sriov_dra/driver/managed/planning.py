@@ -24,10 +24,11 @@ from sriov_dra.core.plugin import (
 )
 from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
-from sriov_dra.driver.managed import fanout, pod_selections, seams
+from sriov_dra.driver.managed import pod_selections, seams
 from sriov_dra.host import discovery, sysfs
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
+from sriov_dra.servicekit import fanout
 from sriov_dra_rules import errors, names
 
 

@@ -20,7 +20,6 @@ from sriov_dra.core.plugin import checkpoint_model as model
 from sriov_dra.driver.managed import consumer as consumer_mod
 from sriov_dra.driver.managed import ensure as ensure_mod
 from sriov_dra.driver.managed import (
-    fanout,
     host_gate,
     lock_order,
     observe,
@@ -31,6 +30,7 @@ from sriov_dra.driver.managed import (
 )
 from sriov_dra.kube import errors as kube_errors
 from sriov_dra.kube import views
+from sriov_dra.servicekit import fanout
 from sriov_dra_rules import errors
 
 LOG = logging.getLogger(__name__)

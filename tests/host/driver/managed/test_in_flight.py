@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from tests.fakes import managed_node as mn
 
-from sriov_dra.driver.managed import fanout
 from sriov_dra.kubeletapi import messages
+from sriov_dra.servicekit import fanout
 
 
 @pytest.fixture

@@ -1,11 +1,12 @@
-"""Bounded fan-out of independent calls inside ONE ordered step of the forward sequence.
+"""Bounded fan-out of independent calls inside ONE ordered step of a sequence.
 
-:func:`run_all` (and :func:`start`, its non-blocking form) runs independent calls (the source NAD
-GETs of one plan, the shadow ensures of one claim) on at most ``max_in_flight`` process-wide
-threads, waits for **every** one and returns each result or exception in call order, so no
-request outlives the step or the caller's locks. A fan-out never spans an ordering boundary of
-docs/design.md#prepare: what precedes the step happened-before every call, what follows waits for
-all. Calls must never take the operation locks; no exception is dropped, no return is early.
+:func:`run_all` (and :func:`start`, its non-blocking form) runs independent calls (the plugin's
+source NAD GETs of one plan and shadow ensures of one claim, the guard's shadow reads of one
+ADD) on at most ``max_in_flight`` process-wide threads, waits for **every** one and returns each
+result or exception in call order, so no request outlives the step or the caller's locks. A
+fan-out never spans an ordering boundary (docs/design.md#prepare, docs/guard.md's ADD order):
+what precedes the step happened-before every call, what follows waits for all. Calls must never
+take the operation locks; no exception is dropped, no return is early.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``driver.managed.fanout``: bounded, wait-for-all fan-out with outcomes in call order."""
+"""``servicekit.fanout``: bounded, wait-for-all fan-out with outcomes in call order."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sriov_dra.driver.managed import fanout
+from sriov_dra.servicekit import fanout
 
 
 class Died(BaseException):
