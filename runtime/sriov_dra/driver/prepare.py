@@ -90,7 +90,7 @@ def _prepare_claim(
         known_devices=ctx.inventory.vfs().keys(),
     )
     if ctx.gate_closed and ctx.store.snapshot_claim(plan.claim_uid) is None:
-        raise _gate_closed(plan, ctx.gate_closed)
+        raise _gate_closed(ctx, plan)
     managed = ctx.managed
     consumer = None
     if managed is not None:  # docs/design.md#consumer: the live consumer Pod, before any lock or change
@@ -120,11 +120,18 @@ def _prepare_claim(
     return prepared_result(record, metadata_ids)
 
 
-def _gate_closed(plan: claim_plan.ClaimPlan, why: str) -> errors.LifecycleBlocked:
-    """The refusal of a new claim in release-only mode (``core.plugin.auto_attach_gate``)."""
+def _gate_closed(ctx: claim_context.ClaimContext, plan: claim_plan.ClaimPlan) -> errors.LifecycleBlocked:
+    """The refusal of a new claim in release-only mode (``core.plugin.auto_attach_gate``); once every
+    recorded binding is released it also says that release-only has nothing left and how it ends."""
+    drained = not any(r.managed_bindings() for r in ctx.store.all_claims().values())
+    done = (
+        ". Every auto-attached binding of this node is released now: run the preflight again (playbooks/preflight.yml), "
+        "which restarts this plugin in manual mode, or in full auto-attach once every check passes"
+    )
     return errors.LifecycleBlocked(
         f"ResourceClaim {plan.namespace}/{plan.name} ({plan.claim_uid}) of Pod {plan.namespace}/{plan.pod_name}: "
-        f"this node prepares no new claim while its auto-attach gate is closed; nothing was changed. {why}",
+        f"this node prepares no new claim while its auto-attach gate is closed; nothing was changed. "
+        f"{ctx.gate_closed}{done if drained else ''}",
         reason=errors.Reason.AUTO_ATTACH_GATE_CLOSED,
     )
 

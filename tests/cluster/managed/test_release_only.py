@@ -4,7 +4,8 @@ The plugin (real handler, auto-attach clients and repair worker against the API 
 ServiceAccount) prepares a managed Pod, then restarts with its gate closed
 (``core.plugin.auto_attach_gate`` decided release-only): a new managed Pod's claim is refused with
 ``AutoAttachGateClosed`` before anything is written, the recorded Pod's claim is still prepared
-again (kubelet restart) and repaired, and its unprepare releases every shadow, so nothing leaks.
+again (kubelet restart) and repaired, and its unprepare releases every shadow, so nothing leaks;
+a new claim refused after that says that no binding is left and that the preflight ends release-only.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def test_a_closed_gate_refuses_new_managed_claims_and_still_repairs_and_releases
         WHY,
     ):
         assert needed in refused.message, refused.message
+    assert "is released now" not in refused.message  # the recorded Pod's bindings are still held
     assert new.uid not in plugin.store.all_claims()
     assert sorted(o["metadata"]["uid"] for o in nads_in(api, namespace)) == shadows
     assert annotations(api, namespace, "new-after-gate-closed") == {}
@@ -57,3 +59,11 @@ def test_a_closed_gate_refuses_new_managed_claims_and_still_repairs_and_releases
     assert plugin.unprepare(first) is None
     eventually("the recorded Pod's shadows released", lambda: nads_in(api, namespace) == [])
     assert plugin.store.all_claims() == {}
+
+    # release-only with nothing left to release refuses on, and says how it ends (the preflight restarts it)
+    again = plugin.prepare(new)
+    assert isinstance(again, messages.ClaimError), again
+    assert (
+        "Every auto-attached binding of this node is released now: run the preflight again (playbooks/preflight.yml), "
+        "which restarts this plugin in manual mode" in again.message
+    ), again.message

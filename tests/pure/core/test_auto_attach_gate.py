@@ -50,7 +50,8 @@ def test_a_closed_gate_with_recorded_bindings_runs_release_only_naming_the_claim
     assert "(claims uid-a, uid-b): they are still repaired and released, no new claim is prepared" in got.why
     assert got.why.endswith(
         "fix the failed preflight checks and run the preflight again (it sets the label and restarts the "
-        "plugin), or drain the node (playbooks/drain.yml)"
+        "plugin), or drain the node (playbooks/drain.yml) and run the preflight again (with no binding left it "
+        "restarts the plugin in manual mode)"
     )
 
 

@@ -6,7 +6,8 @@ docs/install.md): the plugin reads its Node at start and runs auto-attach fully 
 without the label whose checkpoint holds auto-attached bindings runs it release-only: the recorded
 bindings are still repaired and released (only auto-attach can release them,
 docs/design.md#release), but no new claim is prepared (``AutoAttachGateClosed``). Any other node
-is manual. Pure.
+is manual. The mode holds for the process: the preflight restarts a release-only plugin whose
+bindings are all released, so that it starts manual. Pure.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def decide(label: str, node: str, node_labels: Mapping[str, str], managed_claims
             f"Node {node} {found} (its auto-attach gate is closed), but the checkpoint holds auto-attached "
             f"bindings (claims {', '.join(sorted(managed_claims))}): they are still repaired and released, "
             "no new claim is prepared; fix the failed preflight checks and run the preflight again "
-            "(it sets the label and restarts the plugin), or drain the node (playbooks/drain.yml)",
+            "(it sets the label and restarts the plugin), or drain the node (playbooks/drain.yml) and run the "
+            "preflight again (with no binding left it restarts the plugin in manual mode)",
         )
     return Decision(
         Mode.OFF,
