@@ -3,7 +3,8 @@
 ``serve`` wires the real dependencies (API client, live Pod and NAD reads, netlink, Multus as a
 child process), logs the effective settings once, serves ``/metrics``, ``/healthz`` and
 ``/readyz`` (503 until the socket listens), and on SIGTERM/SIGINT drains in-flight requests
-within ``drain_grace_s`` and exits 0. A daemon a newer Pod's superseded idles until stopped
+within ``drain_grace_s`` and exits 0. A daemon a newer Pod's superseded idles while that Pod's
+daemon accepts at the socket path and takes the path back once none does
 (docs/guard.md#rolling-update). ``install`` writes the shim and conflist and exits 1 on an
 installation problem; ``uninstall`` removes them, the conflist first. Only this module exits the
 process; expected start-up failures print one actionable line.
@@ -17,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -32,7 +34,8 @@ log = logging.getLogger("sriov_dra.guard")
 SOCKET_READY = "socket"
 """Readiness condition: the guard's unix socket listens (``/readyz`` is 503 before)."""
 SUPERSEDED_POLL_S: Final = 0.5
-"""How often the daemon looks whether a rollout's newer daemon took its socket path over (s)."""
+"""How often the daemon looks whether a rollout's newer daemon took its socket path over, and an
+idle superseded one whether that daemon is gone (s)."""
 
 
 DESCRIPTION: Final = "sriov-dra-guard: the guard daemon (serve) and its node installer (install, uninstall)."
@@ -75,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("POD_UID", ""),
         help="this daemon's Pod UID (default: $POD_UID): a probe sending another Pod's UID in X-Pod-Uid "
         "gets 503, so during a rollout each Pod's probes are answered only by its own daemon; a daemon "
-        "whose Pod a newer Pod superseded never takes the socket path back",
+        "whose Pod a newer Pod superseded takes the socket path back only once no daemon accepts there",
     )
     serve.add_argument("--log-format", choices=("text", "json"), default="text")
     serve.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -189,44 +192,66 @@ def _serve(args: argparse.Namespace) -> int:
         metadata=pod_metadata_files.PodMetadataFiles(conf.metadata_dir) if conf.metadata_dir else None,
     )
     state = probes.Health([SOCKET_READY], pod_uid=args.pod_uid.strip())
-    srv = server.GuardServer(
-        hooks, conf.socket_path, max_concurrent=conf.max_concurrent, health=state, instance=state.pod_uid
-    )
     endpoint = (
         probes.HttpServer(conf.metrics_address, state, recorder.render) if conf.metrics_address else None
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    try:
-        srv.start()  # takes the socket over from a rollout's previous daemon (docs/guard.md#rolling-update)
-    except socket_takeover.Retired as exc:  # a newer Pod's daemon holds the path and answers our liveness
-        log.warning(
-            "a newer daemon superseded this one; idle until the Pod is deleted", extra={"reason": str(exc)}
+    served: list[server.GuardServer] = []  # the last one holds the path or held it last
+    while not stop.is_set():
+        srv = server.GuardServer(
+            hooks, conf.socket_path, max_concurrent=conf.max_concurrent, health=state, instance=state.pod_uid
         )
-        state.set(SOCKET_READY, False, f"superseded by Pod {exc.holder}")
-        stop.wait()
-        api.close()
-        return 0
-    state.vouch_for(srv.superseded_instances)  # their restarts would only idle (never take the path back)
-    if endpoint is not None:
-        endpoint.start_when_free(stop)
-    state.set(SOCKET_READY, True)
-    log.info("guard ready", extra={"socket": str(conf.socket_path)})
-    while not stop.wait(SUPERSEDED_POLL_S):
-        if srv.superseded():  # a newer daemon serves the path: it gets the health address too
-            log.info("a newer daemon took the socket over: unready, health address freed")
-            state.set(SOCKET_READY, False, "a newer daemon took the socket over")
-            if endpoint is not None:
-                endpoint.stop()
-            stop.wait()
+        if not _take_path(srv, state, stop):
+            break
+        served.append(srv)
+        state.vouch_for(srv.superseded_instances)  # they idle while this daemon serves
+        if endpoint is not None:
+            endpoint.start_when_free(stop)
+        state.set(SOCKET_READY, True)
+        log.info("guard ready", extra={"socket": str(conf.socket_path)})
+        while not stop.wait(SUPERSEDED_POLL_S):
+            if srv.superseded():  # a newer daemon serves the path: it gets the health address too
+                log.info("a newer daemon took the socket over: unready, health address freed")
+                state.set(SOCKET_READY, False, "a newer daemon took the socket over")
+                if endpoint is not None:
+                    endpoint.stop()
+                break
     log.info("guard stopping", extra={"grace_s": conf.drain_grace_s})
     state.set(SOCKET_READY, False, "stopping")
-    srv.stop(grace_s=conf.drain_grace_s)
+    deadline = time.monotonic() + conf.drain_grace_s
+    for srv in reversed(served):  # the path's holder first: it gives the path up
+        srv.stop(grace_s=max(deadline - time.monotonic(), 0.0))
     if endpoint is not None:
         endpoint.stop()
     api.close()
     return 0
+
+
+def _take_path(srv: server.GuardServer, state: probes.Health, stop: threading.Event) -> bool:
+    """Start ``srv`` on the socket path; while a newer Pod's daemon accepts there, idle unready and
+    look again every :data:`SUPERSEDED_POLL_S` (docs/guard.md#rolling-update).
+
+    Returns ``False`` when ``stop`` was set first. Raises: ``OSError`` when the socket cannot be created.
+    """
+    idle = False
+    while not stop.is_set():
+        try:
+            srv.start()  # takes the socket over from a rollout's previous daemon
+            if idle:
+                log.info("the newer daemon is gone: this one takes the socket back")
+            return True
+        except socket_takeover.Retired as exc:  # the newer Pod's daemon answers our liveness probe
+            if not idle:
+                log.warning(
+                    "a newer daemon superseded this one; idle until the Pod is deleted or that daemon is gone",
+                    extra={"reason": str(exc)},
+                )
+                state.set(SOCKET_READY, False, f"superseded by Pod {exc.holder}")
+                idle = True
+        stop.wait(SUPERSEDED_POLL_S)
+    return False
 
 
 PRIMARY_FIX = (

@@ -3,8 +3,9 @@
 Wire format (:mod:`~sriov_dra.guard.shim`): one JSON request, write side shut, one JSON answer
 ``{exitCode, stdout}``. Directory 0700, socket 0600 (only root asks); a stale socket, or a
 previous daemon's during a rollout, is replaced by a rename under the path's lock, and a daemon
-superseded by a newer Pod never takes the path back (``host.socket_takeover``,
-docs/guard.md#rolling-update). One thread per connection, at most ``max_concurrent`` decided at
+superseded by a newer Pod takes the path back only once no daemon accepts there
+(``host.socket_takeover``, docs/guard.md#rolling-update); a connection closed without a request
+(that look) gets no answer. One thread per connection, at most ``max_concurrent`` decided at
 once; a request without a slot within its ADD budget gets CNI error 11. Stop: give the path up
 while it is still this daemon's, answer every connection already queued on the socket, close it,
 let in-flight requests finish within the grace period, return. Decides nothing itself; an
@@ -49,7 +50,7 @@ class GuardServer:
         self.socket_path = socket_path
         self.instance = instance
         self.superseded_instances: tuple[str, ...] = ()
-        """After :meth:`start`: the earlier instances that never take the path back (Pod UIDs)."""
+        """After :meth:`start`: the instances listed before this one, which idle while it serves (Pod UIDs)."""
         self.ready = threading.Event()
         self._slots = threading.BoundedSemaphore(max_concurrent)
         self._stopping = threading.Event()
@@ -62,8 +63,8 @@ class GuardServer:
     def start(self) -> None:
         """Bind the socket and take the path over (replacing a stale one or a previous daemon's), start accepting.
 
-        Raises: ``socket_takeover.Retired`` when a newer instance superseded this one (nothing
-        bound); ``OSError`` when the socket cannot be created.
+        Raises: ``socket_takeover.Retired`` when a newer instance superseded this one and its
+        daemon accepts at the path (nothing bound); ``OSError`` when the socket cannot be created.
         """
         directory = self.socket_path.parent
         directory.mkdir(parents=True, exist_ok=True)
@@ -141,7 +142,8 @@ class GuardServer:
                 conn.settimeout(30.0)  # the request itself is small; a stuck writer must not hold a slot
                 answer = self._answer(conn)
                 conn.settimeout(None)
-                conn.sendall(answer)
+                if answer:
+                    conn.sendall(answer)
         except OSError as exc:
             log.warning("guard could not answer the shim", extra={"error": str(exc)})
         finally:
@@ -151,6 +153,8 @@ class GuardServer:
     def _answer(self, conn: socket.socket) -> bytes:
         try:
             data = shim.read_all(conn)
+            if not data:  # another daemon's look whether one accepts here (socket_takeover.accepting)
+                return b""
             try:
                 obj = json.loads(data)
             except RecursionError:

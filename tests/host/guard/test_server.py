@@ -8,6 +8,7 @@ CNI error, and never reach the hooks (module contract of ``guard.server``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import tempfile
@@ -308,6 +309,62 @@ def test_a_superseded_daemon_restarted_never_takes_the_path_back_from_the_newer_
             assert socket_takeover.instances(path) == ["pod-old", "pod-new"]
         finally:
             new.stop(grace_s=2.0)
+
+
+def _dead_socket_at(path: Path) -> None:
+    """A socket file nobody listens on, as a daemon killed before its stop leaves it."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+        dead.bind(str(path))
+
+
+@pytest.mark.parametrize("gone", ["stopped", "died"])
+def test_a_superseded_daemon_takes_the_path_back_once_no_daemon_accepts_there(gone: str) -> None:
+    """A rollback of a broken image: the new Pod's daemon is gone (its Pod deleted, its stop removed
+    the path; or it died, leaving a socket nobody listens on). The old Pod's restarted daemon takes
+    the path and answers, keeping its place in the order, so the new Pod's restart takes it again."""
+    with tempfile.TemporaryDirectory(prefix="gs") as directory:
+        path = Path(directory) / "run" / "guard.sock"
+        old, _ = _guard(path, "pod-old")
+        new, _ = _guard(path, "pod-new")
+        restarted, restarted_hooks = _guard(path, "pod-old")
+        new_again, new_again_hooks = _guard(path, "pod-new")
+        old.start()
+        new.start()
+        old.stop(grace_s=2.0)
+        new.stop(grace_s=2.0)
+        if gone == "died":
+            _dead_socket_at(path)
+        try:
+            assert not socket_takeover.accepting(path)
+            restarted.start()
+            assert _answered(path) and len(restarted_hooks.calls) == 1
+            assert socket_takeover.instances(path) == ["pod-old", "pod-new"]
+            new_again.start()
+            assert _answered(path) and len(new_again_hooks.calls) == 1 and restarted.superseded()
+            assert new_again.superseded_instances == ("pod-old",)
+        finally:
+            new_again.stop(grace_s=2.0)
+            restarted.stop(grace_s=2.0)
+
+
+def test_the_look_whether_a_daemon_accepts_reaches_no_decision_and_gets_no_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A superseded daemon looks every 0.5 s whether one accepts at the path: the holder sees an
+    empty connection, which it neither decides on nor answers nor logs (checked once its stop
+    joined every connection's thread)."""
+    with tempfile.TemporaryDirectory(prefix="gs") as directory:
+        path = Path(directory) / "run" / "guard.sock"
+        srv, hooks = _guard(path, "pod-a")
+        srv.start()
+        with caplog.at_level(logging.DEBUG, logger="sriov_dra.guard"):
+            try:
+                assert all(socket_takeover.accepting(path) for _ in range(3))
+                assert _answered(path)
+            finally:
+                srv.stop(grace_s=2.0)
+        assert len(hooks.calls) == 1 and [r.getMessage() for r in caplog.records] == []
+        assert not socket_takeover.accepting(path)
 
 
 def test_the_holders_restart_a_newer_pod_and_a_daemon_without_a_pod_take_the_path_over() -> None:
