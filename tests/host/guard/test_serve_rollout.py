@@ -60,7 +60,7 @@ def _rollout(short_dir: Path) -> tuple[Path, int, guard.GuardDaemon, guard.Guard
     )
 
 
-def test_the_old_pods_restarted_daemon_idles_alive_and_unready_and_never_takes_the_socket_back(
+def test_the_old_pods_restarted_daemon_idles_alive_and_unready_while_the_new_one_serves(
     short_dir: Path,
 ) -> None:
     socket_path, port, old, new, restarted = _rollout(short_dir)

@@ -289,7 +289,7 @@ def test_a_stopping_daemon_never_removes_the_socket_a_newer_daemon_just_put_at_t
             new.stop(grace_s=2.0)
 
 
-def test_a_superseded_daemon_restarted_never_takes_the_path_back_from_the_newer_one() -> None:
+def test_a_superseded_daemon_restarted_is_refused_the_path_while_the_newer_one_accepts() -> None:
     """The old Pod's daemon, restarted after a new Pod's daemon took the path over (its liveness
     probe, a crash), is refused the path: the newer daemon keeps answering, and knows the old Pod
     as one it superseded (whose liveness it answers, docs/guard.md#rolling-update)."""
