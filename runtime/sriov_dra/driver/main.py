@@ -6,12 +6,14 @@ order"); nothing is served to the kubelet before the checkpoint is loaded and, i
 mode, the repair worker finished a pass (docs/design.md#repair). Shutdown removes the
 registration socket first. With a Pod UID the sockets are per instance and a running instance
 hands the checkpoint's writer lock, the ResourceSlices and the workers over to a newer one
-(docs/plugin.md#rolling-update). Only this module exits the process. :class:`PluginSeams` names what
-a launcher other than the shipped entrypoint may replace (the lab's fakes; the product ships none).
+(docs/plugin.md#rolling-update). Only this module ends the process (after a hand-over through
+``rolling_update.ProcessEnd``). :class:`PluginSeams` names what a launcher other than the shipped
+entrypoint may replace (the lab's fakes; the product ships none).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -104,6 +106,7 @@ class Plugin:
         *,
         seams: PluginSeams = PRODUCTION,
         stop_event: threading.Event | None = None,
+        fresh_after_hand_over: bool = False,
     ) -> None:
         self.settings = config
         self.seams = seams
@@ -112,7 +115,7 @@ class Plugin:
         self.owner_stop = threading.Event()
         self.handed_over = threading.Event()
         self.instance = rolling_update.instance_id(config.pod_uid)
-        self.handover_outcome: rolling_update.Outcome | None = None
+        self.ending = rolling_update.ProcessEnd(fresh_after_hand_over)
         self._lifecycle = threading.Lock()  # hand_over (watcher thread) and stop (main thread) in turn
         self._gate: rolling_update.Gate | None = None
         self._registration_seen = threading.Event()
@@ -189,7 +192,7 @@ class Plugin:
         Raises: StartupError naming the failed step and its fix.
         """
         cfg = self.settings
-        if cfg.pod_uid and not self._before_owning():
+        if not self._before_owning():
             return
         self.store = self._load_checkpoint()
         if self._gate is not None:
@@ -305,14 +308,17 @@ class Plugin:
         if self._gate is not None:
             self._gate.open(handler, monitor.reports)
             self.notify_health()
-            rolling_update.remove_dead_instances(cfg.sockets, cfg.driver_name)
         else:
             self.server = self._kubelet_server(handler, monitor.reports)
-        self.health_state.vouch_for(rolling_update.serving(cfg.state_dir, self.instance))
+        try:
+            older, sweep = rolling_update.serving(cfg, self.instance)
+        except OSError as exc:
+            raise StartupError(f"cannot record this instance as the node's owner: {exc}") from exc
+        self.health_state.vouch_for(older)
         threads.start("device-health", monitor.run, self.owner_stop, health=self.health_state)
         threads.start(
             "hand-over", rolling_update.watch_successor, self.store, self.stop_event, self.hand_over,
-            cfg.state_dir, cfg.pod_uid, health=self.health_state,
+            cfg.state_dir, cfg.pod_uid, sweep, health=self.health_state,
         )  # fmt: skip
         LOG.info(
             "plugin started", extra={"op": "startup", "node": cfg.node_name, "socket": str(cfg.sockets.dra)}
@@ -338,17 +344,17 @@ class Plugin:
         return server
 
     def _before_owning(self) -> bool:
-        """Per-instance sockets: this instance's place in the node's order; the newest serves and
-        registers before owning. ``False``: idle (a newer one holds the node). Raises: StartupError."""
+        """This instance's place in the node's order: the newest serves and registers before owning.
+        ``False``: idle (a newer one holds the node, or it handed it over). Raises: StartupError."""
+        cfg = self.settings
         try:
-            how = rolling_update.how_to_start(self.settings.state_dir, self.settings.pod_uid)
+            how = rolling_update.how_to_start(cfg.state_dir, cfg.pod_uid, self.ending.fresh_after_hand_over)
         except OSError as exc:
-            raise StartupError(f"cannot record this instance in {self.settings.state_dir}: {exc}") from exc
+            raise StartupError(f"cannot record this instance in {cfg.state_dir}: {exc}") from exc
         if how is rolling_update.Start.IDLE:
             self.handed_over.set()
-            return False
-        if how is rolling_update.Start.TAKE:
-            return True
+        if how is not rolling_update.Start.ASK:
+            return how is rolling_update.Start.TAKE
         self._gate = rolling_update.Gate()
         self.server = self._kubelet_server(
             metrics.CountingHandler(self._gate, self._refresh_prepared), self._gate.reports
@@ -370,7 +376,8 @@ class Plugin:
         self.handed_over.set()
         self.owner_stop.set()
         server, repair, pub, http = self.server, self.repair, self.publisher, self.http
-        outcome = rolling_update.hand_over(
+        outcome = functools.partial(
+            rolling_update.hand_over,
             stop_serving=(lambda: server.stop(grace_s=self.settings.shutdown_grace_s)) if server else None,
             stop_workers=[w.stop for w in (repair, http) if w is not None] + ([pub.close] if pub else []),
             store=self.store,
@@ -379,8 +386,7 @@ class Plugin:
             lock=self._lifecycle,
             fault=self.seams.fault,
         )
-        self.handover_outcome = outcome
-        self.stop_event.set()
+        self.ending.hand_over(outcome, then=self.stop_event.set)
 
     def _device_health(
         self, pub: publisher.Publisher, sysfs: sysfs_mod.Sysfs
@@ -438,14 +444,12 @@ class Plugin:
                 self._api = None
 
     def run(self) -> int:
-        """Start, serve until a signal or a hand-over, stop; return the exit status.
-
-        After a hand-over this never returns: the process replaces itself (``rolling_update.replace_process``).
-        """
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-            signal.signal(sig, self._signalled)
+        """Start, serve until a signal or a hand-over, stop; return the exit status, or never after a
+        hand-over (``rolling_update.ProcessEnd``). A stop signal pending across its exec is taken first."""
+        rolling_update.catch_stop_signals(self._signalled)
         try:
-            self.start()
+            if not self.stop_event.is_set():
+                self.start()
         except StartupError as exc:
             LOG.error("startup failed", extra={"op": "startup", "reason": str(exc)})
             self.stop()
@@ -454,12 +458,11 @@ class Plugin:
             pass
         LOG.info("stopping", extra={"op": "shutdown"})
         self.stop()
-        if self.handover_outcome is not None:
-            rolling_update.replace_process(self.handover_outcome)
-        return EXIT_OK
+        return self.ending.finish()  # after a hand-over: never returns
 
     def _signalled(self, signum: int, frame: FrameType | None) -> None:
         LOG.info("signal received", extra={"op": "shutdown", "signal": signal.Signals(signum).name})
+        self.ending.signalled.set()
         self.stop_event.set()
         self.owner_stop.set()
 
@@ -493,4 +496,5 @@ def main(
             "seams replaced by the launcher (not the shipped entrypoint)",
             extra={"op": "startup", "reason": ", ".join(replaced)},
         )
-    return Plugin(config, seams=seams).run()
+    fresh = rolling_update.fresh_after_hand_over(os.environ)  # the process's own, whatever ``env``
+    return Plugin(config, seams=seams, fresh_after_hand_over=fresh).run()

@@ -56,7 +56,8 @@ INSTANCES_FILE_NAME: Final = "checkpoint.instances"
 
 OWNER_FILE_NAME: Final = "checkpoint.owner"
 """The instance that last took the node and serves it, one line: written by a successor once it
-serves, which confirms a hand-over to the instance that released the writer lock."""
+serves, which confirms a hand-over to the instance that released the writer lock (that one wrote
+its own name there just before, so no earlier name can pass for the confirmation)."""
 
 RETIRED_KEPT: Final = 16
 """How many handed-over instances :func:`record_retired` keeps."""

@@ -7,7 +7,8 @@ of a state directory (``instance_process``); the test process plays the other in
 
 from __future__ import annotations
 
-import itertools
+import os
+import socket
 import subprocess
 import sys
 import threading
@@ -19,7 +20,7 @@ import pytest
 from tests import waiting
 from tests.fakes.claim_handler import FakeClaimHandler
 
-from sriov_dra.driver import main, rolling_update, settings
+from sriov_dra.driver import rolling_update, settings
 from sriov_dra.host import checkpoint, checkpoint_files
 from sriov_dra.kubeletapi import endpoints, plugin_server
 
@@ -182,9 +183,14 @@ def test_a_hand_over_whose_successor_took_the_lock_and_died_before_serving_is_un
     assert "old" not in checkpoint_files.retired(tmp_path)
 
 
-def test_a_hand_over_ends_once_the_successor_serves_the_node(tmp_path: Path, spawn: Spawn) -> None:
+@pytest.mark.parametrize("recorded_owner", ["old", "new"], ids=["itself", "the-successor-already"])
+def test_a_hand_over_ends_once_the_successor_serves_the_node(
+    tmp_path: Path, spawn: Spawn, recorded_owner: str
+) -> None:
+    """Also when the owner record still names the successor from an earlier hand-over (it served,
+    went away, the old instance took the node back): its name written again confirms."""
     store = _owned_by_this_process(tmp_path, "old", "new")
-    checkpoint_files.record_owner(tmp_path, "old")
+    checkpoint_files.record_owner(tmp_path, recorded_owner)
     successor = spawn(tmp_path, "new", confirm=True)
     _asks(store)
     thread, outcomes = _hand_over_in_thread(store, tmp_path)
@@ -193,6 +199,67 @@ def test_a_hand_over_ends_once_the_successor_serves_the_node(tmp_path: Path, spa
     assert outcomes == [rolling_update.Outcome.HANDED_OVER]
     assert checkpoint_files.retired(tmp_path) == ["old"]
     assert checkpoint_files.owner(tmp_path) == "new"
+
+
+def test_an_instance_that_cannot_record_itself_as_the_owner_does_not_serve(short_dir: Path) -> None:
+    """Without the record the instance it took the node from would wait for a confirmation forever."""
+    (short_dir / checkpoint_files.OWNER_FILE_NAME).mkdir()  # the record cannot be replaced
+    cfg = settings.parse(
+        [f"--kubelet-plugins-directory-path={short_dir}", f"--state-dir={short_dir}", "--pod-uid=new"],
+        {"NODE_NAME": "node-a"},
+    )
+    with pytest.raises(OSError):
+        rolling_update.serving(cfg, "new")
+
+
+def _dead_socket(path: Path) -> None:
+    """A unix socket file nobody listens on (an instance killed before it removed it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(path))
+
+
+def test_the_owner_removes_a_dead_instances_socket_too_young_at_start_on_a_later_sweep(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner sweeps the dead sockets every DEAD_SOCKET_SWEEP_S while it owns the node, not only
+    at start: a socket a killed instance bound less than a minute before is removed later."""
+    monkeypatch.setattr(rolling_update, "DEAD_SOCKET_SWEEP_S", 0.05)
+    driver = "driver.example.com"
+    own = endpoints.plugin_sockets(
+        driver, plugins_dir=short_dir / "p", registry_dir=short_dir / "r", instance="own"
+    )
+    dead = endpoints.plugin_sockets(
+        driver, plugins_dir=short_dir / "p", registry_dir=short_dir / "r", instance="dead"
+    )
+    for path in (dead.dra, dead.registration):
+        _dead_socket(path)
+    (short_dir / "state").mkdir()
+    store = _owned_by_this_process(short_dir / "state", "own")
+    stop = threading.Event()
+    watcher = threading.Thread(
+        target=rolling_update.watch_successor,
+        args=(store, stop, lambda: None, short_dir / "state", "own"),
+        kwargs={"sweep": lambda: rolling_update.remove_dead_instances(own, driver)},
+        daemon=True,
+    )
+    watcher.start()
+    try:
+        time.sleep(0.3)
+        assert dead.dra.exists() and dead.registration.exists(), "a socket bound just now is kept"
+        minute_ago = time.time() - 2 * plugin_server.DEAD_SOCKET_MIN_AGE_S
+        for path in (dead.dra, dead.registration):
+            os.utime(path, (minute_ago, minute_ago))
+        waiting.eventually(
+            "the owner to remove the dead instance's sockets",
+            lambda: not dead.dra.exists() and not dead.registration.exists(),
+            timeout_s=10,
+            interval_s=0.05,
+        )
+    finally:
+        stop.set()
+        watcher.join(5)
+        store.close()
 
 
 def test_a_new_instance_without_a_registration_verdict_stops_and_never_asks_for_the_node(
@@ -207,75 +274,3 @@ def test_a_new_instance_without_a_registration_verdict_stops_and_never_asks_for_
     )
     reason = rolling_update.await_registration(threading.Event(), server, sockets.registration)
     assert reason is not None and "no registration verdict" in reason and "keeps the node" in reason
-
-
-def old_instance_process(root: str) -> None:
-    """The old instance: owns the node, with a thread of its own writing ``<root>/stray`` every
-    20 ms (standing for any thread of the instance: a kubelet call abandoned after the drain's
-    grace, a worker); hands over once a successor asks, through the plugin's own :meth:`run`.
-    Its fresh start after the hand-over (the process replaced in place) prints ``fresh start``."""
-    base = Path(root)
-    if "old" in checkpoint_files.retired(base / "state"):
-        print("fresh start", flush=True)
-        time.sleep(600)
-        return
-    cfg = settings.parse(
-        [
-            f"--kubelet-plugins-directory-path={base / 'plugins'}",
-            f"--kubelet-registrar-directory-path={base / 'registry'}",
-            f"--state-dir={base / 'state'}",
-            f"--cdi-root={base / 'cdi'}",
-            "--pod-uid=old",
-        ],
-        {"NODE_NAME": "node-a"},
-    )
-    plugin = main.Plugin(cfg)
-    plugin.store = checkpoint.CheckpointStore(base / "state" / "checkpoint.json")
-    plugin.store.load()
-    plugin.start = lambda: None  # type: ignore[method-assign]  # owns the node without the API server
-
-    def stray() -> None:
-        for n in itertools.count():
-            (base / "stray").write_text(str(n))
-            time.sleep(0.02)
-
-    def watch() -> None:
-        assert plugin.store is not None
-        while not plugin.store.successor_waiting():
-            time.sleep(0.02)
-        plugin.hand_over()
-
-    threading.Thread(target=stray).start()
-    threading.Thread(target=watch, daemon=True).start()
-    print("serving", flush=True)
-    sys.exit(plugin.run())
-
-
-def test_an_instance_that_handed_over_leaves_no_thread_that_writes_to_the_node(
-    tmp_path: Path, spawn: Spawn
-) -> None:
-    """After the confirmed hand-over the old instance's process is replaced in place (same PID, a
-    fresh start that idles): a thread of the old instance that went on writing stops for good."""
-    (tmp_path / "state").mkdir()
-    for instance in ("old", "new"):
-        checkpoint_files.record_instance(tmp_path / "state", instance)
-    code = f"from tests.host.driver.test_rolling_update import old_instance_process; old_instance_process({str(tmp_path)!r})"
-    old = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
-    try:
-        assert _read_line(old) == "serving"
-        new = spawn(tmp_path / "state", "new", confirm=True)
-        assert _read_line(new) == "loaded"
-        waiting.eventually(
-            "the old instance to record the confirmed hand-over",
-            lambda: "old" in checkpoint_files.retired(tmp_path / "state"),
-            timeout_s=30,
-            interval_s=0.02,
-        )
-        time.sleep(1.0)  # the process ends its instance right after the hand-over
-        written = (tmp_path / "stray").read_text()
-        time.sleep(0.5)
-        assert (tmp_path / "stray").read_text() == written, "a thread of the old instance still writes"
-        assert old.poll() is None and _read_line(old) == "fresh start", "not replaced in place"
-    finally:
-        old.kill()
-        old.communicate()

@@ -50,7 +50,8 @@ def may_hand_over(record: Sequence[str], owner: str) -> bool:
 def confirmed(owner_now: str | None, handing_over: str, owner_before: str | None) -> bool:
     """Whether the owner record names the instance that took the node over from ``handing_over``.
 
-    ``owner_before`` is what the record named when the hand-over began (``None``: no record); the
-    successor writes its own name once it serves the node, so any other name confirms.
+    ``owner_before`` is what the record named when the writer lock was released (``None``: no
+    record; ``handing_over`` itself once it wrote its own name there just before); the successor
+    writes its own name once it serves the node, so any other name confirms.
     """
     return owner_now is not None and owner_now not in (handing_over, owner_before)
