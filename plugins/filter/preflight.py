@@ -53,9 +53,12 @@ def _check(name, ok, detail, fix=""):
     return {"name": name, "status": "pass" if ok else "fail", "detail": detail, "fix": "" if ok else fix}
 
 
-def _deployed(component):
-    value = component.get("deployed", True)
+def _truth(value):
     return value.strip().lower() in ("true", "yes", "1") if isinstance(value, str) else bool(value)
+
+
+def _deployed(component):
+    return _truth(component.get("deployed", True))
 
 
 def _pod_problem(pod):
@@ -153,21 +156,38 @@ def sriov_auto_attach_gate(components, node):
     return [daemon, images]
 
 
-WANTED_MODES = {True: ("full",), False: ("release-only", "off")}
-"""The modes the plugin may report (``names.AUTO_ATTACH_MODE_ANNOTATION``) with its node's gate open or
-closed: closed is release-only while the node holds auto-attached bindings, off without them (the
-plugin decides from its checkpoint)."""
+def wanted_modes(gate_on, bindings):
+    """The modes the gate accepts from a node's plugin, and why: ``(modes, why)``.
+
+    ``gate_on``: every check of the node passed; ``bindings``: the managed bindings its checkpoint
+    holds (``checkpoint_info``'s ``bindings``), None when not read. Open: ``full``. Closed:
+    ``release-only`` while there are bindings (only auto-attach releases them), ``off`` once there
+    are none (a release-only plugin left so would refuse every new claim), either when not read.
+    """
+    if _truth(gate_on):
+        return ("full",), ""
+    if bindings is None:
+        return ("release-only", "off"), ""
+    if bindings:
+        return ("release-only",), (" (its checks failed, and the node's checkpoint holds %d auto-attached "
+                                   "binding(s) to release)" % len(bindings))
+    return ("off",), " (its checks failed, and the node's checkpoint holds no auto-attached binding: manual mode)"
 
 
-def sriov_auto_attach_mode_mismatch(pods, gate_on):
-    """The plugin Pods whose reported auto-attach mode is not one the gate wants (``gate_on``: open).
+def sriov_auto_attach_mode_mismatch(pods, gate_on, bindings):
+    """The plugin Pods whose reported auto-attach mode is not one the gate wants (:func:`wanted_modes`).
 
     ``pods``: the plugin's Pods on one node as read; one being deleted is left out. Each Pod reports the
     mode its process runs in ``names.AUTO_ATTACH_MODE_ANNOTATION`` (none: a plugin that did not report).
+    ``bindings``: the node's checkpoint bindings, or None when not read (the plugin decides from them).
     Shapes: ``[{namespace, name, reported, wanted, detail}]`` with ``reported`` ``""`` when absent and
     ``wanted`` the accepted modes; empty when every Pod runs a wanted mode (no restart needed).
+    Raises: AnsibleFilterError when ``bindings`` is neither a list nor None.
     """
-    wanted = WANTED_MODES[bool(gate_on) if not isinstance(gate_on, str) else gate_on.strip().lower() == "true"]
+    if bindings is not None and not isinstance(bindings, (list, tuple)):
+        raise AnsibleFilterError("sriov_auto_attach_mode_mismatch: bindings must be the list checkpoint_info "
+                                 "returns (bindings), or None when the checkpoint was not read; got %r" % (bindings,))
+    wanted, why = wanted_modes(gate_on, bindings)
     found = []
     for pod in pods or []:
         meta = pod.get("metadata") or {}
@@ -179,12 +199,12 @@ def sriov_auto_attach_mode_mismatch(pods, gate_on):
         found.append({
             "namespace": meta.get("namespace", ""), "name": meta.get("name", ""), "reported": reported,
             "wanted": list(wanted),
-            "detail": "%s/%s %s, the gate wants %s" % (
+            "detail": "%s/%s %s, the gate wants %s%s" % (
                 meta.get("namespace", ""), meta.get("name", ""),
                 ("reports auto-attach mode %s" % reported) if reported else
                 "reports no auto-attach mode (%s absent: it did not start, or cannot patch its Pod)"
                 % names.AUTO_ATTACH_MODE_ANNOTATION,
-                " or ".join(wanted)),
+                " or ".join(wanted), why),
         })
     return found
 

@@ -11,9 +11,11 @@ fails ``running-images`` and the label is removed again.
 
 The same thread is also a FAKE plugin stand-in for the one thing the preflight reads from the
 plugin: the auto-attach mode it reports on its Pod. As the real plugin does at its start, it reads
-the Node's label when it first sees a plugin Pod and annotates that Pod ``full`` (label ``true``),
-else ``release-only`` when told the node holds bindings, else ``off``. The preflight restarts the
-plugin exactly when that mode is not the one the gate wants.
+the Node's label and the node's checkpoint (the preflight's ``plugin_checkpoint``, written by the
+plugin's own store) when it first sees a plugin Pod, lets the plugin's own rule decide
+(``auto_attach_gate.decide``: ``full``, ``release-only`` while auto-attached bindings are
+recorded, else ``off``) and annotates that Pod with it. The preflight restarts the plugin exactly
+when that mode is not the one the gate wants.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ import pytest
 from kubernetes import client as k8s
 from tests.ansible import test_preflight_playbook as tpp
 from tests.ansible.conftest import run
+from tests.fakes import checkpoint_records as records
 from tests.waiting import eventually
 
+from sriov_dra.core.plugin import auto_attach_gate
+from sriov_dra.host import checkpoint
 from sriov_dra_lab.nodes import SimulatedNode
-from sriov_dra_rules import names
+from sriov_dra_rules import checkpoint_doc, names
 
 cluster = tpp.cluster
 NAMESPACE = tpp.NAMESPACE
@@ -49,15 +54,15 @@ class FakeKubelet:
 
     ``image_ids`` maps a Pod name to the imageID its containers report (default: the spec image).
     FAKE plugin stand-in: annotates a plugin Pod it sees first with the mode a plugin started then
-    reports (``full`` when the Node carries the label ``true``; else ``release-only`` while
-    ``holds_bindings``, else ``off``).
+    reports, decided by the plugin's rule from the Node's labels and the bindings ``plugin_checkpoint``
+    records.
     """
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: Any, plugin_checkpoint: Path) -> None:
         self.core = k8s.CoreV1Api(api)
         self.not_ready: set[str] = set()
         self.image_ids: dict[str, str] = {}
-        self.holds_bindings = False
+        self.plugin_checkpoint = plugin_checkpoint
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
 
@@ -90,8 +95,9 @@ class FakeKubelet:
             return
         if MODE in (pod.metadata.annotations or {}):
             return  # the plugin reports once, at its start
-        label = (self.core.read_node(NODE).metadata.labels or {}).get(LABEL)
-        mode = "full" if label == "true" else "release-only" if self.holds_bindings else "off"
+        labels = self.core.read_node(NODE).metadata.labels or {}
+        held = checkpoint_doc.managed_bindings(self.plugin_checkpoint.read_bytes(), source="the test's")
+        mode = str(auto_attach_gate.decide(LABEL, NODE, labels, [str(b["claim_uid"]) for b in held]).mode)
         try:
             self.core.patch_namespaced_pod(
                 pod.metadata.name, NAMESPACE, {"metadata": {"annotations": {MODE: mode}}}
@@ -155,6 +161,21 @@ def _plugin_pods(api: Any) -> set[str]:
     return set(_plugin_modes(api))
 
 
+def _record_binding(path: Path, *, held: bool) -> None:
+    """Record one auto-attached binding in the plugin checkpoint at ``path`` (``held``), or release it."""
+    store = checkpoint.CheckpointStore(path)
+    try:
+        store.load()
+        if held:
+            store.set_claim(records.record())
+        else:  # as the plugin's release does: Deleting, ReleaseComplete, then the record goes
+            store.mark_managed_deleting(records.CLAIM_1)
+            store.mark_managed_release_complete(records.CLAIM_1)
+            store.delete_claim(records.CLAIM_1)
+    finally:
+        store.close()
+
+
 def _reported(api: Any) -> dict[str, str | None] | None:
     """The plugin Pods once each reports a mode (the FAKE stand-in's first sight), else None."""
     modes = _plugin_modes(api)
@@ -164,6 +185,10 @@ def _reported(api: Any) -> dict[str, str | None] | None:
 @pytest.fixture
 def gate(cluster: Any, api: Any, tmp_path: Path) -> Iterator[tuple[dict[str, str], list[str], FakeKubelet]]:
     env, argv = cluster
+    # the node the cluster fixture laid out (tests/ansible/node_fixture.py), whose checkpoint the preflight reads
+    plugin_checkpoint = Path(
+        json.loads((tmp_path / "vars.json").read_text())["preflight_node_options"]["plugin_checkpoint"]
+    )
     node = SimulatedNode(api, NODE, labels={"kubernetes.io/hostname": NODE}, interval_s=5.0).start()
     extra = tmp_path / "gate.json"
     extra.write_text(
@@ -182,7 +207,7 @@ def gate(cluster: Any, api: Any, tmp_path: Path) -> Iterator[tuple[dict[str, str
     try:
         _pod(api, "guard", "sriov-dra-guard", IMAGE)
         _pod(api, "multus", "multus", MULTUS)
-        with FakeKubelet(api) as kubelet:
+        with FakeKubelet(api, plugin_checkpoint) as kubelet:
             yield env, [*argv, "-e", f"@{extra}"], kubelet
     finally:
         node.stop(delete=True)
@@ -259,20 +284,36 @@ def test_the_plugin_is_restarted_only_when_the_mode_it_reports_is_not_the_one_th
     run(argv, env)  # the plugin runs the wanted mode: nothing is restarted
     assert _plugin_modes(api) == full
 
-    kubelet.holds_bindings = True
+    _record_binding(kubelet.plugin_checkpoint, held=True)
     kubelet.not_ready.add("guard")
     failed = run(argv, env, check=False)
     assert failed.returncode != 0 and _label(api) is None
     release_only = _plugin_modes(api)
     assert not set(release_only) & set(full) and set(release_only.values()) == {"release-only"}, release_only
 
-    again = run(argv, env, check=False)  # still failing: release-only is what the gate wants, no restart
+    # still failing, the binding still held: release-only is what the gate wants, no restart
+    again = run(argv, env, check=False)
     assert again.returncode != 0
+    assert "release-only while its checkpoint holds 1 auto-attached binding(s)" in " ".join(
+        again.stdout.split()
+    )
     assert _plugin_modes(api) == release_only
+
+    # the node was drained: every binding released, the gate still failing. A release-only plugin would refuse
+    # every new claim, so the preflight restarts it into manual mode
+    _record_binding(kubelet.plugin_checkpoint, held=False)
+    drained = run(argv, env, check=False)
+    out = " ".join(drained.stdout.split())
+    assert drained.returncode != 0
+    name = next(iter(release_only))
+    assert (
+        f"{NAMESPACE}/{name} reports auto-attach mode release-only, the gate wants off (its checks failed, and the "
+        "node's checkpoint holds no auto-attached binding: manual mode)" in out
+    ), out[-4000:]
+    manual = _plugin_modes(api)
+    assert not set(manual) & set(release_only) and set(manual.values()) == {"off"}, manual
 
     kubelet.not_ready.clear()
     run(argv, env)
     back = _plugin_modes(api)
-    assert _label(api) == "true" and not set(back) & set(release_only) and set(back.values()) == {"full"}, (
-        back
-    )
+    assert _label(api) == "true" and not set(back) & set(manual) and set(back.values()) == {"full"}, back

@@ -126,23 +126,73 @@ def _plugin(name: str, mode: str | None, *, deleting: bool = False) -> dict[str,
     return {"metadata": meta}
 
 
-@pytest.mark.parametrize(
-    ("gate_on", "mode"),
-    [(True, "full"), (False, "release-only"), (False, "off"), ("True", "full"), ("False", "off")],
-    ids=["open-full", "closed-release-only", "closed-off", "open-as-text", "closed-as-text"],
-)
-def test_a_plugin_that_runs_a_mode_the_gate_wants_is_not_restarted(gate_on: Any, mode: str) -> None:
-    assert preflight.sriov_auto_attach_mode_mismatch([_plugin("plugin-1", mode)], gate_on) == []
+BINDING = {"claim_uid": "uid-1", "namespace": "ns", "name": "claim-1", "pod_uid": "pod-1", "device": "vf-0",
+           "phase": "Ready", "shadow": "ns/dra-sriov-x"}  # fmt: skip
+HELD = " (its checks failed, and the node's checkpoint holds 1 auto-attached binding(s) to release)"
+NONE_LEFT = " (its checks failed, and the node's checkpoint holds no auto-attached binding: manual mode)"
 
 
 @pytest.mark.parametrize(
-    ("gate_on", "mode", "said"),
+    ("gate_on", "bindings", "mode"),
     [
-        (True, "off", "ns/plugin-1 reports auto-attach mode off, the gate wants full"),
-        (True, "release-only", "ns/plugin-1 reports auto-attach mode release-only, the gate wants full"),
-        (False, "full", "ns/plugin-1 reports auto-attach mode full, the gate wants release-only or off"),
+        (True, None, "full"),
+        (True, [BINDING], "full"),
+        (False, [BINDING], "release-only"),
+        (False, [], "off"),
+        (False, None, "release-only"),
+        (False, None, "off"),
+        ("True", None, "full"),
+        ("False", [], "off"),
+    ],
+    ids=[
+        "open-full",
+        "open-full-with-bindings",
+        "closed-release-only-with-bindings",
+        "closed-off-without-bindings",
+        "closed-release-only-checkpoint-not-read",
+        "closed-off-checkpoint-not-read",
+        "open-as-text",
+        "closed-as-text",
+    ],
+)
+def test_a_plugin_that_runs_a_mode_the_gate_wants_is_not_restarted(
+    gate_on: Any, bindings: Any, mode: str
+) -> None:
+    assert preflight.sriov_auto_attach_mode_mismatch([_plugin("plugin-1", mode)], gate_on, bindings) == []
+
+
+@pytest.mark.parametrize(
+    ("gate_on", "bindings", "mode", "said"),
+    [
+        (True, None, "off", "ns/plugin-1 reports auto-attach mode off, the gate wants full"),
         (
             True,
+            [BINDING],
+            "release-only",
+            "ns/plugin-1 reports auto-attach mode release-only, the gate wants full",
+        ),
+        (
+            False,
+            None,
+            "full",
+            "ns/plugin-1 reports auto-attach mode full, the gate wants release-only or off",
+        ),
+        (False, [], "full", f"ns/plugin-1 reports auto-attach mode full, the gate wants off{NONE_LEFT}"),
+        (
+            False,
+            [],
+            "release-only",
+            f"ns/plugin-1 reports auto-attach mode release-only, the gate wants off{NONE_LEFT}",
+        ),
+        (
+            False,
+            [BINDING],
+            "off",
+            f"ns/plugin-1 reports auto-attach mode off, the gate wants release-only{HELD}",
+        ),
+        (
+            True,
+            None,
             None,
             f"ns/plugin-1 reports no auto-attach mode ({MODE} absent: it did not start, or cannot patch its Pod), "
             "the gate wants full",
@@ -152,24 +202,45 @@ def test_a_plugin_that_runs_a_mode_the_gate_wants_is_not_restarted(gate_on: Any,
         "label-set-plugin-still-manual",
         "label-set-plugin-release-only",
         "gate-failed-plugin-full",
+        "gate-failed-plugin-full-no-bindings",
+        "gate-failed-release-only-with-every-binding-released",
+        "gate-failed-plugin-off-while-bindings-are-held",
         "no-report",
     ],
 )
 def test_a_plugin_that_reports_another_mode_than_the_gate_wants_is_named_for_a_restart(
-    gate_on: bool, mode: str | None, said: str
+    gate_on: bool, bindings: Any, mode: str | None, said: str
 ) -> None:
-    got = preflight.sriov_auto_attach_mode_mismatch([_plugin("plugin-1", mode)], gate_on)
+    got = preflight.sriov_auto_attach_mode_mismatch([_plugin("plugin-1", mode)], gate_on, bindings)
     assert [(g["namespace"], g["name"], g["reported"], g["detail"]) for g in got] == [
         ("ns", "plugin-1", mode or "", said)
     ]
 
 
+def test_a_release_only_plugin_is_left_while_bindings_are_held_and_restarted_once_all_are_released() -> None:
+    pods = [_plugin("plugin-1", "release-only")]
+    assert (
+        preflight.sriov_auto_attach_mode_mismatch(pods, False, [BINDING, dict(BINDING, device="vf-1")]) == []
+    )
+    assert [g["wanted"] for g in preflight.sriov_auto_attach_mode_mismatch(pods, False, [])] == [["off"]]
+
+
+def test_bindings_that_are_not_the_checkpoint_list_are_refused() -> None:
+    with pytest.raises(
+        AnsibleFilterError, match=r"bindings must be the list checkpoint_info returns .* got 3"
+    ):
+        preflight.sriov_auto_attach_mode_mismatch([_plugin("plugin-1", "off")], False, 3)
+
+
 def test_a_plugin_pod_being_deleted_is_left_out() -> None:
     pods = [_plugin("old", "off", deleting=True), _plugin("new", "full")]
-    assert preflight.sriov_auto_attach_mode_mismatch(pods, True) == []
+    assert preflight.sriov_auto_attach_mode_mismatch(pods, True, None) == []
 
 
 def test_the_modes_the_gate_accepts_are_the_modes_the_plugin_reports() -> None:
     assert names.AUTO_ATTACH_MODE_ANNOTATION == MODE
-    accepted = {m for modes in preflight.WANTED_MODES.values() for m in modes}
+    accepted = {
+        m for gate_on in (True, False) for bindings in (None, [], [BINDING])
+        for m in preflight.wanted_modes(gate_on, bindings)[0]
+    }  # fmt: skip
     assert accepted == {str(m) for m in Mode}
