@@ -60,19 +60,24 @@ def _rollout(short_dir: Path) -> tuple[Path, int, guard.GuardDaemon, guard.Guard
     )
 
 
+def _roll(old: guard.GuardDaemon, new: guard.GuardDaemon, port: int) -> None:
+    """Start the old Pod's daemon, then the new one, and wait until the new one serves its own probe."""
+    old.start()
+    new.start()
+    waiting.eventually(
+        "the new daemon serving its own readiness probe",
+        lambda: _probe(port, "/readyz", "pod-new")[0] == 200,
+        timeout_s=30,
+        interval_s=0.1,
+    )
+
+
 def test_the_old_pods_restarted_daemon_idles_alive_and_unready_while_the_new_one_serves(
     short_dir: Path,
 ) -> None:
     socket_path, port, old, new, restarted = _rollout(short_dir)
     try:
-        old.start()
-        new.start()
-        waiting.eventually(
-            "the new daemon serving its own readiness probe",
-            lambda: _probe(port, "/readyz", "pod-new")[0] == 200,
-            timeout_s=30,
-            interval_s=0.1,
-        )
+        _roll(old, new, port)
         held = os.stat(socket_path).st_ino
         status, body = _probe(port, "/healthz", "pod-old")
         assert status == 200 and "superseded by Pod pod-new" in body
@@ -108,14 +113,7 @@ def test_an_idle_superseded_daemon_takes_the_socket_and_address_back_once_the_ne
     socket_path, port, old, new, restarted = _rollout(short_dir)
     idle = restarted if old_restarted else old
     try:
-        old.start()
-        new.start()
-        waiting.eventually(
-            "the new daemon serving its own readiness probe",
-            lambda: _probe(port, "/readyz", "pod-new")[0] == 200,
-            timeout_s=30,
-            interval_s=0.1,
-        )
+        _roll(old, new, port)
         if old_restarted:
             old.stop()
             restarted.start()
